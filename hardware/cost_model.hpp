@@ -1,0 +1,37 @@
+// Cost models: pure functions of (spec, shape) -> time (STYLE.md). Each formula cites its source
+// in the .cpp. Calibrated curves (issue: calibration harness) will sit in front of these
+// fallbacks; the signatures stay.
+#pragma once
+
+#include <cstdint>
+
+#include "hardware/gpu_spec.hpp"
+#include "sim/units/op_shapes.hpp"
+#include "sim/units/units.hpp"
+
+namespace fsdpsim::hardware {
+
+// Time of one kernel on one GPU: GEMMs from a roofline with wave-quantization efficiency,
+// attention from its FLOPs at the attention efficiency (or memory bound), memory-bound kernels
+// from bytes over achievable HBM bandwidth. Never below a minimum kernel duration.
+Seconds kernel_time(const GpuSpec& gpu, const Kernel& kernel);
+
+enum class Collective : std::uint8_t { kAllGather, kReduceScatter, kAllReduce };
+
+// The ranks a collective runs over, as the topology sees them.
+struct CommGroup {
+  std::int32_t ranks = 1;           // group size n
+  std::int32_t ranks_per_node = 1;  // members of the group on one node (n / nodes spanned)
+};
+
+// Time of one NCCL collective whose full (gathered / unreduced) buffer is `bytes`, from a
+// hierarchical ring model: every byte crosses each link of the ring once, so the ring runs at
+// the slower of NVLink (inside a node) and the node's aggregate NIC bandwidth (across nodes),
+// each at its protocol efficiency, plus per-step latency. Source formulas: nccl-tests
+// doc/PERFORMANCE.md (busbw factors), NCCL src/graph/tuning.cc (latency model).
+Seconds collective_time(const ClusterSpec& cluster, Collective op, CommGroup group, Bytes bytes);
+
+// Bus bandwidth of the bottleneck link for a group (the asymptotic busbw of the ring model).
+BytesPerSec ring_bus_bandwidth(const ClusterSpec& cluster, CommGroup group);
+
+}  // namespace fsdpsim::hardware

@@ -1,0 +1,53 @@
+// Typed GPU and cluster descriptions. Values come from configs/hardware/*.json via sim/app;
+// every preset cites its datasheet there.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "sim/units/dtype.hpp"
+#include "sim/units/units.hpp"
+
+namespace fsdpsim::hardware {
+
+struct GpuSpec {
+  std::string name;
+  // Dense (no 2:4 sparsity) tensor-core peak per dtype, indexed by Dtype; 0 = unsupported.
+  std::array<FlopsPerSec, 5> peak_dense{};
+  Bytes hbm{0};                       // total device memory (cudaGetDeviceProperties totalGlobalMem)
+  Bytes runtime_reserved{0};          // CUDA context + NCCL/cuBLAS buffers outside the allocator
+  BytesPerSec hbm_bandwidth{0.0};     // datasheet peak
+  std::int32_t sm_count = 0;          // streaming multiprocessors (wave quantization)
+  // Fractions of peak that well-tuned kernels reach on large problems. Each preset cites the
+  // measurement it comes from; calibration profiles (calibrate/) replace them.
+  double gemm_efficiency = 0.0;       // large cuBLAS GEMM / peak_dense
+  double attention_forward_efficiency = 0.0;   // FlashAttention forward / peak_dense
+  double attention_backward_efficiency = 0.0;  // FlashAttention backward / peak_dense
+  double memory_efficiency = 0.0;     // streaming kernels / hbm_bandwidth
+
+  [[nodiscard]] FlopsPerSec peak(Dtype d) const { return peak_dense[static_cast<std::size_t>(d)]; }
+  [[nodiscard]] Bytes usable_memory() const { return hbm - runtime_reserved; }
+};
+
+struct ClusterSpec {
+  GpuSpec gpu;
+  std::int32_t nodes = 1;
+  std::int32_t gpus_per_node = 8;
+  BytesPerSec nvlink_bandwidth{0.0};   // per GPU, one direction (A100: 300 GB/s, H100: 450 GB/s)
+  BytesPerSec nic_bandwidth_per_node{0.0};  // all NICs of a node together, one direction
+  BytesPerSec pcie_bandwidth{0.0};     // host <-> device per GPU, one direction
+  double nvlink_efficiency = 0.0;      // achievable ring busbw / nvlink_bandwidth
+  double nic_efficiency = 0.0;         // achievable busbw / nic_bandwidth_per_node
+  Seconds nvlink_hop_latency{0.0};     // per ring step inside a node
+  Seconds network_hop_latency{0.0};    // per ring step across nodes
+  Seconds collective_base_latency{0.0};  // fixed cost of one NCCL collective launch
+  Seconds kernel_launch_overhead{0.0};   // CPU time to issue one eager PyTorch op
+
+  [[nodiscard]] std::int32_t world_size() const { return nodes * gpus_per_node; }
+};
+
+// Returns empty when consistent, else what is wrong (positivity, efficiencies in (0, 1]).
+std::string validate(const ClusterSpec& spec);
+
+}  // namespace fsdpsim::hardware

@@ -1,0 +1,64 @@
+// A model turned into the work one rank does for one micro-batch: layers in forward order,
+// each with its parameters, its kernels (forward, backward) and its activation memory.
+//
+// The FSDP schedule builder (sim/fsdp) groups layers into FSDP units and replays the kernels;
+// the hardware layer prices each Kernel. Counts are exact (no 6N approximations).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/transformer_spec.hpp"
+#include "sim/units/dtype.hpp"
+#include "sim/units/op_shapes.hpp"
+#include "sim/units/units.hpp"
+
+namespace fsdpsim::models {
+
+enum class LayerKind : std::uint8_t {
+  kEmbedding,  // token (+ learned position) embedding
+  kBlock,      // one transformer block
+  kHead,       // final norm + LM head + cross-entropy loss
+};
+
+struct NamedKernel {
+  std::string name;  // e.g. "qkv", "attn", "attn_out", "mlp_up", "gelu", "ln1", "lm_head"
+  Kernel kernel;
+};
+
+struct Layer {
+  std::string name;  // "embedding", "blocks.0", ..., "head"
+  LayerKind kind = LayerKind::kBlock;
+  std::int64_t numel = 0;  // parameters owned by this layer (a tied weight is owned by the embedding)
+  std::vector<NamedKernel> forward;   // in execution order
+  std::vector<NamedKernel> backward;  // in execution order (gradient kernels of this layer)
+  // Bytes saved by autograd between this layer's forward and its backward, no checkpointing.
+  Bytes saved_activations{0};
+  // Bytes saved when this layer is wrapped in full activation checkpointing (its input only).
+  Bytes saved_activations_checkpointed{0};
+  // Largest extra memory alive at once while this layer's forward runs (temporaries freed inside
+  // the layer), and while its backward runs (activation gradients, temporaries).
+  Bytes forward_transient_peak{0};
+  Bytes backward_transient_peak{0};
+};
+
+struct WorkloadOptions {
+  std::int64_t micro_batch = 1;       // sequences per rank per micro-step
+  std::int64_t seq_len = 0;           // tokens per sequence
+  Dtype compute_dtype = Dtype::kBf16; // activations and GEMM inputs
+  bool flash_attention = true;        // fused attention kernel; false = unfused (scores in HBM)
+};
+
+struct Workload {
+  std::vector<Layer> layers;  // forward order: embedding, blocks..., head
+  std::int64_t total_numel = 0;
+};
+
+// Exact parameter count of a spec (sum of Layer::numel), without building kernels.
+std::int64_t parameter_count(const TransformerSpec& spec);
+
+// Builds the per-micro-batch workload. Preconditions: validate(spec) is empty; options positive.
+Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& options);
+
+}  // namespace fsdpsim::models

@@ -1,0 +1,50 @@
+// Shapes of the kernels a workload runs: the vocabulary between models/ (which produce them)
+// and hardware/ (which prices them). Neither layer depends on the other.
+#pragma once
+
+#include <cstdint>
+
+#include "sim/units/dtype.hpp"
+#include "sim/units/units.hpp"
+
+namespace fsdpsim {
+
+// C[m,n] = A[m,k] * B[k,n], `batch` independent products. FLOPs = 2*m*n*k*batch.
+struct GemmShape {
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  std::int64_t batch = 1;
+};
+
+// Scaled dot-product attention over `batch` sequences. FLOPs are counted for the two matmuls
+// (QK^T and PV); `causal` halves them (FlashAttention skips fully masked tiles).
+struct AttentionShape {
+  std::int64_t batch = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;
+  std::int64_t seq_q = 0;
+  std::int64_t seq_kv = 0;
+  std::int64_t head_dim = 0;
+  bool causal = true;
+  bool fused = true;     // FlashAttention-style kernel (no s x s matrix in memory)
+  bool backward = false; // the backward kernel (dQ, dK, dV), priced separately
+};
+
+enum class KernelKind : std::uint8_t {
+  kGemm,         // cuBLAS(Lt) matrix product: roofline with wave quantization
+  kAttention,    // fused attention kernel (flash); unfused attention is GEMMs + memory-bound ops
+  kMemoryBound,  // elementwise / normalization / softmax / copies: bytes over HBM bandwidth
+};
+
+// One GPU kernel of a workload: what it is, its exact FLOPs and HBM traffic.
+struct Kernel {
+  KernelKind kind = KernelKind::kMemoryBound;
+  Dtype dtype = Dtype::kBf16;  // math dtype for GEMMs and attention
+  GemmShape gemm{};            // valid when kind == kGemm
+  AttentionShape attention{};  // valid when kind == kAttention
+  Flops flops{0.0};
+  Bytes bytes{0};              // HBM bytes read + written
+};
+
+}  // namespace fsdpsim

@@ -1,0 +1,44 @@
+#include "sim/units/units.hpp"
+
+#include <gtest/gtest.h>
+
+#include <type_traits>
+
+#include "sim/units/sim_time.hpp"
+
+namespace fsdpsim {
+namespace {
+
+template <typename A, typename B>
+concept Addable = requires(A a, B b) { a + b; };
+
+TEST(Units, BytesOverBandwidthIsSeconds) {
+  const Seconds s = Bytes(2'000'000'000) / gb_per_s(1000.0);
+  EXPECT_DOUBLE_EQ(s.value(), 0.002);
+}
+
+TEST(Units, FlopsOverRateIsSeconds) {
+  EXPECT_DOUBLE_EQ((Flops(312e12) / tflop_per_s(312.0)).value(), 1.0);
+}
+
+TEST(Units, DifferentUnitsDoNotAdd) {
+  static_assert(Addable<Bytes, Bytes>);
+  static_assert(!Addable<Bytes, Seconds>);
+  static_assert(!Addable<Flops, FlopsPerSec>);
+  static_assert(!std::is_convertible_v<double, Seconds>);
+}
+
+TEST(Units, GibAndGbAreDistinct) {
+  EXPECT_EQ(gib(1.0).value(), 1073741824);
+  EXPECT_DOUBLE_EQ(to_gb(Bytes(1'000'000'000)), 1.0);
+  EXPECT_DOUBLE_EQ(gbit_per_s(8.0).value(), 1e9);
+}
+
+TEST(SimTime, ConvertsSecondsToWholePicoseconds) {
+  EXPECT_EQ(to_sim_time(Seconds(1.5e-6)).picoseconds(), 1'500'000);
+  EXPECT_EQ(to_sim_time(Seconds(1e-12 * 0.6)).picoseconds(), 1);
+  EXPECT_DOUBLE_EQ(to_sim_time(milliseconds(2.0)).seconds(), 0.002);
+}
+
+}  // namespace
+}  // namespace fsdpsim
