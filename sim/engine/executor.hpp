@@ -1,0 +1,33 @@
+// Replays a Program as a discrete-event simulation.
+//
+// Semantics (CUDA streams + one host thread):
+// - The CPU runs Program::cpu in order. Launching op X takes X.launch_cost of CPU time; X is
+//   issued when that ends. A wait blocks the CPU until its op has finished.
+// - An issued op starts when (a) every op it depends on has finished (cross-stream event waits),
+//   (b) every op issued before it on its stream has finished (FIFO), and (c) if it has a
+//   channel, every op issued before it on that channel has finished (NCCL runs all collectives
+//   of one communicator on one internal stream, in issue order).
+// - Tensors are allocated and freed at the CPU's time; a free with `after_op` releases its
+//   block once that op has finished.
+// Cost: O((ops + cpu steps) log(ops)) time; memory is reserved once up front.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "sim/engine/memory_observer.hpp"
+#include "sim/engine/program.hpp"
+#include "sim/engine/timeline.hpp"
+
+namespace fsdpsim::engine {
+
+// The program can never finish: some op waits for work that cannot happen.
+class DeadlockError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Throws DeadlockError naming the stuck ops and where the CPU is blocked.
+Timeline execute(const Program& program, MemoryObserver* memory = nullptr);
+
+}  // namespace fsdpsim::engine

@@ -1,0 +1,78 @@
+// The program one rank runs, as the executor replays it: GPU ops on named streams, the CPU
+// thread's issue sequence, and the tensors whose lifetimes follow that sequence.
+//
+// Data-oriented: flat vectors of small structs indexed by integer ids; dependency lists are
+// ranges into one shared vector. The engine knows nothing about FSDP: `phase` and `group` are
+// opaque tags that the layer building the program interprets.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "sim/units/sim_time.hpp"
+#include "sim/units/units.hpp"
+
+namespace fsdpsim::engine {
+
+using OpId = std::uint32_t;
+using TensorId = std::uint32_t;
+using StreamId = std::uint16_t;
+using ChannelId = std::int32_t;
+inline constexpr OpId kNoOp = std::numeric_limits<OpId>::max();
+inline constexpr ChannelId kNoChannel = -1;
+
+// What resources an op occupies; used for interference and for breakdowns.
+enum class OpKind : std::uint8_t { kCompute, kCommunication, kCopy };
+
+struct Op {
+  std::uint32_t name = 0;       // index into Program::names
+  StreamId stream = 0;          // FIFO: starts after the previous op issued on this stream ends
+  ChannelId channel = kNoChannel;  // optional second FIFO (an NCCL communicator's internal stream)
+  OpKind kind = OpKind::kCompute;
+  std::uint8_t phase = 0;       // opaque tag (e.g. forward / backward) for the builder's reports
+  std::int32_t group = -1;      // opaque tag (e.g. the FSDP unit), -1 = none
+  SimTime duration;             // device time once started
+  SimTime launch_cost;          // CPU time to issue it
+  Flops flops{0.0};             // for FLOP accounting
+  Bytes bytes{0};               // bytes moved (HBM traffic, or a collective's buffer)
+  std::uint32_t deps_begin = 0; // [deps_begin, deps_end) in Program::deps: cross-stream waits
+  std::uint32_t deps_end = 0;
+};
+
+enum class CpuStepKind : std::uint8_t {
+  kLaunch,  // issue `target` op (costs its launch_cost on the CPU)
+  kWait,    // block until op `target` has finished (cudaEventSynchronize)
+  kWork,    // host work of `duration` (Python hooks, optimizer on the CPU)
+  kAlloc,   // tensor `target` is allocated (the caching allocator runs on the CPU)
+  kFree,    // last reference to tensor `target` dropped; its block becomes reusable once op
+            // `after_op` has finished (record_stream semantics), immediately if kNoOp
+};
+
+struct CpuStep {
+  CpuStepKind kind = CpuStepKind::kLaunch;
+  std::uint32_t target = 0;
+  OpId after_op = kNoOp;
+  std::uint32_t name = 0;  // for kWork / kWait: index into Program::names
+  SimTime duration;        // for kWork
+};
+
+struct TensorInfo {
+  std::uint32_t name = 0;      // index into Program::names
+  Bytes size{0};
+  StreamId stream = 0;         // the stream it is allocated on (per-stream allocator pools)
+  std::uint8_t category = 0;   // opaque tag (parameters, gradients, activations, ...)
+};
+
+struct Program {
+  std::vector<std::string> names;
+  std::vector<std::string> stream_names;
+  std::vector<std::string> channel_names;
+  std::vector<Op> ops;
+  std::vector<OpId> deps;
+  std::vector<CpuStep> cpu;
+  std::vector<TensorInfo> tensors;
+};
+
+}  // namespace fsdpsim::engine

@@ -1,0 +1,168 @@
+#include "sim/engine/executor.hpp"
+
+#include <gtest/gtest.h>
+
+#include "sim/engine/op_graph.hpp"
+#include "sim/engine/program_builder.hpp"
+
+namespace fsdpsim::engine {
+namespace {
+
+SimTime us(double v) { return to_sim_time(microseconds(v)); }
+
+LaunchSpec spec(std::string_view name, StreamId stream, double duration_us, double launch_us = 0.0) {
+  LaunchSpec s;
+  s.name = name;
+  s.stream = stream;
+  s.duration = us(duration_us);
+  s.launch_cost = us(launch_us);
+  return s;
+}
+
+class RecordingMemory final : public MemoryObserver {
+ public:
+  void on_allocate(SimTime t, TensorId, const TensorInfo& info) override { log.push_back({t, +info.size.value()}); }
+  void on_free(SimTime t, TensorId, const TensorInfo& info) override { freed.push_back({t, info.size.value()}); }
+  void on_release(SimTime t, TensorId, const TensorInfo& info) override { log.push_back({t, -info.size.value()}); }
+  std::vector<std::pair<SimTime, std::int64_t>> log;
+  std::vector<std::pair<SimTime, std::int64_t>> freed;
+};
+
+TEST(Executor, OpsOnOneStreamRunBackToBack) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  const OpId a = b.launch(spec("a", s, 10));
+  const OpId c = b.launch(spec("b", s, 5));
+  const Timeline t = execute(b.program());
+  EXPECT_EQ(t.ops[a].start, us(0));
+  EXPECT_EQ(t.ops[c].start, us(10));
+  EXPECT_EQ(t.makespan, us(15));
+}
+
+TEST(Executor, OpCannotStartBeforeTheCpuIssuedIt) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  const OpId a = b.launch(spec("a", s, 1, 4));  // 4 us of launch, then 1 us of work
+  const OpId c = b.launch(spec("b", s, 1, 4));
+  const Timeline t = execute(b.program());
+  EXPECT_EQ(t.ops[a].issue, us(4));
+  EXPECT_EQ(t.ops[a].start, us(4));
+  EXPECT_EQ(t.ops[c].start, us(8));  // CPU-bound: the GPU idles between kernels
+  EXPECT_EQ(t.makespan, us(9));
+}
+
+TEST(Executor, StreamsRunConcurrentlyAndCrossStreamWaitsAreEvents) {
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const StreamId comm = b.add_stream("comm");
+  const OpId gather = b.launch(spec("all_gather", comm, 30));
+  const OpId other = b.launch(spec("independent", compute, 20));
+  b.wait_stream(compute, comm);
+  const OpId use = b.launch(spec("uses_gathered", compute, 10));
+  const Timeline t = execute(b.program());
+  EXPECT_EQ(t.ops[gather].start, us(0));
+  EXPECT_EQ(t.ops[other].start, us(0));
+  EXPECT_EQ(t.ops[use].start, us(30));
+  EXPECT_EQ(t.makespan, us(40));
+}
+
+TEST(Executor, OpsOfOneChannelSerializeInIssueOrderAcrossStreams) {
+  ProgramBuilder b;
+  const StreamId s1 = b.add_stream("unshard");
+  const StreamId s2 = b.add_stream("post_backward");
+  const ChannelId pg = b.add_channel("pg");
+  LaunchSpec rs = spec("reduce_scatter", s2, 50);
+  rs.channel = pg;
+  LaunchSpec ag = spec("all_gather", s1, 20);
+  ag.channel = pg;
+  const OpId first = b.launch(rs);
+  const OpId second = b.launch(ag);
+  const Timeline t = execute(b.program());
+  EXPECT_EQ(t.ops[first].start, us(0));
+  EXPECT_EQ(t.ops[second].start, us(50));
+}
+
+TEST(Executor, CpuBlocksOnAnEventUntilTheOpFinishes) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  b.launch(spec("long", s, 100));
+  const EventRef done = b.record_event(s);
+  b.cpu_synchronize(done, "sync");
+  const OpId after = b.launch(spec("after", s, 1, 2));
+  const Timeline t = execute(b.program());
+  EXPECT_EQ(t.ops[after].issue, us(102));
+  EXPECT_EQ(t.makespan, us(103));
+}
+
+TEST(Executor, CpuWorkDelaysLaterLaunches) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  b.cpu_work("hook", us(7));
+  const OpId op = b.launch(spec("k", s, 1));
+  EXPECT_EQ(execute(b.program()).ops[op].start, us(7));
+}
+
+TEST(Executor, RecordStreamDelaysReleaseUntilTheStreamPassesTheFree) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  const TensorId x = b.allocate("x", Bytes(100), s, 0);
+  b.launch(spec("uses_x", s, 50));
+  b.free(x, b.record_event(s));
+  RecordingMemory memory;
+  execute(b.program(), &memory);
+  ASSERT_EQ(memory.freed.size(), 1u);
+  EXPECT_EQ(memory.freed[0].first, us(0));  // the CPU dropped it right away
+  ASSERT_EQ(memory.log.size(), 2u);
+  EXPECT_EQ(memory.log[1].first, us(50));   // reusable only once the kernel is done
+  EXPECT_EQ(memory.log[1].second, -100);
+}
+
+TEST(Executor, WaitingOnAnOpIssuedLaterIsADeadlock) {
+  Program p;
+  p.names = {"a"};
+  p.stream_names = {"s"};
+  p.ops.push_back(Op{});
+  p.cpu.push_back(CpuStep{CpuStepKind::kWait, 0, kNoOp, 0, SimTime{}});
+  p.cpu.push_back(CpuStep{CpuStepKind::kLaunch, 0, kNoOp, 0, SimTime{}});
+  EXPECT_THROW(execute(p), DeadlockError);
+}
+
+TEST(OpGraph, ReportsTheOpsOfACycleAsADeadlock) {
+  // Two ops that depend on each other (impossible through the builder, possible by hand).
+  Program p;
+  p.names = {"first", "second"};
+  p.stream_names = {"a", "b"};
+  Op first;
+  first.name = 0;
+  first.stream = 0;
+  first.deps_begin = 0;
+  first.deps_end = 1;
+  Op second;
+  second.name = 1;
+  second.stream = 1;
+  second.deps_begin = 1;
+  second.deps_end = 2;
+  p.ops = {first, second};
+  p.deps = {1, 0};
+  p.cpu = {CpuStep{CpuStepKind::kLaunch, 0, kNoOp, 0, SimTime{}}, CpuStep{CpuStepKind::kLaunch, 1, kNoOp, 0, SimTime{}}};
+  try {
+    check_for_deadlock(p);
+    FAIL() << "expected a deadlock";
+  } catch (const DeadlockError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'first'"), std::string::npos) << what;
+    EXPECT_NE(what.find("'second'"), std::string::npos) << what;
+  }
+  EXPECT_THROW(execute(p), DeadlockError);
+}
+
+TEST(OpGraph, AcyclicProgramPassesAndHasATopologicalOrder) {
+  OpGraph g(3);
+  g.add_edge(0, 1);
+  g.add_edge(1, 2);
+  EXPECT_TRUE(g.find_cycle().empty());
+  EXPECT_EQ(g.topological_order(), (std::vector<std::uint32_t>{0, 1, 2}));
+}
+
+}  // namespace
+}  // namespace fsdpsim::engine
