@@ -19,15 +19,16 @@ struct TransformerSpec {
   std::int64_t n_layers = 0;
   std::int64_t d_model = 0;
   std::int64_t n_heads = 0;
-  std::int64_t n_kv_heads = 0;   // == n_heads unless grouped-query attention (llama)
-  std::int64_t ffn_dim = 0;      // MLP hidden size (SwiGLU inner size for llama)
+  std::int64_t n_kv_heads = 0;  // == n_heads unless grouped-query attention (llama)
+  std::int64_t ffn_dim = 0;     // MLP hidden size (SwiGLU inner size for llama)
   std::int64_t vocab = 0;
   std::int64_t max_seq_len = 0;  // size of the learned position table (gpt, mpt); unused by llama
-  bool tied_embeddings = false;  // mpt: true; gpt, llama: false
+  bool tied_embeddings = false;  // mpt: true; gpt, llama: false (honoured for every family)
 };
 
 // Returns an empty string when the spec is consistent, else what is wrong (for the app to report
-// against the JSON path). Checks positivity, d_model % n_heads, n_heads % n_kv_heads.
+// against the JSON path). Checks positivity (max_seq_len only for gpt/mpt, which have a learned
+// position table), d_model % n_heads, n_heads % n_kv_heads.
 std::string validate(const TransformerSpec& spec);
 
 }  // namespace fsdpsim::models

@@ -30,7 +30,8 @@ struct NamedKernel {
 struct Layer {
   std::string name;  // "embedding", "blocks.0", ..., "head"
   LayerKind kind = LayerKind::kBlock;
-  std::int64_t numel = 0;  // parameters owned by this layer (a tied weight is owned by the embedding)
+  // Parameters owned by this layer (a tied weight is owned by the embedding).
+  std::int64_t numel = 0;
   std::vector<NamedKernel> forward;   // in execution order
   std::vector<NamedKernel> backward;  // in execution order (gradient kernels of this layer)
   // Bytes saved by autograd between this layer's forward and its backward, no checkpointing.
@@ -38,16 +39,18 @@ struct Layer {
   // Bytes saved when this layer is wrapped in full activation checkpointing (its input only).
   Bytes saved_activations_checkpointed{0};
   // Largest extra memory alive at once while this layer's forward runs (temporaries freed inside
-  // the layer), and while its backward runs (activation gradients, temporaries).
+  // the layer), and while its backward runs (activation gradients, temporaries). Neither counts
+  // saved activations, the layer's output (forward), the gradients of its output and input
+  // (backward) or weight gradients (FSDP's); models/layer_draft.hpp has the bookkeeping.
   Bytes forward_transient_peak{0};
   Bytes backward_transient_peak{0};
 };
 
 struct WorkloadOptions {
-  std::int64_t micro_batch = 1;       // sequences per rank per micro-step
-  std::int64_t seq_len = 0;           // tokens per sequence
-  Dtype compute_dtype = Dtype::kBf16; // activations and GEMM inputs
-  bool flash_attention = true;        // fused attention kernel; false = unfused (scores in HBM)
+  std::int64_t micro_batch = 1;        // sequences per rank per micro-step
+  std::int64_t seq_len = 0;            // tokens per sequence
+  Dtype compute_dtype = Dtype::kBf16;  // activations and GEMM inputs
+  bool flash_attention = true;         // fused attention kernel; false = unfused (scores in HBM)
 };
 
 struct Workload {
@@ -58,7 +61,14 @@ struct Workload {
 // Exact parameter count of a spec (sum of Layer::numel), without building kernels.
 std::int64_t parameter_count(const TransformerSpec& spec);
 
-// Builds the per-micro-batch workload. Preconditions: validate(spec) is empty; options positive.
+// Returns an empty string when `options` can run on `spec` (which must validate), else what is
+// wrong: micro_batch and seq_len positive; for gpt/mpt, seq_len <= max_seq_len (the learned
+// position table has max_seq_len rows; llm-foundry sets max_seq_len = seq_len for long runs).
+std::string validate(const TransformerSpec& spec, const WorkloadOptions& options);
+
+// Builds the per-micro-batch workload. Preconditions: validate(spec) and validate(spec, options)
+// are empty; throws std::invalid_argument with their message otherwise (a caller bug: the app
+// validates first and reports against the JSON path).
 Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& options);
 
 }  // namespace fsdpsim::models

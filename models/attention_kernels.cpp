@@ -1,0 +1,197 @@
+// Attention kernels, FLOPs, bytes and saved tensors.
+//
+// Fused: one FlashAttention-2 kernel each way (Dao 2023, "FlashAttention-2", Sec. 3; PyTorch
+// SDPA's flash backend). Forward FLOPs = 4*b*s^2*head_dim*heads for the two matmuls, halved for
+// causal masking (fully masked tiles are skipped; the FA2 paper's benchmark convention).
+// Backward = 2.5x forward: the FA2 paper counts 5 matmuls in backward vs 2 in forward.
+// Saved: Q, K, V, O and the fp32 log-sum-exp [b, heads, s] (flash_api.cpp mha_fwd returns
+// softmax_lse; SDPA saves it as logsumexp). No s x s matrix exists.
+//
+// Unfused: what eager PyTorch runs for minGPT's CausalSelfAttention (and llm-foundry's / HF's
+// torch attention paths): head-major copies of Q, K, V (torch.matmul reshapes transposed
+// views, HF repeat_kv expands K/V to all heads), batched GEMM Q K^T, scale, causal masked_fill,
+// softmax, optional dropout, batched GEMM P V, and the transpose(1, 2).contiguous() back to
+// token-major. FLOPs count the full s x s products (the masked half is computed too).
+// Saved activations follow Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+// Transformer Models", Sec. 4.1: Q, K, V, softmax output, dropout mask and dropout output
+// (5*a*s^2*b bytes with fp16 and dropout), plus the s x s bool causal mask masked_fill keeps.
+#include "models/attention_kernels.hpp"
+
+#include "models/kernel_factory.hpp"
+
+namespace fsdpsim::models::detail {
+namespace {
+
+std::int64_t q_bytes(const AttentionDims& dims, const BuildContext& ctx) {
+  return ctx.tokens * dims.heads * dims.head_dim * ctx.element_bytes;
+}
+
+std::int64_t lse_bytes(const AttentionDims& dims, const BuildContext& ctx) {
+  return ctx.batch * dims.heads * ctx.seq * kStatBytes;
+}
+
+AttentionShape flash_shape(const AttentionDims& dims, const BuildContext& ctx, bool backward) {
+  AttentionShape shape;
+  shape.batch = ctx.batch;
+  shape.heads = dims.heads;
+  shape.kv_heads = dims.kv_heads;
+  shape.seq_q = ctx.seq;
+  shape.seq_kv = ctx.seq;
+  shape.head_dim = dims.head_dim;
+  shape.causal = true;
+  shape.fused = true;
+  shape.backward = backward;
+  return shape;
+}
+
+double flash_forward_flops(const AttentionDims& dims, const BuildContext& ctx) {
+  constexpr double kCausalFraction = 0.5;
+  return 4.0 * static_cast<double>(ctx.batch) * static_cast<double>(ctx.seq) *
+         static_cast<double>(ctx.seq) * static_cast<double>(dims.head_dim) *
+         static_cast<double>(dims.heads) * kCausalFraction;
+}
+
+NamedKernel flash_kernel(const char* name, const AttentionDims& dims, const BuildContext& ctx,
+                         bool backward, double flops, std::int64_t bytes) {
+  Kernel k;
+  k.kind = KernelKind::kAttention;
+  k.dtype = ctx.dtype;
+  k.attention = flash_shape(dims, ctx, backward);
+  k.flops = Flops(flops);
+  k.bytes = Bytes(bytes);
+  return {name, k};
+}
+
+void flash_forward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
+  const std::int64_t o = q_bytes(dims, ctx);
+  // Reads Q, K, V; writes O and the log-sum-exp.
+  draft.forward(flash_kernel("attn", dims, ctx, false, flash_forward_flops(dims, ctx),
+                             qkv_bytes(dims, ctx) + o + lse_bytes(dims, ctx)));
+  draft.save(o + lse_bytes(dims, ctx));
+}
+
+void flash_backward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
+  constexpr double kBackwardToForward = 2.5;  // FA2 paper: 5 matmuls vs 2 (Sec. 4.1)
+  const std::int64_t o = q_bytes(dims, ctx);
+  const std::int64_t qkv = qkv_bytes(dims, ctx);
+  // Reads Q, K, V, O, dO and the log-sum-exp; writes dQ, dK, dV.
+  draft.backward(flash_kernel("attn_bwd", dims, ctx, true,
+                              kBackwardToForward * flash_forward_flops(dims, ctx),
+                              qkv + 2 * o + lse_bytes(dims, ctx) + qkv));
+  // Workspace of flash-attn's mha_bwd (csrc/flash_attn/flash_api.cpp): dq_accum in fp32 and
+  // softmax_d [b, heads, s] fp32; with GQA, dk_expanded/dv_expanded at full head count, summed
+  // into dK/dV afterwards.
+  std::int64_t workspace =
+      ctx.tokens * dims.heads * dims.head_dim * kStatBytes + lse_bytes(dims, ctx);
+  if (dims.kv_heads != dims.heads) workspace += 2 * o;
+  TransientTracker& temps = draft.backward_temps();
+  temps.allocate(qkv);
+  temps.allocate(workspace);
+  temps.release(workspace);
+  temps.release(o);  // dO
+}
+
+void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
+  const std::int64_t bh = ctx.batch * dims.heads;
+  const std::int64_t scores = bh * ctx.seq * ctx.seq * ctx.element_bytes;
+  const std::int64_t mask = ctx.seq * ctx.seq * kMaskBytes;
+  const std::int64_t head_major = 3 * q_bytes(dims, ctx);  // Q, K, V at full head count
+  const std::int64_t o = q_bytes(dims, ctx);
+  TransientTracker& temps = draft.forward_temps();
+
+  draft.forward(memory_bound_kernel("attn_split_heads", qkv_bytes(dims, ctx) + head_major, ctx));
+  draft.save(head_major);  // bmm saves its (copied) operands: Q, K for QK^T, V for PV
+  temps.release(qkv_bytes(dims, ctx));
+
+  draft.forward(gemm_kernel("attn_scores", GemmShape{ctx.seq, ctx.seq, dims.head_dim, bh}, ctx));
+  temps.allocate(scores);
+  draft.forward(memory_bound_kernel("attn_scale", 2 * scores, ctx));
+  temps.allocate(scores);
+  temps.release(scores);
+  draft.forward(memory_bound_kernel("attn_mask", 2 * scores + mask, ctx));
+  draft.save(mask);
+  temps.allocate(scores);
+  temps.release(scores);
+  draft.forward(memory_bound_kernel("attn_softmax", 2 * scores, ctx));
+  draft.save(scores);  // softmax saves its output
+  temps.release(scores);
+  if (dims.dropout) {
+    const std::int64_t dropout_mask = bh * ctx.seq * ctx.seq * kMaskBytes;
+    draft.forward(memory_bound_kernel("attn_dropout", 2 * scores + dropout_mask, ctx));
+    draft.save(scores + dropout_mask);  // the mask, and the output the PV bmm keeps
+  }
+  draft.forward(gemm_kernel("attn_pv", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
+  temps.allocate(o);
+  draft.forward(memory_bound_kernel("attn_merge_heads", 2 * o, ctx));
+  draft.save(o);
+  temps.release(o);
+}
+
+void naive_backward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
+  const std::int64_t bh = ctx.batch * dims.heads;
+  const std::int64_t scores = bh * ctx.seq * ctx.seq * ctx.element_bytes;
+  const std::int64_t mask = ctx.seq * ctx.seq * kMaskBytes;
+  const std::int64_t o = q_bytes(dims, ctx);
+  TransientTracker& temps = draft.backward_temps();
+
+  draft.backward(memory_bound_kernel("attn_merge_heads_bwd", 2 * o, ctx));
+  temps.allocate(o);
+  temps.release(o);  // the caller's dO
+  // dP = dO V^T and dV = P^T dO.
+  draft.backward(
+      gemm_kernel("attn_pv_dgrad_probs", GemmShape{ctx.seq, ctx.seq, dims.head_dim, bh}, ctx));
+  temps.allocate(scores);
+  draft.backward(
+      gemm_kernel("attn_pv_dgrad_v", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
+  temps.allocate(o);
+  temps.release(o);  // head-major dO
+  // Each elementwise step reads the incoming score gradient and writes a new one.
+  auto score_step = [&](const char* name, std::int64_t bytes) {
+    draft.backward(memory_bound_kernel(name, bytes, ctx));
+    temps.allocate(scores);
+    temps.release(scores);
+  };
+  if (dims.dropout)
+    score_step("attn_dropout_bwd", 2 * scores + bh * ctx.seq * ctx.seq * kMaskBytes);
+  score_step("attn_softmax_bwd", 3 * scores);  // reads dP and the softmax output
+  score_step("attn_mask_bwd", 2 * scores + mask);
+  score_step("attn_scale_bwd", 2 * scores);
+  // dQ = dS K and dK = dS^T Q.
+  draft.backward(
+      gemm_kernel("attn_scores_dgrad_q", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
+  temps.allocate(o);
+  draft.backward(
+      gemm_kernel("attn_scores_dgrad_k", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
+  temps.allocate(o);
+  temps.release(scores);
+  // Back to token-major; with GQA the repeated K/V head gradients are summed per kv head.
+  draft.backward(memory_bound_kernel("attn_split_heads_bwd", 3 * o + qkv_bytes(dims, ctx), ctx));
+  temps.allocate(qkv_bytes(dims, ctx));
+  temps.release(3 * o);
+}
+
+}  // namespace
+
+std::int64_t qkv_bytes(const AttentionDims& dims, const BuildContext& ctx) {
+  return ctx.tokens * (dims.heads + 2 * dims.kv_heads) * dims.head_dim * ctx.element_bytes;
+}
+
+void append_attention_forward(LayerDraft& draft, const AttentionDims& dims,
+                              const BuildContext& ctx) {
+  if (ctx.flash_attention) {
+    flash_forward(draft, dims, ctx);
+  } else {
+    naive_forward(draft, dims, ctx);
+  }
+}
+
+void append_attention_backward(LayerDraft& draft, const AttentionDims& dims,
+                               const BuildContext& ctx) {
+  if (ctx.flash_attention) {
+    flash_backward(draft, dims, ctx);
+  } else {
+    naive_backward(draft, dims, ctx);
+  }
+}
+
+}  // namespace fsdpsim::models::detail

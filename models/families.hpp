@@ -1,0 +1,29 @@
+// Internal to fsdpsim_models: per-family parameter counts and layer builders, dispatched by
+// workload.cpp. gpt_family.cpp serves kGpt and kMpt (same block; mpt without dropout and, as
+// llm-foundry configures it, with a tied embedding); llama_family.cpp serves kLlama.
+// Preconditions: validate(spec) is empty and the context is positive.
+#pragma once
+
+#include <cstdint>
+
+#include "models/layer_draft.hpp"
+#include "models/transformer_spec.hpp"
+#include "models/workload.hpp"
+
+namespace fsdpsim::models::detail {
+
+std::int64_t gpt_embedding_numel(const TransformerSpec& spec);
+std::int64_t gpt_block_numel(const TransformerSpec& spec);
+std::int64_t gpt_head_numel(const TransformerSpec& spec);
+Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& ctx);
+Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index);
+Layer build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx);
+
+std::int64_t llama_embedding_numel(const TransformerSpec& spec);
+std::int64_t llama_block_numel(const TransformerSpec& spec);
+std::int64_t llama_head_numel(const TransformerSpec& spec);
+Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx);
+Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index);
+Layer build_llama_head(const TransformerSpec& spec, const BuildContext& ctx);
+
+}  // namespace fsdpsim::models::detail

@@ -1,0 +1,211 @@
+// gpt (minGPT / Megatron GPT) and mpt (MosaicML MPT as llm-foundry builds it) layers.
+//
+// Block (pre-LN, minGPT model.py Block.forward):
+//   x_mid = x + resid_dropout(attn_out(attention(split(qkv(ln1(x))))))
+//   y     = x_mid + resid_dropout(mlp_down(gelu(mlp_up(ln2(x_mid)))))
+// Parameters per block: qkv d*(d + 2*d_kv) + (d + 2*d_kv), attn_out d^2 + d, mlp_up d*ffn + ffn,
+// mlp_down ffn*d + d, two LayerNorms 4d; with d_kv = d and ffn = 4d that is 12d^2 + 13d
+// (configs/validation/README.md: P = 12*L*d^2 + 13*L*d + 2*d + V*d + s*d for MPT).
+// Embedding: token table V*d and learned positions max_seq_len*d. Head: final LayerNorm 2d and,
+// unless tied (MPT), the bias-free LM head V*d (minGPT: nn.Linear(n_embd, vocab, bias=False)).
+//
+// Dropout: minGPT has embedding, attention-probability and two residual dropouts (attn_pdrop,
+// resid_pdrop, embd_pdrop = 0.1); MPT's llm-foundry benchmark configs set them to 0, so mpt
+// emits none. Saved activations per block then reproduce Korthikanti et al. 2022, Sec. 4.1:
+// s*b*h*(34 + 5*a*s/h) bytes for fp16 gpt with unfused attention (+ the fp32 LayerNorm
+// statistics, 16 bytes per token, and the s x s causal mask the paper omits); with FlashAttention
+// the a*s^2 terms become the fp32 log-sum-exp; mpt drops the two 1-byte residual masks (32*sbh).
+#include <string>
+
+#include "models/attention_kernels.hpp"
+#include "models/families.hpp"
+#include "models/head_layer.hpp"
+#include "models/kernel_factory.hpp"
+
+namespace fsdpsim::models::detail {
+namespace {
+
+bool has_dropout(const TransformerSpec& spec) { return spec.family == ModelFamily::kGpt; }
+
+AttentionDims attention_dims(const TransformerSpec& spec) {
+  return {spec.n_heads, spec.n_kv_heads, spec.d_model / spec.n_heads, has_dropout(spec)};
+}
+
+std::int64_t kv_width(const TransformerSpec& spec) {
+  return spec.n_kv_heads * (spec.d_model / spec.n_heads);
+}
+
+void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildContext& ctx) {
+  const std::int64_t d = spec.d_model;
+  const std::int64_t f = spec.ffn_dim;
+  const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
+  const std::int64_t inner = ctx.tokens * f * ctx.element_bytes;
+  const std::int64_t mask = ctx.tokens * d * kMaskBytes;
+  const AttentionDims attn = attention_dims(spec);
+  const bool dropout = has_dropout(spec);
+  TransientTracker& temps = draft.forward_temps();
+
+  append_norm_forward(draft, "ln1", NormKind::kLayerNorm, d, ctx);  // saves the block input
+  draft.save(hidden);                                               // ln1 output: qkv input
+  draft.forward(linear_forward("qkv", {d, d + 2 * kv_width(spec), true}, ctx));
+  // q, k, v are views of the qkv output (minGPT: c_attn(x).split(n_embd, dim=2)).
+  if (attention_saves_inputs(ctx)) {
+    draft.save(qkv_bytes(attn, ctx));
+  } else {
+    temps.allocate(qkv_bytes(attn, ctx));
+  }
+  append_attention_forward(draft, attn, ctx);  // saves O, the attn_out input
+  draft.forward(linear_forward("attn_out", {d, d, true}, ctx));
+  temps.allocate(hidden);
+  if (dropout) {
+    draft.forward(dropout_forward("attn_resid_dropout", d, ctx));
+    temps.allocate(hidden);
+    temps.release(hidden);
+    draft.save(mask);
+  }
+  draft.forward(add_kernel("residual1", d, ctx));
+  temps.release(hidden);  // x_mid is saved by ln2 below
+  append_norm_forward(draft, "ln2", NormKind::kLayerNorm, d, ctx);
+  draft.save(hidden);  // ln2 output: mlp_up input
+  draft.forward(linear_forward("mlp_up", {d, f, true}, ctx));
+  draft.save(inner);  // GELU input
+  draft.forward(unary_forward("gelu", f, ctx));
+  draft.save(inner);  // mlp_down input
+  draft.forward(linear_forward("mlp_down", {f, d, true}, ctx));
+  temps.allocate(hidden);
+  if (dropout) {
+    draft.forward(dropout_forward("mlp_resid_dropout", d, ctx));
+    temps.allocate(hidden);
+    temps.release(hidden);
+    draft.save(mask);
+  }
+  draft.forward(add_kernel("residual2", d, ctx));
+  temps.release(hidden);  // the sum is the block output
+}
+
+void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildContext& ctx) {
+  const std::int64_t d = spec.d_model;
+  const std::int64_t f = spec.ffn_dim;
+  const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
+  const std::int64_t inner = ctx.tokens * f * ctx.element_bytes;
+  const AttentionDims attn = attention_dims(spec);
+  const std::int64_t qkv = qkv_bytes(attn, ctx);
+  const bool dropout = has_dropout(spec);
+  TransientTracker& temps = draft.backward_temps();
+
+  if (dropout) {
+    draft.backward(dropout_backward("mlp_resid_dropout_bwd", d, ctx));
+    temps.allocate(hidden);
+  }
+  append_linear_backward(draft, "mlp_down", {f, d, true}, ctx);
+  temps.allocate(inner);
+  if (dropout) temps.release(hidden);
+  draft.backward(unary_backward("gelu_bwd", f, ctx));
+  temps.allocate(inner);
+  temps.release(inner);
+  append_linear_backward(draft, "mlp_up", {d, f, true}, ctx);
+  temps.allocate(hidden);
+  temps.release(inner);
+  draft.backward(norm_backward("ln2", NormKind::kLayerNorm, d, ctx));
+  temps.allocate(hidden);  // gradient of x_mid ...
+  temps.release(hidden);
+  // ... plus the residual path's gradient (autograd input_buffer.cpp accumulates in place).
+  draft.backward(add_kernel("residual2_grad", d, ctx));
+  if (dropout) {
+    draft.backward(dropout_backward("attn_resid_dropout_bwd", d, ctx));
+    temps.allocate(hidden);
+  }
+  append_linear_backward(draft, "attn_out", {d, d, true}, ctx);
+  temps.allocate(hidden);  // dO
+  if (dropout) temps.release(hidden);
+  append_attention_backward(draft, attn, ctx);  // leaves dQ, dK, dV
+  if (attention_saves_inputs(ctx)) {
+    // split() backward concatenates dQ, dK, dV into the qkv output gradient (unfused attention's
+    // attn_split_heads_bwd already writes that layout).
+    draft.backward(memory_bound_kernel("qkv_grad_cat", 2 * qkv, ctx));
+    temps.allocate(qkv);
+    temps.release(qkv);
+  }
+  append_linear_backward(draft, "qkv", {d, d + 2 * kv_width(spec), true}, ctx);
+  temps.allocate(hidden);
+  temps.release(qkv);
+  draft.backward(norm_backward("ln1", NormKind::kLayerNorm, d, ctx));
+  temps.release(hidden);  // ln1's input gradient becomes the block's input gradient ...
+  draft.backward(add_kernel("residual1_grad", d, ctx));
+  temps.release(hidden);  // ... once the gradient of x_mid is accumulated into it
+}
+
+}  // namespace
+
+std::int64_t gpt_embedding_numel(const TransformerSpec& spec) {
+  return spec.vocab * spec.d_model + spec.max_seq_len * spec.d_model;
+}
+
+std::int64_t gpt_block_numel(const TransformerSpec& spec) {
+  const std::int64_t d = spec.d_model;
+  const std::int64_t f = spec.ffn_dim;
+  const std::int64_t qkv_out = d + 2 * kv_width(spec);
+  return (d * qkv_out + qkv_out) + (d * d + d) + (d * f + f) + (f * d + d) + 4 * d;
+}
+
+std::int64_t gpt_head_numel(const TransformerSpec& spec) {
+  return 2 * spec.d_model + (spec.tied_embeddings ? 0 : spec.vocab * spec.d_model);
+}
+
+Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& ctx) {
+  // minGPT GPT.forward: x = drop(wte(idx) + wpe(arange(t))). nn.Embedding saves the indices;
+  // its backward (embedding_dense_backward) scatter-adds T rows into the weight gradient.
+  LayerDraft draft("embedding", LayerKind::kEmbedding, gpt_embedding_numel(spec));
+  const std::int64_t d = spec.d_model;
+  const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
+  const std::int64_t positions = ctx.seq * d * ctx.element_bytes;
+  const bool dropout = has_dropout(spec);
+  TransientTracker& fwd = draft.forward_temps();
+
+  draft.forward(memory_bound_kernel("tok_embedding", ctx.tokens * kIndexBytes + 2 * hidden, ctx));
+  fwd.allocate(hidden);
+  draft.save(ctx.tokens * kIndexBytes);
+  draft.forward(memory_bound_kernel("pos_embedding", ctx.seq * kIndexBytes + 2 * positions, ctx));
+  fwd.allocate(positions);
+  draft.save(ctx.seq * kIndexBytes);
+  // Broadcast add over the batch: reads both, writes the sum.
+  draft.forward(memory_bound_kernel("embedding_add", 2 * hidden + positions, ctx));
+  if (dropout) fwd.allocate(hidden);
+  fwd.release(hidden + positions);
+  if (dropout) {
+    draft.forward(dropout_forward("embedding_dropout", d, ctx));
+    draft.save(ctx.tokens * d * kMaskBytes);
+    fwd.release(hidden);
+  }
+
+  TransientTracker& bwd = draft.backward_temps();
+  if (dropout) {
+    draft.backward(dropout_backward("embedding_dropout_bwd", d, ctx));
+    bwd.allocate(hidden);
+  }
+  // Sum of the gradient over the batch (broadcast backward), then scatter-add into the table.
+  draft.backward(memory_bound_kernel(
+      "pos_embedding_bwd", hidden + positions + ctx.seq * kIndexBytes + 2 * positions, ctx));
+  bwd.allocate(positions);
+  bwd.release(positions);
+  // Reads the ids and the gradient rows, accumulates T rows of the weight gradient.
+  draft.backward(
+      memory_bound_kernel("tok_embedding_bwd", ctx.tokens * kIndexBytes + 2 * hidden, ctx));
+  if (dropout) bwd.release(hidden);
+  return draft.finish(-1);
+}
+
+Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index) {
+  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock, gpt_block_numel(spec));
+  block_forward(draft, spec, ctx);
+  block_backward(draft, spec, ctx);
+  // Full activation checkpointing keeps only the block input (torch.utils.checkpoint).
+  return draft.finish(ctx.tokens * spec.d_model * ctx.element_bytes);
+}
+
+Layer build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx) {
+  return build_head_layer(
+      {"ln_f", NormKind::kLayerNorm, spec.d_model, spec.vocab, gpt_head_numel(spec)}, ctx);
+}
+
+}  // namespace fsdpsim::models::detail

@@ -1,0 +1,58 @@
+// Head layer: final norm -> LM head -> cross-entropy, forward and backward.
+//
+// The LM head is a GEMM {m=T, n=V, k=d} whether or not its weight is tied to the embedding
+// (tying changes who owns the parameter, not the FLOPs). The loss follows what training code
+// runs: torchtitan calls cross_entropy(pred.float(), ...) and autocast (Composer/llm-foundry,
+// minGPT under torch.autocast) runs log_softmax in fp32, so the logits are upcast to fp32 and
+// F.cross_entropy = log_softmax + nll_loss (aten/src/ATen/native/LossNLL.cpp). Autograd keeps
+// the fp32 log-probabilities [T, V] (log_softmax saves its result) and the int64 targets; the
+// upcast and nll_loss save nothing large. This fp32 [T, V] tensor is what makes large-vocab
+// heads (llama-3, V = 128256) heavy in memory.
+#include "models/head_layer.hpp"
+
+namespace fsdpsim::models::detail {
+
+Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
+  LayerDraft draft("head", LayerKind::kHead, dims.numel);
+  const std::int64_t t = ctx.tokens;
+  const std::int64_t hidden = t * dims.d_model * ctx.element_bytes;
+  const std::int64_t logits = t * dims.vocab * ctx.element_bytes;
+  const std::int64_t logits_fp32 = t * dims.vocab * kStatBytes;
+  const LinearDims lm_head{dims.d_model, dims.vocab, false};
+
+  TransientTracker& fwd = draft.forward_temps();
+  append_norm_forward(draft, dims.norm_name, dims.norm, dims.d_model, ctx);
+  draft.save(hidden);  // the norm output, saved by the LM head linear
+  draft.forward(linear_forward("lm_head", lm_head, ctx));
+  fwd.allocate(logits);
+  draft.forward(memory_bound_kernel("logits_to_fp32", logits + logits_fp32, ctx));
+  fwd.allocate(logits_fp32);
+  fwd.release(logits);
+  draft.forward(memory_bound_kernel("log_softmax", 2 * logits_fp32, ctx));
+  draft.save(logits_fp32);  // log_softmax saves its output
+  fwd.release(logits_fp32);
+  // nll_loss gathers one log-probability per token: reads targets and T values, writes a scalar.
+  draft.forward(memory_bound_kernel("nll_loss", t * (kIndexBytes + kStatBytes) + kStatBytes, ctx));
+  draft.save(t * kIndexBytes);  // targets
+
+  TransientTracker& bwd = draft.backward_temps();
+  // Gradient of the log-probabilities: a zero-filled [T, V] fp32 tensor with -1/T scattered in.
+  draft.backward(
+      memory_bound_kernel("nll_loss_bwd", logits_fp32 + t * (kIndexBytes + kStatBytes), ctx));
+  bwd.allocate(logits_fp32);
+  // Reads the gradient and the saved output, writes the logits gradient.
+  draft.backward(memory_bound_kernel("log_softmax_bwd", 3 * logits_fp32, ctx));
+  bwd.allocate(logits_fp32);
+  bwd.release(logits_fp32);
+  draft.backward(memory_bound_kernel("logits_to_fp32_bwd", logits_fp32 + logits, ctx));
+  bwd.allocate(logits);
+  bwd.release(logits_fp32);
+  append_linear_backward(draft, "lm_head", lm_head, ctx);
+  bwd.allocate(hidden);  // gradient of the norm output
+  bwd.release(logits);
+  draft.backward(norm_backward(dims.norm_name, dims.norm, dims.d_model, ctx));
+  bwd.release(hidden);  // the norm's input gradient is the layer's output gradient
+  return draft.finish(-1);
+}
+
+}  // namespace fsdpsim::models::detail

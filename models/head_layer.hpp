@@ -1,0 +1,23 @@
+// Internal to fsdpsim_models: the head layer shared by every family: final norm, LM head GEMM
+// and the cross-entropy loss.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/kernel_factory.hpp"
+#include "models/layer_draft.hpp"
+
+namespace fsdpsim::models::detail {
+
+struct HeadDims {
+  std::string norm_name;  // "ln_f" (gpt, mpt) or "norm" (llama)
+  NormKind norm = NormKind::kLayerNorm;
+  std::int64_t d_model = 0;
+  std::int64_t vocab = 0;
+  std::int64_t numel = 0;  // final norm, plus the LM head weight unless it is tied
+};
+
+Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx);
+
+}  // namespace fsdpsim::models::detail

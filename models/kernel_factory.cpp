@@ -1,0 +1,94 @@
+#include "models/kernel_factory.hpp"
+
+#include <utility>
+
+namespace fsdpsim::models::detail {
+namespace {
+
+std::int64_t norm_param_vectors(NormKind kind) { return kind == NormKind::kLayerNorm ? 2 : 1; }
+std::int64_t norm_stats_per_token(NormKind kind) { return kind == NormKind::kLayerNorm ? 2 : 1; }
+
+}  // namespace
+
+NamedKernel gemm_kernel(std::string name, GemmShape shape, const BuildContext& ctx) {
+  Kernel k;
+  k.kind = KernelKind::kGemm;
+  k.dtype = ctx.dtype;
+  k.gemm = shape;
+  // GemmShape's contract (sim/units/op_shapes.hpp): FLOPs = 2*m*n*k*batch.
+  k.flops = Flops(2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
+                  static_cast<double>(shape.k) * static_cast<double>(shape.batch));
+  k.bytes = Bytes((shape.m * shape.k + shape.k * shape.n + shape.m * shape.n) * shape.batch *
+                  ctx.element_bytes);
+  return {std::move(name), k};
+}
+
+NamedKernel memory_bound_kernel(std::string name, std::int64_t bytes, const BuildContext& ctx) {
+  Kernel k;
+  k.kind = KernelKind::kMemoryBound;
+  k.dtype = ctx.dtype;
+  k.flops = Flops(0.0);
+  k.bytes = Bytes(bytes);
+  return {std::move(name), k};
+}
+
+NamedKernel linear_forward(std::string name, LinearDims dims, const BuildContext& ctx) {
+  return gemm_kernel(std::move(name), GemmShape{ctx.tokens, dims.out, dims.in, 1}, ctx);
+}
+
+void append_linear_backward(LayerDraft& draft, const std::string& name, LinearDims dims,
+                            const BuildContext& ctx) {
+  // dX[T,in] = dY[T,out] W[out,in]; dW[in,out] = X^T[in,T] dY[T,out] (stored transposed in
+  // PyTorch, same product).
+  draft.backward(gemm_kernel(name + "_dgrad", GemmShape{ctx.tokens, dims.in, dims.out, 1}, ctx));
+  draft.backward(gemm_kernel(name + "_wgrad", GemmShape{dims.in, dims.out, ctx.tokens, 1}, ctx));
+  if (dims.bias) {
+    draft.backward(memory_bound_kernel(
+        name + "_bgrad", (ctx.tokens * dims.out + dims.out) * ctx.element_bytes, ctx));
+  }
+}
+
+void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
+                         std::int64_t width, const BuildContext& ctx) {
+  const std::int64_t act = ctx.tokens * width * ctx.element_bytes;
+  const std::int64_t stats = ctx.tokens * norm_stats_per_token(kind) * kStatBytes;
+  const std::int64_t params = norm_param_vectors(kind) * width * ctx.element_bytes;
+  // Reads x and the affine parameters, writes y and the statistics.
+  draft.forward(memory_bound_kernel(name, act + params + act + stats, ctx));
+  // Autograd saves the input and the statistics (native_layer_norm saves input, mean, rstd).
+  draft.save(act + stats);
+}
+
+NamedKernel norm_backward(const std::string& name, NormKind kind, std::int64_t width,
+                          const BuildContext& ctx) {
+  const std::int64_t act = ctx.tokens * width * ctx.element_bytes;
+  const std::int64_t stats = ctx.tokens * norm_stats_per_token(kind) * kStatBytes;
+  const std::int64_t params = norm_param_vectors(kind) * width * ctx.element_bytes;
+  // Reads dy, x, stats and the weight; writes dx and the parameter gradients.
+  const std::int64_t weight = width * ctx.element_bytes;
+  return memory_bound_kernel(name + "_bwd", 2 * act + stats + weight + act + params, ctx);
+}
+
+NamedKernel add_kernel(std::string name, std::int64_t width, const BuildContext& ctx) {
+  return memory_bound_kernel(std::move(name), 3 * ctx.tokens * width * ctx.element_bytes, ctx);
+}
+
+NamedKernel dropout_forward(std::string name, std::int64_t width, const BuildContext& ctx) {
+  const std::int64_t n = ctx.tokens * width;
+  return memory_bound_kernel(std::move(name), 2 * n * ctx.element_bytes + n * kMaskBytes, ctx);
+}
+
+NamedKernel dropout_backward(std::string name, std::int64_t width, const BuildContext& ctx) {
+  const std::int64_t n = ctx.tokens * width;
+  return memory_bound_kernel(std::move(name), 2 * n * ctx.element_bytes + n * kMaskBytes, ctx);
+}
+
+NamedKernel unary_forward(std::string name, std::int64_t width, const BuildContext& ctx) {
+  return memory_bound_kernel(std::move(name), 2 * ctx.tokens * width * ctx.element_bytes, ctx);
+}
+
+NamedKernel unary_backward(std::string name, std::int64_t width, const BuildContext& ctx) {
+  return memory_bound_kernel(std::move(name), 3 * ctx.tokens * width * ctx.element_bytes, ctx);
+}
+
+}  // namespace fsdpsim::models::detail

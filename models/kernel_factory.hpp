@@ -1,0 +1,71 @@
+// Internal to fsdpsim_models: the kernels every family is made of, with their exact FLOPs and
+// HBM bytes. Conventions (T = tokens in the micro-batch, e = compute-dtype bytes):
+//  * GEMMs (cuBLAS): C[m,n] = A[m,k] B[k,n] per batch; FLOPs = 2*m*n*k*batch; bytes = each
+//    operand read once and C written once, (m*k + k*n + m*n)*batch*e (the roofline's compulsory
+//    traffic; tiling re-reads are the hardware cost model's business).
+//  * Memory-bound kernels carry flops = 0: they are priced by bytes, and every MFU/HFU
+//    definition in configs/validation/README.md excludes norms and activations.
+//    Their bytes are what the PyTorch kernel reads plus what it writes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/layer_draft.hpp"
+
+namespace fsdpsim::models::detail {
+
+// Bytes of fp32 statistics (LayerNorm mean/rstd, RMSNorm rstd, log-sum-exp): PyTorch keeps
+// them in the accumulation type, float, for bf16/fp16 inputs (aten/src/ATen/native/layer_norm.cpp).
+inline constexpr std::int64_t kStatBytes = 4;
+// Bytes of an int64 index (token ids, targets, positions).
+inline constexpr std::int64_t kIndexBytes = 8;
+// Bytes of one dropout / mask element: PyTorch stores dropout masks as bool
+// (aten/src/ATen/native/Dropout.cpp, native_dropout returns a bool mask).
+inline constexpr std::int64_t kMaskBytes = 1;
+
+NamedKernel gemm_kernel(std::string name, GemmShape shape, const BuildContext& ctx);
+NamedKernel memory_bound_kernel(std::string name, std::int64_t bytes, const BuildContext& ctx);
+
+// nn.Linear(in, out) applied to T tokens.
+struct LinearDims {
+  std::int64_t in = 0;
+  std::int64_t out = 0;
+  bool bias = false;
+};
+
+// Forward: GEMM {m=T, n=out, k=in}; the bias add is fused into the cuBLAS epilogue (addmm).
+NamedKernel linear_forward(std::string name, LinearDims dims, const BuildContext& ctx);
+// Backward (torch/csrc/autograd/FunctionsManual.cpp, addmm/mm backward): dgrad GEMM
+// {m=T, n=in, k=out} named <name>_dgrad, wgrad GEMM {m=in, n=out, k=T} named <name>_wgrad, and
+// when there is a bias a column-sum reduction <name>_bgrad reading T*out, writing out.
+void append_linear_backward(LayerDraft& draft, const std::string& name, LinearDims dims,
+                            const BuildContext& ctx);
+
+enum class NormKind : std::uint8_t {
+  kLayerNorm,  // weight + bias, saves mean and rstd
+  kRmsNorm,    // weight only, saves rstd
+};
+
+// Norm over the last dimension `width` of T tokens, one fused kernel each way (PyTorch's
+// native_layer_norm / fused RMSNorm). Forward saves the input and the fp32 statistics;
+// the output is saved by whichever op consumes it (the caller).
+void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
+                         std::int64_t width, const BuildContext& ctx);
+// <name>_bwd: reads dy, x, stats, weight; writes dx and the weight (and bias) gradients.
+NamedKernel norm_backward(const std::string& name, NormKind kind, std::int64_t width,
+                          const BuildContext& ctx);
+
+// out = a + b over T*width elements (residual add forward, or autograd's accumulation of two
+// gradients of one tensor, torch/csrc/autograd/input_buffer.cpp): reads 2, writes 1.
+NamedKernel add_kernel(std::string name, std::int64_t width, const BuildContext& ctx);
+// Dropout over T*width elements: forward writes the output and a bool mask; backward reads the
+// gradient and the mask and writes the input gradient.
+NamedKernel dropout_forward(std::string name, std::int64_t width, const BuildContext& ctx);
+NamedKernel dropout_backward(std::string name, std::int64_t width, const BuildContext& ctx);
+// Unary elementwise op over T*width elements (GELU): forward reads x, writes y; backward reads
+// dy and x, writes dx.
+NamedKernel unary_forward(std::string name, std::int64_t width, const BuildContext& ctx);
+NamedKernel unary_backward(std::string name, std::int64_t width, const BuildContext& ctx);
+
+}  // namespace fsdpsim::models::detail

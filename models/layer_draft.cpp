@@ -1,0 +1,58 @@
+#include "models/layer_draft.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+namespace fsdpsim::models::detail {
+
+BuildContext make_context(const WorkloadOptions& options) {
+  BuildContext ctx;
+  ctx.batch = options.micro_batch;
+  ctx.seq = options.seq_len;
+  ctx.tokens = options.micro_batch * options.seq_len;
+  ctx.element_bytes = dtype_bytes(options.compute_dtype);
+  ctx.dtype = options.compute_dtype;
+  ctx.flash_attention = options.flash_attention;
+  return ctx;
+}
+
+void TransientTracker::allocate(std::int64_t bytes) {
+  live_ += bytes;
+  if (live_ > peak_) peak_ = live_;
+}
+
+void TransientTracker::release(std::int64_t bytes) {
+  if (bytes > live_) {
+    throw std::logic_error("models: a layer builder released " + std::to_string(bytes) +
+                           " temporary bytes with only " + std::to_string(live_) + " live");
+  }
+  live_ -= bytes;
+}
+
+LayerDraft::LayerDraft(std::string name, LayerKind kind, std::int64_t numel) {
+  layer_.name = std::move(name);
+  layer_.kind = kind;
+  layer_.numel = numel;
+}
+
+void LayerDraft::forward(NamedKernel kernel) { layer_.forward.push_back(std::move(kernel)); }
+
+void LayerDraft::backward(NamedKernel kernel) { layer_.backward.push_back(std::move(kernel)); }
+
+void LayerDraft::save(std::int64_t bytes) { saved_ += bytes; }
+
+Layer LayerDraft::finish(std::int64_t checkpointed_bytes) {
+  if (forward_temps_.live() != 0 || backward_temps_.live() != 0) {
+    throw std::logic_error("models: layer " + layer_.name + " leaks temporaries (forward " +
+                           std::to_string(forward_temps_.live()) + " B, backward " +
+                           std::to_string(backward_temps_.live()) + " B)");
+  }
+  layer_.saved_activations = Bytes(saved_);
+  layer_.saved_activations_checkpointed =
+      Bytes(checkpointed_bytes < 0 ? saved_ : checkpointed_bytes);
+  layer_.forward_transient_peak = Bytes(forward_temps_.peak());
+  layer_.backward_transient_peak = Bytes(backward_temps_.peak());
+  return std::move(layer_);
+}
+
+}  // namespace fsdpsim::models::detail

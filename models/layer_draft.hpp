@@ -1,0 +1,67 @@
+// Internal to fsdpsim_models: the scratch state used while one Layer is assembled.
+//
+// A family builder emits kernels in execution order and, next to each, says which tensors it
+// creates and frees. LayerDraft turns that into Layer's memory fields:
+//  * save(bytes): a tensor autograd keeps for backward (counted once, even when several ops
+//    save the same storage, e.g. the LayerNorm output that is the input of the QKV linear);
+//  * forward_temps()/backward_temps(): tensors allocated and freed inside the layer (neither
+//    saved, nor the layer's output in forward, nor its input gradient in backward); their
+//    high-water mark is the layer's transient peak. Weight gradients belong to FSDP and are not
+//    counted here; neither is the incoming gradient of the layer's output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/workload.hpp"
+
+namespace fsdpsim::models::detail {
+
+// Everything a layer builder needs from WorkloadOptions, with T = micro_batch * seq_len.
+struct BuildContext {
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::int64_t tokens = 0;         // T
+  std::int64_t element_bytes = 0;  // e: bytes of one activation element in the compute dtype
+  Dtype dtype = Dtype::kBf16;
+  bool flash_attention = true;
+};
+
+BuildContext make_context(const WorkloadOptions& options);
+
+// Live bytes of temporaries and their high-water mark. Releasing more than is live is our bug.
+class TransientTracker {
+ public:
+  void allocate(std::int64_t bytes);
+  void release(std::int64_t bytes);
+  [[nodiscard]] std::int64_t live() const { return live_; }
+  [[nodiscard]] std::int64_t peak() const { return peak_; }
+
+ private:
+  std::int64_t live_ = 0;
+  std::int64_t peak_ = 0;
+};
+
+class LayerDraft {
+ public:
+  LayerDraft(std::string name, LayerKind kind, std::int64_t numel);
+
+  void forward(NamedKernel kernel);
+  void backward(NamedKernel kernel);
+  void save(std::int64_t bytes);
+  TransientTracker& forward_temps() { return forward_temps_; }
+  TransientTracker& backward_temps() { return backward_temps_; }
+
+  // Finishes the layer. `checkpointed_bytes` is what full activation checkpointing keeps (the
+  // block input); pass a negative value for layers that are never checkpointed (embedding, head)
+  // to make it equal to saved_activations. Every temporary must have been released.
+  Layer finish(std::int64_t checkpointed_bytes);
+
+ private:
+  Layer layer_;
+  std::int64_t saved_ = 0;
+  TransientTracker forward_temps_;
+  TransientTracker backward_temps_;
+};
+
+}  // namespace fsdpsim::models::detail

@@ -1,0 +1,175 @@
+// llama layers (Llama 2 / Llama 3.x as in Meta's reference model.py and torchtitan).
+//
+// Block: h = x + wo(attention(rope(wq(n1)), rope(wk(n1)), wv(n1))) with n1 = rmsnorm1(x);
+//        y = h + w2(silu(w1(n2)) * w3(n2)) with n2 = rmsnorm2(h).
+// No biases. Parameters per block: q d*d, k and v d*(n_kv_heads*head_dim) each, o d*d,
+// gate (w1) and up (w3) d*ffn each, down (w2) ffn*d, two RMSNorm weights d each.
+// Model: embedding V*d, final RMSNorm d, untied LM head V*d (Llama-3.1-8B: 8,030,261,248).
+//
+// Kernel choices: separate q/k/v projections (torchtitan, HF); one fused RoPE kernel over q and
+// k (complex multiply by the precomputed fp32 table, which autograd does not need to save);
+// one fused SwiGLU kernel silu(gate) * up that saves gate and up and recomputes silu in
+// backward (eager PyTorch would also keep silu(gate): T*ffn*e more); fused RMSNorm saving its
+// input and fp32 rstd. No dropout.
+#include <string>
+
+#include "models/attention_kernels.hpp"
+#include "models/families.hpp"
+#include "models/head_layer.hpp"
+#include "models/kernel_factory.hpp"
+
+namespace fsdpsim::models::detail {
+namespace {
+
+std::int64_t head_dim(const TransformerSpec& spec) { return spec.d_model / spec.n_heads; }
+std::int64_t kv_width(const TransformerSpec& spec) { return spec.n_kv_heads * head_dim(spec); }
+
+AttentionDims attention_dims(const TransformerSpec& spec) {
+  return {spec.n_heads, spec.n_kv_heads, head_dim(spec), false};
+}
+
+// Reads q and k and the fp32 cos/sin table (seq x head_dim), writes the rotated q and k.
+std::int64_t rope_bytes(const TransformerSpec& spec, const BuildContext& ctx) {
+  const std::int64_t qk = ctx.tokens * (spec.d_model + kv_width(spec)) * ctx.element_bytes;
+  return 2 * qk + ctx.seq * head_dim(spec) * kStatBytes;
+}
+
+void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildContext& ctx) {
+  const std::int64_t d = spec.d_model;
+  const std::int64_t f = spec.ffn_dim;
+  const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
+  const std::int64_t kv = ctx.tokens * kv_width(spec) * ctx.element_bytes;
+  const std::int64_t inner = ctx.tokens * f * ctx.element_bytes;
+  const AttentionDims attn = attention_dims(spec);
+  const bool saved_qkv = attention_saves_inputs(ctx);
+  TransientTracker& temps = draft.forward_temps();
+
+  append_norm_forward(draft, "rmsnorm1", NormKind::kRmsNorm, d, ctx);  // saves the block input
+  draft.save(hidden);  // rmsnorm1 output, the input of q, k and v (one tensor)
+  draft.forward(linear_forward("q", {d, d, false}, ctx));
+  draft.forward(linear_forward("k", {d, kv_width(spec), false}, ctx));
+  draft.forward(linear_forward("v", {d, kv_width(spec), false}, ctx));
+  temps.allocate(hidden + kv);  // q and k before RoPE
+  if (saved_qkv) {
+    draft.save(kv);  // v
+  } else {
+    temps.allocate(kv);
+  }
+  draft.forward(memory_bound_kernel("rope", rope_bytes(spec, ctx), ctx));
+  if (saved_qkv) {
+    draft.save(hidden + kv);  // rotated q and k
+  } else {
+    temps.allocate(hidden + kv);
+  }
+  temps.release(hidden + kv);
+  append_attention_forward(draft, attn, ctx);  // saves O, the input of o
+  draft.forward(linear_forward("o", {d, d, false}, ctx));
+  temps.allocate(hidden);
+  draft.forward(add_kernel("residual1", d, ctx));
+  temps.release(hidden);  // h is saved by rmsnorm2 below
+  append_norm_forward(draft, "rmsnorm2", NormKind::kRmsNorm, d, ctx);
+  draft.save(hidden);  // rmsnorm2 output, the input of gate and up
+  draft.forward(linear_forward("gate", {d, f, false}, ctx));
+  draft.forward(linear_forward("up", {d, f, false}, ctx));
+  draft.save(2 * inner);  // gate and up outputs, kept by swiglu
+  draft.forward(memory_bound_kernel("swiglu", 3 * inner, ctx));
+  draft.save(inner);  // down input
+  draft.forward(linear_forward("down", {f, d, false}, ctx));
+  temps.allocate(hidden);
+  draft.forward(add_kernel("residual2", d, ctx));
+  temps.release(hidden);  // the sum is the block output
+}
+
+void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildContext& ctx) {
+  const std::int64_t d = spec.d_model;
+  const std::int64_t f = spec.ffn_dim;
+  const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
+  const std::int64_t kv = ctx.tokens * kv_width(spec) * ctx.element_bytes;
+  const std::int64_t inner = ctx.tokens * f * ctx.element_bytes;
+  const AttentionDims attn = attention_dims(spec);
+  TransientTracker& temps = draft.backward_temps();
+
+  append_linear_backward(draft, "down", {f, d, false}, ctx);
+  temps.allocate(inner);
+  // Reads d(swiglu out), gate and up; writes d(gate) and d(up).
+  draft.backward(memory_bound_kernel("swiglu_bwd", 5 * inner, ctx));
+  temps.allocate(2 * inner);
+  temps.release(inner);
+  append_linear_backward(draft, "up", {d, f, false}, ctx);
+  temps.allocate(hidden);
+  temps.release(inner);
+  append_linear_backward(draft, "gate", {d, f, false}, ctx);
+  temps.allocate(hidden);
+  temps.release(inner);
+  // Autograd sums the two gradients of rmsnorm2's output (input_buffer.cpp).
+  draft.backward(add_kernel("mlp_in_grad_sum", d, ctx));
+  temps.release(hidden);
+  draft.backward(norm_backward("rmsnorm2", NormKind::kRmsNorm, d, ctx));
+  temps.allocate(hidden);  // gradient of h ...
+  temps.release(hidden);
+  draft.backward(add_kernel("residual2_grad", d, ctx));  // ... plus the residual path's
+  append_linear_backward(draft, "o", {d, d, false}, ctx);
+  temps.allocate(hidden);                       // dO
+  append_attention_backward(draft, attn, ctx);  // leaves dq, dk (rotated) and dv
+  draft.backward(memory_bound_kernel("rope_bwd", rope_bytes(spec, ctx), ctx));
+  temps.allocate(hidden + kv);
+  temps.release(hidden + kv);
+  append_linear_backward(draft, "v", {d, kv_width(spec), false}, ctx);
+  temps.allocate(hidden);
+  temps.release(kv);
+  append_linear_backward(draft, "k", {d, kv_width(spec), false}, ctx);
+  temps.allocate(hidden);
+  temps.release(kv);
+  draft.backward(add_kernel("attn_in_grad_sum_k", d, ctx));
+  temps.release(hidden);
+  append_linear_backward(draft, "q", {d, d, false}, ctx);
+  temps.allocate(hidden);
+  temps.release(hidden);  // dq
+  draft.backward(add_kernel("attn_in_grad_sum_q", d, ctx));
+  temps.release(hidden);
+  draft.backward(norm_backward("rmsnorm1", NormKind::kRmsNorm, d, ctx));
+  temps.release(hidden);  // rmsnorm1's input gradient becomes the block's input gradient ...
+  draft.backward(add_kernel("residual1_grad", d, ctx));
+  temps.release(hidden);  // ... once the gradient of h is accumulated into it
+}
+
+}  // namespace
+
+std::int64_t llama_embedding_numel(const TransformerSpec& spec) {
+  return spec.vocab * spec.d_model;
+}
+
+std::int64_t llama_block_numel(const TransformerSpec& spec) {
+  const std::int64_t d = spec.d_model;
+  return 2 * d * d + 2 * d * kv_width(spec) + 3 * d * spec.ffn_dim + 2 * d;
+}
+
+std::int64_t llama_head_numel(const TransformerSpec& spec) {
+  return spec.d_model + (spec.tied_embeddings ? 0 : spec.vocab * spec.d_model);
+}
+
+Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx) {
+  // tok_embeddings: gather T rows (saves the ids); backward scatter-adds T rows.
+  LayerDraft draft("embedding", LayerKind::kEmbedding, llama_embedding_numel(spec));
+  const std::int64_t hidden = ctx.tokens * spec.d_model * ctx.element_bytes;
+  const std::int64_t ids = ctx.tokens * kIndexBytes;
+  draft.forward(memory_bound_kernel("tok_embedding", ids + 2 * hidden, ctx));
+  draft.save(ids);
+  draft.backward(memory_bound_kernel("tok_embedding_bwd", ids + 2 * hidden, ctx));
+  return draft.finish(-1);
+}
+
+Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index) {
+  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock, llama_block_numel(spec));
+  block_forward(draft, spec, ctx);
+  block_backward(draft, spec, ctx);
+  // Full activation checkpointing keeps only the block input (torch.utils.checkpoint).
+  return draft.finish(ctx.tokens * spec.d_model * ctx.element_bytes);
+}
+
+Layer build_llama_head(const TransformerSpec& spec, const BuildContext& ctx) {
+  return build_head_layer(
+      {"norm", NormKind::kRmsNorm, spec.d_model, spec.vocab, llama_head_numel(spec)}, ctx);
+}
+
+}  // namespace fsdpsim::models::detail

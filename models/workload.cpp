@@ -1,0 +1,72 @@
+// parameter_count, validate(spec, options) and build_workload: dispatch to the family builders
+// (gpt_family.cpp, llama_family.cpp) and assemble embedding, blocks and head in forward order.
+#include "models/workload.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "models/families.hpp"
+#include "models/layer_draft.hpp"
+
+namespace fsdpsim::models {
+namespace {
+
+bool is_llama(const TransformerSpec& spec) { return spec.family == ModelFamily::kLlama; }
+
+std::int64_t embedding_numel(const TransformerSpec& spec) {
+  return is_llama(spec) ? detail::llama_embedding_numel(spec) : detail::gpt_embedding_numel(spec);
+}
+
+std::int64_t block_numel(const TransformerSpec& spec) {
+  return is_llama(spec) ? detail::llama_block_numel(spec) : detail::gpt_block_numel(spec);
+}
+
+std::int64_t head_numel(const TransformerSpec& spec) {
+  return is_llama(spec) ? detail::llama_head_numel(spec) : detail::gpt_head_numel(spec);
+}
+
+}  // namespace
+
+std::int64_t parameter_count(const TransformerSpec& spec) {
+  return embedding_numel(spec) + spec.n_layers * block_numel(spec) + head_numel(spec);
+}
+
+std::string validate(const TransformerSpec& spec, const WorkloadOptions& options) {
+  if (options.micro_batch <= 0) {
+    return "micro_batch must be positive (got " + std::to_string(options.micro_batch) + ")";
+  }
+  if (options.seq_len <= 0) {
+    return "seq_len must be positive (got " + std::to_string(options.seq_len) + ")";
+  }
+  if (!is_llama(spec) && options.seq_len > spec.max_seq_len) {
+    return "seq_len (" + std::to_string(options.seq_len) + ") exceeds max_seq_len (" +
+           std::to_string(spec.max_seq_len) + ") of " + spec.name +
+           ": the learned position table has max_seq_len rows";
+  }
+  return {};
+}
+
+Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& options) {
+  std::string problem = validate(spec);
+  if (problem.empty()) problem = validate(spec, options);
+  if (!problem.empty()) throw std::invalid_argument("build_workload: " + problem);
+
+  const detail::BuildContext ctx = detail::make_context(options);
+  Workload workload;
+  workload.layers.reserve(static_cast<std::size_t>(spec.n_layers) + 2);
+  workload.layers.push_back(is_llama(spec) ? detail::build_llama_embedding(spec, ctx)
+                                           : detail::build_gpt_embedding(spec, ctx));
+  // Blocks are identical but for their name: build one, copy it.
+  const Layer block = is_llama(spec) ? detail::build_llama_block(spec, ctx, 0)
+                                     : detail::build_gpt_block(spec, ctx, 0);
+  for (std::int64_t i = 0; i < spec.n_layers; ++i) {
+    workload.layers.push_back(block);
+    workload.layers.back().name = "blocks." + std::to_string(i);
+  }
+  workload.layers.push_back(is_llama(spec) ? detail::build_llama_head(spec, ctx)
+                                           : detail::build_gpt_head(spec, ctx));
+  for (const Layer& layer : workload.layers) workload.total_numel += layer.numel;
+  return workload;
+}
+
+}  // namespace fsdpsim::models

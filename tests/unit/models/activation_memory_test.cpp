@@ -1,0 +1,110 @@
+// Saved activations and transient peaks against closed forms. Korthikanti et al. 2022,
+// "Reducing Activation Recomputation in Large Transformer Models", Sec. 4.1: a fp16 GPT block
+// with dropout and unfused attention saves s*b*h*(34 + 5*a*s/h) bytes. Our count adds what the
+// paper leaves out: fp32 LayerNorm mean/rstd (2 LayerNorms * 2 * 4 bytes = 16 bytes per token)
+// and the s x s bool causal mask of masked_fill.
+#include <gtest/gtest.h>
+
+#include "models/workload.hpp"
+#include "test_specs.hpp"
+
+namespace fsdpsim::models {
+namespace {
+
+constexpr std::int64_t kB = 2, kS = 512, kH = 1024, kA = 16, kT = kB * kS, kV = 50000;
+
+TransformerSpec gpt() {
+  return testing::make_spec(ModelFamily::kGpt, 2, kH, kA, kA, 4 * kH, kV, kS);
+}
+TransformerSpec mpt() { return testing::mpt_spec(2, kH, kA, kV, kS); }
+
+std::int64_t saved(const Workload& w, std::size_t layer) {
+  return w.layers[layer].saved_activations.value();
+}
+
+TEST(ActivationMemory, GptUnfusedBlockMatchesKorthikanti) {
+  const Workload w = build_workload(gpt(), testing::options(kB, kS, false));
+  EXPECT_EQ(saved(w, 1), kS * kB * kH * 34 + 5 * kA * kS * kS * kB + 16 * kT + kS * kS);
+}
+
+TEST(ActivationMemory, GptFlashBlockDropsTheSquareTermsForLogSumExp) {
+  const Workload w = build_workload(gpt(), testing::options(kB, kS, true));
+  EXPECT_EQ(saved(w, 1), kS * kB * kH * 34 + 16 * kT + kB * kA * kS * 4);
+}
+
+TEST(ActivationMemory, MptSavesNoDropoutMasks) {
+  const Workload flash = build_workload(mpt(), testing::options(kB, kS, true));
+  EXPECT_EQ(saved(flash, 1), kS * kB * kH * 32 + 16 * kT + kB * kA * kS * 4);
+  // Unfused: softmax output only (2*a*s^2*b), no dropout mask or dropout output.
+  const Workload naive = build_workload(mpt(), testing::options(kB, kS, false));
+  EXPECT_EQ(saved(naive, 1), kS * kB * kH * 32 + 2 * kA * kS * kS * kB + 16 * kT + kS * kS);
+}
+
+TEST(ActivationMemory, LlamaFlashBlockSavesNormsProjectionsAndSwigluInputs) {
+  const TransformerSpec spec = testing::llama_3_1_8b();
+  const std::int64_t b = 1, s = 4096, t = b * s, d = 4096, kv = 1024, f = 14336, e = 2;
+  const Workload w = build_workload(spec, testing::options(b, s, true));
+  // x, n1, q_rot, k_rot, v, O, h, n2 (bf16); gate, up, swiglu out; rstd x2 (fp32); lse (fp32).
+  EXPECT_EQ(saved(w, 1), e * (6 * t * d + 2 * t * kv + 3 * t * f) + 2 * 4 * t + b * 32 * s * 4);
+}
+
+TEST(ActivationMemory, CheckpointedBlockKeepsOnlyItsInput) {
+  for (const TransformerSpec& spec : {gpt(), mpt(), testing::llama_3_1_8b()}) {
+    const Workload w = build_workload(spec, testing::options(kB, kS, true));
+    for (std::size_t i = 1; i + 1 < w.layers.size(); ++i) {
+      EXPECT_EQ(w.layers[i].saved_activations_checkpointed.value(), kT * spec.d_model * 2);
+    }
+    EXPECT_EQ(w.layers.front().saved_activations_checkpointed, w.layers.front().saved_activations);
+    EXPECT_EQ(w.layers.back().saved_activations_checkpointed, w.layers.back().saved_activations);
+  }
+}
+
+TEST(ActivationMemory, CheckpointedInputScalesWithComputeDtype) {
+  WorkloadOptions o = testing::options(kB, kS, true);
+  o.compute_dtype = Dtype::kFp32;
+  const Workload w = build_workload(mpt(), o);
+  EXPECT_EQ(w.layers[1].saved_activations_checkpointed.value(), kT * kH * 4);
+}
+
+TEST(ActivationMemory, HeadSavesFp32LogProbabilities) {
+  const Workload w = build_workload(gpt(), testing::options(kB, kS, true));
+  // ln_f input + stats, lm_head input, fp32 log-softmax output [T, V], int64 targets.
+  EXPECT_EQ(saved(w, 3), 2 * kT * kH * 2 + 8 * kT + 4 * kT * kV + 8 * kT);
+}
+
+TEST(ActivationMemory, EmbeddingSavesIndicesAndMinGptDropoutMask) {
+  const Workload g = build_workload(gpt(), testing::options(kB, kS, true));
+  EXPECT_EQ(saved(g, 0), 8 * kT + 8 * kS + kT * kH);
+  const Workload m = build_workload(mpt(), testing::options(kB, kS, true));
+  EXPECT_EQ(saved(m, 0), 8 * kT + 8 * kS);
+  const Workload l = build_workload(testing::llama_3_1_8b(), testing::options(kB, kS, true));
+  EXPECT_EQ(saved(l, 0), 8 * kT);
+}
+
+TEST(TransientPeak, UnfusedAttentionHoldsTwoScoreMatrices) {
+  // GPT-175B shape, b=1, s=2048: scale reads the scores and writes a new b*a*s*s tensor.
+  const std::int64_t s = 2048, d = 12288, a = 96;
+  const TransformerSpec spec = testing::make_spec(ModelFamily::kGpt, 1, d, a, a, 4 * d, 50000, s);
+  const Workload naive = build_workload(spec, testing::options(1, s, false));
+  EXPECT_EQ(naive.layers[1].forward_transient_peak.value(), 2 * a * s * s * 2);
+  const Workload flash = build_workload(spec, testing::options(1, s, true));
+  // attn_out output and its dropout output.
+  EXPECT_EQ(flash.layers[1].forward_transient_peak.value(), 2 * s * d * 2);
+}
+
+TEST(TransientPeak, MptBlockBackwardIsBoundByMlpActivationGradients) {
+  const Workload w = build_workload(mpt(), testing::options(kB, kS, true));
+  EXPECT_EQ(w.layers[1].forward_transient_peak.value(), kT * kH * 2);
+  // gelu_bwd: d(gelu out) and d(gelu in), T*ffn each.
+  EXPECT_EQ(w.layers[1].backward_transient_peak.value(), 2 * kT * 4 * kH * 2);
+}
+
+TEST(TransientPeak, HeadHoldsLogitsInBothPrecisions) {
+  const Workload w = build_workload(mpt(), testing::options(kB, kS, true));
+  EXPECT_EQ(w.layers.back().forward_transient_peak.value(), kT * kV * (2 + 4));
+  // log_softmax_bwd: the fp32 gradient of the log-probabilities and of the logits.
+  EXPECT_EQ(w.layers.back().backward_transient_peak.value(), 2 * kT * kV * 4);
+}
+
+}  // namespace
+}  // namespace fsdpsim::models

@@ -1,0 +1,204 @@
+#include "models/workload.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "test_specs.hpp"
+
+namespace fsdpsim::models {
+namespace {
+
+using testing::find_kernel;
+using testing::total_flops;
+
+std::vector<std::string> names(const std::vector<NamedKernel>& kernels) {
+  std::vector<std::string> out;
+  for (const NamedKernel& k : kernels) out.push_back(k.name);
+  return out;
+}
+
+TEST(BuildWorkload, LaysOutEmbeddingBlocksAndHeadInForwardOrder) {
+  const Workload w = build_workload(testing::tiny_gpt(), testing::options(1, 8));
+  ASSERT_EQ(w.layers.size(), 4u);
+  EXPECT_EQ(w.layers[0].name, "embedding");
+  EXPECT_EQ(w.layers[0].kind, LayerKind::kEmbedding);
+  EXPECT_EQ(w.layers[1].name, "blocks.0");
+  EXPECT_EQ(w.layers[2].name, "blocks.1");
+  EXPECT_EQ(w.layers[2].kind, LayerKind::kBlock);
+  EXPECT_EQ(w.layers[3].name, "head");
+  EXPECT_EQ(w.layers[3].kind, LayerKind::kHead);
+}
+
+TEST(BuildWorkload, GptBlockRunsMinGptKernelsInOrder) {
+  const Workload w = build_workload(testing::tiny_gpt(), testing::options(1, 8));
+  const std::vector<std::string> expected = {
+      "ln1", "qkv",    "attn", "attn_out", "attn_resid_dropout", "residual1",
+      "ln2", "mlp_up", "gelu", "mlp_down", "mlp_resid_dropout",  "residual2"};
+  EXPECT_EQ(names(w.layers[1].forward), expected);
+  const std::vector<std::string> expected_head = {"ln_f", "lm_head", "logits_to_fp32",
+                                                  "log_softmax", "nll_loss"};
+  EXPECT_EQ(names(w.layers[3].forward), expected_head);
+}
+
+TEST(BuildWorkload, LlamaBlockRunsRmsNormRopeSwigluKernelsInOrder) {
+  const Workload w = build_workload(testing::llama_3_1_8b(), testing::options(1, 16));
+  const std::vector<std::string> expected = {"rmsnorm1", "q",      "k",         "v",        "rope",
+                                             "attn",     "o",      "residual1", "rmsnorm2", "gate",
+                                             "up",       "swiglu", "down",      "residual2"};
+  EXPECT_EQ(names(w.layers[1].forward), expected);
+}
+
+TEST(BuildWorkload, TinyGptFlopsMatchAHandCount) {
+  // b=1, s=8: T=8, d=64, 4 heads of 16, ffn 256, vocab 100, flash attention.
+  const Workload w = build_workload(testing::tiny_gpt(), testing::options(1, 8));
+  // Per block forward GEMMs: qkv 2*8*64*192 = 196608, attn_out 2*8*64*64 = 65536,
+  // mlp_up 2*8*64*256 = 262144, mlp_down 2*8*256*64 = 262144; sum 786432.
+  // Flash attention, causal: 4*b*s*s*d_head*heads/2 = 4*1*8*8*16*4/2 = 8192.
+  // Head: lm_head 2*8*64*100 = 102400. Embedding and elementwise kernels: 0.
+  double forward = 0.0;
+  double backward = 0.0;
+  for (const Layer& layer : w.layers) {
+    forward += total_flops(layer.forward);
+    backward += total_flops(layer.backward);
+  }
+  EXPECT_DOUBLE_EQ(forward, 2.0 * (786432 + 8192) + 102400);  // 1691648
+  // Backward: every GEMM twice (dgrad + wgrad), attention 2.5x.
+  EXPECT_DOUBLE_EQ(backward, 2.0 * (2 * 786432 + 2.5 * 8192) + 2 * 102400);  // 3391488
+  EXPECT_DOUBLE_EQ(find_kernel(w.layers[1].forward, "qkv").kernel.flops.value(), 196608.0);
+}
+
+TEST(BuildWorkload, BlockForwardGemmFlopsAre24TDSquaredWithFfn4D) {
+  const std::int64_t d = 1024, b = 2, s = 512, t = b * s;
+  const TransformerSpec spec = testing::make_spec(ModelFamily::kGpt, 2, d, 16, 16, 4 * d, 50000, s);
+  const Workload w = build_workload(spec, testing::options(b, s));
+  double gemm = 0.0;
+  for (const NamedKernel& k : w.layers[1].forward) {
+    if (k.kernel.kind == KernelKind::kGemm) gemm += k.kernel.flops.value();
+  }
+  EXPECT_DOUBLE_EQ(gemm, 2.0 * static_cast<double>(t) * 12.0 * static_cast<double>(d * d));
+}
+
+TEST(BuildWorkload, LinearIsAGemmWithCompulsoryTraffic) {
+  const Workload w = build_workload(testing::tiny_gpt(), testing::options(1, 8));
+  const Kernel& qkv = find_kernel(w.layers[1].forward, "qkv").kernel;
+  EXPECT_EQ(qkv.kind, KernelKind::kGemm);
+  EXPECT_EQ(qkv.dtype, Dtype::kBf16);
+  EXPECT_EQ(qkv.gemm.m, 8);
+  EXPECT_EQ(qkv.gemm.n, 192);
+  EXPECT_EQ(qkv.gemm.k, 64);
+  EXPECT_EQ(qkv.gemm.batch, 1);
+  EXPECT_EQ(qkv.bytes.value(), (8 * 64 + 64 * 192 + 8 * 192) * 2);  // (T*in + in*out + T*out)*e
+}
+
+TEST(BuildWorkload, LinearBackwardIsDgradWgradAndBiasReduction) {
+  const Workload w = build_workload(testing::tiny_gpt(), testing::options(1, 8));
+  const std::vector<NamedKernel>& bwd = w.layers[1].backward;
+  const Kernel& dgrad = find_kernel(bwd, "mlp_up_dgrad").kernel;
+  EXPECT_EQ(dgrad.gemm.m, 8);
+  EXPECT_EQ(dgrad.gemm.n, 64);
+  EXPECT_EQ(dgrad.gemm.k, 256);
+  const Kernel& wgrad = find_kernel(bwd, "mlp_up_wgrad").kernel;
+  EXPECT_EQ(wgrad.gemm.m, 64);
+  EXPECT_EQ(wgrad.gemm.n, 256);
+  EXPECT_EQ(wgrad.gemm.k, 8);
+  EXPECT_DOUBLE_EQ(wgrad.flops.value(), 2.0 * 8 * 64 * 256);
+  const Kernel& bgrad = find_kernel(bwd, "mlp_up_bgrad").kernel;
+  EXPECT_EQ(bgrad.kind, KernelKind::kMemoryBound);
+  EXPECT_EQ(bgrad.bytes.value(), (8 * 256 + 256) * 2);
+  // llama linears have no bias.
+  const Workload l = build_workload(testing::llama_3_1_8b(), testing::options(1, 16));
+  EXPECT_THROW(find_kernel(l.layers[1].backward, "gate_bgrad"), std::out_of_range);
+}
+
+TEST(BuildWorkload, TiedHeadHasTheSameGemmAsAnUntiedOne) {
+  TransformerSpec tied = testing::mpt_spec(2, 64, 4, 100, 8);
+  TransformerSpec untied = tied;
+  untied.tied_embeddings = false;
+  const Workload a = build_workload(tied, testing::options(1, 8));
+  const Workload b = build_workload(untied, testing::options(1, 8));
+  EXPECT_DOUBLE_EQ(find_kernel(a.layers.back().forward, "lm_head").kernel.flops.value(),
+                   find_kernel(b.layers.back().forward, "lm_head").kernel.flops.value());
+  EXPECT_EQ(b.total_numel - a.total_numel, 100 * 64);
+}
+
+TEST(BuildWorkload, MemoryBoundKernelsArePricedByBytesOnly) {
+  const Workload w = build_workload(testing::tiny_gpt(), testing::options(1, 8));
+  const Kernel& gelu = find_kernel(w.layers[1].forward, "gelu").kernel;
+  EXPECT_EQ(gelu.kind, KernelKind::kMemoryBound);
+  EXPECT_DOUBLE_EQ(gelu.flops.value(), 0.0);
+  EXPECT_EQ(gelu.bytes.value(), 2 * 8 * 256 * 2);  // reads and writes T*ffn
+  const Kernel& residual = find_kernel(w.layers[1].forward, "residual1").kernel;
+  EXPECT_EQ(residual.bytes.value(), 3 * 8 * 64 * 2);  // reads 2, writes 1
+  const Kernel& gelu_bwd = find_kernel(w.layers[1].backward, "gelu_bwd").kernel;
+  EXPECT_EQ(gelu_bwd.bytes.value(), 3 * 8 * 256 * 2);
+}
+
+TEST(BuildWorkload, RejectsInvalidSpecsAndOptions) {
+  TransformerSpec bad = testing::tiny_gpt();
+  bad.n_heads = 5;
+  EXPECT_THROW(build_workload(bad, testing::options(1, 8)), std::invalid_argument);
+  EXPECT_THROW(build_workload(testing::tiny_gpt(), testing::options(0, 8)), std::invalid_argument);
+  EXPECT_THROW(build_workload(testing::tiny_gpt(), testing::options(1, 9)), std::invalid_argument);
+}
+
+TEST(ValidateOptions, NamesSequencesLongerThanThePositionTable) {
+  TransformerSpec spec = testing::tiny_gpt();
+  spec.name = "tiny";
+  EXPECT_EQ(validate(spec, testing::options(1, 8)), "");
+  EXPECT_EQ(validate(spec, testing::options(1, 16)),
+            "seq_len (16) exceeds max_seq_len (8) of tiny: the learned position table has "
+            "max_seq_len rows");
+  EXPECT_EQ(validate(spec, testing::options(1, 0)), "seq_len must be positive (got 0)");
+  EXPECT_EQ(validate(spec, testing::options(-1, 8)), "micro_batch must be positive (got -1)");
+  // RoPE has no table: llama runs any sequence length.
+  EXPECT_EQ(validate(testing::llama_3_1_8b(), testing::options(1, 1 << 20)), "");
+}
+
+}  // namespace
+}  // namespace fsdpsim::models
+
+namespace fsdpsim::models {
+namespace {
+
+// Builds every family with fused and unfused attention, with and without GQA, and checks the
+// invariants every consumer relies on (the builder also checks that temporaries balance).
+TEST(BuildWorkload, EveryVariantHasConsistentKernels) {
+  const std::vector<TransformerSpec> specs = {
+      testing::tiny_gpt(), testing::mpt_spec(2, 64, 4, 100, 8),
+      testing::make_spec(ModelFamily::kLlama, 2, 64, 4, 2, 192, 100, 8),
+      testing::make_spec(ModelFamily::kLlama, 2, 64, 4, 4, 192, 100, 8),
+      testing::make_spec(ModelFamily::kGpt, 2, 64, 4, 2, 256, 100, 8)};
+  for (const TransformerSpec& spec : specs) {
+    for (const bool flash : {true, false}) {
+      const Workload w = build_workload(spec, testing::options(3, 8, flash));
+      for (const Layer& layer : w.layers) {
+        EXPECT_FALSE(layer.forward.empty()) << layer.name;
+        EXPECT_FALSE(layer.backward.empty()) << layer.name;
+        EXPECT_GT(layer.saved_activations.value(), 0) << layer.name;
+        EXPECT_LE(layer.saved_activations_checkpointed, layer.saved_activations) << layer.name;
+        double fwd_gemm = 0.0;
+        double bwd_gemm = 0.0;
+        for (const auto* kernels : {&layer.forward, &layer.backward}) {
+          for (const NamedKernel& k : *kernels) {
+            EXPECT_GT(k.kernel.bytes.value(), 0) << k.name;
+            if (k.kernel.kind != KernelKind::kGemm) continue;
+            const GemmShape& g = k.kernel.gemm;
+            EXPECT_DOUBLE_EQ(k.kernel.flops.value(),
+                             2.0 * static_cast<double>(g.m * g.n * g.k * g.batch))
+                << k.name;
+            (kernels == &layer.forward ? fwd_gemm : bwd_gemm) += k.kernel.flops.value();
+          }
+        }
+        // Every forward GEMM has a dgrad and a wgrad of the same size (the unfused attention's
+        // batched GEMMs too: dP and dV for PV, dQ and dK for QK^T).
+        EXPECT_DOUBLE_EQ(bwd_gemm, 2.0 * fwd_gemm) << layer.name;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::models
