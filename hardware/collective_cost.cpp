@@ -1,0 +1,117 @@
+// Hierarchical ring model of NCCL collectives.
+//
+// time = latency + wire bytes / bus bandwidth          (alpha-beta, as NCCL's own tuner:
+//                                                      src/graph/tuning.cc ncclTopoGetAlgoTime,
+//                                                      time = lat + nBytes / bw)
+// wire bytes per rank = factor * S, factor (n-1)/n for all-gather / reduce-scatter and 2(n-1)/n
+// for all-reduce, S the full buffer (nccl-tests doc/PERFORMANCE.md: busbw = algbw * factor, so
+// busbw is the rate each rank's link carries).
+//
+// Bus bandwidth (ring_bus_bandwidth):
+// - Inside one node the ring runs over NVLink: nvlink_bandwidth * nvlink_efficiency (measured
+//   ring busbw ~ 78 % of line rate on A100, ~ 81 % on H100/H200; configs/validation/
+//   nccl_reference.csv).
+// - Across nodes, NCCL builds one ring per channel and spreads the channels over the NICs
+//   (nccl_costs.md "Ring across nodes"); every byte crosses each node boundary once per ring, so
+//   the node's NIC traffic equals one rank's link traffic and the bound is the node's aggregate
+//   NIC bandwidth * nic_efficiency (NVIDIA/nccl#812: DGX-A100 with 8x200 Gb/s IB measures
+//   192 GB/s all-reduce busbw = 0.96 * 200 GB/s).
+// - Only NICs next to a participating GPU carry traffic: NCCL sends from a GPU through the NIC
+//   closest to it, or through a NIC next to another GPU *of the same communicator* via PXN
+//   (NCCL 2.12, "Doubling all2all Performance with NVIDIA Collective Communication Library
+//   2.12", NVIDIA developer blog 2022). So a group with r of a node's g GPUs gets the share
+//   r/g of the node's NICs -- one NIC per GPU on DGX-style nodes. With r = 1 (hybrid sharding's
+//   replicate group: the same local rank on every node) that is one NIC: DGX-A100 200 Gb/s
+//   -> 24 GB/s, the per-HDR-NIC rate an NCCL maintainer quotes (NVIDIA/nccl#412).
+//
+// Latency (collective_latency): NCCL's ring latency model (src/graph/tuning.cc,
+// ncclTopoTuneModel, NCCL 2.30.7): baseLat + (nsteps - nInterSteps) * intraLat
+// + nInterSteps * interLat, nsteps = n-1 or 2(n-1), nInterSteps = nodes-1 or 2(nodes-1). Only
+// the ring's node crossings pay the network latency: the latency is the first chunk's path
+// around the pipelined ring. The preset constants are NCCL's LL128 ring row (see
+// configs/hardware/*.json "sources").
+//
+// Edge cases: a one-rank collective costs 0 -- NCCL turns it into a local copy or nothing
+// (src/enqueue.cc: ncclLaunchOneRank; its cost table is 0 for nRanks == 1), and the copy, when
+// out of place, is a memory-bound kernel the caller prices if it wants. An empty collective
+// costs 0 too: NCCL discards it before launching anything (src/enqueue.cc taskAppend, "Empty
+// collectives can be discarded").
+#include "hardware/collective_cost.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace fsdpsim::hardware {
+namespace {
+
+void check_group(const ClusterSpec& cluster, CommGroup group) {
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(
+        "hardware: impossible CommGroup{ranks=" + std::to_string(group.ranks) +
+        ", ranks_per_node=" + std::to_string(group.ranks_per_node) + "}: " + why);
+  };
+  if (group.ranks < 1) fail("ranks must be >= 1");
+  if (group.ranks_per_node < 1 || group.ranks_per_node > group.ranks) {
+    fail("ranks_per_node must be in [1, ranks]");
+  }
+  if (group.ranks % group.ranks_per_node != 0) fail("ranks must be a multiple of ranks_per_node");
+  if (group.ranks_per_node > cluster.gpus_per_node) {
+    fail("ranks_per_node exceeds gpus_per_node = " + std::to_string(cluster.gpus_per_node));
+  }
+  if (group.ranks / group.ranks_per_node > cluster.nodes) {
+    fail("the group spans more nodes than the cluster has (" + std::to_string(cluster.nodes) + ")");
+  }
+}
+
+std::int64_t ring_steps(Collective op, std::int64_t ranks) {
+  return op == Collective::kAllReduce ? 2 * (ranks - 1) : ranks - 1;
+}
+
+}  // namespace
+
+double ring_wire_factor(Collective op, std::int32_t ranks) {
+  if (ranks <= 1) return 0.0;
+  const auto n = static_cast<double>(ranks);
+  const double factor = (n - 1.0) / n;
+  return op == Collective::kAllReduce ? 2.0 * factor : factor;
+}
+
+BytesPerSec ring_bus_bandwidth(const ClusterSpec& cluster, CommGroup group) {
+  check_group(cluster, group);
+  const BytesPerSec nvlink = cluster.nvlink_bandwidth * cluster.nvlink_efficiency;
+  if (group.ranks_per_node == group.ranks) return nvlink;  // inside one node (or one rank)
+
+  const double nic_share =
+      static_cast<double>(group.ranks_per_node) / static_cast<double>(cluster.gpus_per_node);
+  const BytesPerSec nic =
+      cluster.nic_bandwidth_per_node * (cluster.nic_efficiency * std::min(1.0, nic_share));
+  // With one rank per node the ring has no NVLink hop; otherwise NVLink may still be the bound.
+  return group.ranks_per_node == 1 ? nic : std::min(nvlink, nic);
+}
+
+Seconds collective_latency(const ClusterSpec& cluster, Collective op, CommGroup group) {
+  check_group(cluster, group);
+  if (group.ranks == 1) return Seconds(0.0);
+  const std::int64_t nodes = group.ranks / group.ranks_per_node;
+  const std::int64_t steps = ring_steps(op, group.ranks);
+  const std::int64_t inter_steps = ring_steps(op, nodes);  // 0 inside one node
+  const std::int64_t intra_steps = steps - inter_steps;
+  return cluster.collective_base_latency +
+         cluster.nvlink_hop_latency * static_cast<double>(intra_steps) +
+         cluster.network_hop_latency * static_cast<double>(inter_steps);
+}
+
+Seconds collective_time(const ClusterSpec& cluster, Collective op, CommGroup group, Bytes bytes) {
+  check_group(cluster, group);
+  if (bytes.value() < 0) {
+    throw std::invalid_argument("hardware: collective_time got negative bytes " +
+                                std::to_string(bytes.value()));
+  }
+  if (group.ranks == 1 || bytes.value() == 0) return Seconds(0.0);
+  const double wire_bytes = ring_wire_factor(op, group.ranks) * static_cast<double>(bytes.value());
+  const Seconds transfer(wire_bytes / ring_bus_bandwidth(cluster, group).value());
+  return collective_latency(cluster, op, group) + transfer;
+}
+
+}  // namespace fsdpsim::hardware

@@ -1,0 +1,88 @@
+// validate(ClusterSpec): the checks a spec passes once, before any cost model reads it.
+#include "hardware/gpu_spec.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <sstream>
+#include <string_view>
+
+namespace fsdpsim::hardware {
+namespace {
+
+// Collects "field = value unit (must be ...)" messages, joined by "; ".
+// Each check is written so that NaN fails it.
+class Problems {
+ public:
+  template <typename Value>
+  void add(std::string_view field, Value value, std::string_view unit, std::string_view rule) {
+    if (out_.tellp() > 0) out_ << "; ";
+    out_ << field << " = " << value;
+    if (!unit.empty()) out_ << ' ' << unit;
+    out_ << " (must be " << rule << ")";
+  }
+  void positive(std::string_view field, std::int64_t value, std::string_view unit = "") {
+    if (value <= 0) add(field, value, unit, "> 0");
+  }
+  void positive(std::string_view field, double value, std::string_view unit) {
+    if (!(value > 0.0) || !std::isfinite(value)) add(field, value, unit, "> 0");
+  }
+  void non_negative(std::string_view field, double value, std::string_view unit) {
+    if (!(value >= 0.0) || !std::isfinite(value)) add(field, value, unit, ">= 0");
+  }
+  void fraction(std::string_view field, double value) {
+    if (!(value > 0.0 && value <= 1.0)) add(field, value, "", "in (0, 1]");
+  }
+  [[nodiscard]] std::string str() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+};
+
+}  // namespace
+
+std::string validate(const ClusterSpec& spec) {
+  Problems p;
+  const GpuSpec& gpu = spec.gpu;
+
+  p.positive("nodes", std::int64_t{spec.nodes});
+  p.positive("gpus_per_node", std::int64_t{spec.gpus_per_node});
+  p.positive("gpu.sm_count", std::int64_t{gpu.sm_count});
+
+  // Every GPU has an fp32 rate; the others may be 0 = unsupported (fp8 on A100).
+  p.positive("gpu.peak_dense[fp32]", gpu.peak(Dtype::kFp32).value(), "FLOP/s");
+  for (std::size_t i = 1; i < gpu.peak_dense.size(); ++i) {
+    std::string field = "gpu.peak_dense[";
+    field += dtype_name(static_cast<Dtype>(i));
+    field += "]";
+    p.non_negative(field, gpu.peak_dense[i].value(), "FLOP/s");
+  }
+
+  p.positive("gpu.hbm", gpu.hbm.value(), "B");
+  if (gpu.runtime_reserved.value() < 0) {
+    p.add("gpu.runtime_reserved", gpu.runtime_reserved.value(), "B", ">= 0");
+  } else if (gpu.hbm.value() > 0 && gpu.runtime_reserved >= gpu.hbm) {
+    p.add("gpu.runtime_reserved", gpu.runtime_reserved.value(), "B",
+          "< gpu.hbm = " + std::to_string(gpu.hbm.value()) + " B");
+  }
+
+  p.positive("gpu.hbm_bandwidth", gpu.hbm_bandwidth.value(), "B/s");
+  p.positive("nvlink_bandwidth", spec.nvlink_bandwidth.value(), "B/s");
+  p.positive("nic_bandwidth_per_node", spec.nic_bandwidth_per_node.value(), "B/s");
+  p.positive("pcie_bandwidth", spec.pcie_bandwidth.value(), "B/s");
+
+  p.fraction("gpu.gemm_efficiency", gpu.gemm_efficiency);
+  p.fraction("gpu.attention_forward_efficiency", gpu.attention_forward_efficiency);
+  p.fraction("gpu.attention_backward_efficiency", gpu.attention_backward_efficiency);
+  p.fraction("gpu.memory_efficiency", gpu.memory_efficiency);
+  p.fraction("nvlink_efficiency", spec.nvlink_efficiency);
+  p.fraction("nic_efficiency", spec.nic_efficiency);
+
+  p.non_negative("nvlink_hop_latency", spec.nvlink_hop_latency.value(), "s");
+  p.non_negative("network_hop_latency", spec.network_hop_latency.value(), "s");
+  p.non_negative("collective_base_latency", spec.collective_base_latency.value(), "s");
+  p.non_negative("kernel_launch_overhead", spec.kernel_launch_overhead.value(), "s");
+  return p.str();
+}
+
+}  // namespace fsdpsim::hardware

@@ -1,0 +1,48 @@
+// kernel_time(): one GPU kernel's duration, by kind.
+//
+// - GEMM: gemm_cost.cpp (roofline with tile/wave quantization).
+// - Fused attention: FLOPs at the FlashAttention efficiency of the pass (forward or backward;
+//   Dao, "FlashAttention-2", 2023, Sec. 4.1: the backward pass reaches a lower fraction of peak
+//   than the forward), or HBM-bound if its bytes say so (roofline).
+// - Memory-bound kernels (elementwise, norms, softmax, copies): bytes over achievable HBM
+//   bandwidth.
+// Every kernel lasts at least kMinKernelDuration (roofline.hpp).
+#include <algorithm>
+#include <stdexcept>
+
+#include "hardware/cost_model.hpp"
+#include "hardware/gemm_cost.hpp"
+#include "hardware/roofline.hpp"
+
+namespace fsdpsim::hardware {
+namespace {
+
+Seconds attention_time(const GpuSpec& gpu, const Kernel& kernel) {
+  const double efficiency = kernel.attention.backward ? gpu.attention_backward_efficiency
+                                                      : gpu.attention_forward_efficiency;
+  const Seconds compute = compute_time(gpu, kernel.flops, kernel.dtype, efficiency);
+  return std::max(compute, memory_time(gpu, kernel.bytes));
+}
+
+Seconds unfloored_kernel_time(const GpuSpec& gpu, const Kernel& kernel) {
+  switch (kernel.kind) {
+    case KernelKind::kGemm:
+      return gemm_time(gpu, kernel);
+    case KernelKind::kAttention:
+      return attention_time(gpu, kernel);
+    case KernelKind::kMemoryBound:
+      return memory_time(gpu, kernel.bytes);
+  }
+  throw std::logic_error("hardware: kernel_time got an unknown KernelKind");
+}
+
+}  // namespace
+
+Seconds kernel_time(const GpuSpec& gpu, const Kernel& kernel) {
+  if (kernel.flops.value() < 0.0 || kernel.bytes.value() < 0) {
+    throw std::logic_error("hardware: kernel_time got a kernel with negative FLOPs or bytes");
+  }
+  return std::max(unfloored_kernel_time(gpu, kernel), kMinKernelDuration);
+}
+
+}  // namespace fsdpsim::hardware

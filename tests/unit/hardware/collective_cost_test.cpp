@@ -1,0 +1,216 @@
+// The collective model against published nccl-tests measurements
+// (configs/validation/nccl_reference.csv). busbw is recomputed here from the model's time with
+// the nccl-tests factors (doc/PERFORMANCE.md), independently of the model's own code.
+#include "hardware/collective_cost.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "hardware/cost_model.hpp"
+#include "nccl_reference.hpp"
+#include "preset_loader.hpp"
+
+namespace fsdpsim::hardware {
+namespace {
+
+using testing::NcclReferenceRow;
+
+std::optional<Collective> collective_of(const std::string& name) {
+  if (name == "all_reduce") return Collective::kAllReduce;
+  if (name == "all_gather") return Collective::kAllGather;
+  if (name == "reduce_scatter") return Collective::kReduceScatter;
+  return std::nullopt;
+}
+
+// nccl-tests doc/PERFORMANCE.md: busbw = algbw * 2(n-1)/n (all-reduce), * (n-1)/n (others).
+double busbw_factor(Collective op, int n) {
+  const double f = static_cast<double>(n - 1) / static_cast<double>(n);
+  return op == Collective::kAllReduce ? 2.0 * f : f;
+}
+
+double model_busbw_gbps(const ClusterSpec& cluster, Collective op, CommGroup group,
+                        std::int64_t size) {
+  const Seconds t = collective_time(cluster, op, group, Bytes(size));
+  return busbw_factor(op, group.ranks) * static_cast<double>(size) / t.value() / 1e9;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+// Checks every selected row within `tolerance`; returns how many rows it checked.
+int expect_rows_match(const ClusterSpec& cluster, const std::vector<NcclReferenceRow>& rows,
+                      double tolerance) {
+  int checked = 0;
+  for (const NcclReferenceRow& row : rows) {
+    const Collective op = *collective_of(row.collective);
+    const int nodes = *row.nodes;
+    const CommGroup group{*row.gpus, *row.gpus / nodes};
+    const double model = model_busbw_gbps(cluster, op, group, *row.size_bytes);
+    EXPECT_NEAR(model / *row.busbw_GBps, 1.0, tolerance)
+        << row.gpu << " " << row.collective << " " << row.algo << " n=" << *row.gpus
+        << " size=" << *row.size_bytes << ": model " << model << " GB/s, measured "
+        << *row.busbw_GBps << " GB/s";
+    ++checked;
+  }
+  return checked;
+}
+
+template <typename Pred>
+std::vector<NcclReferenceRow> select(Pred pred) {
+  std::vector<NcclReferenceRow> out;
+  for (const NcclReferenceRow& row : testing::read_nccl_reference()) {
+    if (row.nodes && row.gpus && row.size_bytes && row.busbw_GBps &&
+        collective_of(row.collective) && pred(row)) {
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
+TEST(CollectiveCost, IntraNodeA100AllReduceMatchesNcclTests) {
+  const auto rows = select([](const NcclReferenceRow& r) {
+    return starts_with(r.gpu, "A100") && *r.nodes == 1 && *r.gpus == 8 && *r.size_bytes >= kGiB &&
+           *r.size_bytes <= 8 * kGiB;
+  });
+  EXPECT_EQ(expect_rows_match(testing::load_preset("a100-sxm-80gb"), rows, 0.10), 5);
+}
+
+TEST(CollectiveCost, IntraNodeH200RingMatchesNcclTests) {
+  // Ring rows only: the NCCL-default 8x H200 all-reduce rows use NVLS (NVLink SHARP), which
+  // this ring model does not describe (see RingModelUnderestimatesNvlsAllReduce).
+  const auto rows = select([](const NcclReferenceRow& r) {
+    return starts_with(r.gpu, "H200") && *r.nodes == 1 && starts_with(r.algo, "Ring") &&
+           *r.size_bytes >= kGiB;
+  });
+  // 8 GiB all-reduce on 4..8 GPUs (4 GPUs twice), 16 GiB all-reduce, all-gather, reduce-scatter.
+  EXPECT_EQ(expect_rows_match(testing::load_preset("h200-sxm-141gb"), rows, 0.10), 9);
+}
+
+TEST(CollectiveCost, MultiNodeH200RingMatchesP5enMeasurement) {
+  const auto rows = select([](const NcclReferenceRow& r) {
+    return starts_with(r.gpu, "H200") && *r.nodes == 4 && starts_with(r.algo, "Ring");
+  });
+  EXPECT_EQ(expect_rows_match(testing::load_preset("h200-sxm-141gb", 4), rows, 0.10), 1);
+}
+
+TEST(CollectiveCost, RingModelUnderestimatesNvlsAllReduce) {
+  // Documented gap: NCCL's default on 8x H200 is NVLS for large all-reduces (busbw ~465-480
+  // GB/s); the ring model gives the ring rate (~365), about 0.77 of it. FSDP's all-gather and
+  // reduce-scatter run as rings, so they are unaffected.
+  const auto rows = select([](const NcclReferenceRow& r) {
+    return starts_with(r.gpu, "H200") && *r.nodes == 1 && *r.gpus == 8 &&
+           starts_with(r.algo, "NCCL default") && *r.size_bytes >= kGiB;
+  });
+  ASSERT_GE(rows.size(), 4U);
+  const ClusterSpec h200 = testing::load_preset("h200-sxm-141gb");
+  for (const NcclReferenceRow& row : rows) {
+    const double model = model_busbw_gbps(h200, Collective::kAllReduce, {8, 8}, *row.size_bytes);
+    EXPECT_GT(model / *row.busbw_GBps, 0.70);
+    EXPECT_LT(model / *row.busbw_GBps, 0.85);
+  }
+}
+
+TEST(CollectiveCost, MultiNodeRingFallsToTheNodeNicBound) {
+  // NVIDIA/nccl#812: DGX-A100 with 8x200 Gb/s IB measures 192 GB/s all-reduce busbw.
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 4);
+  EXPECT_NEAR(ring_bus_bandwidth(a100, {32, 8}).value(), 192e9, 1e6);
+  EXPECT_NEAR(model_busbw_gbps(a100, Collective::kAllReduce, {32, 8}, 8 * kGiB), 192.0, 192 * 0.02);
+  EXPECT_NEAR(model_busbw_gbps(a100, Collective::kReduceScatter, {32, 8}, 8 * kGiB), 192.0,
+              192 * 0.02);
+}
+
+TEST(CollectiveCost, OneRankPerNodeGetsOneNic) {
+  // Hybrid sharding's replicate group: one GPU per node, one 200 Gb/s HDR NIC next to it;
+  // NVIDIA/nccl#412: ~24 GB/s inter-node per HDR NIC.
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 4);
+  EXPECT_NEAR(ring_bus_bandwidth(a100, {4, 1}).value(), 24e9, 1e6);
+  const ClusterSpec h200 = testing::load_preset("h200-sxm-141gb", 4);
+  EXPECT_NEAR(ring_bus_bandwidth(h200, {4, 1}).value(), 48e9, 1e6);  // NDR: 48-49 (nccl-tests#267)
+}
+
+TEST(CollectiveCost, LatencyDominatesSmallMessages) {
+  // 8x A100 all-reduce of 32 KiB: 43.8 us measured (nccl_reference.csv, time_us=43.83).
+  const auto rows = select([](const NcclReferenceRow& r) {
+    return starts_with(r.gpu, "A100") && *r.nodes == 1 && *r.gpus == 8 && *r.size_bytes == 32768;
+  });
+  ASSERT_EQ(rows.size(), 1U);
+  const double measured = 32768.0 / (*rows[0].algbw_GBps * 1e9);
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb");
+  const Seconds t = collective_time(a100, Collective::kAllReduce, {8, 8}, Bytes(32768));
+  EXPECT_GT(t.value(), measured / 2.0);
+  EXPECT_LT(t.value(), measured * 2.0);
+  EXPECT_GT(ratio(collective_latency(a100, Collective::kAllReduce, {8, 8}), t), 0.95);
+}
+
+TEST(CollectiveCost, TimeGrowsWithGroupSizeForFixedBytes) {
+  const ClusterSpec h100 = testing::load_preset("h100-sxm-80gb", 16);
+  for (const Collective op :
+       {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce}) {
+    for (const std::int64_t size : {std::int64_t{1} << 20, std::int64_t{1} << 30}) {
+      Seconds previous(0.0);
+      for (const CommGroup group : {CommGroup{2, 2}, CommGroup{4, 4}, CommGroup{8, 8},
+                                    CommGroup{16, 8}, CommGroup{64, 8}, CommGroup{128, 8}}) {
+        const Seconds t = collective_time(h100, op, group, Bytes(size));
+        EXPECT_GT(t, previous) << "ranks=" << group.ranks << " size=" << size;
+        previous = t;
+      }
+    }
+  }
+}
+
+TEST(CollectiveCost, OnlyNodeCrossingsPayNetworkLatency) {
+  // NCCL tuning.cc: nInterSteps = nodes-1 (all-gather) of the n-1 ring steps.
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 2);
+  const Seconds expected = a100.collective_base_latency + a100.nvlink_hop_latency * 14.0 +
+                           a100.network_hop_latency * 1.0;
+  EXPECT_DOUBLE_EQ(collective_latency(a100, Collective::kAllGather, {16, 8}).value(),
+                   expected.value());
+}
+
+TEST(CollectiveCost, AllReduceMovesTwiceTheBytesOfReduceScatter) {
+  const ClusterSpec h200 = testing::load_preset("h200-sxm-141gb");
+  const Seconds rs = collective_time(h200, Collective::kReduceScatter, {8, 8}, gib(4.0));
+  const Seconds ar = collective_time(h200, Collective::kAllReduce, {8, 8}, gib(4.0));
+  EXPECT_NEAR(ratio(ar, rs), 2.0, 0.01);
+}
+
+TEST(CollectiveCost, OneRankCollectiveIsALocalCopyAndCostsNothing) {
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb");
+  EXPECT_EQ(collective_time(a100, Collective::kAllGather, {1, 1}, gib(1.0)).value(), 0.0);
+  EXPECT_EQ(collective_latency(a100, Collective::kAllReduce, {1, 1}).value(), 0.0);
+}
+
+TEST(CollectiveCost, EmptyCollectiveIsDiscarded) {
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb");
+  EXPECT_EQ(collective_time(a100, Collective::kAllReduce, {8, 8}, Bytes(0)).value(), 0.0);
+}
+
+TEST(CollectiveCost, ImpossibleGroupsThrow) {
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 2);
+  EXPECT_THROW(collective_time(a100, Collective::kAllGather, {0, 1}, gib(1.0)),
+               std::invalid_argument);
+  EXPECT_THROW(collective_time(a100, Collective::kAllGather, {12, 8}, gib(1.0)),
+               std::invalid_argument);
+  EXPECT_THROW(collective_time(a100, Collective::kAllGather, {16, 16}, gib(1.0)),
+               std::invalid_argument);
+  EXPECT_THROW(collective_time(a100, Collective::kAllGather, {32, 8}, gib(1.0)),
+               std::invalid_argument);
+  EXPECT_THROW(collective_time(a100, Collective::kAllGather, {8, 8}, Bytes(-1)),
+               std::invalid_argument);
+}
+
+TEST(CollectiveCost, WireFactorsFollowNcclTests) {
+  EXPECT_DOUBLE_EQ(ring_wire_factor(Collective::kAllGather, 8), 7.0 / 8.0);
+  EXPECT_DOUBLE_EQ(ring_wire_factor(Collective::kReduceScatter, 4), 3.0 / 4.0);
+  EXPECT_DOUBLE_EQ(ring_wire_factor(Collective::kAllReduce, 8), 14.0 / 8.0);
+  EXPECT_DOUBLE_EQ(ring_wire_factor(Collective::kAllReduce, 1), 0.0);
+}
+
+}  // namespace
+}  // namespace fsdpsim::hardware

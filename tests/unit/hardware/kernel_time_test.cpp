@@ -1,0 +1,61 @@
+#include <algorithm>
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+
+#include "hardware/cost_model.hpp"
+#include "hardware/roofline.hpp"
+#include "kernel_builders.hpp"
+#include "preset_loader.hpp"
+
+namespace fsdpsim::hardware {
+namespace {
+
+using testing::attention_kernel;
+using testing::memory_kernel;
+
+TEST(KernelTime, MemoryBoundKernelStreamsAtAchievableBandwidth) {
+  const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  const Seconds t = kernel_time(gpu, memory_kernel(gib(1.0)));
+  EXPECT_DOUBLE_EQ(t.value(), static_cast<double>(kBytesPerGiB) / (4800e9 * 0.87));
+}
+
+TEST(KernelTime, EmptyKernelIsNotFree) {
+  const GpuSpec gpu = testing::load_preset("a100-sxm-80gb").gpu;
+  EXPECT_EQ(kernel_time(gpu, memory_kernel(Bytes(0))), kMinKernelDuration);
+  EXPECT_EQ(kernel_time(gpu, memory_kernel(Bytes(1024))), kMinKernelDuration);
+}
+
+TEST(KernelTime, AttentionForwardRunsAtForwardEfficiency) {
+  const GpuSpec gpu = testing::load_preset("a100-sxm-80gb").gpu;
+  const Kernel kernel = attention_kernel(8, 32, 4096, 128, /*backward=*/false);
+  const double expected =
+      kernel.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.attention_forward_efficiency);
+  EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(), expected);
+}
+
+TEST(KernelTime, AttentionBackwardRunsAtBackwardEfficiency) {
+  const GpuSpec gpu = testing::load_preset("h100-sxm-80gb").gpu;
+  const Kernel forward = attention_kernel(8, 32, 4096, 128, false);
+  const Kernel backward = attention_kernel(8, 32, 4096, 128, true);
+  const double expected =
+      backward.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.attention_backward_efficiency);
+  EXPECT_DOUBLE_EQ(kernel_time(gpu, backward).value(), expected);
+  // 2.5x the FLOPs at a lower efficiency.
+  EXPECT_GT(ratio(kernel_time(gpu, backward), kernel_time(gpu, forward)), 2.5);
+}
+
+TEST(KernelTime, ShortAttentionIsMemoryBound) {
+  const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  Kernel kernel = attention_kernel(64, 32, 16, 128, false);  // 16-token sequences
+  const double streaming = static_cast<double>(kernel.bytes.value()) / (4800e9 * 0.87);
+  EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(), std::max(streaming, 2.5e-6));
+}
+
+TEST(KernelTime, NegativeWorkIsABug) {
+  const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  EXPECT_THROW(kernel_time(gpu, memory_kernel(Bytes(-1))), std::logic_error);
+}
+
+}  // namespace
+}  // namespace fsdpsim::hardware
