@@ -1,0 +1,111 @@
+#include "sim/fsdp/simulation.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/engine/executor.hpp"
+#include "sim/engine/op_graph.hpp"
+
+namespace fsdpsim::fsdp {
+namespace {
+
+struct Interval {
+  SimTime begin;
+  SimTime end;
+};
+
+// Sweeps the op intervals once: for each elementary segment, is compute running (and of which
+// phase), is a collective running? Sums the wall time into the breakdown.
+StepBreakdown breakdown_of(const engine::Program& program, const engine::Timeline& timeline) {
+  struct Edge {
+    SimTime time;
+    int delta;
+    bool compute;
+    Phase phase;
+  };
+  std::vector<Edge> edges;
+  edges.reserve(2 * program.ops.size());
+  for (std::size_t i = 0; i < program.ops.size(); ++i) {
+    const engine::Op& op = program.ops[i];
+    const engine::OpTiming& t = timeline.ops[i];
+    if (t.end == t.start) continue;
+    const bool compute = op.stream == 0;  // the default stream carries model compute
+    const bool comm = op.kind == engine::OpKind::kCommunication;
+    if (!compute && !comm) continue;
+    edges.push_back({t.start, +1, compute, static_cast<Phase>(op.phase)});
+    edges.push_back({t.end, -1, compute, static_cast<Phase>(op.phase)});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
+    return a.time != b.time ? a.time < b.time : a.delta < b.delta;
+  });
+  StepBreakdown b;
+  int compute_running = 0;
+  int comm_running = 0;
+  Phase compute_phase = Phase::kForward;
+  SimTime last;
+  for (const Edge& e : edges) {
+    const Seconds span = to_seconds(e.time - last);
+    if (compute_running > 0) {
+      switch (compute_phase) {
+        case Phase::kForward: b.forward += span; break;
+        case Phase::kBackward: b.backward += span; break;
+        case Phase::kRecompute: b.recompute += span; break;
+        case Phase::kOptimizer: b.optimizer += span; break;
+      }
+    } else if (comm_running > 0) {
+      b.exposed_communication += span;
+    } else {
+      b.idle += span;
+    }
+    if (comm_running > 0) b.communication_busy += span;
+    last = e.time;
+    if (e.compute) {
+      compute_running += e.delta;
+      if (e.delta > 0) compute_phase = e.phase;
+    } else {
+      comm_running += e.delta;
+    }
+  }
+  b.idle += to_seconds(timeline.makespan - last);
+  return b;
+}
+
+}  // namespace
+
+SimulationOutput simulate_step(const ScheduleInput& input, bool record_memory) {
+  SimulationOutput out;
+  out.schedule = build_schedule(input);
+  const engine::Program& program = out.schedule.program;
+  engine::check_for_deadlock(program);
+  memory::MemoryTracker tracker(out.schedule.baseline, record_memory);
+  out.timeline = engine::execute(program, &tracker);
+
+  StepResult& r = out.result;
+  const TrainingConfig& t = input.training;
+  const hardware::GpuSpec& gpu = input.cluster.gpu;
+  r.step_time = to_seconds(out.timeline.makespan);
+  r.micro_batches = out.schedule.micro_batches;
+  r.tokens_per_step_per_gpu = r.micro_batches * t.micro_batch * t.seq_len;
+  r.tokens_per_s_per_gpu = static_cast<double>(r.tokens_per_step_per_gpu) / r.step_time.value();
+  r.model_tflops_per_gpu = out.schedule.model_flops.value() / r.step_time.value() / 1e12;
+  r.hardware_tflops_per_gpu = out.schedule.hardware_flops.value() / r.step_time.value() / 1e12;
+  const double peak_tflops = gpu.peak(input.fsdp.param_dtype).value() / 1e12;
+  r.mfu = r.model_tflops_per_gpu / peak_tflops;
+  r.hfu = r.hardware_tflops_per_gpu / peak_tflops;
+  r.breakdown = breakdown_of(program, out.timeline);
+  r.memory = tracker.stats();
+  r.usable_memory = gpu.usable_memory();
+  if (!program.tensors.empty()) r.peak_tensor = program.names[program.tensors[r.memory.peak_tensor].name];
+  if (r.memory.peak_active > r.usable_memory) {
+    r.out_of_memory = true;
+    r.oom_reason = fmt::format("peak active {:.2f} GiB > {:.2f} GiB usable, reached allocating {}",
+                               to_gib(r.memory.peak_active), to_gib(r.usable_memory), r.peak_tensor);
+  }
+  r.op_count = static_cast<std::int64_t>(program.ops.size());
+  r.event_count = static_cast<std::int64_t>(program.ops.size() + program.cpu.size());
+  if (record_memory) out.memory_samples = tracker.samples();
+  return out;
+}
+
+}  // namespace fsdpsim::fsdp

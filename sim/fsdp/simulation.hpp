@@ -1,0 +1,56 @@
+// One simulated training step: build the FSDP program, replay it, and turn the timeline into
+// the numbers users ask for (step time, throughput, FLOP rates, where the time goes, memory).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/engine/timeline.hpp"
+#include "sim/fsdp/schedule.hpp"
+#include "sim/memory/memory_tracker.hpp"
+
+namespace fsdpsim::fsdp {
+
+// Wall time of the step split by what the compute stream and the network were doing.
+struct StepBreakdown {
+  Seconds forward{0.0};    // compute-stream busy with forward kernels (incl. casts, copies)
+  Seconds backward{0.0};   // compute-stream busy with backward kernels
+  Seconds recompute{0.0};  // compute-stream busy re-running checkpointed forwards
+  Seconds optimizer{0.0};  // compute-stream busy with the optimizer step
+  Seconds exposed_communication{0.0};  // a collective runs and the compute stream is idle
+  Seconds idle{0.0};       // neither compute nor communication (CPU-bound, waits, latency)
+  Seconds communication_busy{0.0};     // total time with a collective running
+};
+
+struct StepResult {
+  Seconds step_time{0.0};
+  std::int64_t micro_batches = 1;
+  std::int64_t tokens_per_step_per_gpu = 0;
+  double tokens_per_s_per_gpu = 0.0;
+  double model_tflops_per_gpu = 0.0;
+  double hardware_tflops_per_gpu = 0.0;
+  double mfu = 0.0;  // model FLOP/s over the dense peak of the compute dtype
+  double hfu = 0.0;  // hardware FLOP/s (with recompute) over the same peak
+  StepBreakdown breakdown;
+  memory::MemoryStats memory;
+  Bytes usable_memory{0};
+  bool out_of_memory = false;
+  std::string oom_reason;  // empty unless out_of_memory
+  std::string peak_tensor; // the allocation that reached the peak
+  std::int64_t op_count = 0;
+  std::int64_t event_count = 0;
+};
+
+struct SimulationOutput {
+  Schedule schedule;
+  engine::Timeline timeline;
+  std::vector<memory::MemorySample> memory_samples;  // only when asked for
+  StepResult result;
+};
+
+// Preconditions as for build_schedule. `record_memory` keeps the memory timeline.
+SimulationOutput simulate_step(const ScheduleInput& input, bool record_memory);
+
+}  // namespace fsdpsim::fsdp

@@ -1,0 +1,160 @@
+// The executable specification of FSDP1 FULL_SHARD on a tiny model (tiny_model.hpp), every
+// number worked out on paper below. Units: 1 MB = 1e6 bytes, 1 us = 1e6 ps; one byte of
+// memory traffic takes 1 ps; a collective of S bytes over 2 ranks moves S/2 per rank at 1 TB/s.
+//
+// Sizes (fp32 params and reduction, world 2, no padding): every unit has 10M parameters, so its
+// all-gather and reduce-scatter move 40 MB -> 20 us; its gradient concat (SplitWithSizesBackward)
+// reads and writes 40 MB -> 80 us; accumulating the 5M-element shard into _saved_grad_shard moves
+// 20 + 3 x 20 MB -> 80 us; AdamW moves 7 x 4 B x 5M = 140 MB -> 140 us per unit. Layers: forward
+// 100 us, backward 200 us.
+#include <gtest/gtest.h>
+
+#include "sim/engine/program.hpp"
+#include "sim/fsdp/simulation.hpp"
+#include "tiny_model.hpp"
+
+namespace fsdpsim::fsdp {
+namespace {
+
+SimTime us(double v) { return to_sim_time(microseconds(v)); }
+
+struct SimRun {
+  SimulationOutput out;
+  // Start and end of the op with this exact name.
+  [[nodiscard]] std::pair<SimTime, SimTime> span(const std::string& name) const {
+    const engine::Program& p = out.schedule.program;
+    for (std::size_t i = 0; i < p.ops.size(); ++i) {
+      if (p.names[p.ops[i].name] == name) return {out.timeline.ops[i].start, out.timeline.ops[i].end};
+    }
+    ADD_FAILURE() << "no op named " << name;
+    return {};
+  }
+};
+
+SimRun simulate(BackwardPrefetch prefetch, bool limit_all_gathers = true) {
+  static const models::Workload workload = testing::tiny_workload();
+  ScheduleInput in;
+  in.workload = &workload;
+  in.cluster = testing::tiny_cluster();
+  in.fsdp.backward_prefetch = prefetch;
+  in.fsdp.limit_all_gathers = limit_all_gathers;
+  in.fsdp.param_dtype = Dtype::kFp32;
+  in.fsdp.reduce_dtype = Dtype::kFp32;
+  in.training.global_batch = 2;
+  in.training.micro_batch = 1;
+  in.training.seq_len = 8;
+  return SimRun{simulate_step(in, false)};
+}
+
+// Forward: AG(root) 0-20 is exposed; AG(b0) 20-40 and AG(b1) 40-60 hide behind the embedding
+// (20-120); blocks run 120-220 and 220-320, the head 320-420.
+// Backward with BACKWARD_PRE: the root's pre-backward hook prefetches b1 before the head's
+// gradient kernels. The limiter (2 in flight: b0 and b1 were freed in forward) blocks the CPU
+// until b0's forward ends (220), so AG(b1) runs 220-240. b1's hook prefetches b0 (240-260)
+// *before* RS(b1) is issued, so both overlap compute. head bwd 420-620, b1 bwd 620-820,
+// concat 820-900, RS(b1) 900-920, b0 bwd 900-1100, concat 1100-1180, RS(b0) 1180-1200,
+// embedding bwd 1180-1380, root concat 1380-1460, RS(root) 1460-1480 and its accumulation
+// 1480-1560 are exposed, then AdamW 3 x 140 = 420: step = 1980 us.
+TEST(Fsdp1FullShard, BackwardPreOverlapsEveryBackwardAllGather) {
+  const SimRun r = simulate(BackwardPrefetch::kBackwardPre);
+  EXPECT_EQ(r.span("root.all_gather"), std::make_pair(us(0), us(20)));
+  EXPECT_EQ(r.span("blocks.0.all_gather").first, us(20));
+  EXPECT_EQ(r.span("blocks.1.fwd.fwd"), std::make_pair(us(220), us(320)));
+  EXPECT_EQ(r.span("head.bwd.bwd"), std::make_pair(us(420), us(620)));
+  EXPECT_EQ(r.span("blocks.1.reduce_scatter"), std::make_pair(us(900), us(920)));
+  EXPECT_EQ(r.span("blocks.0.bwd.bwd"), std::make_pair(us(900), us(1100)));
+  EXPECT_EQ(r.span("root.reduce_scatter"), std::make_pair(us(1460), us(1480)));
+  EXPECT_EQ(r.out.timeline.makespan, us(1980));
+  const StepBreakdown& b = r.out.result.breakdown;
+  EXPECT_DOUBLE_EQ(b.forward.value(), 400e-6);
+  EXPECT_DOUBLE_EQ(b.backward.value(), 1040e-6);
+  EXPECT_DOUBLE_EQ(b.optimizer.value(), 420e-6);
+  EXPECT_DOUBLE_EQ(b.exposed_communication.value(), 40e-6);
+  EXPECT_DOUBLE_EQ(b.idle.value(), 80e-6);
+}
+
+// With backward_prefetch=None, b0's all-gather is issued in b0's own pre-backward hook, after
+// RS(b1) was issued on the same communicator: NCCL runs it only after RS(b1) (900-920), so
+// AG(b0) 920-940 and RS(b1) are exposed and everything after shifts by 40 us: 2020 us.
+TEST(Fsdp1FullShard, NoPrefetchSerializesAllGatherBehindReduceScatter) {
+  const SimRun r = simulate(BackwardPrefetch::kNone);
+  const auto gathers_after = r.span("blocks.1.reduce_scatter").second;
+  EXPECT_EQ(gathers_after, us(920));
+  // The backward all-gather of b0 is the second op of that name.
+  const engine::Program& p = r.out.schedule.program;
+  std::vector<SimTime> starts;
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    if (p.names[p.ops[i].name] == "blocks.0.all_gather") starts.push_back(r.out.timeline.ops[i].start);
+  }
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(starts[1], us(920));
+  EXPECT_EQ(r.out.timeline.makespan, us(2020));
+}
+
+// BACKWARD_POST prefetches b0 in b1's post-backward hook, after b1 is resharded and before
+// RS(b1) is issued: here that is as good as BACKWARD_PRE.
+TEST(Fsdp1FullShard, BackwardPostIssuesTheNextAllGatherBeforeTheReduceScatter) {
+  EXPECT_EQ(simulate(BackwardPrefetch::kBackwardPost).out.timeline.makespan, us(1980));
+}
+
+// Memory, counted as PyTorch's allocator counts it (MB). Before the step: fp32 shards 4 x 15M
+// = 60 and AdamW states 8 x 15M = 120 -> 180. The CPU runs ahead of the GPU, so tensors are
+// allocated long before their kernels run, and blocks freed with record_stream stay active
+// until the GPU passes the free.
+// Allocated (drops at the CPU's free): root params 40 + activations 1 + 10 + 10 + 20, forward
+// frees of b0 and b1; in backward b1 (40) and b0 (40) are gathered again, per-parameter
+// gradients of the root (40) and b1 (40) accumulate, the head's activations (20) and b1's (10)
+// are freed, then b1's flat gradient (40) is allocated: 180+40+1+10+10+20 - 80 (forward frees)
+// + 80 + 80 - 30 + 40 = 431 at the peak.
+// Active at CPU time 220 us stays higher: the frees of b1's forward parameters (until 320 us),
+// of the gathered b1 (until its concat ends), of every flat gradient (until its reduce-scatter
+// is accumulated) are pending when the CPU allocates AdamW's sqrt temporary (4 x 15M = 60):
+// 180 + root params 40 + embedding activations 1 + b1 forward params 40 + b1 and b0 gathered
+// 80 + root per-parameter gradients 40 + three flat gradients 120 + three gradient shards 60
+// - already released (b0 forward params at 220 us) = 520, + 60 = 580.
+TEST(Fsdp1FullShard, PeakMemoryFollowsCpuIssueAndRecordStream) {
+  const SimRun r = simulate(BackwardPrefetch::kBackwardPre);
+  const memory::MemoryStats& m = r.out.result.memory;
+  EXPECT_EQ(m.peak_allocated.value(), 431'000'000);
+  EXPECT_EQ(m.peak_active.value(), 580'000'000);
+  const engine::Program& p = r.out.schedule.program;
+  EXPECT_EQ(p.names[p.tensors[m.peak_tensor].name], "optimizer.exp_avg_sq_sqrt");
+  EXPECT_EQ(m.peak_active_time, us(220));
+}
+
+TEST(Fsdp1FullShard, RateLimiterBlocksTheCpuOnTheOldestFreeEvent) {
+  // With the limiter, the CPU waits in the root's pre-backward hook for b0's forward (220 us)
+  // before issuing AG(b1); without it nothing blocks and AG(b1) is issued at time 0 but still
+  // runs after the forward all-gathers on the unshard stream: 60-80.
+  const SimRun limited = simulate(BackwardPrefetch::kBackwardPre, true);
+  const SimRun unlimited = simulate(BackwardPrefetch::kBackwardPre, false);
+  const engine::Program& p = unlimited.out.schedule.program;
+  std::vector<SimTime> unlimited_starts;
+  std::vector<SimTime> limited_starts;
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    if (p.names[p.ops[i].name] != "blocks.1.all_gather") continue;
+    unlimited_starts.push_back(unlimited.out.timeline.ops[i].start);
+  }
+  const engine::Program& q = limited.out.schedule.program;
+  for (std::size_t i = 0; i < q.ops.size(); ++i) {
+    if (q.names[q.ops[i].name] == "blocks.1.all_gather") limited_starts.push_back(limited.out.timeline.ops[i].start);
+  }
+  ASSERT_EQ(unlimited_starts.size(), 2u);
+  ASSERT_EQ(limited_starts.size(), 2u);
+  EXPECT_EQ(unlimited_starts[1], us(60));
+  EXPECT_EQ(limited_starts[1], us(220));
+  // Step time is the same here: the tiny model is compute-bound either way.
+  EXPECT_EQ(unlimited.out.timeline.makespan, limited.out.timeline.makespan);
+}
+
+TEST(Fsdp1FullShard, ProgramIsFreeOfDeadlocksAndDeterministic) {
+  const SimRun a = simulate(BackwardPrefetch::kBackwardPre);
+  const SimRun b = simulate(BackwardPrefetch::kBackwardPre);
+  ASSERT_EQ(a.out.timeline.ops.size(), b.out.timeline.ops.size());
+  for (std::size_t i = 0; i < a.out.timeline.ops.size(); ++i) {
+    EXPECT_EQ(a.out.timeline.ops[i].start, b.out.timeline.ops[i].start);
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::fsdp

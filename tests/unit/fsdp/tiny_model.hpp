@@ -1,0 +1,65 @@
+// A tiny hand-checkable workload for schedule tests: round numbers on an idealized GPU where one
+// byte of memory traffic takes one picosecond (1 TB/s at 100 % efficiency), collectives run at
+// 1 TB/s bus bandwidth with no latency, and launching costs nothing. Every duration below is
+// then a plain division the tests do on paper.
+#pragma once
+
+#include "hardware/gpu_spec.hpp"
+#include "models/workload.hpp"
+
+namespace fsdpsim::fsdp::testing {
+
+// Layer kernels: forward 100 us, backward 200 us (memory-bound, bytes = picoseconds).
+inline models::Layer tiny_layer(std::string name, models::LayerKind kind, std::int64_t numel,
+                                std::int64_t saved_bytes) {
+  models::Layer l;
+  l.name = std::move(name);
+  l.kind = kind;
+  l.numel = numel;
+  Kernel forward;
+  forward.kind = KernelKind::kMemoryBound;
+  forward.bytes = Bytes(100'000'000);
+  Kernel backward = forward;
+  backward.bytes = Bytes(200'000'000);
+  l.forward = {{"fwd", forward}};
+  l.backward = {{"bwd", backward}};
+  l.saved_activations = Bytes(saved_bytes);
+  l.saved_activations_checkpointed = Bytes(saved_bytes / 10);
+  return l;
+}
+
+// Three FSDP units: root (embedding 6M + head 4M params) and two blocks of 10M params.
+inline models::Workload tiny_workload() {
+  models::Workload w;
+  w.layers.push_back(tiny_layer("embedding", models::LayerKind::kEmbedding, 6'000'000, 1'000'000));
+  w.layers.push_back(tiny_layer("blocks.0", models::LayerKind::kBlock, 10'000'000, 10'000'000));
+  w.layers.push_back(tiny_layer("blocks.1", models::LayerKind::kBlock, 10'000'000, 10'000'000));
+  w.layers.push_back(tiny_layer("head", models::LayerKind::kHead, 4'000'000, 20'000'000));
+  w.total_numel = 30'000'000;
+  return w;
+}
+
+// Two GPUs on one node.
+inline hardware::ClusterSpec tiny_cluster() {
+  hardware::ClusterSpec c;
+  c.gpu.name = "ideal";
+  c.gpu.peak_dense[static_cast<std::size_t>(Dtype::kFp32)] = tflop_per_s(100.0);
+  c.gpu.peak_dense[static_cast<std::size_t>(Dtype::kBf16)] = tflop_per_s(100.0);
+  c.gpu.hbm = gib(80.0);
+  c.gpu.hbm_bandwidth = gb_per_s(1000.0);
+  c.gpu.sm_count = 100;
+  c.gpu.gemm_efficiency = 1.0;
+  c.gpu.attention_forward_efficiency = 1.0;
+  c.gpu.attention_backward_efficiency = 1.0;
+  c.gpu.memory_efficiency = 1.0;
+  c.nodes = 1;
+  c.gpus_per_node = 2;
+  c.nvlink_bandwidth = gb_per_s(1000.0);
+  c.nic_bandwidth_per_node = gb_per_s(100.0);
+  c.pcie_bandwidth = gb_per_s(25.0);
+  c.nvlink_efficiency = 1.0;
+  c.nic_efficiency = 1.0;
+  return c;
+}
+
+}  // namespace fsdpsim::fsdp::testing
