@@ -1,0 +1,109 @@
+#include "sim/app/hardware_json.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/json_reader.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+void parse_gpu(const nlohmann::json& value, const std::string& file, const std::string& path,
+               hardware::GpuSpec& gpu) {
+  JsonObjectReader r(value, file, path);
+  const nlohmann::json* peaks = r.child("peak_dense_tflops");
+  if (peaks == nullptr) throw ConfigError(file, path + "/peak_dense_tflops", "required key is missing");
+  JsonObjectReader p(*peaks, file, path + "/peak_dense_tflops");
+  for (const Dtype d : {Dtype::kFp32, Dtype::kTf32, Dtype::kBf16, Dtype::kFp16, Dtype::kFp8}) {
+    const std::string key(dtype_name(d));
+    gpu.peak_dense[static_cast<std::size_t>(d)] = tflop_per_s(p.non_negative_number(key));
+  }
+  p.finish();
+  gpu.hbm = Bytes(r.positive_int("hbm_bytes"));
+  gpu.runtime_reserved = gib(r.non_negative_number("runtime_reserved_GiB"));
+  gpu.hbm_bandwidth = gb_per_s(r.positive_number("hbm_bandwidth_GBps"));
+  gpu.sm_count = static_cast<std::int32_t>(r.positive_int("sm_count"));
+  gpu.gemm_efficiency = r.fraction("gemm_efficiency");
+  gpu.attention_forward_efficiency = r.fraction("attention_forward_efficiency");
+  gpu.attention_backward_efficiency = r.fraction("attention_backward_efficiency");
+  gpu.memory_efficiency = r.fraction("memory_efficiency");
+  r.finish();
+}
+
+void parse_node(const nlohmann::json& value, const std::string& file, const std::string& path,
+                hardware::ClusterSpec& c) {
+  JsonObjectReader r(value, file, path);
+  c.gpus_per_node = static_cast<std::int32_t>(r.positive_int("gpus_per_node"));
+  c.nvlink_bandwidth = gb_per_s(r.positive_number("nvlink_GBps"));
+  c.nic_bandwidth_per_node = gbit_per_s(r.positive_number("nic_Gbps_per_node"));
+  c.pcie_bandwidth = gb_per_s(r.positive_number("pcie_GBps"));
+  c.nvlink_efficiency = r.fraction("nvlink_efficiency");
+  c.nic_efficiency = r.fraction("nic_efficiency");
+  c.nvlink_hop_latency = microseconds(r.non_negative_number("nvlink_hop_latency_us"));
+  c.network_hop_latency = microseconds(r.non_negative_number("network_hop_latency_us"));
+  c.collective_base_latency = microseconds(r.non_negative_number("collective_base_latency_us"));
+  c.kernel_launch_overhead = microseconds(r.non_negative_number("kernel_launch_overhead_us"));
+  r.finish();
+}
+
+// A complete hardware description (a preset file, or a preset merged with overrides).
+hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::string& file, const std::string& path,
+                                    std::int64_t nodes) {
+  JsonObjectReader r(value, file, path);
+  r.ignore("schema_version");
+  r.ignore("sources");
+  r.ignore("description");
+  hardware::ClusterSpec c;
+  c.gpu.name = r.string("name", "custom");
+  const nlohmann::json* gpu = r.child("gpu");
+  const nlohmann::json* node = r.child("node");
+  if (gpu == nullptr) throw ConfigError(file, path + "/gpu", "required key is missing");
+  if (node == nullptr) throw ConfigError(file, path + "/node", "required key is missing");
+  parse_gpu(*gpu, file, path + "/gpu", c.gpu);
+  parse_node(*node, file, path + "/node", c);
+  r.finish({"nodes", "preset"});
+  c.nodes = static_cast<std::int32_t>(nodes);
+  if (const std::string problem = hardware::validate(c); !problem.empty()) throw ConfigError(file, path, problem);
+  return c;
+}
+
+// RFC 7386 merge of overrides into a preset, but objects only one level deep ("gpu", "node").
+void merge_overrides(nlohmann::json& preset, const nlohmann::json& overrides) {
+  for (const auto& [key, v] : overrides.items()) {
+    if (key == "preset" || key == "nodes") continue;
+    if (v.is_object() && preset.contains(key) && preset[key].is_object()) {
+      for (const auto& [inner, w] : v.items()) {
+        if (w.is_object() && preset[key].contains(inner) && preset[key][inner].is_object()) {
+          preset[key][inner].update(w);
+        } else {
+          preset[key][inner] = w;
+        }
+      }
+    } else {
+      preset[key] = v;
+    }
+  }
+}
+
+}  // namespace
+
+HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesystem::path& file,
+                                  const std::string& path, const PresetLocator& presets) {
+  JsonObjectReader r(value, file.string(), path);
+  const std::int64_t nodes = r.positive_int("nodes", 1);
+  HardwareConfig out;
+  if (r.has("preset")) {
+    out.preset = r.string("preset");
+    const auto preset_file = presets.resolve("hardware", out.preset, file, path + "/preset");
+    nlohmann::json merged = read_json_file(preset_file);
+    parse_cluster(merged, preset_file.string(), "", nodes);  // the preset alone must be valid
+    merge_overrides(merged, value);
+    out.cluster = parse_cluster(merged, file.string(), path, nodes);
+  } else {
+    out.cluster = parse_cluster(value, file.string(), path, nodes);
+  }
+  return out;
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,172 @@
+#include "sim/app/json_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/app/config_error.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string describe_json_type(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::null: return "null";
+    case nlohmann::json::value_t::object: return "an object";
+    case nlohmann::json::value_t::array: return "an array";
+    case nlohmann::json::value_t::string: return fmt::format("the string \"{}\"", value.get<std::string>());
+    case nlohmann::json::value_t::boolean: return value.get<bool>() ? "true" : "false";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+    case nlohmann::json::value_t::number_float: return fmt::format("the number {}", value.dump());
+    default: return "an unsupported value";
+  }
+}
+
+JsonObjectReader::JsonObjectReader(const nlohmann::json& object, std::string file, std::string path)
+    : object_(object), file_(std::move(file)), path_(std::move(path)) {
+  if (!object_.is_object()) {
+    throw ConfigError(file_, path_.empty() ? "/" : path_,
+                      fmt::format("expected an object, found {}", describe_json_type(object_)));
+  }
+}
+
+bool JsonObjectReader::has(const std::string& key) const { return object_.contains(key); }
+
+void JsonObjectReader::fail(const std::string& key, const std::string& message) const {
+  throw ConfigError(file_, path_of(key), message);
+}
+
+const nlohmann::json& JsonObjectReader::require(const std::string& key) {
+  read_.insert(key);
+  const auto it = object_.find(key);
+  if (it == object_.end()) fail(key, "required key is missing");
+  return *it;
+}
+
+std::int64_t JsonObjectReader::positive_int(const std::string& key) {
+  const nlohmann::json& v = require(key);
+  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) {
+    fail(key, fmt::format("expected a positive integer, found {}", describe_json_type(v)));
+  }
+  return v.get<std::int64_t>();
+}
+
+std::int64_t JsonObjectReader::positive_int(const std::string& key, std::int64_t fallback) {
+  return has(key) ? positive_int(key) : (read_.insert(key), fallback);
+}
+
+std::int64_t JsonObjectReader::non_negative_int(const std::string& key) {
+  const nlohmann::json& v = require(key);
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
+    fail(key, fmt::format("expected a non-negative integer, found {}", describe_json_type(v)));
+  }
+  return v.get<std::int64_t>();
+}
+
+double JsonObjectReader::positive_number(const std::string& key) {
+  const nlohmann::json& v = require(key);
+  if (!v.is_number() || !(v.get<double>() > 0.0) || !std::isfinite(v.get<double>())) {
+    fail(key, fmt::format("expected a positive number, found {}", describe_json_type(v)));
+  }
+  return v.get<double>();
+}
+
+double JsonObjectReader::non_negative_number(const std::string& key) {
+  const nlohmann::json& v = require(key);
+  if (!v.is_number() || !(v.get<double>() >= 0.0) || !std::isfinite(v.get<double>())) {
+    fail(key, fmt::format("expected a non-negative number, found {}", describe_json_type(v)));
+  }
+  return v.get<double>();
+}
+
+double JsonObjectReader::fraction(const std::string& key) {
+  const nlohmann::json& v = require(key);
+  if (!v.is_number() || !(v.get<double>() > 0.0 && v.get<double>() <= 1.0)) {
+    fail(key, fmt::format("expected a number in (0, 1], found {}", describe_json_type(v)));
+  }
+  return v.get<double>();
+}
+
+bool JsonObjectReader::boolean(const std::string& key, bool fallback) {
+  return optional_boolean(key).value_or(fallback);
+}
+
+std::optional<bool> JsonObjectReader::optional_boolean(const std::string& key) {
+  read_.insert(key);
+  if (!has(key)) return std::nullopt;
+  const nlohmann::json& v = object_.at(key);
+  if (!v.is_boolean()) fail(key, fmt::format("expected true or false, found {}", describe_json_type(v)));
+  return v.get<bool>();
+}
+
+std::string JsonObjectReader::string(const std::string& key) {
+  const nlohmann::json& v = require(key);
+  if (!v.is_string()) fail(key, fmt::format("expected a string, found {}", describe_json_type(v)));
+  return v.get<std::string>();
+}
+
+std::string JsonObjectReader::string(const std::string& key, const std::string& fallback) {
+  return has(key) ? string(key) : (read_.insert(key), fallback);
+}
+
+std::string JsonObjectReader::choice(const std::string& key, const std::vector<std::string>& choices,
+                                     const std::string& fallback) {
+  const std::string value = string(key, fallback);
+  if (std::find(choices.begin(), choices.end(), value) != choices.end()) return value;
+  const std::string hint = did_you_mean(value, choices);
+  fail(key, fmt::format("expected one of {}, found \"{}\"{}", fmt::join(choices, ", "), value,
+                        hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
+}
+
+const nlohmann::json* JsonObjectReader::child(const std::string& key) {
+  read_.insert(key);
+  const auto it = object_.find(key);
+  return it == object_.end() ? nullptr : &*it;
+}
+
+void JsonObjectReader::ignore(const std::string& key) { read_.insert(key); }
+
+void JsonObjectReader::finish(const std::vector<std::string>& also_known) const {
+  std::vector<std::string> known(read_.begin(), read_.end());
+  known.insert(known.end(), also_known.begin(), also_known.end());
+  for (const auto& [key, value] : object_.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    const std::string hint = did_you_mean(key, known);
+    throw ConfigError(file_, path_of(key),
+                      fmt::format("unknown key{}", hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
+  }
+}
+
+}  // namespace fsdpsim::app

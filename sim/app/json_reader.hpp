@@ -1,0 +1,63 @@
+// Strict, typed reading of one JSON object: every key read is marked, finish() rejects the
+// rest with a did-you-mean, and every error names the file and the JSON path (RFC 6901 style).
+// JSON stays at the edge: these helpers are used only by the *_json.cpp converters of sim/app.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fsdpsim::app {
+
+// The closest of `candidates` to `word` if it is plausibly a typo, else empty.
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+
+// The JSON type of a value in words ("a string", "an integer", ...), for messages.
+std::string describe_json_type(const nlohmann::json& value);
+
+class JsonObjectReader {
+ public:
+  // Throws ConfigError if `object` is not a JSON object.
+  JsonObjectReader(const nlohmann::json& object, std::string file, std::string path);
+
+  [[nodiscard]] bool has(const std::string& key) const;
+  [[nodiscard]] std::string path_of(const std::string& key) const { return path_ + "/" + key; }
+  [[nodiscard]] const std::string& file() const { return file_; }
+
+  std::int64_t positive_int(const std::string& key);
+  std::int64_t positive_int(const std::string& key, std::int64_t fallback);
+  std::int64_t non_negative_int(const std::string& key);
+  double positive_number(const std::string& key);
+  double non_negative_number(const std::string& key);
+  double fraction(const std::string& key);  // in (0, 1]
+  bool boolean(const std::string& key, bool fallback);
+  std::optional<bool> optional_boolean(const std::string& key);
+  std::string string(const std::string& key);
+  std::string string(const std::string& key, const std::string& fallback);
+  // One of `choices` (exact spelling); the error lists them.
+  std::string choice(const std::string& key, const std::vector<std::string>& choices,
+                     const std::string& fallback);
+  // The raw value, marked as read; nullptr if absent.
+  const nlohmann::json* child(const std::string& key);
+  // Marks keys as known without reading them (documentation fields).
+  void ignore(const std::string& key);
+
+  // Rejects keys that were not read: "unknown key /fsdp/sharding_stratgy; did you mean
+  // sharding_strategy?".
+  void finish(const std::vector<std::string>& also_known = {}) const;
+
+ private:
+  const nlohmann::json& require(const std::string& key);
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+
+  const nlohmann::json& object_;
+  std::string file_;
+  std::string path_;
+  std::set<std::string> read_;
+};
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,17 @@
+// JSON -> models::TransformerSpec. A model is a preset name, or an object with an optional
+// "preset" whose other keys override the preset's, or a complete inline spec.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "models/transformer_spec.hpp"
+#include "sim/app/preset_paths.hpp"
+
+namespace fsdpsim::app {
+
+models::TransformerSpec model_from_json(const nlohmann::json& value, const std::filesystem::path& file,
+                                        const std::string& path, const PresetLocator& presets);
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,53 @@
+#include "sim/app/preset_paths.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/json_reader.hpp"
+
+namespace fsdpsim::app {
+
+namespace fs = std::filesystem;
+
+fs::path PresetLocator::resolve(const std::string& kind, const std::string& reference,
+                                const fs::path& from_file, const std::string& json_path) const {
+  const bool is_path = reference.find('/') != std::string::npos ||
+                       (reference.size() > 5 && reference.ends_with(".json"));
+  if (is_path) {
+    const fs::path p = fs::path(reference).is_absolute() ? fs::path(reference)
+                                                         : from_file.parent_path() / reference;
+    if (!fs::is_regular_file(p)) {
+      throw ConfigError(from_file.string(), json_path, fmt::format("{} file \"{}\" not found", kind, p.string()));
+    }
+    return p;
+  }
+  const fs::path p = configs_dir / kind / (reference + ".json");
+  if (fs::is_regular_file(p)) return p;
+  const std::vector<std::string> available = names(kind);
+  const std::string hint = did_you_mean(reference, available);
+  throw ConfigError(from_file.string(), json_path,
+                    fmt::format("unknown {} preset \"{}\"{}; available in {}: {}", kind, reference,
+                                hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint),
+                                (configs_dir / kind).string(), fmt::join(available, ", ")));
+}
+
+std::vector<std::string> PresetLocator::names(const std::string& kind) const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(configs_dir / kind, ec)) {
+    if (entry.path().extension() == ".json") out.push_back(entry.path().stem().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+fs::path default_configs_dir(const std::string& from_command_line) {
+  if (!from_command_line.empty()) return from_command_line;
+  if (const char* env = std::getenv("FSDPSIM_CONFIGS_DIR"); env != nullptr && *env != '\0') return env;
+  return FSDPSIM_DEFAULT_CONFIGS_DIR;
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,28 @@
+// Where preset files live and how a scenario names them: a bare name ("gpt-175b") is looked up
+// in <configs>/<kind>/<name>.json; anything with a '/' or ending in ".json" is a path relative to
+// the file that names it.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace fsdpsim::app {
+
+struct PresetLocator {
+  std::filesystem::path configs_dir;  // holds models/, hardware/, ...
+
+  // The file a reference denotes. Throws ConfigError (naming `from_file` and `json_path`) if it
+  // does not exist, listing the available presets of that kind.
+  [[nodiscard]] std::filesystem::path resolve(const std::string& kind, const std::string& reference,
+                                              const std::filesystem::path& from_file,
+                                              const std::string& json_path) const;
+  // Names of the presets of one kind, sorted.
+  [[nodiscard]] std::vector<std::string> names(const std::string& kind) const;
+};
+
+// --configs DIR, else $FSDPSIM_CONFIGS_DIR, else the configs/ folder of the source tree the
+// binary was built from.
+std::filesystem::path default_configs_dir(const std::string& from_command_line);
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,67 @@
+#include "sim/app/result_json.hpp"
+
+#include <cmath>
+
+#include "models/workload.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+// Rounds to 6 significant digits so results stay readable and diffs stay meaningful.
+double round6(double x) {
+  if (x == 0.0 || !std::isfinite(x)) return x;
+  const double scale = std::pow(10.0, 5 - static_cast<int>(std::floor(std::log10(std::fabs(x)))));
+  return std::round(x * scale) / scale;
+}
+
+}  // namespace
+
+nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOutput& output) {
+  const fsdp::StepResult& r = output.result;
+  const fsdp::StepBreakdown& b = r.breakdown;
+  const auto& cluster = scenario.hardware.cluster;
+  nlohmann::json out;
+  out["schema"] = kResultSchema;
+  out["scenario"] = scenario.name;
+  out["status"] = r.out_of_memory ? "oom" : "ok";
+  out["step_time_s"] = round6(r.step_time.value());
+  out["tokens_per_s_per_gpu"] = round6(r.tokens_per_s_per_gpu);
+  out["tokens_per_s"] = round6(r.tokens_per_s_per_gpu * cluster.world_size());
+  out["model_tflops_per_gpu"] = round6(r.model_tflops_per_gpu);
+  out["hardware_tflops_per_gpu"] = round6(r.hardware_tflops_per_gpu);
+  out["mfu"] = round6(r.mfu);
+  out["hfu"] = round6(r.hfu);
+  out["peak_mem_allocated_gib"] = round6(to_gib(r.memory.peak_allocated));
+  out["peak_mem_active_gib"] = round6(to_gib(r.memory.peak_active));
+  // Until the caching-allocator model lands, reserved memory is reported as its lower bound:
+  // the peak of active memory (blocks in use or awaiting record_stream events).
+  out["peak_mem_reserved_gib"] = round6(to_gib(r.memory.peak_active));
+  out["reserved_model"] = "lower_bound_active";
+  out["usable_mem_gib"] = round6(to_gib(r.usable_memory));
+  out["oom_reason"] = r.oom_reason;
+  out["world_size"] = cluster.world_size();
+  out["micro_batches"] = r.micro_batches;
+  out["tokens_per_step_per_gpu"] = r.tokens_per_step_per_gpu;
+  out["parameters"] = models::parameter_count(scenario.model);
+  out["breakdown"] = {
+      {"forward_s", round6(b.forward.value())},
+      {"backward_s", round6(b.backward.value())},
+      {"recompute_s", round6(b.recompute.value())},
+      {"optimizer_s", round6(b.optimizer.value())},
+      {"exposed_communication_s", round6(b.exposed_communication.value())},
+      {"idle_s", round6(b.idle.value())},
+      {"communication_busy_s", round6(b.communication_busy.value())},
+  };
+  nlohmann::json at_peak;
+  for (std::size_t c = 0; c < memory::kMemoryCategoryCount; ++c) {
+    const auto category = static_cast<memory::MemoryCategory>(c);
+    at_peak[std::string(memory::category_name(category)) + "_gib"] =
+        round6(to_gib(r.memory.peak_active_by_category[c]));
+  }
+  out["memory_at_peak"] = at_peak;
+  out["peak_tensor"] = r.peak_tensor;
+  out["simulation"] = {{"ops", r.op_count}, {"cpu_steps", r.event_count - r.op_count}};
+  return out;
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,96 @@
+#include "sim/app/run_command.hpp"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <iostream>
+
+#include "models/workload.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/result_json.hpp"
+#include "sim/app/scenario.hpp"
+#include "sim/app/summary_text.hpp"
+#include "sim/app/trace_json.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+constexpr const char* kRunFooter = R"(
+Scenario keys (JSON sections; any of them can be overridden with --set SECTION.KEY=VALUE):
+  model                     preset name (configs/models), {"preset": NAME, ...overrides} or a full spec:
+                            family gpt|mpt|llama, n_layers, d_model, n_heads, n_kv_heads, ffn_dim,
+                            vocab, max_seq_len, tied_embeddings
+  hardware.preset           GPU + node preset (configs/hardware), e.g. a100-sxm-80gb, h100-sxm-80gb
+  hardware.nodes            number of nodes (default 1); hardware.gpu.* / hardware.node.* override
+                            preset values (e.g. hardware.node.nic_Gbps_per_node=2000)
+  training.global_batch     sequences per optimizer step, all GPUs (required)
+  training.micro_batch      sequences per GPU per forward/backward (default 1)
+  training.seq_len          tokens per sequence (required)
+  training.activation_checkpointing  none | full (checkpoint_wrapper on every block; default none)
+  training.optimizer        adamw (fp32 states, foreach implementation)
+  training.flash_attention  true | false (default true)
+  fsdp.sharding_strategy    FULL_SHARD (ShardingStrategy.FULL_SHARD; default)
+  fsdp.backward_prefetch    BACKWARD_PRE | BACKWARD_POST | none (BackwardPrefetch; default BACKWARD_PRE)
+  fsdp.limit_all_gathers    true | false (rate limiter; default true)
+  fsdp.max_inflight_all_gathers  in-flight all-gathers with the limiter on (default 2)
+  fsdp.param_dtype          bf16 | fp16 | fp32 (MixedPrecision.param_dtype; default bf16)
+  fsdp.reduce_dtype         bf16 | fp16 | fp32 (MixedPrecision.reduce_dtype; default = param_dtype)
+
+Exit codes: 0 ok (an out-of-memory prediction is a result), 1 internal error, 2 bad input.)";
+
+double elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
+  CLI::App* run = app.add_subcommand("run", "Simulate one training step of a scenario and report it");
+  run->add_option("scenario", options.scenario, "Scenario JSON file")->required();
+  run->add_option("--set", options.overrides, "Override a scenario key, e.g. --set training.micro_batch=2")
+      ->type_name("KEY=VALUE");
+  run->add_option("--json", options.json_path, "Write the result JSON to PATH ('-' for stdout)")->type_name("PATH|-");
+  run->add_option("--trace", options.trace_path, "Write a Chrome/Perfetto trace of the step to PATH")
+      ->type_name("PATH");
+  run->add_option("--configs", options.configs_dir,
+                  "Folder of presets (default: $FSDPSIM_CONFIGS_DIR, else the source tree's configs/)")
+      ->type_name("DIR");
+  run->add_flag("--timing", options.timing, "Print wall-clock time of loading, simulating and writing on stderr");
+  run->footer(kRunFooter);
+  return run;
+}
+
+int run_command(const RunOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const PresetLocator presets{default_configs_dir(options.configs_dir)};
+  const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
+  const double load_ms = elapsed_ms(start);
+
+  const auto simulate_start = std::chrono::steady_clock::now();
+  models::WorkloadOptions workload_options;
+  workload_options.micro_batch = scenario.training.micro_batch;
+  workload_options.seq_len = scenario.training.seq_len;
+  workload_options.compute_dtype = scenario.fsdp.param_dtype;
+  workload_options.flash_attention = scenario.training.flash_attention;
+  const models::Workload workload = models::build_workload(scenario.model, workload_options);
+  fsdp::ScheduleInput input;
+  input.workload = &workload;
+  input.cluster = scenario.hardware.cluster;
+  input.fsdp = scenario.fsdp;
+  input.training = scenario.training;
+  const fsdp::SimulationOutput output = fsdp::simulate_step(input, !options.trace_path.empty());
+  const double simulate_ms = elapsed_ms(simulate_start);
+
+  const auto write_start = std::chrono::steady_clock::now();
+  if (!options.json_path.empty()) write_output(options.json_path, result_to_json(scenario, output).dump(2) + "\n");
+  if (!options.trace_path.empty()) write_output(options.trace_path, trace_json(output));
+  if (options.json_path != "-") std::cout << summary_text(scenario, output);
+  if (options.timing) {
+    std::cerr << fmt::format("timing: load {:.2f} ms, simulate {:.2f} ms ({} ops), write {:.2f} ms, total {:.2f} ms\n",
+                             load_ms, simulate_ms, output.result.op_count, elapsed_ms(write_start), elapsed_ms(start));
+  }
+  return 0;
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,36 @@
+// A scenario: model + hardware + training + FSDP configuration, loaded from a JSON file with
+// optional `--set a.b=value` overrides, validated once, then immutable.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "models/transformer_spec.hpp"
+#include "sim/app/hardware_json.hpp"
+#include "sim/app/preset_paths.hpp"
+#include "sim/fsdp/fsdp_config.hpp"
+
+namespace fsdpsim::app {
+
+inline constexpr int kScenarioSchemaVersion = 1;
+
+struct Scenario {
+  std::filesystem::path file;
+  std::string name;
+  std::string description;
+  models::TransformerSpec model;
+  HardwareConfig hardware;
+  fsdp::TrainingConfig training;
+  fsdp::FsdpConfig fsdp;
+};
+
+// Applies "a.b.c=value" to a JSON document. The value is parsed as JSON when it is valid JSON
+// (numbers, true/false, quoted strings, objects), else taken as a string. Throws ConfigError on
+// a malformed assignment.
+void apply_override(nlohmann::json& document, const std::string& assignment);
+
+Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                       const PresetLocator& presets);
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,14 @@
+// Chrome trace-event JSON (opens in Perfetto and chrome://tracing): one track per stream and one
+// for the CPU thread, every op a complete ("X") event named by unit and kernel, memory as
+// counters. Format: "Trace Event Format" (Google, docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
+#pragma once
+
+#include <string>
+
+#include "sim/fsdp/simulation.hpp"
+
+namespace fsdpsim::app {
+
+std::string trace_json(const fsdp::SimulationOutput& output);
+
+}  // namespace fsdpsim::app

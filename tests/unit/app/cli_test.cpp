@@ -1,0 +1,195 @@
+// The fsdpsim binary as a user runs it: exit codes, messages for bad input, determinism,
+// outputs written atomically.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome run_fsdpsim(const std::string& arguments) {
+  const std::string command = std::string(FSDPSIM_BINARY) + " " + arguments + " 2>&1";
+  Outcome o;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return o;
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const std::string kScenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/paper/gpt175b_128xa100_bs1.json";
+
+fs::path temp_dir() {
+  const fs::path dir = fs::temp_directory_path() / ("fsdpsim_cli_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Writes a scenario that is the default one with `patch` merged in (null deletes a key).
+fs::path scenario_with(const std::string& name, const nlohmann::json& patch) {
+  std::ifstream in(kScenario);
+  nlohmann::json j = nlohmann::json::parse(in);
+  j.merge_patch(patch);
+  const fs::path p = temp_dir() / (name + ".json");
+  std::ofstream(p) << j.dump(2);
+  return p;
+}
+
+TEST(Cli, VersionAndHelpExitZero) {
+  EXPECT_EQ(run_fsdpsim("--version").exit_code, 0);
+  const Outcome help = run_fsdpsim("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("run"), std::string::npos);
+  const Outcome run_help = run_fsdpsim("run --help");
+  EXPECT_EQ(run_help.exit_code, 0);
+  EXPECT_NE(run_help.output.find("fsdp.backward_prefetch"), std::string::npos);
+  EXPECT_NE(run_help.output.find("BackwardPrefetch"), std::string::npos);
+}
+
+TEST(Cli, DefaultScenarioPrintsASummary) {
+  const Outcome o = run_fsdpsim("run " + kScenario);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  for (const char* text : {"step time", "tokens/s/GPU", "TFLOPS/GPU", "MFU / HFU", "peak allocated",
+                           "forward", "backward", "optimizer", "exposed comm", "status"}) {
+    EXPECT_NE(o.output.find(text), std::string::npos) << text << "\n" << o.output;
+  }
+}
+
+TEST(Cli, ResultJsonOnStdoutHasTheStableKeys) {
+  const Outcome o = run_fsdpsim("run " + kScenario + " --json -");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json j = nlohmann::json::parse(o.output);
+  for (const char* key : {"schema", "step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
+                          "hardware_tflops_per_gpu", "mfu", "hfu", "peak_mem_allocated_gib",
+                          "peak_mem_reserved_gib", "status", "breakdown"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["schema"], "fsdpsim.result/1");
+}
+
+TEST(Cli, SameScenarioTwiceGivesByteIdenticalJson) {
+  const fs::path dir = temp_dir();
+  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --json " + (dir / "a.json").string()).exit_code, 0);
+  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --json " + (dir / "b.json").string()).exit_code, 0);
+  const std::string a = read_file(dir / "a.json");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, read_file(dir / "b.json"));
+}
+
+TEST(Cli, SetOverridesChangeTheResult) {
+  const Outcome base = run_fsdpsim("run " + kScenario + " --json -");
+  const Outcome changed =
+      run_fsdpsim("run " + kScenario + " --json - --set fsdp.backward_prefetch=none --set training.micro_batch=2"
+                  " --set training.global_batch=256");
+  ASSERT_EQ(changed.exit_code, 0) << changed.output;
+  const auto a = nlohmann::json::parse(base.output);
+  const auto b = nlohmann::json::parse(changed.output);
+  EXPECT_EQ(b["tokens_per_step_per_gpu"], 2 * a["tokens_per_step_per_gpu"].get<int>());
+  EXPECT_NE(a["step_time_s"], b["step_time_s"]);
+}
+
+TEST(Cli, TraceIsChromeTraceEventJson) {
+  const fs::path trace = temp_dir() / "t.trace.json";
+  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --trace " + trace.string()).exit_code, 0);
+  const nlohmann::json j = nlohmann::json::parse(read_file(trace));
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  int complete = 0;
+  int counters = 0;
+  std::set<std::string> threads;
+  for (const auto& e : j["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("name"));
+    if (e["ph"] == "X") {
+      ++complete;
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+      EXPECT_TRUE(e.contains("ts") && e.contains("tid"));
+    }
+    if (e["ph"] == "C") ++counters;
+    if (e["ph"] == "M" && e["name"] == "thread_name") threads.insert(e["args"]["name"].get<std::string>());
+  }
+  EXPECT_GT(complete, 1000);
+  EXPECT_GT(counters, 10);
+  EXPECT_TRUE(threads.count("CPU thread"));
+  EXPECT_TRUE(threads.count("stream compute"));
+  EXPECT_TRUE(threads.count("stream unshard"));
+  EXPECT_TRUE(threads.count("stream post_backward"));
+}
+
+struct BadInput {
+  const char* name;
+  nlohmann::json patch;
+  const char* expected;  // a fragment of the error message
+};
+
+class CliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CliBadInput, ExitsTwoAndNamesTheProblem) {
+  const BadInput& bad = GetParam();
+  const fs::path p = scenario_with(bad.name, bad.patch);
+  const Outcome o = run_fsdpsim("run " + p.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find(bad.expected), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find(p.filename().string()), std::string::npos) << "the file is named: " << o.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, CliBadInput,
+    ::testing::Values(
+        BadInput{"wrong_type", {{"training", {{"micro_batch", "two"}}}},
+                 "/training/micro_batch: expected a positive integer, found the string \"two\""},
+        BadInput{"unknown_key", {{"fsdp", {{"sharding_stratgy", "FULL_SHARD"}}}},
+                 "/fsdp/sharding_stratgy: unknown key; did you mean sharding_strategy?"},
+        BadInput{"zero_layers", {{"model", {{"preset", "gpt-175b"}, {"n_layers", 0}}}},
+                 "/model/n_layers: expected a positive integer, found the number 0"},
+        BadInput{"negative_seq", {{"training", {{"seq_len", -2048}}}}, "/training/seq_len"},
+        BadInput{"zero_gpus_per_node", {{"hardware", {{"node", {{"gpus_per_node", 0}}}}}},
+                 "/hardware/node/gpus_per_node: expected a positive integer"},
+        BadInput{"missing_preset", {{"model", "gpt-9000"}}, "unknown models preset \"gpt-9000\""},
+        BadInput{"bad_choice", {{"fsdp", {{"backward_prefetch", "BACKWARD_PER"}}}}, "did you mean BACKWARD_PRE?"},
+        BadInput{"indivisible_batch", {{"training", {{"global_batch", 100}}}}, "not a multiple of micro_batch"},
+        BadInput{"missing_section", {{"training", nullptr}}, "/training: required key is missing"},
+        BadInput{"bad_efficiency", {{"hardware", {{"gpu", {{"gemm_efficiency", 1.5}}}}}},
+                 "/hardware/gpu/gemm_efficiency: expected a number in (0, 1]"}),
+    [](const ::testing::TestParamInfo<BadInput>& param) { return std::string(param.param.name); });
+
+TEST(Cli, MalformedJsonNamesLineAndColumn) {
+  const fs::path p = temp_dir() / "malformed.json";
+  std::ofstream(p) << "{\n  \"schema_version\": 1,\n  \"model\": \"gpt-175b\"\n  \"training\": {}\n}\n";
+  const Outcome o = run_fsdpsim("run " + p.string());
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.output.find("malformed JSON at line 4"), std::string::npos) << o.output;
+}
+
+TEST(Cli, MissingFileAndBadUsageExitTwo) {
+  EXPECT_EQ(run_fsdpsim("run /nonexistent/scenario.json").exit_code, 2);
+  EXPECT_EQ(run_fsdpsim("run").exit_code, 2);
+  EXPECT_EQ(run_fsdpsim("frobnicate").exit_code, 2);
+  const Outcome bad_set = run_fsdpsim("run " + kScenario + " --set fsdp.backward_prefetch");
+  EXPECT_EQ(bad_set.exit_code, 2);
+  EXPECT_NE(bad_set.output.find("expected KEY=VALUE"), std::string::npos) << bad_set.output;
+  const Outcome unwritable = run_fsdpsim("run " + kScenario + " --json /nonexistent/dir/out.json");
+  EXPECT_EQ(unwritable.exit_code, 2) << unwritable.output;
+}
+
+}  // namespace
