@@ -16,6 +16,14 @@ namespace fsdpsim::hardware {
 // from bytes over achievable HBM bandwidth. Never below a minimum kernel duration.
 Seconds kernel_time(const GpuSpec& gpu, const Kernel& kernel);
 
+// Time of `kernel` while an NCCL collective holds `sms_taken` SMs (its channels' thread
+// blocks): GEMMs and attention run on the remaining SMs, so their peak scales by the SMs left
+// and their wave quantization is recomputed (a one-wave GEMM can need a second wave: NVIDIA
+// developer forum t/337991, "Compute-communication overlap causes severe GEMM performance
+// degradation because of tail effect", an H100 FSDP all-gather taking 24 SMs). Memory-bound
+// kernels need few SMs to saturate HBM and keep their time.
+Seconds kernel_time_sharing_sms(const GpuSpec& gpu, const Kernel& kernel, std::int32_t sms_taken);
+
 enum class Collective : std::uint8_t { kAllGather, kReduceScatter, kAllReduce };
 
 // The ranks a collective runs over, as the topology sees them.

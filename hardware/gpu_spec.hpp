@@ -43,6 +43,9 @@ struct ClusterSpec {
   Seconds network_hop_latency{0.0};    // per ring step across nodes
   Seconds collective_base_latency{0.0};  // fixed cost of one NCCL collective launch
   Seconds kernel_launch_overhead{0.0};   // CPU time to issue one eager PyTorch op
+  // Thread blocks an NCCL collective keeps resident (one per channel, "N coll channels" in
+  // NCCL_DEBUG=INFO logs). Compute kernels overlapping a collective get the other SMs.
+  std::int32_t nccl_channels = 0;
 
   [[nodiscard]] std::int32_t world_size() const { return nodes * gpus_per_node; }
 };

@@ -45,4 +45,16 @@ Seconds kernel_time(const GpuSpec& gpu, const Kernel& kernel) {
   return std::max(unfloored_kernel_time(gpu, kernel), kMinKernelDuration);
 }
 
+Seconds kernel_time_sharing_sms(const GpuSpec& gpu, const Kernel& kernel, std::int32_t sms_taken) {
+  if (sms_taken <= 0 || kernel.kind == KernelKind::kMemoryBound) return kernel_time(gpu, kernel);
+  if (sms_taken >= gpu.sm_count) {
+    throw std::logic_error("hardware: kernel_time_sharing_sms with no SM left for the kernel");
+  }
+  GpuSpec shared = gpu;
+  shared.sm_count = gpu.sm_count - sms_taken;
+  const double left = static_cast<double>(shared.sm_count) / static_cast<double>(gpu.sm_count);
+  for (FlopsPerSec& peak : shared.peak_dense) peak = peak * left;
+  return kernel_time(shared, kernel);
+}
+
 }  // namespace fsdpsim::hardware

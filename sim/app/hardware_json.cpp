@@ -44,6 +44,7 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
   c.network_hop_latency = microseconds(r.non_negative_number("network_hop_latency_us"));
   c.collective_base_latency = microseconds(r.non_negative_number("collective_base_latency_us"));
   c.kernel_launch_overhead = microseconds(r.non_negative_number("kernel_launch_overhead_us"));
+  c.nccl_channels = static_cast<std::int32_t>(r.non_negative_int("nccl_channels"));
   r.finish();
 }
 

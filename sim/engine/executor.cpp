@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "sim/engine/event_queue.hpp"
@@ -54,6 +56,9 @@ class Execution {
     streams_.assign(p_.stream_names.size(), Fifo{});
     channels_.assign(p_.channel_names.size(), Fifo{});
     pending_release_.assign(p_.tensors.size(), false);
+    version_.assign(n, 0);
+    progress_.assign(n, 0.0);
+    progress_since_.assign(n, SimTime{});
     for (OpId op = 0; op < n; ++op) {
       const Op& o = p_.ops[op];
       remaining_deps_[op] = o.deps_end - o.deps_begin;
@@ -75,6 +80,7 @@ class Execution {
       }
     });
     queue_.reserve(64);
+    contended_running_.reserve(p_.stream_names.size());
   }
 
   Timeline run() {
@@ -83,7 +89,7 @@ class Execution {
       const Event e = queue_.pop();
       now_ = e.time;
       if (e.kind == EventKind::kOpFinish) {
-        finish(e.index);
+        if (e.version == version_[e.index]) finish(e.index);
       } else {
         advance_cpu();
       }
@@ -115,13 +121,51 @@ class Execution {
     if (o.channel != kNoChannel && channels_[static_cast<std::size_t>(o.channel)].front() != op) return;
     state_[op] = State::kRunning;
     timeline_.ops[op].start = now_;
+    if (o.kind == OpKind::kCommunication) {
+      if (communication_running_++ == 0) reschedule_contended();
+    } else if (contended(o)) {
+      contended_running_.push_back(op);
+      progress_since_[op] = now_;
+      queue_.push(now_ + current_duration(o), EventPriority::kOpFinish, EventKind::kOpFinish, op, version_[op]);
+      return;
+    }
     queue_.push(now_ + o.duration, EventPriority::kOpFinish, EventKind::kOpFinish, op);
+  }
+
+  static bool contended(const Op& o) {
+    return o.kind == OpKind::kCompute && o.contended_duration.picoseconds() > 0 &&
+           o.contended_duration != o.duration;
+  }
+  [[nodiscard]] SimTime current_duration(const Op& o) const {
+    return communication_running_ > 0 ? o.contended_duration : o.duration;
+  }
+
+  // The rate of contended compute ops changes when communication starts or stops: credit the
+  // progress made at the old rate and reschedule the rest at the new one.
+  void reschedule_contended() {
+    for (OpId op : contended_running_) {
+      const Op& o = p_.ops[op];
+      const SimTime old_duration = communication_running_ > 0 ? o.duration : o.contended_duration;
+      progress_[op] += static_cast<double>((now_ - progress_since_[op]).picoseconds()) /
+                       static_cast<double>(old_duration.picoseconds());
+      progress_since_[op] = now_;
+      const double left = std::max(0.0, 1.0 - progress_[op]);
+      const auto remaining = static_cast<std::int64_t>(
+          std::llround(left * static_cast<double>(current_duration(o).picoseconds())));
+      queue_.push(now_ + SimTime::from_picoseconds(remaining), EventPriority::kOpFinish, EventKind::kOpFinish, op,
+                  ++version_[op]);
+    }
   }
 
   void finish(OpId op) {
     const Op& o = p_.ops[op];
     state_[op] = State::kFinished;
     timeline_.ops[op].end = now_;
+    if (o.kind == OpKind::kCommunication) {
+      if (--communication_running_ == 0) reschedule_contended();
+    } else if (contended(o)) {
+      contended_running_.erase(std::find(contended_running_.begin(), contended_running_.end(), op));
+    }
     ++streams_[o.stream].head;
     if (o.channel != kNoChannel) ++channels_[static_cast<std::size_t>(o.channel)].head;
     for (std::uint32_t waiter : dependents_.range(op)) {
@@ -237,6 +281,11 @@ class Execution {
   std::vector<Fifo> streams_;
   std::vector<Fifo> channels_;
   std::vector<bool> pending_release_;
+  std::vector<std::uint32_t> version_;      // bumped when a contended op is rescheduled
+  std::vector<double> progress_;            // fraction of a contended op done
+  std::vector<SimTime> progress_since_;     // when progress_ was last credited
+  std::vector<OpId> contended_running_;     // running ops slowed by communication
+  int communication_running_ = 0;
   Csr dependents_;
   Csr releases_;
   std::size_t pc_ = 0;

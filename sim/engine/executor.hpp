@@ -7,6 +7,9 @@
 //   (b) every op issued before it on its stream has finished (FIFO), and (c) if it has a
 //   channel, every op issued before it on that channel has finished (NCCL runs all collectives
 //   of one communicator on one internal stream, in issue order).
+// - Compute ops share the GPU with communication: while any communication op runs, a compute op
+//   with a contended_duration progresses at that slower rate (fluid model: progress is credited
+//   and the finish rescheduled whenever communication starts or stops).
 // - Tensors are allocated and freed at the CPU's time; a free with `after_op` releases its
 //   block once that op has finished.
 // Cost: O((ops + cpu steps) log(ops)) time; memory is reserved once up front.

@@ -23,7 +23,8 @@ using ChannelId = std::int32_t;
 inline constexpr OpId kNoOp = std::numeric_limits<OpId>::max();
 inline constexpr ChannelId kNoChannel = -1;
 
-// What resources an op occupies; used for interference and for breakdowns.
+// What resources an op occupies. While any kCommunication op runs, kCompute ops progress at
+// the rate of their contended_duration; the communication itself is not slowed.
 enum class OpKind : std::uint8_t { kCompute, kCommunication, kCopy };
 
 struct Op {
@@ -33,7 +34,10 @@ struct Op {
   OpKind kind = OpKind::kCompute;
   std::uint8_t phase = 0;       // opaque tag (e.g. forward / backward) for the builder's reports
   std::int32_t group = -1;      // opaque tag (e.g. the FSDP unit), -1 = none
-  SimTime duration;             // device time once started
+  SimTime duration;             // device time once started, running alone
+  // Device time if a communication op runs alongside it for its whole life (SMs shared with
+  // NCCL kernels); zero means "not slowed". Partial overlap interpolates by progress.
+  SimTime contended_duration;
   SimTime launch_cost;          // CPU time to issue it
   Flops flops{0.0};             // for FLOP accounting
   Bytes bytes{0};               // bytes moved (HBM traffic, or a collective's buffer)

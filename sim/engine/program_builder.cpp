@@ -33,6 +33,7 @@ OpId ProgramBuilder::launch(const LaunchSpec& spec) {
   op.phase = spec.phase;
   op.group = spec.group;
   op.duration = spec.duration;
+  op.contended_duration = spec.contended_duration;
   op.launch_cost = spec.launch_cost;
   op.flops = spec.flops;
   op.bytes = spec.bytes;

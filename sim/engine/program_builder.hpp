@@ -24,6 +24,7 @@ struct LaunchSpec {
   std::uint8_t phase = 0;
   std::int32_t group = -1;
   SimTime duration;
+  SimTime contended_duration;  // zero: not slowed by concurrent communication
   SimTime launch_cost;
   Flops flops{0.0};
   Bytes bytes{0};

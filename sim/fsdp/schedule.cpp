@@ -91,6 +91,9 @@ class Fsdp1StepBuilder {
     spec.phase = tag(phase);
     spec.group = group;
     spec.duration = to_sim_time(duration);
+    // NCCL's channels take SMs from kernels that overlap a collective.
+    spec.contended_duration =
+        to_sim_time(hardware::kernel_time_sharing_sms(in_.cluster.gpu, k.kernel, in_.cluster.nccl_channels));
     spec.launch_cost = launch_cost_;
     spec.flops = k.kernel.flops;
     spec.bytes = k.kernel.bytes;

@@ -117,6 +117,40 @@ TEST(Executor, RecordStreamDelaysReleaseUntilTheStreamPassesTheFree) {
   EXPECT_EQ(memory.log[1].second, -100);
 }
 
+TEST(Executor, ComputeSlowsWhileCommunicationRuns) {
+  // A kernel of 100 us alone, 150 us if it shared the GPU with NCCL for its whole life. A
+  // collective runs for its first 40 us: by then 40/150 of it is done, the remaining 11/15 run
+  // at full speed: 40 + 73.333 us.
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const StreamId comm = b.add_stream("comm");
+  LaunchSpec gather = spec("all_gather", comm, 40);
+  gather.kind = OpKind::kCommunication;
+  b.launch(gather);
+  LaunchSpec gemm = spec("gemm", compute, 100);
+  gemm.contended_duration = us(150);
+  const OpId k = b.launch(gemm);
+  const OpId after = b.launch(spec("after", compute, 10));
+  const Timeline t = execute(b.program());
+  EXPECT_EQ(t.ops[k].start, us(0));
+  EXPECT_EQ(t.ops[k].end.picoseconds(), 113'333'333);
+  EXPECT_EQ(t.ops[after].start, t.ops[k].end);
+}
+
+TEST(Executor, ComputeStartedDuringCommunicationSpeedsUpWhenItEnds) {
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const StreamId comm = b.add_stream("comm");
+  LaunchSpec reduce = spec("reduce_scatter", comm, 30);
+  reduce.kind = OpKind::kCommunication;
+  b.launch(reduce);
+  LaunchSpec gemm = spec("gemm", compute, 60);
+  gemm.contended_duration = us(90);
+  const OpId k = b.launch(gemm);
+  // 30 us at the contended rate do 1/3; the remaining 2/3 of 60 us take 40: ends at 70.
+  EXPECT_EQ(execute(b.program()).ops[k].end, us(70));
+}
+
 TEST(Executor, WaitingOnAnOpIssuedLaterIsADeadlock) {
   Program p;
   p.names = {"a"};

@@ -1,6 +1,5 @@
-// Test-side reader of configs/hardware/*.json into a ClusterSpec, so that the cost-model tests
-// run on the shipped presets. Strict: unknown or missing keys throw std::runtime_error naming
-// the file and the JSON path. (The app's own loader lives in sim/app.)
+// The shipped presets (configs/hardware/*.json) as ClusterSpecs, read by the app's loader, so
+// that the cost-model tests run on exactly what users get. Bad files throw app::ConfigError.
 #pragma once
 
 #include <filesystem>
