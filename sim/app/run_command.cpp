@@ -6,10 +6,10 @@
 #include <chrono>
 #include <iostream>
 
-#include "models/workload.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/result_json.hpp"
 #include "sim/app/scenario.hpp"
+#include "sim/app/simulate_scenario.hpp"
 #include "sim/app/summary_text.hpp"
 #include "sim/app/trace_json.hpp"
 
@@ -68,18 +68,7 @@ int run_command(const RunOptions& options) {
   const double load_ms = elapsed_ms(start);
 
   const auto simulate_start = std::chrono::steady_clock::now();
-  models::WorkloadOptions workload_options;
-  workload_options.micro_batch = scenario.training.micro_batch;
-  workload_options.seq_len = scenario.training.seq_len;
-  workload_options.compute_dtype = scenario.fsdp.param_dtype;
-  workload_options.flash_attention = scenario.training.flash_attention;
-  const models::Workload workload = models::build_workload(scenario.model, workload_options);
-  fsdp::ScheduleInput input;
-  input.workload = &workload;
-  input.cluster = scenario.hardware.cluster;
-  input.fsdp = scenario.fsdp;
-  input.training = scenario.training;
-  const fsdp::SimulationOutput output = fsdp::simulate_step(input, !options.trace_path.empty());
+  const fsdp::SimulationOutput output = simulate_scenario(scenario, !options.trace_path.empty());
   const double simulate_ms = elapsed_ms(simulate_start);
 
   const auto write_start = std::chrono::steady_clock::now();

@@ -2,11 +2,10 @@
 // asserted in unit tests). Figures are recorded in reports/performance.md.
 #include <benchmark/benchmark.h>
 
-#include "models/workload.hpp"
 #include "sim/app/scenario.hpp"
+#include "sim/app/simulate_scenario.hpp"
 #include "sim/engine/executor.hpp"
 #include "sim/engine/program_builder.hpp"
-#include "sim/fsdp/simulation.hpp"
 
 namespace {
 
@@ -17,31 +16,10 @@ app::Scenario load(const char* relative) {
   return app::load_scenario(std::filesystem::path(FSDPSIM_SOURCE_DIR) / relative, {}, presets);
 }
 
-fsdp::ScheduleInput input_for(const app::Scenario& s, const models::Workload& w) {
-  fsdp::ScheduleInput in;
-  in.workload = &w;
-  in.cluster = s.hardware.cluster;
-  in.fsdp = s.fsdp;
-  in.training = s.training;
-  return in;
-}
-
-models::Workload workload_for(const app::Scenario& s) {
-  models::WorkloadOptions o;
-  o.micro_batch = s.training.micro_batch;
-  o.seq_len = s.training.seq_len;
-  o.compute_dtype = s.fsdp.param_dtype;
-  o.flash_attention = s.training.flash_attention;
-  return models::build_workload(s.model, o);
-}
-
 // One full step of the default scenario (GPT-175B, 128 A100): workload, schedule, replay, metrics.
 void BM_SimulateGpt175bStep(benchmark::State& state) {
   const app::Scenario s = load("scenarios/paper/gpt175b_128xa100_bs1.json");
-  for (auto _ : state) {
-    const models::Workload w = workload_for(s);
-    benchmark::DoNotOptimize(fsdp::simulate_step(input_for(s, w), false).result.step_time);
-  }
+  for (auto _ : state) benchmark::DoNotOptimize(app::simulate_scenario(s, false).result.step_time);
 }
 BENCHMARK(BM_SimulateGpt175bStep)->Unit(benchmark::kMillisecond);
 

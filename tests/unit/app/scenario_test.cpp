@@ -1,9 +1,9 @@
 #include <gtest/gtest.h>
 
-#include "models/workload.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_reader.hpp"
 #include "sim/app/scenario.hpp"
+#include "sim/app/simulate_scenario.hpp"
 #include "sim/fsdp/simulation.hpp"
 
 namespace fsdpsim::app {
@@ -15,20 +15,7 @@ std::filesystem::path scenario_path(const std::string& relative) {
   return std::filesystem::path(FSDPSIM_SOURCE_DIR) / "scenarios" / relative;
 }
 
-fsdp::StepResult simulate(const Scenario& s) {
-  models::WorkloadOptions o;
-  o.micro_batch = s.training.micro_batch;
-  o.seq_len = s.training.seq_len;
-  o.compute_dtype = s.fsdp.param_dtype;
-  o.flash_attention = s.training.flash_attention;
-  const models::Workload w = models::build_workload(s.model, o);
-  fsdp::ScheduleInput in;
-  in.workload = &w;
-  in.cluster = s.hardware.cluster;
-  in.fsdp = s.fsdp;
-  in.training = s.training;
-  return fsdp::simulate_step(in, false).result;
-}
+fsdp::StepResult simulate(const Scenario& s) { return simulate_scenario(s, false).result; }
 
 TEST(ApplyOverride, SetsNestedKeysAndParsesJsonValues) {
   nlohmann::json doc = {{"fsdp", {{"limit_all_gathers", true}}}, {"model", "gpt-175b"}};

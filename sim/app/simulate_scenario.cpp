@@ -1,0 +1,22 @@
+#include "sim/app/simulate_scenario.hpp"
+
+#include "models/workload.hpp"
+
+namespace fsdpsim::app {
+
+fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_memory) {
+  models::WorkloadOptions options;
+  options.micro_batch = scenario.training.micro_batch;
+  options.seq_len = scenario.training.seq_len;
+  options.compute_dtype = scenario.fsdp.param_dtype;
+  options.flash_attention = scenario.training.flash_attention;
+  const models::Workload workload = models::build_workload(scenario.model, options);
+  fsdp::ScheduleInput input;
+  input.workload = &workload;
+  input.cluster = scenario.hardware.cluster;
+  input.fsdp = scenario.fsdp;
+  input.training = scenario.training;
+  return fsdp::simulate_step(input, record_memory);
+}
+
+}  // namespace fsdpsim::app
