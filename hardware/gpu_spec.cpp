@@ -82,6 +82,9 @@ std::string validate(const ClusterSpec& spec) {
   p.non_negative("network_hop_latency", spec.network_hop_latency.value(), "s");
   p.non_negative("collective_base_latency", spec.collective_base_latency.value(), "s");
   p.non_negative("kernel_launch_overhead", spec.kernel_launch_overhead.value(), "s");
+  p.non_negative("fsdp_hook_overhead", spec.fsdp_hook_overhead.value(), "s");
+  p.non_negative("fsdp_parameter_overhead", spec.fsdp_parameter_overhead.value(), "s");
+  p.positive("host_memory_bandwidth", spec.host_memory_bandwidth.value(), "B/s");
   if (spec.nccl_channels < 0 || (spec.gpu.sm_count > 0 && spec.nccl_channels >= spec.gpu.sm_count)) {
     p.add("nccl_channels", spec.nccl_channels, "", "in [0, gpu.sm_count)");
   }

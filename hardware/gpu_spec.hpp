@@ -46,6 +46,10 @@ struct ClusterSpec {
   // Thread blocks an NCCL collective keeps resident (one per channel, "N coll channels" in
   // NCCL_DEBUG=INFO logs). Compute kernels overlapping a collective get the other SMs.
   std::int32_t nccl_channels = 0;
+  // Host side of the training process (Python, the CPU optimizer of CPU offload).
+  Seconds fsdp_hook_overhead{0.0};       // CPU time of one FSDP hook call, fixed part
+  Seconds fsdp_parameter_overhead{0.0};  // CPU time per nn.Parameter per unshard or reshard
+  BytesPerSec host_memory_bandwidth{0.0};  // achievable DRAM bandwidth of a node, all sockets
 
   [[nodiscard]] std::int32_t world_size() const { return nodes * gpus_per_node; }
 };

@@ -178,11 +178,13 @@ std::int64_t qkv_bytes(const AttentionDims& dims, const BuildContext& ctx) {
 
 void append_attention_forward(LayerDraft& draft, const AttentionDims& dims,
                               const BuildContext& ctx) {
+  draft.begin_attention_core();
   if (ctx.flash_attention) {
     flash_forward(draft, dims, ctx);
   } else {
     naive_forward(draft, dims, ctx);
   }
+  draft.end_attention_core(ctx.tokens * dims.heads * dims.head_dim * ctx.element_bytes);
 }
 
 void append_attention_backward(LayerDraft& draft, const AttentionDims& dims,

@@ -155,7 +155,7 @@ std::int64_t gpt_head_numel(const TransformerSpec& spec) {
 Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& ctx) {
   // minGPT GPT.forward: x = drop(wte(idx) + wpe(arange(t))). nn.Embedding saves the indices;
   // its backward (embedding_dense_backward) scatter-adds T rows into the weight gradient.
-  LayerDraft draft("embedding", LayerKind::kEmbedding, gpt_embedding_numel(spec));
+  LayerDraft draft("embedding", LayerKind::kEmbedding, gpt_embedding_numel(spec), 2);  // wte, wpe
   const std::int64_t d = spec.d_model;
   const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
   const std::int64_t positions = ctx.seq * d * ctx.element_bytes;
@@ -196,7 +196,8 @@ Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& ctx) 
 }
 
 Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index) {
-  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock, gpt_block_numel(spec));
+  // ln_1, c_attn, c_proj, ln_2, c_fc, mlp c_proj: a weight and a bias each.
+  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock, gpt_block_numel(spec), 12);
   block_forward(draft, spec, ctx);
   block_backward(draft, spec, ctx);
   // Full activation checkpointing keeps only the block input (torch.utils.checkpoint).
@@ -205,7 +206,9 @@ Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std:
 
 Layer build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx) {
   return build_head_layer(
-      {"ln_f", NormKind::kLayerNorm, spec.d_model, spec.vocab, gpt_head_numel(spec)}, ctx);
+      {"ln_f", NormKind::kLayerNorm, spec.d_model, spec.vocab, gpt_head_numel(spec),
+       spec.tied_embeddings ? 2 : 3},  // ln_f weight and bias, lm_head weight unless tied
+      ctx);
 }
 
 }  // namespace fsdpsim::models::detail

@@ -16,6 +16,7 @@ struct HeadDims {
   std::int64_t d_model = 0;
   std::int64_t vocab = 0;
   std::int64_t numel = 0;  // final norm, plus the LM head weight unless it is tied
+  std::int32_t parameter_tensors = 0;
 };
 
 Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx);

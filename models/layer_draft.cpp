@@ -29,10 +29,12 @@ void TransientTracker::release(std::int64_t bytes) {
   live_ -= bytes;
 }
 
-LayerDraft::LayerDraft(std::string name, LayerKind kind, std::int64_t numel) {
+LayerDraft::LayerDraft(std::string name, LayerKind kind, std::int64_t numel,
+                       std::int32_t parameter_tensors) {
   layer_.name = std::move(name);
   layer_.kind = kind;
   layer_.numel = numel;
+  layer_.parameter_tensors = parameter_tensors;
 }
 
 void LayerDraft::forward(NamedKernel kernel) { layer_.forward.push_back(std::move(kernel)); }
@@ -40,6 +42,16 @@ void LayerDraft::forward(NamedKernel kernel) { layer_.forward.push_back(std::mov
 void LayerDraft::backward(NamedKernel kernel) { layer_.backward.push_back(std::move(kernel)); }
 
 void LayerDraft::save(std::int64_t bytes) { saved_ += bytes; }
+
+void LayerDraft::begin_attention_core() {
+  layer_.attention_forward_begin = layer_.forward.size();
+  saved_at_attention_begin_ = saved_;
+}
+
+void LayerDraft::end_attention_core(std::int64_t output_bytes) {
+  layer_.attention_forward_end = layer_.forward.size();
+  layer_.attention_core_saved = Bytes(saved_ - saved_at_attention_begin_ - output_bytes);
+}
 
 Layer LayerDraft::finish(std::int64_t checkpointed_bytes) {
   if (forward_temps_.live() != 0 || backward_temps_.live() != 0) {

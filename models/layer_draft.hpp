@@ -44,11 +44,15 @@ class TransientTracker {
 
 class LayerDraft {
  public:
-  LayerDraft(std::string name, LayerKind kind, std::int64_t numel);
+  LayerDraft(std::string name, LayerKind kind, std::int64_t numel, std::int32_t parameter_tensors);
 
   void forward(NamedKernel kernel);
   void backward(NamedKernel kernel);
   void save(std::int64_t bytes);
+  // Brackets the attention core's forward kernels; `output_bytes` is the core's output, saved
+  // inside the bracket but kept by the output projection regardless.
+  void begin_attention_core();
+  void end_attention_core(std::int64_t output_bytes);
   TransientTracker& forward_temps() { return forward_temps_; }
   TransientTracker& backward_temps() { return backward_temps_; }
 
@@ -60,6 +64,7 @@ class LayerDraft {
  private:
   Layer layer_;
   std::int64_t saved_ = 0;
+  std::int64_t saved_at_attention_begin_ = 0;
   TransientTracker forward_temps_;
   TransientTracker backward_temps_;
 };

@@ -150,7 +150,7 @@ std::int64_t llama_head_numel(const TransformerSpec& spec) {
 
 Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx) {
   // tok_embeddings: gather T rows (saves the ids); backward scatter-adds T rows.
-  LayerDraft draft("embedding", LayerKind::kEmbedding, llama_embedding_numel(spec));
+  LayerDraft draft("embedding", LayerKind::kEmbedding, llama_embedding_numel(spec), 1);
   const std::int64_t hidden = ctx.tokens * spec.d_model * ctx.element_bytes;
   const std::int64_t ids = ctx.tokens * kIndexBytes;
   draft.forward(memory_bound_kernel("tok_embedding", ids + 2 * hidden, ctx));
@@ -160,7 +160,8 @@ Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx
 }
 
 Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index) {
-  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock, llama_block_numel(spec));
+  // attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3 (no biases).
+  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock, llama_block_numel(spec), 9);
   block_forward(draft, spec, ctx);
   block_backward(draft, spec, ctx);
   // Full activation checkpointing keeps only the block input (torch.utils.checkpoint).
@@ -169,7 +170,9 @@ Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, st
 
 Layer build_llama_head(const TransformerSpec& spec, const BuildContext& ctx) {
   return build_head_layer(
-      {"norm", NormKind::kRmsNorm, spec.d_model, spec.vocab, llama_head_numel(spec)}, ctx);
+      {"norm", NormKind::kRmsNorm, spec.d_model, spec.vocab, llama_head_numel(spec),
+       spec.tied_embeddings ? 1 : 2},  // norm weight, output weight unless tied
+      ctx);
 }
 
 }  // namespace fsdpsim::models::detail

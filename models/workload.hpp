@@ -32,6 +32,7 @@ struct Layer {
   LayerKind kind = LayerKind::kBlock;
   // Parameters owned by this layer (a tied weight is owned by the embedding).
   std::int64_t numel = 0;
+  std::int32_t parameter_tensors = 0;  // nn.Parameters among them (FSDP's per-parameter CPU work)
   std::vector<NamedKernel> forward;   // in execution order
   std::vector<NamedKernel> backward;  // in execution order (gradient kernels of this layer)
   // Bytes saved by autograd between this layer's forward and its backward, no checkpointing.
@@ -44,6 +45,13 @@ struct Layer {
   // (backward) or weight gradients (FSDP's); models/layer_draft.hpp has the bookkeeping.
   Bytes forward_transient_peak{0};
   Bytes backward_transient_peak{0};
+  // The attention core (softmax(QK^T)V) inside `forward`: kernels [begin, end), and the bytes it
+  // saves beyond its output (which the output projection keeps anyway). Selective activation
+  // checkpointing of attention (Korthikanti et al. 2022, Sec. 4.3) drops these bytes and re-runs
+  // these kernels in backward. Empty range for layers without attention.
+  std::size_t attention_forward_begin = 0;
+  std::size_t attention_forward_end = 0;
+  Bytes attention_core_saved{0};
 };
 
 struct WorkloadOptions {

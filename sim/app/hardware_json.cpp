@@ -45,6 +45,9 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
   c.collective_base_latency = microseconds(r.non_negative_number("collective_base_latency_us"));
   c.kernel_launch_overhead = microseconds(r.non_negative_number("kernel_launch_overhead_us"));
   c.nccl_channels = static_cast<std::int32_t>(r.non_negative_int("nccl_channels"));
+  c.fsdp_hook_overhead = microseconds(r.non_negative_number("fsdp_hook_overhead_us"));
+  c.fsdp_parameter_overhead = microseconds(r.non_negative_number("fsdp_parameter_overhead_us"));
+  c.host_memory_bandwidth = gb_per_s(r.positive_number("host_memory_GBps"));
   r.finish();
 }
 

@@ -23,6 +23,7 @@ const char* kind_name(engine::OpKind kind) {
     case engine::OpKind::kCompute: return "compute";
     case engine::OpKind::kCommunication: return "communication";
     case engine::OpKind::kCopy: return "copy";
+    case engine::OpKind::kMarker: return "marker";
   }
   return "?";
 }

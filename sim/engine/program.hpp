@@ -25,7 +25,12 @@ inline constexpr ChannelId kNoChannel = -1;
 
 // What resources an op occupies. While any kCommunication op runs, kCompute ops progress at
 // the rate of their contended_duration; the communication itself is not slowed.
-enum class OpKind : std::uint8_t { kCompute, kCommunication, kCopy };
+enum class OpKind : std::uint8_t {
+  kCompute,
+  kCommunication,
+  kCopy,
+  kMarker,  // zero-length: an event recorded after cross-stream waits (cudaStreamWaitEvent)
+};
 
 struct Op {
   std::uint32_t name = 0;       // index into Program::names

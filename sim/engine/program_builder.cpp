@@ -47,7 +47,14 @@ OpId ProgramBuilder::launch(const LaunchSpec& spec) {
   return id;
 }
 
-EventRef ProgramBuilder::record_event(StreamId stream) const {
+EventRef ProgramBuilder::record_event(StreamId stream) {
+  if (!pending_waits_.at(stream).empty()) {
+    LaunchSpec marker;
+    marker.name = "stream_wait";
+    marker.stream = stream;
+    marker.kind = OpKind::kMarker;
+    launch(marker);
+  }
   return EventRef{last_op_on_stream_.at(stream)};
 }
 

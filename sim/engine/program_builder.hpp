@@ -37,7 +37,9 @@ class ProgramBuilder {
 
   // Issues an op; it waits for every event its stream was told to wait for since the last op.
   OpId launch(const LaunchSpec& spec);
-  [[nodiscard]] EventRef record_event(StreamId stream) const;
+  // The event is reached when everything issued on the stream so far, including the streams it
+  // was told to wait for, has finished (a zero-length marker op carries pending waits).
+  EventRef record_event(StreamId stream);
   void wait_event(StreamId stream, EventRef event);
   // stream `waiter` waits for all work issued so far on `waitee` (torch Stream.wait_stream).
   void wait_stream(StreamId waiter, StreamId waitee) { wait_event(waiter, record_event(waitee)); }
