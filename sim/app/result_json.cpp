@@ -41,6 +41,7 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
   out["oom_reason"] = r.oom_reason;
   out["world_size"] = cluster.world_size();
   out["micro_batches"] = r.micro_batches;
+  out["inter_node_gb_per_gpu"] = round6(to_gb(output.schedule.inter_node_bytes));
   out["tokens_per_step_per_gpu"] = r.tokens_per_step_per_gpu;
   out["parameters"] = models::parameter_count(scenario.model);
   out["breakdown"] = {

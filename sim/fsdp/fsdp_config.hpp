@@ -1,6 +1,7 @@
-// Typed FSDP and training configuration, named after PyTorch's arguments
-// (torch/distributed/fsdp/api.py, fully_sharded_data_parallel.py). Plain aggregates: the app
-// fills and validates them from JSON; nothing here parses strings.
+// Typed parallelism and training configuration, named after PyTorch's arguments
+// (torch/distributed/fsdp/api.py, fully_sharded_data_parallel.py, _fully_shard/_fully_shard.py,
+// torch/nn/parallel/distributed.py). Plain aggregates: the app fills and validates them from JSON;
+// nothing here parses strings.
 #pragma once
 
 #include <cstdint>
@@ -9,39 +10,77 @@
 
 namespace fsdpsim::fsdp {
 
-enum class ShardingStrategy : std::uint8_t { kFullShard };
+enum class Parallelism : std::uint8_t {
+  kFsdp,
+  kDdp,  // torch.nn.parallel.DistributedDataParallel: full replicas, bucketed all-reduce
+};
+
+// torch.distributed.fsdp.ShardingStrategy.
+enum class ShardingStrategy : std::uint8_t {
+  kFullShard,        // params, grads, optimizer sharded; params freed after forward
+  kShardGradOp,      // params kept unsharded from forward to backward (ZeRO-2)
+  kNoShard,          // DDP-like: all-reduce of gradients
+  kHybridShard,      // FULL_SHARD inside a shard group, all-reduce across replicas
+  kHybridShardZero2, // SHARD_GRAD_OP inside a shard group, all-reduce across replicas
+};
 
 // torch.distributed.fsdp.BackwardPrefetch; kNone is `backward_prefetch=None`.
 enum class BackwardPrefetch : std::uint8_t { kBackwardPre, kBackwardPost, kNone };
 
 enum class ActivationCheckpointing : std::uint8_t {
   kNone,
-  kFull,  // checkpoint_wrapper around every transformer block
+  kFull,       // checkpoint_wrapper around every transformer block
+  kSelective,  // checkpoint_wrapper around every n-th block (checkpoint_every_n_blocks)
+  kAttention,  // op-level: only the attention core is recomputed (selective recomputation)
 };
 
 enum class Optimizer : std::uint8_t {
   kAdamW,  // torch.optim.AdamW, foreach implementation (the CUDA default), fp32 states
 };
 
+// How blocks are grouped into FSDP units (auto_wrap_policy / fully_shard calls).
+enum class WrapPolicy : std::uint8_t {
+  kPerBlock,     // transformer_auto_wrap_policy: one unit per block (default)
+  kEveryNBlocks, // one unit per `blocks_per_unit` consecutive blocks
+  kWholeModel,   // no auto-wrap: the root is the only unit
+};
+
 struct FsdpConfig {
+  std::int32_t version = 1;  // 1: FlatParameter FSDP; 2: per-parameter DTensor fully_shard
   ShardingStrategy sharding_strategy = ShardingStrategy::kFullShard;
+  // Ranks one parameter is sharded over for hybrid strategies (0 = GPUs per node, PyTorch's
+  // default intra-node group). Equals the world size for the other strategies.
+  std::int32_t shard_group_size = 0;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::kBackwardPre;  // PyTorch default
   bool forward_prefetch = false;                                        // PyTorch default
   bool limit_all_gathers = true;                                        // PyTorch default
   // _limiter_utils.py: _FreeEventQueue._max_num_inflight_all_gathers = 2 ("empirically chosen").
   std::int32_t max_inflight_all_gathers = 2;
+  // FSDP2 reshard_after_forward: 1 = True (reshard to the shard group), 0 = False (keep),
+  // k > 1 = reshard to groups of k ranks (the backward all-gather stays inside them).
+  std::int32_t reshard_after_forward = 1;
   // MixedPrecision(param_dtype, reduce_dtype); reduce_dtype defaults to param_dtype in PyTorch.
   Dtype param_dtype = Dtype::kBf16;
   Dtype reduce_dtype = Dtype::kBf16;
+  bool cpu_offload = false;  // CPUOffload(offload_params=True)
+  WrapPolicy wrap_policy = WrapPolicy::kPerBlock;
+  std::int32_t blocks_per_unit = 1;  // for kEveryNBlocks
+  // DDP only: bucket_cap_mb (torch.nn.parallel.DistributedDataParallel default 25).
+  double ddp_bucket_cap_mb = 25.0;
 };
 
 struct TrainingConfig {
+  Parallelism parallelism = Parallelism::kFsdp;
   std::int64_t global_batch = 0;  // sequences per optimizer step, all ranks together
   std::int64_t micro_batch = 1;   // sequences per rank per forward/backward
   std::int64_t seq_len = 0;
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::kNone;
+  std::int32_t checkpoint_every_n_blocks = 2;  // for kSelective
   Optimizer optimizer = Optimizer::kAdamW;
   bool flash_attention = true;
+  // Gradient accumulation inside `with model.no_sync()` (FSDP2: set_requires_gradient_sync):
+  // gradients stay unsharded until the last micro-batch reduces them.
+  bool no_sync = false;
 };
 
 }  // namespace fsdpsim::fsdp

@@ -1,6 +1,6 @@
-// The per-rank program of one training step under FSDP1 (FlatParameter) FULL_SHARD, with the
-// streams, events and CPU waits PyTorch uses (torch/distributed/fsdp/_runtime_utils.py), plus
-// what the step's metrics need: FLOP totals and the memory alive before the step starts.
+// The per-rank program of one training step (FSDP1, FSDP2 or DDP), with the streams, events and
+// CPU waits PyTorch uses, plus what the step's metrics need: FLOP totals and the memory alive
+// before the step starts.
 #pragma once
 
 #include <array>
@@ -34,9 +34,13 @@ struct Schedule {
   std::array<Bytes, memory::kMemoryCategoryCount> baseline{};
   Flops model_flops{0.0};     // forward + backward of every micro-batch, no recompute
   Flops hardware_flops{0.0};  // model_flops + activation recompute
+  // Bytes one GPU sends over the network (collectives on groups that span nodes, at the ring's
+  // wire factor: (n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce).
+  Bytes inter_node_bytes{0};
 };
 
-// Preconditions (the app validates): world divides global_batch / micro_batch, sizes positive.
+// Preconditions (the app validates): world divides global_batch / micro_batch, sizes positive,
+// the shard group tiles the cluster (shard_group_problem), FSDP2 options only with version 2.
 Schedule build_schedule(const ScheduleInput& input);
 
 }  // namespace fsdpsim::fsdp

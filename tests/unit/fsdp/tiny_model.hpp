@@ -9,22 +9,31 @@
 
 namespace fsdpsim::fsdp::testing {
 
-// Layer kernels: forward 100 us, backward 200 us (memory-bound, bytes = picoseconds).
+inline Kernel tiny_kernel(std::int64_t microseconds, double gflops) {
+  Kernel k;
+  k.kind = KernelKind::kMemoryBound;
+  k.bytes = Bytes(microseconds * 1'000'000);
+  k.flops = Flops(gflops * 1e9);
+  return k;
+}
+
+// Layer kernels (memory-bound, bytes = picoseconds): forward "attn" 40 us then "mlp" 60 us
+// (1 GFLOP in all), backward 200 us (2 GFLOP). The attention core is the "attn" kernel and
+// saves 40 % of the layer's activations.
 inline models::Layer tiny_layer(std::string name, models::LayerKind kind, std::int64_t numel,
                                 std::int64_t saved_bytes) {
   models::Layer l;
   l.name = std::move(name);
   l.kind = kind;
   l.numel = numel;
-  Kernel forward;
-  forward.kind = KernelKind::kMemoryBound;
-  forward.bytes = Bytes(100'000'000);
-  Kernel backward = forward;
-  backward.bytes = Bytes(200'000'000);
-  l.forward = {{"fwd", forward}};
-  l.backward = {{"bwd", backward}};
+  l.parameter_tensors = 1;
+  l.forward = {{"attn", tiny_kernel(40, 0.4)}, {"mlp", tiny_kernel(60, 0.6)}};
+  l.backward = {{"bwd", tiny_kernel(200, 2.0)}};
   l.saved_activations = Bytes(saved_bytes);
   l.saved_activations_checkpointed = Bytes(saved_bytes / 10);
+  l.attention_forward_begin = 0;
+  l.attention_forward_end = 1;
+  l.attention_core_saved = Bytes(saved_bytes * 4 / 10);
   return l;
 }
 

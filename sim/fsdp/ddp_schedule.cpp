@@ -1,0 +1,172 @@
+// PyTorch DistributedDataParallel as the baseline FSDP is compared with, after
+// torch/nn/parallel/distributed.py and torch/csrc/distributed/c10d/reducer.cpp:
+// - Full replicas: fp32 parameters, fp32 gradients, AdamW states, and the Reducer's flat bucket
+//   buffers (gradient_as_bucket_view=False, the default: gradients are copied into them).
+// - Buckets: parameters in reverse registration order, closed when they reach bucket_cap_mb
+//   (25 MiB; the first bucket 1 MiB, dist._DEFAULT_FIRST_BUCKET_BYTES). We bucket whole layers,
+//   so a layer larger than the cap is one bucket (DDP would split it at parameter boundaries:
+//   the same bytes in more, smaller all-reduces).
+// - When every gradient of a bucket is ready (autograd hook), it is copied into the bucket and
+//   all-reduced on the process group's NCCL stream, which first waits for the compute stream;
+//   buckets are reduced in order. finalize_backward waits for them and copies the buckets back
+//   into .grad.
+// - Mixed precision is torch.autocast: each forward casts the fp32 weights to param_dtype once
+//   (the autocast weight cache), autograd keeps those copies for backward, and the gradients
+//   flow back through the cast into fp32 .grad. reduce_dtype below fp32 is the
+//   bf16/fp16_compress_hook: cast the bucket, all-reduce half the bytes, cast back.
+#include "sim/fsdp/process_groups.hpp"
+#include "sim/fsdp/schedule_flavours.hpp"
+#include "sim/fsdp/step_builder.hpp"
+
+namespace fsdpsim::fsdp {
+namespace {
+
+using engine::StreamId;
+using engine::TensorId;
+using hardware::Collective;
+using memory::MemoryCategory;
+
+// dist._DEFAULT_FIRST_BUCKET_BYTES.
+constexpr std::int64_t kFirstBucketBytes = std::int64_t{1} << 20;
+
+struct Bucket {
+  std::vector<std::size_t> layers;  // reverse order, as they become ready
+  std::int64_t numel = 0;
+};
+
+class DdpStep {
+ public:
+  explicit DdpStep(const ScheduleInput& input)
+      : in_(input),
+        f_(input.fsdp),
+        s_(input),
+        nccl_(s_.add_stream("nccl:world")),
+        world_(s_.add_process_group("nccl:world", comm_group(input.cluster, input.cluster.world_size(), 1))),
+        grads_(s_.workload().layers.size()),
+        has_grad_(s_.workload().layers.size(), false) {
+    make_buckets();
+  }
+
+  Schedule build() {
+    Schedule out;
+    const TrainingConfig& t = in_.training;
+    out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
+    for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) micro_batch(!t.no_sync || mb == out.micro_batches - 1);
+    optimizer_step();
+    const std::int64_t numel = total_numel();
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * numel);
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = Bytes(8 * numel);
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kCommunication)] = Bytes(4 * numel);  // buckets
+    out.model_flops = s_.model_flops();
+    out.hardware_flops = s_.model_flops() + s_.recompute_flops();
+    out.inter_node_bytes = s_.inter_node_bytes();
+    out.program = s_.take();
+    return out;
+  }
+
+ private:
+  std::int64_t total_numel() const {
+    std::int64_t n = 0;
+    for (const models::Layer& l : s_.workload().layers) n += l.numel;
+    return n;
+  }
+
+  void make_buckets() {
+    const auto& layers = s_.workload().layers;
+    const auto cap = static_cast<std::int64_t>(f_.ddp_bucket_cap_mb * static_cast<double>(kBytesPerMiB));
+    std::int64_t limit = kFirstBucketBytes;
+    bucket_of_layer_.resize(layers.size());
+    for (std::size_t i = layers.size(); i-- > 0;) {
+      if (buckets_.empty() || 4 * buckets_.back().numel >= limit) {
+        if (!buckets_.empty()) limit = cap;
+        buckets_.emplace_back();
+      }
+      buckets_.back().layers.push_back(i);
+      buckets_.back().numel += layers[i].numel;
+      bucket_of_layer_[i] = buckets_.size() - 1;
+    }
+  }
+
+  void micro_batch(bool sync) {
+    const auto& layers = s_.workload().layers;
+    const bool autocast = f_.param_dtype != Dtype::kFp32;
+    std::vector<TensorId> saved(layers.size());
+    std::vector<TensorId> weights(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (autocast) {
+        weights[i] = s_.allocate(layers[i].name + ".autocast_weights", elements(layers[i].numel, f_.param_dtype),
+                                 s_.compute(), MemoryCategory::kParameters);
+        s_.copy(layers[i].name + ".autocast_cast", s_.compute(),
+                elements(layers[i].numel, Dtype::kFp32) + elements(layers[i].numel, f_.param_dtype), Phase::kForward,
+                static_cast<std::int32_t>(i));
+      }
+      saved[i] = s_.forward_layer(i, static_cast<std::int32_t>(i));
+    }
+    std::vector<std::size_t> ready(buckets_.size(), 0);
+    for (std::size_t i = layers.size(); i-- > 0;) {
+      const auto g = static_cast<std::int32_t>(i);
+      s_.backward_layer(i, g, saved[i]);
+      // AccumulateGrad: the fp32 .grad is created on the first micro-batch, added to after.
+      const Bytes grad_bytes = elements(layers[i].numel, Dtype::kFp32);
+      if (!has_grad_[i]) {
+        grads_[i] = s_.allocate(layers[i].name + ".grad", grad_bytes, s_.compute(), MemoryCategory::kGradients);
+        has_grad_[i] = true;
+      }
+      if (autocast) {
+        s_.copy(layers[i].name + ".grad_to_fp32", s_.compute(),
+                elements(layers[i].numel, f_.param_dtype) + 2 * grad_bytes, Phase::kBackward, g);
+        s_.free(weights[i]);
+      }
+      const std::size_t b = bucket_of_layer_[i];
+      if (sync && ++ready[b] == buckets_[b].layers.size()) all_reduce(b);
+    }
+    if (sync) {
+      // finalize_backward: wait for the buckets, copy them back into .grad.
+      s_.program().wait_stream(s_.compute(), nccl_);
+      s_.copy("ddp.copy_buckets_to_grads", s_.compute(), Bytes(8 * total_numel()), Phase::kBackward, -1);
+    }
+  }
+
+  void all_reduce(std::size_t b) {
+    const std::int64_t n = buckets_[b].numel;
+    const auto g = static_cast<std::int32_t>(buckets_[b].layers.front());
+    const std::string name = "bucket." + std::to_string(b);
+    s_.copy(name + ".copy_grads_in", s_.compute(), Bytes(8 * n), Phase::kBackward, g);
+    s_.program().wait_stream(nccl_, s_.compute());
+    const Dtype rd = f_.reduce_dtype;
+    if (rd == Dtype::kFp32) {
+      s_.collective(name + ".all_reduce", Collective::kAllReduce, nccl_, world_, elements(n, rd), Phase::kBackward, g);
+      return;
+    }
+    const TensorId compressed = s_.allocate(name + ".compressed", elements(n, rd), nccl_, MemoryCategory::kCommunication);
+    s_.copy(name + ".compress", nccl_, elements(n, Dtype::kFp32) + elements(n, rd), Phase::kBackward, g);
+    s_.collective(name + ".all_reduce", Collective::kAllReduce, nccl_, world_, elements(n, rd), Phase::kBackward, g);
+    s_.copy(name + ".decompress", nccl_, elements(n, Dtype::kFp32) + elements(n, rd), Phase::kBackward, g);
+    s_.free(compressed);
+  }
+
+  void optimizer_step() {
+    std::vector<std::pair<std::string, std::int64_t>> tensors;
+    for (const models::Layer& l : s_.workload().layers) tensors.emplace_back(l.name, l.numel);
+    s_.gpu_adamw(tensors);
+    for (std::size_t i = 0; i < grads_.size(); ++i) {
+      if (has_grad_[i]) s_.free(grads_[i], s_.program().record_event(s_.compute()));
+    }
+  }
+
+  const ScheduleInput& in_;
+  const FsdpConfig& f_;
+  StepBuilder s_;
+  StreamId nccl_;
+  ProcessGroup world_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::size_t> bucket_of_layer_;
+  std::vector<TensorId> grads_;
+  std::vector<bool> has_grad_;
+};
+
+}  // namespace
+
+Schedule build_ddp_schedule(const ScheduleInput& input) { return DdpStep(input).build(); }
+
+}  // namespace fsdpsim::fsdp

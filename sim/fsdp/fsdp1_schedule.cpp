@@ -1,0 +1,385 @@
+// FSDP1 (FlatParameter) event by event, after torch/distributed/fsdp/_runtime_utils.py
+// (PyTorch 2.x): _root_pre_forward, _pre_forward_unshard, _unshard, _post_forward_reshard,
+// _pre_backward_hook, _post_backward_hook, _reduce_grad, _reduce_grad_no_shard,
+// _post_backward_final_callback; _limiter_utils.py for the rate limiter; _flat_param.py for
+// pre_unshard / unshard / post_reshard; api.py for the strategies and prefetch modes.
+#include <algorithm>
+#include <deque>
+
+#include "sim/fsdp/fsdp_units.hpp"
+#include "sim/fsdp/process_groups.hpp"
+#include "sim/fsdp/schedule_flavours.hpp"
+#include "sim/fsdp/step_builder.hpp"
+
+namespace fsdpsim::fsdp {
+namespace {
+
+using engine::EventRef;
+using engine::StreamId;
+using engine::TensorId;
+using hardware::Collective;
+using memory::MemoryCategory;
+
+bool is_hybrid(ShardingStrategy s) {
+  return s == ShardingStrategy::kHybridShard || s == ShardingStrategy::kHybridShardZero2;
+}
+
+// RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES in _runtime_utils.py.
+bool reshards_after_forward(ShardingStrategy s) {
+  return s == ShardingStrategy::kFullShard || s == ShardingStrategy::kHybridShard;
+}
+
+struct UnitState {
+  bool unsharded = false;       // full parameters (or NO_SHARD's low-precision copy) present
+  bool prefetched = false;
+  TensorId full_param = 0;      // _full_param_padded, or NO_SHARD's _mp_shard
+  bool has_full_param = false;
+  TensorId grad_views = 0;      // per-parameter gradients before SplitWithSizesBackward's cat
+  TensorId kept_grad = 0;       // unsharded gradient kept across no_sync micro-batches
+  bool has_kept_grad = false;
+  TensorId grad = 0;            // _saved_grad_shard, or NO_SHARD's full fp32 .grad
+  bool has_grad = false;
+  std::vector<TensorId> saved;  // activations per layer of the unit (forward order)
+};
+
+class Fsdp1Step {
+ public:
+  explicit Fsdp1Step(const ScheduleInput& input)
+      : in_(input),
+        f_(input.fsdp),
+        s_(input),
+        strategy_(f_.sharding_strategy),
+        shard_size_(shard_group_size(input)),
+        units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit,
+                          strategy_ == ShardingStrategy::kNoShard ? 1 : shard_size_)),
+        state_(units_.size()),
+        unit_of_layer_(s_.workload().layers.size()),
+        unshard_(s_.add_stream("unshard")),
+        post_backward_(s_.add_stream("post_backward")),
+        pre_unshard_(s_.add_stream("pre_unshard")),
+        // _init_streams: the all-reduce stream exists only for hybrid strategies; otherwise
+        // it is the default stream.
+        all_reduce_(is_hybrid(strategy_) ? s_.add_stream("all_reduce") : s_.compute()),
+        shard_pg_(s_.add_process_group(is_hybrid(strategy_) ? "nccl:shard" : "nccl:world",
+                                       comm_group(input.cluster, shard_size_, 1))),
+        replicate_pg_(is_hybrid(strategy_)
+                          ? s_.add_process_group("nccl:replicate",
+                                                 comm_group(input.cluster, input.cluster.world_size() / shard_size_,
+                                                            shard_size_))
+                          : ProcessGroup{}) {
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      for (std::size_t layer : units_[u].layers) unit_of_layer_[layer] = u;
+    }
+  }
+
+  Schedule build() {
+    Schedule out;
+    const TrainingConfig& t = in_.training;
+    out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
+    for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) {
+      sync_gradients_ = !t.no_sync || mb == out.micro_batches - 1;
+      micro_batch();
+    }
+    optimizer_step();
+    std::int64_t shard_numel = 0;
+    for (const FsdpUnit& u : units_) shard_numel += u.shard_numel;
+    if (!f_.cpu_offload) {
+      // fp32 parameter shards (4 B) and AdamW's exp_avg and exp_avg_sq (8 B) live on the GPU.
+      // Gradient shards are created during backward (_accumulate_sharded_grad) and freed by
+      // zero_grad(set_to_none=True), so they are tensors of the program.
+      out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * shard_numel);
+      out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = Bytes(8 * shard_numel);
+    }
+    out.model_flops = s_.model_flops();
+    out.hardware_flops = s_.model_flops() + s_.recompute_flops();
+    out.inter_node_bytes = s_.inter_node_bytes();
+    out.units = units_;
+    out.program = s_.take();
+    return out;
+  }
+
+ private:
+  static std::int32_t shard_group_size(const ScheduleInput& in) {
+    if (!is_hybrid(in.fsdp.sharding_strategy)) return in.cluster.world_size();
+    return in.fsdp.shard_group_size > 0 ? in.fsdp.shard_group_size : in.cluster.gpus_per_node;
+  }
+  std::size_t root() const { return units_.size() - 1; }
+  bool sharded() const { return strategy_ != ShardingStrategy::kNoShard; }
+  bool mixed_precision() const { return f_.param_dtype != Dtype::kFp32; }
+  std::int32_t g(std::size_t u) const { return static_cast<std::int32_t>(u); }
+  Phase phase() const { return in_backward_ ? Phase::kBackward : Phase::kForward; }
+
+  // FlatParamHandle.pre_unshard: in the pre-unshard stream, H2D copy of the fp32 shard if
+  // offloaded, and the cast to param_dtype into _mp_shard. For NO_SHARD the low-precision copy
+  // *is* the unsharded parameter; it lives until post_reshard.
+  // Returns whether an _mp_shard was made (and must be freed after the all-gather).
+  bool pre_unshard(std::size_t u, TensorId& mp_shard) {
+    const FsdpUnit& unit = units_[u];
+    const std::int64_t n = unit.shard_numel;
+    if (!mixed_precision() && !f_.cpu_offload) return false;
+    if (f_.cpu_offload) {
+      // _local_shard.to(device, non_blocking=True): an fp32 copy on the GPU first (without
+      // mixed precision it is the all-gather input itself: flat_param_to(device)).
+      mp_shard = s_.allocate(unit.name + ".h2d_shard", elements(n, Dtype::kFp32), pre_unshard_,
+                             MemoryCategory::kParameters);
+      s_.host_transfer(unit.name + ".h2d_shard", pre_unshard_, elements(n, Dtype::kFp32), phase(), g(u));
+    }
+    if (mixed_precision()) {
+      const TensorId staged = mp_shard;
+      mp_shard = s_.allocate(unit.name + "._mp_shard", elements(n, f_.param_dtype), pre_unshard_,
+                             MemoryCategory::kParameters);
+      s_.copy(unit.name + ".cast_shard", pre_unshard_, elements(n, Dtype::kFp32) + elements(n, f_.param_dtype),
+              phase(), g(u));
+      if (f_.cpu_offload) s_.free(staged);
+    }
+    s_.program().wait_stream(unshard_, pre_unshard_);
+    return true;
+  }
+
+  // _unshard: pre_unshard, the rate limiter's CPU wait, the all-gather in the unshard stream.
+  void unshard(std::size_t u) {
+    UnitState& st = state_[u];
+    if (st.unsharded) return;  // FlatParamHandle.needs_unshard() is false: nothing to do
+    const FsdpUnit& unit = units_[u];
+    TensorId mp_shard = 0;
+    const bool has_mp_shard = pre_unshard(u, mp_shard);
+    if (!sharded()) {
+      // NO_SHARD: no collective; the low-precision copy is the unsharded parameter.
+      st.unsharded = true;
+      st.has_full_param = has_mp_shard;
+      st.full_param = mp_shard;
+      return;
+    }
+    if (f_.limit_all_gathers && free_events_.size() >= static_cast<std::size_t>(f_.max_inflight_all_gathers)) {
+      // _FreeEventQueue.dequeue_if_needed + event.synchronize(): the CPU blocks.
+      const EventRef oldest = free_events_.front();
+      free_events_.pop_front();
+      s_.program().cpu_synchronize(oldest, "rate_limiter");
+    }
+    st.full_param = s_.allocate(unit.name + "._full_param_padded", elements(unit.padded_numel, f_.param_dtype),
+                                unshard_, MemoryCategory::kParameters);
+    st.has_full_param = true;
+    s_.collective(unit.name + ".all_gather", Collective::kAllGather, unshard_, shard_pg_,
+                  elements(unit.padded_numel, f_.param_dtype), phase(), g(u));
+    // FlatParamHandle.post_unshard frees _mp_shard with record_stream on the unshard stream.
+    if (has_mp_shard) s_.free(mp_shard, s_.program().record_event(unshard_));
+    st.unsharded = true;
+  }
+
+  // _reshard(free): record_stream(current) + storage resize to 0; with the limiter, a free
+  // event recorded on the compute stream is enqueued. post_reshard frees NO_SHARD's copy.
+  void reshard(std::size_t u, bool free_unsharded) {
+    UnitState& st = state_[u];
+    const EventRef compute_done = s_.program().record_event(s_.compute());
+    if (sharded() && free_unsharded && st.unsharded) {
+      s_.free(st.full_param, compute_done);
+      st.has_full_param = false;
+      st.unsharded = false;
+      st.prefetched = false;
+      if (f_.limit_all_gathers) free_events_.push_back(compute_done);
+    } else if (!sharded() && st.has_full_param) {
+      s_.free(st.full_param, compute_done);
+      st.has_full_param = false;
+      st.unsharded = false;
+    }
+  }
+
+  void prefetch(std::size_t target) {
+    if (state_[target].unsharded) return;
+    unshard(target);
+    state_[target].prefetched = true;
+  }
+
+  // _pre_forward: unshard unless prefetched, wait for it, then forward prefetch of the next unit
+  // in pre-forward order (root first, then blocks).
+  void pre_forward(std::size_t u) {
+    s_.hook(units_[u].name + ".pre_forward", units_[u].parameter_tensors);
+    if (units_[u].is_root) {
+      // _root_pre_forward: the unshard and pre-unshard streams wait for the default stream
+      // (the previous optimizer step).
+      s_.program().wait_stream(unshard_, s_.compute());
+      s_.program().wait_stream(pre_unshard_, s_.compute());
+    }
+    unshard(u);
+    s_.program().wait_stream(s_.compute(), unshard_);
+    if (f_.forward_prefetch) {
+      const std::size_t next = units_[u].is_root ? 0 : u + 1;
+      if (next < root()) prefetch(next);
+    }
+  }
+
+  // _post_forward_reshard: free only for non-root units of FULL_SHARD and HYBRID_SHARD.
+  void post_forward(std::size_t u) {
+    s_.hook(units_[u].name + ".post_forward", units_[u].parameter_tensors);
+    reshard(u, !units_[u].is_root && reshards_after_forward(strategy_));
+  }
+
+  // _pre_backward_hook: unshard unless prefetched, wait, then BACKWARD_PRE prefetch of the unit
+  // before this one in post-forward order (_get_handle_to_prefetch).
+  void pre_backward(std::size_t u) {
+    s_.hook(units_[u].name + ".pre_backward", units_[u].parameter_tensors);
+    if (!state_[u].prefetched) unshard(u);
+    s_.program().wait_stream(s_.compute(), unshard_);
+    if (f_.backward_prefetch == BackwardPrefetch::kBackwardPre && u > 0) prefetch(u - 1);
+    // The unsharded gradient accumulates as per-parameter gradients (autograd, compute stream)
+    // until SplitWithSizesBackward concatenates them into flat_param.grad.
+    state_[u].grad_views = s_.allocate(units_[u].name + ".grad_views", elements(units_[u].numel, f_.param_dtype),
+                                       s_.compute(), MemoryCategory::kGradients);
+  }
+
+  // _post_backward_hook.
+  void post_backward(std::size_t u) {
+    const FsdpUnit& unit = units_[u];
+    UnitState& st = state_[u];
+    s_.hook(unit.name + ".post_backward", unit.parameter_tensors);
+    const TensorId flat_grad = s_.allocate(unit.name + ".flat_grad", elements(unit.numel, f_.param_dtype),
+                                           s_.compute(), MemoryCategory::kGradients);
+    s_.copy(unit.name + ".grad_cat", s_.compute(), 2 * elements(unit.numel, f_.param_dtype), Phase::kBackward, g(u));
+    s_.free(st.grad_views);
+    if (st.has_kept_grad) {
+      // AccumulateGrad adds the new gradient into the one kept by no_sync.
+      s_.copy(unit.name + ".accumulate_unsharded_grad", s_.compute(), 3 * elements(unit.numel, f_.param_dtype),
+              Phase::kBackward, g(u));
+      s_.free(flat_grad);
+    } else if (!sync_gradients_) {
+      st.kept_grad = flat_grad;
+      st.has_kept_grad = true;
+    }
+    // _post_backward_reshard: _should_free_in_backward (sharded, and syncing or a strategy that
+    // reshards after forward), then BACKWARD_POST prefetch.
+    reshard(u, sync_gradients_ || reshards_after_forward(strategy_));
+    if (f_.backward_prefetch == BackwardPrefetch::kBackwardPost && u > 0) prefetch(u - 1);
+    if (!sync_gradients_) return;  // inside no_sync: the unsharded gradient waits
+    const TensorId grad = st.has_kept_grad ? st.kept_grad : flat_grad;
+    reduce(u, grad);
+    st.has_kept_grad = false;
+  }
+
+  // _reduce_grad / _reduce_grad_no_shard in the post-backward stream.
+  void reduce(std::size_t u, TensorId unsharded_grad) {
+    const FsdpUnit& unit = units_[u];
+    UnitState& st = state_[u];
+    const Dtype reduce_dtype = f_.reduce_dtype;
+    s_.program().wait_stream(post_backward_, s_.compute());
+    // flat_param.grad.to(reduce_dtype), then F.pad to a multiple of the shard group.
+    TensorId input = unsharded_grad;
+    const bool cast = reduce_dtype != f_.param_dtype || unit.padded_numel != unit.numel;
+    if (cast) {
+      input = s_.allocate(unit.name + ".reduce_input", elements(unit.padded_numel, reduce_dtype), post_backward_,
+                          MemoryCategory::kCommunication);
+      s_.copy(unit.name + ".grad_to_reduce_dtype", post_backward_,
+              elements(unit.numel, f_.param_dtype) + elements(unit.padded_numel, reduce_dtype), Phase::kBackward, g(u));
+    }
+    StreamId accumulate_stream = post_backward_;
+    TensorId output = input;
+    bool separate_output = false;
+    if (!sharded()) {
+      s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, post_backward_, shard_pg_,
+                    elements(unit.numel, reduce_dtype), Phase::kBackward, g(u));
+    } else {
+      output = s_.allocate(unit.name + ".reduce_scatter_output", elements(unit.shard_numel, reduce_dtype),
+                           post_backward_, MemoryCategory::kCommunication);
+      separate_output = true;
+      s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, post_backward_, shard_pg_,
+                    elements(unit.padded_numel, reduce_dtype), Phase::kBackward, g(u));
+      if (is_hybrid(strategy_)) {
+        // The replica all-reduce of the shard, in the all-reduce stream on the inter-node group.
+        s_.program().wait_stream(all_reduce_, post_backward_);
+        s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, all_reduce_, replicate_pg_,
+                      elements(unit.shard_numel, reduce_dtype), Phase::kBackward, g(u));
+        accumulate_stream = all_reduce_;
+      }
+    }
+    // _accumulate_sharded_grad / _cast_grad_to_param_dtype: fp32 gradient kept (or added to)
+    // until the optimizer step; for NO_SHARD the full .grad.
+    const std::int64_t grad_numel = sharded() ? unit.shard_numel : unit.numel;
+    if (!st.has_grad) {
+      st.grad = s_.allocate(unit.name + (sharded() ? "._saved_grad_shard" : ".grad"),
+                            elements(grad_numel, Dtype::kFp32), accumulate_stream, MemoryCategory::kGradients);
+      st.has_grad = true;
+    }
+    s_.copy(unit.name + ".accumulate_grad", accumulate_stream,
+            elements(grad_numel, reduce_dtype) + 3 * elements(grad_numel, Dtype::kFp32), Phase::kBackward, g(u));
+    if (f_.cpu_offload) {
+      // _offload_grad: non-blocking D2H into the pinned _cpu_grad.
+      s_.host_transfer(unit.name + ".d2h_grad", accumulate_stream, elements(grad_numel, Dtype::kFp32),
+                       Phase::kBackward, g(u));
+    }
+    // Buffers made and used on the post-backward stream are reusable in stream order at once;
+    // the shard handed to the all-reduce stream is record_stream'ed there (HSDP).
+    const EventRef reduced = s_.program().record_event(accumulate_stream);
+    if (separate_output) s_.free(output, is_hybrid(strategy_) ? reduced : EventRef{});
+    if (cast) s_.free(input);
+    // record_stream(autograd_computed_grad, post_backward) before it goes out of scope.
+    s_.free(unsharded_grad, reduced);
+  }
+
+  void micro_batch() {
+    const models::Workload& w = s_.workload();
+    in_backward_ = false;
+    for (std::size_t layer = 0; layer < w.layers.size(); ++layer) {
+      const std::size_t u = unit_of_layer_[layer];
+      if (layer == units_[u].layers.front()) pre_forward(u);
+      state_[u].saved.push_back(s_.forward_layer(layer, g(u)));
+      if (layer == units_[u].layers.back()) post_forward(u);
+    }
+    in_backward_ = true;
+    for (std::size_t layer = w.layers.size(); layer-- > 0;) {
+      const std::size_t u = unit_of_layer_[layer];
+      if (layer == units_[u].layers.back()) pre_backward(u);
+      const auto& layers = units_[u].layers;
+      const std::size_t position = static_cast<std::size_t>(std::find(layers.begin(), layers.end(), layer) - layers.begin());
+      s_.backward_layer(layer, g(u), state_[u].saved[position]);
+      if (layer == layers.front()) {
+        state_[u].saved.clear();
+        post_backward(u);
+      }
+    }
+    // _post_backward_final_callback: the default stream waits for the post-backward and
+    // all-reduce streams; with CPU offload the CPU synchronizes before the CPU optimizer.
+    s_.program().wait_stream(s_.compute(), post_backward_);
+    s_.program().wait_stream(s_.compute(), all_reduce_);
+  }
+
+  void optimizer_step() {
+    const EventRef done = s_.program().record_event(s_.compute());
+    if (f_.cpu_offload) {
+      s_.program().cpu_synchronize(done, "offload_synchronize");
+      std::int64_t numel = 0;
+      for (const FsdpUnit& u : units_) numel += sharded() ? u.shard_numel : u.numel;
+      s_.cpu_adamw(numel);
+    } else {
+      std::vector<std::pair<std::string, std::int64_t>> tensors;
+      for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, sharded() ? u.shard_numel : u.numel);
+      s_.gpu_adamw(tensors);
+    }
+    // zero_grad(set_to_none=True) frees the gradients.
+    for (UnitState& st : state_) {
+      if (st.has_grad) s_.free(st.grad, s_.program().record_event(s_.compute()));
+    }
+  }
+
+  const ScheduleInput& in_;
+  const FsdpConfig& f_;
+  StepBuilder s_;
+  ShardingStrategy strategy_;
+  std::int32_t shard_size_;
+  std::vector<FsdpUnit> units_;
+  std::vector<UnitState> state_;
+  std::vector<std::size_t> unit_of_layer_;
+  StreamId unshard_;
+  StreamId post_backward_;
+  StreamId pre_unshard_;
+  StreamId all_reduce_;
+  ProcessGroup shard_pg_;
+  ProcessGroup replicate_pg_;
+  std::deque<EventRef> free_events_;
+  bool sync_gradients_ = true;
+  bool in_backward_ = false;
+};
+
+}  // namespace
+
+Schedule build_fsdp1_schedule(const ScheduleInput& input) { return Fsdp1Step(input).build(); }
+
+}  // namespace fsdpsim::fsdp

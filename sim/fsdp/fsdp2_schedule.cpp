@@ -1,0 +1,374 @@
+// FSDP2 (per-parameter DTensor sharding, fully_shard) event by event, after
+// torch/distributed/fsdp/_fully_shard/: _fsdp_param_group.py (unshard, wait_for_unshard,
+// reshard, pre_backward, post_backward, _backward_prefetch), _fsdp_collectives.py
+// (foreach_all_gather, foreach_all_gather_copy_out, foreach_reduce), _fsdp_state.py (root
+// pre-forward, post-backward final callback).
+//
+// Differences from FSDP1 that change the schedule:
+// - No record_stream: a buffer used on another stream is freed only after the consuming streams
+//   waited for an event, so frees are stream-ordered and memory is released deterministically.
+// - Four streams: all-gather copy-in, all-gather, reduce-scatter, all-reduce (HSDP).
+// - Forward prefetch is implicit: the next all-gather runs on its own streams; it waits only for
+//   the copy-out of the unit before, whose all-gather output is kept until then
+//   (AllGatherState). No rate limiter, no CPU synchronization.
+// - Backward prefetch is explicit, one unit ahead in reverse post-forward order.
+// - Each reduce-scatter's input is kept until the next unit's reduction waits for it
+//   (ReduceScatterState).
+#include <algorithm>
+#include <optional>
+
+#include "sim/fsdp/fsdp_units.hpp"
+#include "sim/fsdp/process_groups.hpp"
+#include "sim/fsdp/schedule_flavours.hpp"
+#include "sim/fsdp/step_builder.hpp"
+
+namespace fsdpsim::fsdp {
+namespace {
+
+using engine::EventRef;
+using engine::StreamId;
+using engine::TensorId;
+using hardware::Collective;
+using memory::MemoryCategory;
+
+struct UnitState {
+  bool all_gathered = false;   // an all-gather result waits for its copy-out
+  TensorId all_gather_output = 0;
+  EventRef all_gather_done;
+  bool unsharded = false;      // per-parameter unsharded tensors present
+  TensorId unsharded_params = 0;
+  bool post_forward_shard = false;  // reshard_after_forward = k: the k-way shard kept
+  TensorId post_forward_params = 0;
+  TensorId grads = 0;          // unsharded gradients (autograd, param_dtype)
+  TensorId accumulated = 0;    // unsharded_accumulated_grad kept by set_requires_gradient_sync(False)
+  bool has_accumulated = false;
+  TensorId grad_shard = 0;     // sharded fp32 gradient
+  bool has_grad_shard = false;
+  std::vector<TensorId> saved;
+};
+
+struct HeldBuffer {  // AllGatherState / ReduceScatterState
+  TensorId tensor = 0;
+  EventRef event;
+};
+
+class Fsdp2Step {
+ public:
+  explicit Fsdp2Step(const ScheduleInput& input)
+      : in_(input),
+        f_(input.fsdp),
+        s_(input),
+        hsdp_(f_.sharding_strategy == ShardingStrategy::kHybridShard),
+        shard_size_(hsdp_ ? (f_.shard_group_size > 0 ? f_.shard_group_size : input.cluster.gpus_per_node)
+                          : input.cluster.world_size()),
+        units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit, shard_size_)),
+        state_(units_.size()),
+        unit_of_layer_(s_.workload().layers.size()),
+        copy_in_(s_.add_stream("all_gather_copy_in")),
+        all_gather_(s_.add_stream("all_gather")),
+        reduce_scatter_(s_.add_stream("reduce_scatter")),
+        all_reduce_(hsdp_ ? s_.add_stream("all_reduce") : reduce_scatter_),
+        shard_pg_(s_.add_process_group(hsdp_ ? "nccl:shard" : "nccl:world", comm_group(input.cluster, shard_size_, 1))),
+        replicate_pg_(hsdp_ ? s_.add_process_group("nccl:replicate",
+                                                   comm_group(input.cluster, input.cluster.world_size() / shard_size_,
+                                                              shard_size_))
+                            : ProcessGroup{}),
+        post_forward_pg_(f_.reshard_after_forward > 1
+                             ? s_.add_process_group("nccl:post_forward", comm_group(input.cluster, f_.reshard_after_forward, 1))
+                             : ProcessGroup{}) {
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      for (std::size_t layer : units_[u].layers) unit_of_layer_[layer] = u;
+    }
+  }
+
+  Schedule build() {
+    Schedule out;
+    const TrainingConfig& t = in_.training;
+    out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
+    for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) {
+      sync_gradients_ = !t.no_sync || mb == out.micro_batches - 1;
+      micro_batch();
+    }
+    optimizer_step();
+    std::int64_t shard_numel = 0;
+    for (const FsdpUnit& u : units_) shard_numel += u.shard_numel;
+    if (!f_.cpu_offload) {
+      out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * shard_numel);
+      out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = Bytes(8 * shard_numel);
+    }
+    out.model_flops = s_.model_flops();
+    out.hardware_flops = s_.model_flops() + s_.recompute_flops();
+    out.inter_node_bytes = s_.inter_node_bytes();
+    out.units = units_;
+    out.program = s_.take();
+    return out;
+  }
+
+ private:
+  std::int32_t g(std::size_t u) const { return static_cast<std::int32_t>(u); }
+  Phase phase() const { return in_backward_ ? Phase::kBackward : Phase::kForward; }
+  std::size_t root() const { return units_.size() - 1; }
+  // fully_shard(reshard_after_forward=...) per unit; the root defaults to False (FSDPState's
+  // lazy init: its parameters are needed again right away in backward).
+  std::int32_t reshard_after_forward(std::size_t u) const {
+    return units_[u].is_root ? 0 : f_.reshard_after_forward;
+  }
+
+  // FSDPParamGroup.unshard: copy-in (cast to param_dtype into the all-gather buffer) in the
+  // copy-in stream, all-gather in the all-gather stream. From the post-forward k-way shard the
+  // all-gather runs over the k ranks that hold it.
+  void unshard(std::size_t u) {
+    UnitState& st = state_[u];
+    if (st.all_gathered || st.unsharded) return;
+    const FsdpUnit& unit = units_[u];
+    const bool from_post_forward = st.post_forward_shard;
+    const std::int64_t group = from_post_forward ? f_.reshard_after_forward : shard_size_;
+    const std::int64_t shard = (unit.numel + group - 1) / group;
+    const Bytes gathered = elements(shard * group, f_.param_dtype);
+    st.all_gather_output = s_.allocate(unit.name + ".all_gather_output", gathered, copy_in_, MemoryCategory::kParameters);
+    if (f_.cpu_offload && !from_post_forward) {
+      s_.host_transfer(unit.name + ".h2d_shard", copy_in_, elements(shard, Dtype::kFp32), phase(), g(u));
+    }
+    const Bytes read = from_post_forward ? elements(shard, f_.param_dtype) : elements(shard, Dtype::kFp32);
+    s_.copy(unit.name + ".all_gather_copy_in", copy_in_, read + elements(shard, f_.param_dtype), phase(), g(u));
+    s_.program().wait_stream(all_gather_, copy_in_);
+    s_.collective(unit.name + ".all_gather", Collective::kAllGather, all_gather_,
+                  from_post_forward ? post_forward_pg_ : shard_pg_, gathered, phase(), g(u));
+    st.all_gather_done = s_.program().record_event(all_gather_);
+    st.all_gathered = true;
+  }
+
+  // FSDPParamGroup.wait_for_unshard: in forward, free the previous unit's all-gather output once
+  // its copy-out is done; copy-out into the per-parameter tensors on the compute stream.
+  void wait_for_unshard(std::size_t u) {
+    UnitState& st = state_[u];
+    if (!st.all_gathered) return;
+    const FsdpUnit& unit = units_[u];
+    if (!in_backward_ && previous_all_gather_) {
+      s_.program().wait_event(copy_in_, previous_all_gather_->event);
+      s_.program().wait_event(all_gather_, previous_all_gather_->event);
+      s_.free(previous_all_gather_->tensor);
+      previous_all_gather_.reset();
+    }
+    s_.program().wait_event(s_.compute(), st.all_gather_done);
+    st.unsharded_params = s_.allocate(unit.name + ".unsharded_params", elements(unit.numel, f_.param_dtype),
+                                      s_.compute(), MemoryCategory::kParameters);
+    s_.copy(unit.name + ".all_gather_copy_out", s_.compute(),
+            elements(unit.padded_numel, f_.param_dtype) + elements(unit.numel, f_.param_dtype), phase(), g(u));
+    if (st.post_forward_shard) {
+      s_.free(st.post_forward_params);
+      st.post_forward_shard = false;
+    }
+    const EventRef copied = s_.program().record_event(s_.compute());
+    if (!in_backward_) {
+      previous_all_gather_ = HeldBuffer{st.all_gather_output, copied};
+    } else {
+      s_.program().wait_event(copy_in_, copied);
+      s_.program().wait_event(all_gather_, copied);
+      s_.free(st.all_gather_output);
+    }
+    st.all_gathered = false;
+    st.unsharded = true;
+  }
+
+  void pre_forward(std::size_t u) {
+    s_.hook(units_[u].name + ".pre_forward", units_[u].parameter_tensors);
+    if (units_[u].is_root) {
+      // The root's pre-forward: the all-gather streams wait for the optimizer step.
+      s_.program().wait_stream(copy_in_, s_.compute());
+      s_.program().wait_stream(all_gather_, s_.compute());
+    }
+    unshard(u);
+    wait_for_unshard(u);
+    if (f_.forward_prefetch) {  // set_modules_to_forward_prefetch([next])
+      const std::size_t next = units_[u].is_root ? 0 : u + 1;
+      if (next < root()) unshard(next);
+    }
+  }
+
+  void post_forward(std::size_t u) {
+    s_.hook(units_[u].name + ".post_forward", units_[u].parameter_tensors);
+    if (units_[u].is_root && previous_all_gather_) {
+      // FSDPState._post_forward of the root: free the last all-gather result once its copy-out
+      // is done.
+      s_.program().wait_event(copy_in_, previous_all_gather_->event);
+      s_.program().wait_event(all_gather_, previous_all_gather_->event);
+      s_.free(previous_all_gather_->tensor);
+      previous_all_gather_.reset();
+    }
+    const std::int32_t k = reshard_after_forward(u);
+    UnitState& st = state_[u];
+    if (k == 0 || !st.unsharded) return;
+    if (k > 1) {
+      // FSDPParam.to_sharded_post_forward: keep this rank's 1/k of the unsharded parameters.
+      const std::int64_t shard = (units_[u].numel + k - 1) / k;
+      st.post_forward_params = s_.allocate(units_[u].name + ".post_forward_shard", elements(shard, f_.param_dtype),
+                                           s_.compute(), MemoryCategory::kParameters);
+      s_.copy(units_[u].name + ".post_forward_reshard", s_.compute(), 2 * elements(shard, f_.param_dtype),
+              Phase::kForward, g(u));
+      st.post_forward_shard = true;
+    }
+    s_.free(st.unsharded_params);
+    st.unsharded = false;
+  }
+
+  void pre_backward(std::size_t u) {
+    s_.hook(units_[u].name + ".pre_backward", units_[u].parameter_tensors);
+    unshard(u);
+    wait_for_unshard(u);
+    // _backward_prefetch: the unit before this one in post-forward order.
+    if (f_.backward_prefetch != BackwardPrefetch::kNone && u > 0) unshard(u - 1);
+    // Autograd writes each parameter's gradient separately (no FlatParameter concat).
+    state_[u].grads = s_.allocate(units_[u].name + ".unsharded_grads", elements(units_[u].numel, f_.param_dtype),
+                                  s_.compute(), MemoryCategory::kGradients);
+  }
+
+  void post_backward(std::size_t u) {
+    const FsdpUnit& unit = units_[u];
+    UnitState& st = state_[u];
+    s_.hook(unit.name + ".post_backward", unit.parameter_tensors);
+    if (st.unsharded) {  // reshard_after_backward (default True)
+      s_.free(st.unsharded_params);
+      st.unsharded = false;
+    }
+    const Dtype rd = f_.reduce_dtype;
+    const bool had_accumulated = st.has_accumulated;
+    TensorId grads = st.grads;
+    if (had_accumulated) {
+      // The new gradient is added into the accumulated one.
+      s_.copy(unit.name + ".accumulate_unsharded_grad", s_.compute(),
+              elements(unit.numel, f_.param_dtype) + 2 * elements(unit.numel, rd), Phase::kBackward, g(u));
+      s_.free(st.grads);
+      grads = st.accumulated;
+    }
+    if (!sync_gradients_) {
+      if (!had_accumulated) {
+        // FSDPParam.to_accumulated_grad_if_needed: keep the gradient in reduce_dtype.
+        if (rd != f_.param_dtype) {
+          st.accumulated = s_.allocate(unit.name + ".accumulated_grad", elements(unit.numel, rd), s_.compute(),
+                                       MemoryCategory::kGradients);
+          s_.copy(unit.name + ".grad_to_reduce_dtype", s_.compute(),
+                  elements(unit.numel, f_.param_dtype) + elements(unit.numel, rd), Phase::kBackward, g(u));
+          s_.free(st.grads);
+        } else {
+          st.accumulated = st.grads;
+        }
+        st.has_accumulated = true;
+      }
+      return;
+    }
+    st.has_accumulated = false;
+    // post_backward: wait for the previous reduce-scatter before reusing its input's memory.
+    if (previous_reduce_scatter_) {
+      s_.program().wait_event(s_.compute(), previous_reduce_scatter_->event);
+      s_.free(previous_reduce_scatter_->tensor);
+      previous_reduce_scatter_.reset();
+    }
+    // foreach_reduce: chunk-cat the gradients into the reduce-scatter input (reduce_dtype) on the
+    // compute stream, free the gradients, reduce-scatter in the reduce-scatter stream.
+    const TensorId input = s_.allocate(unit.name + ".reduce_scatter_input", elements(unit.padded_numel, rd),
+                                       s_.compute(), MemoryCategory::kCommunication);
+    s_.copy(unit.name + ".reduce_scatter_copy_in", s_.compute(),
+            elements(unit.numel, had_accumulated ? rd : f_.param_dtype) + elements(unit.padded_numel, rd),
+            Phase::kBackward, g(u));
+    s_.free(grads);
+    s_.program().wait_stream(reduce_scatter_, s_.compute());
+    const TensorId output = s_.allocate(unit.name + ".reduce_scatter_output", elements(unit.shard_numel, rd),
+                                        reduce_scatter_, MemoryCategory::kCommunication);
+    s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, reduce_scatter_, shard_pg_,
+                  elements(unit.padded_numel, rd), Phase::kBackward, g(u));
+    const EventRef scattered = s_.program().record_event(reduce_scatter_);
+    StreamId post_reduce = reduce_scatter_;
+    if (hsdp_) {
+      s_.program().wait_stream(all_reduce_, reduce_scatter_);
+      s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, all_reduce_, replicate_pg_,
+                    elements(unit.shard_numel, rd), Phase::kBackward, g(u));
+      post_reduce = all_reduce_;
+    }
+    if (!st.has_grad_shard) {
+      st.grad_shard = s_.allocate(unit.name + ".sharded_grad", elements(unit.shard_numel, Dtype::kFp32), post_reduce,
+                                  MemoryCategory::kGradients);
+      st.has_grad_shard = true;
+    }
+    s_.copy(unit.name + ".accumulate_grad", post_reduce,
+            elements(unit.shard_numel, rd) + 3 * elements(unit.shard_numel, Dtype::kFp32), Phase::kBackward, g(u));
+    if (f_.cpu_offload) {
+      s_.host_transfer(unit.name + ".d2h_grad", post_reduce, elements(unit.shard_numel, Dtype::kFp32),
+                       Phase::kBackward, g(u));
+    }
+    s_.free(output);
+    previous_reduce_scatter_ = HeldBuffer{input, scattered};
+  }
+
+  void micro_batch() {
+    const models::Workload& w = s_.workload();
+    in_backward_ = false;
+    for (std::size_t layer = 0; layer < w.layers.size(); ++layer) {
+      const std::size_t u = unit_of_layer_[layer];
+      if (layer == units_[u].layers.front()) pre_forward(u);
+      state_[u].saved.push_back(s_.forward_layer(layer, g(u)));
+      if (layer == units_[u].layers.back()) post_forward(u);
+    }
+    in_backward_ = true;
+    for (std::size_t layer = w.layers.size(); layer-- > 0;) {
+      const std::size_t u = unit_of_layer_[layer];
+      const auto& layers = units_[u].layers;
+      if (layer == layers.back()) pre_backward(u);
+      const auto position = static_cast<std::size_t>(std::find(layers.begin(), layers.end(), layer) - layers.begin());
+      s_.backward_layer(layer, g(u), state_[u].saved[position]);
+      if (layer == layers.front()) {
+        state_[u].saved.clear();
+        post_backward(u);
+      }
+    }
+    // The root's post-backward final callback: the compute stream waits for the reductions.
+    s_.program().wait_stream(s_.compute(), reduce_scatter_);
+    s_.program().wait_stream(s_.compute(), all_reduce_);
+    if (previous_reduce_scatter_) {
+      s_.free(previous_reduce_scatter_->tensor);
+      previous_reduce_scatter_.reset();
+    }
+  }
+
+  void optimizer_step() {
+    if (f_.cpu_offload) {
+      s_.program().cpu_synchronize(s_.program().record_event(s_.compute()), "offload_synchronize");
+      std::int64_t numel = 0;
+      for (const FsdpUnit& u : units_) numel += u.shard_numel;
+      s_.cpu_adamw(numel);
+    } else {
+      std::vector<std::pair<std::string, std::int64_t>> tensors;
+      for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, u.shard_numel);
+      s_.gpu_adamw(tensors);
+    }
+    for (UnitState& st : state_) {
+      if (st.has_grad_shard) s_.free(st.grad_shard, s_.program().record_event(s_.compute()));
+    }
+  }
+
+  const ScheduleInput& in_;
+  const FsdpConfig& f_;
+  StepBuilder s_;
+  bool hsdp_;
+  std::int32_t shard_size_;
+  std::vector<FsdpUnit> units_;
+  std::vector<UnitState> state_;
+  std::vector<std::size_t> unit_of_layer_;
+  StreamId copy_in_;
+  StreamId all_gather_;
+  StreamId reduce_scatter_;
+  StreamId all_reduce_;
+  ProcessGroup shard_pg_;
+  ProcessGroup replicate_pg_;
+  ProcessGroup post_forward_pg_;
+  std::optional<HeldBuffer> previous_all_gather_;
+  std::optional<HeldBuffer> previous_reduce_scatter_;
+  bool sync_gradients_ = true;
+  bool in_backward_ = false;
+};
+
+}  // namespace
+
+Schedule build_fsdp2_schedule(const ScheduleInput& input) { return Fsdp2Step(input).build(); }
+
+}  // namespace fsdpsim::fsdp

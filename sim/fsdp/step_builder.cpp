@@ -1,0 +1,206 @@
+#include "sim/fsdp/step_builder.hpp"
+
+#include <fmt/format.h>
+
+#include "hardware/collective_cost.hpp"
+
+namespace fsdpsim::fsdp {
+
+using engine::LaunchSpec;
+using engine::OpId;
+using engine::OpKind;
+using engine::StreamId;
+using engine::TensorId;
+using memory::MemoryCategory;
+
+namespace {
+
+constexpr std::uint8_t tag(Phase p) { return static_cast<std::uint8_t>(p); }
+
+// torch/optim/adamw.py::_multi_tensor_adamw reads param, grad, exp_avg, exp_avg_sq and writes
+// param, exp_avg, exp_avg_sq: 7 fp32 passes per element with the foreach kernels fused per op.
+constexpr std::int64_t kGpuAdamwBytesPerElement = 7 * 4;
+// _single_tensor_adamw (the CPU path): lerp_ (r2 w1), mul_ + addcmul_ (r1 w1 + r3 w1),
+// mul_ for weight decay (r1 w1), sqrt / div / add_ into a temporary (r1 w1 + r1 w1 + r1 w1),
+// addcdiv_ (r3 w1): 20 fp32 passes per element.
+constexpr std::int64_t kCpuAdamwBytesPerElement = 20 * 4;
+
+}  // namespace
+
+StepBuilder::StepBuilder(const ScheduleInput& input)
+    : in_(input),
+      w_(*input.workload),
+      compute_(b_.add_stream("compute")),
+      launch_cost_(to_sim_time(input.cluster.kernel_launch_overhead)) {
+  std::int32_t blocks = 0;
+  for (const models::Layer& l : w_.layers) {
+    block_number_.push_back(l.kind == models::LayerKind::kBlock ? blocks++ : -1);
+  }
+}
+
+ProcessGroup StepBuilder::add_process_group(std::string name, hardware::CommGroup ranks) {
+  return ProcessGroup{b_.add_channel(std::move(name)), ranks};
+}
+
+OpId StepBuilder::kernel(std::string_view layer, std::string_view pass, const models::NamedKernel& k,
+                         Phase phase, std::int32_t group) {
+  const std::string name = fmt::format("{}.{}.{}", layer, pass, k.name);
+  LaunchSpec spec;
+  spec.name = name;
+  spec.stream = compute_;
+  spec.kind = OpKind::kCompute;
+  spec.phase = tag(phase);
+  spec.group = group;
+  spec.duration = to_sim_time(hardware::kernel_time(in_.cluster.gpu, k.kernel));
+  // NCCL's channels take SMs from kernels that overlap a collective.
+  spec.contended_duration =
+      to_sim_time(hardware::kernel_time_sharing_sms(in_.cluster.gpu, k.kernel, in_.cluster.nccl_channels));
+  spec.launch_cost = launch_cost_;
+  spec.flops = k.kernel.flops;
+  spec.bytes = k.kernel.bytes;
+  (phase == Phase::kRecompute ? recompute_flops_ : model_flops_) += k.kernel.flops;
+  return b_.launch(spec);
+}
+
+OpId StepBuilder::copy(std::string_view name, StreamId stream, Bytes bytes, Phase phase, std::int32_t group) {
+  Kernel k;
+  k.kind = KernelKind::kMemoryBound;
+  k.bytes = bytes;
+  LaunchSpec spec;
+  spec.name = name;
+  spec.stream = stream;
+  spec.kind = OpKind::kCopy;
+  spec.phase = tag(phase);
+  spec.group = group;
+  spec.duration = to_sim_time(hardware::kernel_time(in_.cluster.gpu, k));
+  spec.launch_cost = launch_cost_;
+  spec.bytes = bytes;
+  return b_.launch(spec);
+}
+
+OpId StepBuilder::host_transfer(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
+                                std::int32_t group) {
+  LaunchSpec spec;
+  spec.name = name;
+  spec.stream = stream;
+  spec.kind = OpKind::kCopy;
+  spec.phase = tag(phase);
+  spec.group = group;
+  spec.duration = to_sim_time(bytes / in_.cluster.pcie_bandwidth);
+  spec.launch_cost = launch_cost_;
+  spec.bytes = bytes;
+  return b_.launch(spec);
+}
+
+OpId StepBuilder::collective(std::string_view name, hardware::Collective op, StreamId stream,
+                             const ProcessGroup& pg, Bytes bytes, Phase phase, std::int32_t group) {
+  LaunchSpec spec;
+  spec.name = name;
+  spec.stream = stream;
+  spec.channel = pg.channel;
+  spec.kind = OpKind::kCommunication;
+  spec.phase = tag(phase);
+  spec.group = group;
+  spec.duration = to_sim_time(hardware::collective_time(in_.cluster, op, pg.ranks, bytes));
+  if (pg.ranks.ranks_per_node < pg.ranks.ranks) {
+    inter_node_bytes_ += Bytes(static_cast<std::int64_t>(
+        hardware::ring_wire_factor(op, pg.ranks.ranks) * static_cast<double>(bytes.value())));
+  }
+  spec.launch_cost = launch_cost_;
+  spec.bytes = bytes;
+  return b_.launch(spec);
+}
+
+void StepBuilder::hook(std::string_view name, std::int32_t parameter_tensors) {
+  const Seconds cost = in_.cluster.fsdp_hook_overhead + in_.cluster.fsdp_parameter_overhead * parameter_tensors;
+  if (cost.value() > 0.0) b_.cpu_work(name, to_sim_time(cost));
+}
+
+TensorId StepBuilder::allocate(std::string_view name, Bytes size, StreamId stream, MemoryCategory category) {
+  return b_.allocate(name, size, stream, static_cast<std::uint8_t>(category));
+}
+
+CheckpointMode StepBuilder::checkpoint_mode(std::size_t layer) const {
+  const std::int32_t block = block_number_[layer];
+  if (block < 0) return CheckpointMode::kSave;  // embedding and head are never wrapped
+  switch (in_.training.activation_checkpointing) {
+    case ActivationCheckpointing::kNone: return CheckpointMode::kSave;
+    case ActivationCheckpointing::kFull: return CheckpointMode::kWholeLayer;
+    case ActivationCheckpointing::kSelective:
+      // Every n-th block, counting from the first (apply_activation_checkpointing with a
+      // check_fn that selects block indices divisible by n, as torchtitan's "selective" mode).
+      return block % in_.training.checkpoint_every_n_blocks == 0 ? CheckpointMode::kWholeLayer
+                                                                  : CheckpointMode::kSave;
+    case ActivationCheckpointing::kAttention: return CheckpointMode::kAttentionCore;
+  }
+  return CheckpointMode::kSave;
+}
+
+void StepBuilder::run_forward_kernels(const models::Layer& l, std::size_t begin, std::size_t end, Phase phase,
+                                      std::int32_t group) {
+  const char* pass = phase == Phase::kRecompute ? "recompute" : "fwd";
+  for (std::size_t i = begin; i < end; ++i) kernel(l.name, pass, l.forward[i], phase, group);
+}
+
+TensorId StepBuilder::forward_layer(std::size_t layer, std::int32_t group) {
+  const models::Layer& l = w_.layers[layer];
+  Bytes saved = l.saved_activations;
+  switch (checkpoint_mode(layer)) {
+    case CheckpointMode::kSave: break;
+    case CheckpointMode::kWholeLayer: saved = l.saved_activations_checkpointed; break;
+    case CheckpointMode::kAttentionCore: saved = l.saved_activations - l.attention_core_saved; break;
+  }
+  const TensorId kept = allocate(l.name + ".saved", saved, compute_, MemoryCategory::kActivations);
+  const TensorId temp = allocate(l.name + ".forward_temp", l.forward_transient_peak, compute_,
+                                 MemoryCategory::kActivations);
+  run_forward_kernels(l, 0, l.forward.size(), Phase::kForward, group);
+  free(temp);
+  return kept;
+}
+
+void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId saved) {
+  const models::Layer& l = w_.layers[layer];
+  const CheckpointMode mode = checkpoint_mode(layer);
+  bool recomputed_any = false;
+  TensorId recomputed = 0;
+  if (mode != CheckpointMode::kSave) {
+    // torch.utils.checkpoint re-runs the forward (or the checkpointed region) right before the
+    // gradient kernels need its tensors.
+    const bool whole = mode == CheckpointMode::kWholeLayer;
+    recomputed = allocate(l.name + ".recomputed", whole ? l.saved_activations : l.attention_core_saved, compute_,
+                          MemoryCategory::kActivations);
+    const TensorId temp = allocate(l.name + ".recompute_temp", l.forward_transient_peak, compute_,
+                                   MemoryCategory::kActivations);
+    run_forward_kernels(l, whole ? 0 : l.attention_forward_begin, whole ? l.forward.size() : l.attention_forward_end,
+                        Phase::kRecompute, group);
+    free(temp);
+    recomputed_any = true;
+  }
+  const TensorId temp = allocate(l.name + ".backward_temp", l.backward_transient_peak, compute_,
+                                 MemoryCategory::kActivations);
+  for (const models::NamedKernel& k : l.backward) kernel(l.name, "bwd", k, Phase::kBackward, group);
+  free(temp);
+  if (recomputed_any) free(recomputed);
+  free(saved);
+}
+
+void StepBuilder::gpu_adamw(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
+  std::int64_t total = 0;
+  for (const auto& [name, numel] : numels) total += numel;
+  // _foreach_sqrt(exp_avg_sqs) materializes one fp32 temporary the size of all parameters.
+  const TensorId temp = allocate("optimizer.exp_avg_sq_sqrt", elements(total, Dtype::kFp32), compute_,
+                                 MemoryCategory::kOptimizerState);
+  for (std::size_t i = 0; i < numels.size(); ++i) {
+    copy(numels[i].first + ".adamw", compute_, Bytes(kGpuAdamwBytesPerElement * numels[i].second), Phase::kOptimizer,
+         static_cast<std::int32_t>(i));
+  }
+  free(temp);
+}
+
+void StepBuilder::cpu_adamw(std::int64_t numel) {
+  // The node's DRAM bandwidth is shared by its gpus_per_node training processes.
+  const BytesPerSec per_rank = in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
+  b_.cpu_work("optimizer.cpu_adamw", to_sim_time(Bytes(kCpuAdamwBytesPerElement * numel) / per_rank));
+}
+
+}  // namespace fsdpsim::fsdp

@@ -1,0 +1,93 @@
+// What every per-rank step program needs, whatever the parallelism: pricing kernels, copies,
+// host transfers and collectives on the cluster; the CPU cost of hooks; the forward and backward
+// of one layer with its activations and activation checkpointing; the optimizer step.
+// The FSDP1, FSDP2 and DDP schedules are written on top of it.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hardware/cost_model.hpp"
+#include "sim/engine/program_builder.hpp"
+#include "sim/fsdp/schedule.hpp"
+#include "sim/memory/memory_category.hpp"
+
+namespace fsdpsim::fsdp {
+
+// A process group: an NCCL communicator (its own internal stream, hence a channel) over ranks.
+struct ProcessGroup {
+  engine::ChannelId channel = engine::kNoChannel;
+  hardware::CommGroup ranks;
+};
+
+// How one layer's activations are kept for backward.
+enum class CheckpointMode : std::uint8_t {
+  kSave,           // autograd saves everything
+  kWholeLayer,     // checkpoint_wrapper: keep the input, re-run the forward in backward
+  kAttentionCore,  // keep all but the attention core's tensors, re-run the core in backward
+};
+
+class StepBuilder {
+ public:
+  explicit StepBuilder(const ScheduleInput& input);
+
+  [[nodiscard]] engine::ProgramBuilder& program() { return b_; }
+  [[nodiscard]] engine::StreamId compute() const { return compute_; }
+  engine::StreamId add_stream(std::string name) { return b_.add_stream(std::move(name)); }
+  ProcessGroup add_process_group(std::string name, hardware::CommGroup ranks);
+
+  engine::OpId kernel(std::string_view layer, std::string_view pass, const models::NamedKernel& k,
+                      Phase phase, std::int32_t group);
+  // A memory-bound kernel (cast, copy, accumulation) moving `bytes` (read + write).
+  engine::OpId copy(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,
+                    std::int32_t group);
+  // A host <-> device copy of `bytes` over PCIe (pinned memory, non_blocking).
+  engine::OpId host_transfer(std::string_view name, engine::StreamId stream, Bytes bytes,
+                             Phase phase, std::int32_t group);
+  engine::OpId collective(std::string_view name, hardware::Collective op, engine::StreamId stream,
+                          const ProcessGroup& pg, Bytes bytes, Phase phase, std::int32_t group);
+  // CPU time of a Python hook: a fixed part, plus per-parameter work (views set or cleared).
+  void hook(std::string_view name, std::int32_t parameter_tensors);
+
+  engine::TensorId allocate(std::string_view name, Bytes size, engine::StreamId stream,
+                            memory::MemoryCategory category);
+  void free(engine::TensorId tensor, engine::EventRef until = {}) { b_.free(tensor, until); }
+
+  [[nodiscard]] CheckpointMode checkpoint_mode(std::size_t layer) const;
+  // Runs the layer's forward kernels on the compute stream; returns the tensor holding what
+  // autograd keeps for its backward.
+  engine::TensorId forward_layer(std::size_t layer, std::int32_t group);
+  // Re-runs what checkpointing dropped, then the gradient kernels; frees `saved`.
+  void backward_layer(std::size_t layer, std::int32_t group, engine::TensorId saved);
+
+  // torch.optim.AdamW (foreach, the CUDA default) over fp32 tensors of `numels` elements each.
+  void gpu_adamw(const std::vector<std::pair<std::string, std::int64_t>>& numels);
+  // The same optimizer on the host (CPU offload): the per-tensor loop of _single_tensor_adamw.
+  void cpu_adamw(std::int64_t numel);
+
+  [[nodiscard]] Flops model_flops() const { return model_flops_; }
+  [[nodiscard]] Flops recompute_flops() const { return recompute_flops_; }
+  [[nodiscard]] Bytes inter_node_bytes() const { return inter_node_bytes_; }
+  [[nodiscard]] const ScheduleInput& input() const { return in_; }
+  [[nodiscard]] const models::Workload& workload() const { return w_; }
+  engine::Program take() { return b_.take(); }
+
+ private:
+  void run_forward_kernels(const models::Layer& l, std::size_t begin, std::size_t end, Phase phase,
+                           std::int32_t group);
+
+  const ScheduleInput& in_;
+  const models::Workload& w_;
+  engine::ProgramBuilder b_;
+  engine::StreamId compute_;
+  SimTime launch_cost_;
+  std::vector<std::int32_t> block_number_;  // per layer: index among blocks, -1 otherwise
+  Flops model_flops_{0.0};
+  Flops recompute_flops_{0.0};
+  Bytes inter_node_bytes_{0};
+};
+
+inline Bytes elements(std::int64_t numel, Dtype dtype) { return Bytes(numel * dtype_bytes(dtype)); }
+
+}  // namespace fsdpsim::fsdp

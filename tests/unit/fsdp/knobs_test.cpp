@@ -1,0 +1,282 @@
+// Every knob on the tiny model of tiny_model.hpp, timelines worked out on paper. Shared facts
+// (world 2 on one node, fp32 parameters and reduction unless a test says otherwise): a 10M-
+// parameter unit all-gathers or reduce-scatters 40 MB in 20 us; its gradient concat takes 80 us
+// on the compute stream; accumulating its 5M-element shard takes 80 us on the post-backward
+// stream; AdamW takes 140 us per 5M-element shard. Layers: forward 100 us (attention 40, MLP 60),
+// backward 200 us. The FULL_SHARD / BACKWARD_PRE baseline (schedule_test.cpp) takes 1980 us.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "sim/fsdp/simulation.hpp"
+#include "tiny_model.hpp"
+
+namespace fsdpsim::fsdp {
+namespace {
+
+SimTime us(double v) { return to_sim_time(microseconds(v)); }
+
+struct Knobs {
+  ScheduleInput input;
+  SimulationOutput out;
+
+  [[nodiscard]] std::vector<std::pair<SimTime, SimTime>> spans(const std::string& name) const {
+    std::vector<std::pair<SimTime, SimTime>> found;
+    const engine::Program& p = out.schedule.program;
+    for (std::size_t i = 0; i < p.ops.size(); ++i) {
+      if (p.names[p.ops[i].name] == name) found.emplace_back(out.timeline.ops[i].start, out.timeline.ops[i].end);
+    }
+    return found;
+  }
+  [[nodiscard]] std::pair<SimTime, SimTime> span(const std::string& name) const {
+    const auto all = spans(name);
+    EXPECT_EQ(all.size(), 1u) << name;
+    return all.empty() ? std::pair<SimTime, SimTime>{} : all.front();
+  }
+  [[nodiscard]] std::size_t count_suffix(const std::string& suffix) const {
+    std::size_t n = 0;
+    for (const engine::Op& op : out.schedule.program.ops) {
+      const std::string& name = out.schedule.program.names[op.name];
+      n += name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    }
+    return n;
+  }
+  [[nodiscard]] std::size_t first_index(const std::string& name) const {
+    const engine::Program& p = out.schedule.program;
+    for (std::size_t i = 0; i < p.ops.size(); ++i) {
+      if (p.names[p.ops[i].name] == name) return i;
+    }
+    ADD_FAILURE() << "no op " << name;
+    return 0;
+  }
+  [[nodiscard]] SimTime step() const { return out.timeline.makespan; }
+};
+
+Knobs run(const std::function<void(ScheduleInput&)>& configure) {
+  static const models::Workload workload = testing::tiny_workload();
+  Knobs k;
+  k.input.workload = &workload;
+  k.input.cluster = testing::tiny_cluster();
+  k.input.fsdp.param_dtype = Dtype::kFp32;
+  k.input.fsdp.reduce_dtype = Dtype::kFp32;
+  k.input.training.global_batch = 2;
+  k.input.training.micro_batch = 1;
+  k.input.training.seq_len = 8;
+  configure(k.input);
+  k.out = simulate_step(k.input, false);
+  return k;
+}
+
+// SHARD_GRAD_OP keeps parameters from forward to backward: no backward all-gather (3 instead
+// of 5), same step here because the baseline hides its backward all-gathers.
+TEST(Knobs, ShardGradOpSkipsBackwardAllGathers) {
+  const Knobs k = run([](ScheduleInput& in) { in.fsdp.sharding_strategy = ShardingStrategy::kShardGradOp; });
+  EXPECT_EQ(k.count_suffix(".all_gather"), 3u);
+  EXPECT_EQ(k.step(), us(1980));
+  const Knobs full = run([](ScheduleInput&) {});
+  EXPECT_EQ(full.count_suffix(".all_gather"), 5u);
+}
+
+// NO_SHARD: no all-gather; each unit all-reduces its 40 MB gradient (factor 2(n-1)/n = 1 at
+// 1 TB/s: 40 us) and keeps a full fp32 gradient (accumulate 40 + 3 x 40 MB: 160 us). Forward
+// 0-400; head bwd 400-600; b1 bwd 600-800, concat 800-880, all-reduce 880-920, accumulate
+// 920-1080; b0 bwd 880-1080, concat 1080-1160, all-reduce 1160-1200, accumulate 1200-1360;
+// embedding bwd 1160-1360, concat 1360-1440, all-reduce 1440-1480, accumulate 1480-1640;
+// AdamW on full 10M-element tensors 3 x 280 us: 2480.
+TEST(Knobs, NoShardAllReducesFullGradients) {
+  const Knobs k = run([](ScheduleInput& in) { in.fsdp.sharding_strategy = ShardingStrategy::kNoShard; });
+  EXPECT_EQ(k.count_suffix(".all_gather"), 0u);
+  EXPECT_EQ(k.span("blocks.1.all_reduce"), std::make_pair(us(880), us(920)));
+  EXPECT_EQ(k.span("blocks.0.all_reduce"), std::make_pair(us(1160), us(1200)));
+  EXPECT_EQ(k.span("root.all_reduce"), std::make_pair(us(1440), us(1480)));
+  EXPECT_EQ(k.step(), us(2480));
+  // Full replicas: 4 + 8 bytes per parameter before the step.
+  EXPECT_EQ(k.out.schedule.baseline[static_cast<std::size_t>(memory::MemoryCategory::kParameters)].value(),
+            120'000'000);
+}
+
+// HYBRID_SHARD on 2 nodes x 2 GPUs: shard groups inside a node (all-gathers as in the
+// baseline), replicas across nodes. The 20 MB shard is all-reduced over 2 ranks, one per node,
+// on the all-reduce stream, using its GPU's share of the NICs (400 GB/s / 2 GPUs = 200 GB/s):
+// 100 us, then accumulated there (80 us). RS(b1) 900-920, AR 920-1020, accumulate 1020-1100;
+// RS(b0) 1180-1200, AR 1200-1300, accumulate 1300-1380; RS(root) 1460-1480, AR 1480-1580,
+// accumulate 1580-1660; AdamW 420: 2080.
+TEST(Knobs, HybridShardAllReducesShardsAcrossReplicas) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.cluster.nodes = 2;
+    in.cluster.nic_bandwidth_per_node = gb_per_s(400.0);
+    in.training.global_batch = 4;
+    in.fsdp.sharding_strategy = ShardingStrategy::kHybridShard;
+    in.fsdp.shard_group_size = 2;
+  });
+  EXPECT_EQ(k.span("blocks.1.reduce_scatter"), std::make_pair(us(900), us(920)));
+  EXPECT_EQ(k.span("blocks.1.all_reduce"), std::make_pair(us(920), us(1020)));
+  EXPECT_EQ(k.span("blocks.0.all_reduce"), std::make_pair(us(1200), us(1300)));
+  EXPECT_EQ(k.span("root.all_reduce"), std::make_pair(us(1480), us(1580)));
+  EXPECT_EQ(k.step(), us(2080));
+  EXPECT_DOUBLE_EQ(k.out.result.breakdown.exposed_communication.value(), 140e-6);  // AG root, RS+AR root
+}
+
+// forward_prefetch issues the next unit's all-gather before this unit's forward kernels.
+TEST(Knobs, ForwardPrefetchIssuesTheNextAllGatherBeforeTheForward) {
+  const Knobs on = run([](ScheduleInput& in) { in.fsdp.forward_prefetch = true; });
+  const Knobs off = run([](ScheduleInput&) {});
+  EXPECT_LT(on.first_index("blocks.1.all_gather"), on.first_index("blocks.0.fwd.attn"));
+  EXPECT_GT(off.first_index("blocks.1.all_gather"), off.first_index("blocks.0.fwd.attn"));
+  EXPECT_EQ(on.step(), off.step());  // the CPU runs ahead anyway: same timeline here
+}
+
+// CPU offload (PCIe 1 TB/s, host DRAM 2.4 TB/s per node, 1.2 TB/s per rank): each unshard first
+// copies the 20 MB fp32 shard to the GPU (20 us) in the pre-unshard stream; each reduced shard
+// goes back (20 us) after its accumulation; the CPU waits for the GPU, then runs AdamW on
+// 15M elements x 80 B = 1.2 GB in 1000 us. H2D(root) 0-20, AG(root) 20-40, H2D(b0) 20-40,
+// AG(b0) 40-60, ..., forward 40-440. pre_unshard runs before the rate limiter (_unshard), so the
+// backward prefetch of b1 copies its shard at once (60-80) and only its all-gather waits for the
+// limiter (end of b0's forward, 240): 240-260; backward as in the baseline shifted by 20 us; the last
+// D2H ends at 1600, then 1000 us of CPU optimizer: 2600. No parameter or optimizer state on the
+// GPU before the step.
+TEST(Knobs, CpuOffloadCopiesOverPcieAndStepsOnTheCpu) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.fsdp.cpu_offload = true;
+    in.cluster.pcie_bandwidth = gb_per_s(1000.0);
+    in.cluster.host_memory_bandwidth = gb_per_s(2400.0);
+  });
+  EXPECT_EQ(k.spans("root.h2d_shard").front(), std::make_pair(us(0), us(20)));
+  EXPECT_EQ(k.spans("root.all_gather").front(), std::make_pair(us(20), us(40)));
+  EXPECT_EQ(k.spans("blocks.1.h2d_shard").back(), std::make_pair(us(60), us(80)));
+  EXPECT_EQ(k.spans("blocks.1.all_gather").back(), std::make_pair(us(240), us(260)));
+  EXPECT_EQ(k.span("root.d2h_grad"), std::make_pair(us(1580), us(1600)));
+  EXPECT_EQ(k.step(), us(2600));
+  for (Bytes b : k.out.schedule.baseline) EXPECT_EQ(b.value(), 0);
+}
+
+// Full activation checkpointing re-runs each block's forward (100 us) before its backward:
+// +200 us, and 2 x 1 GFLOP more hardware FLOPs. Model FLOPs: 4 layers x 3 GFLOP.
+TEST(Knobs, FullCheckpointingRecomputesEveryBlock) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.training.activation_checkpointing = ActivationCheckpointing::kFull;
+  });
+  EXPECT_EQ(k.span("blocks.1.recompute.attn").first, us(620));
+  EXPECT_EQ(k.span("blocks.1.bwd.bwd"), std::make_pair(us(720), us(920)));
+  EXPECT_EQ(k.step(), us(2180));
+  EXPECT_DOUBLE_EQ(k.out.schedule.model_flops.value(), 12e9);
+  EXPECT_DOUBLE_EQ(k.out.schedule.hardware_flops.value(), 14e9);
+}
+
+// Selective (every 2nd block from the first): only blocks.0 is recomputed: +100 us.
+TEST(Knobs, SelectiveCheckpointingRecomputesEveryNthBlock) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.training.activation_checkpointing = ActivationCheckpointing::kSelective;
+    in.training.checkpoint_every_n_blocks = 2;
+  });
+  EXPECT_EQ(k.spans("blocks.1.recompute.attn").size(), 0u);
+  EXPECT_EQ(k.spans("blocks.0.recompute.attn").size(), 1u);
+  EXPECT_EQ(k.step(), us(2080));
+  EXPECT_DOUBLE_EQ(k.out.schedule.hardware_flops.value(), 13e9);
+}
+
+// Op-level: only the attention core (40 us, 0.4 GFLOP) is recomputed in each block, and each
+// block saves 6 MB instead of 10 MB: +80 us.
+TEST(Knobs, AttentionCheckpointingRecomputesOnlyTheCore) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.training.activation_checkpointing = ActivationCheckpointing::kAttention;
+  });
+  EXPECT_EQ(k.spans("blocks.1.recompute.mlp").size(), 0u);
+  EXPECT_EQ(k.span("blocks.1.recompute.attn"), std::make_pair(us(620), us(660)));
+  EXPECT_EQ(k.step(), us(2060));
+  EXPECT_DOUBLE_EQ(k.out.schedule.hardware_flops.value(), 12.8e9);
+  const engine::Program& p = k.out.schedule.program;
+  for (const engine::TensorInfo& t : p.tensors) {
+    if (p.names[t.name] == "blocks.0.saved") {
+      EXPECT_EQ(t.size.value(), 6'000'000);
+    }
+  }
+}
+
+// Two blocks per unit: units [blocks.0-1, root]; the 20M-parameter unit moves 80 MB in 40 us,
+// concatenates 160 MB in 160 us and accumulates its 10M-element shard in 160 us.
+// AG(root) 0-20, AG(blocks.0-1) 20-60, forward 20-420; its backward prefetch 60-100 (one free
+// event only: no limiter wait); b1 bwd 620-820, b0 bwd 820-1020, concat 1020-1180, RS 1180-1220;
+// the root as before: step 1980.
+TEST(Knobs, WrappingTwoBlocksPerUnitGathersThemTogether) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.fsdp.wrap_policy = WrapPolicy::kEveryNBlocks;
+    in.fsdp.blocks_per_unit = 2;
+  });
+  ASSERT_EQ(k.out.schedule.units.size(), 2u);
+  EXPECT_EQ(k.out.schedule.units[0].name, "blocks.0-1");
+  EXPECT_EQ(k.spans("blocks.0-1.all_gather").front(), std::make_pair(us(20), us(60)));
+  EXPECT_EQ(k.spans("blocks.0-1.all_gather").back(), std::make_pair(us(60), us(100)));
+  EXPECT_EQ(k.span("blocks.0-1.reduce_scatter"), std::make_pair(us(1180), us(1220)));
+  EXPECT_EQ(k.step(), us(1980));
+}
+
+// The whole model as one unit: one 120 MB all-gather (60 us) before anything runs, one 240 us
+// concat, 60 us reduce-scatter and 240 us accumulation after everything: 2220 us.
+TEST(Knobs, WholeModelWrappingSerializesCommunication) {
+  const Knobs k = run([](ScheduleInput& in) { in.fsdp.wrap_policy = WrapPolicy::kWholeModel; });
+  ASSERT_EQ(k.out.schedule.units.size(), 1u);
+  EXPECT_EQ(k.span("root.all_gather"), std::make_pair(us(0), us(60)));
+  EXPECT_EQ(k.span("root.reduce_scatter"), std::make_pair(us(1500), us(1560)));
+  EXPECT_EQ(k.step(), us(2220));
+}
+
+// no_sync over 2 micro-batches: the first keeps unsharded gradients (3 x 40 MB) and skips the
+// reduce-scatter, the second adds into them and reduces once: 3 reduce-scatters instead of 6,
+// and 120 MB more allocated at the peak.
+TEST(Knobs, NoSyncReducesOnlyOnTheLastMicroBatch) {
+  const Knobs sync = run([](ScheduleInput& in) { in.training.global_batch = 4; });
+  const Knobs nosync = run([](ScheduleInput& in) {
+    in.training.global_batch = 4;
+    in.training.no_sync = true;
+  });
+  EXPECT_EQ(sync.count_suffix(".reduce_scatter"), 6u);
+  EXPECT_EQ(nosync.count_suffix(".reduce_scatter"), 3u);
+  EXPECT_GT(nosync.out.result.memory.peak_allocated, sync.out.result.memory.peak_allocated);
+  EXPECT_LT(nosync.out.result.breakdown.communication_busy, sync.out.result.breakdown.communication_busy);
+}
+
+// FSDP2 (fp32, so copy-in and copy-out are plain copies): copy-in 40 us on its stream, the
+// all-gather 20 us on its stream, copy-out 80 us on the compute stream. Forward: copy-in(root)
+// 0-40, AG 40-60, copy-out 60-140, embedding 140-240; copy-in(b0) 40-80, AG 80-100, copy-out
+// 240-320, b0 320-420; copy-in(b1) waits for root's copy-out (140): 140-180, AG 180-200,
+// copy-out 420-500, b1 500-600, head 600-700. Backward: b1's prefetch waits for its forward
+// copy-out (500): copy-in 500-540, AG 540-560; head bwd 700-900; copy-out 900-980, b1 bwd
+// 980-1180, RS copy-in 1180-1260, RS 1260-1280; b0: copy-in 980-1020, AG 1020-1040, copy-out
+// 1260-1340, bwd 1340-1540, RS copy-in 1540-1620, RS 1620-1640; embedding bwd 1620-1820, root
+// RS copy-in 1820-1900, RS 1900-1920, accumulate 1920-2000; AdamW 420: 2420.
+TEST(Knobs, Fsdp2CopiesInAndOutAroundEachAllGather) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+  });
+  EXPECT_EQ(k.spans("blocks.1.all_gather_copy_in").front(), std::make_pair(us(140), us(180)));
+  EXPECT_EQ(k.spans("blocks.1.all_gather").front(), std::make_pair(us(180), us(200)));
+  EXPECT_EQ(k.spans("blocks.1.all_gather").back(), std::make_pair(us(540), us(560)));
+  EXPECT_EQ(k.spans("blocks.1.all_gather_copy_out").back(), std::make_pair(us(900), us(980)));
+  EXPECT_EQ(k.span("blocks.0.reduce_scatter"), std::make_pair(us(1620), us(1640)));
+  EXPECT_EQ(k.step(), us(2420));
+  // No record_stream: every block is reusable when it is freed.
+  EXPECT_EQ(k.out.result.memory.peak_allocated, k.out.result.memory.peak_active);
+}
+
+// DDP (fp32): buckets in reverse order, the first capped at 1 MiB: [head 16 MB], [b1 40 MB],
+// [b0 40 MB], [embedding 24 MB]. Each is copied in (8 B per element) then all-reduced
+// (factor 1, 1 TB/s). Forward 0-400 (no all-gathers); head bwd 400-600, copy 600-632, AR
+// 632-648; b1 bwd 632-832, copy 832-912, AR 912-952; b0 bwd 912-1112, copy 1112-1192, AR
+// 1192-1232; embedding bwd 1192-1392, copy 1392-1440, AR 1440-1464; buckets back into .grad
+// 240 us: 1704; AdamW over 30M elements: 840 us: 2544. Full replicas plus the bucket buffers
+// before the step: 4 + 8 + 4 bytes per parameter.
+TEST(Knobs, DdpAllReducesBucketsInReverseOrder) {
+  const Knobs k = run([](ScheduleInput& in) { in.training.parallelism = Parallelism::kDdp; });
+  EXPECT_EQ(k.span("bucket.0.all_reduce"), std::make_pair(us(632), us(648)));
+  EXPECT_EQ(k.span("bucket.1.all_reduce"), std::make_pair(us(912), us(952)));
+  EXPECT_EQ(k.span("bucket.3.all_reduce"), std::make_pair(us(1440), us(1464)));
+  EXPECT_EQ(k.step(), us(2544));
+  Bytes baseline{0};
+  for (Bytes b : k.out.schedule.baseline) baseline += b;
+  EXPECT_EQ(baseline.value(), 480'000'000);
+}
+
+}  // namespace
+}  // namespace fsdpsim::fsdp
