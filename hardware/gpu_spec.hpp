@@ -50,6 +50,7 @@ struct ClusterSpec {
   Seconds fsdp_hook_overhead{0.0};       // CPU time of one FSDP hook call, fixed part
   Seconds fsdp_parameter_overhead{0.0};  // CPU time per nn.Parameter per unshard or reshard
   BytesPerSec host_memory_bandwidth{0.0};  // achievable DRAM bandwidth of a node, all sockets
+  Seconds cuda_malloc_overhead{0.0};       // CPU time of one cudaMalloc or cudaFree of a segment
 
   [[nodiscard]] std::int32_t world_size() const { return nodes * gpus_per_node; }
 };

@@ -3,8 +3,11 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "sim/app/check_command.hpp"
 #include "sim/app/config_error.hpp"
+#include "sim/app/merge_command.hpp"
 #include "sim/app/run_command.hpp"
+#include "sim/app/sweep_command.hpp"
 #include "sim/engine/executor.hpp"
 
 namespace {
@@ -20,6 +23,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   fsdpsim::app::RunOptions run_options;
   CLI::App* run = fsdpsim::app::add_run_command(app, run_options);
+  fsdpsim::app::SweepOptions sweep_options;
+  CLI::App* sweep = fsdpsim::app::add_sweep_command(app, sweep_options);
+  fsdpsim::app::MergeOptions merge_options;
+  CLI::App* merge = fsdpsim::app::add_merge_command(app, merge_options);
+  fsdpsim::app::CheckOptions check_options;
+  CLI::App* check = fsdpsim::app::add_check_command(app, check_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -34,6 +43,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (run->parsed()) return fsdpsim::app::run_command(run_options);
+    if (sweep->parsed()) return fsdpsim::app::sweep_command(sweep_options);
+    if (merge->parsed()) return fsdpsim::app::merge_command(merge_options);
+    if (check->parsed()) return fsdpsim::app::check_command(check_options);
   } catch (const fsdpsim::app::ConfigError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitBadInput;

@@ -17,25 +17,51 @@ namespace fsdpsim::app {
 namespace {
 
 constexpr const char* kRunFooter = R"(
-Scenario keys (JSON sections; any of them can be overridden with --set SECTION.KEY=VALUE):
-  model                     preset name (configs/models), {"preset": NAME, ...overrides} or a full spec:
-                            family gpt|mpt|llama, n_layers, d_model, n_heads, n_kv_heads, ffn_dim,
-                            vocab, max_seq_len, tied_embeddings
-  hardware.preset           GPU + node preset (configs/hardware), e.g. a100-sxm-80gb, h100-sxm-80gb
-  hardware.nodes            number of nodes (default 1); hardware.gpu.* / hardware.node.* override
-                            preset values (e.g. hardware.node.nic_Gbps_per_node=2000)
-  training.global_batch     sequences per optimizer step, all GPUs (required)
-  training.micro_batch      sequences per GPU per forward/backward (default 1)
-  training.seq_len          tokens per sequence (required)
-  training.activation_checkpointing  none | full (checkpoint_wrapper on every block; default none)
-  training.optimizer        adamw (fp32 states, foreach implementation)
-  training.flash_attention  true | false (default true)
-  fsdp.sharding_strategy    FULL_SHARD (ShardingStrategy.FULL_SHARD; default)
-  fsdp.backward_prefetch    BACKWARD_PRE | BACKWARD_POST | none (BackwardPrefetch; default BACKWARD_PRE)
-  fsdp.limit_all_gathers    true | false (rate limiter; default true)
-  fsdp.max_inflight_all_gathers  in-flight all-gathers with the limiter on (default 2)
-  fsdp.param_dtype          bf16 | fp16 | fp32 (MixedPrecision.param_dtype; default bf16)
-  fsdp.reduce_dtype         bf16 | fp16 | fp32 (MixedPrecision.reduce_dtype; default = param_dtype)
+Scenario keys (JSON sections; any of them can be overridden with --set SECTION.KEY=VALUE).
+Defaults are PyTorch's; the PyTorch name of each knob is in brackets.
+  parallelism               fsdp | ddp (DistributedDataParallel baseline)          default fsdp
+  model                     preset name (configs/models), {"preset": NAME, ...overrides} or a full
+                            spec: family gpt|mpt|llama, n_layers, d_model, n_heads, n_kv_heads,
+                            ffn_dim, vocab, max_seq_len, tied_embeddings
+  hardware.preset           GPU + node preset (configs/hardware): a100-sxm-40gb, a100-sxm-80gb,
+                            h100-sxm-80gb, h200-sxm-141gb
+  hardware.nodes            number of nodes                                         default 1
+  hardware.gpu.* / .node.*  override any preset value, e.g. hardware.node.nic_Gbps_per_node=2000
+training:
+  global_batch              sequences per optimizer step, all GPUs                  required
+  micro_batch               sequences per GPU per forward/backward                  default 1
+  seq_len                   tokens per sequence                                     required
+  activation_checkpointing  none | full | selective | attention                     default none
+                            [checkpoint_wrapper on every block | on every n-th block |
+                            recompute only the attention core (selective recomputation)]
+  checkpoint_every_n_blocks n for selective                                         default 2
+  no_sync                   accumulate gradients unreduced until the last micro-batch
+                            [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false
+  optimizer                 adamw [torch.optim.AdamW, foreach]                      default adamw
+  flash_attention           fused attention kernel [scaled_dot_product_attention]   default true
+fsdp:
+  version                   1 [FullyShardedDataParallel] | 2 [fully_shard]          default 1
+  sharding_strategy         FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2
+                            [ShardingStrategy]                                      default FULL_SHARD
+  shard_group_size          ranks per shard group for hybrid strategies (the sharding factor F;
+                            any divisor of the world that tiles nodes) [device_mesh] default GPUs/node
+  backward_prefetch         BACKWARD_PRE | BACKWARD_POST | none [BackwardPrefetch]  default BACKWARD_PRE
+  forward_prefetch          true | false [forward_prefetch; FSDP2:
+                            set_modules_to_forward_prefetch]                         default false
+  limit_all_gathers         rate limiter [limit_all_gathers]; FSDP1 only            default true
+  max_inflight_all_gathers  limiter depth [_FreeEventQueue._max_num_inflight_all_gathers] default 2
+  reshard_after_forward     FSDP2: true | false | k (reshard to k ranks) [reshard_after_forward]
+                                                                                    default true
+  param_dtype               bf16 | fp16 | fp32 [MixedPrecision(Policy).param_dtype] default bf16
+  reduce_dtype              bf16 | fp16 | fp32 [MixedPrecision(Policy).reduce_dtype] default param_dtype
+  cpu_offload               parameters and gradients on the host, optimizer on the CPU
+                            [CPUOffload(offload_params=True) / CPUOffloadPolicy]     default false
+  wrap_policy               transformer_block | every_n_blocks | whole_model
+                            [transformer_auto_wrap_policy / which modules fully_shard] default transformer_block
+  blocks_per_unit           blocks per unit for every_n_blocks                      default 2
+ddp (with parallelism ddp; fsdp.param_dtype is the autocast dtype, fsdp.reduce_dtype < fp32
+selects the bf16/fp16 compress hook):
+  bucket_cap_mb             [DistributedDataParallel(bucket_cap_mb)]                default 25
 
 Exit codes: 0 ok (an out-of-memory prediction is a result), 1 internal error, 2 bad input.)";
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "sim/app/hardware_json.hpp"
 #include "sim/app/preset_paths.hpp"
 #include "sim/fsdp/fsdp_config.hpp"
+#include "sim/memory/allocator_config.hpp"
 
 namespace fsdpsim::app {
 
@@ -23,6 +25,11 @@ struct Scenario {
   HardwareConfig hardware;
   fsdp::TrainingConfig training;
   fsdp::FsdpConfig fsdp;
+  std::optional<memory::AllocatorConfig> allocator;  // none: the allocator is not modelled
+  // Optional blocks kept as written (null when absent): `expect` is read by fsdpsim check
+  // (expectations.hpp), `sweep` by fsdpsim sweep (sweep_grid.hpp).
+  nlohmann::json expect;
+  nlohmann::json sweep;
 };
 
 // Applies "a.b.c=value" to a JSON document. The value is parsed as JSON when it is valid JSON

@@ -1,70 +1,14 @@
 #include <fmt/format.h>
 
+#include "sim/app/allocator_json.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
 #include "sim/app/model_json.hpp"
+#include "sim/app/parallelism_json.hpp"
 #include "sim/app/scenario.hpp"
 
 namespace fsdpsim::app {
-namespace {
-
-Dtype parse_dtype_key(JsonObjectReader& r, const std::string& key, const std::string& fallback) {
-  const std::string name = r.choice(key, {"bf16", "fp16", "fp32"}, fallback);
-  return *parse_dtype(name);
-}
-
-fsdp::TrainingConfig parse_training(const nlohmann::json& value, const std::string& file) {
-  JsonObjectReader r(value, file, "/training");
-  fsdp::TrainingConfig t;
-  t.global_batch = r.positive_int("global_batch");
-  t.micro_batch = r.positive_int("micro_batch", 1);
-  t.seq_len = r.positive_int("seq_len");
-  const std::string ac = r.choice("activation_checkpointing", {"none", "full"}, "none");
-  t.activation_checkpointing =
-      ac == "full" ? fsdp::ActivationCheckpointing::kFull : fsdp::ActivationCheckpointing::kNone;
-  r.choice("optimizer", {"adamw"}, "adamw");
-  t.optimizer = fsdp::Optimizer::kAdamW;
-  t.flash_attention = r.boolean("flash_attention", true);
-  r.finish();
-  return t;
-}
-
-fsdp::FsdpConfig parse_fsdp(const nlohmann::json* value, const std::string& file) {
-  fsdp::FsdpConfig f;
-  if (value == nullptr) return f;
-  JsonObjectReader r(*value, file, "/fsdp");
-  const std::int64_t version = r.positive_int("version", 1);
-  if (version != 1) {
-    throw ConfigError(file, "/fsdp/version",
-                      fmt::format("FSDP version {} is not modelled yet; this release models version 1 "
-                                  "(FlatParameter)", version));
-  }
-  const std::string strategy = r.choice(
-      "sharding_strategy", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"},
-      "FULL_SHARD");
-  if (strategy != "FULL_SHARD") {
-    throw ConfigError(file, "/fsdp/sharding_strategy",
-                      fmt::format("{} is not modelled yet; this release models FULL_SHARD", strategy));
-  }
-  const std::string prefetch =
-      r.choice("backward_prefetch", {"BACKWARD_PRE", "BACKWARD_POST", "none"}, "BACKWARD_PRE");
-  f.backward_prefetch = prefetch == "BACKWARD_PRE"    ? fsdp::BackwardPrefetch::kBackwardPre
-                        : prefetch == "BACKWARD_POST" ? fsdp::BackwardPrefetch::kBackwardPost
-                                                      : fsdp::BackwardPrefetch::kNone;
-  if (r.boolean("forward_prefetch", false)) {
-    throw ConfigError(file, "/fsdp/forward_prefetch", "forward_prefetch=true is not modelled yet");
-  }
-  f.limit_all_gathers = r.boolean("limit_all_gathers", true);
-  f.max_inflight_all_gathers = static_cast<std::int32_t>(r.positive_int("max_inflight_all_gathers", 2));
-  f.param_dtype = parse_dtype_key(r, "param_dtype", "bf16");
-  f.reduce_dtype = parse_dtype_key(r, "reduce_dtype", std::string(dtype_name(f.param_dtype)));
-  r.finish();
-  return f;
-}
-
-}  // namespace
-
 void apply_override(nlohmann::json& document, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -110,7 +54,8 @@ Scenario load_scenario(const std::filesystem::path& file, const std::vector<std:
   s.file = file;
   s.name = r.string("name", file.stem().string());
   s.description = r.string("description", "");
-  r.choice("parallelism", {"fsdp"}, "fsdp");
+  const fsdp::Parallelism parallelism =
+      r.choice("parallelism", {"fsdp", "ddp"}, "fsdp") == "ddp" ? fsdp::Parallelism::kDdp : fsdp::Parallelism::kFsdp;
   const nlohmann::json* model = r.child("model");
   if (model == nullptr) throw ConfigError(f, "/model", "required key is missing");
   s.model = model_from_json(*model, file, "/model", presets);
@@ -119,8 +64,11 @@ Scenario load_scenario(const std::filesystem::path& file, const std::vector<std:
   s.hardware = hardware_from_json(*hardware, file, "/hardware", presets);
   const nlohmann::json* training = r.child("training");
   if (training == nullptr) throw ConfigError(f, "/training", "required key is missing");
-  s.training = parse_training(*training, f);
-  s.fsdp = parse_fsdp(r.child("fsdp"), f);
+  s.training = training_from_json(*training, f, parallelism);
+  s.fsdp = parallel_config_from_json(r.child("fsdp"), r.child("ddp"), f, parallelism, s.hardware.cluster);
+  s.allocator = allocator_from_json(r.child("allocator"), f, s.hardware.cluster.gpu.usable_memory());
+  if (const nlohmann::json* expect = r.child("expect")) s.expect = *expect;
+  if (const nlohmann::json* sweep = r.child("sweep")) s.sweep = *sweep;
   r.finish();
 
   // Cross-section checks.

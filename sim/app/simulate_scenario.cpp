@@ -16,7 +16,10 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   input.cluster = scenario.hardware.cluster;
   input.fsdp = scenario.fsdp;
   input.training = scenario.training;
-  return fsdp::simulate_step(input, record_memory);
+  fsdp::SimulationOptions simulation;
+  simulation.record_memory = record_memory;
+  simulation.allocator = scenario.allocator;
+  return fsdp::simulate_step(input, simulation);
 }
 
 }  // namespace fsdpsim::app

@@ -25,6 +25,46 @@ const char* prefetch_name(fsdp::BackwardPrefetch p) {
   return "?";
 }
 
+const char* strategy_name(fsdp::ShardingStrategy st) {
+  switch (st) {
+    case fsdp::ShardingStrategy::kFullShard: return "FULL_SHARD";
+    case fsdp::ShardingStrategy::kShardGradOp: return "SHARD_GRAD_OP";
+    case fsdp::ShardingStrategy::kNoShard: return "NO_SHARD";
+    case fsdp::ShardingStrategy::kHybridShard: return "HYBRID_SHARD";
+    case fsdp::ShardingStrategy::kHybridShardZero2: return "_HYBRID_SHARD_ZERO2";
+  }
+  return "?";
+}
+
+const char* checkpointing_name(fsdp::ActivationCheckpointing ac) {
+  switch (ac) {
+    case fsdp::ActivationCheckpointing::kNone: return "none";
+    case fsdp::ActivationCheckpointing::kFull: return "full";
+    case fsdp::ActivationCheckpointing::kSelective: return "selective";
+    case fsdp::ActivationCheckpointing::kAttention: return "attention";
+  }
+  return "?";
+}
+
+std::string parallelism_line(const Scenario& s) {
+  const fsdp::FsdpConfig& f = s.fsdp;
+  if (s.training.parallelism == fsdp::Parallelism::kDdp) {
+    return fmt::format("ddp        buckets {} MiB, autocast {}, all-reduce {}", f.ddp_bucket_cap_mb,
+                       dtype_name(f.param_dtype), dtype_name(f.reduce_dtype));
+  }
+  const bool hybrid = f.sharding_strategy == fsdp::ShardingStrategy::kHybridShard ||
+                      f.sharding_strategy == fsdp::ShardingStrategy::kHybridShardZero2;
+  std::string line = fmt::format("fsdp       v{}, {}{}, backward_prefetch {}", f.version,
+                                 strategy_name(f.sharding_strategy),
+                                 hybrid ? fmt::format(" (shard groups of {})", f.shard_group_size) : "",
+                                 prefetch_name(f.backward_prefetch));
+  if (f.version == 1) line += fmt::format(", limit_all_gathers {}", f.limit_all_gathers ? "on" : "off");
+  if (f.version == 2) line += fmt::format(", reshard_after_forward {}", f.reshard_after_forward);
+  if (f.forward_prefetch) line += ", forward_prefetch";
+  if (f.cpu_offload) line += ", cpu_offload";
+  return line + fmt::format(", param {} / reduce {}", dtype_name(f.param_dtype), dtype_name(f.reduce_dtype));
+}
+
 std::string share(Seconds part, Seconds whole) {
   return fmt::format("{:9.3f} s  {:5.1f}%", part.value(), 100.0 * part.value() / whole.value());
 }
@@ -42,14 +82,12 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line(fmt::format("model      {} ({}): {:.2f} B parameters, {} layers, d_model {}", s.model.name,
                    family_name(s.model.family), static_cast<double>(models::parameter_count(s.model)) / 1e9,
                    s.model.n_layers, s.model.d_model));
-  line(fmt::format("cluster    {} x {} ({} nodes x {} GPUs), FULL_SHARD over {} ranks", c.world_size(), c.gpu.name,
-                   c.nodes, c.gpus_per_node, c.world_size()));
+  line(fmt::format("cluster    {} x {} ({} nodes x {} GPUs)", c.world_size(), c.gpu.name, c.nodes,
+                   c.gpus_per_node));
   line(fmt::format("training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing {}",
                    t.global_batch, t.micro_batch, r.micro_batches, t.seq_len,
-                   t.activation_checkpointing == fsdp::ActivationCheckpointing::kFull ? "full" : "none"));
-  line(fmt::format("fsdp       v1, backward_prefetch {}, limit_all_gathers {}, param {} / reduce {}",
-                   prefetch_name(s.fsdp.backward_prefetch), s.fsdp.limit_all_gathers ? "on (2)" : "off",
-                   dtype_name(s.fsdp.param_dtype), dtype_name(s.fsdp.reduce_dtype)));
+                   checkpointing_name(t.activation_checkpointing)));
+  line(parallelism_line(s));
   line("");
   line(fmt::format("step time            {:.4f} s", r.step_time.value()));
   line(fmt::format("throughput           {:.1f} tokens/s/GPU  ({:.0f} tokens/s in all)", r.tokens_per_s_per_gpu,
@@ -70,8 +108,15 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line("");
   line("memory per GPU");
   line(fmt::format("  peak allocated     {:7.2f} GiB", to_gib(r.memory.peak_allocated)));
-  line(fmt::format("  peak active        {:7.2f} GiB  (reserved >= active; caching allocator not modelled yet)",
-                   to_gib(r.memory.peak_active)));
+  line(fmt::format("  peak active        {:7.2f} GiB", to_gib(r.memory.peak_active)));
+  if (r.models_reserved) {
+    line(fmt::format("  peak reserved      {:7.2f} GiB  (caching allocator: {:.2f} GiB of it cached but unused, "
+                     "{} cudaMalloc retries)",
+                     to_gib(r.reserved.peak_reserved), to_gib(r.reserved.fragmentation_at_peak),
+                     r.reserved.alloc_retries));
+  } else {
+    line("  peak reserved      not modelled (allocator.enabled = false); at least the peak active");
+  }
   line(fmt::format("  usable             {:7.2f} GiB", to_gib(r.usable_memory)));
   std::string categories;
   for (std::size_t i = 0; i < memory::kMemoryCategoryCount; ++i) {
@@ -83,7 +128,8 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line("");
   line(r.out_of_memory ? fmt::format("status               OUT OF MEMORY: {}", r.oom_reason)
                        : fmt::format("status               ok: fits ({:.1f} GiB to spare)",
-                                     to_gib(r.usable_memory - r.memory.peak_active)));
+                                     to_gib(r.usable_memory - (r.models_reserved ? r.reserved.peak_reserved
+                                                                                 : r.memory.peak_active))));
   return out;
 }
 

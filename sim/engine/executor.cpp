@@ -103,11 +103,12 @@ class Execution {
  private:
   enum class State : std::uint8_t { kNotIssued, kIssued, kRunning, kFinished };
   // What the CPU thread is doing while simulated time passes.
-  enum class CpuState : std::uint8_t { kReady, kLaunching, kWorking, kBlocked, kResuming };
+  enum class CpuState : std::uint8_t { kReady, kLaunching, kWorking, kBlocked, kResuming, kBlockedOnDevice };
 
   void issue(OpId op) {
     const Op& o = p_.ops[op];
     state_[op] = State::kIssued;
+    ++outstanding_;
     timeline_.ops[op].issue = now_;
     streams_[o.stream].ops.push_back(op);
     if (o.channel != kNoChannel) channels_.at(static_cast<std::size_t>(o.channel)).ops.push_back(op);
@@ -160,6 +161,7 @@ class Execution {
   void finish(OpId op) {
     const Op& o = p_.ops[op];
     state_[op] = State::kFinished;
+    --outstanding_;
     timeline_.ops[op].end = now_;
     if (o.kind == OpKind::kCommunication) {
       if (--communication_running_ == 0) reschedule_contended();
@@ -179,6 +181,9 @@ class Execution {
         pending_release_[tensor] = false;
         if (memory_ != nullptr) memory_->on_release(now_, tensor, p_.tensors[tensor]);
       }
+    }
+    if (cpu_state_ == CpuState::kBlockedOnDevice && outstanding_ == 0) {
+      queue_.push(now_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
     }
     if (cpu_blocked_on_ == op) {
       cpu_blocked_on_ = kNoOp;
@@ -200,6 +205,7 @@ class Execution {
         timeline_.cpu[pc_].end = now_;
         ++pc_;
         break;
+      case CpuState::kBlockedOnDevice:  // the device is idle: retry the allocation
       case CpuState::kReady:
       case CpuState::kBlocked:
         break;
@@ -230,14 +236,29 @@ class Execution {
           }
           timeline_.cpu[pc_].end = now_;
           break;
-        case CpuStepKind::kAlloc:
-          if (memory_ != nullptr) memory_->on_allocate(now_, s.target, p_.tensors.at(s.target));
+        case CpuStepKind::kAlloc: {
+          if (memory_ == nullptr) break;
+          AllocationOutcome outcome = memory_->on_allocate(now_, s.target, p_.tensors.at(s.target));
+          if (outcome.status == AllocationStatus::kSynchronize) {
+            if (outstanding_ > 0) {  // wait for the device, then allocate again
+              cpu_state_ = CpuState::kBlockedOnDevice;
+              return;
+            }
+            outcome = memory_->on_allocate(now_, s.target, p_.tensors.at(s.target));
+          }
+          if (outcome.cpu_cost.picoseconds() > 0) {
+            cpu_state_ = CpuState::kWorking;
+            queue_.push(now_ + outcome.cpu_cost, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
+            return;
+          }
           timeline_.cpu[pc_].end = now_;
           break;
+        }
         case CpuStepKind::kFree: {
           const TensorInfo& info = p_.tensors.at(s.target);
-          if (memory_ != nullptr) memory_->on_free(now_, s.target, info);
-          if (s.after_op == kNoOp || state_.at(s.after_op) == State::kFinished) {
+          const bool pending = s.after_op != kNoOp && state_.at(s.after_op) != State::kFinished;
+          if (memory_ != nullptr) memory_->on_free(now_, s.target, info, pending);
+          if (!pending) {
             if (memory_ != nullptr) memory_->on_release(now_, s.target, info);
           } else {
             pending_release_[s.target] = true;
@@ -286,6 +307,7 @@ class Execution {
   std::vector<SimTime> progress_since_;     // when progress_ was last credited
   std::vector<OpId> contended_running_;     // running ops slowed by communication
   int communication_running_ = 0;
+  std::size_t outstanding_ = 0;  // issued ops not yet finished
   Csr dependents_;
   Csr releases_;
   std::size_t pc_ = 0;

@@ -51,8 +51,11 @@ class DdpStep {
     Schedule out;
     const TrainingConfig& t = in_.training;
     out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
-    for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) micro_batch(!t.no_sync || mb == out.micro_batches - 1);
-    optimizer_step();
+    for (std::int32_t step = 0; step < in_.steps; ++step) {
+      s_.begin_step(out);
+      for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) micro_batch(!t.no_sync || mb == out.micro_batches - 1);
+      optimizer_step();
+    }
     const std::int64_t numel = total_numel();
     out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * numel);
     out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = Bytes(8 * numel);
@@ -151,6 +154,7 @@ class DdpStep {
     s_.gpu_adamw(tensors);
     for (std::size_t i = 0; i < grads_.size(); ++i) {
       if (has_grad_[i]) s_.free(grads_[i], s_.program().record_event(s_.compute()));
+      has_grad_[i] = false;
     }
   }
 

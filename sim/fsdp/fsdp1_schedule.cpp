@@ -76,11 +76,14 @@ class Fsdp1Step {
     Schedule out;
     const TrainingConfig& t = in_.training;
     out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
-    for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) {
-      sync_gradients_ = !t.no_sync || mb == out.micro_batches - 1;
-      micro_batch();
+    for (std::int32_t step = 0; step < in_.steps; ++step) {
+      s_.begin_step(out);
+      for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) {
+        sync_gradients_ = !t.no_sync || mb == out.micro_batches - 1;
+        micro_batch();
+      }
+      optimizer_step();
     }
-    optimizer_step();
     std::int64_t shard_numel = 0;
     for (const FsdpUnit& u : units_) shard_numel += u.shard_numel;
     if (!f_.cpu_offload) {
@@ -356,6 +359,7 @@ class Fsdp1Step {
     // zero_grad(set_to_none=True) frees the gradients.
     for (UnitState& st : state_) {
       if (st.has_grad) s_.free(st.grad, s_.program().record_event(s_.compute()));
+      st.has_grad = false;
     }
   }
 

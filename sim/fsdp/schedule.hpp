@@ -24,6 +24,9 @@ struct ScheduleInput {
   hardware::ClusterSpec cluster;
   FsdpConfig fsdp;
   TrainingConfig training;
+  // Training steps in the program; the last one is measured, the earlier ones warm up state that
+  // carries over between steps (the caching allocator's cache, the rate limiter's queue).
+  std::int32_t steps = 1;
 };
 
 struct Schedule {
@@ -32,11 +35,14 @@ struct Schedule {
   std::int64_t micro_batches = 1;  // gradient accumulation steps
   // Memory alive when the step starts: fp32 parameter shards and optimizer states.
   std::array<Bytes, memory::kMemoryCategoryCount> baseline{};
-  Flops model_flops{0.0};     // forward + backward of every micro-batch, no recompute
-  Flops hardware_flops{0.0};  // model_flops + activation recompute
+  Flops model_flops{0.0};     // forward + backward of every micro-batch of one step, no recompute
+  Flops hardware_flops{0.0};  // model_flops + activation recompute, one step
   // Bytes one GPU sends over the network (collectives on groups that span nodes, at the ring's
   // wire factor: (n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce).
   Bytes inter_node_bytes{0};
+  // Where the measured (last) step starts in the program.
+  engine::OpId measured_first_op = 0;
+  engine::TensorId measured_first_tensor = 0;
 };
 
 // Preconditions (the app validates): world divides global_batch / micro_batch, sizes positive,

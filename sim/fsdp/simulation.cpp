@@ -17,7 +17,8 @@ struct Interval {
 
 // Sweeps the op intervals once: for each elementary segment, is compute running (and of which
 // phase), is a collective running? Sums the wall time into the breakdown.
-StepBreakdown breakdown_of(const engine::Program& program, const engine::Timeline& timeline) {
+StepBreakdown breakdown_of(const engine::Program& program, const engine::Timeline& timeline,
+                           engine::OpId first_op, SimTime step_start) {
   struct Edge {
     SimTime time;
     int delta;
@@ -26,7 +27,7 @@ StepBreakdown breakdown_of(const engine::Program& program, const engine::Timelin
   };
   std::vector<Edge> edges;
   edges.reserve(2 * program.ops.size());
-  for (std::size_t i = 0; i < program.ops.size(); ++i) {
+  for (std::size_t i = first_op; i < program.ops.size(); ++i) {
     const engine::Op& op = program.ops[i];
     const engine::OpTiming& t = timeline.ops[i];
     if (t.end == t.start) continue;
@@ -43,7 +44,7 @@ StepBreakdown breakdown_of(const engine::Program& program, const engine::Timelin
   int compute_running = 0;
   int comm_running = 0;
   Phase compute_phase = Phase::kForward;
-  SimTime last;
+  SimTime last = step_start;
   for (const Edge& e : edges) {
     const Seconds span = to_seconds(e.time - last);
     if (compute_running > 0) {
@@ -73,18 +74,31 @@ StepBreakdown breakdown_of(const engine::Program& program, const engine::Timelin
 
 }  // namespace
 
-SimulationOutput simulate_step(const ScheduleInput& input, bool record_memory) {
+SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptions& options) {
   SimulationOutput out;
-  out.schedule = build_schedule(input);
+  ScheduleInput steps = input;
+  steps.steps = options.allocator ? 2 : 1;
+  out.schedule = build_schedule(steps);
   const engine::Program& program = out.schedule.program;
   engine::check_for_deadlock(program);
-  memory::MemoryTracker tracker(out.schedule.baseline, record_memory);
-  out.timeline = engine::execute(program, &tracker);
+  const hardware::GpuSpec& gpu = input.cluster.gpu;
+  memory::MemoryModelOptions memory_options;
+  memory_options.baseline = out.schedule.baseline;
+  memory_options.record_samples = options.record_memory;
+  memory_options.allocator = options.allocator;
+  memory_options.device_call_cost = to_sim_time(input.cluster.cuda_malloc_overhead);
+  memory_options.measure_from = out.schedule.measured_first_tensor;
+  memory::MemoryModel memory(memory_options);
+  out.timeline = engine::execute(program, &memory);
 
+  // The measured step starts when the previous one's last op ends.
+  SimTime step_start;
+  for (engine::OpId op = 0; op < out.schedule.measured_first_op; ++op) {
+    step_start = std::max(step_start, out.timeline.ops[op].end);
+  }
   StepResult& r = out.result;
   const TrainingConfig& t = input.training;
-  const hardware::GpuSpec& gpu = input.cluster.gpu;
-  r.step_time = to_seconds(out.timeline.makespan);
+  r.step_time = to_seconds(out.timeline.makespan - step_start);
   r.micro_batches = out.schedule.micro_batches;
   r.tokens_per_step_per_gpu = r.micro_batches * t.micro_batch * t.seq_len;
   r.tokens_per_s_per_gpu = static_cast<double>(r.tokens_per_step_per_gpu) / r.step_time.value();
@@ -93,18 +107,26 @@ SimulationOutput simulate_step(const ScheduleInput& input, bool record_memory) {
   const double peak_tflops = gpu.peak(input.fsdp.param_dtype).value() / 1e12;
   r.mfu = r.model_tflops_per_gpu / peak_tflops;
   r.hfu = r.hardware_tflops_per_gpu / peak_tflops;
-  r.breakdown = breakdown_of(program, out.timeline);
-  r.memory = tracker.stats();
+  r.breakdown = breakdown_of(program, out.timeline, out.schedule.measured_first_op, step_start);
+  r.memory = memory.stats();
+  r.reserved = memory.reserved();
+  r.models_reserved = memory.models_reserved();
   r.usable_memory = gpu.usable_memory();
   if (!program.tensors.empty()) r.peak_tensor = program.names[program.tensors[r.memory.peak_tensor].name];
-  if (r.memory.peak_active > r.usable_memory) {
+  if (r.models_reserved && r.reserved.out_of_memory) {
+    r.out_of_memory = true;
+    const std::string where = r.reserved.oom_tensor < program.tensors.size()
+                                  ? program.names[program.tensors[r.reserved.oom_tensor].name]
+                                  : std::string("?");
+    r.oom_reason = fmt::format("allocating {}: {}", where, r.reserved.oom_message);
+  } else if (!r.models_reserved && r.memory.peak_active > r.usable_memory) {
     r.out_of_memory = true;
     r.oom_reason = fmt::format("peak active {:.2f} GiB > {:.2f} GiB usable, reached allocating {}",
                                to_gib(r.memory.peak_active), to_gib(r.usable_memory), r.peak_tensor);
   }
   r.op_count = static_cast<std::int64_t>(program.ops.size());
   r.event_count = static_cast<std::int64_t>(program.ops.size() + program.cpu.size());
-  if (record_memory) out.memory_samples = tracker.samples();
+  if (options.record_memory) out.memory_samples = memory.samples();
   return out;
 }
 

@@ -9,7 +9,7 @@
 
 #include "sim/engine/timeline.hpp"
 #include "sim/fsdp/schedule.hpp"
-#include "sim/memory/memory_tracker.hpp"
+#include "sim/memory/memory_model.hpp"
 
 namespace fsdpsim::fsdp {
 
@@ -35,6 +35,8 @@ struct StepResult {
   double hfu = 0.0;  // hardware FLOP/s (with recompute) over the same peak
   StepBreakdown breakdown;
   memory::MemoryStats memory;
+  memory::ReservedStats reserved;  // zero when the allocator is not modelled
+  bool models_reserved = false;
   Bytes usable_memory{0};
   bool out_of_memory = false;
   std::string oom_reason;  // empty unless out_of_memory
@@ -50,7 +52,14 @@ struct SimulationOutput {
   StepResult result;
 };
 
-// Preconditions as for build_schedule. `record_memory` keeps the memory timeline.
-SimulationOutput simulate_step(const ScheduleInput& input, bool record_memory);
+struct SimulationOptions {
+  bool record_memory = false;  // keep the memory timeline (traces, CSV)
+  // The CUDA caching allocator (PYTORCH_CUDA_ALLOC_CONF); none: allocated/active only, and the
+  // step is simulated once. With it, one warm-up step fills the allocator's cache first.
+  std::optional<memory::AllocatorConfig> allocator;
+};
+
+// Preconditions as for build_schedule (input.steps is set here).
+SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptions& options);
 
 }  // namespace fsdpsim::fsdp

@@ -38,6 +38,14 @@ StepBuilder::StepBuilder(const ScheduleInput& input)
   }
 }
 
+void StepBuilder::begin_step(Schedule& schedule) {
+  schedule.measured_first_op = static_cast<engine::OpId>(b_.program().ops.size());
+  schedule.measured_first_tensor = static_cast<engine::TensorId>(b_.program().tensors.size());
+  model_flops_ = Flops(0.0);
+  recompute_flops_ = Flops(0.0);
+  inter_node_bytes_ = Bytes(0);
+}
+
 ProcessGroup StepBuilder::add_process_group(std::string name, hardware::CommGroup ranks) {
   return ProcessGroup{b_.add_channel(std::move(name)), ranks};
 }

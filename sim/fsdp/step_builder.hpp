@@ -69,6 +69,8 @@ class StepBuilder {
   [[nodiscard]] Flops model_flops() const { return model_flops_; }
   [[nodiscard]] Flops recompute_flops() const { return recompute_flops_; }
   [[nodiscard]] Bytes inter_node_bytes() const { return inter_node_bytes_; }
+  // Marks the start of the measured step; FLOP and byte counts restart there.
+  void begin_step(Schedule& schedule);
   [[nodiscard]] const ScheduleInput& input() const { return in_; }
   [[nodiscard]] const models::Workload& workload() const { return w_; }
   engine::Program take() { return b_.take(); }

@@ -15,7 +15,8 @@ MemoryTracker::MemoryTracker(const std::array<Bytes, kMemoryCategoryCount>& base
   sample(SimTime{});
 }
 
-void MemoryTracker::on_allocate(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info) {
+engine::AllocationOutcome MemoryTracker::on_allocate(SimTime time, engine::TensorId tensor,
+                                                     const engine::TensorInfo& info) {
   allocated_ += info.size;
   active_ += info.size;
   active_by_category_[info.category] += info.size;
@@ -27,9 +28,10 @@ void MemoryTracker::on_allocate(SimTime time, engine::TensorId tensor, const eng
     stats_.peak_tensor = tensor;
   }
   sample(time);
+  return {};
 }
 
-void MemoryTracker::on_free(SimTime time, engine::TensorId, const engine::TensorInfo& info) {
+void MemoryTracker::on_free(SimTime time, engine::TensorId, const engine::TensorInfo& info, bool) {
   allocated_ -= info.size;
   sample(time);
 }
@@ -40,14 +42,22 @@ void MemoryTracker::on_release(SimTime time, engine::TensorId, const engine::Ten
   sample(time);
 }
 
+void MemoryTracker::reset_peaks(SimTime time) {
+  stats_.peak_allocated = allocated_;
+  stats_.peak_active = active_;
+  stats_.peak_active_time = time;
+  stats_.peak_active_by_category = active_by_category_;
+}
+
 void MemoryTracker::sample(SimTime time) {
   if (!record_samples_) return;
   if (!samples_.empty() && samples_.back().time == time) {
     samples_.back().allocated = allocated_;
     samples_.back().active = active_;
+    samples_.back().reserved = reserved_;
     return;
   }
-  samples_.push_back(MemorySample{time, allocated_, active_});
+  samples_.push_back(MemorySample{time, allocated_, active_, reserved_});
 }
 
 }  // namespace fsdpsim::memory

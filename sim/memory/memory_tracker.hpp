@@ -21,6 +21,7 @@ struct MemorySample {
   SimTime time;
   Bytes allocated;
   Bytes active;
+  Bytes reserved;  // zero without an allocator model
 };
 
 struct MemoryStats {
@@ -39,9 +40,16 @@ class MemoryTracker final : public engine::MemoryObserver {
   // state), per category. `record_samples` keeps a timeline for traces and CSV output.
   MemoryTracker(const std::array<Bytes, kMemoryCategoryCount>& baseline, bool record_samples);
 
-  void on_allocate(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info) override;
-  void on_free(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info) override;
+  engine::AllocationOutcome on_allocate(SimTime time, engine::TensorId tensor,
+                                        const engine::TensorInfo& info) override;
+  void on_free(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info,
+               bool release_pending) override;
   void on_release(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info) override;
+
+  // Reserved memory as the allocator model reports it, for the samples.
+  void set_reserved(Bytes reserved) { reserved_ = reserved; }
+  // Starts the peaks again from the current values (torch.cuda.reset_peak_memory_stats).
+  void reset_peaks(SimTime time);
 
   [[nodiscard]] const MemoryStats& stats() const { return stats_; }
   [[nodiscard]] const std::vector<MemorySample>& samples() const { return samples_; }
@@ -52,6 +60,7 @@ class MemoryTracker final : public engine::MemoryObserver {
   std::array<Bytes, kMemoryCategoryCount> active_by_category_{};
   Bytes allocated_{0};
   Bytes active_{0};
+  Bytes reserved_{0};
   MemoryStats stats_;
   bool record_samples_;
   std::vector<MemorySample> samples_;

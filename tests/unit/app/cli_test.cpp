@@ -64,8 +64,37 @@ TEST(Cli, VersionAndHelpExitZero) {
   EXPECT_NE(help.output.find("run"), std::string::npos);
   const Outcome run_help = run_fsdpsim("run --help");
   EXPECT_EQ(run_help.exit_code, 0);
-  EXPECT_NE(run_help.output.find("fsdp.backward_prefetch"), std::string::npos);
-  EXPECT_NE(run_help.output.find("BackwardPrefetch"), std::string::npos);
+  // Every knob is documented, with PyTorch's name for it.
+  for (const char* knob : {"parallelism",
+                           "global_batch",
+                           "micro_batch",
+                           "seq_len",
+                           "activation_checkpointing",
+                           "checkpoint_every_n_blocks",
+                           "no_sync",
+                           "optimizer",
+                           "flash_attention",
+                           "version",
+                           "sharding_strategy",
+                           "shard_group_size",
+                           "backward_prefetch",
+                           "forward_prefetch",
+                           "limit_all_gathers",
+                           "max_inflight_all_gathers",
+                           "reshard_after_forward",
+                           "param_dtype",
+                           "reduce_dtype",
+                           "cpu_offload",
+                           "wrap_policy",
+                           "blocks_per_unit",
+                           "bucket_cap_mb",
+                           "BackwardPrefetch",
+                           "ShardingStrategy",
+                           "MixedPrecision",
+                           "CPUOffload",
+                           "_FreeEventQueue"}) {
+    EXPECT_NE(run_help.output.find(knob), std::string::npos) << knob;
+  }
 }
 
 TEST(Cli, DefaultScenarioPrintsASummary) {

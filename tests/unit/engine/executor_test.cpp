@@ -21,8 +21,11 @@ LaunchSpec spec(std::string_view name, StreamId stream, double duration_us, doub
 
 class RecordingMemory final : public MemoryObserver {
  public:
-  void on_allocate(SimTime t, TensorId, const TensorInfo& info) override { log.push_back({t, +info.size.value()}); }
-  void on_free(SimTime t, TensorId, const TensorInfo& info) override { freed.push_back({t, info.size.value()}); }
+  AllocationOutcome on_allocate(SimTime t, TensorId, const TensorInfo& info) override {
+    log.push_back({t, +info.size.value()});
+    return {};
+  }
+  void on_free(SimTime t, TensorId, const TensorInfo& info, bool) override { freed.push_back({t, info.size.value()}); }
   void on_release(SimTime t, TensorId, const TensorInfo& info) override { log.push_back({t, -info.size.value()}); }
   std::vector<std::pair<SimTime, std::int64_t>> log;
   std::vector<std::pair<SimTime, std::int64_t>> freed;
@@ -149,6 +152,36 @@ TEST(Executor, ComputeStartedDuringCommunicationSpeedsUpWhenItEnds) {
   const OpId k = b.launch(gemm);
   // 30 us at the contended rate do 1/3; the remaining 2/3 of 60 us take 40: ends at 70.
   EXPECT_EQ(execute(b.program()).ops[k].end, us(70));
+}
+
+// An allocator that must free its cache first (cudaMalloc retry): the first request asks for a
+// device synchronization, the second succeeds after 5 us of cudaFree/cudaMalloc.
+class RetryingMemory final : public MemoryObserver {
+ public:
+  AllocationOutcome on_allocate(SimTime t, TensorId, const TensorInfo&) override {
+    calls.push_back(t);
+    if (calls.size() == 1) return {AllocationStatus::kSynchronize, SimTime{}};
+    return {AllocationStatus::kAllocated, us(5)};
+  }
+  void on_free(SimTime, TensorId, const TensorInfo&, bool) override {}
+  void on_release(SimTime, TensorId, const TensorInfo&) override {}
+  std::vector<SimTime> calls;
+};
+
+TEST(Executor, AllocatorRetryBlocksTheCpuUntilTheDeviceIsIdle) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  const StreamId other = b.add_stream("other");
+  b.launch(spec("long", s, 100));
+  b.launch(spec("short", other, 30));
+  b.allocate("x", Bytes(1), s, 0);
+  const OpId after = b.launch(spec("after", s, 1));
+  RetryingMemory memory;
+  const Timeline t = execute(b.program(), &memory);
+  ASSERT_EQ(memory.calls.size(), 2u);
+  EXPECT_EQ(memory.calls[0], us(0));
+  EXPECT_EQ(memory.calls[1], us(100));  // every issued op has finished
+  EXPECT_EQ(t.ops[after].issue, us(105));
 }
 
 TEST(Executor, WaitingOnAnOpIssuedLaterIsADeadlock) {

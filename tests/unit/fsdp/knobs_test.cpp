@@ -63,7 +63,7 @@ Knobs run(const std::function<void(ScheduleInput&)>& configure) {
   k.input.training.micro_batch = 1;
   k.input.training.seq_len = 8;
   configure(k.input);
-  k.out = simulate_step(k.input, false);
+  k.out = simulate_step(k.input, {});
   return k;
 }
 

@@ -43,7 +43,7 @@ SimRun simulate(BackwardPrefetch prefetch, bool limit_all_gathers = true) {
   in.training.global_batch = 2;
   in.training.micro_batch = 1;
   in.training.seq_len = 8;
-  return SimRun{simulate_step(in, false)};
+  return SimRun{simulate_step(in, {})};
 }
 
 // Forward: AG(root) 0-20 is exposed; AG(b0) 20-40 and AG(b1) 40-60 hide behind the embedding

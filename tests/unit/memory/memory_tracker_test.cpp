@@ -28,7 +28,7 @@ TEST(MemoryTracker, AllocatedFallsAtFreeActiveAtRelease) {
   const auto a = tensor(50, MemoryCategory::kActivations);
   const auto b = tensor(30, MemoryCategory::kParameters);
   t.on_allocate(ps(1), 0, a);
-  t.on_free(ps(2), 0, a);      // record_stream: block still in use by another stream
+  t.on_free(ps(2), 0, a, true);  // record_stream: block still in use by another stream
   t.on_allocate(ps(3), 1, b);  // allocated 30, active 80
   t.on_release(ps(4), 0, a);
   EXPECT_EQ(t.stats().peak_allocated.value(), 50);

@@ -1,0 +1,219 @@
+#include "sim/app/check_command.hpp"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
+#include <system_error>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/junit_xml.hpp"
+#include "sim/app/result_json.hpp"
+#include "sim/app/scenario.hpp"
+#include "sim/app/simulate_scenario.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t kSkippedNamesShown = 10;
+
+constexpr const char* kCheckFooter = R"(
+A scenario's "expect" block states what the config must achieve, on any key of the result JSON
+(dotted paths reach nested keys):
+  "expect": {
+    "status": "ok",
+    "peak_mem_reserved_gib": {"max": 78},
+    "tokens_per_s_per_gpu": {"min": 3000},
+    "breakdown.exposed_communication_s": {"max": 0.05},
+    "baseline": "baselines/my_job.result.json", "tolerance": 0.05,
+    "keys": ["step_time_s", "peak_mem_reserved_gib"]
+  }
+The baseline is a result JSON recorded with `fsdpsim run SCENARIO --json PATH`, relative to the
+scenario file; the keys must stay within the relative tolerance (default 0.05) of it.
+
+Folders are searched recursively for *.json; files that are not scenarios (no schema_version and
+model) and scenarios without "expect" are skipped and counted in the summary.
+
+Exit codes: 0 every check passed, 1 internal error, 2 bad usage or a bad scenario / expect block
+(the other scenarios are still checked and reported), 3 a check failed.)";
+
+bool is_scenario(const nlohmann::json& document) {
+  return document.is_object() && document.contains("schema_version") && document.contains("model");
+}
+
+std::string plural(std::size_t n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+}  // namespace
+
+std::vector<fs::path> find_check_files(const std::vector<std::string>& paths) {
+  std::vector<fs::path> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      for (fs::recursive_directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+        if (it->is_regular_file(ec) && it->path().extension() == ".json")
+          files.push_back(it->path());
+      }
+      if (ec) throw ConfigError(p, "", fmt::format("cannot read the folder: {}", ec.message()));
+    } else if (fs::exists(p, ec)) {
+      files.emplace_back(p);
+    } else {
+      throw ConfigError(p, "", "no such file or folder");
+    }
+  }
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  return files;
+}
+
+ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::string>& overrides,
+                                  const PresetLocator& presets) {
+  ScenarioCheck check;
+  check.file = file.string();
+  try {
+    const nlohmann::json document = read_json_file(file);
+    if (!is_scenario(document)) {
+      check.status = ScenarioCheckStatus::kNotScenario;
+      return check;
+    }
+    if (!document.contains("expect")) {
+      check.status = ScenarioCheckStatus::kNoExpect;
+      return check;
+    }
+    const Scenario scenario = load_scenario(file, overrides, presets);
+    const Expectations expectations = parse_expectations(scenario.expect, file);
+    const nlohmann::json result =
+        result_to_json(scenario, simulate_scenario(scenario, /*record_memory=*/false));
+    check.results = evaluate_expectations(expectations, result);
+    check.status = ScenarioCheckStatus::kChecked;
+  } catch (const ConfigError& e) {
+    check.status = ScenarioCheckStatus::kError;
+    check.error = e.what();
+    check.results.clear();
+  }
+  return check;
+}
+
+std::string check_report(const std::vector<ScenarioCheck>& checks) {
+  std::string out;
+  std::size_t scenarios = 0;
+  std::size_t passed = 0;
+  std::size_t failed = 0;
+  std::size_t errors = 0;
+  std::size_t not_scenarios = 0;
+  std::vector<std::string> without_expect;
+  for (const ScenarioCheck& c : checks) {
+    switch (c.status) {
+      case ScenarioCheckStatus::kChecked:
+        ++scenarios;
+        for (const CheckResult& r : c.results) {
+          out += fmt::format("{} {} {}\n", r.passed ? "PASS" : "FAIL", c.file, r.detail);
+          ++(r.passed ? passed : failed);
+        }
+        break;
+      case ScenarioCheckStatus::kError:
+        ++errors;
+        out += fmt::format("ERROR {}\n", c.error);
+        break;
+      case ScenarioCheckStatus::kNoExpect:
+        without_expect.push_back(c.file);
+        break;
+      case ScenarioCheckStatus::kNotScenario:
+        ++not_scenarios;
+        break;
+    }
+  }
+  out +=
+      fmt::format("check: {}, {}: {} passed, {} failed", plural(scenarios, "scenario", "scenarios"),
+                  plural(passed + failed, "check", "checks"), passed, failed);
+  if (errors > 0)
+    out += fmt::format("; {} with bad input", plural(errors, "scenario", "scenarios"));
+  if (!without_expect.empty()) {
+    out += fmt::format("; skipped {} without an expect block",
+                       plural(without_expect.size(), "scenario", "scenarios"));
+  }
+  if (not_scenarios > 0) {
+    out += fmt::format("; skipped {} that {}", plural(not_scenarios, "JSON file", "JSON files"),
+                       not_scenarios == 1 ? "is not a scenario" : "are not scenarios");
+  }
+  out += "\n";
+  if (!without_expect.empty()) {
+    const std::size_t shown = std::min(without_expect.size(), kSkippedNamesShown);
+    out += fmt::format("  without expect: {}{}\n",
+                       fmt::join(without_expect.begin(),
+                                 without_expect.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                       without_expect.size() > shown ? ", ..." : "");
+  }
+  if (scenarios == 0 && errors == 0)
+    out += "  nothing was checked: no scenario has an expect block\n";
+  return out;
+}
+
+std::string check_junit_xml(const std::vector<ScenarioCheck>& checks) {
+  std::vector<JunitSuite> suites;
+  for (const ScenarioCheck& c : checks) {
+    if (c.status == ScenarioCheckStatus::kNoExpect || c.status == ScenarioCheckStatus::kNotScenario)
+      continue;
+    JunitSuite suite;
+    suite.name = c.file;
+    if (c.status == ScenarioCheckStatus::kError) {
+      suite.cases.push_back(
+          {c.file, "load scenario and expectations", JunitOutcome::kError, c.error});
+    }
+    for (const CheckResult& r : c.results) {
+      suite.cases.push_back({c.file, r.name,
+                             r.passed ? JunitOutcome::kPassed : JunitOutcome::kFailed,
+                             r.passed ? "" : r.detail});
+    }
+    suites.push_back(std::move(suite));
+  }
+  return junit_xml("fsdpsim check", suites);
+}
+
+int check_exit_code(const std::vector<ScenarioCheck>& checks) {
+  bool failed = false;
+  for (const ScenarioCheck& c : checks) {
+    if (c.status == ScenarioCheckStatus::kError) return 2;
+    failed = failed || std::any_of(c.results.begin(), c.results.end(),
+                                   [](const CheckResult& r) { return !r.passed; });
+  }
+  return failed ? kExitCheckFailed : 0;
+}
+
+CLI::App* add_check_command(CLI::App& app, CheckOptions& options) {
+  CLI::App* check = app.add_subcommand(
+      "check", "Run scenarios with an expect block and check their results (CI)");
+  check
+      ->add_option("paths", options.paths,
+                   "Scenario files or folders (searched recursively for *.json)")
+      ->required();
+  check->add_option("--junit", options.junit_path, "Write a JUnit XML report to PATH")
+      ->type_name("PATH");
+  check->add_option("--set", options.overrides, "Override a scenario key in every scenario")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  check->add_option("--configs", options.configs_dir, "Folder of presets (as for run)")
+      ->type_name("DIR");
+  check->footer(kCheckFooter);
+  return check;
+}
+
+int check_command(const CheckOptions& options) {
+  const PresetLocator presets{default_configs_dir(options.configs_dir)};
+  std::vector<ScenarioCheck> checks;
+  for (const fs::path& file : find_check_files(options.paths)) {
+    checks.push_back(check_scenario_file(file, options.overrides, presets));
+  }
+  std::cout << check_report(checks);
+  std::cout.flush();
+  if (!options.junit_path.empty()) write_output(options.junit_path, check_junit_xml(checks));
+  return check_exit_code(checks);
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,64 @@
+// `fsdpsim check`: runs the scenarios that carry an `expect` block and reports every expectation
+// as PASS or FAIL, for CI. Files or folders (searched recursively for *.json); JSON files that are
+// not scenarios (no schema_version + model, e.g. recorded results) and scenarios without `expect`
+// are skipped and counted. Exit code 0 when every check passes, 3 when one fails, 2 when a
+// scenario or its expect block is bad input (the others still run and are reported).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "sim/app/expectations.hpp"
+#include "sim/app/preset_paths.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace fsdpsim::app {
+
+inline constexpr int kExitCheckFailed = 3;
+
+struct CheckOptions {
+  std::vector<std::string> paths;      // scenario files or folders
+  std::string junit_path;              // --junit PATH
+  std::vector<std::string> overrides;  // --set KEY=VALUE, applied to every scenario
+  std::string configs_dir;             // --configs DIR
+};
+
+enum class ScenarioCheckStatus { kChecked, kNoExpect, kNotScenario, kError };
+
+struct ScenarioCheck {
+  std::string file;
+  ScenarioCheckStatus status = ScenarioCheckStatus::kError;
+  std::vector<CheckResult> results;  // kChecked only
+  std::string error;                 // kError only: the bad-input message
+};
+
+// The *.json files named by `paths` (folders searched recursively), sorted, each once. Throws
+// ConfigError if a path does not exist.
+std::vector<std::filesystem::path> find_check_files(const std::vector<std::string>& paths);
+
+// Loads, simulates and checks one file. Bad input is returned as kError, never thrown.
+ScenarioCheck check_scenario_file(const std::filesystem::path& file,
+                                  const std::vector<std::string>& overrides,
+                                  const PresetLocator& presets);
+
+// The report: one line per check ("PASS <file> <detail>" / "FAIL ..."), one per error ("ERROR
+// <message>"), then the summary line(s).
+std::string check_report(const std::vector<ScenarioCheck>& checks);
+
+// JUnit XML: one testsuite per checked scenario, one testcase per check (classname = scenario
+// file, name = check), <failure> on a failed check, <error> for a bad scenario.
+std::string check_junit_xml(const std::vector<ScenarioCheck>& checks);
+
+// 0 all passed, 3 a check failed, 2 a scenario was bad input.
+int check_exit_code(const std::vector<ScenarioCheck>& checks);
+
+CLI::App* add_check_command(CLI::App& app, CheckOptions& options);
+
+// Returns the process exit code; throws ConfigError on bad usage (a path that does not exist).
+int check_command(const CheckOptions& options);
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,331 @@
+#include "sim/app/csv_table.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "sim/app/config_error.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+constexpr std::size_t kFixedLeadingColumns = 1;  // index
+constexpr std::size_t kFixedStatusColumns = 2;   // status, reason
+
+// Shortest text that reads back as the same double; empty for NaN (a skipped point).
+std::string format_metric(double x) { return std::isnan(x) ? "" : fmt::format("{}", x); }
+
+std::optional<double> parse_metric(const std::string& text) {
+  if (text.empty()) return std::numeric_limits<double>::quiet_NaN();
+  double x = 0.0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (r.ec != std::errc{} || r.ptr != text.data() + text.size()) return std::nullopt;
+  return x;
+}
+
+std::optional<PointStatus> parse_status(const std::string& text) {
+  if (text == "ok") return PointStatus::kOk;
+  if (text == "oom") return PointStatus::kOom;
+  if (text == "skipped") return PointStatus::kSkipped;
+  return std::nullopt;
+}
+
+double throughput(const SweepRow& r) { return r.metrics[kMetricTokensPerSPerGpu]; }
+double reserved(const SweepRow& r) { return r.metrics[kMetricPeakReserved]; }
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* point_status_name(PointStatus status) {
+  switch (status) {
+    case PointStatus::kOk:
+      return "ok";
+    case PointStatus::kOom:
+      return "oom";
+    case PointStatus::kSkipped:
+      return "skipped";
+  }
+  return "?";
+}
+
+std::string csv_field(const std::string& text) {
+  std::string field;
+  bool quote = false;
+  for (const char c : text) {
+    if (c == '\n' || c == '\r') {
+      field += ' ';
+      continue;
+    }
+    if (c == ',' || c == '"') quote = true;
+    if (c == '"') field += '"';
+    field += c;
+  }
+  return quote ? fmt::format("\"{}\"", field) : field;
+}
+
+std::optional<std::vector<std::string>> parse_csv_line(const std::string& line) {
+  std::vector<std::string> fields;
+  std::string current;
+  std::size_t i = 0;
+  while (true) {
+    current.clear();
+    if (i < line.size() && line[i] == '"') {
+      ++i;
+      while (true) {
+        if (i >= line.size()) return std::nullopt;  // unterminated quote
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            current += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        current += line[i++];
+      }
+      if (i < line.size() && line[i] != ',') return std::nullopt;
+    } else {
+      while (i < line.size() && line[i] != ',') {
+        if (line[i] == '"') return std::nullopt;
+        current += line[i++];
+      }
+    }
+    fields.push_back(current);
+    if (i >= line.size()) return fields;
+    ++i;  // the comma
+  }
+}
+
+std::string csv_header(const std::vector<std::string>& grid_keys) {
+  std::string line = "index";
+  for (const std::string& k : grid_keys) line += fmt::format(",{}", csv_field(k));
+  line += ",status,reason";
+  for (const char* k : kSweepMetricKeys) line += fmt::format(",{}", k);
+  return line + "\n";
+}
+
+std::string csv_row(const SweepRow& row) {
+  std::string line = fmt::format("{}", row.index);
+  for (const std::string& v : row.labels) line += fmt::format(",{}", csv_field(v));
+  line += fmt::format(",{},{}", point_status_name(row.status), csv_field(row.reason));
+  for (const double m : row.metrics) line += fmt::format(",{}", format_metric(m));
+  return line + "\n";
+}
+
+std::string table_to_csv(const SweepTable& table) {
+  std::string out = csv_header(table.grid_keys);
+  for (const SweepRow& row : table.rows) out += csv_row(row);
+  return out;
+}
+
+SweepTable table_from_csv(const std::string& text, const std::string& file) {
+  SweepTable table;
+  std::size_t line_number = 0;
+  std::size_t begin = 0;
+  std::size_t columns = 0;
+  while (begin < text.size()) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto where = [&] { return fmt::format("{}: line {}", file, line_number); };
+    const auto fields = parse_csv_line(line);
+    if (!fields) throw ConfigError(fmt::format("{}: malformed CSV (unbalanced quotes)", where()));
+    if (line_number == 1) {
+      const std::size_t n = fields->size();
+      const std::size_t fixed =
+          kFixedLeadingColumns + kFixedStatusColumns + kSweepMetricKeys.size();
+      bool ok = n >= fixed && (*fields)[0] == "index";
+      const std::size_t grid = ok ? n - fixed : 0;
+      ok = ok && (*fields)[1 + grid] == "status" && (*fields)[2 + grid] == "reason";
+      for (std::size_t m = 0; ok && m < kSweepMetricKeys.size(); ++m) {
+        ok = (*fields)[3 + grid + m] == kSweepMetricKeys[m];
+      }
+      if (!ok) {
+        throw ConfigError(
+            fmt::format("{}: not the header of an fsdpsim sweep table (expected index, "
+                        "the grid keys, status, reason, {})",
+                        where(), fmt::join(kSweepMetricKeys, ", ")));
+      }
+      table.grid_keys.assign(fields->begin() + 1,
+                             fields->begin() + 1 + static_cast<std::ptrdiff_t>(grid));
+      columns = n;
+      continue;
+    }
+    if (fields->size() != columns) {
+      throw ConfigError(
+          fmt::format("{}: {} fields, the header has {}", where(), fields->size(), columns));
+    }
+    SweepRow row;
+    const std::string& index = (*fields)[0];
+    const auto r = std::from_chars(index.data(), index.data() + index.size(), row.index);
+    if (r.ec != std::errc{} || r.ptr != index.data() + index.size() || row.index < 0) {
+      throw ConfigError(
+          fmt::format("{}: index \"{}\" is not a non-negative integer", where(), index));
+    }
+    const std::size_t grid = table.grid_keys.size();
+    row.labels.assign(fields->begin() + 1, fields->begin() + 1 + static_cast<std::ptrdiff_t>(grid));
+    const auto status = parse_status((*fields)[1 + grid]);
+    if (!status) {
+      throw ConfigError(
+          fmt::format("{}: status \"{}\" is not ok, oom or skipped", where(), (*fields)[1 + grid]));
+    }
+    row.status = *status;
+    row.reason = (*fields)[2 + grid];
+    for (std::size_t m = 0; m < kSweepMetricKeys.size(); ++m) {
+      const auto value = parse_metric((*fields)[3 + grid + m]);
+      if (!value) {
+        throw ConfigError(fmt::format("{}: {} \"{}\" is not a number", where(), kSweepMetricKeys[m],
+                                      (*fields)[3 + grid + m]));
+      }
+      row.metrics[m] = *value;
+    }
+    table.rows.push_back(std::move(row));
+  }
+  if (line_number == 0)
+    throw ConfigError(fmt::format("{}: empty file, expected a sweep table", file));
+  return table;
+}
+
+std::vector<std::size_t> pareto_front(const SweepTable& table) {
+  std::vector<std::size_t> fitting;
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    if (table.rows[i].status == PointStatus::kOk) fitting.push_back(i);
+  }
+  std::vector<std::size_t> front;
+  for (const std::size_t p : fitting) {
+    const SweepRow& a = table.rows[p];
+    const bool dominated = std::any_of(fitting.begin(), fitting.end(), [&](std::size_t q) {
+      const SweepRow& b = table.rows[q];
+      return throughput(b) >= throughput(a) && reserved(b) <= reserved(a) &&
+             (throughput(b) > throughput(a) || reserved(b) < reserved(a));
+    });
+    if (!dominated) front.push_back(p);
+  }
+  std::stable_sort(front.begin(), front.end(), [&](std::size_t p, std::size_t q) {
+    return throughput(table.rows[p]) > throughput(table.rows[q]);
+  });
+  return front;
+}
+
+std::optional<std::size_t> best_that_fits(const SweepTable& table) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    const SweepRow& r = table.rows[i];
+    if (r.status != PointStatus::kOk) continue;
+    if (!best) {
+      best = i;
+      continue;
+    }
+    const SweepRow& b = table.rows[*best];
+    if (throughput(r) > throughput(b) ||
+        (throughput(r) == throughput(b) && reserved(r) < reserved(b))) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+std::string row_label(const SweepTable& table, const SweepRow& row) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < table.grid_keys.size(); ++i) {
+    parts.push_back(fmt::format("{}={}", table.grid_keys[i], row.labels[i]));
+  }
+  return parts.empty() ? "(base scenario)" : fmt::format("{}", fmt::join(parts, " "));
+}
+
+std::string sweep_summary_text(const SweepTable& table) {
+  std::size_t ok = 0;
+  std::size_t oom = 0;
+  std::size_t skipped = 0;
+  for (const SweepRow& r : table.rows) {
+    (r.status == PointStatus::kOk ? ok : r.status == PointStatus::kOom ? oom : skipped) += 1;
+  }
+  std::string out =
+      fmt::format("{} points: {} fit, {} out of memory, {} skipped (invalid scenario)\n",
+                  table.rows.size(), ok, oom, skipped);
+  const std::vector<std::size_t> front = pareto_front(table);
+  if (!front.empty()) {
+    out += "Pareto front (tokens/s/GPU vs peak reserved GiB, points that fit):\n";
+    for (const std::size_t p : front) {
+      const SweepRow& r = table.rows[p];
+      out += fmt::format("  #{:<5} {:>10.1f} tokens/s/GPU {:>8.2f} GiB  {}\n", r.index,
+                         throughput(r), reserved(r), row_label(table, r));
+    }
+  }
+  const auto best = best_that_fits(table);
+  if (best) {
+    const SweepRow& r = table.rows[*best];
+    out += fmt::format("best that fits: {} -> {:.1f} tokens/s/GPU, {:.2f} GiB reserved\n",
+                       row_label(table, r), throughput(r), reserved(r));
+  } else {
+    out += "best that fits: none of the points fits\n";
+  }
+  return out;
+}
+
+std::string sweep_markdown(const SweepTable& table, const std::string& title, std::size_t top) {
+  std::vector<std::size_t> simulated;
+  std::map<std::string, std::size_t> skip_reasons;
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    if (table.rows[i].status == PointStatus::kSkipped) {
+      ++skip_reasons[table.rows[i].reason];
+    } else {
+      simulated.push_back(i);
+    }
+  }
+  std::stable_sort(simulated.begin(), simulated.end(), [&](std::size_t p, std::size_t q) {
+    const SweepRow& a = table.rows[p];
+    const SweepRow& b = table.rows[q];
+    if ((a.status == PointStatus::kOk) != (b.status == PointStatus::kOk))
+      return a.status == PointStatus::kOk;
+    return throughput(a) > throughput(b);
+  });
+  const std::vector<std::size_t> front = pareto_front(table);
+  std::string out = fmt::format("# {}\n\n", title);
+  out +=
+      "Simulated points by throughput (points that fit first); * = on the Pareto front of "
+      "throughput vs peak reserved memory.\n\n| rank | index |";
+  for (const std::string& k : table.grid_keys) out += fmt::format(" {} |", markdown_cell(k));
+  out +=
+      " status | tokens/s/GPU | step time (s) | MFU | peak reserved (GiB) | Pareto |\n|---:|---:|";
+  for (std::size_t k = 0; k < table.grid_keys.size(); ++k) out += "---|";
+  out += "---|---:|---:|---:|---:|:---:|\n";
+  const std::size_t shown = top == 0 ? simulated.size() : std::min(top, simulated.size());
+  for (std::size_t rank = 0; rank < shown; ++rank) {
+    const std::size_t p = simulated[rank];
+    const SweepRow& r = table.rows[p];
+    out += fmt::format("| {} | {} |", rank + 1, r.index);
+    for (const std::string& v : r.labels) out += fmt::format(" {} |", markdown_cell(v));
+    const bool on_front = std::find(front.begin(), front.end(), p) != front.end();
+    out += fmt::format(" {} | {:.1f} | {:.4g} | {:.1f}% | {:.2f} | {} |\n",
+                       point_status_name(r.status), throughput(r), r.metrics[kMetricStepTime],
+                       100.0 * r.metrics[kMetricMfu], reserved(r), on_front ? "*" : "");
+  }
+  if (shown < simulated.size())
+    out += fmt::format("\n({} more simulated points not shown.)\n", simulated.size() - shown);
+  if (!skip_reasons.empty()) {
+    out += "\n## Skipped points (invalid scenarios)\n\n| points | reason |\n|---:|---|\n";
+    for (const auto& [reason, count] : skip_reasons)
+      out += fmt::format("| {} | {} |\n", count, markdown_cell(reason));
+  }
+  out += fmt::format("\n```\n{}```\n", sweep_summary_text(table));
+  return out;
+}
+
+}  // namespace fsdpsim::app

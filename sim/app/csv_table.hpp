@@ -1,0 +1,80 @@
+// The table of a sweep: one row per grid point (index, the grid values, status, reason, the
+// headline result numbers), as CSV (RFC 4180 quoting, one line per row, '\n' line ends) in and
+// out, and the answers drawn from it: the ranking by throughput, the Pareto front of throughput
+// vs peak reserved memory, and the best point that fits. `fsdpsim sweep` builds the table by
+// simulating; `fsdpsim merge` rebuilds it from sharded CSV files, so both print the same answers.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fsdpsim::app {
+
+// The result keys a sweep table keeps, in column order. The last one lives under "breakdown"
+// in the result JSON.
+inline constexpr std::array<const char*, 9> kSweepMetricKeys = {"step_time_s",
+                                                                "tokens_per_s_per_gpu",
+                                                                "model_tflops_per_gpu",
+                                                                "hardware_tflops_per_gpu",
+                                                                "mfu",
+                                                                "hfu",
+                                                                "peak_mem_allocated_gib",
+                                                                "peak_mem_reserved_gib",
+                                                                "exposed_communication_s"};
+inline constexpr std::size_t kMetricTokensPerSPerGpu = 1;
+inline constexpr std::size_t kMetricStepTime = 0;
+inline constexpr std::size_t kMetricMfu = 4;
+inline constexpr std::size_t kMetricPeakReserved = 7;
+
+enum class PointStatus { kOk, kOom, kSkipped };
+const char* point_status_name(PointStatus status);
+
+struct SweepRow {
+  std::int64_t index = 0;
+  std::vector<std::string> labels;  // one per grid key
+  PointStatus status = PointStatus::kSkipped;
+  std::string reason;  // why it was skipped or does not fit; empty when ok
+  std::array<double, kSweepMetricKeys.size()> metrics{};  // NaN for skipped points
+};
+
+struct SweepTable {
+  std::vector<std::string> grid_keys;
+  std::vector<SweepRow> rows;  // in index order
+};
+
+// One CSV field, quoted when it holds a comma, quote, or line break (line breaks become spaces
+// so a row is always one line).
+std::string csv_field(const std::string& text);
+// Splits one CSV line into its fields (RFC 4180 quotes). Returns nullopt on a malformed line.
+std::optional<std::vector<std::string>> parse_csv_line(const std::string& line);
+
+std::string csv_header(const std::vector<std::string>& grid_keys);
+std::string csv_row(const SweepRow& row);
+std::string table_to_csv(const SweepTable& table);
+
+// Reads a table written by table_to_csv. Throws ConfigError naming `file` and the line on a
+// header that is not a sweep table's or a malformed row.
+SweepTable table_from_csv(const std::string& text, const std::string& file);
+
+// Positions in table.rows of the points that fit and that no other fitting point beats on both
+// throughput (higher) and peak reserved memory (lower); sorted by throughput, highest first.
+std::vector<std::size_t> pareto_front(const SweepTable& table);
+
+// Position of the fitting point with the highest throughput (ties: less memory, lower index).
+std::optional<std::size_t> best_that_fits(const SweepTable& table);
+
+// "<key>=<value> <key>=<value>" of a row.
+std::string row_label(const SweepTable& table, const SweepRow& row);
+
+// Counts and the Pareto front in a few lines, then
+// "best that fits: <grid values> -> X tokens/s/GPU, Y GiB reserved" as the last line.
+std::string sweep_summary_text(const SweepTable& table);
+
+// A markdown report: the simulated points sorted by throughput (those that fit first), at most
+// `top` rows (0 = all), the Pareto front marked, then the skip reasons.
+std::string sweep_markdown(const SweepTable& table, const std::string& title, std::size_t top);
+
+}  // namespace fsdpsim::app

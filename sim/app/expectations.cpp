@@ -1,0 +1,284 @@
+#include "sim/app/expectations.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/json_reader.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+const std::vector<std::string> kDefaultBaselineKeys = {
+    "step_time_s", "tokens_per_s_per_gpu", "peak_mem_allocated_gib", "peak_mem_reserved_gib"};
+
+std::vector<std::string> split_key(const std::string& key) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  while (true) {
+    const auto dot = key.find('.', begin);
+    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    if (dot == std::string::npos) return parts;
+    begin = dot + 1;
+  }
+}
+
+bool valid_key(const std::string& key) {
+  for (const std::string& part : split_key(key)) {
+    if (part.empty()) return false;
+  }
+  return true;
+}
+
+// The value at a dotted path, or nullptr; on a miss, `missing` names the first absent segment and
+// `hint` a close key at that level.
+const nlohmann::json* find_path(const nlohmann::json& root, const std::string& key,
+                                std::string& missing, std::string& hint) {
+  const nlohmann::json* node = &root;
+  for (const std::string& part : split_key(key)) {
+    if (!node->is_object() || !node->contains(part)) {
+      missing = part;
+      if (node->is_object()) {
+        std::vector<std::string> keys;
+        for (const auto& [k, unused] : node->items()) keys.push_back(k);
+        hint = did_you_mean(part, keys);
+      }
+      return nullptr;
+    }
+    node = &node->at(part);
+  }
+  return node;
+}
+
+bool scalar(const nlohmann::json& v) { return v.is_string() || v.is_number() || v.is_boolean(); }
+
+// Numbers as the result JSON prints them; strings quoted.
+std::string show(const nlohmann::json& v) { return v.dump(); }
+
+std::string percent(double x) { return fmt::format("{:+.2f}%", 100.0 * x); }
+
+void parse_bounds(const nlohmann::json& value, const std::string& key, const std::string& file,
+                  std::vector<Expectation>& items) {
+  const std::string path = fmt::format("/expect/{}", key);
+  if (value.empty())
+    throw ConfigError(file, path,
+                      "expected {\"min\": X} and/or {\"max\": Y}, found an empty object");
+  for (const auto& [bound, unused] : value.items()) {
+    if (bound != "min" && bound != "max") {
+      const std::string hint = did_you_mean(bound, {"min", "max"});
+      throw ConfigError(file, fmt::format("{}/{}", path, bound),
+                        fmt::format("unknown bound; expected min or max{}",
+                                    hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
+    }
+  }
+  for (const char* bound : {"min", "max"}) {
+    if (!value.contains(bound)) continue;
+    const nlohmann::json& b = value.at(bound);
+    if (!b.is_number() || !std::isfinite(b.get<double>())) {
+      throw ConfigError(file, fmt::format("{}/{}", path, bound),
+                        fmt::format("expected a number, found {}", describe_json_type(b)));
+    }
+    Expectation e;
+    e.kind = std::string(bound) == "min" ? ExpectationKind::kMin : ExpectationKind::kMax;
+    e.key = key;
+    e.json_path = fmt::format("{}/{}", path, bound);
+    e.expected = b;
+    items.push_back(std::move(e));
+  }
+  if (value.contains("min") && value.contains("max") &&
+      value.at("min").get<double>() > value.at("max").get<double>()) {
+    throw ConfigError(
+        file, path,
+        fmt::format("min {} is above max {}", value.at("min").dump(), value.at("max").dump()));
+  }
+}
+
+void parse_baseline(const nlohmann::json& block, const std::filesystem::path& scenario_file,
+                    std::vector<Expectation>& items) {
+  const std::string file = scenario_file.string();
+  const nlohmann::json& reference = block.at("baseline");
+  if (!reference.is_string() || reference.get<std::string>().empty()) {
+    throw ConfigError(
+        file, "/expect/baseline",
+        fmt::format("expected the path of a result JSON, found {}", describe_json_type(reference)));
+  }
+  double tolerance = kDefaultBaselineTolerance;
+  if (block.contains("tolerance")) {
+    const nlohmann::json& t = block.at("tolerance");
+    if (!t.is_number() || !(t.get<double>() >= 0.0) || !std::isfinite(t.get<double>())) {
+      throw ConfigError(file, "/expect/tolerance",
+                        fmt::format("expected a relative tolerance >= 0 (0.05 = 5%), found {}",
+                                    describe_json_type(t)));
+    }
+    tolerance = t.get<double>();
+  }
+  std::vector<std::string> keys = kDefaultBaselineKeys;
+  if (block.contains("keys")) {
+    const nlohmann::json& k = block.at("keys");
+    if (!k.is_array() || k.empty()) {
+      throw ConfigError(file, "/expect/keys",
+                        fmt::format("expected a non-empty array of result keys, found {}",
+                                    describe_json_type(k)));
+    }
+    keys.clear();
+    for (std::size_t i = 0; i < k.size(); ++i) {
+      if (!k[i].is_string() || !valid_key(k[i].get<std::string>())) {
+        throw ConfigError(file, fmt::format("/expect/keys/{}", i),
+                          fmt::format("expected a result key such as \"step_time_s\", found {}",
+                                      describe_json_type(k[i])));
+      }
+      keys.push_back(k[i].get<std::string>());
+    }
+  }
+  const std::filesystem::path baseline_path =
+      scenario_file.parent_path() / reference.get<std::string>();
+  nlohmann::json baseline;
+  try {
+    baseline = read_json_file(baseline_path);
+  } catch (const ConfigError& e) {
+    throw ConfigError(file, "/expect/baseline", e.what());
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    std::string missing;
+    std::string hint;
+    const nlohmann::json* value = find_path(baseline, keys[i], missing, hint);
+    const std::string path =
+        block.contains("keys") ? fmt::format("/expect/keys/{}", i) : "/expect/baseline";
+    if (value == nullptr || !scalar(*value)) {
+      throw ConfigError(
+          file, path,
+          fmt::format("the baseline {} has no value \"{}\"{}", baseline_path.string(), keys[i],
+                      hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
+    }
+    Expectation e;
+    e.kind = ExpectationKind::kBaseline;
+    e.key = keys[i];
+    e.json_path = path;
+    e.expected = *value;
+    e.tolerance = tolerance;
+    items.push_back(std::move(e));
+  }
+}
+
+}  // namespace
+
+Expectations parse_expectations(const nlohmann::json& block,
+                                const std::filesystem::path& scenario_file) {
+  Expectations out;
+  out.file = scenario_file.string();
+  const std::string& file = out.file;
+  if (!block.is_object()) {
+    throw ConfigError(file, "/expect",
+                      fmt::format("expected an object of result keys and bounds, found {}",
+                                  describe_json_type(block)));
+  }
+  if (block.empty())
+    throw ConfigError(file, "/expect", "the block is empty; remove it or add expectations");
+  if (!block.contains("baseline")) {
+    for (const char* key : {"tolerance", "keys"}) {
+      if (block.contains(key))
+        throw ConfigError(file, fmt::format("/expect/{}", key), "only valid with \"baseline\"");
+    }
+  }
+  for (const auto& [key, value] : block.items()) {
+    if (key == "baseline" || key == "tolerance" || key == "keys") continue;
+    const std::string path = fmt::format("/expect/{}", key);
+    if (!valid_key(key))
+      throw ConfigError(file, path,
+                        "expected a result key such as tokens_per_s_per_gpu or breakdown.idle_s");
+    if (value.is_object()) {
+      parse_bounds(value, key, file, out.items);
+    } else if (scalar(value)) {
+      Expectation e;
+      e.kind = ExpectationKind::kEqual;
+      e.key = key;
+      e.json_path = path;
+      e.expected = value;
+      out.items.push_back(std::move(e));
+    } else {
+      throw ConfigError(
+          file, path,
+          fmt::format("expected a value to equal or {{\"min\": X, \"max\": Y}}, found {}",
+                      describe_json_type(value)));
+    }
+  }
+  if (block.contains("baseline")) parse_baseline(block, scenario_file, out.items);
+  return out;
+}
+
+std::vector<CheckResult> evaluate_expectations(const Expectations& expectations,
+                                               const nlohmann::json& result) {
+  std::vector<CheckResult> results;
+  for (const Expectation& e : expectations.items) {
+    std::string missing;
+    std::string hint;
+    const nlohmann::json* found = find_path(result, e.key, missing, hint);
+    if (found == nullptr) {
+      throw ConfigError(
+          expectations.file, e.json_path,
+          fmt::format("the result JSON has no key \"{}\" (at \"{}\"){}", e.key, missing,
+                      hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
+    }
+    const nlohmann::json& actual = *found;
+    // Bounds and numbers compare with numbers; strings with strings; booleans with booleans.
+    const bool numeric = e.kind == ExpectationKind::kMin || e.kind == ExpectationKind::kMax ||
+                         e.expected.is_number();
+    const bool comparable = numeric                  ? actual.is_number()
+                            : e.expected.is_string() ? actual.is_string()
+                                                     : actual.is_boolean();
+    if (!comparable) {
+      throw ConfigError(expectations.file, e.json_path,
+                        fmt::format("result key {} is {}, which cannot be compared with {}", e.key,
+                                    describe_json_type(actual), describe_json_type(e.expected)));
+    }
+    CheckResult r;
+    const std::string value = fmt::format("{} = {}", e.key, show(actual));
+    switch (e.kind) {
+      case ExpectationKind::kMin:
+        r.name = fmt::format("{} >= {}", e.key, show(e.expected));
+        r.passed = actual.get<double>() >= e.expected.get<double>();
+        r.detail = r.passed ? fmt::format("{} >= {}", value, show(e.expected))
+                            : fmt::format("{}, expected >= {}", value, show(e.expected));
+        break;
+      case ExpectationKind::kMax:
+        r.name = fmt::format("{} <= {}", e.key, show(e.expected));
+        r.passed = actual.get<double>() <= e.expected.get<double>();
+        r.detail = r.passed ? fmt::format("{} <= {}", value, show(e.expected))
+                            : fmt::format("{}, expected <= {}", value, show(e.expected));
+        break;
+      case ExpectationKind::kEqual:
+        r.name = fmt::format("{} == {}", e.key, show(e.expected));
+        r.passed = e.expected.is_number() ? actual.get<double>() == e.expected.get<double>()
+                                          : actual == e.expected;
+        r.detail = r.passed ? value : fmt::format("{}, expected {}", value, show(e.expected));
+        break;
+      case ExpectationKind::kBaseline: {
+        const std::string within =
+            fmt::format("within {:g}% of baseline {}", 100.0 * e.tolerance, show(e.expected));
+        r.name = fmt::format("{} {}", e.key, within);
+        if (actual.is_number()) {
+          const double base = e.expected.get<double>();
+          const double diff = actual.get<double>() - base;
+          r.passed = std::fabs(diff) <= e.tolerance * std::fabs(base);
+          const std::string change = base != 0.0 ? fmt::format(" ({})", percent(diff / base)) : "";
+          r.detail = fmt::format("{}{}{}", value, r.passed ? " " : ", expected ", within) + change;
+        } else {
+          r.passed = actual == e.expected;
+          r.detail =
+              r.passed ? fmt::format("{} as in the baseline", value)
+                       : fmt::format("{}, expected {} as in the baseline", value, show(e.expected));
+        }
+        break;
+      }
+    }
+    if (!r.passed && result.value("status", "") == "oom") {
+      r.detail += fmt::format(" [status oom: {}]", result.value("oom_reason", ""));
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+}  // namespace fsdpsim::app

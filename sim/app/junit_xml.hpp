@@ -1,0 +1,35 @@
+// JUnit XML, the test report format CI systems (GitHub Actions reporters, GitLab's
+// artifacts:reports:junit, Jenkins) display: <testsuites> of <testsuite> of <testcase>, with a
+// <failure> or <error> child when a case did not pass. Deterministic: no timestamps or durations.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fsdpsim::app {
+
+enum class JunitOutcome { kPassed, kFailed, kError };
+
+struct JunitCase {
+  std::string classname;  // the scenario file
+  std::string name;       // the check, e.g. "tokens_per_s_per_gpu >= 3000"
+  JunitOutcome outcome = JunitOutcome::kPassed;
+  std::string message;  // the failure or error message (attribute and text)
+};
+
+struct JunitSuite {
+  std::string name;
+  std::vector<JunitCase> cases;
+};
+
+// Escapes text for an XML attribute value or element content: & < > " ' become entities, and
+// characters XML 1.0 forbids (control characters other than tab, line feed, carriage return)
+// become '?'.
+std::string xml_escape(std::string_view text);
+
+// A complete document with an XML declaration, `<testsuites name=...>` and the counts (tests,
+// failures, errors) on it and on every suite.
+std::string junit_xml(const std::string& name, const std::vector<JunitSuite>& suites);
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,370 @@
+#include "sim/app/sweep_command.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/result_json.hpp"
+#include "sim/app/scenario.hpp"
+#include "sim/app/simulate_scenario.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+constexpr const char* kSweepFooter = R"(
+The grid is the Cartesian product of the scenario file's optional "sweep" block
+({"fsdp.backward_prefetch": ["BACKWARD_PRE", "none"], "training.micro_batch": [1, 2]}) and the
+--grid options, in that order; a --grid for a key the file sweeps replaces the file's values. The
+first axis varies slowest. Values are read like --set values (JSON when valid JSON, else a string).
+
+A point whose scenario is invalid (a value the loader rejects, a global batch that the micro batch
+does not divide) is a "skipped" row with the reason; an out-of-memory point is an "oom" row. The
+CSV has one line per point in grid order: index, the grid values, status, reason, step_time_s,
+tokens_per_s_per_gpu, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu,
+peak_mem_allocated_gib, peak_mem_reserved_gib, exposed_communication_s. Whatever -j, the outputs
+are byte-identical. --shard K/N runs the points with index % N == K-1; `fsdpsim merge` joins the
+slices into the CSV of the whole sweep.
+
+stdout gets the counts, the Pareto front (tokens/s/GPU vs peak reserved memory) and a last line
+"best that fits: ..."; when an output goes to '-', that summary goes to stderr instead.
+Ctrl-C finishes the points in flight, writes the rows finished so far and exits 130.
+
+Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input, 130 interrupted.)";
+
+// Set by the SIGINT handler; lock-free, so safe to touch from a signal handler.
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_sigint(int /*signal*/) { g_interrupted.store(true); }
+
+// Installs on_sigint for the lifetime of the object.
+class SigintGuard {
+ public:
+  SigintGuard() : previous_(std::signal(SIGINT, on_sigint)) { g_interrupted.store(false); }
+  ~SigintGuard() { std::signal(SIGINT, previous_ == SIG_ERR ? SIG_DFL : previous_); }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+
+ private:
+  void (*previous_)(int);
+};
+
+std::string json_path_of(const std::string& dotted_key) {
+  std::string path = fmt::format("/{}", dotted_key);
+  for (char& c : path) {
+    if (c == '.') c = '/';
+  }
+  return path;
+}
+
+// True when a loader error is caused by the key itself, not by its value: an unknown key at the
+// key's path or at one of its parents, or a key that reaches into a value that is not an object.
+bool error_names_key(const std::string& message, const std::string& key) {
+  if (message.find("is inside a value that is not an object") != std::string::npos) return true;
+  const std::string path = json_path_of(key);
+  for (std::size_t end = 1; end <= path.size(); ++end) {
+    if (end != path.size() && path[end] != '/') continue;
+    if (message.find(fmt::format("{}: unknown key", path.substr(0, end))) != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+// Loader messages start with the scenario file; every row would repeat it.
+std::string reason_without_file(const std::string& message, const std::filesystem::path& file) {
+  const std::string prefix = fmt::format("{}: ", file.string());
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
+std::vector<std::string> with(std::vector<std::string> overrides,
+                              const std::vector<std::string>& more) {
+  overrides.insert(overrides.end(), more.begin(), more.end());
+  return overrides;
+}
+
+// Rejects keys that no value can make valid, before anything runs.
+void check_keys(const SweepPlan& plan) {
+  try {
+    load_scenario(plan.scenario, plan.base_overrides, plan.presets);
+  } catch (const ConfigError& e) {
+    for (const std::string& assignment : plan.base_overrides) {
+      const std::string key = assignment.substr(0, assignment.find('='));
+      if (error_names_key(e.what(), key))
+        throw ConfigError(fmt::format("--set {}: not a scenario key ({})", key, e.what()));
+    }
+  }
+  for (const GridAxis& axis : plan.axes) {
+    std::optional<std::string> first_error;
+    bool every_value_names_key = true;
+    for (const nlohmann::json& value : axis.values) {
+      try {
+        load_scenario(plan.scenario,
+                      with(plan.base_overrides, {fmt::format("{}={}", axis.key, value.dump())}),
+                      plan.presets);
+        every_value_names_key = false;
+      } catch (const ConfigError& e) {
+        if (!first_error) first_error = e.what();
+        every_value_names_key = every_value_names_key && error_names_key(e.what(), axis.key);
+      }
+      if (!every_value_names_key) break;
+    }
+    if (every_value_names_key && first_error) {
+      const std::string where =
+          axis.origin == "--grid" ? fmt::format("--grid {}", axis.key) : axis.origin;
+      throw ConfigError(fmt::format("{}: not a scenario key ({})", where, *first_error));
+    }
+  }
+}
+
+struct PointOutcome {
+  SweepRow row;
+  std::string json_line;
+};
+
+PointOutcome run_point(const SweepPlan& plan, std::int64_t index) {
+  PointOutcome out;
+  out.row.index = index;
+  out.row.labels = grid_point_labels(plan.axes, index);
+  out.row.metrics.fill(std::numeric_limits<double>::quiet_NaN());
+  nlohmann::json grid = nlohmann::json::object();
+  const std::vector<std::size_t> c = grid_coordinates(plan.axes, index);
+  for (std::size_t i = 0; i < plan.axes.size(); ++i)
+    grid[plan.axes[i].key] = plan.axes[i].values[c[i]];
+  nlohmann::json line;
+  try {
+    const Scenario scenario = load_scenario(
+        plan.scenario, with(plan.base_overrides, grid_point_overrides(plan.axes, index)),
+        plan.presets);
+    line = result_to_json(scenario, simulate_scenario(scenario, /*record_memory=*/false));
+  } catch (const ConfigError& e) {
+    out.row.status = PointStatus::kSkipped;
+    out.row.reason = reason_without_file(e.what(), plan.scenario);
+    line = {{"status", "skipped"}, {"reason", out.row.reason}};
+  }
+  if (line.contains("schema")) {
+    out.row.status = line["status"] == "oom" ? PointStatus::kOom : PointStatus::kOk;
+    out.row.reason = line.value("oom_reason", "");
+    for (std::size_t m = 0; m < kSweepMetricKeys.size(); ++m) {
+      const char* key = kSweepMetricKeys[m];
+      const nlohmann::json& v = line.contains(key) ? line[key] : line["breakdown"][key];
+      out.row.metrics[m] = v.get<double>();
+    }
+  }
+  line["index"] = index;
+  line["grid"] = grid;
+  out.json_line = line.dump() + "\n";
+  return out;
+}
+
+std::string format_duration(double seconds) {
+  if (!(seconds < 1e7)) return "?";
+  const auto s = static_cast<long long>(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60)
+         : s >= 60 ? fmt::format("{}m{:02}s", s / 60, s % 60)
+                   : fmt::format("{}s", s);
+}
+
+}  // namespace
+
+SweepPlan plan_sweep(const SweepOptions& options) {
+  SweepPlan plan;
+  plan.scenario = options.scenario;
+  plan.base_overrides = options.overrides;
+  plan.presets = PresetLocator{default_configs_dir(options.configs_dir)};
+  if (!options.shard.empty()) plan.shard = parse_shard(options.shard);
+  if (options.jobs < 0)
+    throw ConfigError(fmt::format("-j {}: expected 0 (all cores) or more threads", options.jobs));
+  std::vector<GridAxis> command_line;
+  for (const std::string& g : options.grid) command_line.push_back(parse_grid_option(g));
+
+  nlohmann::json document = read_json_file(plan.scenario);
+  const std::string file = plan.scenario.string();
+  if (!document.is_object()) throw ConfigError(file, "/", "expected a scenario object");
+  for (const std::string& o : plan.base_overrides) apply_override(document, o);
+  std::vector<GridAxis> from_file;
+  if (const auto it = document.find("sweep"); it != document.end()) {
+    from_file = parse_sweep_block(*it, file, sweep_keys_in_file_order(plan.scenario));
+  }
+  plan.axes = combine_axes(std::move(from_file), command_line);
+  plan.total_points = grid_point_count(plan.axes);
+  for (std::int64_t i = 0; i < plan.total_points; ++i) {
+    if (plan.shard.owns(i)) plan.indices.push_back(i);
+  }
+  check_keys(plan);
+  return plan;
+}
+
+SweepRun run_sweep(const SweepPlan& plan, int jobs, const std::atomic<bool>* stop,
+                   const std::function<void(std::int64_t, std::int64_t)>& on_progress) {
+  const auto total = static_cast<std::int64_t>(plan.indices.size());
+  std::vector<std::optional<PointOutcome>> outcomes(plan.indices.size());
+  std::atomic<std::int64_t> next{0};
+  std::atomic<std::int64_t> done{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr failure;
+  std::mutex mutex;
+  std::condition_variable changed;
+  const auto should_stop = [&] { return failed.load() || (stop != nullptr && stop->load()); };
+
+  const auto worker = [&] {
+    while (!should_stop()) {
+      const std::int64_t position = next.fetch_add(1);
+      if (position >= total) break;
+      try {
+        outcomes[static_cast<std::size_t>(position)] =
+            run_point(plan, plan.indices[static_cast<std::size_t>(position)]);
+      } catch (...) {
+        const std::lock_guard lock(mutex);
+        if (!failure) failure = std::current_exception();
+        failed.store(true);
+      }
+      done.fetch_add(1);
+      changed.notify_all();
+    }
+    changed.notify_all();
+  };
+  const auto threads = static_cast<std::int64_t>(std::max(1, jobs));
+  std::vector<std::thread> pool;
+  for (std::int64_t t = 0; t < std::min(threads, std::max<std::int64_t>(total, 1)); ++t)
+    pool.emplace_back(worker);
+  {
+    constexpr auto kProgressPeriod = std::chrono::milliseconds(100);
+    auto last_report = std::chrono::steady_clock::now();
+    std::unique_lock lock(mutex);
+    while (done.load() < total && !should_stop()) {
+      changed.wait_for(lock, kProgressPeriod);
+      if (on_progress && std::chrono::steady_clock::now() - last_report >= kProgressPeriod) {
+        last_report = std::chrono::steady_clock::now();
+        on_progress(done.load(), total);
+      }
+    }
+  }
+  for (std::thread& t : pool) t.join();
+  if (on_progress) on_progress(done.load(), total);
+  if (failure) std::rethrow_exception(failure);
+
+  SweepRun run;
+  for (const GridAxis& axis : plan.axes) run.table.grid_keys.push_back(axis.key);
+  for (std::optional<PointOutcome>& o : outcomes) {
+    if (!o) {
+      run.stopped = true;
+      continue;
+    }
+    run.table.rows.push_back(std::move(o->row));
+    run.json_lines.push_back(std::move(o->json_line));
+  }
+  return run;
+}
+
+CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
+  CLI::App* sweep =
+      app.add_subcommand("sweep", "Simulate every point of a grid of scenario keys and rank them");
+  sweep
+      ->add_option("scenario", options.scenario,
+                   "Scenario JSON file (its optional \"sweep\" block adds axes)")
+      ->required();
+  sweep
+      ->add_option("--grid", options.grid,
+                   "An axis of the grid, e.g. --grid training.micro_batch=1,2,4")
+      ->type_name("KEY=V1,V2,...")
+      ->allow_extra_args(false);
+  sweep->add_option("--set", options.overrides, "Override a scenario key at every point")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  sweep->add_option("-j,--jobs", options.jobs, "Worker threads (0 = one per core; default 1)")
+      ->type_name("N");
+  sweep->add_option("--out", options.csv_path, "Write the table as CSV to PATH ('-' for stdout)")
+      ->type_name("PATH|-");
+  sweep
+      ->add_option("--jsonl", options.jsonl_path, "Write one result JSON object per point and line")
+      ->type_name("PATH|-");
+  sweep->add_option("--md", options.md_path, "Write a markdown report ranked by throughput")
+      ->type_name("PATH|-");
+  sweep->add_option("--top", options.top, "Rows of the markdown ranking (0 = all; default 20)")
+      ->type_name("N");
+  sweep
+      ->add_option("--shard", options.shard,
+                   "Run slice K of N (points with index % N == K-1); see merge")
+      ->type_name("K/N");
+  sweep->add_option("--configs", options.configs_dir, "Folder of presets (as for run)")
+      ->type_name("DIR");
+  sweep->add_flag("--timing", options.timing, "Print the wall time and points/s on stderr");
+  sweep->footer(kSweepFooter);
+  return sweep;
+}
+
+int sweep_command(const SweepOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const SweepPlan plan = plan_sweep(options);
+  const int jobs = options.jobs == 0
+                       ? static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))
+                       : options.jobs;
+  const bool show_progress = ::isatty(::fileno(stderr)) != 0;
+  const auto run_start = std::chrono::steady_clock::now();
+  const auto elapsed_s = [](std::chrono::steady_clock::time_point since) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+  };
+  const auto progress = [&](std::int64_t done, std::int64_t total) {
+    if (!show_progress) return;
+    constexpr std::int64_t kWidth = 30;
+    const std::int64_t filled = total == 0 ? kWidth : kWidth * done / total;
+    const double rate = static_cast<double>(done) / std::max(elapsed_s(run_start), 1e-9);
+    const double eta = rate > 0.0 ? static_cast<double>(total - done) / rate : -1.0;
+    std::cerr << fmt::format("\rsweep [{}{}] {}/{} points  {:.1f} points/s  ETA {}   ",
+                             std::string(static_cast<std::size_t>(filled), '#'),
+                             std::string(static_cast<std::size_t>(kWidth - filled), '.'), done,
+                             total, rate, eta < 0.0 ? "?" : format_duration(eta));
+    if (done == total || g_interrupted.load()) std::cerr << "\n";
+    std::cerr.flush();
+  };
+
+  SweepRun run;
+  {
+    const SigintGuard guard;
+    run = run_sweep(plan, jobs, &g_interrupted, progress);
+  }
+  const bool interrupted = run.stopped;
+  std::string jsonl;
+  for (const std::string& line : run.json_lines) jsonl += line;
+  if (!options.csv_path.empty()) write_output(options.csv_path, table_to_csv(run.table));
+  if (!options.jsonl_path.empty()) write_output(options.jsonl_path, jsonl);
+  const std::string title = fmt::format(
+      "fsdpsim sweep of {}{}", plan.scenario.filename().string(),
+      plan.shard.n > 1 ? fmt::format(" (slice {}/{})", plan.shard.k, plan.shard.n) : "");
+  if (!options.md_path.empty())
+    write_output(options.md_path, sweep_markdown(run.table, title, options.top));
+
+  const bool stdout_taken =
+      options.csv_path == "-" || options.jsonl_path == "-" || options.md_path == "-";
+  std::ostream& summary = stdout_taken ? std::cerr : std::cout;
+  summary << sweep_summary_text(run.table);
+  summary.flush();
+  const double seconds = elapsed_s(start);
+  if (options.timing) {
+    std::cerr << fmt::format("timing: {} points in {:.2f} s ({:.1f} points/s) on {} thread{}\n",
+                             run.table.rows.size(), seconds,
+                             static_cast<double>(run.table.rows.size()) / std::max(seconds, 1e-9),
+                             jobs, jobs == 1 ? "" : "s");
+  }
+  if (interrupted) {
+    std::cerr << fmt::format("interrupted: wrote the {} of {} points that finished\n",
+                             run.table.rows.size(), plan.indices.size());
+    return kExitInterrupted;
+  }
+  return 0;
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,75 @@
+// `fsdpsim sweep`: what-if sweeps. Every point of a grid of scenario keys is loaded (base --set
+// overrides, then the point's) and simulated on a pool of worker threads; the rows are kept by
+// point index, so every output is byte-identical whatever the number of threads. An invalid
+// point is a `skipped` row with the loader's reason, an out-of-memory point an `oom` row.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/app/csv_table.hpp"
+#include "sim/app/preset_paths.hpp"
+#include "sim/app/sweep_grid.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace fsdpsim::app {
+
+inline constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
+
+struct SweepOptions {
+  std::string scenario;
+  std::vector<std::string> grid;       // --grid KEY=V1,V2,...
+  std::vector<std::string> overrides;  // --set KEY=VALUE (every point)
+  int jobs = 1;                        // -j N; 0 = std::thread::hardware_concurrency()
+  std::string csv_path;                // --out PATH.csv|-
+  std::string jsonl_path;              // --jsonl PATH|-
+  std::string md_path;                 // --md PATH|-
+  std::size_t top = 20;                // --top N rows of the markdown table (0 = all)
+  std::string shard;                   // --shard K/N
+  std::string configs_dir;             // --configs DIR
+  bool timing = false;                 // --timing: wall time and points/s on stderr
+};
+
+// A validated sweep, ready to run.
+struct SweepPlan {
+  std::filesystem::path scenario;
+  std::vector<std::string> base_overrides;
+  std::vector<GridAxis> axes;
+  Shard shard;
+  PresetLocator presets;
+  std::int64_t total_points = 1;      // of the whole grid
+  std::vector<std::int64_t> indices;  // the points this shard runs, ascending
+};
+
+// Reads the scenario and its `sweep` block, parses the --grid options and checks them before
+// anything runs. Throws ConfigError (exit code 2) on a malformed --grid/--set/--shard, an
+// unreadable scenario, a bad sweep block, or a grid key that no scenario accepts.
+SweepPlan plan_sweep(const SweepOptions& options);
+
+struct SweepRun {
+  SweepTable table;                     // the finished points, in index order
+  std::vector<std::string> json_lines;  // one result object per finished point, same order
+  bool stopped = false;                 // `stop` was raised before every point ran
+};
+
+// Runs the plan's points on `jobs` threads (>= 1). Points already started when `stop` becomes
+// true are finished; no new ones start. `on_progress(done, total)` is called from the calling
+// thread about every 100 ms and at the end. Exceptions other than ConfigError (our own bugs) stop
+// the sweep and are rethrown after the workers have joined.
+SweepRun run_sweep(const SweepPlan& plan, int jobs, const std::atomic<bool>* stop,
+                   const std::function<void(std::int64_t, std::int64_t)>& on_progress = {});
+
+// Registers the subcommand and its options on `app`; the options live in `options`.
+CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options);
+
+// Runs it. Returns the process exit code (0, or 130 after Ctrl-C); throws ConfigError on bad input.
+int sweep_command(const SweepOptions& options);
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,237 @@
+#include "sim/app/sweep_grid.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/json_reader.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+constexpr std::int64_t kMaxGridPoints = 10'000'000;
+
+std::string trim(const std::string& s) {
+  const auto begin = s.find_first_not_of(" \t");
+  if (begin == std::string::npos) return "";
+  const auto end = s.find_last_not_of(" \t");
+  return s.substr(begin, end - begin + 1);
+}
+
+// Splits at commas that are not inside "quotes", [brackets] or {braces}, so a value may be a
+// JSON array or object.
+std::vector<std::string> split_values(const std::string& text) {
+  std::vector<std::string> parts;
+  std::string current;
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      current += c;
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == ',' && depth == 0) {
+      parts.push_back(trim(current));
+      current.clear();
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '[' || c == '{') ++depth;
+    if ((c == ']' || c == '}') && depth > 0) --depth;
+    current += c;
+  }
+  parts.push_back(trim(current));
+  return parts;
+}
+
+void check_key(const std::string& key, const std::string& where) {
+  if (key.empty()) throw ConfigError(fmt::format("{}: empty key", where));
+  std::size_t begin = 0;
+  while (true) {
+    const auto dot = key.find('.', begin);
+    if (dot == begin || begin == key.size()) {
+      throw ConfigError(fmt::format("{}: empty segment in key \"{}\"", where, key));
+    }
+    if (dot == std::string::npos) return;
+    begin = dot + 1;
+  }
+}
+
+}  // namespace
+
+GridAxis parse_grid_option(const std::string& option) {
+  const std::string where = fmt::format("--grid \"{}\"", option);
+  const auto eq = option.find('=');
+  if (eq == std::string::npos) {
+    throw ConfigError(
+        fmt::format("{}: expected KEY=V1,V2,..., e.g. --grid training.micro_batch=1,2,4", where));
+  }
+  GridAxis axis;
+  axis.key = trim(option.substr(0, eq));
+  axis.origin = "--grid";
+  check_key(axis.key, where);
+  const std::string list = option.substr(eq + 1);
+  if (trim(list).empty()) throw ConfigError(fmt::format("{}: no values after '='", where));
+  for (const std::string& text : split_values(list)) {
+    if (text.empty()) throw ConfigError(fmt::format("{}: empty value in the list", where));
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) value = text;
+    axis.values.push_back(std::move(value));
+  }
+  return axis;
+}
+
+std::vector<GridAxis> parse_sweep_block(const nlohmann::json& block, const std::string& file,
+                                        const std::vector<std::string>& file_order) {
+  if (!block.is_object()) {
+    throw ConfigError(
+        file, "/sweep",
+        fmt::format("expected an object of KEY: [values], found {}", describe_json_type(block)));
+  }
+  std::vector<std::string> keys;
+  for (const std::string& k : file_order) {
+    if (block.contains(k) && std::find(keys.begin(), keys.end(), k) == keys.end())
+      keys.push_back(k);
+  }
+  for (const auto& [k, unused] : block.items()) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  std::vector<GridAxis> axes;
+  for (const std::string& key : keys) {
+    const std::string path = fmt::format("/sweep/{}", key);
+    const nlohmann::json& values = block.at(key);
+    if (!values.is_array() || values.empty()) {
+      throw ConfigError(file, path,
+                        fmt::format("expected a non-empty array of values, found {}",
+                                    describe_json_type(values)));
+    }
+    check_key(key, fmt::format("{}: {}", file, path));
+    GridAxis axis;
+    axis.key = key;
+    axis.origin = fmt::format("{}: {}", file, path);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (values[i].is_null())
+        throw ConfigError(file, fmt::format("{}/{}", path, i), "null is not a value");
+      axis.values.push_back(values[i]);
+    }
+    axes.push_back(std::move(axis));
+  }
+  return axes;
+}
+
+std::vector<std::string> sweep_keys_in_file_order(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) return {};
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const nlohmann::ordered_json document =
+      nlohmann::ordered_json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded() || !document.is_object()) return {};
+  const auto it = document.find("sweep");
+  if (it == document.end() || !it->is_object()) return {};
+  std::vector<std::string> keys;
+  for (const auto& [k, unused] : it->items()) keys.push_back(k);
+  return keys;
+}
+
+std::vector<GridAxis> combine_axes(std::vector<GridAxis> file_axes,
+                                   const std::vector<GridAxis>& command_line_axes) {
+  for (std::size_t i = 0; i < command_line_axes.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (command_line_axes[j].key == command_line_axes[i].key) {
+        throw ConfigError(
+            fmt::format("--grid {}: the key is given twice; list every value in one "
+                        "--grid {}=V1,V2,...",
+                        command_line_axes[i].key, command_line_axes[i].key));
+      }
+    }
+  }
+  std::vector<GridAxis> axes = std::move(file_axes);
+  for (const GridAxis& axis : command_line_axes) {
+    const auto same = std::find_if(axes.begin(), axes.end(),
+                                   [&](const GridAxis& a) { return a.key == axis.key; });
+    if (same != axes.end()) {
+      *same = axis;
+    } else {
+      axes.push_back(axis);
+    }
+  }
+  return axes;
+}
+
+std::int64_t grid_point_count(const std::vector<GridAxis>& axes) {
+  std::int64_t count = 1;
+  for (const GridAxis& axis : axes) {
+    count *= static_cast<std::int64_t>(axis.values.size());
+    if (count > kMaxGridPoints) {
+      throw ConfigError(fmt::format(
+          "the grid has more than {} points; split it into several sweeps", kMaxGridPoints));
+    }
+  }
+  return count;
+}
+
+std::vector<std::size_t> grid_coordinates(const std::vector<GridAxis>& axes, std::int64_t index) {
+  std::vector<std::size_t> coordinates(axes.size(), 0);
+  auto rest = static_cast<std::size_t>(index);
+  for (std::size_t i = axes.size(); i-- > 0;) {
+    coordinates[i] = rest % axes[i].values.size();
+    rest /= axes[i].values.size();
+  }
+  return coordinates;
+}
+
+std::vector<std::string> grid_point_overrides(const std::vector<GridAxis>& axes,
+                                              std::int64_t index) {
+  const std::vector<std::size_t> c = grid_coordinates(axes, index);
+  std::vector<std::string> overrides;
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    overrides.push_back(fmt::format("{}={}", axes[i].key, axes[i].values[c[i]].dump()));
+  }
+  return overrides;
+}
+
+std::string grid_value_label(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+std::vector<std::string> grid_point_labels(const std::vector<GridAxis>& axes, std::int64_t index) {
+  const std::vector<std::size_t> c = grid_coordinates(axes, index);
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    labels.push_back(grid_value_label(axes[i].values[c[i]]));
+  return labels;
+}
+
+Shard parse_shard(const std::string& text) {
+  const auto fail = [&]() -> Shard {
+    throw ConfigError(fmt::format(
+        "--shard \"{}\": expected K/N with 1 <= K <= N, e.g. --shard 3/8 for the third of 8 slices",
+        text));
+  };
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) return fail();
+  Shard s;
+  const char* begin = text.data();
+  const char* mid = begin + slash;
+  const char* end = begin + text.size();
+  const auto k = std::from_chars(begin, mid, s.k);
+  const auto n = std::from_chars(mid + 1, end, s.n);
+  if (k.ec != std::errc{} || k.ptr != mid || n.ec != std::errc{} || n.ptr != end) return fail();
+  if (s.k < 1 || s.n < 1 || s.k > s.n) return fail();
+  return s;
+}
+
+}  // namespace fsdpsim::app

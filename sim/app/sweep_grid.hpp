@@ -1,0 +1,66 @@
+// The grid of a what-if sweep: axes of scenario keys with lists of values, and the points of their
+// Cartesian product as `--set KEY=VALUE` overrides. Axes come from a scenario's optional `sweep`
+// block (file order) and from `--grid KEY=V1,V2,...` options (command-line order); the first axis
+// varies slowest, the last fastest, so point 0 is every axis's first value.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace fsdpsim::app {
+
+struct GridAxis {
+  std::string key;                     // dotted scenario key, e.g. "training.micro_batch"
+  std::vector<nlohmann::json> values;  // as apply_override would parse them
+  std::string origin;                  // "--grid" or "<file>: /sweep/<key>", for messages
+};
+
+// Parses one `--grid KEY=V1,V2,...`. Values are split at commas outside quotes, brackets and
+// braces, then parsed like --set values (JSON when valid JSON, else a string). Throws ConfigError
+// on a missing '=', an empty key or key segment, an empty value or an empty list.
+GridAxis parse_grid_option(const std::string& option);
+
+// Parses a scenario's `sweep` block: an object of KEY -> non-empty array of values. `file_order`
+// lists the block's keys as they appear in the file (see sweep_keys_in_file_order); keys absent
+// from it follow in alphabetical order. Throws ConfigError naming `file` and the JSON path.
+std::vector<GridAxis> parse_sweep_block(const nlohmann::json& block, const std::string& file,
+                                        const std::vector<std::string>& file_order);
+
+// The keys of the top-level "sweep" object of a JSON file in the order they are written (the
+// parsed scenario keeps keys sorted). Empty if the file has no sweep object or cannot be read.
+std::vector<std::string> sweep_keys_in_file_order(const std::filesystem::path& file);
+
+// File axes first, then the command line's; a command-line axis for a key the file already
+// sweeps replaces the file's values in place. Throws ConfigError if the command line names one key
+// twice.
+std::vector<GridAxis> combine_axes(std::vector<GridAxis> file_axes,
+                                   const std::vector<GridAxis>& command_line_axes);
+
+// Number of points of the Cartesian product (1 for no axes). Throws ConfigError above 10^7.
+std::int64_t grid_point_count(const std::vector<GridAxis>& axes);
+
+// The value index of each axis at point `index` (mixed radix, last axis fastest).
+std::vector<std::size_t> grid_coordinates(const std::vector<GridAxis>& axes, std::int64_t index);
+
+// The point's overrides, "KEY=<JSON value>", in axis order.
+std::vector<std::string> grid_point_overrides(const std::vector<GridAxis>& axes,
+                                              std::int64_t index);
+
+// The point's values as people read them (strings unquoted, anything else as compact JSON).
+std::vector<std::string> grid_point_labels(const std::vector<GridAxis>& axes, std::int64_t index);
+std::string grid_value_label(const nlohmann::json& value);
+
+// `--shard K/N`: this process runs the points with index % N == K - 1.
+struct Shard {
+  std::int64_t k = 1;  // 1-based
+  std::int64_t n = 1;
+  [[nodiscard]] bool owns(std::int64_t index) const { return index % n == k - 1; }
+};
+
+// Parses "K/N" with 1 <= K <= N. Throws ConfigError otherwise.
+Shard parse_shard(const std::string& text);
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,96 @@
+#include "sim/memory/memory_model.hpp"
+
+namespace fsdpsim::memory {
+namespace {
+
+std::int64_t device_calls(const AllocatorStats& s) { return s.num_device_alloc + s.num_device_free; }
+
+}  // namespace
+
+MemoryModel::MemoryModel(const MemoryModelOptions& options)
+    : options_(options), tracker_(options.baseline, options.record_samples), measuring_(options.measure_from == 0) {
+  if (!options.allocator) return;
+  allocator_.emplace(*options.allocator);
+  // Parameters and optimizer states were allocated before the step (model init, first step).
+  for (Bytes b : options.baseline) {
+    if (b.value() <= 0) continue;
+    const MallocResult r = allocator_->malloc(b, 0);
+    if (r.status != MallocStatus::kAllocated && !reserved_.out_of_memory) {
+      reserved_.out_of_memory = true;
+      reserved_.oom_message = "before the step (parameters and optimizer state): " + describe(r.oom);
+    }
+  }
+  note_reserved();
+}
+
+void MemoryModel::note_reserved() {
+  if (!allocator_) return;
+  const AllocatorStats& s = allocator_->stats();
+  tracker_.set_reserved(s.reserved_bytes.current);
+  if (measuring_ && s.reserved_bytes.current > reserved_.peak_reserved) {
+    reserved_.peak_reserved = s.reserved_bytes.current;
+    reserved_.fragmentation_at_peak = s.reserved_bytes.current - s.active_bytes.current;
+  }
+}
+
+engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorId tensor,
+                                                   const engine::TensorInfo& info) {
+  if (!measuring_ && tensor == options_.measure_from) {
+    measuring_ = true;
+    tracker_.reset_peaks(time);
+    if (allocator_) {
+      retries_at_measure_ = allocator_->stats().num_alloc_retries;
+      calls_at_measure_ = device_calls(allocator_->stats());
+      reserved_.peak_reserved = Bytes(0);
+    }
+  }
+  if (address_.size() <= tensor) {
+    address_.resize(tensor + 1, -1);
+    pending_.resize(tensor + 1, false);
+  }
+  engine::AllocationOutcome outcome;
+  if (allocator_ && info.size.value() > 0) {
+    const std::int64_t calls_before = device_calls(allocator_->stats());
+    const MallocResult r = allocator_->malloc(info.size, info.stream);
+    if (r.status == MallocStatus::kNeedsSynchronize) return {engine::AllocationStatus::kSynchronize, SimTime{}};
+    if (r.status == MallocStatus::kOutOfMemory) {
+      outcome.status = engine::AllocationStatus::kOutOfMemory;
+      if (!reserved_.out_of_memory) {
+        reserved_.out_of_memory = true;
+        reserved_.oom_tensor = tensor;
+        reserved_.oom_message = describe(r.oom);
+      }
+    } else {
+      address_[tensor] = r.address;
+    }
+    const std::int64_t calls = device_calls(allocator_->stats()) - calls_before;
+    outcome.cpu_cost = SimTime::from_picoseconds(calls * options_.device_call_cost.picoseconds());
+    reserved_.alloc_retries = allocator_->stats().num_alloc_retries - retries_at_measure_;
+    reserved_.device_calls = device_calls(allocator_->stats()) - calls_at_measure_;
+  }
+  note_reserved();
+  tracker_.on_allocate(time, tensor, info);
+  return outcome;
+}
+
+void MemoryModel::on_free(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info,
+                          bool release_pending) {
+  if (allocator_ && address_[tensor] >= 0) {
+    allocator_->free(address_[tensor], release_pending);
+    pending_[tensor] = release_pending;
+  }
+  note_reserved();
+  tracker_.on_free(time, tensor, info, release_pending);
+}
+
+void MemoryModel::on_release(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info) {
+  if (allocator_ && address_[tensor] >= 0 && pending_[tensor]) {
+    allocator_->complete_stream_use(address_[tensor]);
+    pending_[tensor] = false;
+  }
+  if (allocator_) address_[tensor] = -1;
+  note_reserved();
+  tracker_.on_release(time, tensor, info);
+}
+
+}  // namespace fsdpsim::memory

@@ -1,0 +1,69 @@
+// The memory side of one simulated step: tensor lifetimes counted as PyTorch counts them
+// (MemoryTracker) and, when configured, the CUDA caching allocator (CachingAllocator) that turns
+// them into reserved memory, fragmentation, cudaMalloc retries (which stall the CPU until the GPU
+// is idle) and out-of-memory.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/engine/memory_observer.hpp"
+#include "sim/memory/caching_allocator.hpp"
+#include "sim/memory/memory_tracker.hpp"
+
+namespace fsdpsim::memory {
+
+struct MemoryModelOptions {
+  // Memory alive before the program starts, per category; with an allocator it is allocated
+  // first, one block per category on stream 0.
+  std::array<Bytes, kMemoryCategoryCount> baseline{};
+  bool record_samples = false;
+  std::optional<AllocatorConfig> allocator;  // none: reserved memory is not modelled
+  SimTime device_call_cost;                  // CPU time of one cudaMalloc or cudaFree
+  // Peaks restart when this tensor is allocated (the first tensor of the measured step; earlier
+  // steps only warm the allocator's cache). 0: from the start.
+  engine::TensorId measure_from = 0;
+};
+
+struct ReservedStats {
+  Bytes peak_reserved{0};
+  Bytes fragmentation_at_peak{0};  // reserved - active when reserved peaked: cached, unused
+  std::int64_t alloc_retries = 0;  // num_alloc_retries during the measured step
+  std::int64_t device_calls = 0;   // cudaMalloc + cudaFree during the measured step
+  bool out_of_memory = false;
+  engine::TensorId oom_tensor = 0;
+  std::string oom_message;         // describe(OutOfMemoryInfo) of the first failure
+};
+
+class MemoryModel final : public engine::MemoryObserver {
+ public:
+  explicit MemoryModel(const MemoryModelOptions& options);
+
+  engine::AllocationOutcome on_allocate(SimTime time, engine::TensorId tensor,
+                                        const engine::TensorInfo& info) override;
+  void on_free(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info,
+               bool release_pending) override;
+  void on_release(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info) override;
+
+  [[nodiscard]] const MemoryStats& stats() const { return tracker_.stats(); }
+  [[nodiscard]] const ReservedStats& reserved() const { return reserved_; }
+  [[nodiscard]] bool models_reserved() const { return allocator_.has_value(); }
+  [[nodiscard]] const std::vector<MemorySample>& samples() const { return tracker_.samples(); }
+
+ private:
+  void note_reserved();
+
+  MemoryModelOptions options_;
+  MemoryTracker tracker_;
+  std::optional<CachingAllocator> allocator_;
+  std::vector<std::int64_t> address_;   // per tensor, -1 when not in the allocator
+  std::vector<bool> pending_;           // per tensor: freed with a pending stream use
+  ReservedStats reserved_;
+  std::int64_t retries_at_measure_ = 0;
+  std::int64_t calls_at_measure_ = 0;
+  bool measuring_ = true;
+};
+
+}  // namespace fsdpsim::memory

@@ -1,0 +1,431 @@
+// Scenario checks for CI: the `expect` block (bounds, equality, dotted paths, baselines), its
+// bad-input messages, JUnit XML (well-formed, escaped), and `fsdpsim check` exit codes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/app/check_command.hpp"
+#include "sim/app/config_error.hpp"
+#include "sim/app/expectations.hpp"
+#include "sim/app/junit_xml.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome run_fsdpsim(const std::string& arguments) {
+  const std::string command = std::string(FSDPSIM_BINARY) + " " + arguments + " 2>&1";
+  Outcome o;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return o;
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path temp_dir(const std::string& sub = "") {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_check_test_" + std::to_string(::getpid())) / sub;
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A two-layer Llama on one 8-GPU H100 node, with `patch` merged in (null deletes a key).
+fs::path tiny_scenario(const fs::path& dir, const std::string& name, const nlohmann::json& patch) {
+  nlohmann::json j = {
+      {"schema_version", 1},
+      {"name", name},
+      {"model", {{"preset", "llama-3.1-8b"}, {"n_layers", 2}}},
+      {"hardware", {{"preset", "h100-sxm-80gb"}, {"nodes", 1}}},
+      {"training", {{"global_batch", 16}, {"micro_batch", 1}, {"seq_len", 2048}}},
+  };
+  j.merge_patch(patch);
+  const fs::path p = dir / (name + ".json");
+  std::ofstream(p) << j.dump(2);
+  return p;
+}
+
+std::string config_error(const nlohmann::json& block, const fs::path& file = "s.json") {
+  try {
+    parse_expectations(block, file);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+const nlohmann::json kResult = {
+    {"status", "ok"},
+    {"tokens_per_s_per_gpu", 3521.2},
+    {"peak_mem_reserved_gib", 61.9},
+    {"world_size", 8},
+    {"reserved_model", "lower_bound_active"},
+    {"breakdown", {{"exposed_communication_s", 0.02}}},
+};
+
+// ---- the expect block ----
+
+TEST(CheckExpectations, BoundsEqualityAndDottedPathsPassAndFail) {
+  const Expectations e =
+      parse_expectations({{"tokens_per_s_per_gpu", {{"min", 3000}, {"max", 3500}}},
+                          {"status", "ok"},
+                          {"world_size", 8},
+                          {"breakdown.exposed_communication_s", {{"max", 0.05}}}},
+                         "s.json");
+  ASSERT_EQ(e.items.size(), 5U);
+  const std::vector<CheckResult> r = evaluate_expectations(e, kResult);
+  ASSERT_EQ(r.size(), 5U);
+  // Keys in order (the block is sorted), min before max.
+  EXPECT_EQ(r[0].name, "breakdown.exposed_communication_s <= 0.05");
+  EXPECT_TRUE(r[0].passed);
+  EXPECT_EQ(r[1].detail, "status = \"ok\"");
+  EXPECT_TRUE(r[1].passed);
+  EXPECT_EQ(r[2].detail, "tokens_per_s_per_gpu = 3521.2 >= 3000");
+  EXPECT_TRUE(r[2].passed);
+  EXPECT_EQ(r[3].detail, "tokens_per_s_per_gpu = 3521.2, expected <= 3500");
+  EXPECT_FALSE(r[3].passed);
+  EXPECT_TRUE(r[4].passed);
+
+  nlohmann::json oom = kResult;
+  oom["status"] = "oom";
+  oom["oom_reason"] = "peak 83.1 GiB > 79.2 GiB usable";
+  const std::vector<CheckResult> failed =
+      evaluate_expectations(parse_expectations({{"status", "ok"}}, "s.json"), oom);
+  EXPECT_FALSE(failed[0].passed);
+  EXPECT_EQ(failed[0].detail,
+            "status = \"oom\", expected \"ok\" [status oom: peak 83.1 GiB > 79.2 GiB usable]");
+}
+
+TEST(CheckExpectations, KeysMissingFromTheResultOrOfAnotherTypeAreBadInput) {
+  const auto evaluate_error = [](const nlohmann::json& block) {
+    try {
+      evaluate_expectations(parse_expectations(block, "s.json"), kResult);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(evaluate_error({{"tokens_per_s_per_gpuu", {{"min", 1}}}}),
+            "s.json: /expect/tokens_per_s_per_gpuu/min: the result JSON has no key "
+            "\"tokens_per_s_per_gpuu\" (at "
+            "\"tokens_per_s_per_gpuu\"); did you mean tokens_per_s_per_gpu?");
+  EXPECT_NE(evaluate_error({{"breakdown.exposed_comm_s", {{"max", 1}}}})
+                .find("/expect/breakdown.exposed_comm_s/max"),
+            std::string::npos);
+  EXPECT_EQ(evaluate_error({{"status", {{"min", 1}}}}),
+            "s.json: /expect/status/min: result key status is the string \"ok\", which cannot be "
+            "compared with the "
+            "number 1");
+  EXPECT_NE(evaluate_error({{"world_size", "8"}}).find("cannot be compared"), std::string::npos);
+}
+
+struct BadExpect {
+  const char* name;
+  nlohmann::json block;
+  const char* expected;
+};
+
+void PrintTo(const BadExpect& bad, std::ostream* os) { *os << bad.name; }
+
+class CheckExpectationsBadBlock : public ::testing::TestWithParam<BadExpect> {};
+
+TEST_P(CheckExpectationsBadBlock, IsAConfigErrorNamingFileAndPath) {
+  const std::string message = config_error(GetParam().block);
+  EXPECT_NE(message.find(GetParam().expected), std::string::npos) << message;
+  EXPECT_EQ(message.rfind("s.json: /expect", 0), 0U) << message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Blocks, CheckExpectationsBadBlock,
+    ::testing::Values(
+        BadExpect{"not_object", nlohmann::json::array(), "s.json: /expect: expected an object"},
+        BadExpect{"empty", nlohmann::json::object(), "the block is empty"},
+        BadExpect{"typo_bound",
+                  {{"mfu", {{"mn", 0.3}}}},
+                  "/expect/mfu/mn: unknown bound; expected min or max; did you mean min?"},
+        BadExpect{"string_bound",
+                  {{"mfu", {{"min", "0.3"}}}},
+                  "/expect/mfu/min: expected a number, found the string"},
+        BadExpect{"min_above_max",
+                  {{"mfu", {{"min", 0.5}, {"max", 0.3}}}},
+                  "/expect/mfu: min 0.5 is above max 0.3"},
+        BadExpect{"array_value", {{"mfu", {1, 2}}}, "/expect/mfu: expected a value to equal"},
+        BadExpect{"empty_bounds",
+                  {{"mfu", nlohmann::json::object()}},
+                  "/expect/mfu: expected {\"min\": X}"},
+        BadExpect{"bad_key",
+                  {{"breakdown..idle_s", 1}},
+                  "/expect/breakdown..idle_s: expected a result key"},
+        BadExpect{"tolerance_alone",
+                  {{"tolerance", 0.1}},
+                  "/expect/tolerance: only valid with \"baseline\""},
+        BadExpect{"baseline_not_string",
+                  {{"baseline", 3}},
+                  "/expect/baseline: expected the path of a result JSON"},
+        BadExpect{"baseline_missing",
+                  {{"baseline", "nope.json"}},
+                  "/expect/baseline: nope.json: cannot open the file"},
+        BadExpect{"negative_tolerance",
+                  {{"baseline", "b.json"}, {"tolerance", -1}},
+                  "/expect/tolerance: expected a relative tolerance"},
+        BadExpect{"keys_not_array",
+                  {{"baseline", "b.json"}, {"keys", "step_time_s"}},
+                  "/expect/keys: expected a non-empty array"}),
+    [](const ::testing::TestParamInfo<BadExpect>& param) { return std::string(param.param.name); });
+
+TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
+  const fs::path dir = temp_dir("baseline");
+  std::ofstream(dir / "base.json")
+      << R"({"step_time_s": 10.0, "status": "ok", "breakdown": {"idle_s": 0.5}})";
+  const fs::path scenario = dir / "s.json";  // the baseline is relative to the scenario's folder
+  const Expectations e =
+      parse_expectations({{"baseline", "base.json"},
+                          {"tolerance", 0.05},
+                          {"keys", {"step_time_s", "status", "breakdown.idle_s"}}},
+                         scenario);
+  ASSERT_EQ(e.items.size(), 3U);
+  nlohmann::json result = {
+      {"step_time_s", 10.4}, {"status", "ok"}, {"breakdown", {{"idle_s", 0.6}}}};
+  const std::vector<CheckResult> r = evaluate_expectations(e, result);
+  EXPECT_TRUE(r[0].passed) << r[0].detail;
+  EXPECT_EQ(r[0].detail, "step_time_s = 10.4 within 5% of baseline 10.0 (+4.00%)");
+  EXPECT_TRUE(r[1].passed);
+  EXPECT_FALSE(r[2].passed);
+  EXPECT_EQ(r[2].detail, "breakdown.idle_s = 0.6, expected within 5% of baseline 0.5 (+20.00%)");
+  EXPECT_NE(config_error({{"baseline", "base.json"}, {"keys", {"tokens_per_s"}}}, scenario)
+                .find("/expect/keys/0: the baseline"),
+            std::string::npos);
+}
+
+// ---- JUnit XML ----
+
+// A small well-formedness check: declaration, balanced elements, quoted attributes, no raw '<'
+// or '"' inside attribute values, and every '&' starts one of XML's five entities.
+bool well_formed(const std::string& xml, std::string& why) {
+  const auto entities_ok = [&](const std::string& text) {
+    for (std::size_t i = text.find('&'); i != std::string::npos; i = text.find('&', i + 1)) {
+      bool known = false;
+      for (const char* e : {"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"})
+        known = known || text.compare(i, std::strlen(e), e) == 0;
+      if (!known) return false;
+    }
+    return true;
+  };
+  if (xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 0) != 0)
+    return (why = "declaration", false);
+  std::vector<std::string> stack;
+  std::size_t i = xml.find('\n') + 1;
+  while (i < xml.size()) {
+    const std::size_t lt = xml.find('<', i);
+    const std::string text = xml.substr(i, lt == std::string::npos ? std::string::npos : lt - i);
+    if (!entities_ok(text) || text.find('>') != std::string::npos)
+      return (why = "text: " + text, false);
+    if (lt == std::string::npos) break;
+    std::size_t p = lt + 1;
+    const bool closing = xml[p] == '/';
+    if (closing) ++p;
+    const std::size_t name_end = xml.find_first_of(" />", p);
+    const std::string name = xml.substr(p, name_end - p);
+    if (name.empty()) return (why = "empty name", false);
+    p = name_end;
+    while (p < xml.size() && xml[p] == ' ') {
+      ++p;
+      const std::size_t eq = xml.find('=', p);
+      if (eq == std::string::npos || xml[eq + 1] != '"')
+        return (why = "attribute of " + name, false);
+      const std::size_t close = xml.find('"', eq + 2);
+      const std::string value = xml.substr(eq + 2, close - eq - 2);
+      if (value.find('<') != std::string::npos || !entities_ok(value))
+        return (why = "value: " + value, false);
+      p = close + 1;
+    }
+    if (xml.compare(p, 2, "/>") == 0) {
+      p += 2;
+    } else if (xml[p] == '>') {
+      ++p;
+      if (closing) {
+        if (stack.empty() || stack.back() != name)
+          return (why = "unbalanced </" + name + ">", false);
+        stack.pop_back();
+      } else {
+        stack.push_back(name);
+      }
+    } else {
+      return (why = "tag " + name, false);
+    }
+    i = p;
+  }
+  if (!stack.empty()) return (why = "unclosed " + stack.back(), false);
+  return true;
+}
+
+TEST(CheckJunitXml, EscapesMarkupQuotesAndControlCharacters) {
+  EXPECT_EQ(xml_escape(R"(a < b > c & "d" 'e')"),
+            "a &lt; b &gt; c &amp; &quot;d&quot; &apos;e&apos;");
+  EXPECT_EQ(xml_escape(std::string("bell\x07") + "\ttab"), "bell?\ttab");
+  EXPECT_EQ(xml_escape("&amp;"), "&amp;amp;");
+}
+
+TEST(CheckJunitXml, IsWellFormedWithCountsFailuresAndErrors) {
+  const std::vector<JunitSuite> suites = {
+      {"s<1>.json",
+       {{"s<1>.json", "tokens_per_s_per_gpu >= 3000", JunitOutcome::kPassed, ""},
+        {"s<1>.json", "status == \"ok\"", JunitOutcome::kFailed,
+         "status = \"oom\" & 'worse' <x>"}}},
+      {"bad&.json",
+       {{"bad&.json", "load", JunitOutcome::kError, "bad&.json: /expect: \"broken\""}}},
+  };
+  const std::string xml = junit_xml("fsdpsim check", suites);
+  std::string why;
+  EXPECT_TRUE(well_formed(xml, why)) << why << "\n" << xml;
+  EXPECT_NE(xml.find("<testsuites name=\"fsdpsim check\" tests=\"3\" failures=\"1\" errors=\"1\">"),
+            std::string::npos)
+      << xml;
+  EXPECT_NE(
+      xml.find("<testsuite name=\"s&lt;1&gt;.json\" tests=\"2\" failures=\"1\" errors=\"0\">"),
+      std::string::npos);
+  EXPECT_NE(xml.find("<testcase classname=\"s&lt;1&gt;.json\" name=\"status == &quot;ok&quot;\">"),
+            std::string::npos);
+  EXPECT_NE(
+      xml.find("<failure message=\"status = &quot;oom&quot; &amp; &apos;worse&apos; &lt;x&gt;\">"),
+      std::string::npos)
+      << xml;
+  EXPECT_NE(xml.find("<error message=\"bad&amp;.json: /expect: &quot;broken&quot;\">"),
+            std::string::npos)
+      << xml;
+  EXPECT_TRUE(well_formed(junit_xml("empty", {}), why)) << why;
+  EXPECT_FALSE(well_formed("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<a><b></a>", why));
+  EXPECT_FALSE(well_formed("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<a x=\"1 & 2\"/>", why));
+}
+
+// ---- fsdpsim check ----
+
+TEST(CheckCommand, PassingScenariosExitZero) {
+  const fs::path dir = temp_dir("pass");
+  tiny_scenario(dir, "fast",
+                {{"expect", {{"status", "ok"}, {"tokens_per_s_per_gpu", {{"min", 1000}}}}}});
+  tiny_scenario(dir, "no_expect", nlohmann::json::object());
+  std::ofstream(dir / "result.json") << R"({"schema": "fsdpsim.result/1", "status": "ok"})";
+  fs::create_directories(dir / "nested");
+  tiny_scenario(dir / "nested", "fits", {{"expect", {{"peak_mem_reserved_gib", {{"max", 78}}}}}});
+  const fs::path junit = dir / "report.xml";
+  const Outcome o = run_fsdpsim("check " + dir.string() + " --junit " + junit.string());
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("PASS " + (dir / "fast.json").string() + " status = \"ok\""),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("PASS " + (dir / "nested" / "fits.json").string() +
+                          " peak_mem_reserved_gib = "),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(
+      o.output.find(
+          "check: 2 scenarios, 3 checks: 3 passed, 0 failed; skipped 1 scenario without an expect "
+          "block; skipped 1 JSON file that is not a scenario"),
+      std::string::npos)
+      << o.output;
+  std::string why;
+  const std::string xml = read_file(junit);
+  EXPECT_TRUE(well_formed(xml, why)) << why << "\n" << xml;
+  EXPECT_NE(xml.find("tests=\"3\" failures=\"0\" errors=\"0\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("classname=\"" + (dir / "fast.json").string() +
+                     "\" name=\"tokens_per_s_per_gpu &gt;= 1000\""),
+            std::string::npos)
+      << xml;
+}
+
+TEST(CheckCommand, AFailedCheckExitsThreeAndIsAJunitFailure) {
+  const fs::path dir = temp_dir("fail");
+  const fs::path s = tiny_scenario(
+      dir, "slow", {{"expect", {{"tokens_per_s_per_gpu", {{"min", 1e9}}}, {"status", "ok"}}}});
+  const fs::path junit = dir / "report.xml";
+  const Outcome o = run_fsdpsim("check " + s.string() + " --junit " + junit.string());
+  EXPECT_EQ(o.exit_code, 3) << o.output;
+  EXPECT_NE(o.output.find("FAIL " + s.string() + " tokens_per_s_per_gpu = "), std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find(", expected >= 1000000000.0"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("PASS " + s.string() + " status = \"ok\""), std::string::npos)
+      << o.output;
+  const std::string xml = read_file(junit);
+  EXPECT_NE(xml.find("failures=\"1\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<failure message=\"tokens_per_s_per_gpu = "), std::string::npos) << xml;
+  // --set applies to every scenario: a lower bar that passes.
+  EXPECT_EQ(
+      run_fsdpsim("check " + s.string() + " --set expect.tokens_per_s_per_gpu.min=1").exit_code, 0);
+}
+
+TEST(CheckCommand, MalformedScenariosAndExpectBlocksExitTwo) {
+  const fs::path dir = temp_dir("malformed");
+  const fs::path bad_expect =
+      tiny_scenario(dir, "bad_expect", {{"expect", {{"mfu", {{"mn", 0.3}}}}}});
+  const Outcome o = run_fsdpsim("check " + bad_expect.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("ERROR " + bad_expect.string() + ": /expect/mfu/mn: unknown bound"),
+            std::string::npos)
+      << o.output;
+
+  const fs::path bad_scenario = tiny_scenario(
+      dir, "bad_scenario",
+      {{"expect", {{"status", "ok"}}}, {"fsdp", {{"sharding_stratgy", "FULL_SHARD"}}}});
+  const Outcome s = run_fsdpsim("check " + bad_scenario.string());
+  EXPECT_EQ(s.exit_code, 2) << s.output;
+  EXPECT_NE(s.output.find("/fsdp/sharding_stratgy: unknown key"), std::string::npos) << s.output;
+
+  const fs::path malformed = dir / "malformed.json";
+  std::ofstream(malformed)
+      << "{\n  \"schema_version\": 1,\n  \"model\": \"gpt-175b\"\n  \"expect\": {}\n}\n";
+  const Outcome m = run_fsdpsim("check " + malformed.string());
+  EXPECT_EQ(m.exit_code, 2) << m.output;
+  EXPECT_NE(m.output.find("malformed JSON at line 4"), std::string::npos) << m.output;
+
+  // A bad scenario next to a failing one: bad input wins, and both are reported.
+  const fs::path failing = tiny_scenario(dir, "failing", {{"expect", {{"mfu", {{"min", 0.99}}}}}});
+  const Outcome both = run_fsdpsim("check " + bad_expect.string() + " " + failing.string());
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_NE(both.output.find("FAIL " + failing.string()), std::string::npos) << both.output;
+
+  EXPECT_EQ(run_fsdpsim("check /nonexistent/folder").exit_code, 2);
+  EXPECT_EQ(run_fsdpsim("check").exit_code, 2);
+}
+
+TEST(CheckCommand, ScenarioFilesAreFoundRecursivelyInOrder) {
+  const fs::path dir = temp_dir("find");
+  fs::create_directories(dir / "b");
+  std::ofstream(dir / "b" / "z.json") << "{}";
+  std::ofstream(dir / "a.json") << "{}";
+  std::ofstream(dir / "notes.txt") << "not json";
+  const std::vector<fs::path> files = find_check_files({dir.string(), (dir / "a.json").string()});
+  ASSERT_EQ(files.size(), 2U);
+  EXPECT_EQ(files[0], dir / "a.json");
+  EXPECT_EQ(files[1], dir / "b" / "z.json");
+  EXPECT_THROW(find_check_files({(dir / "missing").string()}), ConfigError);
+}
+
+}  // namespace
+}  // namespace fsdpsim::app

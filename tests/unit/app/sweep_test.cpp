@@ -1,0 +1,472 @@
+// What-if sweeps: the grid (parsing, Cartesian order, the scenario's sweep block), the sweep table
+// (CSV in and out, Pareto front), and `fsdpsim sweep` / `fsdpsim merge` as a user runs them: skip
+// reasons, bad usage, determinism across thread counts, shards merged byte for byte, Ctrl-C.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/csv_table.hpp"
+#include "sim/app/merge_command.hpp"
+#include "sim/app/sweep_command.hpp"
+#include "sim/app/sweep_grid.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome run_fsdpsim(const std::string& arguments, const std::string& prefix = "") {
+  const std::string command = prefix + std::string(FSDPSIM_BINARY) + " " + arguments + " 2>&1";
+  Outcome o;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return o;
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path temp_dir() {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_sweep_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A two-layer Llama on one 8-GPU H100 node: a point simulates in well under a millisecond.
+fs::path tiny_scenario(const std::string& name,
+                       const nlohmann::json& patch = nlohmann::json::object()) {
+  nlohmann::json j = {
+      {"schema_version", 1},
+      {"name", name},
+      {"model", {{"preset", "llama-3.1-8b"}, {"n_layers", 2}}},
+      {"hardware", {{"preset", "h100-sxm-80gb"}, {"nodes", 1}}},
+      {"training", {{"global_batch", 16}, {"micro_batch", 1}, {"seq_len", 2048}}},
+      {"fsdp", {{"backward_prefetch", "BACKWARD_PRE"}}},
+  };
+  j.merge_patch(patch);
+  const fs::path p = temp_dir() / (name + ".json");
+  std::ofstream(p) << j.dump(2);
+  return p;
+}
+
+std::size_t count_lines(const std::string& text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// ---- the grid ----
+
+TEST(SweepGrid, ValuesAreParsedLikeSetValues) {
+  const GridAxis a = parse_grid_option("fsdp.backward_prefetch=BACKWARD_PRE,none");
+  EXPECT_EQ(a.key, "fsdp.backward_prefetch");
+  ASSERT_EQ(a.values.size(), 2U);
+  EXPECT_EQ(a.values[0], "BACKWARD_PRE");
+  EXPECT_EQ(a.values[1], "none");
+  const GridAxis b = parse_grid_option("training.micro_batch=1, 2,4");
+  EXPECT_EQ(b.values, (std::vector<nlohmann::json>{1, 2, 4}));
+  const GridAxis c = parse_grid_option("fsdp.limit_all_gathers=true,false");
+  EXPECT_EQ(c.values, (std::vector<nlohmann::json>{true, false}));
+  // Commas inside JSON objects, arrays and quoted strings do not split values.
+  const GridAxis d =
+      parse_grid_option(R"(model={"preset":"llama-3.1-8b","n_layers":2},"a,b",[1,2])");
+  ASSERT_EQ(d.values.size(), 3U);
+  EXPECT_EQ(d.values[0]["n_layers"], 2);
+  EXPECT_EQ(d.values[1], "a,b");
+  EXPECT_EQ(d.values[2], nlohmann::json::array({1, 2}));
+}
+
+struct BadGrid {
+  const char* option;
+  const char* expected;
+};
+
+void PrintTo(const BadGrid& bad, std::ostream* os) { *os << bad.option; }
+
+class SweepGridBadOption : public ::testing::TestWithParam<BadGrid> {};
+
+TEST_P(SweepGridBadOption, IsAConfigErrorThatSaysWhy) {
+  try {
+    parse_grid_option(GetParam().option);
+    FAIL() << "accepted " << GetParam().option;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(GetParam().expected), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Options, SweepGridBadOption,
+    ::testing::Values(BadGrid{"training.micro_batch", "expected KEY=V1,V2,..."},
+                      BadGrid{"training.micro_batch=", "no values after '='"},
+                      BadGrid{"training.micro_batch=1,,2", "empty value in the list"},
+                      BadGrid{"training.micro_batch=1,", "empty value in the list"},
+                      BadGrid{"=1,2", "empty key"},
+                      BadGrid{"training..micro_batch=1", "empty segment"}),
+    [](const ::testing::TestParamInfo<BadGrid>& param) {
+      return "case" + std::to_string(param.index);
+    });
+
+TEST(SweepGrid, CartesianProductVariesTheFirstAxisSlowest) {
+  const std::vector<GridAxis> axes = {parse_grid_option("a=1,2"), parse_grid_option("b=x,y,z")};
+  ASSERT_EQ(grid_point_count(axes), 6);
+  std::vector<std::string> seen;
+  for (std::int64_t i = 0; i < 6; ++i) {
+    const auto o = grid_point_overrides(axes, i);
+    seen.push_back(o[0] + " " + o[1]);
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"a=1 b=\"x\"", "a=1 b=\"y\"", "a=1 b=\"z\"",
+                                            "a=2 b=\"x\"", "a=2 b=\"y\"", "a=2 b=\"z\""}));
+  EXPECT_EQ(grid_point_labels(axes, 5), (std::vector<std::string>{"2", "z"}));
+  EXPECT_EQ(grid_point_count({}), 1);
+}
+
+TEST(SweepGrid, FileAxesComeFirstAndAGridForTheSameKeyReplacesThem) {
+  const nlohmann::json block = {{"training.micro_batch", {1, 2}},
+                                {"fsdp.backward_prefetch", {"BACKWARD_PRE", "none"}}};
+  // The parsed JSON keeps keys sorted; the file's order decides the axis order.
+  const auto file_axes =
+      parse_sweep_block(block, "s.json", {"training.micro_batch", "fsdp.backward_prefetch"});
+  ASSERT_EQ(file_axes.size(), 2U);
+  EXPECT_EQ(file_axes[0].key, "training.micro_batch");
+  const auto axes =
+      combine_axes(file_axes, {parse_grid_option("fsdp.backward_prefetch=BACKWARD_POST"),
+                               parse_grid_option("fsdp.limit_all_gathers=true,false")});
+  ASSERT_EQ(axes.size(), 3U);
+  EXPECT_EQ(axes[0].key, "training.micro_batch");
+  EXPECT_EQ(axes[1].key, "fsdp.backward_prefetch");
+  EXPECT_EQ(axes[1].values, (std::vector<nlohmann::json>{"BACKWARD_POST"}));
+  EXPECT_EQ(axes[2].key, "fsdp.limit_all_gathers");
+  EXPECT_THROW(combine_axes({}, {parse_grid_option("a=1"), parse_grid_option("a=2")}), ConfigError);
+}
+
+TEST(SweepGrid, SweepKeysKeepTheFileOrder) {
+  const fs::path p = temp_dir() / "ordered.json";
+  std::ofstream(p) << R"({"schema_version": 1, "sweep": {"z.b": [1], "a.c": [2], "m.d": [3]}})";
+  EXPECT_EQ(sweep_keys_in_file_order(p), (std::vector<std::string>{"z.b", "a.c", "m.d"}));
+}
+
+TEST(SweepGrid, BadSweepBlocksNameTheFileAndPath) {
+  const auto message = [](const nlohmann::json& block) {
+    try {
+      parse_sweep_block(block, "s.json", {});
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message(nlohmann::json::array()),
+            "s.json: /sweep: expected an object of KEY: [values], found an array");
+  EXPECT_EQ(message({{"training.micro_batch", 2}}),
+            "s.json: /sweep/training.micro_batch: expected a non-empty array of values, found the "
+            "number 2");
+  EXPECT_EQ(
+      message({{"training.micro_batch", nlohmann::json::array()}}),
+      "s.json: /sweep/training.micro_batch: expected a non-empty array of values, found an array");
+}
+
+TEST(SweepGrid, ShardsAreKOfN) {
+  const Shard s = parse_shard("2/3");
+  EXPECT_EQ(s.k, 2);
+  EXPECT_EQ(s.n, 3);
+  EXPECT_TRUE(s.owns(1));
+  EXPECT_TRUE(s.owns(4));
+  EXPECT_FALSE(s.owns(0));
+  for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/0", "1/3x", "-1/3", ""}) {
+    EXPECT_THROW(parse_shard(bad), ConfigError) << bad;
+  }
+}
+
+// ---- the table ----
+
+TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
+  EXPECT_EQ(csv_field("plain"), "plain");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_field("two\nlines"), "two lines");
+  const auto fields = parse_csv_line(R"(1,"a,b","say ""hi""",,x)");
+  ASSERT_TRUE(fields.has_value());
+  EXPECT_EQ(*fields, (std::vector<std::string>{"1", "a,b", "say \"hi\"", "", "x"}));
+  EXPECT_FALSE(parse_csv_line("\"unterminated").has_value());
+
+  SweepTable t;
+  t.grid_keys = {"training.micro_batch", "model"};
+  SweepRow ok;
+  ok.index = 0;
+  ok.labels = {"2", R"({"n_layers":2,"preset":"x"})"};
+  ok.status = PointStatus::kOk;
+  ok.metrics = {0.1, 3521.2, 400, 410, 0.4, 0.41, 20.5, 21.25, 1e-05};
+  SweepRow skipped;
+  skipped.index = 1;
+  skipped.labels = {"3", "y"};
+  skipped.reason = "/training/global_batch: not a multiple, \"really\"";
+  skipped.metrics.fill(std::numeric_limits<double>::quiet_NaN());
+  t.rows = {ok, skipped};
+  const std::string csv = table_to_csv(t);
+  EXPECT_EQ(table_to_csv(table_from_csv(csv, "t.csv")), csv);
+  EXPECT_THROW(table_from_csv("index,status\n", "t.csv"), ConfigError);
+  EXPECT_THROW(table_from_csv(csv + "2,4,z,maybe,,,,,,,,,,\n", "t.csv"), ConfigError);
+}
+
+SweepRow point(std::int64_t index, double tokens, double reserved_gib,
+               PointStatus status = PointStatus::kOk) {
+  SweepRow r;
+  r.index = index;
+  r.status = status;
+  r.metrics.fill(0.0);
+  r.metrics[kMetricTokensPerSPerGpu] = tokens;
+  r.metrics[kMetricPeakReserved] = reserved_gib;
+  return r;
+}
+
+TEST(SweepCsv, ParetoFrontKeepsPointsThatFitAndAreNotDominated) {
+  SweepTable t;
+  t.rows = {point(0, 100, 50), point(1, 120, 60),
+            point(2, 110, 70),  // 2 is dominated by 1
+            point(3, 90, 40),  point(4, 200, 30, PointStatus::kOom),
+            point(5, 120, 60)};
+  const std::vector<std::size_t> front = pareto_front(t);
+  EXPECT_EQ(front, (std::vector<std::size_t>{1, 5, 0, 3}));
+  ASSERT_TRUE(best_that_fits(t).has_value());
+  EXPECT_EQ(*best_that_fits(t), 1U);  // the oom point is faster but does not fit
+  const std::string summary = sweep_summary_text(t);
+  EXPECT_NE(
+      summary.find("best that fits: (base scenario) -> 120.0 tokens/s/GPU, 60.00 GiB reserved"),
+      std::string::npos)
+      << summary;
+}
+
+// ---- fsdpsim sweep ----
+
+TEST(SweepCommand, InvalidPointsAreSkippedWithTheReasonAndOomIsARow) {
+  const fs::path s = tiny_scenario("skips");
+  const fs::path csv = temp_dir() / "skips.csv";
+  const Outcome o = run_fsdpsim(
+      "sweep " + s.string() +
+      " --grid training.micro_batch=1,4 --grid fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_PER"
+      " --grid hardware.gpu.hbm_bytes=85017755648,4000000000 --out " +
+      csv.string());
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const SweepTable t = table_from_csv(read_file(csv), csv.string());
+  ASSERT_EQ(t.rows.size(), 8U);
+  EXPECT_EQ(t.grid_keys, (std::vector<std::string>{"training.micro_batch", "fsdp.backward_prefetch",
+                                                   "hardware.gpu.hbm_bytes"}));
+  EXPECT_EQ(t.rows[0].status, PointStatus::kOk);
+  EXPECT_EQ(t.rows[1].status, PointStatus::kOom);
+  EXPECT_FALSE(t.rows[1].reason.empty());
+  EXPECT_FALSE(std::isnan(t.rows[1].metrics[kMetricTokensPerSPerGpu]));
+  EXPECT_EQ(t.rows[2].status, PointStatus::kSkipped);
+  EXPECT_NE(t.rows[2].reason.find("/fsdp/backward_prefetch"), std::string::npos)
+      << t.rows[2].reason;
+  EXPECT_NE(t.rows[2].reason.find("did you mean BACKWARD_PRE?"), std::string::npos)
+      << t.rows[2].reason;
+  EXPECT_TRUE(std::isnan(t.rows[2].metrics[kMetricTokensPerSPerGpu]));
+  EXPECT_EQ(t.rows[4].status, PointStatus::kSkipped);  // micro_batch 4 x 8 GPUs does not divide 16
+  EXPECT_NE(t.rows[4].reason.find("not a multiple of micro_batch"), std::string::npos)
+      << t.rows[4].reason;
+  EXPECT_NE(
+      o.output.find("best that fits: training.micro_batch=1 fsdp.backward_prefetch=BACKWARD_PRE "
+                    "hardware.gpu.hbm_bytes=85017755648 -> "),
+      std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("points/s"), std::string::npos)
+      << "no progress bar when stderr is not a terminal";
+}
+
+TEST(SweepCommand, BadUsageExitsTwoBeforeRunning) {
+  const fs::path s = tiny_scenario("bad_usage");
+  const fs::path csv = temp_dir() / "never.csv";
+  const struct {
+    const char* arguments;
+    const char* expected;
+  } cases[] = {
+      {"--grid fsdp.backward_prefech=none,BACKWARD_PRE",
+       "--grid fsdp.backward_prefech: not a scenario key"},
+      {"--grid fsdpp.backward_prefetch=none", "/fsdpp: unknown key; did you mean fsdp?"},
+      {"--grid training.micro_batch", "expected KEY=V1,V2,..."},
+      {"--grid training.micro_batch=", "no values after '='"},
+      {"--grid training.micro_batch=1 --grid training.micro_batch=2", "given twice"},
+      {"--set fsdp.bogus=1", "--set fsdp.bogus: not a scenario key"},
+      {"--shard 0/2", "expected K/N"},
+  };
+  for (const auto& c : cases) {
+    const Outcome o =
+        run_fsdpsim("sweep " + s.string() + " " + c.arguments + " --out " + csv.string());
+    EXPECT_EQ(o.exit_code, 2) << c.arguments << "\n" << o.output;
+    EXPECT_NE(o.output.find(c.expected), std::string::npos) << c.arguments << "\n" << o.output;
+    EXPECT_FALSE(fs::exists(csv)) << c.arguments;
+  }
+  EXPECT_EQ(run_fsdpsim("sweep /nonexistent/s.json --grid training.micro_batch=1").exit_code, 2);
+}
+
+TEST(SweepCommand, TheScenarioSweepBlockIsTheGrid) {
+  // Written by hand: the axes follow the file's key order, not the sorted order of a parsed object.
+  const fs::path s = tiny_scenario("with_block");
+  const std::string text = read_file(s);
+  std::ofstream(s)
+      << "{\n  \"sweep\": {\"training.micro_batch\": [1, 2], \"fsdp.backward_prefetch\": "
+         "[\"BACKWARD_PRE\", \"none\"]},"
+      << text.substr(1);
+  const fs::path csv = temp_dir() / "block.csv";
+  ASSERT_EQ(run_fsdpsim("sweep " + s.string() + " --grid fsdp.limit_all_gathers=true,false --out " +
+                        csv.string())
+                .exit_code,
+            0);
+  const SweepTable t = table_from_csv(read_file(csv), csv.string());
+  // Written in the file as training.micro_batch, then fsdp.backward_prefetch; then the --grid.
+  EXPECT_EQ(t.grid_keys, (std::vector<std::string>{"training.micro_batch", "fsdp.backward_prefetch",
+                                                   "fsdp.limit_all_gathers"}));
+  ASSERT_EQ(t.rows.size(), 8U);
+  EXPECT_EQ(t.rows[1].labels, (std::vector<std::string>{"1", "BACKWARD_PRE", "false"}));
+  EXPECT_EQ(t.rows[2].labels, (std::vector<std::string>{"1", "none", "true"}));
+}
+
+TEST(SweepCommand, OutputsAreIdenticalWhateverTheNumberOfThreads) {
+  const fs::path s = tiny_scenario("determinism");
+  const fs::path dir = temp_dir();
+  const std::string grid =
+      " --grid training.micro_batch=1,2 --grid "
+      "fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_POST,none"
+      " --grid fsdp.limit_all_gathers=true,false --grid training.global_batch=16,32";
+  for (const char* j : {"1", "2"}) {
+    const std::string stem = (dir / (std::string("j") + j)).string();
+    const Outcome o = run_fsdpsim("sweep " + s.string() + grid + " -j " + j + " --out " + stem +
+                                  ".csv --jsonl " + stem + ".jsonl --md " + stem + ".md");
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+  }
+  EXPECT_EQ(count_lines(read_file(dir / "j1.csv")), 25U);
+  EXPECT_EQ(count_lines(read_file(dir / "j1.jsonl")), 24U);
+  for (const char* ext : {".csv", ".jsonl", ".md"}) {
+    const std::string one = read_file(dir / (std::string("j1") + ext));
+    EXPECT_FALSE(one.empty()) << ext;
+    EXPECT_EQ(one, read_file(dir / (std::string("j2") + ext))) << ext;
+  }
+  const std::string jsonl = read_file(dir / "j1.jsonl");
+  const nlohmann::json first = nlohmann::json::parse(jsonl.substr(0, jsonl.find('\n')));
+  EXPECT_EQ(first["index"], 0);
+  EXPECT_EQ(first["grid"]["training.micro_batch"], 1);
+  EXPECT_EQ(first["schema"], "fsdpsim.result/1");
+
+  // The library entry point agrees.
+  SweepOptions options;
+  options.scenario = s.string();
+  options.grid = {"training.micro_batch=1,2", "fsdp.backward_prefetch=BACKWARD_PRE,none"};
+  options.configs_dir = FSDPSIM_CONFIGS_DIR;
+  const SweepPlan plan = plan_sweep(options);
+  const SweepRun a = run_sweep(plan, 1, nullptr);
+  const SweepRun b = run_sweep(plan, 2, nullptr);
+  EXPECT_EQ(table_to_csv(a.table), table_to_csv(b.table));
+  EXPECT_EQ(a.json_lines, b.json_lines);
+  EXPECT_FALSE(a.stopped);
+}
+
+TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
+  const fs::path s = tiny_scenario("shards");
+  const fs::path dir = temp_dir();
+  const std::string grid =
+      " --grid training.micro_batch=1,2,4 --grid fsdp.backward_prefetch=BACKWARD_PRE,none,BAD"
+      " --grid fsdp.limit_all_gathers=true,false";
+  ASSERT_EQ(
+      run_fsdpsim("sweep " + s.string() + grid + " --out " + (dir / "all.csv").string()).exit_code,
+      0);
+  std::string slices;
+  for (int k = 1; k <= 4; ++k) {
+    const fs::path slice = dir / ("slice" + std::to_string(k) + ".csv");
+    const Outcome o = run_fsdpsim("sweep " + s.string() + grid + " --shard " + std::to_string(k) +
+                                  "/4 --out " + slice.string());
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    const SweepTable t = table_from_csv(read_file(slice), slice.string());
+    for (const SweepRow& r : t.rows) EXPECT_EQ(r.index % 4, k - 1);
+    slices += " " + slice.string();
+  }
+  const Outcome merged = run_fsdpsim("merge" + slices + " --out " + (dir / "merged.csv").string());
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  const std::string all = read_file(dir / "all.csv");
+  EXPECT_EQ(count_lines(all), 19U);
+  EXPECT_EQ(read_file(dir / "merged.csv"), all);
+  EXPECT_NE(merged.output.find("best that fits: "), std::string::npos) << merged.output;
+
+  // A slice twice, a missing slice, a table of another sweep: bad input.
+  const std::string one = (dir / "slice1.csv").string();
+  const Outcome twice =
+      run_fsdpsim("merge" + slices + " " + one + " --out " + (dir / "x.csv").string());
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.output.find("point 0 is also in"), std::string::npos) << twice.output;
+  const std::string three =
+      " " + one + " " + (dir / "slice2.csv").string() + " " + (dir / "slice3.csv").string();
+  const Outcome missing = run_fsdpsim("merge" + three + " --out " + (dir / "x.csv").string());
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("is a slice missing?"), std::string::npos) << missing.output;
+  EXPECT_EQ(
+      run_fsdpsim("merge" + three + " --allow-gaps --out " + (dir / "x.csv").string()).exit_code,
+      0);
+  ASSERT_EQ(run_fsdpsim("sweep " + s.string() + " --grid training.micro_batch=1,2 --out " +
+                        (dir / "other.csv").string())
+                .exit_code,
+            0);
+  const Outcome other = run_fsdpsim("merge" + slices + " " + (dir / "other.csv").string());
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.output.find("header differs"), std::string::npos) << other.output;
+}
+
+TEST(SweepCommand, AStopFlagEndsTheSweepWithTheFinishedRows) {
+  SweepOptions options;
+  options.scenario = tiny_scenario("stop").string();
+  options.grid = {"training.micro_batch=1,2"};
+  options.configs_dir = FSDPSIM_CONFIGS_DIR;
+  const std::atomic<bool> stop{true};
+  const SweepRun run = run_sweep(plan_sweep(options), 2, &stop);
+  EXPECT_TRUE(run.stopped);
+  EXPECT_TRUE(run.table.rows.empty());
+}
+
+// Ctrl-C: the points in flight finish, the rows so far are written, the exit code is 130.
+TEST(SweepCommand, SigintWritesTheFinishedRowsAndExits130) {
+  const fs::path s =
+      tiny_scenario("sigint", {{"model", {{"preset", "llama-3.1-70b"}, {"n_layers", nullptr}}},
+                               {"hardware", {{"nodes", 32}}},
+                               {"training", {{"global_batch", 512}}}});
+  const fs::path csv = temp_dir() / "sigint.csv";
+  const Outcome o = run_fsdpsim(
+      "sweep " + s.string() +
+          " --grid training.micro_batch=1,2 --grid training.global_batch=256,512,1024,2048,4096"
+          " --grid fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_POST,none --grid "
+          "fsdp.limit_all_gathers=true,false"
+          " --grid fsdp.max_inflight_all_gathers=1,2,3,4,5,6,7,8,9,10 --out " +
+          csv.string(),
+      "timeout --preserve-status -s INT 1.5 ");
+  ASSERT_EQ(o.exit_code, 130) << o.output;
+  ASSERT_TRUE(fs::exists(csv)) << o.output;
+  const SweepTable t = table_from_csv(read_file(csv), csv.string());
+  EXPECT_LT(t.rows.size(), 600U);
+  for (std::size_t i = 0; i < t.rows.size(); ++i)
+    EXPECT_EQ(t.rows[i].index, static_cast<std::int64_t>(i));
+  EXPECT_NE(o.output.find("interrupted"), std::string::npos) << o.output;
+}
+
+}  // namespace
+}  // namespace fsdpsim::app

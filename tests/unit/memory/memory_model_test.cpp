@@ -1,0 +1,70 @@
+#include "sim/memory/memory_model.hpp"
+
+#include <gtest/gtest.h>
+
+namespace fsdpsim::memory {
+namespace {
+
+engine::TensorInfo tensor(Bytes size, engine::StreamId stream) {
+  engine::TensorInfo info;
+  info.size = size;
+  info.stream = stream;
+  info.category = static_cast<std::uint8_t>(MemoryCategory::kParameters);
+  return info;
+}
+
+MemoryModelOptions options(Bytes capacity) {
+  MemoryModelOptions o;
+  AllocatorConfig config;
+  config.capacity = capacity;
+  o.allocator = config;
+  o.device_call_cost = SimTime::from_picoseconds(1'000'000);  // 1 us per cudaMalloc / cudaFree
+  return o;
+}
+
+// The cross-stream case behind FSDP's rate limiter: a 60 MiB block freed on the unshard stream
+// while the compute stream still uses it cannot serve the compute stream's 60 MiB request on a
+// 100 MiB device. PyTorch synchronizes (the block's use completes), frees the cached segment and
+// retries: one retry, one cudaFree and one cudaMalloc on the CPU's clock.
+TEST(MemoryModel, CrossStreamReuseNeedsASynchronizedRetry) {
+  MemoryModel m(options(mib(100)));
+  const auto gathered = tensor(mib(60), 1);
+  const auto activation = tensor(mib(60), 0);
+  EXPECT_EQ(m.on_allocate(SimTime{}, 0, gathered).status, engine::AllocationStatus::kAllocated);
+  m.on_free(SimTime{}, 0, gathered, /*release_pending=*/true);
+  EXPECT_EQ(m.on_allocate(SimTime{}, 1, activation).status, engine::AllocationStatus::kSynchronize);
+  m.on_release(SimTime{}, 0, gathered);  // the GPU passed the free
+  const engine::AllocationOutcome retried = m.on_allocate(SimTime{}, 1, activation);
+  EXPECT_EQ(retried.status, engine::AllocationStatus::kAllocated);
+  EXPECT_EQ(retried.cpu_cost.picoseconds(), 2'000'000);
+  EXPECT_EQ(m.reserved().alloc_retries, 1);
+  EXPECT_EQ(m.reserved().peak_reserved, mib(60));
+  EXPECT_FALSE(m.reserved().out_of_memory);
+}
+
+TEST(MemoryModel, OutOfMemoryIsRecordedWithTheTensor) {
+  MemoryModel m(options(mib(100)));
+  EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(120), 0)).status, engine::AllocationStatus::kOutOfMemory);
+  EXPECT_TRUE(m.reserved().out_of_memory);
+  EXPECT_EQ(m.reserved().oom_tensor, 0u);
+  EXPECT_NE(m.reserved().oom_message.find("120"), std::string::npos) << m.reserved().oom_message;
+}
+
+TEST(MemoryModel, BaselineOccupiesTheAllocatorBeforeTheStep) {
+  MemoryModelOptions o = options(mib(100));
+  o.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = mib(50);
+  MemoryModel m(o);
+  EXPECT_EQ(m.reserved().peak_reserved, mib(50));
+  EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(60), 0)).status, engine::AllocationStatus::kOutOfMemory);
+}
+
+TEST(MemoryModel, WithoutAnAllocatorOnlyLifetimesAreCounted) {
+  MemoryModelOptions o;
+  MemoryModel m(o);
+  EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(gib(500), 0)).status, engine::AllocationStatus::kAllocated);
+  EXPECT_FALSE(m.models_reserved());
+  EXPECT_EQ(m.stats().peak_allocated, gib(500));
+}
+
+}  // namespace
+}  // namespace fsdpsim::memory
