@@ -15,6 +15,8 @@ struct RunOptions {
   std::vector<std::string> overrides;  // --set KEY=VALUE
   std::string json_path;               // --json PATH|-
   std::string trace_path;              // --trace PATH
+  std::string memory_timeline_path;    // --memory-timeline PATH (CSV)
+  bool max_micro_batch = false;        // --max-micro-batch
   std::string configs_dir;             // --configs DIR
   bool timing = false;                 // --timing: wall-clock phases on stderr
 };

@@ -73,7 +73,8 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
   }
   for (const memory::MemorySample& m : output.memory_samples) {
     events.push_back({{"ph", "C"}, {"pid", kPid}, {"name", "memory (GiB)"}, {"ts", m.time.microseconds()},
-                      {"args", {{"allocated", to_gib(m.allocated)}, {"active", to_gib(m.active)}}}});
+                      {"args", {{"allocated", to_gib(m.allocated)}, {"active", to_gib(m.active)},
+                                {"reserved", to_gib(m.reserved)}}}});
   }
   nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
   return trace.dump() + "\n";

@@ -20,13 +20,13 @@ MemoryModel::MemoryModel(const MemoryModelOptions& options)
       reserved_.oom_message = "before the step (parameters and optimizer state): " + describe(r.oom);
     }
   }
-  note_reserved();
+  note_reserved(SimTime{});
 }
 
-void MemoryModel::note_reserved() {
+void MemoryModel::note_reserved(SimTime time) {
   if (!allocator_) return;
   const AllocatorStats& s = allocator_->stats();
-  tracker_.set_reserved(s.reserved_bytes.current);
+  tracker_.set_reserved(time, s.reserved_bytes.current);
   if (measuring_ && s.reserved_bytes.current > reserved_.peak_reserved) {
     reserved_.peak_reserved = s.reserved_bytes.current;
     reserved_.fragmentation_at_peak = s.reserved_bytes.current - s.active_bytes.current;
@@ -68,7 +68,7 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     reserved_.alloc_retries = allocator_->stats().num_alloc_retries - retries_at_measure_;
     reserved_.device_calls = device_calls(allocator_->stats()) - calls_at_measure_;
   }
-  note_reserved();
+  note_reserved(time);
   tracker_.on_allocate(time, tensor, info);
   return outcome;
 }
@@ -79,7 +79,7 @@ void MemoryModel::on_free(SimTime time, engine::TensorId tensor, const engine::T
     allocator_->free(address_[tensor], release_pending);
     pending_[tensor] = release_pending;
   }
-  note_reserved();
+  note_reserved(time);
   tracker_.on_free(time, tensor, info, release_pending);
 }
 
@@ -89,7 +89,7 @@ void MemoryModel::on_release(SimTime time, engine::TensorId tensor, const engine
     pending_[tensor] = false;
   }
   if (allocator_) address_[tensor] = -1;
-  note_reserved();
+  note_reserved(time);
   tracker_.on_release(time, tensor, info);
 }
 

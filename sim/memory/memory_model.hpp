@@ -53,7 +53,7 @@ class MemoryModel final : public engine::MemoryObserver {
   [[nodiscard]] const std::vector<MemorySample>& samples() const { return tracker_.samples(); }
 
  private:
-  void note_reserved();
+  void note_reserved(SimTime time);
 
   MemoryModelOptions options_;
   MemoryTracker tracker_;

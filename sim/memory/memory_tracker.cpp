@@ -42,6 +42,12 @@ void MemoryTracker::on_release(SimTime time, engine::TensorId, const engine::Ten
   sample(time);
 }
 
+void MemoryTracker::set_reserved(SimTime time, Bytes reserved) {
+  if (reserved == reserved_) return;
+  reserved_ = reserved;
+  sample(time);
+}
+
 void MemoryTracker::reset_peaks(SimTime time) {
   stats_.peak_allocated = allocated_;
   stats_.peak_active = active_;

@@ -47,7 +47,7 @@ class MemoryTracker final : public engine::MemoryObserver {
   void on_release(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info) override;
 
   // Reserved memory as the allocator model reports it, for the samples.
-  void set_reserved(Bytes reserved) { reserved_ = reserved; }
+  void set_reserved(SimTime time, Bytes reserved);
   // Starts the peaks again from the current values (torch.cuda.reset_peak_memory_stats).
   void reset_peaks(SimTime time);
 

@@ -165,6 +165,40 @@ TEST(Cli, TraceIsChromeTraceEventJson) {
   EXPECT_TRUE(threads.count("stream post_backward"));
 }
 
+TEST(Cli, MemoryTimelineIsACsvOfTheStep) {
+  const fs::path csv = temp_dir() / "memory.csv";
+  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --memory-timeline " + csv.string()).exit_code, 0);
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "time_s,allocated_gib,active_gib,reserved_gib");
+  double last_time = -1.0;
+  double max_reserved = 0.0;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    std::stringstream row(line);
+    std::string cell;
+    std::vector<double> v;
+    while (std::getline(row, cell, ',')) v.push_back(std::stod(cell));
+    ASSERT_EQ(v.size(), 4u) << line;
+    EXPECT_GE(v[0], last_time);
+    EXPECT_GE(v[3] + 1e-6, v[2]) << "reserved >= active";
+    last_time = v[0];
+    max_reserved = std::max(max_reserved, v[3]);
+    ++rows;
+  }
+  EXPECT_GT(rows, 100);
+  EXPECT_GT(max_reserved, 30.0);
+}
+
+TEST(Cli, MaxMicroBatchFindsTheLargestThatFits) {
+  const Outcome o = run_fsdpsim("run " + std::string(FSDPSIM_SOURCE_DIR) +
+                                "/scenarios/llama3_8b_8xh100.json --max-micro-batch");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("largest micro-batch that fits: "), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("is out of memory"), std::string::npos) << o.output;
+}
+
 struct BadInput {
   const char* name;
   nlohmann::json patch;
