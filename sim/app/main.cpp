@@ -8,6 +8,7 @@
 #include "sim/app/merge_command.hpp"
 #include "sim/app/run_command.hpp"
 #include "sim/app/sweep_command.hpp"
+#include "sim/app/validate_command.hpp"
 #include "sim/engine/executor.hpp"
 
 namespace {
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   CLI::App* merge = fsdpsim::app::add_merge_command(app, merge_options);
   fsdpsim::app::CheckOptions check_options;
   CLI::App* check = fsdpsim::app::add_check_command(app, check_options);
+  fsdpsim::app::ValidateOptions validate_options;
+  CLI::App* validate = fsdpsim::app::add_validate_command(app, validate_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
     if (sweep->parsed()) return fsdpsim::app::sweep_command(sweep_options);
     if (merge->parsed()) return fsdpsim::app::merge_command(merge_options);
     if (check->parsed()) return fsdpsim::app::check_command(check_options);
+    if (validate->parsed()) return fsdpsim::app::validate_command(validate_options);
   } catch (const fsdpsim::app::ConfigError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitBadInput;

@@ -135,10 +135,11 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                                : ac == "attention" ? fsdp::ActivationCheckpointing::kAttention
                                                    : fsdp::ActivationCheckpointing::kNone;
   t.checkpoint_every_n_blocks = static_cast<std::int32_t>(r.positive_int("checkpoint_every_n_blocks", 2));
-  r.choice("optimizer", {"adamw"}, "adamw");
-  t.optimizer = fsdp::Optimizer::kAdamW;
+  t.optimizer = r.choice("optimizer", {"adamw", "sgd"}, "adamw") == "sgd" ? fsdp::Optimizer::kSgd
+                                                                          : fsdp::Optimizer::kAdamW;
   t.flash_attention = r.boolean("flash_attention", true);
   t.no_sync = r.boolean("no_sync", false);
+  if (r.has("autocast_dtype")) t.autocast_dtype = dtype_key(r, "autocast_dtype", "bf16");
   r.finish();
   return t;
 }

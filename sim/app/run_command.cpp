@@ -37,8 +37,10 @@ training:
   checkpoint_every_n_blocks n for selective                                         default 2
   no_sync                   accumulate gradients unreduced until the last micro-batch
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false
-  optimizer                 adamw [torch.optim.AdamW, foreach]                      default adamw
+  optimizer                 adamw [torch.optim.AdamW, foreach] | sgd [torch.optim.SGD]  default adamw
   flash_attention           fused attention kernel [scaled_dot_product_attention]   default true
+  autocast_dtype            bf16 | fp16 | fp32: GEMM/activation dtype under torch.autocast when it
+                            differs from fsdp.param_dtype [torch.autocast(dtype)]  default param_dtype
 fsdp:
   version                   1 [FullyShardedDataParallel] | 2 [fully_shard]          default 1
   sharding_strategy         FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2

@@ -40,7 +40,11 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
 
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides,
                        const PresetLocator& presets) {
-  nlohmann::json document = read_json_file(file);
+  return scenario_from_json(read_json_file(file), file, overrides, presets);
+}
+
+Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path& file,
+                            const std::vector<std::string>& overrides, const PresetLocator& presets) {
   if (!document.is_object()) {
     throw ConfigError(file.string(), "/", fmt::format("expected an object, found {}", describe_json_type(document)));
   }
@@ -84,10 +88,10 @@ Scenario load_scenario(const std::filesystem::path& file, const std::vector<std:
                       fmt::format("seq_len {} exceeds the model's learned position table (max_seq_len {})",
                                   s.training.seq_len, s.model.max_seq_len));
   }
-  if (s.hardware.cluster.gpu.peak(s.fsdp.param_dtype).value() <= 0.0) {
-    throw ConfigError(f, "/fsdp/param_dtype",
+  if (s.hardware.cluster.gpu.peak(s.training.compute_dtype(s.fsdp.param_dtype)).value() <= 0.0) {
+    throw ConfigError(f, s.training.autocast_dtype ? "/training/autocast_dtype" : "/fsdp/param_dtype",
                       fmt::format("{} has no {} peak in its hardware description", s.hardware.cluster.gpu.name,
-                                  dtype_name(s.fsdp.param_dtype)));
+                                  dtype_name(s.training.compute_dtype(s.fsdp.param_dtype))));
   }
   return s;
 }

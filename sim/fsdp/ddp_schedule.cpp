@@ -58,7 +58,8 @@ class DdpStep {
     }
     const std::int64_t numel = total_numel();
     out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * numel);
-    out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = Bytes(8 * numel);
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
+        Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * numel);
     out.baseline[static_cast<std::size_t>(MemoryCategory::kCommunication)] = Bytes(4 * numel);  // buckets
     out.model_flops = s_.model_flops();
     out.hardware_flops = s_.model_flops() + s_.recompute_flops();
@@ -151,7 +152,7 @@ class DdpStep {
   void optimizer_step() {
     std::vector<std::pair<std::string, std::int64_t>> tensors;
     for (const models::Layer& l : s_.workload().layers) tensors.emplace_back(l.name, l.numel);
-    s_.gpu_adamw(tensors);
+    s_.gpu_optimizer(tensors);
     for (std::size_t i = 0; i < grads_.size(); ++i) {
       if (has_grad_[i]) s_.free(grads_[i], s_.program().record_event(s_.compute()));
       has_grad_[i] = false;

@@ -91,7 +91,8 @@ class Fsdp1Step {
       // Gradient shards are created during backward (_accumulate_sharded_grad) and freed by
       // zero_grad(set_to_none=True), so they are tensors of the program.
       out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * shard_numel);
-      out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = Bytes(8 * shard_numel);
+      out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
+          Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * shard_numel);
     }
     out.model_flops = s_.model_flops();
     out.hardware_flops = s_.model_flops() + s_.recompute_flops();
@@ -350,11 +351,11 @@ class Fsdp1Step {
       s_.program().cpu_synchronize(done, "offload_synchronize");
       std::int64_t numel = 0;
       for (const FsdpUnit& u : units_) numel += sharded() ? u.shard_numel : u.numel;
-      s_.cpu_adamw(numel);
+      s_.cpu_optimizer(numel);
     } else {
       std::vector<std::pair<std::string, std::int64_t>> tensors;
       for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, sharded() ? u.shard_numel : u.numel);
-      s_.gpu_adamw(tensors);
+      s_.gpu_optimizer(tensors);
     }
     // zero_grad(set_to_none=True) frees the gradients.
     for (UnitState& st : state_) {

@@ -97,7 +97,8 @@ class Fsdp2Step {
     for (const FsdpUnit& u : units_) shard_numel += u.shard_numel;
     if (!f_.cpu_offload) {
       out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * shard_numel);
-      out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = Bytes(8 * shard_numel);
+      out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
+          Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * shard_numel);
     }
     out.model_flops = s_.model_flops();
     out.hardware_flops = s_.model_flops() + s_.recompute_flops();
@@ -338,11 +339,11 @@ class Fsdp2Step {
       s_.program().cpu_synchronize(s_.program().record_event(s_.compute()), "offload_synchronize");
       std::int64_t numel = 0;
       for (const FsdpUnit& u : units_) numel += u.shard_numel;
-      s_.cpu_adamw(numel);
+      s_.cpu_optimizer(numel);
     } else {
       std::vector<std::pair<std::string, std::int64_t>> tensors;
       for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, u.shard_numel);
-      s_.gpu_adamw(tensors);
+      s_.gpu_optimizer(tensors);
     }
     for (UnitState& st : state_) {
       if (st.has_grad_shard) s_.free(st.grad_shard, s_.program().record_event(s_.compute()));

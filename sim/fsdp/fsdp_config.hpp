@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "sim/units/dtype.hpp"
 
@@ -36,7 +37,11 @@ enum class ActivationCheckpointing : std::uint8_t {
 
 enum class Optimizer : std::uint8_t {
   kAdamW,  // torch.optim.AdamW, foreach implementation (the CUDA default), fp32 states
+  kSgd,    // torch.optim.SGD with its defaults (momentum 0): no state
 };
+
+// fp32 optimizer state bytes per parameter: AdamW's exp_avg and exp_avg_sq; SGD has none.
+constexpr std::int64_t optimizer_state_bytes_per_parameter(Optimizer o) { return o == Optimizer::kAdamW ? 8 : 0; }
 
 // How blocks are grouped into FSDP units (auto_wrap_policy / fully_shard calls).
 enum class WrapPolicy : std::uint8_t {
@@ -78,6 +83,12 @@ struct TrainingConfig {
   std::int32_t checkpoint_every_n_blocks = 2;  // for kSelective
   Optimizer optimizer = Optimizer::kAdamW;
   bool flash_attention = true;
+  // torch.autocast(dtype=...) around forward: the math dtype of GEMMs and activations when it
+  // differs from the parameters' (e.g. Composer's DEFAULT precision: fp32 FSDP parameters,
+  // bf16 autocast). nullopt: compute in MixedPrecision.param_dtype.
+  std::optional<Dtype> autocast_dtype;
+
+  [[nodiscard]] Dtype compute_dtype(Dtype param_dtype) const { return autocast_dtype.value_or(param_dtype); }
   // Gradient accumulation inside `with model.no_sync()` (FSDP2: set_requires_gradient_sync):
   // gradients stay unsharded until the last micro-batch reduces them.
   bool no_sync = false;

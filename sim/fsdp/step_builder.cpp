@@ -24,6 +24,8 @@ constexpr std::int64_t kGpuAdamwBytesPerElement = 7 * 4;
 // mul_ for weight decay (r1 w1), sqrt / div / add_ into a temporary (r1 w1 + r1 w1 + r1 w1),
 // addcdiv_ (r3 w1): 20 fp32 passes per element.
 constexpr std::int64_t kCpuAdamwBytesPerElement = 20 * 4;
+// torch/optim/sgd.py without momentum: param.add_(grad, alpha=-lr), r2 w1 (foreach or not).
+constexpr std::int64_t kSgdBytesPerElement = 3 * 4;
 
 }  // namespace
 
@@ -192,7 +194,14 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
   free(saved);
 }
 
-void StepBuilder::gpu_adamw(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
+void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
+  if (in_.training.optimizer == Optimizer::kSgd) {
+    for (std::size_t i = 0; i < numels.size(); ++i) {
+      copy(numels[i].first + ".sgd", compute_, Bytes(kSgdBytesPerElement * numels[i].second), Phase::kOptimizer,
+           static_cast<std::int32_t>(i));
+    }
+    return;
+  }
   std::int64_t total = 0;
   for (const auto& [name, numel] : numels) total += numel;
   // _foreach_sqrt(exp_avg_sqs) materializes one fp32 temporary the size of all parameters.
@@ -205,10 +214,12 @@ void StepBuilder::gpu_adamw(const std::vector<std::pair<std::string, std::int64_
   free(temp);
 }
 
-void StepBuilder::cpu_adamw(std::int64_t numel) {
+void StepBuilder::cpu_optimizer(std::int64_t numel) {
   // The node's DRAM bandwidth is shared by its gpus_per_node training processes.
   const BytesPerSec per_rank = in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
-  b_.cpu_work("optimizer.cpu_adamw", to_sim_time(Bytes(kCpuAdamwBytesPerElement * numel) / per_rank));
+  const bool sgd = in_.training.optimizer == Optimizer::kSgd;
+  const Bytes bytes((sgd ? kSgdBytesPerElement : kCpuAdamwBytesPerElement) * numel);
+  b_.cpu_work(sgd ? "optimizer.cpu_sgd" : "optimizer.cpu_adamw", to_sim_time(bytes / per_rank));
 }
 
 }  // namespace fsdpsim::fsdp

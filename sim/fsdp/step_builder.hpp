@@ -61,10 +61,11 @@ class StepBuilder {
   // Re-runs what checkpointing dropped, then the gradient kernels; frees `saved`.
   void backward_layer(std::size_t layer, std::int32_t group, engine::TensorId saved);
 
-  // torch.optim.AdamW (foreach, the CUDA default) over fp32 tensors of `numels` elements each.
-  void gpu_adamw(const std::vector<std::pair<std::string, std::int64_t>>& numels);
-  // The same optimizer on the host (CPU offload): the per-tensor loop of _single_tensor_adamw.
-  void cpu_adamw(std::int64_t numel);
+  // The training's optimizer step (foreach, the CUDA default) over fp32 tensors of `numels`
+  // elements each, on the compute stream.
+  void gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels);
+  // The same optimizer on the host (CPU offload): the per-tensor loop (_single_tensor_*).
+  void cpu_optimizer(std::int64_t numel);
 
   [[nodiscard]] Flops model_flops() const { return model_flops_; }
   [[nodiscard]] Flops recompute_flops() const { return recompute_flops_; }

@@ -1,0 +1,252 @@
+#include "sim/app/validate_command.hpp"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <iostream>
+#include <map>
+
+#include "models/workload.hpp"
+#include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/simulate_scenario.hpp"
+#include "sim/app/validation_cases.hpp"
+#include "sim/app/validation_stats.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+constexpr int kExitCheckFailed = 3;
+
+// FLOPs per token under a source's own definition (configs/validation/README.md).
+struct FlopDefinition {
+  double model_per_token = 0.0;     // MFU numerator, no recompute
+  double hardware_per_token = 0.0;  // counting the recompute
+  double peak_tflops = 0.0;         // the source's peak for MFU/HFU
+};
+
+FlopDefinition definition_for(const ValidationCase& c, const Scenario& s) {
+  const std::string& source = c.get("source");
+  const auto l = static_cast<double>(s.model.n_layers);
+  const auto h = static_cast<double>(s.model.d_model);
+  const auto seq = static_cast<double>(s.training.seq_len);
+  const auto v = static_cast<double>(s.model.vocab);
+  const bool recompute = s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kFull;
+  FlopDefinition d;
+  const bool h100_class = c.get("gpu").rfind("h", 0) == 0;
+  if (source.rfind("llm-foundry", 0) == 0 || source == "kempnerforge") {
+    // MFU = tok/s x (6N + 12 L d s) / peak; HFU = 4/3 MFU with activation checkpointing.
+    const auto n = static_cast<double>(models::parameter_count(s.model));
+    d.model_per_token = 6.0 * n + 12.0 * l * h * seq;
+    d.hardware_per_token = d.model_per_token * (recompute ? 4.0 / 3.0 : 1.0);
+    d.peak_tflops = c.get("matmul_dtype") == "fp8" ? 1979.0 : (h100_class ? 989.0 : 312.0);
+  } else {
+    // Megatron-LM (Narayanan et al. 2021, eq. 3): 96 B s l h^2 (1 + s/6h + V/16lh) per
+    // iteration with recompute, 72 B s l h^2 (1 + s/6h + V/12lh) without.
+    d.model_per_token = 72.0 * l * h * h * (1.0 + seq / (6.0 * h) + v / (12.0 * l * h));
+    d.hardware_per_token =
+        recompute ? 96.0 * l * h * h * (1.0 + seq / (6.0 * h) + v / (16.0 * l * h)) : d.model_per_token;
+    d.peak_tflops = h100_class ? 989.0 : 312.0;
+  }
+  return d;
+}
+
+struct Outcome {
+  const ValidationCase* c = nullptr;
+  std::string size_bucket;
+  std::optional<double> measured_tokens;  // absent when the source prints only TFLOPS
+  double predicted_tokens = 0.0;
+  std::optional<std::pair<double, double>> tflops;  // (measured, predicted) under the row's definition
+  std::optional<std::pair<double, double>> peak_mem;
+  std::string status;  // "ok" or "oom"
+};
+
+std::string size_bucket(double params_b) {
+  if (params_b < 1.0) return "< 1B";
+  if (params_b < 10.0) return "1-10B";
+  if (params_b < 100.0) return "10-100B";
+  return ">= 100B";
+}
+
+nlohmann::json summary_json(const ErrorSummary& s) {
+  return {{"count", s.count}, {"mape", s.mape}, {"median_ape", s.median_ape}, {"max_ape", s.max_ape}};
+}
+
+struct Group {
+  std::vector<double> measured;
+  std::vector<double> predicted;
+};
+
+std::string pct(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
+
+}  // namespace
+
+CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
+  CLI::App* cmd = app.add_subcommand("validate", "Simulate measured runs from a CSV and report the prediction error");
+  cmd->add_option("cases", options.cases, "CSV of measured runs (columns of configs/validation/README.md)")->required();
+  cmd->add_option("--set", options.overrides, "Override a scenario key in every case")->type_name("KEY=VALUE");
+  cmd->add_option("--calibration", options.calibration, "Calibration profile for every case (hardware.calibration)")
+      ->type_name("PROFILE");
+  cmd->add_option("--json", options.json_path, "Write the report as JSON to PATH ('-' for stdout)")->type_name("PATH|-");
+  cmd->add_option("--md", options.md_path, "Write the report as markdown to PATH")->type_name("PATH");
+  cmd->add_option("--configs", options.configs_dir, "Folder of presets")->type_name("DIR");
+  cmd->add_option("--max-mape", options.max_mape,
+                  "Exit 3 when the tokens/s mean absolute percentage error exceeds this fraction (e.g. 0.10)");
+  return cmd;
+}
+
+int validate_command(const ValidateOptions& options) {
+  const PresetLocator presets{default_configs_dir(options.configs_dir)};
+  const std::filesystem::path file(options.cases);
+  const std::vector<ValidationCase> cases = read_validation_cases(file);
+  std::vector<std::string> overrides = options.overrides;
+  if (!options.calibration.empty()) overrides.push_back("hardware.calibration=" + options.calibration);
+
+  std::vector<Outcome> outcomes;
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const ValidationCase& c : cases) {
+    const CaseScenario built = scenario_for_case(c, file);
+    const auto skip = [&](const std::string& reason) {
+      skipped.push_back({{"case_id", c.get("case_id")}, {"line", c.line}, {"reason", reason}});
+    };
+    if (built.document.is_null()) {
+      skip(built.skip_reason);
+      continue;
+    }
+    Scenario scenario;
+    try {
+      scenario = scenario_from_json(built.document, file, overrides, presets);
+    } catch (const ConfigError& e) {
+      skip(fmt::format("line {}: {}", c.line, e.what()));
+      continue;
+    }
+    const fsdp::StepResult r = simulate_scenario(scenario, false).result;
+    const FlopDefinition def = definition_for(c, scenario);
+    Outcome o;
+    o.c = &c;
+    o.size_bucket = size_bucket(static_cast<double>(models::parameter_count(scenario.model)) / 1e9);
+    o.measured_tokens = c.number("measured_tokens_per_s_per_gpu");
+    o.predicted_tokens = r.tokens_per_s_per_gpu;
+    o.status = r.out_of_memory ? "oom" : "ok";
+    if (const auto m = c.number("measured_model_tflops_per_gpu")) {
+      o.tflops = std::make_pair(*m, r.tokens_per_s_per_gpu * def.model_per_token / 1e12);
+    } else if (const auto hw = c.number("measured_hardware_tflops_per_gpu")) {
+      o.tflops = std::make_pair(*hw, r.tokens_per_s_per_gpu * def.hardware_per_token / 1e12);
+    }
+    if (const auto mem = c.number("measured_peak_mem_gib")) {
+      // The sources print torch.cuda.max_memory_allocated().
+      o.peak_mem = std::make_pair(*mem, to_gib(r.memory.peak_allocated));
+    }
+    outcomes.push_back(o);
+  }
+
+  // Summaries.
+  Group tokens;
+  Group tflops;
+  Group memory;
+  std::map<std::string, Group> by_source;
+  std::map<std::string, Group> by_gpu;
+  std::map<std::string, Group> by_size;
+  for (const Outcome& o : outcomes) {
+    for (Group* g : {&tokens, &by_source[o.c->get("source")], &by_gpu[o.c->get("gpu")], &by_size[o.size_bucket]}) {
+      if (!o.measured_tokens) break;
+      g->measured.push_back(*o.measured_tokens);
+      g->predicted.push_back(o.predicted_tokens);
+    }
+    if (o.tflops) {
+      tflops.measured.push_back(o.tflops->first);
+      tflops.predicted.push_back(o.tflops->second);
+    }
+    if (o.peak_mem) {
+      memory.measured.push_back(o.peak_mem->first);
+      memory.predicted.push_back(o.peak_mem->second);
+    }
+  }
+  const ErrorSummary token_summary = summarize_errors(tokens.measured, tokens.predicted);
+  nlohmann::json report;
+  report["schema"] = "fsdpsim.validation/1";
+  report["cases_file"] = file.filename().string();
+  report["evaluated"] = outcomes.size();
+  report["skipped"] = skipped.size();
+  report["tokens_per_s"] = summary_json(token_summary);
+  report["tflops"] = summary_json(summarize_errors(tflops.measured, tflops.predicted));
+  report["peak_mem"] = summary_json(summarize_errors(memory.measured, memory.predicted));
+  nlohmann::json rho = nlohmann::json::object();
+  for (const auto& [name, g] : by_source) rho[name] = spearman(g.measured, g.predicted);
+  report["spearman"] = rho;
+  for (const auto& [key, groups] : {std::pair<const char*, const std::map<std::string, Group>*>{"by_source", &by_source},
+                                    {"by_gpu", &by_gpu},
+                                    {"by_model_size", &by_size}}) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [name, g] : *groups) j[name] = summary_json(summarize_errors(g.measured, g.predicted));
+    report[key] = j;
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Outcome& o : outcomes) {
+    nlohmann::json row = {{"case_id", o.c->get("case_id")},
+                          {"source", o.c->get("source")},
+                          {"status", o.status},
+                          {"predicted_tokens_per_s_per_gpu", o.predicted_tokens}};
+    if (o.measured_tokens) {
+      row["measured_tokens_per_s_per_gpu"] = *o.measured_tokens;
+      row["error"] = o.predicted_tokens / *o.measured_tokens - 1.0;
+    }
+    if (o.tflops) row["tflops"] = {{"measured", o.tflops->first}, {"predicted", o.tflops->second}};
+    if (o.peak_mem) row["peak_mem_gib"] = {{"measured", o.peak_mem->first}, {"predicted", o.peak_mem->second}};
+    rows.push_back(row);
+  }
+  report["cases"] = rows;
+  report["skipped_cases"] = skipped;
+
+  if (!options.json_path.empty()) write_output(options.json_path, report.dump(2) + "\n");
+  if (!options.md_path.empty()) {
+    std::string md = fmt::format("# fsdpsim validate: {}\n\n", file.filename().string());
+    md += fmt::format("{} cases evaluated, {} skipped. Errors are |predicted - measured| / measured.\n\n",
+                      outcomes.size(), skipped.size());
+    md += "| quantity | cases | MAPE | median | max |\n|---|---|---|---|---|\n";
+    for (const auto& [name, g] : {std::pair<const char*, const Group*>{"tokens/s/GPU", &tokens}, {"TFLOPS/GPU (row's definition)", &tflops},
+                                  {"peak memory", &memory}}) {
+      const ErrorSummary e = summarize_errors(g->measured, g->predicted);
+      md += fmt::format("| {} | {} | {} | {} | {} |\n", name, e.count, pct(e.mape), pct(e.median_ape), pct(e.max_ape));
+    }
+    for (const auto& [title, groups] : {std::pair<const char*, const std::map<std::string, Group>*>{"source", &by_source},
+                                        {"GPU", &by_gpu},
+                                        {"model size", &by_size}}) {
+      md += fmt::format("\n## tokens/s/GPU by {}\n\n| {} | cases | MAPE | median | max | Spearman |\n|---|---|---|---|---|---|\n",
+                        title, title);
+      for (const auto& [name, g] : *groups) {
+        const ErrorSummary e = summarize_errors(g.measured, g.predicted);
+        md += fmt::format("| {} | {} | {} | {} | {} | {:.2f} |\n", name, e.count, pct(e.mape), pct(e.median_ape),
+                          pct(e.max_ape), spearman(g.measured, g.predicted));
+      }
+    }
+    md += "\n## Cases\n\n| case | measured | predicted | error |\n|---|---|---|---|\n";
+    for (const Outcome& o : outcomes) {
+      // tokens/s/GPU where the source prints it, else its TFLOPS/GPU.
+      const double measured = o.measured_tokens ? *o.measured_tokens : o.tflops->first;
+      const double predicted = o.measured_tokens ? o.predicted_tokens : o.tflops->second;
+      md += fmt::format("| {} | {:.1f}{} | {:.1f} | {:+.1f}% |\n", o.c->get("case_id"), measured,
+                        o.measured_tokens ? "" : " TFLOPS", predicted, 100.0 * (predicted / measured - 1.0));
+    }
+    md += "\n## Skipped\n\n| case | line | reason |\n|---|---|---|\n";
+    for (const auto& s : skipped) {
+      md += fmt::format("| {} | {} | {} |\n", s["case_id"].get<std::string>(), s["line"].get<std::int64_t>(),
+                        s["reason"].get<std::string>());
+    }
+    write_output(options.md_path, md);
+  }
+  if (options.json_path != "-") {
+    std::cout << fmt::format("validated {} cases ({} skipped): tokens/s/GPU MAPE {}, median {}, max {}\n",
+                             outcomes.size(), skipped.size(), pct(token_summary.mape), pct(token_summary.median_ape),
+                             pct(token_summary.max_ape));
+  }
+  if (options.max_mape > 0.0 && token_summary.mape > options.max_mape) {
+    std::cerr << fmt::format("validation failed: tokens/s MAPE {} exceeds {}\n", pct(token_summary.mape),
+                             pct(options.max_mape));
+    return kExitCheckFailed;
+  }
+  return 0;
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,35 @@
+// Published (or a user's own) measured training runs, one CSV row each, in the columns of
+// configs/validation/README.md, turned into scenarios fsdpsim can simulate.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fsdpsim::app {
+
+struct ValidationCase {
+  std::int64_t line = 0;                      // 1-based line in the CSV
+  std::map<std::string, std::string> fields;  // by column name; empty = not given
+
+  [[nodiscard]] const std::string& get(const std::string& column) const;
+  [[nodiscard]] std::optional<double> number(const std::string& column) const;  // nullopt when empty
+};
+
+// Reads the CSV. Throws ConfigError naming the file and line on a malformed row, a missing
+// required column, or a value of the wrong type (naming the column).
+std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& file);
+
+// The scenario document of a case, or the reason it cannot be modelled yet. Throws ConfigError
+// (file, line, column) when a cell is malformed.
+struct CaseScenario {
+  nlohmann::json document;  // null when skipped
+  std::string skip_reason;
+};
+CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::path& file);
+
+}  // namespace fsdpsim::app

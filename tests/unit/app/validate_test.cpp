@@ -1,0 +1,98 @@
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/validation_cases.hpp"
+#include "sim/app/validation_stats.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+const std::string kData = std::string(FSDPSIM_TEST_DATA_DIR) + "/validation/";
+
+std::pair<int, std::string> run(const std::string& args) {
+  const std::string command = std::string(FSDPSIM_BINARY) + " " + args + " 2>&1";
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(ValidationStats, MapeMedianAndMaxOfAbsolutePercentageErrors) {
+  const ErrorSummary s = summarize_errors({100, 200, 400}, {110, 180, 400});
+  EXPECT_EQ(s.count, 3);
+  EXPECT_DOUBLE_EQ(s.mape, (0.1 + 0.1 + 0.0) / 3.0);
+  EXPECT_DOUBLE_EQ(s.median_ape, 0.1);
+  EXPECT_DOUBLE_EQ(s.max_ape, 0.1);
+}
+
+TEST(ValidationStats, SpearmanUsesAverageRanks) {
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {40, 30, 20, 10}), -1.0);
+  EXPECT_NEAR(spearman({1, 2, 2, 3}, {1, 3, 2, 4}), 0.9486832980505138, 1e-12);
+  EXPECT_DOUBLE_EQ(spearman({1}, {2}), 0.0);
+}
+
+TEST(ValidationCases, AFp8RowIsSkippedWithItsReason) {
+  const auto cases = read_validation_cases(kData + "small_cases.csv");
+  ASSERT_EQ(cases.size(), 4u);
+  int skipped = 0;
+  for (const ValidationCase& c : cases) {
+    const CaseScenario s = scenario_for_case(c, kData + "small_cases.csv");
+    if (s.document.is_null()) {
+      ++skipped;
+      EXPECT_NE(s.skip_reason.find("fp8"), std::string::npos);
+    } else {
+      EXPECT_EQ(s.document["hardware"]["nodes"].get<int>() * s.document["hardware"]["node"]["gpus_per_node"].get<int>(),
+                std::stoi(c.get("gpus")));
+    }
+  }
+  EXPECT_EQ(skipped, 1);
+}
+
+TEST(ValidationCases, CompositionDefaultMixedPrecisionComputesUnderAutocast) {
+  const auto cases = read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  for (const ValidationCase& c : cases) {
+    if (c.get("param_dtype") != "fp32" || c.get("matmul_dtype") != "bf16") continue;
+    const CaseScenario s = scenario_for_case(c, "cases.csv");
+    ASSERT_FALSE(s.document.is_null()) << s.skip_reason;
+    EXPECT_EQ(s.document["training"]["autocast_dtype"], "bf16");
+    return;
+  }
+  FAIL() << "no fp32-parameter, bf16-matmul row in the published cases";
+}
+
+TEST(Validate, ReportsErrorsAsJsonWithTheDocumentedKeys) {
+  const auto [code, out] = run("validate " + kData + "small_cases.csv --json -");
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["evaluated"], 3);
+  EXPECT_EQ(j["skipped"], 1);
+  for (const char* key : {"tokens_per_s", "tflops", "peak_mem"}) {
+    for (const char* stat : {"mape", "median_ape", "max_ape"}) EXPECT_TRUE(j[key].contains(stat)) << key << stat;
+  }
+  EXPECT_TRUE(j["spearman"].is_object());
+}
+
+TEST(Validate, MalformedRowsNameTheLineAndColumn) {
+  const auto [code, out] = run("validate " + kData + "bad_cell.csv");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 3, column n_layers"), std::string::npos) << out;
+  const auto [code2, out2] = run("validate " + kData + "missing_column.csv");
+  EXPECT_EQ(code2, 2);
+  EXPECT_NE(out2.find("required column"), std::string::npos) << out2;
+}
+
+TEST(Validate, MaxMapeTurnsTheErrorIntoAFailedCheck) {
+  const auto [code, out] = run("validate " + kData + "small_cases.csv --max-mape 0.0001");
+  EXPECT_EQ(code, 3) << out;
+}
+
+}  // namespace
+}  // namespace fsdpsim::app
