@@ -94,7 +94,10 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
     check.status = ScenarioCheckStatus::kChecked;
   } catch (const ConfigError& e) {
     check.status = ScenarioCheckStatus::kError;
-    check.error = e.what();
+    // Errors in a preset or baseline name that file; say which scenario led there.
+    const std::string message = e.what();
+    check.error =
+        message.rfind(check.file, 0) == 0 ? message : fmt::format("{}: {}", check.file, message);
     check.results.clear();
   }
   return check;
