@@ -49,22 +49,14 @@ class DdpStep {
 
   Schedule build() {
     Schedule out;
-    const TrainingConfig& t = in_.training;
-    out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
-    for (std::int32_t step = 0; step < in_.steps; ++step) {
-      s_.begin_step(out);
-      for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) micro_batch(!t.no_sync || mb == out.micro_batches - 1);
-      optimizer_step();
-    }
+    s_.run_steps(out, [this](bool sync) { micro_batch(sync); }, [this] { optimizer_step(); });
     const std::int64_t numel = total_numel();
+    // Full replicas: fp32 parameters and optimizer state, and the Reducer's bucket buffers.
     out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * numel);
     out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
         Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * numel);
-    out.baseline[static_cast<std::size_t>(MemoryCategory::kCommunication)] = Bytes(4 * numel);  // buckets
-    out.model_flops = s_.model_flops();
-    out.hardware_flops = s_.model_flops() + s_.recompute_flops();
-    out.inter_node_bytes = s_.inter_node_bytes();
-    out.program = s_.take();
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kCommunication)] = Bytes(4 * numel);
+    s_.finish(out);
     return out;
   }
 

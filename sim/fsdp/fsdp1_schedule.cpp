@@ -53,7 +53,7 @@ class Fsdp1Step {
         units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit,
                           strategy_ == ShardingStrategy::kNoShard ? 1 : shard_size_)),
         state_(units_.size()),
-        unit_of_layer_(s_.workload().layers.size()),
+        unit_of_layer_(unit_of_layer(units_, s_.workload().layers.size())),
         unshard_(s_.add_stream("unshard")),
         post_backward_(s_.add_stream("post_backward")),
         pre_unshard_(s_.add_stream("pre_unshard")),
@@ -67,38 +67,22 @@ class Fsdp1Step {
                                                  comm_group(input.cluster, input.cluster.world_size() / shard_size_,
                                                             shard_size_))
                           : ProcessGroup{}) {
-    for (std::size_t u = 0; u < units_.size(); ++u) {
-      for (std::size_t layer : units_[u].layers) unit_of_layer_[layer] = u;
-    }
   }
 
   Schedule build() {
     Schedule out;
-    const TrainingConfig& t = in_.training;
-    out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
-    for (std::int32_t step = 0; step < in_.steps; ++step) {
-      s_.begin_step(out);
-      for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) {
-        sync_gradients_ = !t.no_sync || mb == out.micro_batches - 1;
-        micro_batch();
-      }
-      optimizer_step();
-    }
+    s_.run_steps(
+        out,
+        [this](bool sync) {
+          sync_gradients_ = sync;
+          micro_batch();
+        },
+        [this] { optimizer_step(); });
     std::int64_t shard_numel = 0;
     for (const FsdpUnit& u : units_) shard_numel += u.shard_numel;
-    if (!f_.cpu_offload) {
-      // fp32 parameter shards (4 B) and AdamW's exp_avg and exp_avg_sq (8 B) live on the GPU.
-      // Gradient shards are created during backward (_accumulate_sharded_grad) and freed by
-      // zero_grad(set_to_none=True), so they are tensors of the program.
-      out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * shard_numel);
-      out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
-          Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * shard_numel);
-    }
-    out.model_flops = s_.model_flops();
-    out.hardware_flops = s_.model_flops() + s_.recompute_flops();
-    out.inter_node_bytes = s_.inter_node_bytes();
+    s_.set_sharded_baseline(out, shard_numel);
     out.units = units_;
-    out.program = s_.take();
+    s_.finish(out);
     return out;
   }
 

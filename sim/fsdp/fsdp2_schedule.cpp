@@ -63,7 +63,7 @@ class Fsdp2Step {
                           : input.cluster.world_size()),
         units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit, shard_size_)),
         state_(units_.size()),
-        unit_of_layer_(s_.workload().layers.size()),
+        unit_of_layer_(unit_of_layer(units_, s_.workload().layers.size())),
         copy_in_(s_.add_stream("all_gather_copy_in")),
         all_gather_(s_.add_stream("all_gather")),
         reduce_scatter_(s_.add_stream("reduce_scatter")),
@@ -76,35 +76,22 @@ class Fsdp2Step {
         post_forward_pg_(f_.reshard_after_forward > 1
                              ? s_.add_process_group("nccl:post_forward", comm_group(input.cluster, f_.reshard_after_forward, 1))
                              : ProcessGroup{}) {
-    for (std::size_t u = 0; u < units_.size(); ++u) {
-      for (std::size_t layer : units_[u].layers) unit_of_layer_[layer] = u;
-    }
   }
 
   Schedule build() {
     Schedule out;
-    const TrainingConfig& t = in_.training;
-    out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
-    for (std::int32_t step = 0; step < in_.steps; ++step) {
-      s_.begin_step(out);
-      for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) {
-        sync_gradients_ = !t.no_sync || mb == out.micro_batches - 1;
-        micro_batch();
-      }
-      optimizer_step();
-    }
+    s_.run_steps(
+        out,
+        [this](bool sync) {
+          sync_gradients_ = sync;
+          micro_batch();
+        },
+        [this] { optimizer_step(); });
     std::int64_t shard_numel = 0;
     for (const FsdpUnit& u : units_) shard_numel += u.shard_numel;
-    if (!f_.cpu_offload) {
-      out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * shard_numel);
-      out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
-          Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * shard_numel);
-    }
-    out.model_flops = s_.model_flops();
-    out.hardware_flops = s_.model_flops() + s_.recompute_flops();
-    out.inter_node_bytes = s_.inter_node_bytes();
+    s_.set_sharded_baseline(out, shard_numel);
     out.units = units_;
-    out.program = s_.take();
+    s_.finish(out);
     return out;
   }
 

@@ -52,4 +52,12 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy po
   return units;
 }
 
+std::vector<std::size_t> unit_of_layer(const std::vector<FsdpUnit>& units, std::size_t layers) {
+  std::vector<std::size_t> owner(layers, 0);
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    for (std::size_t layer : units[u].layers) owner[layer] = u;
+  }
+  return owner;
+}
+
 }  // namespace fsdpsim::fsdp

@@ -28,4 +28,7 @@ struct FsdpUnit {
 std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy policy,
                                  std::int32_t blocks_per_unit, std::int64_t shard_group_size);
 
+// For each of `layers` layers, the index of the unit that owns it.
+std::vector<std::size_t> unit_of_layer(const std::vector<FsdpUnit>& units, std::size_t layers);
+
 }  // namespace fsdpsim::fsdp

@@ -48,6 +48,20 @@ void StepBuilder::begin_step(Schedule& schedule) {
   inter_node_bytes_ = Bytes(0);
 }
 
+void StepBuilder::set_sharded_baseline(Schedule& out, std::int64_t shard_numel) const {
+  if (in_.fsdp.cpu_offload) return;
+  out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * shard_numel);
+  out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
+      Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * shard_numel);
+}
+
+void StepBuilder::finish(Schedule& out) {
+  out.model_flops = model_flops_;
+  out.hardware_flops = model_flops_ + recompute_flops_;
+  out.inter_node_bytes = inter_node_bytes_;
+  out.program = b_.take();
+}
+
 ProcessGroup StepBuilder::add_process_group(std::string name, hardware::CommGroup ranks) {
   return ProcessGroup{b_.add_channel(std::move(name)), ranks};
 }

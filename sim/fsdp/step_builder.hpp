@@ -70,13 +70,31 @@ class StepBuilder {
   [[nodiscard]] Flops model_flops() const { return model_flops_; }
   [[nodiscard]] Flops recompute_flops() const { return recompute_flops_; }
   [[nodiscard]] Bytes inter_node_bytes() const { return inter_node_bytes_; }
-  // Marks the start of the measured step; FLOP and byte counts restart there.
-  void begin_step(Schedule& schedule);
+  // Runs input().steps training steps into `out`, the last one measured: each calls
+  // micro_batch(sync) once per micro-batch (sync: gradients are reduced, i.e. always, or only on
+  // the last micro-batch under no_sync), then optimizer_step().
+  template <typename MicroBatch, typename OptimizerStep>
+  void run_steps(Schedule& out, MicroBatch micro_batch, OptimizerStep optimizer_step) {
+    const TrainingConfig& t = in_.training;
+    out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
+    for (std::int32_t step = 0; step < in_.steps; ++step) {
+      begin_step(out);
+      for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) micro_batch(!t.no_sync || mb == out.micro_batches - 1);
+      optimizer_step();
+    }
+  }
+  // Memory alive before a sharded step: fp32 parameter shards (4 B per element) and the
+  // optimizer's state, unless offloaded to the host. Gradient shards are made in backward and
+  // freed by zero_grad(set_to_none=True), so they belong to the program.
+  void set_sharded_baseline(Schedule& out, std::int64_t shard_numel) const;
+  // Moves the program and the measured step's counts into `out`.
+  void finish(Schedule& out);
   [[nodiscard]] const ScheduleInput& input() const { return in_; }
   [[nodiscard]] const models::Workload& workload() const { return w_; }
   engine::Program take() { return b_.take(); }
 
  private:
+  void begin_step(Schedule& schedule);
   void run_forward_kernels(const models::Layer& l, std::size_t begin, std::size_t end, Phase phase,
                            std::int32_t group);
 
