@@ -161,7 +161,8 @@ Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx
 
 Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index) {
   // attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3 (no biases).
-  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock, llama_block_numel(spec), 9);
+  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock, llama_block_numel(spec),
+                   9);
   block_forward(draft, spec, ctx);
   block_backward(draft, spec, ctx);
   // Full activation checkpointing keeps only the block input (torch.utils.checkpoint).

@@ -33,8 +33,8 @@ struct Layer {
   // Parameters owned by this layer (a tied weight is owned by the embedding).
   std::int64_t numel = 0;
   std::int32_t parameter_tensors = 0;  // nn.Parameters among them (FSDP's per-parameter CPU work)
-  std::vector<NamedKernel> forward;   // in execution order
-  std::vector<NamedKernel> backward;  // in execution order (gradient kernels of this layer)
+  std::vector<NamedKernel> forward;    // in execution order
+  std::vector<NamedKernel> backward;   // in execution order (gradient kernels of this layer)
   // Bytes saved by autograd between this layer's forward and its backward, no checkpointing.
   Bytes saved_activations{0};
   // Bytes saved when this layer is wrapped in full activation checkpointing (its input only).

@@ -5,7 +5,8 @@
 
 namespace fsdpsim::app {
 
-std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json* value, const std::string& file,
+std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json* value,
+                                                           const std::string& file,
                                                            Bytes capacity) {
   memory::AllocatorConfig config;
   config.capacity = capacity;

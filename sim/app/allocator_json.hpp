@@ -12,7 +12,7 @@
 
 namespace fsdpsim::app {
 
-std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json* value, const std::string& file,
-                                                           Bytes capacity);
+std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json* value,
+                                                           const std::string& file, Bytes capacity);
 
 }  // namespace fsdpsim::app

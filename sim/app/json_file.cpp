@@ -35,8 +35,10 @@ nlohmann::json read_json_file(const fs::path& path) {
       }
     }
     std::string what = e.what();
-    if (const auto colon = what.rfind(": "); colon != std::string::npos) what = what.substr(colon + 2);
-    throw ConfigError(path.string(), "", fmt::format("malformed JSON at line {}, column {}: {}", line, column, what));
+    if (const auto colon = what.rfind(": "); colon != std::string::npos)
+      what = what.substr(colon + 2);
+    throw ConfigError(path.string(), "",
+                      fmt::format("malformed JSON at line {}, column {}: {}", line, column, what));
   }
 }
 
@@ -48,13 +50,18 @@ void write_output(const std::string& path, const std::string& content) {
   }
   const fs::path target(path);
   // (fmt rather than operator+: GCC 12 -O3 raises a false -Wrestrict on the latter, GCC PR105329.)
-  const fs::path temporary = target.parent_path() / fmt::format(".{}.tmp", target.filename().string());
+  const fs::path temporary =
+      target.parent_path() / fmt::format(".{}.tmp", target.filename().string());
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw ConfigError(fmt::format("cannot write {} (does the folder exist and is it writable?)", temporary.string()));
+    if (!out)
+      throw ConfigError(fmt::format("cannot write {} (does the folder exist and is it writable?)",
+                                    temporary.string()));
     out << content;
     out.flush();
-    if (!out) throw ConfigError(fmt::format("cannot write {} (does the folder exist and is it writable?)", temporary.string()));
+    if (!out)
+      throw ConfigError(fmt::format("cannot write {} (does the folder exist and is it writable?)",
+                                    temporary.string()));
   }
   std::error_code ec;
   fs::rename(temporary, target, ec);

@@ -42,15 +42,22 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 
 std::string describe_json_type(const nlohmann::json& value) {
   switch (value.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::object: return "an object";
-    case nlohmann::json::value_t::array: return "an array";
-    case nlohmann::json::value_t::string: return fmt::format("the string \"{}\"", value.get<std::string>());
-    case nlohmann::json::value_t::boolean: return value.get<bool>() ? "true" : "false";
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::string:
+      return fmt::format("the string \"{}\"", value.get<std::string>());
+    case nlohmann::json::value_t::boolean:
+      return value.get<bool>() ? "true" : "false";
     case nlohmann::json::value_t::number_integer:
     case nlohmann::json::value_t::number_unsigned:
-    case nlohmann::json::value_t::number_float: return fmt::format("the number {}", value.dump());
-    default: return "an unsupported value";
+    case nlohmann::json::value_t::number_float:
+      return fmt::format("the number {}", value.dump());
+    default:
+      return "an unsupported value";
   }
 }
 
@@ -127,7 +134,8 @@ std::optional<bool> JsonObjectReader::optional_boolean(const std::string& key) {
   read_.insert(key);
   if (!has(key)) return std::nullopt;
   const nlohmann::json& v = object_.at(key);
-  if (!v.is_boolean()) fail(key, fmt::format("expected true or false, found {}", describe_json_type(v)));
+  if (!v.is_boolean())
+    fail(key, fmt::format("expected true or false, found {}", describe_json_type(v)));
   return v.get<bool>();
 }
 
@@ -141,7 +149,8 @@ std::string JsonObjectReader::string(const std::string& key, const std::string& 
   return has(key) ? string(key) : (read_.insert(key), fallback);
 }
 
-std::string JsonObjectReader::choice(const std::string& key, const std::vector<std::string>& choices,
+std::string JsonObjectReader::choice(const std::string& key,
+                                     const std::vector<std::string>& choices,
                                      const std::string& fallback) {
   const std::string value = string(key, fallback);
   if (std::find(choices.begin(), choices.end(), value) != choices.end()) return value;
@@ -164,8 +173,9 @@ void JsonObjectReader::finish(const std::vector<std::string>& also_known) const 
   for (const auto& [key, value] : object_.items()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     const std::string hint = did_you_mean(key, known);
-    throw ConfigError(file_, path_of(key),
-                      fmt::format("unknown key{}", hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
+    throw ConfigError(
+        file_, path_of(key),
+        fmt::format("unknown key{}", hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
   }
 }
 

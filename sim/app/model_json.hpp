@@ -11,7 +11,8 @@
 
 namespace fsdpsim::app {
 
-models::TransformerSpec model_from_json(const nlohmann::json& value, const std::filesystem::path& file,
-                                        const std::string& path, const PresetLocator& presets);
+models::TransformerSpec model_from_json(const nlohmann::json& value,
+                                        const std::filesystem::path& file, const std::string& path,
+                                        const PresetLocator& presets);
 
 }  // namespace fsdpsim::app

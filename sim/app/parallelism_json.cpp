@@ -32,90 +32,113 @@ std::int32_t reshard_after_forward(JsonObjectReader& r, const std::string& file)
   const nlohmann::json* v = r.child("reshard_after_forward");
   if (v == nullptr) return 1;
   if (v->is_boolean()) return v->get<bool>() ? 1 : 0;
-  if (v->is_number_integer() && v->get<std::int64_t>() >= 2) return static_cast<std::int32_t>(v->get<std::int64_t>());
-  throw ConfigError(file, "/fsdp/reshard_after_forward",
-                    fmt::format("expected true, false or a group size >= 2, found {}", describe_json_type(*v)));
+  if (v->is_number_integer() && v->get<std::int64_t>() >= 2)
+    return static_cast<std::int32_t>(v->get<std::int64_t>());
+  throw ConfigError(
+      file, "/fsdp/reshard_after_forward",
+      fmt::format("expected true, false or a group size >= 2, found {}", describe_json_type(*v)));
 }
 
 void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::FsdpConfig& f,
                         const hardware::ClusterSpec& cluster) {
   f.version = static_cast<std::int32_t>(r.positive_int("version", 1));
-  if (f.version > 2) throw ConfigError(file, "/fsdp/version", fmt::format("expected 1 or 2, found {}", f.version));
+  if (f.version > 2)
+    throw ConfigError(file, "/fsdp/version", fmt::format("expected 1 or 2, found {}", f.version));
   const bool v2 = f.version == 2;
-  const std::string strategy = r.choice(
-      "sharding_strategy", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"},
-      "FULL_SHARD");
+  const std::string strategy =
+      r.choice("sharding_strategy",
+               {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"},
+               "FULL_SHARD");
   f.sharding_strategy = strategy_of(strategy);
-  const std::string prefetch = r.choice("backward_prefetch", {"BACKWARD_PRE", "BACKWARD_POST", "none"}, "BACKWARD_PRE");
+  const std::string prefetch =
+      r.choice("backward_prefetch", {"BACKWARD_PRE", "BACKWARD_POST", "none"}, "BACKWARD_PRE");
   f.backward_prefetch = prefetch == "BACKWARD_PRE"    ? fsdp::BackwardPrefetch::kBackwardPre
                         : prefetch == "BACKWARD_POST" ? fsdp::BackwardPrefetch::kBackwardPost
                                                       : fsdp::BackwardPrefetch::kNone;
   f.forward_prefetch = r.boolean("forward_prefetch", false);
   const std::optional<bool> limiter = r.optional_boolean("limit_all_gathers");
   f.limit_all_gathers = limiter.value_or(!v2);
-  f.max_inflight_all_gathers = static_cast<std::int32_t>(r.positive_int("max_inflight_all_gathers", 2));
+  f.max_inflight_all_gathers =
+      static_cast<std::int32_t>(r.positive_int("max_inflight_all_gathers", 2));
   f.param_dtype = dtype_key(r, "param_dtype", "bf16");
   f.reduce_dtype = dtype_key(r, "reduce_dtype", std::string(dtype_name(f.param_dtype)));
   f.cpu_offload = r.boolean("cpu_offload", false);
-  const std::string wrap = r.choice("wrap_policy", {"transformer_block", "every_n_blocks", "whole_model"},
-                                    "transformer_block");
+  const std::string wrap = r.choice(
+      "wrap_policy", {"transformer_block", "every_n_blocks", "whole_model"}, "transformer_block");
   f.wrap_policy = wrap == "every_n_blocks" ? fsdp::WrapPolicy::kEveryNBlocks
                   : wrap == "whole_model"  ? fsdp::WrapPolicy::kWholeModel
                                            : fsdp::WrapPolicy::kPerBlock;
   f.blocks_per_unit = static_cast<std::int32_t>(r.positive_int("blocks_per_unit", 2));
-  f.shard_group_size = static_cast<std::int32_t>(r.positive_int("shard_group_size", cluster.gpus_per_node));
+  f.shard_group_size =
+      static_cast<std::int32_t>(r.positive_int("shard_group_size", cluster.gpus_per_node));
   const bool raf_given = r.has("reshard_after_forward");
   f.reshard_after_forward = reshard_after_forward(r, file);
 
-  if (!hybrid(f.sharding_strategy) && r.has("shard_group_size") && f.shard_group_size != cluster.world_size()) {
-    throw ConfigError(file, "/fsdp/shard_group_size",
-                      fmt::format("{} shards over all {} GPUs; shard_group_size applies to HYBRID_SHARD and "
-                                  "_HYBRID_SHARD_ZERO2", strategy, cluster.world_size()));
+  if (!hybrid(f.sharding_strategy) && r.has("shard_group_size") &&
+      f.shard_group_size != cluster.world_size()) {
+    throw ConfigError(
+        file, "/fsdp/shard_group_size",
+        fmt::format("{} shards over all {} GPUs; shard_group_size applies to HYBRID_SHARD and "
+                    "_HYBRID_SHARD_ZERO2",
+                    strategy, cluster.world_size()));
   }
   if (hybrid(f.sharding_strategy)) {
-    if (const std::string problem = fsdp::shard_group_problem(cluster, f.shard_group_size); !problem.empty()) {
+    if (const std::string problem = fsdp::shard_group_problem(cluster, f.shard_group_size);
+        !problem.empty()) {
       throw ConfigError(file, "/fsdp/shard_group_size", problem);
     }
   }
   if (!v2) {
     if (raf_given) {
-      throw ConfigError(file, "/fsdp/reshard_after_forward",
-                        "FSDP1 derives it from sharding_strategy (SHARD_GRAD_OP keeps parameters after forward); "
-                        "reshard_after_forward is an FSDP2 (version 2) option");
+      throw ConfigError(
+          file, "/fsdp/reshard_after_forward",
+          "FSDP1 derives it from sharding_strategy (SHARD_GRAD_OP keeps parameters after forward); "
+          "reshard_after_forward is an FSDP2 (version 2) option");
     }
     return;
   }
   // FSDP2 (fully_shard): the strategies map onto reshard_after_forward and the device mesh.
   if (f.sharding_strategy == ShardingStrategy::kNoShard) {
-    throw ConfigError(file, "/fsdp/sharding_strategy",
-                      "FSDP2 has no NO_SHARD; use parallelism ddp (or replicate()) for full replicas");
+    throw ConfigError(
+        file, "/fsdp/sharding_strategy",
+        "FSDP2 has no NO_SHARD; use parallelism ddp (or replicate()) for full replicas");
   }
   if (f.backward_prefetch == fsdp::BackwardPrefetch::kBackwardPost) {
     throw ConfigError(file, "/fsdp/backward_prefetch",
-                      "FSDP2 prefetches in backward before the gradient kernels (like BACKWARD_PRE) or not at all "
+                      "FSDP2 prefetches in backward before the gradient kernels (like "
+                      "BACKWARD_PRE) or not at all "
                       "(none); it has no BACKWARD_POST");
   }
   if (limiter.has_value() && *limiter) {
-    throw ConfigError(file, "/fsdp/limit_all_gathers",
-                      "FSDP2 has no rate limiter: its all-gather buffers are freed by stream events instead");
+    throw ConfigError(
+        file, "/fsdp/limit_all_gathers",
+        "FSDP2 has no rate limiter: its all-gather buffers are freed by stream events instead");
   }
   const bool zero2 = f.sharding_strategy == ShardingStrategy::kShardGradOp ||
                      f.sharding_strategy == ShardingStrategy::kHybridShardZero2;
   if (zero2) {
     if (raf_given && f.reshard_after_forward != 0) {
-      throw ConfigError(file, "/fsdp/reshard_after_forward",
-                        fmt::format("{} keeps parameters after forward; it contradicts reshard_after_forward", strategy));
+      throw ConfigError(
+          file, "/fsdp/reshard_after_forward",
+          fmt::format("{} keeps parameters after forward; it contradicts reshard_after_forward",
+                      strategy));
     }
     f.reshard_after_forward = 0;
   }
-  if (f.sharding_strategy == ShardingStrategy::kHybridShardZero2) f.sharding_strategy = ShardingStrategy::kHybridShard;
-  if (f.sharding_strategy == ShardingStrategy::kShardGradOp) f.sharding_strategy = ShardingStrategy::kFullShard;
-  const std::int32_t shard = hybrid(f.sharding_strategy) ? f.shard_group_size : cluster.world_size();
+  if (f.sharding_strategy == ShardingStrategy::kHybridShardZero2)
+    f.sharding_strategy = ShardingStrategy::kHybridShard;
+  if (f.sharding_strategy == ShardingStrategy::kShardGradOp)
+    f.sharding_strategy = ShardingStrategy::kFullShard;
+  const std::int32_t shard =
+      hybrid(f.sharding_strategy) ? f.shard_group_size : cluster.world_size();
   const std::int32_t k = f.reshard_after_forward;
   if (k > 1 && (shard % k != 0 || k >= shard || !fsdp::shard_group_problem(cluster, k).empty())) {
-    throw ConfigError(file, "/fsdp/reshard_after_forward",
-                      fmt::format("reshard_after_forward={} must be a smaller divisor of the shard group ({} ranks) "
-                                  "that tiles the {}-GPU nodes", k, shard, cluster.gpus_per_node));
+    throw ConfigError(
+        file, "/fsdp/reshard_after_forward",
+        fmt::format(
+            "reshard_after_forward={} must be a smaller divisor of the shard group ({} ranks) "
+            "that tiles the {}-GPU nodes",
+            k, shard, cluster.gpus_per_node));
   }
 }
 
@@ -129,12 +152,14 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
   t.global_batch = r.positive_int("global_batch");
   t.micro_batch = r.positive_int("micro_batch", 1);
   t.seq_len = r.positive_int("seq_len");
-  const std::string ac = r.choice("activation_checkpointing", {"none", "full", "selective", "attention"}, "none");
+  const std::string ac =
+      r.choice("activation_checkpointing", {"none", "full", "selective", "attention"}, "none");
   t.activation_checkpointing = ac == "full"        ? fsdp::ActivationCheckpointing::kFull
                                : ac == "selective" ? fsdp::ActivationCheckpointing::kSelective
                                : ac == "attention" ? fsdp::ActivationCheckpointing::kAttention
                                                    : fsdp::ActivationCheckpointing::kNone;
-  t.checkpoint_every_n_blocks = static_cast<std::int32_t>(r.positive_int("checkpoint_every_n_blocks", 2));
+  t.checkpoint_every_n_blocks =
+      static_cast<std::int32_t>(r.positive_int("checkpoint_every_n_blocks", 2));
   t.optimizer = r.choice("optimizer", {"adamw", "sgd"}, "adamw") == "sgd" ? fsdp::Optimizer::kSgd
                                                                           : fsdp::Optimizer::kAdamW;
   t.flash_attention = r.boolean("flash_attention", true);
@@ -157,7 +182,8 @@ fsdp::FsdpConfig parallel_config_from_json(const nlohmann::json* fsdp, const nlo
       f.reduce_dtype = dtype_key(r, "reduce_dtype", "fp32");
       for (const auto& [key, v] : fsdp->items()) {
         if (key != "param_dtype" && key != "reduce_dtype") {
-          throw ConfigError(file, "/fsdp/" + key, "has no meaning with parallelism ddp (only param_dtype, reduce_dtype)");
+          throw ConfigError(file, "/fsdp/" + key,
+                            "has no meaning with parallelism ddp (only param_dtype, reduce_dtype)");
         }
       }
     } else {
@@ -170,7 +196,8 @@ fsdp::FsdpConfig parallel_config_from_json(const nlohmann::json* fsdp, const nlo
     }
     return f;
   }
-  if (ddp != nullptr) throw ConfigError(file, "/ddp", "the ddp section needs \"parallelism\": \"ddp\"");
+  if (ddp != nullptr)
+    throw ConfigError(file, "/ddp", "the ddp section needs \"parallelism\": \"ddp\"");
   if (fsdp == nullptr) return f;
   JsonObjectReader r(*fsdp, file, "/fsdp");
   parse_fsdp_section(r, file, f, cluster);

@@ -20,7 +20,8 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
     const fs::path p = fs::path(reference).is_absolute() ? fs::path(reference)
                                                          : from_file.parent_path() / reference;
     if (!fs::is_regular_file(p)) {
-      throw ConfigError(from_file.string(), json_path, fmt::format("{} file \"{}\" not found", kind, p.string()));
+      throw ConfigError(from_file.string(), json_path,
+                        fmt::format("{} file \"{}\" not found", kind, p.string()));
     }
     return p;
   }
@@ -46,7 +47,8 @@ std::vector<std::string> PresetLocator::names(const std::string& kind) const {
 
 fs::path default_configs_dir(const std::string& from_command_line) {
   if (!from_command_line.empty()) return from_command_line;
-  if (const char* env = std::getenv("FSDPSIM_CONFIGS_DIR"); env != nullptr && *env != '\0') return env;
+  if (const char* env = std::getenv("FSDPSIM_CONFIGS_DIR"); env != nullptr && *env != '\0')
+    return env;
   return FSDPSIM_DEFAULT_CONFIGS_DIR;
 }
 

@@ -70,17 +70,19 @@ Exit codes: 0 ok (an out-of-memory prediction is a result), 1 internal error, 2 
 std::string memory_timeline_csv(const fsdp::SimulationOutput& output) {
   std::string csv = "time_s,allocated_gib,active_gib,reserved_gib\n";
   for (const memory::MemorySample& m : output.memory_samples) {
-    csv += fmt::format("{:.9f},{:.6f},{:.6f},{:.6f}\n", m.time.seconds(), to_gib(m.allocated), to_gib(m.active),
-                       to_gib(m.reserved));
+    csv += fmt::format("{:.9f},{:.6f},{:.6f},{:.6f}\n", m.time.seconds(), to_gib(m.allocated),
+                       to_gib(m.active), to_gib(m.reserved));
   }
   return csv;
 }
 
 // The largest micro-batch that fits, keeping the number of gradient-accumulation steps:
 // doubling until out of memory (or 4096), then bisection.
-int max_micro_batch_command(const RunOptions& options, const PresetLocator& presets, const Scenario& base) {
+int max_micro_batch_command(const RunOptions& options, const PresetLocator& presets,
+                            const Scenario& base) {
   const std::int64_t world = base.hardware.cluster.world_size();
-  const std::int64_t accumulation = base.training.global_batch / (base.training.micro_batch * world);
+  const std::int64_t accumulation =
+      base.training.global_batch / (base.training.micro_batch * world);
   const auto fits = [&](std::int64_t micro, fsdp::StepResult& result) {
     std::vector<std::string> overrides = options.overrides;
     overrides.push_back(fmt::format("training.micro_batch={}", micro));
@@ -99,7 +101,8 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
     bad *= 2;
   }
   if (good == 0) {
-    std::cout << fmt::format("no micro-batch fits: micro_batch 1 is out of memory ({})\n", probe.oom_reason);
+    std::cout << fmt::format("no micro-batch fits: micro_batch 1 is out of memory ({})\n",
+                             probe.oom_reason);
     return 0;
   }
   fsdp::StepResult oom_result = probe;
@@ -115,37 +118,47 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
   }
   const auto& r = best_result;
   std::cout << fmt::format(
-      "largest micro-batch that fits: {} ({} accumulation steps): {:.1f} tokens/s/GPU, peak reserved {:.2f} GiB "
+      "largest micro-batch that fits: {} ({} accumulation steps): {:.1f} tokens/s/GPU, peak "
+      "reserved {:.2f} GiB "
       "of {:.2f} usable\n",
       good, accumulation, r.tokens_per_s_per_gpu,
-      to_gib(r.models_reserved ? r.reserved.peak_reserved : r.memory.peak_active), to_gib(r.usable_memory));
-  if (bad <= kLimit) std::cout << fmt::format("micro_batch {} is out of memory: {}\n", bad, oom_result.oom_reason);
+      to_gib(r.models_reserved ? r.reserved.peak_reserved : r.memory.peak_active),
+      to_gib(r.usable_memory));
+  if (bad <= kLimit)
+    std::cout << fmt::format("micro_batch {} is out of memory: {}\n", bad, oom_result.oom_reason);
   return 0;
 }
 
 double elapsed_ms(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since)
+      .count();
 }
 
 }  // namespace
 
 CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
-  CLI::App* run = app.add_subcommand("run", "Simulate one training step of a scenario and report it");
+  CLI::App* run =
+      app.add_subcommand("run", "Simulate one training step of a scenario and report it");
   run->add_option("scenario", options.scenario, "Scenario JSON file")->required();
-  run->add_option("--set", options.overrides, "Override a scenario key, e.g. --set training.micro_batch=2")
+  run->add_option("--set", options.overrides,
+                  "Override a scenario key, e.g. --set training.micro_batch=2")
       ->type_name("KEY=VALUE");
-  run->add_option("--json", options.json_path, "Write the result JSON to PATH ('-' for stdout)")->type_name("PATH|-");
-  run->add_option("--trace", options.trace_path, "Write a Chrome/Perfetto trace of the step to PATH")
+  run->add_option("--json", options.json_path, "Write the result JSON to PATH ('-' for stdout)")
+      ->type_name("PATH|-");
+  run->add_option("--trace", options.trace_path,
+                  "Write a Chrome/Perfetto trace of the step to PATH")
       ->type_name("PATH");
   run->add_option("--memory-timeline", options.memory_timeline_path,
                   "Write allocated, active and reserved memory over the step as CSV to PATH")
       ->type_name("PATH");
   run->add_flag("--max-micro-batch", options.max_micro_batch,
                 "Find the largest training.micro_batch that fits (same gradient accumulation)");
-  run->add_option("--configs", options.configs_dir,
-                  "Folder of presets (default: $FSDPSIM_CONFIGS_DIR, else the source tree's configs/)")
+  run->add_option(
+         "--configs", options.configs_dir,
+         "Folder of presets (default: $FSDPSIM_CONFIGS_DIR, else the source tree's configs/)")
       ->type_name("DIR");
-  run->add_flag("--timing", options.timing, "Print wall-clock time of loading, simulating and writing on stderr");
+  run->add_flag("--timing", options.timing,
+                "Print wall-clock time of loading, simulating and writing on stderr");
   run->footer(kRunFooter);
   return run;
 }
@@ -163,13 +176,16 @@ int run_command(const RunOptions& options) {
   const double simulate_ms = elapsed_ms(simulate_start);
 
   const auto write_start = std::chrono::steady_clock::now();
-  if (!options.json_path.empty()) write_output(options.json_path, result_to_json(scenario, output).dump(2) + "\n");
+  if (!options.json_path.empty())
+    write_output(options.json_path, result_to_json(scenario, output).dump(2) + "\n");
   if (!options.trace_path.empty()) write_output(options.trace_path, trace_json(output));
-  if (!options.memory_timeline_path.empty()) write_output(options.memory_timeline_path, memory_timeline_csv(output));
+  if (!options.memory_timeline_path.empty())
+    write_output(options.memory_timeline_path, memory_timeline_csv(output));
   if (options.json_path != "-") std::cout << summary_text(scenario, output);
   if (options.timing) {
-    std::cerr << fmt::format("timing: load {:.2f} ms, simulate {:.2f} ms ({} ops), write {:.2f} ms, total {:.2f} ms\n",
-                             load_ms, simulate_ms, output.result.op_count, elapsed_ms(write_start), elapsed_ms(start));
+    std::cerr << fmt::format(
+        "timing: load {:.2f} ms, simulate {:.2f} ms ({} ops), write {:.2f} ms, total {:.2f} ms\n",
+        load_ms, simulate_ms, output.result.op_count, elapsed_ms(write_start), elapsed_ms(start));
   }
   return 0;
 }

@@ -43,6 +43,7 @@ Scenario load_scenario(const std::filesystem::path& file, const std::vector<std:
 // The same from a document already in memory; `file` names it in errors and anchors relative
 // preset paths.
 Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path& file,
-                            const std::vector<std::string>& overrides, const PresetLocator& presets);
+                            const std::vector<std::string>& overrides,
+                            const PresetLocator& presets);
 
 }  // namespace fsdpsim::app

@@ -12,7 +12,8 @@ namespace fsdpsim::app {
 void apply_override(nlohmann::json& document, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw ConfigError(fmt::format("--set \"{}\": expected KEY=VALUE, e.g. fsdp.backward_prefetch=none", assignment));
+    throw ConfigError(fmt::format(
+        "--set \"{}\": expected KEY=VALUE, e.g. fsdp.backward_prefetch=none", assignment));
   }
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
@@ -22,12 +23,14 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
   std::size_t begin = 0;
   while (true) {
     const auto dot = key.find('.', begin);
-    const std::string part = key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
+    const std::string part =
+        key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
     if (part.empty()) throw ConfigError(fmt::format("--set \"{}\": empty key segment", assignment));
     if (node->is_null()) *node = nlohmann::json::object();
     if (node->is_string()) *node = nlohmann::json{{"preset", node->get<std::string>()}};
     if (!node->is_object()) {
-      throw ConfigError(fmt::format("--set \"{}\": \"{}\" is inside a value that is not an object", assignment, part));
+      throw ConfigError(fmt::format("--set \"{}\": \"{}\" is inside a value that is not an object",
+                                    assignment, part));
     }
     if (dot == std::string::npos) {
       (*node)[part] = value;
@@ -44,22 +47,26 @@ Scenario load_scenario(const std::filesystem::path& file, const std::vector<std:
 }
 
 Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path& file,
-                            const std::vector<std::string>& overrides, const PresetLocator& presets) {
+                            const std::vector<std::string>& overrides,
+                            const PresetLocator& presets) {
   if (!document.is_object()) {
-    throw ConfigError(file.string(), "/", fmt::format("expected an object, found {}", describe_json_type(document)));
+    throw ConfigError(file.string(), "/",
+                      fmt::format("expected an object, found {}", describe_json_type(document)));
   }
   for (const std::string& o : overrides) apply_override(document, o);
   const std::string f = file.string();
   JsonObjectReader r(document, f, "");
   if (r.positive_int("schema_version") != kScenarioSchemaVersion) {
-    throw ConfigError(f, "/schema_version", fmt::format("this fsdpsim reads schema_version {}", kScenarioSchemaVersion));
+    throw ConfigError(f, "/schema_version",
+                      fmt::format("this fsdpsim reads schema_version {}", kScenarioSchemaVersion));
   }
   Scenario s;
   s.file = file;
   s.name = r.string("name", file.stem().string());
   s.description = r.string("description", "");
-  const fsdp::Parallelism parallelism =
-      r.choice("parallelism", {"fsdp", "ddp"}, "fsdp") == "ddp" ? fsdp::Parallelism::kDdp : fsdp::Parallelism::kFsdp;
+  const fsdp::Parallelism parallelism = r.choice("parallelism", {"fsdp", "ddp"}, "fsdp") == "ddp"
+                                            ? fsdp::Parallelism::kDdp
+                                            : fsdp::Parallelism::kFsdp;
   const nlohmann::json* model = r.child("model");
   if (model == nullptr) throw ConfigError(f, "/model", "required key is missing");
   s.model = model_from_json(*model, file, "/model", presets);
@@ -69,8 +76,10 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   const nlohmann::json* training = r.child("training");
   if (training == nullptr) throw ConfigError(f, "/training", "required key is missing");
   s.training = training_from_json(*training, f, parallelism);
-  s.fsdp = parallel_config_from_json(r.child("fsdp"), r.child("ddp"), f, parallelism, s.hardware.cluster);
-  s.allocator = allocator_from_json(r.child("allocator"), f, s.hardware.cluster.gpu.usable_memory());
+  s.fsdp = parallel_config_from_json(r.child("fsdp"), r.child("ddp"), f, parallelism,
+                                     s.hardware.cluster);
+  s.allocator =
+      allocator_from_json(r.child("allocator"), f, s.hardware.cluster.gpu.usable_memory());
   if (const nlohmann::json* expect = r.child("expect")) s.expect = *expect;
   if (const nlohmann::json* sweep = r.child("sweep")) s.sweep = *sweep;
   r.finish();
@@ -79,19 +88,22 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   const std::int64_t world = s.hardware.cluster.world_size();
   const std::int64_t per_step = s.training.micro_batch * world;
   if (s.training.global_batch % per_step != 0) {
-    throw ConfigError(f, "/training/global_batch",
-                      fmt::format("global_batch {} is not a multiple of micro_batch {} x {} GPUs = {}",
-                                  s.training.global_batch, s.training.micro_batch, world, per_step));
+    throw ConfigError(
+        f, "/training/global_batch",
+        fmt::format("global_batch {} is not a multiple of micro_batch {} x {} GPUs = {}",
+                    s.training.global_batch, s.training.micro_batch, world, per_step));
   }
   if (s.model.family != models::ModelFamily::kLlama && s.training.seq_len > s.model.max_seq_len) {
-    throw ConfigError(f, "/training/seq_len",
-                      fmt::format("seq_len {} exceeds the model's learned position table (max_seq_len {})",
-                                  s.training.seq_len, s.model.max_seq_len));
+    throw ConfigError(
+        f, "/training/seq_len",
+        fmt::format("seq_len {} exceeds the model's learned position table (max_seq_len {})",
+                    s.training.seq_len, s.model.max_seq_len));
   }
   if (s.hardware.cluster.gpu.peak(s.training.compute_dtype(s.fsdp.param_dtype)).value() <= 0.0) {
-    throw ConfigError(f, s.training.autocast_dtype ? "/training/autocast_dtype" : "/fsdp/param_dtype",
-                      fmt::format("{} has no {} peak in its hardware description", s.hardware.cluster.gpu.name,
-                                  dtype_name(s.training.compute_dtype(s.fsdp.param_dtype))));
+    throw ConfigError(
+        f, s.training.autocast_dtype ? "/training/autocast_dtype" : "/fsdp/param_dtype",
+        fmt::format("{} has no {} peak in its hardware description", s.hardware.cluster.gpu.name,
+                    dtype_name(s.training.compute_dtype(s.fsdp.param_dtype))));
   }
   return s;
 }

@@ -32,7 +32,8 @@ FlopDefinition definition_for(const ValidationCase& c, const Scenario& s) {
   const auto h = static_cast<double>(s.model.d_model);
   const auto seq = static_cast<double>(s.training.seq_len);
   const auto v = static_cast<double>(s.model.vocab);
-  const bool recompute = s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kFull;
+  const bool recompute =
+      s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kFull;
   FlopDefinition d;
   const bool h100_class = c.get("gpu").rfind("h", 0) == 0;
   if (source.rfind("llm-foundry", 0) == 0 || source == "kempnerforge") {
@@ -45,8 +46,9 @@ FlopDefinition definition_for(const ValidationCase& c, const Scenario& s) {
     // Megatron-LM (Narayanan et al. 2021, eq. 3): 96 B s l h^2 (1 + s/6h + V/16lh) per
     // iteration with recompute, 72 B s l h^2 (1 + s/6h + V/12lh) without.
     d.model_per_token = 72.0 * l * h * h * (1.0 + seq / (6.0 * h) + v / (12.0 * l * h));
-    d.hardware_per_token =
-        recompute ? 96.0 * l * h * h * (1.0 + seq / (6.0 * h) + v / (16.0 * l * h)) : d.model_per_token;
+    d.hardware_per_token = recompute
+                               ? 96.0 * l * h * h * (1.0 + seq / (6.0 * h) + v / (16.0 * l * h))
+                               : d.model_per_token;
     d.peak_tflops = h100_class ? 989.0 : 312.0;
   }
   return d;
@@ -57,7 +59,8 @@ struct Outcome {
   std::string size_bucket;
   std::optional<double> measured_tokens;  // absent when the source prints only TFLOPS
   double predicted_tokens = 0.0;
-  std::optional<std::pair<double, double>> tflops;  // (measured, predicted) under the row's definition
+  std::optional<std::pair<double, double>>
+      tflops;  // (measured, predicted) under the row's definition
   std::optional<std::pair<double, double>> peak_mem;
   std::string status;  // "ok" or "oom"
 };
@@ -70,7 +73,8 @@ std::string size_bucket(double params_b) {
 }
 
 nlohmann::json summary_json(const ErrorSummary& s) {
-  return {{"count", s.count}, {"mape", s.mape}, {"median_ape", s.median_ape}, {"max_ape", s.max_ape}};
+  return {
+      {"count", s.count}, {"mape", s.mape}, {"median_ape", s.median_ape}, {"max_ape", s.max_ape}};
 }
 
 struct Group {
@@ -83,16 +87,24 @@ std::string pct(double fraction) { return fmt::format("{:.1f}%", 100.0 * fractio
 }  // namespace
 
 CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
-  CLI::App* cmd = app.add_subcommand("validate", "Simulate measured runs from a CSV and report the prediction error");
-  cmd->add_option("cases", options.cases, "CSV of measured runs (columns of configs/validation/README.md)")->required();
-  cmd->add_option("--set", options.overrides, "Override a scenario key in every case")->type_name("KEY=VALUE");
-  cmd->add_option("--calibration", options.calibration, "Calibration profile for every case (hardware.calibration)")
+  CLI::App* cmd = app.add_subcommand(
+      "validate", "Simulate measured runs from a CSV and report the prediction error");
+  cmd->add_option("cases", options.cases,
+                  "CSV of measured runs (columns of configs/validation/README.md)")
+      ->required();
+  cmd->add_option("--set", options.overrides, "Override a scenario key in every case")
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--calibration", options.calibration,
+                  "Calibration profile for every case (hardware.calibration)")
       ->type_name("PROFILE");
-  cmd->add_option("--json", options.json_path, "Write the report as JSON to PATH ('-' for stdout)")->type_name("PATH|-");
-  cmd->add_option("--md", options.md_path, "Write the report as markdown to PATH")->type_name("PATH");
+  cmd->add_option("--json", options.json_path, "Write the report as JSON to PATH ('-' for stdout)")
+      ->type_name("PATH|-");
+  cmd->add_option("--md", options.md_path, "Write the report as markdown to PATH")
+      ->type_name("PATH");
   cmd->add_option("--configs", options.configs_dir, "Folder of presets")->type_name("DIR");
-  cmd->add_option("--max-mape", options.max_mape,
-                  "Exit 3 when the tokens/s mean absolute percentage error exceeds this fraction (e.g. 0.10)");
+  cmd->add_option(
+      "--max-mape", options.max_mape,
+      "Exit 3 when the tokens/s mean absolute percentage error exceeds this fraction (e.g. 0.10)");
   return cmd;
 }
 
@@ -101,7 +113,8 @@ int validate_command(const ValidateOptions& options) {
   const std::filesystem::path file(options.cases);
   const std::vector<ValidationCase> cases = read_validation_cases(file);
   std::vector<std::string> overrides = options.overrides;
-  if (!options.calibration.empty()) overrides.push_back("hardware.calibration=" + options.calibration);
+  if (!options.calibration.empty())
+    overrides.push_back("hardware.calibration=" + options.calibration);
 
   std::vector<Outcome> outcomes;
   nlohmann::json skipped = nlohmann::json::array();
@@ -149,7 +162,8 @@ int validate_command(const ValidateOptions& options) {
   std::map<std::string, Group> by_gpu;
   std::map<std::string, Group> by_size;
   for (const Outcome& o : outcomes) {
-    for (Group* g : {&tokens, &by_source[o.c->get("source")], &by_gpu[o.c->get("gpu")], &by_size[o.size_bucket]}) {
+    for (Group* g : {&tokens, &by_source[o.c->get("source")], &by_gpu[o.c->get("gpu")],
+                     &by_size[o.size_bucket]}) {
       if (!o.measured_tokens) break;
       g->measured.push_back(*o.measured_tokens);
       g->predicted.push_back(o.predicted_tokens);
@@ -175,11 +189,13 @@ int validate_command(const ValidateOptions& options) {
   nlohmann::json rho = nlohmann::json::object();
   for (const auto& [name, g] : by_source) rho[name] = spearman(g.measured, g.predicted);
   report["spearman"] = rho;
-  for (const auto& [key, groups] : {std::pair<const char*, const std::map<std::string, Group>*>{"by_source", &by_source},
-                                    {"by_gpu", &by_gpu},
-                                    {"by_model_size", &by_size}}) {
+  for (const auto& [key, groups] :
+       {std::pair<const char*, const std::map<std::string, Group>*>{"by_source", &by_source},
+        {"by_gpu", &by_gpu},
+        {"by_model_size", &by_size}}) {
     nlohmann::json j = nlohmann::json::object();
-    for (const auto& [name, g] : *groups) j[name] = summary_json(summarize_errors(g.measured, g.predicted));
+    for (const auto& [name, g] : *groups)
+      j[name] = summary_json(summarize_errors(g.measured, g.predicted));
     report[key] = j;
   }
   nlohmann::json rows = nlohmann::json::array();
@@ -193,7 +209,8 @@ int validate_command(const ValidateOptions& options) {
       row["error"] = o.predicted_tokens / *o.measured_tokens - 1.0;
     }
     if (o.tflops) row["tflops"] = {{"measured", o.tflops->first}, {"predicted", o.tflops->second}};
-    if (o.peak_mem) row["peak_mem_gib"] = {{"measured", o.peak_mem->first}, {"predicted", o.peak_mem->second}};
+    if (o.peak_mem)
+      row["peak_mem_gib"] = {{"measured", o.peak_mem->first}, {"predicted", o.peak_mem->second}};
     rows.push_back(row);
   }
   report["cases"] = rows;
@@ -202,23 +219,29 @@ int validate_command(const ValidateOptions& options) {
   if (!options.json_path.empty()) write_output(options.json_path, report.dump(2) + "\n");
   if (!options.md_path.empty()) {
     std::string md = fmt::format("# fsdpsim validate: {}\n\n", file.filename().string());
-    md += fmt::format("{} cases evaluated, {} skipped. Errors are |predicted - measured| / measured.\n\n",
-                      outcomes.size(), skipped.size());
+    md += fmt::format(
+        "{} cases evaluated, {} skipped. Errors are |predicted - measured| / measured.\n\n",
+        outcomes.size(), skipped.size());
     md += "| quantity | cases | MAPE | median | max |\n|---|---|---|---|---|\n";
-    for (const auto& [name, g] : {std::pair<const char*, const Group*>{"tokens/s/GPU", &tokens}, {"TFLOPS/GPU (row's definition)", &tflops},
+    for (const auto& [name, g] : {std::pair<const char*, const Group*>{"tokens/s/GPU", &tokens},
+                                  {"TFLOPS/GPU (row's definition)", &tflops},
                                   {"peak memory", &memory}}) {
       const ErrorSummary e = summarize_errors(g->measured, g->predicted);
-      md += fmt::format("| {} | {} | {} | {} | {} |\n", name, e.count, pct(e.mape), pct(e.median_ape), pct(e.max_ape));
+      md += fmt::format("| {} | {} | {} | {} | {} |\n", name, e.count, pct(e.mape),
+                        pct(e.median_ape), pct(e.max_ape));
     }
-    for (const auto& [title, groups] : {std::pair<const char*, const std::map<std::string, Group>*>{"source", &by_source},
-                                        {"GPU", &by_gpu},
-                                        {"model size", &by_size}}) {
-      md += fmt::format("\n## tokens/s/GPU by {}\n\n| {} | cases | MAPE | median | max | Spearman |\n|---|---|---|---|---|---|\n",
-                        title, title);
+    for (const auto& [title, groups] :
+         {std::pair<const char*, const std::map<std::string, Group>*>{"source", &by_source},
+          {"GPU", &by_gpu},
+          {"model size", &by_size}}) {
+      md += fmt::format(
+          "\n## tokens/s/GPU by {}\n\n| {} | cases | MAPE | median | max | Spearman "
+          "|\n|---|---|---|---|---|---|\n",
+          title, title);
       for (const auto& [name, g] : *groups) {
         const ErrorSummary e = summarize_errors(g.measured, g.predicted);
-        md += fmt::format("| {} | {} | {} | {} | {} | {:.2f} |\n", name, e.count, pct(e.mape), pct(e.median_ape),
-                          pct(e.max_ape), spearman(g.measured, g.predicted));
+        md += fmt::format("| {} | {} | {} | {} | {} | {:.2f} |\n", name, e.count, pct(e.mape),
+                          pct(e.median_ape), pct(e.max_ape), spearman(g.measured, g.predicted));
       }
     }
     md += "\n## Cases\n\n| case | measured | predicted | error |\n|---|---|---|---|\n";
@@ -227,23 +250,25 @@ int validate_command(const ValidateOptions& options) {
       const double measured = o.measured_tokens ? *o.measured_tokens : o.tflops->first;
       const double predicted = o.measured_tokens ? o.predicted_tokens : o.tflops->second;
       md += fmt::format("| {} | {:.1f}{} | {:.1f} | {:+.1f}% |\n", o.c->get("case_id"), measured,
-                        o.measured_tokens ? "" : " TFLOPS", predicted, 100.0 * (predicted / measured - 1.0));
+                        o.measured_tokens ? "" : " TFLOPS", predicted,
+                        100.0 * (predicted / measured - 1.0));
     }
     md += "\n## Skipped\n\n| case | line | reason |\n|---|---|---|\n";
     for (const auto& s : skipped) {
-      md += fmt::format("| {} | {} | {} |\n", s["case_id"].get<std::string>(), s["line"].get<std::int64_t>(),
-                        s["reason"].get<std::string>());
+      md += fmt::format("| {} | {} | {} |\n", s["case_id"].get<std::string>(),
+                        s["line"].get<std::int64_t>(), s["reason"].get<std::string>());
     }
     write_output(options.md_path, md);
   }
   if (options.json_path != "-") {
-    std::cout << fmt::format("validated {} cases ({} skipped): tokens/s/GPU MAPE {}, median {}, max {}\n",
-                             outcomes.size(), skipped.size(), pct(token_summary.mape), pct(token_summary.median_ape),
-                             pct(token_summary.max_ape));
+    std::cout << fmt::format(
+        "validated {} cases ({} skipped): tokens/s/GPU MAPE {}, median {}, max {}\n",
+        outcomes.size(), skipped.size(), pct(token_summary.mape), pct(token_summary.median_ape),
+        pct(token_summary.max_ape));
   }
   if (options.max_mape > 0.0 && token_summary.mape > options.max_mape) {
-    std::cerr << fmt::format("validation failed: tokens/s MAPE {} exceeds {}\n", pct(token_summary.mape),
-                             pct(options.max_mape));
+    std::cerr << fmt::format("validation failed: tokens/s MAPE {} exceeds {}\n",
+                             pct(token_summary.mape), pct(options.max_mape));
     return kExitCheckFailed;
   }
   return 0;

@@ -19,7 +19,7 @@ struct ValidateOptions {
   std::string json_path;               // --json PATH|-
   std::string md_path;                 // --md PATH
   std::string configs_dir;
-  double max_mape = 0.0;               // --max-mape: exit 3 when tokens/s MAPE exceeds it (0 = off)
+  double max_mape = 0.0;  // --max-mape: exit 3 when tokens/s MAPE exceeds it (0 = off)
 };
 
 CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options);

@@ -12,26 +12,44 @@
 namespace fsdpsim::app {
 namespace {
 
-const std::vector<std::string> kRequiredColumns = {
-    "case_id", "source", "model_family", "n_layers", "d_model", "n_heads", "vocab", "seq_len", "gpu", "gpus",
-    "gpus_per_node", "fsdp_version", "sharding", "act_ckpt", "param_dtype", "micro_batch",
-    "measured_tokens_per_s_per_gpu", "measured_model_tflops_per_gpu", "measured_hardware_tflops_per_gpu"};
+const std::vector<std::string> kRequiredColumns = {"case_id",
+                                                   "source",
+                                                   "model_family",
+                                                   "n_layers",
+                                                   "d_model",
+                                                   "n_heads",
+                                                   "vocab",
+                                                   "seq_len",
+                                                   "gpu",
+                                                   "gpus",
+                                                   "gpus_per_node",
+                                                   "fsdp_version",
+                                                   "sharding",
+                                                   "act_ckpt",
+                                                   "param_dtype",
+                                                   "micro_batch",
+                                                   "measured_tokens_per_s_per_gpu",
+                                                   "measured_model_tflops_per_gpu",
+                                                   "measured_hardware_tflops_per_gpu"};
 
-const std::set<std::string> kPresetGpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb"};
+const std::set<std::string> kPresetGpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb",
+                                           "h200-sxm-141gb"};
 
-[[noreturn]] void bad_cell(const std::filesystem::path& file, const ValidationCase& c, const std::string& column,
-                           const std::string& expected) {
-  throw ConfigError(fmt::format("{}: line {}, column {}: expected {}, found \"{}\"", file.string(), c.line, column,
-                                expected, c.get(column)));
+[[noreturn]] void bad_cell(const std::filesystem::path& file, const ValidationCase& c,
+                           const std::string& column, const std::string& expected) {
+  throw ConfigError(fmt::format("{}: line {}, column {}: expected {}, found \"{}\"", file.string(),
+                                c.line, column, expected, c.get(column)));
 }
 
-std::int64_t positive_int(const std::filesystem::path& file, const ValidationCase& c, const std::string& column) {
+std::int64_t positive_int(const std::filesystem::path& file, const ValidationCase& c,
+                          const std::string& column) {
   const std::optional<double> v = c.number(column);
   if (!v || *v <= 0 || std::floor(*v) != *v) bad_cell(file, c, column, "a positive integer");
   return static_cast<std::int64_t>(*v);
 }
 
-bool boolean(const std::filesystem::path& file, const ValidationCase& c, const std::string& column) {
+bool boolean(const std::filesystem::path& file, const ValidationCase& c,
+             const std::string& column) {
   const std::string& v = c.get(column);
   if (v.empty() || v == "false") return false;
   if (v == "true") return true;
@@ -40,7 +58,8 @@ bool boolean(const std::filesystem::path& file, const ValidationCase& c, const s
 
 // Sources whose GPT models ran minGPT's or Megatron's unfused attention (no FlashAttention).
 bool unfused_attention(const std::string& source) {
-  return source == "fsdp-paper" || source == "pytorch-aws-blog-2022" || source == "megatron-lm-2021-zero3";
+  return source == "fsdp-paper" || source == "pytorch-aws-blog-2022" ||
+         source == "megatron-lm-2021-zero3";
 }
 
 }  // namespace
@@ -69,12 +88,14 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
   std::ifstream in(file);
   if (!in) throw ConfigError(file.string(), "", "cannot open the file (does it exist?)");
   std::string line;
-  if (!std::getline(in, line)) throw ConfigError(file.string(), "", "empty file: expected a header line");
+  if (!std::getline(in, line))
+    throw ConfigError(file.string(), "", "empty file: expected a header line");
   const auto header = parse_csv_line(line);
   if (!header) throw ConfigError(fmt::format("{}: line 1: malformed CSV header", file.string()));
   for (const std::string& required : kRequiredColumns) {
     if (std::find(header->begin(), header->end(), required) == header->end()) {
-      throw ConfigError(fmt::format("{}: line 1: required column \"{}\" is missing", file.string(), required));
+      throw ConfigError(
+          fmt::format("{}: line 1: required column \"{}\" is missing", file.string(), required));
     }
   }
   std::vector<ValidationCase> cases;
@@ -83,10 +104,12 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
     ++number;
     if (line.empty()) continue;
     const auto cells = parse_csv_line(line);
-    if (!cells) throw ConfigError(fmt::format("{}: line {}: malformed CSV (unbalanced quotes)", file.string(), number));
+    if (!cells)
+      throw ConfigError(
+          fmt::format("{}: line {}: malformed CSV (unbalanced quotes)", file.string(), number));
     if (cells->size() != header->size()) {
-      throw ConfigError(fmt::format("{}: line {}: expected {} columns as in the header, found {}", file.string(),
-                                    number, header->size(), cells->size()));
+      throw ConfigError(fmt::format("{}: line {}: expected {} columns as in the header, found {}",
+                                    file.string(), number, header->size(), cells->size()));
     }
     ValidationCase c;
     c.line = number;
@@ -123,7 +146,8 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   const std::int64_t gpus = positive_int(file, c, "gpus");
   std::int64_t per_node = positive_int(file, c, "gpus_per_node");
   if (gpus < per_node) per_node = gpus;  // a job on part of one node
-  if (gpus % per_node != 0) bad_cell(file, c, "gpus", fmt::format("a multiple of gpus_per_node ({})", per_node));
+  if (gpus % per_node != 0)
+    bad_cell(file, c, "gpus", fmt::format("a multiple of gpus_per_node ({})", per_node));
   const std::int64_t micro = positive_int(file, c, "micro_batch");
   // Gradient accumulation as printed; else global / (micro x gpus), rounded (the sources' global
   // batch need not divide evenly).
@@ -131,31 +155,38 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   if (c.number("grad_accum")) {
     accumulation = positive_int(file, c, "grad_accum");
   } else if (const auto global = c.number("global_batch")) {
-    accumulation = std::max<std::int64_t>(1, std::llround(*global / static_cast<double>(micro * gpus)));
+    accumulation =
+        std::max<std::int64_t>(1, std::llround(*global / static_cast<double>(micro * gpus)));
   }
   const std::int64_t seq = positive_int(file, c, "seq_len");
   const std::string family = c.get("model_family");
-  if (family != "gpt" && family != "mpt" && family != "llama") bad_cell(file, c, "model_family", "gpt, mpt or llama");
-  nlohmann::json model = {{"name", c.get("model").empty() ? c.get("case_id") : c.get("model")},
-                          {"family", family},
-                          {"n_layers", positive_int(file, c, "n_layers")},
-                          {"d_model", positive_int(file, c, "d_model")},
-                          {"n_heads", positive_int(file, c, "n_heads")},
-                          {"vocab", positive_int(file, c, "vocab")},
-                          // llm-foundry sizes the learned position table to the run's sequence length.
-                          {"max_seq_len", seq}};
+  if (family != "gpt" && family != "mpt" && family != "llama")
+    bad_cell(file, c, "model_family", "gpt, mpt or llama");
+  nlohmann::json model = {
+      {"name", c.get("model").empty() ? c.get("case_id") : c.get("model")},
+      {"family", family},
+      {"n_layers", positive_int(file, c, "n_layers")},
+      {"d_model", positive_int(file, c, "d_model")},
+      {"n_heads", positive_int(file, c, "n_heads")},
+      {"vocab", positive_int(file, c, "vocab")},
+      // llm-foundry sizes the learned position table to the run's sequence length.
+      {"max_seq_len", seq}};
   if (c.number("n_kv_heads")) model["n_kv_heads"] = positive_int(file, c, "n_kv_heads");
   if (c.number("ffn_dim")) model["ffn_dim"] = positive_int(file, c, "ffn_dim");
-  nlohmann::json hardware = {{"preset", gpu}, {"nodes", gpus / per_node}, {"node", {{"gpus_per_node", per_node}}}};
-  if (const auto nic = c.number("inter_node_gbps_per_node"); nic && *nic > 0) hardware["node"]["nic_Gbps_per_node"] = *nic;
+  nlohmann::json hardware = {
+      {"preset", gpu}, {"nodes", gpus / per_node}, {"node", {{"gpus_per_node", per_node}}}};
+  if (const auto nic = c.number("inter_node_gbps_per_node"); nic && *nic > 0)
+    hardware["node"]["nic_Gbps_per_node"] = *nic;
   const std::string ac = c.get("act_ckpt");
-  if (ac != "none" && ac != "full" && ac != "selective") bad_cell(file, c, "act_ckpt", "none, full or selective");
-  nlohmann::json training = {{"global_batch", micro * gpus * accumulation},
-                             {"micro_batch", micro},
-                             {"seq_len", seq},
-                             {"activation_checkpointing", ac},
-                             {"optimizer", c.get("optimizer").empty() ? "adamw" : c.get("optimizer")},
-                             {"flash_attention", !unfused_attention(c.get("source"))}};
+  if (ac != "none" && ac != "full" && ac != "selective")
+    bad_cell(file, c, "act_ckpt", "none, full or selective");
+  nlohmann::json training = {
+      {"global_batch", micro * gpus * accumulation},
+      {"micro_batch", micro},
+      {"seq_len", seq},
+      {"activation_checkpointing", ac},
+      {"optimizer", c.get("optimizer").empty() ? "adamw" : c.get("optimizer")},
+      {"flash_attention", !unfused_attention(c.get("source"))}};
   // The GEMM dtype differs from the all-gathered parameters' under autocast (Composer DEFAULT).
   if (!c.get("matmul_dtype").empty() && c.get("matmul_dtype") != c.get("param_dtype")) {
     training["autocast_dtype"] = c.get("matmul_dtype");
@@ -169,12 +200,8 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   if (c.get("sharding") == "HYBRID_SHARD" && c.number("shard_group_size")) {
     fsdp["shard_group_size"] = positive_int(file, c, "shard_group_size");
   }
-  out.document = {{"schema_version", 1},
-                  {"name", c.get("case_id")},
-                  {"model", model},
-                  {"hardware", hardware},
-                  {"training", training},
-                  {"fsdp", fsdp}};
+  out.document = {{"schema_version", 1},  {"name", c.get("case_id")}, {"model", model},
+                  {"hardware", hardware}, {"training", training},     {"fsdp", fsdp}};
   return out;
 }
 

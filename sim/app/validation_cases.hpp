@@ -17,7 +17,8 @@ struct ValidationCase {
   std::map<std::string, std::string> fields;  // by column name; empty = not given
 
   [[nodiscard]] const std::string& get(const std::string& column) const;
-  [[nodiscard]] std::optional<double> number(const std::string& column) const;  // nullopt when empty
+  [[nodiscard]] std::optional<double> number(
+      const std::string& column) const;  // nullopt when empty
 };
 
 // Reads the CSV. Throws ConfigError naming the file and line on a malformed row, a missing

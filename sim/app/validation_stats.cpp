@@ -10,7 +10,8 @@ namespace {
 std::vector<double> ranks(const std::vector<double>& v) {
   std::vector<std::size_t> order(v.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
   std::vector<double> r(v.size());
   for (std::size_t i = 0; i < order.size();) {
     std::size_t j = i;
@@ -24,10 +25,12 @@ std::vector<double> ranks(const std::vector<double>& v) {
 
 }  // namespace
 
-ErrorSummary summarize_errors(const std::vector<double>& measured, const std::vector<double>& predicted) {
+ErrorSummary summarize_errors(const std::vector<double>& measured,
+                              const std::vector<double>& predicted) {
   ErrorSummary s;
   std::vector<double> ape;
-  for (std::size_t i = 0; i < measured.size(); ++i) ape.push_back(std::fabs(predicted[i] - measured[i]) / measured[i]);
+  for (std::size_t i = 0; i < measured.size(); ++i)
+    ape.push_back(std::fabs(predicted[i] - measured[i]) / measured[i]);
   s.count = static_cast<int>(ape.size());
   if (ape.empty()) return s;
   s.mape = std::accumulate(ape.begin(), ape.end(), 0.0) / static_cast<double>(ape.size());

@@ -8,13 +8,14 @@ namespace fsdpsim::app {
 
 struct ErrorSummary {
   int count = 0;
-  double mape = 0.0;        // fractions: 0.05 = 5 %
+  double mape = 0.0;  // fractions: 0.05 = 5 %
   double median_ape = 0.0;
   double max_ape = 0.0;
 };
 
 // |predicted - measured| / measured for each pair. Precondition: measured > 0.
-ErrorSummary summarize_errors(const std::vector<double>& measured, const std::vector<double>& predicted);
+ErrorSummary summarize_errors(const std::vector<double>& measured,
+                              const std::vector<double>& predicted);
 
 // Spearman's rho with average ranks for ties; 0 when fewer than 2 pairs or no variance.
 double spearman(const std::vector<double>& a, const std::vector<double>& b);

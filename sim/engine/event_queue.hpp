@@ -14,8 +14,8 @@ namespace fsdpsim::engine {
 
 // Lower value runs first among events at the same time.
 enum class EventPriority : std::uint8_t {
-  kOpFinish = 0,   // GPU work completes before anyone observes the time
-  kCpuStep = 1,    // the CPU thread then sees those completions
+  kOpFinish = 0,  // GPU work completes before anyone observes the time
+  kCpuStep = 1,   // the CPU thread then sees those completions
 };
 
 enum class EventKind : std::uint8_t { kOpFinish, kCpuStep };
@@ -24,7 +24,7 @@ struct Event {
   SimTime time;
   EventPriority priority = EventPriority::kOpFinish;
   EventKind kind = EventKind::kOpFinish;
-  std::uint32_t index = 0;  // the op for kOpFinish; unused for kCpuStep
+  std::uint32_t index = 0;    // the op for kOpFinish; unused for kCpuStep
   std::uint32_t version = 0;  // kOpFinish: stale when the op was rescheduled since the push
   std::uint64_t sequence = 0;
 };

@@ -65,15 +65,18 @@ class Execution {
       for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d) {
         if (p_.deps[d] >= n) throw std::logic_error(fmt::format("op {} depends on unknown op", op));
       }
-      if (o.stream >= streams_.size()) throw std::logic_error(fmt::format("op {} on unknown stream", op));
+      if (o.stream >= streams_.size())
+        throw std::logic_error(fmt::format("op {} on unknown stream", op));
     }
     dependents_ = build_csr(n, p_.deps.size(), [&](auto&& emit) {
       for (OpId op = 0; op < n; ++op) {
-        for (std::uint32_t d = p_.ops[op].deps_begin; d < p_.ops[op].deps_end; ++d) emit(p_.deps[d], op);
+        for (std::uint32_t d = p_.ops[op].deps_begin; d < p_.ops[op].deps_end; ++d)
+          emit(p_.deps[d], op);
       }
     });
     std::size_t deferred = 0;
-    for (const CpuStep& s : p_.cpu) deferred += (s.kind == CpuStepKind::kFree && s.after_op != kNoOp);
+    for (const CpuStep& s : p_.cpu)
+      deferred += (s.kind == CpuStepKind::kFree && s.after_op != kNoOp);
     releases_ = build_csr(n, deferred, [&](auto&& emit) {
       for (const CpuStep& s : p_.cpu) {
         if (s.kind == CpuStepKind::kFree && s.after_op != kNoOp) emit(s.after_op, s.target);
@@ -96,14 +99,22 @@ class Execution {
     }
     check_finished();
     timeline_.makespan = cpu_time_;
-    for (const OpTiming& t : timeline_.ops) timeline_.makespan = std::max(timeline_.makespan, t.end);
+    for (const OpTiming& t : timeline_.ops)
+      timeline_.makespan = std::max(timeline_.makespan, t.end);
     return std::move(timeline_);
   }
 
  private:
   enum class State : std::uint8_t { kNotIssued, kIssued, kRunning, kFinished };
   // What the CPU thread is doing while simulated time passes.
-  enum class CpuState : std::uint8_t { kReady, kLaunching, kWorking, kBlocked, kResuming, kBlockedOnDevice };
+  enum class CpuState : std::uint8_t {
+    kReady,
+    kLaunching,
+    kWorking,
+    kBlocked,
+    kResuming,
+    kBlockedOnDevice
+  };
 
   void issue(OpId op) {
     const Op& o = p_.ops[op];
@@ -111,7 +122,8 @@ class Execution {
     ++outstanding_;
     timeline_.ops[op].issue = now_;
     streams_[o.stream].ops.push_back(op);
-    if (o.channel != kNoChannel) channels_.at(static_cast<std::size_t>(o.channel)).ops.push_back(op);
+    if (o.channel != kNoChannel)
+      channels_.at(static_cast<std::size_t>(o.channel)).ops.push_back(op);
     try_start(op);
   }
 
@@ -119,7 +131,8 @@ class Execution {
     if (op == kNoOp || state_[op] != State::kIssued || remaining_deps_[op] != 0) return;
     const Op& o = p_.ops[op];
     if (streams_[o.stream].front() != op) return;
-    if (o.channel != kNoChannel && channels_[static_cast<std::size_t>(o.channel)].front() != op) return;
+    if (o.channel != kNoChannel && channels_[static_cast<std::size_t>(o.channel)].front() != op)
+      return;
     state_[op] = State::kRunning;
     timeline_.ops[op].start = now_;
     if (o.kind == OpKind::kCommunication) {
@@ -127,7 +140,8 @@ class Execution {
     } else if (contended(o)) {
       contended_running_.push_back(op);
       progress_since_[op] = now_;
-      queue_.push(now_ + current_duration(o), EventPriority::kOpFinish, EventKind::kOpFinish, op, version_[op]);
+      queue_.push(now_ + current_duration(o), EventPriority::kOpFinish, EventKind::kOpFinish, op,
+                  version_[op]);
       return;
     }
     queue_.push(now_ + o.duration, EventPriority::kOpFinish, EventKind::kOpFinish, op);
@@ -153,8 +167,8 @@ class Execution {
       const double left = std::max(0.0, 1.0 - progress_[op]);
       const auto remaining = static_cast<std::int64_t>(
           std::llround(left * static_cast<double>(current_duration(o).picoseconds())));
-      queue_.push(now_ + SimTime::from_picoseconds(remaining), EventPriority::kOpFinish, EventKind::kOpFinish, op,
-                  ++version_[op]);
+      queue_.push(now_ + SimTime::from_picoseconds(remaining), EventPriority::kOpFinish,
+                  EventKind::kOpFinish, op, ++version_[op]);
     }
   }
 
@@ -218,7 +232,8 @@ class Execution {
       switch (s.kind) {
         case CpuStepKind::kLaunch:
           cpu_state_ = CpuState::kLaunching;
-          queue_.push(now_ + p_.ops[s.target].launch_cost, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
+          queue_.push(now_ + p_.ops[s.target].launch_cost, EventPriority::kCpuStep,
+                      EventKind::kCpuStep, 0);
           return;
         case CpuStepKind::kWork:
           cpu_state_ = CpuState::kWorking;
@@ -227,8 +242,9 @@ class Execution {
         case CpuStepKind::kWait:
           if (state_.at(s.target) != State::kFinished) {
             if (state_[s.target] == State::kNotIssued) {
-              throw DeadlockError(fmt::format("the CPU waits for op '{}', which is issued after the wait",
-                                              p_.names[p_.ops[s.target].name]));
+              throw DeadlockError(
+                  fmt::format("the CPU waits for op '{}', which is issued after the wait",
+                              p_.names[p_.ops[s.target].name]));
             }
             cpu_state_ = CpuState::kBlocked;
             cpu_blocked_on_ = s.target;
@@ -277,14 +293,15 @@ class Execution {
     for (OpId op = 0; op < p_.ops.size(); ++op) {
       if (state_[op] == State::kFinished) continue;
       if (listed++ < 8) {
-        stuck += fmt::format("{}'{}' on stream {}", stuck.empty() ? "" : ", ", p_.names[p_.ops[op].name],
-                             p_.stream_names[p_.ops[op].stream]);
+        stuck += fmt::format("{}'{}' on stream {}", stuck.empty() ? "" : ", ",
+                             p_.names[p_.ops[op].name], p_.stream_names[p_.ops[op].stream]);
       }
     }
     if (pc_ < p_.cpu.size() || !stuck.empty()) {
       std::string cpu = "the CPU finished its program";
       if (cpu_blocked_on_ != kNoOp) {
-        cpu = fmt::format("the CPU is blocked waiting for '{}'", p_.names[p_.ops[cpu_blocked_on_].name]);
+        cpu = fmt::format("the CPU is blocked waiting for '{}'",
+                          p_.names[p_.ops[cpu_blocked_on_].name]);
       }
       throw DeadlockError(fmt::format("deadlock at t={:.3f} us: {}; unfinished ops ({} in all): {}",
                                       now_.microseconds(), cpu, listed, stuck));
@@ -302,10 +319,10 @@ class Execution {
   std::vector<Fifo> streams_;
   std::vector<Fifo> channels_;
   std::vector<bool> pending_release_;
-  std::vector<std::uint32_t> version_;      // bumped when a contended op is rescheduled
-  std::vector<double> progress_;            // fraction of a contended op done
-  std::vector<SimTime> progress_since_;     // when progress_ was last credited
-  std::vector<OpId> contended_running_;     // running ops slowed by communication
+  std::vector<std::uint32_t> version_;   // bumped when a contended op is rescheduled
+  std::vector<double> progress_;         // fraction of a contended op done
+  std::vector<SimTime> progress_since_;  // when progress_ was last credited
+  std::vector<OpId> contended_running_;  // running ops slowed by communication
   int communication_running_ = 0;
   std::size_t outstanding_ = 0;  // issued ops not yet finished
   Csr dependents_;

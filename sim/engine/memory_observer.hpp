@@ -31,7 +31,8 @@ class MemoryObserver {
   virtual AllocationOutcome on_allocate(SimTime time, TensorId tensor, const TensorInfo& info) = 0;
   // The CPU dropped the last reference: torch.cuda.memory_allocated() falls now. With
   // `release_pending` the block waits for a recorded stream use (record_stream).
-  virtual void on_free(SimTime time, TensorId tensor, const TensorInfo& info, bool release_pending) = 0;
+  virtual void on_free(SimTime time, TensorId tensor, const TensorInfo& info,
+                       bool release_pending) = 0;
   // The block can be reused: every stream recorded on it has passed the free. Called for every
   // free, at once or when the pending use completes.
   virtual void on_release(SimTime time, TensorId tensor, const TensorInfo& info) = 0;

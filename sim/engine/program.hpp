@@ -33,20 +33,20 @@ enum class OpKind : std::uint8_t {
 };
 
 struct Op {
-  std::uint32_t name = 0;       // index into Program::names
-  StreamId stream = 0;          // FIFO: starts after the previous op issued on this stream ends
+  std::uint32_t name = 0;          // index into Program::names
+  StreamId stream = 0;             // FIFO: starts after the previous op issued on this stream ends
   ChannelId channel = kNoChannel;  // optional second FIFO (an NCCL communicator's internal stream)
   OpKind kind = OpKind::kCompute;
-  std::uint8_t phase = 0;       // opaque tag (e.g. forward / backward) for the builder's reports
-  std::int32_t group = -1;      // opaque tag (e.g. the FSDP unit), -1 = none
-  SimTime duration;             // device time once started, running alone
+  std::uint8_t phase = 0;   // opaque tag (e.g. forward / backward) for the builder's reports
+  std::int32_t group = -1;  // opaque tag (e.g. the FSDP unit), -1 = none
+  SimTime duration;         // device time once started, running alone
   // Device time if a communication op runs alongside it for its whole life (SMs shared with
   // NCCL kernels); zero means "not slowed". Partial overlap interpolates by progress.
   SimTime contended_duration;
-  SimTime launch_cost;          // CPU time to issue it
-  Flops flops{0.0};             // for FLOP accounting
-  Bytes bytes{0};               // bytes moved (HBM traffic, or a collective's buffer)
-  std::uint32_t deps_begin = 0; // [deps_begin, deps_end) in Program::deps: cross-stream waits
+  SimTime launch_cost;           // CPU time to issue it
+  Flops flops{0.0};              // for FLOP accounting
+  Bytes bytes{0};                // bytes moved (HBM traffic, or a collective's buffer)
+  std::uint32_t deps_begin = 0;  // [deps_begin, deps_end) in Program::deps: cross-stream waits
   std::uint32_t deps_end = 0;
 };
 
@@ -68,10 +68,10 @@ struct CpuStep {
 };
 
 struct TensorInfo {
-  std::uint32_t name = 0;      // index into Program::names
+  std::uint32_t name = 0;  // index into Program::names
   Bytes size{0};
-  StreamId stream = 0;         // the stream it is allocated on (per-stream allocator pools)
-  std::uint8_t category = 0;   // opaque tag (parameters, gradients, activations, ...)
+  StreamId stream = 0;        // the stream it is allocated on (per-stream allocator pools)
+  std::uint8_t category = 0;  // opaque tag (parameters, gradients, activations, ...)
 };
 
 struct Program {

@@ -41,7 +41,8 @@ class DdpStep {
         f_(input.fsdp),
         s_(input),
         nccl_(s_.add_stream("nccl:world")),
-        world_(s_.add_process_group("nccl:world", comm_group(input.cluster, input.cluster.world_size(), 1))),
+        world_(s_.add_process_group("nccl:world",
+                                    comm_group(input.cluster, input.cluster.world_size(), 1))),
         grads_(s_.workload().layers.size()),
         has_grad_(s_.workload().layers.size(), false) {
     make_buckets();
@@ -49,7 +50,8 @@ class DdpStep {
 
   Schedule build() {
     Schedule out;
-    s_.run_steps(out, [this](bool sync) { micro_batch(sync); }, [this] { optimizer_step(); });
+    s_.run_steps(
+        out, [this](bool sync) { micro_batch(sync); }, [this] { optimizer_step(); });
     const std::int64_t numel = total_numel();
     // Full replicas: fp32 parameters and optimizer state, and the Reducer's bucket buffers.
     out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * numel);
@@ -69,7 +71,8 @@ class DdpStep {
 
   void make_buckets() {
     const auto& layers = s_.workload().layers;
-    const auto cap = static_cast<std::int64_t>(f_.ddp_bucket_cap_mb * static_cast<double>(kBytesPerMiB));
+    const auto cap =
+        static_cast<std::int64_t>(f_.ddp_bucket_cap_mb * static_cast<double>(kBytesPerMiB));
     std::int64_t limit = kFirstBucketBytes;
     bucket_of_layer_.resize(layers.size());
     for (std::size_t i = layers.size(); i-- > 0;) {
@@ -90,11 +93,12 @@ class DdpStep {
     std::vector<TensorId> weights(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
       if (autocast) {
-        weights[i] = s_.allocate(layers[i].name + ".autocast_weights", elements(layers[i].numel, f_.param_dtype),
-                                 s_.compute(), MemoryCategory::kParameters);
+        weights[i] = s_.allocate(layers[i].name + ".autocast_weights",
+                                 elements(layers[i].numel, f_.param_dtype), s_.compute(),
+                                 MemoryCategory::kParameters);
         s_.copy(layers[i].name + ".autocast_cast", s_.compute(),
-                elements(layers[i].numel, Dtype::kFp32) + elements(layers[i].numel, f_.param_dtype), Phase::kForward,
-                static_cast<std::int32_t>(i));
+                elements(layers[i].numel, Dtype::kFp32) + elements(layers[i].numel, f_.param_dtype),
+                Phase::kForward, static_cast<std::int32_t>(i));
       }
       saved[i] = s_.forward_layer(i, static_cast<std::int32_t>(i));
     }
@@ -105,7 +109,8 @@ class DdpStep {
       // AccumulateGrad: the fp32 .grad is created on the first micro-batch, added to after.
       const Bytes grad_bytes = elements(layers[i].numel, Dtype::kFp32);
       if (!has_grad_[i]) {
-        grads_[i] = s_.allocate(layers[i].name + ".grad", grad_bytes, s_.compute(), MemoryCategory::kGradients);
+        grads_[i] = s_.allocate(layers[i].name + ".grad", grad_bytes, s_.compute(),
+                                MemoryCategory::kGradients);
         has_grad_[i] = true;
       }
       if (autocast) {
@@ -119,7 +124,8 @@ class DdpStep {
     if (sync) {
       // finalize_backward: wait for the buckets, copy them back into .grad.
       s_.program().wait_stream(s_.compute(), nccl_);
-      s_.copy("ddp.copy_buckets_to_grads", s_.compute(), Bytes(8 * total_numel()), Phase::kBackward, -1);
+      s_.copy("ddp.copy_buckets_to_grads", s_.compute(), Bytes(8 * total_numel()), Phase::kBackward,
+              -1);
     }
   }
 
@@ -131,13 +137,18 @@ class DdpStep {
     s_.program().wait_stream(nccl_, s_.compute());
     const Dtype rd = f_.reduce_dtype;
     if (rd == Dtype::kFp32) {
-      s_.collective(name + ".all_reduce", Collective::kAllReduce, nccl_, world_, elements(n, rd), Phase::kBackward, g);
+      s_.collective(name + ".all_reduce", Collective::kAllReduce, nccl_, world_, elements(n, rd),
+                    Phase::kBackward, g);
       return;
     }
-    const TensorId compressed = s_.allocate(name + ".compressed", elements(n, rd), nccl_, MemoryCategory::kCommunication);
-    s_.copy(name + ".compress", nccl_, elements(n, Dtype::kFp32) + elements(n, rd), Phase::kBackward, g);
-    s_.collective(name + ".all_reduce", Collective::kAllReduce, nccl_, world_, elements(n, rd), Phase::kBackward, g);
-    s_.copy(name + ".decompress", nccl_, elements(n, Dtype::kFp32) + elements(n, rd), Phase::kBackward, g);
+    const TensorId compressed =
+        s_.allocate(name + ".compressed", elements(n, rd), nccl_, MemoryCategory::kCommunication);
+    s_.copy(name + ".compress", nccl_, elements(n, Dtype::kFp32) + elements(n, rd),
+            Phase::kBackward, g);
+    s_.collective(name + ".all_reduce", Collective::kAllReduce, nccl_, world_, elements(n, rd),
+                  Phase::kBackward, g);
+    s_.copy(name + ".decompress", nccl_, elements(n, Dtype::kFp32) + elements(n, rd),
+            Phase::kBackward, g);
     s_.free(compressed);
   }
 

@@ -30,14 +30,14 @@ bool reshards_after_forward(ShardingStrategy s) {
 }
 
 struct UnitState {
-  bool unsharded = false;       // full parameters (or NO_SHARD's low-precision copy) present
+  bool unsharded = false;  // full parameters (or NO_SHARD's low-precision copy) present
   bool prefetched = false;
-  TensorId full_param = 0;      // _full_param_padded, or NO_SHARD's _mp_shard
+  TensorId full_param = 0;  // _full_param_padded, or NO_SHARD's _mp_shard
   bool has_full_param = false;
-  TensorId grad_views = 0;      // per-parameter gradients before SplitWithSizesBackward's cat
-  TensorId kept_grad = 0;       // unsharded gradient kept across no_sync micro-batches
+  TensorId grad_views = 0;  // per-parameter gradients before SplitWithSizesBackward's cat
+  TensorId kept_grad = 0;   // unsharded gradient kept across no_sync micro-batches
   bool has_kept_grad = false;
-  TensorId grad = 0;            // _saved_grad_shard, or NO_SHARD's full fp32 .grad
+  TensorId grad = 0;  // _saved_grad_shard, or NO_SHARD's full fp32 .grad
   bool has_grad = false;
   std::vector<TensorId> saved;  // activations per layer of the unit (forward order)
 };
@@ -63,11 +63,11 @@ class Fsdp1Step {
         shard_pg_(s_.add_process_group(is_hybrid(strategy_) ? "nccl:shard" : "nccl:world",
                                        comm_group(input.cluster, shard_size_, 1))),
         replicate_pg_(is_hybrid(strategy_)
-                          ? s_.add_process_group("nccl:replicate",
-                                                 comm_group(input.cluster, input.cluster.world_size() / shard_size_,
-                                                            shard_size_))
-                          : ProcessGroup{}) {
-  }
+                          ? s_.add_process_group(
+                                "nccl:replicate",
+                                comm_group(input.cluster, input.cluster.world_size() / shard_size_,
+                                           shard_size_))
+                          : ProcessGroup{}) {}
 
   Schedule build() {
     Schedule out;
@@ -110,14 +110,15 @@ class Fsdp1Step {
       // mixed precision it is the all-gather input itself: flat_param_to(device)).
       mp_shard = s_.allocate(unit.name + ".h2d_shard", elements(n, Dtype::kFp32), pre_unshard_,
                              MemoryCategory::kParameters);
-      s_.host_transfer(unit.name + ".h2d_shard", pre_unshard_, elements(n, Dtype::kFp32), phase(), g(u));
+      s_.host_transfer(unit.name + ".h2d_shard", pre_unshard_, elements(n, Dtype::kFp32), phase(),
+                       g(u));
     }
     if (mixed_precision()) {
       const TensorId staged = mp_shard;
       mp_shard = s_.allocate(unit.name + "._mp_shard", elements(n, f_.param_dtype), pre_unshard_,
                              MemoryCategory::kParameters);
-      s_.copy(unit.name + ".cast_shard", pre_unshard_, elements(n, Dtype::kFp32) + elements(n, f_.param_dtype),
-              phase(), g(u));
+      s_.copy(unit.name + ".cast_shard", pre_unshard_,
+              elements(n, Dtype::kFp32) + elements(n, f_.param_dtype), phase(), g(u));
       if (f_.cpu_offload) s_.free(staged);
     }
     s_.program().wait_stream(unshard_, pre_unshard_);
@@ -138,14 +139,16 @@ class Fsdp1Step {
       st.full_param = mp_shard;
       return;
     }
-    if (f_.limit_all_gathers && free_events_.size() >= static_cast<std::size_t>(f_.max_inflight_all_gathers)) {
+    if (f_.limit_all_gathers &&
+        free_events_.size() >= static_cast<std::size_t>(f_.max_inflight_all_gathers)) {
       // _FreeEventQueue.dequeue_if_needed + event.synchronize(): the CPU blocks.
       const EventRef oldest = free_events_.front();
       free_events_.pop_front();
       s_.program().cpu_synchronize(oldest, "rate_limiter");
     }
-    st.full_param = s_.allocate(unit.name + "._full_param_padded", elements(unit.padded_numel, f_.param_dtype),
-                                unshard_, MemoryCategory::kParameters);
+    st.full_param =
+        s_.allocate(unit.name + "._full_param_padded", elements(unit.padded_numel, f_.param_dtype),
+                    unshard_, MemoryCategory::kParameters);
     st.has_full_param = true;
     s_.collective(unit.name + ".all_gather", Collective::kAllGather, unshard_, shard_pg_,
                   elements(unit.padded_numel, f_.param_dtype), phase(), g(u));
@@ -211,8 +214,9 @@ class Fsdp1Step {
     if (f_.backward_prefetch == BackwardPrefetch::kBackwardPre && u > 0) prefetch(u - 1);
     // The unsharded gradient accumulates as per-parameter gradients (autograd, compute stream)
     // until SplitWithSizesBackward concatenates them into flat_param.grad.
-    state_[u].grad_views = s_.allocate(units_[u].name + ".grad_views", elements(units_[u].numel, f_.param_dtype),
-                                       s_.compute(), MemoryCategory::kGradients);
+    state_[u].grad_views =
+        s_.allocate(units_[u].name + ".grad_views", elements(units_[u].numel, f_.param_dtype),
+                    s_.compute(), MemoryCategory::kGradients);
   }
 
   // _post_backward_hook.
@@ -220,14 +224,16 @@ class Fsdp1Step {
     const FsdpUnit& unit = units_[u];
     UnitState& st = state_[u];
     s_.hook(unit.name + ".post_backward", unit.parameter_tensors);
-    const TensorId flat_grad = s_.allocate(unit.name + ".flat_grad", elements(unit.numel, f_.param_dtype),
-                                           s_.compute(), MemoryCategory::kGradients);
-    s_.copy(unit.name + ".grad_cat", s_.compute(), 2 * elements(unit.numel, f_.param_dtype), Phase::kBackward, g(u));
+    const TensorId flat_grad =
+        s_.allocate(unit.name + ".flat_grad", elements(unit.numel, f_.param_dtype), s_.compute(),
+                    MemoryCategory::kGradients);
+    s_.copy(unit.name + ".grad_cat", s_.compute(), 2 * elements(unit.numel, f_.param_dtype),
+            Phase::kBackward, g(u));
     s_.free(st.grad_views);
     if (st.has_kept_grad) {
       // AccumulateGrad adds the new gradient into the one kept by no_sync.
-      s_.copy(unit.name + ".accumulate_unsharded_grad", s_.compute(), 3 * elements(unit.numel, f_.param_dtype),
-              Phase::kBackward, g(u));
+      s_.copy(unit.name + ".accumulate_unsharded_grad", s_.compute(),
+              3 * elements(unit.numel, f_.param_dtype), Phase::kBackward, g(u));
       s_.free(flat_grad);
     } else if (!sync_gradients_) {
       st.kept_grad = flat_grad;
@@ -253,10 +259,11 @@ class Fsdp1Step {
     TensorId input = unsharded_grad;
     const bool cast = reduce_dtype != f_.param_dtype || unit.padded_numel != unit.numel;
     if (cast) {
-      input = s_.allocate(unit.name + ".reduce_input", elements(unit.padded_numel, reduce_dtype), post_backward_,
-                          MemoryCategory::kCommunication);
+      input = s_.allocate(unit.name + ".reduce_input", elements(unit.padded_numel, reduce_dtype),
+                          post_backward_, MemoryCategory::kCommunication);
       s_.copy(unit.name + ".grad_to_reduce_dtype", post_backward_,
-              elements(unit.numel, f_.param_dtype) + elements(unit.padded_numel, reduce_dtype), Phase::kBackward, g(u));
+              elements(unit.numel, f_.param_dtype) + elements(unit.padded_numel, reduce_dtype),
+              Phase::kBackward, g(u));
     }
     StreamId accumulate_stream = post_backward_;
     TensorId output = input;
@@ -265,11 +272,12 @@ class Fsdp1Step {
       s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, post_backward_, shard_pg_,
                     elements(unit.numel, reduce_dtype), Phase::kBackward, g(u));
     } else {
-      output = s_.allocate(unit.name + ".reduce_scatter_output", elements(unit.shard_numel, reduce_dtype),
-                           post_backward_, MemoryCategory::kCommunication);
+      output = s_.allocate(unit.name + ".reduce_scatter_output",
+                           elements(unit.shard_numel, reduce_dtype), post_backward_,
+                           MemoryCategory::kCommunication);
       separate_output = true;
-      s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, post_backward_, shard_pg_,
-                    elements(unit.padded_numel, reduce_dtype), Phase::kBackward, g(u));
+      s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, post_backward_,
+                    shard_pg_, elements(unit.padded_numel, reduce_dtype), Phase::kBackward, g(u));
       if (is_hybrid(strategy_)) {
         // The replica all-reduce of the shard, in the all-reduce stream on the inter-node group.
         s_.program().wait_stream(all_reduce_, post_backward_);
@@ -283,15 +291,17 @@ class Fsdp1Step {
     const std::int64_t grad_numel = sharded() ? unit.shard_numel : unit.numel;
     if (!st.has_grad) {
       st.grad = s_.allocate(unit.name + (sharded() ? "._saved_grad_shard" : ".grad"),
-                            elements(grad_numel, Dtype::kFp32), accumulate_stream, MemoryCategory::kGradients);
+                            elements(grad_numel, Dtype::kFp32), accumulate_stream,
+                            MemoryCategory::kGradients);
       st.has_grad = true;
     }
     s_.copy(unit.name + ".accumulate_grad", accumulate_stream,
-            elements(grad_numel, reduce_dtype) + 3 * elements(grad_numel, Dtype::kFp32), Phase::kBackward, g(u));
+            elements(grad_numel, reduce_dtype) + 3 * elements(grad_numel, Dtype::kFp32),
+            Phase::kBackward, g(u));
     if (f_.cpu_offload) {
       // _offload_grad: non-blocking D2H into the pinned _cpu_grad.
-      s_.host_transfer(unit.name + ".d2h_grad", accumulate_stream, elements(grad_numel, Dtype::kFp32),
-                       Phase::kBackward, g(u));
+      s_.host_transfer(unit.name + ".d2h_grad", accumulate_stream,
+                       elements(grad_numel, Dtype::kFp32), Phase::kBackward, g(u));
     }
     // Buffers made and used on the post-backward stream are reusable in stream order at once;
     // the shard handed to the all-reduce stream is record_stream'ed there (HSDP).
@@ -316,7 +326,8 @@ class Fsdp1Step {
       const std::size_t u = unit_of_layer_[layer];
       if (layer == units_[u].layers.back()) pre_backward(u);
       const auto& layers = units_[u].layers;
-      const std::size_t position = static_cast<std::size_t>(std::find(layers.begin(), layers.end(), layer) - layers.begin());
+      const std::size_t position =
+          static_cast<std::size_t>(std::find(layers.begin(), layers.end(), layer) - layers.begin());
       s_.backward_layer(layer, g(u), state_[u].saved[position]);
       if (layer == layers.front()) {
         state_[u].saved.clear();
@@ -338,7 +349,8 @@ class Fsdp1Step {
       s_.cpu_optimizer(numel);
     } else {
       std::vector<std::pair<std::string, std::int64_t>> tensors;
-      for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, sharded() ? u.shard_numel : u.numel);
+      for (const FsdpUnit& u : units_)
+        tensors.emplace_back(u.name, sharded() ? u.shard_numel : u.numel);
       s_.gpu_optimizer(tensors);
     }
     // zero_grad(set_to_none=True) frees the gradients.

@@ -32,17 +32,17 @@ using hardware::Collective;
 using memory::MemoryCategory;
 
 struct UnitState {
-  bool all_gathered = false;   // an all-gather result waits for its copy-out
+  bool all_gathered = false;  // an all-gather result waits for its copy-out
   TensorId all_gather_output = 0;
   EventRef all_gather_done;
-  bool unsharded = false;      // per-parameter unsharded tensors present
+  bool unsharded = false;  // per-parameter unsharded tensors present
   TensorId unsharded_params = 0;
   bool post_forward_shard = false;  // reshard_after_forward = k: the k-way shard kept
   TensorId post_forward_params = 0;
-  TensorId grads = 0;          // unsharded gradients (autograd, param_dtype)
-  TensorId accumulated = 0;    // unsharded_accumulated_grad kept by set_requires_gradient_sync(False)
+  TensorId grads = 0;        // unsharded gradients (autograd, param_dtype)
+  TensorId accumulated = 0;  // unsharded_accumulated_grad kept by set_requires_gradient_sync(False)
   bool has_accumulated = false;
-  TensorId grad_shard = 0;     // sharded fp32 gradient
+  TensorId grad_shard = 0;  // sharded fp32 gradient
   bool has_grad_shard = false;
   std::vector<TensorId> saved;
 };
@@ -59,8 +59,9 @@ class Fsdp2Step {
         f_(input.fsdp),
         s_(input),
         hsdp_(f_.sharding_strategy == ShardingStrategy::kHybridShard),
-        shard_size_(hsdp_ ? (f_.shard_group_size > 0 ? f_.shard_group_size : input.cluster.gpus_per_node)
-                          : input.cluster.world_size()),
+        shard_size_(
+            hsdp_ ? (f_.shard_group_size > 0 ? f_.shard_group_size : input.cluster.gpus_per_node)
+                  : input.cluster.world_size()),
         units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit, shard_size_)),
         state_(units_.size()),
         unit_of_layer_(unit_of_layer(units_, s_.workload().layers.size())),
@@ -68,15 +69,18 @@ class Fsdp2Step {
         all_gather_(s_.add_stream("all_gather")),
         reduce_scatter_(s_.add_stream("reduce_scatter")),
         all_reduce_(hsdp_ ? s_.add_stream("all_reduce") : reduce_scatter_),
-        shard_pg_(s_.add_process_group(hsdp_ ? "nccl:shard" : "nccl:world", comm_group(input.cluster, shard_size_, 1))),
-        replicate_pg_(hsdp_ ? s_.add_process_group("nccl:replicate",
-                                                   comm_group(input.cluster, input.cluster.world_size() / shard_size_,
-                                                              shard_size_))
+        shard_pg_(s_.add_process_group(hsdp_ ? "nccl:shard" : "nccl:world",
+                                       comm_group(input.cluster, shard_size_, 1))),
+        replicate_pg_(hsdp_ ? s_.add_process_group(
+                                  "nccl:replicate",
+                                  comm_group(input.cluster,
+                                             input.cluster.world_size() / shard_size_, shard_size_))
                             : ProcessGroup{}),
-        post_forward_pg_(f_.reshard_after_forward > 1
-                             ? s_.add_process_group("nccl:post_forward", comm_group(input.cluster, f_.reshard_after_forward, 1))
-                             : ProcessGroup{}) {
-  }
+        post_forward_pg_(
+            f_.reshard_after_forward > 1
+                ? s_.add_process_group("nccl:post_forward",
+                                       comm_group(input.cluster, f_.reshard_after_forward, 1))
+                : ProcessGroup{}) {}
 
   Schedule build() {
     Schedule out;
@@ -116,12 +120,16 @@ class Fsdp2Step {
     const std::int64_t group = from_post_forward ? f_.reshard_after_forward : shard_size_;
     const std::int64_t shard = (unit.numel + group - 1) / group;
     const Bytes gathered = elements(shard * group, f_.param_dtype);
-    st.all_gather_output = s_.allocate(unit.name + ".all_gather_output", gathered, copy_in_, MemoryCategory::kParameters);
+    st.all_gather_output = s_.allocate(unit.name + ".all_gather_output", gathered, copy_in_,
+                                       MemoryCategory::kParameters);
     if (f_.cpu_offload && !from_post_forward) {
-      s_.host_transfer(unit.name + ".h2d_shard", copy_in_, elements(shard, Dtype::kFp32), phase(), g(u));
+      s_.host_transfer(unit.name + ".h2d_shard", copy_in_, elements(shard, Dtype::kFp32), phase(),
+                       g(u));
     }
-    const Bytes read = from_post_forward ? elements(shard, f_.param_dtype) : elements(shard, Dtype::kFp32);
-    s_.copy(unit.name + ".all_gather_copy_in", copy_in_, read + elements(shard, f_.param_dtype), phase(), g(u));
+    const Bytes read =
+        from_post_forward ? elements(shard, f_.param_dtype) : elements(shard, Dtype::kFp32);
+    s_.copy(unit.name + ".all_gather_copy_in", copy_in_, read + elements(shard, f_.param_dtype),
+            phase(), g(u));
     s_.program().wait_stream(all_gather_, copy_in_);
     s_.collective(unit.name + ".all_gather", Collective::kAllGather, all_gather_,
                   from_post_forward ? post_forward_pg_ : shard_pg_, gathered, phase(), g(u));
@@ -142,10 +150,12 @@ class Fsdp2Step {
       previous_all_gather_.reset();
     }
     s_.program().wait_event(s_.compute(), st.all_gather_done);
-    st.unsharded_params = s_.allocate(unit.name + ".unsharded_params", elements(unit.numel, f_.param_dtype),
-                                      s_.compute(), MemoryCategory::kParameters);
+    st.unsharded_params =
+        s_.allocate(unit.name + ".unsharded_params", elements(unit.numel, f_.param_dtype),
+                    s_.compute(), MemoryCategory::kParameters);
     s_.copy(unit.name + ".all_gather_copy_out", s_.compute(),
-            elements(unit.padded_numel, f_.param_dtype) + elements(unit.numel, f_.param_dtype), phase(), g(u));
+            elements(unit.padded_numel, f_.param_dtype) + elements(unit.numel, f_.param_dtype),
+            phase(), g(u));
     if (st.post_forward_shard) {
       s_.free(st.post_forward_params);
       st.post_forward_shard = false;
@@ -193,10 +203,11 @@ class Fsdp2Step {
     if (k > 1) {
       // FSDPParam.to_sharded_post_forward: keep this rank's 1/k of the unsharded parameters.
       const std::int64_t shard = (units_[u].numel + k - 1) / k;
-      st.post_forward_params = s_.allocate(units_[u].name + ".post_forward_shard", elements(shard, f_.param_dtype),
-                                           s_.compute(), MemoryCategory::kParameters);
-      s_.copy(units_[u].name + ".post_forward_reshard", s_.compute(), 2 * elements(shard, f_.param_dtype),
-              Phase::kForward, g(u));
+      st.post_forward_params =
+          s_.allocate(units_[u].name + ".post_forward_shard", elements(shard, f_.param_dtype),
+                      s_.compute(), MemoryCategory::kParameters);
+      s_.copy(units_[u].name + ".post_forward_reshard", s_.compute(),
+              2 * elements(shard, f_.param_dtype), Phase::kForward, g(u));
       st.post_forward_shard = true;
     }
     s_.free(st.unsharded_params);
@@ -210,8 +221,9 @@ class Fsdp2Step {
     // _backward_prefetch: the unit before this one in post-forward order.
     if (f_.backward_prefetch != BackwardPrefetch::kNone && u > 0) unshard(u - 1);
     // Autograd writes each parameter's gradient separately (no FlatParameter concat).
-    state_[u].grads = s_.allocate(units_[u].name + ".unsharded_grads", elements(units_[u].numel, f_.param_dtype),
-                                  s_.compute(), MemoryCategory::kGradients);
+    state_[u].grads =
+        s_.allocate(units_[u].name + ".unsharded_grads", elements(units_[u].numel, f_.param_dtype),
+                    s_.compute(), MemoryCategory::kGradients);
   }
 
   void post_backward(std::size_t u) {
@@ -228,7 +240,8 @@ class Fsdp2Step {
     if (had_accumulated) {
       // The new gradient is added into the accumulated one.
       s_.copy(unit.name + ".accumulate_unsharded_grad", s_.compute(),
-              elements(unit.numel, f_.param_dtype) + 2 * elements(unit.numel, rd), Phase::kBackward, g(u));
+              elements(unit.numel, f_.param_dtype) + 2 * elements(unit.numel, rd), Phase::kBackward,
+              g(u));
       s_.free(st.grads);
       grads = st.accumulated;
     }
@@ -236,10 +249,11 @@ class Fsdp2Step {
       if (!had_accumulated) {
         // FSDPParam.to_accumulated_grad_if_needed: keep the gradient in reduce_dtype.
         if (rd != f_.param_dtype) {
-          st.accumulated = s_.allocate(unit.name + ".accumulated_grad", elements(unit.numel, rd), s_.compute(),
-                                       MemoryCategory::kGradients);
+          st.accumulated = s_.allocate(unit.name + ".accumulated_grad", elements(unit.numel, rd),
+                                       s_.compute(), MemoryCategory::kGradients);
           s_.copy(unit.name + ".grad_to_reduce_dtype", s_.compute(),
-                  elements(unit.numel, f_.param_dtype) + elements(unit.numel, rd), Phase::kBackward, g(u));
+                  elements(unit.numel, f_.param_dtype) + elements(unit.numel, rd), Phase::kBackward,
+                  g(u));
           s_.free(st.grads);
         } else {
           st.accumulated = st.grads;
@@ -257,17 +271,20 @@ class Fsdp2Step {
     }
     // foreach_reduce: chunk-cat the gradients into the reduce-scatter input (reduce_dtype) on the
     // compute stream, free the gradients, reduce-scatter in the reduce-scatter stream.
-    const TensorId input = s_.allocate(unit.name + ".reduce_scatter_input", elements(unit.padded_numel, rd),
-                                       s_.compute(), MemoryCategory::kCommunication);
+    const TensorId input =
+        s_.allocate(unit.name + ".reduce_scatter_input", elements(unit.padded_numel, rd),
+                    s_.compute(), MemoryCategory::kCommunication);
     s_.copy(unit.name + ".reduce_scatter_copy_in", s_.compute(),
-            elements(unit.numel, had_accumulated ? rd : f_.param_dtype) + elements(unit.padded_numel, rd),
+            elements(unit.numel, had_accumulated ? rd : f_.param_dtype) +
+                elements(unit.padded_numel, rd),
             Phase::kBackward, g(u));
     s_.free(grads);
     s_.program().wait_stream(reduce_scatter_, s_.compute());
-    const TensorId output = s_.allocate(unit.name + ".reduce_scatter_output", elements(unit.shard_numel, rd),
-                                        reduce_scatter_, MemoryCategory::kCommunication);
-    s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, reduce_scatter_, shard_pg_,
-                  elements(unit.padded_numel, rd), Phase::kBackward, g(u));
+    const TensorId output =
+        s_.allocate(unit.name + ".reduce_scatter_output", elements(unit.shard_numel, rd),
+                    reduce_scatter_, MemoryCategory::kCommunication);
+    s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, reduce_scatter_,
+                  shard_pg_, elements(unit.padded_numel, rd), Phase::kBackward, g(u));
     const EventRef scattered = s_.program().record_event(reduce_scatter_);
     StreamId post_reduce = reduce_scatter_;
     if (hsdp_) {
@@ -277,15 +294,17 @@ class Fsdp2Step {
       post_reduce = all_reduce_;
     }
     if (!st.has_grad_shard) {
-      st.grad_shard = s_.allocate(unit.name + ".sharded_grad", elements(unit.shard_numel, Dtype::kFp32), post_reduce,
-                                  MemoryCategory::kGradients);
+      st.grad_shard =
+          s_.allocate(unit.name + ".sharded_grad", elements(unit.shard_numel, Dtype::kFp32),
+                      post_reduce, MemoryCategory::kGradients);
       st.has_grad_shard = true;
     }
     s_.copy(unit.name + ".accumulate_grad", post_reduce,
-            elements(unit.shard_numel, rd) + 3 * elements(unit.shard_numel, Dtype::kFp32), Phase::kBackward, g(u));
+            elements(unit.shard_numel, rd) + 3 * elements(unit.shard_numel, Dtype::kFp32),
+            Phase::kBackward, g(u));
     if (f_.cpu_offload) {
-      s_.host_transfer(unit.name + ".d2h_grad", post_reduce, elements(unit.shard_numel, Dtype::kFp32),
-                       Phase::kBackward, g(u));
+      s_.host_transfer(unit.name + ".d2h_grad", post_reduce,
+                       elements(unit.shard_numel, Dtype::kFp32), Phase::kBackward, g(u));
     }
     s_.free(output);
     previous_reduce_scatter_ = HeldBuffer{input, scattered};
@@ -305,7 +324,8 @@ class Fsdp2Step {
       const std::size_t u = unit_of_layer_[layer];
       const auto& layers = units_[u].layers;
       if (layer == layers.back()) pre_backward(u);
-      const auto position = static_cast<std::size_t>(std::find(layers.begin(), layers.end(), layer) - layers.begin());
+      const auto position =
+          static_cast<std::size_t>(std::find(layers.begin(), layers.end(), layer) - layers.begin());
       s_.backward_layer(layer, g(u), state_[u].saved[position]);
       if (layer == layers.front()) {
         state_[u].saved.clear();

@@ -18,11 +18,11 @@ enum class Parallelism : std::uint8_t {
 
 // torch.distributed.fsdp.ShardingStrategy.
 enum class ShardingStrategy : std::uint8_t {
-  kFullShard,        // params, grads, optimizer sharded; params freed after forward
-  kShardGradOp,      // params kept unsharded from forward to backward (ZeRO-2)
-  kNoShard,          // DDP-like: all-reduce of gradients
-  kHybridShard,      // FULL_SHARD inside a shard group, all-reduce across replicas
-  kHybridShardZero2, // SHARD_GRAD_OP inside a shard group, all-reduce across replicas
+  kFullShard,         // params, grads, optimizer sharded; params freed after forward
+  kShardGradOp,       // params kept unsharded from forward to backward (ZeRO-2)
+  kNoShard,           // DDP-like: all-reduce of gradients
+  kHybridShard,       // FULL_SHARD inside a shard group, all-reduce across replicas
+  kHybridShardZero2,  // SHARD_GRAD_OP inside a shard group, all-reduce across replicas
 };
 
 // torch.distributed.fsdp.BackwardPrefetch; kNone is `backward_prefetch=None`.
@@ -41,13 +41,15 @@ enum class Optimizer : std::uint8_t {
 };
 
 // fp32 optimizer state bytes per parameter: AdamW's exp_avg and exp_avg_sq; SGD has none.
-constexpr std::int64_t optimizer_state_bytes_per_parameter(Optimizer o) { return o == Optimizer::kAdamW ? 8 : 0; }
+constexpr std::int64_t optimizer_state_bytes_per_parameter(Optimizer o) {
+  return o == Optimizer::kAdamW ? 8 : 0;
+}
 
 // How blocks are grouped into FSDP units (auto_wrap_policy / fully_shard calls).
 enum class WrapPolicy : std::uint8_t {
-  kPerBlock,     // transformer_auto_wrap_policy: one unit per block (default)
-  kEveryNBlocks, // one unit per `blocks_per_unit` consecutive blocks
-  kWholeModel,   // no auto-wrap: the root is the only unit
+  kPerBlock,      // transformer_auto_wrap_policy: one unit per block (default)
+  kEveryNBlocks,  // one unit per `blocks_per_unit` consecutive blocks
+  kWholeModel,    // no auto-wrap: the root is the only unit
 };
 
 struct FsdpConfig {
@@ -88,7 +90,9 @@ struct TrainingConfig {
   // bf16 autocast). nullopt: compute in MixedPrecision.param_dtype.
   std::optional<Dtype> autocast_dtype;
 
-  [[nodiscard]] Dtype compute_dtype(Dtype param_dtype) const { return autocast_dtype.value_or(param_dtype); }
+  [[nodiscard]] Dtype compute_dtype(Dtype param_dtype) const {
+    return autocast_dtype.value_or(param_dtype);
+  }
   // Gradient accumulation inside `with model.no_sync()` (FSDP2: set_requires_gradient_sync):
   // gradients stay unsharded until the last micro-batch reduces them.
   bool no_sync = false;

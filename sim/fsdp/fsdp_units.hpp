@@ -14,12 +14,12 @@
 namespace fsdpsim::fsdp {
 
 struct FsdpUnit {
-  std::string name;                  // "root", "blocks.0", "blocks.0-3", ...
-  std::vector<std::size_t> layers;   // indices into Workload::layers, forward order
-  std::int64_t numel = 0;            // parameters of the unit
+  std::string name;                 // "root", "blocks.0", "blocks.0-3", ...
+  std::vector<std::size_t> layers;  // indices into Workload::layers, forward order
+  std::int64_t numel = 0;           // parameters of the unit
   std::int32_t parameter_tensors = 0;
-  std::int64_t padded_numel = 0;     // right-padded to a multiple of the shard group (_flat_param.py)
-  std::int64_t shard_numel = 0;      // padded_numel / shard group: torch.chunk gives ceil(numel / F)
+  std::int64_t padded_numel = 0;  // right-padded to a multiple of the shard group (_flat_param.py)
+  std::int64_t shard_numel = 0;   // padded_numel / shard group: torch.chunk gives ceil(numel / F)
   bool is_root = false;
 };
 

@@ -23,7 +23,8 @@ std::string shard_group_problem(const hardware::ClusterSpec& cluster, std::int32
     return fmt::format("shard group size {} does not divide the world size {}", size, world);
   }
   if (size % gpn != 0 && gpn % size != 0) {
-    return fmt::format("shard group size {} neither divides nor is a multiple of {} GPUs per node", size, gpn);
+    return fmt::format("shard group size {} neither divides nor is a multiple of {} GPUs per node",
+                       size, gpn);
   }
   return {};
 }

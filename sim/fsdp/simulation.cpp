@@ -49,10 +49,18 @@ StepBreakdown breakdown_of(const engine::Program& program, const engine::Timelin
     const Seconds span = to_seconds(e.time - last);
     if (compute_running > 0) {
       switch (compute_phase) {
-        case Phase::kForward: b.forward += span; break;
-        case Phase::kBackward: b.backward += span; break;
-        case Phase::kRecompute: b.recompute += span; break;
-        case Phase::kOptimizer: b.optimizer += span; break;
+        case Phase::kForward:
+          b.forward += span;
+          break;
+        case Phase::kBackward:
+          b.backward += span;
+          break;
+        case Phase::kRecompute:
+          b.recompute += span;
+          break;
+        case Phase::kOptimizer:
+          b.optimizer += span;
+          break;
       }
     } else if (comm_running > 0) {
       b.exposed_communication += span;
@@ -112,7 +120,8 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
   r.reserved = memory.reserved();
   r.models_reserved = memory.models_reserved();
   r.usable_memory = gpu.usable_memory();
-  if (!program.tensors.empty()) r.peak_tensor = program.names[program.tensors[r.memory.peak_tensor].name];
+  if (!program.tensors.empty())
+    r.peak_tensor = program.names[program.tensors[r.memory.peak_tensor].name];
   if (r.models_reserved && r.reserved.out_of_memory) {
     r.out_of_memory = true;
     const std::string where = r.reserved.oom_tensor < program.tensors.size()
@@ -121,8 +130,9 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
     r.oom_reason = fmt::format("allocating {}: {}", where, r.reserved.oom_message);
   } else if (!r.models_reserved && r.memory.peak_active > r.usable_memory) {
     r.out_of_memory = true;
-    r.oom_reason = fmt::format("peak active {:.2f} GiB > {:.2f} GiB usable, reached allocating {}",
-                               to_gib(r.memory.peak_active), to_gib(r.usable_memory), r.peak_tensor);
+    r.oom_reason =
+        fmt::format("peak active {:.2f} GiB > {:.2f} GiB usable, reached allocating {}",
+                    to_gib(r.memory.peak_active), to_gib(r.usable_memory), r.peak_tensor);
   }
   r.op_count = static_cast<std::int64_t>(program.ops.size());
   r.event_count = static_cast<std::int64_t>(program.ops.size() + program.cpu.size());

@@ -20,8 +20,8 @@ struct StepBreakdown {
   Seconds recompute{0.0};  // compute-stream busy re-running checkpointed forwards
   Seconds optimizer{0.0};  // compute-stream busy with the optimizer step
   Seconds exposed_communication{0.0};  // a collective runs and the compute stream is idle
-  Seconds idle{0.0};       // neither compute nor communication (CPU-bound, waits, latency)
-  Seconds communication_busy{0.0};     // total time with a collective running
+  Seconds idle{0.0};                // neither compute nor communication (CPU-bound, waits, latency)
+  Seconds communication_busy{0.0};  // total time with a collective running
 };
 
 struct StepResult {
@@ -39,8 +39,8 @@ struct StepResult {
   bool models_reserved = false;
   Bytes usable_memory{0};
   bool out_of_memory = false;
-  std::string oom_reason;  // empty unless out_of_memory
-  std::string peak_tensor; // the allocation that reached the peak
+  std::string oom_reason;   // empty unless out_of_memory
+  std::string peak_tensor;  // the allocation that reached the peak
   std::int64_t op_count = 0;
   std::int64_t event_count = 0;
 };

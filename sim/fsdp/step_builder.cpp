@@ -66,8 +66,8 @@ ProcessGroup StepBuilder::add_process_group(std::string name, hardware::CommGrou
   return ProcessGroup{b_.add_channel(std::move(name)), ranks};
 }
 
-OpId StepBuilder::kernel(std::string_view layer, std::string_view pass, const models::NamedKernel& k,
-                         Phase phase, std::int32_t group) {
+OpId StepBuilder::kernel(std::string_view layer, std::string_view pass,
+                         const models::NamedKernel& k, Phase phase, std::int32_t group) {
   const std::string name = fmt::format("{}.{}.{}", layer, pass, k.name);
   LaunchSpec spec;
   spec.name = name;
@@ -77,8 +77,8 @@ OpId StepBuilder::kernel(std::string_view layer, std::string_view pass, const mo
   spec.group = group;
   spec.duration = to_sim_time(hardware::kernel_time(in_.cluster.gpu, k.kernel));
   // NCCL's channels take SMs from kernels that overlap a collective.
-  spec.contended_duration =
-      to_sim_time(hardware::kernel_time_sharing_sms(in_.cluster.gpu, k.kernel, in_.cluster.nccl_channels));
+  spec.contended_duration = to_sim_time(
+      hardware::kernel_time_sharing_sms(in_.cluster.gpu, k.kernel, in_.cluster.nccl_channels));
   spec.launch_cost = launch_cost_;
   spec.flops = k.kernel.flops;
   spec.bytes = k.kernel.bytes;
@@ -86,7 +86,8 @@ OpId StepBuilder::kernel(std::string_view layer, std::string_view pass, const mo
   return b_.launch(spec);
 }
 
-OpId StepBuilder::copy(std::string_view name, StreamId stream, Bytes bytes, Phase phase, std::int32_t group) {
+OpId StepBuilder::copy(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
+                       std::int32_t group) {
   Kernel k;
   k.kind = KernelKind::kMemoryBound;
   k.bytes = bytes;
@@ -136,11 +137,13 @@ OpId StepBuilder::collective(std::string_view name, hardware::Collective op, Str
 }
 
 void StepBuilder::hook(std::string_view name, std::int32_t parameter_tensors) {
-  const Seconds cost = in_.cluster.fsdp_hook_overhead + in_.cluster.fsdp_parameter_overhead * parameter_tensors;
+  const Seconds cost =
+      in_.cluster.fsdp_hook_overhead + in_.cluster.fsdp_parameter_overhead * parameter_tensors;
   if (cost.value() > 0.0) b_.cpu_work(name, to_sim_time(cost));
 }
 
-TensorId StepBuilder::allocate(std::string_view name, Bytes size, StreamId stream, MemoryCategory category) {
+TensorId StepBuilder::allocate(std::string_view name, Bytes size, StreamId stream,
+                               MemoryCategory category) {
   return b_.allocate(name, size, stream, static_cast<std::uint8_t>(category));
 }
 
@@ -148,20 +151,23 @@ CheckpointMode StepBuilder::checkpoint_mode(std::size_t layer) const {
   const std::int32_t block = block_number_[layer];
   if (block < 0) return CheckpointMode::kSave;  // embedding and head are never wrapped
   switch (in_.training.activation_checkpointing) {
-    case ActivationCheckpointing::kNone: return CheckpointMode::kSave;
-    case ActivationCheckpointing::kFull: return CheckpointMode::kWholeLayer;
+    case ActivationCheckpointing::kNone:
+      return CheckpointMode::kSave;
+    case ActivationCheckpointing::kFull:
+      return CheckpointMode::kWholeLayer;
     case ActivationCheckpointing::kSelective:
       // Every n-th block, counting from the first (apply_activation_checkpointing with a
       // check_fn that selects block indices divisible by n, as torchtitan's "selective" mode).
       return block % in_.training.checkpoint_every_n_blocks == 0 ? CheckpointMode::kWholeLayer
-                                                                  : CheckpointMode::kSave;
-    case ActivationCheckpointing::kAttention: return CheckpointMode::kAttentionCore;
+                                                                 : CheckpointMode::kSave;
+    case ActivationCheckpointing::kAttention:
+      return CheckpointMode::kAttentionCore;
   }
   return CheckpointMode::kSave;
 }
 
-void StepBuilder::run_forward_kernels(const models::Layer& l, std::size_t begin, std::size_t end, Phase phase,
-                                      std::int32_t group) {
+void StepBuilder::run_forward_kernels(const models::Layer& l, std::size_t begin, std::size_t end,
+                                      Phase phase, std::int32_t group) {
   const char* pass = phase == Phase::kRecompute ? "recompute" : "fwd";
   for (std::size_t i = begin; i < end; ++i) kernel(l.name, pass, l.forward[i], phase, group);
 }
@@ -170,9 +176,14 @@ TensorId StepBuilder::forward_layer(std::size_t layer, std::int32_t group) {
   const models::Layer& l = w_.layers[layer];
   Bytes saved = l.saved_activations;
   switch (checkpoint_mode(layer)) {
-    case CheckpointMode::kSave: break;
-    case CheckpointMode::kWholeLayer: saved = l.saved_activations_checkpointed; break;
-    case CheckpointMode::kAttentionCore: saved = l.saved_activations - l.attention_core_saved; break;
+    case CheckpointMode::kSave:
+      break;
+    case CheckpointMode::kWholeLayer:
+      saved = l.saved_activations_checkpointed;
+      break;
+    case CheckpointMode::kAttentionCore:
+      saved = l.saved_activations - l.attention_core_saved;
+      break;
   }
   const TensorId kept = allocate(l.name + ".saved", saved, compute_, MemoryCategory::kActivations);
   const TensorId temp = allocate(l.name + ".forward_temp", l.forward_transient_peak, compute_,
@@ -191,12 +202,14 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
     // torch.utils.checkpoint re-runs the forward (or the checkpointed region) right before the
     // gradient kernels need its tensors.
     const bool whole = mode == CheckpointMode::kWholeLayer;
-    recomputed = allocate(l.name + ".recomputed", whole ? l.saved_activations : l.attention_core_saved, compute_,
-                          MemoryCategory::kActivations);
+    recomputed =
+        allocate(l.name + ".recomputed", whole ? l.saved_activations : l.attention_core_saved,
+                 compute_, MemoryCategory::kActivations);
     const TensorId temp = allocate(l.name + ".recompute_temp", l.forward_transient_peak, compute_,
                                    MemoryCategory::kActivations);
-    run_forward_kernels(l, whole ? 0 : l.attention_forward_begin, whole ? l.forward.size() : l.attention_forward_end,
-                        Phase::kRecompute, group);
+    run_forward_kernels(l, whole ? 0 : l.attention_forward_begin,
+                        whole ? l.forward.size() : l.attention_forward_end, Phase::kRecompute,
+                        group);
     free(temp);
     recomputed_any = true;
   }
@@ -211,26 +224,27 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
 void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
   if (in_.training.optimizer == Optimizer::kSgd) {
     for (std::size_t i = 0; i < numels.size(); ++i) {
-      copy(numels[i].first + ".sgd", compute_, Bytes(kSgdBytesPerElement * numels[i].second), Phase::kOptimizer,
-           static_cast<std::int32_t>(i));
+      copy(numels[i].first + ".sgd", compute_, Bytes(kSgdBytesPerElement * numels[i].second),
+           Phase::kOptimizer, static_cast<std::int32_t>(i));
     }
     return;
   }
   std::int64_t total = 0;
   for (const auto& [name, numel] : numels) total += numel;
   // _foreach_sqrt(exp_avg_sqs) materializes one fp32 temporary the size of all parameters.
-  const TensorId temp = allocate("optimizer.exp_avg_sq_sqrt", elements(total, Dtype::kFp32), compute_,
-                                 MemoryCategory::kOptimizerState);
+  const TensorId temp = allocate("optimizer.exp_avg_sq_sqrt", elements(total, Dtype::kFp32),
+                                 compute_, MemoryCategory::kOptimizerState);
   for (std::size_t i = 0; i < numels.size(); ++i) {
-    copy(numels[i].first + ".adamw", compute_, Bytes(kGpuAdamwBytesPerElement * numels[i].second), Phase::kOptimizer,
-         static_cast<std::int32_t>(i));
+    copy(numels[i].first + ".adamw", compute_, Bytes(kGpuAdamwBytesPerElement * numels[i].second),
+         Phase::kOptimizer, static_cast<std::int32_t>(i));
   }
   free(temp);
 }
 
 void StepBuilder::cpu_optimizer(std::int64_t numel) {
   // The node's DRAM bandwidth is shared by its gpus_per_node training processes.
-  const BytesPerSec per_rank = in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
+  const BytesPerSec per_rank =
+      in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
   const bool sgd = in_.training.optimizer == Optimizer::kSgd;
   const Bytes bytes((sgd ? kSgdBytesPerElement : kCpuAdamwBytesPerElement) * numel);
   b_.cpu_work(sgd ? "optimizer.cpu_sgd" : "optimizer.cpu_adamw", to_sim_time(bytes / per_rank));

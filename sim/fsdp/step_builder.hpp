@@ -79,7 +79,8 @@ class StepBuilder {
     out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
     for (std::int32_t step = 0; step < in_.steps; ++step) {
       begin_step(out);
-      for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) micro_batch(!t.no_sync || mb == out.micro_batches - 1);
+      for (std::int64_t mb = 0; mb < out.micro_batches; ++mb)
+        micro_batch(!t.no_sync || mb == out.micro_batches - 1);
       optimizer_step();
     }
   }

@@ -3,12 +3,16 @@
 namespace fsdpsim::memory {
 namespace {
 
-std::int64_t device_calls(const AllocatorStats& s) { return s.num_device_alloc + s.num_device_free; }
+std::int64_t device_calls(const AllocatorStats& s) {
+  return s.num_device_alloc + s.num_device_free;
+}
 
 }  // namespace
 
 MemoryModel::MemoryModel(const MemoryModelOptions& options)
-    : options_(options), tracker_(options.baseline, options.record_samples), measuring_(options.measure_from == 0) {
+    : options_(options),
+      tracker_(options.baseline, options.record_samples),
+      measuring_(options.measure_from == 0) {
   if (!options.allocator) return;
   allocator_.emplace(*options.allocator);
   // Parameters and optimizer states were allocated before the step (model init, first step).
@@ -17,7 +21,8 @@ MemoryModel::MemoryModel(const MemoryModelOptions& options)
     const MallocResult r = allocator_->malloc(b, 0);
     if (r.status != MallocStatus::kAllocated && !reserved_.out_of_memory) {
       reserved_.out_of_memory = true;
-      reserved_.oom_message = "before the step (parameters and optimizer state): " + describe(r.oom);
+      reserved_.oom_message =
+          "before the step (parameters and optimizer state): " + describe(r.oom);
     }
   }
   note_reserved(SimTime{});
@@ -52,7 +57,8 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
   if (allocator_ && info.size.value() > 0) {
     const std::int64_t calls_before = device_calls(allocator_->stats());
     const MallocResult r = allocator_->malloc(info.size, info.stream);
-    if (r.status == MallocStatus::kNeedsSynchronize) return {engine::AllocationStatus::kSynchronize, SimTime{}};
+    if (r.status == MallocStatus::kNeedsSynchronize)
+      return {engine::AllocationStatus::kSynchronize, SimTime{}};
     if (r.status == MallocStatus::kOutOfMemory) {
       outcome.status = engine::AllocationStatus::kOutOfMemory;
       if (!reserved_.out_of_memory) {
@@ -83,7 +89,8 @@ void MemoryModel::on_free(SimTime time, engine::TensorId tensor, const engine::T
   tracker_.on_free(time, tensor, info, release_pending);
 }
 
-void MemoryModel::on_release(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info) {
+void MemoryModel::on_release(SimTime time, engine::TensorId tensor,
+                             const engine::TensorInfo& info) {
   if (allocator_ && address_[tensor] >= 0 && pending_[tensor]) {
     allocator_->complete_stream_use(address_[tensor]);
     pending_[tensor] = false;

@@ -34,7 +34,7 @@ struct ReservedStats {
   std::int64_t device_calls = 0;   // cudaMalloc + cudaFree during the measured step
   bool out_of_memory = false;
   engine::TensorId oom_tensor = 0;
-  std::string oom_message;         // describe(OutOfMemoryInfo) of the first failure
+  std::string oom_message;  // describe(OutOfMemoryInfo) of the first failure
 };
 
 class MemoryModel final : public engine::MemoryObserver {
@@ -58,8 +58,8 @@ class MemoryModel final : public engine::MemoryObserver {
   MemoryModelOptions options_;
   MemoryTracker tracker_;
   std::optional<CachingAllocator> allocator_;
-  std::vector<std::int64_t> address_;   // per tensor, -1 when not in the allocator
-  std::vector<bool> pending_;           // per tensor: freed with a pending stream use
+  std::vector<std::int64_t> address_;  // per tensor, -1 when not in the allocator
+  std::vector<bool> pending_;          // per tensor: freed with a pending stream use
   ReservedStats reserved_;
   std::int64_t retries_at_measure_ = 0;
   std::int64_t calls_at_measure_ = 0;

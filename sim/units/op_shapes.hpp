@@ -27,8 +27,8 @@ struct AttentionShape {
   std::int64_t seq_kv = 0;
   std::int64_t head_dim = 0;
   bool causal = true;
-  bool fused = true;     // FlashAttention-style kernel (no s x s matrix in memory)
-  bool backward = false; // the backward kernel (dQ, dK, dV), priced separately
+  bool fused = true;      // FlashAttention-style kernel (no s x s matrix in memory)
+  bool backward = false;  // the backward kernel (dQ, dK, dV), priced separately
 };
 
 enum class KernelKind : std::uint8_t {
@@ -44,7 +44,7 @@ struct Kernel {
   GemmShape gemm{};            // valid when kind == kGemm
   AttentionShape attention{};  // valid when kind == kAttention
   Flops flops{0.0};
-  Bytes bytes{0};              // HBM bytes read + written
+  Bytes bytes{0};  // HBM bytes read + written
 };
 
 }  // namespace fsdpsim

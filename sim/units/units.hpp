@@ -28,8 +28,12 @@ class Quantity {
     value_ -= other.value_;
     return *this;
   }
-  friend constexpr Quantity operator+(Quantity a, Quantity b) { return Quantity(a.value_ + b.value_); }
-  friend constexpr Quantity operator-(Quantity a, Quantity b) { return Quantity(a.value_ - b.value_); }
+  friend constexpr Quantity operator+(Quantity a, Quantity b) {
+    return Quantity(a.value_ + b.value_);
+  }
+  friend constexpr Quantity operator-(Quantity a, Quantity b) {
+    return Quantity(a.value_ - b.value_);
+  }
   friend constexpr Quantity operator*(Quantity a, Rep k) { return Quantity(a.value_ * k); }
   friend constexpr Quantity operator*(Rep k, Quantity a) { return Quantity(a.value_ * k); }
   friend constexpr Quantity operator/(Quantity a, Rep k) { return Quantity(a.value_ / k); }
@@ -49,11 +53,11 @@ struct BytesPerSecTag {};
 struct FlopsTag {};
 struct FlopsPerSecTag {};
 
-using Bytes = Quantity<std::int64_t, BytesTag>;          // exact byte counts
-using Seconds = Quantity<double, SecondsTag>;            // durations from cost models
-using BytesPerSec = Quantity<double, BytesPerSecTag>;    // bandwidths
-using Flops = Quantity<double, FlopsTag>;                // floating-point operation counts
-using FlopsPerSec = Quantity<double, FlopsPerSecTag>;    // compute rates
+using Bytes = Quantity<std::int64_t, BytesTag>;        // exact byte counts
+using Seconds = Quantity<double, SecondsTag>;          // durations from cost models
+using BytesPerSec = Quantity<double, BytesPerSecTag>;  // bandwidths
+using Flops = Quantity<double, FlopsTag>;              // floating-point operation counts
+using FlopsPerSec = Quantity<double, FlopsPerSecTag>;  // compute rates
 
 inline constexpr std::int64_t kBytesPerGiB = std::int64_t{1} << 30;
 inline constexpr std::int64_t kBytesPerMiB = std::int64_t{1} << 20;
@@ -62,11 +66,19 @@ inline constexpr double kBytesPerGB = 1e9;
 constexpr Seconds operator/(Bytes bytes, BytesPerSec rate) {
   return Seconds(static_cast<double>(bytes.value()) / rate.value());
 }
-constexpr Seconds operator/(Flops flops, FlopsPerSec rate) { return Seconds(flops.value() / rate.value()); }
+constexpr Seconds operator/(Flops flops, FlopsPerSec rate) {
+  return Seconds(flops.value() / rate.value());
+}
 
-constexpr Bytes gib(double n) { return Bytes(static_cast<std::int64_t>(n * static_cast<double>(kBytesPerGiB))); }
-constexpr Bytes mib(double n) { return Bytes(static_cast<std::int64_t>(n * static_cast<double>(kBytesPerMiB))); }
-constexpr double to_gib(Bytes b) { return static_cast<double>(b.value()) / static_cast<double>(kBytesPerGiB); }
+constexpr Bytes gib(double n) {
+  return Bytes(static_cast<std::int64_t>(n * static_cast<double>(kBytesPerGiB)));
+}
+constexpr Bytes mib(double n) {
+  return Bytes(static_cast<std::int64_t>(n * static_cast<double>(kBytesPerMiB)));
+}
+constexpr double to_gib(Bytes b) {
+  return static_cast<double>(b.value()) / static_cast<double>(kBytesPerGiB);
+}
 constexpr double to_gb(Bytes b) { return static_cast<double>(b.value()) / kBytesPerGB; }
 constexpr BytesPerSec gb_per_s(double n) { return BytesPerSec(n * kBytesPerGB); }
 constexpr BytesPerSec gbit_per_s(double n) { return BytesPerSec(n * kBytesPerGB / 8.0); }

@@ -33,7 +33,8 @@ TEST(ApplyOverride, SetsNestedKeysAndParsesJsonValues) {
 }
 
 TEST(DidYouMean, SuggestsCloseKeysOnly) {
-  EXPECT_EQ(did_you_mean("sharding_stratgy", {"sharding_strategy", "backward_prefetch"}), "sharding_strategy");
+  EXPECT_EQ(did_you_mean("sharding_stratgy", {"sharding_strategy", "backward_prefetch"}),
+            "sharding_strategy");
   EXPECT_EQ(did_you_mean("zzz", {"sharding_strategy"}), "");
 }
 
@@ -66,14 +67,15 @@ TEST(PaperSanity, Gpt175bOn128A100WithinTwentyPercentOfThePaper) {
 TEST(PaperSanity, BackwardPrefetchSpeedupOnGpt175bIsAboutEighteenPercent) {
   const fsdp::StepResult pre =
       simulate(load_scenario(scenario_path("paper/gpt175b_128xa100_bs1.json"), {}, kPresets));
-  const fsdp::StepResult none =
-      simulate(load_scenario(scenario_path("paper/gpt175b_128xa100_bs1_no_prefetch.json"), {}, kPresets));
+  const fsdp::StepResult none = simulate(
+      load_scenario(scenario_path("paper/gpt175b_128xa100_bs1_no_prefetch.json"), {}, kPresets));
   const double speedup = none.step_time.value() / pre.step_time.value() - 1.0;
   EXPECT_NEAR(speedup, 0.18, 0.05);
 }
 
 TEST(Scenario, EveryShippedScenarioLoadsAndRuns) {
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(FSDPSIM_SOURCE_DIR "/scenarios")) {
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(FSDPSIM_SOURCE_DIR "/scenarios")) {
     if (entry.path().extension() != ".json") continue;
     SCOPED_TRACE(entry.path().string());
     const Scenario s = load_scenario(entry.path(), {}, kPresets);

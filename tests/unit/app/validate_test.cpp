@@ -49,7 +49,8 @@ TEST(ValidationCases, AFp8RowIsSkippedWithItsReason) {
       ++skipped;
       EXPECT_NE(s.skip_reason.find("fp8"), std::string::npos);
     } else {
-      EXPECT_EQ(s.document["hardware"]["nodes"].get<int>() * s.document["hardware"]["node"]["gpus_per_node"].get<int>(),
+      EXPECT_EQ(s.document["hardware"]["nodes"].get<int>() *
+                    s.document["hardware"]["node"]["gpus_per_node"].get<int>(),
                 std::stoi(c.get("gpus")));
     }
   }
@@ -57,7 +58,8 @@ TEST(ValidationCases, AFp8RowIsSkippedWithItsReason) {
 }
 
 TEST(ValidationCases, CompositionDefaultMixedPrecisionComputesUnderAutocast) {
-  const auto cases = read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  const auto cases =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
   for (const ValidationCase& c : cases) {
     if (c.get("param_dtype") != "fp32" || c.get("matmul_dtype") != "bf16") continue;
     const CaseScenario s = scenario_for_case(c, "cases.csv");
@@ -75,7 +77,8 @@ TEST(Validate, ReportsErrorsAsJsonWithTheDocumentedKeys) {
   EXPECT_EQ(j["evaluated"], 3);
   EXPECT_EQ(j["skipped"], 1);
   for (const char* key : {"tokens_per_s", "tflops", "peak_mem"}) {
-    for (const char* stat : {"mape", "median_ape", "max_ape"}) EXPECT_TRUE(j[key].contains(stat)) << key << stat;
+    for (const char* stat : {"mape", "median_ape", "max_ape"})
+      EXPECT_TRUE(j[key].contains(stat)) << key << stat;
   }
   EXPECT_TRUE(j["spearman"].is_object());
 }

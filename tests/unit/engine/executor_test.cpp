@@ -10,7 +10,8 @@ namespace {
 
 SimTime us(double v) { return to_sim_time(microseconds(v)); }
 
-LaunchSpec spec(std::string_view name, StreamId stream, double duration_us, double launch_us = 0.0) {
+LaunchSpec spec(std::string_view name, StreamId stream, double duration_us,
+                double launch_us = 0.0) {
   LaunchSpec s;
   s.name = name;
   s.stream = stream;
@@ -25,8 +26,12 @@ class RecordingMemory final : public MemoryObserver {
     log.push_back({t, +info.size.value()});
     return {};
   }
-  void on_free(SimTime t, TensorId, const TensorInfo& info, bool) override { freed.push_back({t, info.size.value()}); }
-  void on_release(SimTime t, TensorId, const TensorInfo& info) override { log.push_back({t, -info.size.value()}); }
+  void on_free(SimTime t, TensorId, const TensorInfo& info, bool) override {
+    freed.push_back({t, info.size.value()});
+  }
+  void on_release(SimTime t, TensorId, const TensorInfo& info) override {
+    log.push_back({t, -info.size.value()});
+  }
   std::vector<std::pair<SimTime, std::int64_t>> log;
   std::vector<std::pair<SimTime, std::int64_t>> freed;
 };
@@ -116,7 +121,7 @@ TEST(Executor, RecordStreamDelaysReleaseUntilTheStreamPassesTheFree) {
   ASSERT_EQ(memory.freed.size(), 1u);
   EXPECT_EQ(memory.freed[0].first, us(0));  // the CPU dropped it right away
   ASSERT_EQ(memory.log.size(), 2u);
-  EXPECT_EQ(memory.log[1].first, us(50));   // reusable only once the kernel is done
+  EXPECT_EQ(memory.log[1].first, us(50));  // reusable only once the kernel is done
   EXPECT_EQ(memory.log[1].second, -100);
 }
 
@@ -211,7 +216,8 @@ TEST(OpGraph, ReportsTheOpsOfACycleAsADeadlock) {
   second.deps_end = 2;
   p.ops = {first, second};
   p.deps = {1, 0};
-  p.cpu = {CpuStep{CpuStepKind::kLaunch, 0, kNoOp, 0, SimTime{}}, CpuStep{CpuStepKind::kLaunch, 1, kNoOp, 0, SimTime{}}};
+  p.cpu = {CpuStep{CpuStepKind::kLaunch, 0, kNoOp, 0, SimTime{}},
+           CpuStep{CpuStepKind::kLaunch, 1, kNoOp, 0, SimTime{}}};
   try {
     check_for_deadlock(p);
     FAIL() << "expected a deadlock";

@@ -24,7 +24,8 @@ struct Knobs {
     std::vector<std::pair<SimTime, SimTime>> found;
     const engine::Program& p = out.schedule.program;
     for (std::size_t i = 0; i < p.ops.size(); ++i) {
-      if (p.names[p.ops[i].name] == name) found.emplace_back(out.timeline.ops[i].start, out.timeline.ops[i].end);
+      if (p.names[p.ops[i].name] == name)
+        found.emplace_back(out.timeline.ops[i].start, out.timeline.ops[i].end);
     }
     return found;
   }
@@ -37,7 +38,8 @@ struct Knobs {
     std::size_t n = 0;
     for (const engine::Op& op : out.schedule.program.ops) {
       const std::string& name = out.schedule.program.names[op.name];
-      n += name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      n += name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     }
     return n;
   }
@@ -70,7 +72,8 @@ Knobs run(const std::function<void(ScheduleInput&)>& configure) {
 // SHARD_GRAD_OP keeps parameters from forward to backward: no backward all-gather (3 instead
 // of 5), same step here because the baseline hides its backward all-gathers.
 TEST(Knobs, ShardGradOpSkipsBackwardAllGathers) {
-  const Knobs k = run([](ScheduleInput& in) { in.fsdp.sharding_strategy = ShardingStrategy::kShardGradOp; });
+  const Knobs k =
+      run([](ScheduleInput& in) { in.fsdp.sharding_strategy = ShardingStrategy::kShardGradOp; });
   EXPECT_EQ(k.count_suffix(".all_gather"), 3u);
   EXPECT_EQ(k.step(), us(1980));
   // Allocated at the peak (MB): 180 before the step, root 40 + embedding activations 1, b0 and
@@ -90,14 +93,16 @@ TEST(Knobs, ShardGradOpSkipsBackwardAllGathers) {
 // embedding bwd 1160-1360, concat 1360-1440, all-reduce 1440-1480, accumulate 1480-1640;
 // AdamW on full 10M-element tensors 3 x 280 us: 2480.
 TEST(Knobs, NoShardAllReducesFullGradients) {
-  const Knobs k = run([](ScheduleInput& in) { in.fsdp.sharding_strategy = ShardingStrategy::kNoShard; });
+  const Knobs k =
+      run([](ScheduleInput& in) { in.fsdp.sharding_strategy = ShardingStrategy::kNoShard; });
   EXPECT_EQ(k.count_suffix(".all_gather"), 0u);
   EXPECT_EQ(k.span("blocks.1.all_reduce"), std::make_pair(us(880), us(920)));
   EXPECT_EQ(k.span("blocks.0.all_reduce"), std::make_pair(us(1160), us(1200)));
   EXPECT_EQ(k.span("root.all_reduce"), std::make_pair(us(1440), us(1480)));
   EXPECT_EQ(k.step(), us(2480));
   // Full replicas: 4 + 8 bytes per parameter before the step.
-  EXPECT_EQ(k.out.schedule.baseline[static_cast<std::size_t>(memory::MemoryCategory::kParameters)].value(),
+  EXPECT_EQ(k.out.schedule.baseline[static_cast<std::size_t>(memory::MemoryCategory::kParameters)]
+                .value(),
             120'000'000);
 }
 
@@ -120,7 +125,8 @@ TEST(Knobs, HybridShardAllReducesShardsAcrossReplicas) {
   EXPECT_EQ(k.span("blocks.0.all_reduce"), std::make_pair(us(1200), us(1300)));
   EXPECT_EQ(k.span("root.all_reduce"), std::make_pair(us(1480), us(1580)));
   EXPECT_EQ(k.step(), us(2080));
-  EXPECT_DOUBLE_EQ(k.out.result.breakdown.exposed_communication.value(), 140e-6);  // AG root, RS+AR root
+  EXPECT_DOUBLE_EQ(k.out.result.breakdown.exposed_communication.value(),
+                   140e-6);  // AG root, RS+AR root
 }
 
 // forward_prefetch issues the next unit's all-gather before this unit's forward kernels.
@@ -138,9 +144,9 @@ TEST(Knobs, ForwardPrefetchIssuesTheNextAllGatherBeforeTheForward) {
 // 15M elements x 80 B = 1.2 GB in 1000 us. H2D(root) 0-20, AG(root) 20-40, H2D(b0) 20-40,
 // AG(b0) 40-60, ..., forward 40-440. pre_unshard runs before the rate limiter (_unshard), so the
 // backward prefetch of b1 copies its shard at once (60-80) and only its all-gather waits for the
-// limiter (end of b0's forward, 240): 240-260; backward as in the baseline shifted by 20 us; the last
-// D2H ends at 1600, then 1000 us of CPU optimizer: 2600. No parameter or optimizer state on the
-// GPU before the step.
+// limiter (end of b0's forward, 240): 240-260; backward as in the baseline shifted by 20 us; the
+// last D2H ends at 1600, then 1000 us of CPU optimizer: 2600. No parameter or optimizer state on
+// the GPU before the step.
 TEST(Knobs, CpuOffloadCopiesOverPcieAndStepsOnTheCpu) {
   const Knobs k = run([](ScheduleInput& in) {
     in.fsdp.cpu_offload = true;
@@ -239,7 +245,8 @@ TEST(Knobs, NoSyncReducesOnlyOnTheLastMicroBatch) {
   EXPECT_EQ(sync.count_suffix(".reduce_scatter"), 6u);
   EXPECT_EQ(nosync.count_suffix(".reduce_scatter"), 3u);
   EXPECT_GT(nosync.out.result.memory.peak_allocated, sync.out.result.memory.peak_allocated);
-  EXPECT_LT(nosync.out.result.breakdown.communication_busy, sync.out.result.breakdown.communication_busy);
+  EXPECT_LT(nosync.out.result.breakdown.communication_busy,
+            sync.out.result.breakdown.communication_busy);
 }
 
 // FSDP2 (fp32, so copy-in and copy-out are plain copies): copy-in 40 us on its stream, the

@@ -14,7 +14,8 @@ TEST(FsdpNotesExample, BlocksOf1_6BParametersOn8GpusNeed14_4GBOfBuffers) {
   models::Workload w;
   w.layers.push_back(testing::tiny_layer("embedding", models::LayerKind::kEmbedding, 8'000, 0));
   for (int i = 0; i < 4; ++i) {
-    w.layers.push_back(testing::tiny_layer("blocks." + std::to_string(i), models::LayerKind::kBlock, 1'600'000'000, 0));
+    w.layers.push_back(testing::tiny_layer("blocks." + std::to_string(i), models::LayerKind::kBlock,
+                                           1'600'000'000, 0));
   }
   w.layers.push_back(testing::tiny_layer("head", models::LayerKind::kHead, 8'000, 0));
   ScheduleInput in;

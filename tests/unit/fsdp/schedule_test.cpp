@@ -24,7 +24,8 @@ struct SimRun {
   [[nodiscard]] std::pair<SimTime, SimTime> span(const std::string& name) const {
     const engine::Program& p = out.schedule.program;
     for (std::size_t i = 0; i < p.ops.size(); ++i) {
-      if (p.names[p.ops[i].name] == name) return {out.timeline.ops[i].start, out.timeline.ops[i].end};
+      if (p.names[p.ops[i].name] == name)
+        return {out.timeline.ops[i].start, out.timeline.ops[i].end};
     }
     ADD_FAILURE() << "no op named " << name;
     return {};
@@ -85,7 +86,8 @@ TEST(Fsdp1FullShard, NoPrefetchSerializesAllGatherBehindReduceScatter) {
   const engine::Program& p = r.out.schedule.program;
   std::vector<SimTime> starts;
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
-    if (p.names[p.ops[i].name] == "blocks.0.all_gather") starts.push_back(r.out.timeline.ops[i].start);
+    if (p.names[p.ops[i].name] == "blocks.0.all_gather")
+      starts.push_back(r.out.timeline.ops[i].start);
   }
   ASSERT_EQ(starts.size(), 2u);
   EXPECT_EQ(starts[1], us(920));
@@ -138,7 +140,8 @@ TEST(Fsdp1FullShard, RateLimiterBlocksTheCpuOnTheOldestFreeEvent) {
   }
   const engine::Program& q = limited.out.schedule.program;
   for (std::size_t i = 0; i < q.ops.size(); ++i) {
-    if (q.names[q.ops[i].name] == "blocks.1.all_gather") limited_starts.push_back(limited.out.timeline.ops[i].start);
+    if (q.names[q.ops[i].name] == "blocks.1.all_gather")
+      limited_starts.push_back(limited.out.timeline.ops[i].start);
   }
   ASSERT_EQ(unlimited_starts.size(), 2u);
   ASSERT_EQ(limited_starts.size(), 2u);

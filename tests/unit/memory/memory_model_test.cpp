@@ -44,7 +44,8 @@ TEST(MemoryModel, CrossStreamReuseNeedsASynchronizedRetry) {
 
 TEST(MemoryModel, OutOfMemoryIsRecordedWithTheTensor) {
   MemoryModel m(options(mib(100)));
-  EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(120), 0)).status, engine::AllocationStatus::kOutOfMemory);
+  EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(120), 0)).status,
+            engine::AllocationStatus::kOutOfMemory);
   EXPECT_TRUE(m.reserved().out_of_memory);
   EXPECT_EQ(m.reserved().oom_tensor, 0u);
   EXPECT_NE(m.reserved().oom_message.find("120"), std::string::npos) << m.reserved().oom_message;
@@ -55,13 +56,15 @@ TEST(MemoryModel, BaselineOccupiesTheAllocatorBeforeTheStep) {
   o.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = mib(50);
   MemoryModel m(o);
   EXPECT_EQ(m.reserved().peak_reserved, mib(50));
-  EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(60), 0)).status, engine::AllocationStatus::kOutOfMemory);
+  EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(60), 0)).status,
+            engine::AllocationStatus::kOutOfMemory);
 }
 
 TEST(MemoryModel, WithoutAnAllocatorOnlyLifetimesAreCounted) {
   MemoryModelOptions o;
   MemoryModel m(o);
-  EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(gib(500), 0)).status, engine::AllocationStatus::kAllocated);
+  EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(gib(500), 0)).status,
+            engine::AllocationStatus::kAllocated);
   EXPECT_FALSE(m.models_reserved());
   EXPECT_EQ(m.stats().peak_allocated, gib(500));
 }

@@ -29,14 +29,20 @@ TEST(MemoryTracker, AllocatedFallsAtFreeActiveAtRelease) {
   const auto b = tensor(30, MemoryCategory::kParameters);
   t.on_allocate(ps(1), 0, a);
   t.on_free(ps(2), 0, a, true);  // record_stream: block still in use by another stream
-  t.on_allocate(ps(3), 1, b);  // allocated 30, active 80
+  t.on_allocate(ps(3), 1, b);    // allocated 30, active 80
   t.on_release(ps(4), 0, a);
   EXPECT_EQ(t.stats().peak_allocated.value(), 50);
   EXPECT_EQ(t.stats().peak_active.value(), 80);
   EXPECT_EQ(t.stats().peak_active_time, ps(3));
   EXPECT_EQ(t.stats().peak_tensor, 1u);
-  EXPECT_EQ(t.stats().peak_active_by_category[static_cast<std::size_t>(MemoryCategory::kActivations)].value(), 50);
-  EXPECT_EQ(t.stats().peak_active_by_category[static_cast<std::size_t>(MemoryCategory::kParameters)].value(), 30);
+  EXPECT_EQ(t.stats()
+                .peak_active_by_category[static_cast<std::size_t>(MemoryCategory::kActivations)]
+                .value(),
+            50);
+  EXPECT_EQ(t.stats()
+                .peak_active_by_category[static_cast<std::size_t>(MemoryCategory::kParameters)]
+                .value(),
+            30);
   ASSERT_EQ(t.samples().size(), 5u);
   EXPECT_EQ(t.samples().back().active.value(), 30);
 }

@@ -10,7 +10,9 @@ namespace fsdpsim {
 namespace {
 
 template <typename A, typename B>
-concept Addable = requires(A a, B b) { a + b; };
+concept Addable = requires(A a, B b) {
+  a + b;
+};
 
 TEST(Units, BytesOverBandwidthIsSeconds) {
   const Seconds s = Bytes(2'000'000'000) / gb_per_s(1000.0);
