@@ -1,5 +1,7 @@
 #include "nccl_reference.hpp"
 
+#include "sim/app/csv_table.hpp"
+
 #include <charconv>
 #include <fstream>
 #include <sstream>
@@ -7,32 +9,6 @@
 
 namespace fsdpsim::hardware::testing {
 namespace {
-
-// Splits one CSV record; quoted fields may contain commas and "" (an escaped quote).
-std::vector<std::string> split_record(const std::string& line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        fields.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        fields.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.emplace_back();
-    } else if (c != '\r') {
-      fields.back() += c;
-    }
-  }
-  return fields;
-}
 
 // The whole cell as one number, else nullopt.
 template <typename T>
@@ -52,11 +28,14 @@ std::vector<NcclReferenceRow> read_nccl_reference() {
   if (!in) throw std::runtime_error("cannot open " + path);
   std::string line;
   std::getline(in, line);  // header
-  if (split_record(line).size() != 11) throw std::runtime_error(path + ": unexpected header");
+  const auto header = app::parse_csv_line(line);
+  if (!header || header->size() != 11) throw std::runtime_error(path + ": unexpected header");
   std::vector<NcclReferenceRow> rows;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    const std::vector<std::string> f = split_record(line);
+    const auto parsed = app::parse_csv_line(line);
+    if (!parsed) throw std::runtime_error(path + ": malformed row: " + line);
+    const std::vector<std::string>& f = *parsed;
     if (f.size() != 11) throw std::runtime_error(path + ": a row without 11 fields: " + line);
     rows.push_back(NcclReferenceRow{f[0], f[1], f[2], parse_number<std::int32_t>(f[3]),
                                     parse_number<std::int32_t>(f[4]), f[5], f[6],
