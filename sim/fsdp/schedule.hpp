@@ -16,6 +16,9 @@
 
 namespace fsdpsim::fsdp {
 
+// Every schedule creates the compute (default) stream first.
+inline constexpr engine::StreamId kComputeStream = 0;
+
 // Op::phase values used by this layer.
 enum class Phase : std::uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 

@@ -31,7 +31,7 @@ StepBreakdown breakdown_of(const engine::Program& program, const engine::Timelin
     const engine::Op& op = program.ops[i];
     const engine::OpTiming& t = timeline.ops[i];
     if (t.end == t.start) continue;
-    const bool compute = op.stream == 0;  // the default stream carries model compute
+    const bool compute = op.stream == kComputeStream;
     const bool comm = op.kind == engine::OpKind::kCommunication;
     if (!compute && !comm) continue;
     edges.push_back({t.start, +1, compute, static_cast<Phase>(op.phase)});

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "hardware/collective_cost.hpp"
 
 namespace fsdpsim::fsdp {
@@ -34,6 +36,8 @@ StepBuilder::StepBuilder(const ScheduleInput& input)
       w_(*input.workload),
       compute_(b_.add_stream("compute")),
       launch_cost_(to_sim_time(input.cluster.kernel_launch_overhead)) {
+  if (compute_ != kComputeStream)
+    throw std::logic_error("the compute stream must be created first");
   std::int32_t blocks = 0;
   for (const models::Layer& l : w_.layers) {
     block_number_.push_back(l.kind == models::LayerKind::kBlock ? blocks++ : -1);
