@@ -5,7 +5,9 @@
 
 #include "sim/app/check_command.hpp"
 #include "sim/app/config_error.hpp"
+#include "sim/app/explain_command.hpp"
 #include "sim/app/merge_command.hpp"
+#include "sim/app/report_command.hpp"
 #include "sim/app/run_command.hpp"
 #include "sim/app/sweep_command.hpp"
 #include "sim/app/validate_command.hpp"
@@ -32,6 +34,10 @@ int main(int argc, char** argv) {
   CLI::App* check = fsdpsim::app::add_check_command(app, check_options);
   fsdpsim::app::ValidateOptions validate_options;
   CLI::App* validate = fsdpsim::app::add_validate_command(app, validate_options);
+  fsdpsim::app::ExplainOptions explain_options;
+  CLI::App* explain = fsdpsim::app::add_explain_command(app, explain_options);
+  fsdpsim::app::ReportOptions report_options;
+  CLI::App* report = fsdpsim::app::add_report_command(app, report_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -50,6 +56,8 @@ int main(int argc, char** argv) {
     if (merge->parsed()) return fsdpsim::app::merge_command(merge_options);
     if (check->parsed()) return fsdpsim::app::check_command(check_options);
     if (validate->parsed()) return fsdpsim::app::validate_command(validate_options);
+    if (explain->parsed()) return fsdpsim::app::explain_command(explain_options);
+    if (report->parsed()) return fsdpsim::app::report_command(report_options);
   } catch (const fsdpsim::app::ConfigError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitBadInput;

@@ -20,6 +20,7 @@
 #include "sim/app/result_json.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
+#include "sim/app/sweep_trace.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -41,6 +42,7 @@ slices into the CSV of the whole sweep.
 stdout gets the counts, the Pareto front (tokens/s/GPU vs peak reserved memory) and a last line
 "best that fits: ..."; when an output goes to '-', that summary goes to stderr instead.
 Ctrl-C finishes the points in flight, writes the rows finished so far and exits 130.
+--trace-row N --trace PATH simulates point N again and writes its Chrome/Perfetto trace.
 
 Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input, 130 interrupted.)";
 
@@ -302,6 +304,16 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
   sweep->add_option("--configs", options.configs_dir, "Folder of presets (as for run)")
       ->type_name("DIR");
   sweep->add_flag("--timing", options.timing, "Print the wall time and points/s on stderr");
+  CLI::Option* trace_row =
+      sweep->add_option("--trace-row", options.trace_row, "Grid point (index) to write a trace of")
+          ->type_name("N");
+  CLI::Option* trace =
+      sweep
+          ->add_option("--trace", options.trace_path,
+                       "Write the Chrome/Perfetto trace of point --trace-row to PATH")
+          ->type_name("PATH");
+  trace_row->needs(trace);
+  trace->needs(trace_row);
   sweep->footer(kSweepFooter);
   return sweep;
 }
@@ -309,6 +321,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
 int sweep_command(const SweepOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const SweepPlan plan = plan_sweep(options);
+  if (!options.trace_path.empty()) check_trace_row(plan, options.trace_row);
   const int jobs = options.jobs == 0
                        ? static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))
                        : options.jobs;
@@ -346,9 +359,11 @@ int sweep_command(const SweepOptions& options) {
       plan.shard.n > 1 ? fmt::format(" (slice {}/{})", plan.shard.k, plan.shard.n) : "");
   if (!options.md_path.empty())
     write_output(options.md_path, sweep_markdown(run.table, title, options.top));
+  if (!options.trace_path.empty() && !interrupted)
+    write_sweep_point_trace(plan, options.trace_row, options.trace_path);
 
-  const bool stdout_taken =
-      options.csv_path == "-" || options.jsonl_path == "-" || options.md_path == "-";
+  const bool stdout_taken = options.csv_path == "-" || options.jsonl_path == "-" ||
+                            options.md_path == "-" || options.trace_path == "-";
   std::ostream& summary = stdout_taken ? std::cerr : std::cout;
   summary << sweep_summary_text(run.table);
   summary.flush();

@@ -35,6 +35,8 @@ struct SweepOptions {
   std::string shard;                   // --shard K/N
   std::string configs_dir;             // --configs DIR
   bool timing = false;                 // --timing: wall time and points/s on stderr
+  std::int64_t trace_row = -1;         // --trace-row N: trace grid point N ...
+  std::string trace_path;              // --trace PATH: ... to PATH
 };
 
 // A validated sweep, ready to run.

@@ -1,6 +1,14 @@
 #include "sim/app/trace_json.hpp"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "sim/app/op_labels.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -8,29 +16,127 @@ namespace {
 constexpr int kPid = 0;
 constexpr int kCpuTid = 0;  // streams are tids 1..n
 
-const char* phase_name(std::uint8_t phase) {
-  switch (static_cast<fsdp::Phase>(phase)) {
-    case fsdp::Phase::kForward: return "forward";
-    case fsdp::Phase::kBackward: return "backward";
-    case fsdp::Phase::kRecompute: return "recompute";
-    case fsdp::Phase::kOptimizer: return "optimizer";
-  }
-  return "?";
+nlohmann::json thread_name(int tid, const std::string& name) {
+  return {{"ph", "M"},
+          {"pid", kPid},
+          {"tid", tid},
+          {"name", "thread_name"},
+          {"args", {{"name", name}}}};
 }
 
-const char* kind_name(engine::OpKind kind) {
-  switch (kind) {
-    case engine::OpKind::kCompute: return "compute";
-    case engine::OpKind::kCommunication: return "communication";
-    case engine::OpKind::kCopy: return "copy";
-    case engine::OpKind::kMarker: return "marker";
-  }
-  return "?";
+nlohmann::json thread_sort_index(int tid, int sort_index) {
+  return {{"ph", "M"},
+          {"pid", kPid},
+          {"tid", tid},
+          {"name", "thread_sort_index"},
+          {"args", {{"sort_index", sort_index}}}};
 }
 
-nlohmann::json thread_name(int tid, const std::string& name, int sort_index) {
-  return {{"ph", "M"}, {"pid", kPid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", name}}},
-          {"sort_index", sort_index}};
+// Flow events bind to the slice that encloses their timestamp on their track ("s"; "f" with
+// "bp": "e"). Place them just inside the slice (1 ns, or half of a shorter slice) so that the
+// arrow leaves the end of the op waited on and enters the start of the waiting op, whatever
+// order a viewer breaks ties in.
+constexpr double kFlowInsetUs = 0.001;
+
+double flow_inset_us(SimTime start, SimTime end) {
+  return std::min((end - start).microseconds() / 2.0, kFlowInsetUs);
+}
+
+struct FlowWriter {
+  nlohmann::json& events;
+  int next_id = 1;
+
+  void add(const char* name, int from_tid, double from_us, int to_tid, double to_us) {
+    const int id = next_id++;
+    events.push_back({{"ph", "s"},
+                      {"pid", kPid},
+                      {"tid", from_tid},
+                      {"ts", from_us},
+                      {"id", id},
+                      {"name", name},
+                      {"cat", "flow"}});
+    events.push_back({{"ph", "f"},
+                      {"bp", "e"},
+                      {"pid", kPid},
+                      {"tid", to_tid},
+                      {"ts", to_us},
+                      {"id", id},
+                      {"name", name},
+                      {"cat", "flow"}});
+  }
+};
+
+// The op that released a zero-length marker (the predecessor on its stream or a dependency that
+// ended when it did), following chains of markers; kNoOp when the CPU's issue released it.
+engine::OpId through_markers(const engine::Program& p, const engine::Timeline& t,
+                             const std::vector<engine::OpId>& previous_on_stream, engine::OpId op) {
+  constexpr int kMaxChain = 16;
+  for (int hop = 0; hop < kMaxChain && op != engine::kNoOp; ++hop) {
+    const engine::Op& o = p.ops[op];
+    if (o.kind != engine::OpKind::kMarker) return op;
+    engine::OpId released_by = engine::kNoOp;
+    const auto consider = [&](engine::OpId candidate) {
+      if (candidate != engine::kNoOp && released_by == engine::kNoOp &&
+          t.ops[candidate].end == t.ops[op].start) {
+        released_by = candidate;
+      }
+    };
+    for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d) consider(p.deps[d]);
+    consider(previous_on_stream[op]);
+    op = released_by;
+  }
+  return engine::kNoOp;
+}
+
+// Arrows for cross-stream waits (from the end of the op waited on to the start of the waiting
+// op) and, where the CPU's launch is what an op waited for (it started when it was issued, after
+// everything else it needed), from the launch slice to the op.
+void add_flows(const engine::Program& p, const engine::Timeline& t, nlohmann::json& events) {
+  std::vector<engine::OpId> previous_on_stream(p.ops.size(), engine::kNoOp);
+  std::vector<engine::OpId> previous_on_channel(p.ops.size(), engine::kNoOp);
+  std::vector<std::size_t> launch_step(p.ops.size(), p.cpu.size());
+  {
+    std::vector<engine::OpId> last_on_stream(p.stream_names.size(), engine::kNoOp);
+    std::vector<engine::OpId> last_on_channel(p.channel_names.size(), engine::kNoOp);
+    for (std::size_t i = 0; i < p.cpu.size(); ++i) {
+      if (p.cpu[i].kind != engine::CpuStepKind::kLaunch) continue;
+      const engine::OpId op = p.cpu[i].target;
+      const engine::Op& o = p.ops[op];
+      launch_step[op] = i;
+      previous_on_stream[op] = std::exchange(last_on_stream[o.stream], op);
+      if (o.channel != engine::kNoChannel) {
+        previous_on_channel[op] =
+            std::exchange(last_on_channel[static_cast<std::size_t>(o.channel)], op);
+      }
+    }
+  }
+  FlowWriter flows{events};
+  for (engine::OpId op = 0; op < p.ops.size(); ++op) {
+    const engine::Op& o = p.ops[op];
+    if (o.kind == engine::OpKind::kMarker) continue;
+    const engine::OpTiming& ot = t.ops[op];
+    const double to_us = ot.start.microseconds() + flow_inset_us(ot.start, ot.end);
+    SimTime ready_without_cpu;
+    for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d) {
+      ready_without_cpu = std::max(ready_without_cpu, t.ops[p.deps[d]].end);
+      const engine::OpId from = through_markers(p, t, previous_on_stream, p.deps[d]);
+      if (from == engine::kNoOp || p.ops[from].stream == o.stream) continue;
+      const engine::OpTiming& ft = t.ops[from];
+      flows.add("waits for", p.ops[from].stream + 1,
+                ft.end.microseconds() - flow_inset_us(ft.start, ft.end), o.stream + 1, to_us);
+    }
+    for (const engine::OpId before : {previous_on_stream[op], previous_on_channel[op]}) {
+      if (before != engine::kNoOp)
+        ready_without_cpu = std::max(ready_without_cpu, t.ops[before].end);
+    }
+    const std::size_t launch = launch_step[op];
+    if (launch < p.cpu.size() && ot.start == ot.issue && ready_without_cpu < ot.issue) {
+      const engine::CpuStepTiming& lt = t.cpu[launch];
+      if (lt.end == lt.start) continue;
+      flows.add("launch", kCpuTid, lt.end.microseconds() - flow_inset_us(lt.start, lt.end),
+                o.stream + 1, to_us);
+    }
+  }
 }
 
 }  // namespace
@@ -39,22 +145,27 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
   const engine::Program& p = output.schedule.program;
   const engine::Timeline& t = output.timeline;
   nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"ph", "M"}, {"pid", kPid}, {"name", "process_name"}, {"args", {{"name", "rank 0"}}}});
-  events.push_back(thread_name(kCpuTid, "CPU thread", 0));
+  events.push_back(
+      {{"ph", "M"}, {"pid", kPid}, {"name", "process_name"}, {"args", {{"name", "rank 0"}}}});
+  events.push_back(thread_name(kCpuTid, "CPU thread"));
+  events.push_back(thread_sort_index(kCpuTid, 0));
   for (std::size_t s = 0; s < p.stream_names.size(); ++s) {
-    events.push_back(thread_name(static_cast<int>(s) + 1, "stream " + p.stream_names[s], static_cast<int>(s) + 1));
+    const int tid = static_cast<int>(s) + 1;
+    events.push_back(thread_name(tid, fmt::format("stream {}", p.stream_names[s])));
+    events.push_back(thread_sort_index(tid, tid));
   }
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
     const engine::Op& op = p.ops[i];
     const engine::OpTiming& ot = t.ops[i];
-    events.push_back({{"ph", "X"},
-                      {"pid", kPid},
-                      {"tid", op.stream + 1},
-                      {"name", p.names[op.name]},
-                      {"cat", kind_name(op.kind)},
-                      {"ts", ot.start.microseconds()},
-                      {"dur", (ot.end - ot.start).microseconds()},
-                      {"args", {{"phase", phase_name(op.phase)}, {"issued_us", ot.issue.microseconds()}}}});
+    events.push_back(
+        {{"ph", "X"},
+         {"pid", kPid},
+         {"tid", op.stream + 1},
+         {"name", p.names[op.name]},
+         {"cat", op_kind_name(op.kind)},
+         {"ts", ot.start.microseconds()},
+         {"dur", (ot.end - ot.start).microseconds()},
+         {"args", {{"phase", phase_name(op.phase)}, {"issued_us", ot.issue.microseconds()}}}});
   }
   for (std::size_t i = 0; i < p.cpu.size(); ++i) {
     const engine::CpuStep& step = p.cpu[i];
@@ -62,19 +173,37 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
     if (ct.end == ct.start) continue;
     std::string name;
     switch (step.kind) {
-      case engine::CpuStepKind::kLaunch: name = "launch " + p.names[p.ops[step.target].name]; break;
-      case engine::CpuStepKind::kWait: name = "wait: " + p.names[step.name]; break;
-      case engine::CpuStepKind::kWork: name = p.names[step.name]; break;
+      case engine::CpuStepKind::kLaunch:
+        name = "launch " + p.names[p.ops[step.target].name];
+        break;
+      case engine::CpuStepKind::kWait:
+        name = "wait: " + p.names[step.name];
+        break;
+      case engine::CpuStepKind::kWork:
+        name = p.names[step.name];
+        break;
       case engine::CpuStepKind::kAlloc:
-      case engine::CpuStepKind::kFree: continue;
+      case engine::CpuStepKind::kFree:
+        continue;
     }
-    events.push_back({{"ph", "X"}, {"pid", kPid}, {"tid", kCpuTid}, {"name", name}, {"cat", "cpu"},
-                      {"ts", ct.start.microseconds()}, {"dur", (ct.end - ct.start).microseconds()}});
+    events.push_back({{"ph", "X"},
+                      {"pid", kPid},
+                      {"tid", kCpuTid},
+                      {"name", name},
+                      {"cat", "cpu"},
+                      {"ts", ct.start.microseconds()},
+                      {"dur", (ct.end - ct.start).microseconds()}});
   }
+  add_flows(p, t, events);
   for (const memory::MemorySample& m : output.memory_samples) {
-    events.push_back({{"ph", "C"}, {"pid", kPid}, {"name", "memory (GiB)"}, {"ts", m.time.microseconds()},
-                      {"args", {{"allocated", to_gib(m.allocated)}, {"active", to_gib(m.active)},
-                                {"reserved", to_gib(m.reserved)}}}});
+    events.push_back({{"ph", "C"},
+                      {"pid", kPid},
+                      {"name", "memory (GiB)"},
+                      {"ts", m.time.microseconds()},
+                      {"args",
+                       {{"allocated", to_gib(m.allocated)},
+                        {"active", to_gib(m.active)},
+                        {"reserved", to_gib(m.reserved)}}}});
   }
   nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
   return trace.dump() + "\n";

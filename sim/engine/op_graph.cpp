@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
+#include <stdexcept>
 
 // Boost.Graph 1.74's edge iterators trip GCC 12's -Wmaybe-uninitialized (a false positive inside
 // boost::optional); silence it for these headers only.
@@ -30,7 +32,9 @@ OpGraph::~OpGraph() = default;
 OpGraph::OpGraph(OpGraph&&) noexcept = default;
 OpGraph& OpGraph::operator=(OpGraph&&) noexcept = default;
 
-void OpGraph::add_edge(std::uint32_t from, std::uint32_t to) { boost::add_edge(from, to, impl_->graph); }
+void OpGraph::add_edge(std::uint32_t from, std::uint32_t to) {
+  boost::add_edge(from, to, impl_->graph);
+}
 std::size_t OpGraph::node_count() const { return boost::num_vertices(impl_->graph); }
 std::size_t OpGraph::edge_count() const { return boost::num_edges(impl_->graph); }
 
@@ -38,8 +42,8 @@ std::vector<std::uint32_t> OpGraph::find_cycle() const {
   const std::size_t n = node_count();
   std::vector<std::size_t> component(n);
   const std::size_t count = boost::strong_components(
-      impl_->graph, boost::make_iterator_property_map(component.begin(),
-                                                      boost::get(boost::vertex_index, impl_->graph)));
+      impl_->graph, boost::make_iterator_property_map(
+                        component.begin(), boost::get(boost::vertex_index, impl_->graph)));
   std::vector<std::size_t> size(count, 0);
   for (std::size_t c : component) ++size[c];
   for (std::size_t v = 0; v < n; ++v) {
@@ -61,6 +65,40 @@ std::vector<std::uint32_t> OpGraph::topological_order() const {
   boost::topological_sort(impl_->graph, std::back_inserter(reversed));
   std::vector<std::uint32_t> order(reversed.rbegin(), reversed.rend());
   return order;
+}
+
+WeightedPath OpGraph::longest_path(const std::vector<SimTime>& weights) const {
+  const std::size_t n = node_count();
+  if (weights.size() != n) {
+    throw std::logic_error(fmt::format("longest_path: {} weights for {} nodes", weights.size(), n));
+  }
+  if (n == 0) return {};
+  constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+  std::vector<SimTime> heaviest(weights);  // heaviest path ending at each node
+  std::vector<std::uint32_t> predecessor(n, kNone);
+  for (const std::uint32_t u : topological_order()) {
+    auto [edge, edges_end] = boost::out_edges(u, impl_->graph);
+    for (; edge != edges_end; ++edge) {
+      const auto v = static_cast<std::uint32_t>(boost::target(*edge, impl_->graph));
+      const SimTime through_u = heaviest[u] + weights[v];
+      const bool better =
+          through_u > heaviest[v] ||
+          (through_u == heaviest[v] && (predecessor[v] == kNone || u < predecessor[v]));
+      if (better) {
+        heaviest[v] = through_u;
+        predecessor[v] = u;
+      }
+    }
+  }
+  std::uint32_t last = 0;
+  for (std::uint32_t v = 1; v < n; ++v) {
+    if (heaviest[v] > heaviest[last]) last = v;
+  }
+  WeightedPath path;
+  path.length = heaviest[last];
+  for (std::uint32_t v = last; v != kNone; v = predecessor[v]) path.nodes.push_back(v);
+  std::reverse(path.nodes.begin(), path.nodes.end());
+  return path;
 }
 
 void check_for_deadlock(const Program& program) {
@@ -87,7 +125,8 @@ void check_for_deadlock(const Program& program) {
     for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d) {
       graph.add_edge(finished(program.deps.at(d)), finished(op));
     }
-    if (last_on_stream.at(o.stream) != kNoOp) graph.add_edge(finished(last_on_stream[o.stream]), finished(op));
+    if (last_on_stream.at(o.stream) != kNoOp)
+      graph.add_edge(finished(last_on_stream[o.stream]), finished(op));
     last_on_stream[o.stream] = op;
     if (o.channel != kNoChannel) {
       OpId& prev = last_on_channel.at(static_cast<std::size_t>(o.channel));
@@ -105,8 +144,89 @@ void check_for_deadlock(const Program& program) {
   for (std::size_t i = 0; i < ops.size() && i < 12; ++i) {
     names += fmt::format("{}'{}'", i == 0 ? "" : ", ", program.names[program.ops[ops[i]].name]);
   }
-  throw DeadlockError(fmt::format("deadlock: {} ops wait on each other in a cycle: {}{}", ops.size(),
-                                  names, ops.size() > 12 ? ", ..." : ""));
+  throw DeadlockError(fmt::format("deadlock: {} ops wait on each other in a cycle: {}{}",
+                                  ops.size(), names, ops.size() > 12 ? ", ..." : ""));
+}
+
+CriticalPath critical_path(const Program& program, const Timeline& timeline) {
+  const auto n_ops = static_cast<std::uint32_t>(program.ops.size());
+  const auto cpu_node = [n_ops](std::size_t step) {
+    return n_ops + static_cast<std::uint32_t>(step);
+  };
+  OpGraph graph(program.ops.size() + program.cpu.size());
+  std::vector<SimTime> weights(graph.node_count());
+  std::vector<OpId> last_on_stream(program.stream_names.size(), kNoOp);
+  std::vector<OpId> last_on_channel(program.channel_names.size(), kNoOp);
+  std::vector<OpId> launched;  // in CPU order, for allocations that synchronize the device
+  for (std::size_t i = 0; i < program.cpu.size(); ++i) {
+    const CpuStep& step = program.cpu[i];
+    const CpuStepTiming& timing = timeline.cpu.at(i);
+    const SimTime previous_end = i == 0 ? SimTime{} : timeline.cpu[i - 1].end;
+    if (i > 0) graph.add_edge(cpu_node(i - 1), cpu_node(i));
+    switch (step.kind) {
+      case CpuStepKind::kLaunch: {
+        weights[cpu_node(i)] = timing.end - timing.start;
+        const OpId op = step.target;
+        const Op& o = program.ops.at(op);
+        weights[op] = timeline.ops.at(op).end - timeline.ops[op].start;
+        graph.add_edge(cpu_node(i), op);
+        for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d)
+          graph.add_edge(program.deps.at(d), op);
+        if (last_on_stream.at(o.stream) != kNoOp) graph.add_edge(last_on_stream[o.stream], op);
+        last_on_stream[o.stream] = op;
+        if (o.channel != kNoChannel) {
+          OpId& prev = last_on_channel.at(static_cast<std::size_t>(o.channel));
+          if (prev != kNoOp) graph.add_edge(prev, op);
+          prev = op;
+        }
+        launched.push_back(op);
+        break;
+      }
+      case CpuStepKind::kWait:
+        graph.add_edge(step.target, cpu_node(i));
+        break;
+      case CpuStepKind::kWork:
+        weights[cpu_node(i)] = timing.end - timing.start;
+        break;
+      case CpuStepKind::kAlloc:
+        // The executor records the start of an allocation that had to wait for the device
+        // (outstanding ops) at its retry, when the last of them finished.
+        weights[cpu_node(i)] = timing.end - timing.start;
+        if (timing.start > previous_end) {
+          for (const OpId op : launched) {
+            if (timeline.ops[op].end > previous_end) graph.add_edge(op, cpu_node(i));
+          }
+        }
+        break;
+      case CpuStepKind::kFree:
+        break;
+    }
+  }
+  const WeightedPath heaviest = graph.longest_path(weights);
+  CriticalPath path;
+  path.length = heaviest.length;
+  if (path.length != timeline.makespan) {
+    throw std::logic_error(
+        fmt::format("critical path of {:.6f} us, makespan {:.6f} us: the timeline does not follow "
+                    "the executor's rules",
+                    path.length.microseconds(), timeline.makespan.microseconds()));
+  }
+  for (const std::uint32_t node : heaviest.nodes) {
+    CriticalStep step;
+    if (node < n_ops) {
+      step.kind = CriticalStep::Kind::kOp;
+      step.index = node;
+      step.start = timeline.ops[node].start;
+      step.end = timeline.ops[node].end;
+    } else {
+      step.kind = CriticalStep::Kind::kCpu;
+      step.index = node - n_ops;
+      step.end = timeline.cpu[step.index].end;
+      step.start = step.end - weights[node];
+    }
+    path.steps.push_back(step);
+  }
+  return path;
 }
 
 }  // namespace fsdpsim::engine

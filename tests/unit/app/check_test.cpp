@@ -1,11 +1,8 @@
 // Scenario checks for CI: the `expect` block (bounds, equality, dotted paths, baselines), its
 // bad-input messages, JUnit XML (well-formed, escaped), and `fsdpsim check` exit codes.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "run_fsdpsim.hpp"
 #include "sim/app/check_command.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/expectations.hpp"
@@ -24,23 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Outcome run_fsdpsim(const std::string& arguments) {
-  const std::string command = std::string(FSDPSIM_BINARY) + " " + arguments + " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return o;
-  std::array<char, 4096> buffer{};
-  std::size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+using test_support::Outcome;
+using test_support::run_fsdpsim;
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -3,34 +3,19 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "run_fsdpsim.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Outcome run_fsdpsim(const std::string& arguments) {
-  const std::string command = std::string(FSDPSIM_BINARY) + " " + arguments + " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return o;
-  std::array<char, 4096> buffer{};
-  std::size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+using fsdpsim::test_support::Outcome;
+using fsdpsim::test_support::run_fsdpsim;
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

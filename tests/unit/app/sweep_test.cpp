@@ -2,13 +2,10 @@
 // (CSV in and out, Pareto front), and `fsdpsim sweep` / `fsdpsim merge` as a user runs them: skip
 // reasons, bad usage, determinism across thread counts, shards merged byte for byte, Ctrl-C.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <atomic>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -16,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "run_fsdpsim.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/csv_table.hpp"
 #include "sim/app/merge_command.hpp"
@@ -27,23 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Outcome run_fsdpsim(const std::string& arguments, const std::string& prefix = "") {
-  const std::string command = prefix + std::string(FSDPSIM_BINARY) + " " + arguments + " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return o;
-  std::array<char, 4096> buffer{};
-  std::size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+using test_support::Outcome;
+using test_support::run_fsdpsim;
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

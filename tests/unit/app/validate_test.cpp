@@ -1,9 +1,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <array>
-#include <cstdio>
-
+#include "run_fsdpsim.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/validation_cases.hpp"
 #include "sim/app/validation_stats.hpp"
@@ -13,16 +11,7 @@ namespace {
 
 const std::string kData = std::string(FSDPSIM_TEST_DATA_DIR) + "/validation/";
 
-std::pair<int, std::string> run(const std::string& args) {
-  const std::string command = std::string(FSDPSIM_BINARY) + " " + args + " 2>&1";
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buffer{};
-  std::size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using test_support::run_fsdpsim;
 
 TEST(ValidationStats, MapeMedianAndMaxOfAbsolutePercentageErrors) {
   const ErrorSummary s = summarize_errors({100, 200, 400}, {110, 180, 400});
@@ -71,7 +60,7 @@ TEST(ValidationCases, CompositionDefaultMixedPrecisionComputesUnderAutocast) {
 }
 
 TEST(Validate, ReportsErrorsAsJsonWithTheDocumentedKeys) {
-  const auto [code, out] = run("validate " + kData + "small_cases.csv --json -");
+  const auto [code, out] = run_fsdpsim("validate " + kData + "small_cases.csv --json -");
   ASSERT_EQ(code, 0) << out;
   const nlohmann::json j = nlohmann::json::parse(out);
   EXPECT_EQ(j["evaluated"], 3);
@@ -84,16 +73,16 @@ TEST(Validate, ReportsErrorsAsJsonWithTheDocumentedKeys) {
 }
 
 TEST(Validate, MalformedRowsNameTheLineAndColumn) {
-  const auto [code, out] = run("validate " + kData + "bad_cell.csv");
+  const auto [code, out] = run_fsdpsim("validate " + kData + "bad_cell.csv");
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("line 3, column n_layers"), std::string::npos) << out;
-  const auto [code2, out2] = run("validate " + kData + "missing_column.csv");
+  const auto [code2, out2] = run_fsdpsim("validate " + kData + "missing_column.csv");
   EXPECT_EQ(code2, 2);
   EXPECT_NE(out2.find("required column"), std::string::npos) << out2;
 }
 
 TEST(Validate, MaxMapeTurnsTheErrorIntoAFailedCheck) {
-  const auto [code, out] = run("validate " + kData + "small_cases.csv --max-mape 0.0001");
+  const auto [code, out] = run_fsdpsim("validate " + kData + "small_cases.csv --max-mape 0.0001");
   EXPECT_EQ(code, 3) << out;
 }
 

@@ -1,0 +1,59 @@
+#include "sim/app/explain_command.hpp"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "sim/app/explain_step.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/scenario.hpp"
+#include "sim/app/simulate_scenario.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+constexpr const char* kExplainFooter = R"(
+The critical path is the chain of kernels, collectives, CPU launches and host work that set the
+step time: the heaviest path of the op graph of the measured step (stream order, NCCL
+communicator order, cross-stream waits, the CPU's issue order and its waits), with each op
+weighted by the time it took in the simulation. "Exposed" communication is collective time during
+which no compute-stream kernel ran. The diagnosis names the bound: CPU (the GPU idles waiting for
+launches or host work), communication (the phase, collective and link with the most exposed
+time), or compute.
+
+Exit codes: 0 ok (an out-of-memory prediction is explained too), 1 internal error, 2 bad input.)";
+
+}  // namespace
+
+CLI::App* add_explain_command(CLI::App& app, ExplainOptions& options) {
+  CLI::App* explain = app.add_subcommand(
+      "explain",
+      "Explain a scenario's step: critical path, exposed communication per unit, diagnosis");
+  explain->add_option("scenario", options.scenario, "Scenario JSON file")->required();
+  explain
+      ->add_option("--set", options.overrides,
+                   "Override a scenario key, e.g. --set training.micro_batch=2")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  explain
+      ->add_option("--json", options.json_path,
+                   "Write the analysis as JSON to PATH ('-' for stdout)")
+      ->type_name("PATH|-");
+  explain->add_option("--top", options.top, "Rows per table (0 = all; default 10)")->type_name("N");
+  explain->add_option("--configs", options.configs_dir, "Folder of presets (as for run)")
+      ->type_name("DIR");
+  explain->footer(kExplainFooter);
+  return explain;
+}
+
+int explain_command(const ExplainOptions& options) {
+  const PresetLocator presets{default_configs_dir(options.configs_dir)};
+  const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
+  const Explanation explanation =
+      explain_step(scenario, simulate_scenario(scenario, /*record_memory=*/false));
+  if (!options.json_path.empty())
+    write_output(options.json_path, explanation_json(explanation).dump(2) + "\n");
+  if (options.json_path != "-") std::cout << explanation_text(explanation, options.top);
+  return 0;
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,77 @@
+// explanation_json (explain_step.hpp): `fsdpsim explain --json`.
+#include <string>
+
+#include "sim/app/explain_step.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+double share(Seconds part, Seconds whole) { return whole.value() > 0.0 ? ratio(part, whole) : 0.0; }
+
+nlohmann::json shares(const std::vector<CriticalPathShare>& list, Seconds length, bool with_unit) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const CriticalPathShare& s : list) {
+    nlohmann::json j = {{"kind", s.kind},
+                        {"time_s", s.time.value()},
+                        {"share", share(s.time, length)},
+                        {"steps", s.steps}};
+    if (with_unit) j["unit"] = s.unit;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json explanation_json(const Explanation& e) {
+  const fsdp::StepResult& r = e.result;
+  const fsdp::StepBreakdown& b = r.breakdown;
+  const CriticalPathSummary& c = e.critical_path;
+  nlohmann::json units = nlohmann::json::array();
+  for (const UnitCommunication& u : e.communication.units) {
+    units.push_back({{"unit", u.unit},
+                     {"collectives", u.collectives},
+                     {"busy_s", u.busy.value()},
+                     {"exposed_s", u.exposed.value()},
+                     {"overlapped_s", u.overlapped().value()}});
+  }
+  nlohmann::json causes = nlohmann::json::array();
+  for (const ExposedCause& cause : e.communication.causes) {
+    causes.push_back({{"phase", cause.phase},
+                      {"collective", cause.collective},
+                      {"link", cause.inter_node ? "inter-node" : "intra-node"},
+                      {"exposed_s", cause.exposed.value()}});
+  }
+  return {
+      {"schema", "fsdpsim.explain/1"},
+      {"scenario", e.scenario},
+      {"status", r.out_of_memory ? "oom" : "ok"},
+      {"step_time_s", r.step_time.value()},
+      {"diagnosis", e.diagnosis},
+      {"breakdown",
+       {{"forward_s", b.forward.value()},
+        {"backward_s", b.backward.value()},
+        {"recompute_s", b.recompute.value()},
+        {"optimizer_s", b.optimizer.value()},
+        {"exposed_communication_s", b.exposed_communication.value()},
+        {"idle_s", b.idle.value()},
+        {"communication_busy_s", b.communication_busy.value()}}},
+      {"critical_path",
+       {{"length_s", c.length.value()},
+        {"steps", c.steps},
+        {"gpu_compute_s", c.gpu_compute.value()},
+        {"gpu_communication_s", c.gpu_communication.value()},
+        {"cpu_launch_s", c.cpu_launch.value()},
+        {"cpu_host_s", c.cpu_host.value()},
+        {"by_kind", shares(c.by_kind, c.length, false)},
+        {"by_unit_kind", shares(c.by_unit_kind, c.length, true)}}},
+      {"communication",
+       {{"busy_s", e.communication.busy.value()},
+        {"exposed_s", e.communication.exposed.value()},
+        {"exposed_wall_s", e.communication.exposed_wall.value()},
+        {"units", std::move(units)},
+        {"exposed_by_cause", std::move(causes)}}},
+  };
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,53 @@
+#include "sim/app/explain_step.hpp"
+
+#include <algorithm>
+
+#include "sim/app/explain_diagnosis.hpp"
+#include "sim/app/op_labels.hpp"
+#include "sim/engine/op_graph.hpp"
+
+namespace fsdpsim::app {
+
+Explanation explain_step(const Scenario& scenario, const fsdp::SimulationOutput& output) {
+  const engine::Program& program = output.schedule.program;
+  const engine::Timeline& timeline = output.timeline;
+  // The measured step starts when the previous one's last op ends (as simulate_step counts it).
+  SimTime step_start;
+  for (engine::OpId op = 0; op < output.schedule.measured_first_op; ++op) {
+    step_start = std::max(step_start, timeline.ops[op].end);
+  }
+  const std::vector<std::string> groups = group_names(scenario, output.schedule);
+  Explanation e;
+  e.scenario = scenario.name;
+  e.result = output.result;
+  e.critical_path = summarize_critical_path(program, engine::critical_path(program, timeline),
+                                            step_start, groups);
+  e.communication =
+      exposed_communication(program, timeline, output.schedule.measured_first_op, step_start,
+                            groups, channels_crossing_nodes(scenario, program));
+  const fsdp::StepBreakdown& b = output.result.breakdown;
+  DiagnosisInput in;
+  in.step_time = output.result.step_time;
+  in.compute = b.forward + b.backward + b.recompute + b.optimizer;
+  in.exposed_communication = b.exposed_communication;
+  in.idle = b.idle;
+  in.critical_cpu_launch = e.critical_path.cpu_launch;
+  in.critical_cpu_host = e.critical_path.cpu_host;
+  if (!e.communication.causes.empty()) {
+    const ExposedCause& top = e.communication.causes.front();
+    in.top_exposed_phase = top.phase;
+    in.top_exposed_collective = top.collective;
+    in.top_exposed_inter_node = top.inter_node;
+    if (e.communication.causes.size() > 1) {
+      const ExposedCause& next = e.communication.causes[1];
+      if (next.phase == top.phase && next.inter_node == top.inter_node &&
+          next.exposed >= 0.5 * top.exposed) {
+        in.also_exposed_collective = next.collective;
+      }
+    }
+  }
+  e.diagnosis = diagnose(in);
+  return e;
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,35 @@
+// `fsdpsim explain`'s analysis of one simulated step: its critical path, its communication per
+// FSDP unit (exposed vs overlapped) and the diagnosis, plus text and JSON renderings.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/app/explain_critical_path.hpp"
+#include "sim/app/explain_exposed_comm.hpp"
+#include "sim/app/scenario.hpp"
+#include "sim/fsdp/simulation.hpp"
+
+namespace fsdpsim::app {
+
+struct Explanation {
+  std::string scenario;  // its name
+  fsdp::StepResult result;
+  CriticalPathSummary critical_path;
+  ExposedCommunication communication;
+  std::string diagnosis;
+};
+
+// Analyses the measured step of `output` (the last step of its program).
+Explanation explain_step(const Scenario& scenario, const fsdp::SimulationOutput& output);
+
+// The report people read: the diagnosis, where the time goes, the critical path by kind and its
+// `top` heaviest (unit, kind) groups, and the `top` units with the most exposed communication
+// (0 = all of them), with totals.
+std::string explanation_text(const Explanation& explanation, std::size_t top);
+
+// Schema fsdpsim.explain/1: every group and unit, unit-suffixed keys.
+nlohmann::json explanation_json(const Explanation& explanation);
+
+}  // namespace fsdpsim::app

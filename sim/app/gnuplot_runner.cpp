@@ -1,0 +1,102 @@
+#include "sim/app/gnuplot_runner.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <stdexcept>
+#include <system_error>
+#include <vector>
+
+#include "sim/app/config_error.hpp"
+
+namespace fsdpsim::app {
+
+namespace fs = std::filesystem;
+
+std::optional<fs::path> find_gnuplot() {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return std::nullopt;
+  const std::string folders = path;
+  std::size_t begin = 0;
+  while (begin <= folders.size()) {
+    const std::size_t end = std::min(folders.find(':', begin), folders.size());
+    const std::string folder = folders.substr(begin, end - begin);
+    if (!folder.empty()) {
+      const fs::path candidate = fs::path(folder) / "gnuplot";
+      std::error_code ec;
+      if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0)
+        return candidate;
+    }
+    begin = end + 1;
+  }
+  return std::nullopt;
+}
+
+fs::path require_gnuplot() {
+  if (std::optional<fs::path> gnuplot = find_gnuplot()) return *gnuplot;
+  throw ConfigError(
+      "gnuplot not found on PATH: fsdpsim report renders its plots with gnuplot; install it "
+      "(Debian/Ubuntu: "
+      "apt-get install gnuplot-nox, as .ci/install-deps does) or add its folder to PATH");
+}
+
+void render_gnuplot(const fs::path& gnuplot, const fs::path& folder, const std::string& script,
+                    const std::string& output) {
+  const std::string temporary = fmt::format(".{}.{}.tmp", output, ::getpid());
+  const std::string assignment = fmt::format("outfile='{}'", temporary);
+  std::array<int, 2> pipe_fds{};
+  if (::pipe(pipe_fds.data()) != 0) throw std::runtime_error("cannot create a pipe for gnuplot");
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    throw std::runtime_error("cannot start gnuplot (fork failed)");
+  }
+  if (child == 0) {
+    // In the child: only async-signal-safe calls until exec.
+    ::close(pipe_fds[0]);
+    ::dup2(pipe_fds[1], STDERR_FILENO);
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::close(pipe_fds[1]);
+    if (::chdir(folder.c_str()) != 0) ::_exit(126);
+    std::array<const char*, 5> argv = {gnuplot.c_str(), "-e", assignment.c_str(), script.c_str(),
+                                       nullptr};
+    ::execv(gnuplot.c_str(), const_cast<char* const*>(argv.data()));
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  std::string messages;
+  std::array<char, 4096> buffer{};
+  while (true) {
+    const ssize_t n = ::read(pipe_fds[0], buffer.data(), buffer.size());
+    if (n > 0) {
+      messages.append(buffer.data(), static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::error_code ec;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fs::remove(folder / temporary, ec);
+    throw std::runtime_error(fmt::format("gnuplot failed on {} (exit status {}): {}",
+                                         (folder / script).string(),
+                                         WIFEXITED(status) ? WEXITSTATUS(status) : -1, messages));
+  }
+  fs::rename(folder / temporary, folder / output, ec);
+  if (ec) {
+    fs::remove(folder / temporary, ec);
+    throw ConfigError(
+        fmt::format("cannot move the plot into place at {}", (folder / output).string()));
+  }
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,89 @@
+#include "sim/app/report_command.hpp"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <system_error>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/csv_table.hpp"
+#include "sim/app/gnuplot_runner.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/report_index.hpp"
+#include "sim/app/report_plots.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kReportFooter = R"(
+Reads a sweep table (fsdpsim sweep --out, or fsdpsim merge --out) and writes into DIR:
+  pareto.svg                  tokens/s/GPU vs peak reserved memory, the Pareto front marked
+  axis_<key>.svg              throughput and peak reserved memory against each grid axis
+  heatmap_<key>__<key>.svg    best throughput that fits, for each pair of numeric axes
+  *.gp, *.tsv                 the gnuplot scripts and data (re-render: gnuplot NAME.gp in DIR)
+  index.md                    the plots embedded with relative links, and the best points
+gnuplot is looked up on PATH (Debian: apt-get install gnuplot-nox).
+
+Exit codes: 0 ok, 1 internal error, 2 bad input (unreadable or malformed CSV, gnuplot missing,
+DIR not writable).)";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path, "", "cannot open the file (does it exist?)");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace
+
+CLI::App* add_report_command(CLI::App& app, ReportOptions& options) {
+  CLI::App* report = app.add_subcommand(
+      "report", "Plot a sweep table (SVG via gnuplot) with a markdown index of the best points");
+  report->add_option("csv", options.csv_path, "Sweep table CSV (fsdpsim sweep --out)")->required();
+  report
+      ->add_option("--out", options.out_dir, "Folder to write the report into (created if missing)")
+      ->type_name("DIR")
+      ->required();
+  report
+      ->add_option("--title", options.title, "Title of index.md (default: from the CSV file name)")
+      ->type_name("TEXT");
+  report->add_option("--top", options.top, "Rows of the best-points table (0 = all; default 10)")
+      ->type_name("N");
+  report->footer(kReportFooter);
+  return report;
+}
+
+int report_command(const ReportOptions& options) {
+  const SweepTable table = table_from_csv(read_text(options.csv_path), options.csv_path);
+  const fs::path gnuplot = require_gnuplot();
+  const fs::path dir(options.out_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    throw ConfigError(
+        fmt::format("--out {}: cannot create the folder ({})", options.out_dir, ec.message()));
+  }
+  const fs::path csv(options.csv_path);
+  const ReportPlan plan = plan_report(table, csv.filename().string());
+  for (const ReportFile& file : plan.files) write_output((dir / file.name).string(), file.content);
+  for (const ReportPlot& plot : plan.plots) render_gnuplot(gnuplot, dir, plot.script, plot.svg);
+  const std::string title =
+      options.title.empty() ? fmt::format("Sweep report: {}", csv.stem().string()) : options.title;
+  std::string csv_link = fs::proximate(csv, dir, ec).generic_string();
+  if (ec || csv_link.empty()) csv_link = csv.generic_string();
+  write_output((dir / "index.md").string(),
+               report_index_markdown(table, plan, title, csv_link, options.top));
+  std::cout << fmt::format("report: {} plots of {} points in {} (index.md)\n", plan.plots.size(),
+                           table.rows.size(), dir.string());
+  for (const std::string& note : plan.notes) std::cout << fmt::format("note: {}\n", note);
+  return 0;
+}
+
+}  // namespace fsdpsim::app

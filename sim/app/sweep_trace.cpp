@@ -1,0 +1,43 @@
+#include "sim/app/sweep_trace.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/scenario.hpp"
+#include "sim/app/simulate_scenario.hpp"
+#include "sim/app/trace_json.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+Scenario point_scenario(const SweepPlan& plan, std::int64_t row) {
+  std::vector<std::string> overrides = plan.base_overrides;
+  for (std::string& o : grid_point_overrides(plan.axes, row)) overrides.push_back(std::move(o));
+  try {
+    return load_scenario(plan.scenario, overrides, plan.presets);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format(
+        "--trace-row {}: the point is skipped, its scenario is invalid: {}", row, e.what()));
+  }
+}
+
+}  // namespace
+
+void check_trace_row(const SweepPlan& plan, std::int64_t row) {
+  if (row < 0 || row >= plan.total_points) {
+    throw ConfigError(
+        fmt::format("--trace-row {}: expected a point index from 0 to {} (the grid has {} points)",
+                    row, plan.total_points - 1, plan.total_points));
+  }
+  point_scenario(plan, row);
+}
+
+void write_sweep_point_trace(const SweepPlan& plan, std::int64_t row, const std::string& path) {
+  const Scenario scenario = point_scenario(plan, row);
+  write_output(path, trace_json(simulate_scenario(scenario, /*record_memory=*/true)));
+}
+
+}  // namespace fsdpsim::app

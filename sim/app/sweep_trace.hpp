@@ -1,0 +1,19 @@
+// `fsdpsim sweep ... --trace-row N --trace PATH`: the Chrome/Perfetto trace of one grid point,
+// simulated again with the memory timeline recorded (sweep points themselves keep none).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sim/app/sweep_command.hpp"
+
+namespace fsdpsim::app {
+
+// Checks, before the sweep runs, that `row` is a point of the plan's grid (any shard) whose
+// scenario loads. Throws ConfigError (exit code 2) naming the row and the reason otherwise.
+void check_trace_row(const SweepPlan& plan, std::int64_t row);
+
+// Simulates point `row` of the plan and writes its trace to `path` atomically ("-": stdout).
+void write_sweep_point_trace(const SweepPlan& plan, std::int64_t row, const std::string& path);
+
+}  // namespace fsdpsim::app

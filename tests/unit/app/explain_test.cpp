@@ -1,0 +1,307 @@
+// fsdpsim explain: communication exposed per unit and the critical path summed by unit and kind
+// on hand-made timelines, the diagnosis of synthetic steps, and the command's exit codes and JSON.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "run_fsdpsim.hpp"
+#include "sim/app/explain_critical_path.hpp"
+#include "sim/app/explain_diagnosis.hpp"
+#include "sim/app/explain_exposed_comm.hpp"
+#include "sim/engine/executor.hpp"
+#include "sim/engine/op_graph.hpp"
+#include "sim/engine/program_builder.hpp"
+#include "sim/fsdp/schedule.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+using test_support::Outcome;
+using test_support::run_fsdpsim;
+
+SimTime us(double v) { return to_sim_time(microseconds(v)); }
+Seconds s_us(double v) { return microseconds(v); }
+constexpr std::uint8_t tag(fsdp::Phase p) { return static_cast<std::uint8_t>(p); }
+
+// A program and its timeline written down directly: op i runs [start, end] (us) on a stream.
+struct HandTimeline {
+  engine::Program program;
+  engine::Timeline timeline;
+
+  void op(const std::string& name, engine::StreamId stream, engine::OpKind kind, fsdp::Phase phase,
+          std::int32_t group, double start, double end,
+          engine::ChannelId channel = engine::kNoChannel) {
+    program.names.push_back(name);
+    engine::Op o;
+    o.name = static_cast<std::uint32_t>(program.names.size() - 1);
+    o.stream = stream;
+    o.kind = kind;
+    o.phase = tag(phase);
+    o.group = group;
+    o.channel = channel;
+    o.duration = us(end - start);
+    program.ops.push_back(o);
+    timeline.ops.push_back({us(start), us(start), us(end)});
+  }
+};
+
+TEST(ExplainExposedCommunication, CollectiveTimeWithoutComputeKernelsIsExposedPerUnit) {
+  // compute stream 0: a.fwd 0-10, b.fwd 15-20, a.bwd 28-40.
+  // b.all_gather 5-25 (intra-node): overlapped 5-10 and 15-20 -> 10 of 20 exposed.
+  // a.reduce_scatter 20-30 (inter-node channel): overlapped 28-30 -> 8 of 10 exposed.
+  // an ungrouped all_reduce 40-41 (no channel): 1 of 1 exposed.
+  // Wall time with a collective and no compute: 10-15, 20-28, 40-41 = 14.
+  HandTimeline h;
+  h.program.stream_names = {"compute", "comm"};
+  h.program.channel_names = {"nccl:intra", "nccl:inter"};
+  using engine::OpKind;
+  h.op("a.fwd", 0, OpKind::kCompute, fsdp::Phase::kForward, 0, 0, 10);
+  h.op("b.all_gather", 1, OpKind::kCommunication, fsdp::Phase::kForward, 1, 5, 25, 0);
+  h.op("b.fwd", 0, OpKind::kCompute, fsdp::Phase::kForward, 1, 15, 20);
+  h.op("a.reduce_scatter", 1, OpKind::kCommunication, fsdp::Phase::kBackward, 0, 20, 30, 1);
+  h.op("a.bwd", 0, OpKind::kCompute, fsdp::Phase::kBackward, 0, 28, 40);
+  h.op("x.all_reduce", 1, OpKind::kCommunication, fsdp::Phase::kOptimizer, -1, 40, 41);
+  const ExposedCommunication c =
+      exposed_communication(h.program, h.timeline, 0, SimTime{}, {"a", "b"}, {false, true});
+  ASSERT_EQ(c.units.size(), 3U);
+  EXPECT_EQ(c.units[0].unit, "a");
+  EXPECT_EQ(c.units[0].collectives, 1);
+  EXPECT_DOUBLE_EQ(c.units[0].busy.value(), s_us(10).value());
+  EXPECT_DOUBLE_EQ(c.units[0].exposed.value(), s_us(8).value());
+  EXPECT_EQ(c.units[1].unit, "b");
+  EXPECT_DOUBLE_EQ(c.units[1].busy.value(), s_us(20).value());
+  EXPECT_DOUBLE_EQ(c.units[1].exposed.value(), s_us(10).value());
+  EXPECT_DOUBLE_EQ(c.units[1].overlapped().value(), s_us(10).value());
+  EXPECT_EQ(c.units[2].unit, "-");
+  EXPECT_DOUBLE_EQ(c.units[2].exposed.value(), s_us(1).value());
+  EXPECT_DOUBLE_EQ(c.busy.value(), s_us(31).value());
+  EXPECT_DOUBLE_EQ(c.exposed.value(), s_us(19).value());
+  EXPECT_DOUBLE_EQ(c.exposed_wall.value(), s_us(14).value());
+  ASSERT_EQ(c.causes.size(), 3U);
+  EXPECT_EQ(c.causes[0].phase, "forward");
+  EXPECT_EQ(c.causes[0].collective, "all-gather");
+  EXPECT_FALSE(c.causes[0].inter_node);
+  EXPECT_EQ(c.causes[1].collective, "reduce-scatter");
+  EXPECT_TRUE(c.causes[1].inter_node);
+  EXPECT_EQ(c.causes[2].collective, "all-reduce");
+
+  // The measured step starting at 22 (first op 3): only the reduce-scatter and the all-reduce
+  // count, the former 20-30 clipped to 22-30 with 28-30 overlapped.
+  const ExposedCommunication later =
+      exposed_communication(h.program, h.timeline, 3, us(22), {"a", "b"}, {false, true});
+  ASSERT_EQ(later.units.size(), 2U);
+  EXPECT_DOUBLE_EQ(later.units[0].busy.value(), s_us(8).value());
+  EXPECT_DOUBLE_EQ(later.units[0].exposed.value(), s_us(6).value());
+}
+
+TEST(ExplainCriticalPath, SumsThePathByKindAndByUnitFromTheStepStart) {
+  // As in op_graph_test: launch A (0-1), launch G (1-2), G 2-32, B 32-37, C 37-41 (B and C of
+  // unit "u1", G of unit "u0"); a hook on the CPU meanwhile.
+  engine::ProgramBuilder b;
+  const engine::StreamId compute = b.add_stream("compute");
+  const engine::StreamId comm = b.add_stream("unshard");
+  engine::LaunchSpec spec;
+  spec.launch_cost = us(1);
+  spec.name = "u0.fwd.a";
+  spec.stream = compute;
+  spec.duration = us(10);
+  spec.group = 0;
+  b.launch(spec);
+  spec.name = "u0.all_gather";
+  spec.stream = comm;
+  spec.kind = engine::OpKind::kCommunication;
+  spec.duration = us(30);
+  b.launch(spec);
+  b.wait_event(compute, b.record_event(comm));
+  spec.name = "u1.fwd.b";
+  spec.stream = compute;
+  spec.kind = engine::OpKind::kCompute;
+  spec.duration = us(5);
+  spec.group = 1;
+  b.launch(spec);
+  b.cpu_work("u1.pre_forward", us(2));
+  spec.name = "u1.fwd.c";
+  spec.duration = us(4);
+  b.launch(spec);
+  const engine::Timeline t = engine::execute(b.program());
+  const engine::CriticalPath path = engine::critical_path(b.program(), t);
+
+  const CriticalPathSummary all =
+      summarize_critical_path(b.program(), path, SimTime{}, {"u0", "u1"});
+  EXPECT_DOUBLE_EQ(all.length.value(), s_us(41).value());
+  EXPECT_EQ(all.steps, 5);
+  EXPECT_DOUBLE_EQ(all.cpu_launch.value(), s_us(2).value());
+  EXPECT_DOUBLE_EQ(all.gpu_communication.value(), s_us(30).value());
+  EXPECT_DOUBLE_EQ(all.gpu_compute.value(), s_us(9).value());
+  ASSERT_EQ(all.by_kind.size(), 3U);
+  EXPECT_EQ(all.by_kind[0].kind, "forward all-gather");
+  EXPECT_EQ(all.by_kind[1].kind, "forward compute");
+  EXPECT_EQ(all.by_kind[1].steps, 2);
+  EXPECT_EQ(all.by_kind[2].kind, "CPU launch");
+  ASSERT_EQ(all.by_unit_kind.size(), 3U);
+  EXPECT_EQ(all.by_unit_kind[0].unit, "u0");
+  EXPECT_EQ(all.by_unit_kind[1].unit, "u1");
+  EXPECT_EQ(all.by_unit_kind[2].unit, "u0");  // both launches on the path launch u0's ops
+  EXPECT_EQ(all.by_unit_kind[2].kind, "CPU launch");
+
+  // From t = 20 us: 12 us of the all-gather, then B and C.
+  const CriticalPathSummary late = summarize_critical_path(b.program(), path, us(20), {"u0", "u1"});
+  EXPECT_DOUBLE_EQ(late.length.value(), s_us(21).value());
+  EXPECT_EQ(late.steps, 3);
+  EXPECT_DOUBLE_EQ(late.gpu_communication.value(), s_us(12).value());
+}
+
+DiagnosisInput step(double compute, double exposed, double idle) {
+  DiagnosisInput in;
+  in.step_time = Seconds(compute + exposed + idle);
+  in.compute = Seconds(compute);
+  in.exposed_communication = Seconds(exposed);
+  in.idle = Seconds(idle);
+  return in;
+}
+
+TEST(ExplainDiagnosis, ComputeBound) {
+  EXPECT_EQ(
+      diagnose(step(9.96, 0.01, 0.03)),
+      "compute-bound: 99.6% of the step on the compute stream; communication fully overlapped");
+  EXPECT_EQ(diagnose(step(9.7, 0.2, 0.1)),
+            "compute-bound: 97.0% of the step on the compute stream; 2.0% exposed communication");
+}
+
+TEST(ExplainDiagnosis, CommunicationBoundNamesPhaseCollectiveAndLink) {
+  DiagnosisInput in = step(6.2, 3.8, 0.0);
+  in.top_exposed_phase = "backward";
+  in.top_exposed_collective = "all-gather";
+  in.top_exposed_inter_node = true;
+  EXPECT_EQ(
+      diagnose(in),
+      "communication-bound: backward is all-gather bound on the inter-node link: 38.0% of the step "
+      "exposed");
+  in.also_exposed_collective = "reduce-scatter";
+  in.top_exposed_inter_node = false;
+  EXPECT_EQ(diagnose(in),
+            "communication-bound: backward is all-gather and reduce-scatter bound on the "
+            "intra-node link (NVLink): "
+            "38.0% of the step exposed");
+}
+
+TEST(ExplainDiagnosis, CpuBoundWhenTheCriticalPathRunsOnTheCpuAndTheGpuIdles) {
+  DiagnosisInput in = step(5.0, 1.0, 4.0);
+  in.critical_cpu_launch = Seconds(5.0);
+  in.critical_cpu_host = Seconds(1.0);
+  EXPECT_EQ(
+      diagnose(in),
+      "CPU-bound: the GPU idles 40.0% waiting for kernel launches (60.0% of the critical path on "
+      "the CPU)");
+  in.critical_cpu_launch = Seconds(1.0);
+  in.critical_cpu_host = Seconds(3.0);
+  EXPECT_EQ(
+      diagnose(in),
+      "CPU-bound: the GPU idles 40.0% waiting for host work (40.0% of the critical path on the "
+      "CPU)");
+  // A CPU-heavy critical path while the GPU stays busy is not CPU-bound.
+  DiagnosisInput busy = step(9.5, 0.0, 0.5);
+  busy.critical_cpu_launch = Seconds(3.0);
+  EXPECT_EQ(diagnose(busy).rfind("compute-bound", 0), 0U);
+}
+
+TEST(ExplainDiagnosis, MixedWhenNothingDominates) {
+  EXPECT_EQ(diagnose(step(7.0, 0.2, 2.8)),
+            "mixed: 70.0% on the compute stream, 2.0% exposed communication, 28.0% idle");
+}
+
+fs::path temp_dir() {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_explain_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A two-layer Llama on 2 nodes of 8 H100, with `patch` merged in (null deletes a key).
+fs::path tiny_scenario(const std::string& name,
+                       const nlohmann::json& patch = nlohmann::json::object()) {
+  nlohmann::json j = {
+      {"schema_version", 1},
+      {"name", name},
+      {"model", {{"preset", "llama-3.1-8b"}, {"n_layers", 2}}},
+      {"hardware", {{"preset", "h100-sxm-80gb"}, {"nodes", 2}}},
+      {"training", {{"global_batch", 32}, {"micro_batch", 1}, {"seq_len", 2048}}},
+      {"fsdp", {{"backward_prefetch", "BACKWARD_PRE"}}},
+  };
+  j.merge_patch(patch);
+  const fs::path p = temp_dir() / (name + ".json");
+  std::ofstream(p) << j.dump(2);
+  return p;
+}
+
+TEST(ExplainCommand, PrintsDiagnosisCriticalPathAndUnits) {
+  const Outcome o = run_fsdpsim("explain " + tiny_scenario("explain_text").string());
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  for (const char* expected : {"diagnosis ", "critical path ", "by kind", "communication per unit",
+                               "blocks.0", "root", "total"}) {
+    EXPECT_NE(o.output.find(expected), std::string::npos) << expected << "\n" << o.output;
+  }
+}
+
+TEST(ExplainCommand, JsonHasTheCriticalPathOfTheWholeStepAndEveryUnit) {
+  const fs::path scenario = tiny_scenario("explain_json");
+  const Outcome o = run_fsdpsim("explain " + scenario.string() + " --json -");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json j = nlohmann::json::parse(o.output);
+  EXPECT_EQ(j["schema"], "fsdpsim.explain/1");
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_FALSE(j["diagnosis"].get<std::string>().empty());
+  // The critical path spans the measured step exactly.
+  EXPECT_NEAR(j["critical_path"]["length_s"].get<double>(), j["step_time_s"].get<double>(),
+              1e-9 * j["step_time_s"].get<double>());
+  double by_kind = 0.0;
+  for (const auto& k : j["critical_path"]["by_kind"]) by_kind += k["time_s"].get<double>();
+  EXPECT_NEAR(by_kind, j["step_time_s"].get<double>(), 1e-9 * j["step_time_s"].get<double>());
+  ASSERT_EQ(j["communication"]["units"].size(), 3U);  // blocks.0, blocks.1, root
+  EXPECT_EQ(j["communication"]["units"][0]["unit"], "blocks.0");
+  EXPECT_EQ(j["communication"]["units"][2]["unit"], "root");
+  // Two nodes, FULL_SHARD over all 16 GPUs: every collective crosses nodes.
+  for (const auto& cause : j["communication"]["exposed_by_cause"])
+    EXPECT_EQ(cause["link"], "inter-node");
+  // Same scenario, same bytes.
+  const fs::path file = temp_dir() / "explain.json";
+  ASSERT_EQ(run_fsdpsim("explain " + scenario.string() + " --json " + file.string()).exit_code, 0);
+  std::ifstream in(file);
+  EXPECT_EQ(nlohmann::json::parse(in), j);
+}
+
+TEST(ExplainCommand, ExplainsDdpAndOutOfMemoryScenarios) {
+  const Outcome ddp = run_fsdpsim(
+      "explain " +
+      tiny_scenario("explain_ddp", {{"parallelism", "ddp"}, {"fsdp", nullptr}}).string());
+  EXPECT_EQ(ddp.exit_code, 0) << ddp.output;
+  EXPECT_NE(ddp.output.find("all-reduce"), std::string::npos) << ddp.output;
+  const Outcome oom =
+      run_fsdpsim("explain " + tiny_scenario("explain_oom").string() +
+                  " --set training.micro_batch=64 --set training.global_batch=1024");
+  EXPECT_EQ(oom.exit_code, 0) << oom.output;
+  EXPECT_NE(oom.output.find("out of memory"), std::string::npos) << oom.output;
+}
+
+TEST(ExplainCommand, BadInputAndUsageExitTwo) {
+  EXPECT_EQ(run_fsdpsim("explain").exit_code, 2);
+  EXPECT_EQ(run_fsdpsim("explain /nonexistent/scenario.json").exit_code, 2);
+  const Outcome typo = run_fsdpsim("explain " + tiny_scenario("explain_bad").string() +
+                                   " --set fsdp.sharding_stratgy=X");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.output.find("did you mean"), std::string::npos) << typo.output;
+  EXPECT_EQ(run_fsdpsim("explain " + tiny_scenario("explain_bad2").string() +
+                        " --json /nonexistent/dir/x.json")
+                .exit_code,
+            2);
+  EXPECT_EQ(run_fsdpsim("explain --help").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace fsdpsim::app

@@ -1,0 +1,255 @@
+// fsdpsim report: what it plots from a sweep table (axes, heatmaps for numeric pairs, the Pareto
+// front), and the command as a user runs it: SVGs that parse as XML, index.md linking them,
+// scripts and data next to them, exit code 2 without gnuplot or with a malformed table.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_fsdpsim.hpp"
+#include "sim/app/csv_table.hpp"
+#include "sim/app/gnuplot_runner.hpp"
+#include "sim/app/report_index.hpp"
+#include "sim/app/report_plots.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+using test_support::Outcome;
+using test_support::run_fsdpsim;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path temp_dir(const std::string& sub) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_report_test_" + std::to_string(::getpid())) / sub;
+  fs::create_directories(dir);
+  return dir;
+}
+
+// micro_batch (1, 2, 10: numeric, 10 after 2) x max_inflight (1, 2) x prefetch (2 strings): 12
+// points; micro_batch 10 is out of memory, one point is skipped.
+SweepTable small_table() {
+  SweepTable table;
+  table.grid_keys = {"training.micro_batch", "fsdp.max_inflight_all_gathers",
+                     "fsdp.backward_prefetch"};
+  std::int64_t index = 0;
+  for (const char* micro : {"1", "2", "10"}) {
+    for (const char* inflight : {"1", "2"}) {
+      for (const char* prefetch : {"BACKWARD_PRE", "none"}) {
+        SweepRow row;
+        row.index = index++;
+        row.labels = {micro, inflight, prefetch};
+        const double m = std::stod(micro);
+        row.metrics.fill(0.0);
+        row.metrics[kMetricTokensPerSPerGpu] = 1000.0 + 50.0 * m +
+                                               (std::string(prefetch) == "none" ? -200.0 : 0.0) +
+                                               std::stod(inflight);
+        row.metrics[kMetricPeakReserved] = 20.0 + 10.0 * m + std::stod(inflight);
+        row.metrics[kMetricStepTime] = 1.0;
+        row.metrics[kMetricMfu] = 0.5;
+        row.status = m > 5 ? PointStatus::kOom : PointStatus::kOk;
+        if (row.index == 5) {
+          row.status = PointStatus::kSkipped;
+          row.reason = "global batch not divisible";
+          row.metrics.fill(std::numeric_limits<double>::quiet_NaN());
+        }
+        table.rows.push_back(row);
+      }
+    }
+  }
+  return table;
+}
+
+bool has_file(const ReportPlan& plan, const std::string& name) {
+  return std::any_of(plan.files.begin(), plan.files.end(),
+                     [&](const ReportFile& f) { return f.name == name; });
+}
+
+TEST(ReportPlots, AxesKeepGridOrderForStringsAndSortNumbers) {
+  const std::vector<ReportAxis> axes = report_axes(small_table());
+  ASSERT_EQ(axes.size(), 3U);
+  EXPECT_TRUE(axes[0].numeric);
+  EXPECT_EQ(axes[0].values, (std::vector<std::string>{"1", "2", "10"}));
+  EXPECT_TRUE(axes[1].numeric);
+  EXPECT_FALSE(axes[2].numeric);
+  EXPECT_EQ(axes[2].values, (std::vector<std::string>{"BACKWARD_PRE", "none"}));
+  EXPECT_EQ(axes[0].value_of_row[11], 2U);
+}
+
+TEST(ReportPlots, PlotsEachAxisAHeatmapForTheNumericPairAndThePareto) {
+  const ReportPlan plan = plan_report(small_table(), "sweep.csv");
+  ASSERT_EQ(plan.plots.size(), 5U);
+  EXPECT_EQ(plan.plots[0].svg, "pareto.svg");
+  EXPECT_EQ(plan.plots[1].svg, "axis_training_micro_batch.svg");
+  EXPECT_EQ(plan.plots[3].svg, "axis_fsdp_backward_prefetch.svg");
+  EXPECT_EQ(plan.plots[4].svg, "heatmap_training_micro_batch__fsdp_max_inflight_all_gathers.svg");
+  for (const ReportPlot& plot : plan.plots) EXPECT_TRUE(has_file(plan, plot.script)) << plot.script;
+  EXPECT_TRUE(has_file(plan, "points.tsv"));
+  EXPECT_TRUE(has_file(plan, "pareto.tsv"));
+  // The skipped point is not plotted; 11 simulated points and a header.
+  const auto points = std::find_if(plan.files.begin(), plan.files.end(),
+                                   [](const ReportFile& f) { return f.name == "points.tsv"; });
+  EXPECT_EQ(std::count(points->content.begin(), points->content.end(), '\n'), 12);
+  // Heatmap cells where nothing fits (micro_batch 10) are listed as such.
+  const auto heat = std::find_if(plan.files.begin(), plan.files.end(), [](const ReportFile& f) {
+    return f.name.rfind("heatmap_", 0) == 0;
+  });
+  EXPECT_NE(heat->content.find("2\t0\toom"), std::string::npos) << heat->content;
+  // Every script renders into the `outfile` its caller chooses, defaulting to its own SVG.
+  for (const ReportFile& f : plan.files) {
+    if (f.name.size() > 3 && f.name.substr(f.name.size() - 3) == ".gp") {
+      EXPECT_NE(f.content.find("set output outfile"), std::string::npos) << f.name;
+      EXPECT_NE(f.content.find("noenhanced"), std::string::npos) << f.name;
+    }
+  }
+}
+
+TEST(ReportPlots, NothingFitsMeansNoParetoAndANote) {
+  SweepTable table = small_table();
+  for (SweepRow& row : table.rows) {
+    if (row.status == PointStatus::kOk) row.status = PointStatus::kOom;
+  }
+  const ReportPlan plan = plan_report(table, "sweep.csv");
+  EXPECT_FALSE(has_file(plan, "pareto.gp"));
+  EXPECT_FALSE(plan.notes.empty());
+  const std::string index = report_index_markdown(table, plan, "t", "sweep.csv", 10);
+  EXPECT_NE(index.find("No point fits"), std::string::npos);
+}
+
+TEST(ReportIndex, EmbedsEveryPlotAndRanksTheBestPoints) {
+  const SweepTable table = small_table();
+  const ReportPlan plan = plan_report(table, "sweep.csv");
+  const std::string index =
+      report_index_markdown(table, plan, "Sweep report: small", "../sweep.csv", 3);
+  EXPECT_EQ(index.rfind("# Sweep report: small\n", 0), 0U);
+  for (const ReportPlot& plot : plan.plots)
+    EXPECT_NE(index.find("](" + plot.svg + ")"), std::string::npos);
+  EXPECT_NE(index.find("[../sweep.csv](../sweep.csv)"), std::string::npos);
+  EXPECT_NE(index.find("12 points, 7 fit, 4 out of memory, 1 skipped"), std::string::npos) << index;
+  // Best that fits: micro_batch 2, 2 in flight, BACKWARD_PRE (1102 tokens/s), point #6.
+  EXPECT_NE(index.find("| 1 | #6 | 2 | 2 | BACKWARD_PRE | 1102.0 |"), std::string::npos) << index;
+  EXPECT_EQ(index.find("| 4 |"), std::string::npos);
+}
+
+// A small XML well-formedness check: balanced, properly nested tags with quoted attributes,
+// comments, processing instructions and a doctype; returns the root element's name.
+std::string xml_root(const std::string& xml, std::string& why) {
+  std::vector<std::string> open;
+  std::string root;
+  std::size_t i = 0;
+  while ((i = xml.find('<', i)) != std::string::npos) {
+    if (xml.compare(i, 4, "<!--") == 0) {
+      i = xml.find("-->", i);
+      if (i == std::string::npos) return why = "unterminated comment", "";
+      continue;
+    }
+    if (xml.compare(i, 9, "<![CDATA[") == 0) {
+      i = xml.find("]]>", i);
+      if (i == std::string::npos) return why = "unterminated CDATA", "";
+      continue;
+    }
+    if (xml.compare(i, 2, "<?") == 0 || xml.compare(i, 2, "<!") == 0) {
+      i = xml.find('>', i);
+      if (i == std::string::npos) return why = "unterminated declaration", "";
+      continue;
+    }
+    // A tag: find its end outside quotes.
+    std::size_t j = i + 1;
+    char quote = 0;
+    for (; j < xml.size(); ++j) {
+      if (quote != 0) {
+        if (xml[j] == quote) quote = 0;
+      } else if (xml[j] == '"' || xml[j] == '\'') {
+        quote = xml[j];
+      } else if (xml[j] == '>') {
+        break;
+      }
+    }
+    if (j >= xml.size()) return why = "unterminated tag", "";
+    const std::string tag = xml.substr(i + 1, j - i - 1);
+    const bool closing = !tag.empty() && tag[0] == '/';
+    const bool self_closing = !tag.empty() && tag.back() == '/';
+    const std::string name = tag.substr(
+        closing ? 1 : 0, tag.find_first_of(" \t\n/", closing ? 1 : 0) - (closing ? 1 : 0));
+    if (name.empty()) return why = "empty tag name", "";
+    if (closing) {
+      if (open.empty() || open.back() != name) return why = "mismatched </" + name + ">", "";
+      open.pop_back();
+    } else if (!self_closing) {
+      if (open.empty() && !root.empty()) return why = "two root elements", "";
+      if (open.empty()) root = name;
+      open.push_back(name);
+    } else if (open.empty() && root.empty()) {
+      root = name;
+    }
+    i = j + 1;
+  }
+  if (!open.empty()) return why = "unclosed <" + open.back() + ">", "";
+  return root;
+}
+
+TEST(ReportCommand, WritesSvgsThatParseAndAnIndexThatLinksThem) {
+  if (!find_gnuplot()) GTEST_SKIP() << "gnuplot is not installed (apt-get install gnuplot-nox)";
+  const fs::path dir = temp_dir("full");
+  const fs::path csv = dir / "sweep.csv";
+  std::ofstream(csv) << table_to_csv(small_table());
+  const fs::path out = dir / "report";
+  const Outcome o =
+      run_fsdpsim("report " + csv.string() + " --out " + out.string() + " --title 'Small sweep'");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const std::string index = read_file(out / "index.md");
+  EXPECT_EQ(index.rfind("# Small sweep\n", 0), 0U);
+  EXPECT_NE(index.find("(../sweep.csv)"), std::string::npos) << index;
+  std::size_t svgs = 0;
+  for (std::size_t at = index.find("]("); at != std::string::npos; at = index.find("](", at + 2)) {
+    const std::string link = index.substr(at + 2, index.find(')', at) - at - 2);
+    if (link.size() < 4 || link.substr(link.size() - 4) != ".svg") continue;
+    ++svgs;
+    ASSERT_TRUE(fs::exists(out / link)) << link;
+    const std::string svg = read_file(out / link);
+    std::string why;
+    EXPECT_EQ(xml_root(svg, why), "svg") << link << ": " << why;
+    const std::string stem = link.substr(0, link.size() - 4);
+    EXPECT_TRUE(fs::exists(out / (stem + ".gp"))) << stem;
+  }
+  EXPECT_EQ(svgs, 5U);
+  EXPECT_TRUE(fs::exists(out / "points.tsv"));
+  // No temporary files are left behind.
+  for (const auto& entry : fs::directory_iterator(out)) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+}
+
+TEST(ReportCommand, MissingGnuplotOrBadInputExitsTwo) {
+  const fs::path dir = temp_dir("bad");
+  const fs::path csv = dir / "sweep.csv";
+  std::ofstream(csv) << table_to_csv(small_table());
+  const Outcome no_gnuplot = run_fsdpsim(
+      "report " + csv.string() + " --out " + (dir / "r").string(), "env PATH=/nonexistent ");
+  EXPECT_EQ(no_gnuplot.exit_code, 2);
+  EXPECT_NE(no_gnuplot.output.find("gnuplot not found"), std::string::npos) << no_gnuplot.output;
+  EXPECT_FALSE(fs::exists(dir / "r" / "index.md"));
+  const fs::path bad = dir / "bad.csv";
+  std::ofstream(bad) << "not,a,sweep\n1,2,3\n";
+  EXPECT_EQ(run_fsdpsim("report " + bad.string() + " --out " + (dir / "r2").string()).exit_code, 2);
+  EXPECT_EQ(run_fsdpsim("report /nonexistent/sweep.csv --out " + (dir / "r3").string()).exit_code,
+            2);
+  EXPECT_EQ(run_fsdpsim("report " + csv.string()).exit_code, 2);  // --out is required
+}
+
+}  // namespace
+}  // namespace fsdpsim::app

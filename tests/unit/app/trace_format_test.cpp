@@ -1,0 +1,312 @@
+// Every trace fsdpsim writes (run --trace for FSDP1, FSDP2, hybrid sharding and DDP, sweep
+// --trace-row) is valid Chrome trace-event JSON: required fields per phase, metadata well formed,
+// counters monotonic in time, complete events with non-negative durations, and flow arrows whose
+// start and finish match by id and bind to the end of the op waited on and the start of the op
+// that waited.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_fsdpsim.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+using test_support::Outcome;
+using test_support::run_fsdpsim;
+
+// Flow events sit at most this far (us) inside the slice they bind to (trace_json.cpp: 1 ns).
+constexpr double kFlowInsetUs = 0.0011;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path temp_dir() {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_trace_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A two-layer Llama on `nodes` nodes of 8 H100 with `patch` merged in (null deletes a key).
+fs::path tiny_scenario(const std::string& name, const nlohmann::json& patch, int nodes = 1) {
+  nlohmann::json j = {
+      {"schema_version", 1},
+      {"name", name},
+      {"model", {{"preset", "llama-3.1-8b"}, {"n_layers", 2}}},
+      {"hardware", {{"preset", "h100-sxm-80gb"}, {"nodes", nodes}}},
+      {"training", {{"global_batch", 16 * nodes}, {"micro_batch", 1}, {"seq_len", 2048}}},
+      {"fsdp", {{"backward_prefetch", "BACKWARD_PRE"}}},
+  };
+  j.merge_patch(patch);
+  const fs::path p = temp_dir() / (name + ".json");
+  std::ofstream(p) << j.dump(2);
+  return p;
+}
+
+bool is_number(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_number();
+}
+
+struct Slice {
+  double begin;
+  double end;
+};
+
+// Everything wrong with `trace` as a Chrome trace-event file, empty if nothing.
+std::vector<std::string> trace_problems(const nlohmann::json& trace) {
+  std::vector<std::string> problems;
+  const auto problem = [&](const nlohmann::json& e, const std::string& what) {
+    if (problems.size() < 20) problems.push_back(what + ": " + e.dump().substr(0, 200));
+  };
+  if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array()) {
+    return {"no traceEvents array"};
+  }
+  std::map<std::pair<int, int>, std::vector<Slice>> slices;
+  std::map<std::pair<int, std::string>, double> counter_time;
+  std::map<std::string, nlohmann::json> starts;
+  std::map<std::string, nlohmann::json> finishes;
+  const std::set<std::string> metadata = {"process_name", "thread_name", "process_sort_index",
+                                          "thread_sort_index"};
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string() || !is_number(e, "pid") ||
+        !e.contains("name") || !e["name"].is_string()) {
+      problem(e, "an event needs ph, pid and name");
+      continue;
+    }
+    const std::string ph = e["ph"];
+    const bool has_tid = is_number(e, "tid");
+    const bool has_ts = is_number(e, "ts");
+    if (ph == "X") {
+      if (!has_tid || !has_ts || !is_number(e, "dur")) {
+        problem(e, "X needs tid, ts and dur");
+        continue;
+      }
+      if (e["dur"].get<double>() < 0.0 || e["ts"].get<double>() < 0.0)
+        problem(e, "X with negative ts or dur");
+      const double ts = e["ts"];
+      slices[{e["pid"], e["tid"]}].push_back({ts, ts + e["dur"].get<double>()});
+    } else if (ph == "C") {
+      if (!has_ts || !e.contains("args") || !e["args"].is_object() || e["args"].empty()) {
+        problem(e, "C needs ts and args");
+        continue;
+      }
+      for (const auto& [key, value] : e["args"].items()) {
+        if (!value.is_number()) problem(e, "counter value " + key + " is not a number");
+      }
+      const std::pair<int, std::string> counter{e["pid"], e["name"]};
+      const double ts = e["ts"];
+      if (const auto it = counter_time.find(counter); it != counter_time.end() && ts < it->second) {
+        problem(e, "counter goes back in time");
+      }
+      counter_time[counter] = ts;
+    } else if (ph == "M") {
+      const std::string name = e["name"];
+      if (metadata.count(name) == 0 || !e.contains("args") || !e["args"].is_object()) {
+        problem(e, "M needs a known name and args");
+        continue;
+      }
+      if (name.find("thread") == 0 && !has_tid) problem(e, "thread metadata needs tid");
+      if (name.find("_name") != std::string::npos &&
+          !(e["args"].contains("name") && e["args"]["name"].is_string())) {
+        problem(e, "a *_name metadata event needs args.name");
+      }
+      if (name.find("_sort_index") != std::string::npos &&
+          !(e["args"].contains("sort_index") && e["args"]["sort_index"].is_number_integer())) {
+        problem(e, "a *_sort_index metadata event needs an integer args.sort_index");
+      }
+    } else if (ph == "s" || ph == "f") {
+      if (!has_tid || !has_ts || !e.contains("id") || !e.contains("cat")) {
+        problem(e, "flow events need tid, ts, id and cat");
+        continue;
+      }
+      if (ph == "f" && e.value("bp", "") != "e")
+        problem(e, "f should bind to its enclosing slice (bp: e)");
+      auto& side = ph == "s" ? starts : finishes;
+      const std::string id = e["id"].dump();
+      if (side.count(id) != 0) problem(e, "flow id used twice");
+      side[id] = e;
+    } else {
+      problem(e, "unexpected phase " + ph);
+    }
+  }
+  for (auto& [track, list] : slices) {
+    std::sort(list.begin(), list.end(),
+              [](const Slice& a, const Slice& b) { return a.begin < b.begin; });
+  }
+  // A slice of the event's track that holds `ts`, `ts` being near its end (or its start).
+  const auto binds = [&](const nlohmann::json& e, bool at_end) {
+    const auto it = slices.find({e["pid"], e["tid"]});
+    if (it == slices.end()) return false;
+    const double ts = e["ts"];
+    for (const Slice& s : it->second) {
+      if (s.begin > ts) break;
+      if (ts <= s.end && (at_end ? s.end - ts : ts - s.begin) <= kFlowInsetUs) return true;
+    }
+    return false;
+  };
+  for (const auto& [id, s] : starts) {
+    const auto f = finishes.find(id);
+    if (f == finishes.end()) {
+      problem(s, "flow start without a finish");
+      continue;
+    }
+    if (f->second["cat"] != s["cat"] || f->second["name"] != s["name"])
+      problem(s, "flow start and finish differ");
+    if (f->second["ts"].get<double>() < s["ts"].get<double>())
+      problem(s, "flow finishes before it starts");
+    if (!binds(s, true)) problem(s, "flow start is not at the end of a slice of its track");
+    if (!binds(f->second, false))
+      problem(f->second, "flow finish is not at the start of a slice of its track");
+  }
+  for (const auto& [id, f] : finishes) {
+    if (starts.count(id) == 0) problem(f, "flow finish without a start");
+  }
+  return problems;
+}
+
+struct TraceStats {
+  std::size_t complete = 0;
+  std::size_t counters = 0;
+  std::map<std::string, std::size_t> flows;  // by name
+};
+
+TraceStats stats_of(const nlohmann::json& trace) {
+  TraceStats stats;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") ++stats.complete;
+    if (e["ph"] == "C") ++stats.counters;
+    if (e["ph"] == "s") ++stats.flows[e["name"].get<std::string>()];
+  }
+  return stats;
+}
+
+nlohmann::json run_trace(const std::string& name, const nlohmann::json& patch, int nodes = 1) {
+  const fs::path trace = temp_dir() / (name + ".trace.json");
+  const Outcome o = run_fsdpsim("run " + tiny_scenario(name, patch, nodes).string() + " --trace " +
+                                trace.string());
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  return nlohmann::json::parse(read_file(trace));
+}
+
+TEST(TraceFormat, TheValidatorCatchesBrokenTraces) {
+  const auto parse = [](const char* text) { return trace_problems(nlohmann::json::parse(text)); };
+  EXPECT_TRUE(parse(R"({"traceEvents": []})").empty());
+  EXPECT_FALSE(
+      parse(R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1, "name": "a"}]})").empty());
+  EXPECT_FALSE(
+      parse(
+          R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1, "dur": -1, "name": "a"}]})")
+          .empty());
+  EXPECT_FALSE(
+      parse(R"({"traceEvents": [{"ph": "C", "pid": 0, "ts": 2, "name": "m", "args": {"v": 1}},
+                                          {"ph": "C", "pid": 0, "ts": 1, "name": "m", "args": {"v": 2}}]})")
+          .empty());
+  EXPECT_FALSE(
+      parse(
+          R"({"traceEvents": [{"ph": "M", "pid": 0, "tid": 1, "name": "thread_name", "args": {}}]})")
+          .empty());
+  const char* unmatched = R"({"traceEvents": [
+      {"ph": "X", "pid": 0, "tid": 1, "ts": 0, "dur": 10, "name": "a"},
+      {"ph": "s", "pid": 0, "tid": 1, "ts": 9.9995, "id": 1, "name": "w", "cat": "flow"}]})";
+  EXPECT_FALSE(parse(unmatched).empty());
+  const char* misplaced = R"({"traceEvents": [
+      {"ph": "X", "pid": 0, "tid": 1, "ts": 0, "dur": 10, "name": "a"},
+      {"ph": "X", "pid": 0, "tid": 2, "ts": 20, "dur": 10, "name": "b"},
+      {"ph": "s", "pid": 0, "tid": 1, "ts": 5, "id": 1, "name": "w", "cat": "flow"},
+      {"ph": "f", "bp": "e", "pid": 0, "tid": 2, "ts": 20.0005, "id": 1, "name": "w", "cat": "flow"}]})";
+  EXPECT_FALSE(parse(misplaced).empty());
+  const char* good = R"({"traceEvents": [
+      {"ph": "X", "pid": 0, "tid": 1, "ts": 0, "dur": 10, "name": "a"},
+      {"ph": "X", "pid": 0, "tid": 2, "ts": 20, "dur": 10, "name": "b"},
+      {"ph": "s", "pid": 0, "tid": 1, "ts": 9.9995, "id": 1, "name": "w", "cat": "flow"},
+      {"ph": "f", "bp": "e", "pid": 0, "tid": 2, "ts": 20.0005, "id": 1, "name": "w", "cat": "flow"}]})";
+  EXPECT_TRUE(parse(good).empty());
+}
+
+TEST(TraceFormat, Fsdp1TraceIsValidWithCrossStreamArrows) {
+  const nlohmann::json trace = run_trace("fsdp1", nlohmann::json::object());
+  EXPECT_EQ(trace_problems(trace), std::vector<std::string>{});
+  TraceStats stats = stats_of(trace);
+  EXPECT_GT(stats.complete, 200U);
+  EXPECT_GT(stats.counters, 10U);
+  // Every unit's forward waits for its all-gather on the unshard stream.
+  EXPECT_GE(stats.flows["waits for"], 3U);
+}
+
+TEST(TraceFormat, Fsdp2TraceIsValid) {
+  const nlohmann::json trace = run_trace("fsdp2", {{"fsdp", {{"version", 2}}}});
+  EXPECT_EQ(trace_problems(trace), std::vector<std::string>{});
+  EXPECT_GE(stats_of(trace).flows["waits for"], 3U);
+}
+
+TEST(TraceFormat, HybridShardingTraceOnTwoNodesIsValid) {
+  const nlohmann::json trace =
+      run_trace("hsdp", {{"fsdp", {{"sharding_strategy", "HYBRID_SHARD"}}}}, 2);
+  EXPECT_EQ(trace_problems(trace), std::vector<std::string>{});
+}
+
+TEST(TraceFormat, DdpTraceIsValid) {
+  const nlohmann::json trace = run_trace("ddp", {{"parallelism", "ddp"}, {"fsdp", nullptr}});
+  EXPECT_EQ(trace_problems(trace), std::vector<std::string>{});
+  EXPECT_GE(stats_of(trace).flows["waits for"], 1U);
+}
+
+TEST(TraceFormat, CpuBoundStepsShowLaunchArrows) {
+  // A 125M model with short sequences: the GPU waits for kernel launches.
+  const nlohmann::json trace =
+      run_trace("cpu_bound", {{"model", "mpt-125m"}, {"training", {{"seq_len", 512}}}});
+  EXPECT_EQ(trace_problems(trace), std::vector<std::string>{});
+  EXPECT_GT(stats_of(trace).flows["launch"], 10U);
+}
+
+TEST(TraceFormat, SweepTraceRowIsTheTraceOfThatPoint) {
+  const fs::path scenario = tiny_scenario("sweep_trace", nlohmann::json::object());
+  const fs::path swept = temp_dir() / "sweep_row1.trace.json";
+  const fs::path single = temp_dir() / "single_v2.trace.json";
+  const Outcome o = run_fsdpsim("sweep " + scenario.string() +
+                                " --grid fsdp.version=1,2 --trace-row 1 --trace " + swept.string());
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  ASSERT_EQ(
+      run_fsdpsim("run " + scenario.string() + " --set fsdp.version=2 --trace " + single.string())
+          .exit_code,
+      0);
+  const std::string text = read_file(swept);
+  EXPECT_EQ(trace_problems(nlohmann::json::parse(text)), std::vector<std::string>{});
+  EXPECT_EQ(text, read_file(single));
+}
+
+TEST(TraceFormat, SweepTraceRowOutsideTheGridOrSkippedIsBadUsage) {
+  const fs::path scenario = tiny_scenario("sweep_trace_bad", nlohmann::json::object());
+  const std::string trace = (temp_dir() / "never.trace.json").string();
+  const Outcome outside = run_fsdpsim("sweep " + scenario.string() +
+                                      " --grid fsdp.version=1,2 --trace-row 2 --trace " + trace);
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_NE(outside.output.find("--trace-row 2"), std::string::npos) << outside.output;
+  // 16 sequences do not split into micro-batches of 3 on 8 GPUs: point 1 is skipped.
+  const Outcome skipped =
+      run_fsdpsim("sweep " + scenario.string() +
+                  " --grid training.micro_batch=1,3 --trace-row 1 --trace " + trace);
+  EXPECT_EQ(skipped.exit_code, 2);
+  EXPECT_NE(skipped.output.find("skipped"), std::string::npos) << skipped.output;
+  EXPECT_EQ(run_fsdpsim("sweep " + scenario.string() + " --trace-row 0").exit_code, 2);
+  EXPECT_EQ(run_fsdpsim("sweep " + scenario.string() + " --trace " + trace).exit_code, 2);
+  EXPECT_FALSE(fs::exists(trace));
+}
+
+}  // namespace
+}  // namespace fsdpsim::app
