@@ -42,6 +42,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "hardware/calibrated_curves.hpp"
+
 namespace fsdpsim::hardware {
 namespace {
 
@@ -109,6 +111,10 @@ Seconds collective_time(const ClusterSpec& cluster, Collective op, CommGroup gro
                                 std::to_string(bytes.value()));
   }
   if (group.ranks == 1 || bytes.value() == 0) return Seconds(0.0);
+  // Measured curves first (calibrated_curves.hpp), the ring model for what they do not cover.
+  if (const auto measured = calibrated_collective_time(cluster.gpu, op, group, bytes)) {
+    return *measured;
+  }
   const double wire_bytes = ring_wire_factor(op, group.ranks) * static_cast<double>(bytes.value());
   const Seconds transfer(wire_bytes / ring_bus_bandwidth(cluster, group).value());
   return collective_latency(cluster, op, group) + transfer;

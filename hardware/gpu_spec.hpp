@@ -4,12 +4,15 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "sim/units/dtype.hpp"
 #include "sim/units/units.hpp"
 
 namespace fsdpsim::hardware {
+
+class CalibratedCurves;  // hardware/calibrated_curves.hpp
 
 struct GpuSpec {
   std::string name;
@@ -25,6 +28,10 @@ struct GpuSpec {
   double attention_forward_efficiency = 0.0;   // FlashAttention forward / peak_dense
   double attention_backward_efficiency = 0.0;  // FlashAttention backward / peak_dense
   double memory_efficiency = 0.0;     // streaming kernels / hbm_bandwidth
+  // Measured collective curves and GEMM times of this GPU's cluster (a calibration profile,
+  // hardware.calibration); collective_time() and kernel_time() consult them before the models.
+  // Null: every cost from the models.
+  std::shared_ptr<const CalibratedCurves> calibration;
 
   [[nodiscard]] FlopsPerSec peak(Dtype d) const { return peak_dense[static_cast<std::size_t>(d)]; }
   [[nodiscard]] Bytes usable_memory() const { return hbm - runtime_reserved; }

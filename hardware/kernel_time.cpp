@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "hardware/calibrated_curves.hpp"
 #include "hardware/cost_model.hpp"
 #include "hardware/gemm_cost.hpp"
 #include "hardware/roofline.hpp"
@@ -42,10 +43,25 @@ Seconds kernel_time(const GpuSpec& gpu, const Kernel& kernel) {
   if (kernel.flops.value() < 0.0 || kernel.bytes.value() < 0) {
     throw std::logic_error("hardware: kernel_time got a kernel with negative FLOPs or bytes");
   }
+  // Measured GEMMs first (calibrated_curves.hpp), the roofline for what they do not cover.
+  if (const auto measured = calibrated_gemm_time(gpu, kernel)) {
+    return std::max(*measured, kMinKernelDuration);
+  }
   return std::max(unfloored_kernel_time(gpu, kernel), kMinKernelDuration);
 }
 
 Seconds kernel_time_sharing_sms(const GpuSpec& gpu, const Kernel& kernel, std::int32_t sms_taken) {
+  if (gpu.calibration != nullptr) {
+    // The model's slowdown on a calibration-free copy; a measured GEMM takes its measured
+    // slowdown, or the model's ratio (not counted again: kernel_time() counted this kernel).
+    GpuSpec model = gpu;
+    model.calibration = nullptr;
+    const Seconds model_sharing = kernel_time_sharing_sms(model, kernel, sms_taken);
+    const auto measured = sms_taken <= 0 ? gpu.calibration->gemm_time(model, kernel)
+                                         : gpu.calibration->gemm_time_sharing(
+                                               model, kernel, kernel_time(model, kernel), model_sharing);
+    return measured ? std::max(*measured, kMinKernelDuration) : model_sharing;
+  }
   if (sms_taken <= 0 || kernel.kind == KernelKind::kMemoryBound) return kernel_time(gpu, kernel);
   if (sms_taken >= gpu.sm_count) {
     throw std::logic_error("hardware: kernel_time_sharing_sms with no SM left for the kernel");

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/app/calibration_json.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
@@ -67,7 +68,7 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
   if (node == nullptr) throw ConfigError(file, path + "/node", "required key is missing");
   parse_gpu(*gpu, file, path + "/gpu", c.gpu);
   parse_node(*node, file, path + "/node", c);
-  r.finish({"nodes", "preset"});
+  r.finish({"nodes", "preset", "calibration"});
   c.nodes = static_cast<std::int32_t>(nodes);
   if (const std::string problem = hardware::validate(c); !problem.empty()) throw ConfigError(file, path, problem);
   return c;
@@ -76,7 +77,7 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
 // RFC 7386 merge of overrides into a preset, but objects only one level deep ("gpu", "node").
 void merge_overrides(nlohmann::json& preset, const nlohmann::json& overrides) {
   for (const auto& [key, v] : overrides.items()) {
-    if (key == "preset" || key == "nodes") continue;
+    if (key == "preset" || key == "nodes" || key == "calibration") continue;
     if (v.is_object() && preset.contains(key) && preset[key].is_object()) {
       for (const auto& [inner, w] : v.items()) {
         if (w.is_object() && preset[key].contains(inner) && preset[key][inner].is_object()) {
@@ -107,6 +108,11 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
     out.cluster = parse_cluster(merged, file.string(), path, nodes);
   } else {
     out.cluster = parse_cluster(value, file.string(), path, nodes);
+  }
+  // Measured curves in front of the cost models (calibration_json.hpp), resolved like presets.
+  if (r.has("calibration")) {
+    out.cluster.gpu.calibration =
+        load_calibration(r.string("calibration"), file, path + "/calibration", presets);
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "sim/app/calibrate_command.hpp"
 #include "sim/app/check_command.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/explain_command.hpp"
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
   CLI::App* explain = fsdpsim::app::add_explain_command(app, explain_options);
   fsdpsim::app::ReportOptions report_options;
   CLI::App* report = fsdpsim::app::add_report_command(app, report_options);
+  fsdpsim::app::CalibrateOptions calibrate_options;
+  CLI::App* calibrate = fsdpsim::app::add_calibrate_command(app, calibrate_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
     if (validate->parsed()) return fsdpsim::app::validate_command(validate_options);
     if (explain->parsed()) return fsdpsim::app::explain_command(explain_options);
     if (report->parsed()) return fsdpsim::app::report_command(report_options);
+    if (calibrate->parsed()) return fsdpsim::app::calibrate_command(calibrate_options);
   } catch (const fsdpsim::app::ConfigError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitBadInput;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "models/workload.hpp"
+#include "sim/app/calibration_json.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -65,6 +66,9 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
   out["memory_at_peak"] = at_peak;
   out["peak_tensor"] = r.peak_tensor;
   out["simulation"] = {{"ops", r.op_count}, {"cpu_steps", r.event_count - r.op_count}};
+  if (cluster.gpu.calibration != nullptr) {
+    out["calibration"] = calibration_usage_json(*cluster.gpu.calibration);
+  }
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "models/workload.hpp"
+#include "sim/app/calibration_json.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -88,6 +89,7 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
                    t.global_batch, t.micro_batch, r.micro_batches, t.seq_len,
                    checkpointing_name(t.activation_checkpointing)));
   line(parallelism_line(s));
+  if (c.gpu.calibration != nullptr) line(calibration_usage_line(*c.gpu.calibration));
   line("");
   line(fmt::format("step time            {:.4f} s", r.step_time.value()));
   line(fmt::format("throughput           {:.1f} tokens/s/GPU  ({:.0f} tokens/s in all)", r.tokens_per_s_per_gpu,

@@ -1,0 +1,245 @@
+// Fitting (fit.hpp): isotonic regression in log-time, least-squares alpha-beta asymptotes,
+// leave-one-out interpolation error.
+#include "calibrate/fit.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace fsdpsim::calibrate {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Pool adjacent violators: the non-decreasing sequence closest to `y` in least squares.
+std::vector<double> isotonic(const std::vector<double>& y) {
+  struct Block {
+    double sum = 0.0;
+    std::size_t count = 0;
+    [[nodiscard]] double mean() const { return sum / static_cast<double>(count); }
+  };
+  std::vector<Block> blocks;
+  for (const double v : y) {
+    blocks.push_back(Block{v, 1});
+    while (blocks.size() >= 2 && blocks[blocks.size() - 2].mean() > blocks.back().mean()) {
+      const Block last = blocks.back();
+      blocks.pop_back();
+      blocks.back().sum += last.sum;
+      blocks.back().count += last.count;
+    }
+  }
+  std::vector<double> out;
+  for (const Block& b : blocks) out.insert(out.end(), b.count, b.mean());
+  return out;
+}
+
+// Least-squares slope of t over s for points [begin, end).
+double ls_slope(const std::vector<double>& s, const std::vector<double>& t, std::size_t begin,
+                std::size_t end) {
+  const auto n = static_cast<double>(end - begin);
+  double ms = 0.0;
+  double mt = 0.0;
+  for (std::size_t i = begin; i < end; ++i) {
+    ms += s[i];
+    mt += t[i];
+  }
+  ms /= n;
+  mt /= n;
+  double cov = 0.0;
+  double var = 0.0;
+  for (std::size_t i = begin; i < end; ++i) {
+    cov += (s[i] - ms) * (t[i] - mt);
+    var += (s[i] - ms) * (s[i] - ms);
+  }
+  return var > 0.0 ? cov / var : 0.0;
+}
+
+std::string describe(const CollectiveSeries& s) {
+  return fmt::format(
+      "{} {} on {} ranks ({} per node){}{}", collective_name(s.op), dtype_name(s.dtype), s.ranks,
+      s.ranks_per_node, s.in_place ? ", in place" : "",
+      s.concurrent_with ? fmt::format(", alongside {}", collective_name(*s.concurrent_with)) : "");
+}
+
+hardware::CollectiveCurveKey key_of(const CollectiveSeries& s) {
+  return hardware::CollectiveCurveKey{s.op, s.dtype, s.ranks, s.ranks_per_node};
+}
+
+}  // namespace
+
+hardware::CollectiveCurve fit_curve(const std::vector<CollectivePoint>& points, CurveFit& fit) {
+  std::map<std::int64_t, std::vector<double>> by_size;
+  for (const CollectivePoint& p : points) {
+    if (p.bytes.value() <= 0)
+      throw InputError(
+          fmt::format("a measurement of {} bytes (sizes must be > 0)", p.bytes.value()));
+    if (!(p.median.value() > 0.0) || !std::isfinite(p.median.value())) {
+      throw InputError(fmt::format("the measurement at {} bytes has time {} s (must be > 0)",
+                                   p.bytes.value(), p.median.value()));
+    }
+    by_size[p.bytes.value()].push_back(p.median.value());
+  }
+  if (by_size.size() < 2) {
+    throw InputError(fmt::format("{} distinct size(s); a curve needs at least 2", by_size.size()));
+  }
+  std::vector<double> sizes;
+  std::vector<double> measured;
+  for (auto& [bytes, times] : by_size) {
+    sizes.push_back(static_cast<double>(bytes));
+    measured.push_back(median(times));
+  }
+  std::vector<double> log_t;
+  for (const double t : measured) log_t.push_back(std::log(t));
+  const std::vector<double> fitted_log = isotonic(log_t);
+  // Sizes the regression did not pool keep their measured time exactly (exp(log(t)) may not).
+  std::vector<double> fitted;
+  for (std::size_t i = 0; i < fitted_log.size(); ++i) {
+    fitted.push_back(fitted_log[i] == log_t[i] ? measured[i] : std::exp(fitted_log[i]));
+  }
+
+  const std::size_t n = sizes.size();
+  fit.points = n;
+  fit.min_bytes = Bytes(static_cast<std::int64_t>(sizes.front()));
+  fit.max_bytes = Bytes(static_cast<std::int64_t>(sizes.back()));
+  fit.max_knot_error = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double error = std::fabs(fitted[i] - measured[i]) / measured[i];
+    if (error > fit.max_knot_error) {
+      fit.max_knot_error = error;
+      fit.worst_knot_bytes = Bytes(static_cast<std::int64_t>(sizes[i]));
+    }
+  }
+  // Leave one out: knot i from knots i-1 and i+1 (log-log line).
+  fit.max_leave_one_out_error = 0.0;
+  for (std::size_t i = 1; i + 1 < n; ++i) {
+    const double x = std::log(sizes[i] / sizes[i - 1]) / std::log(sizes[i + 1] / sizes[i - 1]);
+    const double predicted = fitted[i - 1] * std::exp(x * std::log(fitted[i + 1] / fitted[i - 1]));
+    fit.max_leave_one_out_error =
+        std::max(fit.max_leave_one_out_error, std::fabs(predicted - fitted[i]) / fitted[i]);
+  }
+  // Asymptotes.
+  const std::size_t m = std::min(kAsymptotePoints, n);
+  const double max_small = fitted.front() / sizes.front();
+  const double small = std::clamp(ls_slope(sizes, fitted, 0, m), 0.0, max_small);
+  double large = ls_slope(sizes, fitted, n - m, n);
+  if (!(large > 0.0)) large = fitted.back() / sizes.back();
+
+  std::vector<hardware::CurveKnot> knots;
+  for (std::size_t i = 0; i < n; ++i) {
+    knots.push_back(
+        hardware::CurveKnot{Bytes(static_cast<std::int64_t>(sizes[i])), Seconds(fitted[i])});
+  }
+  hardware::CollectiveCurve curve(std::move(knots), small, large);
+  fit.latency = curve.latency();
+  return curve;
+}
+
+ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& name) {
+  ProfileFit out;
+  out.curves = std::make_shared<hardware::CalibratedCurves>(name);
+
+  // Candidates per curve key: out-of-place before in-place, measured before derived.
+  using Rank = std::tuple<bool, bool>;  // (in_place, derived): smaller is preferred
+  std::map<hardware::CollectiveCurveKey, std::map<Rank, std::vector<const CollectiveSeries*>>>
+      candidates;
+  std::vector<const CollectiveSeries*> concurrent;
+  for (const CollectiveSeries& s : profile.collectives) {
+    if (s.ranks < 2) {
+      out.skipped.push_back(
+          SkippedSeries{describe(s), "a one-rank collective costs nothing (NCCL copies locally)"});
+      continue;
+    }
+    if (s.concurrent_with) {
+      concurrent.push_back(&s);
+      continue;
+    }
+    candidates[key_of(s)][Rank{s.in_place, s.origin == Origin::kDerived}].push_back(&s);
+  }
+  for (const auto& [key, ranked] : candidates) {
+    bool fitted = false;
+    for (const auto& [rank, series] : ranked) {
+      std::vector<CollectivePoint> points;
+      for (const CollectiveSeries* s : series)
+        points.insert(points.end(), s->points.begin(), s->points.end());
+      if (fitted) {
+        out.skipped.push_back(SkippedSeries{describe(*series.front()),
+                                            "a preferred series (out-of-place, measured) "
+                                            "of the same collective and group was fitted"});
+        continue;
+      }
+      CurveFit fit;
+      fit.key = key;
+      fit.group = series.front()->group;
+      fit.origin = series.front()->origin;
+      try {
+        hardware::CollectiveCurve curve = fit_curve(points, fit);
+        const double factor = busbw_factor(key.op, key.ranks);
+        for (const hardware::CurveKnot& k : curve.knots()) {
+          fit.peak_busbw_GBps =
+              std::max(fit.peak_busbw_GBps,
+                       factor * static_cast<double>(k.bytes.value()) / k.time.value() / 1e9);
+        }
+        fit.asymptotic_busbw_GBps = factor * curve.asymptotic_algbw().value() / 1e9;
+        out.curves->add_collective(key, std::move(curve));
+        out.collectives.push_back(fit);
+        fitted = true;
+      } catch (const InputError& e) {
+        out.skipped.push_back(SkippedSeries{describe(*series.front()), e.what()});
+      }
+    }
+  }
+  for (const CollectiveSeries* s : concurrent) {
+    const auto it = out.curves->collectives().find(key_of(*s));
+    if (it == out.curves->collectives().end()) {
+      out.skipped.push_back(
+          SkippedSeries{describe(*s), "no curve of the collective alone to compare with"});
+      continue;
+    }
+    std::vector<double> ratios;
+    for (const CollectivePoint& p : s->points) {
+      if (p.bytes.value() > 0 && p.median.value() > 0.0)
+        ratios.push_back(p.median.value() / it->second.time(p.bytes).value());
+    }
+    if (ratios.empty()) continue;
+    out.interference.push_back(
+        InterferenceFit{key_of(*s), *s->concurrent_with, median(ratios), ratios.size()});
+  }
+
+  // GEMMs: one measurement per (dtype, shape), the median of duplicates.
+  std::map<hardware::GemmKey, std::pair<std::vector<double>, std::vector<double>>> gemms;
+  for (const GemmPoint& g : profile.gemms) {
+    if (!(g.median.value() > 0.0)) {
+      throw InputError(fmt::format("GEMM {}x{}x{} {} has time {} s (must be > 0)", g.shape.m,
+                                   g.shape.n, g.shape.k, dtype_name(g.dtype), g.median.value()));
+    }
+    auto& [alone, under] =
+        gemms[hardware::GemmKey{g.dtype, g.shape.m, g.shape.n, g.shape.k, g.shape.batch}];
+    alone.push_back(g.median.value());
+    if (g.median_under_nccl) under.push_back(g.median_under_nccl->value());
+  }
+  std::vector<double> slowdowns;
+  for (const auto& [key, times] : gemms) {
+    hardware::GemmMeasurement m;
+    m.time = Seconds(median(times.first));
+    if (!times.second.empty()) {
+      m.time_under_nccl = Seconds(median(times.second));
+      slowdowns.push_back(m.time_under_nccl->value() / m.time.value());
+    }
+    out.curves->add_gemm(key, m);
+  }
+  out.gemms = gemms.size();
+  if (!slowdowns.empty()) {
+    out.gemm_slowdown_under_nccl = median(slowdowns);
+    out.curves->set_gemm_slowdown_under_nccl(*out.gemm_slowdown_under_nccl);
+  }
+  return out;
+}
+
+}  // namespace fsdpsim::calibrate

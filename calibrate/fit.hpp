@@ -1,0 +1,77 @@
+// From a calibration profile to the curves the cost models use (hardware/calibrated_curves.hpp),
+// with a report of how well they fit.
+//
+// Per collective series (collective, dtype, ranks, ranks per node; out-of-place preferred):
+// 1. points sorted by size, one per size (the median of duplicates);
+// 2. times made non-decreasing in size by isotonic regression of log(time) (pool adjacent
+//    violators, equal weights): a larger message never takes less time, and noise that says so
+//    is averaged away rather than kept; the "knot error" is how far this moved a measurement;
+// 3. alpha-beta asymptotes: least-squares lines t = alpha + S * slope through the
+//    kAsymptotePoints smallest and largest knots (NCCL's tuner model, src/graph/tuning.cc:
+//    time = latency + bytes / bandwidth), the small slope clamped to [0, t0/S0] so the latency
+//    stays >= 0 and a non-positive large slope replaced by the last knot's t/S.
+// The "leave-one-out error" predicts each interior knot from its neighbours alone: an estimate of
+// the interpolation error between measured sizes.
+//
+// Series that cannot be fitted (fewer than 2 sizes) are skipped and reported; series measured
+// alongside another collective (interference) are reported as a slowdown against the matching
+// curve; GEMMs enter as measured (median of duplicates), with the median slowdown under NCCL.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "calibrate/profile.hpp"
+#include "hardware/calibrated_curves.hpp"
+
+namespace fsdpsim::calibrate {
+
+inline constexpr std::size_t kAsymptotePoints = 3;
+
+struct CurveFit {
+  hardware::CollectiveCurveKey key;
+  std::string group;
+  Origin origin = Origin::kMeasured;
+  std::size_t points = 0;
+  Bytes min_bytes{0};
+  Bytes max_bytes{0};
+  double max_knot_error = 0.0;  // max |fitted - measured| / measured over the sizes
+  Bytes worst_knot_bytes{0};
+  double max_leave_one_out_error = 0.0;  // 0 with fewer than 3 sizes
+  Seconds latency{0.0};                  // alpha below the measured range
+  double peak_busbw_GBps = 0.0;          // largest measured busbw
+  double asymptotic_busbw_GBps = 0.0;    // busbw of the large-size asymptote
+};
+
+struct SkippedSeries {
+  std::string what;
+  std::string why;
+};
+
+struct InterferenceFit {
+  hardware::CollectiveCurveKey key;
+  hardware::Collective concurrent_with = hardware::Collective::kReduceScatter;
+  double median_slowdown = 1.0;  // time with the other collective running / time alone
+  std::size_t points = 0;
+};
+
+struct ProfileFit {
+  std::shared_ptr<hardware::CalibratedCurves> curves;
+  std::vector<CurveFit> collectives;
+  std::vector<SkippedSeries> skipped;
+  std::vector<InterferenceFit> interference;
+  std::size_t gemms = 0;
+  std::optional<double> gemm_slowdown_under_nccl;
+};
+
+// Fits one series' points (>= 2 distinct sizes, times > 0); throws InputError otherwise.
+// `fit` receives the errors and asymptotes.
+hardware::CollectiveCurve fit_curve(const std::vector<CollectivePoint>& points, CurveFit& fit);
+
+// Fits every series and GEMM of the profile; the curves are named `name`.
+ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& name);
+
+}  // namespace fsdpsim::calibrate

@@ -1,0 +1,30 @@
+// The collective phases: size sweeps of all-gather, reduce-scatter and all-reduce on each group
+// shape, and all-gather while a reduce-scatter runs on a twin communicator (interference).
+//
+// Timing: after a warm-up, each of --repeats repeats is a world barrier, a start event, `inner`
+// back-to-back launches and a stop event on the collective's stream; its time is the elapsed time
+// over `inner`, and the slowest rank's time counts (a collective ends when its last rank ends;
+// nccl-tests reports the same maximum over ranks). The profile keeps the median, min and max over
+// repeats. Sizes are the full buffer as nccl-tests prints them (the gathered output of an
+// all-gather, the input of a reduce-scatter or all-reduce), rounded down to a multiple of
+// ranks * element size.
+#pragma once
+
+#include <functional>
+
+#include "calibrate/harness/job.hpp"
+#include "calibrate/harness/options.hpp"
+#include "calibrate/harness/plan_file.hpp"
+#include "calibrate/harness/results.hpp"
+
+namespace fsdpsim::harness {
+
+// Appends one SeriesResult per (group, collective, dtype) to `results`, calling `save` after each.
+void measure_collectives(Job& job, const Options& options, const Plan& plan, Results& results,
+                         const std::function<void()>& save);
+
+// Appends the interference series (concurrent_with set).
+void measure_concurrent(Job& job, const Options& options, const Plan& plan, Results& results,
+                        const std::function<void()>& save);
+
+}  // namespace fsdpsim::harness

@@ -1,0 +1,483 @@
+#include "calibrate/harness/job.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+namespace fsdpsim::harness {
+namespace {
+
+constexpr std::size_t kHostNameBytes = 64;
+constexpr std::chrono::seconds kStaleIdMargin{120};
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// Rank, world size and local rank from the first launcher whose variables are all set.
+struct LaunchEnv {
+  std::string launcher;
+  int rank = -1;
+  int world = -1;
+  int local_rank = -1;
+};
+
+LaunchEnv launch_env() {
+  struct Source {
+    const char* launcher;
+    const char* rank;
+    const char* world;
+    const char* local_rank;
+  };
+  static constexpr Source kSources[] = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+      {"mpirun (Open MPI)", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+       "OMPI_COMM_WORLD_LOCAL_RANK"},
+  };
+  for (const Source& s : kSources) {
+    const std::string rank = env(s.rank);
+    const std::string world = env(s.world);
+    const std::string local = env(s.local_rank);
+    if (rank.empty() || world.empty()) continue;
+    LaunchEnv e;
+    e.launcher = s.launcher;
+    try {
+      e.rank = std::stoi(rank);
+      e.world = std::stoi(world);
+      e.local_rank = local.empty() ? -1 : std::stoi(local);
+    } catch (const std::exception&) {
+      throw UsageError(cat(s.rank, "=", rank, ", ", s.world, "=", world, ": not integers"));
+    }
+    if (e.world < 1 || e.rank < 0 || e.rank >= e.world) {
+      throw UsageError(cat(s.rank, "=", rank, " is not a rank of ", s.world, "=", world));
+    }
+    if (e.local_rank < 0)
+      throw UsageError(cat(s.local_rank, " is not set; the harness needs it to pick the GPU"));
+    return e;
+  }
+  return LaunchEnv{};
+}
+
+std::string rendezvous_tag(const Options& o) {
+  if (!o.rendezvous_tag.empty()) return o.rendezvous_tag;
+  if (!env("SLURM_JOB_ID").empty())
+    return cat("slurm-", env("SLURM_JOB_ID"), ".", env("SLURM_STEP_ID"));
+  if (!env("TORCHELASTIC_RUN_ID").empty()) return cat("torchrun-", env("TORCHELASTIC_RUN_ID"));
+  if (!env("MASTER_PORT").empty()) return cat("port-", env("MASTER_PORT"));
+  throw UsageError(
+      "one process per GPU needs a tag naming the NCCL id file: pass --rendezvous-tag (no "
+      "SLURM_JOB_ID, TORCHELASTIC_RUN_ID or MASTER_PORT is set)");
+}
+
+// Rank 0 writes the id (temporary file + rename); the others poll until it appears.
+ncclUniqueId exchange_unique_id(const Options& o, int rank, Heartbeat& heartbeat,
+                                std::string& written) {
+  const std::string chosen =
+      o.rendezvous_dir.empty() ? env("FSDPSIM_RENDEZVOUS_DIR") : o.rendezvous_dir;
+  const std::string dir = chosen.empty() ? std::string(1, '.') : chosen;
+  const std::string path = cat(dir, "/fsdpsim-calibrate-", rendezvous_tag(o), ".ncclid");
+  ncclUniqueId id{};
+  if (rank == 0) {
+    FSDPSIM_NCCL(ncclGetUniqueId(&id));
+    const std::string temporary = cat(path, ".", ::getpid(), ".tmp");
+    {
+      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+      out.write(id.internal, sizeof id.internal);
+      if (!out)
+        throw UsageError(
+            cat("--rendezvous: cannot write ", temporary, " (is ", dir, " a writable folder?)"));
+    }
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+      throw UsageError(cat("--rendezvous: cannot create ", path));
+    }
+    written = path;
+    return id;
+  }
+  heartbeat.beat(cat("waiting for rank 0 to write the NCCL id to ", path,
+                     " (is --rendezvous a folder all nodes share, and did rank 0 start?)"));
+  // A file older than this process (less a margin for clock skew between nodes and for ranks
+  // starting at different times) is a previous run's, which rank 0 will replace.
+  const auto started = std::filesystem::file_time_type::clock::now() - kStaleIdMargin;
+  for (;;) {
+    std::error_code ec;
+    const auto written_at = std::filesystem::last_write_time(path, ec);
+    if (!ec && written_at >= started) {
+      std::ifstream in(path, std::ios::binary);
+      in.read(id.internal, sizeof id.internal);
+      if (in.gcount() == static_cast<std::streamsize>(sizeof id.internal)) return id;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+Job::Job(const Options& options, Heartbeat& heartbeat) : heartbeat_(heartbeat) {
+  int devices = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess || devices == 0) {
+    const std::string visible = env("CUDA_VISIBLE_DEVICES");
+    throw UsageError(cat(
+        "no usable CUDA device: ",
+        status == cudaSuccess ? std::string("0 devices") : std::string(cudaGetErrorString(status)),
+        visible.empty() ? std::string() : cat(" (CUDA_VISIBLE_DEVICES=", visible, ")"),
+        ". Run the harness on a GPU node; `fsdpsim calibrate import-nccl-tests` imports existing "
+        "nccl-tests logs without one"));
+  }
+  const LaunchEnv e = launch_env();
+  const bool use_env = options.launch == LaunchMode::kEnvironment ||
+                       (options.launch == LaunchMode::kAuto && !e.launcher.empty() && e.world > 1);
+  if (use_env) {
+    if (e.launcher.empty()) {
+      throw UsageError(
+          "--launch env: none of RANK/WORLD_SIZE/LOCAL_RANK, "
+          "SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID "
+          "or OMPI_COMM_WORLD_* is set");
+    }
+    launcher_ = e.launcher;
+    Gpu g;
+    g.device = e.local_rank % devices;
+    g.rank = e.rank;
+    world_size_ = e.world;
+    gpus_.push_back(g);
+    heartbeat_.set_rank_label(cat("rank ", e.rank, " of ", e.world));
+    init_from_environment(options);
+  } else {
+    launcher_ = "single process";
+    world_size_ = devices;
+    for (int d = 0; d < devices; ++d) {
+      Gpu g;
+      g.device = d;
+      g.rank = d;
+      gpus_.push_back(g);
+    }
+    heartbeat_.set_rank_label(cat("single process, ", devices, " GPUs"));
+    init_single_process();
+  }
+  for (Gpu& g : gpus_) {
+    FSDPSIM_CUDA(cudaSetDevice(g.device));
+    FSDPSIM_CUDA(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+    FSDPSIM_CUDA(cudaStreamCreateWithFlags(&g.side, cudaStreamNonBlocking));
+    FSDPSIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&g.scratch), kMaxReduced * sizeof(float)));
+    FSDPSIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&g.token), sizeof(float)));
+    FSDPSIM_CUDA(cudaMemset(g.token, 0, sizeof(float)));
+    for (auto* events : {&g.start, &g.stop, &g.side_start, &g.side_stop}) {
+      events->resize(kMaxRepeats);
+      for (cudaEvent_t& ev : *events) FSDPSIM_CUDA(cudaEventCreate(&ev));
+    }
+  }
+  exchange_hosts();
+  FSDPSIM_CUDA(cudaSetDevice(gpus_.front().device));  // this process's first GPU from now on
+}
+
+void Job::init_single_process() {
+  heartbeat_.beat("initializing NCCL over the local GPUs");
+  std::vector<ncclComm_t> comms(gpus_.size());
+  std::vector<int> devices;
+  for (const Gpu& g : gpus_) devices.push_back(g.device);
+  FSDPSIM_NCCL(ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), devices.data()));
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    gpus_[i].world = comms[i];
+    comms_.push_back(comms[i]);
+  }
+}
+
+void Job::init_from_environment(const Options& options) {
+  Gpu& g = gpus_.front();
+  FSDPSIM_CUDA(cudaSetDevice(g.device));
+  const ncclUniqueId id = exchange_unique_id(options, g.rank, heartbeat_, id_file_);
+  heartbeat_.beat(
+      cat("initializing NCCL over ", world_size_, " ranks (waiting for every rank to join)"));
+  FSDPSIM_NCCL(ncclCommInitRank(&g.world, world_size_, id, g.rank));
+  comms_.push_back(g.world);
+  // Every rank read the id before the communicator could form: a later job reusing the tag must
+  // not find this one's id.
+  if (!id_file_.empty()) std::remove(id_file_.c_str());
+  heartbeat_.beat("NCCL initialized");
+}
+
+void Job::exchange_hosts() {
+  const DeviceGuard guard;
+  char name[kHostNameBytes] = {};
+  ::gethostname(name, kHostNameBytes - 1);
+  std::vector<char> all(kHostNameBytes * static_cast<std::size_t>(world_size_));
+  std::vector<char*> device_buffers(gpus_.size());
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    FSDPSIM_CUDA(cudaSetDevice(gpus_[i].device));
+    FSDPSIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&device_buffers[i]), all.size()));
+    FSDPSIM_CUDA(
+        cudaMemcpy(device_buffers[i] + kHostNameBytes * static_cast<std::size_t>(gpus_[i].rank),
+                   name, kHostNameBytes, cudaMemcpyHostToDevice));
+  }
+  group_start();
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    char* buffer = device_buffers[i];
+    FSDPSIM_NCCL(ncclAllGather(buffer + kHostNameBytes * static_cast<std::size_t>(gpus_[i].rank),
+                               buffer, kHostNameBytes, ncclChar, gpus_[i].world, gpus_[i].stream));
+  }
+  group_end();
+  wait("exchanging host names");
+  FSDPSIM_CUDA(cudaSetDevice(gpus_.front().device));
+  FSDPSIM_CUDA(cudaMemcpy(all.data(), device_buffers.front(), all.size(), cudaMemcpyDeviceToHost));
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    FSDPSIM_CUDA(cudaSetDevice(gpus_[i].device));
+    FSDPSIM_CUDA(cudaFree(device_buffers[i]));
+  }
+  for (int r = 0; r < world_size_; ++r) {
+    const char* h = all.data() + kHostNameBytes * static_cast<std::size_t>(r);
+    hosts_.emplace_back(h, strnlen(h, kHostNameBytes));
+  }
+  // Node by node: each host's ranks consecutive, the same number on every host.
+  std::int32_t per_node = 0;
+  while (per_node < world_size_ && hosts_[static_cast<std::size_t>(per_node)] == hosts_.front())
+    ++per_node;
+  for (int r = 0; r < world_size_; ++r) {
+    const std::string& expected = hosts_[static_cast<std::size_t>((r / per_node) * per_node)];
+    if (world_size_ % per_node != 0 || hosts_[static_cast<std::size_t>(r)] != expected) {
+      throw UsageError(cat(
+          "ranks are not laid out node by node (rank ", r, " runs on ",
+          hosts_[static_cast<std::size_t>(r)],
+          "); launch with the same number of ranks per node, numbered node by node (torchrun does; "
+          "Slurm needs --distribution=block)"));
+    }
+  }
+  gpus_per_node_ = per_node;
+}
+
+Job::~Job() {
+  if (aborted_) return;
+  for (Gpu& g : gpus_) {
+    cudaSetDevice(g.device);
+    cudaStreamSynchronize(g.stream);
+    cudaStreamSynchronize(g.side);
+    for (auto* events : {&g.start, &g.stop, &g.side_start, &g.side_stop}) {
+      for (cudaEvent_t ev : *events) cudaEventDestroy(ev);
+    }
+    if (g.send != nullptr) cudaFree(g.send);
+    if (g.recv != nullptr) cudaFree(g.recv);
+    if (g.scratch != nullptr) cudaFree(g.scratch);
+    if (g.token != nullptr) cudaFree(g.token);
+    cudaStreamDestroy(g.stream);
+    cudaStreamDestroy(g.side);
+  }
+  for (ncclComm_t c : comms_) ncclCommDestroy(c);
+}
+
+void Job::abort() noexcept {
+  if (aborted_) return;
+  aborted_ = true;
+  for (ncclComm_t c : comms_) ncclCommAbort(c);
+  comms_.clear();
+}
+
+void Job::group_start() const {
+  if (gpus_.size() > 1) FSDPSIM_NCCL(ncclGroupStart());
+}
+
+void Job::group_end() const {
+  if (gpus_.size() > 1) FSDPSIM_NCCL(ncclGroupEnd());
+}
+
+void Job::wait(const std::string& what) {
+  heartbeat_.beat(what);
+  for (;;) {
+    bool idle = true;
+    for (const Gpu& g : gpus_) {
+      for (cudaStream_t s : {g.stream, g.side}) {
+        const cudaError_t q = cudaStreamQuery(s);
+        if (q == cudaErrorNotReady) {
+          idle = false;
+        } else if (q != cudaSuccess) {
+          throw HarnessError(cat("CUDA error ", cudaGetErrorName(q), " (", cudaGetErrorString(q),
+                                 ") while ", what));
+        }
+      }
+    }
+    for (ncclComm_t c : comms_) {
+      ncclResult_t async = ncclSuccess;
+      FSDPSIM_NCCL(ncclCommGetAsyncError(c, &async));
+      if (async != ncclSuccess && async != ncclInProgress) {
+        throw HarnessError(cat("NCCL reports '", ncclGetErrorString(async), "' while ", what,
+                               " (another rank failed or the network is down?)"));
+      }
+    }
+    if (idle) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  heartbeat_.beat(cat(what, " (done)"));
+}
+
+void Job::barrier() {
+  group_start();
+  for (Gpu& g : gpus_)
+    FSDPSIM_NCCL(ncclAllReduce(g.token, g.token, 1, ncclFloat, ncclMax, g.world, g.stream));
+  group_end();
+}
+
+std::vector<float> Job::max_over_ranks(const std::vector<float>& values) {
+  const DeviceGuard guard;
+  if (values.empty() || values.size() > static_cast<std::size_t>(kMaxReduced)) {
+    throw HarnessError("max_over_ranks: between 1 and kMaxReduced values");
+  }
+  const std::size_t bytes = values.size() * sizeof(float);
+  for (Gpu& g : gpus_) {
+    FSDPSIM_CUDA(cudaSetDevice(g.device));
+    FSDPSIM_CUDA(
+        cudaMemcpyAsync(g.scratch, values.data(), bytes, cudaMemcpyHostToDevice, g.stream));
+  }
+  group_start();
+  for (Gpu& g : gpus_) {
+    FSDPSIM_NCCL(
+        ncclAllReduce(g.scratch, g.scratch, values.size(), ncclFloat, ncclMax, g.world, g.stream));
+  }
+  group_end();
+  std::vector<float> out(values.size());
+  Gpu& first = gpus_.front();
+  FSDPSIM_CUDA(cudaSetDevice(first.device));
+  FSDPSIM_CUDA(
+      cudaMemcpyAsync(out.data(), first.scratch, bytes, cudaMemcpyDeviceToHost, first.stream));
+  wait("reducing timings over ranks");
+  return out;
+}
+
+void Job::ensure_buffers(std::int64_t bytes) {
+  const DeviceGuard guard;
+  for (Gpu& g : gpus_) {
+    if (g.buffer_bytes >= bytes) continue;
+    FSDPSIM_CUDA(cudaSetDevice(g.device));
+    FSDPSIM_CUDA(cudaStreamSynchronize(g.stream));
+    FSDPSIM_CUDA(cudaStreamSynchronize(g.side));
+    if (g.send != nullptr) FSDPSIM_CUDA(cudaFree(g.send));
+    if (g.recv != nullptr) FSDPSIM_CUDA(cudaFree(g.recv));
+    g.send = nullptr;
+    g.recv = nullptr;
+    FSDPSIM_CUDA(cudaMalloc(&g.send, static_cast<std::size_t>(bytes)));
+    FSDPSIM_CUDA(cudaMalloc(&g.recv, static_cast<std::size_t>(bytes)));
+    // Non-zero, finite contents (bytes 0x3c: 1.06 in fp16, 0.0115 in bf16 and fp32) so that
+    // reductions do the arithmetic they do in training.
+    FSDPSIM_CUDA(cudaMemset(g.send, 0x3c, static_cast<std::size_t>(bytes)));
+    FSDPSIM_CUDA(cudaMemset(g.recv, 0x3c, static_cast<std::size_t>(bytes)));
+    g.buffer_bytes = bytes;
+  }
+}
+
+void Job::free_buffers() {
+  const DeviceGuard guard;
+  for (Gpu& g : gpus_) {
+    FSDPSIM_CUDA(cudaSetDevice(g.device));
+    FSDPSIM_CUDA(cudaStreamSynchronize(g.stream));
+    FSDPSIM_CUDA(cudaStreamSynchronize(g.side));
+    if (g.send != nullptr) FSDPSIM_CUDA(cudaFree(g.send));
+    if (g.recv != nullptr) FSDPSIM_CUDA(cudaFree(g.recv));
+    g.send = nullptr;
+    g.recv = nullptr;
+    g.buffer_bytes = 0;
+  }
+}
+
+std::int64_t Job::free_memory() const {
+  const DeviceGuard guard;
+  std::int64_t tightest = -1;
+  for (const Gpu& g : gpus_) {
+    FSDPSIM_CUDA(cudaSetDevice(g.device));
+    std::size_t free = 0;
+    std::size_t total = 0;
+    FSDPSIM_CUDA(cudaMemGetInfo(&free, &total));
+    const auto f = static_cast<std::int64_t>(free);
+    if (tightest < 0 || f < tightest) tightest = f;
+  }
+  return tightest;
+}
+
+std::vector<Group> Job::make_groups(const std::vector<std::string>& kinds,
+                                    const std::vector<std::int32_t>& shard_sizes, bool twins,
+                                    std::vector<std::string>& notes) {
+  const DeviceGuard guard;
+  struct Wanted {
+    std::string label;
+    std::int32_t ranks;
+    std::int32_t per_node;
+    std::vector<int> colors;  // per local GPU
+  };
+  const std::int32_t g = gpus_per_node_;
+  const std::int32_t n = world_size_ / g;
+  const auto wants = [&kinds](const char* k) {
+    return std::find(kinds.begin(), kinds.end(), k) != kinds.end();
+  };
+  std::vector<Wanted> wanted;
+  const auto colors = [this](auto color_of) {
+    std::vector<int> out;
+    for (const Gpu& gpu : gpus_) out.push_back(color_of(gpu.rank));
+    return out;
+  };
+  if (wants("world")) wanted.push_back({"world", world_size_, g, colors([](int) { return 0; })});
+  if (wants("intra") && n > 1 && g > 1)
+    wanted.push_back({"intra_node", g, g, colors([g](int r) { return r / g; })});
+  if (wants("inter") && n > 1)
+    wanted.push_back({"inter_node", n, 1, colors([g](int r) { return r % g; })});
+  if (wants("shard")) {
+    for (const std::int32_t f : shard_sizes) {
+      if (f < 2 || f >= world_size_ || world_size_ % f != 0 || (f % g != 0 && g % f != 0)) {
+        notes.push_back(cat("shard group size ", f, " skipped: it must divide the world (",
+                            world_size_, ") and tile nodes of ", g, " GPUs"));
+        continue;
+      }
+      wanted.push_back({cat("shard_", f), f, std::min(f, g), colors([f](int r) { return r / f; })});
+      const std::int32_t replicas = world_size_ / f;
+      if (replicas > 1) {
+        wanted.push_back({cat("replicate_", f), replicas, f < g ? g / f : 1,
+                          colors([f](int r) { return r % f; })});
+      }
+    }
+  }
+  std::vector<Group> groups;
+  for (const Wanted& w : wanted) {
+    const bool duplicate = std::any_of(groups.begin(), groups.end(), [&w](const Group& x) {
+      return x.ranks == w.ranks && x.ranks_per_node == w.per_node;
+    });
+    if (duplicate || w.ranks < 2) continue;
+    Group group;
+    group.label = w.label;
+    group.ranks = w.ranks;
+    group.ranks_per_node = w.per_node;
+    heartbeat_.beat(cat("creating the ", w.label, " communicators"));
+    for (int copy = 0; copy < (twins ? 2 : 1); ++copy) {
+      std::vector<ncclComm_t>& target = copy == 0 ? group.comms : group.twins;
+      target.assign(gpus_.size(), nullptr);
+      group_start();
+      for (std::size_t i = 0; i < gpus_.size(); ++i) {
+        FSDPSIM_CUDA(cudaSetDevice(gpus_[i].device));
+        FSDPSIM_NCCL(
+            ncclCommSplit(gpus_[i].world, w.colors[i], gpus_[i].rank, &target[i], nullptr));
+      }
+      group_end();
+      for (ncclComm_t c : target) comms_.push_back(c);
+    }
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+void Job::free_group(Group& group) {
+  const DeviceGuard guard;
+  if (aborted_) return;
+  for (auto* list : {&group.comms, &group.twins}) {
+    for (ncclComm_t c : *list) {
+      comms_.erase(std::remove(comms_.begin(), comms_.end(), c), comms_.end());
+      ncclCommDestroy(c);
+    }
+    list->clear();
+  }
+}
+
+}  // namespace fsdpsim::harness

@@ -1,0 +1,110 @@
+// The distributed job as one process sees it: which ranks and GPUs it drives, the world
+// communicator and the process-group shapes FSDP uses, and waiting on GPU work without hanging.
+//
+// Launch: one process driving every local GPU (ncclCommInitAll; one node), or one process per
+// GPU with the rank from the launcher's environment (torchrun: RANK, WORLD_SIZE, LOCAL_RANK;
+// Slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; Open MPI: OMPI_COMM_WORLD_*; no MPI library
+// needed) and the NCCL unique id passed through a file in a shared folder. Ranks must be laid out
+// node by node (rank = node * gpus_per_node + local rank), as torchrun and Slurm's block
+// distribution do; the hosts are exchanged over NCCL and checked.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "calibrate/harness/common.hpp"
+#include "calibrate/harness/heartbeat.hpp"
+#include "calibrate/harness/options.hpp"
+
+namespace fsdpsim::harness {
+
+inline constexpr int kMaxRepeats = 1000;
+inline constexpr int kMaxReduced = 2 * kMaxRepeats;  // values one max_over_ranks call takes
+
+struct Gpu {
+  int device = 0;
+  int rank = 0;
+  cudaStream_t stream = nullptr;  // collectives and timed kernels
+  cudaStream_t side = nullptr;    // the concurrent collective
+  ncclComm_t world = nullptr;
+  void* send = nullptr;  // collective buffers, `buffer_bytes` each
+  void* recv = nullptr;
+  std::int64_t buffer_bytes = 0;
+  float* scratch = nullptr;        // kMaxReduced floats: max-over-ranks
+  float* token = nullptr;          // one float: barriers
+  std::vector<cudaEvent_t> start;  // kMaxRepeats each
+  std::vector<cudaEvent_t> stop;
+  std::vector<cudaEvent_t> side_start;
+  std::vector<cudaEvent_t> side_stop;
+};
+
+// A process-group shape with one communicator per local GPU (and a twin over the same ranks for
+// concurrency measurements).
+struct Group {
+  std::string label;  // world, intra_node, inter_node, shard_F, replicate_F
+  std::int32_t ranks = 0;
+  std::int32_t ranks_per_node = 0;
+  std::vector<ncclComm_t> comms;
+  std::vector<ncclComm_t> twins;
+  bool owns_comms = true;
+};
+
+class Job {
+ public:
+  // Throws UsageError when there is no usable GPU or the launch environment is incomplete.
+  Job(const Options& options, Heartbeat& heartbeat);
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  [[nodiscard]] bool root() const { return gpus_.front().rank == 0; }
+  [[nodiscard]] std::int32_t world_size() const { return world_size_; }
+  [[nodiscard]] std::int32_t gpus_per_node() const { return gpus_per_node_; }
+  [[nodiscard]] std::int32_t nodes() const { return world_size_ / gpus_per_node_; }
+  [[nodiscard]] const std::vector<std::string>& hosts() const { return hosts_; }
+  [[nodiscard]] std::vector<Gpu>& gpus() { return gpus_; }
+  [[nodiscard]] const std::string& launcher() const { return launcher_; }
+
+  // The groups of `kinds` (world, intra, inter, shard) that exist on this job, shapes deduplicated.
+  std::vector<Group> make_groups(const std::vector<std::string>& kinds,
+                                 const std::vector<std::int32_t>& shard_sizes, bool twins,
+                                 std::vector<std::string>& notes);
+  void free_group(Group& group);
+
+  // Collective buffers of at least `bytes` each on every local GPU; free_buffers() returns them.
+  void ensure_buffers(std::int64_t bytes);
+  void free_buffers();
+  // Free device memory on the tightest local GPU.
+  [[nodiscard]] std::int64_t free_memory() const;
+
+  // Blocks until all local streams are idle; checks NCCL's asynchronous errors meanwhile and
+  // reports progress to the heartbeat. Throws HarnessError.
+  void wait(const std::string& what);
+  // Enqueues a world all-reduce of one float on every local stream (not waited for).
+  void barrier();
+  // Element-wise maximum over all ranks of `values` (at most kMaxReduced); waits.
+  std::vector<float> max_over_ranks(const std::vector<float>& values);
+  // NCCL launches from one thread for all local GPUs need a group.
+  void group_start() const;
+  void group_end() const;
+  // After an error: abort every communicator (never blocks on peers).
+  void abort() noexcept;
+
+ private:
+  void init_single_process();
+  void init_from_environment(const Options& options);
+  std::string id_file_;  // the NCCL id file rank 0 wrote, removed once every rank has joined
+  void exchange_hosts();
+
+  Heartbeat& heartbeat_;
+  std::vector<Gpu> gpus_;
+  std::vector<ncclComm_t> comms_;   // every communicator this process owns, for errors and abort
+  std::vector<std::string> hosts_;  // per rank
+  std::int32_t world_size_ = 1;
+  std::int32_t gpus_per_node_ = 1;
+  std::string launcher_;
+  bool aborted_ = false;
+};
+
+}  // namespace fsdpsim::harness

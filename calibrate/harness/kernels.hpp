@@ -1,0 +1,20 @@
+// The harness's own device code (kernels.cu, compiled by nvcc): an empty kernel for the launch
+// cost, and a fill that gives GEMM operands finite, non-zero values.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fsdpsim::harness {
+
+// Launches one empty kernel (1 block, 1 thread) on `stream`.
+cudaError_t launch_empty_kernel(cudaStream_t stream);
+
+// Fills `count` elements of `element_bytes` (1, 2 or 4) with base | (hash(i) & mask): with the
+// exponent bits in `base` and mantissa bits in `mask`, every element is a finite value in [1, 2).
+cudaError_t fill_pattern(void* data, std::size_t count, int element_bytes, std::uint32_t base,
+                         std::uint32_t mask, cudaStream_t stream);
+
+}  // namespace fsdpsim::harness

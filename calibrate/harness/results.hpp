@@ -1,0 +1,76 @@
+// What the harness measured, in the calibration profile schema (sim/app/calibration_json.cpp
+// reads it; README "Calibrating a new cluster" documents it), and its atomic writer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fsdpsim::harness {
+
+struct PointResult {
+  std::int64_t bytes = 0;
+  double median_us = 0.0;
+  double min_us = 0.0;
+  double max_us = 0.0;
+  std::int32_t repeats = 0;
+};
+
+struct SeriesResult {
+  std::string collective;  // all_gather | reduce_scatter | all_reduce
+  std::string dtype;       // bf16 | fp16 | fp32
+  std::string group;       // world, intra_node, inter_node, shard_F, replicate_F
+  std::int32_t ranks = 0;
+  std::int32_t ranks_per_node = 0;
+  std::string concurrent_with;  // empty unless measured alongside another collective
+  std::vector<PointResult> points;
+};
+
+struct GemmResult {
+  std::string dtype;
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  std::int64_t batch = 1;
+  double median_us = 0.0;
+  double min_us = 0.0;
+  double max_us = 0.0;
+  std::int32_t repeats = 0;
+  std::optional<double> under_nccl_us;
+  std::string source;  // "plan" or "grid"
+};
+
+struct Results {
+  std::string name;
+  std::string created;
+  std::string tool;
+  std::string device_name;
+  std::string compute_capability;
+  std::int32_t sm_count = 0;
+  std::int64_t memory_bytes = 0;
+  std::string driver;
+  std::string cuda_runtime;
+  std::string nccl;
+  std::string cublaslt;
+  std::int32_t nodes = 0;
+  std::int32_t gpus_per_node = 0;
+  std::vector<std::string> hosts;
+  std::vector<std::string> notes;
+  bool complete = false;
+  std::vector<SeriesResult> collectives;
+  std::vector<GemmResult> gemms;
+  std::optional<double> device_copy_GBps;
+  std::optional<double> h2d_pinned_GBps;
+  std::optional<double> d2h_pinned_GBps;
+  std::optional<double> kernel_launch_us;
+};
+
+// The profile JSON (schema_version 1).
+std::string to_json(const Results& results);
+
+// Writes `content` to `path` through a temporary file in the same folder and a rename, so that a
+// reader never sees half a profile. Throws HarnessError naming the path.
+void write_atomically(const std::string& path, const std::string& content);
+
+}  // namespace fsdpsim::harness

@@ -1,0 +1,53 @@
+// The plain C++ part of the harness's shared helpers (no CUDA): exit codes, error types, string
+// helpers, spreads. results.cpp needs only this, so that the profile writer can be unit-tested
+// on machines without CUDA (tests/unit/calibrate/harness_writer_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fsdpsim::harness {
+
+// Exit codes (README "Calibrating a new cluster").
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;   // a CUDA, NCCL or cuBLASLt error while measuring
+inline constexpr int kExitUsage = 2;    // bad options, or no usable GPU
+inline constexpr int kExitTimeout = 3;  // no progress within --timeout: a rank failed or hung
+
+// Bad options or an environment the harness cannot run in (exit 2).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A failure while measuring (exit 1).
+class HarnessError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Concatenates anything streamable (no fmt here: the GPU machines have only the CUDA toolkit).
+template <typename... Parts>
+std::string cat(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+
+// "1K", "64M", "4G", "1024" -> bytes (binary suffixes, as nccl-tests -b / -e). Throws UsageError.
+std::int64_t parse_size(const std::string& text, const std::string& option);
+std::string format_size(std::int64_t bytes);
+std::vector<std::string> split_list(const std::string& text);
+
+// Median, minimum and maximum of samples (not empty).
+struct Spread {
+  double median = 0.0;
+  double min = 0.0;
+  double max = 0.0;
+};
+Spread spread_of(std::vector<double> samples);
+
+}  // namespace fsdpsim::harness

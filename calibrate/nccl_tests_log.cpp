@@ -1,0 +1,565 @@
+// nccl-tests log reader (format: nccl_tests_log.hpp). A line-oriented state machine: header
+// lines ("# ...") set what the next table means, a column header opens a table, data rows fill
+// it, "# Avg bus bandwidth" closes it.
+#include "calibrate/nccl_tests_log.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace fsdpsim::calibrate {
+namespace {
+
+// busbw / algbw must match the nccl-tests factor within this fraction; both are printed with 2
+// decimals, so only rows with algbw >= kMinCheckedAlgbwGBps (rounding < 0.5 %) are checked.
+constexpr double kBusbwRatioTolerance = 0.03;
+constexpr double kMinCheckedAlgbwGBps = 1.0;
+
+std::vector<std::string_view> split_words(std::string_view s) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < s.size() && s[i] != ' ' && s[i] != '\t') ++i;
+    if (i > start) out.push_back(s.substr(start, i - start));
+  }
+  return out;
+}
+
+bool is_integer(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::optional<double> to_double(std::string_view s) {
+  double v = 0.0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::optional<std::int64_t> to_int(std::string_view s) {
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// A line as it may be quoted in a message: printable, at most 60 characters.
+std::string quoted(std::string_view s) {
+  std::string out;
+  for (const char c : s.substr(0, 60)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += (u >= 0x20 && u < 0x7f) ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return "'" + out + (s.size() > 60 ? "...'" : "'");
+}
+
+// nccl-tests type names (src/common.cu test_typenames) -> our dtypes; others are not imported.
+std::optional<Dtype> dtype_of(std::string_view type) {
+  if (type == "float") return Dtype::kFp32;
+  if (type == "half") return Dtype::kFp16;
+  if (type == "bfloat16") return Dtype::kBf16;
+  if (type == "f8e4m3" || type == "f8e5m2") return Dtype::kFp8;
+  return std::nullopt;
+}
+
+// NCCL_VERSION_CODE: major*10000 + minor*100 + patch from 2.9 on, major*1000 + minor*100 + patch
+// before.
+std::string nccl_version(std::int64_t code) {
+  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
+  return fmt::format("{}.{}.{}", code / 1000, (code % 1000) / 100, code % 100);
+}
+
+std::optional<hardware::Collective> collective_from_text(std::string_view s) {
+  const auto has = [&s](std::string_view w) { return s.find(w) != std::string_view::npos; };
+  if (has("all_gather") || has("allgather")) return hardware::Collective::kAllGather;
+  if (has("reduce_scatter") || has("reducescatter")) return hardware::Collective::kReduceScatter;
+  if (has("all_reduce") || has("allreduce")) return hardware::Collective::kAllReduce;
+  return std::nullopt;
+}
+
+struct Columns {
+  std::size_t count = 0;  // words a complete row has (a trailing timestamp excluded)
+  int size = -1;
+  int type = -1;
+  int redop = -1;
+  std::array<int, 2> time{-1, -1};
+  std::array<int, 2> algbw{-1, -1};
+  std::array<int, 2> busbw{-1, -1};
+  std::array<int, 2> wrong{-1, -1};
+};
+
+std::optional<Columns> parse_column_header(const std::vector<std::string_view>& words) {
+  Columns c;
+  int times = 0;
+  int algbws = 0;
+  int busbws = 0;
+  int wrongs = 0;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string_view w = words[i];
+    const int at = static_cast<int>(i);
+    if (w == "timestamp") break;
+    c.count = i + 1;
+    if (w == "size" || w == "bytes") c.size = at;
+    if (w == "type") c.type = at;
+    if (w == "redop" || w == "op") c.redop = at;
+    if ((w == "time" || w == "cputime") && times < 2)
+      c.time[static_cast<std::size_t>(times++)] = at;
+    if (w == "algbw" && algbws < 2) c.algbw[static_cast<std::size_t>(algbws++)] = at;
+    if (w == "busbw" && busbws < 2) c.busbw[static_cast<std::size_t>(busbws++)] = at;
+    if ((w == "#wrong" || w == "error" || w == "res") && wrongs < 2)
+      c.wrong[static_cast<std::size_t>(wrongs++)] = at;
+  }
+  if (c.size < 0 || c.type < 0 || c.time[0] < 0 || c.algbw[0] < 0 || c.busbw[0] < 0)
+    return std::nullopt;
+  return c;
+}
+
+struct Row {
+  std::size_t line = 0;
+  std::int64_t bytes = 0;
+  Dtype dtype = Dtype::kFp32;
+  double time_us = 0.0;
+  double algbw_gbps = 0.0;
+  double busbw_gbps = 0.0;
+};
+
+struct Table {
+  std::size_t header_line = 0;
+  std::size_t last_line = 0;
+  Columns columns;
+  std::vector<Row> rows;
+  bool footer = false;
+};
+
+struct RankInfo {
+  std::string host;
+  std::string device;
+};
+
+// One run of a perf binary: its header lines and its result table(s).
+struct Section {
+  std::optional<hardware::Collective> collective;
+  std::string program;
+  std::map<std::int64_t, RankInfo> ranks;
+  std::int32_t ranks_in_process = 0;  // nThread * nGpus
+  std::int32_t iters = 0;
+  std::string nccl;
+  std::vector<Table> tables;
+  bool open_table() const { return !tables.empty() && !tables.back().footer; }
+};
+
+class Parser {
+ public:
+  Parser(std::string_view text, const std::string& file, const NcclTestsImportOptions& options)
+      : text_(text), file_(file), options_(options) {}
+
+  NcclTestsLog run();
+
+ private:
+  [[noreturn]] void fail(std::size_t line, const std::string& message) const {
+    throw InputError(fmt::format("{}:{}: {}", file_, line, message));
+  }
+  void header_line(std::size_t number, std::string_view body);
+  void data_row(std::size_t number, const std::vector<std::string_view>& words, bool last_line);
+  void close_section(std::size_t number);
+  void finish_table(const Section& section, const Table& table);
+
+  std::string_view text_;
+  const std::string& file_;
+  const NcclTestsImportOptions& options_;
+  Section section_;
+  NcclTestsLog out_;
+  std::size_t tables_seen_ = 0;
+  std::map<std::string, std::int64_t> skipped_;
+};
+
+void Parser::header_line(std::size_t number, std::string_view body) {
+  const std::vector<std::string_view> words = split_words(body);
+  if (words.empty()) return;
+  const bool starts_run =
+      (words.size() >= 2 && words[0] == "nccl-tests" && words[1] == "version") ||
+      (words.size() >= 3 && words[0] == "Collective" && words[1] == "test" &&
+       words[2] == "starting:") ||
+      words[0] == "nThread";
+  if (starts_run && !section_.tables.empty()) close_section(number);
+  if (words.size() >= 3 && words[0] == "nccl-tests" && words[1] == "version") {
+    for (const std::string_view w : words) {
+      if (w.starts_with("nccl-library=")) {
+        if (const auto code = to_int(w.substr(13))) section_.nccl = nccl_version(*code);
+      }
+    }
+  } else if (words.size() >= 4 && words[0] == "Collective" && words[2] == "starting:") {
+    section_.program = std::string(words[3]);
+    section_.collective = collective_from_text(words[3]);
+    if (!section_.collective)
+      fail(number, fmt::format("{} is not a collective fsdpsim calibrates "
+                               "(all_gather_perf, reduce_scatter_perf, all_reduce_perf)",
+                               words[3]));
+  } else if (words[0] == "nThread") {
+    std::int64_t threads = 1;
+    std::int64_t gpus = 1;
+    for (std::size_t i = 0; i + 1 < words.size(); ++i) {
+      if (words[i] == "nThread") threads = to_int(words[i + 1]).value_or(1);
+      if (words[i] == "nGpus") gpus = to_int(words[i + 1]).value_or(1);
+      if (words[i] == "iters:" && (i == 0 || (words[i - 1] != "warmup" && words[i - 1] != "agg"))) {
+        section_.iters = static_cast<std::int32_t>(to_int(words[i + 1]).value_or(0));
+      }
+    }
+    section_.ranks_in_process = static_cast<std::int32_t>(threads * gpus);
+  } else if (words[0] == "Rank" && words.size() >= 8) {
+    // "Rank  r Group g Pid p on HOST device d [bus] NAME..."
+    const auto rank = to_int(words[1]);
+    const auto on = std::find(words.begin(), words.end(), std::string_view("on"));
+    if (rank && on != words.end() && on + 1 != words.end()) {
+      RankInfo info{std::string(*(on + 1)), ""};
+      const std::size_t bracket = body.find(']');
+      if (bracket != std::string_view::npos) {
+        std::string_view name = body.substr(bracket + 1);
+        while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+        while (!name.empty() && (name.back() == ' ' || name.back() == '\r')) name.remove_suffix(1);
+        info.device = std::string(name);
+      }
+      section_.ranks[*rank] = info;
+    }
+  } else if (const auto columns = parse_column_header(words)) {
+    if (section_.open_table()) fail(number, "a second column header before the table above ended");
+    Table t;
+    t.header_line = number;
+    t.last_line = number;
+    t.columns = *columns;
+    section_.tables.push_back(t);
+  } else if (words.size() >= 3 && words[0] == "Avg" && words[1] == "bus" && section_.open_table()) {
+    section_.tables.back().footer = true;
+    section_.tables.back().last_line = number;
+  } else if (words.size() >= 5 && words[0] == "Out" && words[1] == "of" && words[3] == "values" &&
+             words.back() == "FAILED" && section_.open_table()) {
+    fail(number,
+         "nccl-tests reports out-of-bounds values: the collective returned wrong data, so its "
+         "timings are not a measurement to calibrate with");
+  }
+}
+
+void Parser::data_row(std::size_t number, const std::vector<std::string_view>& words,
+                      bool last_line) {
+  Table& t = section_.tables.back();
+  t.last_line = number;
+  const Columns& c = t.columns;
+  if (words.size() < c.count) {
+    if (last_line && options_.allow_truncated) {
+      out_.notes.push_back(fmt::format("{}:{}: dropped the incomplete last row ({} of {} columns)",
+                                       file_, number, words.size(), c.count));
+      return;
+    }
+    if (last_line) {
+      fail(number, fmt::format("truncated nccl-tests log: the last row has {} of its {} columns "
+                               "(the run was cut short?)",
+                               words.size(), c.count));
+    }
+    fail(number,
+         fmt::format(
+             "malformed result row: expected {} columns as in the header on line {}, found {}",
+             c.count, t.header_line, words.size()));
+  }
+  const std::size_t p = options_.in_place ? 1 : 0;
+  if (c.time[p] < 0 || c.algbw[p] < 0 || c.busbw[p] < 0) {
+    fail(t.header_line, "the table has no in-place columns (--in-place)");
+  }
+  const auto word = [&words](int index) { return words[static_cast<std::size_t>(index)]; };
+  const auto number_at = [&](int index, const char* what) {
+    const auto v = to_double(word(index));
+    if (!v || *v < 0.0)
+      fail(number, fmt::format("expected a number >= 0 in column '{}', found {}", what,
+                               quoted(word(index))));
+    return *v;
+  };
+  const auto bytes = to_int(word(c.size));
+  if (!bytes || *bytes <= 0)
+    fail(number, fmt::format("expected a size in bytes > 0, found {}", quoted(word(c.size))));
+  Row r;
+  r.line = number;
+  r.bytes = *bytes;
+  r.time_us = number_at(c.time[p], "time");
+  r.algbw_gbps = number_at(c.algbw[p], "algbw");
+  r.busbw_gbps = number_at(c.busbw[p], "busbw");
+  if (c.wrong[p] >= 0 && word(c.wrong[p]) != "N/A") {
+    const double wrong = number_at(c.wrong[p], "#wrong");
+    if (wrong > 0.0) {
+      fail(number,
+           fmt::format(
+               "{} wrong elements: the collective returned wrong data, so this timing is not "
+               "a measurement to calibrate with",
+               word(c.wrong[p])));
+    }
+  }
+  if (!(r.time_us > 0.0)) fail(number, "a time of 0 us");
+  const std::string_view type = word(c.type);
+  const auto dtype = dtype_of(type);
+  if (!dtype) {
+    ++skipped_[fmt::format("type {}", type)];
+    return;
+  }
+  if (c.redop >= 0) {
+    const std::string_view op = word(c.redop);
+    if (op != "sum" && op != "none" && op != "-") {
+      ++skipped_[fmt::format("redop {}", op)];
+      return;
+    }
+  }
+  r.dtype = *dtype;
+  t.rows.push_back(r);
+}
+
+void Parser::finish_table(const Section& section, const Table& table) {
+  ++tables_seen_;
+  if (!table.footer) {
+    if (!options_.allow_truncated) {
+      fail(table.last_line,
+           fmt::format(
+               "truncated nccl-tests log: the table that starts on line {} has no '# Avg bus "
+               "bandwidth' "
+               "footer (the run was cut short?); --allow-truncated keeps its {} complete rows",
+               table.header_line, table.rows.size()));
+    }
+    out_.notes.push_back(fmt::format("{}:{}: truncated table kept with {} complete rows", file_,
+                                     table.header_line, table.rows.size()));
+  }
+  if (table.rows.empty()) {
+    if (skipped_.empty())
+      fail(table.last_line,
+           fmt::format("the result table that starts on line {} has no rows", table.header_line));
+    return;
+  }
+  // Which collective.
+  std::optional<hardware::Collective> op = section.collective;
+  if (options_.collective && op && *options_.collective != *op) {
+    fail(table.header_line, fmt::format("--collective {} contradicts the log, which ran {}",
+                                        collective_name(*options_.collective), section.program));
+  }
+  if (!op) op = options_.collective;
+  if (!op) op = collective_from_text(std::filesystem::path(file_).filename().string());
+  if (!op) {
+    fail(table.header_line,
+         "cannot tell which collective this table measured (no '# Collective test starting' "
+         "line and the file name does not say); pass --collective");
+  }
+  // How many ranks, and how many per node.
+  std::int32_t ranks = 0;
+  std::int32_t per_node = 0;
+  std::set<std::string> hosts;
+  for (const auto& [rank, info] : section.ranks) hosts.insert(info.host);
+  if (!section.ranks.empty()) {
+    ranks = static_cast<std::int32_t>(section.ranks.size());
+    if (ranks % static_cast<std::int32_t>(hosts.size()) != 0) {
+      fail(table.header_line,
+           fmt::format("{} ranks on {} hosts is not the same number on every node; pass "
+                       "--ranks-per-node",
+                       ranks, hosts.size()));
+    }
+    per_node = ranks / static_cast<std::int32_t>(hosts.size());
+  } else if (section.ranks_in_process > 0 && !options_.ranks) {
+    ranks = section.ranks_in_process;  // one process without MPI: all its GPUs on one host
+    per_node = ranks;
+  }
+  if (options_.ranks) ranks = *options_.ranks;
+  if (options_.ranks_per_node) per_node = *options_.ranks_per_node;
+  if (ranks <= 0)
+    fail(table.header_line,
+         "the log lists no ranks ('#  Rank ...' lines); pass --ranks and --ranks-per-node");
+  if (per_node <= 0 && section.ranks_in_process == ranks) per_node = ranks;
+  if (per_node <= 0)
+    fail(table.header_line,
+         "the log does not say which host each rank ran on; pass --ranks-per-node");
+  if (per_node > ranks || ranks % per_node != 0) {
+    fail(table.header_line,
+         fmt::format("{} ranks per node does not divide {} ranks", per_node, ranks));
+  }
+  // busbw / algbw must be the factor of this collective on this many ranks.
+  const double factor = busbw_factor(*op, ranks);
+  for (const Row& r : table.rows) {
+    if (r.algbw_gbps < kMinCheckedAlgbwGBps || ranks < 2) continue;
+    const double ratio = r.busbw_gbps / r.algbw_gbps;
+    if (std::fabs(ratio - factor) > kBusbwRatioTolerance * factor) {
+      fail(r.line,
+           fmt::format("busbw / algbw = {:.3f}, but an {} over {} ranks has {:.3f} (nccl-tests "
+                       "doc/PERFORMANCE.md); the log is not what it is read as: check --collective "
+                       "and --ranks",
+                       ratio, collective_name(*op), ranks, factor));
+    }
+  }
+  // One series per dtype, in the order the dtypes first appear.
+  std::vector<Dtype> order;
+  for (const Row& r : table.rows) {
+    if (std::find(order.begin(), order.end(), r.dtype) == order.end()) order.push_back(r.dtype);
+  }
+  for (const Dtype d : order) {
+    CollectiveSeries s;
+    s.op = *op;
+    s.dtype = d;
+    s.ranks = ranks;
+    s.ranks_per_node = per_node;
+    s.group = ranks == per_node ? "intra_node" : (per_node == 1 ? "inter_node" : "multi_node");
+    s.in_place = options_.in_place;
+    s.source = fmt::format("{} lines {}-{} (nccl-tests{}{})", file_, table.header_line,
+                           table.last_line, section.program.empty() ? "" : " " + section.program,
+                           section.nccl.empty() ? "" : ", NCCL " + section.nccl);
+    for (const Row& r : table.rows) {
+      if (r.dtype != d) continue;
+      CollectivePoint point;
+      point.bytes = Bytes(r.bytes);
+      point.median = microseconds(r.time_us);
+      point.repeats = section.iters;
+      s.points.push_back(point);
+    }
+    out_.series.push_back(std::move(s));
+  }
+  // What the log says about the machine.
+  if (!section.ranks.empty()) {
+    if (out_.device.name.empty()) out_.device.name = section.ranks.begin()->second.device;
+    out_.topology.nodes = std::max(out_.topology.nodes, static_cast<std::int32_t>(hosts.size()));
+    out_.topology.gpus_per_node = std::max(out_.topology.gpus_per_node, per_node);
+    for (const std::string& h : hosts) {
+      if (std::find(out_.topology.hosts.begin(), out_.topology.hosts.end(), h) ==
+          out_.topology.hosts.end()) {
+        out_.topology.hosts.push_back(h);
+      }
+    }
+  }
+  if (out_.software.nccl.empty()) out_.software.nccl = section.nccl;
+}
+
+void Parser::close_section(std::size_t number) {
+  (void)number;
+  for (const Table& t : section_.tables) finish_table(section_, t);
+  section_ = Section{};
+}
+
+NcclTestsLog Parser::run() {
+  // Lines, with the number of the last non-empty one (a short row there is a truncation).
+  std::vector<std::string_view> lines;
+  std::size_t start = 0;
+  while (start <= text_.size()) {
+    const std::size_t end = text_.find('\n', start);
+    std::string_view line =
+        text_.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back(line);
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  std::size_t last_content = 0;
+  std::size_t first_content = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (!split_words(lines[i]).empty()) {
+      last_content = i + 1;
+      if (first_content == 0) first_content = i + 1;
+    }
+  }
+  if (first_content == 0)
+    throw InputError(fmt::format("{}: empty file, not an nccl-tests log", file_));
+
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::size_t number = i + 1;
+    std::string_view line = lines[i];
+    // srun --label / mpirun --tag-output prefixes: "0: ", "[1,0]<stdout>:".
+    {
+      std::size_t k = 0;
+      while (k < line.size() && line[k] == ' ') ++k;
+      std::size_t digits = k;
+      while (digits < line.size() && line[digits] >= '0' && line[digits] <= '9') ++digits;
+      if (digits > k && digits + 1 < line.size() && line[digits] == ':' &&
+          line[digits + 1] == ' ') {
+        line.remove_prefix(digits + 2);
+      } else if (line.starts_with("[") && line.find(">:") != std::string_view::npos) {
+        line.remove_prefix(line.find(">:") + 2);
+      }
+    }
+    std::size_t first = 0;
+    while (first < line.size() && (line[first] == ' ' || line[first] == '\t')) ++first;
+    if (first < line.size() && line[first] == '#') {
+      header_line(number, line.substr(first + 1));
+      continue;
+    }
+    if (!section_.open_table()) continue;
+    const std::vector<std::string_view> words = split_words(line);
+    if (words.empty() || !is_integer(words[0])) continue;  // NCCL_DEBUG output and the like
+    data_row(number, words, number == last_content);
+  }
+  close_section(lines.size());
+  if (tables_seen_ == 0) {
+    fail(first_content,
+         fmt::format(
+             "not an nccl-tests log: no result table (a '#  size  count  type ...  time  algbw  "
+             "busbw' header) found; the file starts with {}",
+             quoted(lines[first_content - 1])));
+  }
+  for (const auto& [what, count] : skipped_) {
+    out_.notes.push_back(
+        fmt::format("{}: skipped {} rows of {} (fsdpsim calibrates fp32, fp16, bf16 and fp8 with "
+                    "redop sum)",
+                    file_, count, what));
+  }
+  if (out_.series.empty()) {
+    throw InputError(
+        fmt::format("{}: no rows fsdpsim can use (only {} rows, which it does not calibrate)",
+                    file_, skipped_.empty() ? "empty" : skipped_.begin()->first));
+  }
+  return out_;
+}
+
+}  // namespace
+
+NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file,
+                                  const NcclTestsImportOptions& options) {
+  return Parser(text, file, options).run();
+}
+
+CalibrationProfile import_nccl_tests_logs(const std::vector<std::filesystem::path>& files,
+                                          const NcclTestsImportOptions& options,
+                                          const std::string& name,
+                                          std::vector<std::string>& notes) {
+  CalibrationProfile profile;
+  profile.name = name;
+  profile.tool = "fsdpsim calibrate import-nccl-tests";
+  std::vector<CollectiveSeries> series;
+  for (const std::filesystem::path& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw InputError(fmt::format("{}: cannot open the file (does it exist?)", f.string()));
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    NcclTestsLog log = parse_nccl_tests_log(buffer.str(), f.string(), options);
+    if (!log.device.name.empty()) {
+      if (!profile.device.name.empty() && profile.device.name != log.device.name) {
+        throw InputError(fmt::format(
+            "{}: measured on {}, but an earlier log was measured on {}; a profile describes "
+            "one kind of GPU",
+            f.string(), log.device.name, profile.device.name));
+      }
+      profile.device.name = log.device.name;
+    }
+    if (profile.software.nccl.empty()) profile.software.nccl = log.software.nccl;
+    profile.topology.nodes = std::max(profile.topology.nodes, log.topology.nodes);
+    profile.topology.gpus_per_node =
+        std::max(profile.topology.gpus_per_node, log.topology.gpus_per_node);
+    for (const std::string& h : log.topology.hosts) {
+      if (std::find(profile.topology.hosts.begin(), profile.topology.hosts.end(), h) ==
+          profile.topology.hosts.end()) {
+        profile.topology.hosts.push_back(h);
+      }
+    }
+    for (CollectiveSeries& s : log.series) series.push_back(std::move(s));
+    for (std::string& n : log.notes) notes.push_back(std::move(n));
+  }
+  merge_series(profile, std::move(series));
+  return profile;
+}
+
+}  // namespace fsdpsim::calibrate

@@ -1,0 +1,303 @@
+#include "sim/app/calibrate_command.hpp"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "calibrate/fit.hpp"
+#include "calibrate/nccl_tests_log.hpp"
+#include "hardware/calibrated_curves.hpp"
+#include "sim/app/calibration_json.hpp"
+#include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/scenario.hpp"
+#include "sim/app/simulate_scenario.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+std::string size_text(std::int64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (bytes >= kBytesPerGiB)
+    return fmt::format("{:.2f} GiB", b / static_cast<double>(kBytesPerGiB));
+  if (bytes >= kBytesPerMiB)
+    return fmt::format("{:.2f} MiB", b / static_cast<double>(kBytesPerMiB));
+  if (bytes >= 1024) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+// ---- plan -----------------------------------------------------------------------------------
+
+int plan_command(const CalibrateOptions& o) {
+  const PresetLocator presets{default_configs_dir(o.configs_dir)};
+  Scenario scenario = load_scenario(o.scenario, o.overrides, presets);
+  // Record every query the cost models make; a scenario without a profile gets an empty one, so
+  // everything is priced by the fallback models as in `fsdpsim run`.
+  std::shared_ptr<const hardware::CalibratedCurves> curves =
+      scenario.hardware.cluster.gpu.calibration;
+  const bool has_profile = curves != nullptr;
+  if (!has_profile) curves = std::make_shared<const hardware::CalibratedCurves>("none");
+  curves->usage().set_recording(true);
+  scenario.hardware.cluster.gpu.calibration = curves;
+  (void)simulate_scenario(scenario, /*record_memory=*/false);
+  const auto gemms = curves->usage().gemm_queries();
+  const auto collectives = curves->usage().collective_queries();
+  const hardware::ClusterSpec& c = scenario.hardware.cluster;
+
+  const auto covered = [has_profile](const hardware::QueryStats& s) {
+    return has_profile ? (s.calibrated ? "  [calibrated]" : "  [fallback]") : "";
+  };
+  std::string text;
+  text += fmt::format(
+      "calibration plan for {} ({} x {}, {} nodes x {} GPUs){}\n", scenario.name, c.world_size(),
+      c.gpu.name, c.nodes, c.gpus_per_node,
+      has_profile ? fmt::format(", against calibration {}", curves->name()) : std::string());
+  text += fmt::format(
+      "\nGEMMs the step prices ({} shapes; dtype m n k batch, launches per step):\n", gemms.size());
+  for (const auto& [key, stats] : gemms) {
+    text += fmt::format("  {:<5} {:>7} {:>7} {:>7} {:>4}  x{}{}\n", dtype_name(key.dtype), key.m,
+                        key.n, key.k, key.batch, stats.count, covered(stats));
+  }
+  text += fmt::format(
+      "\ncollectives the step prices ({} shapes; ranks, ranks per node, buffer, count per step):\n",
+      collectives.size());
+  for (const auto& [key, stats] : collectives) {
+    text += fmt::format("  {:<15} {:>5} {:>4}  {:>12}  x{}{}\n", calibrate::collective_name(key.op),
+                        key.ranks, key.ranks_per_node, size_text(key.bytes.value()), stats.count,
+                        covered(stats));
+  }
+  // Hybrid sharding's shard group (0: PyTorch's default, the GPUs of one node).
+  const bool hybrid = scenario.fsdp.sharding_strategy == fsdp::ShardingStrategy::kHybridShard ||
+                      scenario.fsdp.sharding_strategy == fsdp::ShardingStrategy::kHybridShardZero2;
+  const std::int32_t shard =
+      scenario.fsdp.shard_group_size > 0 ? scenario.fsdp.shard_group_size : c.gpus_per_node;
+  text += fmt::format(
+      "\nmeasure them with: fsdpsim calibrate plan {} -o plan.txt && fsdpsim-calibrate --plan "
+      "plan.txt -o profile.json\n",
+      o.scenario);
+  if (o.plan_output != "-") std::cout << text;
+
+  if (!o.plan_output.empty()) {
+    std::string plan =
+        fmt::format("# fsdpsim calibration plan v1: scenario {} ({})\n", scenario.name, o.scenario);
+    plan +=
+        "# shard_group F | gemm DTYPE M N K BATCH COUNT | collective OP RANKS RANKS_PER_NODE BYTES "
+        "COUNT\n";
+    if (hybrid) plan += fmt::format("shard_group {}\n", shard);
+    for (const auto& [key, stats] : gemms) {
+      plan += fmt::format("gemm {} {} {} {} {} {}\n", dtype_name(key.dtype), key.m, key.n, key.k,
+                          key.batch, stats.count);
+    }
+    for (const auto& [key, stats] : collectives) {
+      plan += fmt::format("collective {} {} {} {} {}\n", calibrate::collective_name(key.op),
+                          key.ranks, key.ranks_per_node, key.bytes.value(), stats.count);
+    }
+    write_output(o.plan_output, plan);
+  }
+  return 0;
+}
+
+// ---- fit ------------------------------------------------------------------------------------
+
+std::string percent(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
+
+int fit_command(const CalibrateOptions& o) {
+  const calibrate::CalibrationProfile profile = read_profile(o.profile);
+  calibrate::ProfileFit fit;
+  try {
+    fit = calibrate::fit_profile(profile, profile.name);
+  } catch (const calibrate::InputError& e) {
+    throw ConfigError(o.profile, "", e.what());
+  }
+  std::string out;
+  out += fmt::format(
+      "profile {}{}: {} collective series, {} GEMMs{}\n", profile.name,
+      profile.device.name.empty() ? std::string() : fmt::format(" ({})", profile.device.name),
+      profile.collectives.size(), profile.gemms.size(),
+      profile.complete ? "" : " -- INCOMPLETE: the run that wrote it stopped early");
+  out += fmt::format(
+      "\ncurves ({}): time between measured sizes by log-log interpolation, alpha-beta outside\n",
+      fit.collectives.size());
+  out +=
+      fmt::format("  {:<15} {:<5} {:>10}  {:>5}  {:<21} {:>9}  {:>10}  {:>10}  {:>8}  {:>8}  {}\n",
+                  "collective", "dtype", "ranks/node", "sizes", "range", "latency", "peak busbw",
+                  "asymptote", "knot err", "LOO err", "origin");
+  for (const calibrate::CurveFit& f : fit.collectives) {
+    out += fmt::format(
+        "  {:<15} {:<5} {:>10}  {:>5}  {:<21} {:>6.1f} us  {:>5.1f} GB/s  {:>5.1f} GB/s  {:>8}  "
+        "{:>8}  {}\n",
+        calibrate::collective_name(f.key.op), dtype_name(f.key.dtype),
+        fmt::format("{}/{}", f.key.ranks, f.key.ranks_per_node), f.points,
+        fmt::format("{}-{}", size_text(f.min_bytes.value()), size_text(f.max_bytes.value())),
+        f.latency.value() * 1e6, f.peak_busbw_GBps, f.asymptotic_busbw_GBps,
+        percent(f.max_knot_error), percent(f.max_leave_one_out_error),
+        f.origin == calibrate::Origin::kDerived ? "derived" : "measured");
+  }
+  out +=
+      "  (knot err: how far making time non-decreasing in size moved a measurement; LOO err: an "
+      "interior\n"
+      "   size predicted from its neighbours alone, an estimate of the error between measured "
+      "sizes)\n";
+  if (!fit.skipped.empty()) {
+    out += fmt::format("\nnot fitted ({}):\n", fit.skipped.size());
+    for (const calibrate::SkippedSeries& s : fit.skipped)
+      out += fmt::format("  {}: {}\n", s.what, s.why);
+  }
+  if (!fit.interference.empty()) {
+    out += "\ninterference (time alongside another collective / time alone, median over sizes):\n";
+    for (const calibrate::InterferenceFit& i : fit.interference) {
+      out +=
+          fmt::format("  {} on {}/{} alongside {}: x{:.2f} ({} sizes)\n",
+                      calibrate::collective_name(i.key.op), i.key.ranks, i.key.ranks_per_node,
+                      calibrate::collective_name(i.concurrent_with), i.median_slowdown, i.points);
+    }
+  }
+  out += fmt::format("\nGEMMs: {} shapes measured", fit.gemms);
+  if (fit.gemm_slowdown_under_nccl)
+    out += fmt::format(", median slowdown under NCCL x{:.3f}", *fit.gemm_slowdown_under_nccl);
+  out += "\n";
+  const calibrate::MemoryMeasurements& m = profile.memory;
+  if (m.device_copy || m.h2d_pinned || m.d2h_pinned || m.kernel_launch) {
+    out += "\nmemory (not used by the cost models directly; set the matching scenario keys):\n";
+    if (m.device_copy) {
+      out += fmt::format(
+          "  device copy {:.0f} GB/s (read + write): hardware.gpu.memory_efficiency = this / "
+          "hardware.gpu.hbm_bandwidth_GBps\n",
+          m.device_copy->value() / 1e9);
+    }
+    if (m.h2d_pinned || m.d2h_pinned) {
+      const double slower = std::min(m.h2d_pinned.value_or(BytesPerSec(1e30)).value(),
+                                     m.d2h_pinned.value_or(BytesPerSec(1e30)).value());
+      out += fmt::format(
+          "  pinned host copies {:.1f} GB/s (slower direction): --set "
+          "hardware.node.pcie_GBps={:.1f}\n",
+          slower / 1e9, slower / 1e9);
+    }
+    if (m.kernel_launch) {
+      out += fmt::format(
+          "  empty-kernel launch {:.2f} us of host time (a PyTorch eager op adds its Python and "
+          "dispatcher overhead on top: hardware.node.kernel_launch_overhead_us)\n",
+          m.kernel_launch->value() * 1e6);
+    }
+  }
+  if (o.fit_output != "-") std::cout << out;
+  if (!o.fit_output.empty()) write_output(o.fit_output, fit_to_json(fit, o.profile).dump(2) + "\n");
+  return 0;
+}
+
+// ---- import-nccl-tests ----------------------------------------------------------------------
+
+int import_command(const CalibrateOptions& o) {
+  calibrate::NcclTestsImportOptions options;
+  if (!o.collective.empty()) options.collective = calibrate::parse_collective(o.collective);
+  if (o.ranks > 0) options.ranks = o.ranks;
+  if (o.ranks_per_node > 0) options.ranks_per_node = o.ranks_per_node;
+  options.in_place = o.in_place;
+  options.allow_truncated = o.allow_truncated;
+  std::vector<std::filesystem::path> files(o.logs.begin(), o.logs.end());
+  std::vector<std::string> notes;
+  const std::string name =
+      o.name.empty() ? std::filesystem::path(o.import_output).stem().string() : o.name;
+  calibrate::CalibrationProfile profile;
+  try {
+    profile = calibrate::import_nccl_tests_logs(files, options, name, notes);
+  } catch (const calibrate::InputError& e) {
+    throw ConfigError(e.what());
+  }
+  profile.description = o.description;
+  profile.notes = notes;
+  for (const std::string& f : o.logs)
+    profile.sources.push_back(fmt::format("nccl-tests log {}", f));
+  std::size_t points = 0;
+  for (const calibrate::CollectiveSeries& s : profile.collectives) points += s.points.size();
+  const std::string json = profile_to_json(profile).dump(2) + "\n";
+  write_output(o.import_output, json);
+  std::ostream& report = o.import_output == "-" ? std::cerr : std::cout;
+  report << fmt::format("imported {} series ({} sizes) from {} log(s) into {}\n",
+                        profile.collectives.size(), points, o.logs.size(), o.import_output);
+  for (const calibrate::CollectiveSeries& s : profile.collectives) {
+    report << fmt::format(
+        "  {:<15} {:<5} {} ranks, {} per node: {} sizes, {}-{}\n", calibrate::collective_name(s.op),
+        dtype_name(s.dtype), s.ranks, s.ranks_per_node, s.points.size(),
+        size_text(s.points.front().bytes.value()), size_text(s.points.back().bytes.value()));
+  }
+  for (const std::string& n : notes) report << "note: " << n << "\n";
+  report << fmt::format("next: fsdpsim calibrate fit {}\n", o.import_output);
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
+  CLI::App* cal = app.add_subcommand(
+      "calibrate",
+      "Calibration profiles: what a scenario needs measured, fitting, importing nccl-tests logs");
+  cal->require_subcommand(1);
+  cal->footer(
+      "Measure with the fsdpsim-calibrate harness (built where CUDA and NCCL are found); README "
+      "'Calibrating a new "
+      "cluster'.\nA scenario uses a profile with \"hardware\": {\"calibration\": \"NAME or "
+      "PATH\"}.");
+
+  CLI::App* plan =
+      cal->add_subcommand("plan",
+                          "List the GEMM shapes and collectives a scenario prices (-o: a plan "
+                          "file for fsdpsim-calibrate --plan)");
+  plan->add_option("scenario", o.scenario, "Scenario JSON file")->required();
+  plan->add_option("--set", o.overrides, "Override a scenario key")->type_name("KEY=VALUE");
+  plan->add_option("-o,--output", o.plan_output,
+                   "Write the plan for fsdpsim-calibrate --plan ('-' for stdout)")
+      ->type_name("PATH|-");
+  plan->add_option("--configs", o.configs_dir, "Folder of presets")->type_name("DIR");
+  plan->callback([&o] { o.action = CalibrateAction::kPlan; });
+
+  CLI::App* fit =
+      cal->add_subcommand("fit",
+                          "Fit a calibration profile into the cost models' curves and report the "
+                          "fit error");
+  fit->add_option("profile", o.profile, "Calibration profile JSON")->required();
+  fit->add_option("-o,--output", o.fit_output, "Write the fitted curves as JSON ('-' for stdout)")
+      ->type_name("PATH|-");
+  fit->callback([&o] { o.action = CalibrateAction::kFit; });
+
+  CLI::App* imp = cal->add_subcommand("import-nccl-tests",
+                                      "Read nccl-tests output (all_gather_perf, "
+                                      "reduce_scatter_perf, all_reduce_perf) into a profile");
+  imp->add_option("logs", o.logs, "nccl-tests output files")->required();
+  imp->add_option("-o,--output", o.import_output, "Profile JSON to write ('-' for stdout)")
+      ->required()
+      ->type_name("PATH|-");
+  imp->add_option("--name", o.name, "Profile name (default: the output file's stem)");
+  imp->add_option("--description", o.description, "Free text kept in the profile");
+  imp->add_option("--collective", o.collective, "The collective, for logs that do not say")
+      ->check(CLI::IsMember({"all_gather", "reduce_scatter", "all_reduce"}));
+  imp->add_option("--ranks", o.ranks,
+                  "Communicator size, when it differs from the log (NCCL_TESTS_SPLIT)")
+      ->check(CLI::PositiveNumber);
+  imp->add_option("--ranks-per-node", o.ranks_per_node, "Ranks of the communicator on one node")
+      ->check(CLI::PositiveNumber);
+  imp->add_flag("--in-place", o.in_place,
+                "Take the in-place columns (default: out-of-place, as FSDP runs)");
+  imp->add_flag("--allow-truncated", o.allow_truncated,
+                "Keep the complete rows of a log that was cut short");
+  imp->callback([&o] { o.action = CalibrateAction::kImport; });
+  return cal;
+}
+
+int calibrate_command(const CalibrateOptions& options) {
+  switch (options.action) {
+    case CalibrateAction::kPlan:
+      return plan_command(options);
+    case CalibrateAction::kFit:
+      return fit_command(options);
+    case CalibrateAction::kImport:
+      return import_command(options);
+    case CalibrateAction::kNone:
+      break;
+  }
+  throw ConfigError("fsdpsim calibrate: expected one of plan, fit, import-nccl-tests");
+}
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,447 @@
+#include "sim/app/calibration_json.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/json_reader.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+using calibrate::CalibrationProfile;
+using calibrate::CollectivePoint;
+using calibrate::CollectiveSeries;
+using calibrate::GemmPoint;
+
+const std::vector<std::string> kCollectives{"all_gather", "reduce_scatter", "all_reduce"};
+
+const nlohmann::json* array_child(JsonObjectReader& r, const std::string& key) {
+  const nlohmann::json* v = r.child(key);
+  if (v != nullptr && !v->is_array()) {
+    throw ConfigError(r.file(), r.path_of(key),
+                      fmt::format("expected an array, found {}", describe_json_type(*v)));
+  }
+  return v;
+}
+
+std::vector<std::string> string_array(JsonObjectReader& r, const std::string& key) {
+  std::vector<std::string> out;
+  const nlohmann::json* v = array_child(r, key);
+  if (v == nullptr) return out;
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const nlohmann::json& item = (*v)[i];
+    if (!item.is_string()) {
+      throw ConfigError(r.file(), fmt::format("{}/{}", r.path_of(key), i),
+                        fmt::format("expected a string, found {}", describe_json_type(item)));
+    }
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+std::string required_choice(JsonObjectReader& r, const std::string& key,
+                            const std::vector<std::string>& choices) {
+  if (!r.has(key)) return r.string(key);  // throws: required key is missing
+  return r.choice(key, choices, "");
+}
+
+Dtype dtype_at(JsonObjectReader& r, const std::string& key) {
+  const std::string name = r.string(key);
+  const auto d = parse_dtype(name);
+  if (!d) {
+    throw ConfigError(
+        r.file(), r.path_of(key),
+        fmt::format("expected one of fp32, tf32, bf16, fp16, fp8, found \"{}\"", name));
+  }
+  return *d;
+}
+
+std::optional<Seconds> optional_us(JsonObjectReader& r, const std::string& key) {
+  if (!r.has(key)) return std::nullopt;
+  return microseconds(r.non_negative_number(key));
+}
+
+// min <= median <= max when given (a spread that excludes its own median is a broken file).
+void check_spread(const JsonObjectReader& r, Seconds median, const std::optional<Seconds>& lo,
+                  const std::optional<Seconds>& hi) {
+  constexpr double kSlack = 1e-9;  // rounding of printed microseconds
+  if (lo && lo->value() > median.value() * (1.0 + kSlack) + 1e-15) {
+    throw ConfigError(r.file(), r.path_of("min_us"),
+                      fmt::format("expected at most time_us = {:.6g}, found {:.6g}",
+                                  median.value() * 1e6, lo->value() * 1e6));
+  }
+  if (hi && hi->value() < median.value() * (1.0 - kSlack) - 1e-15) {
+    throw ConfigError(r.file(), r.path_of("max_us"),
+                      fmt::format("expected at least time_us = {:.6g}, found {:.6g}",
+                                  median.value() * 1e6, hi->value() * 1e6));
+  }
+}
+
+CollectivePoint point_from_json(const nlohmann::json& value, const std::string& file,
+                                const std::string& path) {
+  JsonObjectReader r(value, file, path);
+  CollectivePoint p;
+  p.bytes = Bytes(r.positive_int("bytes"));
+  p.median = microseconds(r.positive_number("time_us"));
+  p.min = optional_us(r, "min_us");
+  p.max = optional_us(r, "max_us");
+  check_spread(r, p.median, p.min, p.max);
+  if (r.has("repeats")) p.repeats = static_cast<std::int32_t>(r.non_negative_int("repeats"));
+  r.ignore("algbw_GBps");  // informational: derived from bytes and time_us
+  r.ignore("busbw_GBps");
+  r.finish({"min_us", "max_us", "repeats"});
+  return p;
+}
+
+CollectiveSeries series_from_json(const nlohmann::json& value, const std::string& file,
+                                  const std::string& path) {
+  JsonObjectReader r(value, file, path);
+  CollectiveSeries s;
+  s.op = *calibrate::parse_collective(required_choice(r, "collective", kCollectives));
+  s.dtype = dtype_at(r, "dtype");
+  s.ranks = static_cast<std::int32_t>(r.positive_int("ranks"));
+  s.ranks_per_node = static_cast<std::int32_t>(r.positive_int("ranks_per_node"));
+  if (s.ranks_per_node > s.ranks || s.ranks % s.ranks_per_node != 0) {
+    throw ConfigError(
+        file, r.path_of("ranks_per_node"),
+        fmt::format("expected a divisor of ranks = {}, found {}", s.ranks, s.ranks_per_node));
+  }
+  s.group = r.string("group", "");
+  if (r.has("concurrent_with"))
+    s.concurrent_with = calibrate::parse_collective(r.choice("concurrent_with", kCollectives, ""));
+  s.in_place = r.boolean("in_place", false);
+  s.origin = r.choice("origin", {"measured", "derived"}, "measured") == "derived"
+                 ? calibrate::Origin::kDerived
+                 : calibrate::Origin::kMeasured;
+  s.derivation = r.string("derivation", "");
+  if (s.origin == calibrate::Origin::kDerived && s.derivation.empty()) {
+    throw ConfigError(file, r.path_of("derivation"),
+                      "a derived series must say how it was derived; found nothing");
+  }
+  s.source = r.string("source", "");
+  const nlohmann::json* points = array_child(r, "points");
+  if (points == nullptr || points->empty()) {
+    throw ConfigError(file, r.path_of("points"),
+                      "expected an array of at least one measurement, found none");
+  }
+  for (std::size_t i = 0; i < points->size(); ++i) {
+    s.points.push_back(
+        point_from_json((*points)[i], file, fmt::format("{}/{}", r.path_of("points"), i)));
+  }
+  r.finish({"group", "concurrent_with", "in_place", "origin", "derivation", "source"});
+  return s;
+}
+
+GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
+                         const std::string& path) {
+  JsonObjectReader r(value, file, path);
+  GemmPoint g;
+  g.dtype = dtype_at(r, "dtype");
+  g.shape.m = r.positive_int("m");
+  g.shape.n = r.positive_int("n");
+  g.shape.k = r.positive_int("k");
+  g.shape.batch = r.positive_int("batch", 1);
+  g.layout = r.choice("layout", {"TN", "NN", "NT", "TT"}, "TN");
+  g.median = microseconds(r.positive_number("time_us"));
+  g.min = optional_us(r, "min_us");
+  g.max = optional_us(r, "max_us");
+  check_spread(r, g.median, g.min, g.max);
+  if (r.has("repeats")) g.repeats = static_cast<std::int32_t>(r.non_negative_int("repeats"));
+  if (r.has("under_nccl_time_us"))
+    g.median_under_nccl = microseconds(r.positive_number("under_nccl_time_us"));
+  g.source = r.string("source", "");
+  r.ignore("tflops");
+  r.finish({"batch", "layout", "min_us", "max_us", "repeats", "under_nccl_time_us", "source"});
+  return g;
+}
+
+std::optional<BytesPerSec> optional_gbps(JsonObjectReader& r, const std::string& key) {
+  if (!r.has(key)) return std::nullopt;
+  return gb_per_s(r.positive_number(key));
+}
+
+// Rounds to 6 significant digits: readable files, stable diffs.
+double round6(double x) {
+  if (x == 0.0 || !std::isfinite(x)) return x;
+  const double scale = std::pow(10.0, 5 - static_cast<int>(std::floor(std::log10(std::fabs(x)))));
+  return std::round(x * scale) / scale;
+}
+
+void add_spread(nlohmann::ordered_json& j, const std::optional<Seconds>& lo,
+                const std::optional<Seconds>& hi, std::int32_t repeats) {
+  if (lo) j["min_us"] = round6(lo->value() * 1e6);
+  if (hi) j["max_us"] = round6(hi->value() * 1e6);
+  if (repeats > 0) j["repeats"] = repeats;
+}
+
+}  // namespace
+
+CalibrationProfile profile_from_json(const nlohmann::json& value, const std::string& file) {
+  JsonObjectReader r(value, file, "");
+  const std::int64_t version = r.positive_int("schema_version");
+  if (version != calibrate::kProfileSchemaVersion) {
+    throw ConfigError(
+        file, "/schema_version",
+        fmt::format("expected {}, found {}", calibrate::kProfileSchemaVersion, version));
+  }
+  const std::string kind = r.string("kind");
+  if (kind != kCalibrationProfileKind) {
+    throw ConfigError(file, "/kind",
+                      fmt::format("expected \"{}\" (a calibration profile), found \"{}\"{}",
+                                  kCalibrationProfileKind, kind,
+                                  kind == kCalibrationFitKind
+                                      ? "; that is `fsdpsim calibrate fit -o` output: give the "
+                                        "profile it was fitted from"
+                                      : ""));
+  }
+  CalibrationProfile p;
+  p.name = r.string("name", std::filesystem::path(file).stem().string());
+  p.description = r.string("description", "");
+  p.created = r.string("created", "");
+  p.tool = r.string("tool", "");
+  p.complete = r.boolean("complete", true);
+  if (const nlohmann::json* d = r.child("device")) {
+    JsonObjectReader dr(*d, file, "/device");
+    p.device.name = dr.string("name", "");
+    p.device.compute_capability = dr.string("compute_capability", "");
+    if (dr.has("sm_count"))
+      p.device.sm_count = static_cast<std::int32_t>(dr.non_negative_int("sm_count"));
+    if (dr.has("memory_bytes")) p.device.memory = Bytes(dr.non_negative_int("memory_bytes"));
+    dr.finish({"name", "compute_capability", "sm_count", "memory_bytes"});
+  }
+  if (const nlohmann::json* s = r.child("software")) {
+    JsonObjectReader sr(*s, file, "/software");
+    p.software.driver = sr.string("driver", "");
+    p.software.cuda_runtime = sr.string("cuda_runtime", "");
+    p.software.nccl = sr.string("nccl", "");
+    p.software.cublaslt = sr.string("cublaslt", "");
+    sr.finish();
+  }
+  if (const nlohmann::json* t = r.child("topology")) {
+    JsonObjectReader tr(*t, file, "/topology");
+    if (tr.has("nodes")) p.topology.nodes = static_cast<std::int32_t>(tr.non_negative_int("nodes"));
+    if (tr.has("gpus_per_node"))
+      p.topology.gpus_per_node = static_cast<std::int32_t>(tr.non_negative_int("gpus_per_node"));
+    p.topology.hosts = string_array(tr, "hosts");
+    p.topology.interconnect = tr.string("interconnect", "");
+    tr.finish({"nodes", "gpus_per_node", "hosts", "interconnect"});
+  }
+  p.sources = string_array(r, "sources");
+  p.notes = string_array(r, "notes");
+  if (const nlohmann::json* c = array_child(r, "collectives")) {
+    for (std::size_t i = 0; i < c->size(); ++i) {
+      p.collectives.push_back(series_from_json((*c)[i], file, fmt::format("/collectives/{}", i)));
+    }
+  }
+  if (const nlohmann::json* g = array_child(r, "gemms")) {
+    for (std::size_t i = 0; i < g->size(); ++i)
+      p.gemms.push_back(gemm_from_json((*g)[i], file, fmt::format("/gemms/{}", i)));
+  }
+  if (const nlohmann::json* m = r.child("memory")) {
+    JsonObjectReader mr(*m, file, "/memory");
+    p.memory.device_copy = optional_gbps(mr, "device_copy_GBps");
+    p.memory.h2d_pinned = optional_gbps(mr, "h2d_pinned_GBps");
+    p.memory.d2h_pinned = optional_gbps(mr, "d2h_pinned_GBps");
+    p.memory.kernel_launch = optional_us(mr, "kernel_launch_us");
+    mr.finish({"device_copy_GBps", "h2d_pinned_GBps", "d2h_pinned_GBps", "kernel_launch_us"});
+  }
+  r.finish({"name", "description", "created", "tool", "complete", "device", "software", "topology",
+            "sources", "notes", "collectives", "gemms", "memory"});
+  return p;
+}
+
+nlohmann::ordered_json profile_to_json(const CalibrationProfile& p) {
+  nlohmann::ordered_json j;
+  j["schema_version"] = calibrate::kProfileSchemaVersion;
+  j["kind"] = kCalibrationProfileKind;
+  j["name"] = p.name;
+  if (!p.description.empty()) j["description"] = p.description;
+  if (!p.created.empty()) j["created"] = p.created;
+  if (!p.tool.empty()) j["tool"] = p.tool;
+  j["complete"] = p.complete;
+  nlohmann::ordered_json device = nlohmann::ordered_json::object();
+  if (!p.device.name.empty()) device["name"] = p.device.name;
+  if (!p.device.compute_capability.empty())
+    device["compute_capability"] = p.device.compute_capability;
+  if (p.device.sm_count > 0) device["sm_count"] = p.device.sm_count;
+  if (p.device.memory.value() > 0) device["memory_bytes"] = p.device.memory.value();
+  j["device"] = device;
+  nlohmann::ordered_json software = nlohmann::ordered_json::object();
+  for (const auto& [key, value] :
+       {std::pair{"driver", p.software.driver}, std::pair{"cuda_runtime", p.software.cuda_runtime},
+        std::pair{"nccl", p.software.nccl}, std::pair{"cublaslt", p.software.cublaslt}}) {
+    if (!value.empty()) software[key] = value;
+  }
+  j["software"] = software;
+  nlohmann::ordered_json topology = nlohmann::ordered_json::object();
+  if (p.topology.nodes > 0) topology["nodes"] = p.topology.nodes;
+  if (p.topology.gpus_per_node > 0) topology["gpus_per_node"] = p.topology.gpus_per_node;
+  if (!p.topology.hosts.empty()) topology["hosts"] = p.topology.hosts;
+  if (!p.topology.interconnect.empty()) topology["interconnect"] = p.topology.interconnect;
+  j["topology"] = topology;
+  if (!p.sources.empty()) j["sources"] = p.sources;
+  if (!p.notes.empty()) j["notes"] = p.notes;
+  nlohmann::ordered_json collectives = nlohmann::ordered_json::array();
+  for (const CollectiveSeries& s : p.collectives) {
+    nlohmann::ordered_json c;
+    c["collective"] = std::string(calibrate::collective_name(s.op));
+    c["dtype"] = std::string(dtype_name(s.dtype));
+    c["ranks"] = s.ranks;
+    c["ranks_per_node"] = s.ranks_per_node;
+    if (!s.group.empty()) c["group"] = s.group;
+    if (s.concurrent_with)
+      c["concurrent_with"] = std::string(calibrate::collective_name(*s.concurrent_with));
+    if (s.in_place) c["in_place"] = true;
+    c["origin"] = s.origin == calibrate::Origin::kDerived ? "derived" : "measured";
+    if (!s.derivation.empty()) c["derivation"] = s.derivation;
+    if (!s.source.empty()) c["source"] = s.source;
+    nlohmann::ordered_json points = nlohmann::ordered_json::array();
+    const double factor = calibrate::busbw_factor(s.op, s.ranks);
+    for (const CollectivePoint& q : s.points) {
+      nlohmann::ordered_json point;
+      point["bytes"] = q.bytes.value();
+      point["time_us"] = round6(q.median.value() * 1e6);
+      add_spread(point, q.min, q.max, q.repeats);
+      const double algbw = static_cast<double>(q.bytes.value()) / q.median.value() / 1e9;
+      point["algbw_GBps"] = round6(algbw);
+      point["busbw_GBps"] = round6(algbw * factor);
+      points.push_back(point);
+    }
+    c["points"] = points;
+    collectives.push_back(c);
+  }
+  j["collectives"] = collectives;
+  nlohmann::ordered_json gemms = nlohmann::ordered_json::array();
+  for (const GemmPoint& g : p.gemms) {
+    nlohmann::ordered_json e;
+    e["dtype"] = std::string(dtype_name(g.dtype));
+    e["m"] = g.shape.m;
+    e["n"] = g.shape.n;
+    e["k"] = g.shape.k;
+    e["batch"] = g.shape.batch;
+    e["layout"] = g.layout;
+    e["time_us"] = round6(g.median.value() * 1e6);
+    add_spread(e, g.min, g.max, g.repeats);
+    if (g.median_under_nccl) e["under_nccl_time_us"] = round6(g.median_under_nccl->value() * 1e6);
+    if (!g.source.empty()) e["source"] = g.source;
+    gemms.push_back(e);
+  }
+  j["gemms"] = gemms;
+  nlohmann::ordered_json memory = nlohmann::ordered_json::object();
+  if (p.memory.device_copy)
+    memory["device_copy_GBps"] = round6(p.memory.device_copy->value() / 1e9);
+  if (p.memory.h2d_pinned) memory["h2d_pinned_GBps"] = round6(p.memory.h2d_pinned->value() / 1e9);
+  if (p.memory.d2h_pinned) memory["d2h_pinned_GBps"] = round6(p.memory.d2h_pinned->value() / 1e9);
+  if (p.memory.kernel_launch)
+    memory["kernel_launch_us"] = round6(p.memory.kernel_launch->value() * 1e6);
+  j["memory"] = memory;
+  return j;
+}
+
+CalibrationProfile read_profile(const std::filesystem::path& file) {
+  return profile_from_json(read_json_file(file), file.string());
+}
+
+nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
+                                   const std::string& profile_file) {
+  nlohmann::ordered_json j;
+  j["schema_version"] = 1;
+  j["kind"] = kCalibrationFitKind;
+  j["profile"] = profile_file;
+  nlohmann::ordered_json curves = nlohmann::ordered_json::array();
+  for (const calibrate::CurveFit& f : fit.collectives) {
+    const hardware::CollectiveCurve& curve = fit.curves->collectives().at(f.key);
+    nlohmann::ordered_json c;
+    c["collective"] = std::string(calibrate::collective_name(f.key.op));
+    c["dtype"] = std::string(dtype_name(f.key.dtype));
+    c["ranks"] = f.key.ranks;
+    c["ranks_per_node"] = f.key.ranks_per_node;
+    c["origin"] = f.origin == calibrate::Origin::kDerived ? "derived" : "measured";
+    c["latency_us"] = round6(f.latency.value() * 1e6);
+    c["small_size_us_per_MiB"] =
+        round6(curve.small_seconds_per_byte() * 1e6 * static_cast<double>(kBytesPerMiB));
+    c["large_size_us_per_MiB"] =
+        round6(curve.large_seconds_per_byte() * 1e6 * static_cast<double>(kBytesPerMiB));
+    c["peak_busbw_GBps"] = round6(f.peak_busbw_GBps);
+    c["asymptotic_busbw_GBps"] = round6(f.asymptotic_busbw_GBps);
+    c["max_knot_error"] = round6(f.max_knot_error);
+    c["max_leave_one_out_error"] = round6(f.max_leave_one_out_error);
+    nlohmann::ordered_json knots = nlohmann::ordered_json::array();
+    for (const hardware::CurveKnot& k : curve.knots()) {
+      knots.push_back({{"bytes", k.bytes.value()}, {"time_us", round6(k.time.value() * 1e6)}});
+    }
+    c["knots"] = knots;
+    curves.push_back(c);
+  }
+  j["collectives"] = curves;
+  nlohmann::ordered_json skipped = nlohmann::ordered_json::array();
+  for (const calibrate::SkippedSeries& s : fit.skipped)
+    skipped.push_back({{"series", s.what}, {"why", s.why}});
+  j["skipped"] = skipped;
+  nlohmann::ordered_json interference = nlohmann::ordered_json::array();
+  for (const calibrate::InterferenceFit& i : fit.interference) {
+    interference.push_back(
+        {{"collective", std::string(calibrate::collective_name(i.key.op))},
+         {"concurrent_with", std::string(calibrate::collective_name(i.concurrent_with))},
+         {"ranks", i.key.ranks},
+         {"ranks_per_node", i.key.ranks_per_node},
+         {"median_slowdown", round6(i.median_slowdown)}});
+  }
+  j["interference"] = interference;
+  j["gemms"] = fit.gemms;
+  if (fit.gemm_slowdown_under_nccl)
+    j["gemm_slowdown_under_nccl"] = round6(*fit.gemm_slowdown_under_nccl);
+  return j;
+}
+
+std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
+    const std::string& reference, const std::filesystem::path& from_file,
+    const std::string& json_path, const PresetLocator& presets) {
+  if (reference.empty())
+    throw ConfigError(from_file.string(), json_path, "expected a profile name or path, found \"\"");
+  const std::filesystem::path file =
+      presets.resolve("calibration", reference, from_file, json_path);
+  const CalibrationProfile profile = read_profile(file);
+  calibrate::ProfileFit fit;
+  try {
+    fit = calibrate::fit_profile(profile, reference);
+  } catch (const calibrate::InputError& e) {
+    throw ConfigError(file.string(), "", e.what());
+  }
+  if (fit.curves->collectives().empty() && fit.curves->gemms().empty()) {
+    throw ConfigError(
+        file.string(), "",
+        fmt::format(
+            "the profile has no measurement fsdpsim can use ({} series skipped{}); `fsdpsim "
+            "calibrate "
+            "fit {}` says why",
+            fit.skipped.size(),
+            fit.skipped.empty() ? std::string() : fmt::format(": {}", fit.skipped.front().why),
+            file.string()));
+  }
+  return fit.curves;
+}
+
+std::string calibration_usage_line(const hardware::CalibratedCurves& curves) {
+  const hardware::CalibrationCounts n = curves.usage().counts();
+  return fmt::format(
+      "costs      {} collectives and {} GEMMs from calibration {}, the rest from the fallback "
+      "model "
+      "({} collectives, {} GEMMs priced)",
+      n.collectives_calibrated, n.gemms_calibrated, curves.name(),
+      n.collectives_calibrated + n.collectives_fallback, n.gemms_calibrated + n.gemms_fallback);
+}
+
+nlohmann::json calibration_usage_json(const hardware::CalibratedCurves& curves) {
+  const hardware::CalibrationCounts n = curves.usage().counts();
+  return {{"profile", curves.name()},
+          {"collectives_calibrated", n.collectives_calibrated},
+          {"collectives_fallback", n.collectives_fallback},
+          {"gemms_calibrated", n.gemms_calibrated},
+          {"gemms_fallback", n.gemms_fallback}};
+}
+
+}  // namespace fsdpsim::app

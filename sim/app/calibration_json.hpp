@@ -1,0 +1,43 @@
+// JSON <-> calibration profile (calibrate/profile.hpp), and `hardware.calibration` of a scenario:
+// a profile name in <configs>/calibration/ or a path relative to the scenario, read, fitted
+// (calibrate/fit.hpp) and attached to the GPU spec. Schema: README "Calibrating a new cluster".
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "calibrate/fit.hpp"
+#include "calibrate/profile.hpp"
+#include "hardware/calibrated_curves.hpp"
+#include "sim/app/preset_paths.hpp"
+
+namespace fsdpsim::app {
+
+inline constexpr const char* kCalibrationProfileKind = "fsdpsim_calibration_profile";
+inline constexpr const char* kCalibrationFitKind = "fsdpsim_calibration_fit";
+
+// Throws ConfigError naming `file`, the JSON path, what was expected and what was found.
+calibrate::CalibrationProfile profile_from_json(const nlohmann::json& value,
+                                                const std::string& file);
+nlohmann::ordered_json profile_to_json(const calibrate::CalibrationProfile& profile);
+calibrate::CalibrationProfile read_profile(const std::filesystem::path& file);
+
+// The fitted curves and their errors, for plotting and review (`fsdpsim calibrate fit -o`).
+nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
+                                   const std::string& profile_file);
+
+// Reads and fits the profile `reference` names (resolved like presets, kind "calibration").
+// Throws ConfigError, naming `from_file` and `json_path` when the reference is wrong and the
+// profile file when its content is, and when nothing in it can be used.
+std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
+    const std::string& reference, const std::filesystem::path& from_file,
+    const std::string& json_path, const PresetLocator& presets);
+
+// What a simulation priced from the calibration and what from the fallback models (the
+// curves' usage counters): one summary line, and the result JSON's "calibration" object.
+std::string calibration_usage_line(const hardware::CalibratedCurves& curves);
+nlohmann::json calibration_usage_json(const hardware::CalibratedCurves& curves);
+
+}  // namespace fsdpsim::app

@@ -1,0 +1,145 @@
+// `fsdpsim calibrate ...` and `fsdpsim run` with a profile, as a user runs them: output, exit codes
+// (0 ok, 2 bad input naming file and line or JSON path), files written.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome run_fsdpsim(const std::string& arguments) {
+  std::string command = FSDPSIM_BINARY;
+  command += " ";
+  command += arguments;
+  command += " 2>&1";
+  Outcome o;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return o;
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+const std::string kSource = FSDPSIM_SOURCE_DIR;
+const std::string kLogs = std::string(FSDPSIM_TEST_DATA_DIR) + "/nccl-tests/";
+const std::string kProfile = std::string(FSDPSIM_CONFIGS_DIR) + "/calibration/a100-sxm-80gb.json";
+
+fs::path temp_dir() {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_calibrate_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+fs::path scenario_file() {
+  const fs::path file = temp_dir() / "mpt1b.json";
+  std::ofstream(file) << R"({"schema_version": 1, "name": "mpt-1b-8xa100", "model": "mpt-1b",
+  "hardware": {"preset": "a100-sxm-80gb", "nodes": 1},
+  "training": {"global_batch": 16, "micro_batch": 2, "seq_len": 2048}})";
+  return file;
+}
+
+TEST(CalibrateCli, FitReportsCurvesAndErrors) {
+  const fs::path out = temp_dir() / "fit.json";
+  const Outcome o = run_fsdpsim("calibrate fit " + kProfile + " -o " + out.string());
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("all_gather      fp32         8/8     20"), std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("LOO err"), std::string::npos);
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("\"kind\": \"fsdpsim_calibration_fit\""), std::string::npos);
+}
+
+TEST(CalibrateCli, BadProfileExitsTwoNamingFileAndPath) {
+  const fs::path bad = temp_dir() / "bad_profile.json";
+  std::ofstream(bad)
+      << R"({"schema_version": 1, "kind": "fsdpsim_calibration_profile", "collectives": [
+    {"collective": "all_gather", "dtype": "bf16", "ranks": 8, "ranks_per_node": 8, "points": [{"bytes": 1024}]}]})";
+  const Outcome o = run_fsdpsim("calibrate fit " + bad.string());
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.output.find("error: " + bad.string() +
+                          ": /collectives/0/points/0/time_us: required key is missing"),
+            std::string::npos)
+      << o.output;
+}
+
+TEST(CalibrateCli, ImportWritesAProfileThatFits) {
+  const fs::path out = temp_dir() / "imported.json";
+  const Outcome o =
+      run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
+                  out.string() + " --name lab-a100");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("imported 1 series (20 sizes)"), std::string::npos) << o.output;
+  const Outcome fit = run_fsdpsim("calibrate fit " + out.string());
+  EXPECT_EQ(fit.exit_code, 0) << fit.output;
+  EXPECT_NE(fit.output.find("profile lab-a100 (NVIDIA A100-SXM4-80GB)"), std::string::npos)
+      << fit.output;
+}
+
+TEST(CalibrateCli, TruncatedAndGarbageLogsExitTwoNamingFileAndLine) {
+  const std::string out = (temp_dir() / "never.json").string();
+  const Outcome truncated = run_fsdpsim("calibrate import-nccl-tests " + kLogs +
+                                        "truncated_all_reduce_perf.log -o " + out);
+  EXPECT_EQ(truncated.exit_code, 2);
+  EXPECT_NE(truncated.output.find("truncated_all_reduce_perf.log:30: truncated nccl-tests log"),
+            std::string::npos)
+      << truncated.output;
+  const Outcome garbage =
+      run_fsdpsim("calibrate import-nccl-tests " + kLogs + "garbage.log -o " + out);
+  EXPECT_EQ(garbage.exit_code, 2);
+  EXPECT_NE(garbage.output.find("garbage.log:1: not an nccl-tests log"), std::string::npos)
+      << garbage.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(CalibrateCli, PlanListsTheScenariosShapesAndWritesAHarnessPlan) {
+  const fs::path plan = temp_dir() / "plan.txt";
+  const Outcome o = run_fsdpsim("calibrate plan " + scenario_file().string() + " -o " +
+                                plan.string() + " --set hardware.calibration=a100-sxm-80gb");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("all_gather          8    8     96.05 MiB  x96  [calibrated]"),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("[fallback]"), std::string::npos);  // GEMMs: not in the reference profile
+  std::ifstream in(plan);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("\ngemm bf16 "), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("\ncollective all_gather 8 8 "), std::string::npos) << text.str();
+}
+
+TEST(CalibrateCli, RunSaysWhichCostsCameFromTheProfile) {
+  const Outcome o =
+      run_fsdpsim("run " + scenario_file().string() + " --set hardware.calibration=a100-sxm-80gb");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find(" collectives and 0 GEMMs from calibration a100-sxm-80gb, the rest from "
+                          "the fallback model"),
+            std::string::npos)
+      << o.output;
+  const Outcome bad =
+      run_fsdpsim("run " + scenario_file().string() + " --set hardware.calibration=a100-sxm-80g");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("/hardware/calibration: unknown calibration preset \"a100-sxm-80g\""),
+            std::string::npos)
+      << bad.output;
+}
+
+}  // namespace

@@ -1,0 +1,165 @@
+// Fitting a profile into curves (calibrate/fit.hpp): exact at measured points, monotone between,
+// alpha-beta outside, and honest about what it could not fit.
+#include "calibrate/fit.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace fsdpsim::calibrate {
+namespace {
+
+constexpr double kUs = 1e-6;
+
+CollectivePoint at(std::int64_t bytes, double time_us) {
+  CollectivePoint p;
+  p.bytes = Bytes(bytes);
+  p.median = Seconds(time_us * kUs);
+  return p;
+}
+
+CollectiveSeries series(hardware::Collective op, std::vector<CollectivePoint> points,
+                        std::int32_t ranks = 8, std::int32_t per_node = 8) {
+  CollectiveSeries s;
+  s.op = op;
+  s.dtype = Dtype::kBf16;
+  s.ranks = ranks;
+  s.ranks_per_node = per_node;
+  s.points = std::move(points);
+  return s;
+}
+
+// t = 20 us + S / (100 GB/s), sampled at 1 KiB .. 1 GiB (x4).
+std::vector<CollectivePoint> alpha_beta_points() {
+  std::vector<CollectivePoint> points;
+  for (std::int64_t b = 1024; b <= kBytesPerGiB; b *= 4)
+    points.push_back(at(b, 20.0 + static_cast<double>(b) / 100e9 / kUs));
+  return points;
+}
+
+TEST(CalibrationFit, CurveIsExactAtMonotoneMeasurements) {
+  CurveFit fit;
+  const std::vector<CollectivePoint> points = alpha_beta_points();
+  const hardware::CollectiveCurve curve = fit_curve(points, fit);
+  for (const CollectivePoint& p : points)
+    EXPECT_DOUBLE_EQ(curve.time(p.bytes).value(), p.median.value());
+  EXPECT_EQ(fit.max_knot_error, 0.0);
+  EXPECT_EQ(fit.points, points.size());
+}
+
+TEST(CalibrationFit, AlphaBetaAsymptotesRecoverAnAlphaBetaCurve) {
+  CurveFit fit;
+  const hardware::CollectiveCurve curve = fit_curve(alpha_beta_points(), fit);
+  // Least squares through exact alpha-beta points recovers alpha and beta.
+  EXPECT_NEAR(fit.latency.value(), 20 * kUs, 1e-9);
+  EXPECT_NEAR(curve.asymptotic_algbw().value(), 100e9, 100e9 * 1e-6);
+  const double expected_16g = 20 * kUs + 16.0 * static_cast<double>(kBytesPerGiB) / 100e9;
+  EXPECT_NEAR(curve.time(gib(16)).value(), expected_16g, expected_16g * 1e-6);
+  EXPECT_NEAR(curve.time(Bytes(8)).value(), 20 * kUs + 8 / 100e9, 1e-9);
+}
+
+TEST(CalibrationFit, NoisyNonMonotoneMeasurementsBecomeMonotone) {
+  // 2 MiB measured faster than 1 MiB (as the published 8x A100 sweep: 101.9 us, 101.4 us).
+  const std::vector<CollectivePoint> points{at(1 << 19, 80.4), at(1 << 20, 101.9),
+                                            at(1 << 21, 101.4), at(1 << 22, 101.5),
+                                            at(1 << 23, 133.5)};
+  CurveFit fit;
+  const hardware::CollectiveCurve curve = fit_curve(points, fit);
+  double previous = 0.0;
+  for (std::int64_t b = 1 << 19; b <= 1 << 23; b += 1 << 15) {
+    EXPECT_GE(curve.time(Bytes(b)).value(), previous);
+    previous = curve.time(Bytes(b)).value();
+  }
+  // The three pooled sizes share the geometric mean of their times.
+  const double pooled = std::cbrt(101.9 * 101.4 * 101.5) * kUs;
+  EXPECT_NEAR(curve.time(Bytes(1 << 21)).value(), pooled, 1e-12);
+  EXPECT_NEAR(fit.max_knot_error, std::fabs(pooled - 101.9 * kUs) / (101.9 * kUs), 1e-12);
+  EXPECT_EQ(fit.worst_knot_bytes, Bytes(1 << 20));
+  EXPECT_DOUBLE_EQ(curve.time(Bytes(1 << 23)).value(), 133.5 * kUs);  // untouched
+}
+
+TEST(CalibrationFit, LeaveOneOutErrorPredictsInteriorPointsFromNeighbours) {
+  // 4 MiB at 100 us would be sqrt(50 * 400) = 141.4 us on the neighbours' power law: 41.4 % off.
+  const std::vector<CollectivePoint> points{at(1 << 20, 50.0), at(1 << 22, 100.0),
+                                            at(1 << 24, 400.0)};
+  CurveFit fit;
+  (void)fit_curve(points, fit);
+  EXPECT_NEAR(fit.max_leave_one_out_error, (std::sqrt(50.0 * 400.0) - 100.0) / 100.0, 1e-12);
+}
+
+TEST(CalibrationFit, DuplicateSizesKeepTheirMedian) {
+  CurveFit fit;
+  const hardware::CollectiveCurve curve =
+      fit_curve({at(1024, 10.0), at(1024, 30.0), at(1024, 11.0), at(4096, 40.0)}, fit);
+  EXPECT_DOUBLE_EQ(curve.time(Bytes(1024)).value(), 11.0 * kUs);
+  EXPECT_EQ(fit.points, 2U);
+}
+
+TEST(CalibrationFit, OneSizeOrBadTimesCannotBeFitted) {
+  CurveFit fit;
+  EXPECT_THROW((void)fit_curve({at(1024, 10.0)}, fit), InputError);
+  EXPECT_THROW((void)fit_curve({at(1024, 10.0), at(2048, 0.0)}, fit), InputError);
+  EXPECT_THROW((void)fit_curve({at(0, 10.0), at(2048, 20.0)}, fit), InputError);
+}
+
+TEST(CalibrationFit, ProfileFitPrefersOutOfPlaceMeasuredSeriesAndReportsTheRest) {
+  CalibrationProfile p;
+  CollectiveSeries measured = series(hardware::Collective::kAllGather, alpha_beta_points());
+  CollectiveSeries in_place = measured;
+  in_place.in_place = true;
+  for (CollectivePoint& q : in_place.points) q.median = q.median * 2.0;
+  CollectiveSeries derived = measured;
+  derived.origin = Origin::kDerived;
+  derived.derivation = "test";
+  for (CollectivePoint& q : derived.points) q.median = q.median * 3.0;
+  p.collectives = {
+      in_place, derived, measured,
+      series(hardware::Collective::kReduceScatter, {at(1024, 10.0)}),        // one size
+      series(hardware::Collective::kAllReduce, alpha_beta_points(), 1, 1)};  // one rank
+  const ProfileFit fit = fit_profile(p, "test");
+  ASSERT_EQ(fit.collectives.size(), 1U);
+  EXPECT_EQ(fit.collectives.front().origin, Origin::kMeasured);
+  const hardware::CollectiveCurve* curve =
+      fit.curves->find_collective(hardware::Collective::kAllGather, {8, 8});
+  ASSERT_NE(curve, nullptr);
+  EXPECT_DOUBLE_EQ(curve->time(Bytes(1024)).value(), measured.points.front().median.value());
+  EXPECT_EQ(fit.skipped.size(),
+            4U);  // in-place and derived (preferred one fitted), one size, one rank
+}
+
+TEST(CalibrationFit, InterferenceIsTheMedianSlowdownAgainstTheCurveAlone) {
+  CalibrationProfile p;
+  p.collectives.push_back(series(hardware::Collective::kAllGather, alpha_beta_points()));
+  CollectiveSeries together = series(hardware::Collective::kAllGather, alpha_beta_points());
+  together.concurrent_with = hardware::Collective::kReduceScatter;
+  for (std::size_t i = 0; i < together.points.size(); ++i) {
+    together.points[i].median = together.points[i].median * (i == 0 ? 5.0 : 1.5);
+  }
+  p.collectives.push_back(together);
+  const ProfileFit fit = fit_profile(p, "test");
+  ASSERT_EQ(fit.interference.size(), 1U);
+  EXPECT_NEAR(fit.interference.front().median_slowdown, 1.5, 1e-12);
+  EXPECT_EQ(fit.interference.front().concurrent_with, hardware::Collective::kReduceScatter);
+}
+
+TEST(CalibrationFit, GemmsEnterWithTheirMedianAndSlowdown) {
+  CalibrationProfile p;
+  for (const double t : {100.0, 300.0, 110.0}) {
+    GemmPoint g;
+    g.dtype = Dtype::kBf16;
+    g.shape = GemmShape{4096, 4096, 4096, 1};
+    g.median = Seconds(t * kUs);
+    g.median_under_nccl = Seconds(t * 1.2 * kUs);
+    p.gemms.push_back(g);
+  }
+  const ProfileFit fit = fit_profile(p, "test");
+  EXPECT_EQ(fit.gemms, 1U);
+  const hardware::GemmMeasurement& m =
+      fit.curves->gemms().at(hardware::GemmKey{Dtype::kBf16, 4096, 4096, 4096, 1});
+  EXPECT_DOUBLE_EQ(m.time.value(), 110.0 * kUs);
+  ASSERT_TRUE(fit.gemm_slowdown_under_nccl.has_value());
+  EXPECT_NEAR(*fit.gemm_slowdown_under_nccl, 1.2, 1e-12);
+}
+
+}  // namespace
+}  // namespace fsdpsim::calibrate

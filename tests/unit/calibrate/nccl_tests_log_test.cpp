@@ -1,0 +1,266 @@
+// Importing nccl-tests output (calibrate/nccl_tests_log.hpp): the logs of tests/data/nccl-tests
+// (real nccl-tests format, numbers from configs/validation/nccl_reference.csv) and small inline
+// logs for the flags and failure modes.
+#include "calibrate/nccl_tests_log.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace fsdpsim::calibrate {
+namespace {
+
+const std::string kData = std::string(FSDPSIM_TEST_DATA_DIR) + "/nccl-tests/";
+
+CalibrationProfile import(const std::vector<std::string>& names,
+                          const NcclTestsImportOptions& options = {}) {
+  std::vector<std::filesystem::path> files;
+  for (const std::string& n : names) files.emplace_back(kData + n);
+  std::vector<std::string> notes;
+  return import_nccl_tests_logs(files, options, "test", notes);
+}
+
+// The message of the InputError `f` throws ("" if it throws nothing).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A minimal modern log: `rows` under the standard header, with footer.
+std::string log_with(const std::string& program, const std::string& rows, bool footer = true) {
+  std::string text = "# nccl-tests version 2.17.4 nccl-headers=22703 nccl-library=22703\n";
+  if (!program.empty()) text += "# Collective test starting: " + program + "\n";
+  text +=
+      "# nThread 1 nGpus 2 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5 "
+      "iters: 20 agg iters: 1 "
+      "validation: 1 graph: 0\n#\n# Using devices\n"
+      "#  Rank  0 Group  0 Pid   1000 on      hostA device  0 [0000:07:00] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid   1000 on      hostA device  1 [0000:0f:00] NVIDIA H100 80GB "
+      "HBM3\n#\n"
+      "#                                                              out-of-place                 "
+      "      in-place\n"
+      "#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
+      "time   algbw   busbw  #wrong\n"
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             "
+      "(us)  (GB/s)  (GB/s)\n";
+  text += rows;
+  if (footer) text += "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 10.0 \n#\n";
+  return text;
+}
+
+TEST(NcclTestsLog, ImportsTheA100AllReduceSweep) {
+  const CalibrationProfile p = import({"a100_8gpu_all_reduce_perf.log"});
+  ASSERT_EQ(p.collectives.size(), 1U);
+  const CollectiveSeries& s = p.collectives.front();
+  EXPECT_EQ(s.op,
+            hardware::Collective::kAllReduce);  // from the file name: this format does not say
+  EXPECT_EQ(s.dtype, Dtype::kFp32);
+  EXPECT_EQ(s.ranks, 8);
+  EXPECT_EQ(s.ranks_per_node, 8);
+  ASSERT_EQ(s.points.size(), 20U);  // -b 32K -e 16G -f 2
+  EXPECT_EQ(s.points.front().bytes, Bytes(32768));
+  EXPECT_DOUBLE_EQ(s.points.front().median.value(), 43.83e-6);
+  EXPECT_EQ(s.points.back().bytes, gib(16));
+  EXPECT_DOUBLE_EQ(s.points.back().median.value(), 127997e-6);
+  EXPECT_EQ(s.points.front().repeats, 50);  // -n 50
+  EXPECT_EQ(p.device.name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(p.topology.nodes, 1);
+}
+
+TEST(NcclTestsLog, ImportsModernAllGatherAndReduceScatterLogs) {
+  const CalibrationProfile ag = import({"h200_8gpu_all_gather_perf_16g.log"});
+  ASSERT_EQ(ag.collectives.size(), 1U);
+  EXPECT_EQ(ag.collectives.front().op,
+            hardware::Collective::kAllGather);  // "Collective test starting"
+  EXPECT_EQ(ag.software.nccl, "2.27.7");        // nccl-library=22707
+  EXPECT_EQ(ag.collectives.front().points.front().bytes, gib(16));
+  EXPECT_DOUBLE_EQ(ag.collectives.front().points.front().median.value(), 41594.9e-6);
+  // -c 0: "#wrong" is N/A; still imported.
+  const CalibrationProfile rs = import({"h200_8gpu_reduce_scatter_perf_16g_nocheck.log"});
+  ASSERT_EQ(rs.collectives.size(), 1U);
+  EXPECT_EQ(rs.collectives.front().op, hardware::Collective::kReduceScatter);
+}
+
+TEST(NcclTestsLog, ImportsOldFormatMultiNodeLogsWithNcclDebugLines) {
+  const CalibrationProfile p = import({"b200_4x8_all_reduce_perf_old_format.log"});
+  ASSERT_EQ(p.collectives.size(), 1U);
+  const CollectiveSeries& s = p.collectives.front();
+  EXPECT_EQ(s.ranks, 32);
+  EXPECT_EQ(s.ranks_per_node, 8);   // 4 hosts in the device list
+  EXPECT_EQ(s.points.size(), 20U);  // the NCCL INFO lines between rows are skipped
+  EXPECT_EQ(p.topology.nodes, 4);
+  EXPECT_EQ(p.topology.hosts.size(), 4U);
+}
+
+TEST(NcclTestsLog, SeveralLogsOfOneGpuMergeIntoOneProfile) {
+  const CalibrationProfile p = import(
+      {"h200_8gpu_all_gather_perf_16g.log", "h200_8gpu_reduce_scatter_perf_16g_nocheck.log"});
+  EXPECT_EQ(p.collectives.size(), 2U);
+  EXPECT_NE(error_of([] {
+              (void)import({"a100_8gpu_all_reduce_perf.log", "h200_8gpu_all_gather_perf_16g.log"});
+            }).find("a profile describes one kind of GPU"),
+            std::string::npos);
+}
+
+TEST(NcclTestsLog, TruncatedLogIsAClearErrorNamingFileAndLine) {
+  const std::string e = error_of([] { (void)import({"truncated_all_reduce_perf.log"}); });
+  EXPECT_NE(e.find("truncated_all_reduce_perf.log:30: truncated nccl-tests log"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("6 of its 13 columns"), std::string::npos) << e;
+}
+
+TEST(NcclTestsLog, TruncatedLogCanKeepItsCompleteRows) {
+  NcclTestsImportOptions o;
+  o.allow_truncated = true;
+  const CalibrationProfile p = import({"truncated_all_reduce_perf.log"}, o);
+  ASSERT_EQ(p.collectives.size(), 1U);
+  EXPECT_EQ(p.collectives.front().points.size(),
+            14U);  // 32 KiB .. 256 MiB; the 512 MiB row was cut
+}
+
+TEST(NcclTestsLog, GarbageIsAClearErrorNamingFileAndLine) {
+  const std::string e = error_of([] { (void)import({"garbage.log"}); });
+  EXPECT_NE(e.find("garbage.log:1: not an nccl-tests log"), std::string::npos) << e;
+  EXPECT_NE(e.find("srun: error"), std::string::npos) << e;  // quotes what it found
+}
+
+TEST(NcclTestsLog, MissingFileEmptyFileAndMissingFooterAreErrors) {
+  EXPECT_NE(error_of([] { (void)import({"no_such.log"}); }).find("cannot open"), std::string::npos);
+  EXPECT_NE(error_of([] {
+              (void)parse_nccl_tests_log("\n  \n", "empty.log", {});
+            }).find("empty.log: empty file"),
+            std::string::npos);
+  const std::string rows =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    "
+      "20.00   52.43   52.43       0\n";
+  const std::string e = error_of(
+      [&] { (void)parse_nccl_tests_log(log_with("all_reduce_perf", rows, false), "cut.log", {}); });
+  EXPECT_NE(e.find("cut.log:12: truncated nccl-tests log"), std::string::npos) << e;
+  EXPECT_NE(e.find("no '# Avg bus bandwidth' footer"), std::string::npos) << e;
+}
+
+TEST(NcclTestsLog, InPlaceColumnsOnRequest) {
+  const std::string rows =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    "
+      "30.00   34.95   34.95       0\n"
+      "     2097152        524288     float     sum      -1    30.00   69.91   69.91       0    "
+      "40.00   52.43   52.43       0\n";
+  const std::string text = log_with("all_reduce_perf", rows);
+  const NcclTestsLog out_of_place = parse_nccl_tests_log(text, "x.log", {});
+  EXPECT_DOUBLE_EQ(out_of_place.series.front().points.front().median.value(), 20e-6);
+  NcclTestsImportOptions o;
+  o.in_place = true;
+  const NcclTestsLog in_place = parse_nccl_tests_log(text, "x.log", o);
+  EXPECT_DOUBLE_EQ(in_place.series.front().points.front().median.value(), 30e-6);
+  EXPECT_TRUE(in_place.series.front().in_place);
+}
+
+TEST(NcclTestsLog, AllDatatypesRunKeepsTheOnesFsdpsimCalibrates) {
+  // -d all: one row per type and size; double and int8 rows are skipped with a note.
+  const std::string rows =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    "
+      "20.00   52.43   52.43       0\n"
+      "     1048576        131072    double     sum      -1    25.00   41.94   41.94       0    "
+      "25.00   41.94   41.94       0\n"
+      "     1048576        524288  bfloat16     sum      -1    21.00   49.93   49.93       0    "
+      "21.00   49.93   49.93       0\n"
+      "     1048576       1048576      int8     sum      -1    22.00   47.66   47.66       0    "
+      "22.00   47.66   47.66       0\n"
+      "     1048576        524288      half     sum      -1    21.50   48.77   48.77       0    "
+      "21.50   48.77   48.77       0\n";
+  const NcclTestsLog log = parse_nccl_tests_log(log_with("all_reduce_perf", rows), "d.log", {});
+  ASSERT_EQ(log.series.size(), 3U);
+  EXPECT_EQ(log.series[0].dtype, Dtype::kFp32);
+  EXPECT_EQ(log.series[1].dtype, Dtype::kBf16);
+  EXPECT_EQ(log.series[2].dtype, Dtype::kFp16);
+  EXPECT_EQ(log.notes.size(), 2U);  // double, int8
+}
+
+TEST(NcclTestsLog, WrongElementsAreAnError) {
+  const std::string rows =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43      12    "
+      "20.00   52.43   52.43       0\n";
+  const std::string e =
+      error_of([&] { (void)parse_nccl_tests_log(log_with("all_reduce_perf", rows), "w.log", {}); });
+  EXPECT_NE(e.find("w.log:12: 12 wrong elements"), std::string::npos) << e;
+}
+
+TEST(NcclTestsLog, NonNumbersWhereNumbersBelongAreErrors) {
+  const std::string rows =
+      "     1048576        262144     float     sum      -1    fast   52.43   52.43       0    "
+      "20.00   52.43   52.43       0\n";
+  const std::string e =
+      error_of([&] { (void)parse_nccl_tests_log(log_with("all_reduce_perf", rows), "n.log", {}); });
+  EXPECT_NE(e.find("n.log:12: expected a number >= 0 in column 'time', found 'fast'"),
+            std::string::npos)
+      << e;
+}
+
+TEST(NcclTestsLog, MislabelledCollectivesAreCaughtByTheBusbwFactor) {
+  // An all-reduce on 2 ranks has busbw = algbw; read as an all-gather (factor 1/2) it cannot be.
+  const std::string rows =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    "
+      "20.00   52.43   52.43       0\n";
+  NcclTestsImportOptions o;
+  o.collective = hardware::Collective::kAllGather;
+  const std::string e =
+      error_of([&] { (void)parse_nccl_tests_log(log_with("", rows), "m.log", o); });
+  EXPECT_NE(e.find("m.log:11: busbw / algbw = 1.000, but an all_gather over 2 ranks has 0.500"),
+            std::string::npos)
+      << e;
+  // With the log's own word against the option: a contradiction.
+  const std::string c =
+      error_of([&] { (void)parse_nccl_tests_log(log_with("all_reduce_perf", rows), "m.log", o); });
+  EXPECT_NE(c.find("contradicts the log"), std::string::npos) << c;
+  // Nothing says which collective: ask for --collective.
+  const std::string u =
+      error_of([&] { (void)parse_nccl_tests_log(log_with("", rows), "unknown.log", {}); });
+  EXPECT_NE(u.find("pass --collective"), std::string::npos) << u;
+}
+
+TEST(NcclTestsLog, SrunLabelsAndRankOverridesAreHandled) {
+  const std::string text =
+      log_with("all_gather_perf",
+               "     1048576        131072     float    none      -1    20.00   "
+               "52.43   26.21       0    20.00   52.43   26.21       0\n");
+  // srun --label prefixes every line with "0: ".
+  std::string labelled;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    labelled += "0: ";
+    labelled += text.substr(start, end - start + 1);
+    start = end + 1;
+  }
+  const NcclTestsLog log = parse_nccl_tests_log(labelled, "l.log", {});
+  ASSERT_EQ(log.series.size(), 1U);
+  EXPECT_EQ(log.series.front().ranks, 2);
+  // NCCL_TESTS_SPLIT runs report the world's ranks; the options say the communicator's.
+  NcclTestsImportOptions o;
+  o.ranks = 2;
+  o.ranks_per_node = 1;
+  EXPECT_EQ(parse_nccl_tests_log(labelled, "l.log", o).series.front().ranks_per_node, 1);
+}
+
+TEST(NcclTestsLog, SeveralTablesInOneFileAreAllRead) {
+  const std::string ag = log_with("all_gather_perf",
+                                  "     1048576        131072     float    none      -1    20.00   "
+                                  "52.43   26.21       0    20.00   52.43   26.21       0\n");
+  const std::string rs =
+      log_with("reduce_scatter_perf",
+               "     1048576        131072     float     sum      -1    "
+               "21.00   49.93   24.97       0    21.00   49.93   24.97       0\n");
+  const NcclTestsLog log = parse_nccl_tests_log(ag + rs, "both.log", {});
+  ASSERT_EQ(log.series.size(), 2U);
+  EXPECT_EQ(log.series[0].op, hardware::Collective::kAllGather);
+  EXPECT_EQ(log.series[1].op, hardware::Collective::kReduceScatter);
+}
+
+}  // namespace
+}  // namespace fsdpsim::calibrate

@@ -1,0 +1,268 @@
+// The calibration profile's JSON schema (sim/app/calibration_json.cpp): round trips, the
+// harness's own writer read back by the app, the shipped reference profiles, and bad input named
+// by file, JSON path, what was expected and what was found.
+#include "sim/app/calibration_json.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "calibrate/harness/results.hpp"
+#include "sim/app/config_error.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+calibrate::CalibrationProfile sample_profile() {
+  calibrate::CalibrationProfile p;
+  p.name = "sample";
+  p.description = "two series and a GEMM";
+  p.created = "2026-01-02T03:04:05Z";
+  p.tool = "test";
+  p.complete = false;
+  p.device = {"NVIDIA H100 80GB HBM3", "9.0", 132, Bytes(85520809984)};
+  p.software = {"CUDA driver API 13.0", "13.0", "2.27.7", "13.0.1"};
+  p.topology = {2, 8, {"a", "b"}, "NVLink4 + 8x400G IB"};
+  p.sources = {"unit test"};
+  p.notes = {"a note"};
+  calibrate::CollectiveSeries s;
+  s.op = hardware::Collective::kReduceScatter;
+  s.dtype = Dtype::kFp32;
+  s.ranks = 16;
+  s.ranks_per_node = 8;
+  s.group = "world";
+  s.source = "harness";
+  s.points.push_back(
+      calibrate::CollectivePoint{Bytes(1024), Seconds(20e-6), Seconds(19e-6), Seconds(25e-6), 20});
+  s.points.push_back(
+      calibrate::CollectivePoint{Bytes(1 << 30), Seconds(0.02), std::nullopt, std::nullopt, 0});
+  p.collectives.push_back(s);
+  calibrate::CollectiveSeries c = s;
+  c.op = hardware::Collective::kAllGather;
+  c.concurrent_with = hardware::Collective::kReduceScatter;
+  c.in_place = true;
+  c.origin = calibrate::Origin::kDerived;
+  c.derivation = "by hand";
+  p.collectives.push_back(c);
+  calibrate::GemmPoint g;
+  g.dtype = Dtype::kTf32;
+  g.shape = GemmShape{4096, 1024, 512, 2};
+  g.median = Seconds(1e-4);
+  g.min = Seconds(0.9e-4);
+  g.max = Seconds(1.2e-4);
+  g.repeats = 25;
+  g.median_under_nccl = Seconds(1.3e-4);
+  g.source = "plan";
+  p.gemms.push_back(g);
+  p.memory.device_copy = gb_per_s(3000.0);
+  p.memory.kernel_launch = microseconds(2.5);
+  return p;
+}
+
+// The ConfigError message for `json` read as a profile from "bad.json".
+std::string error_for(const nlohmann::json& json) {
+  try {
+    (void)profile_from_json(json, "bad.json");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+nlohmann::json valid_json() {
+  return nlohmann::json::parse(profile_to_json(sample_profile()).dump());
+}
+
+TEST(CalibrationProfileJson, RoundTripKeepsEveryField) {
+  const calibrate::CalibrationProfile p = sample_profile();
+  const nlohmann::json j = nlohmann::json::parse(profile_to_json(p).dump());
+  const calibrate::CalibrationProfile q = profile_from_json(j, "round.json");
+  EXPECT_EQ(q.name, p.name);
+  EXPECT_EQ(q.description, p.description);
+  EXPECT_EQ(q.created, p.created);
+  EXPECT_FALSE(q.complete);
+  EXPECT_EQ(q.device.name, p.device.name);
+  EXPECT_EQ(q.device.sm_count, 132);
+  EXPECT_EQ(q.device.memory, p.device.memory);
+  EXPECT_EQ(q.software.nccl, "2.27.7");
+  EXPECT_EQ(q.topology.hosts, p.topology.hosts);
+  EXPECT_EQ(q.notes, p.notes);
+  ASSERT_EQ(q.collectives.size(), 2U);
+  const calibrate::CollectiveSeries& s = q.collectives[0];
+  EXPECT_EQ(s.op, hardware::Collective::kReduceScatter);
+  EXPECT_EQ(s.dtype, Dtype::kFp32);
+  EXPECT_EQ(s.ranks, 16);
+  EXPECT_EQ(s.ranks_per_node, 8);
+  ASSERT_EQ(s.points.size(), 2U);
+  EXPECT_NEAR(s.points[0].median.value(), 20e-6, 1e-15);
+  EXPECT_NEAR(s.points[0].min->value(), 19e-6, 1e-15);
+  EXPECT_NEAR(s.points[0].max->value(), 25e-6, 1e-15);
+  EXPECT_EQ(s.points[0].repeats, 20);
+  EXPECT_FALSE(s.points[1].min.has_value());
+  const calibrate::CollectiveSeries& c = q.collectives[1];
+  EXPECT_EQ(c.concurrent_with, hardware::Collective::kReduceScatter);
+  EXPECT_TRUE(c.in_place);
+  EXPECT_EQ(c.origin, calibrate::Origin::kDerived);
+  EXPECT_EQ(c.derivation, "by hand");
+  ASSERT_EQ(q.gemms.size(), 1U);
+  EXPECT_EQ(q.gemms[0].dtype, Dtype::kTf32);
+  EXPECT_EQ(q.gemms[0].shape.batch, 2);
+  EXPECT_NEAR(q.gemms[0].median_under_nccl->value(), 1.3e-4, 1e-15);
+  EXPECT_NEAR(q.memory.device_copy->value(), 3000e9, 1.0);
+  EXPECT_NEAR(q.memory.kernel_launch->value(), 2.5e-6, 1e-15);
+  // And back again: the same JSON.
+  EXPECT_EQ(profile_to_json(q).dump(), profile_to_json(p).dump());
+}
+
+TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
+  harness::Results r;
+  r.name = "from the harness";
+  r.created = "2026-01-01T00:00:00Z";
+  r.tool = "fsdpsim-calibrate test";
+  r.device_name = "NVIDIA H200";
+  r.compute_capability = "9.0";
+  r.sm_count = 132;
+  r.memory_bytes = 150000000000;
+  r.nccl = "2.27.7";
+  r.nodes = 2;
+  r.gpus_per_node = 8;
+  r.hosts = {"n1", "n2"};
+  r.notes = {"fp8 \"skipped\"\tfor a reason"};
+  r.complete = true;
+  r.collectives.push_back(
+      harness::SeriesResult{"all_gather",
+                            "bf16",
+                            "world",
+                            16,
+                            8,
+                            "",
+                            {{1024, 30.5, 29.0, 40.0, 20}, {2048, 31.0, 30.0, 31.5, 20}}});
+  r.collectives.push_back(harness::SeriesResult{
+      "reduce_scatter", "bf16", "world", 16, 8, "all_gather", {{1 << 20, 80.0, 70.0, 90.0, 20}}});
+  r.gemms.push_back(
+      harness::GemmResult{"bf16", 8192, 8192, 8192, 1, 1500.0, 1490.0, 1520.0, 25, 1700.0, "grid"});
+  r.device_copy_GBps = 4000.0;
+  r.h2d_pinned_GBps = 50.0;
+  r.d2h_pinned_GBps = 51.0;
+  r.kernel_launch_us = 2.1;
+  const calibrate::CalibrationProfile p =
+      profile_from_json(nlohmann::json::parse(harness::to_json(r)), "harness.json");
+  EXPECT_EQ(p.name, "from the harness");
+  EXPECT_EQ(p.notes.front(), "fp8 \"skipped\"\tfor a reason");
+  ASSERT_EQ(p.collectives.size(), 2U);
+  EXPECT_EQ(p.collectives[0].points.size(), 2U);
+  EXPECT_NEAR(p.collectives[0].points[0].median.value(), 30.5e-6, 1e-15);
+  EXPECT_EQ(p.collectives[1].concurrent_with, hardware::Collective::kAllGather);
+  ASSERT_EQ(p.gemms.size(), 1U);
+  EXPECT_NEAR(p.gemms[0].median_under_nccl->value(), 1700e-6, 1e-15);
+  EXPECT_NEAR(p.memory.h2d_pinned->value(), 50e9, 1.0);
+  // Atomic writes: the file appears whole, no temporary left behind.
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_harness_writer_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  harness::write_atomically((dir / "p.json").string(), harness::to_json(r));
+  EXPECT_EQ(read_profile(dir / "p.json").name, "from the harness");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  fs::remove_all(dir);
+}
+
+TEST(CalibrationProfileJson, ShippedReferenceProfilesLoadAndFit) {
+  const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
+  for (const std::string& name : presets.names("calibration")) {
+    SCOPED_TRACE(name);
+    const calibrate::CalibrationProfile p =
+        read_profile(fs::path(FSDPSIM_CONFIGS_DIR) / "calibration" / (name + ".json"));
+    EXPECT_FALSE(p.sources.empty()) << "a reference profile cites its sources";
+    for (const calibrate::CollectiveSeries& s : p.collectives) EXPECT_FALSE(s.source.empty());
+    const auto curves = load_calibration(name, fs::path(FSDPSIM_SOURCE_DIR) / "scenario.json",
+                                         "/hardware/calibration", presets);
+    EXPECT_FALSE(curves->collectives().empty());
+  }
+  EXPECT_GE(presets.names("calibration").size(), 3U);
+}
+
+TEST(CalibrationProfileJson, BadInputNamesFilePathExpectedAndFound) {
+  nlohmann::json j = valid_json();
+  j["schema_version"] = 2;
+  EXPECT_EQ(error_for(j), "bad.json: /schema_version: expected 1, found 2");
+
+  j = valid_json();
+  j["kind"] = "fsdpsim_calibration_fit";
+  EXPECT_NE(error_for(j).find("bad.json: /kind: expected \"fsdpsim_calibration_profile\""),
+            std::string::npos);
+
+  j = valid_json();
+  j["colectives"] = j["collectives"];
+  EXPECT_EQ(error_for(j), "bad.json: /colectives: unknown key; did you mean collectives?");
+
+  j = valid_json();
+  j["collectives"][0]["points"][1]["bytes"] = -5;
+  EXPECT_NE(error_for(j).find("bad.json: /collectives/0/points/1/bytes: expected"),
+            std::string::npos)
+      << error_for(j);
+
+  j = valid_json();
+  j["collectives"][0]["points"][0]["min_us"] = 50.0;
+  EXPECT_EQ(error_for(j),
+            "bad.json: /collectives/0/points/0/min_us: expected at most time_us = 20, found 50");
+
+  j = valid_json();
+  j["collectives"][0]["ranks_per_node"] = 5;
+  EXPECT_EQ(error_for(j),
+            "bad.json: /collectives/0/ranks_per_node: expected a divisor of ranks = 16, found 5");
+
+  j = valid_json();
+  j["collectives"][1]["collective"] = "all_gathr";
+  EXPECT_NE(error_for(j).find(
+                "bad.json: /collectives/1/collective: expected one of all_gather, reduce_scatter, "
+                "all_reduce, found \"all_gathr\"; did you mean all_gather?"),
+            std::string::npos)
+      << error_for(j);
+
+  j = valid_json();
+  j["gemms"][0]["dtype"] = "int4";
+  EXPECT_EQ(
+      error_for(j),
+      "bad.json: /gemms/0/dtype: expected one of fp32, tf32, bf16, fp16, fp8, found \"int4\"");
+
+  j = valid_json();
+  j["collectives"][1].erase("derivation");
+  EXPECT_NE(error_for(j).find("bad.json: /collectives/1/derivation: a derived series must say how"),
+            std::string::npos);
+
+  j = valid_json();
+  j["collectives"][0]["points"] = nlohmann::json::array();
+  EXPECT_NE(error_for(j).find("bad.json: /collectives/0/points: expected an array of at least one"),
+            std::string::npos);
+
+  j = valid_json();
+  j["topology"]["hosts"] = "a,b";
+  EXPECT_EQ(error_for(j), "bad.json: /topology/hosts: expected an array, found the string \"a,b\"");
+
+  j = valid_json();
+  j["collectives"][0].erase("dtype");
+  EXPECT_EQ(error_for(j), "bad.json: /collectives/0/dtype: required key is missing");
+}
+
+TEST(CalibrationProfileJson, ScenarioReferenceErrorsNameTheScenario) {
+  const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
+  try {
+    (void)load_calibration("a100-sxm-80g", "scenario.json", "/hardware/calibration", presets);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(
+        m.find("scenario.json: /hardware/calibration: unknown calibration preset \"a100-sxm-80g\""),
+        std::string::npos)
+        << m;
+    EXPECT_NE(m.find("did you mean a100-sxm-80gb"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::app
