@@ -10,6 +10,7 @@
 #include "sim/fsdp/process_groups.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
+#include "sim/fsdp/unit_hooks.hpp"
 
 namespace fsdpsim::fsdp {
 namespace {
@@ -39,10 +40,9 @@ struct UnitState {
   bool has_kept_grad = false;
   TensorId grad = 0;  // _saved_grad_shard, or NO_SHARD's full fp32 .grad
   bool has_grad = false;
-  std::vector<TensorId> saved;  // activations per layer of the unit (forward order)
 };
 
-class Fsdp1Step {
+class Fsdp1Step final : private UnitHooks {
  public:
   explicit Fsdp1Step(const ScheduleInput& input)
       : in_(input),
@@ -53,7 +53,6 @@ class Fsdp1Step {
         units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit,
                           strategy_ == ShardingStrategy::kNoShard ? 1 : shard_size_)),
         state_(units_.size()),
-        unit_of_layer_(unit_of_layer(units_, s_.workload().layers.size())),
         unshard_(s_.add_stream("unshard")),
         post_backward_(s_.add_stream("post_backward")),
         pre_unshard_(s_.add_stream("pre_unshard")),
@@ -183,7 +182,7 @@ class Fsdp1Step {
 
   // _pre_forward: unshard unless prefetched, wait for it, then forward prefetch of the next unit
   // in pre-forward order (root first, then blocks).
-  void pre_forward(std::size_t u) {
+  void pre_forward(std::size_t u) override {
     s_.hook(units_[u].name + ".pre_forward", units_[u].parameter_tensors);
     if (units_[u].is_root) {
       // _root_pre_forward: the unshard and pre-unshard streams wait for the default stream
@@ -200,14 +199,14 @@ class Fsdp1Step {
   }
 
   // _post_forward_reshard: free only for non-root units of FULL_SHARD and HYBRID_SHARD.
-  void post_forward(std::size_t u) {
+  void post_forward(std::size_t u) override {
     s_.hook(units_[u].name + ".post_forward", units_[u].parameter_tensors);
     reshard(u, !units_[u].is_root && reshards_after_forward(strategy_));
   }
 
   // _pre_backward_hook: unshard unless prefetched, wait, then BACKWARD_PRE prefetch of the unit
   // before this one in post-forward order (_get_handle_to_prefetch).
-  void pre_backward(std::size_t u) {
+  void pre_backward(std::size_t u) override {
     s_.hook(units_[u].name + ".pre_backward", units_[u].parameter_tensors);
     if (!state_[u].prefetched) unshard(u);
     s_.program().wait_stream(s_.compute(), unshard_);
@@ -220,7 +219,7 @@ class Fsdp1Step {
   }
 
   // _post_backward_hook.
-  void post_backward(std::size_t u) {
+  void post_backward(std::size_t u) override {
     const FsdpUnit& unit = units_[u];
     UnitState& st = state_[u];
     s_.hook(unit.name + ".post_backward", unit.parameter_tensors);
@@ -313,27 +312,7 @@ class Fsdp1Step {
   }
 
   void micro_batch() {
-    const models::Workload& w = s_.workload();
-    in_backward_ = false;
-    for (std::size_t layer = 0; layer < w.layers.size(); ++layer) {
-      const std::size_t u = unit_of_layer_[layer];
-      if (layer == units_[u].layers.front()) pre_forward(u);
-      state_[u].saved.push_back(s_.forward_layer(layer, g(u)));
-      if (layer == units_[u].layers.back()) post_forward(u);
-    }
-    in_backward_ = true;
-    for (std::size_t layer = w.layers.size(); layer-- > 0;) {
-      const std::size_t u = unit_of_layer_[layer];
-      if (layer == units_[u].layers.back()) pre_backward(u);
-      const auto& layers = units_[u].layers;
-      const std::size_t position =
-          static_cast<std::size_t>(std::find(layers.begin(), layers.end(), layer) - layers.begin());
-      s_.backward_layer(layer, g(u), state_[u].saved[position]);
-      if (layer == layers.front()) {
-        state_[u].saved.clear();
-        post_backward(u);
-      }
-    }
+    run_micro_batch(s_, units_, *this, in_backward_);
     // _post_backward_final_callback: the default stream waits for the post-backward and
     // all-reduce streams; with CPU offload the CPU synchronizes before the CPU optimizer.
     s_.program().wait_stream(s_.compute(), post_backward_);
@@ -341,18 +320,10 @@ class Fsdp1Step {
   }
 
   void optimizer_step() {
-    const EventRef done = s_.program().record_event(s_.compute());
-    if (f_.cpu_offload) {
-      s_.program().cpu_synchronize(done, "offload_synchronize");
-      std::int64_t numel = 0;
-      for (const FsdpUnit& u : units_) numel += sharded() ? u.shard_numel : u.numel;
-      s_.cpu_optimizer(numel);
-    } else {
-      std::vector<std::pair<std::string, std::int64_t>> tensors;
-      for (const FsdpUnit& u : units_)
-        tensors.emplace_back(u.name, sharded() ? u.shard_numel : u.numel);
-      s_.gpu_optimizer(tensors);
-    }
+    std::vector<std::pair<std::string, std::int64_t>> tensors;
+    for (const FsdpUnit& u : units_)
+      tensors.emplace_back(u.name, sharded() ? u.shard_numel : u.numel);
+    s_.optimizer_step(tensors);
     // zero_grad(set_to_none=True) frees the gradients.
     for (UnitState& st : state_) {
       if (st.has_grad) s_.free(st.grad, s_.program().record_event(s_.compute()));
@@ -367,7 +338,6 @@ class Fsdp1Step {
   std::int32_t shard_size_;
   std::vector<FsdpUnit> units_;
   std::vector<UnitState> state_;
-  std::vector<std::size_t> unit_of_layer_;
   StreamId unshard_;
   StreamId post_backward_;
   StreamId pre_unshard_;

@@ -21,6 +21,7 @@
 #include "sim/fsdp/process_groups.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
+#include "sim/fsdp/unit_hooks.hpp"
 
 namespace fsdpsim::fsdp {
 namespace {
@@ -44,7 +45,6 @@ struct UnitState {
   bool has_accumulated = false;
   TensorId grad_shard = 0;  // sharded fp32 gradient
   bool has_grad_shard = false;
-  std::vector<TensorId> saved;
 };
 
 struct HeldBuffer {  // AllGatherState / ReduceScatterState
@@ -52,7 +52,7 @@ struct HeldBuffer {  // AllGatherState / ReduceScatterState
   EventRef event;
 };
 
-class Fsdp2Step {
+class Fsdp2Step final : private UnitHooks {
  public:
   explicit Fsdp2Step(const ScheduleInput& input)
       : in_(input),
@@ -64,7 +64,6 @@ class Fsdp2Step {
                   : input.cluster.world_size()),
         units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit, shard_size_)),
         state_(units_.size()),
-        unit_of_layer_(unit_of_layer(units_, s_.workload().layers.size())),
         copy_in_(s_.add_stream("all_gather_copy_in")),
         all_gather_(s_.add_stream("all_gather")),
         reduce_scatter_(s_.add_stream("reduce_scatter")),
@@ -172,7 +171,7 @@ class Fsdp2Step {
     st.unsharded = true;
   }
 
-  void pre_forward(std::size_t u) {
+  void pre_forward(std::size_t u) override {
     s_.hook(units_[u].name + ".pre_forward", units_[u].parameter_tensors);
     if (units_[u].is_root) {
       // The root's pre-forward: the all-gather streams wait for the optimizer step.
@@ -187,7 +186,7 @@ class Fsdp2Step {
     }
   }
 
-  void post_forward(std::size_t u) {
+  void post_forward(std::size_t u) override {
     s_.hook(units_[u].name + ".post_forward", units_[u].parameter_tensors);
     if (units_[u].is_root && previous_all_gather_) {
       // FSDPState._post_forward of the root: free the last all-gather result once its copy-out
@@ -214,7 +213,7 @@ class Fsdp2Step {
     st.unsharded = false;
   }
 
-  void pre_backward(std::size_t u) {
+  void pre_backward(std::size_t u) override {
     s_.hook(units_[u].name + ".pre_backward", units_[u].parameter_tensors);
     unshard(u);
     wait_for_unshard(u);
@@ -226,7 +225,7 @@ class Fsdp2Step {
                     s_.compute(), MemoryCategory::kGradients);
   }
 
-  void post_backward(std::size_t u) {
+  void post_backward(std::size_t u) override {
     const FsdpUnit& unit = units_[u];
     UnitState& st = state_[u];
     s_.hook(unit.name + ".post_backward", unit.parameter_tensors);
@@ -311,27 +310,7 @@ class Fsdp2Step {
   }
 
   void micro_batch() {
-    const models::Workload& w = s_.workload();
-    in_backward_ = false;
-    for (std::size_t layer = 0; layer < w.layers.size(); ++layer) {
-      const std::size_t u = unit_of_layer_[layer];
-      if (layer == units_[u].layers.front()) pre_forward(u);
-      state_[u].saved.push_back(s_.forward_layer(layer, g(u)));
-      if (layer == units_[u].layers.back()) post_forward(u);
-    }
-    in_backward_ = true;
-    for (std::size_t layer = w.layers.size(); layer-- > 0;) {
-      const std::size_t u = unit_of_layer_[layer];
-      const auto& layers = units_[u].layers;
-      if (layer == layers.back()) pre_backward(u);
-      const auto position =
-          static_cast<std::size_t>(std::find(layers.begin(), layers.end(), layer) - layers.begin());
-      s_.backward_layer(layer, g(u), state_[u].saved[position]);
-      if (layer == layers.front()) {
-        state_[u].saved.clear();
-        post_backward(u);
-      }
-    }
+    run_micro_batch(s_, units_, *this, in_backward_);
     // The root's post-backward final callback: the compute stream waits for the reductions.
     s_.program().wait_stream(s_.compute(), reduce_scatter_);
     s_.program().wait_stream(s_.compute(), all_reduce_);
@@ -342,16 +321,9 @@ class Fsdp2Step {
   }
 
   void optimizer_step() {
-    if (f_.cpu_offload) {
-      s_.program().cpu_synchronize(s_.program().record_event(s_.compute()), "offload_synchronize");
-      std::int64_t numel = 0;
-      for (const FsdpUnit& u : units_) numel += u.shard_numel;
-      s_.cpu_optimizer(numel);
-    } else {
-      std::vector<std::pair<std::string, std::int64_t>> tensors;
-      for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, u.shard_numel);
-      s_.gpu_optimizer(tensors);
-    }
+    std::vector<std::pair<std::string, std::int64_t>> tensors;
+    for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, u.shard_numel);
+    s_.optimizer_step(tensors);
     for (UnitState& st : state_) {
       if (st.has_grad_shard) s_.free(st.grad_shard, s_.program().record_event(s_.compute()));
       st.has_grad_shard = false;
@@ -365,7 +337,6 @@ class Fsdp2Step {
   std::int32_t shard_size_;
   std::vector<FsdpUnit> units_;
   std::vector<UnitState> state_;
-  std::vector<std::size_t> unit_of_layer_;
   StreamId copy_in_;
   StreamId all_gather_;
   StreamId reduce_scatter_;

@@ -245,6 +245,17 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
   free(temp);
 }
 
+void StepBuilder::optimizer_step(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
+  if (!in_.fsdp.cpu_offload) {
+    gpu_optimizer(numels);
+    return;
+  }
+  b_.cpu_synchronize(b_.record_event(compute_), "offload_synchronize");
+  std::int64_t total = 0;
+  for (const auto& [name, numel] : numels) total += numel;
+  cpu_optimizer(total);
+}
+
 void StepBuilder::cpu_optimizer(std::int64_t numel) {
   // The node's DRAM bandwidth is shared by its gpus_per_node training processes.
   const BytesPerSec per_rank =

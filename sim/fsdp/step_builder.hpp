@@ -66,6 +66,10 @@ class StepBuilder {
   void gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels);
   // The same optimizer on the host (CPU offload): the per-tensor loop (_single_tensor_*).
   void cpu_optimizer(std::int64_t numel);
+  // The optimizer step over per-unit tensors of `numels` elements: with CPU offload the CPU
+  // first synchronizes with the GPU (_post_backward_final_callback) and steps on the host, else
+  // the GPU steps.
+  void optimizer_step(const std::vector<std::pair<std::string, std::int64_t>>& numels);
 
   [[nodiscard]] Flops model_flops() const { return model_flops_; }
   [[nodiscard]] Flops recompute_flops() const { return recompute_flops_; }
