@@ -18,16 +18,16 @@ struct GpuSpec {
   std::string name;
   // Dense (no 2:4 sparsity) tensor-core peak per dtype, indexed by Dtype; 0 = unsupported.
   std::array<FlopsPerSec, 5> peak_dense{};
-  Bytes hbm{0};                       // total device memory (cudaGetDeviceProperties totalGlobalMem)
-  Bytes runtime_reserved{0};          // CUDA context + NCCL/cuBLAS buffers outside the allocator
-  BytesPerSec hbm_bandwidth{0.0};     // datasheet peak
-  std::int32_t sm_count = 0;          // streaming multiprocessors (wave quantization)
+  Bytes hbm{0};                    // total device memory (cudaGetDeviceProperties totalGlobalMem)
+  Bytes runtime_reserved{0};       // CUDA context + NCCL/cuBLAS buffers outside the allocator
+  BytesPerSec hbm_bandwidth{0.0};  // datasheet peak
+  std::int32_t sm_count = 0;       // streaming multiprocessors (wave quantization)
   // Fractions of peak that well-tuned kernels reach on large problems. Each preset cites the
   // measurement it comes from; calibration profiles (calibrate/) replace them.
-  double gemm_efficiency = 0.0;       // large cuBLAS GEMM / peak_dense
+  double gemm_efficiency = 0.0;                // large cuBLAS GEMM / peak_dense
   double attention_forward_efficiency = 0.0;   // FlashAttention forward / peak_dense
   double attention_backward_efficiency = 0.0;  // FlashAttention backward / peak_dense
-  double memory_efficiency = 0.0;     // streaming kernels / hbm_bandwidth
+  double memory_efficiency = 0.0;              // streaming kernels / hbm_bandwidth
   // Measured collective curves and GEMM times of this GPU's cluster (a calibration profile,
   // hardware.calibration); collective_time() and kernel_time() consult them before the models.
   // Null: every cost from the models.
@@ -41,21 +41,21 @@ struct ClusterSpec {
   GpuSpec gpu;
   std::int32_t nodes = 1;
   std::int32_t gpus_per_node = 8;
-  BytesPerSec nvlink_bandwidth{0.0};   // per GPU, one direction (A100: 300 GB/s, H100: 450 GB/s)
+  BytesPerSec nvlink_bandwidth{0.0};  // per GPU, one direction (A100: 300 GB/s, H100: 450 GB/s)
   BytesPerSec nic_bandwidth_per_node{0.0};  // all NICs of a node together, one direction
-  BytesPerSec pcie_bandwidth{0.0};     // host <-> device per GPU, one direction
-  double nvlink_efficiency = 0.0;      // achievable ring busbw / nvlink_bandwidth
-  double nic_efficiency = 0.0;         // achievable busbw / nic_bandwidth_per_node
-  Seconds nvlink_hop_latency{0.0};     // per ring step inside a node
-  Seconds network_hop_latency{0.0};    // per ring step across nodes
-  Seconds collective_base_latency{0.0};  // fixed cost of one NCCL collective launch
-  Seconds kernel_launch_overhead{0.0};   // CPU time to issue one eager PyTorch op
+  BytesPerSec pcie_bandwidth{0.0};          // host <-> device per GPU, one direction
+  double nvlink_efficiency = 0.0;           // achievable ring busbw / nvlink_bandwidth
+  double nic_efficiency = 0.0;              // achievable busbw / nic_bandwidth_per_node
+  Seconds nvlink_hop_latency{0.0};          // per ring step inside a node
+  Seconds network_hop_latency{0.0};         // per ring step across nodes
+  Seconds collective_base_latency{0.0};     // fixed cost of one NCCL collective launch
+  Seconds kernel_launch_overhead{0.0};      // CPU time to issue one eager PyTorch op
   // Thread blocks an NCCL collective keeps resident (one per channel, "N coll channels" in
   // NCCL_DEBUG=INFO logs). Compute kernels overlapping a collective get the other SMs.
   std::int32_t nccl_channels = 0;
   // Host side of the training process (Python, the CPU optimizer of CPU offload).
-  Seconds fsdp_hook_overhead{0.0};       // CPU time of one FSDP hook call, fixed part
-  Seconds fsdp_parameter_overhead{0.0};  // CPU time per nn.Parameter per unshard or reshard
+  Seconds fsdp_hook_overhead{0.0};         // CPU time of one FSDP hook call, fixed part
+  Seconds fsdp_parameter_overhead{0.0};    // CPU time per nn.Parameter per unshard or reshard
   BytesPerSec host_memory_bandwidth{0.0};  // achievable DRAM bandwidth of a node, all sockets
   Seconds cuda_malloc_overhead{0.0};       // CPU time of one cudaMalloc or cudaFree of a segment
 

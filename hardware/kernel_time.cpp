@@ -57,9 +57,10 @@ Seconds kernel_time_sharing_sms(const GpuSpec& gpu, const Kernel& kernel, std::i
     GpuSpec model = gpu;
     model.calibration = nullptr;
     const Seconds model_sharing = kernel_time_sharing_sms(model, kernel, sms_taken);
-    const auto measured = sms_taken <= 0 ? gpu.calibration->gemm_time(model, kernel)
-                                         : gpu.calibration->gemm_time_sharing(
-                                               model, kernel, kernel_time(model, kernel), model_sharing);
+    const auto measured = sms_taken <= 0
+                              ? gpu.calibration->gemm_time(model, kernel)
+                              : gpu.calibration->gemm_time_sharing(
+                                    model, kernel, kernel_time(model, kernel), model_sharing);
     return measured ? std::max(*measured, kMinKernelDuration) : model_sharing;
   }
   if (sms_taken <= 0 || kernel.kind == KernelKind::kMemoryBound) return kernel_time(gpu, kernel);

@@ -14,7 +14,8 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
                hardware::GpuSpec& gpu) {
   JsonObjectReader r(value, file, path);
   const nlohmann::json* peaks = r.child("peak_dense_tflops");
-  if (peaks == nullptr) throw ConfigError(file, path + "/peak_dense_tflops", "required key is missing");
+  if (peaks == nullptr)
+    throw ConfigError(file, path + "/peak_dense_tflops", "required key is missing");
   JsonObjectReader p(*peaks, file, path + "/peak_dense_tflops");
   for (const Dtype d : {Dtype::kFp32, Dtype::kTf32, Dtype::kBf16, Dtype::kFp16, Dtype::kFp8}) {
     const std::string key(dtype_name(d));
@@ -54,8 +55,8 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
 }
 
 // A complete hardware description (a preset file, or a preset merged with overrides).
-hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::string& file, const std::string& path,
-                                    std::int64_t nodes) {
+hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::string& file,
+                                    const std::string& path, std::int64_t nodes) {
   JsonObjectReader r(value, file, path);
   r.ignore("schema_version");
   r.ignore("sources");
@@ -70,7 +71,8 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
   parse_node(*node, file, path + "/node", c);
   r.finish({"nodes", "preset", "calibration"});
   c.nodes = static_cast<std::int32_t>(nodes);
-  if (const std::string problem = hardware::validate(c); !problem.empty()) throw ConfigError(file, path, problem);
+  if (const std::string problem = hardware::validate(c); !problem.empty())
+    throw ConfigError(file, path, problem);
   return c;
 }
 

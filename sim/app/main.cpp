@@ -22,7 +22,8 @@ constexpr int kExitBadInput = 2;
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"fsdpsim: predict PyTorch FSDP training step time, throughput and memory by simulation"};
+  CLI::App app{
+      "fsdpsim: predict PyTorch FSDP training step time, throughput and memory by simulation"};
   app.set_version_flag("--version", std::string("fsdpsim ") + FSDPSIM_VERSION);
   app.require_subcommand(1);
   fsdpsim::app::RunOptions run_options;

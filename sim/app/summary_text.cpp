@@ -10,39 +10,54 @@ namespace {
 
 const char* family_name(models::ModelFamily f) {
   switch (f) {
-    case models::ModelFamily::kGpt: return "gpt";
-    case models::ModelFamily::kMpt: return "mpt";
-    case models::ModelFamily::kLlama: return "llama";
+    case models::ModelFamily::kGpt:
+      return "gpt";
+    case models::ModelFamily::kMpt:
+      return "mpt";
+    case models::ModelFamily::kLlama:
+      return "llama";
   }
   return "?";
 }
 
 const char* prefetch_name(fsdp::BackwardPrefetch p) {
   switch (p) {
-    case fsdp::BackwardPrefetch::kBackwardPre: return "BACKWARD_PRE";
-    case fsdp::BackwardPrefetch::kBackwardPost: return "BACKWARD_POST";
-    case fsdp::BackwardPrefetch::kNone: return "none";
+    case fsdp::BackwardPrefetch::kBackwardPre:
+      return "BACKWARD_PRE";
+    case fsdp::BackwardPrefetch::kBackwardPost:
+      return "BACKWARD_POST";
+    case fsdp::BackwardPrefetch::kNone:
+      return "none";
   }
   return "?";
 }
 
 const char* strategy_name(fsdp::ShardingStrategy st) {
   switch (st) {
-    case fsdp::ShardingStrategy::kFullShard: return "FULL_SHARD";
-    case fsdp::ShardingStrategy::kShardGradOp: return "SHARD_GRAD_OP";
-    case fsdp::ShardingStrategy::kNoShard: return "NO_SHARD";
-    case fsdp::ShardingStrategy::kHybridShard: return "HYBRID_SHARD";
-    case fsdp::ShardingStrategy::kHybridShardZero2: return "_HYBRID_SHARD_ZERO2";
+    case fsdp::ShardingStrategy::kFullShard:
+      return "FULL_SHARD";
+    case fsdp::ShardingStrategy::kShardGradOp:
+      return "SHARD_GRAD_OP";
+    case fsdp::ShardingStrategy::kNoShard:
+      return "NO_SHARD";
+    case fsdp::ShardingStrategy::kHybridShard:
+      return "HYBRID_SHARD";
+    case fsdp::ShardingStrategy::kHybridShardZero2:
+      return "_HYBRID_SHARD_ZERO2";
   }
   return "?";
 }
 
 const char* checkpointing_name(fsdp::ActivationCheckpointing ac) {
   switch (ac) {
-    case fsdp::ActivationCheckpointing::kNone: return "none";
-    case fsdp::ActivationCheckpointing::kFull: return "full";
-    case fsdp::ActivationCheckpointing::kSelective: return "selective";
-    case fsdp::ActivationCheckpointing::kAttention: return "attention";
+    case fsdp::ActivationCheckpointing::kNone:
+      return "none";
+    case fsdp::ActivationCheckpointing::kFull:
+      return "full";
+    case fsdp::ActivationCheckpointing::kSelective:
+      return "selective";
+    case fsdp::ActivationCheckpointing::kAttention:
+      return "attention";
   }
   return "?";
 }
@@ -55,15 +70,17 @@ std::string parallelism_line(const Scenario& s) {
   }
   const bool hybrid = f.sharding_strategy == fsdp::ShardingStrategy::kHybridShard ||
                       f.sharding_strategy == fsdp::ShardingStrategy::kHybridShardZero2;
-  std::string line = fmt::format("fsdp       v{}, {}{}, backward_prefetch {}", f.version,
-                                 strategy_name(f.sharding_strategy),
-                                 hybrid ? fmt::format(" (shard groups of {})", f.shard_group_size) : "",
-                                 prefetch_name(f.backward_prefetch));
-  if (f.version == 1) line += fmt::format(", limit_all_gathers {}", f.limit_all_gathers ? "on" : "off");
+  std::string line = fmt::format(
+      "fsdp       v{}, {}{}, backward_prefetch {}", f.version, strategy_name(f.sharding_strategy),
+      hybrid ? fmt::format(" (shard groups of {})", f.shard_group_size) : "",
+      prefetch_name(f.backward_prefetch));
+  if (f.version == 1)
+    line += fmt::format(", limit_all_gathers {}", f.limit_all_gathers ? "on" : "off");
   if (f.version == 2) line += fmt::format(", reshard_after_forward {}", f.reshard_after_forward);
   if (f.forward_prefetch) line += ", forward_prefetch";
   if (f.cpu_offload) line += ", cpu_offload";
-  return line + fmt::format(", param {} / reduce {}", dtype_name(f.param_dtype), dtype_name(f.reduce_dtype));
+  return line + fmt::format(", param {} / reduce {}", dtype_name(f.param_dtype),
+                            dtype_name(f.reduce_dtype));
 }
 
 std::string share(Seconds part, Seconds whole) {
@@ -81,42 +98,47 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   auto line = [&out](const std::string& text) { out += text + "\n"; };
   line(fmt::format("scenario   {}{}", s.name, s.description.empty() ? "" : " — " + s.description));
   line(fmt::format("model      {} ({}): {:.2f} B parameters, {} layers, d_model {}", s.model.name,
-                   family_name(s.model.family), static_cast<double>(models::parameter_count(s.model)) / 1e9,
-                   s.model.n_layers, s.model.d_model));
+                   family_name(s.model.family),
+                   static_cast<double>(models::parameter_count(s.model)) / 1e9, s.model.n_layers,
+                   s.model.d_model));
   line(fmt::format("cluster    {} x {} ({} nodes x {} GPUs)", c.world_size(), c.gpu.name, c.nodes,
                    c.gpus_per_node));
-  line(fmt::format("training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing {}",
-                   t.global_batch, t.micro_batch, r.micro_batches, t.seq_len,
-                   checkpointing_name(t.activation_checkpointing)));
+  line(fmt::format(
+      "training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing {}",
+      t.global_batch, t.micro_batch, r.micro_batches, t.seq_len,
+      checkpointing_name(t.activation_checkpointing)));
   line(parallelism_line(s));
   if (c.gpu.calibration != nullptr) line(calibration_usage_line(*c.gpu.calibration));
   line("");
   line(fmt::format("step time            {:.4f} s", r.step_time.value()));
-  line(fmt::format("throughput           {:.1f} tokens/s/GPU  ({:.0f} tokens/s in all)", r.tokens_per_s_per_gpu,
-                   r.tokens_per_s_per_gpu * c.world_size()));
+  line(fmt::format("throughput           {:.1f} tokens/s/GPU  ({:.0f} tokens/s in all)",
+                   r.tokens_per_s_per_gpu, r.tokens_per_s_per_gpu * c.world_size()));
   line(fmt::format("TFLOPS/GPU           model {:.1f}, hardware {:.1f}", r.model_tflops_per_gpu,
                    r.hardware_tflops_per_gpu));
-  line(fmt::format("MFU / HFU            {:.1f}% / {:.1f}%  (dense {} peak {:.0f} TFLOP/s)", 100.0 * r.mfu,
-                   100.0 * r.hfu, dtype_name(t.compute_dtype(s.fsdp.param_dtype)),
+  line(fmt::format("MFU / HFU            {:.1f}% / {:.1f}%  (dense {} peak {:.0f} TFLOP/s)",
+                   100.0 * r.mfu, 100.0 * r.hfu, dtype_name(t.compute_dtype(s.fsdp.param_dtype)),
                    c.gpu.peak(t.compute_dtype(s.fsdp.param_dtype)).value() / 1e12));
   line("");
   line("where the time goes (wall time: compute stream busy, else collective only, else idle)");
   line(fmt::format("  forward            {}", share(b.forward, r.step_time)));
   line(fmt::format("  backward           {}", share(b.backward, r.step_time)));
-  if (b.recompute.value() > 0.0) line(fmt::format("  recompute          {}", share(b.recompute, r.step_time)));
+  if (b.recompute.value() > 0.0)
+    line(fmt::format("  recompute          {}", share(b.recompute, r.step_time)));
   line(fmt::format("  optimizer          {}", share(b.optimizer, r.step_time)));
   line(fmt::format("  exposed comm       {}", share(b.exposed_communication, r.step_time)));
   line(fmt::format("  idle               {}", share(b.idle, r.step_time)));
-  line(fmt::format("  (collectives busy  {:9.3f} s in all, mostly overlapped)", b.communication_busy.value()));
+  line(fmt::format("  (collectives busy  {:9.3f} s in all, mostly overlapped)",
+                   b.communication_busy.value()));
   line("");
   line("memory per GPU");
   line(fmt::format("  peak allocated     {:7.2f} GiB", to_gib(r.memory.peak_allocated)));
   line(fmt::format("  peak active        {:7.2f} GiB", to_gib(r.memory.peak_active)));
   if (r.models_reserved) {
-    line(fmt::format("  peak reserved      {:7.2f} GiB  (caching allocator: {:.2f} GiB of it cached but unused, "
-                     "{} cudaMalloc retries)",
-                     to_gib(r.reserved.peak_reserved), to_gib(r.reserved.fragmentation_at_peak),
-                     r.reserved.alloc_retries));
+    line(fmt::format(
+        "  peak reserved      {:7.2f} GiB  (caching allocator: {:.2f} GiB of it cached but unused, "
+        "{} cudaMalloc retries)",
+        to_gib(r.reserved.peak_reserved), to_gib(r.reserved.fragmentation_at_peak),
+        r.reserved.alloc_retries));
   } else {
     line("  peak reserved      not modelled (allocator.enabled = false); at least the peak active");
   }
@@ -129,10 +151,11 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   }
   line(fmt::format("  at the peak (GiB)  {}", categories));
   line("");
-  line(r.out_of_memory ? fmt::format("status               OUT OF MEMORY: {}", r.oom_reason)
-                       : fmt::format("status               ok: fits ({:.1f} GiB to spare)",
-                                     to_gib(r.usable_memory - (r.models_reserved ? r.reserved.peak_reserved
-                                                                                 : r.memory.peak_active))));
+  line(r.out_of_memory
+           ? fmt::format("status               OUT OF MEMORY: {}", r.oom_reason)
+           : fmt::format("status               ok: fits ({:.1f} GiB to spare)",
+                         to_gib(r.usable_memory - (r.models_reserved ? r.reserved.peak_reserved
+                                                                     : r.memory.peak_active))));
   return out;
 }
 

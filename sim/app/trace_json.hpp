@@ -3,7 +3,8 @@
 // counters, and flow arrows ("s"/"f" pairs): from the end of an op on one stream to the start
 // of an op on another that waited for it (CUDA event waits), and from a CPU launch to its op
 // where the GPU waited for that launch (so CPU-bound stretches show without an arrow per
-// kernel). Format: "Trace Event Format" (Google, docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
+// kernel). Format: "Trace Event Format" (Google,
+// docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
 #pragma once
 
 #include <string>
