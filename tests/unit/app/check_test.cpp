@@ -11,47 +11,25 @@
 #include <string>
 #include <vector>
 
-#include "run_fsdpsim.hpp"
 #include "sim/app/check_command.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/expectations.hpp"
 #include "sim/app/junit_xml.hpp"
+#include "test_support.hpp"
 
 namespace fsdpsim::app {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::read_file;
 
 using test_support::Outcome;
 using test_support::run_fsdpsim;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+fs::path temp_dir(const std::string& sub = "") { return test_support::temp_dir("check", sub); }
 
-fs::path temp_dir(const std::string& sub = "") {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_check_test_" + std::to_string(::getpid())) / sub;
-  fs::create_directories(dir);
-  return dir;
-}
-
-// A two-layer Llama on one 8-GPU H100 node, with `patch` merged in (null deletes a key).
 fs::path tiny_scenario(const fs::path& dir, const std::string& name, const nlohmann::json& patch) {
-  nlohmann::json j = {
-      {"schema_version", 1},
-      {"name", name},
-      {"model", {{"preset", "llama-3.1-8b"}, {"n_layers", 2}}},
-      {"hardware", {{"preset", "h100-sxm-80gb"}, {"nodes", 1}}},
-      {"training", {{"global_batch", 16}, {"micro_batch", 1}, {"seq_len", 2048}}},
-  };
-  j.merge_patch(patch);
-  const fs::path p = dir / (name + ".json");
-  std::ofstream(p) << j.dump(2);
-  return p;
+  return test_support::write_scenario(dir, name, test_support::tiny_llama_scenario(name), patch);
 }
 
 std::string config_error(const nlohmann::json& block, const fs::path& file = "s.json") {

@@ -8,38 +8,24 @@
 #include <sstream>
 #include <string>
 
-#include "run_fsdpsim.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-
 using fsdpsim::test_support::Outcome;
+using fsdpsim::test_support::read_file;
 using fsdpsim::test_support::run_fsdpsim;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+const std::string kScenario =
+    std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/paper/gpt175b_128xa100_bs1.json";
 
-const std::string kScenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/paper/gpt175b_128xa100_bs1.json";
+fs::path temp_dir() { return fsdpsim::test_support::temp_dir("cli"); }
 
-fs::path temp_dir() {
-  const fs::path dir = fs::temp_directory_path() / ("fsdpsim_cli_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
-
-// Writes a scenario that is the default one with `patch` merged in (null deletes a key).
+// The default scenario with `patch` merged in (null deletes a key).
 fs::path scenario_with(const std::string& name, const nlohmann::json& patch) {
   std::ifstream in(kScenario);
-  nlohmann::json j = nlohmann::json::parse(in);
-  j.merge_patch(patch);
-  const fs::path p = temp_dir() / (name + ".json");
-  std::ofstream(p) << j.dump(2);
-  return p;
+  return fsdpsim::test_support::write_scenario(temp_dir(), name, nlohmann::json::parse(in), patch);
 }
 
 TEST(Cli, VersionAndHelpExitZero) {
@@ -115,7 +101,8 @@ TEST(Cli, SameScenarioTwiceGivesByteIdenticalJson) {
 TEST(Cli, SetOverridesChangeTheResult) {
   const Outcome base = run_fsdpsim("run " + kScenario + " --json -");
   const Outcome changed =
-      run_fsdpsim("run " + kScenario + " --json - --set fsdp.backward_prefetch=none --set training.micro_batch=2"
+      run_fsdpsim("run " + kScenario +
+                  " --json - --set fsdp.backward_prefetch=none --set training.micro_batch=2"
                   " --set training.global_batch=256");
   ASSERT_EQ(changed.exit_code, 0) << changed.output;
   const auto a = nlohmann::json::parse(base.output);
@@ -140,7 +127,8 @@ TEST(Cli, TraceIsChromeTraceEventJson) {
       EXPECT_TRUE(e.contains("ts") && e.contains("tid"));
     }
     if (e["ph"] == "C") ++counters;
-    if (e["ph"] == "M" && e["name"] == "thread_name") threads.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] == "M" && e["name"] == "thread_name")
+      threads.insert(e["args"]["name"].get<std::string>());
   }
   EXPECT_GT(complete, 1000);
   EXPECT_GT(counters, 10);
@@ -198,32 +186,43 @@ TEST_P(CliBadInput, ExitsTwoAndNamesTheProblem) {
   const Outcome o = run_fsdpsim("run " + p.string());
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find(bad.expected), std::string::npos) << o.output;
-  EXPECT_NE(o.output.find(p.filename().string()), std::string::npos) << "the file is named: " << o.output;
+  EXPECT_NE(o.output.find(p.filename().string()), std::string::npos)
+      << "the file is named: " << o.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Scenarios, CliBadInput,
     ::testing::Values(
-        BadInput{"wrong_type", {{"training", {{"micro_batch", "two"}}}},
+        BadInput{"wrong_type",
+                 {{"training", {{"micro_batch", "two"}}}},
                  "/training/micro_batch: expected a positive integer, found the string \"two\""},
-        BadInput{"unknown_key", {{"fsdp", {{"sharding_stratgy", "FULL_SHARD"}}}},
+        BadInput{"unknown_key",
+                 {{"fsdp", {{"sharding_stratgy", "FULL_SHARD"}}}},
                  "/fsdp/sharding_stratgy: unknown key; did you mean sharding_strategy?"},
-        BadInput{"zero_layers", {{"model", {{"preset", "gpt-175b"}, {"n_layers", 0}}}},
+        BadInput{"zero_layers",
+                 {{"model", {{"preset", "gpt-175b"}, {"n_layers", 0}}}},
                  "/model/n_layers: expected a positive integer, found the number 0"},
         BadInput{"negative_seq", {{"training", {{"seq_len", -2048}}}}, "/training/seq_len"},
-        BadInput{"zero_gpus_per_node", {{"hardware", {{"node", {{"gpus_per_node", 0}}}}}},
+        BadInput{"zero_gpus_per_node",
+                 {{"hardware", {{"node", {{"gpus_per_node", 0}}}}}},
                  "/hardware/node/gpus_per_node: expected a positive integer"},
         BadInput{"missing_preset", {{"model", "gpt-9000"}}, "unknown models preset \"gpt-9000\""},
-        BadInput{"bad_choice", {{"fsdp", {{"backward_prefetch", "BACKWARD_PER"}}}}, "did you mean BACKWARD_PRE?"},
-        BadInput{"indivisible_batch", {{"training", {{"global_batch", 100}}}}, "not a multiple of micro_batch"},
+        BadInput{"bad_choice",
+                 {{"fsdp", {{"backward_prefetch", "BACKWARD_PER"}}}},
+                 "did you mean BACKWARD_PRE?"},
+        BadInput{"indivisible_batch",
+                 {{"training", {{"global_batch", 100}}}},
+                 "not a multiple of micro_batch"},
         BadInput{"missing_section", {{"training", nullptr}}, "/training: required key is missing"},
-        BadInput{"bad_efficiency", {{"hardware", {{"gpu", {{"gemm_efficiency", 1.5}}}}}},
+        BadInput{"bad_efficiency",
+                 {{"hardware", {{"gpu", {{"gemm_efficiency", 1.5}}}}}},
                  "/hardware/gpu/gemm_efficiency: expected a number in (0, 1]"}),
     [](const ::testing::TestParamInfo<BadInput>& param) { return std::string(param.param.name); });
 
 TEST(Cli, MalformedJsonNamesLineAndColumn) {
   const fs::path p = temp_dir() / "malformed.json";
-  std::ofstream(p) << "{\n  \"schema_version\": 1,\n  \"model\": \"gpt-175b\"\n  \"training\": {}\n}\n";
+  std::ofstream(p)
+      << "{\n  \"schema_version\": 1,\n  \"model\": \"gpt-175b\"\n  \"training\": {}\n}\n";
   const Outcome o = run_fsdpsim("run " + p.string());
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.output.find("malformed JSON at line 4"), std::string::npos) << o.output;

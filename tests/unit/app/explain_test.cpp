@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "run_fsdpsim.hpp"
 #include "sim/app/explain_critical_path.hpp"
 #include "sim/app/explain_diagnosis.hpp"
 #include "sim/app/explain_exposed_comm.hpp"
@@ -17,6 +16,7 @@
 #include "sim/engine/op_graph.hpp"
 #include "sim/engine/program_builder.hpp"
 #include "sim/fsdp/schedule.hpp"
+#include "test_support.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -216,28 +216,13 @@ TEST(ExplainDiagnosis, MixedWhenNothingDominates) {
             "mixed: 70.0% on the compute stream, 2.0% exposed communication, 28.0% idle");
 }
 
-fs::path temp_dir() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_explain_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path temp_dir() { return test_support::temp_dir("explain"); }
 
-// A two-layer Llama on 2 nodes of 8 H100, with `patch` merged in (null deletes a key).
+// A two-layer Llama on 2 nodes of 8 H100, with `patch` merged in.
 fs::path tiny_scenario(const std::string& name,
                        const nlohmann::json& patch = nlohmann::json::object()) {
-  nlohmann::json j = {
-      {"schema_version", 1},
-      {"name", name},
-      {"model", {{"preset", "llama-3.1-8b"}, {"n_layers", 2}}},
-      {"hardware", {{"preset", "h100-sxm-80gb"}, {"nodes", 2}}},
-      {"training", {{"global_batch", 32}, {"micro_batch", 1}, {"seq_len", 2048}}},
-      {"fsdp", {{"backward_prefetch", "BACKWARD_PRE"}}},
-  };
-  j.merge_patch(patch);
-  const fs::path p = temp_dir() / (name + ".json");
-  std::ofstream(p) << j.dump(2);
-  return p;
+  return test_support::write_scenario(temp_dir(), name, test_support::tiny_llama_scenario(name, 2),
+                                      patch);
 }
 
 TEST(ExplainCommand, PrintsDiagnosisCriticalPathAndUnits) {

@@ -13,32 +13,22 @@
 #include <string>
 #include <vector>
 
-#include "run_fsdpsim.hpp"
 #include "sim/app/csv_table.hpp"
 #include "sim/app/gnuplot_runner.hpp"
 #include "sim/app/report_index.hpp"
 #include "sim/app/report_plots.hpp"
+#include "test_support.hpp"
 
 namespace fsdpsim::app {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::read_file;
+
+fs::path temp_dir(const std::string& sub) { return test_support::temp_dir("report", sub); }
+
 using test_support::Outcome;
 using test_support::run_fsdpsim;
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-fs::path temp_dir(const std::string& sub) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_report_test_" + std::to_string(::getpid())) / sub;
-  fs::create_directories(dir);
-  return dir;
-}
 
 // micro_batch (1, 2, 10: numeric, 10 after 2) x max_inflight (1, 2) x prefetch (2 strings): 12
 // points; micro_batch 10 is out of memory, one point is skipped.

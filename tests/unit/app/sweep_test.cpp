@@ -13,50 +13,28 @@
 #include <sstream>
 #include <string>
 
-#include "run_fsdpsim.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/csv_table.hpp"
 #include "sim/app/merge_command.hpp"
 #include "sim/app/sweep_command.hpp"
 #include "sim/app/sweep_grid.hpp"
+#include "test_support.hpp"
 
 namespace fsdpsim::app {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::read_file;
 
 using test_support::Outcome;
 using test_support::run_fsdpsim;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+fs::path temp_dir() { return test_support::temp_dir("sweep"); }
 
-fs::path temp_dir() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_sweep_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
-
-// A two-layer Llama on one 8-GPU H100 node: a point simulates in well under a millisecond.
 fs::path tiny_scenario(const std::string& name,
                        const nlohmann::json& patch = nlohmann::json::object()) {
-  nlohmann::json j = {
-      {"schema_version", 1},
-      {"name", name},
-      {"model", {{"preset", "llama-3.1-8b"}, {"n_layers", 2}}},
-      {"hardware", {{"preset", "h100-sxm-80gb"}, {"nodes", 1}}},
-      {"training", {{"global_batch", 16}, {"micro_batch", 1}, {"seq_len", 2048}}},
-      {"fsdp", {{"backward_prefetch", "BACKWARD_PRE"}}},
-  };
-  j.merge_patch(patch);
-  const fs::path p = temp_dir() / (name + ".json");
-  std::ofstream(p) << j.dump(2);
-  return p;
+  return test_support::write_scenario(temp_dir(), name, test_support::tiny_llama_scenario(name),
+                                      patch);
 }
 
 std::size_t count_lines(const std::string& text) {

@@ -16,46 +16,24 @@
 #include <string>
 #include <vector>
 
-#include "run_fsdpsim.hpp"
+#include "test_support.hpp"
 
 namespace fsdpsim::app {
 namespace {
 
 namespace fs = std::filesystem;
 using test_support::Outcome;
+using test_support::read_file;
 using test_support::run_fsdpsim;
 
 // Flow events sit at most this far (us) inside the slice they bind to (trace_json.cpp: 1 ns).
 constexpr double kFlowInsetUs = 0.0011;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+fs::path temp_dir() { return test_support::temp_dir("trace"); }
 
-fs::path temp_dir() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_trace_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
-
-// A two-layer Llama on `nodes` nodes of 8 H100 with `patch` merged in (null deletes a key).
 fs::path tiny_scenario(const std::string& name, const nlohmann::json& patch, int nodes = 1) {
-  nlohmann::json j = {
-      {"schema_version", 1},
-      {"name", name},
-      {"model", {{"preset", "llama-3.1-8b"}, {"n_layers", 2}}},
-      {"hardware", {{"preset", "h100-sxm-80gb"}, {"nodes", nodes}}},
-      {"training", {{"global_batch", 16 * nodes}, {"micro_batch", 1}, {"seq_len", 2048}}},
-      {"fsdp", {{"backward_prefetch", "BACKWARD_PRE"}}},
-  };
-  j.merge_patch(patch);
-  const fs::path p = temp_dir() / (name + ".json");
-  std::ofstream(p) << j.dump(2);
-  return p;
+  return test_support::write_scenario(temp_dir(), name,
+                                      test_support::tiny_llama_scenario(name, nodes), patch);
 }
 
 bool is_number(const nlohmann::json& j, const char* key) {

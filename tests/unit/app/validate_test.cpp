@@ -1,10 +1,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "run_fsdpsim.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/validation_cases.hpp"
 #include "sim/app/validation_stats.hpp"
+#include "test_support.hpp"
 
 namespace fsdpsim::app {
 namespace {
