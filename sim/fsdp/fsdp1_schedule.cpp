@@ -21,10 +21,6 @@ using engine::TensorId;
 using hardware::Collective;
 using memory::MemoryCategory;
 
-bool is_hybrid(ShardingStrategy s) {
-  return s == ShardingStrategy::kHybridShard || s == ShardingStrategy::kHybridShardZero2;
-}
-
 // RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES in _runtime_utils.py.
 bool reshards_after_forward(ShardingStrategy s) {
   return s == ShardingStrategy::kFullShard || s == ShardingStrategy::kHybridShard;
@@ -49,7 +45,7 @@ class Fsdp1Step final : private UnitHooks {
         f_(input.fsdp),
         s_(input),
         strategy_(f_.sharding_strategy),
-        shard_size_(shard_group_size(input)),
+        shard_size_(s_.shard_group_size()),
         units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit,
                           strategy_ == ShardingStrategy::kNoShard ? 1 : shard_size_)),
         state_(units_.size()),
@@ -58,15 +54,9 @@ class Fsdp1Step final : private UnitHooks {
         pre_unshard_(s_.add_stream("pre_unshard")),
         // _init_streams: the all-reduce stream exists only for hybrid strategies; otherwise
         // it is the default stream.
-        all_reduce_(is_hybrid(strategy_) ? s_.add_stream("all_reduce") : s_.compute()),
-        shard_pg_(s_.add_process_group(is_hybrid(strategy_) ? "nccl:shard" : "nccl:world",
-                                       comm_group(input.cluster, shard_size_, 1))),
-        replicate_pg_(is_hybrid(strategy_)
-                          ? s_.add_process_group(
-                                "nccl:replicate",
-                                comm_group(input.cluster, input.cluster.world_size() / shard_size_,
-                                           shard_size_))
-                          : ProcessGroup{}) {}
+        all_reduce_(s_.hybrid() ? s_.add_stream("all_reduce") : s_.compute()),
+        shard_pg_(s_.add_shard_group()),
+        replicate_pg_(s_.add_replicate_group()) {}
 
   Schedule build() {
     Schedule out;
@@ -77,19 +67,11 @@ class Fsdp1Step final : private UnitHooks {
           micro_batch();
         },
         [this] { optimizer_step(); });
-    std::int64_t shard_numel = 0;
-    for (const FsdpUnit& u : units_) shard_numel += u.shard_numel;
-    s_.set_sharded_baseline(out, shard_numel);
-    out.units = units_;
-    s_.finish(out);
+    s_.finish_sharded(out, units_);
     return out;
   }
 
  private:
-  static std::int32_t shard_group_size(const ScheduleInput& in) {
-    if (!is_hybrid(in.fsdp.sharding_strategy)) return in.cluster.world_size();
-    return in.fsdp.shard_group_size > 0 ? in.fsdp.shard_group_size : in.cluster.gpus_per_node;
-  }
   std::size_t root() const { return units_.size() - 1; }
   bool sharded() const { return strategy_ != ShardingStrategy::kNoShard; }
   bool mixed_precision() const { return f_.param_dtype != Dtype::kFp32; }
@@ -277,7 +259,7 @@ class Fsdp1Step final : private UnitHooks {
       separate_output = true;
       s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, post_backward_,
                     shard_pg_, elements(unit.padded_numel, reduce_dtype), Phase::kBackward, g(u));
-      if (is_hybrid(strategy_)) {
+      if (s_.hybrid()) {
         // The replica all-reduce of the shard, in the all-reduce stream on the inter-node group.
         s_.program().wait_stream(all_reduce_, post_backward_);
         s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, all_reduce_, replicate_pg_,
@@ -305,7 +287,7 @@ class Fsdp1Step final : private UnitHooks {
     // Buffers made and used on the post-backward stream are reusable in stream order at once;
     // the shard handed to the all-reduce stream is record_stream'ed there (HSDP).
     const EventRef reduced = s_.program().record_event(accumulate_stream);
-    if (separate_output) s_.free(output, is_hybrid(strategy_) ? reduced : EventRef{});
+    if (separate_output) s_.free(output, s_.hybrid() ? reduced : EventRef{});
     if (cast) s_.free(input);
     // record_stream(autograd_computed_grad, post_backward) before it goes out of scope.
     s_.free(unsharded_grad, reduced);

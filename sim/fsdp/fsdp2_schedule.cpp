@@ -58,23 +58,16 @@ class Fsdp2Step final : private UnitHooks {
       : in_(input),
         f_(input.fsdp),
         s_(input),
-        hsdp_(f_.sharding_strategy == ShardingStrategy::kHybridShard),
-        shard_size_(
-            hsdp_ ? (f_.shard_group_size > 0 ? f_.shard_group_size : input.cluster.gpus_per_node)
-                  : input.cluster.world_size()),
+        hsdp_(s_.hybrid()),
+        shard_size_(s_.shard_group_size()),
         units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit, shard_size_)),
         state_(units_.size()),
         copy_in_(s_.add_stream("all_gather_copy_in")),
         all_gather_(s_.add_stream("all_gather")),
         reduce_scatter_(s_.add_stream("reduce_scatter")),
         all_reduce_(hsdp_ ? s_.add_stream("all_reduce") : reduce_scatter_),
-        shard_pg_(s_.add_process_group(hsdp_ ? "nccl:shard" : "nccl:world",
-                                       comm_group(input.cluster, shard_size_, 1))),
-        replicate_pg_(hsdp_ ? s_.add_process_group(
-                                  "nccl:replicate",
-                                  comm_group(input.cluster,
-                                             input.cluster.world_size() / shard_size_, shard_size_))
-                            : ProcessGroup{}),
+        shard_pg_(s_.add_shard_group()),
+        replicate_pg_(s_.add_replicate_group()),
         post_forward_pg_(
             f_.reshard_after_forward > 1
                 ? s_.add_process_group("nccl:post_forward",
@@ -90,11 +83,7 @@ class Fsdp2Step final : private UnitHooks {
           micro_batch();
         },
         [this] { optimizer_step(); });
-    std::int64_t shard_numel = 0;
-    for (const FsdpUnit& u : units_) shard_numel += u.shard_numel;
-    s_.set_sharded_baseline(out, shard_numel);
-    out.units = units_;
-    s_.finish(out);
+    s_.finish_sharded(out, units_);
     return out;
   }
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "hardware/collective_cost.hpp"
+#include "sim/fsdp/process_groups.hpp"
 
 namespace fsdpsim::fsdp {
 
@@ -52,11 +53,38 @@ void StepBuilder::begin_step(Schedule& schedule) {
   inter_node_bytes_ = Bytes(0);
 }
 
-void StepBuilder::set_sharded_baseline(Schedule& out, std::int64_t shard_numel) const {
-  if (in_.fsdp.cpu_offload) return;
-  out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * shard_numel);
-  out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
-      Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * shard_numel);
+void StepBuilder::finish_sharded(Schedule& out, const std::vector<FsdpUnit>& units) {
+  std::int64_t shard_numel = 0;
+  for (const FsdpUnit& u : units) shard_numel += u.shard_numel;
+  if (!in_.fsdp.cpu_offload) {
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * shard_numel);
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
+        Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * shard_numel);
+  }
+  out.units = units;
+  finish(out);
+}
+
+bool StepBuilder::hybrid() const {
+  return in_.fsdp.sharding_strategy == ShardingStrategy::kHybridShard ||
+         in_.fsdp.sharding_strategy == ShardingStrategy::kHybridShardZero2;
+}
+
+std::int32_t StepBuilder::shard_group_size() const {
+  if (!hybrid()) return in_.cluster.world_size();
+  return in_.fsdp.shard_group_size > 0 ? in_.fsdp.shard_group_size : in_.cluster.gpus_per_node;
+}
+
+ProcessGroup StepBuilder::add_shard_group() {
+  return add_process_group(hybrid() ? "nccl:shard" : "nccl:world",
+                           comm_group(in_.cluster, shard_group_size(), 1));
+}
+
+ProcessGroup StepBuilder::add_replicate_group() {
+  if (!hybrid()) return ProcessGroup{};
+  const std::int32_t shard = shard_group_size();
+  return add_process_group("nccl:replicate",
+                           comm_group(in_.cluster, in_.cluster.world_size() / shard, shard));
 }
 
 void StepBuilder::finish(Schedule& out) {

@@ -10,6 +10,7 @@
 
 #include "hardware/cost_model.hpp"
 #include "sim/engine/program_builder.hpp"
+#include "sim/fsdp/fsdp_units.hpp"
 #include "sim/fsdp/schedule.hpp"
 #include "sim/memory/memory_category.hpp"
 
@@ -36,6 +37,16 @@ class StepBuilder {
   [[nodiscard]] engine::StreamId compute() const { return compute_; }
   engine::StreamId add_stream(std::string name) { return b_.add_stream(std::move(name)); }
   ProcessGroup add_process_group(std::string name, hardware::CommGroup ranks);
+  // Hybrid sharding (HYBRID_SHARD, _HYBRID_SHARD_ZERO2; FSDP2's 2-D mesh): shard inside groups,
+  // replicate across them.
+  [[nodiscard]] bool hybrid() const;
+  // Ranks a parameter is sharded over: the shard group of a hybrid strategy (default the GPUs of
+  // a node, PyTorch's intra-node group), else the world.
+  [[nodiscard]] std::int32_t shard_group_size() const;
+  // The communicator of the shard group, and for hybrid strategies the one of the replicate
+  // group (the ranks at the same position in every shard group); ProcessGroup{} otherwise.
+  ProcessGroup add_shard_group();
+  ProcessGroup add_replicate_group();
 
   engine::OpId kernel(std::string_view layer, std::string_view pass, const models::NamedKernel& k,
                       Phase phase, std::int32_t group);
@@ -88,10 +99,10 @@ class StepBuilder {
       optimizer_step();
     }
   }
-  // Memory alive before a sharded step: fp32 parameter shards (4 B per element) and the
-  // optimizer's state, unless offloaded to the host. Gradient shards are made in backward and
-  // freed by zero_grad(set_to_none=True), so they belong to the program.
-  void set_sharded_baseline(Schedule& out, std::int64_t shard_numel) const;
+  // finish() for FSDP: the units, and the memory alive before a step: fp32 parameter shards
+  // (4 B per element) and the optimizer's state, unless offloaded to the host. Gradient shards
+  // are made in backward and freed by zero_grad(set_to_none=True), so they belong to the program.
+  void finish_sharded(Schedule& out, const std::vector<FsdpUnit>& units);
   // Moves the program and the measured step's counts into `out`.
   void finish(Schedule& out);
   [[nodiscard]] const ScheduleInput& input() const { return in_; }
