@@ -1,51 +1,25 @@
 // `fsdpsim calibrate ...` and `fsdpsim run` with a profile, as a user runs them: output, exit codes
 // (0 ok, 2 bad input naming file and line or JSON path), files written.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "tests/unit/app/test_support.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Outcome run_fsdpsim(const std::string& arguments) {
-  std::string command = FSDPSIM_BINARY;
-  command += " ";
-  command += arguments;
-  command += " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return o;
-  std::array<char, 4096> buffer{};
-  std::size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+using fsdpsim::test_support::Outcome;
+using fsdpsim::test_support::run_fsdpsim;
 
 const std::string kSource = FSDPSIM_SOURCE_DIR;
 const std::string kLogs = std::string(FSDPSIM_TEST_DATA_DIR) + "/nccl-tests/";
 const std::string kProfile = std::string(FSDPSIM_CONFIGS_DIR) + "/calibration/a100-sxm-80gb.json";
 
-fs::path temp_dir() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_calibrate_cli_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path temp_dir() { return fsdpsim::test_support::temp_dir("calibrate_cli"); }
 
 fs::path scenario_file() {
   const fs::path file = temp_dir() / "mpt1b.json";
