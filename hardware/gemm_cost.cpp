@@ -17,6 +17,7 @@
 //   best shapes at k = 1536-2816 (stas00/ml-engineering compute/accelerator/README.md "Maximum
 //   Achievable Matmul FLOPS comparison table"), and 20 % at k = 128, where GEMMs are in any case
 //   usually memory-bound.
+// - sustained_compute_fraction (gpu_spec.hpp): the rate a GEMM keeps inside a training step.
 // - Skinny products: a dimension below the tile gets a narrower tile (launched_gemm_tile), so a
 //   16 x 8192 x 8192 GEMM is priced as the memory-bound product it is rather than as 94 %
 //   padding.
@@ -79,7 +80,7 @@ double gemm_depth_efficiency(std::int64_t k) {
 }
 
 Seconds gemm_time(const GpuSpec& gpu, const Kernel& kernel) {
-  const double efficiency = gpu.gemm_efficiency *
+  const double efficiency = gpu.gemm_efficiency * gpu.sustained_compute_fraction *
                             gemm_quantization_efficiency(gpu, kernel.gemm, kernel.dtype) *
                             gemm_depth_efficiency(kernel.gemm.k);
   const Seconds compute = compute_time(gpu, kernel.flops, kernel.dtype, efficiency);

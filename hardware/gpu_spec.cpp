@@ -75,6 +75,7 @@ std::string validate(const ClusterSpec& spec) {
   p.fraction("gpu.attention_forward_efficiency", gpu.attention_forward_efficiency);
   p.fraction("gpu.attention_backward_efficiency", gpu.attention_backward_efficiency);
   p.fraction("gpu.memory_efficiency", gpu.memory_efficiency);
+  p.fraction("gpu.sustained_compute_fraction", gpu.sustained_compute_fraction);
   p.fraction("nvlink_efficiency", spec.nvlink_efficiency);
   p.fraction("nic_efficiency", spec.nic_efficiency);
 

@@ -28,6 +28,12 @@ struct GpuSpec {
   double attention_forward_efficiency = 0.0;   // FlashAttention forward / peak_dense
   double attention_backward_efficiency = 0.0;  // FlashAttention backward / peak_dense
   double memory_efficiency = 0.0;              // streaming kernels / hbm_bandwidth
+  // Fraction of those micro-benchmark tensor-core rates (GEMM, attention; measured GEMMs of a
+  // calibration profile too) that kernels sustain inside a training step: SM clocks under the
+  // power cap over minutes rather than seconds, real data, L2/HBM traffic of concurrent NCCL
+  // kernels. Not measurable by a kernel benchmark, so it is the one parameter fitted to
+  // measured training runs: once, globally, on part of the data (reports/validation.md).
+  double sustained_compute_fraction = 1.0;
   // Measured collective curves and GEMM times of this GPU's cluster (a calibration profile,
   // hardware.calibration); collective_time() and kernel_time() consult them before the models.
   // Null: every cost from the models.

@@ -1,9 +1,10 @@
 // kernel_time(): one GPU kernel's duration, by kind.
 //
 // - GEMM: gemm_cost.cpp (roofline with tile/wave quantization).
-// - Fused attention: FLOPs at the FlashAttention efficiency of the pass (forward or backward;
+// - Fused attention: FLOPs at the FlashAttention-2 efficiency of the pass (forward or backward;
 //   Dao, "FlashAttention-2", 2023, Sec. 4.1: the backward pass reaches a lower fraction of peak
-//   than the forward), or HBM-bound if its bytes say so (roofline).
+//   than the forward), scaled for older kernels (flash_kernel_speed), or HBM-bound if its bytes
+//   say so (roofline).
 // - Memory-bound kernels (elementwise, norms, softmax, copies): bytes over achievable HBM
 //   bandwidth.
 // Every kernel lasts at least kMinKernelDuration (roofline.hpp).
@@ -18,9 +19,30 @@
 namespace fsdpsim::hardware {
 namespace {
 
+// Speed of a fused-attention kernel relative to FlashAttention-2 on the same GPU.
+// - flash-attn 1.x: FlashAttention-2 is "2x faster than FlashAttention" and FlashAttention
+//   reached "only 25-40% of the theoretical maximum FLOPs/s" on A100 against FA2's 50-73%
+//   (Dao 2023, abstract and Sec. 4.1) -> 0.5.
+// - flash-attn's Triton port: "Triton forward is generally faster than CUDA forward, while
+//   Triton backward is generally slower than CUDA backward. Overall Triton forward + backward is
+//   slightly slower than CUDA forward + backward" (flash_attn/flash_attn_triton.py docstring,
+//   CUDA = flash-attn 1.x at the time) -> the same 0.5, the resolution these sources allow.
+double flash_kernel_speed(FlashKernel kernel) {
+  switch (kernel) {
+    case FlashKernel::kFlash2:
+      return 1.0;
+    case FlashKernel::kFlash1:
+    case FlashKernel::kTriton:
+      return 0.5;
+  }
+  throw std::logic_error("hardware: unknown FlashKernel");
+}
+
 Seconds attention_time(const GpuSpec& gpu, const Kernel& kernel) {
-  const double efficiency = kernel.attention.backward ? gpu.attention_backward_efficiency
-                                                      : gpu.attention_forward_efficiency;
+  const double efficiency = (kernel.attention.backward ? gpu.attention_backward_efficiency
+                                                       : gpu.attention_forward_efficiency) *
+                            flash_kernel_speed(kernel.attention.kernel) *
+                            gpu.sustained_compute_fraction;
   const Seconds compute = compute_time(gpu, kernel.flops, kernel.dtype, efficiency);
   return std::max(compute, memory_time(gpu, kernel.bytes));
 }
@@ -45,7 +67,7 @@ Seconds kernel_time(const GpuSpec& gpu, const Kernel& kernel) {
   }
   // Measured GEMMs first (calibrated_curves.hpp), the roofline for what they do not cover.
   if (const auto measured = calibrated_gemm_time(gpu, kernel)) {
-    return std::max(*measured, kMinKernelDuration);
+    return std::max(*measured / gpu.sustained_compute_fraction, kMinKernelDuration);
   }
   return std::max(unfloored_kernel_time(gpu, kernel), kMinKernelDuration);
 }
@@ -61,7 +83,8 @@ Seconds kernel_time_sharing_sms(const GpuSpec& gpu, const Kernel& kernel, std::i
                               ? gpu.calibration->gemm_time(model, kernel)
                               : gpu.calibration->gemm_time_sharing(
                                     model, kernel, kernel_time(model, kernel), model_sharing);
-    return measured ? std::max(*measured, kMinKernelDuration) : model_sharing;
+    return measured ? std::max(*measured / gpu.sustained_compute_fraction, kMinKernelDuration)
+                    : model_sharing;
   }
   if (sms_taken <= 0 || kernel.kind == KernelKind::kMemoryBound) return kernel_time(gpu, kernel);
   if (sms_taken >= gpu.sm_count) {

@@ -41,6 +41,7 @@ AttentionShape flash_shape(const AttentionDims& dims, const BuildContext& ctx, b
   shape.causal = true;
   shape.fused = true;
   shape.backward = backward;
+  shape.kernel = ctx.flash_kernel;
   return shape;
 }
 

@@ -13,6 +13,7 @@ BuildContext make_context(const WorkloadOptions& options) {
   ctx.element_bytes = dtype_bytes(options.compute_dtype);
   ctx.dtype = options.compute_dtype;
   ctx.flash_attention = options.flash_attention;
+  ctx.flash_kernel = options.flash_kernel;
   return ctx;
 }
 

@@ -25,6 +25,7 @@ struct BuildContext {
   std::int64_t element_bytes = 0;  // e: bytes of one activation element in the compute dtype
   Dtype dtype = Dtype::kBf16;
   bool flash_attention = true;
+  FlashKernel flash_kernel = FlashKernel::kFlash2;
 };
 
 BuildContext make_context(const WorkloadOptions& options);

@@ -59,6 +59,7 @@ struct WorkloadOptions {
   std::int64_t seq_len = 0;            // tokens per sequence
   Dtype compute_dtype = Dtype::kBf16;  // activations and GEMM inputs
   bool flash_attention = true;         // fused attention kernel; false = unfused (scores in HBM)
+  FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
 };
 
 struct Workload {

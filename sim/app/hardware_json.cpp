@@ -30,6 +30,7 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
   gpu.attention_forward_efficiency = r.fraction("attention_forward_efficiency");
   gpu.attention_backward_efficiency = r.fraction("attention_backward_efficiency");
   gpu.memory_efficiency = r.fraction("memory_efficiency");
+  gpu.sustained_compute_fraction = r.fraction("sustained_compute_fraction");
   r.finish();
 }
 

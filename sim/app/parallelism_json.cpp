@@ -163,6 +163,17 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
   t.optimizer = r.choice("optimizer", {"adamw", "sgd"}, "adamw") == "sgd" ? fsdp::Optimizer::kSgd
                                                                           : fsdp::Optimizer::kAdamW;
   t.flash_attention = r.boolean("flash_attention", true);
+  if (r.has("flash_kernel")) {
+    if (!t.flash_attention) {
+      throw ConfigError(file, "/training/flash_kernel",
+                        "flash_kernel needs flash_attention true (unfused attention runs no "
+                        "fused kernel)");
+    }
+    const std::string kernel = r.choice("flash_kernel", {"flash2", "flash1", "triton"}, "flash2");
+    t.flash_kernel = kernel == "flash1"   ? FlashKernel::kFlash1
+                     : kernel == "triton" ? FlashKernel::kTriton
+                                          : FlashKernel::kFlash2;
+  }
   t.no_sync = r.boolean("no_sync", false);
   if (r.has("autocast_dtype")) t.autocast_dtype = dtype_key(r, "autocast_dtype", "bf16");
   r.finish();

@@ -39,6 +39,8 @@ training:
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false
   optimizer                 adamw [torch.optim.AdamW, foreach] | sgd [torch.optim.SGD]  default adamw
   flash_attention           fused attention kernel [scaled_dot_product_attention]   default true
+  flash_kernel              flash2 [flash-attn 2, SDPA flash] | flash1 [flash-attn 1.x] |
+                            triton [flash_attn_triton; llm-foundry attn_impl triton] default flash2
   autocast_dtype            bf16 | fp16 | fp32: GEMM/activation dtype under torch.autocast when it
                             differs from fsdp.param_dtype [torch.autocast(dtype)]  default param_dtype
 fsdp:

@@ -1,11 +1,14 @@
 #include "sim/app/validate_command.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "models/workload.hpp"
 #include "sim/app/config_error.hpp"
@@ -84,44 +87,75 @@ struct Group {
 
 std::string pct(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
 
-}  // namespace
+// --where COLUMN=VALUE or COLUMN!=VALUE: a row is kept when every filter holds.
+struct RowFilter {
+  std::string column;
+  std::string value;
+  bool equal = true;
+};
 
-CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
-  CLI::App* cmd = app.add_subcommand(
-      "validate", "Simulate measured runs from a CSV and report the prediction error");
-  cmd->add_option("cases", options.cases,
-                  "CSV of measured runs (columns of configs/validation/README.md)")
-      ->required();
-  cmd->add_option("--set", options.overrides, "Override a scenario key in every case")
-      ->type_name("KEY=VALUE");
-  cmd->add_option("--calibration", options.calibration,
-                  "Calibration profile for every case (hardware.calibration)")
-      ->type_name("PROFILE");
-  cmd->add_option("--json", options.json_path, "Write the report as JSON to PATH ('-' for stdout)")
-      ->type_name("PATH|-");
-  cmd->add_option("--md", options.md_path, "Write the report as markdown to PATH")
-      ->type_name("PATH");
-  cmd->add_option("--configs", options.configs_dir, "Folder of presets")->type_name("DIR");
-  cmd->add_option(
-      "--max-mape", options.max_mape,
-      "Exit 3 when the tokens/s mean absolute percentage error exceeds this fraction (e.g. 0.10)");
-  return cmd;
+RowFilter parse_filter(const std::string& text, const std::vector<ValidationCase>& cases) {
+  RowFilter f;
+  const std::size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError("--where", "",
+                      fmt::format("expected COLUMN=VALUE or COLUMN!=VALUE, found \"{}\"", text));
+  }
+  f.equal = text[eq - 1] != '!';
+  f.column = text.substr(0, f.equal ? eq : eq - 1);
+  f.value = text.substr(eq + 1);
+  if (!cases.empty() && cases.front().fields.count(f.column) == 0) {
+    throw ConfigError("--where", "", fmt::format("the cases file has no column \"{}\"", f.column));
+  }
+  return f;
 }
 
-int validate_command(const ValidateOptions& options) {
-  const PresetLocator presets{default_configs_dir(options.configs_dir)};
-  const std::filesystem::path file(options.cases);
-  const std::vector<ValidationCase> cases = read_validation_cases(file);
-  std::vector<std::string> overrides = options.overrides;
-  if (!options.calibration.empty())
-    overrides.push_back("hardware.calibration=" + options.calibration);
+bool selected(const ValidationCase& c, const std::vector<RowFilter>& filters) {
+  for (const RowFilter& f : filters) {
+    if ((c.get(f.column) == f.value) != f.equal) return false;
+  }
+  return true;
+}
 
+// --fit KEY=LO:HI
+struct FitRequest {
+  std::string key;
+  double lo = 0.0;
+  double hi = 0.0;
+};
+
+FitRequest parse_fit(const std::string& text) {
+  const std::size_t eq = text.find('=');
+  const std::size_t colon = text.find(':', eq == std::string::npos ? 0 : eq);
+  FitRequest r;
+  try {
+    if (eq == std::string::npos || eq == 0 || colon == std::string::npos) throw std::exception();
+    r.key = text.substr(0, eq);
+    r.lo = std::stod(text.substr(eq + 1, colon - eq - 1));
+    r.hi = std::stod(text.substr(colon + 1));
+  } catch (const std::exception&) {
+    throw ConfigError("--fit", "", fmt::format("expected KEY=LO:HI, found \"{}\"", text));
+  }
+  if (!(r.lo < r.hi)) {
+    throw ConfigError("--fit", "", fmt::format("expected LO < HI, found {} and {}", r.lo, r.hi));
+  }
+  return r;
+}
+
+struct Evaluation {
   std::vector<Outcome> outcomes;
   nlohmann::json skipped = nlohmann::json::array();
-  for (const ValidationCase& c : cases) {
+};
+
+Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
+                    const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                    const PresetLocator& presets) {
+  Evaluation e;
+  for (const ValidationCase* row : cases) {
+    const ValidationCase& c = *row;
     const CaseScenario built = scenario_for_case(c, file);
     const auto skip = [&](const std::string& reason) {
-      skipped.push_back({{"case_id", c.get("case_id")}, {"line", c.line}, {"reason", reason}});
+      e.skipped.push_back({{"case_id", c.get("case_id")}, {"line", c.line}, {"reason", reason}});
     };
     if (built.document.is_null()) {
       skip(built.skip_reason);
@@ -130,8 +164,8 @@ int validate_command(const ValidateOptions& options) {
     Scenario scenario;
     try {
       scenario = scenario_from_json(built.document, file, overrides, presets);
-    } catch (const ConfigError& e) {
-      skip(fmt::format("line {}: {}", c.line, e.what()));
+    } catch (const ConfigError& error) {
+      skip(fmt::format("line {}: {}", c.line, error.what()));
       continue;
     }
     const fsdp::StepResult r = simulate_scenario(scenario, false).result;
@@ -151,8 +185,115 @@ int validate_command(const ValidateOptions& options) {
       // The sources print torch.cuda.max_memory_allocated().
       o.peak_mem = std::make_pair(*mem, to_gib(r.memory.peak_allocated));
     }
-    outcomes.push_back(o);
+    e.outcomes.push_back(o);
   }
+  return e;
+}
+
+double tokens_mape(const Evaluation& e) {
+  Group g;
+  for (const Outcome& o : e.outcomes) {
+    if (!o.measured_tokens) continue;
+    g.measured.push_back(*o.measured_tokens);
+    g.predicted.push_back(o.predicted_tokens);
+  }
+  return summarize_errors(g.measured, g.predicted).mape;
+}
+
+// Golden-section search (Kiefer 1953) of the tokens/s MAPE over [lo, hi]: one global parameter
+// fitted to the selected cases. 20 steps shrink the bracket by 0.618^20 ~ 7e-5.
+std::pair<double, double> fit_parameter(const FitRequest& fit,
+                                        const std::vector<const ValidationCase*>& cases,
+                                        const std::filesystem::path& file,
+                                        const std::vector<std::string>& overrides,
+                                        const PresetLocator& presets) {
+  const auto mape_at = [&](double x) {
+    std::vector<std::string> with = overrides;
+    with.push_back(fmt::format("{}={}", fit.key, x));
+    return tokens_mape(evaluate(cases, file, with, presets));
+  };
+  constexpr double kInverseGolden = 0.6180339887498949;
+  constexpr int kSteps = 20;
+  double a = fit.lo;
+  double b = fit.hi;
+  double x1 = b - kInverseGolden * (b - a);
+  double x2 = a + kInverseGolden * (b - a);
+  double f1 = mape_at(x1);
+  double f2 = mape_at(x2);
+  for (int i = 0; i < kSteps; ++i) {
+    if (f1 <= f2) {
+      b = x2;
+      x2 = x1;
+      f2 = f1;
+      x1 = b - kInverseGolden * (b - a);
+      f1 = mape_at(x1);
+    } else {
+      a = x1;
+      x1 = x2;
+      f1 = f2;
+      x2 = a + kInverseGolden * (b - a);
+      f2 = mape_at(x2);
+    }
+  }
+  return f1 <= f2 ? std::make_pair(x1, f1) : std::make_pair(x2, f2);
+}
+
+}  // namespace
+
+CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
+  CLI::App* cmd = app.add_subcommand(
+      "validate", "Simulate measured runs from a CSV and report the prediction error");
+  cmd->add_option("cases", options.cases,
+                  "CSV of measured runs (columns of configs/validation/README.md)")
+      ->required();
+  cmd->add_option("--set", options.overrides, "Override a scenario key in every case")
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--calibration", options.calibration,
+                  "Calibration profile for every case (hardware.calibration)")
+      ->type_name("PROFILE");
+  cmd->add_option("--json", options.json_path, "Write the report as JSON to PATH ('-' for stdout)")
+      ->type_name("PATH|-");
+  cmd->add_option("--md", options.md_path, "Write the report as markdown to PATH")
+      ->type_name("PATH");
+  cmd->add_option("--configs", options.configs_dir, "Folder of presets")->type_name("DIR");
+  cmd->add_option("--where", options.where,
+                  "Keep only rows whose COLUMN equals (=) or differs from (!=) VALUE; repeatable")
+      ->type_name("COLUMN=VALUE");
+  cmd->add_option("--fit", options.fit,
+                  "Fit one scenario key in [LO, HI] to minimise the tokens/s MAPE of the kept "
+                  "rows (golden-section search), then report with the fitted value")
+      ->type_name("KEY=LO:HI");
+  cmd->add_option(
+      "--max-mape", options.max_mape,
+      "Exit 3 when the tokens/s mean absolute percentage error exceeds this fraction (e.g. 0.10)");
+  return cmd;
+}
+
+int validate_command(const ValidateOptions& options) {
+  const PresetLocator presets{default_configs_dir(options.configs_dir)};
+  const std::filesystem::path file(options.cases);
+  const std::vector<ValidationCase> cases = read_validation_cases(file);
+  std::vector<std::string> overrides = options.overrides;
+  if (!options.calibration.empty())
+    overrides.push_back("hardware.calibration=" + options.calibration);
+
+  std::vector<RowFilter> filters;
+  for (const std::string& w : options.where) filters.push_back(parse_filter(w, cases));
+  std::vector<const ValidationCase*> chosen;
+  for (const ValidationCase& c : cases) {
+    if (selected(c, filters)) chosen.push_back(&c);
+  }
+  std::optional<std::pair<double, double>> fitted;
+  std::string fit_key;
+  if (!options.fit.empty()) {
+    const FitRequest fit = parse_fit(options.fit);
+    fitted = fit_parameter(fit, chosen, file, overrides, presets);
+    fit_key = fit.key;
+    overrides.push_back(fmt::format("{}={}", fit.key, fitted->first));
+  }
+  Evaluation evaluation = evaluate(chosen, file, overrides, presets);
+  const std::vector<Outcome>& outcomes = evaluation.outcomes;
+  const nlohmann::json& skipped = evaluation.skipped;
 
   // Summaries.
   Group tokens;
@@ -181,6 +322,10 @@ int validate_command(const ValidateOptions& options) {
   nlohmann::json report;
   report["schema"] = "fsdpsim.validation/1";
   report["cases_file"] = file.filename().string();
+  report["where"] = options.where;
+  if (fitted) {
+    report["fit"] = {{"key", fit_key}, {"value", fitted->first}, {"mape", fitted->second}};
+  }
   report["evaluated"] = outcomes.size();
   report["skipped"] = skipped.size();
   report["tokens_per_s"] = summary_json(token_summary);
@@ -222,6 +367,13 @@ int validate_command(const ValidateOptions& options) {
     md += fmt::format(
         "{} cases evaluated, {} skipped. Errors are |predicted - measured| / measured.\n\n",
         outcomes.size(), skipped.size());
+    if (!options.where.empty()) {
+      md += fmt::format("Rows where {}.\n\n", fmt::join(options.where, " and "));
+    }
+    if (fitted) {
+      md += fmt::format("Fitted on these rows: {} = {:.4f} (tokens/s MAPE {}).\n\n", fit_key,
+                        fitted->first, pct(fitted->second));
+    }
     md += "| quantity | cases | MAPE | median | max |\n|---|---|---|---|---|\n";
     for (const auto& [name, g] : {std::pair<const char*, const Group*>{"tokens/s/GPU", &tokens},
                                   {"TFLOPS/GPU (row's definition)", &tflops},
@@ -261,6 +413,10 @@ int validate_command(const ValidateOptions& options) {
     write_output(options.md_path, md);
   }
   if (options.json_path != "-") {
+    if (fitted) {
+      std::cout << fmt::format("fitted {} = {:.4f} (tokens/s MAPE {} on {} cases)\n", fit_key,
+                               fitted->first, pct(fitted->second), outcomes.size());
+    }
     std::cout << fmt::format(
         "validated {} cases ({} skipped): tokens/s/GPU MAPE {}, median {}, max {}\n",
         outcomes.size(), skipped.size(), pct(token_summary.mape), pct(token_summary.median_ape),

@@ -56,12 +56,6 @@ bool boolean(const std::filesystem::path& file, const ValidationCase& c,
   bad_cell(file, c, column, "true or false");
 }
 
-// Sources whose GPT models ran minGPT's or Megatron's unfused attention (no FlashAttention).
-bool unfused_attention(const std::string& source) {
-  return source == "fsdp-paper" || source == "pytorch-aws-blog-2022" ||
-         source == "megatron-lm-2021-zero3";
-}
-
 }  // namespace
 
 const std::string& ValidationCase::get(const std::string& column) const {
@@ -185,8 +179,15 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
       {"micro_batch", micro},
       {"seq_len", seq},
       {"activation_checkpointing", ac},
-      {"optimizer", c.get("optimizer").empty() ? "adamw" : c.get("optimizer")},
-      {"flash_attention", !unfused_attention(c.get("source"))}};
+      {"optimizer", c.get("optimizer").empty() ? "adamw" : c.get("optimizer")}};
+  // The optional attention column (configs/validation/README.md); empty = FlashAttention-2.
+  if (const std::string attention = c.get("attention"); attention == "unfused") {
+    training["flash_attention"] = false;
+  } else if (attention == "flash2" || attention == "flash1" || attention == "triton") {
+    training["flash_kernel"] = attention;
+  } else if (!attention.empty()) {
+    bad_cell(file, c, "attention", "flash2, flash1, triton or unfused");
+  }
   // The GEMM dtype differs from the all-gathered parameters' under autocast (Composer DEFAULT).
   if (!c.get("matmul_dtype").empty() && c.get("matmul_dtype") != c.get("param_dtype")) {
     training["autocast_dtype"] = c.get("matmul_dtype");

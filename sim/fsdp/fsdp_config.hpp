@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "sim/units/dtype.hpp"
+#include "sim/units/op_shapes.hpp"
 
 namespace fsdpsim::fsdp {
 
@@ -85,6 +86,7 @@ struct TrainingConfig {
   std::int32_t checkpoint_every_n_blocks = 2;  // for kSelective
   Optimizer optimizer = Optimizer::kAdamW;
   bool flash_attention = true;
+  FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
   // torch.autocast(dtype=...) around forward: the math dtype of GEMMs and activations when it
   // differs from the parameters' (e.g. Composer's DEFAULT precision: fp32 FSDP parameters,
   // bf16 autocast). nullopt: compute in MixedPrecision.param_dtype.

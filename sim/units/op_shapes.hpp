@@ -17,6 +17,15 @@ struct GemmShape {
   std::int64_t batch = 1;
 };
 
+// Which fused-attention kernel runs (hardware/kernel_time.cpp prices each against
+// FlashAttention-2).
+enum class FlashKernel : std::uint8_t {
+  kFlash2,  // flash-attn 2.x, PyTorch SDPA's flash backend (Dao 2023)
+  kFlash1,  // flash-attn 0.x/1.x CUDA kernels (Dao et al. 2022)
+  kTriton,  // flash-attn's Triton port (flash_attn/flash_attn_triton.py; llm-foundry attn_impl
+            // triton)
+};
+
 // Scaled dot-product attention over `batch` sequences. FLOPs are counted for the two matmuls
 // (QK^T and PV); `causal` halves them (FlashAttention skips fully masked tiles).
 struct AttentionShape {
@@ -29,6 +38,7 @@ struct AttentionShape {
   bool causal = true;
   bool fused = true;      // FlashAttention-style kernel (no s x s matrix in memory)
   bool backward = false;  // the backward kernel (dQ, dK, dV), priced separately
+  FlashKernel kernel = FlashKernel::kFlash2;  // when fused
 };
 
 enum class KernelKind : std::uint8_t {

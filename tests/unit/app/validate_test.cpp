@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "sim/app/config_error.hpp"
 #include "sim/app/validation_cases.hpp"
@@ -84,6 +86,64 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
 TEST(Validate, MaxMapeTurnsTheErrorIntoAFailedCheck) {
   const auto [code, out] = run_fsdpsim("validate " + kData + "small_cases.csv --max-mape 0.0001");
   EXPECT_EQ(code, 3) << out;
+}
+
+TEST(ValidationCases, TheAttentionColumnChoosesTheKernel) {
+  const auto cases =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  std::set<std::string> seen;
+  for (const ValidationCase& c : cases) {
+    const CaseScenario s = scenario_for_case(c, "cases.csv");
+    if (s.document.is_null()) continue;
+    const nlohmann::json& t = s.document["training"];
+    const std::string attention = c.get("attention");
+    seen.insert(attention);
+    if (attention == "unfused") {
+      EXPECT_EQ(t["flash_attention"], false) << c.get("case_id");
+    } else {
+      EXPECT_EQ(t["flash_kernel"], attention) << c.get("case_id");
+    }
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"flash1", "flash2", "triton", "unfused"}));
+}
+
+TEST(Validate, WhereKeepsTheMatchingRows) {
+  const auto [code, out] =
+      run_fsdpsim("validate " + kData + "small_cases.csv --where gpu=a100-sxm-80gb --json -");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out)["evaluated"], 2);
+  const auto [code2, out2] =
+      run_fsdpsim("validate " + kData + "small_cases.csv --where gpu!=a100-sxm-80gb --json -");
+  ASSERT_EQ(code2, 0) << out2;
+  const nlohmann::json j = nlohmann::json::parse(out2);
+  EXPECT_EQ(j["evaluated"].get<int>() + j["skipped"].get<int>(), 2);
+  const auto [code3, out3] = run_fsdpsim("validate " + kData + "small_cases.csv --where gpus");
+  EXPECT_EQ(code3, 2) << out3;
+  EXPECT_NE(out3.find("expected COLUMN=VALUE"), std::string::npos) << out3;
+  const auto [code4, out4] = run_fsdpsim("validate " + kData + "small_cases.csv --where nosuch=1");
+  EXPECT_EQ(code4, 2) << out4;
+  EXPECT_NE(out4.find("no column \"nosuch\""), std::string::npos) << out4;
+}
+
+TEST(Validate, FitFindsAGlobalValueNoWorseThanThePresets) {
+  const std::string rows = kData + "small_cases.csv --where gpu=a100-sxm-80gb --json -";
+  const auto [code, out] = run_fsdpsim("validate " + rows);
+  ASSERT_EQ(code, 0) << out;
+  const auto [fit_code, fit_out] =
+      run_fsdpsim("validate " + rows + " --fit hardware.gpu.sustained_compute_fraction=0.3:1");
+  ASSERT_EQ(fit_code, 0) << fit_out;
+  const nlohmann::json plain = nlohmann::json::parse(out);
+  const nlohmann::json fitted = nlohmann::json::parse(fit_out);
+  const double value = fitted["fit"]["value"].get<double>();
+  EXPECT_GT(value, 0.3);
+  EXPECT_LE(value, 1.0);
+  EXPECT_DOUBLE_EQ(fitted["fit"]["mape"].get<double>(),
+                   fitted["tokens_per_s"]["mape"].get<double>());
+  EXPECT_LE(fitted["tokens_per_s"]["mape"].get<double>(),
+            plain["tokens_per_s"]["mape"].get<double>() + 1e-9);
+  const auto [bad, bad_out] = run_fsdpsim("validate " + rows + " --fit x=1:0.5");
+  EXPECT_EQ(bad, 2) << bad_out;
+  EXPECT_NE(bad_out.find("expected LO < HI"), std::string::npos) << bad_out;
 }
 
 }  // namespace

@@ -22,13 +22,16 @@ TEST(GemmCost, LargeSquareBf16GemmRunsAtCalibratedEfficiency) {
   const GpuSpec gpu = testing::load_preset("a100-sxm-80gb").gpu;
   const Kernel kernel = gemm_kernel(8192, 8192, 8192);
   const double ideal =
-      kernel.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.gemm_efficiency);
+      kernel.flops.value() /
+      (gpu.peak(Dtype::kBf16).value() * gpu.gemm_efficiency * gpu.sustained_compute_fraction);
   EXPECT_NEAR(kernel_time(gpu, kernel).value() / ideal, 1.0, 0.01);
 }
 
 TEST(GemmCost, H200Bf16MatmulMatchesWorkplaceMeasurement) {
-  // bf16 8192^3 matmul measured at 769-798 TFLOP/s on an H200 (this workplace, 2026-11-04).
-  const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  // bf16 8192^3 matmul measured at 769-798 TFLOP/s on an H200 (this workplace, 2026-11-04): a
+  // micro-benchmark, so without the in-training derating.
+  GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  gpu.sustained_compute_fraction = 1.0;
   const Kernel kernel = gemm_kernel(8192, 8192, 8192);
   const double tflops = kernel.flops.value() / kernel_time(gpu, kernel).value() / 1e12;
   EXPECT_GT(tflops, 769.0);

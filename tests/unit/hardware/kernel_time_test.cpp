@@ -30,7 +30,8 @@ TEST(KernelTime, AttentionForwardRunsAtForwardEfficiency) {
   const GpuSpec gpu = testing::load_preset("a100-sxm-80gb").gpu;
   const Kernel kernel = attention_kernel(8, 32, 4096, 128, /*backward=*/false);
   const double expected =
-      kernel.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.attention_forward_efficiency);
+      kernel.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.attention_forward_efficiency *
+                              gpu.sustained_compute_fraction);
   EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(), expected);
 }
 
@@ -39,7 +40,8 @@ TEST(KernelTime, AttentionBackwardRunsAtBackwardEfficiency) {
   const Kernel forward = attention_kernel(8, 32, 4096, 128, false);
   const Kernel backward = attention_kernel(8, 32, 4096, 128, true);
   const double expected =
-      backward.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.attention_backward_efficiency);
+      backward.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.attention_backward_efficiency *
+                                gpu.sustained_compute_fraction);
   EXPECT_DOUBLE_EQ(kernel_time(gpu, backward).value(), expected);
   // 2.5x the FLOPs at a lower efficiency.
   EXPECT_GT(ratio(kernel_time(gpu, backward), kernel_time(gpu, forward)), 2.5);
@@ -55,6 +57,16 @@ TEST(KernelTime, ShortAttentionIsMemoryBound) {
 TEST(KernelTime, NegativeWorkIsABug) {
   const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
   EXPECT_THROW(kernel_time(gpu, memory_kernel(Bytes(-1))), std::logic_error);
+}
+
+TEST(KernelTime, OlderFlashKernelsRunAtHalfTheFlashAttention2Rate) {
+  const GpuSpec gpu = testing::load_preset("a100-sxm-80gb").gpu;
+  Kernel kernel = attention_kernel(8, 32, 4096, 128, /*backward=*/true);
+  const double flash2 = kernel_time(gpu, kernel).value();
+  for (const FlashKernel older : {FlashKernel::kFlash1, FlashKernel::kTriton}) {
+    kernel.attention.kernel = older;
+    EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(), 2.0 * flash2);
+  }
 }
 
 }  // namespace
