@@ -4,6 +4,8 @@
 // 1980 us worked out on paper in schedule_test.cpp and peak at the same memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "models/workload.hpp"
 #include "sim/fsdp/simulation.hpp"
 #include "tiny_model.hpp"
@@ -61,6 +63,43 @@ TEST(CustomModel, StepMatchesTheHandCheckedTinyWorkload) {
   EXPECT_EQ(r.step_time.value(), tiny.step_time.value());
   EXPECT_EQ(r.memory.peak_active.value(), tiny.memory.peak_active.value());
   EXPECT_EQ(r.tokens_per_step_per_gpu, 1);
+}
+
+// Every layer in a child unit leaves the root without layers; its hooks must still run first
+// and last (FSDP1 and FSDP2): the root's pre-forward makes the all-gather streams wait for the
+// previous step's optimizer, which updates the shards they read.
+TEST(CustomModel, RootHooksRunWhenTheRootHasNoLayers) {
+  models::TransformerSpec spec = tiny_custom();
+  for (models::CustomLayerSpec& l : spec.custom_layers) l.fsdp_unit = true;
+  models::WorkloadOptions options;
+  options.seq_len = 1;
+  const models::Workload workload = models::build_workload(spec, options);
+  for (const std::int32_t version : {1, 2}) {
+    ScheduleInput in;
+    in.workload = &workload;
+    in.cluster = testing::tiny_cluster();
+    in.fsdp.version = version;
+    in.training.global_batch = 2;
+    in.training.seq_len = 1;
+    SimulationOptions two_steps;  // the allocator's warm-up step precedes the measured one
+    memory::AllocatorConfig allocator;
+    allocator.capacity = in.cluster.gpu.usable_memory();
+    two_steps.allocator = allocator;
+    const SimulationOutput out = simulate_step(in, two_steps);
+    const engine::Program& p = out.schedule.program;
+    SimTime warmup_optimizer_end{};
+    SimTime first_collective_start = out.timeline.makespan;
+    for (std::size_t i = 0; i < p.ops.size(); ++i) {
+      const bool measured = i >= out.schedule.measured_first_op;
+      if (!measured && p.ops[i].phase == static_cast<std::uint8_t>(Phase::kOptimizer)) {
+        warmup_optimizer_end = std::max(warmup_optimizer_end, out.timeline.ops[i].end);
+      }
+      if (measured && p.ops[i].kind == engine::OpKind::kCommunication) {
+        first_collective_start = std::min(first_collective_start, out.timeline.ops[i].start);
+      }
+    }
+    EXPECT_GE(first_collective_start, warmup_optimizer_end) << "FSDP" << version;
+  }
 }
 
 }  // namespace
