@@ -6,7 +6,9 @@
 //   y = y.to(weight.dtype) if the weight is half precision;  return weight * y
 // Each line is its own kernel (no fusion in eager mode). Autograd keeps the fp32 copy of x
 // (pow saves its input), x and rsqrt (mul saves both operands) and the normalized y (the
-// weight multiply saves it). With an fp32 compute dtype the two casts are no-ops.
+// weight multiply saves it). With an fp32 compute dtype the two casts are no-ops. (When NVIDIA
+// apex is installed, modeling_t5.py swaps in apex's FusedRMSNorm, which models/kernel_factory's
+// fused kRmsNorm describes; the eager path is what a plain PyTorch install runs.)
 //
 // Bookkeeping (layer_draft.hpp): forward saves the tensors above; the output (weight * y) is
 // saved by whichever op consumes it (the caller). Backward expects the output gradient allocated
