@@ -32,6 +32,16 @@ NamedKernel memory_bound_kernel(std::string name, std::int64_t bytes, const Buil
   return {std::move(name), k};
 }
 
+NamedKernel opaque_compute_kernel(std::string name, double flops, const BuildContext& ctx) {
+  Kernel k;
+  k.kind = KernelKind::kGemm;
+  k.dtype = ctx.dtype;
+  k.gemm = GemmShape{0, 0, 0, 1};
+  k.flops = Flops(flops);
+  k.bytes = Bytes(0);
+  return {std::move(name), k};
+}
+
 NamedKernel linear_forward(std::string name, LinearDims dims, const BuildContext& ctx) {
   return gemm_kernel(std::move(name), GemmShape{ctx.tokens, dims.out, dims.in, 1}, ctx);
 }

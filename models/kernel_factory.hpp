@@ -26,6 +26,11 @@ inline constexpr std::int64_t kMaskBytes = 1;
 
 NamedKernel gemm_kernel(std::string name, GemmShape shape, const BuildContext& ctx);
 NamedKernel memory_bound_kernel(std::string name, std::int64_t bytes, const BuildContext& ctx);
+// GEMM-class work of unknown shape (custom models: convolutions, matmuls): a kGemm kernel with a
+// zero shape, so the hardware prices it at the GPU's gemm_efficiency without tile/wave
+// quantization or the pipeline-fill term (hardware/gemm_cost.cpp returns 1 for them) and no
+// calibrated GEMM matches it. It carries no HBM bytes: memory-bound work is a separate kernel.
+NamedKernel opaque_compute_kernel(std::string name, double flops, const BuildContext& ctx);
 
 // nn.Linear(in, out) applied to T tokens.
 struct LinearDims {

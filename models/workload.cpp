@@ -1,5 +1,6 @@
 // parameter_count, validate(spec, options) and build_workload: dispatch to the family builders
-// (gpt_family.cpp, llama_family.cpp) and assemble embedding, blocks and head in forward order.
+// (gpt_family.cpp, llama_family.cpp) and assemble embedding, blocks and head in forward order;
+// t5 and custom assemble their own layer lists (t5_family.cpp, custom_family.cpp).
 #include "models/workload.hpp"
 
 #include <stdexcept>
@@ -28,6 +29,8 @@ std::int64_t head_numel(const TransformerSpec& spec) {
 }  // namespace
 
 std::int64_t parameter_count(const TransformerSpec& spec) {
+  if (spec.family == ModelFamily::kT5) return detail::t5_parameter_count(spec);
+  if (spec.family == ModelFamily::kCustom) return detail::custom_parameter_count(spec);
   return embedding_numel(spec) + spec.n_layers * block_numel(spec) + head_numel(spec);
 }
 
@@ -38,7 +41,16 @@ std::string validate(const TransformerSpec& spec, const WorkloadOptions& options
   if (options.seq_len <= 0) {
     return "seq_len must be positive (got " + std::to_string(options.seq_len) + ")";
   }
-  if (!is_llama(spec) && options.seq_len > spec.max_seq_len) {
+  if (options.decoder_seq_len < 0) {
+    return "decoder_seq_len must not be negative (got " + std::to_string(options.decoder_seq_len) +
+           ")";
+  }
+  if (options.decoder_seq_len > 0 && spec.family != ModelFamily::kT5) {
+    return "decoder_seq_len applies to encoder-decoder models (t5) only";
+  }
+  const bool learned_positions =
+      spec.family == ModelFamily::kGpt || spec.family == ModelFamily::kMpt;
+  if (learned_positions && options.seq_len > spec.max_seq_len) {
     return "seq_len (" + std::to_string(options.seq_len) + ") exceeds max_seq_len (" +
            std::to_string(spec.max_seq_len) + ") of " + spec.name +
            ": the learned position table has max_seq_len rows";
@@ -51,6 +63,8 @@ Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& opti
   if (problem.empty()) problem = validate(spec, options);
   if (!problem.empty()) throw std::invalid_argument("build_workload: " + problem);
 
+  if (spec.family == ModelFamily::kT5) return detail::build_t5_workload(spec, options);
+  if (spec.family == ModelFamily::kCustom) return detail::build_custom_workload(spec, options);
   const detail::BuildContext ctx = detail::make_context(options);
   Workload workload;
   workload.layers.reserve(static_cast<std::size_t>(spec.n_layers) + 2);

@@ -20,6 +20,9 @@ enum class LayerKind : std::uint8_t {
   kEmbedding,  // token (+ learned position) embedding
   kBlock,      // one transformer block
   kHead,       // final norm + LM head + cross-entropy loss
+  // A layer the auto-wrap policy leaves to the root unit and activation checkpointing never
+  // wraps: T5's encoder final norm, custom layers with fsdp_unit false.
+  kUnwrapped,
 };
 
 struct NamedKernel {
@@ -56,14 +59,17 @@ struct Layer {
 
 struct WorkloadOptions {
   std::int64_t micro_batch = 1;        // sequences per rank per micro-step
-  std::int64_t seq_len = 0;            // tokens per sequence
+  std::int64_t seq_len = 0;            // tokens per sequence (t5: the encoder's)
+  std::int64_t decoder_seq_len = 0;    // t5 decoder tokens per sequence; 0 = seq_len
   Dtype compute_dtype = Dtype::kBf16;  // activations and GEMM inputs
   bool flash_attention = true;         // fused attention kernel; false = unfused (scores in HBM)
   FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
 };
 
 struct Workload {
-  std::vector<Layer> layers;  // forward order: embedding, blocks..., head
+  // Forward order: embedding, blocks..., head (t5: embedding, encoder blocks, encoder final
+  // norm, decoder embedding, decoder blocks, head; custom: the listed units).
+  std::vector<Layer> layers;
   std::int64_t total_numel = 0;
 };
 
@@ -72,7 +78,9 @@ std::int64_t parameter_count(const TransformerSpec& spec);
 
 // Returns an empty string when `options` can run on `spec` (which must validate), else what is
 // wrong: micro_batch and seq_len positive; for gpt/mpt, seq_len <= max_seq_len (the learned
-// position table has max_seq_len rows; llm-foundry sets max_seq_len = seq_len for long runs).
+// position table has max_seq_len rows; llm-foundry sets max_seq_len = seq_len for long runs);
+// decoder_seq_len non-negative, and only for t5. Custom models scale their per-sample sizes with
+// micro_batch only: seq_len just converts samples to tokens (1 for non-sequence models).
 std::string validate(const TransformerSpec& spec, const WorkloadOptions& options);
 
 // Builds the per-micro-batch workload. Preconditions: validate(spec) and validate(spec, options)

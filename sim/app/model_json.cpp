@@ -9,18 +9,7 @@
 namespace fsdpsim::app {
 namespace {
 
-models::TransformerSpec parse_spec(const nlohmann::json& value, const std::string& file,
-                                   const std::string& path) {
-  JsonObjectReader r(value, file, path);
-  r.ignore("schema_version");
-  r.ignore("source");
-  r.ignore("description");
-  models::TransformerSpec s;
-  s.name = r.string("name", "custom");
-  const std::string family = r.choice("family", {"gpt", "mpt", "llama"}, "");
-  s.family = family == "gpt"   ? models::ModelFamily::kGpt
-             : family == "mpt" ? models::ModelFamily::kMpt
-                               : models::ModelFamily::kLlama;
+void parse_transformer(JsonObjectReader& r, models::TransformerSpec& s) {
   s.n_layers = r.positive_int("n_layers");
   s.d_model = r.positive_int("d_model");
   s.n_heads = r.positive_int("n_heads");
@@ -31,6 +20,105 @@ models::TransformerSpec parse_spec(const nlohmann::json& value, const std::strin
   s.vocab = r.positive_int("vocab");
   s.max_seq_len = r.positive_int("max_seq_len");
   s.tied_embeddings = r.boolean("tied_embeddings", s.family == models::ModelFamily::kMpt);
+}
+
+double number_or(JsonObjectReader& r, const std::string& key, double fallback) {
+  return r.has(key) ? r.non_negative_number(key) : (r.ignore(key), fallback);
+}
+
+std::int64_t count_or(JsonObjectReader& r, const std::string& key, std::int64_t fallback) {
+  return r.has(key) ? r.non_negative_int(key) : (r.ignore(key), fallback);
+}
+
+// HF T5Config names, shortened to this file's vocabulary: num_layers -> n_layers, num_heads ->
+// n_heads, d_ff -> ffn_dim, vocab_size -> vocab, tie_word_embeddings -> tied_embeddings. The
+// defaults are T5Config's (transformers configuration_t5.py): num_decoder_layers = num_layers,
+// relative_attention_num_buckets 32, feed_forward_proj "relu", dropout_rate 0.1, tied.
+void parse_t5(JsonObjectReader& r, models::TransformerSpec& s) {
+  s.n_layers = r.positive_int("n_layers");
+  s.n_decoder_layers = r.positive_int("n_decoder_layers", s.n_layers);
+  s.d_model = r.positive_int("d_model");
+  s.n_heads = r.positive_int("n_heads");
+  s.n_kv_heads = s.n_heads;
+  s.d_kv = r.positive_int("d_kv", s.d_model / s.n_heads > 0 ? s.d_model / s.n_heads : 1);
+  s.ffn_dim = r.positive_int("ffn_dim");
+  s.vocab = r.positive_int("vocab");
+  s.relative_attention_num_buckets = r.positive_int("relative_attention_num_buckets", 32);
+  s.gated_ffn = r.choice("feed_forward_proj", {"relu", "gated-gelu"}, "relu") == "gated-gelu";
+  s.tied_embeddings = r.boolean("tied_embeddings", true);
+  s.dropout_rate = number_or(r, "dropout_rate", 0.1);
+  if (s.dropout_rate >= 1.0) {
+    throw ConfigError(r.file(), r.path_of("dropout_rate"),
+                      fmt::format("expected a number in [0, 1), found {}", s.dropout_rate));
+  }
+}
+
+models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const std::string& file,
+                                           const std::string& path) {
+  JsonObjectReader r(value, file, path);
+  r.ignore("description");
+  models::CustomLayerSpec l;
+  l.name = r.string("name");
+  if (l.name.empty()) throw ConfigError(file, r.path_of("name"), "expected a non-empty name");
+  l.count = r.positive_int("count", 1);
+  l.params = count_or(r, "params", 0);
+  // A weight and a bias (or a norm's weight and bias) unless stated.
+  l.parameter_tensors =
+      static_cast<std::int32_t>(count_or(r, "parameter_tensors", l.params > 0 ? 2 : 0));
+  if (l.params > 0 && l.parameter_tensors == 0) {
+    throw ConfigError(file, r.path_of("parameter_tensors"),
+                      "expected a positive integer when params is positive, found 0");
+  }
+  l.forward_flops_per_sample = number_or(r, "forward_flops_per_sample", 0.0);
+  // Backward = 2x forward: input and weight gradients (Kaplan et al. 2020, Sec. 2.1).
+  l.backward_flops_per_sample =
+      number_or(r, "backward_flops_per_sample", 2.0 * l.forward_flops_per_sample);
+  l.memory_bytes_per_sample = count_or(r, "memory_bytes_per_sample", 0);
+  l.saved_activation_bytes_per_sample = count_or(r, "saved_activation_bytes_per_sample", 0);
+  l.output_bytes_per_sample = count_or(r, "output_bytes_per_sample", 0);
+  l.transient_bytes_per_sample = count_or(r, "transient_bytes_per_sample", 0);
+  l.kernels = static_cast<std::int32_t>(r.positive_int("kernels", 2));
+  l.fsdp_unit = r.boolean("fsdp_unit", true);
+  r.finish();
+  return l;
+}
+
+void parse_custom(JsonObjectReader& r, models::TransformerSpec& s) {
+  const nlohmann::json* layers = r.child("layers");
+  if (layers == nullptr)
+    throw ConfigError(r.file(), r.path_of("layers"), "required key is missing");
+  if (!layers->is_array() || layers->empty()) {
+    throw ConfigError(
+        r.file(), r.path_of("layers"),
+        fmt::format("expected a non-empty array of layers, found {}", describe_json_type(*layers)));
+  }
+  for (std::size_t i = 0; i < layers->size(); ++i) {
+    s.custom_layers.push_back(
+        parse_custom_layer((*layers)[i], r.file(), fmt::format("{}/{}", r.path_of("layers"), i)));
+  }
+}
+
+models::TransformerSpec parse_spec(const nlohmann::json& value, const std::string& file,
+                                   const std::string& path) {
+  JsonObjectReader r(value, file, path);
+  r.ignore("schema_version");
+  r.ignore("source");
+  r.ignore("description");
+  models::TransformerSpec s;
+  s.name = r.string("name", "custom");
+  const std::string family = r.choice("family", {"gpt", "mpt", "llama", "t5", "custom"}, "");
+  s.family = family == "gpt"     ? models::ModelFamily::kGpt
+             : family == "mpt"   ? models::ModelFamily::kMpt
+             : family == "llama" ? models::ModelFamily::kLlama
+             : family == "t5"    ? models::ModelFamily::kT5
+                                 : models::ModelFamily::kCustom;
+  if (s.family == models::ModelFamily::kT5) {
+    parse_t5(r, s);
+  } else if (s.family == models::ModelFamily::kCustom) {
+    parse_custom(r, s);
+  } else {
+    parse_transformer(r, s);
+  }
   r.finish();
   if (const std::string problem = models::validate(s); !problem.empty()) {
     throw ConfigError(file, path, problem);

@@ -1,5 +1,7 @@
 // JSON -> models::TransformerSpec. A model is a preset name, or an object with an optional
-// "preset" whose other keys override the preset's, or a complete inline spec.
+// "preset" whose other keys override the preset's, or a complete inline spec. The keys depend on
+// "family": gpt/mpt/llama, t5 (HF T5Config's fields) or custom (a "layers" list); see
+// configs/models/README.md.
 #pragma once
 
 #include <filesystem>

@@ -52,6 +52,7 @@ std::vector<std::string> group_names(const Scenario& scenario, const fsdp::Sched
   models::WorkloadOptions options;
   options.micro_batch = scenario.training.micro_batch;
   options.seq_len = scenario.training.seq_len;
+  options.decoder_seq_len = scenario.training.decoder_seq_len;
   for (const models::Layer& layer : models::build_workload(scenario.model, options).layers) {
     names.push_back(layer.name);
   }

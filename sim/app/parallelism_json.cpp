@@ -152,6 +152,8 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
   t.global_batch = r.positive_int("global_batch");
   t.micro_batch = r.positive_int("micro_batch", 1);
   t.seq_len = r.positive_int("seq_len");
+  // Checked against the model family by the scenario (t5 only).
+  t.decoder_seq_len = r.positive_int("decoder_seq_len", 0);
   const std::string ac =
       r.choice("activation_checkpointing", {"none", "full", "selective", "attention"}, "none");
   t.activation_checkpointing = ac == "full"        ? fsdp::ActivationCheckpointing::kFull

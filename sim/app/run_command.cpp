@@ -22,7 +22,9 @@ Defaults are PyTorch's; the PyTorch name of each knob is in brackets.
   parallelism               fsdp | ddp (DistributedDataParallel baseline)          default fsdp
   model                     preset name (configs/models), {"preset": NAME, ...overrides} or a full
                             spec: family gpt|mpt|llama, n_layers, d_model, n_heads, n_kv_heads,
-                            ffn_dim, vocab, max_seq_len, tied_embeddings
+                            ffn_dim, vocab, max_seq_len, tied_embeddings; family t5 (HF T5Config:
+                            n_decoder_layers, d_kv, feed_forward_proj, dropout_rate, ...); family
+                            custom with a "layers" list (configs/models/README.md)
   hardware.preset           GPU + node preset (configs/hardware): a100-sxm-40gb, a100-sxm-80gb,
                             h100-sxm-80gb, h200-sxm-141gb
   hardware.nodes            number of nodes                                         default 1
@@ -30,7 +32,9 @@ Defaults are PyTorch's; the PyTorch name of each knob is in brackets.
 training:
   global_batch              sequences per optimizer step, all GPUs                  required
   micro_batch               sequences per GPU per forward/backward                  default 1
-  seq_len                   tokens per sequence                                     required
+  seq_len                   tokens per sequence (t5: encoder; custom: tokens per    required
+                            sample, 1 for non-sequence models)
+  decoder_seq_len           t5 decoder tokens per sequence                          default seq_len
   activation_checkpointing  none | full | selective | attention                     default none
                             [checkpoint_wrapper on every block | on every n-th block |
                             recompute only the attention core (selective recomputation)]

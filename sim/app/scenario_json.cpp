@@ -93,7 +93,20 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
         fmt::format("global_batch {} is not a multiple of micro_batch {} x {} GPUs = {}",
                     s.training.global_batch, s.training.micro_batch, world, per_step));
   }
-  if (s.model.family != models::ModelFamily::kLlama && s.training.seq_len > s.model.max_seq_len) {
+  if (s.training.decoder_seq_len > 0 && s.model.family != models::ModelFamily::kT5) {
+    throw ConfigError(f, "/training/decoder_seq_len",
+                      fmt::format("applies to encoder-decoder models (t5); {} has no decoder input",
+                                  s.model.name));
+  }
+  if (s.model.family == models::ModelFamily::kT5 && s.training.flash_attention &&
+      training->contains("flash_attention")) {
+    throw ConfigError(f, "/training/flash_attention",
+                      "HF T5 attention is unfused (it adds a relative position bias to the scores, "
+                      "which FlashAttention does not take); drop the key or set it to false");
+  }
+  const bool learned_positions =
+      s.model.family == models::ModelFamily::kGpt || s.model.family == models::ModelFamily::kMpt;
+  if (learned_positions && s.training.seq_len > s.model.max_seq_len) {
     throw ConfigError(
         f, "/training/seq_len",
         fmt::format("seq_len {} exceeds the model's learned position table (max_seq_len {})",

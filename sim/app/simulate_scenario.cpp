@@ -8,6 +8,7 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   models::WorkloadOptions options;
   options.micro_batch = scenario.training.micro_batch;
   options.seq_len = scenario.training.seq_len;
+  options.decoder_seq_len = scenario.training.decoder_seq_len;
   options.compute_dtype = scenario.training.compute_dtype(scenario.fsdp.param_dtype);
   options.flash_attention = scenario.training.flash_attention;
   options.flash_kernel = scenario.training.flash_kernel;

@@ -16,8 +16,25 @@ const char* family_name(models::ModelFamily f) {
       return "mpt";
     case models::ModelFamily::kLlama:
       return "llama";
+    case models::ModelFamily::kT5:
+      return "t5";
+    case models::ModelFamily::kCustom:
+      return "custom";
   }
   return "?";
+}
+
+std::string model_shape(const models::TransformerSpec& m) {
+  if (m.family == models::ModelFamily::kT5) {
+    return fmt::format("{} encoder + {} decoder layers, d_model {}", m.n_layers, m.n_decoder_layers,
+                       m.d_model);
+  }
+  if (m.family == models::ModelFamily::kCustom) {
+    std::int64_t layers = 0;
+    for (const models::CustomLayerSpec& l : m.custom_layers) layers += l.count;
+    return fmt::format("{} listed layers", layers);
+  }
+  return fmt::format("{} layers, d_model {}", m.n_layers, m.d_model);
 }
 
 const char* prefetch_name(fsdp::BackwardPrefetch p) {
@@ -97,15 +114,16 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   std::string out;
   auto line = [&out](const std::string& text) { out += text + "\n"; };
   line(fmt::format("scenario   {}{}", s.name, s.description.empty() ? "" : " — " + s.description));
-  line(fmt::format("model      {} ({}): {:.2f} B parameters, {} layers, d_model {}", s.model.name,
-                   family_name(s.model.family),
-                   static_cast<double>(models::parameter_count(s.model)) / 1e9, s.model.n_layers,
-                   s.model.d_model));
+  line(fmt::format(
+      "model      {} ({}): {:.2f} B parameters, {}", s.model.name, family_name(s.model.family),
+      static_cast<double>(models::parameter_count(s.model)) / 1e9, model_shape(s.model)));
   line(fmt::format("cluster    {} x {} ({} nodes x {} GPUs)", c.world_size(), c.gpu.name, c.nodes,
                    c.gpus_per_node));
   line(fmt::format(
       "training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing {}",
-      t.global_batch, t.micro_batch, r.micro_batches, t.seq_len,
+      t.global_batch, t.micro_batch, r.micro_batches,
+      t.decoder_seq_len > 0 ? fmt::format("{} (decoder {})", t.seq_len, t.decoder_seq_len)
+                            : fmt::format("{}", t.seq_len),
       checkpointing_name(t.activation_checkpointing)));
   line(parallelism_line(s));
   if (c.gpu.calibration != nullptr) line(calibration_usage_line(*c.gpu.calibration));
@@ -113,6 +131,12 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line(fmt::format("step time            {:.4f} s", r.step_time.value()));
   line(fmt::format("throughput           {:.1f} tokens/s/GPU  ({:.0f} tokens/s in all)",
                    r.tokens_per_s_per_gpu, r.tokens_per_s_per_gpu * c.world_size()));
+  // Custom models count samples; tokens = samples x seq_len (seq_len 1: the same number).
+  if (s.model.family == models::ModelFamily::kCustom) {
+    const double samples = r.tokens_per_s_per_gpu / static_cast<double>(t.seq_len);
+    line(fmt::format("                     {:.1f} samples/s/GPU  ({:.0f} samples/s in all)",
+                     samples, samples * c.world_size()));
+  }
   line(fmt::format("TFLOPS/GPU           model {:.1f}, hardware {:.1f}", r.model_tflops_per_gpu,
                    r.hardware_tflops_per_gpu));
   line(fmt::format("MFU / HFU            {:.1f}% / {:.1f}%  (dense {} peak {:.0f} TFLOP/s)",

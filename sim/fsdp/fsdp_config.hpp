@@ -79,9 +79,10 @@ struct FsdpConfig {
 
 struct TrainingConfig {
   Parallelism parallelism = Parallelism::kFsdp;
-  std::int64_t global_batch = 0;  // sequences per optimizer step, all ranks together
-  std::int64_t micro_batch = 1;   // sequences per rank per forward/backward
-  std::int64_t seq_len = 0;
+  std::int64_t global_batch = 0;     // sequences per optimizer step, all ranks together
+  std::int64_t micro_batch = 1;      // sequences per rank per forward/backward
+  std::int64_t seq_len = 0;          // encoder-decoder models: the encoder's
+  std::int64_t decoder_seq_len = 0;  // encoder-decoder models (t5): decoder's; 0 = seq_len
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::kNone;
   std::int32_t checkpoint_every_n_blocks = 2;  // for kSelective
   Optimizer optimizer = Optimizer::kAdamW;

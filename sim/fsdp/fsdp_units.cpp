@@ -41,9 +41,10 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy po
     if (++in_current == per_unit) in_current = 0;
   }
   for (FsdpUnit& u : units) {
-    if (u.layers.size() > 1) {  // "blocks.4-7"
+    if (u.layers.size() > 1) {  // "blocks.4-7", "decoder.blocks.4-7"
+      const std::string& last = workload.layers[u.layers.back()].name;
       u.name += '-';
-      u.name += workload.layers[u.layers.back()].name.substr(std::string("blocks.").size());
+      u.name += last.substr(last.rfind('.') + 1);
     }
     pad(u, shard_group_size);
   }

@@ -44,10 +44,15 @@ TransformerSpec load_preset(const fs::path& path) {
   return spec;
 }
 
+// The decoder-only transformer presets (gpt, mpt, llama); t5 and custom presets have their own
+// keys and are tested through the app's loader (t5_test.cpp, custom_test.cpp).
 std::vector<fs::path> preset_files() {
   std::vector<fs::path> files;
   for (const fs::directory_entry& e : fs::directory_iterator(kModelsDir)) {
-    if (e.path().extension() == ".json") files.push_back(e.path());
+    if (e.path().extension() != ".json") continue;
+    std::ifstream in(e.path());
+    const std::string family = nlohmann::json::parse(in).at("family").get<std::string>();
+    if (family == "gpt" || family == "mpt" || family == "llama") files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
   return files;

@@ -1,0 +1,135 @@
+// T5 attention core kernels, FLOPs, bytes and saved tensors (t5_attention.hpp has the code).
+// Saved tensors follow Korthikanti et al. 2022, Sec. 4.1, as attention_kernels.cpp's unfused
+// path, with T5's differences: the softmax runs in fp32 and saves its fp32 output; the cast back
+// (type_as) saves nothing; dropout saves its bool mask and the P@V bmm keeps the dropout output
+// (or the cast output when there is no dropout); there is no causal masked_fill (the mask is in
+// the additive bias) and no scaling kernel. FLOPs count the full seq_q x seq_kv products.
+#include "models/t5_attention.hpp"
+
+#include <string>
+
+#include "models/kernel_factory.hpp"
+
+namespace fsdpsim::models::detail {
+namespace {
+
+std::int64_t q_bytes(const T5AttentionDims& d, const BuildContext& ctx) {
+  return ctx.batch * d.seq_q * d.heads * d.d_kv * ctx.element_bytes;
+}
+
+std::int64_t kv_bytes(const T5AttentionDims& d, const BuildContext& ctx) {
+  return ctx.batch * d.seq_kv * d.heads * d.d_kv * ctx.element_bytes;
+}
+
+std::string name(const T5AttentionDims& d, const char* what) {
+  return std::string(d.prefix) + "_" + what;
+}
+
+std::int64_t score_elements(const T5AttentionDims& d, const BuildContext& ctx) {
+  return ctx.batch * d.heads * d.seq_q * d.seq_kv;
+}
+
+}  // namespace
+
+std::int64_t t5_score_bytes(const T5AttentionDims& dims, const BuildContext& ctx) {
+  return score_elements(dims, ctx) * ctx.element_bytes;
+}
+
+void append_t5_attention_forward(LayerDraft& draft, const T5AttentionDims& dims,
+                                 const BuildContext& ctx) {
+  const std::int64_t bh = ctx.batch * dims.heads;
+  const std::int64_t scores = t5_score_bytes(dims, ctx);
+  const std::int64_t scores32 = score_elements(dims, ctx) * kStatBytes;
+  const std::int64_t q = q_bytes(dims, ctx);
+  const std::int64_t kv = kv_bytes(dims, ctx);
+  TransientTracker& temps = draft.forward_temps();
+
+  draft.begin_attention_core();
+  draft.forward(memory_bound_kernel(name(dims, "split_heads"), 2 * (q + 2 * kv), ctx));
+  draft.save(q + 2 * kv);  // bmm saves its (copied) operands
+  temps.release(q + 2 * kv);
+  draft.forward(
+      gemm_kernel(name(dims, "scores"), GemmShape{dims.seq_q, dims.seq_kv, dims.d_kv, bh}, ctx));
+  temps.allocate(scores);
+  // In place: reads scores and the bias, writes scores; add saves nothing.
+  draft.forward(memory_bound_kernel(name(dims, "add_position_bias"), 3 * scores, ctx));
+  draft.forward(memory_bound_kernel(name(dims, "scores_to_fp32"), scores + scores32, ctx));
+  temps.allocate(scores32);
+  temps.release(scores);
+  draft.forward(memory_bound_kernel(name(dims, "softmax_fp32"), 2 * scores32, ctx));
+  draft.save(scores32);  // softmax saves its (fp32) output
+  temps.release(scores32);
+  draft.forward(memory_bound_kernel(name(dims, "probs_to_dtype"), scores32 + scores, ctx));
+  if (dims.dropout) {
+    const std::int64_t mask = score_elements(dims, ctx) * kMaskBytes;
+    temps.allocate(scores);
+    draft.forward(memory_bound_kernel(name(dims, "dropout"), 2 * scores + mask, ctx));
+    temps.release(scores);
+    draft.save(mask);
+  }
+  draft.save(scores);  // the P@V bmm keeps its probability operand
+  draft.forward(
+      gemm_kernel(name(dims, "pv"), GemmShape{dims.seq_q, dims.d_kv, dims.seq_kv, bh}, ctx));
+  temps.allocate(q);
+  draft.forward(memory_bound_kernel(name(dims, "merge_heads"), 2 * q, ctx));
+  draft.save(q);
+  temps.release(q);
+  draft.end_attention_core(q);
+}
+
+void append_t5_attention_backward(LayerDraft& draft, const T5AttentionDims& dims,
+                                  const BuildContext& ctx) {
+  const std::int64_t bh = ctx.batch * dims.heads;
+  const std::int64_t scores = t5_score_bytes(dims, ctx);
+  const std::int64_t scores32 = score_elements(dims, ctx) * kStatBytes;
+  const std::int64_t q = q_bytes(dims, ctx);
+  const std::int64_t kv = kv_bytes(dims, ctx);
+  TransientTracker& temps = draft.backward_temps();
+
+  draft.backward(memory_bound_kernel(name(dims, "merge_heads_bwd"), 2 * q, ctx));
+  temps.allocate(q);
+  temps.release(q);  // the caller's d(o), now head-major
+  // dP = dO V^T, dV = P^T dO.
+  draft.backward(gemm_kernel(name(dims, "pv_dgrad_probs"),
+                             GemmShape{dims.seq_q, dims.seq_kv, dims.d_kv, bh}, ctx));
+  temps.allocate(scores);
+  draft.backward(gemm_kernel(name(dims, "pv_dgrad_v"),
+                             GemmShape{dims.seq_kv, dims.d_kv, dims.seq_q, bh}, ctx));
+  temps.allocate(kv);
+  temps.release(q);  // head-major d(o)
+  if (dims.dropout) {
+    const std::int64_t mask = score_elements(dims, ctx) * kMaskBytes;
+    draft.backward(memory_bound_kernel(name(dims, "dropout_bwd"), 2 * scores + mask, ctx));
+    temps.allocate(scores);
+    temps.release(scores);
+  }
+  draft.backward(memory_bound_kernel(name(dims, "probs_to_dtype_bwd"), scores + scores32, ctx));
+  temps.allocate(scores32);
+  temps.release(scores);
+  // Reads the gradient and the saved fp32 output, writes the fp32 score gradient.
+  draft.backward(memory_bound_kernel(name(dims, "softmax_fp32_bwd"), 3 * scores32, ctx));
+  temps.allocate(scores32);
+  temps.release(scores32);
+  draft.backward(memory_bound_kernel(name(dims, "scores_to_fp32_bwd"), scores32 + scores, ctx));
+  temps.allocate(scores);
+  temps.release(scores32);
+  if (dims.bias_needs_grad) {
+    // The same gradient flows to the shared position bias, summed over the stack's blocks
+    // (autograd input_buffer.cpp: one add per further contribution).
+    draft.backward(memory_bound_kernel("position_bias_grad_accumulate", 3 * scores, ctx));
+  }
+  // dQ = dS K, dK = dS^T Q.
+  draft.backward(gemm_kernel(name(dims, "scores_dgrad_q"),
+                             GemmShape{dims.seq_q, dims.d_kv, dims.seq_kv, bh}, ctx));
+  temps.allocate(q);
+  draft.backward(gemm_kernel(name(dims, "scores_dgrad_k"),
+                             GemmShape{dims.seq_kv, dims.d_kv, dims.seq_q, bh}, ctx));
+  temps.allocate(kv);
+  temps.release(scores);
+  // Back to token-major: transpose copies of dq, dk, dv.
+  draft.backward(memory_bound_kernel(name(dims, "split_heads_bwd"), 2 * (q + 2 * kv), ctx));
+  temps.allocate(q + 2 * kv);
+  temps.release(q + 2 * kv);
+}
+
+}  // namespace fsdpsim::models::detail

@@ -1,0 +1,168 @@
+// The t5 and custom model families through the app: bad model JSON is a ConfigError naming the
+// file, the JSON path, what was expected and what was found (exit code 2 from the CLI), and
+// scenarios with these models run end to end.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/scenario.hpp"
+#include "sim/app/simulate_scenario.hpp"
+#include "sim/fsdp/simulation.hpp"
+#include "test_support.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+const PresetLocator kPresets{FSDPSIM_CONFIGS_DIR};
+
+// A 2 + 2 layer t5-small on one 8x A100 node.
+nlohmann::json t5_scenario() {
+  return {{"schema_version", 1},
+          {"name", "tiny-t5"},
+          {"model", {{"preset", "t5-small"}, {"n_layers", 2}, {"n_decoder_layers", 2}}},
+          {"hardware", {{"preset", "a100-sxm-80gb"}, {"nodes", 1}}},
+          {"training", {{"global_batch", 16}, {"micro_batch", 2}, {"seq_len", 128}}}};
+}
+
+nlohmann::json custom_model() {
+  return {{"family", "custom"},
+          {"name", "two-stage"},
+          {"layers",
+           {{{"name", "stem"}, {"params", 1000}, {"fsdp_unit", false}},
+            {{"name", "stage"},
+             {"count", 4},
+             {"params", 1000000},
+             {"forward_flops_per_sample", 2e9},
+             {"saved_activation_bytes_per_sample", 1000000},
+             {"output_bytes_per_sample", 100000},
+             {"memory_bytes_per_sample", 4000000}}}}};
+}
+
+nlohmann::json custom_scenario() {
+  nlohmann::json s = t5_scenario();
+  s["name"] = "tiny-custom";
+  s["model"] = custom_model();
+  s["training"] = {{"global_batch", 64}, {"micro_batch", 8}, {"seq_len", 1}};
+  return s;
+}
+
+// The error message, or "accepted".
+std::string error_of(nlohmann::json document, const nlohmann::json& patch) {
+  document.merge_patch(patch);
+  try {
+    scenario_from_json(document, "bad.json", {}, kPresets);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+std::string layer_error(const nlohmann::json& layer_patch) {
+  nlohmann::json s = custom_scenario();
+  s["model"]["layers"][1].merge_patch(layer_patch);
+  return error_of(s, nlohmann::json::object());
+}
+
+TEST(T5Json, RejectsBadKeysWithPathAndExpectation) {
+  EXPECT_EQ(error_of(t5_scenario(), {{"model", {{"max_seq_len", 512}}}})
+                .rfind("bad.json: /model/max_seq_len: unknown key", 0),
+            0u);
+  EXPECT_EQ(error_of(t5_scenario(), {{"model", {{"feed_forward_proj", "gated_gelu"}}}}),
+            "bad.json: /model/feed_forward_proj: expected one of relu, gated-gelu, found "
+            "\"gated_gelu\"; did you mean gated-gelu?");
+  EXPECT_EQ(error_of(t5_scenario(), {{"model", {{"d_kv", -4}}}}),
+            "bad.json: /model/d_kv: expected a positive integer, found the number -4");
+  EXPECT_EQ(error_of(t5_scenario(), {{"model", {{"dropout_rate", 1.5}}}}),
+            "bad.json: /model/dropout_rate: expected a number in [0, 1), found 1.5");
+  EXPECT_EQ(error_of(t5_scenario(), {{"model", {{"n_decoder_layer", 2}}}}),
+            "bad.json: /model/n_decoder_layer: unknown key; did you mean n_decoder_layers?");
+}
+
+TEST(T5Json, DecoderSeqLenIsForT5AndFlashAttentionIsRefused) {
+  EXPECT_EQ(error_of(t5_scenario(), {{"training", {{"decoder_seq_len", 0}}}}),
+            "bad.json: /training/decoder_seq_len: expected a positive integer, found the number 0");
+  nlohmann::json llama = t5_scenario();
+  llama["model"] = "llama-3.1-8b";
+  EXPECT_NE(error_of(llama, {{"training", {{"decoder_seq_len", 64}}}})
+                .find("bad.json: /training/decoder_seq_len: applies to encoder-decoder models"),
+            std::string::npos);
+  EXPECT_NE(error_of(t5_scenario(), {{"training", {{"flash_attention", true}}}})
+                .find("bad.json: /training/flash_attention: HF T5 attention is unfused"),
+            std::string::npos);
+  EXPECT_EQ(error_of(t5_scenario(), {{"training", {{"flash_attention", false}}}}), "accepted");
+}
+
+TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
+  EXPECT_EQ(layer_error({{"params", -1}}),
+            "bad.json: /model/layers/1/params: expected a non-negative integer, found the "
+            "number -1");
+  EXPECT_EQ(layer_error({{"count", 0}}),
+            "bad.json: /model/layers/1/count: expected a positive integer, found the number 0");
+  EXPECT_EQ(layer_error({{"forward_flop_per_sample", 1}}),
+            "bad.json: /model/layers/1/forward_flop_per_sample: unknown key; did you mean "
+            "forward_flops_per_sample?");
+  EXPECT_EQ(layer_error({{"name", nullptr}}),
+            "bad.json: /model/layers/1/name: required key is missing");
+  EXPECT_EQ(layer_error({{"parameter_tensors", 0}}),
+            "bad.json: /model/layers/1/parameter_tensors: expected a positive integer when params "
+            "is positive, found 0");
+  EXPECT_EQ(error_of(custom_scenario(), {{"model", {{"layers", "stem"}}}}),
+            "bad.json: /model/layers: expected a non-empty array of layers, found the string "
+            "\"stem\"");
+  EXPECT_EQ(error_of(custom_scenario(), {{"model", {{"layers", nullptr}}}}),
+            "bad.json: /model/layers: required key is missing");
+  EXPECT_EQ(error_of(custom_scenario(), {{"model", {{"n_layers", 4}}}}),
+            "bad.json: /model/n_layers: unknown key; did you mean layers?");
+}
+
+TEST(ModelFamiliesCli, BadT5ModelExitsWithTwo) {
+  const fs::path dir = test_support::temp_dir("model_families");
+  const fs::path bad =
+      test_support::write_scenario(dir, "bad_t5", t5_scenario(), {{"model", {{"ffn_dim", "big"}}}});
+  const test_support::Outcome o = test_support::run_fsdpsim("run " + bad.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("/model/ffn_dim: expected a positive integer, found the string \"big\""),
+            std::string::npos)
+      << o.output;
+}
+
+TEST(ModelFamiliesCli, PaperT5ScenarioRuns) {
+  const test_support::Outcome o = test_support::run_fsdpsim(
+      "run " FSDPSIM_SOURCE_DIR "/scenarios/paper/t5_11b_8xa100.json --json -");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json r = nlohmann::json::parse(o.output.substr(o.output.find('{')));
+  EXPECT_EQ(r.at("status"), "ok");
+  EXPECT_EQ(r.at("parameters"), 11307321344);
+  EXPECT_GT(r.at("hardware_tflops_per_gpu").get<double>(), 50.0);
+  EXPECT_LT(r.at("hardware_tflops_per_gpu").get<double>(), 312.0);
+}
+
+TEST(ModelFamilies, CustomScenarioReportsSamplesAsTokensWithSeqLenOne) {
+  const fsdp::StepResult r =
+      simulate_scenario(scenario_from_json(custom_scenario(), "custom.json", {}, kPresets), false)
+          .result;
+  EXPECT_FALSE(r.out_of_memory);
+  EXPECT_EQ(r.tokens_per_step_per_gpu, 8);  // 8 samples of seq_len 1 per GPU
+  // 4 stages x 2e9 FLOPs x 3 (forward + 2x backward) x 8 samples, no recompute.
+  EXPECT_NEAR(r.model_tflops_per_gpu * r.step_time.value() * 1e12, 4 * 2e9 * 3 * 8, 1e3);
+}
+
+TEST(ModelFamilies, T5RunsWithEveryCheckpointingModeAndWrapPolicy) {
+  for (const char* ac : {"none", "full", "selective", "attention"}) {
+    for (const char* wrap : {"transformer_block", "every_n_blocks", "whole_model"}) {
+      nlohmann::json s = t5_scenario();
+      s["training"]["activation_checkpointing"] = ac;
+      s["fsdp"] = {{"wrap_policy", wrap}};
+      const fsdp::StepResult r =
+          simulate_scenario(scenario_from_json(s, "t5.json", {}, kPresets), false).result;
+      EXPECT_GT(r.step_time.value(), 0.0) << ac << " " << wrap;
+      EXPECT_FALSE(r.out_of_memory) << ac << " " << wrap;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::app

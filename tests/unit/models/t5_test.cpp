@@ -1,0 +1,197 @@
+// t5 (HF T5ForConditionalGeneration): parameter counts against HF, the layer list FSDP wraps,
+// per-block FLOPs on a hand-checkable model, and the memory of the tensors a stack shares.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "models/workload.hpp"
+#include "sim/app/json_file.hpp"
+#include "sim/app/model_json.hpp"
+#include "test_specs.hpp"
+
+namespace fsdpsim::models {
+namespace {
+
+using testing::find_kernel;
+using testing::total_flops;
+
+TransformerSpec preset(const std::string& name) {
+  const app::PresetLocator presets{FSDPSIM_CONFIGS_DIR};
+  return app::model_from_json(nlohmann::json(name), std::filesystem::path("test.json"), "/model",
+                              presets);
+}
+
+// d_model 8, 2 heads of d_kv 4 (inner 8), d_ff 16, vocab 10, 2 + 2 layers, relu, tied.
+TransformerSpec tiny_t5(double dropout = 0.1) {
+  TransformerSpec s;
+  s.name = "tiny-t5";
+  s.family = ModelFamily::kT5;
+  s.n_layers = 2;
+  s.n_decoder_layers = 2;
+  s.d_model = 8;
+  s.n_heads = 2;
+  s.n_kv_heads = 2;
+  s.d_kv = 4;
+  s.ffn_dim = 16;
+  s.vocab = 10;
+  s.relative_attention_num_buckets = 32;
+  s.tied_embeddings = true;
+  s.dropout_rate = dropout;
+  return s;
+}
+
+const Layer& layer(const Workload& w, const std::string& name) {
+  for (const Layer& l : w.layers) {
+    if (l.name == name) return l;
+  }
+  throw std::out_of_range("no layer " + name);
+}
+
+double gemm_flops(const std::vector<NamedKernel>& kernels) {
+  double sum = 0.0;
+  for (const NamedKernel& k : kernels) {
+    if (k.kernel.kind == KernelKind::kGemm) sum += k.kernel.flops.value();
+  }
+  return sum;
+}
+
+TEST(T5ParameterCount, PresetsMatchHuggingFaceNumParameters) {
+  // transformers T5ForConditionalGeneration.from_pretrained(...).num_parameters() (tied head).
+  EXPECT_EQ(parameter_count(preset("t5-small")), 60506624);
+  EXPECT_EQ(parameter_count(preset("t5-base")), 222903552);
+  EXPECT_EQ(parameter_count(preset("t5-large")), 737668096);
+  EXPECT_EQ(parameter_count(preset("t5-3b")), 2851598336);
+  EXPECT_EQ(parameter_count(preset("t5-11b")), 11307321344);
+}
+
+TEST(T5ParameterCount, V11GatedUntiedPresetsAddWi1AndTheLmHead) {
+  // google/t5-v1_1-xl and -xxl: gated-gelu (wi_0, wi_1, wo), untied lm_head.
+  EXPECT_EQ(parameter_count(preset("t5-v1_1-xl")), 2849757184);
+  EXPECT_EQ(parameter_count(preset("t5-v1_1-xxl")), 11135332352);
+  const TransformerSpec xl = preset("t5-v1_1-xl");
+  TransformerSpec relu_tied = xl;
+  relu_tied.gated_ffn = false;
+  relu_tied.tied_embeddings = true;
+  EXPECT_EQ(parameter_count(xl) - parameter_count(relu_tied),
+            48 * xl.d_model * xl.ffn_dim + xl.vocab * xl.d_model);
+}
+
+TEST(T5Workload, LaysOutStacksForBlockWrapping) {
+  const Workload w = build_workload(tiny_t5(), testing::options(1, 4));
+  std::vector<std::string> names;
+  std::vector<LayerKind> kinds;
+  for (const Layer& l : w.layers) {
+    names.push_back(l.name);
+    kinds.push_back(l.kind);
+  }
+  const std::vector<std::string> expected = {
+      "embedding",         "encoder.blocks.0", "encoder.blocks.1", "encoder.final_norm",
+      "decoder.embedding", "decoder.blocks.0", "decoder.blocks.1", "head"};
+  EXPECT_EQ(names, expected);
+  const std::vector<LayerKind> expected_kinds = {
+      LayerKind::kEmbedding, LayerKind::kBlock, LayerKind::kBlock, LayerKind::kUnwrapped,
+      LayerKind::kEmbedding, LayerKind::kBlock, LayerKind::kBlock, LayerKind::kHead};
+  EXPECT_EQ(kinds, expected_kinds);
+  EXPECT_EQ(w.total_numel, parameter_count(tiny_t5()));
+  // Only the first block of each stack owns the 32 x 2 relative bias table.
+  EXPECT_EQ(layer(w, "encoder.blocks.0").numel - layer(w, "encoder.blocks.1").numel, 64);
+  EXPECT_EQ(layer(w, "decoder.blocks.0").numel - layer(w, "decoder.blocks.1").numel, 64);
+  EXPECT_EQ(layer(w, "encoder.blocks.1").numel, 4 * 8 * 8 + 8 + 2 * 8 * 16 + 8);
+  EXPECT_EQ(layer(w, "decoder.blocks.1").numel, 8 * 8 * 8 + 3 * 8 + 2 * 8 * 16);
+  EXPECT_EQ(layer(w, "decoder.embedding").numel, 0);  // the shared table is the embedding's
+}
+
+TEST(T5Workload, TinyBlockFlopsMatchAHandCount) {
+  // b=1, encoder 4 tokens, decoder 2 tokens: T_enc = 4, T_dec = 2, d = 8, inner = 8, ff = 16.
+  WorkloadOptions o = testing::options(1, 4);
+  o.decoder_seq_len = 2;
+  const Workload w = build_workload(tiny_t5(), o);
+  // Encoder block: q, k, v, o 4 * 2*4*8*8 = 2048; scores and P@V 2 * 2*4*4*4*2 = 512 (no
+  // causal halving: the unfused kernels compute the full matrix); wi, wo 2 * 2*4*8*16 = 2048.
+  EXPECT_DOUBLE_EQ(gemm_flops(layer(w, "encoder.blocks.1").forward), 2048 + 512 + 2048);
+  // Decoder block: self q, k, v, o 4 * 2*2*8*8 = 1024 and 2 * 2*2*2*4*2 = 128; cross q, o
+  // 2 * 2*2*8*8 = 512, k, v on the 4 encoder tokens 2 * 2*4*8*8 = 1024, scores and P@V
+  // 2 * 2*2*4*4*2 = 256; wi, wo 2 * 2*2*8*16 = 1024.
+  EXPECT_DOUBLE_EQ(gemm_flops(layer(w, "decoder.blocks.1").forward),
+                   1024 + 128 + 512 + 1024 + 256 + 1024);
+  // Every forward GEMM has a dgrad and a wgrad (or dP/dV, dQ/dK) twice its FLOPs.
+  for (const char* name : {"encoder.blocks.0", "decoder.blocks.0", "head"}) {
+    EXPECT_DOUBLE_EQ(gemm_flops(layer(w, name).backward), 2 * gemm_flops(layer(w, name).forward))
+        << name;
+  }
+  EXPECT_DOUBLE_EQ(total_flops(layer(w, "head").forward), 2.0 * 2 * 8 * 10);  // lm_head
+  const Kernel& cross =
+      find_kernel(layer(w, "decoder.blocks.0").forward, "cross_attn_scores").kernel;
+  EXPECT_EQ(cross.gemm.m, 2);  // decoder queries against ...
+  EXPECT_EQ(cross.gemm.n, 4);  // ... encoder keys
+  const Kernel& cross_k = find_kernel(layer(w, "decoder.blocks.0").forward, "cross_k").kernel;
+  EXPECT_EQ(cross_k.gemm.m, 4);  // projects the encoder's tokens
+}
+
+TEST(T5Workload, AttentionSavesTheFp32SoftmaxAndTheDropoutOutput) {
+  const Workload w = build_workload(tiny_t5(), testing::options(1, 4));
+  const Layer& block = layer(w, "encoder.blocks.1");
+  // Head-major q, k, v 3 * 4*8*2 = 192 B; scores 2*4*4 = 32 elements: fp32 softmax output
+  // 128 B, bool dropout mask 32 B, bf16 dropout output 64 B.
+  EXPECT_EQ(block.attention_core_saved.value(), 192 + 128 + 32 + 64);
+  EXPECT_GT(block.attention_forward_end, block.attention_forward_begin);
+  EXPECT_EQ(block.forward[block.attention_forward_begin].name, "attn_split_heads");
+  // No dropout (dropout_rate 0): the cast output is what P@V keeps, and there is no mask.
+  const Workload dry = build_workload(tiny_t5(0.0), testing::options(1, 4));
+  EXPECT_EQ(layer(dry, "encoder.blocks.1").attention_core_saved.value(), 192 + 128 + 64);
+}
+
+TEST(T5Workload, SharedStackTensorsReachTheMemoryModel) {
+  // b=2, seq 16, d 8: hidden = 2*16*8*2 = 512 B; a [b, heads, 16, 16] bias = 2048 B.
+  const Workload w = build_workload(tiny_t5(), testing::options(2, 16));
+  const std::int64_t hidden = 512;
+  const std::int64_t bias = 2 * 2 * 16 * 16 * 2;
+  // The encoder output is held by the encoder's final-norm layer until its backward, which
+  // follows the last decoder block's.
+  const Layer& final_norm = layer(w, "encoder.final_norm");
+  EXPECT_GE(final_norm.saved_activations.value(), hidden);
+  // Checkpointed blocks keep their input; the first block of each stack also the biases the
+  // later blocks' checkpoints hold (self-attention bias; decoder: cross-attention bias too).
+  EXPECT_EQ(layer(w, "encoder.blocks.1").saved_activations_checkpointed.value(), hidden);
+  EXPECT_EQ(layer(w, "encoder.blocks.0").saved_activations_checkpointed.value(), hidden + bias);
+  EXPECT_EQ(layer(w, "decoder.blocks.0").saved_activations_checkpointed.value(), hidden + 2 * bias);
+  // The biases live across the stack's forward; the bias gradient (and, in the decoder, the
+  // encoder output's gradient) across its backward.
+  EXPECT_GE(layer(w, "encoder.blocks.1").forward_transient_peak.value(), bias);
+  EXPECT_GE(layer(w, "decoder.blocks.1").forward_transient_peak.value(), 2 * bias);
+  EXPECT_GE(layer(w, "decoder.blocks.1").backward_transient_peak.value(),
+            layer(w, "encoder.blocks.1").backward_transient_peak.value() + hidden);
+  // Decoder blocks add their cross k/v input gradients into the encoder output's gradient.
+  find_kernel(layer(w, "decoder.blocks.1").backward, "cross_k_encoder_grad_accumulate");
+  find_kernel(layer(w, "encoder.blocks.1").backward, "position_bias_grad_accumulate");
+}
+
+TEST(T5Workload, DecoderSeqLenIsValidatedAndT5Only) {
+  WorkloadOptions o = testing::options(1, 4);
+  o.decoder_seq_len = -1;
+  EXPECT_NE(validate(tiny_t5(), o), "");
+  o.decoder_seq_len = 8;
+  EXPECT_EQ(validate(tiny_t5(), o), "");
+  EXPECT_NE(validate(testing::tiny_gpt(), o).find("t5"), std::string::npos);
+}
+
+TEST(T5Spec, ValidationNamesTheBadField) {
+  TransformerSpec s = tiny_t5();
+  s.d_kv = 0;
+  EXPECT_NE(validate(s).find("d_kv"), std::string::npos);
+  s = tiny_t5();
+  s.n_decoder_layers = 0;
+  EXPECT_NE(validate(s).find("n_decoder_layers"), std::string::npos);
+  s = tiny_t5();
+  s.dropout_rate = 1.0;
+  EXPECT_NE(validate(s).find("dropout_rate"), std::string::npos);
+  // d_model need not be n_heads * d_kv (t5-11b: 1024 vs 128 * 128).
+  s = tiny_t5();
+  s.d_kv = 64;
+  EXPECT_EQ(validate(s), "");
+}
+
+}  // namespace
+}  // namespace fsdpsim::models
