@@ -8,6 +8,13 @@
 // the fp32 log-probabilities [T, V] (log_softmax saves its result) and the int64 targets; the
 // upcast and nll_loss save nothing large. This fp32 [T, V] tensor is what makes large-vocab
 // heads (llama-3, V = 128256) heavy in memory.
+//
+// llm-foundry's MPT instead defaults to loss_fn 'fused_crossentropy', flash-attn's
+// CrossEntropyLoss (flash_attn/losses/cross_entropy.py, the apex xentropy CUDA kernel): one
+// forward kernel reads the logits in their own dtype and writes the per-token loss and
+// log-sum-exp (fp32); the autograd Function saves the logits, the log-sum-exp and the labels;
+// one backward kernel reads them and the loss gradient and writes the logits gradient in the
+// logits' dtype (inplace_backward=False, the default). No fp32 [T, V] tensor exists.
 #include "models/head_layer.hpp"
 
 namespace fsdpsim::models::detail {
@@ -24,6 +31,20 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
   append_norm_forward(draft, dims.norm_name, dims.norm, dims.d_model, ctx);
   draft.save(hidden);  // the norm output, saved by the LM head linear
   draft.forward(linear_forward("lm_head", lm_head, ctx));
+  if (ctx.fused_cross_entropy) {
+    const std::int64_t per_token = t * (kIndexBytes + 2 * kStatBytes);  // labels, loss, lse
+    draft.forward(memory_bound_kernel("fused_cross_entropy", logits + per_token, ctx));
+    draft.save(logits + t * (kIndexBytes + kStatBytes));  // logits, labels, log-sum-exp
+    TransientTracker& bwd = draft.backward_temps();
+    draft.backward(memory_bound_kernel("fused_cross_entropy_bwd", 2 * logits + per_token, ctx));
+    bwd.allocate(logits);
+    append_linear_backward(draft, "lm_head", lm_head, ctx);
+    bwd.allocate(hidden);  // gradient of the norm output
+    bwd.release(logits);
+    draft.backward(norm_backward(dims.norm_name, dims.norm, dims.d_model, ctx));
+    bwd.release(hidden);
+    return draft.finish(-1);
+  }
   fwd.allocate(logits);
   draft.forward(memory_bound_kernel("logits_to_fp32", logits + logits_fp32, ctx));
   fwd.allocate(logits_fp32);

@@ -26,6 +26,7 @@ struct BuildContext {
   Dtype dtype = Dtype::kBf16;
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;
+  bool fused_cross_entropy = false;
 };
 
 BuildContext make_context(const WorkloadOptions& options);

@@ -176,6 +176,8 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                      : kernel == "triton" ? FlashKernel::kTriton
                                           : FlashKernel::kFlash2;
   }
+  t.fused_cross_entropy = r.choice("loss", {"cross_entropy", "fused_cross_entropy"},
+                                   "cross_entropy") == "fused_cross_entropy";
   t.no_sync = r.boolean("no_sync", false);
   if (r.has("autocast_dtype")) t.autocast_dtype = dtype_key(r, "autocast_dtype", "bf16");
   r.finish();

@@ -45,6 +45,9 @@ training:
   flash_attention           fused attention kernel [scaled_dot_product_attention]   default true
   flash_kernel              flash2 [flash-attn 2, SDPA flash] | flash1 [flash-attn 1.x] |
                             triton [flash_attn_triton; llm-foundry attn_impl triton] default flash2
+  loss                      cross_entropy [F.cross_entropy: fp32 log_softmax + nll_loss] |
+                            fused_cross_entropy [flash_attn.losses.cross_entropy, llm-foundry's
+                            default loss_fn]                                        default cross_entropy
   autocast_dtype            bf16 | fp16 | fp32: GEMM/activation dtype under torch.autocast when it
                             differs from fsdp.param_dtype [torch.autocast(dtype)]  default param_dtype
 fsdp:

@@ -256,6 +256,9 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
   cmd->add_option("--md", options.md_path, "Write the report as markdown to PATH")
       ->type_name("PATH");
   cmd->add_option("--configs", options.configs_dir, "Folder of presets")->type_name("DIR");
+  cmd->add_option("--scenarios-out", options.scenarios_dir,
+                  "Write each row's scenario JSON to DIR/<case_id>.json (to run or explain it)")
+      ->type_name("DIR");
   cmd->add_option("--where", options.where,
                   "Keep only rows whose COLUMN equals (=) or differs from (!=) VALUE; repeatable")
       ->type_name("COLUMN=VALUE");
@@ -292,6 +295,16 @@ int validate_command(const ValidateOptions& options) {
     overrides.push_back(fmt::format("{}={}", fit.key, fitted->first));
   }
   Evaluation evaluation = evaluate(chosen, file, overrides, presets);
+  if (!options.scenarios_dir.empty()) {
+    std::filesystem::create_directories(options.scenarios_dir);
+    for (const ValidationCase* c : chosen) {
+      const CaseScenario built = scenario_for_case(*c, file);
+      if (built.document.is_null()) continue;
+      write_output(
+          (std::filesystem::path(options.scenarios_dir) / (c->get("case_id") + ".json")).string(),
+          built.document.dump(2) + "\n");
+    }
+  }
   const std::vector<Outcome>& outcomes = evaluation.outcomes;
   const nlohmann::json& skipped = evaluation.skipped;
 

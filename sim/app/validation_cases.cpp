@@ -180,6 +180,13 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
       {"seq_len", seq},
       {"activation_checkpointing", ac},
       {"optimizer", c.get("optimizer").empty() ? "adamw" : c.get("optimizer")}};
+  // The optional loss column (configs/validation/README.md); empty = F.cross_entropy.
+  if (const std::string loss = c.get("loss");
+      loss == "cross_entropy" || loss == "fused_cross_entropy") {
+    training["loss"] = loss;
+  } else if (!loss.empty()) {
+    bad_cell(file, c, "loss", "cross_entropy or fused_cross_entropy");
+  }
   // The optional attention column (configs/validation/README.md); empty = FlashAttention-2.
   if (const std::string attention = c.get("attention"); attention == "unfused") {
     training["flash_attention"] = false;

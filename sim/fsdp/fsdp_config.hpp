@@ -88,6 +88,7 @@ struct TrainingConfig {
   Optimizer optimizer = Optimizer::kAdamW;
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
+  bool fused_cross_entropy = false;  // loss: flash-attn xentropy instead of F.cross_entropy
   // torch.autocast(dtype=...) around forward: the math dtype of GEMMs and activations when it
   // differs from the parameters' (e.g. Composer's DEFAULT precision: fp32 FSDP parameters,
   // bf16 autocast). nullopt: compute in MixedPrecision.param_dtype.

@@ -106,5 +106,21 @@ TEST(TransientPeak, HeadHoldsLogitsInBothPrecisions) {
   EXPECT_EQ(w.layers.back().backward_transient_peak.value(), 2 * kT * kV * 4);
 }
 
+TEST(TransientPeak, FusedCrossEntropyKeepsOnlyComputeDtypeLogits) {
+  WorkloadOptions fused = testing::options(kB, kS, true);
+  fused.fused_cross_entropy = true;
+  const Workload plain = build_workload(mpt(), testing::options(kB, kS, true));
+  const Workload w = build_workload(mpt(), fused);
+  const Layer& head = w.layers.back();
+  // Saved: the LM head input (bf16 T*d, as before), the bf16 logits, the int64 labels and the
+  // fp32 log-sum-exp, instead of the fp32 log-probabilities and the labels.
+  EXPECT_EQ(head.saved_activations.value() - plain.layers.back().saved_activations.value(),
+            kT * kV * 2 + kT * 4 - kT * kV * 4);
+  EXPECT_EQ(head.forward_transient_peak.value(), 0);
+  // xentropy backward writes the bf16 logits gradient; lm_head dgrad then adds T*d.
+  EXPECT_EQ(head.backward_transient_peak.value(), kT * kV * 2 + kT * kH * 2);
+  EXPECT_EQ(head.forward[head.forward.size() - 1].name, "fused_cross_entropy");
+}
+
 }  // namespace
 }  // namespace fsdpsim::models
