@@ -1,11 +1,13 @@
 // parameter_count, validate(spec, options) and build_workload: dispatch to the family builders
-// (gpt_family.cpp, llama_family.cpp) and assemble embedding, blocks and head in forward order.
+// (gpt_family.cpp, llama_family.cpp), assemble embedding, blocks and head in forward order, then
+// apply the float8 rewrite when the options ask for it.
 #include "models/workload.hpp"
 
 #include <stdexcept>
 #include <string>
 
 #include "models/families.hpp"
+#include "models/float8_linear.hpp"
 #include "models/layer_draft.hpp"
 
 namespace fsdpsim::models {
@@ -65,7 +67,12 @@ Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& opti
   }
   workload.layers.push_back(is_llama(spec) ? detail::build_llama_head(spec, ctx)
                                            : detail::build_gpt_head(spec, ctx));
-  for (const Layer& layer : workload.layers) workload.total_numel += layer.numel;
+  for (Layer& layer : workload.layers) {
+    // torchtitan converts every nn.Linear but the LM head ("output") to Float8Linear
+    // (torchtitan float8 converter: module_filter_fn skips fqn "output").
+    if (options.float8_linears && layer.kind != LayerKind::kHead) convert_linears_to_float8(layer);
+    workload.total_numel += layer.numel;
+  }
   return workload;
 }
 
