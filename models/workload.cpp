@@ -1,11 +1,12 @@
 // parameter_count, validate(spec, options) and build_workload: dispatch to the family builders
 // (gpt_family.cpp, llama_family.cpp), assemble embedding, blocks and head in forward order, then
-// apply the float8 rewrite when the options ask for it.
+// apply the float8 and torch.compile rewrites the options ask for.
 #include "models/workload.hpp"
 
 #include <stdexcept>
 #include <string>
 
+#include "models/compile_fusion.hpp"
 #include "models/families.hpp"
 #include "models/float8_linear.hpp"
 #include "models/layer_draft.hpp"
@@ -71,6 +72,7 @@ Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& opti
     // torchtitan converts every nn.Linear but the LM head ("output") to Float8Linear
     // (torchtitan float8 converter: module_filter_fn skips fqn "output").
     if (options.float8_linears && layer.kind != LayerKind::kHead) convert_linears_to_float8(layer);
+    if (options.compiled && layer.kind == LayerKind::kBlock) fuse_for_compile(layer);
     workload.total_numel += layer.numel;
   }
   return workload;
