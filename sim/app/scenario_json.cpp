@@ -99,7 +99,23 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
         fmt::format("seq_len {} exceeds the model's learned position table (max_seq_len {})",
                     s.training.seq_len, s.model.max_seq_len));
   }
-  if (s.hardware.cluster.gpu.peak(s.training.compute_dtype(s.fsdp.param_dtype)).value() <= 0.0) {
+  const Dtype compute = s.training.compute_dtype(s.fsdp.param_dtype);
+  if (s.training.matmul_dtype && !s.training.float8_linears() &&
+      *s.training.matmul_dtype != compute) {
+    throw ConfigError(
+        f, "/training/matmul_dtype",
+        fmt::format("expected fp8 (float8 linears) or the compute dtype {}, found {}; "
+                    "autocast_dtype sets the compute dtype",
+                    dtype_name(compute), dtype_name(*s.training.matmul_dtype)));
+  }
+  if (s.training.float8_linears() && s.hardware.cluster.gpu.peak(Dtype::kFp8).value() <= 0.0) {
+    throw ConfigError(
+        f, "/training/matmul_dtype",
+        fmt::format("float8 linears need fp8 tensor cores, and {} has no fp8 peak "
+                    "in its hardware description (hardware.gpu.peak_dense_tflops.fp8)",
+                    s.hardware.cluster.gpu.name));
+  }
+  if (s.hardware.cluster.gpu.peak(compute).value() <= 0.0) {
     throw ConfigError(
         f, s.training.autocast_dtype ? "/training/autocast_dtype" : "/fsdp/param_dtype",
         fmt::format("{} has no {} peak in its hardware description", s.hardware.cluster.gpu.name,

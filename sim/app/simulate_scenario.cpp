@@ -10,6 +10,8 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   options.seq_len = scenario.training.seq_len;
   options.compute_dtype = scenario.training.compute_dtype(scenario.fsdp.param_dtype);
   options.flash_attention = scenario.training.flash_attention;
+  options.float8_linears = scenario.training.float8_linears();
+  options.compiled = scenario.training.compiled;
   const models::Workload workload = models::build_workload(scenario.model, options);
   fsdp::ScheduleInput input;
   input.workload = &workload;

@@ -45,6 +45,10 @@ TEST(Cli, VersionAndHelpExitZero) {
                            "no_sync",
                            "optimizer",
                            "flash_attention",
+                           "matmul_dtype",
+                           "Float8Linear",
+                           "compiled",
+                           "torch.compile",
                            "version",
                            "sharding_strategy",
                            "shard_group_size",
@@ -216,7 +220,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"missing_section", {{"training", nullptr}}, "/training: required key is missing"},
         BadInput{"bad_efficiency",
                  {{"hardware", {{"gpu", {{"gemm_efficiency", 1.5}}}}}},
-                 "/hardware/gpu/gemm_efficiency: expected a number in (0, 1]"}),
+                 "/hardware/gpu/gemm_efficiency: expected a number in (0, 1]"},
+        BadInput{"fp8_on_a100",
+                 {{"training", {{"matmul_dtype", "fp8"}}}},
+                 "/training/matmul_dtype: float8 linears need fp8 tensor cores, and "
+                 "a100-sxm-80gb has no fp8 peak"},
+        BadInput{"matmul_dtype_not_compute_dtype",
+                 {{"training", {{"matmul_dtype", "fp32"}}}},
+                 "/training/matmul_dtype: expected fp8 (float8 linears) or the compute dtype"},
+        BadInput{"compiled_not_boolean",
+                 {{"training", {{"compiled", "yes"}}}},
+                 "/training/compiled: expected true or false, found the string \"yes\""}),
     [](const ::testing::TestParamInfo<BadInput>& param) { return std::string(param.param.name); });
 
 TEST(Cli, MalformedJsonNamesLineAndColumn) {
