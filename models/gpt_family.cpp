@@ -46,7 +46,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   TransientTracker& temps = draft.forward_temps();
 
   append_norm_forward(draft, "ln1", NormKind::kLayerNorm, d, ctx);  // saves the block input
-  draft.save(hidden);                                               // ln1 output: qkv input
+  draft.save_rematerializable(hidden);                              // ln1 output: qkv input
   draft.forward(linear_forward("qkv", {d, d + 2 * kv_width(spec), true}, ctx));
   // q, k, v are views of the qkv output (minGPT: c_attn(x).split(n_embd, dim=2)).
   if (attention_saves_inputs(ctx)) {
@@ -58,7 +58,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   draft.forward(linear_forward("attn_out", {d, d, true}, ctx));
   temps.allocate(hidden);
   if (dropout) {
-    draft.forward(dropout_forward("attn_resid_dropout", d, ctx));
+    draft.forward(handed_off(dropout_forward("attn_resid_dropout", d, ctx), hidden));
     temps.allocate(hidden);
     temps.release(hidden);
     draft.save(mask);
@@ -66,15 +66,15 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   draft.forward(add_kernel("residual1", d, ctx));
   temps.release(hidden);  // x_mid is saved by ln2 below
   append_norm_forward(draft, "ln2", NormKind::kLayerNorm, d, ctx);
-  draft.save(hidden);  // ln2 output: mlp_up input
+  draft.save_rematerializable(hidden);  // ln2 output: mlp_up input
   draft.forward(linear_forward("mlp_up", {d, f, true}, ctx));
   draft.save(inner);  // GELU input
   draft.forward(unary_forward("gelu", f, ctx));
-  draft.save(inner);  // mlp_down input
+  draft.save_rematerializable(inner);  // GELU output: mlp_down input
   draft.forward(linear_forward("mlp_down", {f, d, true}, ctx));
   temps.allocate(hidden);
   if (dropout) {
-    draft.forward(dropout_forward("mlp_resid_dropout", d, ctx));
+    draft.forward(handed_off(dropout_forward("mlp_resid_dropout", d, ctx), hidden));
     temps.allocate(hidden);
     temps.release(hidden);
     draft.save(mask);
@@ -106,7 +106,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   append_linear_backward(draft, "mlp_up", {d, f, true}, ctx);
   temps.allocate(hidden);
   temps.release(inner);
-  draft.backward(norm_backward("ln2", NormKind::kLayerNorm, d, ctx));
+  draft.backward(handed_off(norm_backward("ln2", NormKind::kLayerNorm, d, ctx), hidden));
   temps.allocate(hidden);  // gradient of x_mid ...
   temps.release(hidden);
   // ... plus the residual path's gradient (autograd input_buffer.cpp accumulates in place).
@@ -129,7 +129,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   append_linear_backward(draft, "qkv", {d, d + 2 * kv_width(spec), true}, ctx);
   temps.allocate(hidden);
   temps.release(qkv);
-  draft.backward(norm_backward("ln1", NormKind::kLayerNorm, d, ctx));
+  draft.backward(handed_off(norm_backward("ln1", NormKind::kLayerNorm, d, ctx), hidden));
   temps.release(hidden);  // ln1's input gradient becomes the block's input gradient ...
   draft.backward(add_kernel("residual1_grad", d, ctx));
   temps.release(hidden);  // ... once the gradient of x_mid is accumulated into it

@@ -43,18 +43,30 @@ NamedKernel opaque_compute_kernel(std::string name, double flops, const BuildCon
 }
 
 NamedKernel linear_forward(std::string name, LinearDims dims, const BuildContext& ctx) {
-  return gemm_kernel(std::move(name), GemmShape{ctx.tokens, dims.out, dims.in, 1}, ctx);
+  NamedKernel k = gemm_kernel(std::move(name), GemmShape{ctx.tokens, dims.out, dims.in, 1}, ctx);
+  k.linear = LinearPass::kForward;
+  k.linear_bias = dims.bias;
+  return k;
 }
 
 void append_linear_backward(LayerDraft& draft, const std::string& name, LinearDims dims,
                             const BuildContext& ctx) {
   // dX[T,in] = dY[T,out] W[out,in]; dW[in,out] = X^T[in,T] dY[T,out] (stored transposed in
   // PyTorch, same product).
-  draft.backward(gemm_kernel(name + "_dgrad", GemmShape{ctx.tokens, dims.in, dims.out, 1}, ctx));
-  draft.backward(gemm_kernel(name + "_wgrad", GemmShape{dims.in, dims.out, ctx.tokens, 1}, ctx));
+  NamedKernel dgrad =
+      gemm_kernel(name + "_dgrad", GemmShape{ctx.tokens, dims.in, dims.out, 1}, ctx);
+  dgrad.linear = LinearPass::kInputGrad;
+  draft.backward(std::move(dgrad));
+  NamedKernel wgrad =
+      gemm_kernel(name + "_wgrad", GemmShape{dims.in, dims.out, ctx.tokens, 1}, ctx);
+  wgrad.linear = LinearPass::kWeightGrad;
+  draft.backward(std::move(wgrad));
   if (dims.bias) {
-    draft.backward(memory_bound_kernel(
-        name + "_bgrad", (ctx.tokens * dims.out + dims.out) * ctx.element_bytes, ctx));
+    NamedKernel bgrad = memory_bound_kernel(
+        name + "_bgrad", (ctx.tokens * dims.out + dims.out) * ctx.element_bytes, ctx);
+    // The next kernel (the previous op's backward) reads dX, not dY: no common read to fuse on.
+    bgrad.ends_fusion = true;
+    draft.backward(std::move(bgrad));
   }
 }
 
@@ -77,6 +89,11 @@ NamedKernel norm_backward(const std::string& name, NormKind kind, std::int64_t w
   // Reads dy, x, stats and the weight; writes dx and the parameter gradients.
   const std::int64_t weight = width * ctx.element_bytes;
   return memory_bound_kernel(name + "_bwd", 2 * act + stats + weight + act + params, ctx);
+}
+
+NamedKernel handed_off(NamedKernel kernel, std::int64_t output_bytes) {
+  kernel.handoff_bytes = output_bytes;
+  return kernel;
 }
 
 NamedKernel add_kernel(std::string name, std::int64_t width, const BuildContext& ctx) {

@@ -40,6 +40,7 @@ struct LinearDims {
 };
 
 // Forward: GEMM {m=T, n=out, k=in}; the bias add is fused into the cuBLAS epilogue (addmm).
+// The GEMMs of a linear carry their LinearPass.
 NamedKernel linear_forward(std::string name, LinearDims dims, const BuildContext& ctx);
 // Backward (torch/csrc/autograd/FunctionsManual.cpp, addmm/mm backward): dgrad GEMM
 // {m=T, n=in, k=out} named <name>_dgrad, wgrad GEMM {m=in, n=out, k=T} named <name>_wgrad, and
@@ -60,6 +61,10 @@ void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind ki
 // <name>_bwd: reads dy, x, stats, weight; writes dx and the weight (and bias) gradients.
 NamedKernel norm_backward(const std::string& name, NormKind kind, std::int64_t width,
                           const BuildContext& ctx);
+
+// `kernel` with NamedKernel::handoff_bytes = output_bytes: its output is read only by the
+// memory-bound kernels that follow it before the next GEMM or attention kernel.
+NamedKernel handed_off(NamedKernel kernel, std::int64_t output_bytes);
 
 // out = a + b over T*width elements (residual add forward, or autograd's accumulation of two
 // gradients of one tensor, torch/csrc/autograd/input_buffer.cpp): reads 2, writes 1.

@@ -45,6 +45,11 @@ void LayerDraft::backward(NamedKernel kernel) { layer_.backward.push_back(std::m
 
 void LayerDraft::save(std::int64_t bytes) { saved_ += bytes; }
 
+void LayerDraft::save_rematerializable(std::int64_t bytes) {
+  save(bytes);
+  rematerializable_ += bytes;
+}
+
 void LayerDraft::begin_attention_core() {
   layer_.attention_forward_begin = layer_.forward.size();
   saved_at_attention_begin_ = saved_;
@@ -62,6 +67,7 @@ Layer LayerDraft::finish(std::int64_t checkpointed_bytes) {
                            std::to_string(backward_temps_.live()) + " B)");
   }
   layer_.saved_activations = Bytes(saved_);
+  layer_.rematerializable_saved = Bytes(rematerializable_);
   layer_.saved_activations_checkpointed =
       Bytes(checkpointed_bytes < 0 ? saved_ : checkpointed_bytes);
   layer_.forward_transient_peak = Bytes(forward_temps_.peak());

@@ -51,6 +51,9 @@ class LayerDraft {
   void forward(NamedKernel kernel);
   void backward(NamedKernel kernel);
   void save(std::int64_t bytes);
+  // save(bytes) of a linear's input that is a pointwise function of other saved tensors (a
+  // norm's or an activation's output): Layer::rematerializable_saved.
+  void save_rematerializable(std::int64_t bytes);
   // Brackets the attention core's forward kernels; `output_bytes` is the core's output, saved
   // inside the bracket but kept by the output projection regardless.
   void begin_attention_core();
@@ -66,6 +69,7 @@ class LayerDraft {
  private:
   Layer layer_;
   std::int64_t saved_ = 0;
+  std::int64_t rematerializable_ = 0;
   std::int64_t saved_at_attention_begin_ = 0;
   TransientTracker forward_temps_;
   TransientTracker backward_temps_;

@@ -45,7 +45,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   TransientTracker& temps = draft.forward_temps();
 
   append_norm_forward(draft, "rmsnorm1", NormKind::kRmsNorm, d, ctx);  // saves the block input
-  draft.save(hidden);  // rmsnorm1 output, the input of q, k and v (one tensor)
+  draft.save_rematerializable(hidden);  // rmsnorm1 output, the input of q, k and v (one tensor)
   draft.forward(linear_forward("q", {d, d, false}, ctx));
   draft.forward(linear_forward("k", {d, kv_width(spec), false}, ctx));
   draft.forward(linear_forward("v", {d, kv_width(spec), false}, ctx));
@@ -68,12 +68,12 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   draft.forward(add_kernel("residual1", d, ctx));
   temps.release(hidden);  // h is saved by rmsnorm2 below
   append_norm_forward(draft, "rmsnorm2", NormKind::kRmsNorm, d, ctx);
-  draft.save(hidden);  // rmsnorm2 output, the input of gate and up
+  draft.save_rematerializable(hidden);  // rmsnorm2 output, the input of gate and up
   draft.forward(linear_forward("gate", {d, f, false}, ctx));
   draft.forward(linear_forward("up", {d, f, false}, ctx));
   draft.save(2 * inner);  // gate and up outputs, kept by swiglu
   draft.forward(memory_bound_kernel("swiglu", 3 * inner, ctx));
-  draft.save(inner);  // down input
+  draft.save_rematerializable(inner);  // swiglu output: down input
   draft.forward(linear_forward("down", {f, d, false}, ctx));
   temps.allocate(hidden);
   draft.forward(add_kernel("residual2", d, ctx));
@@ -102,9 +102,9 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   temps.allocate(hidden);
   temps.release(inner);
   // Autograd sums the two gradients of rmsnorm2's output (input_buffer.cpp).
-  draft.backward(add_kernel("mlp_in_grad_sum", d, ctx));
+  draft.backward(handed_off(add_kernel("mlp_in_grad_sum", d, ctx), hidden));
   temps.release(hidden);
-  draft.backward(norm_backward("rmsnorm2", NormKind::kRmsNorm, d, ctx));
+  draft.backward(handed_off(norm_backward("rmsnorm2", NormKind::kRmsNorm, d, ctx), hidden));
   temps.allocate(hidden);  // gradient of h ...
   temps.release(hidden);
   draft.backward(add_kernel("residual2_grad", d, ctx));  // ... plus the residual path's
@@ -125,9 +125,9 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   append_linear_backward(draft, "q", {d, d, false}, ctx);
   temps.allocate(hidden);
   temps.release(hidden);  // dq
-  draft.backward(add_kernel("attn_in_grad_sum_q", d, ctx));
+  draft.backward(handed_off(add_kernel("attn_in_grad_sum_q", d, ctx), hidden));
   temps.release(hidden);
-  draft.backward(norm_backward("rmsnorm1", NormKind::kRmsNorm, d, ctx));
+  draft.backward(handed_off(norm_backward("rmsnorm1", NormKind::kRmsNorm, d, ctx), hidden));
   temps.release(hidden);  // rmsnorm1's input gradient becomes the block's input gradient ...
   draft.backward(add_kernel("residual1_grad", d, ctx));
   temps.release(hidden);  // ... once the gradient of h is accumulated into it

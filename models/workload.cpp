@@ -1,18 +1,33 @@
 // parameter_count, validate(spec, options) and build_workload: dispatch to the family builders
 // (gpt_family.cpp, llama_family.cpp) and assemble embedding, blocks and head in forward order;
-// t5 and custom assemble their own layer lists (t5_family.cpp, custom_family.cpp).
+// t5 and custom assemble their own layer lists (t5_family.cpp, custom_family.cpp). Then apply
+// the float8 and torch.compile rewrites the options ask for.
 #include "models/workload.hpp"
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
+#include "models/compile_fusion.hpp"
 #include "models/families.hpp"
+#include "models/float8_linear.hpp"
 #include "models/layer_draft.hpp"
 
 namespace fsdpsim::models {
 namespace {
 
 bool is_llama(const TransformerSpec& spec) { return spec.family == ModelFamily::kLlama; }
+
+// The float8 and torch.compile rewrites of a built workload.
+Workload rewritten(Workload workload, const WorkloadOptions& options) {
+  for (Layer& layer : workload.layers) {
+    // torchtitan converts every nn.Linear but the LM head ("output") to Float8Linear
+    // (torchtitan float8 converter: module_filter_fn skips fqn "output").
+    if (options.float8_linears && layer.kind != LayerKind::kHead) convert_linears_to_float8(layer);
+    if (options.compiled && layer.kind == LayerKind::kBlock) fuse_for_compile(layer);
+  }
+  return workload;
+}
 
 std::int64_t embedding_numel(const TransformerSpec& spec) {
   return is_llama(spec) ? detail::llama_embedding_numel(spec) : detail::gpt_embedding_numel(spec);
@@ -48,6 +63,15 @@ std::string validate(const TransformerSpec& spec, const WorkloadOptions& options
   if (options.decoder_seq_len > 0 && spec.family != ModelFamily::kT5) {
     return "decoder_seq_len applies to encoder-decoder models (t5) only";
   }
+  if (spec.family == ModelFamily::kCustom &&
+      (options.float8_linears || options.compiled || options.fused_cross_entropy)) {
+    return "float8 linears, torch.compile and the fused cross-entropy rewrite a model's own "
+           "kernels; a custom model lists opaque units (FLOPs and bytes), so they do not apply";
+  }
+  if (spec.family == ModelFamily::kT5 && options.fused_cross_entropy) {
+    return "the fused cross-entropy (loss fused_cross_entropy) is modelled for the gpt, mpt and "
+           "llama heads; HF T5 computes its loss with nn.CrossEntropyLoss";
+  }
   const bool learned_positions =
       spec.family == ModelFamily::kGpt || spec.family == ModelFamily::kMpt;
   if (learned_positions && options.seq_len > spec.max_seq_len) {
@@ -63,7 +87,9 @@ Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& opti
   if (problem.empty()) problem = validate(spec, options);
   if (!problem.empty()) throw std::invalid_argument("build_workload: " + problem);
 
-  if (spec.family == ModelFamily::kT5) return detail::build_t5_workload(spec, options);
+  if (spec.family == ModelFamily::kT5) {
+    return rewritten(detail::build_t5_workload(spec, options), options);
+  }
   if (spec.family == ModelFamily::kCustom) return detail::build_custom_workload(spec, options);
   const detail::BuildContext ctx = detail::make_context(options);
   Workload workload;
@@ -80,7 +106,7 @@ Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& opti
   workload.layers.push_back(is_llama(spec) ? detail::build_llama_head(spec, ctx)
                                            : detail::build_gpt_head(spec, ctx));
   for (const Layer& layer : workload.layers) workload.total_numel += layer.numel;
-  return workload;
+  return rewritten(std::move(workload), options);
 }
 
 }  // namespace fsdpsim::models

@@ -25,9 +25,28 @@ enum class LayerKind : std::uint8_t {
   kUnwrapped,
 };
 
+// Which product of an nn.Linear a GEMM kernel computes (models/kernel_factory.hpp sets it);
+// the float8 pass (models/float8_linear.hpp) rewrites the kernels that carry it.
+enum class LinearPass : std::uint8_t {
+  kNone,        // not a linear's GEMM (attention bmm, memory-bound kernels, ...)
+  kForward,     // Y = X W^T (+ bias in the cuBLAS epilogue when linear_bias)
+  kInputGrad,   // dX = dY W
+  kWeightGrad,  // dW = dY^T X
+};
+
 struct NamedKernel {
   std::string name;  // e.g. "qkv", "attn", "attn_out", "mlp_up", "gelu", "ln1", "lm_head"
   Kernel kernel;
+  LinearPass linear = LinearPass::kNone;
+  bool linear_bias = false;  // with kForward: the linear has a bias
+  // Memory-bound kernels, for the torch.compile pass (models/compile_fusion.hpp): bytes of this
+  // kernel's output that only the memory-bound kernels after it read, before the next GEMM or
+  // attention kernel (a dropout output that only the residual add reads). Fused with them, that
+  // output is neither written nor read back.
+  std::int64_t handoff_bytes = 0;
+  // True when the next kernel cannot join this one's fused kernel: it needs this kernel's full
+  // reduction first (a float8 amax), or it shares no read with it (a bias gradient).
+  bool ends_fusion = false;
 };
 
 struct Layer {
@@ -55,6 +74,11 @@ struct Layer {
   std::size_t attention_forward_begin = 0;
   std::size_t attention_forward_end = 0;
   Bytes attention_core_saved{0};
+  // Part of saved_activations that is the input of a linear and a pointwise function of other
+  // saved tensors (a norm's or an activation's output). With float8 linears under torch.compile
+  // its only backward users are the float8 casts, which are fusible, so Inductor's partitioner
+  // recomputes it instead of saving it (models/compile_fusion.hpp).
+  Bytes rematerializable_saved{0};
 };
 
 struct WorkloadOptions {
@@ -67,6 +91,11 @@ struct WorkloadOptions {
   // flash-attn's fused cross-entropy (xentropy) on the compute-dtype logits instead of
   // F.cross_entropy's fp32 log_softmax + nll_loss (models/head_layer.cpp).
   bool fused_cross_entropy = false;
+  // torchao Float8Linear (tensorwise dynamic scaling) for every eligible linear but the LM head
+  // (models/float8_linear.hpp). The GPU must have an fp8 rate; the app checks.
+  bool float8_linears = false;
+  // torch.compile of every transformer block (models/compile_fusion.hpp).
+  bool compiled = false;
 };
 
 struct Workload {

@@ -180,6 +180,11 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                                    "cross_entropy") == "fused_cross_entropy";
   t.no_sync = r.boolean("no_sync", false);
   if (r.has("autocast_dtype")) t.autocast_dtype = dtype_key(r, "autocast_dtype", "bf16");
+  if (r.has("matmul_dtype")) {
+    t.matmul_dtype =
+        *parse_dtype(r.choice("matmul_dtype", {"fp8", "bf16", "fp16", "fp32"}, "bf16"));
+  }
+  t.compiled = r.boolean("compiled", false);
   r.finish();
   return t;
 }

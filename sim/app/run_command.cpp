@@ -50,6 +50,11 @@ training:
                             default loss_fn]                                        default cross_entropy
   autocast_dtype            bf16 | fp16 | fp32: GEMM/activation dtype under torch.autocast when it
                             differs from fsdp.param_dtype [torch.autocast(dtype)]  default param_dtype
+  matmul_dtype              fp8: float8 linears, tensorwise dynamic scaling, every eligible linear
+                            but the LM head (needs an fp8 peak: H100/H200, not A100)
+                            [torchao Float8Linear / convert_to_float8_training]   default compute dtype
+  compiled                  each transformer block compiled: memory-bound chains fused, fewer
+                            launches [torch.compile(block)]                         default false
 fsdp:
   version                   1 [FullyShardedDataParallel] | 2 [fully_shard]          default 1
   sharding_strategy         FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2

@@ -104,6 +104,22 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
                       "HF T5 attention is unfused (it adds a relative position bias to the scores, "
                       "which FlashAttention does not take); drop the key or set it to false");
   }
+  const bool custom = s.model.family == models::ModelFamily::kCustom;
+  for (const auto& [key, on] :
+       {std::pair<const char*, bool>{"matmul_dtype", s.training.float8_linears()},
+        {"compiled", s.training.compiled},
+        {"loss", s.training.fused_cross_entropy}}) {
+    if (custom && on) {
+      throw ConfigError(f, fmt::format("/training/{}", key),
+                        "rewrites a model's own kernels; a custom model lists opaque units "
+                        "(FLOPs and bytes), so it does not apply");
+    }
+  }
+  if (s.model.family == models::ModelFamily::kT5 && s.training.fused_cross_entropy) {
+    throw ConfigError(f, "/training/loss",
+                      "fused_cross_entropy is modelled for the gpt, mpt and llama heads; HF T5 "
+                      "computes its loss with nn.CrossEntropyLoss");
+  }
   const bool learned_positions =
       s.model.family == models::ModelFamily::kGpt || s.model.family == models::ModelFamily::kMpt;
   if (learned_positions && s.training.seq_len > s.model.max_seq_len) {
@@ -112,7 +128,23 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
         fmt::format("seq_len {} exceeds the model's learned position table (max_seq_len {})",
                     s.training.seq_len, s.model.max_seq_len));
   }
-  if (s.hardware.cluster.gpu.peak(s.training.compute_dtype(s.fsdp.param_dtype)).value() <= 0.0) {
+  const Dtype compute = s.training.compute_dtype(s.fsdp.param_dtype);
+  if (s.training.matmul_dtype && !s.training.float8_linears() &&
+      *s.training.matmul_dtype != compute) {
+    throw ConfigError(
+        f, "/training/matmul_dtype",
+        fmt::format("expected fp8 (float8 linears) or the compute dtype {}, found {}; "
+                    "autocast_dtype sets the compute dtype",
+                    dtype_name(compute), dtype_name(*s.training.matmul_dtype)));
+  }
+  if (s.training.float8_linears() && s.hardware.cluster.gpu.peak(Dtype::kFp8).value() <= 0.0) {
+    throw ConfigError(
+        f, "/training/matmul_dtype",
+        fmt::format("float8 linears need fp8 tensor cores, and {} has no fp8 peak "
+                    "in its hardware description (hardware.gpu.peak_dense_tflops.fp8)",
+                    s.hardware.cluster.gpu.name));
+  }
+  if (s.hardware.cluster.gpu.peak(compute).value() <= 0.0) {
     throw ConfigError(
         f, s.training.autocast_dtype ? "/training/autocast_dtype" : "/fsdp/param_dtype",
         fmt::format("{} has no {} peak in its hardware description", s.hardware.cluster.gpu.name,

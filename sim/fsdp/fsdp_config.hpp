@@ -100,6 +100,13 @@ struct TrainingConfig {
   // Gradient accumulation inside `with model.no_sync()` (FSDP2: set_requires_gradient_sync):
   // gradients stay unsharded until the last micro-batch reduces them.
   bool no_sync = false;
+  // The linears' GEMM dtype when set: fp8 = torchao float8 linears (models/float8_linear.hpp);
+  // any other value equals the compute dtype (the app checks). nullopt: the compute dtype.
+  std::optional<Dtype> matmul_dtype;
+  // torch.compile of each transformer block (models/compile_fusion.hpp).
+  bool compiled = false;
+
+  [[nodiscard]] bool float8_linears() const { return matmul_dtype == Dtype::kFp8; }
 };
 
 }  // namespace fsdpsim::fsdp

@@ -30,22 +30,33 @@ TEST(ValidationStats, SpearmanUsesAverageRanks) {
   EXPECT_DOUBLE_EQ(spearman({1}, {2}), 0.0);
 }
 
-TEST(ValidationCases, AFp8RowIsSkippedWithItsReason) {
+TEST(ValidationCases, Fp8AndCompiledRowsBecomeScenarioKnobs) {
   const auto cases = read_validation_cases(kData + "small_cases.csv");
   ASSERT_EQ(cases.size(), 4u);
-  int skipped = 0;
+  int fp8 = 0;
   for (const ValidationCase& c : cases) {
     const CaseScenario s = scenario_for_case(c, kData + "small_cases.csv");
-    if (s.document.is_null()) {
-      ++skipped;
-      EXPECT_NE(s.skip_reason.find("fp8"), std::string::npos);
-    } else {
-      EXPECT_EQ(s.document["hardware"]["nodes"].get<int>() *
-                    s.document["hardware"]["node"]["gpus_per_node"].get<int>(),
-                std::stoi(c.get("gpus")));
-    }
+    ASSERT_FALSE(s.document.is_null()) << s.skip_reason;
+    EXPECT_EQ(s.document["hardware"]["nodes"].get<int>() *
+                  s.document["hardware"]["node"]["gpus_per_node"].get<int>(),
+              std::stoi(c.get("gpus")));
+    if (c.get("matmul_dtype") != "fp8") continue;
+    ++fp8;
+    EXPECT_EQ(s.document["training"]["matmul_dtype"], "fp8");
+    EXPECT_FALSE(s.document["training"].contains("autocast_dtype"));
   }
-  EXPECT_EQ(skipped, 1);
+  EXPECT_EQ(fp8, 1);
+  const auto published =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  int compiled = 0;
+  for (const ValidationCase& c : published) {
+    if (c.get("compiled") != "true") continue;
+    ++compiled;
+    const CaseScenario s = scenario_for_case(c, "cases.csv");
+    ASSERT_FALSE(s.document.is_null()) << s.skip_reason;
+    EXPECT_EQ(s.document["training"]["compiled"], true);
+  }
+  EXPECT_GT(compiled, 0);
 }
 
 TEST(ValidationCases, CompositionDefaultMixedPrecisionComputesUnderAutocast) {
@@ -65,8 +76,8 @@ TEST(Validate, ReportsErrorsAsJsonWithTheDocumentedKeys) {
   const auto [code, out] = run_fsdpsim("validate " + kData + "small_cases.csv --json -");
   ASSERT_EQ(code, 0) << out;
   const nlohmann::json j = nlohmann::json::parse(out);
-  EXPECT_EQ(j["evaluated"], 3);
-  EXPECT_EQ(j["skipped"], 1);
+  EXPECT_EQ(j["evaluated"], 4);
+  EXPECT_EQ(j["skipped"], 0);
   for (const char* key : {"tokens_per_s", "tflops", "peak_mem"}) {
     for (const char* stat : {"mape", "median_ape", "max_ape"})
       EXPECT_TRUE(j[key].contains(stat)) << key << stat;

@@ -1,0 +1,185 @@
+// Bytes of the float8 kernels. Sources:
+//  * torchao/float8/float8_scaling_utils.py hp_tensor_to_float8_dynamic: amax = max(abs(x))
+//    over the whole tensor (tensorwise), scale = fp8_max / amax (amax_to_scale), then
+//    to_fp8_saturated(x * scale). A full reduction must finish before the cast can scale, so each
+//    cast is two kernels even when compiled: the amax pass reads the tensor and writes one fp32
+//    scalar; the cast reads the tensor and the scale and writes one byte per element.
+//  * torchtitan documents torch.compile as required with float8 ("fuses float8 scaling/casting
+//    kernels"; TransformerEngine ships the same casts as fused kernels), so each pass is priced as
+//    one kernel, not as eager PyTorch's abs, max, mul, clamp and to() launches.
+//  * torch._scaled_mm takes A row-major and B column-major: the forward operands X and W^T already
+//    are; backward needs dY^T, W^T and X^T in the other layout, which the cast writes directly
+//    (the transpose fuses into the cast kernel). torchao casts dY twice with the same tensorwise
+//    scale (grad_output dim0 and dim1); AOTAutograd's CSE (torch._functorch.config.cse) merges the
+//    two identical amax reductions and Inductor the two casts of one tensor into one kernel that
+//    writes both layouts.
+//  * The weight's amax is recomputed in backward (torchao: "we need pytorch#136267 ... to reuse
+//    max(abs(weight)) from the forward"), and so is the input's (autograd saved input_hp).
+//  * GEMMs read fp8 operands and write the high-precision output (the linear's output dtype).
+#include "models/float8_linear.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace fsdpsim::models {
+namespace {
+
+constexpr std::int64_t kScaleBytes = 4;  // one fp32 scale per tensor
+constexpr std::int64_t kFp8Bytes = dtype_bytes(Dtype::kFp8);
+
+// The linear Y[tokens, out] = X[tokens, in] W[out, in]^T behind one of its GEMMs.
+struct LinearShape {
+  std::int64_t tokens = 0;
+  std::int64_t in = 0;
+  std::int64_t out = 0;
+};
+
+// kernel_factory.hpp: forward {m=T, n=out, k=in}, dgrad {m=T, n=in, k=out}, wgrad {m=in, n=out,
+// k=T}.
+std::optional<LinearShape> linear_shape(const NamedKernel& k) {
+  const GemmShape& g = k.kernel.gemm;
+  switch (k.linear) {
+    case LinearPass::kNone:
+      return std::nullopt;
+    case LinearPass::kForward:
+      return LinearShape{g.m, g.k, g.n};
+    case LinearPass::kInputGrad:
+      return LinearShape{g.m, g.n, g.k};
+    case LinearPass::kWeightGrad:
+      return LinearShape{g.k, g.m, g.n};
+  }
+  return std::nullopt;
+}
+
+NamedKernel memory_bound(std::string name, std::int64_t bytes, Dtype dtype, bool ends_fusion) {
+  NamedKernel k;
+  k.name = std::move(name);
+  k.kernel.kind = KernelKind::kMemoryBound;
+  k.kernel.dtype = dtype;
+  k.kernel.bytes = Bytes(bytes);
+  k.ends_fusion = ends_fusion;
+  return k;
+}
+
+// The amax reduction and the cast of one high-precision tensor of `elements` elements, the cast
+// writing `layouts` fp8 copies. Both end a fused kernel: the cast needs the finished reduction,
+// and what follows a cast (another tensor's amax, a GEMM) shares no read with it (Inductor fuses
+// only nodes with common reads unless config.aggressive_fusion, torch/_inductor/config.py).
+void append_cast(std::vector<NamedKernel>& out, const std::string& prefix, const char* tensor,
+                 std::int64_t elements, std::int64_t layouts, Dtype hp) {
+  const std::int64_t e = dtype_bytes(hp);
+  out.push_back(memory_bound(prefix + "_amax_" + tensor, e * elements + kScaleBytes, hp, true));
+  out.push_back(memory_bound(prefix + "_cast_" + tensor,
+                             e * elements + kScaleBytes + layouts * elements * kFp8Bytes, hp,
+                             true));
+}
+
+// The linear's name from its <linear>_dgrad / <linear>_wgrad GEMM (kernel_factory.hpp).
+std::string linear_name(const std::string& gemm, std::string_view suffix) {
+  if (gemm.size() > suffix.size() &&
+      gemm.compare(gemm.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    return gemm.substr(0, gemm.size() - suffix.size());
+  }
+  return gemm;
+}
+
+NamedKernel fp8_gemm(NamedKernel k, std::int64_t a_elements, std::int64_t b_elements,
+                     std::int64_t c_elements) {
+  const std::int64_t e = dtype_bytes(k.kernel.dtype);
+  k.kernel.dtype = Dtype::kFp8;
+  k.kernel.bytes = Bytes((a_elements + b_elements) * kFp8Bytes + c_elements * e);
+  return k;
+}
+
+// Appends the float8 version of `k` to `out`; returns the fp8 operand bytes alive at its GEMM.
+std::int64_t append_float8(std::vector<NamedKernel>& out, const NamedKernel& k,
+                           const LinearShape& s) {
+  const Dtype hp = k.kernel.dtype;
+  const std::int64_t x = s.tokens * s.in;
+  const std::int64_t w = s.out * s.in;
+  const std::int64_t dy = s.tokens * s.out;
+  switch (k.linear) {
+    case LinearPass::kForward: {
+      append_cast(out, k.name, "input", x, 1, hp);
+      append_cast(out, k.name, "weight", w, 1, hp);
+      NamedKernel gemm = fp8_gemm(k, x, w, dy);
+      gemm.linear_bias = false;
+      out.push_back(std::move(gemm));
+      if (k.linear_bias) {
+        // output + bias.to(output.dtype): reads Y and the bias, writes Y.
+        out.push_back(
+            memory_bound(k.name + "_bias", (2 * dy + s.out) * dtype_bytes(hp), hp, false));
+      }
+      return x + w;
+    }
+    case LinearPass::kInputGrad: {
+      const std::string linear = linear_name(k.name, "_dgrad");
+      append_cast(out, linear, "grad_output", dy, 2, hp);
+      append_cast(out, linear, "weight_bwd", w, 1, hp);
+      out.push_back(fp8_gemm(k, dy, w, x));
+      return 2 * dy + w;
+    }
+    case LinearPass::kWeightGrad: {
+      const std::string linear = linear_name(k.name, "_wgrad");
+      append_cast(out, linear, "input_bwd", x, 1, hp);
+      out.push_back(fp8_gemm(k, dy, x, w));
+      return dy + x;  // the transposed dY copy and X^T
+    }
+    case LinearPass::kNone:
+      break;
+  }
+  out.push_back(k);
+  return 0;
+}
+
+bool convertible(const NamedKernel& k, std::optional<LinearShape>& shape) {
+  shape = linear_shape(k);
+  return shape && k.kernel.dtype != Dtype::kFp8 && float8_eligible(shape->in, shape->out);
+}
+
+}  // namespace
+
+bool float8_eligible(std::int64_t in_features, std::int64_t out_features) {
+  return in_features % 16 == 0 && out_features % 16 == 0;
+}
+
+void convert_linears_to_float8(Layer& layer) {
+  std::vector<NamedKernel> forward;
+  std::int64_t forward_operands = 0;
+  std::size_t attention_begin = 0;
+  std::size_t attention_end = 0;
+  for (std::size_t i = 0; i <= layer.forward.size(); ++i) {
+    if (i == layer.attention_forward_begin) attention_begin = forward.size();
+    if (i == layer.attention_forward_end) attention_end = forward.size();
+    if (i == layer.forward.size()) break;
+    std::optional<LinearShape> shape;
+    if (convertible(layer.forward[i], shape)) {
+      forward_operands =
+          std::max(forward_operands, append_float8(forward, layer.forward[i], *shape));
+    } else {
+      forward.push_back(layer.forward[i]);
+    }
+  }
+  std::vector<NamedKernel> backward;
+  std::int64_t backward_operands = 0;
+  for (const NamedKernel& k : layer.backward) {
+    std::optional<LinearShape> shape;
+    if (convertible(k, shape)) {
+      backward_operands = std::max(backward_operands, append_float8(backward, k, *shape));
+    } else {
+      backward.push_back(k);
+    }
+  }
+  layer.forward = std::move(forward);
+  layer.backward = std::move(backward);
+  layer.attention_forward_begin = attention_begin;
+  layer.attention_forward_end = attention_end;
+  layer.forward_transient_peak = layer.forward_transient_peak + Bytes(forward_operands);
+  layer.backward_transient_peak = layer.backward_transient_peak + Bytes(backward_operands);
+}
+
+}  // namespace fsdpsim::models

@@ -1,0 +1,33 @@
+// torchao Float8Linear (torchao/float8/float8_linear.py) with tensorwise dynamic scaling, the
+// default recipe of convert_to_float8_training and of torchtitan's "quantize.linear.float8"
+// converter, as a rewrite of one layer's linear GEMMs (the kernels marked with a LinearPass).
+//
+// Per linear Y[T,out] = X[T,in] W[out,in]^T, with e = bytes of the high-precision dtype:
+//  * forward: amax and cast of X and of W to float8_e4m3 (hp_tensor_to_float8_dynamic), then
+//    the GEMM at the fp8 rate (torch._scaled_mm) writing Y in the high-precision dtype; a bias is
+//    no longer in the GEMM epilogue but a separate add (Float8Linear.forward: output + bias);
+//  * backward (matmul_with_hp_or_float8_args.backward): dY cast to float8_e5m2 once for the
+//    input gradient and once transposed for the weight gradient; W and X cast again from the
+//    high-precision tensors autograd saved; both GEMMs at the fp8 rate.
+// Kernel names: <linear>_amax_{input,weight,grad_output}, <linear>_cast_..., with _bwd for the
+// backward re-casts of input and weight.
+#pragma once
+
+#include <cstdint>
+
+#include "models/workload.hpp"
+
+namespace fsdpsim::models {
+
+// torch._scaled_mm needs both dimensions of the weight divisible by 16; torchao's documented
+// module_filter_fn and torchtitan's float8 converter leave other linears in high precision
+// (docs.pytorch.org/ao, torchao.float8.convert_to_float8_training).
+bool float8_eligible(std::int64_t in_features, std::int64_t out_features);
+
+// Rewrites every eligible linear of `layer` as above (shapes from its GEMMs). The saved activations
+// do not change (torchao saves the high-precision input and weight: ctx.save_for_backward(
+// input_hp, weight_hp_t)); the transient peaks grow by the largest set of fp8 operands alive at
+// one GEMM. Attention-core indices are kept pointing at the same kernels.
+void convert_linears_to_float8(Layer& layer);
+
+}  // namespace fsdpsim::models
