@@ -32,9 +32,17 @@ void MemoryModel::note_reserved(SimTime time) {
   if (!allocator_) return;
   const AllocatorStats& s = allocator_->stats();
   tracker_.set_reserved(time, s.reserved_bytes.current);
-  if (measuring_ && s.reserved_bytes.current > reserved_.peak_reserved) {
-    reserved_.peak_reserved = s.reserved_bytes.current;
-    reserved_.fragmentation_at_peak = s.reserved_bytes.current - s.active_bytes.current;
+  if (!measuring_) return;
+  // Reserved memory stays flat for long stretches (cached blocks are reused, nothing is given
+  // back), so its peak is a plateau. The cached-but-unused memory of interest is the one at the
+  // plateau's busiest instant, not at the instant the plateau was first reached (e.g. the start
+  // of the measured step, when the warm-up step's blocks are all cached and idle).
+  const Bytes reserved = s.reserved_bytes.current;
+  const Bytes unused = reserved - s.active_bytes.current;
+  if (reserved > reserved_.peak_reserved ||
+      (reserved == reserved_.peak_reserved && unused < reserved_.fragmentation_at_peak)) {
+    reserved_.peak_reserved = reserved;
+    reserved_.fragmentation_at_peak = unused;
   }
 }
 
