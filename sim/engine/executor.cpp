@@ -113,7 +113,8 @@ class Execution {
     kWorking,
     kBlocked,
     kResuming,
-    kBlockedOnDevice
+    kBlockedOnDevice,  // an allocation waits for the device to be idle, then is retried
+    kFreeingSegments   // an allocation's cudaFree waits for the device to be idle
   };
 
   void issue(OpId op) {
@@ -196,7 +197,8 @@ class Execution {
         if (memory_ != nullptr) memory_->on_release(now_, tensor, p_.tensors[tensor]);
       }
     }
-    if (cpu_state_ == CpuState::kBlockedOnDevice && outstanding_ == 0) {
+    if ((cpu_state_ == CpuState::kBlockedOnDevice || cpu_state_ == CpuState::kFreeingSegments) &&
+        outstanding_ == 0) {
       queue_.push(now_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
     }
     if (cpu_blocked_on_ == op) {
@@ -216,6 +218,16 @@ class Execution {
         break;
       case CpuState::kWorking:
       case CpuState::kResuming:  // host work done, or the awaited op finished
+        timeline_.cpu[pc_].end = now_;
+        ++pc_;
+        break;
+      case CpuState::kFreeingSegments:  // the device is idle: the device calls take their time
+        if (allocation_cost_.picoseconds() > 0) {
+          cpu_state_ = CpuState::kWorking;
+          cpu_time_ = now_;
+          queue_.push(now_ + allocation_cost_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
+          return;
+        }
         timeline_.cpu[pc_].end = now_;
         ++pc_;
         break;
@@ -261,6 +273,11 @@ class Execution {
               return;
             }
             outcome = memory_->on_allocate(now_, s.target, p_.tensors.at(s.target));
+          }
+          if (outcome.synchronizes_device && outstanding_ > 0) {
+            cpu_state_ = CpuState::kFreeingSegments;
+            allocation_cost_ = outcome.cpu_cost;
+            return;
           }
           if (outcome.cpu_cost.picoseconds() > 0) {
             cpu_state_ = CpuState::kWorking;
@@ -330,6 +347,7 @@ class Execution {
   std::size_t pc_ = 0;
   CpuState cpu_state_ = CpuState::kReady;
   OpId cpu_blocked_on_ = kNoOp;
+  SimTime allocation_cost_;  // of the allocation waiting in kFreeingSegments
 };
 
 }  // namespace

@@ -22,6 +22,10 @@ enum class AllocationStatus : std::uint8_t {
 struct AllocationOutcome {
   AllocationStatus status = AllocationStatus::kAllocated;
   SimTime cpu_cost;  // CPU time of the allocator's device calls (cudaMalloc, cudaFree)
+  // The allocator gave segments back with cudaFree, which waits for all work issued to the
+  // device (CUDA's implicit synchronization): the CPU idles until the device does, then spends
+  // cpu_cost.
+  bool synchronizes_device = false;
 };
 
 class MemoryObserver {

@@ -77,6 +77,9 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     } else {
       address_[tensor] = r.address;
     }
+    // release_block's cudaFree synchronizes the device (c10/cuda/CUDACachingAllocator.cpp,
+    // DeviceCachingAllocator::release_block; CUDA Runtime API: cudaFree is synchronous).
+    outcome.synchronizes_device = r.device_frees > 0;
     const std::int64_t calls = device_calls(allocator_->stats()) - calls_before;
     outcome.cpu_cost = SimTime::from_picoseconds(calls * options_.device_call_cost.picoseconds());
     reserved_.alloc_retries = allocator_->stats().num_alloc_retries - retries_at_measure_;

@@ -189,6 +189,36 @@ TEST(Executor, AllocatorRetryBlocksTheCpuUntilTheDeviceIsIdle) {
   EXPECT_EQ(t.ops[after].issue, us(105));
 }
 
+// An allocator whose cudaFree synchronizes the device: the allocation is decided at once, then
+// the CPU waits for every issued op and spends 5 us in cudaFree/cudaMalloc.
+class FreeingMemory final : public MemoryObserver {
+ public:
+  AllocationOutcome on_allocate(SimTime t, TensorId, const TensorInfo&) override {
+    calls.push_back(t);
+    AllocationOutcome outcome{AllocationStatus::kAllocated, us(5)};
+    outcome.synchronizes_device = true;
+    return outcome;
+  }
+  void on_free(SimTime, TensorId, const TensorInfo&, bool) override {}
+  void on_release(SimTime, TensorId, const TensorInfo&) override {}
+  std::vector<SimTime> calls;
+};
+
+TEST(Executor, ACudaFreeInAnAllocationWaitsForTheDeviceThenCostsItsTime) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  const StreamId other = b.add_stream("other");
+  b.launch(spec("long", s, 100));
+  b.launch(spec("short", other, 30));
+  b.allocate("x", Bytes(1), s, 0);
+  const OpId after = b.launch(spec("after", s, 1));
+  FreeingMemory memory;
+  const Timeline t = execute(b.program(), &memory);
+  ASSERT_EQ(memory.calls.size(), 1u);
+  EXPECT_EQ(memory.calls[0], us(0));
+  EXPECT_EQ(t.ops[after].issue, us(105));
+}
+
 TEST(Executor, WaitingOnAnOpIssuedLaterIsADeadlock) {
   Program p;
   p.names = {"a"};

@@ -65,6 +65,25 @@ TEST(MemoryModel, FragmentationIsTakenAtTheBusiestInstantOfPeakReserved) {
   EXPECT_EQ(m.reserved().alloc_retries, 0);
 }
 
+// A retry without pending stream uses needs no wait for events, but its cudaFree of the other
+// stream's cached 60 MiB segment synchronizes the device; a cache hit does not.
+TEST(MemoryModel, ARetryThatGivesSegmentsBackSynchronizesTheDevice) {
+  MemoryModel m(options(mib(100)));
+  const auto gathered = tensor(mib(60), 1);
+  const auto activation = tensor(mib(60), 0);
+  EXPECT_FALSE(m.on_allocate(SimTime{}, 0, gathered).synchronizes_device);
+  m.on_free(SimTime{}, 0, gathered, /*release_pending=*/false);
+  m.on_release(SimTime{}, 0, gathered);
+  const engine::AllocationOutcome retried = m.on_allocate(SimTime{}, 1, activation);
+  EXPECT_EQ(retried.status, engine::AllocationStatus::kAllocated);
+  EXPECT_TRUE(retried.synchronizes_device);
+  EXPECT_EQ(retried.cpu_cost.picoseconds(), 2'000'000);
+  EXPECT_EQ(m.reserved().alloc_retries, 1);
+  m.on_free(SimTime{}, 1, activation, false);
+  m.on_release(SimTime{}, 1, activation);
+  EXPECT_FALSE(m.on_allocate(SimTime{}, 2, activation).synchronizes_device);
+}
+
 TEST(MemoryModel, OutOfMemoryIsRecordedWithTheTensor) {
   MemoryModel m(options(mib(100)));
   EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(120), 0)).status,
