@@ -164,6 +164,10 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
       static_cast<std::int32_t>(r.positive_int("checkpoint_every_n_blocks", 2));
   t.optimizer = r.choice("optimizer", {"adamw", "sgd"}, "adamw") == "sgd" ? fsdp::Optimizer::kSgd
                                                                           : fsdp::Optimizer::kAdamW;
+  const std::string impl = r.choice("optimizer_impl", {"foreach", "fused", "for_loop"}, "foreach");
+  t.optimizer_impl = impl == "fused"      ? fsdp::OptimizerImpl::kFused
+                     : impl == "for_loop" ? fsdp::OptimizerImpl::kForLoop
+                                          : fsdp::OptimizerImpl::kForeach;
   t.flash_attention = r.boolean("flash_attention", true);
   if (r.has("flash_kernel")) {
     if (!t.flash_attention) {

@@ -41,7 +41,9 @@ training:
   checkpoint_every_n_blocks n for selective                                         default 2
   no_sync                   accumulate gradients unreduced until the last micro-batch
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false
-  optimizer                 adamw [torch.optim.AdamW, foreach] | sgd [torch.optim.SGD]  default adamw
+  optimizer                 adamw [torch.optim.AdamW] | sgd [torch.optim.SGD]       default adamw
+  optimizer_impl            foreach | fused | for_loop: AdamW on the GPU            default foreach
+                            [foreach=None (the CUDA default) | fused=True | foreach=False]
   flash_attention           fused attention kernel [scaled_dot_product_attention]   default true
   flash_kernel              flash2 [flash-attn 2, SDPA flash] | flash1 [flash-attn 1.x] |
                             triton [flash_attn_triton; llm-foundry attn_impl triton] default flash2

@@ -160,8 +160,8 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line(fmt::format("  peak active        {:7.2f} GiB", to_gib(r.memory.peak_active)));
   if (r.models_reserved) {
     line(fmt::format(
-        "  peak reserved      {:7.2f} GiB  (caching allocator: {:.2f} GiB of it cached but unused, "
-        "{} cudaMalloc retries)",
+        "  peak reserved      {:7.2f} GiB  (caching allocator; at the busiest instant of that peak "
+        "{:.2f} GiB of it was cached but unused; {} cudaMalloc retries)",
         to_gib(r.reserved.peak_reserved), to_gib(r.reserved.fragmentation_at_peak),
         r.reserved.alloc_retries));
   } else {

@@ -113,7 +113,8 @@ class Execution {
     kWorking,
     kBlocked,
     kResuming,
-    kBlockedOnDevice
+    kAwaitingReleases,  // an allocation waits for every pending stream use, then is retried
+    kFreeingSegments    // an allocation's cudaFree waits for the device to be idle
   };
 
   void issue(OpId op) {
@@ -193,10 +194,12 @@ class Execution {
     for (std::uint32_t tensor : releases_.range(op)) {
       if (pending_release_[tensor]) {
         pending_release_[tensor] = false;
+        --pending_releases_;
         if (memory_ != nullptr) memory_->on_release(now_, tensor, p_.tensors[tensor]);
       }
     }
-    if (cpu_state_ == CpuState::kBlockedOnDevice && outstanding_ == 0) {
+    if ((cpu_state_ == CpuState::kAwaitingReleases && pending_releases_ == 0) ||
+        (cpu_state_ == CpuState::kFreeingSegments && outstanding_ == 0)) {
       queue_.push(now_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
     }
     if (cpu_blocked_on_ == op) {
@@ -219,7 +222,18 @@ class Execution {
         timeline_.cpu[pc_].end = now_;
         ++pc_;
         break;
-      case CpuState::kBlockedOnDevice:  // the device is idle: retry the allocation
+      case CpuState::kFreeingSegments:  // the device is idle: the device calls take their time
+        timeline_.cpu[pc_].start = now_;
+        if (allocation_cost_.picoseconds() > 0) {
+          cpu_state_ = CpuState::kWorking;
+          cpu_time_ = now_;
+          queue_.push(now_ + allocation_cost_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
+          return;
+        }
+        timeline_.cpu[pc_].end = now_;
+        ++pc_;
+        break;
+      case CpuState::kAwaitingReleases:  // every stream use has passed: retry the allocation
       case CpuState::kReady:
       case CpuState::kBlocked:
         break;
@@ -256,11 +270,18 @@ class Execution {
           if (memory_ == nullptr) break;
           AllocationOutcome outcome = memory_->on_allocate(now_, s.target, p_.tensors.at(s.target));
           if (outcome.status == AllocationStatus::kSynchronize) {
-            if (outstanding_ > 0) {  // wait for the device, then allocate again
-              cpu_state_ = CpuState::kBlockedOnDevice;
+            // synchronize_and_free_events: cudaEventSynchronize on the event of every block
+            // freed with a pending stream use, then allocate again.
+            if (pending_releases_ > 0) {
+              cpu_state_ = CpuState::kAwaitingReleases;
               return;
             }
             outcome = memory_->on_allocate(now_, s.target, p_.tensors.at(s.target));
+          }
+          if (outcome.synchronizes_device && outstanding_ > 0) {
+            cpu_state_ = CpuState::kFreeingSegments;
+            allocation_cost_ = outcome.cpu_cost;
+            return;
           }
           if (outcome.cpu_cost.picoseconds() > 0) {
             cpu_state_ = CpuState::kWorking;
@@ -278,6 +299,7 @@ class Execution {
             if (memory_ != nullptr) memory_->on_release(now_, s.target, info);
           } else {
             pending_release_[s.target] = true;
+            ++pending_releases_;
           }
           timeline_.cpu[pc_].end = now_;
           break;
@@ -324,12 +346,14 @@ class Execution {
   std::vector<SimTime> progress_since_;  // when progress_ was last credited
   std::vector<OpId> contended_running_;  // running ops slowed by communication
   int communication_running_ = 0;
-  std::size_t outstanding_ = 0;  // issued ops not yet finished
+  std::size_t outstanding_ = 0;       // issued ops not yet finished
+  std::size_t pending_releases_ = 0;  // freed tensors awaiting a stream use
   Csr dependents_;
   Csr releases_;
   std::size_t pc_ = 0;
   CpuState cpu_state_ = CpuState::kReady;
   OpId cpu_blocked_on_ = kNoOp;
+  SimTime allocation_cost_;  // of the allocation waiting in kFreeingSegments
 };
 
 }  // namespace

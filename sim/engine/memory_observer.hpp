@@ -11,8 +11,8 @@ namespace fsdpsim::engine {
 enum class AllocationStatus : std::uint8_t {
   kAllocated,
   // The allocator must free its cached blocks after every pending stream use has completed
-  // (synchronize_and_free_events): block the CPU until all issued work has finished, then
-  // allocate the same tensor again.
+  // (synchronize_and_free_events): block the CPU until every freed tensor awaiting a stream use
+  // has been released, then allocate the same tensor again.
   kSynchronize,
   // The device is out of memory. The executor carries on (the tensor counts as allocated) so
   // that the result still describes the step; the model records where it happened.
@@ -22,6 +22,10 @@ enum class AllocationStatus : std::uint8_t {
 struct AllocationOutcome {
   AllocationStatus status = AllocationStatus::kAllocated;
   SimTime cpu_cost;  // CPU time of the allocator's device calls (cudaMalloc, cudaFree)
+  // The allocator gave segments back with cudaFree, which waits for all work issued to the
+  // device (CUDA's implicit synchronization): the CPU idles until the device does, then spends
+  // cpu_cost.
+  bool synchronizes_device = false;
 };
 
 class MemoryObserver {

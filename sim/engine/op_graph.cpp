@@ -189,12 +189,14 @@ CriticalPath critical_path(const Program& program, const Timeline& timeline) {
         weights[cpu_node(i)] = timing.end - timing.start;
         break;
       case CpuStepKind::kAlloc:
-        // The executor records the start of an allocation that had to wait for the device
-        // (outstanding ops) at its retry, when the last of them finished.
+        // The executor records the start of an allocation that had to wait for ops (pending
+        // stream uses, or every op for a cudaFree) when the last awaited op finished: the ops
+        // that ended during the wait precede it.
         weights[cpu_node(i)] = timing.end - timing.start;
         if (timing.start > previous_end) {
           for (const OpId op : launched) {
-            if (timeline.ops[op].end > previous_end) graph.add_edge(op, cpu_node(i));
+            const SimTime end = timeline.ops[op].end;
+            if (end > previous_end && end <= timing.start) graph.add_edge(op, cpu_node(i));
           }
         }
         break;

@@ -37,8 +37,17 @@ enum class ActivationCheckpointing : std::uint8_t {
 };
 
 enum class Optimizer : std::uint8_t {
-  kAdamW,  // torch.optim.AdamW, foreach implementation (the CUDA default), fp32 states
+  kAdamW,  // torch.optim.AdamW (implementation: OptimizerImpl), fp32 states
   kSgd,    // torch.optim.SGD with its defaults (momentum 0): no state
+};
+
+// How torch.optim.AdamW runs on CUDA tensors (torch/optim/adamw.py, adamw()): foreach=None and
+// fused=None pick _multi_tensor_adamw (_default_to_fused_or_foreach); fused=True picks
+// _fused_adamw; foreach=False picks _single_tensor_adamw.
+enum class OptimizerImpl : std::uint8_t {
+  kForeach,  // _foreach_* kernels over all tensors; _foreach_sqrt makes a temporary of them all
+  kFused,    // torch._fused_adamw_: one multi-tensor kernel, no temporaries
+  kForLoop,  // per tensor, the same kernels as foreach; sqrt / div temporaries of one tensor
 };
 
 // fp32 optimizer state bytes per parameter: AdamW's exp_avg and exp_avg_sq; SGD has none.
@@ -86,6 +95,7 @@ struct TrainingConfig {
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::kNone;
   std::int32_t checkpoint_every_n_blocks = 2;  // for kSelective
   Optimizer optimizer = Optimizer::kAdamW;
+  OptimizerImpl optimizer_impl = OptimizerImpl::kForeach;  // AdamW on the GPU only
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
   bool fused_cross_entropy = false;  // loss: flash-attn xentropy instead of F.cross_entropy

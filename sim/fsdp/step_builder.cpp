@@ -20,16 +20,6 @@ namespace {
 
 constexpr std::uint8_t tag(Phase p) { return static_cast<std::uint8_t>(p); }
 
-// torch/optim/adamw.py::_multi_tensor_adamw reads param, grad, exp_avg, exp_avg_sq and writes
-// param, exp_avg, exp_avg_sq: 7 fp32 passes per element with the foreach kernels fused per op.
-constexpr std::int64_t kGpuAdamwBytesPerElement = 7 * 4;
-// _single_tensor_adamw (the CPU path): lerp_ (r2 w1), mul_ + addcmul_ (r1 w1 + r3 w1),
-// mul_ for weight decay (r1 w1), sqrt / div / add_ into a temporary (r1 w1 + r1 w1 + r1 w1),
-// addcdiv_ (r3 w1): 20 fp32 passes per element.
-constexpr std::int64_t kCpuAdamwBytesPerElement = 20 * 4;
-// torch/optim/sgd.py without momentum: param.add_(grad, alpha=-lr), r2 w1 (foreach or not).
-constexpr std::int64_t kSgdBytesPerElement = 3 * 4;
-
 }  // namespace
 
 StepBuilder::StepBuilder(const ScheduleInput& input)
@@ -251,46 +241,6 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
   free(temp);
   if (recomputed_any) free(recomputed);
   free(saved);
-}
-
-void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
-  if (in_.training.optimizer == Optimizer::kSgd) {
-    for (std::size_t i = 0; i < numels.size(); ++i) {
-      copy(numels[i].first + ".sgd", compute_, Bytes(kSgdBytesPerElement * numels[i].second),
-           Phase::kOptimizer, static_cast<std::int32_t>(i));
-    }
-    return;
-  }
-  std::int64_t total = 0;
-  for (const auto& [name, numel] : numels) total += numel;
-  // _foreach_sqrt(exp_avg_sqs) materializes one fp32 temporary the size of all parameters.
-  const TensorId temp = allocate("optimizer.exp_avg_sq_sqrt", elements(total, Dtype::kFp32),
-                                 compute_, MemoryCategory::kOptimizerState);
-  for (std::size_t i = 0; i < numels.size(); ++i) {
-    copy(numels[i].first + ".adamw", compute_, Bytes(kGpuAdamwBytesPerElement * numels[i].second),
-         Phase::kOptimizer, static_cast<std::int32_t>(i));
-  }
-  free(temp);
-}
-
-void StepBuilder::optimizer_step(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
-  if (!in_.fsdp.cpu_offload) {
-    gpu_optimizer(numels);
-    return;
-  }
-  b_.cpu_synchronize(b_.record_event(compute_), "offload_synchronize");
-  std::int64_t total = 0;
-  for (const auto& [name, numel] : numels) total += numel;
-  cpu_optimizer(total);
-}
-
-void StepBuilder::cpu_optimizer(std::int64_t numel) {
-  // The node's DRAM bandwidth is shared by its gpus_per_node training processes.
-  const BytesPerSec per_rank =
-      in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
-  const bool sgd = in_.training.optimizer == Optimizer::kSgd;
-  const Bytes bytes((sgd ? kSgdBytesPerElement : kCpuAdamwBytesPerElement) * numel);
-  b_.cpu_work(sgd ? "optimizer.cpu_sgd" : "optimizer.cpu_adamw", to_sim_time(bytes / per_rank));
 }
 
 }  // namespace fsdpsim::fsdp

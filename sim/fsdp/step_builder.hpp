@@ -72,8 +72,8 @@ class StepBuilder {
   // Re-runs what checkpointing dropped, then the gradient kernels; frees `saved`.
   void backward_layer(std::size_t layer, std::int32_t group, engine::TensorId saved);
 
-  // The training's optimizer step (foreach, the CUDA default) over fp32 tensors of `numels`
-  // elements each, on the compute stream.
+  // The training's optimizer step (AdamW as training.optimizer_impl says, or SGD) over fp32
+  // tensors of `numels` elements each, on the compute stream (optimizer_step.cpp).
   void gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels);
   // The same optimizer on the host (CPU offload): the per-tensor loop (_single_tensor_*).
   void cpu_optimizer(std::int64_t numel);

@@ -32,9 +32,17 @@ void MemoryModel::note_reserved(SimTime time) {
   if (!allocator_) return;
   const AllocatorStats& s = allocator_->stats();
   tracker_.set_reserved(time, s.reserved_bytes.current);
-  if (measuring_ && s.reserved_bytes.current > reserved_.peak_reserved) {
-    reserved_.peak_reserved = s.reserved_bytes.current;
-    reserved_.fragmentation_at_peak = s.reserved_bytes.current - s.active_bytes.current;
+  if (!measuring_) return;
+  // Reserved memory stays flat for long stretches (cached blocks are reused, nothing is given
+  // back), so its peak is a plateau. The cached-but-unused memory of interest is the one at the
+  // plateau's busiest instant, not at the instant the plateau was first reached (e.g. the start
+  // of the measured step, when the warm-up step's blocks are all cached and idle).
+  const Bytes reserved = s.reserved_bytes.current;
+  const Bytes unused = reserved - s.active_bytes.current;
+  if (reserved > reserved_.peak_reserved ||
+      (reserved == reserved_.peak_reserved && unused < reserved_.fragmentation_at_peak)) {
+    reserved_.peak_reserved = reserved;
+    reserved_.fragmentation_at_peak = unused;
   }
 }
 
@@ -69,6 +77,9 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     } else {
       address_[tensor] = r.address;
     }
+    // release_block's cudaFree synchronizes the device (c10/cuda/CUDACachingAllocator.cpp,
+    // DeviceCachingAllocator::release_block; CUDA Runtime API: cudaFree is synchronous).
+    outcome.synchronizes_device = r.device_frees > 0;
     const std::int64_t calls = device_calls(allocator_->stats()) - calls_before;
     outcome.cpu_cost = SimTime::from_picoseconds(calls * options_.device_call_cost.picoseconds());
     reserved_.alloc_retries = allocator_->stats().num_alloc_retries - retries_at_measure_;

@@ -29,7 +29,9 @@ struct MemoryModelOptions {
 
 struct ReservedStats {
   Bytes peak_reserved{0};
-  Bytes fragmentation_at_peak{0};  // reserved - active when reserved peaked: cached, unused
+  // Reserved - active (cached blocks free for reuse) at the busiest instant at which reserved
+  // memory was at its peak: the least of reserved - active over the instants of peak_reserved.
+  Bytes fragmentation_at_peak{0};
   std::int64_t alloc_retries = 0;  // num_alloc_retries during the measured step
   std::int64_t device_calls = 0;   // cudaMalloc + cudaFree during the measured step
   bool out_of_memory = false;

@@ -214,6 +214,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"bad_choice",
                  {{"fsdp", {{"backward_prefetch", "BACKWARD_PER"}}}},
                  "did you mean BACKWARD_PRE?"},
+        BadInput{"bad_optimizer_impl",
+                 {{"training", {{"optimizer_impl", "fussed"}}}},
+                 "/training/optimizer_impl: expected one of foreach, fused, for_loop, found "
+                 "\"fussed\"; did you mean fused?"},
         BadInput{"indivisible_batch",
                  {{"training", {{"global_batch", 100}}}},
                  "not a multiple of micro_batch"},

@@ -159,21 +159,59 @@ TEST(Executor, ComputeStartedDuringCommunicationSpeedsUpWhenItEnds) {
   EXPECT_EQ(execute(b.program()).ops[k].end, us(70));
 }
 
-// An allocator that must free its cache first (cudaMalloc retry): the first request asks for a
-// device synchronization, the second succeeds after 5 us of cudaFree/cudaMalloc.
+// An allocator that must free its cache first (cudaMalloc retry): the second request asks for
+// the pending stream uses to complete, its retry succeeds after 5 us of cudaFree/cudaMalloc.
 class RetryingMemory final : public MemoryObserver {
  public:
   AllocationOutcome on_allocate(SimTime t, TensorId, const TensorInfo&) override {
     calls.push_back(t);
-    if (calls.size() == 1) return {AllocationStatus::kSynchronize, SimTime{}};
-    return {AllocationStatus::kAllocated, us(5)};
+    if (calls.size() == 2) return {AllocationStatus::kSynchronize, SimTime{}};
+    return {AllocationStatus::kAllocated, calls.size() == 1 ? SimTime{} : us(5)};
   }
   void on_free(SimTime, TensorId, const TensorInfo&, bool) override {}
   void on_release(SimTime, TensorId, const TensorInfo&) override {}
   std::vector<SimTime> calls;
 };
 
-TEST(Executor, AllocatorRetryBlocksTheCpuUntilTheDeviceIsIdle) {
+// synchronize_and_free_events waits for the events of the blocks freed with pending stream uses,
+// not for all work: "x" was freed after "short" (ends at 30 us); "long" on another stream runs on.
+TEST(Executor, AllocatorRetryWaitsForThePendingStreamUsesOnly) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  const StreamId other = b.add_stream("other");
+  b.launch(spec("long", other, 100));
+  const TensorId x = b.allocate("x", Bytes(1), s, 0);
+  const OpId short_op = b.launch(spec("short", s, 30));
+  b.free(x, b.record_event(s));
+  b.allocate("y", Bytes(1), s, 0);
+  const OpId after = b.launch(spec("after", s, 1));
+  RetryingMemory memory;
+  const Timeline t = execute(b.program(), &memory);
+  ASSERT_EQ(memory.calls.size(), 3u);  // x, y (needs the sync), y again
+  EXPECT_EQ(memory.calls[2], t.ops[short_op].end);
+  EXPECT_EQ(t.ops[short_op].end, us(30));
+  EXPECT_EQ(t.ops[after].issue, us(35));
+  // The critical path explains the wait by "short" alone; an edge from "long" (still running
+  // at the retry) would make it longer than the step.
+  EXPECT_EQ(critical_path(b.program(), t).length, t.makespan);
+}
+
+// An allocator whose cudaFree synchronizes the device: the allocation is decided at once, then
+// the CPU waits for every issued op and spends 5 us in cudaFree/cudaMalloc.
+class FreeingMemory final : public MemoryObserver {
+ public:
+  AllocationOutcome on_allocate(SimTime t, TensorId, const TensorInfo&) override {
+    calls.push_back(t);
+    AllocationOutcome outcome{AllocationStatus::kAllocated, us(5)};
+    outcome.synchronizes_device = true;
+    return outcome;
+  }
+  void on_free(SimTime, TensorId, const TensorInfo&, bool) override {}
+  void on_release(SimTime, TensorId, const TensorInfo&) override {}
+  std::vector<SimTime> calls;
+};
+
+TEST(Executor, ACudaFreeInAnAllocationWaitsForTheDeviceThenCostsItsTime) {
   ProgramBuilder b;
   const StreamId s = b.add_stream("compute");
   const StreamId other = b.add_stream("other");
@@ -181,11 +219,10 @@ TEST(Executor, AllocatorRetryBlocksTheCpuUntilTheDeviceIsIdle) {
   b.launch(spec("short", other, 30));
   b.allocate("x", Bytes(1), s, 0);
   const OpId after = b.launch(spec("after", s, 1));
-  RetryingMemory memory;
+  FreeingMemory memory;
   const Timeline t = execute(b.program(), &memory);
-  ASSERT_EQ(memory.calls.size(), 2u);
+  ASSERT_EQ(memory.calls.size(), 1u);
   EXPECT_EQ(memory.calls[0], us(0));
-  EXPECT_EQ(memory.calls[1], us(100));  // every issued op has finished
   EXPECT_EQ(t.ops[after].issue, us(105));
 }
 

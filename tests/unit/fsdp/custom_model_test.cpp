@@ -1,7 +1,7 @@
 // A custom model (models/custom_layer_spec.hpp) written to match the hand-checked tiny workload
 // (tiny_model.hpp): the same parameters, saved bytes and kernel times, with the forward's two
 // kernels (40 + 60 us) as one 100 us memory-bound kernel. Its FSDP1 step must then take the
-// 1980 us worked out on paper in schedule_test.cpp and peak at the same memory.
+// 2820 us worked out on paper in schedule_test.cpp and peak at the same memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,7 +58,7 @@ TEST(CustomModel, StepMatchesTheHandCheckedTinyWorkload) {
   options.compute_dtype = Dtype::kFp32;
   const models::Workload custom = models::build_workload(tiny_custom(), options);
   const StepResult r = simulate(custom);
-  EXPECT_EQ(to_sim_time(r.step_time), to_sim_time(microseconds(1980.0)));  // schedule_test.cpp
+  EXPECT_EQ(to_sim_time(r.step_time), to_sim_time(microseconds(2820.0)));  // schedule_test.cpp
   const StepResult tiny = simulate(testing::tiny_workload());
   EXPECT_EQ(r.step_time.value(), tiny.step_time.value());
   EXPECT_EQ(r.memory.peak_active.value(), tiny.memory.peak_active.value());

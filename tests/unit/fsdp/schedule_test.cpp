@@ -5,7 +5,8 @@
 // Sizes (fp32 params and reduction, world 2, no padding): every unit has 10M parameters, so its
 // all-gather and reduce-scatter move 40 MB -> 20 us; its gradient concat (SplitWithSizesBackward)
 // reads and writes 40 MB -> 80 us; accumulating the 5M-element shard into _saved_grad_shard moves
-// 20 + 3 x 20 MB -> 80 us; AdamW moves 7 x 4 B x 5M = 140 MB -> 140 us per unit. Layers: forward
+// 20 + 3 x 20 MB -> 80 us; AdamW (foreach, the default) moves 21 x 4 B x 5M = 420 MB -> 420 us per
+// unit. Layers: forward
 // 100 us (attention 40 + MLP 60), backward 200 us.
 #include <gtest/gtest.h>
 
@@ -55,7 +56,7 @@ SimRun simulate(BackwardPrefetch prefetch, bool limit_all_gathers = true) {
 // *before* RS(b1) is issued, so both overlap compute. head bwd 420-620, b1 bwd 620-820,
 // concat 820-900, RS(b1) 900-920, b0 bwd 900-1100, concat 1100-1180, RS(b0) 1180-1200,
 // embedding bwd 1180-1380, root concat 1380-1460, RS(root) 1460-1480 and its accumulation
-// 1480-1560 are exposed, then AdamW 3 x 140 = 420: step = 1980 us.
+// 1480-1560 are exposed, then AdamW 3 x 420 = 1260: step = 2820 us.
 TEST(Fsdp1FullShard, BackwardPreOverlapsEveryBackwardAllGather) {
   const SimRun r = simulate(BackwardPrefetch::kBackwardPre);
   EXPECT_EQ(r.span("root.all_gather"), std::make_pair(us(0), us(20)));
@@ -66,18 +67,18 @@ TEST(Fsdp1FullShard, BackwardPreOverlapsEveryBackwardAllGather) {
   EXPECT_EQ(r.span("blocks.1.reduce_scatter"), std::make_pair(us(900), us(920)));
   EXPECT_EQ(r.span("blocks.0.bwd.bwd"), std::make_pair(us(900), us(1100)));
   EXPECT_EQ(r.span("root.reduce_scatter"), std::make_pair(us(1460), us(1480)));
-  EXPECT_EQ(r.out.timeline.makespan, us(1980));
+  EXPECT_EQ(r.out.timeline.makespan, us(2820));
   const StepBreakdown& b = r.out.result.breakdown;
   EXPECT_DOUBLE_EQ(b.forward.value(), 400e-6);
   EXPECT_DOUBLE_EQ(b.backward.value(), 1040e-6);
-  EXPECT_DOUBLE_EQ(b.optimizer.value(), 420e-6);
+  EXPECT_DOUBLE_EQ(b.optimizer.value(), 1260e-6);
   EXPECT_DOUBLE_EQ(b.exposed_communication.value(), 40e-6);
   EXPECT_DOUBLE_EQ(b.idle.value(), 80e-6);
 }
 
 // With backward_prefetch=None, b0's all-gather is issued in b0's own pre-backward hook, after
 // RS(b1) was issued on the same communicator: NCCL runs it only after RS(b1) (900-920), so
-// AG(b0) 920-940 and RS(b1) are exposed and everything after shifts by 40 us: 2020 us.
+// AG(b0) 920-940 and RS(b1) are exposed and everything after shifts by 40 us: 2860 us.
 TEST(Fsdp1FullShard, NoPrefetchSerializesAllGatherBehindReduceScatter) {
   const SimRun r = simulate(BackwardPrefetch::kNone);
   const auto gathers_after = r.span("blocks.1.reduce_scatter").second;
@@ -91,13 +92,13 @@ TEST(Fsdp1FullShard, NoPrefetchSerializesAllGatherBehindReduceScatter) {
   }
   ASSERT_EQ(starts.size(), 2u);
   EXPECT_EQ(starts[1], us(920));
-  EXPECT_EQ(r.out.timeline.makespan, us(2020));
+  EXPECT_EQ(r.out.timeline.makespan, us(2860));
 }
 
 // BACKWARD_POST prefetches b0 in b1's post-backward hook, after b1 is resharded and before
 // RS(b1) is issued: here that is as good as BACKWARD_PRE.
 TEST(Fsdp1FullShard, BackwardPostIssuesTheNextAllGatherBeforeTheReduceScatter) {
-  EXPECT_EQ(simulate(BackwardPrefetch::kBackwardPost).out.timeline.makespan, us(1980));
+  EXPECT_EQ(simulate(BackwardPrefetch::kBackwardPost).out.timeline.makespan, us(2820));
 }
 
 // Memory, counted as PyTorch's allocator counts it (MB). Before the step: fp32 shards 4 x 15M

@@ -42,6 +42,48 @@ TEST(MemoryModel, CrossStreamReuseNeedsASynchronizedRetry) {
   EXPECT_FALSE(m.reserved().out_of_memory);
 }
 
+// Reserved memory peaks on a plateau: the warm-up step leaves 80 MiB cached and the measured
+// step reuses it without growing it. The cached-but-unused figure belongs to the plateau's busiest
+// instant (40 + 30 MiB active, the 30 MiB request splitting a 40 MiB block: 10 MiB unused), not
+// to its first instant (the measured step's first 40 MiB tensor: 40 MiB unused).
+TEST(MemoryModel, FragmentationIsTakenAtTheBusiestInstantOfPeakReserved) {
+  MemoryModelOptions o = options(mib(1000));
+  o.measure_from = 2;
+  MemoryModel m(o);
+  const auto forty = tensor(mib(40), 0);
+  const auto thirty = tensor(mib(30), 0);
+  m.on_allocate(SimTime{}, 0, forty);  // warm-up step: two 40 MiB segments
+  m.on_allocate(SimTime{}, 1, forty);
+  m.on_free(SimTime{}, 0, forty, false);
+  m.on_release(SimTime{}, 0, forty);
+  m.on_free(SimTime{}, 1, forty, false);
+  m.on_release(SimTime{}, 1, forty);
+  m.on_allocate(SimTime{}, 2, forty);  // measured step: both from the cache
+  m.on_allocate(SimTime{}, 3, thirty);
+  EXPECT_EQ(m.reserved().peak_reserved, mib(80));
+  EXPECT_EQ(m.reserved().fragmentation_at_peak, mib(10));
+  EXPECT_EQ(m.reserved().alloc_retries, 0);
+}
+
+// A retry without pending stream uses needs no wait for events, but its cudaFree of the other
+// stream's cached 60 MiB segment synchronizes the device; a cache hit does not.
+TEST(MemoryModel, ARetryThatGivesSegmentsBackSynchronizesTheDevice) {
+  MemoryModel m(options(mib(100)));
+  const auto gathered = tensor(mib(60), 1);
+  const auto activation = tensor(mib(60), 0);
+  EXPECT_FALSE(m.on_allocate(SimTime{}, 0, gathered).synchronizes_device);
+  m.on_free(SimTime{}, 0, gathered, /*release_pending=*/false);
+  m.on_release(SimTime{}, 0, gathered);
+  const engine::AllocationOutcome retried = m.on_allocate(SimTime{}, 1, activation);
+  EXPECT_EQ(retried.status, engine::AllocationStatus::kAllocated);
+  EXPECT_TRUE(retried.synchronizes_device);
+  EXPECT_EQ(retried.cpu_cost.picoseconds(), 2'000'000);
+  EXPECT_EQ(m.reserved().alloc_retries, 1);
+  m.on_free(SimTime{}, 1, activation, false);
+  m.on_release(SimTime{}, 1, activation);
+  EXPECT_FALSE(m.on_allocate(SimTime{}, 2, activation).synchronizes_device);
+}
+
 TEST(MemoryModel, OutOfMemoryIsRecordedWithTheTensor) {
   MemoryModel m(options(mib(100)));
   EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(120), 0)).status,

@@ -1,0 +1,135 @@
+// The optimizer step: AdamW's three GPU implementations (torch/optim/adamw.py: _multi_tensor_adamw,
+// _fused_adamw, _single_tensor_adamw), SGD, and the CPU optimizer of CPU offload. Each kernel is
+// a memory-bound op whose bytes are the fp32 tensors it reads and writes; temporaries are
+// allocated where PyTorch allocates them, so the optimizer's share of peak memory follows.
+#include <array>
+#include <string_view>
+
+#include "sim/fsdp/step_builder.hpp"
+
+namespace fsdpsim::fsdp {
+
+using engine::TensorId;
+using memory::MemoryCategory;
+
+namespace {
+
+// One elementwise kernel of AdamW's update: fp32 tensors read and written per element.
+struct AdamwKernel {
+  std::string_view name;
+  std::int64_t passes;
+};
+
+// torch/optim/adamw.py, _multi_tensor_adamw and _single_tensor_adamw (weight_decay != 0,
+// amsgrad=False, capturable=False), in order; both run the same math, as _foreach_* kernels over
+// the tensor list or as per-tensor kernels. 21 fp32 passes per element.
+constexpr std::size_t kSqrt = 4;  // the first kernel that writes the denominator temporary
+constexpr std::array<AdamwKernel, 8> kAdamwKernels = {{
+    {"weight_decay", 2},  // param.mul_(1 - lr * weight_decay): r1 w1
+    {"lerp", 3},          // exp_avg.lerp_(grad, 1 - beta1): r2 w1
+    {"mul", 2},           // exp_avg_sq.mul_(beta2): r1 w1
+    {"addcmul", 4},       // exp_avg_sq.addcmul_(grad, grad, 1 - beta2): r3 w1
+    {"sqrt", 2},          // exp_avg_sq.sqrt() into a temporary: r1 w1
+    {"div", 2},           // / bias_correction2_sqrt: r1 w1 (for-loop: into a second temporary)
+    {"add", 2},           // .add_(eps): r1 w1
+    {"addcdiv", 4},       // param.addcdiv_(exp_avg, denom, -step_size): r3 w1
+}};
+// aten/src/ATen/native/cuda/fused_adamw_impl.cu (_fused_adamw_kernel_cuda_, through
+// fused_adam_utils.cuh FusedAdamMathFunctor): reads param, grad, exp_avg, exp_avg_sq once and
+// writes param, exp_avg, exp_avg_sq once; the denominator stays in registers.
+constexpr std::int64_t kFusedAdamwPasses = 7;
+// _single_tensor_adamw on the host (CPU offload): the kernels above, 21 passes.
+constexpr std::int64_t kCpuAdamwPasses = 21;
+// torch/optim/sgd.py without momentum: param.add_(grad, alpha=-lr), r2 w1 (any implementation).
+constexpr std::int64_t kSgdPasses = 3;
+constexpr std::int64_t kFp32Bytes = 4;
+
+Bytes fp32_passes(std::int64_t passes, std::int64_t numel) {
+  return Bytes(passes * kFp32Bytes * numel);
+}
+
+}  // namespace
+
+void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
+  const auto group = [](std::size_t i) { return static_cast<std::int32_t>(i); };
+  if (in_.training.optimizer == Optimizer::kSgd) {
+    for (std::size_t i = 0; i < numels.size(); ++i) {
+      copy(numels[i].first + ".sgd", compute_, fp32_passes(kSgdPasses, numels[i].second),
+           Phase::kOptimizer, group(i));
+    }
+    return;
+  }
+  switch (in_.training.optimizer_impl) {
+    case OptimizerImpl::kFused:
+      for (std::size_t i = 0; i < numels.size(); ++i) {
+        copy(numels[i].first + ".adamw", compute_, fp32_passes(kFusedAdamwPasses, numels[i].second),
+             Phase::kOptimizer, group(i));
+      }
+      return;
+    case OptimizerImpl::kForeach: {
+      // Each _foreach_* op runs over every tensor before the next starts; _foreach_sqrt
+      // allocates its outputs (one per tensor, all parameters' worth of fp32) at once, and
+      // they live until the last _foreach_addcdiv_.
+      std::int64_t total = 0;
+      for (const auto& [name, numel] : numels) total += numel;
+      TensorId temp = 0;
+      for (std::size_t k = 0; k < kAdamwKernels.size(); ++k) {
+        if (k == kSqrt) {
+          temp = allocate("optimizer.exp_avg_sq_sqrt", elements(total, Dtype::kFp32), compute_,
+                          MemoryCategory::kOptimizerState);
+        }
+        for (std::size_t i = 0; i < numels.size(); ++i) {
+          copy(numels[i].first + ".adamw." + std::string(kAdamwKernels[k].name), compute_,
+               fp32_passes(kAdamwKernels[k].passes, numels[i].second), Phase::kOptimizer, group(i));
+        }
+      }
+      free(temp);
+      return;
+    }
+    case OptimizerImpl::kForLoop:
+      // One tensor at a time: `exp_avg_sq.sqrt() / bias_correction2_sqrt` holds the sqrt and
+      // the quotient at once; the sqrt dies when the division returns, the quotient (denom)
+      // after addcdiv_.
+      for (std::size_t i = 0; i < numels.size(); ++i) {
+        const auto& [name, numel] = numels[i];
+        TensorId sqrt = 0;
+        TensorId denom = 0;
+        for (std::size_t k = 0; k < kAdamwKernels.size(); ++k) {
+          if (k == kSqrt) {
+            sqrt = allocate(name + ".adamw.sqrt", elements(numel, Dtype::kFp32), compute_,
+                            MemoryCategory::kOptimizerState);
+          } else if (k == kSqrt + 1) {
+            denom = allocate(name + ".adamw.denom", elements(numel, Dtype::kFp32), compute_,
+                             MemoryCategory::kOptimizerState);
+          }
+          copy(name + ".adamw." + std::string(kAdamwKernels[k].name), compute_,
+               fp32_passes(kAdamwKernels[k].passes, numel), Phase::kOptimizer, group(i));
+          if (k == kSqrt + 1) free(sqrt);
+        }
+        free(denom);
+      }
+      return;
+  }
+}
+
+void StepBuilder::optimizer_step(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
+  if (!in_.fsdp.cpu_offload) {
+    gpu_optimizer(numels);
+    return;
+  }
+  b_.cpu_synchronize(b_.record_event(compute_), "offload_synchronize");
+  std::int64_t total = 0;
+  for (const auto& [name, numel] : numels) total += numel;
+  cpu_optimizer(total);
+}
+
+void StepBuilder::cpu_optimizer(std::int64_t numel) {
+  // The node's DRAM bandwidth is shared by its gpus_per_node training processes.
+  const BytesPerSec per_rank =
+      in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
+  const bool sgd = in_.training.optimizer == Optimizer::kSgd;
+  const Bytes bytes = fp32_passes(sgd ? kSgdPasses : kCpuAdamwPasses, numel);
+  b_.cpu_work(sgd ? "optimizer.cpu_sgd" : "optimizer.cpu_adamw", to_sim_time(bytes / per_rank));
+}
+
+}  // namespace fsdpsim::fsdp
