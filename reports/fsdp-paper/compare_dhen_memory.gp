@@ -1,0 +1,49 @@
+# .ci/make-paper-report: DHEN dense part: peak allocated memory vs GPUs. Re-render with: gnuplot compare_dhen_memory.gp
+if (!exists("outfile")) outfile = "compare_dhen_memory.svg"
+set terminal svg size 760,440 noenhanced font "Helvetica,12" background rgb "white"
+set output outfile
+set title "DHEN dense part: peak allocated memory vs GPUs" font ",13"
+set xlabel "GPUs (8 per node assumed)"
+set ylabel "peak allocated memory per GPU (GiB)"
+set grid lc rgb "#dddddd"
+set key below
+set logscale x 2
+set xtics ("16" 16, "32" 32, "64" 64, "128" 128, "256" 256, "512" 512)
+set xrange [14:590]
+set yrange [0:*]
+$d0 << EOD
+16 1.6591
+32 1.4670
+64 1.3710
+128 1.3229
+256 1.2989
+512 1.2869
+EOD
+$d1 << EOD
+16 2.4274
+32 2.2354
+64 2.1393
+128 2.0913
+256 2.0673
+512 2.0553
+EOD
+$d2 << EOD
+16 2.0433
+32 2.0433
+64 2.0433
+128 2.0433
+256 2.0433
+512 2.0433
+EOD
+$d3 << EOD
+16 2.8117
+32 2.8117
+64 2.8117
+128 2.8117
+256 2.8117
+512 2.8117
+EOD
+plot $d0 using 1:2 with linespoints lw 2 pt 7 lc rgb "#08519c" title "full + RAF (FULL_SHARD)", \
+     $d1 using 1:2 with linespoints lw 2 pt 7 lc rgb "#6baed6" title "full + NRAF (SHARD_GRAD_OP)", \
+     $d2 using 1:2 with linespoints lw 2 pt 7 lc rgb "#a50f15" title "hybrid + RAF (HYBRID_SHARD)", \
+     $d3 using 1:2 with linespoints lw 2 pt 7 lc rgb "#fc9272" title "hybrid + NRAF (_HYBRID_SHARD_ZERO2)"
