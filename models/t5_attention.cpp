@@ -29,6 +29,21 @@ std::int64_t score_elements(const T5AttentionDims& d, const BuildContext& ctx) {
   return ctx.batch * d.heads * d.seq_q * d.seq_kv;
 }
 
+// Sizes every pass of the core needs: batch x heads, the scores in the compute dtype and in fp32,
+// Q (and O), and K (and V).
+struct CoreSizes {
+  std::int64_t bh = 0;
+  std::int64_t scores = 0;
+  std::int64_t scores32 = 0;
+  std::int64_t q = 0;
+  std::int64_t kv = 0;
+};
+
+CoreSizes core_sizes(const T5AttentionDims& dims, const BuildContext& ctx) {
+  return {ctx.batch * dims.heads, score_elements(dims, ctx) * ctx.element_bytes,
+          score_elements(dims, ctx) * kStatBytes, q_bytes(dims, ctx), kv_bytes(dims, ctx)};
+}
+
 }  // namespace
 
 std::int64_t t5_score_bytes(const T5AttentionDims& dims, const BuildContext& ctx) {
@@ -37,11 +52,7 @@ std::int64_t t5_score_bytes(const T5AttentionDims& dims, const BuildContext& ctx
 
 void append_t5_attention_forward(LayerDraft& draft, const T5AttentionDims& dims,
                                  const BuildContext& ctx) {
-  const std::int64_t bh = ctx.batch * dims.heads;
-  const std::int64_t scores = t5_score_bytes(dims, ctx);
-  const std::int64_t scores32 = score_elements(dims, ctx) * kStatBytes;
-  const std::int64_t q = q_bytes(dims, ctx);
-  const std::int64_t kv = kv_bytes(dims, ctx);
+  const auto [bh, scores, scores32, q, kv] = core_sizes(dims, ctx);
   TransientTracker& temps = draft.forward_temps();
 
   draft.begin_attention_core();
@@ -79,11 +90,7 @@ void append_t5_attention_forward(LayerDraft& draft, const T5AttentionDims& dims,
 
 void append_t5_attention_backward(LayerDraft& draft, const T5AttentionDims& dims,
                                   const BuildContext& ctx) {
-  const std::int64_t bh = ctx.batch * dims.heads;
-  const std::int64_t scores = t5_score_bytes(dims, ctx);
-  const std::int64_t scores32 = score_elements(dims, ctx) * kStatBytes;
-  const std::int64_t q = q_bytes(dims, ctx);
-  const std::int64_t kv = kv_bytes(dims, ctx);
+  const auto [bh, scores, scores32, q, kv] = core_sizes(dims, ctx);
   TransientTracker& temps = draft.backward_temps();
 
   draft.backward(memory_bound_kernel(name(dims, "merge_heads_bwd"), 2 * q, ctx));
