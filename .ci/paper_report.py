@@ -461,8 +461,12 @@ allocator frees its cache and retries a cudaMalloc, stalling the CPU until the G
 does so once or twice per step, for tens of milliseconds, so the limiter buys 1-2 % on T5, not
 5×. The paper's T5 latencies with the limiter are 4-7× fsdpsim's step ({t5on['step_time_s']:.2f} s on 4
 nodes), so its runs were in a different regime (settings of Fig. 6c beyond the batch are not
-given) where the allocator thrashes on every iteration; fsdpsim's allocator reaches a steady cache
-after one flush. DeepViT's 5 % cost is not reproduced either: the limiter's only cost in the model
+given) where memory was tight even with the limiter: batch 2 was the largest that fit, while
+fsdpsim's assumed settings fit batch 47-52. A step's cross-stream demand (about three bf16 copies
+of the model) fills fsdpsim's cache once per step; at the largest batch that fits, the limiter off
+gives 13-25 retries per step, yet each costs only its device calls and one exposed all-gather,
+because the CPU's wait is hidden behind queued GPU work (allocator and FSDP1 checked against the
+PyTorch source in [rate-limiter-retries.md](rate-limiter-retries.md)). DeepViT's 5 % cost is not reproduced either: the limiter's only cost in the model
 is the CPU blocking on a free event before the next all-gather, and with 8-9 s steps of large
 GEMMs the CPU is far ahead of the GPU, so the wait never reaches the GPU; the limiter even helps
 slightly (the retry it avoids). Sweep plots: [T5](fsdp-paper/t5_11b_rate_limiter/index.md),

@@ -267,6 +267,82 @@ TEST(CachingAllocator, FreeingAnotherStreamsCacheFirstWaitsForPendingUses) {
   EXPECT_EQ(st.segment.current, 1);
 }
 
+// The limiter-off retry pattern (FSDP paper Sec. 3.4) replayed by hand: a CPU that runs ahead of
+// the GPU frees every all-gather output while its compute-stream use is still queued, so no block
+// comes back until the allocator synchronizes. DeviceCachingAllocator::malloc: get_free_block
+// fails (the blocks await events), alloc_block fails once 5 x 2 GiB fill the 10 GiB, and
+// release_cached_blocks -> synchronize_and_free_events waits for every recorded use, then
+// release_blocks cudaFrees the 5 unsplit segments and alloc_block(isRetry) cudaMallocs again.
+// The cache then refills from empty: with room for n blocks, N run-ahead all-gathers retry
+// floor((N - 1) / n) times. Here n = 5, N = 12: retries after units 5 and 10, no more.
+TEST(CachingAllocator, RunAheadCrossStreamFreesRetryOncePerCacheFill) {
+  CachingAllocator a(with_capacity(gb(10)));
+  std::vector<std::int64_t> awaiting;
+  std::vector<int> retried_at;
+  for (int unit = 0; unit < 12; ++unit) {
+    MallocResult r = a.malloc(Bytes(gb(2)), kUnshard);
+    if (r.status == MallocStatus::kNeedsSynchronize) {
+      // The CPU blocks until the GPU has passed every recorded use (cudaEventSynchronize).
+      for (const std::int64_t x : awaiting) a.complete_stream_use(x);
+      awaiting.clear();
+      r = a.malloc(Bytes(gb(2)), kUnshard);
+      retried_at.push_back(unit);
+      EXPECT_EQ(r.device_frees, 5) << unit;  // every cached segment, of every stream
+    }
+    ASSERT_EQ(r.status, MallocStatus::kAllocated) << unit;
+    a.free(r.address, /*has_pending_uses=*/true);
+    awaiting.push_back(r.address);
+  }
+  EXPECT_EQ(retried_at, (std::vector<int>{5, 10}));
+  const AllocatorStats& st = a.stats();
+  EXPECT_EQ(st.num_alloc_retries, 2);
+  EXPECT_EQ(st.num_sync_all_streams, 2);
+  EXPECT_EQ(st.num_device_alloc, 12);  // no block was ever reused
+  EXPECT_EQ(st.num_device_free, 10);
+  EXPECT_EQ(st.reserved_bytes.peak.value(), gb(10));
+  EXPECT_EQ(st.reserved_bytes.current.value(), gb(4));  // units 10 and 11
+}
+
+// The same twelve all-gathers when the GPU keeps up: the use of unit k - 2 has completed when
+// unit k is allocated (process_events at the top of malloc returns the block to the unshard
+// pool), so best fit reuses it and the cache never fills.
+TEST(CachingAllocator, CrossStreamFreesThatCompleteBeforeTheNextMallocAreReused) {
+  CachingAllocator a(with_capacity(gb(10)));
+  std::vector<std::int64_t> awaiting;
+  for (int unit = 0; unit < 12; ++unit) {
+    if (awaiting.size() == 2) {
+      a.complete_stream_use(awaiting.front());
+      awaiting.erase(awaiting.begin());
+    }
+    const std::int64_t x = alloc(a, gb(2), kUnshard);
+    a.free(x, /*has_pending_uses=*/true);
+    awaiting.push_back(x);
+  }
+  EXPECT_EQ(a.stats().num_alloc_retries, 0);
+  EXPECT_EQ(a.stats().num_device_alloc, 2);  // two buffers alternate, as with the limiter
+  EXPECT_EQ(a.stats().reserved_bytes.peak.value(), gb(4));
+}
+
+// release_cached_blocks does not look for a block again after synchronize_and_free_events: the
+// block of exactly the requested size and stream that the synchronization returned is cudaFreed
+// with the rest, and the retry cudaMallocs a new segment (DeviceCachingAllocator::malloc calls
+// alloc_block(params, true, ...) straight after release_cached_blocks).
+TEST(CachingAllocator, ARetryFreesTheBlockItsSynchronizationReturnedAndMallocsAgain) {
+  CachingAllocator a(with_capacity(gb(5)));
+  const std::int64_t x = alloc(a, gb(2), kUnshard);
+  const std::int64_t y = alloc(a, gb(2), kCompute);
+  a.free(x, /*has_pending_uses=*/true);
+  EXPECT_EQ(a.malloc(Bytes(gb(2)), kUnshard).status, MallocStatus::kNeedsSynchronize);
+  a.complete_stream_use(x);
+  const MallocResult r = a.malloc(Bytes(gb(2)), kUnshard);
+  ASSERT_EQ(r.status, MallocStatus::kAllocated);
+  EXPECT_EQ(r.address, gb(4));  // a new segment, not x
+  EXPECT_EQ(r.device_frees, 1);
+  EXPECT_EQ(a.stats().num_device_alloc, 3);
+  EXPECT_EQ(a.stats().num_alloc_retries, 1);
+  a.free(y, false);
+}
+
 TEST(CachingAllocator, CachedSegmentsWithoutPendingUsesAreFreedWithoutWaiting) {
   CachingAllocator a(with_capacity(gb(10)));
   std::vector<std::int64_t> unshard;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/engine/executor.hpp"
+#include "sim/engine/program_builder.hpp"
+
 namespace fsdpsim::memory {
 namespace {
 
@@ -109,6 +112,56 @@ TEST(MemoryModel, WithoutAnAllocatorOnlyLifetimesAreCounted) {
             engine::AllocationStatus::kAllocated);
   EXPECT_FALSE(m.models_reserved());
   EXPECT_EQ(m.stats().peak_allocated, gib(500));
+}
+
+// The limiter-off pattern end to end (executor + allocator), on a timeline checkable by hand.
+// Twelve units: the CPU allocates a 2 GiB all-gather output on the unshard stream (cudaMalloc,
+// 1 us), launches the all-gather (1 us launch, 10 us on the GPU) and the unit's compute (1 us
+// launch, 100 us), and frees the output with record_stream on the compute stream
+// (FlatParamHandle._free_unsharded_flat_param). Without a memory limit the GPU is the bottleneck:
+// compute k runs [12 + 100k, 112 + 100k] us, the last ends at 1212 us.
+// On a 10 GiB device five outputs fill the cache. Unit 5's malloc (CPU at 15 us) needs
+// release_cached_blocks: the CPU waits in synchronize_and_free_events until compute 4 ends
+// (512 us), then cudaFrees 5 segments and cudaMallocs 1 (6 us); the GPU, drained, waits for that,
+// the all-gather's launch (1 us) and the all-gather itself (10 us): 17 us idle. Units 6-9 refill
+// the cache; unit 10 (CPU at 532 us) retries the same way at 1029 us. Two retries, each costing
+// the step 17 us, however far ahead the CPU was: 1212 + 2 x 17 = 1246 us.
+TEST(MemoryModel, ARunAheadCpuRetriesOncePerCacheFillAndEachRetryCostsOnlyTheRefill) {
+  const auto us = [](double v) { return to_sim_time(microseconds(v)); };
+  const auto run = [&](Bytes capacity, engine::Timeline* timeline) {
+    engine::ProgramBuilder b;
+    const engine::StreamId compute = b.add_stream("compute");
+    const engine::StreamId unshard = b.add_stream("unshard");
+    engine::LaunchSpec ag;
+    ag.name = "all_gather";
+    ag.stream = unshard;
+    ag.duration = us(10);
+    ag.launch_cost = us(1);
+    engine::LaunchSpec fwd;
+    fwd.name = "forward";
+    fwd.stream = compute;
+    fwd.duration = us(100);
+    fwd.launch_cost = us(1);
+    for (int unit = 0; unit < 12; ++unit) {
+      const engine::TensorId out = b.allocate("full_param", gib(2), unshard, 0);
+      b.launch(ag);
+      b.wait_stream(compute, unshard);
+      b.launch(fwd);
+      b.free(out, b.record_event(compute));
+    }
+    MemoryModel m(options(capacity));
+    *timeline = engine::execute(b.program(), &m);
+    return m.reserved();
+  };
+  engine::Timeline unlimited;
+  EXPECT_EQ(run(gib(100), &unlimited).alloc_retries, 0);
+  EXPECT_EQ(unlimited.makespan, us(1212));
+  engine::Timeline limited;
+  const ReservedStats r = run(gib(10), &limited);
+  EXPECT_EQ(r.alloc_retries, 2);
+  EXPECT_EQ(r.peak_reserved, gib(10));
+  EXPECT_EQ(r.device_calls, 12 + 10);  // every output cudaMalloc'ed, two flushes of five
+  EXPECT_EQ(limited.makespan, us(1246));
 }
 
 }  // namespace
