@@ -43,6 +43,7 @@ TEST(Cli, VersionAndHelpExitZero) {
                            "activation_checkpointing",
                            "checkpoint_every_n_blocks",
                            "no_sync",
+                           "param_storage_dtype",
                            "optimizer",
                            "flash_attention",
                            "matmul_dtype",
