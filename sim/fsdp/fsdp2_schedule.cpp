@@ -317,7 +317,11 @@ class Fsdp2Step final : private UnitHooks {
     for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, u.shard_numel);
     s_.optimizer_step(tensors);
     for (UnitState& st : state_) {
-      if (st.has_grad_shard) s_.free(st.grad_shard, s_.program().record_event(s_.compute()));
+      // zero_grad(set_to_none=True): FSDP2 never calls record_stream, so the block goes back at
+      // once to the pool of the stream foreach_reduce made it on, whose next reduce-scatter waits
+      // for the compute stream anyway (FSDPParamGroup.post_backward via foreach_reduce:
+      // reduce_scatter_stream.wait_stream(current_stream)).
+      if (st.has_grad_shard) s_.free(st.grad_shard);
       st.has_grad_shard = false;
     }
   }
