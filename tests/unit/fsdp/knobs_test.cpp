@@ -275,6 +275,30 @@ TEST(Knobs, Fsdp2CopiesInAndOutAroundEachAllGather) {
   EXPECT_EQ(k.out.result.memory.peak_allocated, k.out.result.memory.peak_active);
 }
 
+// Two FSDP2 steps (a caching allocator makes simulate_step run a warm-up step): launches cost
+// nothing, so the CPU issues the measured step while the GPU still runs the warm-up step's
+// AdamW over the three 20 MB fp32 gradient shards. zero_grad drops them with no record_stream,
+// so at no instant is a block active that is no longer allocated.
+TEST(Knobs, Fsdp2ZeroGradFreesGradientShardsAtOnce) {
+  static const models::Workload workload = testing::tiny_workload();
+  ScheduleInput in;
+  in.workload = &workload;
+  in.cluster = testing::tiny_cluster();
+  in.fsdp.version = 2;
+  in.fsdp.param_dtype = Dtype::kFp32;
+  in.fsdp.reduce_dtype = Dtype::kFp32;
+  in.training.global_batch = 2;
+  in.training.seq_len = 8;
+  SimulationOptions options;
+  options.record_memory = true;
+  options.allocator = memory::AllocatorConfig{};
+  options.allocator->capacity = in.cluster.gpu.usable_memory();
+  const SimulationOutput out = simulate_step(in, options);
+  ASSERT_EQ(out.schedule.units.size(), 3u);
+  ASSERT_FALSE(out.memory_samples.empty());
+  for (const memory::MemorySample& m : out.memory_samples) EXPECT_EQ(m.active, m.allocated);
+}
+
 // model.to(torch.bfloat16) before fully_shard (FSDP2, bf16 all-gather, fp32 reduce-scatter):
 // FSDPParam.orig_dtype is bf16, so each rank's 15M-element shard (3 units x 5M) holds 2 bytes
 // per parameter (30 MB), AdamW's zeros_like states 2 x 2 bytes (60 MB) instead of 60 MB and
