@@ -244,6 +244,13 @@ INSTANTIATE_TEST_SUITE_P(
                   {"training", {{"loss", "fused_cross_entropy"}, {"flash_attention", false}}}},
                  "/training/loss: fused_cross_entropy is modelled for the gpt, mpt and llama"},
         BadInput{"bad_loss", {{"training", {{"loss", "xentropy"}}}}, "/training/loss"},
+        BadInput{"bf16_storage_fsdp1",
+                 {{"fsdp", {{"version", 1}}}, {"training", {{"param_storage_dtype", "bf16"}}}},
+                 "/training/param_storage_dtype: parameters stored below fp32 are modelled for "
+                 "FSDP2"},
+        BadInput{"bad_storage_dtype",
+                 {{"training", {{"param_storage_dtype", "fp8"}}}},
+                 "/training/param_storage_dtype"},
         BadInput{"flash_kernel_unfused",
                  {{"training", {{"flash_attention", false}, {"flash_kernel", "flash1"}}}},
                  "/training/flash_kernel: flash_kernel needs flash_attention true"},
