@@ -15,6 +15,14 @@
 // log-sum-exp (fp32); the autograd Function saves the logits, the log-sum-exp and the labels;
 // one backward kernel reads them and the loss gradient and writes the logits gradient in the
 // logits' dtype (inplace_backward=False, the default). No fp32 [T, V] tensor exists.
+//
+// Training code that neither upcasts nor autocasts (KempnerForge's scripts/train.py:
+// F.cross_entropy(logits.view(-1, V), labels) on the bf16 output of a bf16 model) runs the same
+// log_softmax + nll_loss on the compute-dtype logits: log_softmax writes and saves its output in
+// the input's dtype (aten/src/ATen/native/cuda/SoftMax.cu, log_softmax_cuda_out: fp32
+// accumulation, output in the input dtype), nll_loss_backward zero-fills a gradient like its
+// input, and _log_softmax_backward_data writes the logits gradient in the input dtype. Three
+// compute-dtype [T, V] tensors at once instead of three fp32 ones.
 #include "models/head_layer.hpp"
 
 namespace fsdpsim::models::detail {
@@ -31,13 +39,37 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
   append_norm_forward(draft, dims.norm_name, dims.norm, dims.d_model, ctx);
   draft.save(hidden);  // the norm output, saved by the LM head linear
   draft.forward(linear_forward("lm_head", lm_head, ctx));
-  if (ctx.fused_cross_entropy) {
+  if (ctx.loss == LossKernel::kFusedCrossEntropy) {
     const std::int64_t per_token = t * (kIndexBytes + 2 * kStatBytes);  // labels, loss, lse
     draft.forward(memory_bound_kernel("fused_cross_entropy", logits + per_token, ctx));
     draft.save(logits + t * (kIndexBytes + kStatBytes));  // logits, labels, log-sum-exp
     TransientTracker& bwd = draft.backward_temps();
     draft.backward(memory_bound_kernel("fused_cross_entropy_bwd", 2 * logits + per_token, ctx));
     bwd.allocate(logits);
+    append_linear_backward(draft, "lm_head", lm_head, ctx);
+    bwd.allocate(hidden);  // gradient of the norm output
+    bwd.release(logits);
+    draft.backward(norm_backward(dims.norm_name, dims.norm, dims.d_model, ctx));
+    bwd.release(hidden);
+    return draft.finish(-1);
+  }
+  if (ctx.loss == LossKernel::kCrossEntropy) {
+    fwd.allocate(logits);
+    draft.forward(memory_bound_kernel("log_softmax", 2 * logits, ctx));
+    fwd.allocate(logits);
+    draft.save(logits);  // log_softmax saves its output, in the logits' dtype
+    fwd.release(logits);
+    fwd.release(logits);  // nothing saves the logits themselves
+    draft.forward(
+        memory_bound_kernel("nll_loss", t * (kIndexBytes + kStatBytes) + kStatBytes, ctx));
+    draft.save(t * kIndexBytes);  // targets
+    TransientTracker& bwd = draft.backward_temps();
+    draft.backward(
+        memory_bound_kernel("nll_loss_bwd", logits + t * (kIndexBytes + kStatBytes), ctx));
+    bwd.allocate(logits);  // gradient of the log-probabilities
+    draft.backward(memory_bound_kernel("log_softmax_bwd", 3 * logits, ctx));
+    bwd.allocate(logits);  // gradient of the logits
+    bwd.release(logits);
     append_linear_backward(draft, "lm_head", lm_head, ctx);
     bwd.allocate(hidden);  // gradient of the norm output
     bwd.release(logits);

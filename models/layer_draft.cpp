@@ -14,7 +14,7 @@ BuildContext make_context(const WorkloadOptions& options) {
   ctx.dtype = options.compute_dtype;
   ctx.flash_attention = options.flash_attention;
   ctx.flash_kernel = options.flash_kernel;
-  ctx.fused_cross_entropy = options.fused_cross_entropy;
+  ctx.loss = options.loss;
   return ctx;
 }
 

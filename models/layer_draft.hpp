@@ -26,7 +26,7 @@ struct BuildContext {
   Dtype dtype = Dtype::kBf16;
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;
-  bool fused_cross_entropy = false;
+  LossKernel loss = LossKernel::kCrossEntropyFp32;
 };
 
 BuildContext make_context(const WorkloadOptions& options);

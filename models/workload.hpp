@@ -88,9 +88,8 @@ struct WorkloadOptions {
   Dtype compute_dtype = Dtype::kBf16;  // activations and GEMM inputs
   bool flash_attention = true;         // fused attention kernel; false = unfused (scores in HBM)
   FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
-  // flash-attn's fused cross-entropy (xentropy) on the compute-dtype logits instead of
-  // F.cross_entropy's fp32 log_softmax + nll_loss (models/head_layer.cpp).
-  bool fused_cross_entropy = false;
+  // The loss kernels on the logits (models/head_layer.cpp).
+  LossKernel loss = LossKernel::kCrossEntropyFp32;
   // torchao Float8Linear (tensorwise dynamic scaling) for every eligible linear but the LM head
   // (models/float8_linear.hpp). The GPU must have an fp8 rate; the app checks.
   bool float8_linears = false;

@@ -180,9 +180,13 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                      : kernel == "triton" ? FlashKernel::kTriton
                                           : FlashKernel::kFlash2;
   }
-  t.fused_cross_entropy = r.choice("loss", {"cross_entropy", "fused_cross_entropy"},
-                                   "cross_entropy") == "fused_cross_entropy";
+  const std::string loss = r.choice(
+      "loss", {"cross_entropy", "cross_entropy_no_upcast", "fused_cross_entropy"}, "cross_entropy");
+  t.loss = loss == "fused_cross_entropy"       ? LossKernel::kFusedCrossEntropy
+           : loss == "cross_entropy_no_upcast" ? LossKernel::kCrossEntropy
+                                               : LossKernel::kCrossEntropyFp32;
   t.no_sync = r.boolean("no_sync", false);
+  t.param_storage_dtype = dtype_key(r, "param_storage_dtype", "fp32");
   if (r.has("autocast_dtype")) t.autocast_dtype = dtype_key(r, "autocast_dtype", "bf16");
   if (r.has("matmul_dtype")) {
     t.matmul_dtype =

@@ -41,6 +41,9 @@ training:
   checkpoint_every_n_blocks n for selective                                         default 2
   no_sync                   accumulate gradients unreduced until the last micro-batch
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false
+  param_storage_dtype       fp32 | bf16 | fp16: dtype of the sharded parameters, their gradients
+                            and AdamW states (FSDP2 only) [model.to(dtype) before
+                            fully_shard; FSDPParam.orig_dtype]                      default fp32
   optimizer                 adamw [torch.optim.AdamW] | sgd [torch.optim.SGD]       default adamw
   optimizer_impl            foreach | fused | for_loop: AdamW on the GPU            default foreach
                             [foreach=None (the CUDA default) | fused=True | foreach=False]
@@ -48,6 +51,8 @@ training:
   flash_kernel              flash2 [flash-attn 2, SDPA flash] | flash1 [flash-attn 1.x] |
                             triton [flash_attn_triton; llm-foundry attn_impl triton] default flash2
   loss                      cross_entropy [F.cross_entropy: fp32 log_softmax + nll_loss] |
+                            cross_entropy_no_upcast [F.cross_entropy on the compute-dtype
+                            logits, no .float() or autocast] |
                             fused_cross_entropy [flash_attn.losses.cross_entropy, llm-foundry's
                             default loss_fn]                                        default cross_entropy
   autocast_dtype            bf16 | fp16 | fp32: GEMM/activation dtype under torch.autocast when it

@@ -108,17 +108,24 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   for (const auto& [key, on] :
        {std::pair<const char*, bool>{"matmul_dtype", s.training.float8_linears()},
         {"compiled", s.training.compiled},
-        {"loss", s.training.fused_cross_entropy}}) {
+        {"loss", s.training.loss == LossKernel::kFusedCrossEntropy}}) {
     if (custom && on) {
       throw ConfigError(f, fmt::format("/training/{}", key),
                         "rewrites a model's own kernels; a custom model lists opaque units "
                         "(FLOPs and bytes), so it does not apply");
     }
   }
-  if (s.model.family == models::ModelFamily::kT5 && s.training.fused_cross_entropy) {
+  if (s.model.family == models::ModelFamily::kT5 &&
+      s.training.loss == LossKernel::kFusedCrossEntropy) {
     throw ConfigError(f, "/training/loss",
                       "fused_cross_entropy is modelled for the gpt, mpt and llama heads; HF T5 "
                       "computes its loss with nn.CrossEntropyLoss");
+  }
+  if (s.training.param_storage_dtype != Dtype::kFp32 &&
+      (s.training.parallelism != fsdp::Parallelism::kFsdp || s.fsdp.version != 2)) {
+    throw ConfigError(f, "/training/param_storage_dtype",
+                      "parameters stored below fp32 are modelled for FSDP2 (fsdp.version 2) only; "
+                      "FSDP1 and DDP keep fp32 parameters here");
   }
   const bool learned_positions =
       s.model.family == models::ModelFamily::kGpt || s.model.family == models::ModelFamily::kMpt;

@@ -173,11 +173,12 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
       {"activation_checkpointing", ac},
       {"optimizer", c.get("optimizer").empty() ? "adamw" : c.get("optimizer")}};
   // The optional loss column (configs/validation/README.md); empty = F.cross_entropy.
-  if (const std::string loss = c.get("loss");
-      loss == "cross_entropy" || loss == "fused_cross_entropy") {
+  if (const std::string loss = c.get("loss"); loss == "cross_entropy" ||
+                                              loss == "cross_entropy_no_upcast" ||
+                                              loss == "fused_cross_entropy") {
     training["loss"] = loss;
   } else if (!loss.empty()) {
-    bad_cell(file, c, "loss", "cross_entropy or fused_cross_entropy");
+    bad_cell(file, c, "loss", "cross_entropy, cross_entropy_no_upcast or fused_cross_entropy");
   }
   // The optional attention column (configs/validation/README.md); empty = FlashAttention-2.
   if (const std::string attention = c.get("attention"); attention == "unfused") {
@@ -197,6 +198,13 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
     training["autocast_dtype"] = matmul;
   }
   if (boolean(file, c, "compiled")) training["compiled"] = true;
+  // The optional no_sync and param_storage_dtype columns (configs/validation/README.md).
+  if (boolean(file, c, "no_sync")) training["no_sync"] = true;
+  if (const std::string storage = c.get("param_storage_dtype"); !storage.empty()) {
+    if (storage != "fp32" && storage != "bf16")
+      bad_cell(file, c, "param_storage_dtype", "fp32 or bf16");
+    training["param_storage_dtype"] = storage;
+  }
   const std::int64_t version = positive_int(file, c, "fsdp_version");
   nlohmann::json fsdp = {{"version", version},
                          {"sharding_strategy", c.get("sharding")},

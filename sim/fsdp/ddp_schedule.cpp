@@ -56,7 +56,7 @@ class DdpStep {
     // Full replicas: fp32 parameters and optimizer state, and the Reducer's bucket buffers.
     out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * numel);
     out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
-        Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * numel);
+        Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer, Dtype::kFp32) * numel);
     out.baseline[static_cast<std::size_t>(MemoryCategory::kCommunication)] = Bytes(4 * numel);
     s_.finish(out);
     return out;

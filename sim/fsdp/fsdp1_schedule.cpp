@@ -306,9 +306,13 @@ class Fsdp1Step final : private UnitHooks {
     for (const FsdpUnit& u : units_)
       tensors.emplace_back(u.name, sharded() ? u.shard_numel : u.numel);
     s_.optimizer_step(tensors);
-    // zero_grad(set_to_none=True) frees the gradients.
+    // zero_grad(set_to_none=True) frees the gradients. Nothing record_stream'ed them for the
+    // compute stream that read them (_runtime_utils.py record_streams only the unsharded gradient
+    // and, with HSDP, the reduce-scatter output), so each block goes back at once to the pool of
+    // the stream it was made on; that stream's next work waits for the compute stream anyway
+    // (_post_backward_hook: post_backward_stream.wait_stream(current_stream)).
     for (UnitState& st : state_) {
-      if (st.has_grad) s_.free(st.grad, s_.program().record_event(s_.compute()));
+      if (st.has_grad) s_.free(st.grad);
       st.has_grad = false;
     }
   }

@@ -110,12 +110,13 @@ class Fsdp2Step final : private UnitHooks {
     const Bytes gathered = elements(shard * group, f_.param_dtype);
     st.all_gather_output = s_.allocate(unit.name + ".all_gather_output", gathered, copy_in_,
                                        MemoryCategory::kParameters);
+    // The sharded parameters are in their storage dtype (FSDPParam.orig_dtype).
+    const Dtype storage = in_.training.param_storage_dtype;
     if (f_.cpu_offload && !from_post_forward) {
-      s_.host_transfer(unit.name + ".h2d_shard", copy_in_, elements(shard, Dtype::kFp32), phase(),
-                       g(u));
+      s_.host_transfer(unit.name + ".h2d_shard", copy_in_, elements(shard, storage), phase(), g(u));
     }
     const Bytes read =
-        from_post_forward ? elements(shard, f_.param_dtype) : elements(shard, Dtype::kFp32);
+        from_post_forward ? elements(shard, f_.param_dtype) : elements(shard, storage);
     s_.copy(unit.name + ".all_gather_copy_in", copy_in_, read + elements(shard, f_.param_dtype),
             phase(), g(u));
     s_.program().wait_stream(all_gather_, copy_in_);
@@ -281,18 +282,20 @@ class Fsdp2Step final : private UnitHooks {
                     elements(unit.shard_numel, rd), Phase::kBackward, g(u));
       post_reduce = all_reduce_;
     }
+    // foreach_reduce: _to_dtype_if_needed(reduce_output, orig_dtype), then .grad is set or added
+    // to, so the sharded gradient is in the parameters' storage dtype.
+    const Dtype storage = in_.training.param_storage_dtype;
     if (!st.has_grad_shard) {
-      st.grad_shard =
-          s_.allocate(unit.name + ".sharded_grad", elements(unit.shard_numel, Dtype::kFp32),
-                      post_reduce, MemoryCategory::kGradients);
+      st.grad_shard = s_.allocate(unit.name + ".sharded_grad", elements(unit.shard_numel, storage),
+                                  post_reduce, MemoryCategory::kGradients);
       st.has_grad_shard = true;
     }
     s_.copy(unit.name + ".accumulate_grad", post_reduce,
-            elements(unit.shard_numel, rd) + 3 * elements(unit.shard_numel, Dtype::kFp32),
+            elements(unit.shard_numel, rd) + 3 * elements(unit.shard_numel, storage),
             Phase::kBackward, g(u));
     if (f_.cpu_offload) {
-      s_.host_transfer(unit.name + ".d2h_grad", post_reduce,
-                       elements(unit.shard_numel, Dtype::kFp32), Phase::kBackward, g(u));
+      s_.host_transfer(unit.name + ".d2h_grad", post_reduce, elements(unit.shard_numel, storage),
+                       Phase::kBackward, g(u));
     }
     s_.free(output);
     previous_reduce_scatter_ = HeldBuffer{input, scattered};
@@ -314,7 +317,11 @@ class Fsdp2Step final : private UnitHooks {
     for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, u.shard_numel);
     s_.optimizer_step(tensors);
     for (UnitState& st : state_) {
-      if (st.has_grad_shard) s_.free(st.grad_shard, s_.program().record_event(s_.compute()));
+      // zero_grad(set_to_none=True): FSDP2 never calls record_stream, so the block goes back at
+      // once to the pool of the stream foreach_reduce made it on, whose next reduce-scatter waits
+      // for the compute stream anyway (FSDPParamGroup.post_backward via foreach_reduce:
+      // reduce_scatter_stream.wait_stream(current_stream)).
+      if (st.has_grad_shard) s_.free(st.grad_shard);
       st.has_grad_shard = false;
     }
   }

@@ -37,7 +37,7 @@ enum class ActivationCheckpointing : std::uint8_t {
 };
 
 enum class Optimizer : std::uint8_t {
-  kAdamW,  // torch.optim.AdamW (implementation: OptimizerImpl), fp32 states
+  kAdamW,  // torch.optim.AdamW (implementation: OptimizerImpl), states in the parameters' dtype
   kSgd,    // torch.optim.SGD with its defaults (momentum 0): no state
 };
 
@@ -50,9 +50,11 @@ enum class OptimizerImpl : std::uint8_t {
   kForLoop,  // per tensor, the same kernels as foreach; sqrt / div temporaries of one tensor
 };
 
-// fp32 optimizer state bytes per parameter: AdamW's exp_avg and exp_avg_sq; SGD has none.
-constexpr std::int64_t optimizer_state_bytes_per_parameter(Optimizer o) {
-  return o == Optimizer::kAdamW ? 8 : 0;
+// Optimizer state bytes per parameter stored in `param_storage`: AdamW's exp_avg and exp_avg_sq
+// are torch.zeros_like(param) (torch/optim/adamw.py, AdamW._init_group), so they take the
+// parameters' dtype; SGD has none.
+constexpr std::int64_t optimizer_state_bytes_per_parameter(Optimizer o, Dtype param_storage) {
+  return o == Optimizer::kAdamW ? 2 * dtype_bytes(param_storage) : 0;
 }
 
 // How blocks are grouped into FSDP units (auto_wrap_policy / fully_shard calls).
@@ -98,7 +100,7 @@ struct TrainingConfig {
   OptimizerImpl optimizer_impl = OptimizerImpl::kForeach;  // AdamW on the GPU only
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
-  bool fused_cross_entropy = false;  // loss: flash-attn xentropy instead of F.cross_entropy
+  LossKernel loss = LossKernel::kCrossEntropyFp32;  // the loss kernels (models/head_layer.cpp)
   // torch.autocast(dtype=...) around forward: the math dtype of GEMMs and activations when it
   // differs from the parameters' (e.g. Composer's DEFAULT precision: fp32 FSDP parameters,
   // bf16 autocast). nullopt: compute in MixedPrecision.param_dtype.
@@ -110,6 +112,12 @@ struct TrainingConfig {
   // Gradient accumulation inside `with model.no_sync()` (FSDP2: set_requires_gradient_sync):
   // gradients stay unsharded until the last micro-batch reduces them.
   bool no_sync = false;
+  // The dtype the model's parameters are stored in when fully_shard runs (`model.to(dtype)`
+  // first gives "pure bf16" training): FSDPParam.orig_dtype
+  // (torch/distributed/fsdp/_fully_shard/_fsdp_param.py, init_dtype_attrs), the dtype of the
+  // sharded parameters, of the sharded gradients (foreach_reduce casts the reduce-scatter output
+  // to orig_dtype, _fsdp_collectives.py) and of AdamW's states. fp32 keeps fp32 master weights.
+  Dtype param_storage_dtype = Dtype::kFp32;
   // The linears' GEMM dtype when set: fp8 = torchao float8 linears (models/float8_linear.hpp);
   // any other value equals the compute dtype (the app checks). nullopt: the compute dtype.
   std::optional<Dtype> matmul_dtype;

@@ -1,6 +1,7 @@
 // The optimizer step: AdamW's three GPU implementations (torch/optim/adamw.py: _multi_tensor_adamw,
 // _fused_adamw, _single_tensor_adamw), SGD, and the CPU optimizer of CPU offload. Each kernel is
-// a memory-bound op whose bytes are the fp32 tensors it reads and writes; temporaries are
+// a memory-bound op whose bytes are the tensors it reads and writes, in the parameters' storage
+// dtype (fp32 master weights, or bf16 after `model.to(torch.bfloat16)`); temporaries are
 // allocated where PyTorch allocates them, so the optimizer's share of peak memory follows.
 #include <array>
 #include <string_view>
@@ -14,7 +15,7 @@ using memory::MemoryCategory;
 
 namespace {
 
-// One elementwise kernel of AdamW's update: fp32 tensors read and written per element.
+// One elementwise kernel of AdamW's update: tensors read and written per element.
 struct AdamwKernel {
   std::string_view name;
   std::int64_t passes;
@@ -22,7 +23,7 @@ struct AdamwKernel {
 
 // torch/optim/adamw.py, _multi_tensor_adamw and _single_tensor_adamw (weight_decay != 0,
 // amsgrad=False, capturable=False), in order; both run the same math, as _foreach_* kernels over
-// the tensor list or as per-tensor kernels. 21 fp32 passes per element.
+// the tensor list or as per-tensor kernels. 21 passes per element.
 constexpr std::size_t kSqrt = 4;  // the first kernel that writes the denominator temporary
 constexpr std::array<AdamwKernel, 8> kAdamwKernels = {{
     {"weight_decay", 2},  // param.mul_(1 - lr * weight_decay): r1 w1
@@ -42,19 +43,19 @@ constexpr std::int64_t kFusedAdamwPasses = 7;
 constexpr std::int64_t kCpuAdamwPasses = 21;
 // torch/optim/sgd.py without momentum: param.add_(grad, alpha=-lr), r2 w1 (any implementation).
 constexpr std::int64_t kSgdPasses = 3;
-constexpr std::int64_t kFp32Bytes = 4;
-
-Bytes fp32_passes(std::int64_t passes, std::int64_t numel) {
-  return Bytes(passes * kFp32Bytes * numel);
-}
 
 }  // namespace
+
+// Parameters, gradients and states all share the storage dtype (TrainingConfig).
+Bytes StepBuilder::optimizer_passes(std::int64_t passes, std::int64_t numel) const {
+  return Bytes(passes * numel * dtype_bytes(in_.training.param_storage_dtype));
+}
 
 void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
   const auto group = [](std::size_t i) { return static_cast<std::int32_t>(i); };
   if (in_.training.optimizer == Optimizer::kSgd) {
     for (std::size_t i = 0; i < numels.size(); ++i) {
-      copy(numels[i].first + ".sgd", compute_, fp32_passes(kSgdPasses, numels[i].second),
+      copy(numels[i].first + ".sgd", compute_, optimizer_passes(kSgdPasses, numels[i].second),
            Phase::kOptimizer, group(i));
     }
     return;
@@ -62,8 +63,8 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
   switch (in_.training.optimizer_impl) {
     case OptimizerImpl::kFused:
       for (std::size_t i = 0; i < numels.size(); ++i) {
-        copy(numels[i].first + ".adamw", compute_, fp32_passes(kFusedAdamwPasses, numels[i].second),
-             Phase::kOptimizer, group(i));
+        copy(numels[i].first + ".adamw", compute_,
+             optimizer_passes(kFusedAdamwPasses, numels[i].second), Phase::kOptimizer, group(i));
       }
       return;
     case OptimizerImpl::kForeach: {
@@ -75,12 +76,14 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
       TensorId temp = 0;
       for (std::size_t k = 0; k < kAdamwKernels.size(); ++k) {
         if (k == kSqrt) {
-          temp = allocate("optimizer.exp_avg_sq_sqrt", elements(total, Dtype::kFp32), compute_,
+          temp = allocate("optimizer.exp_avg_sq_sqrt",
+                          elements(total, in_.training.param_storage_dtype), compute_,
                           MemoryCategory::kOptimizerState);
         }
         for (std::size_t i = 0; i < numels.size(); ++i) {
           copy(numels[i].first + ".adamw." + std::string(kAdamwKernels[k].name), compute_,
-               fp32_passes(kAdamwKernels[k].passes, numels[i].second), Phase::kOptimizer, group(i));
+               optimizer_passes(kAdamwKernels[k].passes, numels[i].second), Phase::kOptimizer,
+               group(i));
         }
       }
       free(temp);
@@ -96,14 +99,15 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
         TensorId denom = 0;
         for (std::size_t k = 0; k < kAdamwKernels.size(); ++k) {
           if (k == kSqrt) {
-            sqrt = allocate(name + ".adamw.sqrt", elements(numel, Dtype::kFp32), compute_,
-                            MemoryCategory::kOptimizerState);
+            sqrt = allocate(name + ".adamw.sqrt", elements(numel, in_.training.param_storage_dtype),
+                            compute_, MemoryCategory::kOptimizerState);
           } else if (k == kSqrt + 1) {
-            denom = allocate(name + ".adamw.denom", elements(numel, Dtype::kFp32), compute_,
-                             MemoryCategory::kOptimizerState);
+            denom =
+                allocate(name + ".adamw.denom", elements(numel, in_.training.param_storage_dtype),
+                         compute_, MemoryCategory::kOptimizerState);
           }
           copy(name + ".adamw." + std::string(kAdamwKernels[k].name), compute_,
-               fp32_passes(kAdamwKernels[k].passes, numel), Phase::kOptimizer, group(i));
+               optimizer_passes(kAdamwKernels[k].passes, numel), Phase::kOptimizer, group(i));
           if (k == kSqrt + 1) free(sqrt);
         }
         free(denom);
@@ -128,7 +132,7 @@ void StepBuilder::cpu_optimizer(std::int64_t numel) {
   const BytesPerSec per_rank =
       in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
   const bool sgd = in_.training.optimizer == Optimizer::kSgd;
-  const Bytes bytes = fp32_passes(sgd ? kSgdPasses : kCpuAdamwPasses, numel);
+  const Bytes bytes = optimizer_passes(sgd ? kSgdPasses : kCpuAdamwPasses, numel);
   b_.cpu_work(sgd ? "optimizer.cpu_sgd" : "optimizer.cpu_adamw", to_sim_time(bytes / per_rank));
 }
 

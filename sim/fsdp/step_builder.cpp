@@ -47,9 +47,11 @@ void StepBuilder::finish_sharded(Schedule& out, const std::vector<FsdpUnit>& uni
   std::int64_t shard_numel = 0;
   for (const FsdpUnit& u : units) shard_numel += u.shard_numel;
   if (!in_.fsdp.cpu_offload) {
-    out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = Bytes(4 * shard_numel);
+    const Dtype storage = in_.training.param_storage_dtype;
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] =
+        elements(shard_numel, storage);
     out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
-        Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer) * shard_numel);
+        Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer, storage) * shard_numel);
   }
   out.units = units;
   finish(out);

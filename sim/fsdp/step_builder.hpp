@@ -72,9 +72,12 @@ class StepBuilder {
   // Re-runs what checkpointing dropped, then the gradient kernels; frees `saved`.
   void backward_layer(std::size_t layer, std::int32_t group, engine::TensorId saved);
 
-  // The training's optimizer step (AdamW as training.optimizer_impl says, or SGD) over fp32
-  // tensors of `numels` elements each, on the compute stream (optimizer_step.cpp).
+  // The training's optimizer step (AdamW as training.optimizer_impl says, or SGD) over tensors
+  // of `numels` elements each in training.param_storage_dtype, on the compute stream
+  // (optimizer_step.cpp).
   void gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels);
+  // Bytes of `passes` reads and writes over `numel` elements of the parameters' storage dtype.
+  [[nodiscard]] Bytes optimizer_passes(std::int64_t passes, std::int64_t numel) const;
   // The same optimizer on the host (CPU offload): the per-tensor loop (_single_tensor_*).
   void cpu_optimizer(std::int64_t numel);
   // The optimizer step over per-unit tensors of `numels` elements: with CPU offload the CPU

@@ -26,6 +26,13 @@ enum class FlashKernel : std::uint8_t {
             // triton)
 };
 
+// How the loss turns the LM head's logits into a scalar (models/head_layer.cpp).
+enum class LossKernel : std::uint8_t {
+  kCrossEntropyFp32,   // F.cross_entropy on logits upcast to fp32 (pred.float(), or autocast)
+  kCrossEntropy,       // F.cross_entropy on the compute-dtype logits: no fp32 [T, V] tensor
+  kFusedCrossEntropy,  // flash-attn's xentropy kernel (flash_attn/losses/cross_entropy.py)
+};
+
 // Scaled dot-product attention over `batch` sequences. FLOPs are counted for the two matmuls
 // (QK^T and PV); `causal` halves them (FlashAttention skips fully masked tiles).
 struct AttentionShape {

@@ -99,6 +99,28 @@ TEST(Validate, MaxMapeTurnsTheErrorIntoAFailedCheck) {
   EXPECT_EQ(code, 3) << out;
 }
 
+// KempnerForge's rows (configs/validation/README.md): no_sync, bf16 parameters, no upcast.
+TEST(ValidationCases, KempnerForgeRowsAccumulateUnsyncedInBf16WithoutUpcast) {
+  const auto cases =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  int kempnerforge = 0;
+  for (const ValidationCase& c : cases) {
+    const CaseScenario s = scenario_for_case(c, "cases.csv");
+    if (s.document.is_null()) continue;
+    const nlohmann::json& t = s.document["training"];
+    if (c.get("source") != "kempnerforge") {
+      EXPECT_FALSE(t.contains("no_sync")) << c.get("case_id");
+      EXPECT_FALSE(t.contains("param_storage_dtype")) << c.get("case_id");
+      continue;
+    }
+    ++kempnerforge;
+    EXPECT_EQ(t["no_sync"], true);
+    EXPECT_EQ(t["param_storage_dtype"], "bf16");
+    EXPECT_EQ(t["loss"], "cross_entropy_no_upcast");
+  }
+  EXPECT_EQ(kempnerforge, 3);
+}
+
 TEST(ValidationCases, TheAttentionColumnChoosesTheKernel) {
   const auto cases =
       read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");

@@ -275,6 +275,71 @@ TEST(Knobs, Fsdp2CopiesInAndOutAroundEachAllGather) {
   EXPECT_EQ(k.out.result.memory.peak_allocated, k.out.result.memory.peak_active);
 }
 
+// Two FSDP2 steps (a caching allocator makes simulate_step run a warm-up step): launches cost
+// nothing, so the CPU issues the measured step while the GPU still runs the warm-up step's
+// AdamW over the three 20 MB fp32 gradient shards. zero_grad drops them with no record_stream,
+// so at no instant is a block active that is no longer allocated.
+TEST(Knobs, Fsdp2ZeroGradFreesGradientShardsAtOnce) {
+  static const models::Workload workload = testing::tiny_workload();
+  ScheduleInput in;
+  in.workload = &workload;
+  in.cluster = testing::tiny_cluster();
+  in.fsdp.version = 2;
+  in.fsdp.param_dtype = Dtype::kFp32;
+  in.fsdp.reduce_dtype = Dtype::kFp32;
+  in.training.global_batch = 2;
+  in.training.seq_len = 8;
+  SimulationOptions options;
+  options.record_memory = true;
+  options.allocator = memory::AllocatorConfig{};
+  options.allocator->capacity = in.cluster.gpu.usable_memory();
+  const SimulationOutput out = simulate_step(in, options);
+  ASSERT_EQ(out.schedule.units.size(), 3u);
+  ASSERT_FALSE(out.memory_samples.empty());
+  for (const memory::MemorySample& m : out.memory_samples) EXPECT_EQ(m.active, m.allocated);
+}
+
+// model.to(torch.bfloat16) before fully_shard (FSDP2, bf16 all-gather, fp32 reduce-scatter):
+// FSDPParam.orig_dtype is bf16, so each rank's 15M-element shard (3 units x 5M) holds 2 bytes
+// per parameter (30 MB), AdamW's zeros_like states 2 x 2 bytes (60 MB) instead of 60 MB and
+// 120 MB; foreach_reduce casts the fp32 reduce-scatter output to bf16, so a unit's sharded
+// gradient is 5M x 2 = 10 MB; fused AdamW's 7 passes over 5M bf16 elements move 70 MB: 70 us
+// instead of 140 us.
+TEST(Knobs, Fsdp2Bf16StorageHalvesShardsGradientsAndAdamwStates) {
+  const auto configure = [](Dtype storage) {
+    return [storage](ScheduleInput& in) {
+      in.fsdp.version = 2;
+      in.fsdp.param_dtype = Dtype::kBf16;
+      in.training.param_storage_dtype = storage;
+    };
+  };
+  const Knobs fp32 = run(configure(Dtype::kFp32));
+  const Knobs bf16 = run(configure(Dtype::kBf16));
+  const auto baseline = [](const Knobs& k, memory::MemoryCategory c) {
+    return k.out.schedule.baseline[static_cast<std::size_t>(c)].value();
+  };
+  EXPECT_EQ(baseline(fp32, memory::MemoryCategory::kParameters), 60'000'000);
+  EXPECT_EQ(baseline(bf16, memory::MemoryCategory::kParameters), 30'000'000);
+  EXPECT_EQ(baseline(fp32, memory::MemoryCategory::kOptimizerState), 120'000'000);
+  EXPECT_EQ(baseline(bf16, memory::MemoryCategory::kOptimizerState), 60'000'000);
+  const auto tensor_bytes = [](const Knobs& k, const std::string& name) {
+    const engine::Program& p = k.out.schedule.program;
+    for (const engine::TensorInfo& t : p.tensors) {
+      if (p.names[t.name] == name) return t.size.value();
+    }
+    ADD_FAILURE() << "no tensor " << name;
+    return std::int64_t{0};
+  };
+  EXPECT_EQ(tensor_bytes(fp32, "blocks.0.sharded_grad"), 20'000'000);
+  EXPECT_EQ(tensor_bytes(bf16, "blocks.0.sharded_grad"), 10'000'000);
+  const auto duration = [](const Knobs& k, const std::string& name) {
+    const auto [start, end] = k.span(name);
+    return end - start;
+  };
+  EXPECT_EQ(duration(fp32, "blocks.0.adamw"), us(140));
+  EXPECT_EQ(duration(bf16, "blocks.0.adamw"), us(70));
+}
+
 // DDP (fp32): buckets in reverse order, the first capped at 1 MiB: [head 16 MB], [b1 40 MB],
 // [b0 40 MB], [embedding 24 MB]. Each is copied in (8 B per element) then all-reduced
 // (factor 1, 1 TB/s). Forward 0-400 (no all-gathers); head bwd 400-600, copy 600-632, AR

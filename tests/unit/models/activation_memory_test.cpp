@@ -106,9 +106,25 @@ TEST(TransientPeak, HeadHoldsLogitsInBothPrecisions) {
   EXPECT_EQ(w.layers.back().backward_transient_peak.value(), 2 * kT * kV * 4);
 }
 
+// F.cross_entropy straight on the bf16 logits (no .float(), no autocast): log_softmax saves its
+// bf16 output instead of the fp32 one (T*V*2 less); forward holds the logits and the
+// log-probabilities (2 x T*V*2), backward the gradients of the log-probabilities and of the
+// logits (2 x T*V*2), all bf16.
+TEST(TransientPeak, CrossEntropyWithoutUpcastKeepsComputeDtypeTensors) {
+  WorkloadOptions no_upcast = testing::options(kB, kS, true);
+  no_upcast.loss = LossKernel::kCrossEntropy;
+  const Workload plain = build_workload(mpt(), testing::options(kB, kS, true));
+  const Workload w = build_workload(mpt(), no_upcast);
+  const Layer& head = w.layers.back();
+  EXPECT_EQ(plain.layers.back().saved_activations.value() - head.saved_activations.value(),
+            kT * kV * 4 - kT * kV * 2);
+  EXPECT_EQ(head.forward_transient_peak.value(), 2 * kT * kV * 2);
+  EXPECT_EQ(head.backward_transient_peak.value(), 2 * kT * kV * 2);
+}
+
 TEST(TransientPeak, FusedCrossEntropyKeepsOnlyComputeDtypeLogits) {
   WorkloadOptions fused = testing::options(kB, kS, true);
-  fused.fused_cross_entropy = true;
+  fused.loss = LossKernel::kFusedCrossEntropy;
   const Workload plain = build_workload(mpt(), testing::options(kB, kS, true));
   const Workload w = build_workload(mpt(), fused);
   const Layer& head = w.layers.back();
