@@ -63,14 +63,15 @@ std::string validate(const TransformerSpec& spec, const WorkloadOptions& options
   if (options.decoder_seq_len > 0 && spec.family != ModelFamily::kT5) {
     return "decoder_seq_len applies to encoder-decoder models (t5) only";
   }
-  if (spec.family == ModelFamily::kCustom && (options.float8_linears || options.compiled ||
-                                              options.loss == LossKernel::kFusedCrossEntropy)) {
-    return "float8 linears, torch.compile and the fused cross-entropy rewrite a model's own "
-           "kernels; a custom model lists opaque units (FLOPs and bytes), so they do not apply";
+  const bool other_loss = options.loss != LossKernel::kCrossEntropyFp32;
+  if (spec.family == ModelFamily::kCustom &&
+      (options.float8_linears || options.compiled || other_loss)) {
+    return "float8 linears, torch.compile and the loss variants rewrite a model's own kernels; a "
+           "custom model lists opaque units (FLOPs and bytes), so they do not apply";
   }
-  if (spec.family == ModelFamily::kT5 && options.loss == LossKernel::kFusedCrossEntropy) {
-    return "the fused cross-entropy (loss fused_cross_entropy) is modelled for the gpt, mpt and "
-           "llama heads; HF T5 computes its loss with nn.CrossEntropyLoss";
+  if (spec.family == ModelFamily::kT5 && other_loss) {
+    return "only the fp32 cross-entropy is modelled for t5 (HF T5's nn.CrossEntropyLoss); the "
+           "other losses are modelled for the gpt, mpt and llama heads";
   }
   const bool learned_positions =
       spec.family == ModelFamily::kGpt || spec.family == ModelFamily::kMpt;

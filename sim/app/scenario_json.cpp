@@ -108,7 +108,7 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   for (const auto& [key, on] :
        {std::pair<const char*, bool>{"matmul_dtype", s.training.float8_linears()},
         {"compiled", s.training.compiled},
-        {"loss", s.training.loss == LossKernel::kFusedCrossEntropy}}) {
+        {"loss", s.training.loss != LossKernel::kCrossEntropyFp32}}) {
     if (custom && on) {
       throw ConfigError(f, fmt::format("/training/{}", key),
                         "rewrites a model's own kernels; a custom model lists opaque units "
@@ -116,10 +116,11 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
     }
   }
   if (s.model.family == models::ModelFamily::kT5 &&
-      s.training.loss == LossKernel::kFusedCrossEntropy) {
+      s.training.loss != LossKernel::kCrossEntropyFp32) {
     throw ConfigError(f, "/training/loss",
-                      "fused_cross_entropy is modelled for the gpt, mpt and llama heads; HF T5 "
-                      "computes its loss with nn.CrossEntropyLoss");
+                      "only cross_entropy is modelled for t5: the other losses are modelled for "
+                      "the gpt, mpt and llama heads; HF T5 computes its loss with "
+                      "nn.CrossEntropyLoss");
   }
   if (s.training.param_storage_dtype != Dtype::kFp32 &&
       (s.training.parallelism != fsdp::Parallelism::kFsdp || s.fsdp.version != 2)) {

@@ -242,7 +242,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"fused_loss_t5",
                  {{"model", "t5-small"},
                   {"training", {{"loss", "fused_cross_entropy"}, {"flash_attention", false}}}},
-                 "/training/loss: fused_cross_entropy is modelled for the gpt, mpt and llama"},
+                 "/training/loss: only cross_entropy is modelled for t5"},
         BadInput{"bad_loss", {{"training", {{"loss", "xentropy"}}}}, "/training/loss"},
         BadInput{"bf16_storage_fsdp1",
                  {{"fsdp", {{"version", 1}}}, {"training", {{"param_storage_dtype", "bf16"}}}},
