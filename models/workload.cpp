@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "models/autocast_weight_casts.hpp"
 #include "models/compile_fusion.hpp"
 #include "models/families.hpp"
 #include "models/float8_linear.hpp"
@@ -20,7 +21,11 @@ bool is_llama(const TransformerSpec& spec) { return spec.family == ModelFamily::
 
 // The float8 and torch.compile rewrites of a built workload.
 Workload rewritten(Workload workload, const WorkloadOptions& options) {
+  const std::int64_t compute_bytes = dtype_bytes(options.compute_dtype);
+  const std::int64_t stored_bytes =
+      options.weight_dtype ? dtype_bytes(*options.weight_dtype) : compute_bytes;
   for (Layer& layer : workload.layers) {
+    if (stored_bytes > compute_bytes) add_autocast_weight_casts(layer, stored_bytes, compute_bytes);
     // torchtitan converts every nn.Linear but the LM head ("output") to Float8Linear
     // (torchtitan float8 converter: module_filter_fn skips fqn "output").
     if (options.float8_linears && layer.kind != LayerKind::kHead) convert_linears_to_float8(layer);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,10 @@ struct WorkloadOptions {
   // torchao Float8Linear (tensorwise dynamic scaling) for every eligible linear but the LM head
   // (models/float8_linear.hpp). The GPU must have an fp8 rate; the app checks.
   bool float8_linears = false;
+  // Dtype of the weights when forward runs (FSDP's param_dtype); when it is wider than
+  // compute_dtype, autocast casts every linear's weight (models/autocast_weight_casts.hpp).
+  // nullopt: the weights are in compute_dtype, or the caller prices the casts itself (DDP).
+  std::optional<Dtype> weight_dtype;
   // torch.compile of every transformer block (models/compile_fusion.hpp).
   bool compiled = false;
 };

@@ -1,0 +1,27 @@
+// torch.autocast over modules whose weights are wider than the autocast dtype (Composer's
+// DEFAULT precision: FSDP MixedPrecision param_dtype fp32 under amp_bf16), as a rewrite of one
+// layer's linear GEMMs (the kernels marked with a LinearPass):
+//  * forward: F.linear is on autocast's lower-precision list, so its weight goes through
+//    cached_cast (aten/src/ATen/autocast_mode.cpp). The cache keeps only leaf tensors that
+//    require grad; FSDP's unsharded parameters are views of the FlatParameter (FSDP1,
+//    use_orig_params=False) or re-registered every all-gather, so every call casts: a
+//    <linear>_weight_cast kernel reading the stored weight and writing the cast copy, and mm
+//    saves that copy for the input gradient (saved activations grow by it; a checkpointed
+//    layer saves only its input, as before, and re-casts in its recomputation).
+//  * backward: the weight gradient comes out of the GEMM in the autocast dtype and
+//    ToCopyBackward casts it to the stored dtype before it is accumulated into the parameter's
+//    gradient: a <linear>_weight_grad_cast kernel after each weight-gradient GEMM, whose
+//    autocast-dtype output is a transient of the layer's backward.
+// The activation dtypes are the compute dtype's, as everywhere in models/.
+#pragma once
+
+#include <cstdint>
+
+#include "models/workload.hpp"
+
+namespace fsdpsim::models {
+
+// Preconditions: stored_bytes > compute_bytes > 0 (the weights are wider than the GEMMs' dtype).
+void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes, std::int64_t compute_bytes);
+
+}  // namespace fsdpsim::models
