@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "models/forward_rewrite.hpp"
+
 namespace fsdpsim::models {
 namespace {
 
@@ -32,22 +34,15 @@ void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes,
     throw std::invalid_argument("add_autocast_weight_casts: the stored weights must be wider");
   }
   const std::int64_t per_element = stored_bytes + compute_bytes;  // read one, write the other
-  std::vector<NamedKernel> forward;
-  std::size_t attention_begin = 0;
-  std::size_t attention_end = 0;
   std::int64_t saved = 0;
-  for (std::size_t i = 0; i <= layer.forward.size(); ++i) {
-    if (i == layer.attention_forward_begin) attention_begin = forward.size();
-    if (i == layer.attention_forward_end) attention_end = forward.size();
-    if (i == layer.forward.size()) break;
-    const NamedKernel& k = layer.forward[i];
+  detail::rewrite_forward(layer, [&](const NamedKernel& k, std::vector<NamedKernel>& out) {
     if (k.linear == LinearPass::kForward) {
       const std::int64_t n = weight_numel(k);
-      forward.push_back(cast_kernel(k.name + "_weight_cast", n * per_element, k.kernel.dtype));
+      out.push_back(cast_kernel(k.name + "_weight_cast", n * per_element, k.kernel.dtype));
       saved += n * compute_bytes;
     }
-    forward.push_back(k);
-  }
+    out.push_back(k);
+  });
   std::vector<NamedKernel> backward;
   std::int64_t largest_gradient = 0;
   for (const NamedKernel& k : layer.backward) {
@@ -62,10 +57,7 @@ void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes,
       largest_gradient = std::max(largest_gradient, n * compute_bytes);
     }
   }
-  layer.forward = std::move(forward);
   layer.backward = std::move(backward);
-  layer.attention_forward_begin = attention_begin;
-  layer.attention_forward_end = attention_end;
   layer.saved_activations = layer.saved_activations + Bytes(saved);
   layer.backward_transient_peak = layer.backward_transient_peak + Bytes(largest_gradient);
 }

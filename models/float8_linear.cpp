@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "models/forward_rewrite.hpp"
+
 namespace fsdpsim::models {
 namespace {
 
@@ -148,22 +150,15 @@ bool float8_eligible(std::int64_t in_features, std::int64_t out_features) {
 }
 
 void convert_linears_to_float8(Layer& layer) {
-  std::vector<NamedKernel> forward;
   std::int64_t forward_operands = 0;
-  std::size_t attention_begin = 0;
-  std::size_t attention_end = 0;
-  for (std::size_t i = 0; i <= layer.forward.size(); ++i) {
-    if (i == layer.attention_forward_begin) attention_begin = forward.size();
-    if (i == layer.attention_forward_end) attention_end = forward.size();
-    if (i == layer.forward.size()) break;
+  detail::rewrite_forward(layer, [&](const NamedKernel& k, std::vector<NamedKernel>& out) {
     std::optional<LinearShape> shape;
-    if (convertible(layer.forward[i], shape)) {
-      forward_operands =
-          std::max(forward_operands, append_float8(forward, layer.forward[i], *shape));
+    if (convertible(k, shape)) {
+      forward_operands = std::max(forward_operands, append_float8(out, k, *shape));
     } else {
-      forward.push_back(layer.forward[i]);
+      out.push_back(k);
     }
-  }
+  });
   std::vector<NamedKernel> backward;
   std::int64_t backward_operands = 0;
   for (const NamedKernel& k : layer.backward) {
@@ -174,10 +169,7 @@ void convert_linears_to_float8(Layer& layer) {
       backward.push_back(k);
     }
   }
-  layer.forward = std::move(forward);
   layer.backward = std::move(backward);
-  layer.attention_forward_begin = attention_begin;
-  layer.attention_forward_end = attention_end;
   layer.forward_transient_peak = layer.forward_transient_peak + Bytes(forward_operands);
   layer.backward_transient_peak = layer.backward_transient_peak + Bytes(backward_operands);
 }
