@@ -26,6 +26,23 @@
 #include "models/head_layer.hpp"
 
 namespace fsdpsim::models::detail {
+namespace {
+
+// The backward that follows every loss: the LM head's GEMMs consume the logits gradient
+// (`logits_gradient` bytes, allocated by the loss's backward), then the final norm's.
+Layer finish_head(LayerDraft& draft, const HeadDims& dims, const BuildContext& ctx,
+                  std::int64_t logits_gradient) {
+  TransientTracker& bwd = draft.backward_temps();
+  append_linear_backward(draft, "lm_head", {dims.d_model, dims.vocab, false}, ctx);
+  bwd.allocate(ctx.tokens * dims.d_model * ctx.element_bytes);  // gradient of the norm output
+  bwd.release(logits_gradient);
+  draft.backward(norm_backward(dims.norm_name, dims.norm, dims.d_model, ctx));
+  // The norm's input gradient is the layer's output gradient.
+  bwd.release(ctx.tokens * dims.d_model * ctx.element_bytes);
+  return draft.finish(-1);
+}
+
+}  // namespace
 
 Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
   LayerDraft draft("head", LayerKind::kHead, dims.numel, dims.parameter_tensors);
@@ -46,12 +63,7 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
     TransientTracker& bwd = draft.backward_temps();
     draft.backward(memory_bound_kernel("fused_cross_entropy_bwd", 2 * logits + per_token, ctx));
     bwd.allocate(logits);
-    append_linear_backward(draft, "lm_head", lm_head, ctx);
-    bwd.allocate(hidden);  // gradient of the norm output
-    bwd.release(logits);
-    draft.backward(norm_backward(dims.norm_name, dims.norm, dims.d_model, ctx));
-    bwd.release(hidden);
-    return draft.finish(-1);
+    return finish_head(draft, dims, ctx, logits);
   }
   if (ctx.loss == LossKernel::kCrossEntropy) {
     fwd.allocate(logits);
@@ -70,12 +82,7 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
     draft.backward(memory_bound_kernel("log_softmax_bwd", 3 * logits, ctx));
     bwd.allocate(logits);  // gradient of the logits
     bwd.release(logits);
-    append_linear_backward(draft, "lm_head", lm_head, ctx);
-    bwd.allocate(hidden);  // gradient of the norm output
-    bwd.release(logits);
-    draft.backward(norm_backward(dims.norm_name, dims.norm, dims.d_model, ctx));
-    bwd.release(hidden);
-    return draft.finish(-1);
+    return finish_head(draft, dims, ctx, logits);
   }
   fwd.allocate(logits);
   draft.forward(memory_bound_kernel("logits_to_fp32", logits + logits_fp32, ctx));
@@ -100,12 +107,7 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
   draft.backward(memory_bound_kernel("logits_to_fp32_bwd", logits_fp32 + logits, ctx));
   bwd.allocate(logits);
   bwd.release(logits_fp32);
-  append_linear_backward(draft, "lm_head", lm_head, ctx);
-  bwd.allocate(hidden);  // gradient of the norm output
-  bwd.release(logits);
-  draft.backward(norm_backward(dims.norm_name, dims.norm, dims.d_model, ctx));
-  bwd.release(hidden);  // the norm's input gradient is the layer's output gradient
-  return draft.finish(-1);
+  return finish_head(draft, dims, ctx, logits);
 }
 
 }  // namespace fsdpsim::models::detail
