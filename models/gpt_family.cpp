@@ -41,12 +41,26 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
   const std::int64_t inner = ctx.tokens * f * ctx.element_bytes;
   const std::int64_t mask = ctx.tokens * d * kMaskBytes;
+  const BuildContext wide = residual_context(ctx);
+  const std::int64_t residual = ctx.tokens * d * wide.element_bytes;
   const AttentionDims attn = attention_dims(spec);
   const bool dropout = has_dropout(spec);
   TransientTracker& temps = draft.forward_temps();
+  // A norm over the residual stream, then the linear that reads it. Under autocast over wider
+  // weights layer_norm runs on autocast's fp32 list and returns the wide dtype, and F.linear
+  // casts its input to the compute dtype (aten/src/ATen/autocast_mode.cpp).
+  const auto norm_then_linear_input = [&](const char* norm, const char* linear) {
+    append_norm_forward(draft, norm, NormKind::kLayerNorm, d, wide);  // saves its input
+    if (wide.element_bytes != ctx.element_bytes) {
+      temps.allocate(residual);
+      draft.forward(cast_kernel(std::string(linear) + "_input_cast", d, wide.element_bytes,
+                                ctx.element_bytes, ctx));
+      temps.release(residual);
+    }
+    draft.save_rematerializable(hidden);  // the linear's input
+  };
 
-  append_norm_forward(draft, "ln1", NormKind::kLayerNorm, d, ctx);  // saves the block input
-  draft.save_rematerializable(hidden);                              // ln1 output: qkv input
+  norm_then_linear_input("ln1", "qkv");
   draft.forward(linear_forward("qkv", {d, d + 2 * kv_width(spec), true}, ctx));
   // q, k, v are views of the qkv output (minGPT: c_attn(x).split(n_embd, dim=2)).
   if (attention_saves_inputs(ctx)) {
@@ -63,10 +77,9 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
     temps.release(hidden);
     draft.save(mask);
   }
-  draft.forward(add_kernel("residual1", d, ctx));
+  draft.forward(residual_add_kernel("residual1", d, ctx));
   temps.release(hidden);  // x_mid is saved by ln2 below
-  append_norm_forward(draft, "ln2", NormKind::kLayerNorm, d, ctx);
-  draft.save_rematerializable(hidden);  // ln2 output: mlp_up input
+  norm_then_linear_input("ln2", "mlp_up");
   draft.forward(linear_forward("mlp_up", {d, f, true}, ctx));
   draft.save(inner);  // GELU input
   draft.forward(unary_forward("gelu", f, ctx));
@@ -79,7 +92,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
     temps.release(hidden);
     draft.save(mask);
   }
-  draft.forward(add_kernel("residual2", d, ctx));
+  draft.forward(residual_add_kernel("residual2", d, ctx));
   temps.release(hidden);  // the sum is the block output
 }
 
@@ -88,36 +101,66 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   const std::int64_t f = spec.ffn_dim;
   const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
   const std::int64_t inner = ctx.tokens * f * ctx.element_bytes;
+  const BuildContext wide = residual_context(ctx);
+  const std::int64_t residual = ctx.tokens * d * wide.element_bytes;
+  const bool casts = wide.element_bytes != ctx.element_bytes;
   const AttentionDims attn = attention_dims(spec);
   const std::int64_t qkv = qkv_bytes(attn, ctx);
   const bool dropout = has_dropout(spec);
   TransientTracker& temps = draft.backward_temps();
+  // The residual stream's gradient entering a branch whose output is in the compute dtype:
+  // autograd casts it (the backward of type promotion), then the resid dropout's backward.
+  // Returns the bytes of temporaries to free once the branch's output linear has consumed them.
+  const auto branch_output_gradient = [&](const char* branch) {
+    std::int64_t live = 0;
+    if (casts) {
+      draft.backward(cast_kernel(std::string(branch) + "_out_grad_cast", d, wide.element_bytes,
+                                 ctx.element_bytes, ctx));
+      temps.allocate(hidden);
+      live += hidden;
+    }
+    if (dropout) {
+      draft.backward(dropout_backward(std::string(branch) + "_resid_dropout_bwd", d, ctx));
+      temps.allocate(hidden);
+      live += hidden;
+    }
+    return live;
+  };
+  // From the gradient of a linear's input (`hidden`, allocated) through the autocast cast and
+  // the norm, to the residual stream's gradient accumulated by `add`. The norm's input gradient
+  // is a temporary (x_mid's), or the block's input gradient (ln1's), which layers do not count.
+  const auto linear_input_to_residual = [&](const char* linear, const char* norm, const char* add,
+                                            bool input_gradient_is_temporary) {
+    std::int64_t norm_output_gradient = hidden;
+    if (casts) {
+      draft.backward(cast_kernel(std::string(linear) + "_input_cast_bwd", d, ctx.element_bytes,
+                                 wide.element_bytes, ctx));
+      temps.allocate(residual);
+      temps.release(hidden);
+      norm_output_gradient = residual;
+    }
+    draft.backward(handed_off(norm_backward(norm, NormKind::kLayerNorm, d, wide), residual));
+    if (input_gradient_is_temporary) temps.allocate(residual);  // the norm's input gradient ...
+    temps.release(norm_output_gradient);
+    // ... plus the residual path's gradient (autograd input_buffer.cpp accumulates in place).
+    draft.backward(add_kernel(add, d, wide));
+  };
 
-  if (dropout) {
-    draft.backward(dropout_backward("mlp_resid_dropout_bwd", d, ctx));
-    temps.allocate(hidden);
-  }
+  const std::int64_t mlp_out = branch_output_gradient("mlp");
   append_linear_backward(draft, "mlp_down", {f, d, true}, ctx);
   temps.allocate(inner);
-  if (dropout) temps.release(hidden);
+  temps.release(mlp_out);
   draft.backward(unary_backward("gelu_bwd", f, ctx));
   temps.allocate(inner);
   temps.release(inner);
   append_linear_backward(draft, "mlp_up", {d, f, true}, ctx);
   temps.allocate(hidden);
   temps.release(inner);
-  draft.backward(handed_off(norm_backward("ln2", NormKind::kLayerNorm, d, ctx), hidden));
-  temps.allocate(hidden);  // gradient of x_mid ...
-  temps.release(hidden);
-  // ... plus the residual path's gradient (autograd input_buffer.cpp accumulates in place).
-  draft.backward(add_kernel("residual2_grad", d, ctx));
-  if (dropout) {
-    draft.backward(dropout_backward("attn_resid_dropout_bwd", d, ctx));
-    temps.allocate(hidden);
-  }
+  linear_input_to_residual("mlp_up", "ln2", "residual2_grad", true);
+  const std::int64_t attn_out = branch_output_gradient("attn");
   append_linear_backward(draft, "attn_out", {d, d, true}, ctx);
   temps.allocate(hidden);  // dO
-  if (dropout) temps.release(hidden);
+  temps.release(attn_out);
   append_attention_backward(draft, attn, ctx);  // leaves dQ, dK, dV
   if (attention_saves_inputs(ctx)) {
     // split() backward concatenates dQ, dK, dV into the qkv output gradient (unfused attention's
@@ -129,10 +172,10 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   append_linear_backward(draft, "qkv", {d, d + 2 * kv_width(spec), true}, ctx);
   temps.allocate(hidden);
   temps.release(qkv);
-  draft.backward(handed_off(norm_backward("ln1", NormKind::kLayerNorm, d, ctx), hidden));
-  temps.release(hidden);  // ln1's input gradient becomes the block's input gradient ...
-  draft.backward(add_kernel("residual1_grad", d, ctx));
-  temps.release(hidden);  // ... once the gradient of x_mid is accumulated into it
+  // ln1's input gradient becomes the block's input gradient once the gradient of x_mid is
+  // accumulated into it.
+  linear_input_to_residual("qkv", "ln1", "residual1_grad", false);
+  temps.release(residual);  // the gradient of x_mid, accumulated into the block's input gradient
 }
 
 }  // namespace
@@ -152,9 +195,12 @@ std::int64_t gpt_head_numel(const TransformerSpec& spec) {
   return 2 * spec.d_model + (spec.tied_embeddings ? 0 : spec.vocab * spec.d_model);
 }
 
-Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& ctx) {
+Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& compute) {
   // minGPT GPT.forward: x = drop(wte(idx) + wpe(arange(t))). nn.Embedding saves the indices;
   // its backward (embedding_dense_backward) scatter-adds T rows into the weight gradient.
+  // F.embedding is on none of autocast's lists: its output, and so the residual stream, has the
+  // weights' dtype.
+  const BuildContext ctx = residual_context(compute);
   LayerDraft draft("embedding", LayerKind::kEmbedding, gpt_embedding_numel(spec), 2);  // wte, wpe
   const std::int64_t d = spec.d_model;
   const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
@@ -201,13 +247,14 @@ Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std:
   block_forward(draft, spec, ctx);
   block_backward(draft, spec, ctx);
   // Full activation checkpointing keeps only the block input (torch.utils.checkpoint).
-  return draft.finish(ctx.tokens * spec.d_model * ctx.element_bytes);
+  return draft.finish(ctx.tokens * spec.d_model * ctx.residual_bytes);
 }
 
 Layer build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx) {
   return build_head_layer(
       {"ln_f", NormKind::kLayerNorm, spec.d_model, spec.vocab, gpt_head_numel(spec),
-       spec.tied_embeddings ? 2 : 3},  // ln_f weight and bias, lm_head weight unless tied
+       spec.tied_embeddings ? 2 : 3,  // ln_f weight and bias, lm_head weight unless tied
+       true},
       ctx);
 }
 

@@ -32,13 +32,23 @@ namespace {
 // (`logits_gradient` bytes, allocated by the loss's backward), then the final norm's.
 Layer finish_head(LayerDraft& draft, const HeadDims& dims, const BuildContext& ctx,
                   std::int64_t logits_gradient) {
+  const BuildContext norm_ctx = dims.residual_input ? residual_context(ctx) : ctx;
+  const std::int64_t hidden = ctx.tokens * dims.d_model * ctx.element_bytes;
   TransientTracker& bwd = draft.backward_temps();
   append_linear_backward(draft, "lm_head", {dims.d_model, dims.vocab, false}, ctx);
-  bwd.allocate(ctx.tokens * dims.d_model * ctx.element_bytes);  // gradient of the norm output
+  bwd.allocate(hidden);  // gradient of the norm output, in the compute dtype
   bwd.release(logits_gradient);
-  draft.backward(norm_backward(dims.norm_name, dims.norm, dims.d_model, ctx));
+  std::int64_t norm_output_gradient = hidden;
+  if (norm_ctx.element_bytes != ctx.element_bytes) {
+    draft.backward(cast_kernel("lm_head_input_cast_bwd", dims.d_model, ctx.element_bytes,
+                               norm_ctx.element_bytes, ctx));
+    norm_output_gradient = ctx.tokens * dims.d_model * norm_ctx.element_bytes;
+    bwd.allocate(norm_output_gradient);
+    bwd.release(hidden);
+  }
+  draft.backward(norm_backward(dims.norm_name, dims.norm, dims.d_model, norm_ctx));
   // The norm's input gradient is the layer's output gradient.
-  bwd.release(ctx.tokens * dims.d_model * ctx.element_bytes);
+  bwd.release(norm_output_gradient);
   return draft.finish(-1);
 }
 
@@ -53,8 +63,17 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
   const LinearDims lm_head{dims.d_model, dims.vocab, false};
 
   TransientTracker& fwd = draft.forward_temps();
-  append_norm_forward(draft, dims.norm_name, dims.norm, dims.d_model, ctx);
-  draft.save(hidden);  // the norm output, saved by the LM head linear
+  const BuildContext norm_ctx = dims.residual_input ? residual_context(ctx) : ctx;
+  append_norm_forward(draft, dims.norm_name, dims.norm, dims.d_model, norm_ctx);
+  if (norm_ctx.element_bytes != ctx.element_bytes) {
+    // layer_norm runs on autocast's fp32 list; F.linear casts its output (autocast_mode.cpp).
+    const std::int64_t wide = t * dims.d_model * norm_ctx.element_bytes;
+    fwd.allocate(wide);
+    draft.forward(cast_kernel("lm_head_input_cast", dims.d_model, norm_ctx.element_bytes,
+                              ctx.element_bytes, ctx));
+    fwd.release(wide);
+  }
+  draft.save(hidden);  // the LM head's input, saved by the linear
   draft.forward(linear_forward("lm_head", lm_head, ctx));
   if (ctx.loss == LossKernel::kFusedCrossEntropy) {
     const std::int64_t per_token = t * (kIndexBytes + 2 * kStatBytes);  // labels, loss, lse

@@ -17,6 +17,9 @@ struct HeadDims {
   std::int64_t vocab = 0;
   std::int64_t numel = 0;  // final norm, plus the LM head weight unless it is tied
   std::int32_t parameter_tensors = 0;
+  // The final norm reads the residual stream in ctx.residual_bytes (gpt, mpt: gpt_family.cpp);
+  // when that is wider than the compute dtype, autocast casts the norm's output for the LM head.
+  bool residual_input = false;
 };
 
 Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx);

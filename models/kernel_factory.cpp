@@ -96,6 +96,22 @@ NamedKernel handed_off(NamedKernel kernel, std::int64_t output_bytes) {
   return kernel;
 }
 
+BuildContext residual_context(const BuildContext& ctx) {
+  BuildContext wide = ctx;
+  wide.element_bytes = ctx.residual_bytes;
+  return wide;
+}
+
+NamedKernel cast_kernel(std::string name, std::int64_t width, std::int64_t from_bytes,
+                        std::int64_t to_bytes, const BuildContext& ctx) {
+  return memory_bound_kernel(std::move(name), ctx.tokens * width * (from_bytes + to_bytes), ctx);
+}
+
+NamedKernel residual_add_kernel(std::string name, std::int64_t width, const BuildContext& ctx) {
+  return memory_bound_kernel(
+      std::move(name), ctx.tokens * width * (2 * ctx.residual_bytes + ctx.element_bytes), ctx);
+}
+
 NamedKernel add_kernel(std::string name, std::int64_t width, const BuildContext& ctx) {
   return memory_bound_kernel(std::move(name), 3 * ctx.tokens * width * ctx.element_bytes, ctx);
 }

@@ -66,6 +66,16 @@ NamedKernel norm_backward(const std::string& name, NormKind kind, std::int64_t w
 // memory-bound kernels that follow it before the next GEMM or attention kernel.
 NamedKernel handed_off(NamedKernel kernel, std::int64_t output_bytes);
 
+// The context of the residual stream: element_bytes = residual_bytes (gpt_family.cpp).
+BuildContext residual_context(const BuildContext& ctx);
+// A dtype cast of T*width elements from `from_bytes` to `to_bytes` per element (autocast's
+// cast of a linear's input, or the backward of such a cast): reads one, writes the other.
+NamedKernel cast_kernel(std::string name, std::int64_t width, std::int64_t from_bytes,
+                        std::int64_t to_bytes, const BuildContext& ctx);
+// x + y where x (and the sum) is in the residual dtype and y in the compute dtype (type
+// promotion): reads r + e, writes r bytes per element. Equals add_kernel when r == e.
+NamedKernel residual_add_kernel(std::string name, std::int64_t width, const BuildContext& ctx);
+
 // out = a + b over T*width elements (residual add forward, or autograd's accumulation of two
 // gradients of one tensor, torch/csrc/autograd/input_buffer.cpp): reads 2, writes 1.
 NamedKernel add_kernel(std::string name, std::int64_t width, const BuildContext& ctx);

@@ -1,5 +1,6 @@
 #include "models/layer_draft.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -12,6 +13,8 @@ BuildContext make_context(const WorkloadOptions& options) {
   ctx.tokens = options.micro_batch * options.seq_len;
   ctx.element_bytes = dtype_bytes(options.compute_dtype);
   ctx.dtype = options.compute_dtype;
+  ctx.residual_bytes = std::max(ctx.element_bytes,
+                                options.residual_dtype ? dtype_bytes(*options.residual_dtype) : 0);
   ctx.flash_attention = options.flash_attention;
   ctx.flash_kernel = options.flash_kernel;
   ctx.loss = options.loss;

@@ -23,6 +23,8 @@ struct BuildContext {
   std::int64_t seq = 0;
   std::int64_t tokens = 0;         // T
   std::int64_t element_bytes = 0;  // e: bytes of one activation element in the compute dtype
+  // r >= e: bytes of one residual-stream element (WorkloadOptions::residual_dtype).
+  std::int64_t residual_bytes = 0;
   Dtype dtype = Dtype::kBf16;
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;

@@ -98,6 +98,11 @@ struct WorkloadOptions {
   // compute_dtype, autocast casts every linear's weight (models/autocast_weight_casts.hpp).
   // nullopt: the weights are in compute_dtype, or the caller prices the casts itself (DDP).
   std::optional<Dtype> weight_dtype;
+  // Dtype of the weights the modules hold (FSDP's param_dtype; DDP's fp32 parameters). When it
+  // is wider than compute_dtype (autocast over wider weights), the embedding's output and with it
+  // the residual stream, the norms' inputs and outputs are in this dtype (gpt, mpt families:
+  // models/gpt_family.cpp). nullopt: the compute dtype.
+  std::optional<Dtype> residual_dtype;
   // torch.compile of every transformer block (models/compile_fusion.hpp).
   bool compiled = false;
 };

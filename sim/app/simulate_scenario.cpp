@@ -18,6 +18,9 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   // DDP's schedule prices its autocast casts per layer itself (sim/fsdp/ddp_schedule.cpp).
   if (scenario.training.parallelism == fsdp::Parallelism::kFsdp) {
     options.weight_dtype = scenario.fsdp.param_dtype;
+    options.residual_dtype = scenario.fsdp.param_dtype;
+  } else {
+    options.residual_dtype = Dtype::kFp32;  // DDP's parameters stay fp32 under autocast
   }
   const models::Workload workload = models::build_workload(scenario.model, options);
   fsdp::ScheduleInput input;

@@ -138,5 +138,35 @@ TEST(TransientPeak, FusedCrossEntropyKeepsOnlyComputeDtypeLogits) {
   EXPECT_EQ(head.forward[head.forward.size() - 1].name, "fused_cross_entropy");
 }
 
+TEST(ActivationMemory, Fp32WeightsUnderAutocastKeepTheResidualStreamInFp32) {
+  // Composer's DEFAULT precision: fp32 weights, bf16 autocast. The embedding output, the
+  // residual adds and the LayerNorms are fp32 (r = 4); the linears read bf16 casts (e = 2).
+  WorkloadOptions options = testing::options(kB, kS, true);
+  const Workload plain = build_workload(mpt(), options);
+  options.residual_dtype = Dtype::kFp32;
+  const Workload w = build_workload(mpt(), options);
+  const Layer& block = w.layers[1];
+  // ln1 and ln2 save their fp32 inputs instead of bf16 ones: 2 x T*d*(4 - 2) more.
+  EXPECT_EQ(saved(w, 1) - saved(plain, 1), 2 * kT * kH * 2);
+  EXPECT_EQ(block.saved_activations_checkpointed.value(), kT * kH * 4);  // the fp32 block input
+  // x_mid = x (fp32) + attn_out (bf16): reads 4 + 2, writes 4 bytes per element.
+  EXPECT_EQ(testing::find_kernel(block.forward, "residual1").kernel.bytes.value(),
+            kT * kH * (4 + 2 + 4));
+  EXPECT_EQ(testing::find_kernel(block.forward, "qkv_input_cast").kernel.bytes.value(),
+            kT * kH * (4 + 2));
+  EXPECT_EQ(testing::find_kernel(block.backward, "mlp_out_grad_cast").kernel.bytes.value(),
+            kT * kH * (4 + 2));
+  EXPECT_EQ(testing::find_kernel(block.backward, "qkv_input_cast_bwd").kernel.bytes.value(),
+            kT * kH * (2 + 4));
+  // Forward: the fp32 norm output lives next to nothing else the plain block holds at its peak
+  // (attn_out's output and x_mid's inputs are freed by then): T*d*4 > T*d*2.
+  EXPECT_EQ(block.forward_transient_peak.value(), kT * kH * 4);
+  // The head's final norm reads the fp32 stream and casts its output for the LM head.
+  EXPECT_EQ(
+      testing::find_kernel(w.layers.back().forward, "lm_head_input_cast").kernel.bytes.value(),
+      kT * kH * (4 + 2));
+  EXPECT_EQ(plain.layers[1].forward.size() + 2, block.forward.size());  // two input casts
+}
+
 }  // namespace
 }  // namespace fsdpsim::models
