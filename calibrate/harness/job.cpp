@@ -350,17 +350,27 @@ std::vector<float> Job::max_over_ranks(const std::vector<float>& values) {
   return out;
 }
 
+namespace {
+
+// Waits for the GPU's streams, then frees its collective buffers.
+void release_buffers(Gpu& g) {
+  FSDPSIM_CUDA(cudaSetDevice(g.device));
+  FSDPSIM_CUDA(cudaStreamSynchronize(g.stream));
+  FSDPSIM_CUDA(cudaStreamSynchronize(g.side));
+  if (g.send != nullptr) FSDPSIM_CUDA(cudaFree(g.send));
+  if (g.recv != nullptr) FSDPSIM_CUDA(cudaFree(g.recv));
+  g.send = nullptr;
+  g.recv = nullptr;
+  g.buffer_bytes = 0;
+}
+
+}  // namespace
+
 void Job::ensure_buffers(std::int64_t bytes) {
   const DeviceGuard guard;
   for (Gpu& g : gpus_) {
     if (g.buffer_bytes >= bytes) continue;
-    FSDPSIM_CUDA(cudaSetDevice(g.device));
-    FSDPSIM_CUDA(cudaStreamSynchronize(g.stream));
-    FSDPSIM_CUDA(cudaStreamSynchronize(g.side));
-    if (g.send != nullptr) FSDPSIM_CUDA(cudaFree(g.send));
-    if (g.recv != nullptr) FSDPSIM_CUDA(cudaFree(g.recv));
-    g.send = nullptr;
-    g.recv = nullptr;
+    release_buffers(g);
     FSDPSIM_CUDA(cudaMalloc(&g.send, static_cast<std::size_t>(bytes)));
     FSDPSIM_CUDA(cudaMalloc(&g.recv, static_cast<std::size_t>(bytes)));
     // Non-zero, finite contents (bytes 0x3c: 1.06 in fp16, 0.0115 in bf16 and fp32) so that
@@ -373,16 +383,7 @@ void Job::ensure_buffers(std::int64_t bytes) {
 
 void Job::free_buffers() {
   const DeviceGuard guard;
-  for (Gpu& g : gpus_) {
-    FSDPSIM_CUDA(cudaSetDevice(g.device));
-    FSDPSIM_CUDA(cudaStreamSynchronize(g.stream));
-    FSDPSIM_CUDA(cudaStreamSynchronize(g.side));
-    if (g.send != nullptr) FSDPSIM_CUDA(cudaFree(g.send));
-    if (g.recv != nullptr) FSDPSIM_CUDA(cudaFree(g.recv));
-    g.send = nullptr;
-    g.recv = nullptr;
-    g.buffer_bytes = 0;
-  }
+  for (Gpu& g : gpus_) release_buffers(g);
 }
 
 std::int64_t Job::free_memory() const {

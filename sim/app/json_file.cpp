@@ -14,12 +14,16 @@ namespace fsdpsim::app {
 
 namespace fs = std::filesystem;
 
-nlohmann::json read_json_file(const fs::path& path) {
-  std::ifstream in(path);
+std::string read_text_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path.string(), "", "cannot open the file (does it exist?)");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  return buffer.str();
+}
+
+nlohmann::json read_json_file(const fs::path& path) {
+  const std::string text = read_text_file(path);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {

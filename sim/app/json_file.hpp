@@ -8,6 +8,9 @@
 
 namespace fsdpsim::app {
 
+// The whole file as text; throws ConfigError naming the file when it cannot be opened.
+std::string read_text_file(const std::filesystem::path& path);
+
 // Parses a JSON file; throws ConfigError naming the file, line and column on a syntax error.
 nlohmann::json read_json_file(const std::filesystem::path& path);
 

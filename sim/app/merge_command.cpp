@@ -4,10 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
@@ -17,14 +15,6 @@ namespace {
 
 constexpr std::size_t kMissingIndicesShown = 10;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, "", "cannot open the file (does it exist?)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 }  // namespace
 
 SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps) {
@@ -33,7 +23,7 @@ SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps)
   std::string header;
   std::map<std::int64_t, std::string> seen_in;  // index -> file
   for (const std::string& path : inputs) {
-    SweepTable slice = table_from_csv(read_text(path), path);
+    SweepTable slice = table_from_csv(read_text_file(path), path);
     const std::string slice_header = csv_header(slice.grid_keys);
     if (header.empty()) {
       header = slice_header;

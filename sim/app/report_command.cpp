@@ -4,9 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <system_error>
 
 #include "sim/app/config_error.hpp"
@@ -33,14 +31,6 @@ gnuplot is looked up on PATH (Debian: apt-get install gnuplot-nox).
 Exit codes: 0 ok, 1 internal error, 2 bad input (unreadable or malformed CSV, gnuplot missing,
 DIR not writable).)";
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, "", "cannot open the file (does it exist?)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 }  // namespace
 
 CLI::App* add_report_command(CLI::App& app, ReportOptions& options) {
@@ -61,7 +51,7 @@ CLI::App* add_report_command(CLI::App& app, ReportOptions& options) {
 }
 
 int report_command(const ReportOptions& options) {
-  const SweepTable table = table_from_csv(read_text(options.csv_path), options.csv_path);
+  const SweepTable table = table_from_csv(read_text_file(options.csv_path), options.csv_path);
   const fs::path gnuplot = require_gnuplot();
   const fs::path dir(options.out_dir);
   std::error_code ec;
