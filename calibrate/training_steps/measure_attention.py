@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Time causal attention (F.scaled_dot_product_attention) forward and backward on this GPU.
+
+fsdpsim prices attention from the flash kernels' published rates (hardware/kernel_time.cpp);
+this measures what PyTorch's own kernels do here, per backend (the default dispatch, FLASH and
+CUDNN forced), for bf16 q, k, v of shape (batch, heads, seq, head_dim) with 65,536 tokens per
+call. Each figure is the median of --repeats CUDA-event timings after --warmup untimed calls;
+backward is the forward+backward time minus the forward time. Achieved TFLOP/s count the causal
+half of the 4*b*h*s^2*d forward FLOPs (FlashAttention-2 paper, Sec. 4.1) and 2.5 times that for
+backward (five matmuls against two).
+
+    python3 measure_attention.py --json attention.json
+"""
+import argparse
+import contextlib
+import json
+import os
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+SHAPES = [(32, 128, s) for s in (1024, 2048, 4096, 8192, 16384, 32768, 65536)] + [
+    (16, 64, 2048), (16, 64, 8192)]
+BACKENDS = {"default": None, "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+TOKENS = 65536
+
+
+def timed(fn, warmup, repeats):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def measure(heads, head_dim, seq, backend, warmup, repeats):
+    batch = TOKENS // seq
+    q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=True) for _ in range(3))
+    grad = torch.randn_like(q)
+
+    def forward():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def forward_backward():
+        forward().backward(grad)
+
+    with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
+        forward_s = timed(forward, warmup, repeats)
+        total_s = timed(forward_backward, warmup, repeats)
+    flops = 4 * batch * heads * seq * seq * head_dim / 2
+    return {"batch": batch, "heads": heads, "head_dim": head_dim, "seq": seq,
+            "forward_s": forward_s, "backward_s": total_s - forward_s,
+            "forward_tflops": flops / forward_s / 1e12,
+            "backward_tflops": 2.5 * flops / (total_s - forward_s) / 1e12}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", required=True)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    results = []
+    for name, backend in BACKENDS.items():
+        for heads, head_dim, seq in SHAPES:
+            try:
+                r = measure(heads, head_dim, seq, backend, args.warmup, args.repeats)
+            except RuntimeError as e:  # a backend that refuses the shape
+                r = {"heads": heads, "head_dim": head_dim, "seq": seq, "error": str(e).splitlines()[0]}
+            r["backend"] = name
+            results.append(r)
+            print(json.dumps(r), flush=True)
+            with open(f"{args.json}.tmp", "w") as f:  # after every shape: a run cut short keeps them
+                json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                           "results": results}, f, indent=1)
+            os.replace(f"{args.json}.tmp", args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Measure FSDP2 training steps on this machine's GPUs and write them as validation rows.
+
+The calibration harness (fsdpsim-calibrate) measures the parts a step is made of: GEMMs, NCCL
+collectives, copies. This script measures whole steps, so that `fsdpsim validate` can compare its
+prediction with what the cluster really does (README "Calibrating a new cluster", step 4). It
+trains decoder models written here the way torchtitan writes them (eager PyTorch, nn.Linear,
+F.scaled_dot_product_attention, fp32 cross-entropy), wrapped per block with FSDP2 `fully_shard`
+(bf16 parameters, fp32 gradient reduction, torch.distributed.fsdp.MixedPrecisionPolicy), with
+AdamW (PyTorch's default foreach implementation) and optional full activation checkpointing per
+block (checkpoint_wrapper, as torchtitan's `ac.mode = "full"`).
+
+Each run of --runs is trained for --warmup untimed steps, then --steps timed steps. A step is
+timed with CUDA events around forward, backward and the optimizer step and the median is kept;
+peak memory is torch.cuda.max_memory_allocated / max_memory_reserved over the timed steps.
+
+Output: rows in fsdpsim's validation CSV format (configs/validation/README.md) on --csv, and
+every measured figure (step times, reserved memory, versions) on --json. One process per GPU:
+    python3 measure_fsdp_steps.py --runs runs.json --csv out.csv --json out.json        # 1 GPU
+    torchrun --nproc-per-node 8 measure_fsdp_steps.py --runs runs.json --csv out.csv    # a node
+"""
+import argparse
+import csv
+import datetime
+import gc
+import json
+import math
+import os
+import statistics
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+CSV_COLUMNS = (
+    "case_id,source,source_detail,model_family,model,n_layers,d_model,n_heads,n_kv_heads,ffn_dim,"
+    "vocab,seq_len,params_b,gpu,gpus,gpus_per_node,inter_node_gbps_per_node,inter_node_assumed,"
+    "fsdp_version,sharding,shard_group_size,act_ckpt,param_dtype,reduce_dtype,matmul_dtype,"
+    "attention,loss,compiled,cpu_offload,optimizer,micro_batch,global_batch,grad_accum,"
+    "measured_tokens_per_s_per_gpu,measured_model_tflops_per_gpu,measured_hardware_tflops_per_gpu,"
+    "measured_mfu,measured_hfu,measured_peak_mem_gib,mfu_definition,notes,no_sync,"
+    "param_storage_dtype").split(",")
+
+
+# --- models (torchtitan's Llama 3; an MPT-like GPT with learned positions and tied embeddings) ---
+
+def rope_table(head_dim, seq, theta=500000.0):
+    """Complex rotations, as torchtitan's precompute_freqs_cis (Llama 3 rope_theta 500000)."""
+    freqs = 1.0 / (theta ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    angles = torch.outer(torch.arange(seq).float(), freqs)
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+def apply_rope(x, table):
+    rotated = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    rotated = rotated * table.view(1, x.shape[1], 1, rotated.shape[-1])
+    return torch.view_as_real(rotated).flatten(3).type_as(x)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d, heads, kv_heads, ffn):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, d // heads
+        self.attention_norm = nn.RMSNorm(d, eps=1e-5)
+        self.wq = nn.Linear(d, d, bias=False)
+        self.wk = nn.Linear(d, kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(d, kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(d, d, bias=False)
+        self.ffn_norm = nn.RMSNorm(d, eps=1e-5)
+        self.w1 = nn.Linear(d, ffn, bias=False)
+        self.w3 = nn.Linear(d, ffn, bias=False)
+        self.w2 = nn.Linear(ffn, d, bias=False)
+
+    def forward(self, x, table):
+        b, s, d = x.shape
+        n = self.attention_norm(x)
+        q = apply_rope(self.wq(n).view(b, s, self.heads, self.head_dim), table)
+        k = apply_rope(self.wk(n).view(b, s, self.kv_heads, self.head_dim), table)
+        v = self.wv(n).view(b, s, self.kv_heads, self.head_dim)
+        repeat = self.heads // self.kv_heads  # torchtitan's repeat_kv
+        k = k.repeat_interleave(repeat, dim=2) if repeat > 1 else k
+        v = v.repeat_interleave(repeat, dim=2) if repeat > 1 else v
+        a = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        h = x + self.wo(a.transpose(1, 2).reshape(b, s, d))
+        n = self.ffn_norm(h)
+        return h + self.w2(F.silu(self.w1(n)) * self.w3(n))
+
+
+class Llama(nn.Module):
+    def __init__(self, run):
+        super().__init__()
+        d = run["d_model"]
+        self.tok_embeddings = nn.Embedding(run["vocab"], d)
+        self.layers = nn.ModuleList(
+            LlamaBlock(d, run["n_heads"], run["n_kv_heads"], run["ffn_dim"])
+            for _ in range(run["n_layers"]))
+        self.norm = nn.RMSNorm(d, eps=1e-5)
+        self.output = nn.Linear(d, run["vocab"], bias=False)
+        self.register_buffer("table", rope_table(d // run["n_heads"], run["seq_len"]),
+                             persistent=False)
+
+    def forward(self, tokens):
+        h = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            h = layer(h, self.table)
+        return self.output(self.norm(h))
+
+
+class MptBlock(nn.Module):
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(d)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.up = nn.Linear(d, ffn)
+        self.down = nn.Linear(ffn, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).view(b, s, 3, self.heads, d // self.heads).unbind(2)
+        a = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        h = x + self.c_proj(a.transpose(1, 2).reshape(b, s, d))
+        return h + self.down(F.gelu(self.up(self.ln_2(h)), approximate="tanh"))
+
+
+class Mpt(nn.Module):
+    def __init__(self, run):
+        super().__init__()
+        d = run["d_model"]
+        self.wte = nn.Embedding(run["vocab"], d)
+        self.wpe = nn.Embedding(run["seq_len"], d)
+        self.layers = nn.ModuleList(
+            MptBlock(d, run["n_heads"], run["ffn_dim"]) for _ in range(run["n_layers"]))
+        self.ln_f = nn.LayerNorm(d)
+
+    def forward(self, tokens):
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        h = self.wte(tokens) + self.wpe(positions)
+        for layer in self.layers:
+            h = layer(h)
+        return F.linear(self.ln_f(h), self.wte.weight)  # tied LM head
+
+
+FAMILIES = {"llama": Llama, "mpt": Mpt}
+RUN_KEYS = ("name", "model_family", "n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_dim",
+            "vocab", "seq_len", "micro_batch", "act_ckpt")
+
+
+# --- one run ---
+
+def build(run, device):
+    with torch.device(device):
+        model = FAMILIES[run["model_family"]](run)
+    params = sum(p.numel() for p in model.parameters())
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for i, block in enumerate(model.layers):
+        if run["act_ckpt"] == "full":
+            block = checkpoint_wrapper(block, preserve_rng_state=False)
+            model.layers[i] = block
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    return model, params
+
+
+def measure(run, args, device, rank):
+    torch.manual_seed(1234 + rank)
+    model, params = build(run, device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    shape = (run["micro_batch"], run["seq_len"])
+    tokens = torch.randint(0, run["vocab"], shape, device=device)
+    labels = torch.randint(0, run["vocab"], shape, device=device)
+
+    def step():
+        logits = model(tokens)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+        del logits
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    for _ in range(args.warmup):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(args.steps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        loss = step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    stats = torch.cuda.memory_stats()
+    if not math.isfinite(loss.item()):
+        raise RuntimeError(f"{run['name']}: loss is {loss.item()}")
+    result = {
+        "params": params,
+        "step_s": times,
+        "median_step_s": statistics.median(times),
+        "max_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "max_reserved_gib": torch.cuda.max_memory_reserved() / 2**30,
+        "num_alloc_retries": stats.get("num_alloc_retries", 0),
+        "loss": loss.item(),
+    }
+    del model, optimizer, tokens, labels, loss
+    gc.collect()
+    torch.cuda.empty_cache()
+    return result
+
+
+def csv_row(run, result, world, local_world, gpu, software):
+    tokens_per_s = run["micro_batch"] * run["seq_len"] / result["median_step_s"]
+    ac = {"none": "0", "full": "1"}[run["act_ckpt"]]
+    row = dict.fromkeys(CSV_COLUMNS, "")
+    row.update({
+        "case_id": f"own-{gpu}-{run['name']}-s{run['seq_len']}-g{world}-mb{run['micro_batch']}-ac{ac}-1",
+        "source": "fsdpsim-measured",
+        "source_detail": f"calibrate/training_steps/measure_fsdp_steps.py {software}",
+        "model_family": run["model_family"], "model": run["name"],
+        "n_layers": run["n_layers"], "d_model": run["d_model"], "n_heads": run["n_heads"],
+        "n_kv_heads": run["n_kv_heads"], "ffn_dim": run["ffn_dim"], "vocab": run["vocab"],
+        "seq_len": run["seq_len"], "params_b": f"{result['params'] / 1e9:.6f}",
+        "gpu": gpu, "gpus": world, "gpus_per_node": local_world,
+        "inter_node_assumed": "false", "fsdp_version": 2, "sharding": "FULL_SHARD",
+        "shard_group_size": world, "act_ckpt": run["act_ckpt"], "param_dtype": "bf16",
+        "reduce_dtype": "fp32", "matmul_dtype": "bf16", "attention": "flash2",
+        "loss": "cross_entropy", "compiled": "false", "cpu_offload": "false",
+        "optimizer": "adamw", "micro_batch": run["micro_batch"],
+        "global_batch": run["micro_batch"] * world, "grad_accum": 1,
+        "measured_tokens_per_s_per_gpu": f"{tokens_per_s:.1f}",
+        "measured_peak_mem_gib": f"{result['max_allocated_gib']:.2f}",
+        "notes": (f"median of {len(result['step_s'])} steps {result['median_step_s']:.4f} s; "
+                  f"peak mem = max_memory_allocated; max_memory_reserved "
+                  f"{result['max_reserved_gib']:.2f} GiB; alloc retries "
+                  f"{result['num_alloc_retries']}; eager, SDPA, fp32 cross-entropy, "
+                  f"foreach AdamW"),
+    })
+    return row
+
+
+def write_atomically(path, write):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", newline="") as f:
+        write(f)
+    os.replace(tmp, path)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", required=True, help="JSON list of runs (see h200_runs.json)")
+    parser.add_argument("--csv", required=True, help="validation rows to write")
+    parser.add_argument("--json", help="every measured figure, to write")
+    parser.add_argument("--gpu", default="h200-sxm-141gb", help="fsdpsim GPU preset of the rows")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=8)
+    args = parser.parse_args()
+
+    with open(args.runs) as f:
+        runs = json.load(f)
+    for i, run in enumerate(runs):
+        missing = [k for k in RUN_KEYS if k not in run]
+        if missing or run["model_family"] not in FAMILIES or run["act_ckpt"] not in ("none", "full"):
+            sys.exit(f"{args.runs}: runs[{i}]: expected keys {', '.join(RUN_KEYS)} with "
+                     f"model_family in {sorted(FAMILIES)} and act_ckpt none|full; "
+                     f"missing {missing}")
+
+    rank = int(os.environ.get("RANK", 0))
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29512")
+    torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
+    software = (f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
+                f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
+                f"{torch.cuda.get_device_name(device)}")
+    rows, results = [], []
+    for run in runs:
+        try:
+            result = measure(run, args, device, rank)
+        except torch.OutOfMemoryError as e:
+            result = {"error": f"out of memory: {str(e).splitlines()[0]}"}
+        if "error" in result:  # the failed step's tensors went with the exception
+            gc.collect()
+            torch.cuda.empty_cache()
+        results.append({"run": run, **result})
+        if rank == 0:
+            line = (f"{run['name']:>10} s{run['seq_len']:<6} mb{run['micro_batch']:<3} "
+                    f"ac {run['act_ckpt']:<4}: ")
+            if "error" in result:
+                print(line + result["error"], flush=True)
+            else:
+                rows.append(csv_row(run, result, world, local_world, args.gpu, software))
+                print(line + f"{result['median_step_s'] * 1e3:9.1f} ms/step  "
+                      f"{rows[-1]['measured_tokens_per_s_per_gpu']:>9} tok/s/GPU  "
+                      f"alloc {result['max_allocated_gib']:6.2f} GiB  "
+                      f"reserved {result['max_reserved_gib']:6.2f} GiB", flush=True)
+            write_atomically(args.csv, lambda f: csv.DictWriter(
+                f, CSV_COLUMNS, lineterminator="\n").writerows([dict(zip(CSV_COLUMNS, CSV_COLUMNS))] + rows))
+            if args.json:
+                write_atomically(args.json, lambda f: json.dump({
+                    "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                    "software": software, "world_size": world, "warmup": args.warmup,
+                    "steps": args.steps, "results": results}, f, indent=1))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
