@@ -74,6 +74,8 @@ std::string validate(const ClusterSpec& spec) {
   p.fraction("gpu.gemm_efficiency", gpu.gemm_efficiency);
   p.fraction("gpu.attention_forward_efficiency", gpu.attention_forward_efficiency);
   p.fraction("gpu.attention_backward_efficiency", gpu.attention_backward_efficiency);
+  p.positive("gpu.cudnn_attention_forward_speedup", gpu.cudnn_attention_forward_speedup, "");
+  p.positive("gpu.cudnn_attention_backward_speedup", gpu.cudnn_attention_backward_speedup, "");
   p.fraction("gpu.memory_efficiency", gpu.memory_efficiency);
   p.fraction("gpu.sustained_compute_fraction", gpu.sustained_compute_fraction);
   p.fraction("nvlink_efficiency", spec.nvlink_efficiency);

@@ -27,7 +27,11 @@ struct GpuSpec {
   double gemm_efficiency = 0.0;                // large cuBLAS GEMM / peak_dense
   double attention_forward_efficiency = 0.0;   // FlashAttention forward / peak_dense
   double attention_backward_efficiency = 0.0;  // FlashAttention backward / peak_dense
-  double memory_efficiency = 0.0;              // streaming kernels / hbm_bandwidth
+  // cuDNN fused attention's speed over FlashAttention-2 on this GPU, per pass (Hopper's cuDNN
+  // kernels use wgmma and TMA, which FlashAttention-2 does not).
+  double cudnn_attention_forward_speedup = 0.0;
+  double cudnn_attention_backward_speedup = 0.0;
+  double memory_efficiency = 0.0;  // streaming kernels / hbm_bandwidth
   // Fraction of those micro-benchmark tensor-core rates (GEMM, attention; measured GEMMs of a
   // calibration profile too) that kernels sustain inside a training step: SM clocks under the
   // power cap over minutes rather than seconds, real data, L2/HBM traffic of concurrent NCCL

@@ -27,22 +27,26 @@ namespace {
 //   Triton backward is generally slower than CUDA backward. Overall Triton forward + backward is
 //   slightly slower than CUDA forward + backward" (flash_attn/flash_attn_triton.py docstring,
 //   CUDA = flash-attn 1.x at the time) -> the same 0.5, the resolution these sources allow.
-double flash_kernel_speed(FlashKernel kernel) {
+// - cuDNN fused attention: a property of the GPU (its preset's cudnn_attention_*_speedup).
+double flash_kernel_speed(const GpuSpec& gpu, FlashKernel kernel, bool backward) {
   switch (kernel) {
     case FlashKernel::kFlash2:
       return 1.0;
     case FlashKernel::kFlash1:
     case FlashKernel::kTriton:
       return 0.5;
+    case FlashKernel::kCudnn:
+      return backward ? gpu.cudnn_attention_backward_speedup : gpu.cudnn_attention_forward_speedup;
   }
   throw std::logic_error("hardware: unknown FlashKernel");
 }
 
 Seconds attention_time(const GpuSpec& gpu, const Kernel& kernel) {
-  const double efficiency = (kernel.attention.backward ? gpu.attention_backward_efficiency
-                                                       : gpu.attention_forward_efficiency) *
-                            flash_kernel_speed(kernel.attention.kernel) *
-                            gpu.sustained_compute_fraction;
+  const double efficiency =
+      (kernel.attention.backward ? gpu.attention_backward_efficiency
+                                 : gpu.attention_forward_efficiency) *
+      flash_kernel_speed(gpu, kernel.attention.kernel, kernel.attention.backward) *
+      gpu.sustained_compute_fraction;
   const Seconds compute = compute_time(gpu, kernel.flops, kernel.dtype, efficiency);
   return std::max(compute, memory_time(gpu, kernel.bytes));
 }

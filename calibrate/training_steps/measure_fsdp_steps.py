@@ -217,7 +217,17 @@ def measure(run, args, device, rank):
     return result
 
 
-def csv_row(run, result, world, local_world, gpu, software):
+def sdpa_default_backend(device):
+    """What F.scaled_dot_product_attention dispatches to here, for the rows' attention column:
+    cuDNN on sm90/sm100 with cuDNN 9.15 or newer (PyTorch's check_prefer_cudnn_attention in
+    aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, torch 2.10+), else FlashAttention-2."""
+    major = torch.cuda.get_device_capability(device)[0]
+    cudnn = torch.backends.cudnn.version() or 0
+    prefers_cudnn = torch.backends.cuda.cudnn_sdp_enabled() and major in (9, 10) and cudnn >= 91500
+    return "cudnn" if prefers_cudnn else "flash2"
+
+
+def csv_row(run, result, world, local_world, gpu, software, attention):
     tokens_per_s = run["micro_batch"] * run["seq_len"] / result["median_step_s"]
     ac = {"none": "0", "full": "1"}[run["act_ckpt"]]
     row = dict.fromkeys(CSV_COLUMNS, "")
@@ -232,7 +242,7 @@ def csv_row(run, result, world, local_world, gpu, software):
         "gpu": gpu, "gpus": world, "gpus_per_node": local_world,
         "inter_node_assumed": "false", "fsdp_version": 2, "sharding": "FULL_SHARD",
         "shard_group_size": world, "act_ckpt": run["act_ckpt"], "param_dtype": "bf16",
-        "reduce_dtype": "fp32", "matmul_dtype": "bf16", "attention": "flash2",
+        "reduce_dtype": "fp32", "matmul_dtype": "bf16", "attention": attention,
         "loss": "cross_entropy", "compiled": "false", "cpu_offload": "false",
         "optimizer": "adamw", "micro_batch": run["micro_batch"],
         "global_batch": run["micro_batch"] * world, "grad_accum": 1,
@@ -260,6 +270,8 @@ def main():
     parser.add_argument("--csv", required=True, help="validation rows to write")
     parser.add_argument("--json", help="every measured figure, to write")
     parser.add_argument("--gpu", default="h200-sxm-141gb", help="fsdpsim GPU preset of the rows")
+    parser.add_argument("--attention", choices=("cudnn", "flash2"),
+                        help="the rows' attention column (default: what SDPA dispatches to here)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=8)
     args = parser.parse_args()
@@ -284,7 +296,8 @@ def main():
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
     software = (f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
                 f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
-                f"{torch.cuda.get_device_name(device)}")
+                f"cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name(device)}")
+    attention = args.attention or sdpa_default_backend(device)
     rows, results = [], []
     for run in runs:
         try:
@@ -301,7 +314,7 @@ def main():
             if "error" in result:
                 print(line + result["error"], flush=True)
             else:
-                rows.append(csv_row(run, result, world, local_world, args.gpu, software))
+                rows.append(csv_row(run, result, world, local_world, args.gpu, software, attention))
                 print(line + f"{result['median_step_s'] * 1e3:9.1f} ms/step  "
                       f"{rows[-1]['measured_tokens_per_s_per_gpu']:>9} tok/s/GPU  "
                       f"alloc {result['max_allocated_gib']:6.2f} GiB  "

@@ -175,9 +175,11 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                         "flash_kernel needs flash_attention true (unfused attention runs no "
                         "fused kernel)");
     }
-    const std::string kernel = r.choice("flash_kernel", {"flash2", "flash1", "triton"}, "flash2");
+    const std::string kernel =
+        r.choice("flash_kernel", {"flash2", "flash1", "triton", "cudnn"}, "flash2");
     t.flash_kernel = kernel == "flash1"   ? FlashKernel::kFlash1
                      : kernel == "triton" ? FlashKernel::kTriton
+                     : kernel == "cudnn"  ? FlashKernel::kCudnn
                                           : FlashKernel::kFlash2;
   }
   const std::string loss = r.choice(

@@ -49,7 +49,8 @@ training:
                             [foreach=None (the CUDA default) | fused=True | foreach=False]
   flash_attention           fused attention kernel [scaled_dot_product_attention]   default true
   flash_kernel              flash2 [flash-attn 2, SDPA flash] | flash1 [flash-attn 1.x] |
-                            triton [flash_attn_triton; llm-foundry attn_impl triton] default flash2
+                            triton [flash_attn_triton; llm-foundry attn_impl triton] |
+                            cudnn [SDPA's cuDNN backend, its default on Hopper]   default flash2
   loss                      cross_entropy [F.cross_entropy: fp32 log_softmax + nll_loss] |
                             cross_entropy_no_upcast [F.cross_entropy on the compute-dtype
                             logits, no .float() or autocast] |

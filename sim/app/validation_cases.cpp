@@ -183,10 +183,11 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   // The optional attention column (configs/validation/README.md); empty = FlashAttention-2.
   if (const std::string attention = c.get("attention"); attention == "unfused") {
     training["flash_attention"] = false;
-  } else if (attention == "flash2" || attention == "flash1" || attention == "triton") {
+  } else if (attention == "flash2" || attention == "flash1" || attention == "triton" ||
+             attention == "cudnn") {
     training["flash_kernel"] = attention;
   } else if (!attention.empty()) {
-    bad_cell(file, c, "attention", "flash2, flash1, triton or unfused");
+    bad_cell(file, c, "attention", "flash2, flash1, triton, cudnn or unfused");
   }
   // fp8: float8 linears (the llm-foundry rows ran TransformerEngine's, modelled as torchao's:
   // models/float8_linear.hpp). Another GEMM dtype than the all-gathered parameters' is autocast

@@ -24,6 +24,9 @@ enum class FlashKernel : std::uint8_t {
   kFlash1,  // flash-attn 0.x/1.x CUDA kernels (Dao et al. 2022)
   kTriton,  // flash-attn's Triton port (flash_attn/flash_attn_triton.py; llm-foundry attn_impl
             // triton)
+  kCudnn,   // cuDNN's fused attention, PyTorch SDPA's CUDNN_ATTENTION backend (its default on
+            // sm90/sm100 from torch 2.11: aten/src/ATen/native/transformers/cuda/sdp_utils.cpp
+            // check_prefer_cudnn_attention, cuDNN > 9.15)
 };
 
 // How the loss turns the LM head's logits into a scalar (models/head_layer.cpp).

@@ -140,6 +140,17 @@ TEST(ValidationCases, TheAttentionColumnChoosesTheKernel) {
   EXPECT_EQ(seen, (std::set<std::string>{"flash1", "flash2", "triton", "unfused"}));
 }
 
+TEST(Validate, CudnnAttentionCellSelectsTheCudnnKernel) {
+  const auto cases = read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) +
+                                           "/validation/measured-h200/steps.csv");
+  ASSERT_FALSE(cases.empty());
+  for (const ValidationCase& c : cases) {
+    EXPECT_EQ(c.get("attention"), "cudnn") << c.get("case_id");
+    const CaseScenario s = scenario_for_case(c, "steps.csv");
+    EXPECT_EQ(s.document["training"]["flash_kernel"], "cudnn") << c.get("case_id");
+  }
+}
+
 TEST(Validate, WhereKeepsTheMatchingRows) {
   const auto [code, out] =
       run_fsdpsim("validate " + kData + "small_cases.csv --where gpu=a100-sxm-80gb --json -");

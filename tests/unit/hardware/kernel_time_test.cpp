@@ -69,5 +69,16 @@ TEST(KernelTime, OlderFlashKernelsRunAtHalfTheFlashAttention2Rate) {
   }
 }
 
+TEST(KernelTime, CudnnAttentionRunsAtItsPresetSpeedupPerPass) {
+  const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  for (const bool backward : {false, true}) {
+    Kernel kernel = attention_kernel(8, 32, 8192, 128, backward);
+    const double flash2 = kernel_time(gpu, kernel).value();
+    kernel.attention.kernel = FlashKernel::kCudnn;
+    const double speedup = backward ? 1.6 : 1.7;  // configs/hardware/h200-sxm-141gb.json
+    EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(), flash2 / speedup) << backward;
+  }
+}
+
 }  // namespace
 }  // namespace fsdpsim::hardware
