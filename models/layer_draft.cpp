@@ -18,6 +18,7 @@ BuildContext make_context(const WorkloadOptions& options) {
   ctx.flash_attention = options.flash_attention;
   ctx.flash_kernel = options.flash_kernel;
   ctx.loss = options.loss;
+  ctx.compiled = options.compiled;
   return ctx;
 }
 

@@ -29,6 +29,9 @@ struct BuildContext {
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;
   LossKernel loss = LossKernel::kCrossEntropyFp32;
+  // torch.compile of the blocks: builders write the kernels Inductor generates where they differ
+  // from eager's (models/llama_family.cpp); compile_fusion.cpp then fuses the remaining runs.
+  bool compiled = false;
 };
 
 BuildContext make_context(const WorkloadOptions& options);

@@ -6,11 +6,19 @@
 // gate (w1) and up (w3) d*ffn each, down (w2) ffn*d, two RMSNorm weights d each.
 // Model: embedding V*d, final RMSNorm d, untied LM head V*d (Llama-3.1-8B: 8,030,261,248).
 //
-// Kernel choices: separate q/k/v projections (torchtitan, HF); one fused RoPE kernel over q and
-// k (complex multiply by the precomputed fp32 table, which autograd does not need to save);
-// one fused SwiGLU kernel silu(gate) * up that saves gate and up and recomputes silu in
-// backward (eager PyTorch would also keep silu(gate): T*ffn*e more); fused RMSNorm saving its
-// input and fp32 rstd. No dropout.
+// Kernel choices: separate q/k/v projections (torchtitan, HF); fused RMSNorm saving its input
+// and fp32 rstd (nn.RMSNorm); no dropout. RoPE, SwiGLU and GQA as torchtitan's
+// torchtitan/models/llama3/model.py runs them:
+//  * eager: apply_rotary_emb is x.float() -> view_as_complex * freqs_cis -> view_as_real ->
+//    type_as(x), three kernels over q and k with fp32 in the middle (the multiply saves only
+//    freqs_cis, a buffer, since its other operand is what needs the gradient: no activation);
+//    backward runs the same three on dq and dk. F.silu(w1(x)) * w3(x) is two kernels, and
+//    autograd keeps gate (for silu), silu(gate) and up (for the multiply); backward is two
+//    multiplies and silu_backward. repeat_kv copies K and V to all heads before SDPA (expand +
+//    reshape), so SDPA saves the repeated K and V and backward sums their gradients per kv head.
+//  * compiled (torch.compile of each block, models/compile_fusion.hpp): Inductor generates one
+//    RoPE kernel over q and k and one SwiGLU kernel that saves gate and up and recomputes silu
+//    in backward; K and V stay at the kv-head width.
 #include <string>
 
 #include "models/attention_kernels.hpp"
@@ -34,34 +42,74 @@ std::int64_t rope_bytes(const TransformerSpec& spec, const BuildContext& ctx) {
   return 2 * qk + ctx.seq * head_dim(spec) * kStatBytes;
 }
 
+// Eager apply_rotary_emb over q and k together (`elems` = T * (d + kv width)): upcast, complex
+// multiply, downcast, on the forward or the backward stream of kernels (`emit`). The caller holds
+// the input as a temporary and gets the output as one; fp32 activations skip the two casts
+// (Tensor.float() and type_as return their input).
+template <typename Emit>
+void eager_rope(Emit emit, TransientTracker& temps, const char* prefix, std::int64_t elems,
+                std::int64_t table_bytes, const BuildContext& ctx) {
+  const std::int64_t narrow = elems * ctx.element_bytes;
+  const std::int64_t wide = elems * kStatBytes;
+  const std::string name(prefix);
+  if (ctx.element_bytes == kStatBytes) {
+    emit(memory_bound_kernel(name + "_mul", 2 * wide + table_bytes, ctx));
+    temps.allocate(wide);
+    return;
+  }
+  emit(handed_off(memory_bound_kernel(name + "_upcast", narrow + wide, ctx), wide));
+  temps.allocate(wide);
+  emit(handed_off(memory_bound_kernel(name + "_mul", 2 * wide + table_bytes, ctx), wide));
+  temps.allocate(wide);
+  temps.release(wide);
+  emit(memory_bound_kernel(name + "_downcast", wide + narrow, ctx));
+  temps.allocate(narrow);
+  temps.release(wide);
+}
+
+bool repeats_kv(const TransformerSpec& spec, const BuildContext& ctx) {
+  return !ctx.compiled && ctx.flash_attention && spec.n_kv_heads < spec.n_heads;
+}
+
 void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildContext& ctx) {
   const std::int64_t d = spec.d_model;
   const std::int64_t f = spec.ffn_dim;
   const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
   const std::int64_t kv = ctx.tokens * kv_width(spec) * ctx.element_bytes;
   const std::int64_t inner = ctx.tokens * f * ctx.element_bytes;
-  const AttentionDims attn = attention_dims(spec);
+  const bool repeat = repeats_kv(spec, ctx);
+  const AttentionDims attn = repeat
+                                 ? AttentionDims{spec.n_heads, spec.n_heads, head_dim(spec), false}
+                                 : attention_dims(spec);
   const bool saved_qkv = attention_saves_inputs(ctx);
   TransientTracker& temps = draft.forward_temps();
+  const auto forward = [&](NamedKernel k) { draft.forward(std::move(k)); };
 
   append_norm_forward(draft, "rmsnorm1", NormKind::kRmsNorm, d, ctx);  // saves the block input
   draft.save_rematerializable(hidden);  // rmsnorm1 output, the input of q, k and v (one tensor)
   draft.forward(linear_forward("q", {d, d, false}, ctx));
   draft.forward(linear_forward("k", {d, kv_width(spec), false}, ctx));
   draft.forward(linear_forward("v", {d, kv_width(spec), false}, ctx));
-  temps.allocate(hidden + kv);  // q and k before RoPE
-  if (saved_qkv) {
-    draft.save(kv);  // v
-  } else {
-    temps.allocate(kv);
-  }
-  draft.forward(memory_bound_kernel("rope", rope_bytes(spec, ctx), ctx));
-  if (saved_qkv) {
-    draft.save(hidden + kv);  // rotated q and k
-  } else {
+  temps.allocate(hidden + 2 * kv);  // q and k before RoPE, v
+  if (ctx.compiled) {
+    draft.forward(memory_bound_kernel("rope", rope_bytes(spec, ctx), ctx));
     temps.allocate(hidden + kv);
+  } else {
+    eager_rope(forward, temps, "rope", ctx.tokens * (d + kv_width(spec)),
+               ctx.seq * head_dim(spec) * kStatBytes, ctx);
   }
-  temps.release(hidden + kv);
+  temps.release(hidden + kv);  // q and k before RoPE
+  if (repeat) {
+    // repeat_kv: reads the rotated K and V, writes both at the full head count.
+    draft.forward(memory_bound_kernel("repeat_kv", 2 * kv + 2 * hidden, ctx));
+    temps.allocate(2 * hidden);
+    temps.release(2 * kv);
+  }
+  const std::int64_t attention_inputs = qkv_bytes(attn, ctx);
+  if (saved_qkv) {  // the kernel saves them: they leave the temporaries
+    draft.save(attention_inputs);
+    temps.release(attention_inputs);
+  }
   append_attention_forward(draft, attn, ctx);  // saves O, the input of o
   draft.forward(linear_forward("o", {d, d, false}, ctx));
   temps.allocate(hidden);
@@ -71,8 +119,14 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   draft.save_rematerializable(hidden);  // rmsnorm2 output, the input of gate and up
   draft.forward(linear_forward("gate", {d, f, false}, ctx));
   draft.forward(linear_forward("up", {d, f, false}, ctx));
-  draft.save(2 * inner);  // gate and up outputs, kept by swiglu
-  draft.forward(memory_bound_kernel("swiglu", 3 * inner, ctx));
+  draft.save(2 * inner);  // gate (silu's input) and up (the multiply's other operand)
+  if (ctx.compiled) {
+    draft.forward(memory_bound_kernel("swiglu", 3 * inner, ctx));
+  } else {
+    draft.forward(memory_bound_kernel("silu", 2 * inner, ctx));
+    draft.save(inner);  // silu(gate), kept by the multiply
+    draft.forward(memory_bound_kernel("swiglu_mul", 3 * inner, ctx));
+  }
   draft.save_rematerializable(inner);  // swiglu output: down input
   draft.forward(linear_forward("down", {f, d, false}, ctx));
   temps.allocate(hidden);
@@ -86,14 +140,30 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
   const std::int64_t kv = ctx.tokens * kv_width(spec) * ctx.element_bytes;
   const std::int64_t inner = ctx.tokens * f * ctx.element_bytes;
-  const AttentionDims attn = attention_dims(spec);
+  const bool repeat = repeats_kv(spec, ctx);
+  const AttentionDims attn = repeat
+                                 ? AttentionDims{spec.n_heads, spec.n_heads, head_dim(spec), false}
+                                 : attention_dims(spec);
   TransientTracker& temps = draft.backward_temps();
+  const auto backward = [&](NamedKernel k) { draft.backward(std::move(k)); };
 
   append_linear_backward(draft, "down", {f, d, false}, ctx);
   temps.allocate(inner);
-  // Reads d(swiglu out), gate and up; writes d(gate) and d(up).
-  draft.backward(memory_bound_kernel("swiglu_bwd", 5 * inner, ctx));
-  temps.allocate(2 * inner);
+  if (ctx.compiled) {
+    // Reads d(swiglu out), gate and up; writes d(gate) and d(up).
+    draft.backward(memory_bound_kernel("swiglu_bwd", 5 * inner, ctx));
+    temps.allocate(2 * inner);
+  } else {
+    // MulBackward0: d(silu) = d(out) * up and d(up) = d(out) * silu(gate); then
+    // silu_backward(d(silu), gate).
+    draft.backward(memory_bound_kernel("swiglu_mul_bwd_silu", 3 * inner, ctx));
+    temps.allocate(inner);
+    draft.backward(memory_bound_kernel("swiglu_mul_bwd_up", 3 * inner, ctx));
+    temps.allocate(inner);
+    draft.backward(memory_bound_kernel("silu_bwd", 3 * inner, ctx));
+    temps.allocate(inner);
+    temps.release(inner);  // d(silu)
+  }
   temps.release(inner);
   append_linear_backward(draft, "up", {d, f, false}, ctx);
   temps.allocate(hidden);
@@ -111,8 +181,20 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   append_linear_backward(draft, "o", {d, d, false}, ctx);
   temps.allocate(hidden);                       // dO
   append_attention_backward(draft, attn, ctx);  // leaves dq, dk (rotated) and dv
-  draft.backward(memory_bound_kernel("rope_bwd", rope_bytes(spec, ctx), ctx));
-  temps.allocate(hidden + kv);
+  if (repeat) {
+    // The expand's backward sums the head gradients of each kv head: reads dK and dV at the full
+    // head count, writes them at the kv-head width.
+    draft.backward(memory_bound_kernel("repeat_kv_bwd", 2 * hidden + 2 * kv, ctx));
+    temps.allocate(2 * kv);
+    temps.release(2 * hidden);
+  }
+  if (ctx.compiled) {
+    draft.backward(memory_bound_kernel("rope_bwd", rope_bytes(spec, ctx), ctx));
+    temps.allocate(hidden + kv);
+  } else {
+    eager_rope(backward, temps, "rope_bwd", ctx.tokens * (d + kv_width(spec)),
+               ctx.seq * head_dim(spec) * kStatBytes, ctx);
+  }
   temps.release(hidden + kv);
   append_linear_backward(draft, "v", {d, kv_width(spec), false}, ctx);
   temps.allocate(hidden);

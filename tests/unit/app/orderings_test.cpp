@@ -109,8 +109,12 @@ TEST(Orderings, FullCheckpointingLowersMemoryAndAddsTheRecompute) {
 }
 
 TEST(Orderings, RateLimiterBoundsActiveMemory) {
-  const fsdp::SimulationOutput on = simulate({});
-  const fsdp::SimulationOutput off = simulate({"fsdp.limit_all_gathers=false"});
+  // Micro-batch 1: both runs fit, so both peaks are of a whole step.
+  const fsdp::SimulationOutput on = simulate({"training.micro_batch=1"});
+  const fsdp::SimulationOutput off =
+      simulate({"training.micro_batch=1", "fsdp.limit_all_gathers=false"});
+  ASSERT_FALSE(on.result.out_of_memory) << on.result.oom_reason;
+  ASSERT_FALSE(off.result.out_of_memory) << off.result.oom_reason;
   EXPECT_GT(off.result.memory.peak_active, on.result.memory.peak_active);
 }
 

@@ -43,9 +43,15 @@ TEST(ActivationMemory, MptSavesNoDropoutMasks) {
 TEST(ActivationMemory, LlamaFlashBlockSavesNormsProjectionsAndSwigluInputs) {
   const TransformerSpec spec = testing::llama_3_1_8b();
   const std::int64_t b = 1, s = 4096, t = b * s, d = 4096, kv = 1024, f = 14336, e = 2;
+  // Eager (torchtitan): x, n1, q_rot, K and V repeated to all heads, O, h, n2 (bf16); gate,
+  // silu(gate), up, swiglu out; rstd x2 (fp32); lse (fp32).
   const Workload w = build_workload(spec, testing::options(b, s, true));
-  // x, n1, q_rot, k_rot, v, O, h, n2 (bf16); gate, up, swiglu out; rstd x2 (fp32); lse (fp32).
-  EXPECT_EQ(saved(w, 1), e * (6 * t * d + 2 * t * kv + 3 * t * f) + 2 * 4 * t + b * 32 * s * 4);
+  EXPECT_EQ(saved(w, 1), e * (8 * t * d + 4 * t * f) + 2 * 4 * t + b * 32 * s * 4);
+  // Compiled: K and V at kv width, silu recomputed in backward.
+  WorkloadOptions compiled = testing::options(b, s, true);
+  compiled.compiled = true;
+  const Workload c = build_workload(spec, compiled);
+  EXPECT_EQ(saved(c, 1), e * (6 * t * d + 2 * t * kv + 3 * t * f) + 2 * 4 * t + b * 32 * s * 4);
 }
 
 TEST(ActivationMemory, CheckpointedBlockKeepsOnlyItsInput) {

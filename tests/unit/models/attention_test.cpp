@@ -109,10 +109,19 @@ TEST(Attention, GroupedQueryAttentionShrinksKeyValueProjections) {
       2.0 * 2.0 * t * d * (d - kv));
   EXPECT_DOUBLE_EQ(find_kernel(fwd, "attn").kernel.flops.value(),
                    find_kernel(mha.layers[1].forward, "attn").kernel.flops.value());
-  // The fused kernel reads K and V at kv width.
+  // Eager torchtitan copies K and V to all 32 heads first (repeat_kv), so SDPA reads them at
+  // the full width; compiled, the kernel reads them at kv width.
+  EXPECT_EQ(find_kernel(fwd, "repeat_kv").kernel.bytes.value(), (2 * t * kv + 2 * t * d) * 2);
   const Kernel& attn = find_kernel(fwd, "attn").kernel;
-  EXPECT_EQ(attn.attention.kv_heads, 8);
-  EXPECT_EQ(attn.bytes.value(), (2 * t * d + 2 * t * kv) * 2 + 32 * 1024 * 4);
+  EXPECT_EQ(attn.attention.kv_heads, 32);
+  EXPECT_EQ(attn.bytes.value(), 4 * t * d * 2 + 32 * 1024 * 4);
+  WorkloadOptions compiled = testing::options(1, 1024);
+  compiled.compiled = true;
+  const Kernel& fused =
+      find_kernel(build_workload(testing::llama_3_1_8b(), compiled).layers[1].forward, "attn")
+          .kernel;
+  EXPECT_EQ(fused.attention.kv_heads, 8);
+  EXPECT_EQ(fused.bytes.value(), (2 * t * d + 2 * t * kv) * 2 + 32 * 1024 * 4);
 }
 
 }  // namespace

@@ -43,12 +43,42 @@ TEST(BuildWorkload, GptBlockRunsMinGptKernelsInOrder) {
   EXPECT_EQ(names(w.layers[3].forward), expected_head);
 }
 
-TEST(BuildWorkload, LlamaBlockRunsRmsNormRopeSwigluKernelsInOrder) {
+TEST(BuildWorkload, LlamaBlockRunsTorchtitansEagerKernelsInOrder) {
   const Workload w = build_workload(testing::llama_3_1_8b(), testing::options(1, 16));
-  const std::vector<std::string> expected = {"rmsnorm1", "q",      "k",         "v",        "rope",
-                                             "attn",     "o",      "residual1", "rmsnorm2", "gate",
-                                             "up",       "swiglu", "down",      "residual2"};
+  const std::vector<std::string> expected = {
+      "rmsnorm1",      "q",         "k",    "v",          "rope_upcast", "rope_mul",
+      "rope_downcast", "repeat_kv", "attn", "o",          "residual1",   "rmsnorm2",
+      "gate",          "up",        "silu", "swiglu_mul", "down",        "residual2"};
   EXPECT_EQ(names(w.layers[1].forward), expected);
+  const std::vector<std::string> expected_backward = {
+      "down_dgrad",        "down_wgrad",      "swiglu_mul_bwd_silu",
+      "swiglu_mul_bwd_up", "silu_bwd",        "up_dgrad",
+      "up_wgrad",          "gate_dgrad",      "gate_wgrad",
+      "mlp_in_grad_sum",   "rmsnorm2_bwd",    "residual2_grad",
+      "o_dgrad",           "o_wgrad",         "attn_bwd",
+      "repeat_kv_bwd",     "rope_bwd_upcast", "rope_bwd_mul",
+      "rope_bwd_downcast", "v_dgrad",         "v_wgrad",
+      "k_dgrad",           "k_wgrad",         "attn_in_grad_sum_k",
+      "q_dgrad",           "q_wgrad",         "attn_in_grad_sum_q",
+      "rmsnorm1_bwd",      "residual1_grad"};
+  EXPECT_EQ(names(w.layers[1].backward), expected_backward);
+}
+
+TEST(BuildWorkload, CompiledLlamaBlockRunsInductorsFusedRopeAndSwiglu) {
+  WorkloadOptions o = testing::options(1, 16);
+  o.compiled = true;
+  const Workload w = build_workload(testing::llama_3_1_8b(), o);
+  // compile_fusion.cpp then merges each run of memory-bound kernels ("residual1+rmsnorm2").
+  for (const char* fused : {"rope", "swiglu"}) {
+    EXPECT_NE(
+        std::find(names(w.layers[1].forward).begin(), names(w.layers[1].forward).end(), fused),
+        names(w.layers[1].forward).end())
+        << fused;
+  }
+  for (const std::string& name : names(w.layers[1].forward)) {
+    EXPECT_EQ(name.find("repeat_kv"), std::string::npos);
+    EXPECT_EQ(name.find("silu"), std::string::npos);
+  }
 }
 
 TEST(BuildWorkload, TinyGptFlopsMatchAHandCount) {
