@@ -3,14 +3,19 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <vector>
 
 #include "calibrate/fit.hpp"
 #include "calibrate/nccl_tests_log.hpp"
 #include "hardware/calibrated_curves.hpp"
+#include "hardware/cost_model.hpp"
 #include "sim/app/calibration_json.hpp"
 #include "sim/app/config_error.hpp"
+#include "sim/app/hardware_json.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
@@ -103,6 +108,46 @@ int plan_command(const CalibrateOptions& o) {
 
 std::string percent(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
 
+// The profile's GEMMs against a hardware preset's fallback model: per dtype, measured time over
+// the model's. The model runs without the preset's sustained_compute_fraction (it stands for
+// what a training run adds to a kernel benchmark: clocks under the power cap over minutes, NCCL
+// traffic; the harness times GEMMs alone) and without any calibration.
+std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
+                                 const std::string& preset, const std::string& configs_dir) {
+  const PresetLocator presets{default_configs_dir(configs_dir)};
+  hardware::GpuSpec gpu =
+      hardware_from_json(nlohmann::json{{"preset", preset}}, "--against", "/hardware", presets)
+          .cluster.gpu;
+  gpu.calibration = nullptr;
+  gpu.sustained_compute_fraction = 1.0;
+  std::map<Dtype, std::vector<double>> ratios;
+  for (const calibrate::GemmPoint& g : profile.gemms) {
+    if (gpu.peak(g.dtype).value() <= 0.0) continue;  // a dtype the preset's GPU lacks
+    Kernel k;
+    k.kind = KernelKind::kGemm;
+    k.dtype = g.dtype;
+    k.gemm = g.shape;
+    k.flops = Flops(2.0 * static_cast<double>(g.shape.m) * static_cast<double>(g.shape.n) *
+                    static_cast<double>(g.shape.k) * static_cast<double>(g.shape.batch));
+    k.bytes = Bytes((g.shape.m * g.shape.k + g.shape.k * g.shape.n + g.shape.m * g.shape.n) *
+                    g.shape.batch * dtype_bytes(g.dtype));
+    ratios[g.dtype].push_back(g.median.value() / hardware::kernel_time(gpu, k).value());
+  }
+  std::string out = fmt::format(
+      "\nGEMMs against the {} preset's model (measured time / model time, the model without "
+      "sustained_compute_fraction):\n  {:<5} {:>6}  {:>7}  {:>7}  {:>7}\n",
+      preset, "dtype", "shapes", "median", "min", "max");
+  for (auto& [dtype, r] : ratios) {
+    std::sort(r.begin(), r.end());
+    const std::size_t n = r.size();
+    const double median = n % 2 == 1 ? r[n / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
+    out += fmt::format("  {:<5} {:>6}  {:>7.3f}  {:>7.3f}  {:>7.3f}\n", dtype_name(dtype), n,
+                       median, r.front(), r.back());
+  }
+  if (ratios.empty()) out += "  (no GEMM of a dtype the preset's GPU has)\n";
+  return out;
+}
+
 int fit_command(const CalibrateOptions& o) {
   const calibrate::CalibrationProfile profile = read_profile(o.profile);
   calibrate::ProfileFit fit;
@@ -158,6 +203,7 @@ int fit_command(const CalibrateOptions& o) {
   if (fit.gemm_slowdown_under_nccl)
     out += fmt::format(", median slowdown under NCCL x{:.3f}", *fit.gemm_slowdown_under_nccl);
   out += "\n";
+  if (!o.against.empty()) out += gemms_against_preset(profile, o.against, o.configs_dir);
   const calibrate::MemoryMeasurements& m = profile.memory;
   if (m.device_copy || m.h2d_pinned || m.d2h_pinned || m.kernel_launch) {
     out += "\nmemory (not used by the cost models directly; set the matching scenario keys):\n";
@@ -258,6 +304,10 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
                           "Fit a calibration profile into the cost models' curves and report the "
                           "fit error");
   fit->add_option("profile", o.profile, "Calibration profile JSON")->required();
+  fit->add_option("--against", o.against,
+                  "Compare the measured GEMMs with this hardware preset's model (a name or path)")
+      ->type_name("PRESET");
+  fit->add_option("--configs", o.configs_dir, "Folder of presets")->type_name("DIR");
   fit->add_option("-o,--output", o.fit_output, "Write the fitted curves as JSON ('-' for stdout)")
       ->type_name("PATH|-");
   fit->callback([&o] { o.action = CalibrateAction::kFit; });

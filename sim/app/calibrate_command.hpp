@@ -25,6 +25,7 @@ struct CalibrateOptions {
   // fit
   std::string profile;
   std::string fit_output;  // -o FIT.json
+  std::string against;     // --against PRESET: the GEMMs against that preset's model
   // import-nccl-tests
   std::vector<std::string> logs;
   std::string import_output;  // -o PROFILE.json (required)

@@ -42,6 +42,38 @@ TEST(CalibrateCli, FitReportsCurvesAndErrors) {
   EXPECT_NE(text.str().find("\"kind\": \"fsdpsim_calibration_fit\""), std::string::npos);
 }
 
+// One bf16 GEMM measured in `time_us`: its line of `fit --against h200-sxm-141gb` has the
+// measured/model ratio.
+double gemm_ratio_against_h200(double time_us) {
+  const fs::path file = temp_dir() / "gemm_profile.json";
+  std::ofstream(file) << R"({"schema_version": 1, "kind": "fsdpsim_calibration_profile",
+  "name": "one-gemm", "gemms": [{"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "batch": 1,
+  "layout": "TN", "time_us": )"
+                      << time_us << R"(, "repeats": 10}]})";
+  const Outcome o = run_fsdpsim("calibrate fit " + file.string() + " --against h200-sxm-141gb");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  const std::size_t table = o.output.find("dtype shapes   median");
+  EXPECT_NE(table, std::string::npos) << o.output;
+  if (table == std::string::npos) return 0.0;
+  std::istringstream row(o.output.substr(o.output.find('\n', table) + 1));
+  std::string dtype;
+  int shapes = 0;
+  double median = 0.0;
+  row >> dtype >> shapes >> median;
+  EXPECT_EQ(dtype, "bf16");
+  EXPECT_EQ(shapes, 1);
+  return median;
+}
+
+TEST(CalibrateCli, FitAgainstAPresetComparesMeasuredGemmsWithItsModel) {
+  const double measured = gemm_ratio_against_h200(1000.0);
+  EXPECT_GT(measured, 0.0);
+  EXPECT_NEAR(gemm_ratio_against_h200(2000.0), 2.0 * measured, 0.002 * measured);
+  const Outcome o = run_fsdpsim("calibrate fit " + kProfile + " --against no-such-gpu");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("no-such-gpu"), std::string::npos) << o.output;
+}
+
 TEST(CalibrateCli, BadProfileExitsTwoNamingFileAndPath) {
   const fs::path bad = temp_dir() / "bad_profile.json";
   std::ofstream(bad)
