@@ -74,6 +74,8 @@ std::string validate(const ClusterSpec& spec) {
   p.fraction("gpu.gemm_efficiency", gpu.gemm_efficiency);
   p.fraction("gpu.attention_forward_efficiency", gpu.attention_forward_efficiency);
   p.fraction("gpu.attention_backward_efficiency", gpu.attention_backward_efficiency);
+  p.non_negative("gpu.attention_forward_seq_half", gpu.attention_forward_seq_half, "tokens");
+  p.non_negative("gpu.attention_backward_seq_half", gpu.attention_backward_seq_half, "tokens");
   p.positive("gpu.cudnn_attention_forward_speedup", gpu.cudnn_attention_forward_speedup, "");
   p.positive("gpu.cudnn_attention_backward_speedup", gpu.cudnn_attention_backward_speedup, "");
   p.fraction("gpu.memory_efficiency", gpu.memory_efficiency);

@@ -24,9 +24,16 @@ struct GpuSpec {
   std::int32_t sm_count = 0;       // streaming multiprocessors (wave quantization)
   // Fractions of peak that well-tuned kernels reach on large problems. Each preset cites the
   // measurement it comes from; calibration profiles (calibrate/) replace them.
-  double gemm_efficiency = 0.0;                // large cuBLAS GEMM / peak_dense
-  double attention_forward_efficiency = 0.0;   // FlashAttention forward / peak_dense
-  double attention_backward_efficiency = 0.0;  // FlashAttention backward / peak_dense
+  double gemm_efficiency = 0.0;  // large cuBLAS GEMM / peak_dense
+  // FlashAttention-2 at long sequences, over peak_dense. At s tokens per sequence a pass reaches
+  // efficiency * s / (s + seq_half): causal tiles on the diagonal are computed whole but count
+  // half, and each row block pays a fixed cost (loading its Q tile, writing O and the
+  // log-sum-exp; backward, dO.O and the dQ accumulation) -- both per row, so they weigh as s
+  // tokens of work against the s^2 of the matmuls. seq_half is the length at half efficiency.
+  double attention_forward_efficiency = 0.0;
+  double attention_backward_efficiency = 0.0;
+  double attention_forward_seq_half = 0.0;
+  double attention_backward_seq_half = 0.0;
   // cuDNN fused attention's speed over FlashAttention-2 on this GPU, per pass (Hopper's cuDNN
   // kernels use wgmma and TMA, which FlashAttention-2 does not).
   double cudnn_attention_forward_speedup = 0.0;

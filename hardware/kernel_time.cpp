@@ -3,8 +3,8 @@
 // - GEMM: gemm_cost.cpp (roofline with tile/wave quantization).
 // - Fused attention: FLOPs at the FlashAttention-2 efficiency of the pass (forward or backward;
 //   Dao, "FlashAttention-2", 2023, Sec. 4.1: the backward pass reaches a lower fraction of peak
-//   than the forward), scaled for older kernels (flash_kernel_speed), or HBM-bound if its bytes
-//   say so (roofline).
+//   than the forward) at the kernel's sequence length (GpuSpec::attention_*_seq_half), scaled for
+//   other kernels (flash_kernel_speed), or HBM-bound if its bytes say so (roofline).
 // - Memory-bound kernels (elementwise, norms, softmax, copies): bytes over achievable HBM
 //   bandwidth.
 // Every kernel lasts at least kMinKernelDuration (roofline.hpp).
@@ -41,10 +41,19 @@ double flash_kernel_speed(const GpuSpec& gpu, FlashKernel kernel, bool backward)
   throw std::logic_error("hardware: unknown FlashKernel");
 }
 
+// The fraction of the long-sequence efficiency a pass reaches at this kernel's key length
+// (GpuSpec::attention_*_seq_half).
+double sequence_fraction(const GpuSpec& gpu, const AttentionShape& a) {
+  const double half = a.backward ? gpu.attention_backward_seq_half : gpu.attention_forward_seq_half;
+  const auto seq = static_cast<double>(a.seq_kv);
+  return seq / (seq + half);
+}
+
 Seconds attention_time(const GpuSpec& gpu, const Kernel& kernel) {
   const double efficiency =
       (kernel.attention.backward ? gpu.attention_backward_efficiency
                                  : gpu.attention_forward_efficiency) *
+      sequence_fraction(gpu, kernel.attention) *
       flash_kernel_speed(gpu, kernel.attention.kernel, kernel.attention.backward) *
       gpu.sustained_compute_fraction;
   const Seconds compute = compute_time(gpu, kernel.flops, kernel.dtype, efficiency);

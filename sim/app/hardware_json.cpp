@@ -29,6 +29,8 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
   gpu.gemm_efficiency = r.fraction("gemm_efficiency");
   gpu.attention_forward_efficiency = r.fraction("attention_forward_efficiency");
   gpu.attention_backward_efficiency = r.fraction("attention_backward_efficiency");
+  gpu.attention_forward_seq_half = r.non_negative_number("attention_forward_seq_half");
+  gpu.attention_backward_seq_half = r.non_negative_number("attention_backward_seq_half");
   gpu.cudnn_attention_forward_speedup = r.positive_number("cudnn_attention_forward_speedup");
   gpu.cudnn_attention_backward_speedup = r.positive_number("cudnn_attention_backward_speedup");
   gpu.memory_efficiency = r.fraction("memory_efficiency");

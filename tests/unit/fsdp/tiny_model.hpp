@@ -60,6 +60,8 @@ inline hardware::ClusterSpec tiny_cluster() {
   c.gpu.gemm_efficiency = 1.0;
   c.gpu.attention_forward_efficiency = 1.0;
   c.gpu.attention_backward_efficiency = 1.0;
+  c.gpu.attention_forward_seq_half = 0.0;
+  c.gpu.attention_backward_seq_half = 0.0;
   c.gpu.cudnn_attention_forward_speedup = 1.0;
   c.gpu.cudnn_attention_backward_speedup = 1.0;
   c.gpu.memory_efficiency = 1.0;

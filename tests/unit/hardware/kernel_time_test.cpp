@@ -29,9 +29,10 @@ TEST(KernelTime, EmptyKernelIsNotFree) {
 TEST(KernelTime, AttentionForwardRunsAtForwardEfficiency) {
   const GpuSpec gpu = testing::load_preset("a100-sxm-80gb").gpu;
   const Kernel kernel = attention_kernel(8, 32, 4096, 128, /*backward=*/false);
+  const double at_4096 = 4096.0 / (4096.0 + gpu.attention_forward_seq_half);
   const double expected =
       kernel.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.attention_forward_efficiency *
-                              gpu.sustained_compute_fraction);
+                              at_4096 * gpu.sustained_compute_fraction);
   EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(), expected);
 }
 
@@ -39,16 +40,36 @@ TEST(KernelTime, AttentionBackwardRunsAtBackwardEfficiency) {
   const GpuSpec gpu = testing::load_preset("h100-sxm-80gb").gpu;
   const Kernel forward = attention_kernel(8, 32, 4096, 128, false);
   const Kernel backward = attention_kernel(8, 32, 4096, 128, true);
+  const double at_4096 = 4096.0 / (4096.0 + gpu.attention_backward_seq_half);
   const double expected =
       backward.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.attention_backward_efficiency *
-                                gpu.sustained_compute_fraction);
+                                at_4096 * gpu.sustained_compute_fraction);
   EXPECT_DOUBLE_EQ(kernel_time(gpu, backward).value(), expected);
   // 2.5x the FLOPs at a lower efficiency.
   EXPECT_GT(ratio(kernel_time(gpu, backward), kernel_time(gpu, forward)), 2.5);
 }
 
-TEST(KernelTime, ShortAttentionIsMemoryBound) {
-  const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+TEST(KernelTime, AttentionReachesHalfItsEfficiencyAtSeqHalf) {
+  GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  gpu.attention_forward_seq_half = 1000.0;
+  // Per FLOP, a 1000-token sequence runs at half the rate of one long enough to ignore the term;
+  // at 3000 tokens, at three quarters.
+  const auto seconds_per_flop = [&](std::int64_t seq) {
+    const Kernel k = attention_kernel(1, 32, seq, 128, false);
+    return kernel_time(gpu, k).value() / k.flops.value();
+  };
+  gpu.attention_forward_seq_half = 0.0;
+  const double long_limit = seconds_per_flop(1000);
+  gpu.attention_forward_seq_half = 1000.0;
+  EXPECT_DOUBLE_EQ(seconds_per_flop(1000), 2.0 * long_limit);
+  EXPECT_DOUBLE_EQ(seconds_per_flop(3000), long_limit / 0.75);
+}
+
+TEST(KernelTime, ShortAttentionIsMemoryBoundWithoutTheSequenceTerm) {
+  // The roofline's memory side, isolated: without seq_half a 16-token sequence's few FLOPs take
+  // less time than streaming its q, k, v and o.
+  GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  gpu.attention_forward_seq_half = 0.0;
   Kernel kernel = attention_kernel(64, 32, 16, 128, false);  // 16-token sequences
   const double streaming = static_cast<double>(kernel.bytes.value()) / (4800e9 * 0.87);
   EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(), std::max(streaming, 2.5e-6));
