@@ -11,6 +11,7 @@ set xlabel "training.micro_batch"
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below
+set label 3 "nothing fits" at 2, graph 0.06 center textcolor rgb "#de2d26"
 set label 4 "nothing fits" at 3, graph 0.06 center textcolor rgb "#de2d26"
 set title "throughput"
 set ylabel "tokens/s per GPU"
