@@ -183,16 +183,32 @@ block's compute (exposed communication {find(pts, hardware__nodes=16, training__
 {pct(rel(b1, 173), 0)}/{pct(rel(b2, 186), 0)}: the paper's numbers are a 2022 eager minGPT with
 unfused attention, below the kernel efficiencies of the presets.
 
-The defragmentation anomaly is half reproduced. The memory side comes out of the caching-allocator
-model: the 128-GPU batch-2 point, the one with the most allocated memory
-({gib(anomaly['peak_mem_allocated_gib'])}), is the only one whose allocator runs out of cache, frees it and retries a
-cudaMalloc, with {anomaly['peak_mem_reserved_gib']:.1f} GiB = {reserved_gb:.1f} GB reserved of {anomaly['usable_mem_gib']:.1f} GiB usable (the 192-GPU
-batch-2 point caches a little more without needing a retry). The time side is not: one retry per step costs milliseconds in fsdpsim (a device
-synchronisation and the cudaFree/cudaMalloc calls), so the backward share stays at
-{share * 100:.1f} %, where the paper measured 85.56 %. A real allocator at that pressure keeps
-retrying (PyTorch's `num_alloc_retries` grows every iteration), which the model, reaching a steady
-cache after one flush, does not produce. Sweep plots: [gpt175b_scaling/index.md](fsdp-paper/gpt175b_scaling/index.md).
+{defrag_text(anomaly, reserved_gb, share)} Sweep plots: [gpt175b_scaling/index.md](fsdp-paper/gpt175b_scaling/index.md).
 """)
+
+
+def defrag_text(anomaly, reserved_gb, share):
+    """What the simulation says of the 128-GPU batch-2 defragmentation anomaly."""
+    memory = (f"{anomaly['peak_mem_reserved_gib']:.1f} GiB = {reserved_gb:.1f} GB reserved of "
+              f"{anomaly['usable_mem_gib']:.1f} GiB usable")
+    if anomaly["num_alloc_retries"] > 0:
+        head = ("The defragmentation anomaly is half reproduced. The memory side comes out of the "
+                "caching-allocator model: the 128-GPU batch-2 point, the one with the most allocated "
+                f"memory ({gib(anomaly['peak_mem_allocated_gib'])}), is the only one whose allocator "
+                f"runs out of cache, frees it and retries a cudaMalloc, with {memory}. The time side "
+                "is not: one retry per step costs milliseconds in fsdpsim (a device synchronisation "
+                "and the cudaFree/cudaMalloc calls), so the backward share stays at ")
+    else:
+        head = ("The defragmentation anomaly is not reproduced. The 128-GPU batch-2 point, the one "
+                f"with the most allocated memory ({gib(anomaly['peak_mem_allocated_gib'])}), comes "
+                f"closest to the device, {memory}, but its allocator finds room in its cache "
+                "without a cudaMalloc retry (it did retry once before the layers' temporaries were "
+                "allocated tensor by tensor, as PyTorch allocates them, a change the H200 "
+                "measurements of reports/h200-measured.md support). Without retries the backward "
+                "share stays at ")
+    return (head + f"{share * 100:.1f} %, where the paper measured 85.56 %. A real allocator at "
+            "that pressure keeps retrying (PyTorch's `num_alloc_retries` grows every iteration), "
+            "which the model, reaching a steady cache, does not produce.")
 
 
 def prefetch(out, rows, sections):

@@ -59,7 +59,7 @@ void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes,
   }
   layer.backward = std::move(backward);
   layer.saved_activations = layer.saved_activations + Bytes(saved);
-  layer.backward_transient_peak = layer.backward_transient_peak + Bytes(largest_gradient);
+  add_transient(layer, Pass::kBackward, Bytes(largest_gradient));
 }
 
 }  // namespace fsdpsim::models

@@ -63,8 +63,8 @@ Layer build_layer(const CustomLayerSpec& l, std::string name, std::int64_t input
   layer.saved_activations = Bytes(l.saved_activation_bytes_per_sample * batch);
   layer.saved_activations_checkpointed =
       l.fsdp_unit ? Bytes(input_bytes * batch) : layer.saved_activations;
-  layer.forward_transient_peak = Bytes(l.transient_bytes_per_sample * batch);
-  layer.backward_transient_peak = Bytes(l.transient_bytes_per_sample * batch);
+  add_transient(layer, Pass::kForward, Bytes(l.transient_bytes_per_sample * batch));
+  add_transient(layer, Pass::kBackward, Bytes(l.transient_bytes_per_sample * batch));
   return layer;
 }
 

@@ -170,8 +170,8 @@ void convert_linears_to_float8(Layer& layer) {
     }
   }
   layer.backward = std::move(backward);
-  layer.forward_transient_peak = layer.forward_transient_peak + Bytes(forward_operands);
-  layer.backward_transient_peak = layer.backward_transient_peak + Bytes(backward_operands);
+  add_transient(layer, Pass::kForward, Bytes(forward_operands));
+  add_transient(layer, Pass::kBackward, Bytes(backward_operands));
 }
 
 }  // namespace fsdpsim::models

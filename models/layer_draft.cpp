@@ -1,6 +1,7 @@
 #include "models/layer_draft.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 #include <utility>
 
@@ -23,8 +24,13 @@ BuildContext make_context(const WorkloadOptions& options) {
 }
 
 void TransientTracker::allocate(std::int64_t bytes) {
+  if (bytes <= 0) return;
   live_ += bytes;
-  if (live_ > peak_) peak_ = live_;
+  tensors_.push_back(bytes);
+  if (live_ > peak_) {
+    peak_ = live_;
+    peak_tensors_ = tensors_;
+  }
 }
 
 void TransientTracker::release(std::int64_t bytes) {
@@ -33,6 +39,18 @@ void TransientTracker::release(std::int64_t bytes) {
                            " temporary bytes with only " + std::to_string(live_) + " live");
   }
   live_ -= bytes;
+  if (const auto same = std::find(tensors_.rbegin(), tensors_.rend(), bytes);
+      same != tensors_.rend()) {
+    tensors_.erase(std::next(same).base());
+    return;
+  }
+  while (bytes > 0) {
+    std::int64_t& last = tensors_.back();
+    const std::int64_t taken = std::min(last, bytes);
+    last -= taken;
+    bytes -= taken;
+    if (last == 0) tensors_.pop_back();
+  }
 }
 
 LayerDraft::LayerDraft(std::string name, LayerKind kind, std::int64_t numel,
@@ -74,8 +92,10 @@ Layer LayerDraft::finish(std::int64_t checkpointed_bytes) {
   layer_.rematerializable_saved = Bytes(rematerializable_);
   layer_.saved_activations_checkpointed =
       Bytes(checkpointed_bytes < 0 ? saved_ : checkpointed_bytes);
-  layer_.forward_transient_peak = Bytes(forward_temps_.peak());
-  layer_.backward_transient_peak = Bytes(backward_temps_.peak());
+  for (const std::int64_t t : forward_temps_.peak_tensors())
+    add_transient(layer_, Pass::kForward, Bytes(t));
+  for (const std::int64_t t : backward_temps_.peak_tensors())
+    add_transient(layer_, Pass::kBackward, Bytes(t));
   return std::move(layer_);
 }
 

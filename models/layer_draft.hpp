@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/workload.hpp"
 
@@ -36,17 +37,24 @@ struct BuildContext {
 
 BuildContext make_context(const WorkloadOptions& options);
 
-// Live bytes of temporaries and their high-water mark. Releasing more than is live is our bug.
+// Live temporaries and their high-water mark. Each allocate() is one tensor; release(bytes) frees
+// the most recent live tensor of exactly that size, else that many bytes from the most recent
+// tensors (a builder may free two tensors it allocated together, or part of one). Releasing
+// more than is live is our bug.
 class TransientTracker {
  public:
   void allocate(std::int64_t bytes);
   void release(std::int64_t bytes);
   [[nodiscard]] std::int64_t live() const { return live_; }
   [[nodiscard]] std::int64_t peak() const { return peak_; }
+  // The tensors alive at the (first) peak, in allocation order.
+  [[nodiscard]] const std::vector<std::int64_t>& peak_tensors() const { return peak_tensors_; }
 
  private:
   std::int64_t live_ = 0;
   std::int64_t peak_ = 0;
+  std::vector<std::int64_t> tensors_;
+  std::vector<std::int64_t> peak_tensors_;
 };
 
 class LayerDraft {

@@ -48,6 +48,17 @@ std::int64_t head_numel(const TransformerSpec& spec) {
 
 }  // namespace
 
+void add_transient(Layer& layer, Pass pass, Bytes bytes) {
+  if (bytes.value() <= 0) return;
+  if (pass == Pass::kForward) {
+    layer.forward_transient_tensors.push_back(bytes);
+    layer.forward_transient_peak = layer.forward_transient_peak + bytes;
+  } else {
+    layer.backward_transient_tensors.push_back(bytes);
+    layer.backward_transient_peak = layer.backward_transient_peak + bytes;
+  }
+}
+
 std::int64_t parameter_count(const TransformerSpec& spec) {
   if (spec.family == ModelFamily::kT5) return detail::t5_parameter_count(spec);
   if (spec.family == ModelFamily::kCustom) return detail::custom_parameter_count(spec);

@@ -68,6 +68,12 @@ struct Layer {
   // (backward) or weight gradients (FSDP's); models/layer_draft.hpp has the bookkeeping.
   Bytes forward_transient_peak{0};
   Bytes backward_transient_peak{0};
+  // The tensors alive at each peak, in allocation order; they sum to the peak. The step
+  // allocates each on its own, so the caching allocator sees the block sizes PyTorch asks for
+  // (a 7.8 GiB fp32 logits gradient can reuse the 7.8 GiB block of the forward's upcast logits; one
+  // 15.7 GiB block for the whole backward peak could not). add_transient() keeps both in step.
+  std::vector<Bytes> forward_transient_tensors;
+  std::vector<Bytes> backward_transient_tensors;
   // The attention core (softmax(QK^T)V) inside `forward`: kernels [begin, end), and the bytes it
   // saves beyond its output (which the output projection keeps anyway). Selective activation
   // checkpointing of attention (Korthikanti et al. 2022, Sec. 4.3) drops these bytes and re-runs
@@ -116,6 +122,10 @@ struct Workload {
 
 // Exact parameter count of a spec (sum of Layer::numel), without building kernels.
 std::int64_t parameter_count(const TransformerSpec& spec);
+
+// One more tensor alive at a layer's forward or backward transient peak (no-op for 0 bytes).
+enum class Pass : std::uint8_t { kForward, kBackward };
+void add_transient(Layer& layer, Pass pass, Bytes bytes);
 
 // Returns an empty string when `options` can run on `spec` (which must validate), else what is
 // wrong: micro_batch and seq_len positive; for gpt/mpt, seq_len <= max_seq_len (the learned

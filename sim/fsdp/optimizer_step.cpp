@@ -69,16 +69,16 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
       return;
     case OptimizerImpl::kForeach: {
       // Each _foreach_* op runs over every tensor before the next starts; _foreach_sqrt
-      // allocates its outputs (one per tensor, all parameters' worth of fp32) at once, and
-      // they live until the last _foreach_addcdiv_.
-      std::int64_t total = 0;
-      for (const auto& [name, numel] : numels) total += numel;
-      TensorId temp = 0;
+      // allocates its outputs (one per tensor: all parameters' worth at once, each its own
+      // block, here one per FSDP unit), and they live until the last _foreach_addcdiv_.
+      std::vector<TensorId> temps;
       for (std::size_t k = 0; k < kAdamwKernels.size(); ++k) {
         if (k == kSqrt) {
-          temp = allocate("optimizer.exp_avg_sq_sqrt",
-                          elements(total, in_.training.param_storage_dtype), compute_,
-                          MemoryCategory::kOptimizerState);
+          for (const auto& [name, numel] : numels) {
+            temps.push_back(allocate("optimizer.exp_avg_sq_sqrt",
+                                     elements(numel, in_.training.param_storage_dtype), compute_,
+                                     MemoryCategory::kOptimizerState));
+          }
         }
         for (std::size_t i = 0; i < numels.size(); ++i) {
           copy(numels[i].first + ".adamw." + std::string(kAdamwKernels[k].name), compute_,
@@ -86,7 +86,7 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
                group(i));
         }
       }
-      free(temp);
+      for (const TensorId t : temps) free(t);
       return;
     }
     case OptimizerImpl::kForLoop:

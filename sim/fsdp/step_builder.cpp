@@ -171,6 +171,19 @@ TensorId StepBuilder::allocate(std::string_view name, Bytes size, StreamId strea
   return b_.allocate(name, size, stream, static_cast<std::uint8_t>(category));
 }
 
+StepBuilder::TransientIds StepBuilder::allocate_transients(const std::string& name,
+                                                           const std::vector<Bytes>& tensors) {
+  TransientIds ids;
+  ids.reserve(tensors.size());
+  for (const Bytes size : tensors)
+    ids.push_back(allocate(name, size, compute_, MemoryCategory::kActivations));
+  return ids;
+}
+
+void StepBuilder::free_transients(const TransientIds& ids) {
+  for (auto it = ids.rbegin(); it != ids.rend(); ++it) free(*it);
+}
+
 CheckpointMode StepBuilder::checkpoint_mode(std::size_t layer) const {
   const std::int32_t block = block_number_[layer];
   if (block < 0) return CheckpointMode::kSave;  // embedding and head are never wrapped
@@ -210,10 +223,10 @@ TensorId StepBuilder::forward_layer(std::size_t layer, std::int32_t group) {
       break;
   }
   const TensorId kept = allocate(l.name + ".saved", saved, compute_, MemoryCategory::kActivations);
-  const TensorId temp = allocate(l.name + ".forward_temp", l.forward_transient_peak, compute_,
-                                 MemoryCategory::kActivations);
+  const TransientIds temps =
+      allocate_transients(l.name + ".forward_temp", l.forward_transient_tensors);
   run_forward_kernels(l, 0, l.forward.size(), Phase::kForward, group);
-  free(temp);
+  free_transients(temps);
   return kept;
 }
 
@@ -229,18 +242,18 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
     recomputed =
         allocate(l.name + ".recomputed", whole ? l.saved_activations : l.attention_core_saved,
                  compute_, MemoryCategory::kActivations);
-    const TensorId temp = allocate(l.name + ".recompute_temp", l.forward_transient_peak, compute_,
-                                   MemoryCategory::kActivations);
+    const TransientIds temps =
+        allocate_transients(l.name + ".recompute_temp", l.forward_transient_tensors);
     run_forward_kernels(l, whole ? 0 : l.attention_forward_begin,
                         whole ? l.forward.size() : l.attention_forward_end, Phase::kRecompute,
                         group);
-    free(temp);
+    free_transients(temps);
     recomputed_any = true;
   }
-  const TensorId temp = allocate(l.name + ".backward_temp", l.backward_transient_peak, compute_,
-                                 MemoryCategory::kActivations);
+  const TransientIds temps =
+      allocate_transients(l.name + ".backward_temp", l.backward_transient_tensors);
   for (const models::NamedKernel& k : l.backward) kernel(l.name, "bwd", k, Phase::kBackward, group);
-  free(temp);
+  free_transients(temps);
   if (recomputed_any) free(recomputed);
   free(saved);
 }

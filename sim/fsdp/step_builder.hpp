@@ -64,6 +64,11 @@ class StepBuilder {
   engine::TensorId allocate(std::string_view name, Bytes size, engine::StreamId stream,
                             memory::MemoryCategory category);
   void free(engine::TensorId tensor, engine::EventRef until = {}) { b_.free(tensor, until); }
+  // A layer's transient tensors (models::Layer::*_transient_tensors), each its own block, all
+  // under one name; freed in reverse order.
+  using TransientIds = std::vector<engine::TensorId>;
+  TransientIds allocate_transients(const std::string& name, const std::vector<Bytes>& tensors);
+  void free_transients(const TransientIds& ids);
 
   [[nodiscard]] CheckpointMode checkpoint_mode(std::size_t layer) const;
   // Runs the layer's forward kernels on the compute stream; returns the tensor holding what
