@@ -13,7 +13,8 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "configs/validation/measured-h200"
-SETS = [("prompted the model changes", DATA), ("held out: measured after them", DATA / "heldout")]
+SETS = [("prompted the model changes", DATA), ("held out: measured after them", DATA / "heldout"),
+        ("torch.compile, measured after them", DATA / "compiled")]
 
 
 def fsdpsim(binary, *args):
@@ -42,12 +43,13 @@ def predictions(binary, folder, scratch):
         run = result["run"]
         if "error" in result:
             continue
-        ac = {"none": "0", "full": "1"}[run["act_ckpt"]]
+        ac = {"none": "0", "full": "1"}[run["act_ckpt"]] + ("-tc" if run.get("compiled") else "")
         case = next(c for c in rows if c.endswith(
             f"-{run['name']}-s{run['seq_len']}-g1-mb{run['micro_batch']}-ac{ac}-1"))
         p = json.loads(fsdpsim(binary, "run", str(out / f"{case}.json"), "--json", "-"))
         table.append({
-            "run": f"{run['name']} s{run['seq_len']} mb{run['micro_batch']} AC {run['act_ckpt']}",
+            "run": f"{run['name']} s{run['seq_len']} mb{run['micro_batch']} AC {run['act_ckpt']}"
+                   + (" compiled" if run.get("compiled") else ""),
             "step": (result["median_step_s"], p["step_time_s"]),
             "allocated": (result["max_allocated_gib"], p["peak_mem_allocated_gib"]),
             "reserved": (result["max_reserved_gib"], p["peak_mem_reserved_gib"]),

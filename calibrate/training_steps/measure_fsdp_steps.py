@@ -7,8 +7,10 @@ prediction with what the cluster really does (README "Calibrating a new cluster"
 trains decoder models written here the way torchtitan writes them (eager PyTorch, nn.Linear,
 F.scaled_dot_product_attention, fp32 cross-entropy), wrapped per block with FSDP2 `fully_shard`
 (bf16 parameters, fp32 gradient reduction, torch.distributed.fsdp.MixedPrecisionPolicy), with
-AdamW (PyTorch's default foreach implementation) and optional full activation checkpointing per
-block (checkpoint_wrapper, as torchtitan's `ac.mode = "full"`).
+AdamW (PyTorch's default foreach implementation), optional full activation checkpointing per
+block (checkpoint_wrapper, as torchtitan's `ac.mode = "full"`) and optional torch.compile of each
+block (a run's "compiled": true; torchtitan's apply_compile: after checkpointing, before
+fully_shard).
 
 Each run of --runs is trained for --warmup untimed steps, then --steps timed steps. A step is
 timed with CUDA events around forward, backward and the optimizer step and the median is kept;
@@ -164,7 +166,9 @@ def build(run, device):
     for i, block in enumerate(model.layers):
         if run["act_ckpt"] == "full":
             block = checkpoint_wrapper(block, preserve_rng_state=False)
-            model.layers[i] = block
+        if run.get("compiled", False):
+            block = torch.compile(block, fullgraph=True)
+        model.layers[i] = block
         fully_shard(block, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
     return model, params
@@ -229,7 +233,7 @@ def sdpa_default_backend(device):
 
 def csv_row(run, result, world, local_world, gpu, software, attention):
     tokens_per_s = run["micro_batch"] * run["seq_len"] / result["median_step_s"]
-    ac = {"none": "0", "full": "1"}[run["act_ckpt"]]
+    ac = {"none": "0", "full": "1"}[run["act_ckpt"]] + ("-tc" if run.get("compiled") else "")
     row = dict.fromkeys(CSV_COLUMNS, "")
     row.update({
         "case_id": f"own-{gpu}-{run['name']}-s{run['seq_len']}-g{world}-mb{run['micro_batch']}-ac{ac}-1",
@@ -243,7 +247,8 @@ def csv_row(run, result, world, local_world, gpu, software, attention):
         "inter_node_assumed": "false", "fsdp_version": 2, "sharding": "FULL_SHARD",
         "shard_group_size": world, "act_ckpt": run["act_ckpt"], "param_dtype": "bf16",
         "reduce_dtype": "fp32", "matmul_dtype": "bf16", "attention": attention,
-        "loss": "cross_entropy", "compiled": "false", "cpu_offload": "false",
+        "loss": "cross_entropy", "compiled": str(run.get("compiled", False)).lower(),
+        "cpu_offload": "false",
         "optimizer": "adamw", "micro_batch": run["micro_batch"],
         "global_batch": run["micro_batch"] * world, "grad_accum": 1,
         "measured_tokens_per_s_per_gpu": f"{tokens_per_s:.1f}",
@@ -310,7 +315,7 @@ def main():
         results.append({"run": run, **result})
         if rank == 0:
             line = (f"{run['name']:>10} s{run['seq_len']:<6} mb{run['micro_batch']:<3} "
-                    f"ac {run['act_ckpt']:<4}: ")
+                    f"ac {run['act_ckpt']:<4}{' compiled' if run.get('compiled') else ''}: ")
             if "error" in result:
                 print(line + result["error"], flush=True)
             else:
