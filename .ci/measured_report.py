@@ -57,6 +57,42 @@ def predictions(binary, folder, scratch):
     return measured, table
 
 
+def phases_section(binary):
+    """The first set run again with each phase timed, next to the simulated breakdown."""
+    folder = DATA / "phases"
+    first = {json.dumps(r["run"], sort_keys=True): r
+             for r in json.load(open(DATA / "steps.json"))["results"] if "error" not in r}
+    with tempfile.TemporaryDirectory() as scratch:
+        out = pathlib.Path(scratch)
+        fsdpsim(binary, "validate", str(folder / "steps.csv"), "--scenarios-out", str(out))
+        lines = ["## Where the time goes: the first set again, phase by phase", "",
+                 "`configs/validation/measured-h200/phases/`: the runs of the first set measured "
+                 "again in a later session with CUDA events between forward (with the loss), "
+                 "backward (with the recompute) and the optimizer step (with zero_grad); medians "
+                 "in ms. fsdpsim's phases are its wall-time breakdown (compute stream busy per "
+                 "phase). The last column is the step time against the first session's.", "",
+                 "| run | forward | predicted | backward | predicted | optimizer | predicted "
+                 "| step vs first session |", "|---|---|---|---|---|---|---|---|"]
+        for result in json.load(open(folder / "steps.json"))["results"]:
+            run = result["run"]
+            if "error" in result:
+                continue
+            ac = {"none": "0", "full": "1"}[run["act_ckpt"]]
+            scenario = next(out.glob(
+                f"*-{run['name']}-s{run['seq_len']}-g1-mb{run['micro_batch']}-ac{ac}-1.json"))
+            b = json.loads(fsdpsim(binary, "run", str(scenario), "--json", "-"))["breakdown"]
+            predicted = (b["forward_s"], b["backward_s"] + b["recompute_s"], b["optimizer_s"])
+            measured = [result["median_phase_s"][k] for k in ("forward", "backward", "optimizer")]
+            cells = [f"{run['name']} s{run['seq_len']} mb{run['micro_batch']} AC {run['act_ckpt']}"]
+            for m, p in zip(measured, predicted):
+                cells += [f"{m * 1e3:.1f}", f"{p * 1e3:.1f} ({pct(signed(p, m))})"]
+            earlier = first.get(json.dumps(run, sort_keys=True))
+            cells.append(pct(signed(result["median_step_s"], earlier["median_step_s"]))
+                         if earlier else "-")
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def mape(table, key, invert=False):
     errors = []
     for row in table:
@@ -106,6 +142,8 @@ def main():
                           "fsdpsim predicts out of memory too (`scenarios/memory/"
                           "h200_llama3_8b_1gpu_oom.json`, checked in CI)."]
         lines.append("")
+
+    lines += phases_section(binary)
 
     # Attention kernels against the preset's FlashAttention-2 efficiencies and cuDNN speedups.
     preset = json.load(open(ROOT / "configs/hardware/h200-sxm-141gb.json"))["gpu"]

@@ -13,8 +13,8 @@ block (a run's "compiled": true; torchtitan's apply_compile: after checkpointing
 fully_shard).
 
 Each run of --runs is trained for --warmup untimed steps, then --steps timed steps. A step is
-timed with CUDA events around forward, backward and the optimizer step and the median is kept;
-peak memory is torch.cuda.max_memory_allocated / max_memory_reserved over the timed steps.
+timed with CUDA events around forward, backward and the optimizer step; the median of the steps
+and of each phase is kept. Peak memory is torch.cuda.max_memory_allocated / max_memory_reserved over the timed steps.
 
 Output: rows in fsdpsim's validation CSV format (configs/validation/README.md) on --csv, and
 every measured figure (step times, reserved memory, versions) on --json. One process per GPU:
@@ -182,27 +182,33 @@ def measure(run, args, device, rank):
     tokens = torch.randint(0, run["vocab"], shape, device=device)
     labels = torch.randint(0, run["vocab"], shape, device=device)
 
-    def step():
+    def step(marks):
+        marks[0].record()
         logits = model(tokens)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
         del logits
+        marks[1].record()
         loss.backward()
+        marks[2].record()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        marks[3].record()
         return loss
 
+    def events():
+        return [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+
     for _ in range(args.warmup):
-        step()
+        step(events())
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    times = []
+    times, phases = [], []
     for _ in range(args.steps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        loss = step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
+        marks = events()
+        loss = step(marks)
+        marks[3].synchronize()
+        times.append(marks[0].elapsed_time(marks[3]) / 1e3)
+        phases.append([marks[i].elapsed_time(marks[i + 1]) / 1e3 for i in range(3)])
     stats = torch.cuda.memory_stats()
     if not math.isfinite(loss.item()):
         raise RuntimeError(f"{run['name']}: loss is {loss.item()}")
@@ -210,6 +216,10 @@ def measure(run, args, device, rank):
         "params": params,
         "step_s": times,
         "median_step_s": statistics.median(times),
+        # Forward (with the loss), backward, optimizer step (with zero_grad): the medians of each
+        # phase, timed by events on the compute stream (a phase ends when its last kernel does).
+        "median_phase_s": {name: statistics.median(p[i] for p in phases)
+                           for i, name in enumerate(("forward", "backward", "optimizer"))},
         "max_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
         "max_reserved_gib": torch.cuda.max_memory_reserved() / 2**30,
         "num_alloc_retries": stats.get("num_alloc_retries", 0),
@@ -320,7 +330,10 @@ def main():
                 print(line + result["error"], flush=True)
             else:
                 rows.append(csv_row(run, result, world, local_world, args.gpu, software, attention))
-                print(line + f"{result['median_step_s'] * 1e3:9.1f} ms/step  "
+                ph = result["median_phase_s"]
+                print(line + f"{result['median_step_s'] * 1e3:9.1f} ms/step (fwd "
+                      f"{ph['forward'] * 1e3:.1f}, bwd {ph['backward'] * 1e3:.1f}, opt "
+                      f"{ph['optimizer'] * 1e3:.1f})  "
                       f"{rows[-1]['measured_tokens_per_s_per_gpu']:>9} tok/s/GPU  "
                       f"alloc {result['max_allocated_gib']:6.2f} GiB  "
                       f"reserved {result['max_reserved_gib']:6.2f} GiB", flush=True)

@@ -117,9 +117,8 @@ TEST(Attention, GroupedQueryAttentionShrinksKeyValueProjections) {
   EXPECT_EQ(attn.bytes.value(), 4 * t * d * 2 + 32 * 1024 * 4);
   WorkloadOptions compiled = testing::options(1, 1024);
   compiled.compiled = true;
-  const Kernel& fused =
-      find_kernel(build_workload(testing::llama_3_1_8b(), compiled).layers[1].forward, "attn")
-          .kernel;
+  const Workload compiled_workload = build_workload(testing::llama_3_1_8b(), compiled);
+  const Kernel& fused = find_kernel(compiled_workload.layers[1].forward, "attn").kernel;
   EXPECT_EQ(fused.attention.kv_heads, 8);
   EXPECT_EQ(fused.bytes.value(), (2 * t * d + 2 * t * kv) * 2 + 32 * 1024 * 4);
 }

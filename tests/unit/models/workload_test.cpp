@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -69,13 +70,11 @@ TEST(BuildWorkload, CompiledLlamaBlockRunsInductorsFusedRopeAndSwiglu) {
   o.compiled = true;
   const Workload w = build_workload(testing::llama_3_1_8b(), o);
   // compile_fusion.cpp then merges each run of memory-bound kernels ("residual1+rmsnorm2").
+  const std::vector<std::string> forward = names(w.layers[1].forward);
   for (const char* fused : {"rope", "swiglu"}) {
-    EXPECT_NE(
-        std::find(names(w.layers[1].forward).begin(), names(w.layers[1].forward).end(), fused),
-        names(w.layers[1].forward).end())
-        << fused;
+    EXPECT_NE(std::find(forward.begin(), forward.end(), fused), forward.end()) << fused;
   }
-  for (const std::string& name : names(w.layers[1].forward)) {
+  for (const std::string& name : forward) {
     EXPECT_EQ(name.find("repeat_kv"), std::string::npos);
     EXPECT_EQ(name.find("silu"), std::string::npos);
   }
