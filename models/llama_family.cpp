@@ -42,16 +42,22 @@ std::int64_t rope_bytes(const TransformerSpec& spec, const BuildContext& ctx) {
   return 2 * qk + ctx.seq * head_dim(spec) * kStatBytes;
 }
 
-// Eager apply_rotary_emb over q and k together (`elems` = T * (d + kv width)): upcast, complex
-// multiply, downcast, on the forward or the backward stream of kernels (`emit`). The caller holds
-// the input as a temporary and gets the output as one; fp32 activations skip the two casts
-// (Tensor.float() and type_as return their input).
+// RoPE over q and k together, on the forward or the backward stream of kernels (`emit`); the
+// caller holds the input as a temporary and gets the output as one. Compiled: Inductor's one
+// kernel. Eager: apply_rotary_emb's upcast, complex multiply and downcast over T * (d + kv width)
+// elements; fp32 activations skip the two casts (Tensor.float() and type_as return their input).
 template <typename Emit>
-void eager_rope(Emit emit, TransientTracker& temps, const char* prefix, std::int64_t elems,
-                std::int64_t table_bytes, const BuildContext& ctx) {
+void rope(Emit emit, TransientTracker& temps, const std::string& name, const TransformerSpec& spec,
+          const BuildContext& ctx) {
+  const std::int64_t elems = ctx.tokens * (spec.d_model + kv_width(spec));
   const std::int64_t narrow = elems * ctx.element_bytes;
+  if (ctx.compiled) {
+    emit(memory_bound_kernel(name, rope_bytes(spec, ctx), ctx));
+    temps.allocate(narrow);
+    return;
+  }
   const std::int64_t wide = elems * kStatBytes;
-  const std::string name(prefix);
+  const std::int64_t table_bytes = ctx.seq * head_dim(spec) * kStatBytes;
   if (ctx.element_bytes == kStatBytes) {
     emit(memory_bound_kernel(name + "_mul", 2 * wide + table_bytes, ctx));
     temps.allocate(wide);
@@ -91,13 +97,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   draft.forward(linear_forward("k", {d, kv_width(spec), false}, ctx));
   draft.forward(linear_forward("v", {d, kv_width(spec), false}, ctx));
   temps.allocate(hidden + 2 * kv);  // q and k before RoPE, v
-  if (ctx.compiled) {
-    draft.forward(memory_bound_kernel("rope", rope_bytes(spec, ctx), ctx));
-    temps.allocate(hidden + kv);
-  } else {
-    eager_rope(forward, temps, "rope", ctx.tokens * (d + kv_width(spec)),
-               ctx.seq * head_dim(spec) * kStatBytes, ctx);
-  }
+  rope(forward, temps, "rope", spec, ctx);
   temps.release(hidden + kv);  // q and k before RoPE
   if (repeat) {
     // repeat_kv: reads the rotated K and V, writes both at the full head count.
@@ -188,13 +188,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
     temps.allocate(2 * kv);
     temps.release(2 * hidden);
   }
-  if (ctx.compiled) {
-    draft.backward(memory_bound_kernel("rope_bwd", rope_bytes(spec, ctx), ctx));
-    temps.allocate(hidden + kv);
-  } else {
-    eager_rope(backward, temps, "rope_bwd", ctx.tokens * (d + kv_width(spec)),
-               ctx.seq * head_dim(spec) * kStatBytes, ctx);
-  }
+  rope(backward, temps, "rope_bwd", spec, ctx);
   temps.release(hidden + kv);
   append_linear_backward(draft, "v", {d, kv_width(spec), false}, ctx);
   temps.allocate(hidden);
