@@ -28,6 +28,31 @@
 namespace fsdpsim::models::detail {
 namespace {
 
+// Passes over a [T, V] tensor of `element_bytes` per element that log_softmax makes (each a full
+// read or write), after host_softmax in aten/src/ATen/native/cuda/SoftMax.cu: a row that fits in
+// 48 KiB of shared memory (cunn_SoftMaxForwardSmem / cunn_SoftMaxBackwardSmem) or in registers
+// (cunn_SoftMaxForwardReg: at most 9 vectors of 16 bytes per thread of a 1024-thread block) is
+// read once; a longer one goes through cunn_SoftMaxForward, which reads the row for its max, again
+// for the sum of exponentials and a third time to write the output, and cunn_SoftMaxBackward,
+// which reads the incoming gradient for its sum and again with the output to write the input
+// gradient. Llama 3's 128256-entry rows take the long path in fp32 and bf16; GPT-2's 50257
+// take it in fp32 only.
+constexpr std::int64_t kSoftmaxSharedMemoryBytes = 48 * 1024;
+constexpr std::int64_t kSoftmaxRegisterBytes = 1024 * 9 * 16;
+
+bool softmax_reads_rows_once(std::int64_t vocab, std::int64_t element_bytes) {
+  const std::int64_t row = vocab * element_bytes;
+  return row <= kSoftmaxSharedMemoryBytes || row <= kSoftmaxRegisterBytes;
+}
+
+std::int64_t log_softmax_forward_passes(std::int64_t vocab, std::int64_t element_bytes) {
+  return softmax_reads_rows_once(vocab, element_bytes) ? 2 : 4;
+}
+
+std::int64_t log_softmax_backward_passes(std::int64_t vocab, std::int64_t element_bytes) {
+  return softmax_reads_rows_once(vocab, element_bytes) ? 3 : 4;
+}
+
 // The backward that follows every loss: the LM head's GEMMs consume the logits gradient
 // (`logits_gradient` bytes, allocated by the loss's backward), then the final norm's.
 Layer finish_head(LayerDraft& draft, const HeadDims& dims, const BuildContext& ctx,
@@ -86,7 +111,8 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
   }
   if (ctx.loss == LossKernel::kCrossEntropy) {
     fwd.allocate(logits);
-    draft.forward(memory_bound_kernel("log_softmax", 2 * logits, ctx));
+    draft.forward(memory_bound_kernel(
+        "log_softmax", log_softmax_forward_passes(dims.vocab, ctx.element_bytes) * logits, ctx));
     fwd.allocate(logits);
     draft.save(logits);  // log_softmax saves its output, in the logits' dtype
     fwd.release(logits);
@@ -98,7 +124,9 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
     draft.backward(
         memory_bound_kernel("nll_loss_bwd", logits + t * (kIndexBytes + kStatBytes), ctx));
     bwd.allocate(logits);  // gradient of the log-probabilities
-    draft.backward(memory_bound_kernel("log_softmax_bwd", 3 * logits, ctx));
+    draft.backward(memory_bound_kernel(
+        "log_softmax_bwd", log_softmax_backward_passes(dims.vocab, ctx.element_bytes) * logits,
+        ctx));
     bwd.allocate(logits);  // gradient of the logits
     bwd.release(logits);
     return finish_head(draft, dims, ctx, logits);
@@ -107,7 +135,8 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
   draft.forward(memory_bound_kernel("logits_to_fp32", logits + logits_fp32, ctx));
   fwd.allocate(logits_fp32);
   fwd.release(logits);
-  draft.forward(memory_bound_kernel("log_softmax", 2 * logits_fp32, ctx));
+  draft.forward(memory_bound_kernel(
+      "log_softmax", log_softmax_forward_passes(dims.vocab, kStatBytes) * logits_fp32, ctx));
   draft.save(logits_fp32);  // log_softmax saves its output
   fwd.release(logits_fp32);
   // nll_loss gathers one log-probability per token: reads targets and T values, writes a scalar.
@@ -120,7 +149,8 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
       memory_bound_kernel("nll_loss_bwd", logits_fp32 + t * (kIndexBytes + kStatBytes), ctx));
   bwd.allocate(logits_fp32);
   // Reads the gradient and the saved output, writes the logits gradient.
-  draft.backward(memory_bound_kernel("log_softmax_bwd", 3 * logits_fp32, ctx));
+  draft.backward(memory_bound_kernel(
+      "log_softmax_bwd", log_softmax_backward_passes(dims.vocab, kStatBytes) * logits_fp32, ctx));
   bwd.allocate(logits_fp32);
   bwd.release(logits_fp32);
   draft.backward(memory_bound_kernel("logits_to_fp32_bwd", logits_fp32 + logits, ctx));

@@ -80,6 +80,24 @@ TEST(BuildWorkload, CompiledLlamaBlockRunsInductorsFusedRopeAndSwiglu) {
   }
 }
 
+TEST(BuildWorkload, LongVocabularyRowsTakeSoftmaxsMultiPassKernels) {
+  // SoftMax.cu: a 128256-entry fp32 row (513 KB) fits neither 48 KiB of shared memory nor the
+  // register path, so log_softmax reads it three times and writes once, and its backward reads
+  // the gradient twice and the output once; tiny_gpt's 100-entry rows are read once.
+  const std::int64_t t = 2 * 16;
+  const Workload llama = build_workload(testing::llama_3_1_8b(), testing::options(2, 16));
+  const std::int64_t fp32_logits = t * 128256 * 4;
+  EXPECT_EQ(find_kernel(llama.layers.back().forward, "log_softmax").kernel.bytes.value(),
+            4 * fp32_logits);
+  EXPECT_EQ(find_kernel(llama.layers.back().backward, "log_softmax_bwd").kernel.bytes.value(),
+            4 * fp32_logits);
+  const Workload gpt = build_workload(testing::tiny_gpt(), testing::options(4, 8));
+  EXPECT_EQ(find_kernel(gpt.layers.back().forward, "log_softmax").kernel.bytes.value(),
+            2 * t * 100 * 4);
+  EXPECT_EQ(find_kernel(gpt.layers.back().backward, "log_softmax_bwd").kernel.bytes.value(),
+            3 * t * 100 * 4);
+}
+
 TEST(BuildWorkload, TinyGptFlopsMatchAHandCount) {
   // b=1, s=8: T=8, d=64, 4 heads of 16, ffn 256, vocab 100, flash attention.
   const Workload w = build_workload(testing::tiny_gpt(), testing::options(1, 8));
