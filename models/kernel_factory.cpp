@@ -11,16 +11,7 @@ std::int64_t norm_stats_per_token(NormKind kind) { return kind == NormKind::kLay
 }  // namespace
 
 NamedKernel gemm_kernel(std::string name, GemmShape shape, const BuildContext& ctx) {
-  Kernel k;
-  k.kind = KernelKind::kGemm;
-  k.dtype = ctx.dtype;
-  k.gemm = shape;
-  // GemmShape's contract (sim/units/op_shapes.hpp): FLOPs = 2*m*n*k*batch.
-  k.flops = Flops(2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
-                  static_cast<double>(shape.k) * static_cast<double>(shape.batch));
-  k.bytes = Bytes((shape.m * shape.k + shape.k * shape.n + shape.m * shape.n) * shape.batch *
-                  ctx.element_bytes);
-  return {std::move(name), k};
+  return {std::move(name), fsdpsim::gemm_kernel(shape, ctx.dtype)};
 }
 
 NamedKernel memory_bound_kernel(std::string name, std::int64_t bytes, const BuildContext& ctx) {

@@ -123,14 +123,7 @@ std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
   std::map<Dtype, std::vector<double>> ratios;
   for (const calibrate::GemmPoint& g : profile.gemms) {
     if (gpu.peak(g.dtype).value() <= 0.0) continue;  // a dtype the preset's GPU lacks
-    Kernel k;
-    k.kind = KernelKind::kGemm;
-    k.dtype = g.dtype;
-    k.gemm = g.shape;
-    k.flops = Flops(2.0 * static_cast<double>(g.shape.m) * static_cast<double>(g.shape.n) *
-                    static_cast<double>(g.shape.k) * static_cast<double>(g.shape.batch));
-    k.bytes = Bytes((g.shape.m * g.shape.k + g.shape.k * g.shape.n + g.shape.m * g.shape.n) *
-                    g.shape.batch * dtype_bytes(g.dtype));
+    const Kernel k = gemm_kernel(g.shape, g.dtype);
     ratios[g.dtype].push_back(g.median.value() / hardware::kernel_time(gpu, k).value());
   }
   std::string out = fmt::format(

@@ -67,4 +67,18 @@ struct Kernel {
   Bytes bytes{0};  // HBM bytes read + written
 };
 
+// A GEMM of `shape` in `dtype`: FLOPs = 2*m*n*k*batch, and the compulsory traffic of reading A
+// and B and writing C once.
+inline Kernel gemm_kernel(GemmShape shape, Dtype dtype) {
+  Kernel k;
+  k.kind = KernelKind::kGemm;
+  k.dtype = dtype;
+  k.gemm = shape;
+  k.flops = Flops(2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
+                  static_cast<double>(shape.k) * static_cast<double>(shape.batch));
+  k.bytes = Bytes((shape.m * shape.k + shape.k * shape.n + shape.m * shape.n) * shape.batch *
+                  dtype_bytes(dtype));
+  return k;
+}
+
 }  // namespace fsdpsim
