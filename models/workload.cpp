@@ -50,13 +50,8 @@ std::int64_t head_numel(const TransformerSpec& spec) {
 
 void add_transient(Layer& layer, Pass pass, Bytes bytes) {
   if (bytes.value() <= 0) return;
-  if (pass == Pass::kForward) {
-    layer.forward_transient_tensors.push_back(bytes);
-    layer.forward_transient_peak = layer.forward_transient_peak + bytes;
-  } else {
-    layer.backward_transient_tensors.push_back(bytes);
-    layer.backward_transient_peak = layer.backward_transient_peak + bytes;
-  }
+  (pass == Pass::kForward ? layer.forward_transient_tensors : layer.backward_transient_tensors)
+      .push_back(bytes);
 }
 
 std::int64_t parameter_count(const TransformerSpec& spec) {

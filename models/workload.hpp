@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,14 +67,20 @@ struct Layer {
   // the layer), and while its backward runs (activation gradients, temporaries). Neither counts
   // saved activations, the layer's output (forward), the gradients of its output and input
   // (backward) or weight gradients (FSDP's); models/layer_draft.hpp has the bookkeeping.
-  Bytes forward_transient_peak{0};
-  Bytes backward_transient_peak{0};
-  // The tensors alive at each peak, in allocation order; they sum to the peak. The step
-  // allocates each on its own, so the caching allocator sees the block sizes PyTorch asks for
-  // (a 7.8 GiB fp32 logits gradient can reuse the 7.8 GiB block of the forward's upcast logits; one
-  // 15.7 GiB block for the whole backward peak could not). add_transient() keeps both in step.
+  // Each peak is kept as the tensors alive at it, in allocation order; the step allocates each on
+  // its own, so the caching allocator sees the block sizes PyTorch asks for (a 7.8 GiB fp32 logits
+  // gradient can reuse the 7.8 GiB block of the forward's upcast logits; one 15.7 GiB block for
+  // the whole backward peak could not).
   std::vector<Bytes> forward_transient_tensors;
   std::vector<Bytes> backward_transient_tensors;
+  [[nodiscard]] Bytes forward_transient_peak() const {
+    return std::accumulate(forward_transient_tensors.begin(), forward_transient_tensors.end(),
+                           Bytes(0));
+  }
+  [[nodiscard]] Bytes backward_transient_peak() const {
+    return std::accumulate(backward_transient_tensors.begin(), backward_transient_tensors.end(),
+                           Bytes(0));
+  }
   // The attention core (softmax(QK^T)V) inside `forward`: kernels [begin, end), and the bytes it
   // saves beyond its output (which the output projection keeps anyway). Selective activation
   // checkpointing of attention (Korthikanti et al. 2022, Sec. 4.3) drops these bytes and re-runs

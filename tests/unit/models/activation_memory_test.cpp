@@ -92,24 +92,24 @@ TEST(TransientPeak, UnfusedAttentionHoldsTwoScoreMatrices) {
   const std::int64_t s = 2048, d = 12288, a = 96;
   const TransformerSpec spec = testing::make_spec(ModelFamily::kGpt, 1, d, a, a, 4 * d, 50000, s);
   const Workload naive = build_workload(spec, testing::options(1, s, false));
-  EXPECT_EQ(naive.layers[1].forward_transient_peak.value(), 2 * a * s * s * 2);
+  EXPECT_EQ(naive.layers[1].forward_transient_peak().value(), 2 * a * s * s * 2);
   const Workload flash = build_workload(spec, testing::options(1, s, true));
   // attn_out output and its dropout output.
-  EXPECT_EQ(flash.layers[1].forward_transient_peak.value(), 2 * s * d * 2);
+  EXPECT_EQ(flash.layers[1].forward_transient_peak().value(), 2 * s * d * 2);
 }
 
 TEST(TransientPeak, MptBlockBackwardIsBoundByMlpActivationGradients) {
   const Workload w = build_workload(mpt(), testing::options(kB, kS, true));
-  EXPECT_EQ(w.layers[1].forward_transient_peak.value(), kT * kH * 2);
+  EXPECT_EQ(w.layers[1].forward_transient_peak().value(), kT * kH * 2);
   // gelu_bwd: d(gelu out) and d(gelu in), T*ffn each.
-  EXPECT_EQ(w.layers[1].backward_transient_peak.value(), 2 * kT * 4 * kH * 2);
+  EXPECT_EQ(w.layers[1].backward_transient_peak().value(), 2 * kT * 4 * kH * 2);
 }
 
 TEST(TransientPeak, HeadHoldsLogitsInBothPrecisions) {
   const Workload w = build_workload(mpt(), testing::options(kB, kS, true));
-  EXPECT_EQ(w.layers.back().forward_transient_peak.value(), kT * kV * (2 + 4));
+  EXPECT_EQ(w.layers.back().forward_transient_peak().value(), kT * kV * (2 + 4));
   // log_softmax_bwd: the fp32 gradient of the log-probabilities and of the logits.
-  EXPECT_EQ(w.layers.back().backward_transient_peak.value(), 2 * kT * kV * 4);
+  EXPECT_EQ(w.layers.back().backward_transient_peak().value(), 2 * kT * kV * 4);
 }
 
 // F.cross_entropy straight on the bf16 logits (no .float(), no autocast): log_softmax saves its
@@ -124,8 +124,8 @@ TEST(TransientPeak, CrossEntropyWithoutUpcastKeepsComputeDtypeTensors) {
   const Layer& head = w.layers.back();
   EXPECT_EQ(plain.layers.back().saved_activations.value() - head.saved_activations.value(),
             kT * kV * 4 - kT * kV * 2);
-  EXPECT_EQ(head.forward_transient_peak.value(), 2 * kT * kV * 2);
-  EXPECT_EQ(head.backward_transient_peak.value(), 2 * kT * kV * 2);
+  EXPECT_EQ(head.forward_transient_peak().value(), 2 * kT * kV * 2);
+  EXPECT_EQ(head.backward_transient_peak().value(), 2 * kT * kV * 2);
 }
 
 TEST(TransientPeak, FusedCrossEntropyKeepsOnlyComputeDtypeLogits) {
@@ -138,9 +138,9 @@ TEST(TransientPeak, FusedCrossEntropyKeepsOnlyComputeDtypeLogits) {
   // fp32 log-sum-exp, instead of the fp32 log-probabilities and the labels.
   EXPECT_EQ(head.saved_activations.value() - plain.layers.back().saved_activations.value(),
             kT * kV * 2 + kT * 4 - kT * kV * 4);
-  EXPECT_EQ(head.forward_transient_peak.value(), 0);
+  EXPECT_EQ(head.forward_transient_peak().value(), 0);
   // xentropy backward writes the bf16 logits gradient; lm_head dgrad then adds T*d.
-  EXPECT_EQ(head.backward_transient_peak.value(), kT * kV * 2 + kT * kH * 2);
+  EXPECT_EQ(head.backward_transient_peak().value(), kT * kV * 2 + kT * kH * 2);
   EXPECT_EQ(head.forward[head.forward.size() - 1].name, "fused_cross_entropy");
 }
 
@@ -166,7 +166,7 @@ TEST(ActivationMemory, Fp32WeightsUnderAutocastKeepTheResidualStreamInFp32) {
             kT * kH * (2 + 4));
   // Forward: the fp32 norm output lives next to nothing else the plain block holds at its peak
   // (attn_out's output and x_mid's inputs are freed by then): T*d*4 > T*d*2.
-  EXPECT_EQ(block.forward_transient_peak.value(), kT * kH * 4);
+  EXPECT_EQ(block.forward_transient_peak().value(), kT * kH * 4);
   // The head's final norm reads the fp32 stream and casts its output for the LM head.
   EXPECT_EQ(
       testing::find_kernel(w.layers.back().forward, "lm_head_input_cast").kernel.bytes.value(),

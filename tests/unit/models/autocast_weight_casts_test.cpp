@@ -42,7 +42,7 @@ TEST(AutocastWeightCasts, EveryLinearCastsItsWeightAndItsWeightGradient) {
   // mm saves the bf16 copy for the input gradient; the bf16 weight gradient is a transient.
   EXPECT_EQ(layer.saved_activations.value() - before.saved_activations.value(), 512 * 2);
   EXPECT_EQ(layer.saved_activations_checkpointed, before.saved_activations_checkpointed);
-  EXPECT_EQ(layer.backward_transient_peak.value() - before.backward_transient_peak.value(),
+  EXPECT_EQ(layer.backward_transient_peak().value() - before.backward_transient_peak().value(),
             512 * 2);
 }
 

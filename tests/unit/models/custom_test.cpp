@@ -79,8 +79,8 @@ TEST(CustomWorkload, PerSampleNumbersScaleWithTheMicroBatchNotTheSequence) {
   EXPECT_EQ(stage.backward[3].kernel.bytes.value(), 270);
   EXPECT_EQ(stage.backward[4].kernel.bytes.value(), 269);
   EXPECT_EQ(stage.saved_activations.value(), 200);
-  EXPECT_EQ(stage.forward_transient_peak.value(), 20);
-  EXPECT_EQ(stage.backward_transient_peak.value(), 20);
+  EXPECT_EQ(stage.forward_transient_peak().value(), 20);
+  EXPECT_EQ(stage.backward_transient_peak().value(), 20);
   // Checkpointing keeps the input: the stem's output for the first stage, a stage's after.
   EXPECT_EQ(w.layers[1].saved_activations_checkpointed.value(), 120);
   EXPECT_EQ(w.layers[2].saved_activations_checkpointed.value(), 80);

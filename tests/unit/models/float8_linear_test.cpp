@@ -58,8 +58,8 @@ TEST(Float8Linear, ForwardCastsInputAndWeightThenRunsAnFp8Gemm) {
 TEST(Float8Linear, BackwardCastsGradOutputInBothLayoutsAndRecastsWeightAndInput) {
   Layer layer = one_linear(16, 32);
   const Bytes saved = layer.saved_activations;
-  const Bytes forward_peak = layer.forward_transient_peak;
-  const Bytes backward_peak = layer.backward_transient_peak;
+  const Bytes forward_peak = layer.forward_transient_peak();
+  const Bytes backward_peak = layer.backward_transient_peak();
   convert_linears_to_float8(layer);
   const std::vector<std::string> expected = {"fc_amax_grad_output",
                                              "fc_cast_grad_output",
@@ -84,8 +84,8 @@ TEST(Float8Linear, BackwardCastsGradOutputInBothLayoutsAndRecastsWeightAndInput)
   // torchao saves the bf16 input: nothing saved changes. The fp8 operands are transients: X and
   // W at the forward GEMM; dY in two layouts and W^T at the dgrad GEMM (more than dY^T + X^T).
   EXPECT_EQ(layer.saved_activations, saved);
-  EXPECT_EQ(layer.forward_transient_peak.value(), forward_peak.value() + 512 + 512);
-  EXPECT_EQ(layer.backward_transient_peak.value(), backward_peak.value() + 2 * 1024 + 512);
+  EXPECT_EQ(layer.forward_transient_peak().value(), forward_peak.value() + 512 + 512);
+  EXPECT_EQ(layer.backward_transient_peak().value(), backward_peak.value() + 2 * 1024 + 512);
 }
 
 TEST(Float8Linear, LinearsWithADimensionNotDivisibleBy16StayInBf16) {

@@ -159,10 +159,10 @@ TEST(T5Workload, SharedStackTensorsReachTheMemoryModel) {
   EXPECT_EQ(layer(w, "decoder.blocks.0").saved_activations_checkpointed.value(), hidden + 2 * bias);
   // The biases live across the stack's forward; the bias gradient (and, in the decoder, the
   // encoder output's gradient) across its backward.
-  EXPECT_GE(layer(w, "encoder.blocks.1").forward_transient_peak.value(), bias);
-  EXPECT_GE(layer(w, "decoder.blocks.1").forward_transient_peak.value(), 2 * bias);
-  EXPECT_GE(layer(w, "decoder.blocks.1").backward_transient_peak.value(),
-            layer(w, "encoder.blocks.1").backward_transient_peak.value() + hidden);
+  EXPECT_GE(layer(w, "encoder.blocks.1").forward_transient_peak().value(), bias);
+  EXPECT_GE(layer(w, "decoder.blocks.1").forward_transient_peak().value(), 2 * bias);
+  EXPECT_GE(layer(w, "decoder.blocks.1").backward_transient_peak().value(),
+            layer(w, "encoder.blocks.1").backward_transient_peak().value() + hidden);
   // Decoder blocks add their cross k/v input gradients into the encoder output's gradient.
   find_kernel(layer(w, "decoder.blocks.1").backward, "cross_k_encoder_grad_accumulate");
   find_kernel(layer(w, "encoder.blocks.1").backward, "position_bias_grad_accumulate");
