@@ -3,7 +3,6 @@
 kernels, GEMMs and copies this project measured on one H200 (configs/validation/measured-h200,
 configs/calibration/h200-sxm-141gb-measured.json). Called by .ci/make-measured-report, which
 says how to run it."""
-import csv
 import json
 import pathlib
 import statistics
@@ -32,64 +31,65 @@ def pct(x):
     return f"{x * 100:+.1f}%"
 
 
-def predictions(binary, folder, scratch):
-    """Per run: measured and predicted step time, allocated and reserved memory."""
+def run_label(run):
+    return (f"{run['name']} s{run['seq_len']} mb{run['micro_batch']} AC {run['act_ckpt']}"
+            + (" compiled" if run.get("compiled") else ""))
+
+
+def simulated_runs(binary, folder, scratch):
+    """Each run of a measured set that ran, with fsdpsim's result for its row's scenario."""
     out = pathlib.Path(scratch) / folder.name
     fsdpsim(binary, "validate", str(folder / "steps.csv"), "--scenarios-out", str(out))
-    rows = {r["case_id"]: r for r in csv.DictReader(open(folder / "steps.csv"))}
     measured = json.load(open(folder / "steps.json"))
-    table = []
+    pairs = []
     for result in measured["results"]:
         run = result["run"]
         if "error" in result:
             continue
         ac = {"none": "0", "full": "1"}[run["act_ckpt"]] + ("-tc" if run.get("compiled") else "")
-        case = next(c for c in rows if c.endswith(
-            f"-{run['name']}-s{run['seq_len']}-g1-mb{run['micro_batch']}-ac{ac}-1"))
-        p = json.loads(fsdpsim(binary, "run", str(out / f"{case}.json"), "--json", "-"))
-        table.append({
-            "run": f"{run['name']} s{run['seq_len']} mb{run['micro_batch']} AC {run['act_ckpt']}"
-                   + (" compiled" if run.get("compiled") else ""),
-            "step": (result["median_step_s"], p["step_time_s"]),
-            "allocated": (result["max_allocated_gib"], p["peak_mem_allocated_gib"]),
-            "reserved": (result["max_reserved_gib"], p["peak_mem_reserved_gib"]),
-        })
+        scenario = next(out.glob(
+            f"*-{run['name']}-s{run['seq_len']}-g1-mb{run['micro_batch']}-ac{ac}-1.json"))
+        pairs.append((result, json.loads(fsdpsim(binary, "run", str(scenario), "--json", "-"))))
+    return measured, pairs
+
+
+def predictions(binary, folder, scratch):
+    """Per run: measured and predicted step time, allocated and reserved memory."""
+    measured, pairs = simulated_runs(binary, folder, scratch)
+    table = [{
+        "run": run_label(result["run"]),
+        "step": (result["median_step_s"], p["step_time_s"]),
+        "allocated": (result["max_allocated_gib"], p["peak_mem_allocated_gib"]),
+        "reserved": (result["max_reserved_gib"], p["peak_mem_reserved_gib"]),
+    } for result, p in pairs]
     return measured, table
 
 
 def phases_section(binary):
     """The first set run again with each phase timed, next to the simulated breakdown."""
-    folder = DATA / "phases"
     first = {json.dumps(r["run"], sort_keys=True): r
              for r in json.load(open(DATA / "steps.json"))["results"] if "error" not in r}
     with tempfile.TemporaryDirectory() as scratch:
-        out = pathlib.Path(scratch)
-        fsdpsim(binary, "validate", str(folder / "steps.csv"), "--scenarios-out", str(out))
-        lines = ["## Where the time goes: the first set again, phase by phase", "",
-                 "`configs/validation/measured-h200/phases/`: the runs of the first set measured "
-                 "again in a later session with CUDA events between forward (with the loss), "
-                 "backward (with the recompute) and the optimizer step (with zero_grad); medians "
-                 "in ms. fsdpsim's phases are its wall-time breakdown (compute stream busy per "
-                 "phase). The last column is the step time against the first session's.", "",
-                 "| run | forward | predicted | backward | predicted | optimizer | predicted "
-                 "| step vs first session |", "|---|---|---|---|---|---|---|---|"]
-        for result in json.load(open(folder / "steps.json"))["results"]:
-            run = result["run"]
-            if "error" in result:
-                continue
-            ac = {"none": "0", "full": "1"}[run["act_ckpt"]]
-            scenario = next(out.glob(
-                f"*-{run['name']}-s{run['seq_len']}-g1-mb{run['micro_batch']}-ac{ac}-1.json"))
-            b = json.loads(fsdpsim(binary, "run", str(scenario), "--json", "-"))["breakdown"]
-            predicted = (b["forward_s"], b["backward_s"] + b["recompute_s"], b["optimizer_s"])
-            measured = [result["median_phase_s"][k] for k in ("forward", "backward", "optimizer")]
-            cells = [f"{run['name']} s{run['seq_len']} mb{run['micro_batch']} AC {run['act_ckpt']}"]
-            for m, p in zip(measured, predicted):
-                cells += [f"{m * 1e3:.1f}", f"{p * 1e3:.1f} ({pct(signed(p, m))})"]
-            earlier = first.get(json.dumps(run, sort_keys=True))
-            cells.append(pct(signed(result["median_step_s"], earlier["median_step_s"]))
-                         if earlier else "-")
-            lines.append("| " + " | ".join(cells) + " |")
+        _, pairs = simulated_runs(binary, DATA / "phases", scratch)
+    lines = ["## Where the time goes: the first set again, phase by phase", "",
+             "`configs/validation/measured-h200/phases/`: the runs of the first set measured "
+             "again in a later session with CUDA events between forward (with the loss), "
+             "backward (with the recompute) and the optimizer step (with zero_grad); medians "
+             "in ms. fsdpsim's phases are its wall-time breakdown (compute stream busy per "
+             "phase). The last column is the step time against the first session's.", "",
+             "| run | forward | predicted | backward | predicted | optimizer | predicted "
+             "| step vs first session |", "|---|---|---|---|---|---|---|---|"]
+    for result, p in pairs:
+        b = p["breakdown"]
+        predicted = (b["forward_s"], b["backward_s"] + b["recompute_s"], b["optimizer_s"])
+        measured = [result["median_phase_s"][k] for k in ("forward", "backward", "optimizer")]
+        cells = [run_label(result["run"])]
+        for m, q in zip(measured, predicted):
+            cells += [f"{m * 1e3:.1f}", f"{q * 1e3:.1f} ({pct(signed(q, m))})"]
+        earlier = first.get(json.dumps(result["run"], sort_keys=True))
+        cells.append(pct(signed(result["median_step_s"], earlier["median_step_s"]))
+                     if earlier else "-")
+        lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
 
 
