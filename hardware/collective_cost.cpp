@@ -23,6 +23,14 @@
 //   r/g of the node's NICs -- one NIC per GPU on DGX-style nodes. With r = 1 (hybrid sharding's
 //   replicate group: the same local rank on every node) that is one NIC: DGX-A100 200 Gb/s
 //   -> 24 GB/s, the per-HDR-NIC rate an NCCL maintainer quotes (NVIDIA/nccl#412).
+// - The ring gets slower as it spans more nodes (nccl_costs.md "Scale matters"): a pipelined
+//   ring moves at the pace of its slowest node-to-node hop at each instant, and every node added
+//   is another hop through the fabric that can be congested. Measured on H100 with 8x400 Gb/s
+//   IB per node (NVIDIA/nccl#1229): reduce-scatter busbw 360, 345, 320, 300, 280, 260 GB/s at
+//   4, 8, 16, 32, 64, 128 nodes, a loss linear in log2(nodes). Its least-squares line gives
+//   382 GB/s at 2 nodes and 20.4 GB/s less per doubling, 0.0534 of the two-node value; so
+//   busbw(nodes) = busbw(2 nodes) * (1 - loss * log2(nodes / 2)), and nic_efficiency is the
+//   two-node value (0.96 x 400 x (1 - 0.0534) = 363 GB/s at 4 nodes against 360 measured).
 //
 // Latency (collective_latency): NCCL's ring latency model (src/graph/tuning.cc,
 // ncclTopoTuneModel, NCCL 2.30.7): baseLat + (nsteps - nInterSteps) * intraLat
@@ -39,6 +47,7 @@
 #include "hardware/collective_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -66,6 +75,18 @@ void check_group(const ClusterSpec& cluster, CommGroup group) {
   }
 }
 
+// The share of the two-node ring busbw a ring across `nodes` nodes keeps (see the header).
+double scale_out_fraction(const ClusterSpec& cluster, std::int64_t nodes) {
+  if (nodes <= 2) return 1.0;
+  const double fraction = 1.0 - cluster.nic_busbw_loss_per_node_doubling *
+                                    std::log2(static_cast<double>(nodes) / 2.0);
+  if (fraction <= 0.0) {
+    throw std::invalid_argument("hardware: nic_busbw_loss_per_node_doubling leaves no bandwidth at " +
+                                std::to_string(nodes) + " nodes");
+  }
+  return fraction;
+}
+
 std::int64_t ring_steps(Collective op, std::int64_t ranks) {
   return op == Collective::kAllReduce ? 2 * (ranks - 1) : ranks - 1;
 }
@@ -86,8 +107,9 @@ BytesPerSec ring_bus_bandwidth(const ClusterSpec& cluster, CommGroup group) {
 
   const double nic_share =
       static_cast<double>(group.ranks_per_node) / static_cast<double>(cluster.gpus_per_node);
-  const BytesPerSec nic =
-      cluster.nic_bandwidth_per_node * (cluster.nic_efficiency * std::min(1.0, nic_share));
+  const BytesPerSec nic = cluster.nic_bandwidth_per_node *
+                          (cluster.nic_efficiency * std::min(1.0, nic_share) *
+                           scale_out_fraction(cluster, group.ranks / group.ranks_per_node));
   // With one rank per node the ring has no NVLink hop; otherwise NVLink may still be the bound.
   return group.ranks_per_node == 1 ? nic : std::min(nvlink, nic);
 }

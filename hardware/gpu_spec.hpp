@@ -62,7 +62,10 @@ struct ClusterSpec {
   BytesPerSec nic_bandwidth_per_node{0.0};  // all NICs of a node together, one direction
   BytesPerSec pcie_bandwidth{0.0};          // host <-> device per GPU, one direction
   double nvlink_efficiency = 0.0;           // achievable ring busbw / nvlink_bandwidth
-  double nic_efficiency = 0.0;              // achievable busbw / nic_bandwidth_per_node
+  double nic_efficiency = 0.0;              // achievable busbw / nic_bandwidth_per_node, 2 nodes
+  // Fraction of the two-node NIC busbw a ring loses each time its node count doubles
+  // (collective_cost.cpp, ring_bus_bandwidth).
+  double nic_busbw_loss_per_node_doubling = 0.0;
   Seconds nvlink_hop_latency{0.0};          // per ring step inside a node
   Seconds network_hop_latency{0.0};         // per ring step across nodes
   Seconds collective_base_latency{0.0};     // fixed cost of one NCCL collective launch

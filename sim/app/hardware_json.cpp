@@ -47,6 +47,7 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
   c.pcie_bandwidth = gb_per_s(r.positive_number("pcie_GBps"));
   c.nvlink_efficiency = r.fraction("nvlink_efficiency");
   c.nic_efficiency = r.fraction("nic_efficiency");
+  c.nic_busbw_loss_per_node_doubling = r.non_negative_number("nic_busbw_loss_per_node_doubling");
   c.nvlink_hop_latency = microseconds(r.non_negative_number("nvlink_hop_latency_us"));
   c.network_hop_latency = microseconds(r.non_negative_number("network_hop_latency_us"));
   c.collective_base_latency = microseconds(r.non_negative_number("collective_base_latency_us"));

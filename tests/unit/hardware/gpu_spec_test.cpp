@@ -78,5 +78,11 @@ TEST(ValidateClusterSpec, ReportsEveryProblemSeparatedBySemicolons) {
   EXPECT_EQ(validate(spec), "nodes = 0 (must be > 0); nic_efficiency = 2 (must be in (0, 1])");
 }
 
+TEST(GpuSpec, ValidateRejectsANicLossThatLeavesNothing) {
+  ClusterSpec spec = a100();
+  spec.nic_busbw_loss_per_node_doubling = 1.0;
+  EXPECT_EQ(validate(spec), "nic_busbw_loss_per_node_doubling = 1 (must be in [0, 1))");
+}
+
 }  // namespace
 }  // namespace fsdpsim::hardware
