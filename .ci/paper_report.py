@@ -258,7 +258,10 @@ Without prefetch the next unit's all-gather is issued in its own pre-backward ho
 unit's reduce-scatter on the same NCCL communicator, so it waits for it and overlaps no gradient
 kernel (`fsdpsim explain scenarios/paper/gpt175b_128xa100_bs1_no_prefetch.json`: backward
 all-gathers and reduce-scatters on the inter-node link). The effect comes out of the stream and
-communicator semantics; nothing was set to produce it. Sweep plots:
+communicator semantics; nothing was set to produce it. The speedup grows with the cluster,
+{sp[gpus[0]][0] * 100:.1f} % at {gpus[0]} GPUs to {sp[gpus[-1]][0] * 100:.1f} % at {gpus[-1]}, because a ring's bus bandwidth falls with each doubling
+of its nodes (`hardware/collective_cost.cpp`, NVIDIA/nccl#1229), which lengthens exactly the
+collectives that prefetching hides. Sweep plots:
 [gpt175b_backward_prefetch/index.md](fsdp-paper/gpt175b_backward_prefetch/index.md).
 """)
 
@@ -536,6 +539,9 @@ def dhen(out, rows, sections):
     for n in nodes:
         table.append(f"| {n * 8} | " + " | ".join(f"{qps(r[(n, s)]):.0f}" for s, _ in strategies) + " | " +
                      " | ".join(f"{mem(r[(n, s)]):.2f}" for s, _ in strategies) + " |")
+    exposed = lambda n, s: 100 * r[(n, s)]["breakdown"]["exposed_communication_s"] / r[(n, s)]["step_time_s"]
+    order_lines = [f"- {n * 8} GPUs: " + " > ".join(lab for s, lab in sorted(strategies, key=lambda x: -qps(r[(n, x[0])])))
+                   for n in nodes]
     sections.append(f"""## 6. DHEN: hybrid vs full sharding, reshard-after-forward
 
 Paper, Sec. 5.4 (Fig. 7a, 8a), [V]: DHEN (768B sparse parameters sharded by activation exchange,
@@ -556,18 +562,18 @@ Scenario: `scenarios/paper/sweeps/dhen_dense_sharding_16_512.json`.
 The memory ordering is reproduced: full + RAF is always the lowest, hybrid + NRAF the highest.
 Memory falls with more GPUs only under full sharding: with hybrid groups fixed at 8 GPUs the
 shards do not shrink, so fsdpsim keeps that memory flat (the paper's curve may use a hybrid factor
-that grows with the cluster; it does not say). The throughput ordering of the paper appears only
-at the largest scale: at 512 GPUs hybrid + NRAF is the fastest and full + RAF the slowest; up to
-128 GPUs full sharding without RAF is the fastest and hybrid the slowest, and at 256 GPUs hybrid
-has passed full + RAF but not full + NRAF. The dense part alone
-is a small model ({r[(2, 'FULL_SHARD')]['step_time_s'] * 1000:.0f} ms steps). On few nodes every collective hides behind compute except
-hybrid's extra inter-node all-reduce after each reduce-scatter, the exposed tail that makes it
-slower (`fsdpsim explain`: 3.7 % of the step exposed, mostly that all-reduce, vs 2.7 % for full
-sharding at 16 GPUs). As the cluster grows, full sharding's all-gathers and reduce-scatters cross
-the network with a latency that grows with the ring (18.6 % of the step exposed at 512 GPUs) while
-hybrid keeps them on NVLink (7.0 %). In the paper, the 768B sparse part's activation exchange
-(all-to-all on the same network) also competes with FSDP's inter-node traffic, which would move
-the crossover to fewer GPUs; fsdpsim simulates only the FSDP part and no competing traffic. Sweep
+that grows with the cluster; it does not say). QPS order, fastest first, at each GPU count:
+{chr(10).join(order_lines)}
+
+The dense part alone is a small model ({r[(2, 'FULL_SHARD')]['step_time_s'] * 1000:.0f} ms steps). On few nodes every collective
+hides behind compute except hybrid's extra inter-node all-reduce after each reduce-scatter, the
+exposed tail that makes it slower: at {gpus[0]} GPUs {exposed(nodes[0], 'HYBRID_SHARD'):.1f} % of the step is exposed
+communication under hybrid + RAF against {exposed(nodes[0], 'FULL_SHARD'):.1f} % under full + RAF. As the cluster grows, full
+sharding's all-gathers and reduce-scatters cross the network with a latency that grows with the
+ring and a bandwidth that falls with the node count, while hybrid keeps them on NVLink: at
+{gpus[-1]} GPUs {exposed(nodes[-1], 'FULL_SHARD'):.1f} % of the step is exposed under full + RAF against {exposed(nodes[-1], 'HYBRID_SHARD'):.1f} % under hybrid + RAF.
+In the paper, the 768B sparse part's activation exchange (all-to-all on the same network) also
+competes with FSDP's inter-node traffic, which would move the crossover to fewer GPUs; fsdpsim simulates only the FSDP part and no competing traffic. Sweep
 plots: [dhen_sharding/index.md](fsdp-paper/dhen_sharding/index.md).
 """)
 
