@@ -12,6 +12,7 @@ Python 3 standard library only.
 """
 
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -406,20 +407,27 @@ given; fsdpsim's {b16['hardware_tflops_per_gpu']:.0f} is for the assumed batch 8
 """)
 
 
+def span(values):
+    """'a-b' with one decimal, or 'a' when both ends print the same."""
+    lo, hi = f"{min(values):.1f}", f"{max(values):.1f}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def rate_limiter(out, rows, sections):
-    cases = [("T5-11B", "t5_11b_rate_limiter", [(2, 2), (4, 2)], False),
-             ("RegNet-9B", "regnet9b_rate_limiter", [(2, 48), (4, 72)], True),
-             ("DeepViT-8B", "deepvit8b_rate_limiter", [(2, 105), (4, 120)], True)]
+    # make-paper-report's choice per point: the paper's batch, or fsdpsim's largest if smaller.
+    with open(os.path.join(out, "rate_limiter_batches.tsv")) as f:
+        batch = {(r["sweep"], int(r["nodes"])): (int(r["paper_batch"]), int(r["batch"]))
+                 for r in csv.DictReader(f, delimiter="\t")}
+    cases = [("T5-11B", "t5_11b_rate_limiter"), ("RegNet-9B", "regnet9b_rate_limiter"),
+             ("DeepViT-8B", "deepvit8b_rate_limiter")]
     paper_u = {("T5-11B", 2): (18.61, 8.36), ("T5-11B", 4): (15.33, 5.02), ("DeepViT-8B", 4): (21.64, 22.79)}
     res = {}
-    for model, name, pairs, with_mb in cases:
+    for model, name in cases:
         pts = load_points(out, name)
-        for nodes, mb in pairs:
+        for nodes in (2, 4):
             for lim in (True, False):
-                grid = {"hardware__nodes": nodes, "fsdp__limit_all_gathers": lim}
-                if with_mb:
-                    grid["training__micro_batch"] = mb
-                res[(model, nodes, lim)] = find(pts, **grid)
+                res[(model, nodes, lim)] = find(pts, hardware__nodes=nodes, fsdp__limit_all_gathers=lim,
+                                                training__micro_batch=batch[(name, nodes)][1])
 
     def ratio(model, nodes):
         return res[(model, nodes, False)]["step_time_s"] / res[(model, nodes, True)]["step_time_s"]
@@ -450,14 +458,15 @@ def rate_limiter(out, rows, sections):
     p.add("paper [V]: RegNet no gain", [(2, 1.0), (3, 1.0)], "points ps 1.8 pt 4 lw 2", "#de2d26")
     p.add("no effect", [(-0.5, 1), (5.5, 1)], "lines dt 2 lw 1", "#636363")
     plot = p.write()
-    table = ["| model | nodes | batch | step time, limiter on | off | off / on | peak reserved on / off | cudaMalloc retries on / off | [U] paper off → on |",
+    table = ["| model | nodes | batch (paper's) | step time, limiter on | off | off / on | peak reserved on / off | cudaMalloc retries on / off | [U] paper off → on |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for model, name, pairs, _ in cases:
-        for nodes, mb in pairs:
+    for model, name in cases:
+        for nodes in (2, 4):
             on, off = res[(model, nodes, True)], res[(model, nodes, False)]
             u = paper_u.get((model, nodes))
             ucell = f"{u[0]} → {u[1]} s" if u else "–"
-            table.append(f"| {model} | {nodes} | {mb} | {on['step_time_s']:.3f} s | {off['step_time_s']:.3f} s | "
+            paper_mb, mb = batch[(name, nodes)]
+            table.append(f"| {model} | {nodes} | {mb} ({paper_mb}) | {on['step_time_s']:.3f} s | {off['step_time_s']:.3f} s | "
                          f"×{off['step_time_s'] / on['step_time_s']:.3f} | {on['peak_mem_reserved_gib']:.1f} / {off['peak_mem_reserved_gib']:.1f} GiB | "
                          f"{on['num_alloc_retries']} / {off['num_alloc_retries']} | {ucell} |")
     t5on = res[("T5-11B", 4, True)]
@@ -475,22 +484,29 @@ figure, off → on: T5 4 nodes 15.33 → 5.02 s, 2 nodes 18.61 → 8.36 s; DeepV
 
 {chr(10).join(table)}
 
+Which settings Fig. 6c used beyond the batch the paper does not say, but it says each batch is the
+largest that fits, and that pins one down: T5-11B fits batch 2 in fsdpsim only without activation
+checkpointing (with full checkpointing 48 and 52 fit on 2 and 4 nodes: `fsdpsim run
+scenarios/paper/sweeps/t5_11b_rate_limiter_2_4_nodes.json --set training.activation_checkpointing=full
+--max-micro-batch`, and `--set hardware.nodes=4`), and RegNet-9B fits exactly the paper's 48 on 2 nodes. So these runs use no
+checkpointing, BF16 and otherwise the Sec. 5.4 settings, each at the paper's batch or at fsdpsim's
+largest where that is smaller (the batch column; DeepViT's assumed shape keeps more activations
+than the paper's model).
+
 Only RegNet's "no gain" is reproduced. The mechanism is there: without the limiter the CPU runs
 ahead, all-gather outputs allocated on the unshard stream and freed with `record_stream` pile up
-in the cache, reserved memory climbs to the device's capacity (~78 GiB in every case) and the
-allocator frees its cache and retries a cudaMalloc, stalling the CPU until the GPU drains. But it
-does so once or twice per step, for tens of milliseconds, so the limiter buys 1-2 % on T5, not
-5×. The paper's T5 latencies with the limiter are 4-7× fsdpsim's step ({t5on['step_time_s']:.2f} s on 4
-nodes), so its runs were in a different regime (settings of Fig. 6c beyond the batch are not
-given) where memory was tight even with the limiter: batch 2 was the largest that fit, while
-fsdpsim's assumed settings fit batch 47-52. A step's cross-stream demand (about three bf16 copies
-of the model) fills fsdpsim's cache once per step; at the largest batch that fits, the limiter off
-gives 13-25 retries per step, yet each costs only its device calls and one exposed all-gather,
+in the cache, reserved memory climbs to the device's capacity and the allocator frees its cache
+and retries a cudaMalloc ({min(off['num_alloc_retries'] for (m, n, l), off in res.items() if not l)}-{max(off['num_alloc_retries'] for (m, n, l), off in res.items() if not l)} retries per step with the limiter off), stalling the CPU
+until the GPU drains. But each retry costs only its device calls and one exposed all-gather,
 because the CPU's wait is hidden behind queued GPU work (allocator and FSDP1 checked against the
-PyTorch source in [rate-limiter-retries.md](rate-limiter-retries.md)). DeepViT's 5 % cost is not reproduced either: the limiter's only cost in the model
-is the CPU blocking on a free event before the next all-gather, and with 8-9 s steps of large
-GEMMs the CPU is far ahead of the GPU, so the wait never reaches the GPU; the limiter even helps
-slightly (the retry it avoids). Sweep plots: [T5](fsdp-paper/t5_11b_rate_limiter/index.md),
+PyTorch source in [rate-limiter-retries.md](rate-limiter-retries.md)), so the limiter buys
+{span([(r - 1) * 100 for r in t5])} % on T5, not 5×. The paper's T5 latencies with the limiter on are
+{paper_u[("T5-11B", 4)][1] / t5on['step_time_s']:.1f}-{paper_u[("T5-11B", 2)][1] / res[("T5-11B", 2, True)]['step_time_s']:.1f}× fsdpsim's step ({t5on['step_time_s']:.2f} s on 4 nodes) at the same batch, so
+something else slowed those runs that the page's scenarios do not contain. DeepViT's 5 % cost is
+not reproduced either: the limiter's only cost in the model is the CPU blocking on a free event
+before the next all-gather, and with seconds-long steps of large GEMMs the CPU is far ahead of the
+GPU, so the wait never reaches the GPU; the limiter even helps slightly (the retries it avoids).
+Sweep plots: [T5](fsdp-paper/t5_11b_rate_limiter/index.md),
 [RegNet](fsdp-paper/regnet9b_rate_limiter/index.md), [DeepViT](fsdp-paper/deepvit8b_rate_limiter/index.md).
 """)
 
