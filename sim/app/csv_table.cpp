@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string_view>
 
 #include "sim/app/config_error.hpp"
 
@@ -75,7 +76,11 @@ std::string csv_field(const std::string& text) {
   return quote ? fmt::format("\"{}\"", field) : field;
 }
 
-std::optional<std::vector<std::string>> parse_csv_line(const std::string& line) {
+std::optional<std::vector<std::string>> parse_csv_line(const std::string& text) {
+  // RFC 4180 ends records with CRLF; std::getline leaves the CR.
+  const std::string_view line =
+      !text.empty() && text.back() == '\r' ? std::string_view(text).substr(0, text.size() - 1)
+                                            : std::string_view(text);
   std::vector<std::string> fields;
   std::string current;
   std::size_t i = 0;

@@ -173,6 +173,9 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
   ASSERT_TRUE(fields.has_value());
   EXPECT_EQ(*fields, (std::vector<std::string>{"1", "a,b", "say \"hi\"", "", "x"}));
   EXPECT_FALSE(parse_csv_line("\"unterminated").has_value());
+  // CRLF line endings (RFC 4180; spreadsheet exports): the CR is not data.
+  EXPECT_EQ(*parse_csv_line("1,\"a,b\"\r"), (std::vector<std::string>{"1", "a,b"}));
+  EXPECT_EQ(*parse_csv_line("1,x\r"), (std::vector<std::string>{"1", "x"}));
 
   SweepTable t;
   t.grid_keys = {"training.micro_batch", "model"};
