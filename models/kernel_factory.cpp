@@ -11,7 +11,7 @@ std::int64_t norm_stats_per_token(NormKind kind) { return kind == NormKind::kLay
 }  // namespace
 
 NamedKernel gemm_kernel(std::string name, GemmShape shape, const BuildContext& ctx) {
-  return {std::move(name), fsdpsim::gemm_kernel(shape, ctx.dtype)};
+  return {std::move(name), fsdpsim::gemm_kernel(shape, ctx.gemm_dtype)};
 }
 
 NamedKernel memory_bound_kernel(std::string name, std::int64_t bytes, const BuildContext& ctx) {
@@ -26,7 +26,7 @@ NamedKernel memory_bound_kernel(std::string name, std::int64_t bytes, const Buil
 NamedKernel opaque_compute_kernel(std::string name, double flops, const BuildContext& ctx) {
   Kernel k;
   k.kind = KernelKind::kGemm;
-  k.dtype = ctx.dtype;
+  k.dtype = ctx.gemm_dtype;
   k.gemm = GemmShape{0, 0, 0, 1};
   k.flops = Flops(flops);
   k.bytes = Bytes(0);

@@ -27,6 +27,7 @@ struct BuildContext {
   // r >= e: bytes of one residual-stream element (WorkloadOptions::residual_dtype).
   std::int64_t residual_bytes = 0;
   Dtype dtype = Dtype::kBf16;
+  Dtype gemm_dtype = Dtype::kBf16;  // dtype, or TF32 for fp32 under allow_tf32
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;
   LossKernel loss = LossKernel::kCrossEntropyFp32;

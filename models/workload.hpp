@@ -118,6 +118,9 @@ struct WorkloadOptions {
   std::optional<Dtype> residual_dtype;
   // torch.compile of every transformer block (models/compile_fusion.hpp).
   bool compiled = false;
+  // fp32 GEMMs on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32); only when
+  // compute_dtype is fp32.
+  bool allow_tf32 = false;
 };
 
 struct Workload {

@@ -195,6 +195,7 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
         *parse_dtype(r.choice("matmul_dtype", {"fp8", "bf16", "fp16", "fp32"}, "bf16"));
   }
   t.compiled = r.boolean("compiled", false);
+  t.allow_tf32 = r.boolean("allow_tf32", false);
   r.finish();
   return t;
 }

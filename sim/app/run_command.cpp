@@ -63,6 +63,9 @@ training:
                             [torchao Float8Linear / convert_to_float8_training]   default compute dtype
   compiled                  each transformer block compiled: memory-bound chains fused, fewer
                             launches [torch.compile(block)]                         default false
+  allow_tf32                fp32 GEMMs on TF32 tensor cores, MFU against the TF32 peak; no
+                            effect on bf16/fp16 [torch.backends.cuda.matmul.allow_tf32]
+                                                                                    default false
 fsdp:
   version                   1 [FullyShardedDataParallel] | 2 [fully_shard]          default 1
   sharding_strategy         FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2

@@ -158,6 +158,13 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
         fmt::format("{} has no {} peak in its hardware description", s.hardware.cluster.gpu.name,
                     dtype_name(s.training.compute_dtype(s.fsdp.param_dtype))));
   }
+  const Dtype gemm = s.training.gemm_peak_dtype(s.fsdp.param_dtype);
+  if (s.hardware.cluster.gpu.peak(gemm).value() <= 0.0) {
+    throw ConfigError(f, "/training/allow_tf32",
+                      fmt::format("{} has no tf32 peak in its hardware description "
+                                  "(hardware.gpu.peak_dense_tflops.tf32)",
+                                  s.hardware.cluster.gpu.name));
+  }
   return s;
 }
 

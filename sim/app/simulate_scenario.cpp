@@ -15,6 +15,7 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   options.loss = scenario.training.loss;
   options.float8_linears = scenario.training.float8_linears();
   options.compiled = scenario.training.compiled;
+  options.allow_tf32 = scenario.training.allow_tf32;
   // DDP's schedule prices its autocast casts per layer itself (sim/fsdp/ddp_schedule.cpp).
   if (scenario.training.parallelism == fsdp::Parallelism::kFsdp) {
     options.weight_dtype = scenario.fsdp.param_dtype;

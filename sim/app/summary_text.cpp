@@ -141,8 +141,8 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line(fmt::format("TFLOPS/GPU           model {:.1f}, hardware {:.1f}", r.model_tflops_per_gpu,
                    r.hardware_tflops_per_gpu));
   line(fmt::format("MFU / HFU            {:.1f}% / {:.1f}%  (dense {} peak {:.0f} TFLOP/s)",
-                   100.0 * r.mfu, 100.0 * r.hfu, dtype_name(t.compute_dtype(s.fsdp.param_dtype)),
-                   c.gpu.peak(t.compute_dtype(s.fsdp.param_dtype)).value() / 1e12));
+                   100.0 * r.mfu, 100.0 * r.hfu, dtype_name(t.gemm_peak_dtype(s.fsdp.param_dtype)),
+                   c.gpu.peak(t.gemm_peak_dtype(s.fsdp.param_dtype)).value() / 1e12));
   line("");
   line("where the time goes (wall time: compute stream busy, else collective only, else idle)");
   line(fmt::format("  forward            {}", share(b.forward, r.step_time)));

@@ -195,6 +195,12 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   const std::string& matmul = c.get("matmul_dtype");
   if (matmul == "fp8") {
     training["matmul_dtype"] = matmul;
+  } else if (matmul == "tf32") {
+    // fp32 parameters and math with torch.backends.cuda.matmul.allow_tf32.
+    if (c.get("param_dtype") != "fp32") {
+      bad_cell(file, c, "matmul_dtype", "tf32 only with param_dtype fp32 (TF32 is fp32 math)");
+    }
+    training["allow_tf32"] = true;
   } else if (!matmul.empty() && matmul != c.get("param_dtype")) {
     training["autocast_dtype"] = matmul;
   }

@@ -123,6 +123,16 @@ struct TrainingConfig {
   std::optional<Dtype> matmul_dtype;
   // torch.compile of each transformer block (models/compile_fusion.hpp).
   bool compiled = false;
+  // torch.backends.cuda.matmul.allow_tf32 (torch.set_float32_matmul_precision("high")): fp32
+  // GEMMs run on the TF32 tensor cores; no effect when the compute dtype is not fp32. PyTorch's
+  // default was True up to 1.11 and is False from 1.12 ("TF32 on Ampere", CUDA semantics notes).
+  bool allow_tf32 = false;
+  // The dtype whose tensor-core peak the GEMMs run at, and MFU is measured against: TF32 for fp32
+  // compute under allow_tf32, else the compute dtype.
+  [[nodiscard]] Dtype gemm_peak_dtype(Dtype param_dtype) const {
+    const Dtype compute = compute_dtype(param_dtype);
+    return allow_tf32 && compute == Dtype::kFp32 ? Dtype::kTf32 : compute;
+  }
 
   [[nodiscard]] bool float8_linears() const { return matmul_dtype == Dtype::kFp8; }
 };

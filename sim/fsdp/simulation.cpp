@@ -112,7 +112,7 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
   r.tokens_per_s_per_gpu = static_cast<double>(r.tokens_per_step_per_gpu) / r.step_time.value();
   r.model_tflops_per_gpu = out.schedule.model_flops.value() / r.step_time.value() / 1e12;
   r.hardware_tflops_per_gpu = out.schedule.hardware_flops.value() / r.step_time.value() / 1e12;
-  const double peak_tflops = gpu.peak(t.compute_dtype(input.fsdp.param_dtype)).value() / 1e12;
+  const double peak_tflops = gpu.peak(t.gemm_peak_dtype(input.fsdp.param_dtype)).value() / 1e12;
   r.mfu = r.model_tflops_per_gpu / peak_tflops;
   r.hfu = r.hardware_tflops_per_gpu / peak_tflops;
   r.breakdown = breakdown_of(program, out.timeline, out.schedule.measured_first_op, step_start);

@@ -72,6 +72,22 @@ TEST(ValidationCases, CompositionDefaultMixedPrecisionComputesUnderAutocast) {
   FAIL() << "no fp32-parameter, bf16-matmul row in the published cases";
 }
 
+// The two files have CRLF line endings, as spreadsheets write them.
+TEST(ValidationCases, Tf32MatmulsAreFp32WithAllowTf32) {
+  const auto cases = read_validation_cases(kData + "tf32_case.csv");
+  ASSERT_EQ(cases.size(), 1u);
+  const CaseScenario s = scenario_for_case(cases[0], kData + "tf32_case.csv");
+  ASSERT_FALSE(s.document.is_null()) << s.skip_reason;
+  EXPECT_EQ(s.document["training"]["allow_tf32"], true);
+  EXPECT_EQ(s.document["fsdp"]["param_dtype"], "fp32");
+  EXPECT_FALSE(s.document["training"].contains("autocast_dtype"));
+  EXPECT_FALSE(s.document["training"].contains("matmul_dtype"));
+  // TF32 is a math mode of fp32: with bf16 parameters the row contradicts itself.
+  const auto [code, out] = run_fsdpsim("validate " + kData + "tf32_bf16_params.csv");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 2, column matmul_dtype"), std::string::npos) << out;
+}
+
 TEST(Validate, ReportsErrorsAsJsonWithTheDocumentedKeys) {
   const auto [code, out] = run_fsdpsim("validate " + kData + "small_cases.csv --json -");
   ASSERT_EQ(code, 0) << out;

@@ -33,6 +33,39 @@ TEST(BuildWorkload, LaysOutEmbeddingBlocksAndHeadInForwardOrder) {
   EXPECT_EQ(w.layers[3].kind, LayerKind::kHead);
 }
 
+TEST(BuildWorkload, AllowTf32RunsFp32GemmsOnTf32CoresAndLeavesBf16Alone) {
+  WorkloadOptions fp32 = testing::options(2, 8, /*flash=*/false);
+  fp32.compute_dtype = Dtype::kFp32;
+  WorkloadOptions tf32 = fp32;
+  tf32.allow_tf32 = true;
+  const Workload plain = build_workload(testing::tiny_gpt(), fp32);
+  const Workload fast = build_workload(testing::tiny_gpt(), tf32);
+  int gemms = 0;
+  for (std::size_t l = 0; l < plain.layers.size(); ++l) {
+    const auto& a = plain.layers[l].forward;
+    const auto& b = fast.layers[l].forward;
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      // Same FLOPs and bytes (TF32 reads and writes fp32); only the math dtype changes.
+      EXPECT_EQ(a[i].kernel.flops.value(), b[i].kernel.flops.value()) << a[i].name;
+      EXPECT_EQ(a[i].kernel.bytes.value(), b[i].kernel.bytes.value()) << a[i].name;
+      if (a[i].kernel.kind != KernelKind::kGemm) {
+        EXPECT_EQ(b[i].kernel.dtype, Dtype::kFp32) << a[i].name;
+        continue;
+      }
+      ++gemms;
+      EXPECT_EQ(a[i].kernel.dtype, Dtype::kFp32) << a[i].name;
+      EXPECT_EQ(b[i].kernel.dtype, Dtype::kTf32) << a[i].name;
+    }
+  }
+  EXPECT_GE(gemms, 2 * 6 + 1);  // qkv, scores, pv, out, up, down per block; the LM head
+  WorkloadOptions bf16 = testing::options(2, 8);
+  bf16.allow_tf32 = true;
+  for (const Layer& layer : build_workload(testing::tiny_gpt(), bf16).layers) {
+    for (const NamedKernel& k : layer.forward) EXPECT_NE(k.kernel.dtype, Dtype::kTf32) << k.name;
+  }
+}
+
 TEST(BuildWorkload, GptBlockRunsMinGptKernelsInOrder) {
   const Workload w = build_workload(testing::tiny_gpt(), testing::options(1, 8));
   const std::vector<std::string> expected = {
