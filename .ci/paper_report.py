@@ -343,9 +343,13 @@ def fsdp_vs_ddp(out, rows, sections):
     rows.append(("T5: DDP out of memory above 2.28B", "OOM at 11B [V]",
                  f"DDP 11B: {res[('11B', 'bf16', 'ddp')]['status']} (fp32 and bf16); DDP 2.28B: ok", verdict(ddp_oom and ddp_fits)))
     f32, b16 = res[("11B", "fp32", "fsdp")], res[("11B", "bf16", "fsdp")]
-    ok_bf16 = f32["status"] == "ok" and b16["status"] == "ok" and b16["hardware_tflops_per_gpu"] > 2 * f32["hardware_tflops_per_gpu"]
-    rows.append(("T5-11B: FSDP runs it, BF16 'significantly higher'", "[V]",
-                 f"fits; {f32['hardware_tflops_per_gpu']:.1f} (fp32) → {b16['hardware_tflops_per_gpu']:.1f} (bf16)", verdict(ok_bf16)))
+    # "Significantly": at least 1.5x. Not 2x: on an A100 the BF16 tensor-core peak is exactly twice
+    # the TF32 one that fp32 matmuls ran on, so more than 2x cannot be what the paper meant.
+    gain = b16["hardware_tflops_per_gpu"] / f32["hardware_tflops_per_gpu"]
+    ok_bf16 = f32["status"] == "ok" and b16["status"] == "ok" and gain >= 1.5
+    rows.append(("T5-11B: FSDP runs it, BF16 'significantly higher' (≥ 1.5×)", "[V]",
+                 f"fits; {f32['hardware_tflops_per_gpu']:.1f} (fp32, TF32 matmuls) → {b16['hardware_tflops_per_gpu']:.1f} (bf16), ×{gain:.2f}",
+                 verdict(ok_bf16)))
     abs_cells = []
     for label, dt in (("611M", "fp32"), ("2.28B", "fp32")):
         got = res[(label, dt, "fsdp")]["hardware_tflops_per_gpu"]
@@ -387,7 +391,10 @@ of memory above 2.28B; FSDP trains 11B, "with significantly higher TFLOPS by tur
 BF16 148.48. The paper does not give the T5 shapes of 611M and 2.28B, the GPU count, the batch or
 the precision of the smaller runs. Assumed (stated in the scenarios): t5-large with d_ff 2816
 (611.7M parameters) and t5-3b with d_ff 10496 (2.27B), every other T5Config field as the preset;
-one node of 8 GPUs, batch 8 per GPU, seq 512, full checkpointing, Adam; both precisions simulated.
+one node of 8 GPUs, batch 8 per GPU, seq 512, full checkpointing, Adam; both precisions simulated,
+fp32 with TF32 matmuls (`training.allow_tf32`): 27.40 TFLOPS/GPU at 2.28B is above the A100's
+19.5 TFLOP/s fp32 peak, which only the TF32 tensor cores exceed (PyTorch's matmul default before
+1.12).
 Scenarios: `scenarios/paper/sweeps/t5_fsdp_vs_ddp.json`, `scenarios/paper/t5_2_28b_ddp_8xa100.json`
 and `scenarios/paper/t5_11b_ddp_8xa100.json` (checked in CI), `scenarios/paper/t5_11b_8xa100.json`.
 
@@ -397,12 +404,12 @@ and `scenarios/paper/t5_11b_ddp_8xa100.json` (checked in CI), `scenarios/paper/t
 
 The statements hold: within a few percent of each other at 611M and 2.28B (FSDP slightly ahead,
 as in the figure), and DDP's replicated fp32 parameters, gradients and Adam state (16 bytes per
-parameter, 181 GB for 11.3B) cannot fit 80 GB. The absolute figure readings are not reproduced
-and cannot be with these assumptions: 27.40 TFLOPS/GPU at 2.28B exceeds the A100's 19.5 TFLOP/s
-fp32 peak, so those runs used TF32 tensor cores (PyTorch's default for matmuls before 1.12) or a
-lower precision, which fsdpsim does not price (its fp32 GEMMs run at the fp32 peak); in BF16 it
-predicts 3-4× more than the figure. For 11B BF16 the batch and GPU count behind 148.48 are not
-given; fsdpsim's {b16['hardware_tflops_per_gpu']:.0f} is for the assumed batch 8 on 8 GPUs. Sweep plots:
+parameter, 181 GB for 11.3B) cannot fit 80 GB. The absolute figure readings are not reproduced:
+with TF32, fsdpsim predicts {res[("611M", "fp32", "fsdp")]['hardware_tflops_per_gpu'] / 15.18:.1f}× the 611M reading and {res[("2.28B", "fp32", "fsdp")]['hardware_tflops_per_gpu'] / 27.40:.1f}× the 2.28B one (without
+TF32, fp32 could not reach 27.40 at all), and in BF16 {res[("611M", "bf16", "fsdp")]['hardware_tflops_per_gpu'] / 15.18:.1f}× (611M) and {res[("2.28B", "bf16", "fsdp")]['hardware_tflops_per_gpu'] / 27.40:.1f}× (2.28B); the
+readings' ratio, 2.28B over 611M, is {27.40 / 15.18:.2f}, fsdpsim's {res[("2.28B", "fp32", "fsdp")]['hardware_tflops_per_gpu'] / res[("611M", "fp32", "fsdp")]['hardware_tflops_per_gpu']:.2f} with TF32. The runs were
+smaller or slower than the assumed batch 8 in a way the paper does not say. For 11B BF16 the batch
+and GPU count behind 148.48 are not given; fsdpsim's {b16['hardware_tflops_per_gpu']:.0f} is for the assumed batch 8 on 8 GPUs. Sweep plots:
 [t5_fsdp_vs_ddp/index.md](fsdp-paper/t5_fsdp_vs_ddp/index.md).
 """)
 
