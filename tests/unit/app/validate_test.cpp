@@ -153,7 +153,7 @@ TEST(ValidationCases, TheAttentionColumnChoosesTheKernel) {
       EXPECT_EQ(t["flash_kernel"], attention) << c.get("case_id");
     }
   }
-  EXPECT_EQ(seen, (std::set<std::string>{"flash1", "flash2", "triton", "unfused"}));
+  EXPECT_EQ(seen, (std::set<std::string>{"cudnn", "flash1", "triton", "unfused"}));
 }
 
 TEST(Validate, CudnnAttentionCellSelectsTheCudnnKernel) {
