@@ -218,6 +218,17 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
                          {"param_dtype", c.get("param_dtype")},
                          {"cpu_offload", boolean(file, c, "cpu_offload")}};
   if (!c.get("reduce_dtype").empty()) fsdp["reduce_dtype"] = c.get("reduce_dtype");
+  // The optional prefetch and rate-limiter columns (configs/validation/README.md); empty =
+  // fsdpsim's defaults (PyTorch's own: BACKWARD_PRE, no forward prefetch, limiter on).
+  if (const std::string prefetch = c.get("backward_prefetch"); !prefetch.empty()) {
+    if (prefetch != "BACKWARD_PRE" && prefetch != "BACKWARD_POST" && prefetch != "none")
+      bad_cell(file, c, "backward_prefetch", "BACKWARD_PRE, BACKWARD_POST or none");
+    fsdp["backward_prefetch"] = prefetch;
+  }
+  if (!c.get("forward_prefetch").empty())
+    fsdp["forward_prefetch"] = boolean(file, c, "forward_prefetch");
+  if (!c.get("limit_all_gathers").empty())
+    fsdp["limit_all_gathers"] = boolean(file, c, "limit_all_gathers");
   if (c.get("sharding") == "HYBRID_SHARD" && c.number("shard_group_size")) {
     fsdp["shard_group_size"] = positive_int(file, c, "shard_group_size");
   }

@@ -72,6 +72,31 @@ TEST(ValidationCases, CompositionDefaultMixedPrecisionComputesUnderAutocast) {
   FAIL() << "no fp32-parameter, bf16-matmul row in the published cases";
 }
 
+TEST(ValidationCases, PrefetchAndLimiterColumnsReachTheFsdpSection) {
+  const auto cases =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  int composer_defaults = 0;
+  for (const ValidationCase& c : cases) {
+    const CaseScenario s = scenario_for_case(c, "cases.csv");
+    if (s.document.is_null()) continue;
+    const nlohmann::json& f = s.document["fsdp"];
+    if (c.get("backward_prefetch").empty()) {
+      EXPECT_FALSE(f.contains("backward_prefetch")) << c.get("case_id");
+      EXPECT_FALSE(f.contains("limit_all_gathers")) << c.get("case_id");
+      continue;
+    }
+    EXPECT_EQ(f["backward_prefetch"], c.get("backward_prefetch")) << c.get("case_id");
+    EXPECT_EQ(f["forward_prefetch"], c.get("forward_prefetch") == "true") << c.get("case_id");
+    EXPECT_EQ(f["limit_all_gathers"], c.get("limit_all_gathers") == "true") << c.get("case_id");
+    if (c.get("source") == "llm-foundry@fe973f0") {
+      ++composer_defaults;  // Composer 0.13's defaults: BACKWARD_POST, no limiter
+      EXPECT_EQ(f["backward_prefetch"], "BACKWARD_POST");
+      EXPECT_EQ(f["limit_all_gathers"], false);
+    }
+  }
+  EXPECT_GT(composer_defaults, 0);
+}
+
 // The two files have CRLF line endings, as spreadsheets write them.
 TEST(ValidationCases, Tf32MatmulsAreFp32WithAllowTf32) {
   const auto cases = read_validation_cases(kData + "tf32_case.csv");
@@ -105,6 +130,9 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
   const auto [code, out] = run_fsdpsim("validate " + kData + "bad_cell.csv");
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("line 3, column n_layers"), std::string::npos) << out;
+  const auto [code3, out3] = run_fsdpsim("validate " + kData + "bad_prefetch.csv");
+  EXPECT_EQ(code3, 2) << out3;
+  EXPECT_NE(out3.find("line 2, column backward_prefetch"), std::string::npos) << out3;
   const auto [code2, out2] = run_fsdpsim("validate " + kData + "missing_column.csv");
   EXPECT_EQ(code2, 2);
   EXPECT_NE(out2.find("required column"), std::string::npos) << out2;
