@@ -78,11 +78,12 @@ void check_group(const ClusterSpec& cluster, CommGroup group) {
 // The share of the two-node ring busbw a ring across `nodes` nodes keeps (see the header).
 double scale_out_fraction(const ClusterSpec& cluster, std::int64_t nodes) {
   if (nodes <= 2) return 1.0;
-  const double fraction = 1.0 - cluster.nic_busbw_loss_per_node_doubling *
-                                    std::log2(static_cast<double>(nodes) / 2.0);
+  const double fraction =
+      1.0 - cluster.nic_busbw_loss_per_node_doubling * std::log2(static_cast<double>(nodes) / 2.0);
   if (fraction <= 0.0) {
-    throw std::invalid_argument("hardware: nic_busbw_loss_per_node_doubling leaves no bandwidth at " +
-                                std::to_string(nodes) + " nodes");
+    throw std::invalid_argument(
+        "hardware: nic_busbw_loss_per_node_doubling leaves no bandwidth at " +
+        std::to_string(nodes) + " nodes");
   }
   return fraction;
 }

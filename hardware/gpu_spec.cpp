@@ -84,7 +84,8 @@ std::string validate(const ClusterSpec& spec) {
   p.fraction("nic_efficiency", spec.nic_efficiency);
   if (!(spec.nic_busbw_loss_per_node_doubling >= 0.0) ||
       !(spec.nic_busbw_loss_per_node_doubling < 1.0)) {
-    p.add("nic_busbw_loss_per_node_doubling", spec.nic_busbw_loss_per_node_doubling, "", "in [0, 1)");
+    p.add("nic_busbw_loss_per_node_doubling", spec.nic_busbw_loss_per_node_doubling, "",
+          "in [0, 1)");
   }
 
   p.non_negative("nvlink_hop_latency", spec.nvlink_hop_latency.value(), "s");

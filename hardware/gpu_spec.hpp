@@ -66,10 +66,10 @@ struct ClusterSpec {
   // Fraction of the two-node NIC busbw a ring loses each time its node count doubles
   // (collective_cost.cpp, ring_bus_bandwidth).
   double nic_busbw_loss_per_node_doubling = 0.0;
-  Seconds nvlink_hop_latency{0.0};          // per ring step inside a node
-  Seconds network_hop_latency{0.0};         // per ring step across nodes
-  Seconds collective_base_latency{0.0};     // fixed cost of one NCCL collective launch
-  Seconds kernel_launch_overhead{0.0};      // CPU time to issue one eager PyTorch op
+  Seconds nvlink_hop_latency{0.0};       // per ring step inside a node
+  Seconds network_hop_latency{0.0};      // per ring step across nodes
+  Seconds collective_base_latency{0.0};  // fixed cost of one NCCL collective launch
+  Seconds kernel_launch_overhead{0.0};   // CPU time to issue one eager PyTorch op
   // Thread blocks an NCCL collective keeps resident (one per channel, "N coll channels" in
   // NCCL_DEBUG=INFO logs). Compute kernels overlapping a collective get the other SMs.
   std::int32_t nccl_channels = 0;

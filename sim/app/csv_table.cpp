@@ -78,9 +78,9 @@ std::string csv_field(const std::string& text) {
 
 std::optional<std::vector<std::string>> parse_csv_line(const std::string& text) {
   // RFC 4180 ends records with CRLF; std::getline leaves the CR.
-  const std::string_view line =
-      !text.empty() && text.back() == '\r' ? std::string_view(text).substr(0, text.size() - 1)
-                                            : std::string_view(text);
+  const std::string_view line = !text.empty() && text.back() == '\r'
+                                    ? std::string_view(text).substr(0, text.size() - 1)
+                                    : std::string_view(text);
   std::vector<std::string> fields;
   std::string current;
   std::size_t i = 0;

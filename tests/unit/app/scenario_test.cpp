@@ -74,8 +74,7 @@ TEST(PaperSanity, BackwardPrefetchSpeedupOnGpt175bIsAboutEighteenPercent) {
 }
 
 TEST(Scenario, AllowTf32MovesFp32GemmsToTheTf32PeakAndMfuWithThem) {
-  const std::vector<std::string> fp32 = {"fsdp.param_dtype=\"fp32\"",
-                                         "fsdp.reduce_dtype=\"fp32\""};
+  const std::vector<std::string> fp32 = {"fsdp.param_dtype=\"fp32\"", "fsdp.reduce_dtype=\"fp32\""};
   std::vector<std::string> tf32 = fp32;
   tf32.emplace_back("training.allow_tf32=true");
   const fsdp::StepResult plain =
@@ -87,9 +86,8 @@ TEST(Scenario, AllowTf32MovesFp32GemmsToTheTf32PeakAndMfuWithThem) {
   EXPECT_NEAR(plain.mfu * 19.5, plain.model_tflops_per_gpu, 1e-6);
   EXPECT_NEAR(fast.mfu * 156.0, fast.model_tflops_per_gpu, 1e-6);
   // No effect on bf16 compute.
-  const fsdp::StepResult bf16 = simulate(
-      load_scenario(scenario_path("paper/t5_11b_8xa100.json"), {"training.allow_tf32=true"},
-                    kPresets));
+  const fsdp::StepResult bf16 = simulate(load_scenario(scenario_path("paper/t5_11b_8xa100.json"),
+                                                       {"training.allow_tf32=true"}, kPresets));
   const fsdp::StepResult bf16_plain =
       simulate(load_scenario(scenario_path("paper/t5_11b_8xa100.json"), {}, kPresets));
   EXPECT_EQ(bf16.step_time.value(), bf16_plain.step_time.value());

@@ -4,8 +4,8 @@
 #include "hardware/collective_cost.hpp"
 
 #include <stdexcept>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -135,8 +135,8 @@ TEST(CollectiveCost, RingBusbwFallsWithEachDoublingOfNodes) {
     EXPECT_NEAR(ring_bus_bandwidth(h100, {nodes * 8, 8}).value() / 1e9, busbw, busbw * 0.03)
         << nodes << " nodes";
     // With the ring latency of 8 GiB over up to 1023 steps on top: 244 against 260 at 128 nodes.
-    const double model = model_busbw_gbps(h100, Collective::kReduceScatter, {nodes * 8, 8},
-                                          8 * kGiB);
+    const double model =
+        model_busbw_gbps(h100, Collective::kReduceScatter, {nodes * 8, 8}, 8 * kGiB);
     EXPECT_NEAR(model, busbw, busbw * 0.07) << nodes << " nodes";
   }
   // Hand-checked: 1 - 0.0534 * log2(64 / 2) = 0.733 of the two-node rate, for any group shape.
