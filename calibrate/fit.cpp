@@ -141,6 +141,41 @@ hardware::CollectiveCurve fit_curve(const std::vector<CollectivePoint>& points, 
   return curve;
 }
 
+hardware::AllocationCosts fit_allocation_costs(const std::vector<AllocationTiming>& timings) {
+  std::vector<double> gib;
+  std::vector<double> malloc_s;
+  std::vector<double> free_s;
+  for (const AllocationTiming& t : timings) {
+    if (t.bytes.value() <= 0 || !(t.malloc.value() > 0.0) || !(t.free.value() > 0.0)) {
+      throw InputError(fmt::format(
+          "memory.allocations: {} bytes timed at {} s (cudaMalloc) and {} s (cudaFree); sizes "
+          "and times must be > 0",
+          t.bytes.value(), t.malloc.value(), t.free.value()));
+    }
+    gib.push_back(static_cast<double>(t.bytes.value()) / static_cast<double>(1LL << 30));
+    malloc_s.push_back(t.malloc.value());
+    free_s.push_back(t.free.value());
+  }
+  if (gib.empty() ||
+      *std::min_element(gib.begin(), gib.end()) == *std::max_element(gib.begin(), gib.end())) {
+    throw InputError("memory.allocations: needs at least two different sizes to fit a line");
+  }
+  const auto line = [&gib](const std::vector<double>& t) {
+    const double slope = std::max(0.0, ls_slope(gib, t, 0, gib.size()));
+    double mean_gib = 0.0;
+    double mean_t = 0.0;
+    for (std::size_t i = 0; i < gib.size(); ++i) {
+      mean_gib += gib[i];
+      mean_t += t[i];
+    }
+    mean_gib /= static_cast<double>(gib.size());
+    mean_t /= static_cast<double>(gib.size());
+    return hardware::DeviceCallCost{Seconds(std::max(0.0, mean_t - slope * mean_gib)),
+                                    Seconds(slope)};
+  };
+  return hardware::AllocationCosts{line(malloc_s), line(free_s)};
+}
+
 ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& name) {
   ProfileFit out;
   out.curves = std::make_shared<hardware::CalibratedCurves>(name);
@@ -238,6 +273,10 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
   if (!slowdowns.empty()) {
     out.gemm_slowdown_under_nccl = median(slowdowns);
     out.curves->set_gemm_slowdown_under_nccl(*out.gemm_slowdown_under_nccl);
+  }
+  if (!profile.memory.allocations.empty()) {
+    out.allocation_costs = fit_allocation_costs(profile.memory.allocations);
+    out.curves->set_allocation_costs(*out.allocation_costs);
   }
   return out;
 }

@@ -65,7 +65,13 @@ struct ProfileFit {
   std::vector<InterferenceFit> interference;
   std::size_t gemms = 0;
   std::optional<double> gemm_slowdown_under_nccl;
+  std::optional<hardware::AllocationCosts> allocation_costs;  // from memory.allocations
 };
+
+// Least-squares lines time = fixed + per_gib * GiB through the timed cudaMalloc and cudaFree
+// calls, each coefficient clamped at >= 0 (no call takes less than nothing); needs two distinct
+// sizes and positive times, else throws InputError.
+hardware::AllocationCosts fit_allocation_costs(const std::vector<AllocationTiming>& timings);
 
 // Fits one series' points (>= 2 distinct sizes, times > 0); throws InputError otherwise.
 // `fit` receives the errors and asymptotes.

@@ -70,13 +70,22 @@ struct GemmPoint {
   std::string source;
 };
 
+// One size of the harness's allocation timing: host time of a cudaMalloc of `bytes` and of the
+// cudaFree of it, on an otherwise idle device (medians of the repeats).
+struct AllocationTiming {
+  Bytes bytes{0};
+  Seconds malloc{0.0};
+  Seconds free{0.0};
+};
+
 // Host/device transfer and launch costs (harness "memory" phase); all optional.
 struct MemoryMeasurements {
   std::optional<BytesPerSec> device_copy;  // device-to-device copy: (bytes read + written) / time,
                                            // comparable with hbm_bandwidth * memory_efficiency
   std::optional<BytesPerSec> h2d_pinned;
   std::optional<BytesPerSec> d2h_pinned;
-  std::optional<Seconds> kernel_launch;  // host time of one empty-kernel launch
+  std::optional<Seconds> kernel_launch;       // host time of one empty-kernel launch
+  std::vector<AllocationTiming> allocations;  // by size, for the caching allocator's device calls
 };
 
 struct DeviceInfo {

@@ -134,6 +134,12 @@ class CalibrationUsage {
   std::map<GemmKey, QueryStats> gemm_queries_;
 };
 
+// Lines fitted to a profile's timed cudaMalloc and cudaFree calls (calibrate/fit.cpp).
+struct AllocationCosts {
+  DeviceCallCost malloc;
+  DeviceCallCost free;
+};
+
 // The fitted profile. Built once (add_*), then shared read-only through
 // std::shared_ptr<const CalibratedCurves>; only the usage counters change afterwards.
 class CalibratedCurves {
@@ -146,6 +152,7 @@ class CalibratedCurves {
   void add_gemm(const GemmKey& key, GemmMeasurement measurement);
   // Median slowdown of GEMMs while NCCL kernels run (time under NCCL / time alone), > 0.
   void set_gemm_slowdown_under_nccl(double factor);
+  void set_allocation_costs(AllocationCosts costs) { allocation_costs_ = costs; }
 
   [[nodiscard]] const std::string& name() const { return name_; }
   [[nodiscard]] const std::map<CollectiveCurveKey, CollectiveCurve>& collectives() const {
@@ -153,6 +160,10 @@ class CalibratedCurves {
   }
   [[nodiscard]] const std::map<GemmKey, GemmMeasurement>& gemms() const { return gemms_; }
   [[nodiscard]] std::optional<double> gemm_slowdown_under_nccl() const { return gemm_slowdown_; }
+  // The allocator's device-call costs, when the profile timed them.
+  [[nodiscard]] const std::optional<AllocationCosts>& allocation_costs() const {
+    return allocation_costs_;
+  }
 
   // The curve for a collective on a group shape, or nullptr. collective_time() gets bytes, not a
   // dtype, and NCCL moves bytes whatever their type, so the curve of the first dtype measured in
@@ -182,6 +193,7 @@ class CalibratedCurves {
   std::map<CollectiveCurveKey, CollectiveCurve> collectives_;
   std::map<GemmKey, GemmMeasurement> gemms_;
   std::optional<double> gemm_slowdown_;
+  std::optional<AllocationCosts> allocation_costs_;
   mutable CalibrationUsage usage_;
 };
 

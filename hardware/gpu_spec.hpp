@@ -54,6 +54,17 @@ struct GpuSpec {
   [[nodiscard]] Bytes usable_memory() const { return hbm - runtime_reserved; }
 };
 
+// Host time of one caching-allocator device call (cudaMalloc or cudaFree of a segment, cuMemMap
+// or cuMemUnmap of expandable-segment pages) on `bytes`: fixed + per_gib * bytes / GiB.
+struct DeviceCallCost {
+  Seconds fixed{0.0};
+  Seconds per_gib{0.0};
+
+  [[nodiscard]] Seconds of(Bytes bytes) const {
+    return fixed + per_gib * (static_cast<double>(bytes.value()) / static_cast<double>(1LL << 30));
+  }
+};
+
 struct ClusterSpec {
   GpuSpec gpu;
   std::int32_t nodes = 1;
@@ -77,7 +88,8 @@ struct ClusterSpec {
   Seconds fsdp_hook_overhead{0.0};         // CPU time of one FSDP hook call, fixed part
   Seconds fsdp_parameter_overhead{0.0};    // CPU time per nn.Parameter per unshard or reshard
   BytesPerSec host_memory_bandwidth{0.0};  // achievable DRAM bandwidth of a node, all sockets
-  Seconds cuda_malloc_overhead{0.0};       // CPU time of one cudaMalloc or cudaFree of a segment
+  DeviceCallCost cuda_malloc;              // one cudaMalloc of a segment
+  DeviceCallCost cuda_free;                // one cudaFree of a segment
 
   [[nodiscard]] std::int32_t world_size() const { return nodes * gpus_per_node; }
 };

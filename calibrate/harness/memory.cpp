@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "calibrate/harness/kernels.hpp"
 #include "calibrate/harness/progress.hpp"
@@ -33,6 +34,31 @@ double time_copy(Job& job, Gpu& gpu, void* dst, const void* src, std::int64_t by
     seconds.push_back(static_cast<double>(ms) * 1e-3);
   }
   return spread_of(seconds).median;
+}
+
+// The caching allocator's device calls by size: 2 MiB (its smallest large segment) times powers
+// of 4 up to 8 GiB, or a quarter of the free memory. Each size: kAllocationRepeats cudaMalloc +
+// cudaFree pairs on the idle device, each call timed on the host clock; the medians.
+void time_allocations(Job& job, Results& results) {
+  constexpr int kAllocationRepeats = 5;
+  const std::int64_t largest = std::min(std::int64_t{8} << 30, job.free_memory() / 4);
+  FSDPSIM_CUDA(cudaDeviceSynchronize());
+  for (std::int64_t bytes = std::int64_t{2} << 20; bytes <= largest; bytes *= 4) {
+    std::vector<double> malloc_s;
+    std::vector<double> free_s;
+    for (int r = 0; r < kAllocationRepeats; ++r) {
+      void* p = nullptr;
+      const auto t0 = std::chrono::steady_clock::now();
+      FSDPSIM_CUDA(cudaMalloc(&p, static_cast<std::size_t>(bytes)));
+      const auto t1 = std::chrono::steady_clock::now();
+      FSDPSIM_CUDA(cudaFree(p));
+      const auto t2 = std::chrono::steady_clock::now();
+      malloc_s.push_back(std::chrono::duration<double>(t1 - t0).count());
+      free_s.push_back(std::chrono::duration<double>(t2 - t1).count());
+    }
+    results.allocations.push_back(
+        AllocationResult{bytes, spread_of(malloc_s).median * 1e6, spread_of(free_s).median * 1e6});
+  }
 }
 
 }  // namespace
@@ -71,6 +97,7 @@ void measure_memory(Job& job, Results& results) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   job.wait("timing kernel launches");
   results.kernel_launch_us = host_s / kLaunches * 1e6;
+  time_allocations(job, results);
   progress_line(
       job.root(),
       cat("memory: device copy ", static_cast<std::int64_t>(*results.device_copy_GBps),

@@ -72,7 +72,7 @@ What it measures (each phase can be chosen with --phases):
                    the shapes of --plan and on a grid (--gemm-grid), layout TN (nn.Linear).
   gemm-under-nccl  the same GEMMs while an all-gather runs: their slowdown.
   memory           device copy bandwidth, pinned host-to-device / device-to-host bandwidth,
-                   kernel launch cost.
+                   kernel launch cost, cudaMalloc and cudaFree time by size (2 MiB-8 GiB).
 
 Options:
   -o, --output PATH         profile to write (default fsdpsim-calibration.json); written

@@ -111,6 +111,17 @@ std::string to_json(const Results& r) {
   optional_field(w, "h2d_pinned_GBps", r.h2d_pinned_GBps);
   optional_field(w, "d2h_pinned_GBps", r.d2h_pinned_GBps);
   optional_field(w, "kernel_launch_us", r.kernel_launch_us);
+  if (!r.allocations.empty()) {
+    w.key("allocations").begin_array();
+    for (const AllocationResult& a : r.allocations) {
+      w.begin_object(true);
+      w.field("bytes", a.bytes);
+      w.field("malloc_us", a.malloc_us);
+      w.field("free_us", a.free_us);
+      w.end_object();
+    }
+    w.end_array();
+  }
   w.end_object();
   w.end_object();
   return w.str() + "\n";

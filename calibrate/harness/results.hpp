@@ -27,6 +27,13 @@ struct SeriesResult {
   std::vector<PointResult> points;
 };
 
+// Host time of one cudaMalloc of `bytes` and of its cudaFree on an idle device (medians).
+struct AllocationResult {
+  std::int64_t bytes = 0;
+  double malloc_us = 0.0;
+  double free_us = 0.0;
+};
+
 struct GemmResult {
   std::string dtype;
   std::int64_t m = 0;
@@ -64,6 +71,7 @@ struct Results {
   std::optional<double> h2d_pinned_GBps;
   std::optional<double> d2h_pinned_GBps;
   std::optional<double> kernel_launch_us;
+  std::vector<AllocationResult> allocations;
 };
 
 // The profile JSON (schema_version 1).

@@ -221,6 +221,18 @@ int fit_command(const CalibrateOptions& o) {
           m.kernel_launch->value() * 1e6);
     }
   }
+  if (fit.allocation_costs) {
+    const auto line = [](const char* what, const hardware::DeviceCallCost& c) {
+      return fmt::format("  {} {:.1f} us + {:.1f} us per GiB\n", what, c.fixed.value() * 1e6,
+                         c.per_gib.value() * 1e6);
+    };
+    out += fmt::format(
+        "\nallocator device calls ({} sizes timed; used for cudaMalloc retries and cache "
+        "growth):\n",
+        m.allocations.size());
+    out += line("cudaMalloc", fit.allocation_costs->malloc);
+    out += line("cudaFree  ", fit.allocation_costs->free);
+  }
   if (o.fit_output != "-") std::cout << out;
   if (!o.fit_output.empty()) write_output(o.fit_output, fit_to_json(fit, o.profile).dump(2) + "\n");
   return 0;

@@ -158,6 +158,17 @@ GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
   return g;
 }
 
+calibrate::AllocationTiming allocation_from_json(const nlohmann::json& value,
+                                                 const std::string& file, const std::string& path) {
+  JsonObjectReader r(value, file, path);
+  calibrate::AllocationTiming t;
+  t.bytes = Bytes(r.positive_int("bytes"));
+  t.malloc = microseconds(r.positive_number("malloc_us"));
+  t.free = microseconds(r.positive_number("free_us"));
+  r.finish();
+  return t;
+}
+
 std::optional<BytesPerSec> optional_gbps(JsonObjectReader& r, const std::string& key) {
   if (!r.has(key)) return std::nullopt;
   return gb_per_s(r.positive_number(key));
@@ -246,7 +257,14 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
     p.memory.h2d_pinned = optional_gbps(mr, "h2d_pinned_GBps");
     p.memory.d2h_pinned = optional_gbps(mr, "d2h_pinned_GBps");
     p.memory.kernel_launch = optional_us(mr, "kernel_launch_us");
-    mr.finish({"device_copy_GBps", "h2d_pinned_GBps", "d2h_pinned_GBps", "kernel_launch_us"});
+    if (const nlohmann::json* a = array_child(mr, "allocations")) {
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        p.memory.allocations.push_back(
+            allocation_from_json((*a)[i], file, fmt::format("/memory/allocations/{}", i)));
+      }
+    }
+    mr.finish({"device_copy_GBps", "h2d_pinned_GBps", "d2h_pinned_GBps", "kernel_launch_us",
+               "allocations"});
   }
   r.finish({"name", "description", "created", "tool", "complete", "device", "software", "topology",
             "sources", "notes", "collectives", "gemms", "memory"});
@@ -337,6 +355,17 @@ nlohmann::ordered_json profile_to_json(const CalibrationProfile& p) {
   if (p.memory.d2h_pinned) memory["d2h_pinned_GBps"] = round6(p.memory.d2h_pinned->value() / 1e9);
   if (p.memory.kernel_launch)
     memory["kernel_launch_us"] = round6(p.memory.kernel_launch->value() * 1e6);
+  if (!p.memory.allocations.empty()) {
+    nlohmann::ordered_json allocations = nlohmann::ordered_json::array();
+    for (const calibrate::AllocationTiming& t : p.memory.allocations) {
+      nlohmann::ordered_json e;
+      e["bytes"] = t.bytes.value();
+      e["malloc_us"] = round6(t.malloc.value() * 1e6);
+      e["free_us"] = round6(t.free.value() * 1e6);
+      allocations.push_back(e);
+    }
+    memory["allocations"] = allocations;
+  }
   j["memory"] = memory;
   return j;
 }
@@ -394,6 +423,14 @@ nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
   j["gemms"] = fit.gemms;
   if (fit.gemm_slowdown_under_nccl)
     j["gemm_slowdown_under_nccl"] = round6(*fit.gemm_slowdown_under_nccl);
+  if (fit.allocation_costs) {
+    const auto cost = [](const hardware::DeviceCallCost& c) {
+      return nlohmann::ordered_json{{"fixed_us", round6(c.fixed.value() * 1e6)},
+                                    {"per_GiB_us", round6(c.per_gib.value() * 1e6)}};
+    };
+    j["allocation_costs"] = {{"malloc", cost(fit.allocation_costs->malloc)},
+                             {"free", cost(fit.allocation_costs->free)}};
+  }
   return j;
 }
 
@@ -411,7 +448,8 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
   } catch (const calibrate::InputError& e) {
     throw ConfigError(file.string(), "", e.what());
   }
-  if (fit.curves->collectives().empty() && fit.curves->gemms().empty()) {
+  if (fit.curves->collectives().empty() && fit.curves->gemms().empty() &&
+      !fit.curves->allocation_costs()) {
     throw ConfigError(
         file.string(), "",
         fmt::format(
@@ -430,9 +468,10 @@ std::string calibration_usage_line(const hardware::CalibratedCurves& curves) {
   return fmt::format(
       "costs      {} collectives and {} GEMMs from calibration {}, the rest from the fallback "
       "model "
-      "({} collectives, {} GEMMs priced)",
+      "({} collectives, {} GEMMs priced); cudaMalloc/cudaFree from {}",
       n.collectives_calibrated, n.gemms_calibrated, curves.name(),
-      n.collectives_calibrated + n.collectives_fallback, n.gemms_calibrated + n.gemms_fallback);
+      n.collectives_calibrated + n.collectives_fallback, n.gemms_calibrated + n.gemms_fallback,
+      curves.allocation_costs() ? "the calibration" : "the hardware preset");
 }
 
 nlohmann::json calibration_usage_json(const hardware::CalibratedCurves& curves) {
@@ -441,7 +480,8 @@ nlohmann::json calibration_usage_json(const hardware::CalibratedCurves& curves) 
           {"collectives_calibrated", n.collectives_calibrated},
           {"collectives_fallback", n.collectives_fallback},
           {"gemms_calibrated", n.gemms_calibrated},
-          {"gemms_fallback", n.gemms_fallback}};
+          {"gemms_fallback", n.gemms_fallback},
+          {"allocation_costs_calibrated", curves.allocation_costs().has_value()}};
 }
 
 }  // namespace fsdpsim::app

@@ -56,7 +56,10 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
   c.fsdp_hook_overhead = microseconds(r.non_negative_number("fsdp_hook_overhead_us"));
   c.fsdp_parameter_overhead = microseconds(r.non_negative_number("fsdp_parameter_overhead_us"));
   c.host_memory_bandwidth = gb_per_s(r.positive_number("host_memory_GBps"));
-  c.cuda_malloc_overhead = microseconds(r.non_negative_number("cuda_malloc_us"));
+  // The fixed part of both device calls; each grows with the segment's size at its own rate.
+  const Seconds device_call = microseconds(r.non_negative_number("cuda_malloc_us"));
+  c.cuda_malloc = {device_call, microseconds(r.non_negative_number("cuda_malloc_us_per_GiB"))};
+  c.cuda_free = {device_call, microseconds(r.non_negative_number("cuda_free_us_per_GiB"))};
   r.finish();
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "hardware/calibrated_curves.hpp"
 #include "sim/engine/executor.hpp"
 #include "sim/engine/op_graph.hpp"
 
@@ -94,7 +95,22 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
   memory_options.baseline = out.schedule.baseline;
   memory_options.record_samples = options.record_memory;
   memory_options.allocator = options.allocator;
-  memory_options.device_call_cost = to_sim_time(input.cluster.cuda_malloc_overhead);
+  // The allocator's device calls: a calibration profile's measured lines, else the preset's.
+  const hardware::CalibratedCurves* calibration = gpu.calibration.get();
+  const hardware::DeviceCallCost malloc_cost =
+      calibration != nullptr && calibration->allocation_costs()
+          ? calibration->allocation_costs()->malloc
+          : input.cluster.cuda_malloc;
+  const hardware::DeviceCallCost free_cost =
+      calibration != nullptr && calibration->allocation_costs()
+          ? calibration->allocation_costs()->free
+          : input.cluster.cuda_free;
+  constexpr double kPsPerSecond = 1e12;
+  constexpr double kBytesPerGib = static_cast<double>(1LL << 30);
+  memory_options.malloc_call_cost = to_sim_time(malloc_cost.fixed);
+  memory_options.free_call_cost = to_sim_time(free_cost.fixed);
+  memory_options.malloc_ps_per_byte = malloc_cost.per_gib.value() * kPsPerSecond / kBytesPerGib;
+  memory_options.free_ps_per_byte = free_cost.per_gib.value() * kPsPerSecond / kBytesPerGib;
   memory_options.measure_from = out.schedule.measured_first_tensor;
   memory::MemoryModel memory(memory_options);
   out.timeline = engine::execute(program, &memory);

@@ -79,6 +79,7 @@ void CachingAllocator::release_block(BlockIt it) {
   decrease(stats_.segment, 1);
   decrease(stats_.reserved_bytes, it->second.size);
   ++stats_.num_device_free;
+  stats_.device_free_bytes += it->second.size;
   ++device_frees_;
   blocks_.erase(it);
 }

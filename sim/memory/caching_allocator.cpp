@@ -163,6 +163,7 @@ std::optional<CachingAllocator::BlockIt> CachingAllocator::alloc_block(const Req
   increase(stats_.segment, 1);
   increase(stats_.reserved_bytes, r.alloc_size);
   ++stats_.num_device_alloc;
+  stats_.device_alloc_bytes += r.alloc_size;
   return it;
 }
 

@@ -74,6 +74,8 @@ struct AllocatorStats {
   std::int64_t num_sync_all_streams = 0;  // waits for all recorded stream uses
   std::int64_t num_device_alloc = 0;      // cudaMalloc / cuMemMap calls
   std::int64_t num_device_free = 0;       // cudaFree / cuMemUnmap calls
+  Bytes device_alloc_bytes{0};            // their sizes, all together (not a torch stat)
+  Bytes device_free_bytes{0};
 };
 
 // torch.cuda.memory_snapshot() entries, in address order.

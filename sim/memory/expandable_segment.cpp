@@ -111,6 +111,7 @@ std::optional<CachingAllocator::BlockIt> CachingAllocator::map_block(BlockIt it,
   insert_cached(it);
   increase(stats_.reserved_bytes, mapped);
   ++stats_.num_device_alloc;
+  stats_.device_alloc_bytes += mapped;
   return it;
 }
 
@@ -149,6 +150,7 @@ std::optional<CachingAllocator::BlockIt> CachingAllocator::unmap_block(BlockIt i
   insert_unmapped(result);
   decrease(stats_.reserved_bytes, unmapped_size);
   ++stats_.num_device_free;
+  stats_.device_free_bytes += unmapped_size;
   ++device_frees_;
   return result;
 }

@@ -1,5 +1,7 @@
 #include "sim/memory/memory_model.hpp"
 
+#include <cmath>
+
 namespace fsdpsim::memory {
 namespace {
 
@@ -8,6 +10,19 @@ std::int64_t device_calls(const AllocatorStats& s) {
 }
 
 }  // namespace
+
+SimTime MemoryModel::device_call_time(const AllocatorStats& before,
+                                      const AllocatorStats& after) const {
+  const auto ps = [](std::int64_t calls, SimTime per_call, Bytes bytes, double per_byte) {
+    return calls * per_call.picoseconds() +
+           std::llround(static_cast<double>(bytes.value()) * per_byte);
+  };
+  return SimTime::from_picoseconds(
+      ps(after.num_device_alloc - before.num_device_alloc, options_.malloc_call_cost,
+         after.device_alloc_bytes - before.device_alloc_bytes, options_.malloc_ps_per_byte) +
+      ps(after.num_device_free - before.num_device_free, options_.free_call_cost,
+         after.device_free_bytes - before.device_free_bytes, options_.free_ps_per_byte));
+}
 
 MemoryModel::MemoryModel(const MemoryModelOptions& options)
     : options_(options),
@@ -63,7 +78,7 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
   }
   engine::AllocationOutcome outcome;
   if (allocator_ && info.size.value() > 0) {
-    const std::int64_t calls_before = device_calls(allocator_->stats());
+    const AllocatorStats before = allocator_->stats();
     const MallocResult r = allocator_->malloc(info.size, info.stream);
     if (r.status == MallocStatus::kNeedsSynchronize)
       return {engine::AllocationStatus::kSynchronize, SimTime{}};
@@ -80,8 +95,7 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     // release_block's cudaFree synchronizes the device (c10/cuda/CUDACachingAllocator.cpp,
     // DeviceCachingAllocator::release_block; CUDA Runtime API: cudaFree is synchronous).
     outcome.synchronizes_device = r.device_frees > 0;
-    const std::int64_t calls = device_calls(allocator_->stats()) - calls_before;
-    outcome.cpu_cost = SimTime::from_picoseconds(calls * options_.device_call_cost.picoseconds());
+    outcome.cpu_cost = device_call_time(before, allocator_->stats());
     reserved_.alloc_retries = allocator_->stats().num_alloc_retries - retries_at_measure_;
     reserved_.device_calls = device_calls(allocator_->stats()) - calls_at_measure_;
   }

@@ -21,7 +21,11 @@ struct MemoryModelOptions {
   std::array<Bytes, kMemoryCategoryCount> baseline{};
   bool record_samples = false;
   std::optional<AllocatorConfig> allocator;  // none: reserved memory is not modelled
-  SimTime device_call_cost;                  // CPU time of one cudaMalloc or cudaFree
+  // CPU time of the allocator's device calls: per call, plus per byte of the segment.
+  SimTime malloc_call_cost;  // cudaMalloc / cuMemMap
+  SimTime free_call_cost;    // cudaFree / cuMemUnmap
+  double malloc_ps_per_byte = 0.0;
+  double free_ps_per_byte = 0.0;
   // Peaks restart when this tensor is allocated (the first tensor of the measured step; earlier
   // steps only warm the allocator's cache). 0: from the start.
   engine::TensorId measure_from = 0;
@@ -56,6 +60,9 @@ class MemoryModel final : public engine::MemoryObserver {
 
  private:
   void note_reserved(SimTime time);
+  // Host time of the device calls the allocator made between two snapshots of its stats.
+  [[nodiscard]] SimTime device_call_time(const AllocatorStats& before,
+                                         const AllocatorStats& after) const;
 
   MemoryModelOptions options_;
   MemoryTracker tracker_;

@@ -174,5 +174,44 @@ TEST_F(CalibratedPrediction, TheStepSpendsLongerInCollectivesAndSaysWhy) {
   EXPECT_FALSE(result_to_json(fallback_, fallback_out_).contains("calibration"));
 }
 
+// A profile that timed only the allocator's device calls prices them by size. T5-11B on 2 nodes
+// at batch 2 with the rate limiter off retries cudaMalloc a few times per step (the FSDP paper's
+// Fig. 6c setting, reports/fsdp-paper.md section 5); each retry cudaFrees every cached segment,
+// GiBs of them. At 100 ms per GiB freed or allocated the step is longer than with the preset's
+// flat 100 us per call; at 0 per GiB and the preset's 100 us it is the preset's step.
+TEST(CalibratedAllocator, TimedDeviceCallsPriceRetriesBySize) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_calibrated_allocator_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto profile = [&dir](const std::string& name, double per_gib_us) {
+    const fs::path file = dir / (name + ".json");
+    std::ofstream(file)
+        << R"({"schema_version": 1, "kind": "fsdpsim_calibration_profile", "name": ")" << name
+        << R"(", "memory": {"allocations": [
+      {"bytes": 2097152, "malloc_us": )"
+        << 100.0 + per_gib_us / 512.0 << R"(, "free_us": )" << 100.0 + per_gib_us / 512.0 << R"(},
+      {"bytes": 1073741824, "malloc_us": )"
+        << 100.0 + per_gib_us << R"(, "free_us": )" << 100.0 + per_gib_us << R"(}]}})";
+    return file.string();
+  };
+  const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
+  const fs::path scenario =
+      fs::path(FSDPSIM_SOURCE_DIR) / "scenarios/paper/sweeps/t5_11b_rate_limiter_2_4_nodes.json";
+  const std::vector<std::string> limiter_off = {"fsdp.limit_all_gathers=false",
+                                                "training.global_batch=32"};
+  auto with = [&](const std::string& profile_file) {
+    std::vector<std::string> o = limiter_off;
+    if (!profile_file.empty()) o.push_back("hardware.calibration=" + profile_file);
+    return simulate_scenario(load_scenario(scenario, o, presets), false).result;
+  };
+  const fsdp::StepResult preset = with("");
+  const fsdp::StepResult flat = with(profile("flat", 0.0));
+  const fsdp::StepResult slow = with(profile("slow", 100'000.0));
+  ASSERT_GT(preset.reserved.alloc_retries, 0);
+  EXPECT_NEAR(flat.step_time.value(), preset.step_time.value(), 1e-9);
+  EXPECT_GT(slow.step_time.value(), preset.step_time.value() + 0.1);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace fsdpsim::app

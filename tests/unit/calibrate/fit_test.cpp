@@ -161,5 +161,34 @@ TEST(CalibrationFit, GemmsEnterWithTheirMedianAndSlowdown) {
   EXPECT_NEAR(*fit.gemm_slowdown_under_nccl, 1.2, 1e-12);
 }
 
+// cudaMalloc 100 us + 1000 us/GiB and cudaFree 100 us + 200 us/GiB, timed at 1 and 3 GiB: the
+// lines come back exactly; a size timed once, or a zero time, cannot be fitted.
+TEST(CalibrationFit, AllocationTimingsBecomeOneLinePerDeviceCall) {
+  const std::vector<AllocationTiming> timings = {{gib(1), Seconds(1100 * kUs), Seconds(300 * kUs)},
+                                                 {gib(3), Seconds(3100 * kUs), Seconds(700 * kUs)}};
+  const hardware::AllocationCosts c = fit_allocation_costs(timings);
+  EXPECT_NEAR(c.malloc.fixed.value(), 100 * kUs, 1e-12);
+  EXPECT_NEAR(c.malloc.per_gib.value(), 1000 * kUs, 1e-12);
+  EXPECT_NEAR(c.free.fixed.value(), 100 * kUs, 1e-12);
+  EXPECT_NEAR(c.free.per_gib.value(), 200 * kUs, 1e-12);
+  EXPECT_NEAR(c.malloc.of(gib(2)).value(), 2100 * kUs, 1e-12);
+  // A falling line (noise) keeps no negative slope: a flat line through the mean.
+  const hardware::AllocationCosts flat =
+      fit_allocation_costs({{gib(1), Seconds(200 * kUs), Seconds(90 * kUs)},
+                            {gib(2), Seconds(100 * kUs), Seconds(110 * kUs)}});
+  EXPECT_DOUBLE_EQ(flat.malloc.per_gib.value(), 0.0);
+  EXPECT_NEAR(flat.malloc.fixed.value(), 150 * kUs, 1e-12);
+  EXPECT_THROW(fit_allocation_costs({{gib(1), Seconds(1e-3), Seconds(1e-3)}}), InputError);
+  EXPECT_THROW(fit_allocation_costs(
+                   {{gib(1), Seconds(0.0), Seconds(1e-3)}, {gib(2), Seconds(1e-3), Seconds(1e-3)}}),
+               InputError);
+  // fit_profile hands the lines to the curves the simulator reads.
+  CalibrationProfile profile;
+  profile.memory.allocations = timings;
+  const ProfileFit fit = fit_profile(profile, "allocations only");
+  ASSERT_TRUE(fit.curves->allocation_costs().has_value());
+  EXPECT_NEAR(fit.curves->allocation_costs()->free.per_gib.value(), 200 * kUs, 1e-12);
+}
+
 }  // namespace
 }  // namespace fsdpsim::calibrate

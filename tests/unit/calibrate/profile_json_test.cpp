@@ -61,6 +61,8 @@ calibrate::CalibrationProfile sample_profile() {
   p.gemms.push_back(g);
   p.memory.device_copy = gb_per_s(3000.0);
   p.memory.kernel_launch = microseconds(2.5);
+  p.memory.allocations = {{mib(2), microseconds(40.0), microseconds(60.0)},
+                          {gib(2), microseconds(900.0), microseconds(1500.0)}};
   return p;
 }
 
@@ -115,6 +117,9 @@ TEST(CalibrationProfileJson, RoundTripKeepsEveryField) {
   EXPECT_NEAR(q.gemms[0].median_under_nccl->value(), 1.3e-4, 1e-15);
   EXPECT_NEAR(q.memory.device_copy->value(), 3000e9, 1.0);
   EXPECT_NEAR(q.memory.kernel_launch->value(), 2.5e-6, 1e-15);
+  ASSERT_EQ(q.memory.allocations.size(), 2U);
+  EXPECT_EQ(q.memory.allocations[1].bytes, gib(2));
+  EXPECT_NEAR(q.memory.allocations[1].free.value(), 1500e-6, 1e-15);
   // And back again: the same JSON.
   EXPECT_EQ(profile_to_json(q).dump(), profile_to_json(p).dump());
 }
@@ -150,6 +155,7 @@ TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
   r.h2d_pinned_GBps = 50.0;
   r.d2h_pinned_GBps = 51.0;
   r.kernel_launch_us = 2.1;
+  r.allocations = {{2 << 20, 35.0, 50.0}, {8 << 20, 60.0, 80.0}};
   const calibrate::CalibrationProfile p =
       profile_from_json(nlohmann::json::parse(harness::to_json(r)), "harness.json");
   EXPECT_EQ(p.name, "from the harness");
@@ -161,6 +167,9 @@ TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
   ASSERT_EQ(p.gemms.size(), 1U);
   EXPECT_NEAR(p.gemms[0].median_under_nccl->value(), 1700e-6, 1e-15);
   EXPECT_NEAR(p.memory.h2d_pinned->value(), 50e9, 1.0);
+  ASSERT_EQ(p.memory.allocations.size(), 2U);
+  EXPECT_EQ(p.memory.allocations[1].bytes, mib(8));
+  EXPECT_NEAR(p.memory.allocations[0].malloc.value(), 35e-6, 1e-15);
   // Atomic writes: the file appears whole, no temporary left behind.
   const fs::path dir =
       fs::temp_directory_path() / ("fsdpsim_harness_writer_" + std::to_string(::getpid()));

@@ -21,7 +21,8 @@ MemoryModelOptions options(Bytes capacity) {
   AllocatorConfig config;
   config.capacity = capacity;
   o.allocator = config;
-  o.device_call_cost = SimTime::from_picoseconds(1'000'000);  // 1 us per cudaMalloc / cudaFree
+  o.malloc_call_cost = SimTime::from_picoseconds(1'000'000);  // 1 us per cudaMalloc
+  o.free_call_cost = SimTime::from_picoseconds(1'000'000);    // and per cudaFree
   return o;
 }
 
@@ -43,6 +44,26 @@ TEST(MemoryModel, CrossStreamReuseNeedsASynchronizedRetry) {
   EXPECT_EQ(m.reserved().alloc_retries, 1);
   EXPECT_EQ(m.reserved().peak_reserved, mib(60));
   EXPECT_FALSE(m.reserved().out_of_memory);
+}
+
+// Size-dependent device calls (a calibration profile's fitted lines): the same retry as above,
+// a 60 MiB cudaFree and a 60 MiB cudaMalloc, with 1 us + 10 us/MiB for cudaMalloc and 2 us +
+// 20 us/MiB for cudaFree: 601 + 1202 = 1803 us.
+TEST(MemoryModel, DeviceCallsCostTheirFixedPartPlusTheirSize) {
+  MemoryModelOptions o = options(mib(100));
+  o.free_call_cost = SimTime::from_picoseconds(2'000'000);
+  o.malloc_ps_per_byte = 10e6 / static_cast<double>(mib(1).value());
+  o.free_ps_per_byte = 20e6 / static_cast<double>(mib(1).value());
+  MemoryModel m(o);
+  const auto gathered = tensor(mib(60), 1);
+  const auto activation = tensor(mib(60), 0);
+  const engine::AllocationOutcome first = m.on_allocate(SimTime{}, 0, gathered);
+  EXPECT_EQ(first.cpu_cost.picoseconds(), 601'000'000);  // one 60 MiB cudaMalloc
+  m.on_free(SimTime{}, 0, gathered, /*release_pending=*/true);
+  EXPECT_EQ(m.on_allocate(SimTime{}, 1, activation).status, engine::AllocationStatus::kSynchronize);
+  m.on_release(SimTime{}, 0, gathered);
+  const engine::AllocationOutcome retried = m.on_allocate(SimTime{}, 1, activation);
+  EXPECT_EQ(retried.cpu_cost.picoseconds(), 1'803'000'000);
 }
 
 // Reserved memory peaks on a plateau: the warm-up step leaves 80 MiB cached and the measured
