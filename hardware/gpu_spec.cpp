@@ -79,6 +79,7 @@ std::string validate(const ClusterSpec& spec) {
   p.positive("gpu.cudnn_attention_forward_speedup", gpu.cudnn_attention_forward_speedup, "");
   p.positive("gpu.cudnn_attention_backward_speedup", gpu.cudnn_attention_backward_speedup, "");
   p.fraction("gpu.memory_efficiency", gpu.memory_efficiency);
+  p.fraction("gpu.multi_tensor_memory_efficiency", gpu.multi_tensor_memory_efficiency);
   p.fraction("gpu.sustained_compute_fraction", gpu.sustained_compute_fraction);
   p.fraction("nvlink_efficiency", spec.nvlink_efficiency);
   p.fraction("nic_efficiency", spec.nic_efficiency);

@@ -39,6 +39,10 @@ struct GpuSpec {
   double cudnn_attention_forward_speedup = 0.0;
   double cudnn_attention_backward_speedup = 0.0;
   double memory_efficiency = 0.0;  // streaming kernels / hbm_bandwidth
+  // PyTorch's multi_tensor_apply kernels (the foreach and fused optimizers) / hbm_bandwidth: each
+  // launch covers at most 320 blocks of 65536 elements (MultiTensorApply.cuh), so a large update
+  // is many short launches, each with its ramp and tail, below a streaming kernel's rate.
+  double multi_tensor_memory_efficiency = 0.0;
   // Fraction of those micro-benchmark tensor-core rates (GEMM, attention; measured GEMMs of a
   // calibration profile too) that kernels sustain inside a training step: SM clocks under the
   // power cap over minutes rather than seconds, real data, L2/HBM traffic of concurrent NCCL

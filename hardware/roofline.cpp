@@ -3,6 +3,7 @@
 // achievable compute rate and at least its HBM bytes over the achievable bandwidth.
 #include "hardware/roofline.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -28,6 +29,11 @@ Seconds compute_time(const GpuSpec& gpu, Flops flops, Dtype dtype, double effici
 Seconds memory_time(const GpuSpec& gpu, Bytes bytes) {
   if (bytes.value() <= 0) return Seconds(0.0);
   return bytes / (gpu.hbm_bandwidth * gpu.memory_efficiency);
+}
+
+Seconds multi_tensor_time(const GpuSpec& gpu, Bytes bytes) {
+  return std::max(bytes / (gpu.hbm_bandwidth * gpu.multi_tensor_memory_efficiency),
+                  kMinKernelDuration);
 }
 
 }  // namespace fsdpsim::hardware

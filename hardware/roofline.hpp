@@ -29,4 +29,8 @@ Seconds compute_time(const GpuSpec& gpu, Flops flops, Dtype dtype, double effici
 // through HBM at the achievable fraction of the datasheet bandwidth.
 Seconds memory_time(const GpuSpec& gpu, Bytes bytes);
 
+// The same for PyTorch's multi_tensor_apply launches (foreach and fused optimizer kernels):
+// bytes / (hbm_bandwidth * multi_tensor_memory_efficiency), at least kMinKernelDuration.
+Seconds multi_tensor_time(const GpuSpec& gpu, Bytes bytes);
+
 }  // namespace fsdpsim::hardware

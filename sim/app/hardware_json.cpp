@@ -34,6 +34,7 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
   gpu.cudnn_attention_forward_speedup = r.positive_number("cudnn_attention_forward_speedup");
   gpu.cudnn_attention_backward_speedup = r.positive_number("cudnn_attention_backward_speedup");
   gpu.memory_efficiency = r.fraction("memory_efficiency");
+  gpu.multi_tensor_memory_efficiency = r.fraction("multi_tensor_memory_efficiency");
   gpu.sustained_compute_fraction = r.fraction("sustained_compute_fraction");
   r.finish();
 }

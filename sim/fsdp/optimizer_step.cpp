@@ -1,3 +1,7 @@
+// The foreach and fused kernels are multi_tensor_apply launches, priced at the GPU's
+// multi_tensor_memory_efficiency (hardware/gpu_spec.hpp); the for-loop ones are ordinary
+// elementwise kernels.
+//
 // The optimizer step: AdamW's three GPU implementations (torch/optim/adamw.py: _multi_tensor_adamw,
 // _fused_adamw, _single_tensor_adamw), SGD, and the CPU optimizer of CPU offload. Each kernel is
 // a memory-bound op whose bytes are the tensors it reads and writes, in the parameters' storage
@@ -55,16 +59,22 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
   const auto group = [](std::size_t i) { return static_cast<std::int32_t>(i); };
   if (in_.training.optimizer == Optimizer::kSgd) {
     for (std::size_t i = 0; i < numels.size(); ++i) {
-      copy(numels[i].first + ".sgd", compute_, optimizer_passes(kSgdPasses, numels[i].second),
-           Phase::kOptimizer, group(i));
+      const std::string name = numels[i].first + ".sgd";
+      const Bytes bytes = optimizer_passes(kSgdPasses, numels[i].second);
+      if (in_.training.optimizer_impl == OptimizerImpl::kForLoop) {
+        copy(name, compute_, bytes, Phase::kOptimizer, group(i));
+      } else {
+        multi_tensor(name, compute_, bytes, Phase::kOptimizer, group(i));
+      }
     }
     return;
   }
   switch (in_.training.optimizer_impl) {
     case OptimizerImpl::kFused:
       for (std::size_t i = 0; i < numels.size(); ++i) {
-        copy(numels[i].first + ".adamw", compute_,
-             optimizer_passes(kFusedAdamwPasses, numels[i].second), Phase::kOptimizer, group(i));
+        multi_tensor(numels[i].first + ".adamw", compute_,
+                     optimizer_passes(kFusedAdamwPasses, numels[i].second), Phase::kOptimizer,
+                     group(i));
       }
       return;
     case OptimizerImpl::kForeach: {
@@ -81,9 +91,9 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
           }
         }
         for (std::size_t i = 0; i < numels.size(); ++i) {
-          copy(numels[i].first + ".adamw." + std::string(kAdamwKernels[k].name), compute_,
-               optimizer_passes(kAdamwKernels[k].passes, numels[i].second), Phase::kOptimizer,
-               group(i));
+          multi_tensor(numels[i].first + ".adamw." + std::string(kAdamwKernels[k].name), compute_,
+                       optimizer_passes(kAdamwKernels[k].passes, numels[i].second),
+                       Phase::kOptimizer, group(i));
         }
       }
       for (const TensorId t : temps) free(t);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "hardware/collective_cost.hpp"
+#include "hardware/roofline.hpp"
 #include "sim/fsdp/process_groups.hpp"
 
 namespace fsdpsim::fsdp {
@@ -122,6 +123,20 @@ OpId StepBuilder::copy(std::string_view name, StreamId stream, Bytes bytes, Phas
   spec.phase = tag(phase);
   spec.group = group;
   spec.duration = to_sim_time(hardware::kernel_time(in_.cluster.gpu, k));
+  spec.launch_cost = launch_cost_;
+  spec.bytes = bytes;
+  return b_.launch(spec);
+}
+
+OpId StepBuilder::multi_tensor(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
+                               std::int32_t group) {
+  LaunchSpec spec;
+  spec.name = name;
+  spec.stream = stream;
+  spec.kind = OpKind::kCopy;
+  spec.phase = tag(phase);
+  spec.group = group;
+  spec.duration = to_sim_time(hardware::multi_tensor_time(in_.cluster.gpu, bytes));
   spec.launch_cost = launch_cost_;
   spec.bytes = bytes;
   return b_.launch(spec);

@@ -53,6 +53,9 @@ class StepBuilder {
   // A memory-bound kernel (cast, copy, accumulation) moving `bytes` (read + write).
   engine::OpId copy(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,
                     std::int32_t group);
+  // A multi_tensor_apply kernel (a foreach or fused optimizer op) moving `bytes`.
+  engine::OpId multi_tensor(std::string_view name, engine::StreamId stream, Bytes bytes,
+                            Phase phase, std::int32_t group);
   // A host <-> device copy of `bytes` over PCIe (pinned memory, non_blocking).
   engine::OpId host_transfer(std::string_view name, engine::StreamId stream, Bytes bytes,
                              Phase phase, std::int32_t group);

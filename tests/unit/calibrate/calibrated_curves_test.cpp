@@ -35,6 +35,7 @@ ClusterSpec one_node() {
   c.gpu.attention_forward_efficiency = 0.5;
   c.gpu.attention_backward_efficiency = 0.5;
   c.gpu.memory_efficiency = 0.8;
+  c.gpu.multi_tensor_memory_efficiency = 0.8;
   c.nodes = 2;
   c.gpus_per_node = 8;
   c.nvlink_bandwidth = gb_per_s(300.0);

@@ -5,7 +5,8 @@
 // foreach -> _multi_tensor_adamw and foreach=False -> _single_tensor_adamw (the same 8 kernels,
 // 21 passes: 420 us per shard). Memory at the optimizer step as in schedule_test.cpp's
 // PeakMemoryFollowsCpuIssueAndRecordStream: 520 MB active when the first temporary is allocated,
-// the step's peak with either temporary.
+// the step's peak with either temporary. The foreach and fused kernels are multi_tensor_apply
+// launches (their own efficiency; 1 here, like memory_efficiency).
 #include <gtest/gtest.h>
 
 #include "sim/fsdp/simulation.hpp"
@@ -14,11 +15,12 @@
 namespace fsdpsim::fsdp {
 namespace {
 
-SimulationOutput simulate(OptimizerImpl impl) {
+SimulationOutput simulate(OptimizerImpl impl, double multi_tensor_efficiency = 1.0) {
   static const models::Workload workload = testing::tiny_workload();
   ScheduleInput in;
   in.workload = &workload;
   in.cluster = testing::tiny_cluster();
+  in.cluster.gpu.multi_tensor_memory_efficiency = multi_tensor_efficiency;
   in.fsdp.param_dtype = Dtype::kFp32;
   in.fsdp.reduce_dtype = Dtype::kFp32;
   in.training.global_batch = 2;
@@ -90,6 +92,17 @@ TEST(OptimizerStep, ForLoopAdamwHoldsTwoTemporariesOfOneShard) {
   EXPECT_EQ(tensor_sizes(out, ".adamw.sqrt").size(), 3u);
   EXPECT_EQ(tensor_sizes(out, ".adamw.denom").front(), 20'000'000);
   EXPECT_EQ(out.result.memory.peak_active.value(), 560'000'000);
+}
+
+// multi_tensor_apply launches (foreach, fused) run at multi_tensor_memory_efficiency; the
+// for-loop's kernels are ordinary elementwise ones at memory_efficiency. At 0.5: the foreach
+// and fused steps take twice as long (2520 and 840 us), the for-loop step is unchanged.
+TEST(OptimizerStep, ForeachAndFusedKernelsRunAtTheMultiTensorRate) {
+  EXPECT_DOUBLE_EQ(simulate(OptimizerImpl::kForeach, 0.5).result.breakdown.optimizer.value(),
+                   2520e-6);
+  EXPECT_DOUBLE_EQ(simulate(OptimizerImpl::kFused, 0.5).result.breakdown.optimizer.value(), 840e-6);
+  EXPECT_DOUBLE_EQ(simulate(OptimizerImpl::kForLoop, 0.5).result.breakdown.optimizer.value(),
+                   1260e-6);
 }
 
 }  // namespace

@@ -65,6 +65,7 @@ inline hardware::ClusterSpec tiny_cluster() {
   c.gpu.cudnn_attention_forward_speedup = 1.0;
   c.gpu.cudnn_attention_backward_speedup = 1.0;
   c.gpu.memory_efficiency = 1.0;
+  c.gpu.multi_tensor_memory_efficiency = 1.0;
   c.nodes = 1;
   c.gpus_per_node = 2;
   c.nvlink_bandwidth = gb_per_s(1000.0);
