@@ -63,10 +63,6 @@ struct GpuSpec {
 struct DeviceCallCost {
   Seconds fixed{0.0};
   Seconds per_gib{0.0};
-
-  [[nodiscard]] Seconds of(Bytes bytes) const {
-    return fixed + per_gib * (static_cast<double>(bytes.value()) / static_cast<double>(1LL << 30));
-  }
 };
 
 struct ClusterSpec {

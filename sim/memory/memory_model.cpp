@@ -11,17 +11,22 @@ std::int64_t device_calls(const AllocatorStats& s) {
 
 }  // namespace
 
-SimTime MemoryModel::device_call_time(const AllocatorStats& before,
-                                      const AllocatorStats& after) const {
+MemoryModel::DeviceCalls MemoryModel::device_calls_so_far() const {
+  const AllocatorStats& s = allocator_->stats();
+  return {s.num_device_alloc, s.num_device_free, s.device_alloc_bytes, s.device_free_bytes};
+}
+
+SimTime MemoryModel::device_call_time(const DeviceCalls& before) const {
+  const DeviceCalls after = device_calls_so_far();
   const auto ps = [](std::int64_t calls, SimTime per_call, Bytes bytes, double per_byte) {
     return calls * per_call.picoseconds() +
            std::llround(static_cast<double>(bytes.value()) * per_byte);
   };
   return SimTime::from_picoseconds(
-      ps(after.num_device_alloc - before.num_device_alloc, options_.malloc_call_cost,
-         after.device_alloc_bytes - before.device_alloc_bytes, options_.malloc_ps_per_byte) +
-      ps(after.num_device_free - before.num_device_free, options_.free_call_cost,
-         after.device_free_bytes - before.device_free_bytes, options_.free_ps_per_byte));
+      ps(after.allocs - before.allocs, options_.malloc_call_cost,
+         after.alloc_bytes - before.alloc_bytes, options_.malloc_ps_per_byte) +
+      ps(after.frees - before.frees, options_.free_call_cost, after.free_bytes - before.free_bytes,
+         options_.free_ps_per_byte));
 }
 
 MemoryModel::MemoryModel(const MemoryModelOptions& options)
@@ -78,7 +83,7 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
   }
   engine::AllocationOutcome outcome;
   if (allocator_ && info.size.value() > 0) {
-    const AllocatorStats before = allocator_->stats();
+    const DeviceCalls before = device_calls_so_far();
     const MallocResult r = allocator_->malloc(info.size, info.stream);
     if (r.status == MallocStatus::kNeedsSynchronize)
       return {engine::AllocationStatus::kSynchronize, SimTime{}};
@@ -95,7 +100,7 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     // release_block's cudaFree synchronizes the device (c10/cuda/CUDACachingAllocator.cpp,
     // DeviceCachingAllocator::release_block; CUDA Runtime API: cudaFree is synchronous).
     outcome.synchronizes_device = r.device_frees > 0;
-    outcome.cpu_cost = device_call_time(before, allocator_->stats());
+    outcome.cpu_cost = device_call_time(before);
     reserved_.alloc_retries = allocator_->stats().num_alloc_retries - retries_at_measure_;
     reserved_.device_calls = device_calls(allocator_->stats()) - calls_at_measure_;
   }

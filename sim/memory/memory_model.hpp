@@ -60,9 +60,15 @@ class MemoryModel final : public engine::MemoryObserver {
 
  private:
   void note_reserved(SimTime time);
-  // Host time of the device calls the allocator made between two snapshots of its stats.
-  [[nodiscard]] SimTime device_call_time(const AllocatorStats& before,
-                                         const AllocatorStats& after) const;
+  // The allocator's device calls so far, and the host time of those made since `before`.
+  struct DeviceCalls {
+    std::int64_t allocs = 0;
+    std::int64_t frees = 0;
+    Bytes alloc_bytes{0};
+    Bytes free_bytes{0};
+  };
+  [[nodiscard]] DeviceCalls device_calls_so_far() const;
+  [[nodiscard]] SimTime device_call_time(const DeviceCalls& before) const;
 
   MemoryModelOptions options_;
   MemoryTracker tracker_;
