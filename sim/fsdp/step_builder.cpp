@@ -116,41 +116,29 @@ OpId StepBuilder::copy(std::string_view name, StreamId stream, Bytes bytes, Phas
   Kernel k;
   k.kind = KernelKind::kMemoryBound;
   k.bytes = bytes;
-  LaunchSpec spec;
-  spec.name = name;
-  spec.stream = stream;
-  spec.kind = OpKind::kCopy;
-  spec.phase = tag(phase);
-  spec.group = group;
-  spec.duration = to_sim_time(hardware::kernel_time(in_.cluster.gpu, k));
-  spec.launch_cost = launch_cost_;
-  spec.bytes = bytes;
-  return b_.launch(spec);
+  return byte_mover(name, stream, bytes, phase, group, hardware::kernel_time(in_.cluster.gpu, k));
 }
 
 OpId StepBuilder::multi_tensor(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
                                std::int32_t group) {
-  LaunchSpec spec;
-  spec.name = name;
-  spec.stream = stream;
-  spec.kind = OpKind::kCopy;
-  spec.phase = tag(phase);
-  spec.group = group;
-  spec.duration = to_sim_time(hardware::multi_tensor_time(in_.cluster.gpu, bytes));
-  spec.launch_cost = launch_cost_;
-  spec.bytes = bytes;
-  return b_.launch(spec);
+  return byte_mover(name, stream, bytes, phase, group,
+                    hardware::multi_tensor_time(in_.cluster.gpu, bytes));
 }
 
 OpId StepBuilder::host_transfer(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
                                 std::int32_t group) {
+  return byte_mover(name, stream, bytes, phase, group, bytes / in_.cluster.pcie_bandwidth);
+}
+
+OpId StepBuilder::byte_mover(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
+                             std::int32_t group, Seconds duration) {
   LaunchSpec spec;
   spec.name = name;
   spec.stream = stream;
   spec.kind = OpKind::kCopy;
   spec.phase = tag(phase);
   spec.group = group;
-  spec.duration = to_sim_time(bytes / in_.cluster.pcie_bandwidth);
+  spec.duration = to_sim_time(duration);
   spec.launch_cost = launch_cost_;
   spec.bytes = bytes;
   return b_.launch(spec);

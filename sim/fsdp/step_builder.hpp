@@ -122,6 +122,9 @@ class StepBuilder {
 
  private:
   void begin_step(Schedule& schedule);
+  // A copy-kind op moving `bytes` in `duration` (copy, multi_tensor, host_transfer).
+  engine::OpId byte_mover(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,
+                          std::int32_t group, Seconds duration);
   void run_forward_kernels(const models::Layer& l, std::size_t begin, std::size_t end, Phase phase,
                            std::int32_t group);
 
