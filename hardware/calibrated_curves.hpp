@@ -134,12 +134,6 @@ class CalibrationUsage {
   std::map<GemmKey, QueryStats> gemm_queries_;
 };
 
-// Lines fitted to a profile's timed cudaMalloc and cudaFree calls (calibrate/fit.cpp).
-struct AllocationCosts {
-  DeviceCallCost malloc;
-  DeviceCallCost free;
-};
-
 // The fitted profile. Built once (add_*), then shared read-only through
 // std::shared_ptr<const CalibratedCurves>; only the usage counters change afterwards.
 class CalibratedCurves {
@@ -160,7 +154,8 @@ class CalibratedCurves {
   }
   [[nodiscard]] const std::map<GemmKey, GemmMeasurement>& gemms() const { return gemms_; }
   [[nodiscard]] std::optional<double> gemm_slowdown_under_nccl() const { return gemm_slowdown_; }
-  // The allocator's device-call costs, when the profile timed them.
+  // The allocator's device-call costs, when the profile timed them (lines fitted by
+  // calibrate/fit.cpp).
   [[nodiscard]] const std::optional<AllocationCosts>& allocation_costs() const {
     return allocation_costs_;
   }

@@ -96,10 +96,11 @@ std::string validate(const ClusterSpec& spec) {
   p.non_negative("fsdp_hook_overhead", spec.fsdp_hook_overhead.value(), "s");
   p.non_negative("fsdp_parameter_overhead", spec.fsdp_parameter_overhead.value(), "s");
   p.positive("host_memory_bandwidth", spec.host_memory_bandwidth.value(), "B/s");
-  p.non_negative("cuda_malloc.fixed", spec.cuda_malloc.fixed.value(), "s");
-  p.non_negative("cuda_malloc.per_gib", spec.cuda_malloc.per_gib.value(), "s");
-  p.non_negative("cuda_free.fixed", spec.cuda_free.fixed.value(), "s");
-  p.non_negative("cuda_free.per_gib", spec.cuda_free.per_gib.value(), "s");
+  const AllocationCosts& calls = spec.allocator_calls;
+  p.non_negative("allocator_calls.malloc.fixed", calls.malloc.fixed.value(), "s");
+  p.non_negative("allocator_calls.malloc.per_gib", calls.malloc.per_gib.value(), "s");
+  p.non_negative("allocator_calls.free.fixed", calls.free.fixed.value(), "s");
+  p.non_negative("allocator_calls.free.per_gib", calls.free.per_gib.value(), "s");
   if (spec.nccl_channels < 0 ||
       (spec.gpu.sm_count > 0 && spec.nccl_channels >= spec.gpu.sm_count)) {
     p.add("nccl_channels", spec.nccl_channels, "", "in [0, gpu.sm_count)");

@@ -65,6 +65,12 @@ struct DeviceCallCost {
   Seconds per_gib{0.0};
 };
 
+// The caching allocator's two device calls: cudaMalloc (cuMemMap) and cudaFree (cuMemUnmap).
+struct AllocationCosts {
+  DeviceCallCost malloc;
+  DeviceCallCost free;
+};
+
 struct ClusterSpec {
   GpuSpec gpu;
   std::int32_t nodes = 1;
@@ -88,8 +94,7 @@ struct ClusterSpec {
   Seconds fsdp_hook_overhead{0.0};         // CPU time of one FSDP hook call, fixed part
   Seconds fsdp_parameter_overhead{0.0};    // CPU time per nn.Parameter per unshard or reshard
   BytesPerSec host_memory_bandwidth{0.0};  // achievable DRAM bandwidth of a node, all sockets
-  DeviceCallCost cuda_malloc;              // one cudaMalloc of a segment
-  DeviceCallCost cuda_free;                // one cudaFree of a segment
+  AllocationCosts allocator_calls;         // cudaMalloc / cudaFree of a segment
 
   [[nodiscard]] std::int32_t world_size() const { return nodes * gpus_per_node; }
 };

@@ -59,8 +59,10 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
   c.host_memory_bandwidth = gb_per_s(r.positive_number("host_memory_GBps"));
   // The fixed part of both device calls; each grows with the segment's size at its own rate.
   const Seconds device_call = microseconds(r.non_negative_number("cuda_malloc_us"));
-  c.cuda_malloc = {device_call, microseconds(r.non_negative_number("cuda_malloc_us_per_GiB"))};
-  c.cuda_free = {device_call, microseconds(r.non_negative_number("cuda_free_us_per_GiB"))};
+  c.allocator_calls.malloc = {device_call,
+                              microseconds(r.non_negative_number("cuda_malloc_us_per_GiB"))};
+  c.allocator_calls.free = {device_call,
+                            microseconds(r.non_negative_number("cuda_free_us_per_GiB"))};
   r.finish();
 }
 

@@ -96,21 +96,16 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
   memory_options.record_samples = options.record_memory;
   memory_options.allocator = options.allocator;
   // The allocator's device calls: a calibration profile's measured lines, else the preset's.
-  const hardware::CalibratedCurves* calibration = gpu.calibration.get();
-  const hardware::DeviceCallCost malloc_cost =
-      calibration != nullptr && calibration->allocation_costs()
-          ? calibration->allocation_costs()->malloc
-          : input.cluster.cuda_malloc;
-  const hardware::DeviceCallCost free_cost =
-      calibration != nullptr && calibration->allocation_costs()
-          ? calibration->allocation_costs()->free
-          : input.cluster.cuda_free;
+  const hardware::AllocationCosts& calls =
+      gpu.calibration != nullptr && gpu.calibration->allocation_costs()
+          ? *gpu.calibration->allocation_costs()
+          : input.cluster.allocator_calls;
   constexpr double kPsPerSecond = 1e12;
   constexpr double kBytesPerGib = static_cast<double>(1LL << 30);
-  memory_options.malloc_call_cost = to_sim_time(malloc_cost.fixed);
-  memory_options.free_call_cost = to_sim_time(free_cost.fixed);
-  memory_options.malloc_ps_per_byte = malloc_cost.per_gib.value() * kPsPerSecond / kBytesPerGib;
-  memory_options.free_ps_per_byte = free_cost.per_gib.value() * kPsPerSecond / kBytesPerGib;
+  memory_options.malloc_call_cost = to_sim_time(calls.malloc.fixed);
+  memory_options.free_call_cost = to_sim_time(calls.free.fixed);
+  memory_options.malloc_ps_per_byte = calls.malloc.per_gib.value() * kPsPerSecond / kBytesPerGib;
+  memory_options.free_ps_per_byte = calls.free.per_gib.value() * kPsPerSecond / kBytesPerGib;
   memory_options.measure_from = out.schedule.measured_first_tensor;
   memory::MemoryModel memory(memory_options);
   out.timeline = engine::execute(program, &memory);
