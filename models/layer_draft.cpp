@@ -14,9 +14,7 @@ BuildContext make_context(const WorkloadOptions& options) {
   ctx.tokens = options.micro_batch * options.seq_len;
   ctx.element_bytes = dtype_bytes(options.compute_dtype);
   ctx.dtype = options.compute_dtype;
-  ctx.gemm_dtype = options.allow_tf32 && options.compute_dtype == Dtype::kFp32
-                       ? Dtype::kTf32
-                       : options.compute_dtype;
+  ctx.gemm_dtype = gemm_math_dtype(options.compute_dtype, options.allow_tf32);
   ctx.residual_bytes = std::max(ctx.element_bytes,
                                 options.residual_dtype ? dtype_bytes(*options.residual_dtype) : 0);
   ctx.flash_attention = options.flash_attention;

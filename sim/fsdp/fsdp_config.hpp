@@ -130,8 +130,7 @@ struct TrainingConfig {
   // The dtype whose tensor-core peak the GEMMs run at, and MFU is measured against: TF32 for fp32
   // compute under allow_tf32, else the compute dtype.
   [[nodiscard]] Dtype gemm_peak_dtype(Dtype param_dtype) const {
-    const Dtype compute = compute_dtype(param_dtype);
-    return allow_tf32 && compute == Dtype::kFp32 ? Dtype::kTf32 : compute;
+    return gemm_math_dtype(compute_dtype(param_dtype), allow_tf32);
   }
 
   [[nodiscard]] bool float8_linears() const { return matmul_dtype == Dtype::kFp8; }

@@ -40,6 +40,12 @@ constexpr std::string_view dtype_name(Dtype d) {
   return "fp32";
 }
 
+// The math dtype of a GEMM in `compute`: fp32 runs on the TF32 tensor cores under
+// torch.backends.cuda.matmul.allow_tf32; every other dtype is unaffected by that flag.
+constexpr Dtype gemm_math_dtype(Dtype compute, bool allow_tf32) {
+  return allow_tf32 && compute == Dtype::kFp32 ? Dtype::kTf32 : compute;
+}
+
 // Accepts our names and PyTorch's ("bfloat16", "float32", ...).
 constexpr std::optional<Dtype> parse_dtype(std::string_view s) {
   if (s == "fp32" || s == "float32") return Dtype::kFp32;
