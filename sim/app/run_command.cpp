@@ -41,6 +41,9 @@ training:
   checkpoint_every_n_blocks n for selective                                         default 2
   no_sync                   accumulate gradients unreduced until the last micro-batch
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false
+  clip_grad_norm            clip gradients by their total norm before the optimizer
+                            step [FSDP.clip_grad_norm_ /
+                            torch.nn.utils.clip_grad_norm_]                         default false
   param_storage_dtype       fp32 | bf16 | fp16: dtype of the sharded parameters, their gradients
                             and AdamW states (FSDP2 only) [model.to(dtype) before
                             fully_shard; FSDPParam.orig_dtype]                      default fp32

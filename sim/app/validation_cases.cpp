@@ -205,8 +205,10 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
     training["autocast_dtype"] = matmul;
   }
   if (boolean(file, c, "compiled")) training["compiled"] = true;
-  // The optional no_sync and param_storage_dtype columns (configs/validation/README.md).
+  // The optional no_sync, param_storage_dtype and clip_grad_norm columns
+  // (configs/validation/README.md).
   if (boolean(file, c, "no_sync")) training["no_sync"] = true;
+  if (boolean(file, c, "clip_grad_norm")) training["clip_grad_norm"] = true;
   if (const std::string storage = c.get("param_storage_dtype"); !storage.empty()) {
     if (storage != "fp32" && storage != "bf16")
       bad_cell(file, c, "param_storage_dtype", "fp32 or bf16");

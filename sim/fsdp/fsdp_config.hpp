@@ -112,6 +112,8 @@ struct TrainingConfig {
   // Gradient accumulation inside `with model.no_sync()` (FSDP2: set_requires_gradient_sync):
   // gradients stay unsharded until the last micro-batch reduces them.
   bool no_sync = false;
+  // clip_grad_norm_ before each optimizer step (sim/fsdp/gradient_clipping.cpp).
+  bool clip_grad_norm = false;
   // The dtype the model's parameters are stored in when fully_shard runs (`model.to(dtype)`
   // first gives "pure bf16" training): FSDPParam.orig_dtype
   // (torch/distributed/fsdp/_fully_shard/_fsdp_param.py, init_dtype_attrs), the dtype of the

@@ -88,6 +88,12 @@ class StepBuilder {
   [[nodiscard]] Bytes optimizer_passes(std::int64_t passes, std::int64_t numel) const;
   // The same optimizer on the host (CPU offload): the per-tensor loop (_single_tensor_*).
   void cpu_optimizer(std::int64_t numel);
+  // clip_grad_norm_ over per-unit gradients of `numels` elements (gradient_clipping.cpp): the
+  // local norm, one all-reduce of it over each group in `reduce_over` (none for replicated
+  // gradients), and the scaling; `foreach` picks torch.nn.utils' multi_tensor kernels over
+  // FSDP1's per-tensor loop.
+  void clip_gradients(const std::vector<std::pair<std::string, std::int64_t>>& numels,
+                      const std::vector<ProcessGroup>& reduce_over, bool foreach);
   // The optimizer step over per-unit tensors of `numels` elements: with CPU offload the CPU
   // first synchronizes with the GPU (_post_backward_final_callback) and steps on the host, else
   // the GPU steps.

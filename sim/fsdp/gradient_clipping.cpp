@@ -1,0 +1,105 @@
+// Gradient clipping by total norm before the optimizer step (training.clip_grad_norm), as
+// llm-foundry/Composer (algorithms.gradient_clipping), torchtitan (training.max_norm) and most
+// training loops run it. Two implementations, both in three phases -- the local norm, a reduction
+// of it over the ranks that hold different shards, the scaling of every gradient:
+//
+// - FSDP1, FullyShardedDataParallel.clip_grad_norm_ (torch/distributed/fsdp/
+//   fully_sharded_data_parallel.py) over the sharded gradients, one tensor at a time:
+//   _get_grad_norm runs torch.linalg.vector_norm per gradient, then torch.stack and one more
+//   vector_norm; `** norm_type`; dist.all_reduce over the FSDP process group; `** (1 / norm_type)`,
+//   `max_norm / (total_norm + 1e-6)`, torch.clamp(max=1.0); then `grad.mul_(clip_coef_clamped)`
+//   per gradient. With CPU offload the gradients are on the host: the norms and the scaling run
+//   there, the norm goes to the GPU for the all-reduce and `.cpu()` waits for it.
+// - torch.nn.utils.clip_grad_norm_ (FSDP2's DTensor gradients, DDP), foreach by default on CUDA
+//   (torch/nn/utils/clip_grad.py, _get_total_norm and _clip_grads_with_norm_):
+//   torch._foreach_norm, torch.stack + vector_norm; for DTensors the partial norm becomes
+//   replicated by one all-reduce over the mesh dimension the gradients are sharded on
+//   (torchtitan dist_utils.clip_grad_norm_: total_norm.full_tensor()); then the add, div and
+//   clamp of the coefficient and torch._foreach_mul_. DDP's gradients are already identical on
+//   every rank: no collective.
+//
+// The all-reduce is issued on the current stream (ProcessGroupNCCL: the NCCL stream waits for it,
+// and the synchronous op makes it wait for the NCCL stream), so it runs in the compute stream's
+// order; its communicator is the one the FSDP collectives use, hence ordered after them too.
+#include <string>
+
+#include "sim/fsdp/step_builder.hpp"
+
+namespace fsdpsim::fsdp {
+
+namespace {
+
+// Scalar kernels around the all-reduce. FSDP1: stack, vector_norm, `** norm_type` before; `** (1 /
+// norm_type)`, add, div, clamp after. torch.nn.utils: stack, vector_norm before; add, div,
+// clamp after.
+constexpr int kFsdp1ScalarKernelsBefore = 3;
+constexpr int kFsdp1ScalarKernelsAfter = 4;
+constexpr int kForeachScalarKernelsBefore = 2;
+constexpr int kForeachScalarKernelsAfter = 3;
+// A norm reads each gradient once; mul_ reads and writes it.
+constexpr std::int64_t kNormPasses = 1;
+constexpr std::int64_t kScalePasses = 2;
+
+}  // namespace
+
+void StepBuilder::clip_gradients(const std::vector<std::pair<std::string, std::int64_t>>& numels,
+                                 const std::vector<ProcessGroup>& reduce_over, bool foreach) {
+  const Dtype grad_dtype = in_.training.param_storage_dtype;
+  const Bytes norm_scalar = elements(1, Dtype::kFp32);
+  const auto group = [](std::size_t i) { return static_cast<std::int32_t>(i); };
+  const auto scalar_kernels = [&](const char* name, int count) {
+    for (int k = 0; k < count; ++k)
+      copy(name, compute_, norm_scalar, Phase::kOptimizer, group(numels.size() - 1));
+  };
+  const auto all_reduce_norm = [&] {
+    for (const ProcessGroup& pg : reduce_over) {
+      collective("clip_grad_norm.all_reduce", hardware::Collective::kAllReduce, compute_, pg,
+                 norm_scalar, Phase::kOptimizer, group(numels.size() - 1));
+    }
+  };
+
+  if (in_.fsdp.cpu_offload) {
+    // The post-backward final callback synchronized; the host reads the offloaded gradients. The
+    // node's DRAM bandwidth is shared by its gpus_per_node processes (as the CPU optimizer).
+    b_.cpu_synchronize(b_.record_event(compute_), "offload_synchronize");
+    const BytesPerSec per_rank =
+        in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
+    std::int64_t total = 0;
+    for (const auto& [name, numel] : numels) total += numel;
+    b_.cpu_work("clip_grad_norm.cpu_norm",
+                to_sim_time(elements(kNormPasses * total, grad_dtype) / per_rank));
+    host_transfer("clip_grad_norm.to_device", compute_, norm_scalar, Phase::kOptimizer,
+                  group(numels.size() - 1));
+    all_reduce_norm();
+    b_.cpu_synchronize(b_.record_event(compute_), "clip_grad_norm.cpu");
+    b_.cpu_work("clip_grad_norm.cpu_scale",
+                to_sim_time(elements(kScalePasses * total, grad_dtype) / per_rank));
+    return;
+  }
+
+  for (std::size_t i = 0; i < numels.size(); ++i) {
+    const std::string name = numels[i].first + ".clip_grad_norm.norm";
+    const Bytes bytes = elements(kNormPasses * numels[i].second, grad_dtype);
+    if (foreach) {
+      multi_tensor(name, compute_, bytes, Phase::kOptimizer, group(i));
+    } else {
+      copy(name, compute_, bytes, Phase::kOptimizer, group(i));
+    }
+  }
+  scalar_kernels("clip_grad_norm.total",
+                 foreach ? kForeachScalarKernelsBefore : kFsdp1ScalarKernelsBefore);
+  all_reduce_norm();
+  scalar_kernels("clip_grad_norm.coefficient",
+                 foreach ? kForeachScalarKernelsAfter : kFsdp1ScalarKernelsAfter);
+  for (std::size_t i = 0; i < numels.size(); ++i) {
+    const std::string name = numels[i].first + ".clip_grad_norm.scale";
+    const Bytes bytes = elements(kScalePasses * numels[i].second, grad_dtype);
+    if (foreach) {
+      multi_tensor(name, compute_, bytes, Phase::kOptimizer, group(i));
+    } else {
+      copy(name, compute_, bytes, Phase::kOptimizer, group(i));
+    }
+  }
+}
+
+}  // namespace fsdpsim::fsdp
