@@ -189,6 +189,7 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                                                : LossKernel::kCrossEntropyFp32;
   t.no_sync = r.boolean("no_sync", false);
   t.clip_grad_norm = r.boolean("clip_grad_norm", false);
+  t.offload_activations = r.boolean("offload_activations", false);
   t.param_storage_dtype = dtype_key(r, "param_storage_dtype", "fp32");
   if (r.has("autocast_dtype")) t.autocast_dtype = dtype_key(r, "autocast_dtype", "bf16");
   if (r.has("matmul_dtype")) {

@@ -41,6 +41,8 @@ training:
   checkpoint_every_n_blocks n for selective                                         default 2
   no_sync                   accumulate gradients unreduced until the last micro-batch
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false
+  offload_activations       keep each block's saved activations in pinned host memory
+                            [offload_wrapper / save_on_cpu(pin_memory=True)]        default false
   clip_grad_norm            clip gradients by their total norm before the optimizer
                             step [FSDP.clip_grad_norm_ /
                             torch.nn.utils.clip_grad_norm_]                         default false

@@ -114,6 +114,9 @@ struct TrainingConfig {
   bool no_sync = false;
   // clip_grad_norm_ before each optimizer step (sim/fsdp/gradient_clipping.cpp).
   bool clip_grad_norm = false;
+  // Each block's saved activations (its input, under activation checkpointing) kept in pinned
+  // host memory between forward and backward: offload_wrapper / save_on_cpu(pin_memory=True).
+  bool offload_activations = false;
   // The dtype the model's parameters are stored in when fully_shard runs (`model.to(dtype)`
   // first gives "pure bf16" training): FSDPParam.orig_dtype
   // (torch/distributed/fsdp/_fully_shard/_fsdp_param.py, init_dtype_attrs), the dtype of the

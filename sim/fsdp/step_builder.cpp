@@ -212,30 +212,52 @@ void StepBuilder::run_forward_kernels(const models::Layer& l, std::size_t begin,
   for (std::size_t i = begin; i < end; ++i) kernel(l.name, pass, l.forward[i], phase, group);
 }
 
-TensorId StepBuilder::forward_layer(std::size_t layer, std::int32_t group) {
+Bytes StepBuilder::saved_bytes(std::size_t layer) const {
   const models::Layer& l = w_.layers[layer];
-  Bytes saved = l.saved_activations;
   switch (checkpoint_mode(layer)) {
     case CheckpointMode::kSave:
-      break;
+      return l.saved_activations;
     case CheckpointMode::kWholeLayer:
-      saved = l.saved_activations_checkpointed;
-      break;
+      return l.saved_activations_checkpointed;
     case CheckpointMode::kAttentionCore:
-      saved = l.saved_activations - l.attention_core_saved;
-      break;
+      return l.saved_activations - l.attention_core_saved;
   }
+  return l.saved_activations;
+}
+
+bool StepBuilder::offloads_activations(std::size_t layer) const {
+  return in_.training.offload_activations && block_number_[layer] >= 0;
+}
+
+TensorId StepBuilder::forward_layer(std::size_t layer, std::int32_t group) {
+  const models::Layer& l = w_.layers[layer];
+  const Bytes saved = saved_bytes(layer);
   const TensorId kept = allocate(l.name + ".saved", saved, compute_, MemoryCategory::kActivations);
   const TransientIds temps =
       allocate_transients(l.name + ".forward_temp", l.forward_transient_tensors);
   run_forward_kernels(l, 0, l.forward.size(), Phase::kForward, group);
   free_transients(temps);
+  if (offloads_activations(layer)) {
+    // torch.autograd.graph.save_on_cpu(pin_memory=True), what offload_wrapper runs the block
+    // under: each saved tensor is copied into a new pinned host tensor with a blocking copy_
+    // (the CPU waits for the stream), and the GPU copy is dropped.
+    host_transfer(l.name + ".saved.to_host", compute_, saved, Phase::kForward, group);
+    b_.cpu_synchronize(b_.record_event(compute_), "save_on_cpu");
+    free(kept);
+  }
   return kept;
 }
 
 void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId saved) {
   const models::Layer& l = w_.layers[layer];
   const CheckpointMode mode = checkpoint_mode(layer);
+  if (offloads_activations(layer)) {
+    // save_on_cpu's unpack hook: tensor.to(device, non_blocking=True), on the compute stream,
+    // when backward first reads the saved tensors (the recompute, if any, starts there).
+    const Bytes bytes = saved_bytes(layer);
+    saved = allocate(l.name + ".saved.from_host", bytes, compute_, MemoryCategory::kActivations);
+    host_transfer(l.name + ".saved.to_device", compute_, bytes, Phase::kBackward, group);
+  }
   bool recomputed_any = false;
   TensorId recomputed = 0;
   if (mode != CheckpointMode::kSave) {

@@ -74,8 +74,13 @@ class StepBuilder {
   void free_transients(const TransientIds& ids);
 
   [[nodiscard]] CheckpointMode checkpoint_mode(std::size_t layer) const;
+  // What autograd keeps of the layer's forward for its backward, under its checkpoint mode.
+  [[nodiscard]] Bytes saved_bytes(std::size_t layer) const;
+  // training.offload_activations: a block's saved tensors live on the host between its forward
+  // and its backward.
+  [[nodiscard]] bool offloads_activations(std::size_t layer) const;
   // Runs the layer's forward kernels on the compute stream; returns the tensor holding what
-  // autograd keeps for its backward.
+  // autograd keeps for its backward (already freed when the layer offloads it to the host).
   engine::TensorId forward_layer(std::size_t layer, std::int32_t group);
   // Re-runs what checkpointing dropped, then the gradient kernels; frees `saved`.
   void backward_layer(std::size_t layer, std::int32_t group, engine::TensorId saved);
