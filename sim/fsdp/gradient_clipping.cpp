@@ -77,29 +77,25 @@ void StepBuilder::clip_gradients(const std::vector<std::pair<std::string, std::i
     return;
   }
 
-  for (std::size_t i = 0; i < numels.size(); ++i) {
-    const std::string name = numels[i].first + ".clip_grad_norm.norm";
-    const Bytes bytes = elements(kNormPasses * numels[i].second, grad_dtype);
-    if (foreach) {
-      multi_tensor(name, compute_, bytes, Phase::kOptimizer, group(i));
-    } else {
-      copy(name, compute_, bytes, Phase::kOptimizer, group(i));
+  // One kernel per gradient (FSDP1) or multi_tensor_apply launches over them (foreach).
+  const auto per_gradient = [&](const char* op, std::int64_t passes) {
+    for (std::size_t i = 0; i < numels.size(); ++i) {
+      const std::string name = numels[i].first + ".clip_grad_norm." + op;
+      const Bytes bytes = elements(passes * numels[i].second, grad_dtype);
+      if (foreach) {
+        multi_tensor(name, compute_, bytes, Phase::kOptimizer, group(i));
+      } else {
+        copy(name, compute_, bytes, Phase::kOptimizer, group(i));
+      }
     }
-  }
+  };
+  per_gradient("norm", kNormPasses);
   scalar_kernels("clip_grad_norm.total",
                  foreach ? kForeachScalarKernelsBefore : kFsdp1ScalarKernelsBefore);
   all_reduce_norm();
   scalar_kernels("clip_grad_norm.coefficient",
                  foreach ? kForeachScalarKernelsAfter : kFsdp1ScalarKernelsAfter);
-  for (std::size_t i = 0; i < numels.size(); ++i) {
-    const std::string name = numels[i].first + ".clip_grad_norm.scale";
-    const Bytes bytes = elements(kScalePasses * numels[i].second, grad_dtype);
-    if (foreach) {
-      multi_tensor(name, compute_, bytes, Phase::kOptimizer, group(i));
-    } else {
-      copy(name, compute_, bytes, Phase::kOptimizer, group(i));
-    }
-  }
+  per_gradient("scale", kScalePasses);
 }
 
 }  // namespace fsdpsim::fsdp

@@ -15,14 +15,7 @@ namespace fsdpsim::fsdp {
 namespace {
 
 SimulationOutput simulate(bool offload) {
-  static const models::Workload workload = testing::tiny_workload();
-  ScheduleInput in;
-  in.workload = &workload;
-  in.cluster = testing::tiny_cluster();
-  in.fsdp.param_dtype = Dtype::kFp32;
-  in.fsdp.reduce_dtype = Dtype::kFp32;
-  in.training.global_batch = 2;
-  in.training.seq_len = 8;
+  ScheduleInput in = testing::tiny_input();
   in.training.offload_activations = offload;
   return simulate_step(in, {});
 }

@@ -19,14 +19,7 @@ namespace fsdpsim::fsdp {
 namespace {
 
 ScheduleInput tiny_input(bool clip) {
-  static const models::Workload workload = testing::tiny_workload();
-  ScheduleInput in;
-  in.workload = &workload;
-  in.cluster = testing::tiny_cluster();
-  in.fsdp.param_dtype = Dtype::kFp32;
-  in.fsdp.reduce_dtype = Dtype::kFp32;
-  in.training.global_batch = 2;
-  in.training.seq_len = 8;
+  ScheduleInput in = testing::tiny_input();
   in.training.optimizer_impl = OptimizerImpl::kFused;
   in.training.clip_grad_norm = clip;
   return in;

@@ -16,15 +16,8 @@ namespace fsdpsim::fsdp {
 namespace {
 
 SimulationOutput simulate(OptimizerImpl impl, double multi_tensor_efficiency = 1.0) {
-  static const models::Workload workload = testing::tiny_workload();
-  ScheduleInput in;
-  in.workload = &workload;
-  in.cluster = testing::tiny_cluster();
+  ScheduleInput in = testing::tiny_input();
   in.cluster.gpu.multi_tensor_memory_efficiency = multi_tensor_efficiency;
-  in.fsdp.param_dtype = Dtype::kFp32;
-  in.fsdp.reduce_dtype = Dtype::kFp32;
-  in.training.global_batch = 2;
-  in.training.seq_len = 8;
   in.training.optimizer_impl = impl;
   return simulate_step(in, {});
 }

@@ -6,6 +6,7 @@
 
 #include "hardware/gpu_spec.hpp"
 #include "models/workload.hpp"
+#include "sim/fsdp/schedule.hpp"
 
 namespace fsdpsim::fsdp::testing {
 
@@ -74,6 +75,20 @@ inline hardware::ClusterSpec tiny_cluster() {
   c.nvlink_efficiency = 1.0;
   c.nic_efficiency = 1.0;
   return c;
+}
+
+// One FSDP step of the tiny workload on the tiny cluster: fp32 parameters and reductions, one
+// micro-batch of 1 sequence of 8 tokens per rank.
+inline ScheduleInput tiny_input() {
+  static const models::Workload workload = tiny_workload();
+  ScheduleInput in;
+  in.workload = &workload;
+  in.cluster = tiny_cluster();
+  in.fsdp.param_dtype = Dtype::kFp32;
+  in.fsdp.reduce_dtype = Dtype::kFp32;
+  in.training.global_batch = 2;
+  in.training.seq_len = 8;
+  return in;
 }
 
 }  // namespace fsdpsim::fsdp::testing
