@@ -41,11 +41,22 @@ double flash_kernel_speed(const GpuSpec& gpu, FlashKernel kernel, bool backward)
   throw std::logic_error("hardware: unknown FlashKernel");
 }
 
+// flash-attn 1.x stops gaining with sequence length here. FlashAttention-2 writes each query
+// block's output once, so its per-row-block costs amortize as sequences grow (seq_half).
+// FlashAttention runs the key/value blocks in the outer loop and reads and writes every query
+// block's O, l and m in the inner one (Dao et al. 2022, Algorithm 1, lines 8-13): its HBM
+// traffic is Theta(N^2 d^2 / M) (ibid., Theorem 2), growing with the FLOPs, so longer sequences
+// do not raise its efficiency. It keeps half of FlashAttention-2's rate up to 2,048 tokens, the
+// training lengths at which the 2x and 25-40 % figures above were stated, and that rate beyond.
+// The Triton port loops like FlashAttention-2 (one program per query block, O written once).
+constexpr double kFlash1LongestGainingSeq = 2048.0;
+
 // The fraction of the long-sequence efficiency a pass reaches at this kernel's key length
 // (GpuSpec::attention_*_seq_half).
 double sequence_fraction(const GpuSpec& gpu, const AttentionShape& a) {
   const double half = a.backward ? gpu.attention_backward_seq_half : gpu.attention_forward_seq_half;
-  const auto seq = static_cast<double>(a.seq_kv);
+  auto seq = static_cast<double>(a.seq_kv);
+  if (a.kernel == FlashKernel::kFlash1) seq = std::min(seq, kFlash1LongestGainingSeq);
   return seq / (seq + half);
 }
 

@@ -82,11 +82,34 @@ TEST(KernelTime, NegativeWorkIsABug) {
 
 TEST(KernelTime, OlderFlashKernelsRunAtHalfTheFlashAttention2Rate) {
   const GpuSpec gpu = testing::load_preset("a100-sxm-80gb").gpu;
-  Kernel kernel = attention_kernel(8, 32, 4096, 128, /*backward=*/true);
-  const double flash2 = kernel_time(gpu, kernel).value();
-  for (const FlashKernel older : {FlashKernel::kFlash1, FlashKernel::kTriton}) {
-    kernel.attention.kernel = older;
-    EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(), 2.0 * flash2);
+  for (const std::int64_t seq : {512, 2048}) {
+    Kernel kernel = attention_kernel(8, 32, seq, 128, /*backward=*/true);
+    const double flash2 = kernel_time(gpu, kernel).value();
+    for (const FlashKernel older : {FlashKernel::kFlash1, FlashKernel::kTriton}) {
+      kernel.attention.kernel = older;
+      EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(), 2.0 * flash2) << seq;
+    }
+  }
+}
+
+// Past 2,048 tokens flash-attn 1.x keeps its 2,048-token rate: four times the FLOPs (twice the
+// sequence) take four times as long, while FlashAttention-2 and the Triton port, whose
+// efficiency still rises with length, take less than that.
+TEST(KernelTime, Flash1StopsGainingWithSequenceLengthPast2048Tokens) {
+  const GpuSpec gpu = testing::load_preset("a100-sxm-80gb").gpu;
+  for (const bool backward : {false, true}) {
+    const auto ratio = [&](FlashKernel k, std::int64_t seq) {
+      Kernel shorter = attention_kernel(8, 32, seq, 128, backward);
+      Kernel longer = attention_kernel(8, 32, 2 * seq, 128, backward);
+      shorter.attention.kernel = k;
+      longer.attention.kernel = k;
+      return kernel_time(gpu, longer).value() / kernel_time(gpu, shorter).value();
+    };
+    EXPECT_DOUBLE_EQ(ratio(FlashKernel::kFlash1, 2048), 4.0) << backward;
+    EXPECT_DOUBLE_EQ(ratio(FlashKernel::kFlash1, 8192), 4.0) << backward;
+    EXPECT_LT(ratio(FlashKernel::kFlash1, 1024), 4.0) << backward;
+    EXPECT_LT(ratio(FlashKernel::kFlash2, 2048), 4.0) << backward;
+    EXPECT_LT(ratio(FlashKernel::kTriton, 2048), 4.0) << backward;
   }
 }
 
