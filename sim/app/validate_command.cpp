@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -377,9 +378,16 @@ int validate_command(const ValidateOptions& options) {
   if (!options.json_path.empty()) write_output(options.json_path, report.dump(2) + "\n");
   if (!options.md_path.empty()) {
     std::string md = fmt::format("# fsdpsim validate: {}\n\n", file.filename().string());
+    const auto out_of_memory = std::count_if(outcomes.begin(), outcomes.end(),
+                                             [](const Outcome& o) { return o.status == "oom"; });
     md += fmt::format(
-        "{} cases evaluated, {} skipped. Errors are |predicted - measured| / measured.\n\n",
-        outcomes.size(), skipped.size());
+        "{} cases evaluated, {} skipped. Errors are |predicted - measured| / measured.{}\n\n",
+        outcomes.size(), skipped.size(),
+        out_of_memory == 0
+            ? std::string()
+            : fmt::format(" {} of the evaluated runs are predicted out of memory (marked in the "
+                          "case table): their error is that of the over-memory step's time.",
+                          out_of_memory));
     if (!options.where.empty()) {
       md += fmt::format("Rows where {}.\n\n", fmt::join(options.where, " and "));
     }
@@ -414,8 +422,9 @@ int validate_command(const ValidateOptions& options) {
       // tokens/s/GPU where the source prints it, else its TFLOPS/GPU.
       const double measured = o.measured_tokens ? *o.measured_tokens : o.tflops->first;
       const double predicted = o.measured_tokens ? o.predicted_tokens : o.tflops->second;
-      md += fmt::format("| {} | {:.1f}{} | {:.1f} | {:+.1f}% |\n", o.c->get("case_id"), measured,
+      md += fmt::format("| {} | {:.1f}{} | {:.1f}{} | {:+.1f}% |\n", o.c->get("case_id"), measured,
                         o.measured_tokens ? "" : " TFLOPS", predicted,
+                        o.status == "oom" ? " (out of memory)" : "",
                         100.0 * (predicted / measured - 1.0));
     }
     md += "\n## Skipped\n\n| case | line | reason |\n|---|---|---|\n";

@@ -165,6 +165,44 @@ TEST(ValidationCases, KempnerForgeRowsAccumulateUnsyncedInBf16WithoutUpcast) {
   EXPECT_EQ(kempnerforge, 3);
 }
 
+// The clip_grad_norm and offload_activations columns (configs/validation/README.md): every
+// llm-foundry and KempnerForge row clips, only the 2022 blog's rows offload activations.
+TEST(ValidationCases, ClippingAndActivationOffloadColumnsReachTheTrainingSection) {
+  const auto cases =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  int clipped = 0;
+  int offloaded = 0;
+  for (const ValidationCase& c : cases) {
+    const CaseScenario s = scenario_for_case(c, "cases.csv");
+    if (s.document.is_null()) continue;
+    const nlohmann::json& t = s.document["training"];
+    const std::string& source = c.get("source");
+    const bool clips = source.rfind("llm-foundry@", 0) == 0 || source == "kempnerforge";
+    EXPECT_EQ(t.value("clip_grad_norm", false), clips) << c.get("case_id");
+    EXPECT_EQ(t.value("offload_activations", false), source == "pytorch-aws-blog-2022")
+        << c.get("case_id");
+    clipped += clips ? 1 : 0;
+    offloaded += t.value("offload_activations", false) ? 1 : 0;
+  }
+  EXPECT_GT(clipped, 400);
+  EXPECT_EQ(offloaded, 3);
+}
+
+// A row whose simulated step does not fit is still compared (its step time is the over-memory
+// step's), and the markdown says so next to the prediction and in the header.
+TEST(Validate, OutOfMemoryPredictionsAreMarkedInTheMarkdown) {
+  const std::string md = (test_support::temp_dir("validate", "oom") / "cases.md").string();
+  const auto [code, out] = run_fsdpsim("validate " + std::string(FSDPSIM_CONFIGS_DIR) +
+                                       "/validation/cases.csv --where "
+                                       "case_id=aws22-a10040-gpt1t-s2048-g128-mb4-ac1-off-1 --md " +
+                                       md);
+  ASSERT_EQ(code, 0) << out;
+  const std::string text = test_support::read_file(md);
+  EXPECT_NE(text.find("1 of the evaluated runs are predicted out of memory"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(out of memory) |"), std::string::npos) << text;
+}
+
 TEST(ValidationCases, TheAttentionColumnChoosesTheKernel) {
   const auto cases =
       read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
