@@ -72,6 +72,7 @@ inline hardware::ClusterSpec tiny_cluster() {
   c.nvlink_bandwidth = gb_per_s(1000.0);
   c.nic_bandwidth_per_node = gb_per_s(100.0);
   c.pcie_bandwidth = gb_per_s(25.0);
+  c.host_memory_bandwidth = gb_per_s(200.0);
   c.nvlink_efficiency = 1.0;
   c.nic_efficiency = 1.0;
   return c;
