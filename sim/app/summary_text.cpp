@@ -120,7 +120,8 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line(fmt::format("cluster    {} x {} ({} nodes x {} GPUs)", c.world_size(), c.gpu.name, c.nodes,
                    c.gpus_per_node));
   line(fmt::format(
-      "training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing {}{}{}{}{}",
+      "training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing "
+      "{}{}{}{}{}",
       t.global_batch, t.micro_batch, r.micro_batches,
       t.decoder_seq_len > 0 ? fmt::format("{} (decoder {})", t.seq_len, t.decoder_seq_len)
                             : fmt::format("{}", t.seq_len),
