@@ -59,11 +59,9 @@ void StepBuilder::clip_gradients(const std::vector<std::pair<std::string, std::i
   };
 
   if (in_.fsdp.cpu_offload) {
-    // The post-backward final callback synchronized; the host reads the offloaded gradients. The
-    // node's DRAM bandwidth is shared by its gpus_per_node processes (as the CPU optimizer).
+    // The post-backward final callback synchronized; the host reads the offloaded gradients.
     b_.cpu_synchronize(b_.record_event(compute_), "offload_synchronize");
-    const BytesPerSec per_rank =
-        in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
+    const BytesPerSec per_rank = host_bandwidth_per_rank();
     std::int64_t total = 0;
     for (const auto& [name, numel] : numels) total += numel;
     b_.cpu_work("clip_grad_norm.cpu_norm",

@@ -137,13 +137,15 @@ void StepBuilder::optimizer_step(const std::vector<std::pair<std::string, std::i
   cpu_optimizer(total);
 }
 
+BytesPerSec StepBuilder::host_bandwidth_per_rank() const {
+  return in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
+}
+
 void StepBuilder::cpu_optimizer(std::int64_t numel) {
-  // The node's DRAM bandwidth is shared by its gpus_per_node training processes.
-  const BytesPerSec per_rank =
-      in_.cluster.host_memory_bandwidth / static_cast<double>(in_.cluster.gpus_per_node);
   const bool sgd = in_.training.optimizer == Optimizer::kSgd;
   const Bytes bytes = optimizer_passes(sgd ? kSgdPasses : kCpuAdamwPasses, numel);
-  b_.cpu_work(sgd ? "optimizer.cpu_sgd" : "optimizer.cpu_adamw", to_sim_time(bytes / per_rank));
+  b_.cpu_work(sgd ? "optimizer.cpu_sgd" : "optimizer.cpu_adamw",
+              to_sim_time(bytes / host_bandwidth_per_rank()));
 }
 
 }  // namespace fsdpsim::fsdp

@@ -93,6 +93,8 @@ class StepBuilder {
   [[nodiscard]] Bytes optimizer_passes(std::int64_t passes, std::int64_t numel) const;
   // The same optimizer on the host (CPU offload): the per-tensor loop (_single_tensor_*).
   void cpu_optimizer(std::int64_t numel);
+  // The node's DRAM bandwidth shared by its gpus_per_node training processes.
+  [[nodiscard]] BytesPerSec host_bandwidth_per_rank() const;
   // clip_grad_norm_ over per-unit gradients of `numels` elements (gradient_clipping.cpp): the
   // local norm, one all-reduce of it over each group in `reduce_over` (none for replicated
   // gradients), and the scaling; `foreach` picks torch.nn.utils' multi_tensor kernels over
