@@ -420,15 +420,16 @@ int validate_command(const ValidateOptions& options) {
                           pct(e.median_ape), pct(e.max_ape), spearman(g.measured, g.predicted));
       }
     }
-    // tokens/s/GPU where the source prints it, else its TFLOPS/GPU.
-    const auto signed_error = [](const Outcome& o) {
-      const double measured = o.measured_tokens ? *o.measured_tokens : o.tflops->first;
-      const double predicted = o.measured_tokens ? o.predicted_tokens : o.tflops->second;
+    // Measured and predicted: tokens/s/GPU where the source prints it, else its TFLOPS/GPU.
+    const auto compared = [](const Outcome& o) {
+      return o.measured_tokens ? std::pair{*o.measured_tokens, o.predicted_tokens} : *o.tflops;
+    };
+    const auto signed_error = [&](const Outcome& o) {
+      const auto [measured, predicted] = compared(o);
       return predicted / measured - 1.0;
     };
     const auto case_row = [&](const Outcome& o) {
-      const double measured = o.measured_tokens ? *o.measured_tokens : o.tflops->first;
-      const double predicted = o.measured_tokens ? o.predicted_tokens : o.tflops->second;
+      const auto [measured, predicted] = compared(o);
       return fmt::format("| {} | {:.1f}{} | {:.1f}{} | {:+.1f}% |\n", o.c->get("case_id"), measured,
                          o.measured_tokens ? "" : " TFLOPS", predicted,
                          o.status == "oom" ? " (out of memory)" : "", 100.0 * signed_error(o));
