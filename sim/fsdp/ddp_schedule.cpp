@@ -156,7 +156,9 @@ class DdpStep {
     std::vector<std::pair<std::string, std::int64_t>> tensors;
     for (const models::Layer& l : s_.workload().layers) tensors.emplace_back(l.name, l.numel);
     // The all-reduced gradients are identical on every rank: the local norm is the total.
-    if (in_.training.clip_grad_norm) s_.clip_gradients(tensors, {}, /*foreach=*/true);
+    if (in_.training.clip_grad_norm) {
+      s_.clip_gradients(tensors, GradientClipping{{}, /*foreach=*/true}, /*on_host=*/false);
+    }
     s_.gpu_optimizer(tensors);
     for (std::size_t i = 0; i < grads_.size(); ++i) {
       if (has_grad_[i]) s_.free(grads_[i], s_.program().record_event(s_.compute()));

@@ -306,12 +306,9 @@ class Fsdp1Step final : private UnitHooks {
     for (const FsdpUnit& u : units_)
       tensors.emplace_back(u.name, sharded() ? u.shard_numel : u.numel);
     // NO_SHARD's gradients are whole on every rank after the all-reduce: no norm to reduce.
-    if (in_.training.clip_grad_norm) {
-      s_.clip_gradients(
-          tensors, sharded() ? std::vector<ProcessGroup>{shard_pg_} : std::vector<ProcessGroup>{},
-          /*foreach=*/false);
-    }
-    s_.optimizer_step(tensors);
+    GradientClipping clipping;
+    if (sharded()) clipping.reduce_over.push_back(shard_pg_);
+    s_.optimizer_step(tensors, clipping);
     // zero_grad(set_to_none=True) frees the gradients. Nothing record_stream'ed them for the
     // compute stream that read them (_runtime_utils.py record_streams only the unsharded gradient
     // and, with HSDP, the reduce-scatter output), so each block goes back at once to the pool of

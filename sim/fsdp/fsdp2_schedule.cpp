@@ -315,8 +315,7 @@ class Fsdp2Step final : private UnitHooks {
   void optimizer_step() {
     std::vector<std::pair<std::string, std::int64_t>> tensors;
     for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, u.shard_numel);
-    if (in_.training.clip_grad_norm) s_.clip_gradients(tensors, {shard_pg_}, /*foreach=*/true);
-    s_.optimizer_step(tensors);
+    s_.optimizer_step(tensors, GradientClipping{{shard_pg_}, /*foreach=*/true});
     for (UnitState& st : state_) {
       // zero_grad(set_to_none=True): FSDP2 never calls record_stream, so the block goes back at
       // once to the pool of the stream foreach_reduce made it on, whose next reduce-scatter waits

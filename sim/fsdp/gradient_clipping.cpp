@@ -43,7 +43,7 @@ constexpr std::int64_t kScalePasses = 2;
 }  // namespace
 
 void StepBuilder::clip_gradients(const std::vector<std::pair<std::string, std::int64_t>>& numels,
-                                 const std::vector<ProcessGroup>& reduce_over, bool foreach) {
+                                 const GradientClipping& how, bool on_host) {
   const Dtype grad_dtype = in_.training.param_storage_dtype;
   const Bytes norm_scalar = elements(1, Dtype::kFp32);
   const auto group = [](std::size_t i) { return static_cast<std::int32_t>(i); };
@@ -52,15 +52,13 @@ void StepBuilder::clip_gradients(const std::vector<std::pair<std::string, std::i
       copy(name, compute_, norm_scalar, Phase::kOptimizer, group(numels.size() - 1));
   };
   const auto all_reduce_norm = [&] {
-    for (const ProcessGroup& pg : reduce_over) {
+    for (const ProcessGroup& pg : how.reduce_over) {
       collective("clip_grad_norm.all_reduce", hardware::Collective::kAllReduce, compute_, pg,
                  norm_scalar, Phase::kOptimizer, group(numels.size() - 1));
     }
   };
 
-  if (in_.fsdp.cpu_offload) {
-    // The post-backward final callback synchronized; the host reads the offloaded gradients.
-    b_.cpu_synchronize(b_.record_event(compute_), "offload_synchronize");
+  if (on_host) {
     const BytesPerSec per_rank = host_bandwidth_per_rank();
     std::int64_t total = 0;
     for (const auto& [name, numel] : numels) total += numel;
@@ -80,7 +78,7 @@ void StepBuilder::clip_gradients(const std::vector<std::pair<std::string, std::i
     for (std::size_t i = 0; i < numels.size(); ++i) {
       const std::string name = numels[i].first + ".clip_grad_norm." + op;
       const Bytes bytes = elements(passes * numels[i].second, grad_dtype);
-      if (foreach) {
+      if (how.foreach) {
         multi_tensor(name, compute_, bytes, Phase::kOptimizer, group(i));
       } else {
         copy(name, compute_, bytes, Phase::kOptimizer, group(i));
@@ -89,10 +87,10 @@ void StepBuilder::clip_gradients(const std::vector<std::pair<std::string, std::i
   };
   per_gradient("norm", kNormPasses);
   scalar_kernels("clip_grad_norm.total",
-                 foreach ? kForeachScalarKernelsBefore : kFsdp1ScalarKernelsBefore);
+                 how.foreach ? kForeachScalarKernelsBefore : kFsdp1ScalarKernelsBefore);
   all_reduce_norm();
   scalar_kernels("clip_grad_norm.coefficient",
-                 foreach ? kForeachScalarKernelsAfter : kFsdp1ScalarKernelsAfter);
+                 how.foreach ? kForeachScalarKernelsAfter : kFsdp1ScalarKernelsAfter);
   per_gradient("scale", kScalePasses);
 }
 

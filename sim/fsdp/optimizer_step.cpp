@@ -126,12 +126,16 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
   }
 }
 
-void StepBuilder::optimizer_step(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
+void StepBuilder::optimizer_step(const std::vector<std::pair<std::string, std::int64_t>>& numels,
+                                 const GradientClipping& how) {
+  const bool clip = in_.training.clip_grad_norm;
   if (!in_.fsdp.cpu_offload) {
+    if (clip) clip_gradients(numels, how, /*on_host=*/false);
     gpu_optimizer(numels);
     return;
   }
   b_.cpu_synchronize(b_.record_event(compute_), "offload_synchronize");
+  if (clip) clip_gradients(numels, how, /*on_host=*/true);
   std::int64_t total = 0;
   for (const auto& [name, numel] : numels) total += numel;
   cpu_optimizer(total);

@@ -22,6 +22,14 @@ struct ProcessGroup {
   hardware::CommGroup ranks;
 };
 
+// How a schedule's gradients are clipped by norm (training.clip_grad_norm): the groups the local
+// norm is all-reduced over (none for replicated gradients), and torch.nn.utils' foreach kernels
+// rather than FSDP1's per-tensor loop.
+struct GradientClipping {
+  std::vector<ProcessGroup> reduce_over;
+  bool foreach = false;
+};
+
 // How one layer's activations are kept for backward.
 enum class CheckpointMode : std::uint8_t {
   kSave,           // autograd saves everything
@@ -96,15 +104,15 @@ class StepBuilder {
   // The node's DRAM bandwidth shared by its gpus_per_node training processes.
   [[nodiscard]] BytesPerSec host_bandwidth_per_rank() const;
   // clip_grad_norm_ over per-unit gradients of `numels` elements (gradient_clipping.cpp): the
-  // local norm, one all-reduce of it over each group in `reduce_over` (none for replicated
-  // gradients), and the scaling; `foreach` picks torch.nn.utils' multi_tensor kernels over
-  // FSDP1's per-tensor loop.
+  // local norm, its all-reduce, and the scaling; on the GPU, or on the host for offloaded
+  // gradients (the caller has synchronized with the GPU).
   void clip_gradients(const std::vector<std::pair<std::string, std::int64_t>>& numels,
-                      const std::vector<ProcessGroup>& reduce_over, bool foreach);
-  // The optimizer step over per-unit tensors of `numels` elements: with CPU offload the CPU
-  // first synchronizes with the GPU (_post_backward_final_callback) and steps on the host, else
-  // the GPU steps.
-  void optimizer_step(const std::vector<std::pair<std::string, std::int64_t>>& numels);
+                      const GradientClipping& how, bool on_host);
+  // The optimizer step over per-unit tensors of `numels` elements, after clipping them as `how`
+  // says when training.clip_grad_norm: with CPU offload the CPU first synchronizes with the GPU
+  // (_post_backward_final_callback) and clips and steps on the host, else the GPU does.
+  void optimizer_step(const std::vector<std::pair<std::string, std::int64_t>>& numels,
+                      const GradientClipping& how);
 
   [[nodiscard]] Flops model_flops() const { return model_flops_; }
   [[nodiscard]] Flops recompute_flops() const { return recompute_flops_; }
