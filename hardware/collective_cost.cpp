@@ -39,6 +39,16 @@
 // around the pipelined ring. The preset constants are NCCL's LL128 ring row (see
 // configs/hardware/*.json "sources").
 //
+// All-reduce across nodes may also run NCCL's tree (a double binary tree across nodes, a chain
+// inside each; NCCL 2.4+), and NCCL times both and runs the faster (src/graph/tuning.cc,
+// ncclTopoGetAlgoTime). Tree latency: baseLat + 2 * ((ranks per node - 1) * intraLat
+// + log2i(nodes) * interLat), with the Tree/LL128 row of NCCL's hwLat (NVLink 1.25 us, network
+// 8.5 us; baseLat 14 us, the ring's) -- logarithmic in the node count where the ring's is
+// linear in the rank count; its bus bandwidth is 0.92 of the ring's (`busBw * .92` for tree
+// all-reduce in the same function). Small all-reduces over many nodes (gradient norms,
+// overflow flags, DeepSpeed's per-bias buckets) take the tree; large ones the ring. Inside one
+// node the ring alone is kept: it matches the measured 8-GPU latency (configs/hardware/*.json).
+//
 // Edge cases: a one-rank collective costs 0 -- NCCL turns it into a local copy or nothing
 // (src/enqueue.cc: ncclLaunchOneRank; its cost table is 0 for nRanks == 1), and the copy, when
 // out of place, is a memory-bound kernel the caller prices if it wants. An empty collective
@@ -92,6 +102,34 @@ std::int64_t ring_steps(Collective op, std::int64_t ranks) {
   return op == Collective::kAllReduce ? 2 * (ranks - 1) : ranks - 1;
 }
 
+// NCCL tuning.cc hwLat, Tree/LL128 row, and the tree all-reduce's share of the ring's bandwidth.
+constexpr Seconds kTreeNvlinkHopLatency = microseconds(1.25);
+constexpr Seconds kTreeNetworkHopLatency = microseconds(8.5);
+constexpr double kTreeBusBandwidthShare = 0.92;
+
+// log2i: floor(log2(n)).
+std::int64_t floor_log2(std::int64_t n) {
+  std::int64_t k = 0;
+  while (n > 1) {
+    n >>= 1;
+    ++k;
+  }
+  return k;
+}
+
+// NCCL's tree all-reduce over a group spanning several nodes (see the header).
+Seconds tree_all_reduce_time(const ClusterSpec& cluster, CommGroup group, Bytes bytes) {
+  const std::int64_t nodes = group.ranks / group.ranks_per_node;
+  const Seconds latency =
+      cluster.collective_base_latency +
+      2.0 * (kTreeNvlinkHopLatency * static_cast<double>(group.ranks_per_node - 1) +
+             kTreeNetworkHopLatency * static_cast<double>(floor_log2(nodes)));
+  const double wire_bytes =
+      ring_wire_factor(Collective::kAllReduce, group.ranks) * static_cast<double>(bytes.value());
+  return latency + Seconds(wire_bytes /
+                           (kTreeBusBandwidthShare * ring_bus_bandwidth(cluster, group).value()));
+}
+
 }  // namespace
 
 double ring_wire_factor(Collective op, std::int32_t ranks) {
@@ -140,7 +178,9 @@ Seconds collective_time(const ClusterSpec& cluster, Collective op, CommGroup gro
   }
   const double wire_bytes = ring_wire_factor(op, group.ranks) * static_cast<double>(bytes.value());
   const Seconds transfer(wire_bytes / ring_bus_bandwidth(cluster, group).value());
-  return collective_latency(cluster, op, group) + transfer;
+  const Seconds ring = collective_latency(cluster, op, group) + transfer;
+  if (op != Collective::kAllReduce || group.ranks_per_node == group.ranks) return ring;
+  return std::min(ring, tree_all_reduce_time(cluster, group, bytes));
 }
 
 }  // namespace fsdpsim::hardware

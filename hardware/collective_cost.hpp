@@ -14,7 +14,8 @@ namespace fsdpsim::hardware {
 // reduce-scatter, 2(n-1)/n for all-reduce (nccl-tests doc/PERFORMANCE.md busbw factors).
 double ring_wire_factor(Collective op, std::int32_t ranks);
 
-// The latency term of collective_time: the first chunk's trip around the ring,
+// The ring's latency term of collective_time (an all-reduce across nodes may take NCCL's tree
+// instead, when that is faster): the first chunk's trip around the ring,
 // collective_base_latency + intra-node steps * nvlink_hop_latency
 //                         + inter-node steps * network_hop_latency,
 // with steps = n-1 (all-gather, reduce-scatter) or 2(n-1) (all-reduce), of which nodes-1

@@ -194,6 +194,33 @@ TEST(CollectiveCost, OnlyNodeCrossingsPayNetworkLatency) {
                    expected.value());
 }
 
+// NCCL tuning.cc: a tree all-reduce's latency is baseLat + 2 * ((ranks per node - 1) * 1.25 us
+// + log2i(nodes) * 8.5 us) (Tree/LL128), at 0.92 of the ring's bus bandwidth; NCCL runs the
+// faster of the two. A 4 KiB gradient-norm all-reduce over 1536 A100s on 192 nodes: the ring
+// pays 2 x 1535 hops (5.1 ms of NVLink hops alone), the tree 2 x (7 + 7) hops.
+TEST(CollectiveCost, SmallAllReduceAcrossManyNodesTakesNcclsTree) {
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 192);
+  const CommGroup world{1536, 8};
+  const Bytes size(4096);
+  const double wire = 2.0 * 1535.0 / 1536.0 * 4096.0;
+  const double tree_latency_us = 14.0 + 2.0 * (7.0 * 1.25 + 7.0 * 8.5);
+  const double expected =
+      tree_latency_us * 1e-6 + wire / (0.92 * ring_bus_bandwidth(a100, world).value());
+  EXPECT_NEAR(collective_time(a100, Collective::kAllReduce, world, size).value(), expected, 1e-12);
+  EXPECT_GT(collective_latency(a100, Collective::kAllReduce, world).value(), 5e-3);
+}
+
+// With gigabytes to move the ring's full bandwidth wins: the time is the ring's.
+TEST(CollectiveCost, LargeAllReduceKeepsTheRing) {
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 2);
+  const CommGroup group{16, 8};
+  const Bytes size = gib(4.0);
+  const double ring = collective_latency(a100, Collective::kAllReduce, group).value() +
+                      2.0 * 15.0 / 16.0 * static_cast<double>(size.value()) /
+                          ring_bus_bandwidth(a100, group).value();
+  EXPECT_NEAR(collective_time(a100, Collective::kAllReduce, group, size).value(), ring, 1e-12);
+}
+
 TEST(CollectiveCost, AllReduceMovesTwiceTheBytesOfReduceScatter) {
   const ClusterSpec h200 = testing::load_preset("h200-sxm-141gb");
   const Seconds rs = collective_time(h200, Collective::kReduceScatter, {8, 8}, gib(4.0));
