@@ -202,26 +202,62 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
   return t;
 }
 
+namespace {
+
+// The mixed-precision dtypes DDP and DeepSpeed read from the fsdp section; any other key there is
+// an error. An empty reduce_fallback defaults reduce_dtype to param_dtype.
+void read_dtypes_only(const nlohmann::json& fsdp, const std::string& file,
+                      const std::string& parallelism, const std::string& param_fallback,
+                      const std::string& reduce_fallback, fsdp::FsdpConfig& f) {
+  JsonObjectReader r(fsdp, file, "/fsdp");
+  f.param_dtype = dtype_key(r, "param_dtype", param_fallback);
+  f.reduce_dtype =
+      dtype_key(r, "reduce_dtype",
+                reduce_fallback.empty() ? std::string(dtype_name(f.param_dtype)) : reduce_fallback);
+  for (const auto& [key, v] : fsdp.items()) {
+    if (key != "param_dtype" && key != "reduce_dtype") {
+      throw ConfigError(file, "/fsdp/" + key,
+                        fmt::format("has no meaning with parallelism {} (only param_dtype, "
+                                    "reduce_dtype)",
+                                    parallelism));
+    }
+  }
+}
+
+// The `deepspeed` section: DeepSpeed's zero_optimization key names (constants.py).
+fsdp::DeepSpeedZero3Config deepspeed_from_json(const nlohmann::json& value,
+                                               const std::string& file) {
+  JsonObjectReader r(value, file, "/deepspeed");
+  r.choice("version", {"0.3"}, "0.3");
+  fsdp::DeepSpeedZero3Config c;
+  c.param_persistence_threshold =
+      r.positive_int("stage3_param_persistence_threshold", c.param_persistence_threshold);
+  c.prefetch_bucket_size = r.positive_int("stage3_prefetch_bucket_size", c.prefetch_bucket_size);
+  c.max_live_parameters = r.positive_int("stage3_max_live_parameters", c.max_live_parameters);
+  c.max_reuse_distance = r.positive_int("stage3_max_reuse_distance", c.max_reuse_distance);
+  c.reduce_bucket_size = r.positive_int("reduce_bucket_size", c.reduce_bucket_size);
+  r.finish();
+  return c;
+}
+
+}  // namespace
+
 fsdp::FsdpConfig parallel_config_from_json(const nlohmann::json* fsdp, const nlohmann::json* ddp,
-                                           const std::string& file, fsdp::Parallelism parallelism,
+                                           const nlohmann::json* deepspeed, const std::string& file,
+                                           fsdp::Parallelism parallelism,
                                            const hardware::ClusterSpec& cluster) {
   fsdp::FsdpConfig f;
   f.shard_group_size = cluster.gpus_per_node;
+  if (parallelism != fsdp::Parallelism::kDdp && ddp != nullptr)
+    throw ConfigError(file, "/ddp", "the ddp section needs \"parallelism\": \"ddp\"");
+  if (parallelism != fsdp::Parallelism::kDeepSpeedZero3 && deepspeed != nullptr) {
+    throw ConfigError(file, "/deepspeed",
+                      "the deepspeed section needs \"parallelism\": \"deepspeed_zero3\"");
+  }
   if (parallelism == fsdp::Parallelism::kDdp) {
     // DDP reads only the mixed-precision dtypes from the fsdp section (autocast, compress hook).
-    if (fsdp != nullptr) {
-      JsonObjectReader r(*fsdp, file, "/fsdp");
-      f.param_dtype = dtype_key(r, "param_dtype", "bf16");
-      f.reduce_dtype = dtype_key(r, "reduce_dtype", "fp32");
-      for (const auto& [key, v] : fsdp->items()) {
-        if (key != "param_dtype" && key != "reduce_dtype") {
-          throw ConfigError(file, "/fsdp/" + key,
-                            "has no meaning with parallelism ddp (only param_dtype, reduce_dtype)");
-        }
-      }
-    } else {
-      f.reduce_dtype = Dtype::kFp32;
-    }
+    f.reduce_dtype = Dtype::kFp32;
+    if (fsdp != nullptr) read_dtypes_only(*fsdp, file, "ddp", "bf16", "fp32", f);
     if (ddp != nullptr) {
       JsonObjectReader r(*ddp, file, "/ddp");
       f.ddp_bucket_cap_mb = r.positive_number("bucket_cap_mb");
@@ -229,8 +265,21 @@ fsdp::FsdpConfig parallel_config_from_json(const nlohmann::json* fsdp, const nlo
     }
     return f;
   }
-  if (ddp != nullptr)
-    throw ConfigError(file, "/ddp", "the ddp section needs \"parallelism\": \"ddp\"");
+  if (parallelism == fsdp::Parallelism::kDeepSpeedZero3) {
+    // fp16 (or bf16) modules: the parameters, their gradients and the all-reduce in that dtype.
+    f.param_dtype = Dtype::kFp16;
+    f.reduce_dtype = Dtype::kFp16;
+    if (fsdp != nullptr) {
+      read_dtypes_only(*fsdp, file, "deepspeed_zero3", "fp16", "", f);
+      if (f.param_dtype == Dtype::kFp32 || f.reduce_dtype != f.param_dtype) {
+        throw ConfigError(file, "/fsdp",
+                          "DeepSpeed ZeRO-3 trains fp16 or bf16 modules and reduces gradients in "
+                          "that dtype: param_dtype fp16 or bf16, reduce_dtype equal to it");
+      }
+    }
+    if (deepspeed != nullptr) f.deepspeed = deepspeed_from_json(*deepspeed, file);
+    return f;
+  }
   if (fsdp == nullptr) return f;
   JsonObjectReader r(*fsdp, file, "/fsdp");
   parse_fsdp_section(r, file, f, cluster);

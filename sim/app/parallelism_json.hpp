@@ -1,5 +1,6 @@
-// JSON -> fsdp::TrainingConfig and fsdp::FsdpConfig: the `training`, `fsdp` and `ddp` sections of
-// a scenario, with PyTorch's names for every knob, validated against each other and the cluster.
+// JSON -> fsdp::TrainingConfig and fsdp::FsdpConfig: the `training`, `fsdp`, `ddp` and `deepspeed`
+// sections of a scenario, with PyTorch's names for every knob, validated against each other and the
+// cluster.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,9 +14,10 @@ namespace fsdpsim::app {
 fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::string& file,
                                         fsdp::Parallelism parallelism);
 
-// `fsdp` and `ddp` may be null (absent). Checks the shard group against the cluster.
+// `fsdp`, `ddp` and `deepspeed` may be null (absent). Checks the shard group against the cluster.
 fsdp::FsdpConfig parallel_config_from_json(const nlohmann::json* fsdp, const nlohmann::json* ddp,
-                                           const std::string& file, fsdp::Parallelism parallelism,
+                                           const nlohmann::json* deepspeed, const std::string& file,
+                                           fsdp::Parallelism parallelism,
                                            const hardware::ClusterSpec& cluster);
 
 }  // namespace fsdpsim::app

@@ -19,7 +19,8 @@ namespace {
 constexpr const char* kRunFooter = R"(
 Scenario keys (JSON sections; any of them can be overridden with --set SECTION.KEY=VALUE).
 Defaults are PyTorch's; the PyTorch name of each knob is in brackets.
-  parallelism               fsdp | ddp (DistributedDataParallel baseline)          default fsdp
+  parallelism               fsdp | ddp (DistributedDataParallel baseline) |
+                            deepspeed_zero3 (DeepSpeed 0.3's ZeRO-3, 2021)          default fsdp
   model                     preset name (configs/models), {"preset": NAME, ...overrides} or a full
                             spec: family gpt|mpt|llama, n_layers, d_model, n_heads, n_kv_heads,
                             ffn_dim, vocab, max_seq_len, tied_embeddings; family t5 (HF T5Config:
@@ -94,6 +95,14 @@ fsdp:
 ddp (with parallelism ddp; fsdp.param_dtype is the autocast dtype, fsdp.reduce_dtype < fp32
 selects the bf16/fp16 compress hook):
   bucket_cap_mb             [DistributedDataParallel(bucket_cap_mb)]                default 25
+deepspeed (with parallelism deepspeed_zero3, DeepSpeed 0.3.12-0.4.0's zero_optimization keys;
+fsdp.param_dtype fp16 | bf16 is the modules' dtype, default fp16):
+  version                   0.3                                                     default 0.3
+  stage3_param_persistence_threshold                                               default 100000
+  stage3_prefetch_bucket_size                                                      default 50000000
+  stage3_max_live_parameters                                                       default 1e9
+  stage3_max_reuse_distance                                                        default 1e9
+  reduce_bucket_size                                                               default 500000000
 
 Exit codes: 0 ok (an out-of-memory prediction is a result), 1 internal error, 2 bad input.)";
 

@@ -64,8 +64,11 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   s.file = file;
   s.name = r.string("name", file.stem().string());
   s.description = r.string("description", "");
-  const fsdp::Parallelism parallelism = r.choice("parallelism", {"fsdp", "ddp"}, "fsdp") == "ddp"
-                                            ? fsdp::Parallelism::kDdp
+  const std::string parallelism_name =
+      r.choice("parallelism", {"fsdp", "ddp", "deepspeed_zero3"}, "fsdp");
+  const fsdp::Parallelism parallelism = parallelism_name == "ddp" ? fsdp::Parallelism::kDdp
+                                        : parallelism_name == "deepspeed_zero3"
+                                            ? fsdp::Parallelism::kDeepSpeedZero3
                                             : fsdp::Parallelism::kFsdp;
   const nlohmann::json* model = r.child("model");
   if (model == nullptr) throw ConfigError(f, "/model", "required key is missing");
@@ -76,8 +79,8 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   const nlohmann::json* training = r.child("training");
   if (training == nullptr) throw ConfigError(f, "/training", "required key is missing");
   s.training = training_from_json(*training, f, parallelism);
-  s.fsdp = parallel_config_from_json(r.child("fsdp"), r.child("ddp"), f, parallelism,
-                                     s.hardware.cluster);
+  s.fsdp = parallel_config_from_json(r.child("fsdp"), r.child("ddp"), r.child("deepspeed"), f,
+                                     parallelism, s.hardware.cluster);
   s.allocator =
       allocator_from_json(r.child("allocator"), f, s.hardware.cluster.gpu.usable_memory());
   if (const nlohmann::json* expect = r.child("expect")) s.expect = *expect;
@@ -127,6 +130,15 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
     throw ConfigError(f, "/training/param_storage_dtype",
                       "parameters stored below fp32 are modelled for FSDP2 (fsdp.version 2) only; "
                       "FSDP1 and DDP keep fp32 parameters here");
+  }
+  if (s.training.parallelism == fsdp::Parallelism::kDeepSpeedZero3) {
+    for (const char* key : {"no_sync", "optimizer_impl"}) {
+      if (training->contains(key)) {
+        throw ConfigError(f, fmt::format("/training/{}", key),
+                          "not modelled for parallelism deepspeed_zero3: DeepSpeed 0.3 reduces "
+                          "gradients in every micro-batch and steps with its FusedAdam");
+      }
+    }
   }
   const bool learned_positions =
       s.model.family == models::ModelFamily::kGpt || s.model.family == models::ModelFamily::kMpt;

@@ -16,8 +16,9 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   options.float8_linears = scenario.training.float8_linears();
   options.compiled = scenario.training.compiled;
   options.allow_tf32 = scenario.training.allow_tf32;
-  // DDP's schedule prices its autocast casts per layer itself (sim/fsdp/ddp_schedule.cpp).
-  if (scenario.training.parallelism == fsdp::Parallelism::kFsdp) {
+  // DDP's schedule prices its autocast casts per layer itself (sim/fsdp/ddp_schedule.cpp);
+  // DeepSpeed's modules hold their parameters in param_dtype, as FSDP's unsharded ones.
+  if (scenario.training.parallelism != fsdp::Parallelism::kDdp) {
     options.weight_dtype = scenario.fsdp.param_dtype;
     options.residual_dtype = scenario.fsdp.param_dtype;
   } else {

@@ -85,6 +85,14 @@ std::string parallelism_line(const Scenario& s) {
     return fmt::format("ddp        buckets {} MiB, autocast {}, all-reduce {}", f.ddp_bucket_cap_mb,
                        dtype_name(f.param_dtype), dtype_name(f.reduce_dtype));
   }
+  if (s.training.parallelism == fsdp::Parallelism::kDeepSpeedZero3) {
+    const fsdp::DeepSpeedZero3Config& d = f.deepspeed;
+    return fmt::format(
+        "deepspeed  ZeRO-3 (DeepSpeed 0.3), {}, persistence threshold {}, prefetch bucket {}, "
+        "max live {}, max reuse distance {}, reduce bucket {}",
+        dtype_name(f.param_dtype), d.param_persistence_threshold, d.prefetch_bucket_size,
+        d.max_live_parameters, d.max_reuse_distance, d.reduce_bucket_size);
+  }
   const bool hybrid = f.sharding_strategy == fsdp::ShardingStrategy::kHybridShard ||
                       f.sharding_strategy == fsdp::ShardingStrategy::kHybridShardZero2;
   std::string line = fmt::format(

@@ -215,6 +215,23 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
       bad_cell(file, c, "param_storage_dtype", "fp32 or bf16");
     training["param_storage_dtype"] = storage;
   }
+  // The optional runtime column (configs/validation/README.md): empty or torch = PyTorch FSDP or
+  // DDP as the other columns say; deepspeed-0.3 = DeepSpeed 0.3's ZeRO-3, which reads only the
+  // modules' dtype.
+  if (const std::string runtime = c.get("runtime"); runtime == "deepspeed-0.3") {
+    if (boolean(file, c, "cpu_offload"))
+      bad_cell(file, c, "cpu_offload", "false with runtime deepspeed-0.3 (not modelled)");
+    out.document = {{"schema_version", 1},
+                    {"name", c.get("case_id")},
+                    {"parallelism", "deepspeed_zero3"},
+                    {"model", model},
+                    {"hardware", hardware},
+                    {"training", training},
+                    {"fsdp", {{"param_dtype", c.get("param_dtype")}}}};
+    return out;
+  } else if (!runtime.empty() && runtime != "torch") {
+    bad_cell(file, c, "runtime", "torch or deepspeed-0.3");
+  }
   const std::int64_t version = positive_int(file, c, "fsdp_version");
   nlohmann::json fsdp = {{"version", version},
                          {"sharding_strategy", c.get("sharding")},

@@ -15,6 +15,19 @@ namespace fsdpsim::fsdp {
 enum class Parallelism : std::uint8_t {
   kFsdp,
   kDdp,  // torch.nn.parallel.DistributedDataParallel: full replicas, bucketed all-reduce
+  // DeepSpeed ZeRO stage 3 as DeepSpeed 0.3.12-0.4.0 ran it (2021): per-parameter all-gathers
+  // under full-device synchronizes (sim/fsdp/deepspeed_zero3_schedule.cpp).
+  kDeepSpeedZero3,
+};
+
+// The zero_optimization settings of DeepSpeed ZeRO-3 that shape its step, with the defaults of
+// deepspeed/runtime/zero/constants.py (v0.3.13). Sizes are in elements.
+struct DeepSpeedZero3Config {
+  std::int64_t param_persistence_threshold = 100'000;  // stage3_param_persistence_threshold
+  std::int64_t prefetch_bucket_size = 50'000'000;      // stage3_prefetch_bucket_size
+  std::int64_t max_live_parameters = 1'000'000'000;    // stage3_max_live_parameters
+  std::int64_t max_reuse_distance = 1'000'000'000;     // stage3_max_reuse_distance
+  std::int64_t reduce_bucket_size = 500'000'000;       // reduce_bucket_size
 };
 
 // torch.distributed.fsdp.ShardingStrategy.
@@ -86,6 +99,8 @@ struct FsdpConfig {
   std::int32_t blocks_per_unit = 1;  // for kEveryNBlocks
   // DDP only: bucket_cap_mb (torch.nn.parallel.DistributedDataParallel default 25).
   double ddp_bucket_cap_mb = 25.0;
+  // DeepSpeed ZeRO-3 only.
+  DeepSpeedZero3Config deepspeed;
 };
 
 struct TrainingConfig {

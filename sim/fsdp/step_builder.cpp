@@ -206,10 +206,18 @@ CheckpointMode StepBuilder::checkpoint_mode(std::size_t layer) const {
   return CheckpointMode::kSave;
 }
 
-void StepBuilder::run_forward_kernels(const models::Layer& l, std::size_t begin, std::size_t end,
+void StepBuilder::hooked_kernel(std::size_t layer, const char* pass, const models::NamedKernel& k,
+                                Phase phase, std::int32_t group) {
+  if (kernel_hooks_ != nullptr) kernel_hooks_->before_kernel(layer, k, phase);
+  kernel(w_.layers[layer].name, pass, k, phase, group);
+  if (kernel_hooks_ != nullptr) kernel_hooks_->after_kernel(layer, k, phase);
+}
+
+void StepBuilder::run_forward_kernels(std::size_t layer, std::size_t begin, std::size_t end,
                                       Phase phase, std::int32_t group) {
   const char* pass = phase == Phase::kRecompute ? "recompute" : "fwd";
-  for (std::size_t i = begin; i < end; ++i) kernel(l.name, pass, l.forward[i], phase, group);
+  const models::Layer& l = w_.layers[layer];
+  for (std::size_t i = begin; i < end; ++i) hooked_kernel(layer, pass, l.forward[i], phase, group);
 }
 
 Bytes StepBuilder::saved_bytes(std::size_t layer) const {
@@ -235,7 +243,7 @@ TensorId StepBuilder::forward_layer(std::size_t layer, std::int32_t group) {
   const TensorId kept = allocate(l.name + ".saved", saved, compute_, MemoryCategory::kActivations);
   const TransientIds temps =
       allocate_transients(l.name + ".forward_temp", l.forward_transient_tensors);
-  run_forward_kernels(l, 0, l.forward.size(), Phase::kForward, group);
+  run_forward_kernels(layer, 0, l.forward.size(), Phase::kForward, group);
   free_transients(temps);
   if (offloads_activations(layer)) {
     // torch.autograd.graph.save_on_cpu(pin_memory=True), what offload_wrapper runs the block
@@ -269,7 +277,7 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
                  compute_, MemoryCategory::kActivations);
     const TransientIds temps =
         allocate_transients(l.name + ".recompute_temp", l.forward_transient_tensors);
-    run_forward_kernels(l, whole ? 0 : l.attention_forward_begin,
+    run_forward_kernels(layer, whole ? 0 : l.attention_forward_begin,
                         whole ? l.forward.size() : l.attention_forward_end, Phase::kRecompute,
                         group);
     free_transients(temps);
@@ -277,7 +285,8 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
   }
   const TransientIds temps =
       allocate_transients(l.name + ".backward_temp", l.backward_transient_tensors);
-  for (const models::NamedKernel& k : l.backward) kernel(l.name, "bwd", k, Phase::kBackward, group);
+  for (const models::NamedKernel& k : l.backward)
+    hooked_kernel(layer, "bwd", k, Phase::kBackward, group);
   free_transients(temps);
   if (recomputed_any) free(recomputed);
   free(saved);

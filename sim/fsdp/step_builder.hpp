@@ -37,6 +37,15 @@ enum class CheckpointMode : std::uint8_t {
   kAttentionCore,  // keep all but the attention core's tensors, re-run the core in backward
 };
 
+// Called around each kernel that forward_layer and backward_layer launch, for runtimes whose hooks
+// fire per module inside a layer (DeepSpeed ZeRO-3 fetches each linear's weight before it runs).
+class KernelHooks {
+ public:
+  virtual ~KernelHooks() = default;
+  virtual void before_kernel(std::size_t layer, const models::NamedKernel& kernel, Phase phase) = 0;
+  virtual void after_kernel(std::size_t layer, const models::NamedKernel& kernel, Phase phase) = 0;
+};
+
 class StepBuilder {
  public:
   explicit StepBuilder(const ScheduleInput& input);
@@ -81,6 +90,8 @@ class StepBuilder {
   TransientIds allocate_transients(const std::string& name, const std::vector<Bytes>& tensors);
   void free_transients(const TransientIds& ids);
 
+  // Hooks to call around every kernel of forward_layer and backward_layer (none by default).
+  void set_kernel_hooks(KernelHooks* hooks) { kernel_hooks_ = hooks; }
   [[nodiscard]] CheckpointMode checkpoint_mode(std::size_t layer) const;
   // What autograd keeps of the layer's forward for its backward, under its checkpoint mode.
   [[nodiscard]] Bytes saved_bytes(std::size_t layer) const;
@@ -146,8 +157,11 @@ class StepBuilder {
   // A copy-kind op moving `bytes` in `duration` (copy, multi_tensor, host_transfer).
   engine::OpId byte_mover(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,
                           std::int32_t group, Seconds duration);
-  void run_forward_kernels(const models::Layer& l, std::size_t begin, std::size_t end, Phase phase,
+  void run_forward_kernels(std::size_t layer, std::size_t begin, std::size_t end, Phase phase,
                            std::int32_t group);
+  // kernel(), between the kernel hooks' calls.
+  void hooked_kernel(std::size_t layer, const char* pass, const models::NamedKernel& k, Phase phase,
+                     std::int32_t group);
 
   const ScheduleInput& in_;
   const models::Workload& w_;
@@ -158,6 +172,7 @@ class StepBuilder {
   Flops model_flops_{0.0};
   Flops recompute_flops_{0.0};
   Bytes inter_node_bytes_{0};
+  KernelHooks* kernel_hooks_ = nullptr;
 };
 
 inline Bytes elements(std::int64_t numel, Dtype dtype) { return Bytes(numel * dtype_bytes(dtype)); }

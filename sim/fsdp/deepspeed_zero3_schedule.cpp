@@ -1,0 +1,623 @@
+// DeepSpeed ZeRO stage 3 as DeepSpeed 0.3.12-0.4.0 ran it (2021: the ZeRO-3 that Narayanan et
+// al., "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", 2021,
+// Table 2, compare with), event by event, after deepspeed/runtime/zero/stage3.py
+// (PartitionedParameterCoordinator, PrefetchCoordinator, FP16_DeepSpeedZeroOptimizer_Stage3) and
+// deepspeed/runtime/zero/partition_parameters.py (_allgather_param, _allgather_params) at tag
+// v0.3.13, with the zero_optimization defaults of constants.py (DeepSpeedZero3Config):
+// - A parameter under stage3_param_persistence_threshold elements persists: whole on every rank,
+//   never gathered in forward or backward; after each optimizer step _post_step re-gathers them
+//   all with _allgather_params, which copies every rank's piece of every one of them in Python.
+// - Every other parameter is all-gathered on its own when a module owning it runs (the forward,
+//   recompute and backward pre-hooks' fetch_sub_module) by _allgather_param: torch.zeros of the
+//   full parameter, torch.cuda.synchronize(), one narrow per rank into a list of views, and
+//   torch.distributed.all_gather into that list, which ProcessGroupNCCL (PyTorch 1.8) runs as
+//   one ncclAllGather into a flat buffer followed by one copy_ per rank.
+// - fetch_sub_module then waits for every all-gather in flight and for the whole device
+//   (_synchronize_communication: comm_stream.synchronize(), torch.cuda.synchronize()): the GPU
+//   drains before each module whose parameters had to be gathered or were in flight.
+// - Prefetch (prefetch_next_sub_modules, from the module trace of the first step): when nothing
+//   is in flight and fewer than stage3_max_live_parameters elements are gathered, the next
+//   parameters of the trace not yet gathered, up to stage3_prefetch_bucket_size elements (at
+//   least one parameter).
+// - Release (release_sub_module) after a module's forward or backward, unless the modules that
+//   run before its next use hold fewer than stage3_max_reuse_distance elements (_keep_for_later).
+// - Gradients: contiguous_gradients is off by default for stage 3, so each parameter's fp16
+//   gradient joins an IPG bucket; when the next would overflow reduce_bucket_size, the CPU waits
+//   for the previous bucket (overlap_comm: reduction_stream.synchronize()), keeps this rank's
+//   partition of each of its gradients (partition_previous_reduced_grads), and flattens, divides
+//   and all-reduces the bucket on the reduction stream (buffered_reduce_fallback).
+// - Step: the overflow check (x.float().sum() of every gradient partition, read on the host, and
+//   an all-reduce of the flag), the gradient norm, an fp32 copy of the gradient partition,
+//   unscaling, Adam on the fp32 partition (DeepSpeed's FusedAdam, one multi-tensor kernel), the
+//   fp16 partition copied from it, and the persistent parameters' re-gather.
+// Modules are the layers' linears (each fetches its weight before its GEMM) and, per layer, one
+// module holding its other parameters (norms, embeddings, biases are persistent at any size that
+// matters), hooked at the layer's start and end. A tied LM head reads the embedding's weight.
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "hardware/cost_model.hpp"
+#include "sim/fsdp/process_groups.hpp"
+#include "sim/fsdp/schedule_flavours.hpp"
+#include "sim/fsdp/step_builder.hpp"
+
+namespace fsdpsim::fsdp {
+namespace {
+
+using engine::EventRef;
+using engine::LaunchSpec;
+using engine::OpKind;
+using engine::StreamId;
+using engine::TensorId;
+using hardware::Collective;
+using memory::MemoryCategory;
+
+// CPU time of one tensor view made from Python (narrow, view): a trivial op without autograd
+// takes about 2 us from Python, half of it argument parsing (pytorch/pytorch#41383, ngimel).
+constexpr Seconds kPythonViewOp = microseconds(2.0);
+// DeepSpeed's FusedAdam (csrc/adam/multi_tensor_adam.cu): reads parameter, gradient and both
+// moments, writes parameter and moments: 7 fp32 passes.
+constexpr std::int64_t kFusedAdamPasses = 7;
+
+struct Param {
+  std::string name;
+  std::size_t layer = 0;
+  std::int64_t numel = 0;
+  std::int64_t partition = 0;  // ds_tensor: ceil(numel / world)
+  bool persistent = false;
+  bool available = false;  // ZeroParamStatus.AVAILABLE (gathered)
+  bool in_flight = false;  // ZeroParamStatus.INFLIGHT
+  TensorId full = 0;
+  TensorId grad = 0;
+  bool has_grad = false;
+};
+
+struct Module {
+  std::string name;
+  std::vector<std::size_t> params;
+  std::int64_t numel = 0;  // every parameter it owns (what reuse distances count)
+  bool owns_grads = true;  // false for a tied head: the embedding owns the weight's gradient
+};
+
+// One pre-hook call in the module trace (PrefetchCoordinator.sub_module_trace): the module, and
+// the index of its next call (the trace's size if none).
+struct Use {
+  std::size_t module = 0;
+  std::size_t next = 0;
+};
+
+struct LayerModules {
+  std::size_t rest = 0;  // the layer's non-linear parameters
+  bool has_rest = false;
+  std::unordered_map<std::string, std::size_t> linear;  // forward kernel name -> module
+  std::vector<std::size_t> forward_linears;             // in forward order
+  std::vector<std::size_t> backward_linears;            // in backward order
+};
+
+// The linear's name in a backward kernel ("qkv_dgrad" -> "qkv"), or empty.
+std::string backward_linear_name(const models::NamedKernel& k) {
+  if (k.linear != models::LinearPass::kInputGrad && k.linear != models::LinearPass::kWeightGrad)
+    return {};
+  const std::size_t cut = k.name.rfind('_');
+  return cut == std::string::npos ? std::string() : k.name.substr(0, cut);
+}
+
+ScheduleInput with_fused_adam(const ScheduleInput& input) {
+  ScheduleInput in = input;
+  in.training.optimizer_impl = OptimizerImpl::kFused;
+  return in;
+}
+
+class DeepSpeedZero3Step final : private KernelHooks {
+ public:
+  explicit DeepSpeedZero3Step(const ScheduleInput& input)
+      : in_(with_fused_adam(input)),
+        c_(in_.fsdp.deepspeed),
+        dtype_(input.fsdp.param_dtype),
+        s_(in_),
+        world_size_(in_.cluster.world_size()),
+        comm_(s_.add_stream("ds_comm")),
+        reduction_(s_.add_stream("ds_reduction")),
+        world_(s_.add_process_group("nccl:world",
+                                    comm_group(in_.cluster, in_.cluster.world_size(), 1))) {
+    make_modules();
+    make_trace();
+    last_call_.assign(modules_.size(), 0);
+    s_.set_kernel_hooks(this);
+  }
+
+  Schedule build() {
+    Schedule out;
+    s_.run_steps(
+        out, [this](bool) { micro_batch(); }, [this] { optimizer_step(); });
+    std::int64_t partitions = 0;
+    std::int64_t persistent = 0;
+    for (const Param& p : params_) {
+      partitions += p.partition;
+      if (p.persistent) persistent += p.numel;
+    }
+    // fp16 partitions (ds_tensor), fp32 master partitions and the persistent parameters' full
+    // copies; Adam's moments; grads_in_partition, allocated by the first reduction and kept.
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] =
+        elements(partitions, dtype_) + elements(partitions, Dtype::kFp32) +
+        elements(persistent, dtype_);
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = Bytes(
+        optimizer_state_bytes_per_parameter(in_.training.optimizer, Dtype::kFp32) * partitions);
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kGradients)] =
+        elements(partitions, dtype_);
+    s_.finish(out);
+    return out;
+  }
+
+ private:
+  std::int32_t g(std::size_t layer) const { return static_cast<std::int32_t>(layer); }
+
+  std::size_t add_param(const std::string& name, std::size_t layer, std::int64_t numel) {
+    Param p;
+    p.name = name;
+    p.layer = layer;
+    p.numel = numel;
+    p.partition = (numel + world_size_ - 1) / world_size_;
+    p.persistent = numel < c_.param_persistence_threshold;
+    p.available = p.persistent;
+    params_.push_back(std::move(p));
+    return params_.size() - 1;
+  }
+
+  std::size_t add_module(std::string name, std::vector<std::size_t> params, bool owns_grads) {
+    Module m;
+    m.name = std::move(name);
+    for (const std::size_t p : params) m.numel += params_[p].numel;
+    m.params = std::move(params);
+    m.owns_grads = owns_grads;
+    modules_.push_back(std::move(m));
+    return modules_.size() - 1;
+  }
+
+  // A linear's weight is its forward GEMM's n x k; its bias, n. The layer's remaining elements
+  // are its other parameter tensors, in equal parts. A linear whose weight the layer cannot hold
+  // is tied to an earlier parameter of that size (the LM head reading the token embedding).
+  void make_modules() {
+    const auto& layers = s_.workload().layers;
+    layer_modules_.resize(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const models::Layer& l = layers[i];
+      LayerModules& lm = layer_modules_[i];
+      std::int64_t left = l.numel;
+      std::int32_t tensors_left = l.parameter_tensors;
+      for (const models::NamedKernel& k : l.forward) {
+        if (k.linear != models::LinearPass::kForward) continue;
+        const std::int64_t weight = k.kernel.gemm.n * k.kernel.gemm.k;
+        const std::int64_t bias = k.linear_bias ? k.kernel.gemm.n : 0;
+        std::vector<std::size_t> owned;
+        bool tied = false;
+        if (weight + bias > left) {
+          for (std::size_t p = 0; p < params_.size() && !tied; ++p) {
+            if (params_[p].numel == weight) {
+              owned.push_back(p);
+              tied = true;
+            }
+          }
+        }
+        if (!tied) {
+          owned.push_back(add_param(l.name + "." + k.name + ".weight", i, weight));
+          left -= weight;
+          --tensors_left;
+        }
+        if (bias > 0) {
+          owned.push_back(add_param(l.name + "." + k.name + ".bias", i, bias));
+          left -= bias;
+          --tensors_left;
+        }
+        const std::size_t m = add_module(l.name + "." + k.name, owned, !tied);
+        lm.linear[k.name] = m;
+        lm.forward_linears.push_back(m);
+      }
+      if (left > 0) {
+        const std::int64_t parts = std::max<std::int32_t>(tensors_left, 1);
+        std::vector<std::size_t> owned;
+        for (std::int64_t t = 0; t < parts; ++t) {
+          const std::int64_t numel =
+              t + 1 < parts ? left / parts : left - (parts - 1) * (left / parts);
+          owned.push_back(add_param(l.name + ".param" + std::to_string(t), i, numel));
+        }
+        lm.rest = add_module(l.name, owned, true);
+        lm.has_rest = true;
+      }
+      for (const models::NamedKernel& k : l.backward) {
+        const std::string name = backward_linear_name(k);
+        const auto it = lm.linear.find(name);
+        if (it == lm.linear.end()) continue;
+        if (std::find(lm.backward_linears.begin(), lm.backward_linears.end(), it->second) ==
+            lm.backward_linears.end())
+          lm.backward_linears.push_back(it->second);
+      }
+    }
+  }
+
+  // The pre-hook calls of one micro-batch in the order the walk below makes them, each with its
+  // module's next call, and the elements of the calls before each (for reuse distances).
+  void make_trace() {
+    const auto& layers = s_.workload().layers;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const LayerModules& lm = layer_modules_[i];
+      if (lm.has_rest) trace_.push_back({lm.rest});
+      for (const std::size_t m : lm.forward_linears) trace_.push_back({m});
+    }
+    for (std::size_t i = layers.size(); i-- > 0;) {
+      const LayerModules& lm = layer_modules_[i];
+      if (lm.has_rest) trace_.push_back({lm.rest});
+      if (s_.checkpoint_mode(i) == CheckpointMode::kWholeLayer) {
+        for (const std::size_t m : lm.forward_linears) trace_.push_back({m});
+      }
+      for (const std::size_t m : lm.backward_linears) trace_.push_back({m});
+    }
+    std::vector<std::size_t> next(modules_.size(), trace_.size());
+    for (std::size_t t = trace_.size(); t-- > 0;) {
+      trace_[t].next = next[trace_[t].module];
+      next[trace_[t].module] = t;
+    }
+    numel_before_.assign(trace_.size() + 1, 0);
+    for (std::size_t t = 0; t < trace_.size(); ++t)
+      numel_before_[t + 1] = numel_before_[t] + modules_[trace_[t].module].numel;
+  }
+
+  // _keep_for_later: the module is called again, and the calls from the current trace position
+  // up to that call (get_reuse_distance_in_numel) hold fewer than max_reuse_distance elements.
+  bool keep_for_later(std::size_t m) const {
+    const std::size_t next = trace_[last_call_[m]].next;
+    return next < trace_.size() &&
+           numel_before_[next] - numel_before_[step_] < c_.max_reuse_distance;
+  }
+
+  void micro_batch() {
+    const auto& layers = s_.workload().layers;
+    step_ = 0;
+    std::vector<TensorId> saved(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const LayerModules& lm = layer_modules_[i];
+      if (lm.has_rest) pre_hook(lm.rest, Phase::kForward);
+      saved[i] = s_.forward_layer(i, g(i));
+      if (lm.has_rest) post_hook(lm.rest);
+    }
+    for (std::size_t i = layers.size(); i-- > 0;) {
+      const LayerModules& lm = layer_modules_[i];
+      if (lm.has_rest) pre_backward(lm.rest);
+      s_.backward_layer(i, g(i), saved[i]);
+      if (backward_module_) post_backward(*backward_module_, i);
+      backward_module_.reset();
+      if (lm.has_rest) post_backward(lm.rest, i);
+    }
+    // independent_gradient_partition_epilogue: the last bucket, then its partitions.
+    reduce_ipg_grads();
+    s_.program().cpu_synchronize(s_.program().record_event(reduction_),
+                                 "reduction_stream.synchronize");
+    partition_previous_reduced_grads();
+    // _partition_all_parameters: what was kept for a later use is released.
+    for (Param& p : params_) release(p);
+    if (step_ != trace_.size()) throw std::logic_error("deepspeed zero3: module trace mismatch");
+  }
+
+  // KernelHooks: a linear's forward (or recompute) GEMM runs between its module's pre- and
+  // post-forward hooks; its backward kernels after its pre-backward hook.
+  void before_kernel(std::size_t layer, const models::NamedKernel& k, Phase phase) override {
+    const LayerModules& lm = layer_modules_[layer];
+    if (k.linear == models::LinearPass::kForward) {
+      pre_hook(lm.linear.at(k.name), phase == Phase::kRecompute ? Phase::kBackward : phase);
+      return;
+    }
+    const auto it = lm.linear.find(backward_linear_name(k));
+    if (phase != Phase::kBackward || it == lm.linear.end()) return;
+    if (backward_module_ == it->second) return;
+    if (backward_module_) post_backward(*backward_module_, layer);
+    backward_module_ = it->second;
+    pre_backward(it->second);
+  }
+
+  void after_kernel(std::size_t layer, const models::NamedKernel& k, Phase /*phase*/) override {
+    if (k.linear == models::LinearPass::kForward)
+      post_hook(layer_modules_[layer].linear.at(k.name));
+  }
+
+  // pre_sub_module_forward_function / pre_sub_module_backward_function.
+  void pre_hook(std::size_t m, Phase phase) {
+    const Module& module = modules_[m];
+    if (step_ >= trace_.size() || trace_[step_].module != m)
+      throw std::logic_error("deepspeed zero3: module trace mismatch at " + module.name);
+    s_.hook(module.name + ".pre_hook", static_cast<std::int32_t>(module.params.size()));
+    phase_ = phase;
+    last_call_[m] = step_;
+    fetch(module);
+    prefetch();
+    ++step_;
+  }
+
+  // post_sub_module_forward_function / post_sub_module_backward_function: release_sub_module.
+  void post_hook(std::size_t m) {
+    const Module& module = modules_[m];
+    s_.hook(module.name + ".post_hook", static_cast<std::int32_t>(module.params.size()));
+    if (keep_for_later(m)) return;
+    for (const std::size_t p : module.params) release(params_[p]);
+  }
+
+  void pre_backward(std::size_t m) {
+    // Autograd makes the module's gradients (AccumulateGrad) in its backward.
+    if (modules_[m].owns_grads) {
+      for (const std::size_t p : modules_[m].params) {
+        Param& param = params_[p];
+        param.grad = s_.allocate(param.name + ".grad", elements(param.numel, dtype_), s_.compute(),
+                                 MemoryCategory::kGradients);
+        param.has_grad = true;
+      }
+    }
+    pre_hook(m, Phase::kBackward);
+  }
+
+  // The module's gradients are ready (reduce_ready_partitions_and_remove_grads), then
+  // post_sub_module_backward_function.
+  void post_backward(std::size_t m, std::size_t layer) {
+    if (modules_[m].owns_grads) {
+      for (const std::size_t p : modules_[m].params) gradient_ready(p, layer);
+    }
+    post_hook(m);
+  }
+
+  // fetch_sub_module.
+  void fetch(const Module& module) {
+    bool wait = false;
+    for (const std::size_t p : module.params) {
+      Param& param = params_[p];
+      if (param.persistent || param.available) continue;
+      if (!param.in_flight) {
+        all_gather(p);
+        live_numel_ += param.numel;
+      }
+      wait = true;
+    }
+    if (wait) synchronize_communication();
+  }
+
+  // prefetch_next_sub_modules / get_params_to_prefetch.
+  void prefetch() {
+    if (!in_flight_.empty() || live_numel_ >= c_.max_live_parameters) return;
+    std::int64_t total = 0;
+    for (std::size_t t = step_; t < trace_.size() && total < c_.prefetch_bucket_size; ++t) {
+      for (const std::size_t p : modules_[trace_[t].module].params) {
+        Param& param = params_[p];
+        if (param.persistent || param.available || param.in_flight) continue;
+        all_gather(p);
+        live_numel_ += param.numel;
+        total += param.numel;
+        if (total >= c_.prefetch_bucket_size) break;
+      }
+    }
+  }
+
+  // _synchronize_communication.
+  void synchronize_communication() {
+    for (const std::size_t p : in_flight_) {
+      params_[p].in_flight = false;
+      params_[p].available = true;
+    }
+    in_flight_.clear();
+    s_.program().cpu_synchronize(s_.program().record_event(comm_), "comm_stream.synchronize");
+    device_synchronize("torch.cuda.synchronize");
+  }
+
+  void device_synchronize(std::string_view reason) {
+    for (const StreamId stream : {s_.compute(), comm_, reduction_})
+      s_.program().cpu_synchronize(s_.program().record_event(stream), reason);
+  }
+
+  // _allgather_param.
+  void all_gather(std::size_t p) {
+    Param& param = params_[p];
+    const Bytes full = elements(param.partition * world_size_, dtype_);
+    const Bytes piece = elements(param.partition, dtype_);
+    const std::int32_t group = g(param.layer);
+    param.full = s_.allocate(param.name + ".full", full, comm_, MemoryCategory::kParameters);
+    s_.copy(param.name + ".zeros", comm_, full, phase_, group);
+    device_synchronize("_allgather_param");
+    s_.program().cpu_work(param.name + ".rank_views",
+                          to_sim_time(kPythonViewOp * static_cast<double>(world_size_)));
+    s_.copy(param.name + ".copy_shard", comm_, 2 * piece, phase_, group);
+    const TensorId flat =
+        s_.allocate(param.name + ".flat", full, comm_, MemoryCategory::kCommunication);
+    s_.collective(param.name + ".all_gather", Collective::kAllGather, comm_, world_, full, phase_,
+                  group);
+    per_rank_copies(
+        param.name + ".copy_out", piece,
+        hardware::collective_time(in_.cluster, Collective::kAllGather, world_.ranks, full), group);
+    s_.free(flat, s_.program().record_event(comm_));
+    param.in_flight = true;
+    in_flight_.push_back(p);
+  }
+
+  // ProcessGroupNCCL::allgather's copy_ of each rank's piece out of the flat buffer, launched by
+  // the CPU right after the collective: as one op whose launch costs the CPU `world` launches and
+  // which ends when the last copy would. The copies cannot start before the collective (which
+  // starts at once: the CPU just synchronized) ends, nor run before they are launched:
+  // end = max(collective + world x copy, world x launch + copy) after the collective's start.
+  void per_rank_copies(const std::string& name, Bytes piece, Seconds collective,
+                       std::int32_t group) {
+    Kernel k;
+    k.kind = KernelKind::kMemoryBound;
+    k.bytes = 2 * piece;
+    const double n = static_cast<double>(world_size_);
+    const Seconds copy = hardware::kernel_time(in_.cluster.gpu, k);
+    const Seconds launches = in_.cluster.kernel_launch_overhead * n;
+    const Seconds end = std::max(collective + copy * n, launches + copy);
+    LaunchSpec spec;
+    spec.name = name;
+    spec.stream = comm_;
+    spec.kind = OpKind::kCopy;
+    spec.phase = static_cast<std::uint8_t>(phase_);
+    spec.group = group;
+    spec.duration = to_sim_time(end - std::max(collective, launches));
+    spec.launch_cost = to_sim_time(launches);
+    spec.bytes = Bytes(2 * piece.value() * world_size_);
+    s_.program().launch(spec);
+  }
+
+  // Param.partition(): the gathered copy is dropped (no record_stream; the CPU has synchronized).
+  void release(Param& param) {
+    if (param.persistent || !param.available) return;
+    s_.free(param.full);
+    param.available = false;
+    live_numel_ -= param.numel;
+  }
+
+  // reduce_independent_p_g_buckets_and_remove_grads.
+  void gradient_ready(std::size_t p, std::size_t layer) {
+    const Param& param = params_[p];
+    if (bucket_numel_ + param.numel > c_.reduce_bucket_size) reduce_ipg_grads();
+    bucket_.push_back(p);
+    bucket_numel_ += param.numel;
+    bucket_layer_ = layer;
+  }
+
+  // reduce_ipg_grads with overlap_comm and contiguous_gradients off.
+  void reduce_ipg_grads() {
+    s_.program().cpu_synchronize(s_.program().record_event(reduction_),
+                                 "reduction_stream.synchronize");
+    partition_previous_reduced_grads();
+    if (bucket_.empty()) return;
+    const std::int32_t group = g(bucket_layer_);
+    const Bytes bytes = elements(bucket_numel_, dtype_);
+    // The gradients come from the compute stream.
+    s_.program().wait_stream(reduction_, s_.compute());
+    const TensorId flat =
+        s_.allocate("ipg_bucket.flat", bytes, reduction_, MemoryCategory::kCommunication);
+    s_.copy("ipg_bucket.flatten", reduction_, 2 * bytes, Phase::kBackward, group);
+    s_.copy("ipg_bucket.div", reduction_, 2 * bytes, Phase::kBackward, group);
+    s_.collective("ipg_bucket.all_reduce", Collective::kAllReduce, reduction_, world_, bytes,
+                  Phase::kBackward, group);
+    for (const std::size_t p : bucket_) {
+      s_.copy(params_[p].name + ".grad_copy_back", reduction_,
+              2 * elements(params_[p].numel, dtype_), Phase::kBackward, group);
+    }
+    s_.free(flat, s_.program().record_event(reduction_));
+    previous_ = bucket_;
+    bucket_.clear();
+    bucket_numel_ = 0;
+  }
+
+  // partition_previous_reduced_grads: this rank's piece of each reduced gradient into
+  // grads_in_partition; the full gradient is dropped.
+  void partition_previous_reduced_grads() {
+    for (const std::size_t p : previous_) {
+      Param& param = params_[p];
+      s_.copy(param.name + ".grad_partition", reduction_, 2 * elements(param.partition, dtype_),
+              Phase::kBackward, -1);
+      if (param.has_grad) s_.free(param.grad, s_.program().record_event(reduction_));
+      param.has_grad = false;
+    }
+    previous_.clear();
+  }
+
+  void optimizer_step() {
+    std::vector<std::pair<std::string, std::int64_t>> partitions;
+    std::int64_t total = 0;
+    for (const Param& p : params_) {
+      partitions.emplace_back(p.name, p.partition);
+      total += p.partition;
+    }
+    const StreamId compute = s_.compute();
+    // has_overflow_partitioned_grads_serial: float(x.float().sum()) per gradient partition.
+    for (const Param& p : params_) {
+      s_.copy(p.name + ".overflow_check", compute,
+              elements(p.partition, dtype_) + elements(2 * p.partition, Dtype::kFp32),
+              Phase::kOptimizer, -1);
+      s_.program().cpu_synchronize(s_.program().record_event(compute), "overflow_check.item");
+    }
+    s_.collective("overflow.all_reduce", Collective::kAllReduce, compute, world_, Bytes(1),
+                  Phase::kOptimizer, -1);
+    s_.program().cpu_synchronize(s_.program().record_event(compute), "overflow.item");
+    // _get_norm_groups: the norm of every gradient partition, all-reduced.
+    s_.clip_gradients(partitions, GradientClipping{{world_}, /*foreach=*/false}, false);
+    // _prepare_fp32_grad_for_sub_group: the flat fp16 partition cast to an fp32 gradient.
+    const TensorId fp32_grad = s_.allocate("optimizer.fp32_grad", elements(total, Dtype::kFp32),
+                                           compute, MemoryCategory::kGradients);
+    s_.copy("optimizer.fp32_grad_cast", compute,
+            elements(total, dtype_) + elements(total, Dtype::kFp32), Phase::kOptimizer, -1);
+    s_.copy("optimizer.unscale", compute, 2 * elements(total, Dtype::kFp32), Phase::kOptimizer, -1);
+    if (in_.training.optimizer == Optimizer::kAdamW) {
+      s_.multi_tensor("optimizer.fused_adam", compute,
+                      elements(kFusedAdamPasses * total, Dtype::kFp32), Phase::kOptimizer, -1);
+    } else {
+      s_.gpu_optimizer({{"optimizer", total}});
+    }
+    s_.copy("optimizer.fp16_partition", compute,
+            elements(total, Dtype::kFp32) + elements(total, dtype_), Phase::kOptimizer, -1);
+    s_.free(fp32_grad, s_.program().record_event(compute));
+    gather_persistent();
+  }
+
+  // _post_step: _allgather_params over every persistent parameter: one all-gather of their
+  // pieces (a narrow per rank, a copy_ per rank out of the flat buffer), then, per parameter and
+  // per rank, two narrows, a view and a copy_ from Python.
+  void gather_persistent() {
+    std::int64_t pieces = 0;
+    std::vector<std::size_t> persistent;
+    for (std::size_t p = 0; p < params_.size(); ++p) {
+      if (!params_[p].persistent) continue;
+      persistent.push_back(p);
+      pieces += params_[p].partition;
+    }
+    if (persistent.empty()) return;
+    const Bytes full = elements(pieces * world_size_, dtype_);
+    s_.program().wait_stream(comm_, s_.compute());
+    const TensorId flat =
+        s_.allocate("persistent.flat", full, comm_, MemoryCategory::kCommunication);
+    s_.program().cpu_work("persistent.rank_views",
+                          to_sim_time(kPythonViewOp * static_cast<double>(world_size_)));
+    phase_ = Phase::kOptimizer;
+    s_.collective("persistent.all_gather", Collective::kAllGather, comm_, world_, full,
+                  Phase::kOptimizer, -1);
+    per_rank_copies(
+        "persistent.copy_out", elements(pieces, dtype_),
+        hardware::collective_time(in_.cluster, Collective::kAllGather, world_.ranks, full), -1);
+    s_.program().cpu_synchronize(s_.program().record_event(comm_), "persistent.all_gather");
+    for (const std::size_t p : persistent) {
+      s_.program().cpu_work(params_[p].name + ".rank_views",
+                            to_sim_time(kPythonViewOp * 3.0 * static_cast<double>(world_size_)));
+      per_rank_copies(params_[p].name + ".copy_pieces", elements(params_[p].partition, dtype_),
+                      Seconds(0.0), -1);
+    }
+    s_.free(flat, s_.program().record_event(comm_));
+  }
+
+  const ScheduleInput in_;
+  const DeepSpeedZero3Config& c_;
+  const Dtype dtype_;
+  StepBuilder s_;
+  const std::int64_t world_size_;
+  StreamId comm_;
+  StreamId reduction_;
+  ProcessGroup world_;
+  std::vector<Param> params_;
+  std::vector<Module> modules_;
+  std::vector<LayerModules> layer_modules_;
+  std::vector<Use> trace_;
+  std::vector<std::int64_t> numel_before_;  // per trace position: elements of the calls before
+  std::vector<std::size_t> last_call_;      // per module: its latest call's trace position
+  std::size_t step_ = 0;                    // PrefetchCoordinator.step_id
+  Phase phase_ = Phase::kForward;
+  std::optional<std::size_t> backward_module_;  // the linear whose backward kernels are running
+  std::vector<std::size_t> in_flight_;
+  std::int64_t live_numel_ = 0;  // total_available_parameter_numel
+  std::vector<std::size_t> bucket_;
+  std::int64_t bucket_numel_ = 0;
+  std::size_t bucket_layer_ = 0;
+  std::vector<std::size_t> previous_;
+};
+
+}  // namespace
+
+Schedule build_deepspeed_zero3_schedule(const ScheduleInput& input) {
+  return DeepSpeedZero3Step(input).build();
+}
+
+}  // namespace fsdpsim::fsdp

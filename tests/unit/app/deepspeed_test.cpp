@@ -1,0 +1,109 @@
+// parallelism deepspeed_zero3 as users reach it: scenario JSON (the `deepspeed` section, what it
+// rejects), `fsdpsim run`, and the validation CSV's runtime column.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/app/config_error.hpp"
+#include "sim/app/scenario.hpp"
+#include "sim/app/validation_cases.hpp"
+#include "test_support.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+using test_support::run_fsdpsim;
+
+const PresetLocator kPresets{FSDPSIM_CONFIGS_DIR};
+const std::string kShipped =
+    std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/deepspeed/gpt175b_384xa100.json";
+
+nlohmann::json scenario() {
+  return {{"schema_version", 1},
+          {"parallelism", "deepspeed_zero3"},
+          {"model", "gpt-175b"},
+          {"hardware", {{"preset", "a100-sxm-80gb"}, {"nodes", 2}}},
+          {"training", {{"global_batch", 16}, {"micro_batch", 1}, {"seq_len", 2048}}},
+          {"fsdp", {{"param_dtype", "fp16"}}}};
+}
+
+// The error message, or "accepted".
+std::string error_of(const nlohmann::json& patch) {
+  nlohmann::json document = scenario();
+  document.merge_patch(patch);
+  try {
+    scenario_from_json(document, "ds.json", {}, kPresets);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(DeepSpeedJson, ReadsTheZeroOptimizationKeysWithDeepSpeedsDefaults) {
+  const Scenario s = scenario_from_json(scenario(), "ds.json", {}, kPresets);
+  EXPECT_EQ(s.training.parallelism, fsdp::Parallelism::kDeepSpeedZero3);
+  EXPECT_EQ(s.fsdp.param_dtype, Dtype::kFp16);
+  EXPECT_EQ(s.fsdp.reduce_dtype, Dtype::kFp16);
+  EXPECT_EQ(s.fsdp.deepspeed.param_persistence_threshold, 100'000);
+  EXPECT_EQ(s.fsdp.deepspeed.reduce_bucket_size, 500'000'000);
+  nlohmann::json tuned = scenario();
+  tuned["deepspeed"] = {{"stage3_prefetch_bucket_size", 1000}, {"stage3_max_reuse_distance", 5}};
+  const Scenario t = scenario_from_json(tuned, "ds.json", {}, kPresets);
+  EXPECT_EQ(t.fsdp.deepspeed.prefetch_bucket_size, 1000);
+  EXPECT_EQ(t.fsdp.deepspeed.max_reuse_distance, 5);
+}
+
+TEST(DeepSpeedJson, RejectsWhatItDoesNotModelWithFileAndPath) {
+  EXPECT_EQ(error_of({{"parallelism", "fsdp"}, {"deepspeed", {{"version", "0.3"}}}}),
+            "ds.json: /deepspeed: the deepspeed section needs \"parallelism\": "
+            "\"deepspeed_zero3\"");
+  EXPECT_EQ(error_of({{"fsdp", {{"sharding_strategy", "FULL_SHARD"}}}})
+                .rfind("ds.json: /fsdp/sharding_strategy: has no meaning with parallelism "
+                       "deepspeed_zero3",
+                       0),
+            0u);
+  EXPECT_EQ(error_of({{"deepspeed", {{"version", "0.9"}}}}).rfind("ds.json: /deepspeed/version", 0),
+            0u);
+  EXPECT_EQ(error_of({{"deepspeed", {{"stage3_max_live_parameters", 0}}}})
+                .rfind("ds.json: /deepspeed/stage3_max_live_parameters", 0),
+            0u);
+  EXPECT_EQ(error_of({{"fsdp", {{"param_dtype", "fp32"}}}}).rfind("ds.json: /fsdp:", 0), 0u);
+  EXPECT_EQ(error_of({{"training", {{"no_sync", true}}}}).rfind("ds.json: /training/no_sync", 0),
+            0u);
+}
+
+TEST(DeepSpeedRun, SummaryNamesTheRuntimeAndItsSettings) {
+  const auto [code, out] = run_fsdpsim("run " + kShipped);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("deepspeed  ZeRO-3 (DeepSpeed 0.3), fp16, persistence threshold 100000"),
+            std::string::npos)
+      << out;
+}
+
+// The runtime column: Megatron-LM's 2021 ZeRO-3 rows run as DeepSpeed 0.3's ZeRO-3; a value it
+// does not know names the line and column.
+TEST(DeepSpeedValidation, TheRuntimeColumnSelectsDeepSpeed) {
+  const auto cases =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  int deepspeed = 0;
+  for (const ValidationCase& c : cases) {
+    const CaseScenario s = scenario_for_case(c, "cases.csv");
+    if (s.document.is_null()) continue;
+    const bool megatron = c.get("source") == "megatron-lm-2021-zero3";
+    EXPECT_EQ(s.document.value("parallelism", "fsdp") == "deepspeed_zero3", megatron)
+        << c.get("case_id");
+    deepspeed += megatron ? 1 : 0;
+  }
+  EXPECT_EQ(deepspeed, 6);
+  const auto [code, out] =
+      run_fsdpsim("validate " + std::string(FSDPSIM_TEST_DATA_DIR) + "/validation/bad_runtime.csv");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 2, column runtime: expected torch or deepspeed-0.3, found "
+                     "\"deepspeed-9\""),
+            std::string::npos)
+      << out;
+}
+
+}  // namespace
+}  // namespace fsdpsim::app
