@@ -29,18 +29,18 @@ EOD
 $d2 << EOD
 16 23324.5
 32 22946.7
-64 22611.1
-128 22301.8
-256 21923.0
-512 21358.0
+64 22613.5
+128 22327.1
+256 22048.4
+512 21853.6
 EOD
 $d3 << EOD
 16 23585.7
 32 23199.5
-64 22856.5
-128 22540.5
-256 22153.6
-512 21576.8
+64 22859.0
+128 22566.3
+256 22281.7
+512 22082.8
 EOD
 plot $d0 using 1:2 with linespoints lw 2 pt 7 lc rgb "#08519c" title "full + RAF (FULL_SHARD)", \
      $d1 using 1:2 with linespoints lw 2 pt 7 lc rgb "#6baed6" title "full + NRAF (SHARD_GRAD_OP)", \
