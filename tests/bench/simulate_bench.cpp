@@ -23,6 +23,14 @@ void BM_SimulateGpt175bStep(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateGpt175bStep)->Unit(benchmark::kMillisecond);
 
+// DeepSpeed 0.3's ZeRO-3 on 1536 A100s (Megatron-LM 2021): per-parameter collectives, a device
+// synchronize before each module, the persistent parameters' per-rank re-gather.
+void BM_SimulateDeepSpeedZero3Step(benchmark::State& state) {
+  const app::Scenario s = load("scenarios/deepspeed/gpt175b_1536xa100.json");
+  for (auto _ : state) benchmark::DoNotOptimize(app::simulate_scenario(s, false).result.step_time);
+}
+BENCHMARK(BM_SimulateDeepSpeedZero3Step)->Unit(benchmark::kMillisecond);
+
 // The executor alone on a chain of kernels over two streams with cross-stream waits.
 void BM_ExecutorOps(benchmark::State& state) {
   engine::ProgramBuilder b;
