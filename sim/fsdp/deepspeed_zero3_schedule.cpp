@@ -20,7 +20,9 @@
 //   parameters of the trace not yet gathered, up to stage3_prefetch_bucket_size elements (at
 //   least one parameter).
 // - Release (release_sub_module) after a module's forward or backward, unless the modules that
-//   run before its next use hold fewer than stage3_max_reuse_distance elements (_keep_for_later).
+//   run before its next use hold fewer than stage3_max_reuse_distance elements (_keep_for_later);
+//   releasing sets param.data to torch.ones(1).half().to(device), a blocking copy after which the
+//   CPU has waited for the compute stream.
 // - Gradients: contiguous_gradients is off by default for stage 3, so each parameter's fp16
 //   gradient joins an IPG bucket; when the next would overflow reduce_bucket_size, the CPU waits
 //   for the previous bucket (overlap_comm: reduction_stream.synchronize()), keeps this rank's
@@ -428,7 +430,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
     s_.collective(param.name + ".all_gather", Collective::kAllGather, comm_, world_, full, phase_,
                   group);
     per_rank_copies(
-        param.name + ".copy_out", piece,
+        param.name + ".copy_out", comm_, piece,
         hardware::collective_time(in_.cluster, Collective::kAllGather, world_.ranks, full), group);
     s_.free(flat, s_.program().record_event(comm_));
     param.in_flight = true;
@@ -437,10 +439,11 @@ class DeepSpeedZero3Step final : private KernelHooks {
 
   // ProcessGroupNCCL::allgather's copy_ of each rank's piece out of the flat buffer, launched by
   // the CPU right after the collective: as one op whose launch costs the CPU `world` launches and
-  // which ends when the last copy would. The copies cannot start before the collective (which
-  // starts at once: the CPU just synchronized) ends, nor run before they are launched:
-  // end = max(collective + world x copy, world x launch + copy) after the collective's start.
-  void per_rank_copies(const std::string& name, Bytes piece, Seconds collective,
+  // which ends when the last copy would. The copies cannot start before the collective ends, nor
+  // run before they are launched: end = max(collective + world x copy, world x launch + copy)
+  // after the collective's start, taken as its issue (exact for _allgather_param, whose CPU has
+  // just synchronized; pass a zero collective for copies after no collective).
+  void per_rank_copies(const std::string& name, StreamId stream, Bytes piece, Seconds collective,
                        std::int32_t group) {
     Kernel k;
     k.kind = KernelKind::kMemoryBound;
@@ -451,7 +454,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
     const Seconds end = std::max(collective + copy * n, launches + copy);
     LaunchSpec spec;
     spec.name = name;
-    spec.stream = comm_;
+    spec.stream = stream;
     spec.kind = OpKind::kCopy;
     spec.phase = static_cast<std::uint8_t>(phase_);
     spec.group = group;
@@ -461,9 +464,13 @@ class DeepSpeedZero3Step final : private KernelHooks {
     s_.program().launch(spec);
   }
 
-  // Param.partition(): the gathered copy is dropped (no record_stream; the CPU has synchronized).
+  // Param.partition() (_partition_param): the gathered copy is dropped (no record_stream) and
+  // `param.data = torch.ones(1).half().to(param.device)` replaces it: a blocking host-to-device
+  // copy on the current (compute) stream, so the CPU waits for the kernels already queued there.
   void release(Param& param) {
     if (param.persistent || !param.available) return;
+    s_.program().cpu_synchronize(s_.program().record_event(s_.compute()),
+                                 "partition: ones(1).to(device)");
     s_.free(param.full);
     param.available = false;
     live_numel_ -= param.numel;
@@ -567,26 +574,27 @@ class DeepSpeedZero3Step final : private KernelHooks {
       pieces += params_[p].partition;
     }
     if (persistent.empty()) return;
+    // Outside the coordinator's comm-stream context: everything runs on the current (compute)
+    // stream, which the synchronous all_gather makes wait for NCCL; the CPU does not wait.
+    const StreamId compute = s_.compute();
     const Bytes full = elements(pieces * world_size_, dtype_);
-    s_.program().wait_stream(comm_, s_.compute());
     const TensorId flat =
-        s_.allocate("persistent.flat", full, comm_, MemoryCategory::kCommunication);
+        s_.allocate("persistent.flat", full, compute, MemoryCategory::kCommunication);
     s_.program().cpu_work("persistent.rank_views",
                           to_sim_time(kPythonViewOp * static_cast<double>(world_size_)));
     phase_ = Phase::kOptimizer;
-    s_.collective("persistent.all_gather", Collective::kAllGather, comm_, world_, full,
+    s_.collective("persistent.all_gather", Collective::kAllGather, compute, world_, full,
                   Phase::kOptimizer, -1);
     per_rank_copies(
-        "persistent.copy_out", elements(pieces, dtype_),
+        "persistent.copy_out", compute, elements(pieces, dtype_),
         hardware::collective_time(in_.cluster, Collective::kAllGather, world_.ranks, full), -1);
-    s_.program().cpu_synchronize(s_.program().record_event(comm_), "persistent.all_gather");
     for (const std::size_t p : persistent) {
       s_.program().cpu_work(params_[p].name + ".rank_views",
                             to_sim_time(kPythonViewOp * 3.0 * static_cast<double>(world_size_)));
-      per_rank_copies(params_[p].name + ".copy_pieces", elements(params_[p].partition, dtype_),
-                      Seconds(0.0), -1);
+      per_rank_copies(params_[p].name + ".copy_pieces", compute,
+                      elements(params_[p].partition, dtype_), Seconds(0.0), -1);
     }
-    s_.free(flat, s_.program().record_event(comm_));
+    s_.free(flat, s_.program().record_event(compute));
   }
 
   const ScheduleInput in_;

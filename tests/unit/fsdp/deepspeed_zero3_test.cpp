@@ -150,6 +150,24 @@ TEST(DeepSpeedZero3, ReleasedWeightsAreGatheredAgainInBackward) {
           "blocks.0.down.weight", "blocks.0.up.weight", "embedding.param0", "persistent"}));
 }
 
+// Each release waits for the compute stream (the blocking ones(1).to(device) of
+// _partition_param): with a reuse distance of one element, five weights are released after their
+// forward and all six after their backward.
+TEST(DeepSpeedZero3, EveryReleaseWaitsForTheComputeStream) {
+  const models::Workload w = workload();
+  ScheduleInput in = input(w);
+  in.fsdp.deepspeed.max_reuse_distance = 1;
+  in.fsdp.deepspeed.prefetch_bucket_size = 1;
+  const SimulationOutput out = simulate_step(in, {});
+  int waits = 0;
+  const engine::Program& p = out.schedule.program;
+  for (const engine::CpuStep& s : p.cpu) {
+    if (s.kind == engine::CpuStepKind::kWait && p.names[s.name] == "partition: ones(1).to(device)")
+      ++waits;
+  }
+  EXPECT_EQ(waits, 11);
+}
+
 // Full checkpointing adds each block's recompute between its forward and its backward: "up" is
 // gathered in forward, recompute and backward; "down", whose backward follows its recompute at
 // once, is kept between those two.
