@@ -7,6 +7,11 @@
 // Saved: Q, K, V, O and the fp32 log-sum-exp [b, heads, s] (flash_api.cpp mha_fwd returns
 // softmax_lse; SDPA saves it as logsumexp). No s x s matrix exists.
 //
+// Unpadded (WorkloadOptions::unpad_attention): flash-attn's bert_padding around the kernel, as
+// its FlashAttention module runs when given a key_padding_mask -- two host reads of the mask's
+// counts, a gather of Q, K, V rows before the kernel and a scatter of O's after; the reverse
+// copies in backward.
+//
 // Unfused: what eager PyTorch runs for minGPT's CausalSelfAttention (and llm-foundry's / HF's
 // torch attention paths): head-major copies of Q, K, V (torch.matmul reshapes transposed
 // views, HF repeat_kv expands K/V to all heads), batched GEMM Q K^T, scale, causal masked_fill,
@@ -63,18 +68,52 @@ NamedKernel flash_kernel(const char* name, const AttentionDims& dims, const Buil
   return {name, k};
 }
 
+// flash-attn's bert_padding.unpad_input, run by its FlashAttention module when it is given a
+// key_padding_mask: seqlens = mask.sum(-1); indices = torch.nonzero(mask.flatten()), whose output
+// size the host must read; max_seqlen = seqlens.max().item(), read on the host again; then
+// index_first_axis gathers the packed Q, K, V rows into a new tensor. The kernel saves that copy
+// (the padded one dies with the layer's forward).
+void unpad_attention_inputs(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
+  constexpr std::int64_t kIndexBytes = 8;  // int64 indices
+  NamedKernel nonzero = memory_bound_kernel(
+      "attn_unpad_nonzero", ctx.tokens * (kMaskBytes + kIndexBytes) + ctx.batch * 4, ctx);
+  nonzero.host_sync = true;
+  nonzero.ends_fusion = true;
+  draft.forward(std::move(nonzero));
+  NamedKernel max_seqlen = memory_bound_kernel("attn_unpad_max_seqlen", ctx.batch * 8, ctx);
+  max_seqlen.host_sync = true;
+  max_seqlen.ends_fusion = true;
+  draft.forward(std::move(max_seqlen));
+  draft.forward(memory_bound_kernel("attn_unpad_gather", 2 * qkv_bytes(dims, ctx), ctx));
+  draft.forward_temps().allocate(qkv_bytes(dims, ctx));
+}
+
 void flash_forward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
   const std::int64_t o = q_bytes(dims, ctx);
+  if (ctx.unpad_attention) unpad_attention_inputs(draft, dims, ctx);
   // Reads Q, K, V; writes O and the log-sum-exp.
   draft.forward(flash_kernel("attn", dims, ctx, false, flash_forward_flops(dims, ctx),
                              qkv_bytes(dims, ctx) + o + lse_bytes(dims, ctx)));
   draft.save(o + lse_bytes(dims, ctx));
+  if (ctx.unpad_attention) {
+    // pad_input: zeros of the padded output, then index_put of the rows. The kernel keeps its
+    // unpadded O for backward; the output projection saves the padded one.
+    draft.forward(memory_bound_kernel("attn_pad", 3 * o, ctx));
+    draft.save(o);
+    draft.forward_temps().release(qkv_bytes(dims, ctx));
+  }
 }
 
 void flash_backward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
   constexpr double kBackwardToForward = 2.5;  // FA2 paper: 5 matmuls vs 2 (Sec. 4.1)
   const std::int64_t o = q_bytes(dims, ctx);
   const std::int64_t qkv = qkv_bytes(dims, ctx);
+  TransientTracker& temps = draft.backward_temps();
+  if (ctx.unpad_attention) {
+    // pad_input's backward: dO's rows gathered into an unpadded copy.
+    draft.backward(memory_bound_kernel("attn_pad_bwd", 2 * o, ctx));
+    temps.allocate(o);
+  }
   // Reads Q, K, V, O, dO and the log-sum-exp; writes dQ, dK, dV.
   draft.backward(flash_kernel("attn_bwd", dims, ctx, true,
                               kBackwardToForward * flash_forward_flops(dims, ctx),
@@ -85,11 +124,17 @@ void flash_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
   std::int64_t workspace =
       ctx.tokens * dims.heads * dims.head_dim * kStatBytes + lse_bytes(dims, ctx);
   if (dims.kv_heads != dims.heads) workspace += 2 * o;
-  TransientTracker& temps = draft.backward_temps();
   temps.allocate(qkv);
   temps.allocate(workspace);
   temps.release(workspace);
-  temps.release(o);  // dO
+  if (ctx.unpad_attention) {
+    // index_first_axis's backward: zeros of the padded dQKV, then index_put of the rows.
+    draft.backward(memory_bound_kernel("attn_unpad_bwd", 3 * qkv, ctx));
+    temps.allocate(qkv);
+    temps.release(o);  // the unpadded dO
+  }
+  temps.release(o);                             // dO
+  if (ctx.unpad_attention) temps.release(qkv);  // the unpadded dQ, dK, dV
 }
 
 void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {

@@ -19,6 +19,7 @@ BuildContext make_context(const WorkloadOptions& options) {
                                 options.residual_dtype ? dtype_bytes(*options.residual_dtype) : 0);
   ctx.flash_attention = options.flash_attention;
   ctx.flash_kernel = options.flash_kernel;
+  ctx.unpad_attention = options.unpad_attention;
   ctx.loss = options.loss;
   ctx.compiled = options.compiled;
   return ctx;

@@ -30,6 +30,7 @@ struct BuildContext {
   Dtype gemm_dtype = Dtype::kBf16;  // dtype, or TF32 for fp32 under allow_tf32
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;
+  bool unpad_attention = false;  // WorkloadOptions::unpad_attention
   LossKernel loss = LossKernel::kCrossEntropyFp32;
   // torch.compile of the blocks: builders write the kernels Inductor generates where they differ
   // from eager's (models/llama_family.cpp); compile_fusion.cpp then fuses the remaining runs.

@@ -49,6 +49,9 @@ struct NamedKernel {
   // True when the next kernel cannot join this one's fused kernel: it needs this kernel's full
   // reduction first (a float8 amax), or it shares no read with it (a bias gradient).
   bool ends_fusion = false;
+  // The host reads this kernel's result (torch.nonzero sizing its output, .item()): the CPU waits
+  // for the stream before it issues anything else.
+  bool host_sync = false;
 };
 
 struct Layer {
@@ -118,6 +121,10 @@ struct WorkloadOptions {
   std::optional<Dtype> residual_dtype;
   // torch.compile of every transformer block (models/compile_fusion.hpp).
   bool compiled = false;
+  // The fused attention runs on unpadded tokens: flash-attn's bert_padding unpad_input before
+  // the kernel and pad_input after it, as its FlashAttention module does when it is given a
+  // key_padding_mask (models/attention_kernels.cpp). Only with flash_attention.
+  bool unpad_attention = false;
   // fp32 GEMMs on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32); only when
   // compute_dtype is fp32.
   bool allow_tf32 = false;

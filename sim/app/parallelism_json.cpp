@@ -190,6 +190,12 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
   t.no_sync = r.boolean("no_sync", false);
   t.clip_grad_norm = r.boolean("clip_grad_norm", false);
   t.offload_activations = r.boolean("offload_activations", false);
+  t.unpad_attention = r.boolean("unpad_attention", false);
+  if (t.unpad_attention && !t.flash_attention) {
+    throw ConfigError(file, "/training/unpad_attention",
+                      "unpads the tokens around a fused attention kernel: needs flash_attention "
+                      "true");
+  }
   t.param_storage_dtype = dtype_key(r, "param_storage_dtype", "fp32");
   if (r.has("autocast_dtype")) t.autocast_dtype = dtype_key(r, "autocast_dtype", "bf16");
   if (r.has("matmul_dtype")) {

@@ -44,6 +44,9 @@ training:
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false
   offload_activations       keep each block's saved activations in pinned host memory
                             [offload_wrapper / save_on_cpu(pin_memory=True)]        default false
+  unpad_attention           flash-attn's bert_padding unpad_input / pad_input around the
+                            attention kernel, as its FlashAttention module runs when
+                            given a key_padding_mask                                default false
   clip_grad_norm            clip gradients by their total norm before the optimizer
                             step [FSDP.clip_grad_norm_ /
                             torch.nn.utils.clip_grad_norm_]                         default false

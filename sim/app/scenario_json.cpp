@@ -111,12 +111,20 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   for (const auto& [key, on] :
        {std::pair<const char*, bool>{"matmul_dtype", s.training.float8_linears()},
         {"compiled", s.training.compiled},
+        {"unpad_attention", s.training.unpad_attention},
         {"loss", s.training.loss != LossKernel::kCrossEntropyFp32}}) {
     if (custom && on) {
       throw ConfigError(f, fmt::format("/training/{}", key),
                         "rewrites a model's own kernels; a custom model lists opaque units "
                         "(FLOPs and bytes), so it does not apply");
     }
+  }
+  if (s.training.unpad_attention &&
+      (s.training.compiled || s.model.family == models::ModelFamily::kT5)) {
+    throw ConfigError(f, "/training/unpad_attention",
+                      s.training.compiled
+                          ? "not modelled under torch.compile (its host reads break the graph)"
+                          : "HF T5 attention is unfused; there is no fused kernel to unpad around");
   }
   if (s.model.family == models::ModelFamily::kT5 &&
       s.training.loss != LossKernel::kCrossEntropyFp32) {

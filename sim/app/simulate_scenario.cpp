@@ -12,6 +12,7 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   options.compute_dtype = scenario.training.compute_dtype(scenario.fsdp.param_dtype);
   options.flash_attention = scenario.training.flash_attention;
   options.flash_kernel = scenario.training.flash_kernel;
+  options.unpad_attention = scenario.training.unpad_attention;
   options.loss = scenario.training.loss;
   options.float8_linears = scenario.training.float8_linears();
   options.compiled = scenario.training.compiled;

@@ -129,14 +129,15 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
                    c.gpus_per_node));
   line(fmt::format(
       "training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing "
-      "{}{}{}{}{}",
+      "{}{}{}{}{}{}",
       t.global_batch, t.micro_batch, r.micro_batches,
       t.decoder_seq_len > 0 ? fmt::format("{} (decoder {})", t.seq_len, t.decoder_seq_len)
                             : fmt::format("{}", t.seq_len),
       checkpointing_name(t.activation_checkpointing),
       t.offload_activations ? ", activations offloaded to the host" : "",
       t.float8_linears() ? ", float8 linears" : "", t.compiled ? ", torch.compile" : "",
-      t.clip_grad_norm ? ", gradient clipping" : ""));
+      t.clip_grad_norm ? ", gradient clipping" : "",
+      t.unpad_attention ? ", unpadded attention" : ""));
   line(parallelism_line(s));
   if (c.gpu.calibration != nullptr) line(calibration_usage_line(*c.gpu.calibration));
   line("");

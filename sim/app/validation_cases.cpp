@@ -205,11 +205,13 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
     training["autocast_dtype"] = matmul;
   }
   if (boolean(file, c, "compiled")) training["compiled"] = true;
-  // The optional no_sync, param_storage_dtype, clip_grad_norm and offload_activations columns
+  // The optional no_sync, param_storage_dtype, clip_grad_norm, offload_activations and
+  // unpad_attention columns
   // (configs/validation/README.md).
   if (boolean(file, c, "no_sync")) training["no_sync"] = true;
   if (boolean(file, c, "clip_grad_norm")) training["clip_grad_norm"] = true;
   if (boolean(file, c, "offload_activations")) training["offload_activations"] = true;
+  if (boolean(file, c, "unpad_attention")) training["unpad_attention"] = true;
   if (const std::string storage = c.get("param_storage_dtype"); !storage.empty()) {
     if (storage != "fp32" && storage != "bf16")
       bad_cell(file, c, "param_storage_dtype", "fp32 or bf16");

@@ -132,6 +132,8 @@ struct TrainingConfig {
   // Each block's saved activations (its input, under activation checkpointing) kept in pinned
   // host memory between forward and backward: offload_wrapper / save_on_cpu(pin_memory=True).
   bool offload_activations = false;
+  // The fused attention runs on unpadded tokens (models::WorkloadOptions::unpad_attention).
+  bool unpad_attention = false;
   // The dtype the model's parameters are stored in when fully_shard runs (`model.to(dtype)`
   // first gives "pure bf16" training): FSDPParam.orig_dtype
   // (torch/distributed/fsdp/_fully_shard/_fsdp_param.py, init_dtype_attrs), the dtype of the

@@ -108,7 +108,9 @@ OpId StepBuilder::kernel(std::string_view layer, std::string_view pass,
   spec.flops = k.kernel.flops;
   spec.bytes = k.kernel.bytes;
   (phase == Phase::kRecompute ? recompute_flops_ : model_flops_) += k.kernel.flops;
-  return b_.launch(spec);
+  const engine::OpId op = b_.launch(spec);
+  if (k.host_sync) b_.cpu_synchronize(b_.record_event(compute_), k.name);
+  return op;
 }
 
 OpId StepBuilder::copy(std::string_view name, StreamId stream, Bytes bytes, Phase phase,

@@ -164,5 +164,31 @@ TEST(ModelFamilies, T5RunsWithEveryCheckpointingModeAndWrapPolicy) {
   }
 }
 
+// training.unpad_attention wraps a fused attention kernel: it needs flash_attention, and is
+// refused where no such kernel exists (T5's unfused attention, custom models) or under
+// torch.compile (its host reads break the graph); an mpt scenario takes it and says so.
+TEST(UnpadAttentionJson, NeedsAFusedKernelAndEagerMode) {
+  nlohmann::json mpt = t5_scenario();
+  mpt["model"] = {{"preset", "mpt-125m"}, {"n_layers", 2}};
+  EXPECT_EQ(error_of(mpt, {{"training", {{"unpad_attention", true}, {"flash_attention", false}}}})
+                .rfind("bad.json: /training/unpad_attention: unpads the tokens around a fused", 0),
+            0u);
+  EXPECT_EQ(error_of(mpt, {{"training", {{"unpad_attention", true}, {"compiled", true}}}})
+                .rfind("bad.json: /training/unpad_attention: not modelled under torch.compile", 0),
+            0u);
+  EXPECT_EQ(error_of(t5_scenario(), {{"training", {{"unpad_attention", true}}}})
+                .rfind("bad.json: /training/unpad_attention: HF T5 attention is unfused", 0),
+            0u);
+  EXPECT_EQ(error_of(custom_scenario(), {{"training", {{"unpad_attention", true}}}})
+                .rfind("bad.json: /training/unpad_attention:", 0),
+            0u);
+  EXPECT_EQ(error_of(mpt, {{"training", {{"unpad_attention", true}}}}), "accepted");
+  const fs::path file = test_support::write_scenario(test_support::temp_dir("unpad"), "mpt", mpt,
+                                                     {{"training", {{"unpad_attention", true}}}});
+  const auto [code, out] = test_support::run_fsdpsim("run " + file.string());
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find(", unpadded attention"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace fsdpsim::app

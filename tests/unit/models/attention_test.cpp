@@ -55,6 +55,34 @@ TEST(Attention, FlashBackwardIs2Point5TimesForward) {
   EXPECT_EQ(bwd.bytes.value(), 8 * kT * kD * 2 + kB * kHeads * kS * 4);
 }
 
+// unpad_attention (flash-attn's bert_padding around the kernel): before it, torch.nonzero and
+// .item() on the mask, each read on the host, and a gather of the packed Q, K, V rows (read and
+// written); after it, pad_input's zeros + index_put of O (3 x O). Backward: a gather of dO's rows
+// (2 x dO) before the kernel, zeros + index_put of dQKV (3 x QKV) after. The kernel's own
+// unpadded O is saved besides the output projection's padded one.
+TEST(Attention, UnpaddedFlashGathersAndScattersAroundTheKernel) {
+  WorkloadOptions padded = testing::options(kB, kS, true);
+  WorkloadOptions unpadded = padded;
+  unpadded.unpad_attention = true;
+  const Workload p = build_workload(mid_gpt(), padded);
+  const Workload u = build_workload(mid_gpt(), unpadded);
+  const Layer& block = u.layers[1];
+  const std::int64_t o = kT * kD * 2;
+  const std::int64_t qkv = 3 * o;
+  EXPECT_TRUE(find_kernel(block.forward, "attn_unpad_nonzero").host_sync);
+  EXPECT_TRUE(find_kernel(block.forward, "attn_unpad_max_seqlen").host_sync);
+  EXPECT_FALSE(find_kernel(block.forward, "attn").host_sync);
+  EXPECT_EQ(find_kernel(block.forward, "attn_unpad_gather").kernel.bytes.value(), 2 * qkv);
+  EXPECT_EQ(find_kernel(block.forward, "attn_pad").kernel.bytes.value(), 3 * o);
+  EXPECT_EQ(find_kernel(block.backward, "attn_pad_bwd").kernel.bytes.value(), 2 * o);
+  EXPECT_EQ(find_kernel(block.backward, "attn_unpad_bwd").kernel.bytes.value(), 3 * qkv);
+  EXPECT_EQ(block.forward.size(), p.layers[1].forward.size() + 4);
+  EXPECT_EQ(block.backward.size(), p.layers[1].backward.size() + 2);
+  EXPECT_EQ(block.saved_activations.value() - p.layers[1].saved_activations.value(), o);
+  // The unpadded copy of Q, K, V lives beside the padded one while the kernel runs.
+  EXPECT_GE(block.forward_transient_peak().value(), p.layers[1].forward_transient_peak().value());
+}
+
 TEST(Attention, NaiveComputesTheFullSquareWithBatchedGemms) {
   const Workload w = build_workload(mid_gpt(), testing::options(kB, kS, false));
   const std::vector<NamedKernel>& fwd = w.layers[1].forward;
