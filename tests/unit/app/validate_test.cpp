@@ -188,6 +188,24 @@ TEST(ValidationCases, ClippingAndActivationOffloadColumnsReachTheTrainingSection
   EXPECT_EQ(offloaded, 3);
 }
 
+// The unpad_attention column: MosaicGPT's flash path at llm-foundry 8934724 and fe973f0 always
+// hands FlashMHA a key_padding_mask, so those rows (and no others) run unpadded attention.
+TEST(ValidationCases, UnpadAttentionColumnMarksMosaicGptFlashRows) {
+  const auto cases =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  int unpadded = 0;
+  for (const ValidationCase& c : cases) {
+    const CaseScenario s = scenario_for_case(c, "cases.csv");
+    if (s.document.is_null()) continue;
+    const std::string& source = c.get("source");
+    const bool mosaic_flash = source == "llm-foundry@8934724" || source == "llm-foundry@fe973f0";
+    EXPECT_EQ(s.document["training"].value("unpad_attention", false), mosaic_flash)
+        << c.get("case_id");
+    unpadded += mosaic_flash ? 1 : 0;
+  }
+  EXPECT_GT(unpadded, 200);
+}
+
 // A row whose simulated step does not fit is still compared (its step time is the over-memory
 // step's), and the markdown says so next to the prediction and in the header.
 TEST(Validate, OutOfMemoryPredictionsAreMarkedInTheMarkdown) {
