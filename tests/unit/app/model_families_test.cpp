@@ -52,12 +52,7 @@ nlohmann::json custom_scenario() {
 // The error message, or "accepted".
 std::string error_of(nlohmann::json document, const nlohmann::json& patch) {
   document.merge_patch(patch);
-  try {
-    scenario_from_json(document, "bad.json", {}, kPresets);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "accepted";
+  return test_support::scenario_error(document, "bad.json", kPresets);
 }
 
 std::string layer_error(const nlohmann::json& layer_patch) {

@@ -13,6 +13,9 @@
 #include <sstream>
 #include <string>
 
+#include "sim/app/config_error.hpp"
+#include "sim/app/scenario.hpp"
+
 namespace fsdpsim::test_support {
 
 struct Outcome {
@@ -71,6 +74,17 @@ inline std::filesystem::path write_scenario(const std::filesystem::path& dir,
   const std::filesystem::path p = dir / (name + ".json");
   std::ofstream(p) << document.dump(2);
   return p;
+}
+
+// The ConfigError message of loading `document` as scenario file `file`, or "accepted".
+inline std::string scenario_error(const nlohmann::json& document, const std::string& file,
+                                  const app::PresetLocator& presets) {
+  try {
+    app::scenario_from_json(document, file, {}, presets);
+  } catch (const app::ConfigError& e) {
+    return e.what();
+  }
+  return "accepted";
 }
 
 }  // namespace fsdpsim::test_support

@@ -165,13 +165,18 @@ TEST(ValidationCases, KempnerForgeRowsAccumulateUnsyncedInBf16WithoutUpcast) {
   EXPECT_EQ(kempnerforge, 3);
 }
 
-// The clip_grad_norm and offload_activations columns (configs/validation/README.md): every
-// llm-foundry and KempnerForge row clips, only the 2022 blog's rows offload activations.
-TEST(ValidationCases, ClippingAndActivationOffloadColumnsReachTheTrainingSection) {
+// The clip_grad_norm, offload_activations, unpad_attention and runtime columns
+// (configs/validation/README.md): every llm-foundry and KempnerForge row clips, only the 2022
+// blog's rows offload activations, only MosaicGPT's flash path at llm-foundry 8934724 and
+// fe973f0 (which always hands FlashMHA a key_padding_mask) runs unpadded attention, and only
+// Megatron-LM's 2021 ZeRO-3 rows run as DeepSpeed 0.3's ZeRO-3.
+TEST(ValidationCases, OptionalColumnsReachTheScenario) {
   const auto cases =
       read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
   int clipped = 0;
   int offloaded = 0;
+  int unpadded = 0;
+  int deepspeed = 0;
   for (const ValidationCase& c : cases) {
     const CaseScenario s = scenario_for_case(c, "cases.csv");
     if (s.document.is_null()) continue;
@@ -181,29 +186,20 @@ TEST(ValidationCases, ClippingAndActivationOffloadColumnsReachTheTrainingSection
     EXPECT_EQ(t.value("clip_grad_norm", false), clips) << c.get("case_id");
     EXPECT_EQ(t.value("offload_activations", false), source == "pytorch-aws-blog-2022")
         << c.get("case_id");
+    const bool mosaic_flash = source == "llm-foundry@8934724" || source == "llm-foundry@fe973f0";
+    EXPECT_EQ(t.value("unpad_attention", false), mosaic_flash) << c.get("case_id");
     clipped += clips ? 1 : 0;
     offloaded += t.value("offload_activations", false) ? 1 : 0;
+    unpadded += mosaic_flash ? 1 : 0;
+    const bool megatron = source == "megatron-lm-2021-zero3";
+    EXPECT_EQ(s.document.value("parallelism", "fsdp") == "deepspeed_zero3", megatron)
+        << c.get("case_id");
+    deepspeed += megatron ? 1 : 0;
   }
   EXPECT_GT(clipped, 400);
   EXPECT_EQ(offloaded, 3);
-}
-
-// The unpad_attention column: MosaicGPT's flash path at llm-foundry 8934724 and fe973f0 always
-// hands FlashMHA a key_padding_mask, so those rows (and no others) run unpadded attention.
-TEST(ValidationCases, UnpadAttentionColumnMarksMosaicGptFlashRows) {
-  const auto cases =
-      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
-  int unpadded = 0;
-  for (const ValidationCase& c : cases) {
-    const CaseScenario s = scenario_for_case(c, "cases.csv");
-    if (s.document.is_null()) continue;
-    const std::string& source = c.get("source");
-    const bool mosaic_flash = source == "llm-foundry@8934724" || source == "llm-foundry@fe973f0";
-    EXPECT_EQ(s.document["training"].value("unpad_attention", false), mosaic_flash)
-        << c.get("case_id");
-    unpadded += mosaic_flash ? 1 : 0;
-  }
   EXPECT_GT(unpadded, 200);
+  EXPECT_EQ(deepspeed, 6);
 }
 
 // A row whose simulated step does not fit is still compared (its step time is the over-memory

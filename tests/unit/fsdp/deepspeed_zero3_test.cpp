@@ -87,6 +87,25 @@ ScheduleInput input(const models::Workload& w) {
   return in;
 }
 
+// No weight kept between uses unless nothing runs between them (a one-element reuse distance),
+// and a one-element prefetch bucket: each pre-hook prefetches only the next weight of the trace.
+ScheduleInput without_reuse(const models::Workload& w) {
+  ScheduleInput in = input(w);
+  in.fsdp.deepspeed.max_reuse_distance = 1;
+  in.fsdp.deepspeed.prefetch_bucket_size = 1;
+  return in;
+}
+
+// How many times the CPU waits for `reason`.
+int cpu_waits(const SimulationOutput& out, const std::string& reason) {
+  int waits = 0;
+  const engine::Program& p = out.schedule.program;
+  for (const engine::CpuStep& s : p.cpu) {
+    if (s.kind == engine::CpuStepKind::kWait && p.names[s.name] == reason) ++waits;
+  }
+  return waits;
+}
+
 struct Op {
   std::string name;
   engine::OpTiming timing;
@@ -138,10 +157,7 @@ TEST(DeepSpeedZero3, ForwardGathersEachWeightAloneAndBackwardReusesThem) {
 // pre-hook prefetches the next weight of the trace not gathered, so the gathers run in use order.
 TEST(DeepSpeedZero3, ReleasedWeightsAreGatheredAgainInBackward) {
   const models::Workload w = workload();
-  ScheduleInput in = input(w);
-  in.fsdp.deepspeed.max_reuse_distance = 1;
-  in.fsdp.deepspeed.prefetch_bucket_size = 1;
-  const SimulationOutput out = simulate_step(in, {});
+  const SimulationOutput out = simulate_step(without_reuse(w), {});
   EXPECT_EQ(
       all_gathers(out),
       (std::vector<std::string>{
@@ -155,17 +171,7 @@ TEST(DeepSpeedZero3, ReleasedWeightsAreGatheredAgainInBackward) {
 // forward and all six after their backward.
 TEST(DeepSpeedZero3, EveryReleaseWaitsForTheComputeStream) {
   const models::Workload w = workload();
-  ScheduleInput in = input(w);
-  in.fsdp.deepspeed.max_reuse_distance = 1;
-  in.fsdp.deepspeed.prefetch_bucket_size = 1;
-  const SimulationOutput out = simulate_step(in, {});
-  int waits = 0;
-  const engine::Program& p = out.schedule.program;
-  for (const engine::CpuStep& s : p.cpu) {
-    if (s.kind == engine::CpuStepKind::kWait && p.names[s.name] == "partition: ones(1).to(device)")
-      ++waits;
-  }
-  EXPECT_EQ(waits, 11);
+  EXPECT_EQ(cpu_waits(simulate_step(without_reuse(w), {}), "partition: ones(1).to(device)"), 11);
 }
 
 // Full checkpointing adds each block's recompute between its forward and its backward: "up" is
@@ -173,9 +179,7 @@ TEST(DeepSpeedZero3, EveryReleaseWaitsForTheComputeStream) {
 // once, is kept between those two.
 TEST(DeepSpeedZero3, CheckpointedBlocksGatherTheirWeightsAgainForTheRecompute) {
   const models::Workload w = workload();
-  ScheduleInput in = input(w);
-  in.fsdp.deepspeed.max_reuse_distance = 1;
-  in.fsdp.deepspeed.prefetch_bucket_size = 1;
+  ScheduleInput in = without_reuse(w);
   in.training.activation_checkpointing = ActivationCheckpointing::kFull;
   const SimulationOutput out = simulate_step(in, {});
   std::map<std::string, int> count;
@@ -232,12 +236,7 @@ TEST(DeepSpeedZero3, GradientBucketsAreAllReducedAfterTheCpuWaitsForThePreviousO
   // Backward order: proj 200k | down 500k | up 500k + norm 1k | down 500k | up 500k + norm 1k |
   // embedding 400k -> buckets {proj}, {down}, {up, norm}... : 6 buckets.
   EXPECT_EQ(all_reduces, 6);
-  int waits = 0;
-  const engine::Program& p = out.schedule.program;
-  for (const engine::CpuStep& s : p.cpu)
-    if (s.kind == engine::CpuStepKind::kWait && p.names[s.name] == "reduction_stream.synchronize")
-      ++waits;
-  EXPECT_GE(waits, 6);
+  EXPECT_GE(cpu_waits(out, "reduction_stream.synchronize"), 6);
 }
 
 // The memory alive before the step: per element of the rank's partitions (ceil(numel / 2) of
