@@ -5,7 +5,6 @@
 
 #include <string>
 
-#include "sim/app/config_error.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/fsdp/simulation.hpp"
