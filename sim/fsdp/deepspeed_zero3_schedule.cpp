@@ -91,8 +91,7 @@ struct Use {
 };
 
 struct LayerModules {
-  std::size_t rest = 0;  // the layer's non-linear parameters
-  bool has_rest = false;
+  std::optional<std::size_t> rest;  // the module of the layer's non-linear parameters
   std::unordered_map<std::string, std::size_t> linear;  // forward kernel name -> module
   std::vector<std::size_t> forward_linears;             // in forward order
   std::vector<std::size_t> backward_linears;            // in backward order
@@ -226,7 +225,6 @@ class DeepSpeedZero3Step final : private KernelHooks {
           owned.push_back(add_param(l.name + ".param" + std::to_string(t), i, numel));
         }
         lm.rest = add_module(l.name, owned, true);
-        lm.has_rest = true;
       }
       for (const models::NamedKernel& k : l.backward) {
         const std::string name = backward_linear_name(k);
@@ -245,12 +243,12 @@ class DeepSpeedZero3Step final : private KernelHooks {
     const auto& layers = s_.workload().layers;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerModules& lm = layer_modules_[i];
-      if (lm.has_rest) trace_.push_back({lm.rest});
+      if (lm.rest) trace_.push_back({*lm.rest});
       for (const std::size_t m : lm.forward_linears) trace_.push_back({m});
     }
     for (std::size_t i = layers.size(); i-- > 0;) {
       const LayerModules& lm = layer_modules_[i];
-      if (lm.has_rest) trace_.push_back({lm.rest});
+      if (lm.rest) trace_.push_back({*lm.rest});
       if (s_.checkpoint_mode(i) == CheckpointMode::kWholeLayer) {
         for (const std::size_t m : lm.forward_linears) trace_.push_back({m});
       }
@@ -280,17 +278,17 @@ class DeepSpeedZero3Step final : private KernelHooks {
     std::vector<TensorId> saved(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerModules& lm = layer_modules_[i];
-      if (lm.has_rest) pre_hook(lm.rest, Phase::kForward);
+      if (lm.rest) pre_hook(*lm.rest, Phase::kForward);
       saved[i] = s_.forward_layer(i, g(i));
-      if (lm.has_rest) post_hook(lm.rest);
+      if (lm.rest) post_hook(*lm.rest);
     }
     for (std::size_t i = layers.size(); i-- > 0;) {
       const LayerModules& lm = layer_modules_[i];
-      if (lm.has_rest) pre_backward(lm.rest);
+      if (lm.rest) pre_backward(*lm.rest);
       s_.backward_layer(i, g(i), saved[i]);
       if (backward_module_) post_backward(*backward_module_, i);
       backward_module_.reset();
-      if (lm.has_rest) post_backward(lm.rest, i);
+      if (lm.rest) post_backward(*lm.rest, i);
     }
     // independent_gradient_partition_epilogue: the last bucket, then its partitions.
     reduce_ipg_grads();
