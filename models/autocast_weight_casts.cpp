@@ -39,6 +39,7 @@ void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes,
     if (k.linear == LinearPass::kForward) {
       const std::int64_t n = weight_numel(k);
       out.push_back(cast_kernel(k.name + "_weight_cast", n * per_element, k.kernel.dtype));
+      out.back().linear_module = k.linear_module;
       saved += n * compute_bytes;
     }
     out.push_back(k);
@@ -49,11 +50,9 @@ void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes,
     backward.push_back(k);
     if (k.linear == LinearPass::kWeightGrad) {
       const std::int64_t n = weight_numel(k);
-      std::string name = k.name;
-      if (const auto suffix = name.rfind("_wgrad"); suffix != std::string::npos) {
-        name.erase(suffix);
-      }
-      backward.push_back(cast_kernel(name + "_weight_grad_cast", n * per_element, k.kernel.dtype));
+      backward.push_back(
+          cast_kernel(k.linear_module + "_weight_grad_cast", n * per_element, k.kernel.dtype));
+      backward.back().linear_module = k.linear_module;
       largest_gradient = std::max(largest_gradient, n * compute_bytes);
     }
   }

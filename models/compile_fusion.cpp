@@ -38,6 +38,8 @@ NamedKernel merge(std::vector<NamedKernel>& run) {
     if (i > 0) {
       fused.name += '+';
       fused.name += run[i].name;
+      // A kernel that fuses work of two modules runs inside neither's hooks alone.
+      if (run[i].linear_module != fused.linear_module) fused.linear_module.clear();
     }
     // A handed-off output whose readers are in the run: no write, no read back.
     if (i + 1 < run.size()) bytes -= 2 * run[i].handoff_bytes;

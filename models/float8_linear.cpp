@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -80,15 +79,6 @@ void append_cast(std::vector<NamedKernel>& out, const std::string& prefix, const
                              true));
 }
 
-// The linear's name from its <linear>_dgrad / <linear>_wgrad GEMM (kernel_factory.hpp).
-std::string linear_name(const std::string& gemm, std::string_view suffix) {
-  if (gemm.size() > suffix.size() &&
-      gemm.compare(gemm.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    return gemm.substr(0, gemm.size() - suffix.size());
-  }
-  return gemm;
-}
-
 NamedKernel fp8_gemm(NamedKernel k, std::int64_t a_elements, std::int64_t b_elements,
                      std::int64_t c_elements) {
   const std::int64_t e = dtype_bytes(k.kernel.dtype);
@@ -98,8 +88,8 @@ NamedKernel fp8_gemm(NamedKernel k, std::int64_t a_elements, std::int64_t b_elem
 }
 
 // Appends the float8 version of `k` to `out`; returns the fp8 operand bytes alive at its GEMM.
-std::int64_t append_float8(std::vector<NamedKernel>& out, const NamedKernel& k,
-                           const LinearShape& s) {
+std::int64_t append_float8_kernels(std::vector<NamedKernel>& out, const NamedKernel& k,
+                                   const LinearShape& s) {
   const Dtype hp = k.kernel.dtype;
   const std::int64_t x = s.tokens * s.in;
   const std::int64_t w = s.out * s.in;
@@ -108,26 +98,23 @@ std::int64_t append_float8(std::vector<NamedKernel>& out, const NamedKernel& k,
     case LinearPass::kForward: {
       append_cast(out, k.name, "input", x, 1, hp);
       append_cast(out, k.name, "weight", w, 1, hp);
-      NamedKernel gemm = fp8_gemm(k, x, w, dy);
-      gemm.linear_bias = false;
-      out.push_back(std::move(gemm));
+      out.push_back(fp8_gemm(k, x, w, dy));
       if (k.linear_bias) {
-        // output + bias.to(output.dtype): reads Y and the bias, writes Y.
+        // torch._scaled_mm without the bias, then output + bias.to(output.dtype): reads Y and
+        // the bias, writes Y.
         out.push_back(
             memory_bound(k.name + "_bias", (2 * dy + s.out) * dtype_bytes(hp), hp, false));
       }
       return x + w;
     }
     case LinearPass::kInputGrad: {
-      const std::string linear = linear_name(k.name, "_dgrad");
-      append_cast(out, linear, "grad_output", dy, 2, hp);
-      append_cast(out, linear, "weight_bwd", w, 1, hp);
+      append_cast(out, k.linear_module, "grad_output", dy, 2, hp);
+      append_cast(out, k.linear_module, "weight_bwd", w, 1, hp);
       out.push_back(fp8_gemm(k, dy, w, x));
       return 2 * dy + w;
     }
     case LinearPass::kWeightGrad: {
-      const std::string linear = linear_name(k.name, "_wgrad");
-      append_cast(out, linear, "input_bwd", x, 1, hp);
+      append_cast(out, k.linear_module, "input_bwd", x, 1, hp);
       out.push_back(fp8_gemm(k, dy, x, w));
       return dy + x;  // the transposed dY copy and X^T
     }
@@ -136,6 +123,15 @@ std::int64_t append_float8(std::vector<NamedKernel>& out, const NamedKernel& k,
   }
   out.push_back(k);
   return 0;
+}
+
+// append_float8_kernels, with every kernel it adds (casts, bias) run inside k's linear module.
+std::int64_t append_float8(std::vector<NamedKernel>& out, const NamedKernel& k,
+                           const LinearShape& s) {
+  const std::size_t first = out.size();
+  const std::int64_t operands = append_float8_kernels(out, k, s);
+  for (std::size_t i = first; i < out.size(); ++i) out[i].linear_module = k.linear_module;
+  return operands;
 }
 
 bool convertible(const NamedKernel& k, std::optional<LinearShape>& shape) {

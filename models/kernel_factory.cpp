@@ -34,7 +34,8 @@ NamedKernel opaque_compute_kernel(std::string name, double flops, const BuildCon
 }
 
 NamedKernel linear_forward(std::string name, LinearDims dims, const BuildContext& ctx) {
-  NamedKernel k = gemm_kernel(std::move(name), GemmShape{ctx.tokens, dims.out, dims.in, 1}, ctx);
+  NamedKernel k = gemm_kernel(name, GemmShape{ctx.tokens, dims.out, dims.in, 1}, ctx);
+  k.linear_module = std::move(name);
   k.linear = LinearPass::kForward;
   k.linear_bias = dims.bias;
   return k;
@@ -47,16 +48,19 @@ void append_linear_backward(LayerDraft& draft, const std::string& name, LinearDi
   NamedKernel dgrad =
       gemm_kernel(name + "_dgrad", GemmShape{ctx.tokens, dims.in, dims.out, 1}, ctx);
   dgrad.linear = LinearPass::kInputGrad;
+  dgrad.linear_module = name;
   draft.backward(std::move(dgrad));
   NamedKernel wgrad =
       gemm_kernel(name + "_wgrad", GemmShape{dims.in, dims.out, ctx.tokens, 1}, ctx);
   wgrad.linear = LinearPass::kWeightGrad;
+  wgrad.linear_module = name;
   draft.backward(std::move(wgrad));
   if (dims.bias) {
     NamedKernel bgrad = memory_bound_kernel(
         name + "_bgrad", (ctx.tokens * dims.out + dims.out) * ctx.element_bytes, ctx);
     // The next kernel (the previous op's backward) reads dX, not dY: no common read to fuse on.
     bgrad.ends_fusion = true;
+    bgrad.linear_module = name;
     draft.backward(std::move(bgrad));
   }
 }

@@ -31,7 +31,7 @@ enum class LayerKind : std::uint8_t {
 // the float8 pass (models/float8_linear.hpp) rewrites the kernels that carry it.
 enum class LinearPass : std::uint8_t {
   kNone,        // not a linear's GEMM (attention bmm, memory-bound kernels, ...)
-  kForward,     // Y = X W^T (+ bias in the cuBLAS epilogue when linear_bias)
+  kForward,     // Y = X W^T (+ bias: the cuBLAS epilogue, or float8's separate add)
   kInputGrad,   // dX = dY W
   kWeightGrad,  // dW = dY^T X
 };
@@ -40,7 +40,11 @@ struct NamedKernel {
   std::string name;  // e.g. "qkv", "attn", "attn_out", "mlp_up", "gelu", "ln1", "lm_head"
   Kernel kernel;
   LinearPass linear = LinearPass::kNone;
-  bool linear_bias = false;  // with kForward: the linear has a bias
+  bool linear_bias = false;  // with kForward: the linear has a bias (a parameter of n elements)
+  // The nn.Linear whose forward or backward this kernel runs in ("qkv", "mlp_up"): its GEMMs,
+  // its bias kernels, float8 and autocast casts of its operands. Empty outside any linear. What
+  // a module hook (an FSDP unit per linear, DeepSpeed's per-module fetch) brackets.
+  std::string linear_module{};
   // Memory-bound kernels, for the torch.compile pass (models/compile_fusion.hpp): bytes of this
   // kernel's output that only the memory-bound kernels after it read, before the next GEMM or
   // attention kernel (a dropout output that only the residual add reads). Fused with them, that

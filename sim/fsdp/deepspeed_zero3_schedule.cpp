@@ -41,6 +41,7 @@
 #include <unordered_map>
 
 #include "hardware/cost_model.hpp"
+#include "models/linear_modules.hpp"
 #include "sim/fsdp/process_groups.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
@@ -92,17 +93,17 @@ struct Use {
 
 struct LayerModules {
   std::optional<std::size_t> rest;  // the module of the layer's non-linear parameters
-  std::unordered_map<std::string, std::size_t> linear;  // forward kernel name -> module
+  std::unordered_map<std::string, std::size_t> linear;  // linear_module -> module
   std::vector<std::size_t> forward_linears;             // in forward order
   std::vector<std::size_t> backward_linears;            // in backward order
 };
 
-// The linear's name in a backward kernel ("qkv_dgrad" -> "qkv"), or empty.
-std::string backward_linear_name(const models::NamedKernel& k) {
-  if (k.linear != models::LinearPass::kInputGrad && k.linear != models::LinearPass::kWeightGrad)
-    return {};
-  const std::size_t cut = k.name.rfind('_');
-  return cut == std::string::npos ? std::string() : k.name.substr(0, cut);
+// The linear whose gradient GEMM `k` is, or empty: DeepSpeed's backward hooks bracket those.
+const std::string& backward_linear_name(const models::NamedKernel& k) {
+  static const std::string kNone;
+  const bool gradient_gemm =
+      k.linear == models::LinearPass::kInputGrad || k.linear == models::LinearPass::kWeightGrad;
+  return gradient_gemm ? k.linear_module : kNone;
 }
 
 ScheduleInput with_fused_adam(const ScheduleInput& input) {
@@ -177,9 +178,10 @@ class DeepSpeedZero3Step final : private KernelHooks {
     return modules_.size() - 1;
   }
 
-  // A linear's weight is its forward GEMM's n x k; its bias, n. The layer's remaining elements
-  // are its other parameter tensors, in equal parts. A linear whose weight the layer cannot hold
-  // is tied to an earlier parameter of that size (the LM head reading the token embedding).
+  // Each linear (models/linear_modules.hpp) owns its weight and bias. The layer's remaining
+  // elements are its other parameter tensors, in equal parts. A linear whose weight the layer
+  // cannot hold is tied to an earlier parameter of that size (the LM head reading the token
+  // embedding).
   void make_modules() {
     const auto& layers = s_.workload().layers;
     layer_modules_.resize(layers.size());
@@ -188,10 +190,9 @@ class DeepSpeedZero3Step final : private KernelHooks {
       LayerModules& lm = layer_modules_[i];
       std::int64_t left = l.numel;
       std::int32_t tensors_left = l.parameter_tensors;
-      for (const models::NamedKernel& k : l.forward) {
-        if (k.linear != models::LinearPass::kForward) continue;
-        const std::int64_t weight = k.kernel.gemm.n * k.kernel.gemm.k;
-        const std::int64_t bias = k.linear_bias ? k.kernel.gemm.n : 0;
+      for (const models::LinearModule& linear : models::linear_modules(l)) {
+        const std::int64_t weight = linear.weight_numel;
+        const std::int64_t bias = linear.bias_numel;
         std::vector<std::size_t> owned;
         bool tied = false;
         if (weight + bias > left) {
@@ -203,17 +204,17 @@ class DeepSpeedZero3Step final : private KernelHooks {
           }
         }
         if (!tied) {
-          owned.push_back(add_param(l.name + "." + k.name + ".weight", i, weight));
+          owned.push_back(add_param(l.name + "." + linear.name + ".weight", i, weight));
           left -= weight;
           --tensors_left;
         }
         if (bias > 0) {
-          owned.push_back(add_param(l.name + "." + k.name + ".bias", i, bias));
+          owned.push_back(add_param(l.name + "." + linear.name + ".bias", i, bias));
           left -= bias;
           --tensors_left;
         }
-        const std::size_t m = add_module(l.name + "." + k.name, owned, !tied);
-        lm.linear[k.name] = m;
+        const std::size_t m = add_module(l.name + "." + linear.name, owned, !tied);
+        lm.linear[linear.name] = m;
         lm.forward_linears.push_back(m);
       }
       if (left > 0) {
@@ -227,7 +228,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
         lm.rest = add_module(l.name, owned, true);
       }
       for (const models::NamedKernel& k : l.backward) {
-        const std::string name = backward_linear_name(k);
+        const std::string& name = backward_linear_name(k);
         const auto it = lm.linear.find(name);
         if (it == lm.linear.end()) continue;
         if (std::find(lm.backward_linears.begin(), lm.backward_linears.end(), it->second) ==
@@ -305,7 +306,8 @@ class DeepSpeedZero3Step final : private KernelHooks {
   void before_kernel(std::size_t layer, const models::NamedKernel& k, Phase phase) override {
     const LayerModules& lm = layer_modules_[layer];
     if (k.linear == models::LinearPass::kForward) {
-      pre_hook(lm.linear.at(k.name), phase == Phase::kRecompute ? Phase::kBackward : phase);
+      pre_hook(lm.linear.at(k.linear_module),
+               phase == Phase::kRecompute ? Phase::kBackward : phase);
       return;
     }
     const auto it = lm.linear.find(backward_linear_name(k));
@@ -318,7 +320,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
 
   void after_kernel(std::size_t layer, const models::NamedKernel& k, Phase /*phase*/) override {
     if (k.linear == models::LinearPass::kForward)
-      post_hook(layer_modules_[layer].linear.at(k.name));
+      post_hook(layer_modules_[layer].linear.at(k.linear_module));
   }
 
   // pre_sub_module_forward_function / pre_sub_module_backward_function.

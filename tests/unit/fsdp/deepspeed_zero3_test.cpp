@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "measured_ops.hpp"
 #include "sim/fsdp/simulation.hpp"
 #include "tiny_model.hpp"
 
@@ -21,62 +22,6 @@ namespace fsdpsim::fsdp {
 namespace {
 
 using testing::tiny_kernel;
-
-models::NamedKernel linear(std::string name, std::int64_t out, std::int64_t in,
-                           std::int64_t microseconds) {
-  models::NamedKernel k{std::move(name), tiny_kernel(microseconds, 0.1)};
-  k.kernel.gemm = GemmShape{8, out, in, 1};
-  k.linear = models::LinearPass::kForward;
-  return k;
-}
-
-models::NamedKernel grad(std::string name, models::LinearPass pass) {
-  models::NamedKernel k{std::move(name), tiny_kernel(20, 0.1)};
-  k.linear = pass;
-  return k;
-}
-
-models::Layer block(std::string name) {
-  models::Layer l;
-  l.name = std::move(name);
-  l.kind = models::LayerKind::kBlock;
-  l.numel = 1'001'000;
-  l.parameter_tensors = 3;
-  l.forward = {
-      {"norm", tiny_kernel(10, 0.0)}, linear("up", 1000, 500, 40), linear("down", 500, 1000, 40)};
-  l.backward = {grad("down_dgrad", models::LinearPass::kInputGrad),
-                grad("down_wgrad", models::LinearPass::kWeightGrad),
-                grad("up_dgrad", models::LinearPass::kInputGrad),
-                grad("up_wgrad", models::LinearPass::kWeightGrad),
-                {"norm_bwd", tiny_kernel(10, 0.0)}};
-  l.saved_activations = Bytes(1'000'000);
-  l.saved_activations_checkpointed = Bytes(100'000);
-  return l;
-}
-
-models::Workload workload() {
-  models::Workload w;
-  models::Layer embedding;
-  embedding.name = "embedding";
-  embedding.kind = models::LayerKind::kEmbedding;
-  embedding.numel = 400'000;
-  embedding.parameter_tensors = 1;
-  embedding.forward = {{"lookup", tiny_kernel(10, 0.0)}};
-  embedding.backward = {{"lookup_bwd", tiny_kernel(20, 0.0)}};
-  w.layers.push_back(embedding);
-  w.layers.push_back(block("blocks.0"));
-  w.layers.push_back(block("blocks.1"));
-  models::Layer head;
-  head.name = "head";
-  head.kind = models::LayerKind::kHead;
-  head.numel = 200'000;
-  head.parameter_tensors = 1;
-  head.forward = {linear("proj", 400, 500, 10)};
-  head.backward = {grad("proj_dgrad", models::LinearPass::kInputGrad)};
-  w.layers.push_back(head);
-  w.total_numel = 2'602'000;
-  return w;
-}
 
 ScheduleInput input(const models::Workload& w) {
   ScheduleInput in = testing::tiny_input();
@@ -106,46 +51,13 @@ int cpu_waits(const SimulationOutput& out, const std::string& reason) {
   return waits;
 }
 
-struct Op {
-  std::string name;
-  engine::OpTiming timing;
-  SimTime launch_cost;
-};
-
-// The measured step's ops, in issue order.
-std::vector<Op> measured_ops(const SimulationOutput& out) {
-  std::vector<Op> ops;
-  const engine::Program& p = out.schedule.program;
-  for (std::size_t i = out.schedule.measured_first_op; i < p.ops.size(); ++i) {
-    ops.push_back({p.names[p.ops[i].name], out.timeline.ops[i], p.ops[i].launch_cost});
-  }
-  return ops;
-}
-
-std::vector<std::string> all_gathers(const SimulationOutput& out) {
-  std::vector<std::string> names;
-  for (const Op& op : measured_ops(out)) {
-    const std::string suffix = ".all_gather";
-    if (op.name.size() > suffix.size() &&
-        op.name.compare(op.name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      names.push_back(op.name.substr(0, op.name.size() - suffix.size()));
-  }
-  return names;
-}
-
-const Op& op_named(const std::vector<Op>& ops, const std::string& name) {
-  for (const Op& op : ops)
-    if (op.name == name) return op;
-  throw std::runtime_error("no op " + name);
-}
-
 // Forward gathers each module's weight once, in module order; the persistent norms never. With
 // the default reuse distance (1e9 elements) everything gathered in forward is kept for backward,
 // so backward gathers nothing; after the optimizer step the persistent norms are re-gathered.
 TEST(DeepSpeedZero3, ForwardGathersEachWeightAloneAndBackwardReusesThem) {
-  const models::Workload w = workload();
+  const models::Workload w = testing::tiny_linear_workload();
   const SimulationOutput out = simulate_step(input(w), {});
-  EXPECT_EQ(all_gathers(out),
+  EXPECT_EQ(testing::all_gathers(out),
             (std::vector<std::string>{"embedding.param0", "blocks.0.up.weight",
                                       "blocks.0.down.weight", "blocks.1.up.weight",
                                       "blocks.1.down.weight", "head.proj.weight", "persistent"}));
@@ -156,10 +68,10 @@ TEST(DeepSpeedZero3, ForwardGathersEachWeightAloneAndBackwardReusesThem) {
 // Every other weight is gathered again in backward. With a one-element prefetch bucket each
 // pre-hook prefetches the next weight of the trace not gathered, so the gathers run in use order.
 TEST(DeepSpeedZero3, ReleasedWeightsAreGatheredAgainInBackward) {
-  const models::Workload w = workload();
+  const models::Workload w = testing::tiny_linear_workload();
   const SimulationOutput out = simulate_step(without_reuse(w), {});
   EXPECT_EQ(
-      all_gathers(out),
+      testing::all_gathers(out),
       (std::vector<std::string>{
           "embedding.param0", "blocks.0.up.weight", "blocks.0.down.weight", "blocks.1.up.weight",
           "blocks.1.down.weight", "head.proj.weight", "blocks.1.down.weight", "blocks.1.up.weight",
@@ -170,7 +82,7 @@ TEST(DeepSpeedZero3, ReleasedWeightsAreGatheredAgainInBackward) {
 // _partition_param): with a reuse distance of one element, five weights are released after their
 // forward and all six after their backward.
 TEST(DeepSpeedZero3, EveryReleaseWaitsForTheComputeStream) {
-  const models::Workload w = workload();
+  const models::Workload w = testing::tiny_linear_workload();
   EXPECT_EQ(cpu_waits(simulate_step(without_reuse(w), {}), "partition: ones(1).to(device)"), 11);
 }
 
@@ -178,12 +90,12 @@ TEST(DeepSpeedZero3, EveryReleaseWaitsForTheComputeStream) {
 // gathered in forward, recompute and backward; "down", whose backward follows its recompute at
 // once, is kept between those two.
 TEST(DeepSpeedZero3, CheckpointedBlocksGatherTheirWeightsAgainForTheRecompute) {
-  const models::Workload w = workload();
+  const models::Workload w = testing::tiny_linear_workload();
   ScheduleInput in = without_reuse(w);
   in.training.activation_checkpointing = ActivationCheckpointing::kFull;
   const SimulationOutput out = simulate_step(in, {});
   std::map<std::string, int> count;
-  for (const std::string& name : all_gathers(out)) ++count[name];
+  for (const std::string& name : testing::all_gathers(out)) ++count[name];
   EXPECT_EQ(count["blocks.0.up.weight"], 3);
   EXPECT_EQ(count["blocks.1.up.weight"], 3);
   EXPECT_EQ(count["blocks.0.down.weight"], 2);
@@ -196,14 +108,14 @@ TEST(DeepSpeedZero3, CheckpointedBlocksGatherTheirWeightsAgainForTheRecompute) {
 // the prefetch issued right after (a one-element bucket: the next weight) then runs beside that
 // module's GEMM.
 TEST(DeepSpeedZero3, PrefetchedGatherOverlapsOneGemmAndTheNextGemmWaitsForBoth) {
-  const models::Workload w = workload();
+  const models::Workload w = testing::tiny_linear_workload();
   ScheduleInput in = input(w);
   in.fsdp.deepspeed.prefetch_bucket_size = 1;
-  const std::vector<Op> ops = measured_ops(simulate_step(in, {}));
-  const Op& up = op_named(ops, "blocks.0.fwd.up");
-  const Op& down_gather = op_named(ops, "blocks.0.down.weight.all_gather");
-  const Op& down_copies = op_named(ops, "blocks.0.down.weight.copy_out");
-  const Op& down = op_named(ops, "blocks.0.fwd.down");
+  const std::vector<testing::Op> ops = testing::measured_ops(simulate_step(in, {}));
+  const testing::Op& up = testing::op_named(ops, "blocks.0.fwd.up");
+  const testing::Op& down_gather = testing::op_named(ops, "blocks.0.down.weight.all_gather");
+  const testing::Op& down_copies = testing::op_named(ops, "blocks.0.down.weight.copy_out");
+  const testing::Op& down = testing::op_named(ops, "blocks.0.fwd.down");
   EXPECT_LT(down_gather.timing.start, up.timing.end);  // prefetched beside "up"
   EXPECT_GE(down.timing.start, up.timing.end);
   EXPECT_GE(down.timing.start, down_copies.timing.end);
@@ -214,11 +126,11 @@ TEST(DeepSpeedZero3, PrefetchedGatherOverlapsOneGemmAndTheNextGemmWaitsForBoth) 
 // long ended, so the last copy (0.5 MB read + written at 1 TB/s = 1 us, at least the 2.5 us
 // kernel floor) ends 2.5 us after the last launch.
 TEST(DeepSpeedZero3, RankCopiesCostTheCpuOneLaunchEach) {
-  const models::Workload w = workload();
+  const models::Workload w = testing::tiny_linear_workload();
   ScheduleInput in = input(w);
   in.cluster.kernel_launch_overhead = microseconds(10.0);
-  const std::vector<Op> ops = measured_ops(simulate_step(in, {}));
-  const Op& copies = op_named(ops, "blocks.0.up.weight.copy_out");
+  const std::vector<testing::Op> ops = testing::measured_ops(simulate_step(in, {}));
+  const testing::Op& copies = testing::op_named(ops, "blocks.0.up.weight.copy_out");
   EXPECT_DOUBLE_EQ(copies.launch_cost.microseconds(), 20.0);
   EXPECT_DOUBLE_EQ((copies.timing.end - copies.timing.start).microseconds(), 2.5);
 }
@@ -226,12 +138,12 @@ TEST(DeepSpeedZero3, RankCopiesCostTheCpuOneLaunchEach) {
 // Gradients: with a 600k-element bucket each 500k weight overflows it, so the bucket before it
 // is all-reduced alone; the CPU waits for the reduction stream before each (overlap_comm).
 TEST(DeepSpeedZero3, GradientBucketsAreAllReducedAfterTheCpuWaitsForThePreviousOne) {
-  const models::Workload w = workload();
+  const models::Workload w = testing::tiny_linear_workload();
   ScheduleInput in = input(w);
   in.fsdp.deepspeed.reduce_bucket_size = 600'000;
   const SimulationOutput out = simulate_step(in, {});
   int all_reduces = 0;
-  for (const Op& op : measured_ops(out))
+  for (const testing::Op& op : testing::measured_ops(out))
     if (op.name == "ipg_bucket.all_reduce") ++all_reduces;
   // Backward order: proj 200k | down 500k | up 500k + norm 1k | down 500k | up 500k + norm 1k |
   // embedding 400k -> buckets {proj}, {down}, {up, norm}... : 6 buckets.
@@ -243,7 +155,7 @@ TEST(DeepSpeedZero3, GradientBucketsAreAllReducedAfterTheCpuWaitsForThePreviousO
 // every parameter) fp16 and fp32 copies (6 B), Adam's two fp32 moments (8 B) and the fp16
 // gradient partition (2 B); the persistent norms whole in fp16.
 TEST(DeepSpeedZero3, BaselineMemoryIsPartitionsMasterWeightsMomentsAndPersistentParameters) {
-  const models::Workload w = workload();
+  const models::Workload w = testing::tiny_linear_workload();
   const SimulationOutput out = simulate_step(input(w), {});
   const std::int64_t partitions = 2'602'000 / 2;
   const auto& base = out.schedule.baseline;

@@ -4,6 +4,9 @@
 // then a plain division the tests do on paper.
 #pragma once
 
+#include <string>
+#include <utility>
+
 #include "hardware/gpu_spec.hpp"
 #include "models/workload.hpp"
 #include "sim/fsdp/schedule.hpp"
@@ -46,6 +49,74 @@ inline models::Workload tiny_workload() {
   w.layers.push_back(tiny_layer("blocks.1", models::LayerKind::kBlock, 10'000'000, 10'000'000));
   w.layers.push_back(tiny_layer("head", models::LayerKind::kHead, 4'000'000, 20'000'000));
   w.total_numel = 30'000'000;
+  return w;
+}
+
+// A linear's forward GEMM (a memory-bound kernel of `microseconds` on the ideal GPU, 0.1 GFLOP)
+// with the GEMM shape of nn.Linear(in, out) over 8 tokens: its weight is out x in.
+inline models::NamedKernel tiny_linear(std::string name, std::int64_t out, std::int64_t in,
+                                       std::int64_t microseconds) {
+  models::NamedKernel k{name, tiny_kernel(microseconds, 0.1)};
+  k.kernel.gemm = GemmShape{8, out, in, 1};
+  k.linear = models::LinearPass::kForward;
+  k.linear_module = std::move(name);
+  return k;
+}
+
+// A 20 us gradient GEMM of `linear`: <linear>_dgrad or <linear>_wgrad.
+inline models::NamedKernel tiny_linear_grad(const std::string& linear, models::LinearPass pass) {
+  const char* suffix = pass == models::LinearPass::kInputGrad ? "_dgrad" : "_wgrad";
+  models::NamedKernel k{linear + suffix, tiny_kernel(20, 0.1)};
+  k.linear = pass;
+  k.linear_module = linear;
+  return k;
+}
+
+// A block with a 1000-element norm and two bias-free linears, "up" 1000 x 500 and "down"
+// 500 x 1000 (500k elements each): forward norm 10 us, up 40 us, down 40 us; backward
+// down_dgrad, down_wgrad, up_dgrad, up_wgrad 20 us each, then norm_bwd 10 us.
+inline models::Layer tiny_linear_block(std::string name) {
+  models::Layer l;
+  l.name = std::move(name);
+  l.kind = models::LayerKind::kBlock;
+  l.numel = 1'001'000;
+  l.parameter_tensors = 3;
+  l.forward = {{"norm", tiny_kernel(10, 0.0)},
+               tiny_linear("up", 1000, 500, 40),
+               tiny_linear("down", 500, 1000, 40)};
+  l.backward = {tiny_linear_grad("down", models::LinearPass::kInputGrad),
+                tiny_linear_grad("down", models::LinearPass::kWeightGrad),
+                tiny_linear_grad("up", models::LinearPass::kInputGrad),
+                tiny_linear_grad("up", models::LinearPass::kWeightGrad),
+                {"norm_bwd", tiny_kernel(10, 0.0)}};
+  l.saved_activations = Bytes(1'000'000);
+  l.saved_activations_checkpointed = Bytes(100'000);
+  return l;
+}
+
+// embedding (one 400k-element table: lookup 10 us, backward 20 us), blocks.0 and blocks.1
+// (tiny_linear_block), head (a 400 x 500 "proj" linear, 200k elements: 10 us, backward 20 us).
+inline models::Workload tiny_linear_workload() {
+  models::Workload w;
+  models::Layer embedding;
+  embedding.name = "embedding";
+  embedding.kind = models::LayerKind::kEmbedding;
+  embedding.numel = 400'000;
+  embedding.parameter_tensors = 1;
+  embedding.forward = {{"lookup", tiny_kernel(10, 0.0)}};
+  embedding.backward = {{"lookup_bwd", tiny_kernel(20, 0.0)}};
+  w.layers.push_back(embedding);
+  w.layers.push_back(tiny_linear_block("blocks.0"));
+  w.layers.push_back(tiny_linear_block("blocks.1"));
+  models::Layer head;
+  head.name = "head";
+  head.kind = models::LayerKind::kHead;
+  head.numel = 200'000;
+  head.parameter_tensors = 1;
+  head.forward = {tiny_linear("proj", 400, 500, 10)};
+  head.backward = {tiny_linear_grad("proj", models::LinearPass::kInputGrad)};
+  w.layers.push_back(head);
+  w.total_numel = 2'602'000;
   return w;
 }
 

@@ -1,0 +1,25 @@
+// The nn.Linear modules of a layer and their parameters, read off its forward GEMMs: what a
+// per-module runtime (an FSDP unit per linear, DeepSpeed ZeRO-3's per-module fetch) sees.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/workload.hpp"
+
+namespace fsdpsim::models {
+
+struct LinearModule {
+  std::string name;  // NamedKernel::linear_module of its kernels ("qkv", "mlp_up")
+  // nn.Linear(in, out): the weight is out x in, the forward GEMM's n x k
+  // (models/kernel_factory.hpp: Y[T,out] = X[T,in] W^T); the bias is out.
+  std::int64_t weight_numel = 0;
+  std::int64_t bias_numel = 0;
+};
+
+// The linears whose forward GEMM the layer runs, in forward order (a tied LM head included:
+// the caller decides who owns a tied weight).
+std::vector<LinearModule> linear_modules(const Layer& layer);
+
+}  // namespace fsdpsim::models
