@@ -64,10 +64,12 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
   f.reduce_dtype = dtype_key(r, "reduce_dtype", std::string(dtype_name(f.param_dtype)));
   f.cpu_offload = r.boolean("cpu_offload", false);
   const std::string wrap = r.choice(
-      "wrap_policy", {"transformer_block", "every_n_blocks", "whole_model"}, "transformer_block");
-  f.wrap_policy = wrap == "every_n_blocks" ? fsdp::WrapPolicy::kEveryNBlocks
-                  : wrap == "whole_model"  ? fsdp::WrapPolicy::kWholeModel
-                                           : fsdp::WrapPolicy::kPerBlock;
+      "wrap_policy", {"transformer_block", "every_n_blocks", "whole_model", "block_and_linear"},
+      "transformer_block");
+  f.wrap_policy = wrap == "every_n_blocks"     ? fsdp::WrapPolicy::kEveryNBlocks
+                  : wrap == "whole_model"      ? fsdp::WrapPolicy::kWholeModel
+                  : wrap == "block_and_linear" ? fsdp::WrapPolicy::kBlockAndLinear
+                                               : fsdp::WrapPolicy::kPerBlock;
   f.blocks_per_unit = static_cast<std::int32_t>(r.positive_int("blocks_per_unit", 2));
   f.shard_group_size =
       static_cast<std::int32_t>(r.positive_int("shard_group_size", cluster.gpus_per_node));
@@ -98,6 +100,11 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
     return;
   }
   // FSDP2 (fully_shard): the strategies map onto reshard_after_forward and the device mesh.
+  if (f.wrap_policy == fsdp::WrapPolicy::kBlockAndLinear) {
+    throw ConfigError(file, "/fsdp/wrap_policy",
+                      "block_and_linear (a unit per nn.Linear nested in its block's) is modelled "
+                      "for FSDP1 (version 1) only");
+  }
   if (f.sharding_strategy == ShardingStrategy::kNoShard) {
     throw ConfigError(
         file, "/fsdp/sharding_strategy",

@@ -92,8 +92,10 @@ fsdp:
   reduce_dtype              bf16 | fp16 | fp32 [MixedPrecision(Policy).reduce_dtype] default param_dtype
   cpu_offload               parameters and gradients on the host, optimizer on the CPU
                             [CPUOffload(offload_params=True) / CPUOffloadPolicy]     default false
-  wrap_policy               transformer_block | every_n_blocks | whole_model
-                            [transformer_auto_wrap_policy / which modules fully_shard] default transformer_block
+  wrap_policy               transformer_block | every_n_blocks | whole_model | block_and_linear
+                            [transformer_auto_wrap_policy / which modules fully_shard;
+                            block_and_linear: ModuleWrapPolicy({Block, nn.Linear}), FSDP1 only]
+                            default transformer_block
   blocks_per_unit           blocks per unit for every_n_blocks                      default 2
 ddp (with parallelism ddp; fsdp.param_dtype is the autocast dtype, fsdp.reduce_dtype < fp32
 selects the bf16/fp16 compress hook):

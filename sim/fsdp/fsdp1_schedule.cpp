@@ -5,6 +5,7 @@
 // pre_unshard / unshard / post_reshard; api.py for the strategies and prefetch modes.
 #include <algorithm>
 #include <deque>
+#include <optional>
 
 #include "sim/fsdp/fsdp_units.hpp"
 #include "sim/fsdp/process_groups.hpp"
@@ -38,7 +39,14 @@ struct UnitState {
   bool has_grad = false;
 };
 
-class Fsdp1Step final : private UnitHooks {
+// A linear's unit whose hooks have fired on entry and not yet on exit: its forward (or
+// recompute) kernels, or its gradient kernels, are being issued.
+struct OpenLinear {
+  std::size_t unit = 0;
+  bool backward = false;
+};
+
+class Fsdp1Step final : private UnitHooks, private KernelHooks {
  public:
   explicit Fsdp1Step(const ScheduleInput& input)
       : in_(input),
@@ -56,7 +64,9 @@ class Fsdp1Step final : private UnitHooks {
         // it is the default stream.
         all_reduce_(s_.hybrid() ? s_.add_stream("all_reduce") : s_.compute()),
         shard_pg_(s_.add_shard_group()),
-        replicate_pg_(s_.add_replicate_group()) {}
+        replicate_pg_(s_.add_replicate_group()) {
+    index_units();
+  }
 
   Schedule build() {
     Schedule out;
@@ -77,6 +87,70 @@ class Fsdp1Step final : private UnitHooks {
   bool mixed_precision() const { return f_.param_dtype != Dtype::kFp32; }
   std::int32_t g(std::size_t u) const { return static_cast<std::int32_t>(u); }
   Phase phase() const { return in_backward_ ? Phase::kBackward : Phase::kForward; }
+
+  // The pre-forward order (_ExecOrderData.handles_pre_forward_order, what forward prefetch
+  // follows): the root, then each block's unit before the units of its linears. units_ is in
+  // post-forward order, where a block's linears come first. Units of linears get their hooks
+  // from the kernels (KernelHooks).
+  void index_units() {
+    std::vector<std::size_t> order{root()};
+    std::vector<std::size_t> linears;
+    linear_units_.resize(s_.workload().layers.size());
+    for (std::size_t u = 0; u < root(); ++u) {
+      if (!units_[u].linear_module.empty()) {
+        linears.push_back(u);
+        linear_units_[units_[u].layers.front()].emplace_back(units_[u].linear_module, u);
+        continue;
+      }
+      order.push_back(u);
+      order.insert(order.end(), linears.begin(), linears.end());
+      linears.clear();
+    }
+    next_pre_forward_.assign(units_.size(), std::nullopt);
+    for (std::size_t i = 0; i + 1 < order.size(); ++i) next_pre_forward_[order[i]] = order[i + 1];
+    if (std::any_of(units_.begin(), units_.end(),
+                    [](const FsdpUnit& u) { return !u.linear_module.empty(); })) {
+      s_.set_kernel_hooks(this);
+    }
+  }
+
+  std::optional<std::size_t> linear_unit(std::size_t layer, const std::string& module) const {
+    if (module.empty()) return std::nullopt;
+    for (const auto& [name, u] : linear_units_[layer])
+      if (name == module) return u;
+    return std::nullopt;
+  }
+
+  // KernelHooks: a linear's unit is entered at the first kernel of its forward (or recompute),
+  // or of its gradient, and left before the next kernel outside it, or when its layer ends.
+  void before_kernel(std::size_t layer, const models::NamedKernel& k, Phase phase) override {
+    const std::optional<std::size_t> u = linear_unit(layer, k.linear_module);
+    const bool backward = phase == Phase::kBackward;
+    if (open_linear_ && (open_linear_->unit != u || open_linear_->backward != backward)) {
+      leave_linear();
+    }
+    if (!u || open_linear_) return;
+    open_linear_ = OpenLinear{*u, backward};
+    if (backward) {
+      pre_backward(*u);
+    } else {
+      pre_forward(*u);
+    }
+  }
+
+  void after_kernel(std::size_t /*layer*/, const models::NamedKernel& /*kernel*/,
+                    Phase /*phase*/) override {}
+
+  void leave_linear() {
+    if (!open_linear_) return;
+    const OpenLinear open = *open_linear_;
+    open_linear_.reset();
+    if (open.backward) {
+      post_backward(open.unit);
+    } else {
+      post_forward(open.unit);
+    }
+  }
 
   // FlatParamHandle.pre_unshard: in the pre-unshard stream, H2D copy of the fp32 shard if
   // offloaded, and the cast to param_dtype into _mp_shard. For NO_SHARD the low-precision copy
@@ -174,14 +248,12 @@ class Fsdp1Step final : private UnitHooks {
     }
     unshard(u);
     s_.program().wait_stream(s_.compute(), unshard_);
-    if (f_.forward_prefetch) {
-      const std::size_t next = units_[u].is_root ? 0 : u + 1;
-      if (next < root()) prefetch(next);
-    }
+    if (f_.forward_prefetch && next_pre_forward_[u]) prefetch(*next_pre_forward_[u]);
   }
 
   // _post_forward_reshard: free only for non-root units of FULL_SHARD and HYBRID_SHARD.
   void post_forward(std::size_t u) override {
+    if (units_[u].linear_module.empty()) leave_linear();
     s_.hook(units_[u].name + ".post_forward", units_[u].parameter_tensors);
     reshard(u, !units_[u].is_root && reshards_after_forward(strategy_));
   }
@@ -202,6 +274,7 @@ class Fsdp1Step final : private UnitHooks {
 
   // _post_backward_hook.
   void post_backward(std::size_t u) override {
+    if (units_[u].linear_module.empty()) leave_linear();
     const FsdpUnit& unit = units_[u];
     UnitState& st = state_[u];
     s_.hook(unit.name + ".post_backward", unit.parameter_tensors);
@@ -334,6 +407,10 @@ class Fsdp1Step final : private UnitHooks {
   ProcessGroup shard_pg_;
   ProcessGroup replicate_pg_;
   std::deque<EventRef> free_events_;
+  std::vector<std::optional<std::size_t>> next_pre_forward_;
+  // Per layer, the units of its linears by NamedKernel::linear_module.
+  std::vector<std::vector<std::pair<std::string, std::size_t>>> linear_units_;
+  std::optional<OpenLinear> open_linear_;
   bool sync_gradients_ = true;
   bool in_backward_ = false;
 };

@@ -75,6 +75,9 @@ enum class WrapPolicy : std::uint8_t {
   kPerBlock,      // transformer_auto_wrap_policy: one unit per block (default)
   kEveryNBlocks,  // one unit per `blocks_per_unit` consecutive blocks
   kWholeModel,    // no auto-wrap: the root is the only unit
+  // ModuleWrapPolicy({Block, nn.Linear}) (FSDP1): each nn.Linear of a block is a unit nested in
+  // its block's unit, which keeps the block's other parameters (norms).
+  kBlockAndLinear,
 };
 
 struct FsdpConfig {

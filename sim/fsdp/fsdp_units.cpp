@@ -1,5 +1,9 @@
 #include "sim/fsdp/fsdp_units.hpp"
 
+#include <stdexcept>
+
+#include "models/linear_modules.hpp"
+
 namespace fsdpsim::fsdp {
 namespace {
 
@@ -17,6 +21,34 @@ void add_layer(FsdpUnit& unit, const models::Workload& workload, std::size_t lay
   unit.parameter_tensors += workload.layers[layer].parameter_tensors;
 }
 
+// The units of each linear of block `layer` (its weight and bias), then the block's unit with
+// the rest of its parameters, in the order their forwards return.
+void add_block_and_linears(std::vector<FsdpUnit>& units, const models::Workload& workload,
+                           std::size_t layer) {
+  const models::Layer& block = workload.layers[layer];
+  FsdpUnit rest;
+  rest.name = block.name;
+  rest.layers.push_back(layer);
+  rest.numel = block.numel;
+  rest.parameter_tensors = block.parameter_tensors;
+  for (const models::LinearModule& linear : models::linear_modules(block)) {
+    FsdpUnit u;
+    u.name = block.name + "." + linear.name;
+    u.layers.push_back(layer);
+    u.linear_module = linear.name;
+    u.numel = linear.weight_numel + linear.bias_numel;
+    u.parameter_tensors = linear.bias_numel > 0 ? 2 : 1;
+    rest.numel -= u.numel;
+    rest.parameter_tensors -= u.parameter_tensors;
+    units.push_back(std::move(u));
+  }
+  if (rest.numel < 0 || rest.parameter_tensors < 0) {
+    throw std::logic_error("make_units: the linears of " + block.name +
+                           " hold more parameters than the block");
+  }
+  units.push_back(std::move(rest));
+}
+
 }  // namespace
 
 std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy policy,
@@ -31,6 +63,10 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy po
     const models::Layer& layer = workload.layers[i];
     if (layer.kind != models::LayerKind::kBlock || policy == WrapPolicy::kWholeModel) {
       add_layer(root, workload, i);
+      continue;
+    }
+    if (policy == WrapPolicy::kBlockAndLinear) {
+      add_block_and_linears(units, workload, i);
       continue;
     }
     if (in_current == 0) {
@@ -56,6 +92,7 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy po
 std::vector<std::size_t> unit_of_layer(const std::vector<FsdpUnit>& units, std::size_t layers) {
   std::vector<std::size_t> owner(layers, 0);
   for (std::size_t u = 0; u < units.size(); ++u) {
+    if (!units[u].linear_module.empty()) continue;
     for (std::size_t layer : units[u].layers) owner[layer] = u;
   }
   return owner;

@@ -1,7 +1,8 @@
 // FSDP units (FlatParameters / fully_shard parameter groups) of a workload under a wrapping
 // policy: blocks grouped one per unit (transformer_auto_wrap_policy in
-// torch/distributed/fsdp/wrap.py), n per unit, or none; the root unit holds what no block unit
-// owns (embedding, final norm, LM head — PyTorch's auto-wrap leaves them to the root).
+// torch/distributed/fsdp/wrap.py), n per unit, none, or each block's linears in units of their
+// own nested in the block's (ModuleWrapPolicy({Block, nn.Linear})); the root unit holds what no
+// block unit owns (embedding, final norm, LM head — PyTorch's auto-wrap leaves them to the root).
 #pragma once
 
 #include <cstdint>
@@ -21,14 +22,19 @@ struct FsdpUnit {
   std::int64_t padded_numel = 0;  // right-padded to a multiple of the shard group (_flat_param.py)
   std::int64_t shard_numel = 0;   // padded_numel / shard group: torch.chunk gives ceil(numel / F)
   bool is_root = false;
+  // The nn.Linear this unit wraps (NamedKernel::linear_module), inside its one layer; its hooks
+  // fire around that linear's kernels, not the layer's. Empty: the unit wraps whole layers.
+  std::string linear_module;
 };
 
-// Units in post-forward order as FSDP records it: block units in order, then the root (whose
-// forward returns last). Preconditions: shard_group_size > 0, blocks_per_unit > 0.
+// Units in post-forward order as FSDP records it: block units in order, each after the units
+// of its linears, then the root (whose forward returns last). Preconditions:
+// shard_group_size > 0, blocks_per_unit > 0.
 std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy policy,
                                  std::int32_t blocks_per_unit, std::int64_t shard_group_size);
 
-// For each of `layers` layers, the index of the unit that owns it.
+// For each of `layers` layers, the index of the unit that wraps it whole (a linear's unit wraps
+// part of its layer).
 std::vector<std::size_t> unit_of_layer(const std::vector<FsdpUnit>& units, std::size_t layers);
 
 }  // namespace fsdpsim::fsdp

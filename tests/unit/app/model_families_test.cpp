@@ -146,7 +146,8 @@ TEST(ModelFamilies, CustomScenarioReportsSamplesAsTokensWithSeqLenOne) {
 
 TEST(ModelFamilies, T5RunsWithEveryCheckpointingModeAndWrapPolicy) {
   for (const char* ac : {"none", "full", "selective", "attention"}) {
-    for (const char* wrap : {"transformer_block", "every_n_blocks", "whole_model"}) {
+    for (const char* wrap :
+         {"transformer_block", "every_n_blocks", "whole_model", "block_and_linear"}) {
       nlohmann::json s = t5_scenario();
       s["training"]["activation_checkpointing"] = ac;
       s["fsdp"] = {{"wrap_policy", wrap}};
@@ -156,6 +157,16 @@ TEST(ModelFamilies, T5RunsWithEveryCheckpointingModeAndWrapPolicy) {
       EXPECT_FALSE(r.out_of_memory) << ac << " " << wrap;
     }
   }
+}
+
+// A unit per nn.Linear is an FSDP1 wrapping (ModuleWrapPolicy); FSDP2 refuses it by name.
+TEST(ModelFamilies, LinearWrappingIsModelledForFsdp1Only) {
+  EXPECT_EQ(
+      error_of(t5_scenario(), {{"fsdp", {{"version", 2}, {"wrap_policy", "block_and_linear"}}}})
+          .rfind("bad.json: /fsdp/wrap_policy: block_and_linear (a unit per nn.Linear nested "
+                 "in its block's) is modelled for FSDP1 (version 1) only",
+                 0),
+      0u);
 }
 
 // training.unpad_attention wraps a fused attention kernel: it needs flash_attention, and is
