@@ -642,11 +642,16 @@ Both scenarios keep each block's checkpointed input in pinned host memory
 name it; it is assumed because the blog's runs fit and the checkpointed inputs alone are 22.5 GiB
 for 175B (96 blocks x 20 x 512 x 12288 x 2 B) and 50 GiB for 1T, against {d175['usable_mem_gib']:.1f} GiB usable
 (without it fsdpsim finds both out of memory). With it, {fit_text(d175, "GPT-175B")}. {fit_text(d1t, "GPT-1T")}.
-A GPT-1T block's unsharded fp16 parameters are 15.7 GB, so with one FSDP unit per block the
-prefetched next block and the current one do not fit beside their gradients; fitting it needs
-smaller units (such as each linear layer of a block in its own unit), a wrapping fsdpsim does not
-model (`fsdp.wrap_policy`: per block, every n blocks or the whole model). The allocator stall the
-blog names as GPT-1T's bottleneck belongs to that run.
+Both wrap each decoder linear in an FSDP unit of its own, nested in its block's unit
+(`fsdp.wrap_policy: block_and_linear`), as the AWS blog on the same runs says ("the decoder's
+linear layers were wrapped using FSDP"): a GPT-1T block's unsharded fp16 parameters are 15.7 GB,
+its largest linear 5.2 GB. Even so GPT-1T does not fit here. FSDP1 keeps each unit's reduced
+fp32 gradient shard on the GPU until the end of backward, CPU offload or not (`_saved_grad_shard`:
+`_accumulate_sharded_grad`, freed by `_finalize_params`, `torch/distributed/fsdp/_runtime_utils.py`):
+{d1t['parameters'] / d1t['world_size'] * 4 / 2**30:.1f} GiB at {d1t['world_size']} GPUs, beside one block's recompute of unfused attention at
+batch 4 x 2048 tokens x 160 heads. The blog's 2022 prototype may have handled the offloaded
+gradient differently; fsdpsim models PyTorch 2.x. The allocator stall the blog names as GPT-1T's
+bottleneck belongs to a run that fits.
 """)
 
 

@@ -251,6 +251,13 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
     fsdp["forward_prefetch"] = boolean(file, c, "forward_prefetch");
   if (!c.get("limit_all_gathers").empty())
     fsdp["limit_all_gathers"] = boolean(file, c, "limit_all_gathers");
+  // The optional wrap_policy column (configs/validation/README.md); empty = transformer_block.
+  if (const std::string wrap = c.get("wrap_policy"); wrap == "block_and_linear") {
+    if (version != 1) bad_cell(file, c, "wrap_policy", "block_and_linear only with fsdp_version 1");
+    fsdp["wrap_policy"] = wrap;
+  } else if (!wrap.empty() && wrap != "transformer_block") {
+    bad_cell(file, c, "wrap_policy", "transformer_block or block_and_linear");
+  }
   if (c.get("sharding") == "HYBRID_SHARD" && c.number("shard_group_size")) {
     fsdp["shard_group_size"] = positive_int(file, c, "shard_group_size");
   }

@@ -133,6 +133,12 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
   const auto [code3, out3] = run_fsdpsim("validate " + kData + "bad_prefetch.csv");
   EXPECT_EQ(code3, 2) << out3;
   EXPECT_NE(out3.find("line 2, column backward_prefetch"), std::string::npos) << out3;
+  const auto [code4, out4] = run_fsdpsim("validate " + kData + "bad_wrap_policy.csv");
+  EXPECT_EQ(code4, 2) << out4;
+  EXPECT_NE(out4.find("line 2, column wrap_policy: expected transformer_block or "
+                      "block_and_linear, found \"per_linear\""),
+            std::string::npos)
+      << out4;
   const auto [code2, out2] = run_fsdpsim("validate " + kData + "missing_column.csv");
   EXPECT_EQ(code2, 2);
   EXPECT_NE(out2.find("required column"), std::string::npos) << out2;
@@ -186,6 +192,10 @@ TEST(ValidationCases, OptionalColumnsReachTheScenario) {
     EXPECT_EQ(t.value("clip_grad_norm", false), clips) << c.get("case_id");
     EXPECT_EQ(t.value("offload_activations", false), source == "pytorch-aws-blog-2022")
         << c.get("case_id");
+    // The blog wrapped each decoder linear in its own FSDP unit.
+    const bool linears = s.document.contains("fsdp") &&
+                         s.document["fsdp"].value("wrap_policy", "") == "block_and_linear";
+    EXPECT_EQ(linears, source == "pytorch-aws-blog-2022") << c.get("case_id");
     const bool mosaic_flash = source == "llm-foundry@8934724" || source == "llm-foundry@fe973f0";
     EXPECT_EQ(t.value("unpad_attention", false), mosaic_flash) << c.get("case_id");
     clipped += clips ? 1 : 0;
