@@ -31,6 +31,14 @@ void BM_SimulateDeepSpeedZero3Step(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateDeepSpeedZero3Step)->Unit(benchmark::kMillisecond);
 
+// FSDP1 with a unit per nn.Linear (the 2022 blog's GPT-175B on 128 A100-40GB, CPU offload):
+// four linear units nested in each of 96 block units, their hooks fired from the kernels.
+void BM_SimulateLinearWrappedStep(benchmark::State& state) {
+  const app::Scenario s = load("scenarios/paper/blog2022_gpt175b_128xa100_40gb.json");
+  for (auto _ : state) benchmark::DoNotOptimize(app::simulate_scenario(s, false).result.step_time);
+}
+BENCHMARK(BM_SimulateLinearWrappedStep)->Unit(benchmark::kMillisecond);
+
 // The executor alone on a chain of kernels over two streams with cross-stream waits.
 void BM_ExecutorOps(benchmark::State& state) {
   engine::ProgramBuilder b;
