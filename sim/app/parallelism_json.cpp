@@ -249,6 +249,8 @@ fsdp::DeepSpeedZero3Config deepspeed_from_json(const nlohmann::json& value,
   c.max_live_parameters = r.positive_int("stage3_max_live_parameters", c.max_live_parameters);
   c.max_reuse_distance = r.positive_int("stage3_max_reuse_distance", c.max_reuse_distance);
   c.reduce_bucket_size = r.positive_int("reduce_bucket_size", c.reduce_bucket_size);
+  c.register_external_embedding =
+      r.boolean("register_external_embedding", c.register_external_embedding);
   r.finish();
   return c;
 }

@@ -89,9 +89,10 @@ std::string parallelism_line(const Scenario& s) {
     const fsdp::DeepSpeedZero3Config& d = f.deepspeed;
     return fmt::format(
         "deepspeed  ZeRO-3 (DeepSpeed 0.3), {}, persistence threshold {}, prefetch bucket {}, "
-        "max live {}, max reuse distance {}, reduce bucket {}",
+        "max live {}, max reuse distance {}, reduce bucket {}{}",
         dtype_name(f.param_dtype), d.param_persistence_threshold, d.prefetch_bucket_size,
-        d.max_live_parameters, d.max_reuse_distance, d.reduce_bucket_size);
+        d.max_live_parameters, d.max_reuse_distance, d.reduce_bucket_size,
+        d.register_external_embedding ? ", embedding external to the model" : "");
   }
   const bool hybrid = f.sharding_strategy == fsdp::ShardingStrategy::kHybridShard ||
                       f.sharding_strategy == fsdp::ShardingStrategy::kHybridShardZero2;

@@ -223,13 +223,19 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   if (const std::string runtime = c.get("runtime"); runtime == "deepspeed-0.3") {
     if (boolean(file, c, "cpu_offload"))
       bad_cell(file, c, "cpu_offload", "false with runtime deepspeed-0.3 (not modelled)");
+    // The 2021 ZeRO-3 runs are Megatron-LM's GPT through DeepSpeedExamples' ZeRO-3 port
+    // (Megatron-LM-v1.1.5-ZeRO3, gpt2_model.py, added 2021-03-08): GPT2Model computes the logits
+    // with the word embeddings' weight (parallel_lm_logits) and, until 2021-04-18, registered it
+    // as an external parameter of the model.
+    model["tied_embeddings"] = true;
     out.document = {{"schema_version", 1},
                     {"name", c.get("case_id")},
                     {"parallelism", "deepspeed_zero3"},
                     {"model", model},
                     {"hardware", hardware},
                     {"training", training},
-                    {"fsdp", {{"param_dtype", c.get("param_dtype")}}}};
+                    {"fsdp", {{"param_dtype", c.get("param_dtype")}}},
+                    {"deepspeed", {{"register_external_embedding", true}}}};
     return out;
   } else if (!runtime.empty() && runtime != "torch") {
     bad_cell(file, c, "runtime", "torch or deepspeed-0.3");

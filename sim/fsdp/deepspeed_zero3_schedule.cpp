@@ -75,13 +75,16 @@ struct Param {
   TensorId full = 0;
   TensorId grad = 0;
   bool has_grad = false;
+  // ds_active_sub_modules: modules between their pre- and post-hooks that use it. It is released
+  // only when none is.
+  std::int32_t active_modules = 0;
 };
 
 struct Module {
   std::string name;
   std::vector<std::size_t> params;
   std::int64_t numel = 0;  // every parameter it owns (what reuse distances count)
-  bool owns_grads = true;  // false for a tied head: the embedding owns the weight's gradient
+  bool owns_grads = true;  // false for a tied head or the model: the embedding owns that gradient
 };
 
 // One pre-hook call in the module trace (PrefetchCoordinator.sub_module_trace): the module, and
@@ -178,13 +181,15 @@ class DeepSpeedZero3Step final : private KernelHooks {
     return modules_.size() - 1;
   }
 
-  // Each linear (models/linear_modules.hpp) owns its weight and bias. The layer's remaining
-  // elements are its other parameter tensors, in equal parts. A linear whose weight the layer
-  // cannot hold is tied to an earlier parameter of that size (the LM head reading the token
-  // embedding).
+  // Each linear (models/linear_modules.hpp) owns its weight and bias. A linear whose weight its
+  // layer cannot hold is tied to the token embedding's table (the LM head), which the embedding
+  // layer holds beside its other parameter tensors; a layer's remaining elements are its other
+  // tensors, in equal parts. With register_external_embedding the tied head is no module: it is
+  // a function call in the model's forward, which owns the table as an external parameter.
   void make_modules() {
     const auto& layers = s_.workload().layers;
     layer_modules_.resize(layers.size());
+    const std::int64_t tied = tied_weight_numel();
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const models::Layer& l = layers[i];
       LayerModules& lm = layer_modules_[i];
@@ -194,16 +199,13 @@ class DeepSpeedZero3Step final : private KernelHooks {
         const std::int64_t weight = linear.weight_numel;
         const std::int64_t bias = linear.bias_numel;
         std::vector<std::size_t> owned;
-        bool tied = false;
-        if (weight + bias > left) {
-          for (std::size_t p = 0; p < params_.size() && !tied; ++p) {
-            if (params_[p].numel == weight) {
-              owned.push_back(p);
-              tied = true;
-            }
-          }
-        }
-        if (!tied) {
+        const bool is_tied = weight + bias > left;
+        if (is_tied) {
+          if (!embedding_table_)
+            throw std::logic_error("deepspeed zero3: tied weight without table");
+          if (c_.register_external_embedding) continue;
+          owned.push_back(*embedding_table_);
+        } else {
           owned.push_back(add_param(l.name + "." + linear.name + ".weight", i, weight));
           left -= weight;
           --tensors_left;
@@ -213,13 +215,19 @@ class DeepSpeedZero3Step final : private KernelHooks {
           left -= bias;
           --tensors_left;
         }
-        const std::size_t m = add_module(l.name + "." + linear.name, owned, !tied);
+        const std::size_t m = add_module(l.name + "." + linear.name, owned, !is_tied);
         lm.linear[linear.name] = m;
         lm.forward_linears.push_back(m);
       }
       if (left > 0) {
-        const std::int64_t parts = std::max<std::int32_t>(tensors_left, 1);
         std::vector<std::size_t> owned;
+        if (l.kind == models::LayerKind::kEmbedding && tied > 0 && left >= tied) {
+          embedding_table_ = add_param(l.name + ".word_embeddings", i, tied);
+          owned.push_back(*embedding_table_);
+          left -= tied;
+          --tensors_left;
+        }
+        const std::int64_t parts = left > 0 ? std::max<std::int32_t>(tensors_left, 1) : 0;
         for (std::int64_t t = 0; t < parts; ++t) {
           const std::int64_t numel =
               t + 1 < parts ? left / parts : left - (parts - 1) * (left / parts);
@@ -236,17 +244,33 @@ class DeepSpeedZero3Step final : private KernelHooks {
           lm.backward_linears.push_back(it->second);
       }
     }
+    // register_external_parameter(model, word_embeddings.weight): the model's own hooks fetch
+    // the table first in forward and first in backward.
+    if (c_.register_external_embedding && embedding_table_)
+      model_module_ = add_module("model", {*embedding_table_}, false);
+  }
+
+  // The weight of a linear its layer cannot hold (a tied LM head), or 0.
+  std::int64_t tied_weight_numel() const {
+    for (const models::Layer& l : s_.workload().layers) {
+      for (const models::LinearModule& linear : models::linear_modules(l)) {
+        if (linear.weight_numel + linear.bias_numel > l.numel) return linear.weight_numel;
+      }
+    }
+    return 0;
   }
 
   // The pre-hook calls of one micro-batch in the order the walk below makes them, each with its
   // module's next call, and the elements of the calls before each (for reuse distances).
   void make_trace() {
     const auto& layers = s_.workload().layers;
+    if (model_module_) trace_.push_back({*model_module_});
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerModules& lm = layer_modules_[i];
       if (lm.rest) trace_.push_back({*lm.rest});
       for (const std::size_t m : lm.forward_linears) trace_.push_back({m});
     }
+    if (model_module_) trace_.push_back({*model_module_});
     for (std::size_t i = layers.size(); i-- > 0;) {
       const LayerModules& lm = layer_modules_[i];
       if (lm.rest) trace_.push_back({*lm.rest});
@@ -277,12 +301,17 @@ class DeepSpeedZero3Step final : private KernelHooks {
     const auto& layers = s_.workload().layers;
     step_ = 0;
     std::vector<TensorId> saved(layers.size());
+    if (model_module_) pre_hook(*model_module_, Phase::kForward);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerModules& lm = layer_modules_[i];
       if (lm.rest) pre_hook(*lm.rest, Phase::kForward);
       saved[i] = s_.forward_layer(i, g(i));
       if (lm.rest) post_hook(*lm.rest);
     }
+    if (model_module_) post_hook(*model_module_);
+    // The model's pre-backward hook (on the loss) fires first; its post-backward never does, as
+    // no input of the model requires a gradient (PostBackwardFunction on token ids).
+    if (model_module_) pre_backward(*model_module_);
     for (std::size_t i = layers.size(); i-- > 0;) {
       const LayerModules& lm = layer_modules_[i];
       if (lm.rest) pre_backward(*lm.rest);
@@ -297,7 +326,10 @@ class DeepSpeedZero3Step final : private KernelHooks {
                                  "reduction_stream.synchronize");
     partition_previous_reduced_grads();
     // _partition_all_parameters: what was kept for a later use is released.
-    for (Param& p : params_) release(p);
+    for (Param& p : params_) {
+      p.active_modules = 0;
+      release(p);
+    }
     if (step_ != trace_.size()) throw std::logic_error("deepspeed zero3: module trace mismatch");
   }
 
@@ -306,8 +338,9 @@ class DeepSpeedZero3Step final : private KernelHooks {
   void before_kernel(std::size_t layer, const models::NamedKernel& k, Phase phase) override {
     const LayerModules& lm = layer_modules_[layer];
     if (k.linear == models::LinearPass::kForward) {
-      pre_hook(lm.linear.at(k.linear_module),
-               phase == Phase::kRecompute ? Phase::kBackward : phase);
+      // A tied head under register_external_embedding is no module.
+      if (const auto it = lm.linear.find(k.linear_module); it != lm.linear.end())
+        pre_hook(it->second, phase == Phase::kRecompute ? Phase::kBackward : phase);
       return;
     }
     const auto it = lm.linear.find(backward_linear_name(k));
@@ -319,8 +352,10 @@ class DeepSpeedZero3Step final : private KernelHooks {
   }
 
   void after_kernel(std::size_t layer, const models::NamedKernel& k, Phase /*phase*/) override {
-    if (k.linear == models::LinearPass::kForward)
-      post_hook(layer_modules_[layer].linear.at(k.linear_module));
+    if (k.linear != models::LinearPass::kForward) return;
+    const LayerModules& lm = layer_modules_[layer];
+    if (const auto it = lm.linear.find(k.linear_module); it != lm.linear.end())
+      post_hook(it->second);
   }
 
   // pre_sub_module_forward_function / pre_sub_module_backward_function.
@@ -331,6 +366,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
     s_.hook(module.name + ".pre_hook", static_cast<std::int32_t>(module.params.size()));
     phase_ = phase;
     last_call_[m] = step_;
+    for (const std::size_t p : module.params) ++params_[p].active_modules;
     fetch(module);
     prefetch();
     ++step_;
@@ -340,8 +376,12 @@ class DeepSpeedZero3Step final : private KernelHooks {
   void post_hook(std::size_t m) {
     const Module& module = modules_[m];
     s_.hook(module.name + ".post_hook", static_cast<std::int32_t>(module.params.size()));
-    if (keep_for_later(m)) return;
-    for (const std::size_t p : module.params) release(params_[p]);
+    const bool keep = keep_for_later(m);
+    for (const std::size_t p : module.params) {
+      Param& param = params_[p];
+      --param.active_modules;
+      if (param.active_modules == 0 && !keep) release(param);
+    }
   }
 
   void pre_backward(std::size_t m) {
@@ -608,6 +648,8 @@ class DeepSpeedZero3Step final : private KernelHooks {
   std::vector<Param> params_;
   std::vector<Module> modules_;
   std::vector<LayerModules> layer_modules_;
+  std::optional<std::size_t> embedding_table_;  // the tied LM head's weight, if any
+  std::optional<std::size_t> model_module_;     // the model, with register_external_embedding
   std::vector<Use> trace_;
   std::vector<std::int64_t> numel_before_;  // per trace position: elements of the calls before
   std::vector<std::size_t> last_call_;      // per module: its latest call's trace position

@@ -28,6 +28,11 @@ struct DeepSpeedZero3Config {
   std::int64_t max_live_parameters = 1'000'000'000;    // stage3_max_live_parameters
   std::int64_t max_reuse_distance = 1'000'000'000;     // stage3_max_reuse_distance
   std::int64_t reduce_bucket_size = 500'000'000;       // reduce_bucket_size
+  // The model code registers its token embedding, which the LM head reuses, as an external
+  // parameter of the whole model (deepspeed.zero.register_external_parameter, as DeepSpeedExamples'
+  // Megatron-LM-v1.1.5-ZeRO3 port did from 2021-03-08 to 2021-04-18): gathered when the model's
+  // forward starts and kept until the step ends. Not a zero_optimization key.
+  bool register_external_embedding = false;
 };
 
 // torch.distributed.fsdp.ShardingStrategy.

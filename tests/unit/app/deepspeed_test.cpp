@@ -40,11 +40,15 @@ TEST(DeepSpeedJson, ReadsTheZeroOptimizationKeysWithDeepSpeedsDefaults) {
   EXPECT_EQ(s.fsdp.reduce_dtype, Dtype::kFp16);
   EXPECT_EQ(s.fsdp.deepspeed.param_persistence_threshold, 100'000);
   EXPECT_EQ(s.fsdp.deepspeed.reduce_bucket_size, 500'000'000);
+  EXPECT_FALSE(s.fsdp.deepspeed.register_external_embedding);
   nlohmann::json tuned = scenario();
-  tuned["deepspeed"] = {{"stage3_prefetch_bucket_size", 1000}, {"stage3_max_reuse_distance", 5}};
+  tuned["deepspeed"] = {{"stage3_prefetch_bucket_size", 1000},
+                        {"stage3_max_reuse_distance", 5},
+                        {"register_external_embedding", true}};
   const Scenario t = scenario_from_json(tuned, "ds.json", {}, kPresets);
   EXPECT_EQ(t.fsdp.deepspeed.prefetch_bucket_size, 1000);
   EXPECT_EQ(t.fsdp.deepspeed.max_reuse_distance, 5);
+  EXPECT_TRUE(t.fsdp.deepspeed.register_external_embedding);
 }
 
 TEST(DeepSpeedJson, RejectsWhatItDoesNotModelWithFileAndPath) {

@@ -204,6 +204,11 @@ TEST(ValidationCases, OptionalColumnsReachTheScenario) {
     const bool megatron = source == "megatron-lm-2021-zero3";
     EXPECT_EQ(s.document.value("parallelism", "fsdp") == "deepspeed_zero3", megatron)
         << c.get("case_id");
+    if (megatron) {  // Megatron's GPT through the ZeRO-3 port of 2021-03 (validation_cases.cpp)
+      EXPECT_TRUE(s.document["model"].value("tied_embeddings", false)) << c.get("case_id");
+      EXPECT_TRUE(s.document["deepspeed"].value("register_external_embedding", false))
+          << c.get("case_id");
+    }
     deepspeed += megatron ? 1 : 0;
   }
   EXPECT_GT(clipped, 400);

@@ -167,5 +167,58 @@ TEST(DeepSpeedZero3, BaselineMemoryIsPartitionsMasterWeightsMomentsAndPersistent
             2 * partitions);
 }
 
+// The tiny model with a tied LM head, as Megatron-LM's GPT: the embedding layer holds the
+// 400 x 500 token table (200k elements, the head's weight) and an 8k-element position table; the
+// head holds only a 1k-element norm and reads the token table.
+models::Workload tied_workload() {
+  models::Workload w = testing::tiny_linear_workload();
+  w.layers.front().numel = 208'000;
+  w.layers.front().parameter_tensors = 2;
+  w.layers.back().numel = 1'000;
+  w.layers.back().forward.insert(w.layers.back().forward.begin(),
+                                 {"ln_f", testing::tiny_kernel(10, 0.0)});
+  w.total_numel = 208'000 + 2 * 1'001'000 + 1'000;
+  return w;
+}
+
+std::map<std::string, int> gather_counts(const SimulationOutput& out) {
+  std::map<std::string, int> count;
+  for (const std::string& name : testing::all_gathers(out)) ++count[name];
+  return count;
+}
+
+// The head's weight is the token table: the head gathers no weight of its own, and the position
+// table (8k elements) persists. With the reuse distance of one element the table is gathered by
+// the embedding's forward, the head's forward, the head's backward (the head's norm module runs
+// between its two uses) and the embedding's backward.
+TEST(DeepSpeedZero3, ATiedHeadReadsTheTokenTable) {
+  const models::Workload w = tied_workload();
+  const std::map<std::string, int> count = gather_counts(simulate_step(without_reuse(w), {}));
+  EXPECT_EQ(count.count("head.proj.weight"), 0u);
+  EXPECT_EQ(count.count("embedding.param0"), 0u);
+  EXPECT_EQ(count.at("embedding.word_embeddings"), 4);
+}
+
+// register_external_parameter(model, table): the model's pre-forward hook gathers the table
+// before anything else, and nothing releases it before the step ends (the model's post-forward
+// keeps it for its pre-backward, which follows at once; no post-backward fires), so it is
+// gathered once. Its 200k elements alone reach a 150k max-live limit, so nothing is prefetched:
+// every weight is gathered by the module that uses it, after the previous module's GEMM.
+TEST(DeepSpeedZero3, AnExternalTokenTableStaysGatheredAllStepAndBlocksPrefetch) {
+  const models::Workload w = tied_workload();
+  ScheduleInput in = without_reuse(w);
+  in.fsdp.deepspeed.register_external_embedding = true;
+  in.fsdp.deepspeed.max_live_parameters = 150'000;
+  const SimulationOutput out = simulate_step(in, {});
+  const std::vector<std::string> gathers = testing::all_gathers(out);
+  ASSERT_FALSE(gathers.empty());
+  EXPECT_EQ(gathers.front(), "embedding.word_embeddings");
+  EXPECT_EQ(gather_counts(out).at("embedding.word_embeddings"), 1);
+  const std::vector<testing::Op> ops = testing::measured_ops(out);
+  const testing::Op& up = testing::op_named(ops, "blocks.0.fwd.up");
+  const testing::Op& down_gather = testing::op_named(ops, "blocks.0.down.weight.all_gather");
+  EXPECT_GE(down_gather.timing.start, up.timing.end);  // not prefetched beside "up"
+}
+
 }  // namespace
 }  // namespace fsdpsim::fsdp
