@@ -16,6 +16,7 @@
 //   (ReduceScatterState).
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
 
 #include "sim/fsdp/fsdp_units.hpp"
 #include "sim/fsdp/process_groups.hpp"
@@ -348,6 +349,11 @@ class Fsdp2Step final : private UnitHooks {
 
 }  // namespace
 
-Schedule build_fsdp2_schedule(const ScheduleInput& input) { return Fsdp2Step(input).build(); }
+Schedule build_fsdp2_schedule(const ScheduleInput& input) {
+  // Nested fully_shard on linears would need the kernel hooks FSDP1's schedule installs.
+  if (input.fsdp.wrap_policy == WrapPolicy::kBlockAndLinear)
+    throw std::invalid_argument("fsdp2 schedule: wrap policy block_and_linear is FSDP1's");
+  return Fsdp2Step(input).build();
+}
 
 }  // namespace fsdpsim::fsdp

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,15 @@ TEST(LinearWrap, UnshardedParametersPeakBelowPerBlockWrapping) {
   EXPECT_EQ(parameters(simulate_step(linear_wrapped(w), {})),
             5'204'000 + 2'400'000 + 2 * 2'000'000 + 2 * 4'000);
   EXPECT_EQ(parameters(simulate_step(per_block, {})), 5'204'000 + 2'400'000 + 3 * 4'004'000);
+}
+
+// FSDP2's schedule has no hooks inside a layer: it refuses the policy rather than leave the
+// linears' units never gathered.
+TEST(LinearWrap, Fsdp2RefusesThePolicy) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = linear_wrapped(w);
+  in.fsdp.version = 2;
+  EXPECT_THROW(simulate_step(in, {}), std::invalid_argument);
 }
 
 }  // namespace
