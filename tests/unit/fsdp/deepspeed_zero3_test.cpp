@@ -93,15 +93,14 @@ TEST(DeepSpeedZero3, CheckpointedBlocksGatherTheirWeightsAgainForTheRecompute) {
   const models::Workload w = testing::tiny_linear_workload();
   ScheduleInput in = without_reuse(w);
   in.training.activation_checkpointing = ActivationCheckpointing::kFull;
-  const SimulationOutput out = simulate_step(in, {});
-  std::map<std::string, int> count;
-  for (const std::string& name : testing::all_gathers(out)) ++count[name];
-  EXPECT_EQ(count["blocks.0.up.weight"], 3);
-  EXPECT_EQ(count["blocks.1.up.weight"], 3);
-  EXPECT_EQ(count["blocks.0.down.weight"], 2);
-  EXPECT_EQ(count["blocks.1.down.weight"], 2);
-  EXPECT_EQ(count["embedding.param0"], 2);
-  EXPECT_EQ(count["head.proj.weight"], 1);
+  EXPECT_EQ(testing::gather_counts(simulate_step(in, {})),
+            (std::map<std::string, int>{{"blocks.0.up.weight", 3},
+                                        {"blocks.1.up.weight", 3},
+                                        {"blocks.0.down.weight", 2},
+                                        {"blocks.1.down.weight", 2},
+                                        {"embedding.param0", 2},
+                                        {"head.proj.weight", 1},
+                                        {"persistent", 1}}));
 }
 
 // fetch_sub_module waits for the device before each module it had to gather or found in flight;
@@ -181,19 +180,14 @@ models::Workload tied_workload() {
   return w;
 }
 
-std::map<std::string, int> gather_counts(const SimulationOutput& out) {
-  std::map<std::string, int> count;
-  for (const std::string& name : testing::all_gathers(out)) ++count[name];
-  return count;
-}
-
 // The head's weight is the token table: the head gathers no weight of its own, and the position
 // table (8k elements) persists. With the reuse distance of one element the table is gathered by
 // the embedding's forward, the head's forward, the head's backward (the head's norm module runs
 // between its two uses) and the embedding's backward.
 TEST(DeepSpeedZero3, ATiedHeadReadsTheTokenTable) {
   const models::Workload w = tied_workload();
-  const std::map<std::string, int> count = gather_counts(simulate_step(without_reuse(w), {}));
+  const std::map<std::string, int> count =
+      testing::gather_counts(simulate_step(without_reuse(w), {}));
   EXPECT_EQ(count.count("head.proj.weight"), 0u);
   EXPECT_EQ(count.count("embedding.param0"), 0u);
   EXPECT_EQ(count.at("embedding.word_embeddings"), 4);
@@ -213,7 +207,7 @@ TEST(DeepSpeedZero3, AnExternalTokenTableStaysGatheredAllStepAndBlocksPrefetch) 
   const std::vector<std::string> gathers = testing::all_gathers(out);
   ASSERT_FALSE(gathers.empty());
   EXPECT_EQ(gathers.front(), "embedding.word_embeddings");
-  EXPECT_EQ(gather_counts(out).at("embedding.word_embeddings"), 1);
+  EXPECT_EQ(testing::gather_counts(out).at("embedding.word_embeddings"), 1);
   const std::vector<testing::Op> ops = testing::measured_ops(out);
   const testing::Op& up = testing::op_named(ops, "blocks.0.fwd.up");
   const testing::Op& down_gather = testing::op_named(ops, "blocks.0.down.weight.all_gather");

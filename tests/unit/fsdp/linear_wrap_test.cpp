@@ -81,14 +81,14 @@ TEST(LinearWrap, CheckpointedBlocksGatherEachLinearThreeTimes) {
   const models::Workload w = testing::tiny_linear_workload();
   ScheduleInput in = linear_wrapped(w);
   in.training.activation_checkpointing = ActivationCheckpointing::kFull;
-  std::map<std::string, int> count;
-  for (const std::string& name : testing::all_gathers(simulate_step(in, {}))) ++count[name];
-  EXPECT_EQ(count["blocks.0.up"], 3);
-  EXPECT_EQ(count["blocks.0.down"], 3);
-  EXPECT_EQ(count["blocks.1.up"], 3);
-  EXPECT_EQ(count["blocks.1.down"], 3);
-  EXPECT_EQ(count["blocks.0"], 2);
-  EXPECT_EQ(count["blocks.1"], 2);
+  EXPECT_EQ(testing::gather_counts(simulate_step(in, {})),
+            (std::map<std::string, int>{{"root", 1},
+                                        {"blocks.0", 2},
+                                        {"blocks.0.up", 3},
+                                        {"blocks.0.down", 3},
+                                        {"blocks.1", 2},
+                                        {"blocks.1.up", 3},
+                                        {"blocks.1.down", 3}}));
 }
 
 // Smaller units hold less unsharded. Both peaks include the fp32 shards (2,602,000 / 2 elements

@@ -1,6 +1,7 @@
 // The measured step's ops of a simulated schedule, for tests that check what ran when.
 #pragma once
 
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ inline std::vector<Op> measured_ops(const SimulationOutput& out) {
   return ops;
 }
 
+// The measured step's all-gathers in issue order, by the name before ".all_gather".
 inline std::vector<std::string> all_gathers(const SimulationOutput& out) {
   std::vector<std::string> names;
   for (const Op& op : measured_ops(out)) {
@@ -34,6 +36,13 @@ inline std::vector<std::string> all_gathers(const SimulationOutput& out) {
       names.push_back(op.name.substr(0, op.name.size() - suffix.size()));
   }
   return names;
+}
+
+// How many times the measured step all-gathers each name.
+inline std::map<std::string, int> gather_counts(const SimulationOutput& out) {
+  std::map<std::string, int> count;
+  for (const std::string& name : all_gathers(out)) ++count[name];
+  return count;
 }
 
 inline const Op& op_named(const std::vector<Op>& ops, const std::string& name) {
