@@ -206,8 +206,7 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   }
   if (boolean(file, c, "compiled")) training["compiled"] = true;
   // The optional no_sync, param_storage_dtype, clip_grad_norm, offload_activations and
-  // unpad_attention columns
-  // (configs/validation/README.md).
+  // unpad_attention columns (configs/validation/README.md).
   if (boolean(file, c, "no_sync")) training["no_sync"] = true;
   if (boolean(file, c, "clip_grad_norm")) training["clip_grad_norm"] = true;
   if (boolean(file, c, "offload_activations")) training["offload_activations"] = true;

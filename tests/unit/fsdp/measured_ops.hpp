@@ -26,11 +26,11 @@ inline std::vector<Op> measured_ops(const SimulationOutput& out) {
   return ops;
 }
 
-// The measured step's all-gathers in issue order, by the name before ".all_gather".
-inline std::vector<std::string> all_gathers(const SimulationOutput& out) {
+// The measured step's ops whose name ends in `suffix`, in issue order, by the name before it.
+inline std::vector<std::string> ops_ending_in(const SimulationOutput& out,
+                                              const std::string& suffix) {
   std::vector<std::string> names;
   for (const Op& op : measured_ops(out)) {
-    const std::string suffix = ".all_gather";
     if (op.name.size() > suffix.size() &&
         op.name.compare(op.name.size() - suffix.size(), suffix.size(), suffix) == 0)
       names.push_back(op.name.substr(0, op.name.size() - suffix.size()));
@@ -38,11 +38,22 @@ inline std::vector<std::string> all_gathers(const SimulationOutput& out) {
   return names;
 }
 
+// How many of the measured step's ops end in `suffix`, by the name before it.
+inline std::map<std::string, int> count_ops_ending_in(const SimulationOutput& out,
+                                                      const std::string& suffix) {
+  std::map<std::string, int> count;
+  for (const std::string& name : ops_ending_in(out, suffix)) ++count[name];
+  return count;
+}
+
+// The measured step's all-gathers in issue order, by the name before ".all_gather".
+inline std::vector<std::string> all_gathers(const SimulationOutput& out) {
+  return ops_ending_in(out, ".all_gather");
+}
+
 // How many times the measured step all-gathers each name.
 inline std::map<std::string, int> gather_counts(const SimulationOutput& out) {
-  std::map<std::string, int> count;
-  for (const std::string& name : all_gathers(out)) ++count[name];
-  return count;
+  return count_ops_ending_in(out, ".all_gather");
 }
 
 inline const Op& op_named(const std::vector<Op>& ops, const std::string& name) {
