@@ -189,13 +189,15 @@ class DeepSpeedZero3Step final : private KernelHooks {
   void make_modules() {
     const auto& layers = s_.workload().layers;
     layer_modules_.resize(layers.size());
-    const std::int64_t tied = tied_weight_numel();
+    std::vector<std::vector<models::LinearModule>> linears;
+    for (const models::Layer& l : layers) linears.push_back(models::linear_modules(l));
+    const std::int64_t tied = tied_weight_numel(linears);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const models::Layer& l = layers[i];
       LayerModules& lm = layer_modules_[i];
       std::int64_t left = l.numel;
       std::int32_t tensors_left = l.parameter_tensors;
-      for (const models::LinearModule& linear : models::linear_modules(l)) {
+      for (const models::LinearModule& linear : linears[i]) {
         const std::int64_t weight = linear.weight_numel;
         const std::int64_t bias = linear.bias_numel;
         std::vector<std::size_t> owned;
@@ -250,11 +252,13 @@ class DeepSpeedZero3Step final : private KernelHooks {
       model_module_ = add_module("model", {*embedding_table_}, false);
   }
 
-  // The weight of a linear its layer cannot hold (a tied LM head), or 0.
-  std::int64_t tied_weight_numel() const {
-    for (const models::Layer& l : s_.workload().layers) {
-      for (const models::LinearModule& linear : models::linear_modules(l)) {
-        if (linear.weight_numel + linear.bias_numel > l.numel) return linear.weight_numel;
+  // The weight of a linear its layer cannot hold (a tied LM head), or 0; `linears` per layer.
+  std::int64_t tied_weight_numel(
+      const std::vector<std::vector<models::LinearModule>>& linears) const {
+    const auto& layers = s_.workload().layers;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      for (const models::LinearModule& linear : linears[i]) {
+        if (linear.weight_numel + linear.bias_numel > layers[i].numel) return linear.weight_numel;
       }
     }
     return 0;
