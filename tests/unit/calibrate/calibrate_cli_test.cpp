@@ -2,6 +2,7 @@
 // (0 ok, 2 bad input naming file and line or JSON path), files written.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -42,9 +43,14 @@ TEST(CalibrateCli, FitReportsCurvesAndErrors) {
   EXPECT_NE(text.str().find("\"kind\": \"fsdpsim_calibration_fit\""), std::string::npos);
 }
 
+struct GemmRow {
+  double median = 0.0;
+  double mean_abs_log = 0.0;
+};
+
 // One bf16 GEMM measured in `time_us`: its line of `fit --against h200-sxm-141gb` has the
-// measured/model ratio.
-double gemm_ratio_against_h200(double time_us) {
+// measured/model ratio (median, min and max alike) and the mean |ln| of it.
+GemmRow gemm_row_against_h200(double time_us) {
   const fs::path file = temp_dir() / "gemm_profile.json";
   std::ofstream(file) << R"({"schema_version": 1, "kind": "fsdpsim_calibration_profile",
   "name": "one-gemm", "gemms": [{"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "batch": 1,
@@ -52,26 +58,43 @@ double gemm_ratio_against_h200(double time_us) {
                       << time_us << R"(, "repeats": 10}]})";
   const Outcome o = run_fsdpsim("calibrate fit " + file.string() + " --against h200-sxm-141gb");
   EXPECT_EQ(o.exit_code, 0) << o.output;
-  const std::size_t table = o.output.find("dtype shapes   median");
+  const std::size_t table = o.output.find("dtype shapes   median      min      max   mean|ln|");
   EXPECT_NE(table, std::string::npos) << o.output;
-  if (table == std::string::npos) return 0.0;
+  if (table == std::string::npos) return {};
+  EXPECT_EQ(o.output.find("  all "), std::string::npos) << "one dtype, no pooled row";
   std::istringstream row(o.output.substr(o.output.find('\n', table) + 1));
   std::string dtype;
   int shapes = 0;
-  double median = 0.0;
-  row >> dtype >> shapes >> median;
+  GemmRow r;
+  double min = 0.0;
+  double max = 0.0;
+  row >> dtype >> shapes >> r.median >> min >> max >> r.mean_abs_log;
   EXPECT_EQ(dtype, "bf16");
   EXPECT_EQ(shapes, 1);
-  return median;
+  EXPECT_EQ(min, r.median);
+  EXPECT_EQ(max, r.median);
+  return r;
 }
 
 TEST(CalibrateCli, FitAgainstAPresetComparesMeasuredGemmsWithItsModel) {
-  const double measured = gemm_ratio_against_h200(1000.0);
-  EXPECT_GT(measured, 0.0);
-  EXPECT_NEAR(gemm_ratio_against_h200(2000.0), 2.0 * measured, 0.002 * measured);
+  const GemmRow measured = gemm_row_against_h200(1000.0);
+  EXPECT_GT(measured.median, 0.0);
+  EXPECT_NEAR(measured.mean_abs_log, std::abs(std::log(measured.median)), 0.001);
+  const GemmRow slower = gemm_row_against_h200(2000.0);
+  EXPECT_NEAR(slower.median, 2.0 * measured.median, 0.002 * measured.median);
+  EXPECT_NEAR(slower.mean_abs_log, std::abs(std::log(slower.median)), 0.001);
   const Outcome o = run_fsdpsim("calibrate fit " + kProfile + " --against no-such-gpu");
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find("no-such-gpu"), std::string::npos) << o.output;
+}
+
+TEST(CalibrateCli, FitAgainstAPresetPoolsEveryDtypeInALastRow) {
+  const Outcome o =
+      run_fsdpsim("calibrate fit " + std::string(FSDPSIM_CONFIGS_DIR) +
+                  "/calibration/h200-sxm-141gb-measured.json --against h200-sxm-141gb");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("  bf16     109 "), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("  all      217 "), std::string::npos) << o.output;
 }
 
 TEST(CalibrateCli, BadProfileExitsTwoNamingFileAndPath) {
