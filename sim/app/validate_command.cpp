@@ -17,6 +17,7 @@
 #include "sim/app/json_file.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/validation_cases.hpp"
+#include "sim/app/validation_flops.hpp"
 #include "sim/app/validation_stats.hpp"
 
 namespace fsdpsim::app {
@@ -26,51 +27,31 @@ constexpr int kExitCheckFailed = 3;
 // Issue #7's bound on any one case: the markdown lists the cases beyond it first.
 constexpr double kLargeError = 0.25;
 
-// FLOPs per token under a source's own definition (configs/validation/README.md).
-struct FlopDefinition {
-  double model_per_token = 0.0;     // MFU numerator, no recompute
-  double hardware_per_token = 0.0;  // counting the recompute
-  double peak_tflops = 0.0;         // the source's peak for MFU/HFU
-};
-
-FlopDefinition definition_for(const ValidationCase& c, const Scenario& s) {
-  const std::string& source = c.get("source");
-  const auto l = static_cast<double>(s.model.n_layers);
-  const auto h = static_cast<double>(s.model.d_model);
-  const auto seq = static_cast<double>(s.training.seq_len);
-  const auto v = static_cast<double>(s.model.vocab);
-  const bool recompute =
-      s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kFull;
-  FlopDefinition d;
-  const bool h100_class = c.get("gpu").rfind("h", 0) == 0;
-  if (source.rfind("llm-foundry", 0) == 0 || source == "kempnerforge") {
-    // MFU = tok/s x (6N + 12 L d s) / peak; HFU = 4/3 MFU with activation checkpointing.
-    const auto n = static_cast<double>(models::parameter_count(s.model));
-    d.model_per_token = 6.0 * n + 12.0 * l * h * seq;
-    d.hardware_per_token = d.model_per_token * (recompute ? 4.0 / 3.0 : 1.0);
-    d.peak_tflops = c.get("matmul_dtype") == "fp8" ? 1979.0 : (h100_class ? 989.0 : 312.0);
-  } else {
-    // Megatron-LM (Narayanan et al. 2021, eq. 3): 96 B s l h^2 (1 + s/6h + V/16lh) per
-    // iteration with recompute, 72 B s l h^2 (1 + s/6h + V/12lh) without.
-    d.model_per_token = 72.0 * l * h * h * (1.0 + seq / (6.0 * h) + v / (12.0 * l * h));
-    d.hardware_per_token = recompute
-                               ? 96.0 * l * h * h * (1.0 + seq / (6.0 * h) + v / (16.0 * l * h))
-                               : d.model_per_token;
-    d.peak_tflops = h100_class ? 989.0 : 312.0;
-  }
-  return d;
-}
+// (measured, predicted) of one quantity.
+using Compared = std::pair<double, double>;
 
 struct Outcome {
   const ValidationCase* c = nullptr;
   std::string size_bucket;
   std::optional<double> measured_tokens;  // absent when the source prints only TFLOPS
   double predicted_tokens = 0.0;
-  std::optional<std::pair<double, double>>
-      tflops;  // (measured, predicted) under the row's definition
-  std::optional<std::pair<double, double>> peak_mem;
+  // Under the row's own FLOP definition (validation_flops.hpp), each where the row prints it.
+  std::optional<Compared> model_tflops;
+  std::optional<Compared> hardware_tflops;
+  std::optional<Compared> mfu;
+  std::optional<Compared> hfu;
+  // The definition check: the utilization the row's own tokens/s gives under the definition
+  // fsdpsim implements, over the utilization the row prints, minus 1.
+  std::optional<double> mfu_definition_gap;
+  std::optional<double> hfu_definition_gap;
+  std::optional<Compared> peak_mem;
   std::string status;  // "ok" or "oom"
 };
+
+// The TFLOPS a TFLOPS-only row is judged by: the model count where it prints one.
+const std::optional<Compared>& row_tflops(const Outcome& o) {
+  return o.model_tflops ? o.model_tflops : o.hardware_tflops;
+}
 
 std::string size_bucket(double params_b) {
   if (params_b < 1.0) return "< 1B";
@@ -88,6 +69,16 @@ struct Group {
   std::vector<double> measured;
   std::vector<double> predicted;
 };
+
+double max_abs(const std::vector<double>& xs) {
+  double m = 0.0;
+  for (const double x : xs) m = std::max(m, std::abs(x));
+  return m;
+}
+
+nlohmann::json definition_check_json(const std::vector<double>& gaps) {
+  return {{"count", gaps.size()}, {"max_gap", max_abs(gaps)}};
+}
 
 std::string pct(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
 
@@ -173,17 +164,27 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
       continue;
     }
     const fsdp::StepResult r = simulate_scenario(scenario, false).result;
-    const FlopDefinition def = definition_for(c, scenario);
+    const FlopDefinition def = flop_definition(c, scenario);
     Outcome o;
     o.c = &c;
     o.size_bucket = size_bucket(static_cast<double>(models::parameter_count(scenario.model)) / 1e9);
     o.measured_tokens = c.number("measured_tokens_per_s_per_gpu");
     o.predicted_tokens = r.tokens_per_s_per_gpu;
     o.status = r.out_of_memory ? "oom" : "ok";
+    const double tokens = r.tokens_per_s_per_gpu;
     if (const auto m = c.number("measured_model_tflops_per_gpu")) {
-      o.tflops = std::make_pair(*m, r.tokens_per_s_per_gpu * def.model_per_token / 1e12);
-    } else if (const auto hw = c.number("measured_hardware_tflops_per_gpu")) {
-      o.tflops = std::make_pair(*hw, r.tokens_per_s_per_gpu * def.hardware_per_token / 1e12);
+      o.model_tflops = Compared{*m, model_tflops(def, tokens)};
+    }
+    if (const auto m = c.number("measured_hardware_tflops_per_gpu")) {
+      o.hardware_tflops = Compared{*m, hardware_tflops(def, tokens)};
+    }
+    if (const auto m = c.number("measured_mfu")) {
+      o.mfu = Compared{*m, mfu(def, tokens)};
+      if (o.measured_tokens) o.mfu_definition_gap = mfu(def, *o.measured_tokens) / *m - 1.0;
+    }
+    if (const auto m = c.number("measured_hfu")) {
+      o.hfu = Compared{*m, hfu(def, tokens)};
+      if (o.measured_tokens) o.hfu_definition_gap = hfu(def, *o.measured_tokens) / *m - 1.0;
     }
     if (const auto mem = c.number("measured_peak_mem_gib")) {
       // The sources print torch.cuda.max_memory_allocated().
@@ -314,8 +315,12 @@ int validate_command(const ValidateOptions& options) {
 
   // Summaries.
   Group tokens;
-  Group tflops;
+  Group tflops;  // model and hardware TFLOPS alike, each under its row's definition
+  Group mfu_group;
+  Group hfu_group;
   Group memory;
+  std::vector<double> mfu_gaps;
+  std::vector<double> hfu_gaps;
   std::map<std::string, Group> by_source;
   std::map<std::string, Group> by_gpu;
   std::map<std::string, Group> by_size;
@@ -326,14 +331,16 @@ int validate_command(const ValidateOptions& options) {
       g->measured.push_back(*o.measured_tokens);
       g->predicted.push_back(o.predicted_tokens);
     }
-    if (o.tflops) {
-      tflops.measured.push_back(o.tflops->first);
-      tflops.predicted.push_back(o.tflops->second);
+    for (const auto& [pair, group] :
+         {std::pair{&o.model_tflops, &tflops}, std::pair{&o.hardware_tflops, &tflops},
+          std::pair{&o.mfu, &mfu_group}, std::pair{&o.hfu, &hfu_group},
+          std::pair{&o.peak_mem, &memory}}) {
+      if (!*pair) continue;
+      group->measured.push_back((*pair)->first);
+      group->predicted.push_back((*pair)->second);
     }
-    if (o.peak_mem) {
-      memory.measured.push_back(o.peak_mem->first);
-      memory.predicted.push_back(o.peak_mem->second);
-    }
+    if (o.mfu_definition_gap) mfu_gaps.push_back(*o.mfu_definition_gap);
+    if (o.hfu_definition_gap) hfu_gaps.push_back(*o.hfu_definition_gap);
   }
   const ErrorSummary token_summary = summarize_errors(tokens.measured, tokens.predicted);
   nlohmann::json report;
@@ -347,7 +354,11 @@ int validate_command(const ValidateOptions& options) {
   report["skipped"] = skipped.size();
   report["tokens_per_s"] = summary_json(token_summary);
   report["tflops"] = summary_json(summarize_errors(tflops.measured, tflops.predicted));
+  report["mfu"] = summary_json(summarize_errors(mfu_group.measured, mfu_group.predicted));
+  report["hfu"] = summary_json(summarize_errors(hfu_group.measured, hfu_group.predicted));
   report["peak_mem"] = summary_json(summarize_errors(memory.measured, memory.predicted));
+  report["definition_check"] = {{"mfu", definition_check_json(mfu_gaps)},
+                                {"hfu", definition_check_json(hfu_gaps)}};
   nlohmann::json rho = nlohmann::json::object();
   for (const auto& [name, g] : by_source) rho[name] = spearman(g.measured, g.predicted);
   report["spearman"] = rho;
@@ -370,9 +381,12 @@ int validate_command(const ValidateOptions& options) {
       row["measured_tokens_per_s_per_gpu"] = *o.measured_tokens;
       row["error"] = o.predicted_tokens / *o.measured_tokens - 1.0;
     }
-    if (o.tflops) row["tflops"] = {{"measured", o.tflops->first}, {"predicted", o.tflops->second}};
-    if (o.peak_mem)
-      row["peak_mem_gib"] = {{"measured", o.peak_mem->first}, {"predicted", o.peak_mem->second}};
+    for (const auto& [key, pair] :
+         {std::pair{"model_tflops", &o.model_tflops},
+          std::pair{"hardware_tflops", &o.hardware_tflops}, std::pair{"mfu", &o.mfu},
+          std::pair{"hfu", &o.hfu}, std::pair{"peak_mem_gib", &o.peak_mem}}) {
+      if (*pair) row[key] = {{"measured", (*pair)->first}, {"predicted", (*pair)->second}};
+    }
     rows.push_back(row);
   }
   report["cases"] = rows;
@@ -401,10 +415,19 @@ int validate_command(const ValidateOptions& options) {
     md += "| quantity | cases | MAPE | median | max |\n|---|---|---|---|---|\n";
     for (const auto& [name, g] : {std::pair<const char*, const Group*>{"tokens/s/GPU", &tokens},
                                   {"TFLOPS/GPU (row's definition)", &tflops},
+                                  {"MFU (row's definition)", &mfu_group},
+                                  {"HFU (row's definition)", &hfu_group},
                                   {"peak memory", &memory}}) {
       const ErrorSummary e = summarize_errors(g->measured, g->predicted);
       md += fmt::format("| {} | {} | {} | {} | {} |\n", name, e.count, pct(e.mape),
                         pct(e.median_ape), pct(e.max_ape));
+    }
+    if (!mfu_gaps.empty() || !hfu_gaps.empty()) {
+      md += fmt::format(
+          "\nDefinition check: each row's own tokens/s under the FLOP count fsdpsim implements "
+          "for its source gives the MFU it prints within {} ({} rows) and the HFU within {} ({} "
+          "rows), so MFU and HFU errors are the tokens/s errors seen through that count.\n",
+          pct(max_abs(mfu_gaps)), mfu_gaps.size(), pct(max_abs(hfu_gaps)), hfu_gaps.size());
     }
     for (const auto& [title, groups] :
          {std::pair<const char*, const std::map<std::string, Group>*>{"source", &by_source},
@@ -422,7 +445,7 @@ int validate_command(const ValidateOptions& options) {
     }
     // Measured and predicted: tokens/s/GPU where the source prints it, else its TFLOPS/GPU.
     const auto compared = [](const Outcome& o) {
-      return o.measured_tokens ? std::pair{*o.measured_tokens, o.predicted_tokens} : *o.tflops;
+      return o.measured_tokens ? std::pair{*o.measured_tokens, o.predicted_tokens} : *row_tflops(o);
     };
     const auto signed_error = [&](const Outcome& o) {
       const auto [measured, predicted] = compared(o);

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "sim/app/config_error.hpp"
@@ -14,6 +17,7 @@ namespace {
 const std::string kData = std::string(FSDPSIM_TEST_DATA_DIR) + "/validation/";
 
 using test_support::run_fsdpsim;
+namespace fs = std::filesystem;
 
 TEST(ValidationStats, MapeMedianAndMaxOfAbsolutePercentageErrors) {
   const ErrorSummary s = summarize_errors({100, 200, 400}, {110, 180, 400});
@@ -119,11 +123,60 @@ TEST(Validate, ReportsErrorsAsJsonWithTheDocumentedKeys) {
   const nlohmann::json j = nlohmann::json::parse(out);
   EXPECT_EQ(j["evaluated"], 4);
   EXPECT_EQ(j["skipped"], 0);
-  for (const char* key : {"tokens_per_s", "tflops", "peak_mem"}) {
+  for (const char* key : {"tokens_per_s", "tflops", "mfu", "hfu", "peak_mem"}) {
     for (const char* stat : {"mape", "median_ape", "max_ape"})
       EXPECT_TRUE(j[key].contains(stat)) << key << stat;
   }
   EXPECT_TRUE(j["spearman"].is_object());
+  EXPECT_EQ(j["mfu"]["count"], 4);
+  EXPECT_EQ(j["hfu"]["count"], 4);
+  EXPECT_EQ(j["tflops"]["count"], 4);  // the HEAD rows print model TFLOPS
+}
+
+// MFU and HFU are the row's tokens/s through its source's FLOP count (validation_flops.hpp):
+// a prediction's MFU error is its tokens/s error, once the count reproduces the printed MFU.
+TEST(Validate, ComparesMfuAndHfuUnderTheRowsDefinition) {
+  const auto [code, out] = run_fsdpsim("validate " + kData + "small_cases.csv --json -");
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["definition_check"]["mfu"]["count"], 4);
+  EXPECT_EQ(j["definition_check"]["hfu"]["count"], 4);
+  EXPECT_LT(j["definition_check"]["mfu"]["max_gap"].get<double>(), 0.002);
+  EXPECT_LT(j["definition_check"]["hfu"]["max_gap"].get<double>(), 0.002);
+  for (const nlohmann::json& c : j["cases"]) {
+    const double tokens = c["predicted_tokens_per_s_per_gpu"].get<double>() /
+                          c["measured_tokens_per_s_per_gpu"].get<double>();
+    for (const char* key : {"mfu", "hfu"}) {
+      ASSERT_TRUE(c.contains(key)) << c["case_id"] << key;
+      EXPECT_NEAR(c[key]["predicted"].get<double>() / c[key]["measured"].get<double>(), tokens,
+                  0.002 * tokens)
+          << c["case_id"] << key;
+    }
+    // With activation checkpointing the count adds the recompute: HFU = 4/3 MFU.
+    const bool checkpointed = c["case_id"].get<std::string>().find("-ac1-") != std::string::npos;
+    EXPECT_NEAR(c["hfu"]["predicted"].get<double>() / c["mfu"]["predicted"].get<double>(),
+                checkpointed ? 4.0 / 3.0 : 1.0, 1e-9)
+        << c["case_id"];
+  }
+  EXPECT_NEAR(j["mfu"]["mape"].get<double>(), j["tokens_per_s"]["mape"].get<double>(), 0.002);
+}
+
+// A row whose printed MFU disagrees with its own tokens/s under its source's count shows up in
+// the definition check (here the MFU cell of lf-a10080-mpt7b-s2048-g8-mb6-ac0-1 is 10 % high),
+// in the JSON and in the markdown.
+TEST(Validate, DefinitionCheckShowsAPrintedMfuTheCountDoesNotGive) {
+  const fs::path md = fs::temp_directory_path() / "fsdpsim_mfu_mismatch.md";
+  const auto [code, out] =
+      run_fsdpsim("validate " + kData + "mfu_mismatch.csv --json - --md " + md.string());
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_NEAR(j["definition_check"]["mfu"]["max_gap"].get<double>(), 1.0 - 1.0 / 1.1, 0.002);
+  EXPECT_LT(j["definition_check"]["hfu"]["max_gap"].get<double>(), 0.002);
+  std::ifstream in(md);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("gives the MFU it prints within 9.1% (1 rows)"), std::string::npos)
+      << text.str();
 }
 
 TEST(Validate, MalformedRowsNameTheLineAndColumn) {
