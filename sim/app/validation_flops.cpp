@@ -15,7 +15,7 @@ FlopDefinition flop_definition(const ValidationCase& c, const Scenario& s) {
   const bool recompute =
       s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kFull;
   FlopDefinition d;
-  const bool h100_class = c.get("gpu").rfind("h", 0) == 0;
+  const bool h100_class = c.get("gpu").rfind('h', 0) == 0;
   if (source.rfind("llm-foundry", 0) == 0 || source == "kempnerforge") {
     // MFU = tok/s x (6N + 12 L d s) / peak; HFU = 4/3 MFU with activation checkpointing.
     const auto n = static_cast<double>(models::parameter_count(s.model));
