@@ -61,8 +61,11 @@ std::string size_bucket(double params_b) {
 }
 
 nlohmann::json summary_json(const ErrorSummary& s) {
-  return {
-      {"count", s.count}, {"mape", s.mape}, {"median_ape", s.median_ape}, {"max_ape", s.max_ape}};
+  return {{"count", s.count},
+          {"mape", s.mape},
+          {"median_ape", s.median_ape},
+          {"max_ape", s.max_ape},
+          {"mean_error", s.mean_error}};
 }
 
 struct Group {
@@ -89,6 +92,34 @@ struct RowFilter {
   bool equal = true;
 };
 
+void require_column(const std::string& option, const std::string& column,
+                    const std::vector<ValidationCase>& cases) {
+  if (!cases.empty() && cases.front().fields.count(column) == 0) {
+    throw ConfigError(option, "", fmt::format("the cases file has no column \"{}\"", column));
+  }
+}
+
+// The values of a --group-by column in table order: numerically when every value is a number
+// (gpus, seq_len), else as text.
+std::vector<std::string> ordered_values(const std::map<std::string, Group>& groups) {
+  std::vector<std::string> values;
+  for (const auto& [value, group] : groups) values.push_back(value);
+  const auto number = [](const std::string& v) -> std::optional<double> {
+    try {
+      std::size_t used = 0;
+      const double x = std::stod(v, &used);
+      return used == v.size() ? std::optional<double>(x) : std::nullopt;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  if (std::all_of(values.begin(), values.end(), [&](const std::string& v) { return number(v); })) {
+    std::sort(values.begin(), values.end(),
+              [&](const std::string& a, const std::string& b) { return *number(a) < *number(b); });
+  }
+  return values;
+}
+
 RowFilter parse_filter(const std::string& text, const std::vector<ValidationCase>& cases) {
   RowFilter f;
   const std::size_t eq = text.find('=');
@@ -99,9 +130,7 @@ RowFilter parse_filter(const std::string& text, const std::vector<ValidationCase
   f.equal = text[eq - 1] != '!';
   f.column = text.substr(0, f.equal ? eq : eq - 1);
   f.value = text.substr(eq + 1);
-  if (!cases.empty() && cases.front().fields.count(f.column) == 0) {
-    throw ConfigError("--where", "", fmt::format("the cases file has no column \"{}\"", f.column));
-  }
+  require_column("--where", f.column, cases);
   return f;
 }
 
@@ -267,6 +296,10 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
   cmd->add_option("--where", options.where,
                   "Keep only rows whose COLUMN equals (=) or differs from (!=) VALUE; repeatable")
       ->type_name("COLUMN=VALUE");
+  cmd->add_option("--group-by", options.group_by,
+                  "Also summarize the tokens/s errors per value of COLUMN (MAPE, bias, "
+                  "Spearman); repeatable")
+      ->type_name("COLUMN");
   cmd->add_option("--fit", options.fit,
                   "Fit one scenario key in [LO, HI] to minimise the tokens/s MAPE of the kept "
                   "rows (golden-section search), then report with the fitted value")
@@ -287,6 +320,7 @@ int validate_command(const ValidateOptions& options) {
 
   std::vector<RowFilter> filters;
   for (const std::string& w : options.where) filters.push_back(parse_filter(w, cases));
+  for (const std::string& column : options.group_by) require_column("--group-by", column, cases);
   std::vector<const ValidationCase*> chosen;
   for (const ValidationCase& c : cases) {
     if (selected(c, filters)) chosen.push_back(&c);
@@ -324,10 +358,17 @@ int validate_command(const ValidateOptions& options) {
   std::map<std::string, Group> by_source;
   std::map<std::string, Group> by_gpu;
   std::map<std::string, Group> by_size;
+  std::map<std::string, std::map<std::string, Group>> by_column;  // --group-by
   for (const Outcome& o : outcomes) {
-    for (Group* g : {&tokens, &by_source[o.c->get("source")], &by_gpu[o.c->get("gpu")],
-                     &by_size[o.size_bucket]}) {
-      if (!o.measured_tokens) break;
+    // Rows that print only TFLOPS join no tokens/s group (nor an empty one of their own).
+    std::vector<Group*> token_groups;
+    if (o.measured_tokens) {
+      token_groups = {&tokens, &by_source[o.c->get("source")], &by_gpu[o.c->get("gpu")],
+                      &by_size[o.size_bucket]};
+      for (const std::string& column : options.group_by)
+        token_groups.push_back(&by_column[column][o.c->get(column)]);
+    }
+    for (Group* g : token_groups) {
       g->measured.push_back(*o.measured_tokens);
       g->predicted.push_back(o.predicted_tokens);
     }
@@ -370,6 +411,18 @@ int validate_command(const ValidateOptions& options) {
     for (const auto& [name, g] : *groups)
       j[name] = summary_json(summarize_errors(g.measured, g.predicted));
     report[key] = j;
+  }
+  if (!options.group_by.empty()) {
+    nlohmann::json columns = nlohmann::json::object();
+    for (const auto& [column, groups] : by_column) {
+      nlohmann::json j = nlohmann::json::object();
+      for (const auto& [value, g] : groups) {
+        j[value] = summary_json(summarize_errors(g.measured, g.predicted));
+        j[value]["spearman"] = spearman(g.measured, g.predicted);
+      }
+      columns[column] = j;
+    }
+    report["by_column"] = columns;
   }
   nlohmann::json rows = nlohmann::json::array();
   for (const Outcome& o : outcomes) {
@@ -429,19 +482,35 @@ int validate_command(const ValidateOptions& options) {
           "rows), so MFU and HFU errors are the tokens/s errors seen through that count.\n",
           pct(max_abs(mfu_gaps)), mfu_gaps.size(), pct(max_abs(hfu_gaps)), hfu_gaps.size());
     }
+    // Per group: the absolute errors, their signed mean (bias: > 0 predicts too fast) and the
+    // rank correlation of predicted and measured within the group.
+    const auto group_table = [&md](const std::string& title,
+                                   const std::map<std::string, Group>& groups,
+                                   const std::vector<std::string>& order) {
+      md += fmt::format(
+          "\n## tokens/s/GPU by {}\n\n| {} | cases | MAPE | median | max | bias | Spearman "
+          "|\n|---|---|---|---|---|---|---|\n",
+          title, title);
+      for (const std::string& name : order) {
+        const Group& g = groups.at(name);
+        const ErrorSummary e = summarize_errors(g.measured, g.predicted);
+        const std::string rank_correlation =
+            e.count < 2 ? "–" : fmt::format("{:.2f}", spearman(g.measured, g.predicted));
+        md +=
+            fmt::format("| {} | {} | {} | {} | {} | {:+.1f}% | {} |\n", name, e.count, pct(e.mape),
+                        pct(e.median_ape), pct(e.max_ape), 100.0 * e.mean_error, rank_correlation);
+      }
+    };
     for (const auto& [title, groups] :
          {std::pair<const char*, const std::map<std::string, Group>*>{"source", &by_source},
           {"GPU", &by_gpu},
           {"model size", &by_size}}) {
-      md += fmt::format(
-          "\n## tokens/s/GPU by {}\n\n| {} | cases | MAPE | median | max | Spearman "
-          "|\n|---|---|---|---|---|---|\n",
-          title, title);
-      for (const auto& [name, g] : *groups) {
-        const ErrorSummary e = summarize_errors(g.measured, g.predicted);
-        md += fmt::format("| {} | {} | {} | {} | {} | {:.2f} |\n", name, e.count, pct(e.mape),
-                          pct(e.median_ape), pct(e.max_ape), spearman(g.measured, g.predicted));
-      }
+      std::vector<std::string> order;
+      for (const auto& [name, g] : *groups) order.push_back(name);
+      group_table(title, *groups, order);
+    }
+    for (const std::string& column : options.group_by) {
+      group_table(column, by_column[column], ordered_values(by_column[column]));
     }
     // Measured and predicted: tokens/s/GPU where the source prints it, else its TFLOPS/GPU.
     const auto compared = [](const Outcome& o) {

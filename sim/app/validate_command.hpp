@@ -19,10 +19,11 @@ struct ValidateOptions {
   std::string json_path;               // --json PATH|-
   std::string md_path;                 // --md PATH
   std::string configs_dir;
-  std::string scenarios_dir;       // --scenarios-out DIR: each row's scenario as JSON
-  std::vector<std::string> where;  // --where COLUMN=VALUE | COLUMN!=VALUE (all must hold)
-  std::string fit;                 // --fit KEY=LO:HI: golden-section fit of one global parameter
-  double max_mape = 0.0;           // --max-mape: exit 3 when tokens/s MAPE exceeds it (0 = off)
+  std::string scenarios_dir;          // --scenarios-out DIR: each row's scenario as JSON
+  std::vector<std::string> where;     // --where COLUMN=VALUE | COLUMN!=VALUE (all must hold)
+  std::vector<std::string> group_by;  // --group-by COLUMN: tokens/s errors per value of it
+  std::string fit;                    // --fit KEY=LO:HI: golden-section fit of one global parameter
+  double max_mape = 0.0;              // --max-mape: exit 3 when tokens/s MAPE exceeds it (0 = off)
 };
 
 CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options);

@@ -29,10 +29,15 @@ ErrorSummary summarize_errors(const std::vector<double>& measured,
                               const std::vector<double>& predicted) {
   ErrorSummary s;
   std::vector<double> ape;
-  for (std::size_t i = 0; i < measured.size(); ++i)
-    ape.push_back(std::fabs(predicted[i] - measured[i]) / measured[i]);
+  double signed_sum = 0.0;
+  for (std::size_t i = 0; i < measured.size(); ++i) {
+    const double error = (predicted[i] - measured[i]) / measured[i];
+    ape.push_back(std::fabs(error));
+    signed_sum += error;
+  }
   s.count = static_cast<int>(ape.size());
   if (ape.empty()) return s;
+  s.mean_error = signed_sum / static_cast<double>(ape.size());
   s.mape = std::accumulate(ape.begin(), ape.end(), 0.0) / static_cast<double>(ape.size());
   std::sort(ape.begin(), ape.end());
   const std::size_t n = ape.size();

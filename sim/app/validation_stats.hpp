@@ -1,5 +1,6 @@
 // Error statistics of predictions against measurements: absolute percentage errors summarized
-// as mean (MAPE), median and max, and Spearman's rank correlation.
+// as mean (MAPE), median and max, the mean signed error (the bias), and Spearman's rank
+// correlation.
 #pragma once
 
 #include <vector>
@@ -11,9 +12,11 @@ struct ErrorSummary {
   double mape = 0.0;  // fractions: 0.05 = 5 %
   double median_ape = 0.0;
   double max_ape = 0.0;
+  double mean_error = 0.0;  // mean of (predicted - measured) / measured: > 0 predicts too high
 };
 
-// |predicted - measured| / measured for each pair. Precondition: measured > 0.
+// |predicted - measured| / measured for each pair, and its signed mean. Precondition:
+// measured > 0.
 ErrorSummary summarize_errors(const std::vector<double>& measured,
                               const std::vector<double>& predicted);
 

@@ -27,6 +27,14 @@ TEST(ValidationStats, MapeMedianAndMaxOfAbsolutePercentageErrors) {
   EXPECT_DOUBLE_EQ(s.max_ape, 0.1);
 }
 
+TEST(ValidationStats, MeanErrorKeepsTheSign) {
+  // +10 %, -10 % and +40 %: a bias of +13.3 % where the MAPE is 20 %.
+  const ErrorSummary s = summarize_errors({100, 200, 100}, {110, 180, 140});
+  EXPECT_DOUBLE_EQ(s.mape, 0.6 / 3.0);
+  EXPECT_NEAR(s.mean_error, 0.4 / 3.0, 1e-12);
+  EXPECT_DOUBLE_EQ(summarize_errors({}, {}).mean_error, 0.0);
+}
+
 TEST(ValidationStats, SpearmanUsesAverageRanks) {
   EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
   EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {40, 30, 20, 10}), -1.0);
@@ -354,6 +362,55 @@ TEST(Validate, WhereKeepsTheMatchingRows) {
   const auto [code4, out4] = run_fsdpsim("validate " + kData + "small_cases.csv --where nosuch=1");
   EXPECT_EQ(code4, 2) << out4;
   EXPECT_NE(out4.find("no column \"nosuch\""), std::string::npos) << out4;
+}
+
+TEST(Validate, GroupBySummarizesEachValueOfAColumn) {
+  const fs::path md = fs::temp_directory_path() / "fsdpsim_group_by.md";
+  const auto [code, out] = run_fsdpsim("validate " + kData +
+                                       "small_cases.csv --group-by gpus --group-by gpu --json - "
+                                       "--md " +
+                                       md.string());
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  // small_cases.csv: three rows on 8 GPUs, one on 128; two H100 rows, two A100-80GB.
+  EXPECT_EQ(j["by_column"]["gpus"]["8"]["count"], 3);
+  EXPECT_EQ(j["by_column"]["gpus"]["128"]["count"], 1);
+  EXPECT_EQ(j["by_column"]["gpu"]["h100-sxm-80gb"]["count"], 2);
+  double signed_sum = 0.0;
+  for (const nlohmann::json& c : j["cases"]) {
+    if (c["case_id"].get<std::string>().find("-g8-") != std::string::npos)
+      signed_sum += c["error"].get<double>();
+  }
+  EXPECT_NEAR(j["by_column"]["gpus"]["8"]["mean_error"].get<double>(), signed_sum / 3.0, 1e-12);
+  std::ifstream in(md);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string t = text.str();
+  const std::size_t table = t.find("## tokens/s/GPU by gpus");
+  ASSERT_NE(table, std::string::npos) << t;
+  // Numeric columns in numeric order; a one-row group has no rank correlation.
+  EXPECT_LT(t.find("| 8 | 3 |", table), t.find("| 128 | 1 |", table)) << t;
+  EXPECT_NE(t.find("| 128 | 1 |", table), std::string::npos);
+  EXPECT_NE(t.find("| – |", t.find("| 128 | 1 |", table)), std::string::npos) << t;
+  const auto [bad, bad_out] =
+      run_fsdpsim("validate " + kData + "small_cases.csv --group-by nosuch");
+  EXPECT_EQ(bad, 2) << bad_out;
+  EXPECT_NE(bad_out.find("--group-by: the cases file has no column \"nosuch\""), std::string::npos)
+      << bad_out;
+}
+
+// A row that prints only TFLOPS (the 2022 AWS blog's) joins no tokens/s group.
+TEST(Validate, TflopsOnlyRowsMakeNoEmptyTokenGroups) {
+  const auto [code, out] =
+      run_fsdpsim("validate " + kData + "tflops_only_row.csv --group-by source --json -");
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["evaluated"], 2);
+  EXPECT_EQ(j["tokens_per_s"]["count"], 1);
+  EXPECT_EQ(j["tflops"]["count"], 2);  // the blog's hardware TFLOPS, the HEAD row's model TFLOPS
+  EXPECT_FALSE(j["by_source"].contains("pytorch-aws-blog-2022")) << j["by_source"].dump();
+  EXPECT_FALSE(j["by_column"]["source"].contains("pytorch-aws-blog-2022"));
+  EXPECT_EQ(j["by_source"]["llm-foundry@HEAD"]["count"], 1);
 }
 
 TEST(Validate, FitFindsAGlobalValueNoWorseThanThePresets) {
