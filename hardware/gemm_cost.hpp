@@ -1,9 +1,8 @@
 // GEMM cost: roofline with tile and wave quantization (NVIDIA, "Matrix Multiplication
 // Background User's Guide", docs.nvidia.com/deeplearning/performance/
-// dl-performance-matrix-multiplication, sections "Tile Quantization" and "Wave Quantization"),
-// and each tile's pipeline fill and epilogue. kernel_time() (cost_model.hpp) is the entry point;
-// these pieces are public so that tests and calibration tools can check each factor on its own.
-// All O(1).
+// dl-performance-matrix-multiplication, sections "Tile Quantization" and "Wave Quantization").
+// kernel_time() (cost_model.hpp) is the entry point; these pieces are public so that tests and
+// calibration tools can check each factor on its own. All O(1).
 #pragma once
 
 #include <cstdint>
@@ -44,28 +43,15 @@ inline constexpr std::int64_t kGemmMinTileDim = 16;
 // idle). 1 when both divide evenly; 1 for an empty shape (nothing to quantize).
 double gemm_quantization_efficiency(const GpuSpec& gpu, const GemmShape& shape, Dtype dtype);
 
-// Reduction depth whose worth of main-loop time each output tile loses to filling its software
-// pipeline before the first MMA (see gemm_cost.cpp for the argument).
+// Fraction of the main-loop rate reached with reduction depth k: k / (k + kGemmPipelineFillK).
+double gemm_depth_efficiency(std::int64_t k);
+
+// Reduction depth whose worth of main-loop time each output tile loses to filling and draining
+// its software pipeline (see gemm_cost.cpp for the argument).
 inline constexpr std::int64_t kGemmPipelineFillK = 32;
 
-// Bytes per element of a GEMM's output for its math dtype: the storage size, except that fp8
-// GEMMs write bf16 (torch._scaled_mm in float8 training; the calibration harness's fp8 rows).
-std::int64_t gemm_output_bytes(Dtype dtype);
-
-// Reduction depth whose worth of main-loop time a tile spends in its epilogue, writing its
-// output tile to HBM after the main loop:
-//   gemm_output_bytes(dtype) * peak(dtype) * gemm_efficiency * sustained_compute_fraction
-//     / (2 * hbm_bandwidth * memory_efficiency).
-// Throws std::logic_error when the GPU has no peak for dtype.
-double gemm_epilogue_k(const GpuSpec& gpu, Dtype dtype);
-
-// Fraction of the main-loop rate reached with reduction depth k when each tile also spends
-// `overhead_k` worth of main-loop time outside it: k / (k + overhead_k).
-double gemm_depth_efficiency(std::int64_t k, double overhead_k);
-
 // GEMM time without the kernel floor: max(compute, memory) with
-//   compute = flops / (peak(dtype) * gemm_efficiency * sustained_compute_fraction
-//                      * quantization * gemm_depth_efficiency(k, fill + epilogue)),
+//   compute = flops / (peak(dtype) * gemm_efficiency * quantization * depth efficiency),
 //   memory  = bytes / (hbm_bandwidth * memory_efficiency).
 // Throws std::logic_error when the GPU has no peak for kernel.dtype.
 Seconds gemm_time(const GpuSpec& gpu, const Kernel& kernel);
