@@ -1,0 +1,312 @@
+#include "sim/app/validation_report.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+
+namespace fsdpsim::app {
+namespace {
+
+// Issue #7's bound on any one case: the markdown lists the cases beyond it first.
+constexpr double kLargeError = 0.25;
+
+struct Group {
+  std::vector<double> measured;
+  std::vector<double> predicted;
+
+  void add(const Compared& pair) {
+    measured.push_back(pair.first);
+    predicted.push_back(pair.second);
+  }
+  [[nodiscard]] ErrorSummary summary() const { return summarize_errors(measured, predicted); }
+  [[nodiscard]] double rank_correlation() const { return spearman(measured, predicted); }
+};
+
+using Groups = std::map<std::string, Group>;
+
+// Every summary of the report, gathered in one pass over the rows.
+struct Summaries {
+  Group tokens;
+  Group tflops;  // model and hardware TFLOPS alike, each under its row's definition
+  Group mfu;
+  Group hfu;
+  Group memory;
+  std::vector<double> mfu_gaps;
+  std::vector<double> hfu_gaps;
+  Groups by_source;
+  Groups by_gpu;
+  Groups by_size;
+  std::map<std::string, Groups> by_column;  // --group-by
+};
+
+Summaries summarize(const std::vector<ValidationOutcome>& outcomes,
+                    const std::vector<std::string>& group_by) {
+  Summaries s;
+  for (const ValidationOutcome& o : outcomes) {
+    // Rows that print only TFLOPS join no tokens/s group (nor an empty one of their own).
+    if (o.measured_tokens) {
+      const Compared tokens{*o.measured_tokens, o.predicted_tokens};
+      for (Group* g : {&s.tokens, &s.by_source[o.c->get("source")], &s.by_gpu[o.c->get("gpu")],
+                       &s.by_size[o.size_bucket]}) {
+        g->add(tokens);
+      }
+      for (const std::string& column : group_by) s.by_column[column][o.c->get(column)].add(tokens);
+    }
+    for (const auto& [pair, group] :
+         {std::pair{&o.model_tflops, &s.tflops}, std::pair{&o.hardware_tflops, &s.tflops},
+          std::pair{&o.mfu, &s.mfu}, std::pair{&o.hfu, &s.hfu},
+          std::pair{&o.peak_mem, &s.memory}}) {
+      if (*pair) group->add(**pair);
+    }
+    if (o.mfu_definition_gap) s.mfu_gaps.push_back(*o.mfu_definition_gap);
+    if (o.hfu_definition_gap) s.hfu_gaps.push_back(*o.hfu_definition_gap);
+  }
+  return s;
+}
+
+nlohmann::json summary_json(const ErrorSummary& s) {
+  return {{"count", s.count},
+          {"mape", s.mape},
+          {"median_ape", s.median_ape},
+          {"max_ape", s.max_ape},
+          {"mean_error", s.mean_error}};
+}
+
+double max_abs(const std::vector<double>& xs) {
+  double m = 0.0;
+  for (const double x : xs) m = std::max(m, std::abs(x));
+  return m;
+}
+
+nlohmann::json definition_check_json(const std::vector<double>& gaps) {
+  return {{"count", gaps.size()}, {"max_gap", max_abs(gaps)}};
+}
+
+// The values of a --group-by column in table order: numerically when every value is a number
+// (gpus, seq_len), else as text.
+std::vector<std::string> ordered_values(const Groups& groups) {
+  std::vector<std::string> values;
+  for (const auto& [value, group] : groups) values.push_back(value);
+  const auto number = [](const std::string& v) -> std::optional<double> {
+    try {
+      std::size_t used = 0;
+      const double x = std::stod(v, &used);
+      return used == v.size() ? std::optional<double>(x) : std::nullopt;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  if (std::all_of(values.begin(), values.end(), [&](const std::string& v) { return number(v); })) {
+    std::sort(values.begin(), values.end(),
+              [&](const std::string& a, const std::string& b) { return *number(a) < *number(b); });
+  }
+  return values;
+}
+
+// The TFLOPS a TFLOPS-only row is judged by: the model count where it prints one.
+const std::optional<Compared>& row_tflops(const ValidationOutcome& o) {
+  return o.model_tflops ? o.model_tflops : o.hardware_tflops;
+}
+
+// Measured and predicted: tokens/s/GPU where the source prints it, else its TFLOPS/GPU.
+Compared headline(const ValidationOutcome& o) {
+  return o.measured_tokens ? Compared{*o.measured_tokens, o.predicted_tokens} : *row_tflops(o);
+}
+
+double signed_error(const ValidationOutcome& o) {
+  const auto [measured, predicted] = headline(o);
+  return predicted / measured - 1.0;
+}
+
+std::string case_row(const ValidationOutcome& o) {
+  const auto [measured, predicted] = headline(o);
+  return fmt::format("| {} | {:.1f}{} | {:.1f}{} | {:+.1f}% |\n", o.c->get("case_id"), measured,
+                     o.measured_tokens ? "" : " TFLOPS", predicted,
+                     o.status == "oom" ? " (out of memory)" : "", 100.0 * signed_error(o));
+}
+
+// Per group: the absolute errors, their signed mean (bias: > 0 predicts too fast) and the rank
+// correlation of predicted and measured within the group.
+std::string group_table(const std::string& title, const Groups& groups,
+                        const std::vector<std::string>& order) {
+  std::string md = fmt::format(
+      "\n## tokens/s/GPU by {}\n\n| {} | cases | MAPE | median | max | bias | Spearman "
+      "|\n|---|---|---|---|---|---|---|\n",
+      title, title);
+  for (const std::string& name : order) {
+    const Group& g = groups.at(name);
+    const ErrorSummary e = g.summary();
+    const std::string rank_correlation =
+        e.count < 2 ? "–" : fmt::format("{:.2f}", g.rank_correlation());
+    md += fmt::format("| {} | {} | {} | {} | {} | {:+.1f}% | {} |\n", name, e.count,
+                      percent(e.mape), percent(e.median_ape), percent(e.max_ape),
+                      100.0 * e.mean_error, rank_correlation);
+  }
+  return md;
+}
+
+std::vector<std::string> keys(const Groups& groups) {
+  std::vector<std::string> k;
+  for (const auto& [name, g] : groups) k.push_back(name);
+  return k;
+}
+
+}  // namespace
+
+std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
+
+std::string size_bucket(double params_b) {
+  if (params_b < 1.0) return "< 1B";
+  if (params_b < 10.0) return "1-10B";
+  if (params_b < 100.0) return "10-100B";
+  return ">= 100B";
+}
+
+ErrorSummary tokens_summary(const std::vector<ValidationOutcome>& outcomes) {
+  Group g;
+  for (const ValidationOutcome& o : outcomes) {
+    if (o.measured_tokens) g.add({*o.measured_tokens, o.predicted_tokens});
+  }
+  return g.summary();
+}
+
+nlohmann::json validation_json(const std::vector<ValidationOutcome>& outcomes,
+                               const nlohmann::json& skipped, const ValidationContext& context) {
+  const Summaries s = summarize(outcomes, context.group_by);
+  nlohmann::json report;
+  report["schema"] = "fsdpsim.validation/1";
+  report["cases_file"] = context.cases_file;
+  report["where"] = context.where;
+  if (context.fit) {
+    report["fit"] = {
+        {"key", context.fit->key}, {"value", context.fit->value}, {"mape", context.fit->mape}};
+  }
+  report["evaluated"] = outcomes.size();
+  report["skipped"] = skipped.size();
+  report["tokens_per_s"] = summary_json(s.tokens.summary());
+  report["tflops"] = summary_json(s.tflops.summary());
+  report["mfu"] = summary_json(s.mfu.summary());
+  report["hfu"] = summary_json(s.hfu.summary());
+  report["peak_mem"] = summary_json(s.memory.summary());
+  report["definition_check"] = {{"mfu", definition_check_json(s.mfu_gaps)},
+                                {"hfu", definition_check_json(s.hfu_gaps)}};
+  nlohmann::json rho = nlohmann::json::object();
+  for (const auto& [name, g] : s.by_source) rho[name] = g.rank_correlation();
+  report["spearman"] = rho;
+  for (const auto& [key, groups] :
+       {std::pair{"by_source", &s.by_source}, std::pair{"by_gpu", &s.by_gpu},
+        std::pair{"by_model_size", &s.by_size}}) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [name, g] : *groups) j[name] = summary_json(g.summary());
+    report[key] = j;
+  }
+  if (!context.group_by.empty()) {
+    nlohmann::json columns = nlohmann::json::object();
+    for (const auto& [column, groups] : s.by_column) {
+      nlohmann::json j = nlohmann::json::object();
+      for (const auto& [value, g] : groups) {
+        j[value] = summary_json(g.summary());
+        j[value]["spearman"] = g.rank_correlation();
+      }
+      columns[column] = j;
+    }
+    report["by_column"] = columns;
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ValidationOutcome& o : outcomes) {
+    nlohmann::json row = {{"case_id", o.c->get("case_id")},
+                          {"source", o.c->get("source")},
+                          {"status", o.status},
+                          {"predicted_tokens_per_s_per_gpu", o.predicted_tokens}};
+    if (o.measured_tokens) {
+      row["measured_tokens_per_s_per_gpu"] = *o.measured_tokens;
+      row["error"] = o.predicted_tokens / *o.measured_tokens - 1.0;
+    }
+    for (const auto& [key, pair] :
+         {std::pair{"model_tflops", &o.model_tflops},
+          std::pair{"hardware_tflops", &o.hardware_tflops}, std::pair{"mfu", &o.mfu},
+          std::pair{"hfu", &o.hfu}, std::pair{"peak_mem_gib", &o.peak_mem}}) {
+      if (*pair) row[key] = {{"measured", (*pair)->first}, {"predicted", (*pair)->second}};
+    }
+    rows.push_back(row);
+  }
+  report["cases"] = rows;
+  report["skipped_cases"] = skipped;
+  return report;
+}
+
+std::string validation_markdown(const std::vector<ValidationOutcome>& outcomes,
+                                const nlohmann::json& skipped, const ValidationContext& context) {
+  const Summaries s = summarize(outcomes, context.group_by);
+  std::string md = fmt::format("# fsdpsim validate: {}\n\n", context.cases_file);
+  const auto out_of_memory =
+      std::count_if(outcomes.begin(), outcomes.end(),
+                    [](const ValidationOutcome& o) { return o.status == "oom"; });
+  md += fmt::format(
+      "{} cases evaluated, {} skipped. Errors are |predicted - measured| / measured.{}\n\n",
+      outcomes.size(), skipped.size(),
+      out_of_memory == 0
+          ? std::string()
+          : fmt::format(" {} of the evaluated runs are predicted out of memory (marked in the "
+                        "case table): their error is that of the over-memory step's time.",
+                        out_of_memory));
+  if (!context.where.empty()) {
+    md += fmt::format("Rows where {}.\n\n", fmt::join(context.where, " and "));
+  }
+  if (context.fit) {
+    md += fmt::format("Fitted on these rows: {} = {:.4f} (tokens/s MAPE {}).\n\n", context.fit->key,
+                      context.fit->value, percent(context.fit->mape));
+  }
+  md += "| quantity | cases | MAPE | median | max |\n|---|---|---|---|---|\n";
+  for (const auto& [name, g] :
+       {std::pair{"tokens/s/GPU", &s.tokens}, std::pair{"TFLOPS/GPU (row's definition)", &s.tflops},
+        std::pair{"MFU (row's definition)", &s.mfu}, std::pair{"HFU (row's definition)", &s.hfu},
+        std::pair{"peak memory", &s.memory}}) {
+    const ErrorSummary e = g->summary();
+    md += fmt::format("| {} | {} | {} | {} | {} |\n", name, e.count, percent(e.mape),
+                      percent(e.median_ape), percent(e.max_ape));
+  }
+  if (!s.mfu_gaps.empty() || !s.hfu_gaps.empty()) {
+    md += fmt::format(
+        "\nDefinition check: each row's own tokens/s under the FLOP count fsdpsim implements "
+        "for its source gives the MFU it prints within {} ({} rows) and the HFU within {} ({} "
+        "rows), so MFU and HFU errors are the tokens/s errors seen through that count.\n",
+        percent(max_abs(s.mfu_gaps)), s.mfu_gaps.size(), percent(max_abs(s.hfu_gaps)),
+        s.hfu_gaps.size());
+  }
+  md += group_table("source", s.by_source, keys(s.by_source));
+  md += group_table("GPU", s.by_gpu, keys(s.by_gpu));
+  md += group_table("model size", s.by_size, keys(s.by_size));
+  for (const std::string& column : context.group_by) {
+    const auto found = s.by_column.find(column);
+    if (found == s.by_column.end()) continue;  // no row prints tokens/s
+    md += group_table(column, found->second, ordered_values(found->second));
+  }
+  // The worst rows first: those off by more than kLargeError, largest error first.
+  std::vector<const ValidationOutcome*> large;
+  for (const ValidationOutcome& o : outcomes) {
+    if (std::abs(signed_error(o)) > kLargeError) large.push_back(&o);
+  }
+  std::sort(large.begin(), large.end(), [](const ValidationOutcome* a, const ValidationOutcome* b) {
+    return std::abs(signed_error(*a)) > std::abs(signed_error(*b));
+  });
+  md += fmt::format(
+      "\n## Cases off by more than {:.0f}%\n\n{} of {}.\n\n| case | measured | predicted | "
+      "error |\n|---|---|---|---|\n",
+      100.0 * kLargeError, large.size(), outcomes.size());
+  for (const ValidationOutcome* o : large) md += case_row(*o);
+  md += "\n## Cases\n\n| case | measured | predicted | error |\n|---|---|---|---|\n";
+  for (const ValidationOutcome& o : outcomes) md += case_row(o);
+  md += "\n## Skipped\n\n| case | line | reason |\n|---|---|---|\n";
+  for (const auto& skip : skipped) {
+    md += fmt::format("| {} | {} | {} |\n", skip["case_id"].get<std::string>(),
+                      skip["line"].get<std::int64_t>(), skip["reason"].get<std::string>());
+  }
+  return md;
+}
+
+}  // namespace fsdpsim::app

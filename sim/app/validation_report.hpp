@@ -1,0 +1,71 @@
+// The report of `fsdpsim validate`: each evaluated row's quantities next to its measurements,
+// summarized overall, by source, GPU and model size and by any column asked for, as JSON and as
+// markdown (README "How good the predictions are"; issue #7's keys).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/app/validation_cases.hpp"
+#include "sim/app/validation_stats.hpp"
+
+namespace fsdpsim::app {
+
+// (measured, predicted) of one quantity.
+using Compared = std::pair<double, double>;
+
+// One evaluated row.
+struct ValidationOutcome {
+  const ValidationCase* c = nullptr;
+  std::string size_bucket;
+  std::optional<double> measured_tokens;  // absent when the source prints only TFLOPS
+  double predicted_tokens = 0.0;
+  // Under the row's own FLOP definition (validation_flops.hpp), each where the row prints it.
+  std::optional<Compared> model_tflops;
+  std::optional<Compared> hardware_tflops;
+  std::optional<Compared> mfu;
+  std::optional<Compared> hfu;
+  // The definition check: the utilization the row's own tokens/s gives under the definition
+  // fsdpsim implements, over the utilization the row prints, minus 1.
+  std::optional<double> mfu_definition_gap;
+  std::optional<double> hfu_definition_gap;
+  std::optional<Compared> peak_mem;
+  std::string status;  // "ok" or "oom"
+};
+
+struct ValidationFit {
+  std::string key;
+  double value = 0.0;
+  double mape = 0.0;  // tokens/s MAPE at the value
+};
+
+// What the report says about how it was made.
+struct ValidationContext {
+  std::string cases_file;             // the CSV's file name
+  std::vector<std::string> where;     // --where, as given
+  std::vector<std::string> group_by;  // --group-by columns, each once
+  std::optional<ValidationFit> fit;
+};
+
+// The tokens/s errors of the rows that print tokens/s.
+ErrorSummary tokens_summary(const std::vector<ValidationOutcome>& outcomes);
+
+// The model size bucket of the summaries: "< 1B", "1-10B", "10-100B", ">= 100B".
+std::string size_bucket(double params_b);
+
+// Schema fsdpsim.validation/1: evaluated, skipped, tokens_per_s, tflops, mfu, hfu, peak_mem
+// (count, mape, median_ape, max_ape, mean_error), definition_check, spearman, by_source, by_gpu,
+// by_model_size, by_column (with --group-by), cases, skipped_cases.
+nlohmann::json validation_json(const std::vector<ValidationOutcome>& outcomes,
+                               const nlohmann::json& skipped, const ValidationContext& context);
+
+std::string validation_markdown(const std::vector<ValidationOutcome>& outcomes,
+                                const nlohmann::json& skipped, const ValidationContext& context);
+
+// A fraction as a percentage with one decimal ("6.0%").
+std::string percent(double fraction);
+
+}  // namespace fsdpsim::app
