@@ -392,6 +392,11 @@ TEST(Validate, GroupBySummarizesEachValueOfAColumn) {
   EXPECT_LT(t.find("| 8 | 3 |", table), t.find("| 128 | 1 |", table)) << t;
   EXPECT_NE(t.find("| 128 | 1 |", table), std::string::npos);
   EXPECT_NE(t.find("| – |", t.find("| 128 | 1 |", table)), std::string::npos) << t;
+  // A column asked for twice is summarized once.
+  const auto [twice, twice_out] =
+      run_fsdpsim("validate " + kData + "small_cases.csv --group-by gpus --group-by gpus --json -");
+  ASSERT_EQ(twice, 0) << twice_out;
+  EXPECT_EQ(nlohmann::json::parse(twice_out)["by_column"]["gpus"]["8"]["count"], 3);
   const auto [bad, bad_out] =
       run_fsdpsim("validate " + kData + "small_cases.csv --group-by nosuch");
   EXPECT_EQ(bad, 2) << bad_out;
