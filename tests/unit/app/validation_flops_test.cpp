@@ -1,0 +1,53 @@
+// The FLOP counts fsdpsim applies to each source's rows (sim/app/validation_flops.hpp), checked
+// against what the rows print: tokens/s under the count must give the row's MFU and HFU. This
+// pins the parameter counts of the model families too (6N in the llm-foundry count).
+#include "sim/app/validation_flops.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "sim/app/preset_paths.hpp"
+#include "sim/app/scenario.hpp"
+#include "sim/app/validation_cases.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+const std::string kCases = std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv";
+const PresetLocator kPresets{FSDPSIM_CONFIGS_DIR};
+
+TEST(ValidationFlops, EveryPublishedRowsTokensGiveTheUtilizationItPrints) {
+  int mfu_rows = 0;
+  int hfu_rows = 0;
+  for (const ValidationCase& c : read_validation_cases(kCases)) {
+    const auto tokens = c.number("measured_tokens_per_s_per_gpu");
+    if (!tokens) continue;
+    const CaseScenario built = scenario_for_case(c, kCases);
+    if (built.document.is_null()) continue;
+    const FlopDefinition d =
+        flop_definition(c, scenario_from_json(built.document, kCases, {}, kPresets));
+    if (const auto printed = c.number("measured_mfu")) {
+      EXPECT_NEAR(mfu(d, *tokens) / *printed, 1.0, 0.005) << c.get("case_id");
+      ++mfu_rows;
+    }
+    if (const auto printed = c.number("measured_hfu")) {
+      EXPECT_NEAR(hfu(d, *tokens) / *printed, 1.0, 0.005) << c.get("case_id");
+      ++hfu_rows;
+    }
+  }
+  EXPECT_EQ(mfu_rows, 452);
+  EXPECT_EQ(hfu_rows, 449);
+}
+
+TEST(ValidationFlops, TflopsAndUtilizationShareOneCount) {
+  const FlopDefinition d{6.0e9, 8.0e9, 312.0};  // 1B-parameter-like count, A100 peak
+  EXPECT_DOUBLE_EQ(model_tflops(d, 1000.0), 6.0);
+  EXPECT_DOUBLE_EQ(hardware_tflops(d, 1000.0), 8.0);
+  EXPECT_DOUBLE_EQ(mfu(d, 1000.0), 6.0 / 312.0);
+  EXPECT_DOUBLE_EQ(hfu(d, 1000.0), 8.0 / 312.0);
+}
+
+}  // namespace
+}  // namespace fsdpsim::app
