@@ -418,6 +418,26 @@ TEST(Validate, TflopsOnlyRowsMakeNoEmptyTokenGroups) {
   EXPECT_EQ(j["by_source"]["llm-foundry@HEAD"]["count"], 1);
 }
 
+// Calibrating with the GEMMs measured on the GPU that ran the steps must not make the steps'
+// predictions worse than the preset's GEMM model does: the calibrated path divides measured
+// GEMM times by the same sustained_compute_fraction that was fitted with the model's, so a
+// model far from the measurements (or a fraction fitted to hide that) shows up here. The three
+// sets of configs/validation/measured-h200 and configs/calibration/h200-sxm-141gb-measured.json.
+TEST(Validate, OwnGemmMeasurementsPredictOwnStepsNoWorseThanThePreset) {
+  const std::string measured = std::string(FSDPSIM_CONFIGS_DIR) + "/validation/measured-h200/";
+  for (const std::string set : {"steps.csv", "heldout/steps.csv", "compiled/steps.csv"}) {
+    const auto [code, out] = run_fsdpsim("validate " + measured + set + " --json -");
+    ASSERT_EQ(code, 0) << out;
+    const auto [calibrated_code, calibrated_out] = run_fsdpsim(
+        "validate " + measured + set + " --calibration h200-sxm-141gb-measured --json -");
+    ASSERT_EQ(calibrated_code, 0) << calibrated_out;
+    const double preset = nlohmann::json::parse(out)["tokens_per_s"]["mape"].get<double>();
+    const double calibrated =
+        nlohmann::json::parse(calibrated_out)["tokens_per_s"]["mape"].get<double>();
+    EXPECT_LE(calibrated, preset + 0.01) << set;
+  }
+}
+
 TEST(Validate, FitFindsAGlobalValueNoWorseThanThePresets) {
   const std::string rows = kData + "small_cases.csv --where gpu=a100-sxm-80gb --json -";
   const auto [code, out] = run_fsdpsim("validate " + rows);
