@@ -142,9 +142,10 @@ std::string group_table(const std::string& title, const Groups& groups,
     const ErrorSummary e = g.summary();
     const std::string rank_correlation =
         e.count < 2 ? "–" : fmt::format("{:.2f}", g.rank_correlation());
-    md += fmt::format("| {} | {} | {} | {} | {} | {:+.1f}% | {} |\n", name, e.count,
-                      percent(e.mape), percent(e.median_ape), percent(e.max_ape),
-                      100.0 * e.mean_error, rank_correlation);
+    md +=
+        fmt::format("| {} | {} | {} | {} | {} | {:+.1f}% | {} |\n", name.empty() ? "(empty)" : name,
+                    e.count, percent(e.mape), percent(e.median_ape), percent(e.max_ape),
+                    100.0 * e.mean_error, rank_correlation);
   }
   return md;
 }

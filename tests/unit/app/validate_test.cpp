@@ -392,6 +392,19 @@ TEST(Validate, GroupBySummarizesEachValueOfAColumn) {
   EXPECT_LT(t.find("| 8 | 3 |", table), t.find("| 128 | 1 |", table)) << t;
   EXPECT_NE(t.find("| 128 | 1 |", table), std::string::npos);
   EXPECT_NE(t.find("| – |", t.find("| 128 | 1 |", table)), std::string::npos) << t;
+  // An empty cell is a value of its own, named so in the markdown.
+  const fs::path empty_md = fs::temp_directory_path() / "fsdpsim_group_by_empty.md";
+  const auto [empty, empty_out] =
+      run_fsdpsim("validate " + kData +
+                  "small_cases.csv --group-by measured_peak_mem_gib --json - "
+                  "--md " +
+                  empty_md.string());
+  ASSERT_EQ(empty, 0) << empty_out;
+  std::ifstream empty_in(empty_md);
+  std::stringstream empty_text;
+  empty_text << empty_in.rdbuf();
+  EXPECT_NE(empty_text.str().find("| (empty) | 4 |"), std::string::npos) << empty_text.str();
+  EXPECT_EQ(nlohmann::json::parse(empty_out)["by_column"]["measured_peak_mem_gib"][""]["count"], 4);
   // A column asked for twice is summarized once.
   const auto [twice, twice_out] =
       run_fsdpsim("validate " + kData + "small_cases.csv --group-by gpus --group-by gpus --json -");
