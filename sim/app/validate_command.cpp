@@ -261,13 +261,10 @@ int validate_command(const ValidateOptions& options) {
       context.group_by.push_back(column);
   }
   if (fitted) context.fit = ValidationFit{fit_key, fitted->first, fitted->second};
-  if (!options.json_path.empty()) {
-    write_output(options.json_path, validation_json(outcomes, skipped, context).dump(2) + "\n");
-  }
-  if (!options.md_path.empty()) {
-    write_output(options.md_path, validation_markdown(outcomes, skipped, context));
-  }
-  const ErrorSummary token_summary = tokens_summary(outcomes);
+  const ValidationReport report(outcomes, skipped, std::move(context));
+  if (!options.json_path.empty()) write_output(options.json_path, report.json().dump(2) + "\n");
+  if (!options.md_path.empty()) write_output(options.md_path, report.markdown());
+  const ErrorSummary token_summary = report.tokens();
   if (options.json_path != "-") {
     if (fitted) {
       std::cout << fmt::format("fitted {} = {:.4f} (tokens/s MAPE {} on {} cases)\n", fit_key,

@@ -7,14 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <utility>
 
 namespace fsdpsim::app {
-namespace {
 
-// Issue #7's bound on any one case: the markdown lists the cases beyond it first.
-constexpr double kLargeError = 0.25;
-
-struct Group {
+struct ValidationGroup {
   std::vector<double> measured;
   std::vector<double> predicted;
 
@@ -26,32 +24,36 @@ struct Group {
   [[nodiscard]] double rank_correlation() const { return spearman(measured, predicted); }
 };
 
-using Groups = std::map<std::string, Group>;
+using ValidationGroups = std::map<std::string, ValidationGroup>;
 
-// Every summary of the report, gathered in one pass over the rows.
-struct Summaries {
-  Group tokens;
-  Group tflops;  // model and hardware TFLOPS alike, each under its row's definition
-  Group mfu;
-  Group hfu;
-  Group memory;
+struct ValidationSummaries {
+  ValidationGroup tokens;
+  ValidationGroup tflops;  // model and hardware TFLOPS alike, each under its row's definition
+  ValidationGroup mfu;
+  ValidationGroup hfu;
+  ValidationGroup memory;
   std::vector<double> mfu_gaps;
   std::vector<double> hfu_gaps;
-  Groups by_source;
-  Groups by_gpu;
-  Groups by_size;
-  std::map<std::string, Groups> by_column;  // --group-by
+  ValidationGroups by_source;
+  ValidationGroups by_gpu;
+  ValidationGroups by_size;
+  std::map<std::string, ValidationGroups> by_column;  // --group-by
 };
 
-Summaries summarize(const std::vector<ValidationOutcome>& outcomes,
-                    const std::vector<std::string>& group_by) {
-  Summaries s;
+namespace {
+
+// Issue #7's bound on any one case: the markdown lists the cases beyond it first.
+constexpr double kLargeError = 0.25;
+
+ValidationSummaries summarize(const std::vector<ValidationOutcome>& outcomes,
+                              const std::vector<std::string>& group_by) {
+  ValidationSummaries s;
   for (const ValidationOutcome& o : outcomes) {
     // Rows that print only TFLOPS join no tokens/s group (nor an empty one of their own).
     if (o.measured_tokens) {
       const Compared tokens{*o.measured_tokens, o.predicted_tokens};
-      for (Group* g : {&s.tokens, &s.by_source[o.c->get("source")], &s.by_gpu[o.c->get("gpu")],
-                       &s.by_size[o.size_bucket]}) {
+      for (ValidationGroup* g : {&s.tokens, &s.by_source[o.c->get("source")],
+                                 &s.by_gpu[o.c->get("gpu")], &s.by_size[o.size_bucket]}) {
         g->add(tokens);
       }
       for (const std::string& column : group_by) s.by_column[column][o.c->get(column)].add(tokens);
@@ -88,7 +90,7 @@ nlohmann::json definition_check_json(const std::vector<double>& gaps) {
 
 // The values of a --group-by column in table order: numerically when every value is a number
 // (gpus, seq_len), else as text.
-std::vector<std::string> ordered_values(const Groups& groups) {
+std::vector<std::string> ordered_values(const ValidationGroups& groups) {
   std::vector<std::string> values;
   for (const auto& [value, group] : groups) values.push_back(value);
   const auto number = [](const std::string& v) -> std::optional<double> {
@@ -131,14 +133,14 @@ std::string case_row(const ValidationOutcome& o) {
 
 // Per group: the absolute errors, their signed mean (bias: > 0 predicts too fast) and the rank
 // correlation of predicted and measured within the group.
-std::string group_table(const std::string& title, const Groups& groups,
+std::string group_table(const std::string& title, const ValidationGroups& groups,
                         const std::vector<std::string>& order) {
   std::string md = fmt::format(
       "\n## tokens/s/GPU by {}\n\n| {} | cases | MAPE | median | max | bias | Spearman "
       "|\n|---|---|---|---|---|---|---|\n",
       title, title);
   for (const std::string& name : order) {
-    const Group& g = groups.at(name);
+    const ValidationGroup& g = groups.at(name);
     const ErrorSummary e = g.summary();
     const std::string rank_correlation =
         e.count < 2 ? "–" : fmt::format("{:.2f}", g.rank_correlation());
@@ -150,7 +152,7 @@ std::string group_table(const std::string& title, const Groups& groups,
   return md;
 }
 
-std::vector<std::string> keys(const Groups& groups) {
+std::vector<std::string> keys(const ValidationGroups& groups) {
   std::vector<std::string> k;
   for (const auto& [name, g] : groups) k.push_back(name);
   return k;
@@ -168,16 +170,30 @@ std::string size_bucket(double params_b) {
 }
 
 ErrorSummary tokens_summary(const std::vector<ValidationOutcome>& outcomes) {
-  Group g;
+  ValidationGroup g;
   for (const ValidationOutcome& o : outcomes) {
     if (o.measured_tokens) g.add({*o.measured_tokens, o.predicted_tokens});
   }
   return g.summary();
 }
 
-nlohmann::json validation_json(const std::vector<ValidationOutcome>& outcomes,
-                               const nlohmann::json& skipped, const ValidationContext& context) {
-  const Summaries s = summarize(outcomes, context.group_by);
+ValidationReport::ValidationReport(const std::vector<ValidationOutcome>& outcomes,
+                                   nlohmann::json skipped, ValidationContext context)
+    : outcomes_(outcomes),
+      skipped_(std::move(skipped)),
+      context_(std::move(context)),
+      summaries_(
+          std::make_unique<const ValidationSummaries>(summarize(outcomes_, context_.group_by))) {}
+
+ValidationReport::~ValidationReport() = default;
+
+ErrorSummary ValidationReport::tokens() const { return summaries_->tokens.summary(); }
+
+nlohmann::json ValidationReport::json() const {
+  const ValidationSummaries& s = *summaries_;
+  const std::vector<ValidationOutcome>& outcomes = outcomes_;
+  const nlohmann::json& skipped = skipped_;
+  const ValidationContext& context = context_;
   nlohmann::json report;
   report["schema"] = "fsdpsim.validation/1";
   report["cases_file"] = context.cases_file;
@@ -240,9 +256,11 @@ nlohmann::json validation_json(const std::vector<ValidationOutcome>& outcomes,
   return report;
 }
 
-std::string validation_markdown(const std::vector<ValidationOutcome>& outcomes,
-                                const nlohmann::json& skipped, const ValidationContext& context) {
-  const Summaries s = summarize(outcomes, context.group_by);
+std::string ValidationReport::markdown() const {
+  const ValidationSummaries& s = *summaries_;
+  const std::vector<ValidationOutcome>& outcomes = outcomes_;
+  const nlohmann::json& skipped = skipped_;
+  const ValidationContext& context = context_;
   std::string md = fmt::format("# fsdpsim validate: {}\n\n", context.cases_file);
   const auto out_of_memory =
       std::count_if(outcomes.begin(), outcomes.end(),

@@ -3,6 +3,7 @@
 // markdown (README "How good the predictions are"; issue #7's keys).
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -56,14 +57,34 @@ ErrorSummary tokens_summary(const std::vector<ValidationOutcome>& outcomes);
 // The model size bucket of the summaries: "< 1B", "1-10B", "10-100B", ">= 100B".
 std::string size_bucket(double params_b);
 
-// Schema fsdpsim.validation/1: evaluated, skipped, tokens_per_s, tflops, mfu, hfu, peak_mem
-// (count, mape, median_ape, max_ape, mean_error), definition_check, spearman, by_source, by_gpu,
-// by_model_size, by_column (with --group-by), cases, skipped_cases.
-nlohmann::json validation_json(const std::vector<ValidationOutcome>& outcomes,
-                               const nlohmann::json& skipped, const ValidationContext& context);
+// Every summary of a report (validation_report.cpp), gathered in one pass over the rows.
+struct ValidationSummaries;
 
-std::string validation_markdown(const std::vector<ValidationOutcome>& outcomes,
-                                const nlohmann::json& skipped, const ValidationContext& context);
+// The report of the evaluated rows: its summaries are gathered once, when it is made, and both
+// renderings and the tokens/s line read them.
+class ValidationReport {
+ public:
+  // `outcomes` must outlive the report.
+  ValidationReport(const std::vector<ValidationOutcome>& outcomes, nlohmann::json skipped,
+                   ValidationContext context);
+  ~ValidationReport();
+  ValidationReport(const ValidationReport&) = delete;
+  ValidationReport& operator=(const ValidationReport&) = delete;
+
+  // The tokens/s errors of the rows that print tokens/s.
+  [[nodiscard]] ErrorSummary tokens() const;
+  // Schema fsdpsim.validation/1: evaluated, skipped, tokens_per_s, tflops, mfu, hfu, peak_mem
+  // (count, mape, median_ape, max_ape, mean_error), definition_check, spearman, by_source,
+  // by_gpu, by_model_size, by_column (with --group-by), cases, skipped_cases.
+  [[nodiscard]] nlohmann::json json() const;
+  [[nodiscard]] std::string markdown() const;
+
+ private:
+  const std::vector<ValidationOutcome>& outcomes_;
+  nlohmann::json skipped_;
+  ValidationContext context_;
+  std::unique_ptr<const ValidationSummaries> summaries_;
+};
 
 // A fraction as a percentage with one decimal ("6.0%").
 std::string percent(double fraction);
