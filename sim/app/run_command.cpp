@@ -51,8 +51,8 @@ training:
                             step [FSDP.clip_grad_norm_ /
                             torch.nn.utils.clip_grad_norm_]                         default false
   param_storage_dtype       fp32 | bf16 | fp16: dtype of the sharded parameters, their gradients
-                            and AdamW states (FSDP2 only) [model.to(dtype) before
-                            fully_shard; FSDPParam.orig_dtype]                      default fp32
+                            and AdamW states (FSDP only) [model.to(dtype) before
+                            wrapping; FSDPParam.orig_dtype, FSDP1's FlatParameter]  default fp32
   optimizer                 adamw [torch.optim.AdamW] | sgd [torch.optim.SGD]       default adamw
   optimizer_impl            foreach | fused | for_loop: AdamW on the GPU            default foreach
                             [foreach=None (the CUDA default) | fused=True | foreach=False]

@@ -134,10 +134,10 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
                       "nn.CrossEntropyLoss");
   }
   if (s.training.param_storage_dtype != Dtype::kFp32 &&
-      (s.training.parallelism != fsdp::Parallelism::kFsdp || s.fsdp.version != 2)) {
+      s.training.parallelism != fsdp::Parallelism::kFsdp) {
     throw ConfigError(f, "/training/param_storage_dtype",
-                      "parameters stored below fp32 are modelled for FSDP2 (fsdp.version 2) only; "
-                      "FSDP1 and DDP keep fp32 parameters here");
+                      "parameters stored below fp32 are modelled for FSDP (parallelism fsdp) "
+                      "only; DDP and DeepSpeed keep fp32 parameters here");
   }
   if (s.training.parallelism == fsdp::Parallelism::kDeepSpeedZero3) {
     for (const char* key : {"no_sync", "optimizer_impl"}) {

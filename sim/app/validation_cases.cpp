@@ -212,8 +212,8 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   if (boolean(file, c, "offload_activations")) training["offload_activations"] = true;
   if (boolean(file, c, "unpad_attention")) training["unpad_attention"] = true;
   if (const std::string storage = c.get("param_storage_dtype"); !storage.empty()) {
-    if (storage != "fp32" && storage != "bf16")
-      bad_cell(file, c, "param_storage_dtype", "fp32 or bf16");
+    if (storage != "fp32" && storage != "bf16" && storage != "fp16")
+      bad_cell(file, c, "param_storage_dtype", "fp32, bf16 or fp16");
     training["param_storage_dtype"] = storage;
   }
   // The optional runtime column (configs/validation/README.md): empty or torch = PyTorch FSDP or

@@ -35,7 +35,7 @@ struct UnitState {
   TensorId grad_views = 0;  // per-parameter gradients before SplitWithSizesBackward's cat
   TensorId kept_grad = 0;   // unsharded gradient kept across no_sync micro-batches
   bool has_kept_grad = false;
-  TensorId grad = 0;  // _saved_grad_shard, or NO_SHARD's full fp32 .grad
+  TensorId grad = 0;  // _saved_grad_shard, or NO_SHARD's full .grad (storage dtype)
   bool has_grad = false;
 };
 
@@ -84,7 +84,14 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
  private:
   std::size_t root() const { return units_.size() - 1; }
   bool sharded() const { return strategy_ != ShardingStrategy::kNoShard; }
-  bool mixed_precision() const { return f_.param_dtype != Dtype::kFp32; }
+  // The dtype of the FlatParameter: the module's own (training.param_storage_dtype; FSDP1
+  // flattens the parameters as they are, _flat_param.py FlatParamHandle._init_flat_param_and_
+  // metadata), which is also the dtype of its gradient shard and CPU copy.
+  Dtype storage() const { return in_.training.param_storage_dtype; }
+  // FlatParamHandle._uses_param_mixed_precision: only when the forward dtype differs from the
+  // storage dtype is there an _mp_shard to cast into (a bf16 module under param_dtype bf16, or
+  // with no MixedPrecision at all, gathers its shard as it is).
+  bool mixed_precision() const { return f_.param_dtype != storage(); }
   std::int32_t g(std::size_t u) const { return static_cast<std::int32_t>(u); }
   Phase phase() const { return in_backward_ ? Phase::kBackward : Phase::kForward; }
 
@@ -152,20 +159,20 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     }
   }
 
-  // FlatParamHandle.pre_unshard: in the pre-unshard stream, H2D copy of the fp32 shard if
-  // offloaded, and the cast to param_dtype into _mp_shard. For NO_SHARD the low-precision copy
-  // *is* the unsharded parameter; it lives until post_reshard.
-  // Returns whether an _mp_shard was made (and must be freed after the all-gather).
+  // FlatParamHandle.pre_unshard: in the pre-unshard stream, H2D copy of the shard (storage
+  // dtype) if offloaded, and the cast to param_dtype into _mp_shard. For NO_SHARD the low-precision
+  // copy *is* the unsharded parameter; it lives until post_reshard. Returns whether an _mp_shard
+  // was made (and must be freed after the all-gather).
   bool pre_unshard(std::size_t u, TensorId& mp_shard) {
     const FsdpUnit& unit = units_[u];
     const std::int64_t n = unit.shard_numel;
     if (!mixed_precision() && !f_.cpu_offload) return false;
     if (f_.cpu_offload) {
-      // _local_shard.to(device, non_blocking=True): an fp32 copy on the GPU first (without
-      // mixed precision it is the all-gather input itself: flat_param_to(device)).
-      mp_shard = s_.allocate(unit.name + ".h2d_shard", elements(n, Dtype::kFp32), pre_unshard_,
+      // _local_shard.to(device, non_blocking=True): a storage-dtype copy on the GPU first
+      // (without mixed precision it is the all-gather input itself: flat_param_to(device)).
+      mp_shard = s_.allocate(unit.name + ".h2d_shard", elements(n, storage()), pre_unshard_,
                              MemoryCategory::kParameters);
-      s_.host_transfer(unit.name + ".h2d_shard", pre_unshard_, elements(n, Dtype::kFp32), phase(),
+      s_.host_transfer(unit.name + ".h2d_shard", pre_unshard_, elements(n, storage()), phase(),
                        g(u));
     }
     if (mixed_precision()) {
@@ -173,7 +180,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
       mp_shard = s_.allocate(unit.name + "._mp_shard", elements(n, f_.param_dtype), pre_unshard_,
                              MemoryCategory::kParameters);
       s_.copy(unit.name + ".cast_shard", pre_unshard_,
-              elements(n, Dtype::kFp32) + elements(n, f_.param_dtype), phase(), g(u));
+              elements(n, storage()) + elements(n, f_.param_dtype), phase(), g(u));
       if (f_.cpu_offload) s_.free(staged);
     }
     s_.program().wait_stream(unshard_, pre_unshard_);
@@ -340,22 +347,23 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
         accumulate_stream = all_reduce_;
       }
     }
-    // _accumulate_sharded_grad / _cast_grad_to_param_dtype: fp32 gradient kept (or added to)
-    // until the optimizer step; for NO_SHARD the full .grad.
+    // _accumulate_sharded_grad / _cast_grad_to_param_dtype: the gradient, cast to the
+    // FlatParameter's dtype (storage()), kept (or added to) until the optimizer step; for
+    // NO_SHARD the full .grad.
     const std::int64_t grad_numel = sharded() ? unit.shard_numel : unit.numel;
     if (!st.has_grad) {
       st.grad = s_.allocate(unit.name + (sharded() ? "._saved_grad_shard" : ".grad"),
-                            elements(grad_numel, Dtype::kFp32), accumulate_stream,
+                            elements(grad_numel, storage()), accumulate_stream,
                             MemoryCategory::kGradients);
       st.has_grad = true;
     }
     s_.copy(unit.name + ".accumulate_grad", accumulate_stream,
-            elements(grad_numel, reduce_dtype) + 3 * elements(grad_numel, Dtype::kFp32),
+            elements(grad_numel, reduce_dtype) + 3 * elements(grad_numel, storage()),
             Phase::kBackward, g(u));
     if (f_.cpu_offload) {
       // _offload_grad: non-blocking D2H into the pinned _cpu_grad.
-      s_.host_transfer(unit.name + ".d2h_grad", accumulate_stream,
-                       elements(grad_numel, Dtype::kFp32), Phase::kBackward, g(u));
+      s_.host_transfer(unit.name + ".d2h_grad", accumulate_stream, elements(grad_numel, storage()),
+                       Phase::kBackward, g(u));
     }
     // Buffers made and used on the post-backward stream are reusable in stream order at once;
     // the shard handed to the all-reduce stream is record_stream'ed there (HSDP).
