@@ -163,6 +163,12 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
       {"preset", gpu}, {"nodes", gpus / per_node}, {"node", {{"gpus_per_node", per_node}}}};
   if (const auto nic = c.number("inter_node_gbps_per_node"); nic && *nic > 0)
     hardware["node"]["nic_Gbps_per_node"] = *nic;
+  // The optional pcie_GBps column (configs/validation/README.md); empty = the GPU preset's.
+  if (!c.get("pcie_GBps").empty()) {
+    const std::optional<double> pcie = c.number("pcie_GBps");
+    if (!pcie || *pcie <= 0) bad_cell(file, c, "pcie_GBps", "a positive number of GB/s");
+    hardware["node"]["pcie_GBps"] = *pcie;
+  }
   const std::string ac = c.get("act_ckpt");
   if (ac != "none" && ac != "full" && ac != "selective")
     bad_cell(file, c, "act_ckpt", "none, full or selective");

@@ -200,6 +200,12 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
                       "block_and_linear, found \"per_linear\""),
             std::string::npos)
       << out4;
+  const auto [code5, out5] = run_fsdpsim("validate " + kData + "bad_pcie.csv");
+  EXPECT_EQ(code5, 2) << out5;
+  EXPECT_NE(out5.find("line 2, column pcie_GBps: expected a positive number of GB/s, found "
+                      "\"fast\""),
+            std::string::npos)
+      << out5;
   const auto [code2, out2] = run_fsdpsim("validate " + kData + "missing_column.csv");
   EXPECT_EQ(code2, 2);
   EXPECT_NE(out2.find("required column"), std::string::npos) << out2;
@@ -235,6 +241,27 @@ TEST(ValidationCases, KempnerForgeRowsAccumulateUnsyncedInBf16WithoutUpcast) {
     EXPECT_EQ(t["loss"], "cross_entropy_no_upcast");
   }
   EXPECT_EQ(kempnerforge, 3);
+}
+
+// The pcie_GBps column sets the node's host link: the 2022 AWS blog's rows, from the blog's own
+// trace of its activation copies (configs/validation/README.md); every other row keeps its
+// preset's.
+TEST(ValidationCases, PcieColumnSetsTheHostLinkOfTheRowsThatMeasuredIt) {
+  const auto cases =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  int measured = 0;
+  for (const ValidationCase& c : cases) {
+    const CaseScenario s = scenario_for_case(c, "cases.csv");
+    if (s.document.is_null()) continue;
+    const nlohmann::json& node = s.document["hardware"]["node"];
+    if (c.get("source") != "pytorch-aws-blog-2022") {
+      EXPECT_FALSE(node.contains("pcie_GBps")) << c.get("case_id");
+      continue;
+    }
+    ++measured;
+    EXPECT_DOUBLE_EQ(node["pcie_GBps"].get<double>(), 6.3) << c.get("case_id");
+  }
+  EXPECT_EQ(measured, 3);
 }
 
 // The clip_grad_norm, offload_activations, unpad_attention and runtime columns
