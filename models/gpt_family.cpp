@@ -84,6 +84,10 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   draft.save(inner);  // GELU input
   draft.forward(unary_forward("gelu", f, ctx));
   draft.save_rematerializable(inner);  // GELU output: mlp_down input
+  // The last tensor backward reads is mlp_down's input (its mm packs it before running), or,
+  // with dropout, the dropout's mask (saved once the kernel has run): a recompute that stops
+  // early (Layer::recompute_early_stop_kernel) skips what follows.
+  if (!dropout) draft.stop_recompute_before_next_kernel();
   draft.forward(linear_forward("mlp_down", {f, d, true}, ctx));
   temps.allocate(hidden);
   if (dropout) {
@@ -91,6 +95,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
     temps.allocate(hidden);
     temps.release(hidden);
     draft.save(mask);
+    draft.stop_recompute_before_next_kernel();
   }
   draft.forward(residual_add_kernel("residual2", d, ctx));
   temps.release(hidden);  // the sum is the block output

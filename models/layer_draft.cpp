@@ -63,7 +63,13 @@ LayerDraft::LayerDraft(std::string name, LayerKind kind, std::int64_t numel,
   layer_.parameter_tensors = parameter_tensors;
 }
 
-void LayerDraft::forward(NamedKernel kernel) { layer_.forward.push_back(std::move(kernel)); }
+void LayerDraft::forward(NamedKernel kernel) {
+  if (stop_before_next_) {
+    layer_.recompute_early_stop_kernel = kernel.name;
+    stop_before_next_ = false;
+  }
+  layer_.forward.push_back(std::move(kernel));
+}
 
 void LayerDraft::backward(NamedKernel kernel) { layer_.backward.push_back(std::move(kernel)); }
 

@@ -73,6 +73,9 @@ class LayerDraft {
   // inside the bracket but kept by the output projection regardless.
   void begin_attention_core();
   void end_attention_core(std::int64_t output_bytes);
+  // The next forward kernel is where a non-reentrant checkpoint's early stop ends the recompute
+  // (Layer::recompute_early_stop_kernel): everything from it on saves nothing backward reads.
+  void stop_recompute_before_next_kernel() { stop_before_next_ = true; }
   TransientTracker& forward_temps() { return forward_temps_; }
   TransientTracker& backward_temps() { return backward_temps_; }
 
@@ -86,6 +89,7 @@ class LayerDraft {
   std::int64_t saved_ = 0;
   std::int64_t rematerializable_ = 0;
   std::int64_t saved_at_attention_begin_ = 0;
+  bool stop_before_next_ = false;
   TransientTracker forward_temps_;
   TransientTracker backward_temps_;
 };

@@ -128,6 +128,9 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
     draft.forward(memory_bound_kernel("swiglu_mul", 3 * inner, ctx));
   }
   draft.save_rematerializable(inner);  // swiglu output: down input
+  // down's mm packs its input before it runs and nothing after it saves a tensor: a recompute
+  // that stops early (Layer::recompute_early_stop_kernel) ends here.
+  draft.stop_recompute_before_next_kernel();
   draft.forward(linear_forward("down", {f, d, false}, ctx));
   temps.allocate(hidden);
   draft.forward(add_kernel("residual2", d, ctx));

@@ -49,8 +49,11 @@ struct Block {
   }
 };
 
-// o projection output -> dropout -> residual add (the sum is the next sub-layer's input).
-void residual_forward(LayerDraft& draft, const Block& b, const std::string& prefix) {
+// o projection output -> dropout -> residual add (the sum is the next sub-layer's input). In the
+// block's last sub-layer the dropout's mask, saved once its kernel has run, is the last tensor
+// backward reads: a recompute that stops early (Layer::recompute_early_stop_kernel) skips the add.
+void residual_forward(LayerDraft& draft, const Block& b, const std::string& prefix,
+                      bool block_tail = false) {
   const std::int64_t hidden = b.hidden();
   TransientTracker& temps = draft.forward_temps();
   temps.allocate(hidden);
@@ -59,6 +62,7 @@ void residual_forward(LayerDraft& draft, const Block& b, const std::string& pref
     temps.allocate(hidden);
     temps.release(hidden);
     draft.save(b.ctx.tokens * b.spec.d_model * kMaskBytes);
+    if (block_tail) draft.stop_recompute_before_next_kernel();
   }
   draft.forward(add_kernel(prefix + "_residual", b.spec.d_model, b.ctx));
   temps.release(hidden);
@@ -172,8 +176,10 @@ void ffn_forward(LayerDraft& draft, const Block& b) {
   // The wo input: the dropout output, or the product (gated); without dropout ReLU's result is
   // the wo input itself, saved once above.
   if (b.dropout() || b.spec.gated_ffn) draft.save(ffn);
+  // Without dropout wo's mm, which packs its input before it runs, is the last op that saves.
+  if (!b.dropout()) draft.stop_recompute_before_next_kernel();
   draft.forward(linear_forward("wo", {f, d, false}, b.ctx));
-  residual_forward(draft, b, "ff");
+  residual_forward(draft, b, "ff", /*block_tail=*/true);
 }
 
 // Dropout backward (if any), then the output projection's backward; leaves the projection's

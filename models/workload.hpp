@@ -100,6 +100,14 @@ struct Layer {
   // its only backward users are the float8 casts, which are fusible, so Inductor's partitioner
   // recomputes it instead of saving it (models/compile_fusion.hpp).
   Bytes rematerializable_saved{0};
+  // Where a recompute of this whole layer may stop: the name of its first forward kernel that
+  // PyTorch's non-reentrant checkpoint does not re-run when it stops early (PyTorch >= 2.1,
+  // torch.utils.checkpoint.set_checkpoint_early_stop, on by default). The recompute stops as
+  // soon as every tensor the backward saved has been recomputed (_StopRecomputationError,
+  // torch/utils/checkpoint.py), so what follows the last op that saves one never runs: the block's
+  // final linear, whose ATen mm packs its inputs before it runs, when no dropout follows it, and
+  // the residual add. Empty: the recompute re-runs every kernel.
+  std::string recompute_early_stop_kernel;
 };
 
 struct WorkloadOptions {

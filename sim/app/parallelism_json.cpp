@@ -169,6 +169,15 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                                                    : fsdp::ActivationCheckpointing::kNone;
   t.checkpoint_every_n_blocks =
       static_cast<std::int32_t>(r.positive_int("checkpoint_every_n_blocks", 2));
+  // DeepSpeed checkpoints with its own reentrant implementation, which re-runs whole blocks.
+  const bool deepspeed = parallelism == fsdp::Parallelism::kDeepSpeedZero3;
+  t.checkpoint_early_stop = r.boolean("checkpoint_early_stop", !deepspeed);
+  if (deepspeed && t.checkpoint_early_stop) {
+    throw ConfigError(file, "/training/checkpoint_early_stop",
+                      "expected false or absent with parallelism deepspeed_zero3, found true: "
+                      "DeepSpeed's activation checkpointing is reentrant and re-runs whole "
+                      "blocks");
+  }
   t.optimizer = r.choice("optimizer", {"adamw", "sgd"}, "adamw") == "sgd" ? fsdp::Optimizer::kSgd
                                                                           : fsdp::Optimizer::kAdamW;
   const std::string impl = r.choice("optimizer_impl", {"foreach", "fused", "for_loop"}, "foreach");

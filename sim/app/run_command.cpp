@@ -40,6 +40,11 @@ training:
                             [checkpoint_wrapper on every block | on every n-th block |
                             recompute only the attention core (selective recomputation)]
   checkpoint_every_n_blocks n for selective                                         default 2
+  checkpoint_early_stop     a whole block's recompute stops after the last tensor its
+                            backward reads (its last linear and residual add skipped)
+                            [non-reentrant torch.utils.checkpoint, PyTorch >= 2.1:
+                            set_checkpoint_early_stop; false: use_reentrant=True or
+                            PyTorch < 2.1]                           default true (deepspeed: false)
   no_sync                   accumulate gradients unreduced until the last micro-batch
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false
   offload_activations       keep each block's saved activations in pinned host memory

@@ -217,6 +217,10 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   if (boolean(file, c, "clip_grad_norm")) training["clip_grad_norm"] = true;
   if (boolean(file, c, "offload_activations")) training["offload_activations"] = true;
   if (boolean(file, c, "unpad_attention")) training["unpad_attention"] = true;
+  // The optional checkpoint_early_stop column (configs/validation/README.md); empty = the
+  // scenario's default (PyTorch >= 2.1's non-reentrant checkpoint; none for DeepSpeed).
+  if (!c.get("checkpoint_early_stop").empty())
+    training["checkpoint_early_stop"] = boolean(file, c, "checkpoint_early_stop");
   if (const std::string storage = c.get("param_storage_dtype"); !storage.empty()) {
     if (storage != "fp32" && storage != "bf16" && storage != "fp16")
       bad_cell(file, c, "param_storage_dtype", "fp32, bf16 or fp16");
@@ -228,6 +232,10 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   if (const std::string runtime = c.get("runtime"); runtime == "deepspeed-0.3") {
     if (boolean(file, c, "cpu_offload"))
       bad_cell(file, c, "cpu_offload", "false with runtime deepspeed-0.3 (not modelled)");
+    if (boolean(file, c, "checkpoint_early_stop")) {
+      bad_cell(file, c, "checkpoint_early_stop",
+               "false or empty with runtime deepspeed-0.3 (its checkpoint re-runs whole blocks)");
+    }
     // The 2021 ZeRO-3 runs are Megatron-LM's GPT through DeepSpeedExamples' ZeRO-3 port
     // (Megatron-LM-v1.1.5-ZeRO3, gpt2_model.py, added 2021-03-08): GPT2Model computes the logits
     // with the word embeddings' weight (parallel_lm_logits) and, until 2021-04-18, registered it

@@ -119,6 +119,12 @@ struct TrainingConfig {
   std::int64_t decoder_seq_len = 0;  // encoder-decoder models (t5): decoder's; 0 = seq_len
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::kNone;
   std::int32_t checkpoint_every_n_blocks = 2;  // for kSelective
+  // A whole block's recompute stops once every tensor its backward saved is back
+  // (models::Layer::recompute_early_stop_kernel): non-reentrant torch.utils.checkpoint from
+  // PyTorch 2.1 on (set_checkpoint_early_stop, default on), which checkpoint_wrapper,
+  // apply_activation_checkpointing and torchtitan use. false: the reentrant checkpoint, PyTorch
+  // before 2.1, or DeepSpeed's checkpointing, which re-run the whole block.
+  bool checkpoint_early_stop = true;
   Optimizer optimizer = Optimizer::kAdamW;
   OptimizerImpl optimizer_impl = OptimizerImpl::kForeach;  // AdamW on the GPU only
   bool flash_attention = true;

@@ -21,6 +21,20 @@ namespace {
 
 constexpr std::uint8_t tag(Phase p) { return static_cast<std::uint8_t>(p); }
 
+// How many forward kernels re-run when a checkpoint recomputes the whole layer. With early stop
+// the recompute ends at models::Layer::recompute_early_stop_kernel; a torchao Float8Linear GEMM
+// runs inside an autograd.Function, whose ctx.save_for_backward packs after its forward, so that
+// GEMM still runs and only what follows it is skipped. A stop kernel a rewrite removed (fused
+// under torch.compile) leaves the whole forward.
+std::size_t recompute_end(const models::Layer& l, bool early_stop) {
+  if (!early_stop || l.recompute_early_stop_kernel.empty()) return l.forward.size();
+  for (std::size_t i = 0; i < l.forward.size(); ++i) {
+    if (l.forward[i].name == l.recompute_early_stop_kernel)
+      return l.forward[i].kernel.dtype == Dtype::kFp8 ? i + 1 : i;
+  }
+  return l.forward.size();
+}
+
 }  // namespace
 
 StepBuilder::StepBuilder(const ScheduleInput& input)
@@ -31,8 +45,12 @@ StepBuilder::StepBuilder(const ScheduleInput& input)
   if (compute_ != kComputeStream)
     throw std::logic_error("the compute stream must be created first");
   std::int32_t blocks = 0;
+  // DeepSpeed checkpoints with its own reentrant checkpoint, which re-runs whole blocks.
+  const bool early_stop = in_.training.checkpoint_early_stop &&
+                          in_.training.parallelism != Parallelism::kDeepSpeedZero3;
   for (const models::Layer& l : w_.layers) {
     block_number_.push_back(l.kind == models::LayerKind::kBlock ? blocks++ : -1);
+    recompute_end_.push_back(recompute_end(l, early_stop));
   }
 }
 
@@ -272,7 +290,7 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
   TensorId recomputed = 0;
   if (mode != CheckpointMode::kSave) {
     // torch.utils.checkpoint re-runs the forward (or the checkpointed region) right before the
-    // gradient kernels need its tensors.
+    // gradient kernels need its tensors, a whole layer up to where it may stop early.
     const bool whole = mode == CheckpointMode::kWholeLayer;
     recomputed =
         allocate(l.name + ".recomputed", whole ? l.saved_activations : l.attention_core_saved,
@@ -280,7 +298,7 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
     const TransientIds temps =
         allocate_transients(l.name + ".recompute_temp", l.forward_transient_tensors);
     run_forward_kernels(layer, whole ? 0 : l.attention_forward_begin,
-                        whole ? l.forward.size() : l.attention_forward_end, Phase::kRecompute,
+                        whole ? recompute_end_[layer] : l.attention_forward_end, Phase::kRecompute,
                         group);
     free_transients(temps);
     recomputed_any = true;

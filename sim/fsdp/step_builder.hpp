@@ -169,6 +169,8 @@ class StepBuilder {
   engine::StreamId compute_;
   SimTime launch_cost_;
   std::vector<std::int32_t> block_number_;  // per layer: index among blocks, -1 otherwise
+  // Per layer: how many of its forward kernels a whole-layer recompute runs.
+  std::vector<std::size_t> recompute_end_;
   Flops model_flops_{0.0};
   Flops recompute_flops_{0.0};
   Bytes inter_node_bytes_{0};

@@ -88,10 +88,13 @@ TEST(Orderings, NoSyncRaisesMemoryAndLowersCommunication) {
 }
 
 // Full checkpointing: less memory, and hardware FLOPs exceed model FLOPs by exactly one more
-// forward of every block.
+// forward of every block; with early stop (the default), one forward of every block but its
+// last linear (Llama's down projection), which the recompute skips.
 TEST(Orderings, FullCheckpointingLowersMemoryAndAddsTheRecompute) {
   const fsdp::SimulationOutput none = simulate({});
   const fsdp::SimulationOutput full = simulate({"training.activation_checkpointing=full"});
+  const fsdp::SimulationOutput whole =
+      simulate({"training.activation_checkpointing=full", "training.checkpoint_early_stop=false"});
   EXPECT_LT(full.result.memory.peak_allocated, none.result.memory.peak_allocated);
   const Scenario s = load_scenario(
       std::filesystem::path(FSDPSIM_SOURCE_DIR) / "scenarios/llama3_8b_8xh100.json", {}, kPresets);
@@ -99,13 +102,22 @@ TEST(Orderings, FullCheckpointingLowersMemoryAndAddsTheRecompute) {
   o.micro_batch = s.training.micro_batch;
   o.seq_len = s.training.seq_len;
   double block_forward = 0.0;
+  double skipped = 0.0;
   for (const models::Layer& l : models::build_workload(s.model, o).layers) {
     if (l.kind != models::LayerKind::kBlock) continue;
-    for (const models::NamedKernel& k : l.forward) block_forward += k.kernel.flops.value();
+    EXPECT_EQ(l.recompute_early_stop_kernel, "down");
+    for (const models::NamedKernel& k : l.forward) {
+      block_forward += k.kernel.flops.value();
+      if (k.name == "down" || k.name == "residual2") skipped += k.kernel.flops.value();
+    }
   }
+  EXPECT_GT(skipped, 0.2 * block_forward);
   EXPECT_DOUBLE_EQ(none.schedule.hardware_flops.value(), none.schedule.model_flops.value());
-  EXPECT_NEAR(full.schedule.hardware_flops.value() - full.schedule.model_flops.value(),
+  EXPECT_NEAR(whole.schedule.hardware_flops.value() - whole.schedule.model_flops.value(),
               block_forward, 1e-9 * block_forward);
+  EXPECT_NEAR(full.schedule.hardware_flops.value() - full.schedule.model_flops.value(),
+              block_forward - skipped, 1e-9 * block_forward);
+  EXPECT_LT(full.result.step_time, whole.result.step_time);
 }
 
 TEST(Orderings, RateLimiterBoundsActiveMemory) {

@@ -177,6 +177,35 @@ TEST(Knobs, FullCheckpointingRecomputesEveryBlock) {
   EXPECT_DOUBLE_EQ(k.out.schedule.hardware_flops.value(), 14e9);
 }
 
+// With early stop at each block's "mlp" (the kernel after the last tensor backward reads), the
+// recompute re-runs only "attn" (40 us): blocks.1's backward starts at 660 instead of 720, each
+// block saves 60 us: 2180 - 120 = 2060, and 2 x 0.6 GFLOP fewer hardware FLOPs. Without early
+// stop (the reentrant checkpoint, PyTorch < 2.1) the whole forward re-runs as above.
+TEST(Knobs, CheckpointEarlyStopSkipsTheKernelsAfterTheLastSavedTensor) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    for (models::Layer& l : w.layers)
+      if (l.kind == models::LayerKind::kBlock) l.recompute_early_stop_kernel = "mlp";
+    return w;
+  }();
+  const auto configure = [](bool early_stop) {
+    return [early_stop](ScheduleInput& in) {
+      in.workload = &workload;
+      in.training.activation_checkpointing = ActivationCheckpointing::kFull;
+      in.training.checkpoint_early_stop = early_stop;
+    };
+  };
+  const Knobs stop = run(configure(true));
+  EXPECT_EQ(stop.span("blocks.1.recompute.attn"), std::make_pair(us(620), us(660)));
+  EXPECT_TRUE(stop.spans("blocks.1.recompute.mlp").empty());
+  EXPECT_EQ(stop.span("blocks.1.bwd.bwd"), std::make_pair(us(660), us(860)));
+  EXPECT_EQ(stop.step(), us(2060));
+  EXPECT_DOUBLE_EQ(stop.out.schedule.hardware_flops.value(), 12.8e9);
+  const Knobs whole = run(configure(false));
+  EXPECT_EQ(whole.span("blocks.1.recompute.mlp"), std::make_pair(us(660), us(720)));
+  EXPECT_EQ(whole.step(), us(2180));
+}
+
 // Selective (every 2nd block from the first): only blocks.0 is recomputed: +100 us.
 TEST(Knobs, SelectiveCheckpointingRecomputesEveryNthBlock) {
   const Knobs k = run([](ScheduleInput& in) {

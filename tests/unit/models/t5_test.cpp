@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/workload.hpp"
@@ -101,6 +102,20 @@ TEST(T5Workload, LaysOutStacksForBlockWrapping) {
   EXPECT_EQ(layer(w, "encoder.blocks.1").numel, 4 * 8 * 8 + 8 + 2 * 8 * 16 + 8);
   EXPECT_EQ(layer(w, "decoder.blocks.1").numel, 8 * 8 * 8 + 3 * 8 + 2 * 8 * 16);
   EXPECT_EQ(layer(w, "decoder.embedding").numel, 0);  // the shared table is the embedding's
+}
+
+// The feed-forward sub-layer ends every block: with dropout its mask, saved once the dropout
+// has run, is the last tensor backward reads, so a recompute that stops early skips only the
+// residual add; without dropout it stops before wo's GEMM.
+TEST(T5Workload, RecomputeStopsEarlyAtTheEndOfTheFeedForward) {
+  for (const auto& [dropout, kernel] :
+       {std::pair<double, std::string>{0.1, "ff_residual"}, {0.0, "wo"}}) {
+    const Workload w = build_workload(tiny_t5(dropout), testing::options(1, 4));
+    for (const Layer& l : w.layers) {
+      const std::string expected = l.kind == LayerKind::kBlock ? kernel : "";
+      EXPECT_EQ(l.recompute_early_stop_kernel, expected) << l.name << " dropout " << dropout;
+    }
+  }
 }
 
 TEST(T5Workload, TinyBlockFlopsMatchAHandCount) {
