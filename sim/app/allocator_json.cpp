@@ -19,8 +19,8 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
     config.garbage_collection_threshold = r.positive_number("garbage_collection_threshold");
   }
   if (r.has("roundup_power2_divisions")) {
-    config.roundup_power2_divisions = memory::uniform_roundup_power2_divisions(
-        static_cast<std::int32_t>(r.positive_int("roundup_power2_divisions")));
+    config.roundup_power2_divisions =
+        memory::uniform_roundup_power2_divisions(r.positive_int32("roundup_power2_divisions"));
   }
   r.finish();
   if (const std::string problem = memory::validate(config); !problem.empty()) {

@@ -278,7 +278,9 @@ int import_command(const CalibrateOptions& o) {
     profile.sources.push_back(fmt::format("nccl-tests log {}", f));
   std::size_t points = 0;
   for (const calibrate::CollectiveSeries& s : profile.collectives) points += s.points.size();
-  const std::string json = profile_to_json(profile).dump(2) + "\n";
+  // A log's host names are copied as they are: bytes that are not UTF-8 become U+FFFD.
+  const std::string json =
+      profile_to_json(profile).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_output(o.import_output, json);
   std::ostream& report = o.import_output == "-" ? std::cerr : std::cout;
   report << fmt::format("imported {} series ({} sizes) from {} log(s) into {}\n",

@@ -89,7 +89,7 @@ CollectivePoint point_from_json(const nlohmann::json& value, const std::string& 
   p.min = optional_us(r, "min_us");
   p.max = optional_us(r, "max_us");
   check_spread(r, p.median, p.min, p.max);
-  if (r.has("repeats")) p.repeats = static_cast<std::int32_t>(r.non_negative_int("repeats"));
+  if (r.has("repeats")) p.repeats = r.non_negative_int32("repeats");
   r.ignore("algbw_GBps");  // informational: derived from bytes and time_us
   r.ignore("busbw_GBps");
   r.finish({"min_us", "max_us", "repeats"});
@@ -102,8 +102,8 @@ CollectiveSeries series_from_json(const nlohmann::json& value, const std::string
   CollectiveSeries s;
   s.op = *calibrate::parse_collective(required_choice(r, "collective", kCollectives));
   s.dtype = dtype_at(r, "dtype");
-  s.ranks = static_cast<std::int32_t>(r.positive_int("ranks"));
-  s.ranks_per_node = static_cast<std::int32_t>(r.positive_int("ranks_per_node"));
+  s.ranks = r.positive_int32("ranks");
+  s.ranks_per_node = r.positive_int32("ranks_per_node");
   if (s.ranks_per_node > s.ranks || s.ranks % s.ranks_per_node != 0) {
     throw ConfigError(
         file, r.path_of("ranks_per_node"),
@@ -149,7 +149,7 @@ GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
   g.min = optional_us(r, "min_us");
   g.max = optional_us(r, "max_us");
   check_spread(r, g.median, g.min, g.max);
-  if (r.has("repeats")) g.repeats = static_cast<std::int32_t>(r.non_negative_int("repeats"));
+  if (r.has("repeats")) g.repeats = r.non_negative_int32("repeats");
   if (r.has("under_nccl_time_us"))
     g.median_under_nccl = microseconds(r.positive_number("under_nccl_time_us"));
   g.source = r.string("source", "");
@@ -218,8 +218,7 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
     JsonObjectReader dr(*d, file, "/device");
     p.device.name = dr.string("name", "");
     p.device.compute_capability = dr.string("compute_capability", "");
-    if (dr.has("sm_count"))
-      p.device.sm_count = static_cast<std::int32_t>(dr.non_negative_int("sm_count"));
+    if (dr.has("sm_count")) p.device.sm_count = dr.non_negative_int32("sm_count");
     if (dr.has("memory_bytes")) p.device.memory = Bytes(dr.non_negative_int("memory_bytes"));
     dr.finish({"name", "compute_capability", "sm_count", "memory_bytes"});
   }
@@ -233,9 +232,8 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
   }
   if (const nlohmann::json* t = r.child("topology")) {
     JsonObjectReader tr(*t, file, "/topology");
-    if (tr.has("nodes")) p.topology.nodes = static_cast<std::int32_t>(tr.non_negative_int("nodes"));
-    if (tr.has("gpus_per_node"))
-      p.topology.gpus_per_node = static_cast<std::int32_t>(tr.non_negative_int("gpus_per_node"));
+    if (tr.has("nodes")) p.topology.nodes = tr.non_negative_int32("nodes");
+    if (tr.has("gpus_per_node")) p.topology.gpus_per_node = tr.non_negative_int32("gpus_per_node");
     p.topology.hosts = string_array(tr, "hosts");
     p.topology.interconnect = tr.string("interconnect", "");
     tr.finish({"nodes", "gpus_per_node", "hosts", "interconnect"});

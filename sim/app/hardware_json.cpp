@@ -25,7 +25,7 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
   gpu.hbm = Bytes(r.positive_int("hbm_bytes"));
   gpu.runtime_reserved = gib(r.non_negative_number("runtime_reserved_GiB"));
   gpu.hbm_bandwidth = gb_per_s(r.positive_number("hbm_bandwidth_GBps"));
-  gpu.sm_count = static_cast<std::int32_t>(r.positive_int("sm_count"));
+  gpu.sm_count = r.positive_int32("sm_count");
   gpu.gemm_efficiency = r.fraction("gemm_efficiency");
   gpu.attention_forward_efficiency = r.fraction("attention_forward_efficiency");
   gpu.attention_backward_efficiency = r.fraction("attention_backward_efficiency");
@@ -42,7 +42,7 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
 void parse_node(const nlohmann::json& value, const std::string& file, const std::string& path,
                 hardware::ClusterSpec& c) {
   JsonObjectReader r(value, file, path);
-  c.gpus_per_node = static_cast<std::int32_t>(r.positive_int("gpus_per_node"));
+  c.gpus_per_node = r.positive_int32("gpus_per_node");
   c.nvlink_bandwidth = gb_per_s(r.positive_number("nvlink_GBps"));
   c.nic_bandwidth_per_node = gbit_per_s(r.positive_number("nic_Gbps_per_node"));
   c.pcie_bandwidth = gb_per_s(r.positive_number("pcie_GBps"));
@@ -53,7 +53,7 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
   c.network_hop_latency = microseconds(r.non_negative_number("network_hop_latency_us"));
   c.collective_base_latency = microseconds(r.non_negative_number("collective_base_latency_us"));
   c.kernel_launch_overhead = microseconds(r.non_negative_number("kernel_launch_overhead_us"));
-  c.nccl_channels = static_cast<std::int32_t>(r.non_negative_int("nccl_channels"));
+  c.nccl_channels = r.non_negative_int32("nccl_channels");
   c.fsdp_hook_overhead = microseconds(r.non_negative_number("fsdp_hook_overhead_us"));
   c.fsdp_parameter_overhead = microseconds(r.non_negative_number("fsdp_parameter_overhead_us"));
   c.host_memory_bandwidth = gb_per_s(r.positive_number("host_memory_GBps"));
@@ -111,7 +111,7 @@ void merge_overrides(nlohmann::json& preset, const nlohmann::json& overrides) {
 HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesystem::path& file,
                                   const std::string& path, const PresetLocator& presets) {
   JsonObjectReader r(value, file.string(), path);
-  const std::int64_t nodes = r.positive_int("nodes", 1);
+  const std::int64_t nodes = r.positive_int32("nodes", 1);
   HardwareConfig out;
   if (r.has("preset")) {
     out.preset = r.string("preset");

@@ -14,9 +14,24 @@ namespace fsdpsim::app {
 
 namespace fs = std::filesystem;
 
+// Input files are scenarios, presets, profiles and tables: far below this.
+constexpr std::uintmax_t kMaxInputBytes = std::uintmax_t{1} << 30;
+
 std::string read_text_file(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    throw ConfigError(path.string(), "", "cannot open the file (does it exist?)");
+  if (!fs::is_regular_file(status)) {
+    throw ConfigError(path.string(), "",
+                      "expected a regular file, found a folder, device or other special file");
+  }
+  if (const std::uintmax_t size = fs::file_size(path, ec); !ec && size > kMaxInputBytes) {
+    throw ConfigError(path.string(), "",
+                      fmt::format("expected an input file of at most 1 GiB, found {} bytes", size));
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path.string(), "", "cannot open the file (does it exist?)");
+  if (!in) throw ConfigError(path.string(), "", "cannot open the file (is it readable?)");
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
@@ -38,11 +53,24 @@ nlohmann::json read_json_file(const fs::path& path) {
         ++column;
       }
     }
+    // e.what() reads "[json.exception.parse_error.101] parse error at line L, column C: <why>";
+    // keep <why>, which says what was expected and what was read.
     std::string what = e.what();
-    if (const auto colon = what.rfind(": "); colon != std::string::npos)
-      what = what.substr(colon + 2);
+    if (const auto at = what.find("column"); at != std::string::npos) {
+      if (const auto colon = what.find(": ", at); colon != std::string::npos)
+        what = what.substr(colon + 2);
+    }
     throw ConfigError(path.string(), "",
                       fmt::format("malformed JSON at line {}, column {}: {}", line, column, what));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number beyond a double's range (1e400): nlohmann reports no position.
+    std::string what = e.what();
+    if (const auto bracket = what.find("] "); bracket != std::string::npos)
+      what = what.substr(bracket + 2);
+    throw ConfigError(path.string(), "",
+                      fmt::format("malformed JSON: expected numbers within a double's range, "
+                                  "found {}",
+                                  what));
   }
 }
 

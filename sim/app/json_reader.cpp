@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "sim/app/config_error.hpp"
 
@@ -100,6 +101,36 @@ std::int64_t JsonObjectReader::non_negative_int(const std::string& key) {
     fail(key, fmt::format("expected a non-negative integer, found {}", describe_json_type(v)));
   }
   return v.get<std::int64_t>();
+}
+
+std::int32_t JsonObjectReader::positive_int32(const std::string& key) {
+  const std::int64_t v = positive_int(key);
+  if (v > std::numeric_limits<std::int32_t>::max())
+    fail(key, fmt::format("expected a positive integer of at most 2147483647, found {}", v));
+  return static_cast<std::int32_t>(v);
+}
+
+std::int32_t JsonObjectReader::positive_int32(const std::string& key, std::int32_t fallback) {
+  return has(key) ? positive_int32(key) : (read_.insert(key), fallback);
+}
+
+std::int32_t JsonObjectReader::non_negative_int32(const std::string& key) {
+  const std::int64_t v = non_negative_int(key);
+  if (v > std::numeric_limits<std::int32_t>::max())
+    fail(key, fmt::format("expected a non-negative integer of at most 2147483647, found {}", v));
+  return static_cast<std::int32_t>(v);
+}
+
+std::int64_t JsonObjectReader::positive_int_at_most(const std::string& key, std::int64_t max) {
+  const std::int64_t v = positive_int(key);
+  if (v > max)
+    fail(key, fmt::format("expected a positive integer of at most {}, found {}", max, v));
+  return v;
+}
+
+std::int64_t JsonObjectReader::positive_int_at_most(const std::string& key, std::int64_t max,
+                                                    std::int64_t fallback) {
+  return has(key) ? positive_int_at_most(key, max) : (read_.insert(key), fallback);
 }
 
 double JsonObjectReader::positive_number(const std::string& key) {

@@ -31,6 +31,15 @@ class JsonObjectReader {
   std::int64_t positive_int(const std::string& key);
   std::int64_t positive_int(const std::string& key, std::int64_t fallback);
   std::int64_t non_negative_int(const std::string& key);
+  // The same, for settings held in 32 bits (counts, versions): larger values are errors, not
+  // silently wrapped.
+  std::int32_t positive_int32(const std::string& key);
+  std::int32_t positive_int32(const std::string& key, std::int32_t fallback);
+  std::int32_t non_negative_int32(const std::string& key);
+  // A positive integer no larger than `max`: sizes whose products must stay within 64 bits.
+  std::int64_t positive_int_at_most(const std::string& key, std::int64_t max);
+  std::int64_t positive_int_at_most(const std::string& key, std::int64_t max,
+                                    std::int64_t fallback);
   double positive_number(const std::string& key);
   double non_negative_number(const std::string& key);
   double fraction(const std::string& key);  // in (0, 1]

@@ -41,7 +41,7 @@ std::int32_t reshard_after_forward(JsonObjectReader& r, const std::string& file)
 
 void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::FsdpConfig& f,
                         const hardware::ClusterSpec& cluster) {
-  f.version = static_cast<std::int32_t>(r.positive_int("version", 1));
+  f.version = r.positive_int32("version", 1);
   if (f.version > 2)
     throw ConfigError(file, "/fsdp/version", fmt::format("expected 1 or 2, found {}", f.version));
   const bool v2 = f.version == 2;
@@ -58,8 +58,7 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
   f.forward_prefetch = r.boolean("forward_prefetch", false);
   const std::optional<bool> limiter = r.optional_boolean("limit_all_gathers");
   f.limit_all_gathers = limiter.value_or(!v2);
-  f.max_inflight_all_gathers =
-      static_cast<std::int32_t>(r.positive_int("max_inflight_all_gathers", 2));
+  f.max_inflight_all_gathers = r.positive_int32("max_inflight_all_gathers", 2);
   f.param_dtype = dtype_key(r, "param_dtype", "bf16");
   f.reduce_dtype = dtype_key(r, "reduce_dtype", std::string(dtype_name(f.param_dtype)));
   f.cpu_offload = r.boolean("cpu_offload", false);
@@ -70,9 +69,8 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                   : wrap == "whole_model"      ? fsdp::WrapPolicy::kWholeModel
                   : wrap == "block_and_linear" ? fsdp::WrapPolicy::kBlockAndLinear
                                                : fsdp::WrapPolicy::kPerBlock;
-  f.blocks_per_unit = static_cast<std::int32_t>(r.positive_int("blocks_per_unit", 2));
-  f.shard_group_size =
-      static_cast<std::int32_t>(r.positive_int("shard_group_size", cluster.gpus_per_node));
+  f.blocks_per_unit = r.positive_int32("blocks_per_unit", 2);
+  f.shard_group_size = r.positive_int32("shard_group_size", cluster.gpus_per_node);
   const bool raf_given = r.has("reshard_after_forward");
   f.reshard_after_forward = reshard_after_forward(r, file);
 
@@ -157,18 +155,29 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
   fsdp::TrainingConfig t;
   t.parallelism = parallelism;
   t.global_batch = r.positive_int("global_batch");
-  t.micro_batch = r.positive_int("micro_batch", 1);
-  t.seq_len = r.positive_int("seq_len");
+  // Bounds that keep the byte counts of a micro-batch within 64 bits (models/*: tokens x width,
+  // unfused attention's batch x heads x seq^2), far above any training run.
+  constexpr std::int64_t kMaxSeq = 1048576;
+  constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
+  t.micro_batch = r.positive_int_at_most("micro_batch", kMaxTokens, 1);
+  t.seq_len = r.positive_int_at_most("seq_len", kMaxSeq);
   // Checked against the model family by the scenario (t5 only).
-  t.decoder_seq_len = r.positive_int("decoder_seq_len", 0);
+  t.decoder_seq_len = r.has("decoder_seq_len") ? r.positive_int_at_most("decoder_seq_len", kMaxSeq)
+                                               : (r.ignore("decoder_seq_len"), 0);
+  if (t.micro_batch * std::max(t.seq_len, t.decoder_seq_len) > kMaxTokens) {
+    throw ConfigError(
+        file, "/training/micro_batch",
+        fmt::format("expected micro_batch x seq_len of at most {} tokens, found {} "
+                    "x {}",
+                    kMaxTokens, t.micro_batch, std::max(t.seq_len, t.decoder_seq_len)));
+  }
   const std::string ac =
       r.choice("activation_checkpointing", {"none", "full", "selective", "attention"}, "none");
   t.activation_checkpointing = ac == "full"        ? fsdp::ActivationCheckpointing::kFull
                                : ac == "selective" ? fsdp::ActivationCheckpointing::kSelective
                                : ac == "attention" ? fsdp::ActivationCheckpointing::kAttention
                                                    : fsdp::ActivationCheckpointing::kNone;
-  t.checkpoint_every_n_blocks =
-      static_cast<std::int32_t>(r.positive_int("checkpoint_every_n_blocks", 2));
+  t.checkpoint_every_n_blocks = r.positive_int32("checkpoint_every_n_blocks", 2);
   // DeepSpeed checkpoints with its own reentrant implementation, which re-runs whole blocks.
   const bool deepspeed = parallelism == fsdp::Parallelism::kDeepSpeedZero3;
   t.checkpoint_early_stop = r.boolean("checkpoint_early_stop", !deepspeed);

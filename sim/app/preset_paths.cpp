@@ -19,14 +19,16 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
   if (is_path) {
     const fs::path p = fs::path(reference).is_absolute() ? fs::path(reference)
                                                          : from_file.parent_path() / reference;
-    if (!fs::is_regular_file(p)) {
+    std::error_code ec;  // a name the file system refuses (too long) is a file that is not there
+    if (!fs::is_regular_file(p, ec)) {
       throw ConfigError(from_file.string(), json_path,
                         fmt::format("{} file \"{}\" not found", kind, p.string()));
     }
     return p;
   }
   const fs::path p = configs_dir / kind / (reference + ".json");
-  if (fs::is_regular_file(p)) return p;
+  std::error_code ec;
+  if (fs::is_regular_file(p, ec)) return p;
   const std::vector<std::string> available = names(kind);
   const std::string hint = did_you_mean(reference, available);
   throw ConfigError(from_file.string(), json_path,

@@ -1,6 +1,9 @@
 #include "sim/app/simulate_scenario.hpp"
 
+#include <fmt/format.h>
+
 #include "models/workload.hpp"
+#include "sim/app/config_error.hpp"
 
 namespace fsdpsim::app {
 
@@ -34,7 +37,14 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   fsdp::SimulationOptions simulation;
   simulation.record_memory = record_memory;
   simulation.allocator = scenario.allocator;
-  return fsdp::simulate_step(input, simulation);
+  try {
+    return fsdp::simulate_step(input, simulation);
+  } catch (const SimTimeRangeError& e) {
+    throw ConfigError(scenario.file.string(), "",
+                      fmt::format("{}: expected the hardware's rates and the model's sizes within "
+                                  "the range of real GPUs and models",
+                                  e.what()));
+  }
 }
 
 }  // namespace fsdpsim::app

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -367,6 +368,23 @@ int sweep_command(const SweepOptions& options) {
   std::ostream& summary = stdout_taken ? std::cerr : std::cout;
   summary << sweep_summary_text(run.table);
   summary.flush();
+  // Why points were skipped, on the terminal too (the CSV and markdown have every reason).
+  std::vector<std::string> reasons;
+  std::size_t skipped = 0;
+  for (const SweepRow& row : run.table.rows) {
+    if (row.status != PointStatus::kSkipped) continue;
+    ++skipped;
+    if (reasons.size() < 3 &&
+        std::find(reasons.begin(), reasons.end(), row.reason) == reasons.end())
+      reasons.push_back(row.reason);
+  }
+  for (const std::string& reason : reasons) std::cerr << "skipped: " << reason << "\n";
+  if (!interrupted && skipped > 0 && skipped == run.table.rows.size()) {
+    throw ConfigError(plan.scenario.string(), "",
+                      fmt::format("expected at least one valid point, found {} invalid "
+                                  "scenario{} (the first: {})",
+                                  skipped, skipped == 1 ? "" : "s", reasons.front()));
+  }
   const double seconds = elapsed_s(start);
   if (options.timing) {
     std::cerr << fmt::format("timing: {} points in {:.2f} s ({:.1f} points/s) on {} thread{}\n",

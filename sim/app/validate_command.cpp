@@ -4,8 +4,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <optional>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -108,7 +111,13 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
       skip(fmt::format("line {}: {}", c.line, error.what()));
       continue;
     }
-    const fsdp::StepResult r = simulate_scenario(scenario, false).result;
+    fsdp::StepResult r;
+    try {
+      r = simulate_scenario(scenario, false).result;
+    } catch (const ConfigError& error) {  // rates or sizes out of range (an override, say)
+      skip(fmt::format("line {}: {}", c.line, error.what()));
+      continue;
+    }
     const FlopDefinition def = flop_definition(c, scenario);
     ValidationOutcome o;
     o.c = &c;
@@ -210,19 +219,40 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
                   "Fit one scenario key in [LO, HI] to minimise the tokens/s MAPE of the kept "
                   "rows (golden-section search), then report with the fitted value")
       ->type_name("KEY=LO:HI");
-  cmd->add_option(
-      "--max-mape", options.max_mape,
-      "Exit 3 when the tokens/s mean absolute percentage error exceeds this fraction (e.g. 0.10)");
+  cmd->add_option("--max-mape", options.max_mape,
+                  "Exit 3 when the tokens/s mean absolute percentage error exceeds this fraction "
+                  "(e.g. 0.10)")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            double v = 0.0;
+            try {
+              v = std::stod(text);
+            } catch (const std::exception&) {
+              return std::string("expected a positive fraction (0.10 = 10%), found ") + text;
+            }
+            return v > 0.0 && std::isfinite(v)
+                       ? std::string()
+                       : std::string("expected a positive fraction (0.10 = 10%), found ") + text;
+          },
+          "FRACTION", "positive fraction"));
   return cmd;
 }
 
 int validate_command(const ValidateOptions& options) {
   const PresetLocator presets{default_configs_dir(options.configs_dir)};
+  if (std::error_code ec; !std::filesystem::is_directory(presets.configs_dir, ec)) {
+    throw ConfigError("--configs", "",
+                      fmt::format("expected a folder of presets, found \"{}\" (not a folder)",
+                                  presets.configs_dir.string()));
+  }
   const std::filesystem::path file(options.cases);
   const std::vector<ValidationCase> cases = read_validation_cases(file);
   std::vector<std::string> overrides = options.overrides;
-  if (!options.calibration.empty())
+  if (!options.calibration.empty()) {
+    // Resolved once here, so a wrong name is an error rather than every row skipped.
+    (void)presets.resolve("calibration", options.calibration, "--calibration", "");
     overrides.push_back("hardware.calibration=" + options.calibration);
+  }
 
   std::vector<RowFilter> filters;
   for (const std::string& w : options.where) filters.push_back(parse_filter(w, cases));
@@ -241,17 +271,43 @@ int validate_command(const ValidateOptions& options) {
   }
   Evaluation evaluation = evaluate(chosen, file, overrides, presets);
   if (!options.scenarios_dir.empty()) {
-    std::filesystem::create_directories(options.scenarios_dir);
+    std::error_code ec;
+    std::filesystem::create_directories(options.scenarios_dir, ec);
+    if (ec || !std::filesystem::is_directory(options.scenarios_dir, ec)) {
+      throw ConfigError("--scenarios-out", "",
+                        fmt::format("expected a folder to write the scenarios to, cannot create "
+                                    "\"{}\"",
+                                    options.scenarios_dir));
+    }
     for (const ValidationCase* c : chosen) {
       const CaseScenario built = scenario_for_case(*c, file);
       if (built.document.is_null()) continue;
       write_output(
           (std::filesystem::path(options.scenarios_dir) / (c->get("case_id") + ".json")).string(),
-          built.document.dump(2) + "\n");
+          built.document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     }
   }
   const std::vector<ValidationOutcome>& outcomes = evaluation.outcomes;
   const nlohmann::json& skipped = evaluation.skipped;
+  // Why rows were skipped, on the terminal too (the JSON and markdown list them all).
+  constexpr std::size_t kReasonsShown = 5;
+  for (std::size_t i = 0; i < skipped.size() && i < kReasonsShown; ++i) {
+    std::cerr << fmt::format("skipped {} (line {}): {}\n", skipped[i]["case_id"].get<std::string>(),
+                             skipped[i]["line"].get<std::int64_t>(),
+                             skipped[i]["reason"].get<std::string>());
+  }
+  if (skipped.size() > kReasonsShown)
+    std::cerr << fmt::format("({} more skipped rows in --json / --md)\n",
+                             skipped.size() - kReasonsShown);
+  if (outcomes.empty()) {
+    throw ConfigError(
+        file.string(), "",
+        chosen.empty() ? std::string(options.where.empty() ? "expected at least one row, found none"
+                                                           : "no row is left after --where")
+                       : fmt::format("expected at least one row fsdpsim can "
+                                     "simulate, found none of {} ({} skipped)",
+                                     chosen.size(), skipped.size()));
+  }
   ValidationContext context;
   context.cases_file = file.filename().string();
   context.where = options.where;
@@ -262,7 +318,10 @@ int validate_command(const ValidateOptions& options) {
   }
   if (fitted) context.fit = ValidationFit{fit_key, fitted->first, fitted->second};
   const ValidationReport report(outcomes, skipped, std::move(context));
-  if (!options.json_path.empty()) write_output(options.json_path, report.json().dump(2) + "\n");
+  if (!options.json_path.empty())
+    write_output(
+        options.json_path,
+        report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   if (!options.md_path.empty()) write_output(options.md_path, report.markdown());
   const ErrorSummary token_summary = report.tokens();
   if (options.json_path != "-") {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -113,8 +114,46 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
   return cases;
 }
 
+namespace {
+
+// An optional numeric cell: empty is absent; anything else must be a positive number.
+std::optional<double> optional_positive(const std::filesystem::path& file, const ValidationCase& c,
+                                        const std::string& column) {
+  if (c.get(column).empty()) return std::nullopt;
+  const std::optional<double> v = c.number(column);
+  if (!v || *v <= 0) bad_cell(file, c, column, "a positive number or an empty cell");
+  return v;
+}
+
+// A cell that must be one of `choices` (exact spelling).
+void check_choice(const std::filesystem::path& file, const ValidationCase& c,
+                  const std::string& column, const std::vector<std::string>& choices,
+                  bool empty_allowed) {
+  const std::string& v = c.get(column);
+  if (v.empty() && empty_allowed) return;
+  if (std::find(choices.begin(), choices.end(), v) == choices.end())
+    bad_cell(file, c, column, fmt::format("one of {}", fmt::join(choices, ", ")));
+}
+
+}  // namespace
+
 CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::path& file) {
   CaseScenario out;
+  // Cells checked whatever the row's fate: a malformed value is an error, not a skipped row.
+  for (const char* column :
+       {"measured_tokens_per_s_per_gpu", "measured_model_tflops_per_gpu",
+        "measured_hardware_tflops_per_gpu", "measured_mfu", "measured_hfu", "measured_peak_mem_gib",
+        "params_b", "inter_node_gbps_per_node", "global_batch", "grad_accum", "shard_group_size",
+        "n_kv_heads", "ffn_dim"}) {
+    (void)optional_positive(file, c, column);
+  }
+  check_choice(file, c, "sharding",
+               {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD", "_HYBRID_SHARD_ZERO2"},
+               false);
+  check_choice(file, c, "param_dtype", {"fp32", "bf16", "fp16"}, false);
+  check_choice(file, c, "reduce_dtype", {"fp32", "bf16", "fp16"}, true);
+  check_choice(file, c, "matmul_dtype", {"fp32", "tf32", "bf16", "fp16", "fp8"}, true);
+  check_choice(file, c, "optimizer", {"adamw", "sgd"}, true);
   const std::string gpu = c.get("gpu");
   if (kPresetGpus.count(gpu) == 0) {
     out.skip_reason = fmt::format("GPU \"{}\" has no hardware preset", gpu);
@@ -138,9 +177,9 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   // Gradient accumulation as printed; else global / (micro x gpus), rounded (the sources' global
   // batch need not divide evenly).
   std::int64_t accumulation = 1;
-  if (c.number("grad_accum")) {
+  if (!c.get("grad_accum").empty()) {
     accumulation = positive_int(file, c, "grad_accum");
-  } else if (const auto global = c.number("global_batch")) {
+  } else if (const auto global = optional_positive(file, c, "global_batch")) {
     accumulation =
         std::max<std::int64_t>(1, std::llround(*global / static_cast<double>(micro * gpus)));
   }
@@ -157,11 +196,11 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
       {"vocab", positive_int(file, c, "vocab")},
       // llm-foundry sizes the learned position table to the run's sequence length.
       {"max_seq_len", seq}};
-  if (c.number("n_kv_heads")) model["n_kv_heads"] = positive_int(file, c, "n_kv_heads");
-  if (c.number("ffn_dim")) model["ffn_dim"] = positive_int(file, c, "ffn_dim");
+  if (!c.get("n_kv_heads").empty()) model["n_kv_heads"] = positive_int(file, c, "n_kv_heads");
+  if (!c.get("ffn_dim").empty()) model["ffn_dim"] = positive_int(file, c, "ffn_dim");
   nlohmann::json hardware = {
       {"preset", gpu}, {"nodes", gpus / per_node}, {"node", {{"gpus_per_node", per_node}}}};
-  if (const auto nic = c.number("inter_node_gbps_per_node"); nic && *nic > 0)
+  if (const auto nic = optional_positive(file, c, "inter_node_gbps_per_node"))
     hardware["node"]["nic_Gbps_per_node"] = *nic;
   // The optional pcie_GBps column (configs/validation/README.md); empty = the GPU preset's.
   if (!c.get("pcie_GBps").empty()) {
@@ -277,7 +316,7 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   } else if (!wrap.empty() && wrap != "transformer_block") {
     bad_cell(file, c, "wrap_policy", "transformer_block or block_and_linear");
   }
-  if (c.get("sharding") == "HYBRID_SHARD" && c.number("shard_group_size")) {
+  if (c.get("sharding") == "HYBRID_SHARD" && !c.get("shard_group_size").empty()) {
     fsdp["shard_group_size"] = positive_int(file, c, "shard_group_size");
   }
   out.document = {{"schema_version", 1},  {"name", c.get("case_id")}, {"model", model},

@@ -5,11 +5,21 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "sim/units/units.hpp"
 
 namespace fsdpsim {
+
+// A duration or a time beyond what simulated time holds: the inputs' rates or sizes are out of
+// any real range (a GPU at 1e-9 TFLOP/s, a 2^31-wide model). The app reports it as bad input.
+class SimTimeRangeError : public std::range_error {
+ public:
+  using std::range_error::range_error;
+};
 
 class SimTime {
  public:
@@ -21,12 +31,15 @@ class SimTime {
   [[nodiscard]] constexpr double seconds() const { return static_cast<double>(ps_) * 1e-12; }
   [[nodiscard]] constexpr double microseconds() const { return static_cast<double>(ps_) * 1e-6; }
 
-  friend constexpr SimTime operator+(SimTime a, SimTime b) { return SimTime(a.ps_ + b.ps_); }
-  friend constexpr SimTime operator-(SimTime a, SimTime b) { return SimTime(a.ps_ - b.ps_); }
-  constexpr SimTime& operator+=(SimTime other) {
-    ps_ += other.ps_;
-    return *this;
+  // Sums past the int64 range (about 106 days) throw SimTimeRangeError.
+  friend constexpr SimTime operator+(SimTime a, SimTime b) {
+    std::int64_t sum = 0;
+    if (__builtin_add_overflow(a.ps_, b.ps_, &sum))
+      throw SimTimeRangeError("simulated time overflows 2^63 ps (about 106 days)");
+    return SimTime(sum);
   }
+  friend constexpr SimTime operator-(SimTime a, SimTime b) { return SimTime(a.ps_ - b.ps_); }
+  constexpr SimTime& operator+=(SimTime other) { return *this = *this + other; }
   friend constexpr auto operator<=>(SimTime a, SimTime b) = default;
 
  private:
@@ -34,9 +47,20 @@ class SimTime {
   std::int64_t ps_ = 0;
 };
 
+// Longest single operation simulated: a day. Anything longer comes from rates or sizes out of
+// any real range, and would overflow the step's simulated time.
+inline constexpr double kMaxOperationSeconds = 86400.0;
+
 // The one conversion from a cost model's Seconds to simulated time: rounded to the nearest
-// picosecond. Negative or non-finite durations are a bug in a cost model.
+// picosecond. Negative or non-finite durations are a bug in a cost model; longer than
+// kMaxOperationSeconds (or infinite) throws SimTimeRangeError.
 inline SimTime to_sim_time(Seconds s) {
+  if (!(s.value() <= kMaxOperationSeconds)) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.3g", s.value());
+    throw SimTimeRangeError(std::string("an operation would last ") + seconds +
+                            " s, longer than the one day fsdpsim simulates per operation");
+  }
   return SimTime::from_picoseconds(static_cast<std::int64_t>(std::llround(s.value() * 1e12)));
 }
 

@@ -258,7 +258,31 @@ INSTANTIATE_TEST_SUITE_P(
                  "/training/flash_kernel: flash_kernel needs flash_attention true"},
         BadInput{"bad_flash_kernel",
                  {{"training", {{"flash_kernel", "flash9"}}}},
-                 "/training/flash_kernel"}),
+                 "/training/flash_kernel"},
+        // 32-bit settings are bounded, not wrapped; sizes are bounded so byte counts fit 64 bits.
+        BadInput{"nodes_beyond_int32",
+                 {{"hardware", {{"nodes", 4294967297LL}}}},
+                 "/hardware/nodes: expected a positive integer of at most 2147483647, found "
+                 "4294967297"},
+        BadInput{"seq_len_beyond_bound",
+                 {{"training", {{"seq_len", 512000000}}}},
+                 "/training/seq_len: expected a positive integer of at most 1048576"},
+        BadInput{"tokens_beyond_bound",
+                 {{"training", {{"micro_batch", 65536}, {"seq_len", 1048576}}}},
+                 "/training/micro_batch: expected micro_batch x seq_len of at most 16777216"},
+        BadInput{"model_width_beyond_bound",
+                 {{"model",
+                   {{"family", "gpt"},
+                    {"n_layers", 2},
+                    {"d_model", 2147483648LL},
+                    {"n_heads", 8},
+                    {"vocab", 100},
+                    {"max_seq_len", 2048}}}},
+                 "/model/d_model: expected a positive integer of at most 262144"},
+        // A GPU a billion times too slow: an operation would outlast what simulated time holds.
+        BadInput{"rates_out_of_range",
+                 {{"hardware", {{"gpu", {{"hbm_bandwidth_GBps", 1e-300}}}}}},
+                 "longer than the one day fsdpsim simulates per operation"}),
     [](const ::testing::TestParamInfo<BadInput>& param) { return std::string(param.param.name); });
 
 TEST(Cli, MalformedJsonNamesLineAndColumn) {
@@ -268,6 +292,28 @@ TEST(Cli, MalformedJsonNamesLineAndColumn) {
   const Outcome o = run_fsdpsim("run " + p.string());
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.output.find("malformed JSON at line 4"), std::string::npos) << o.output;
+}
+
+// A number beyond a double's range, a folder, a preset name the file system refuses:
+// errors naming the file, not internal ones.
+TEST(Cli, UnreadableInputsAreBadInput) {
+  const fs::path huge = temp_dir() / "huge_number.json";
+  std::ofstream(huge) << "{\"schema_version\": 1, \"model\": \"gpt-175b\", \"hardware\": "
+                         "{\"preset\": \"a100-sxm-80gb\", \"nodes\": 1e400}}\n";
+  const Outcome overflow = run_fsdpsim("run " + huge.string());
+  EXPECT_EQ(overflow.exit_code, 2) << overflow.output;
+  EXPECT_NE(overflow.output.find("huge_number.json: malformed JSON: expected numbers within a "
+                                 "double's range"),
+            std::string::npos)
+      << overflow.output;
+  const Outcome folder = run_fsdpsim("run " + temp_dir().string());
+  EXPECT_EQ(folder.exit_code, 2) << folder.output;
+  EXPECT_NE(folder.output.find(": expected a regular file, found a folder"), std::string::npos)
+      << folder.output;
+  const fs::path long_name = scenario_with("long_preset_name", {{"model", std::string(300, 'x')}});
+  const Outcome name = run_fsdpsim("run " + long_name.string());
+  EXPECT_EQ(name.exit_code, 2) << name.output;
+  EXPECT_NE(name.output.find("/model: unknown models preset"), std::string::npos) << name.output;
 }
 
 TEST(Cli, MissingFileAndBadUsageExitTwo) {

@@ -287,6 +287,19 @@ TEST(SweepCommand, BadUsageExitsTwoBeforeRunning) {
   EXPECT_EQ(run_fsdpsim("sweep /nonexistent/s.json --grid training.micro_batch=1").exit_code, 2);
 }
 
+// A sweep in which no point is a valid scenario has checked nothing: bad input, with the reason.
+TEST(SweepCommand, EveryPointInvalidExitsTwoWithTheReason) {
+  const fs::path s = tiny_scenario("all_invalid");
+  const Outcome o = run_fsdpsim("sweep " + s.string() + " --grid training.micro_batch=0,-1");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("expected at least one valid point, found 2 invalid scenarios"),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("skipped: /training/micro_batch: expected a positive integer"),
+            std::string::npos)
+      << o.output;
+}
+
 TEST(SweepCommand, TheScenarioSweepBlockIsTheGrid) {
   // Written by hand: the axes follow the file's key order, not the sorted order of a parsed object.
   const fs::path s = tiny_scenario("with_block");

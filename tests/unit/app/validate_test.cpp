@@ -211,6 +211,44 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
   EXPECT_NE(out2.find("required column"), std::string::npos) << out2;
 }
 
+// A cell that is not a number, or not one of its column's values, is an error naming the line
+// and column, not an ignored cell or a skipped row.
+TEST(Validate, CellsThatAreNotTheirColumnsValuesAreErrors) {
+  const auto [code, out] = run_fsdpsim("validate " + kData + "bad_number_cell.csv");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 2, column n_kv_heads: expected a positive number or an empty cell, "
+                     "found \"abc\""),
+            std::string::npos)
+      << out;
+  const auto [code2, out2] = run_fsdpsim("validate " + kData + "bad_choice_cell.csv");
+  EXPECT_EQ(code2, 2) << out2;
+  EXPECT_NE(out2.find("line 2, column sharding: expected one of FULL_SHARD"), std::string::npos)
+      << out2;
+}
+
+// Nothing validated is not a pass: a header-only table, a profile or option that makes every
+// row fail, an impossible --max-mape.
+TEST(Validate, NothingToValidateOrABadOptionExitsTwo) {
+  const auto [code, out] = run_fsdpsim("validate " + kData + "header_only.csv --max-mape 0.1");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("expected at least one row, found none"), std::string::npos) << out;
+  const std::string cases = kData + "small_cases.csv";
+  const auto [code2, out2] = run_fsdpsim("validate " + cases + " --calibration nosuchprofile");
+  EXPECT_EQ(code2, 2) << out2;
+  EXPECT_NE(out2.find("--calibration: unknown calibration preset \"nosuchprofile\""),
+            std::string::npos)
+      << out2;
+  const auto [code3, out3] = run_fsdpsim("validate " + cases + " --set nosuch.key=1");
+  EXPECT_EQ(code3, 2) << out3;
+  EXPECT_NE(out3.find("found none of 4 (4 skipped)"), std::string::npos) << out3;
+  EXPECT_NE(out3.find("skipped "), std::string::npos) << "reasons on the terminal: " << out3;
+  for (const char* bad : {"-1", "nan", "0"}) {
+    const auto [code4, out4] = run_fsdpsim("validate " + cases + " --max-mape " + bad);
+    EXPECT_EQ(code4, 2) << bad << ": " << out4;
+    EXPECT_NE(out4.find("expected a positive fraction"), std::string::npos) << out4;
+  }
+}
+
 TEST(Validate, MaxMapeTurnsTheErrorIntoAFailedCheck) {
   const auto [code, out] = run_fsdpsim("validate " + kData + "small_cases.csv --max-mape 0.0001");
   EXPECT_EQ(code, 3) << out;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <type_traits>
 
 #include "sim/units/sim_time.hpp"
@@ -40,6 +41,19 @@ TEST(SimTime, ConvertsSecondsToWholePicoseconds) {
   EXPECT_EQ(to_sim_time(Seconds(1.5e-6)).picoseconds(), 1'500'000);
   EXPECT_EQ(to_sim_time(Seconds(1e-12 * 0.6)).picoseconds(), 1);
   EXPECT_DOUBLE_EQ(to_sim_time(milliseconds(2.0)).seconds(), 0.002);
+}
+
+// An operation longer than a day, or a sum past 2^63 ps, is out of range, not a wrapped time.
+TEST(SimTime, OutOfRangeDurationsAndSumsThrow) {
+  EXPECT_EQ(to_sim_time(Seconds(86400.0)).picoseconds(), 86'400'000'000'000'000);
+  EXPECT_THROW((void)to_sim_time(Seconds(86400.5)), SimTimeRangeError);
+  EXPECT_THROW((void)to_sim_time(Seconds(std::numeric_limits<double>::infinity())),
+               SimTimeRangeError);
+  EXPECT_THROW((void)to_sim_time(Seconds(std::numeric_limits<double>::quiet_NaN())),
+               SimTimeRangeError);
+  EXPECT_THROW((void)(SimTime::max() + SimTime::from_picoseconds(1)), SimTimeRangeError);
+  SimTime t = SimTime::max();
+  EXPECT_THROW(t += SimTime::from_picoseconds(1), SimTimeRangeError);
 }
 
 }  // namespace
