@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <system_error>
+#include <vector>
 
 #include "sim/app/config_error.hpp"
 
@@ -37,10 +39,54 @@ std::string read_text_file(const fs::path& path) {
   return buffer.str();
 }
 
+namespace {
+
+// Rejects a key given twice in one object: JSON parsers keep one of the two silently (nlohmann
+// the last), so the other value would be dropped without a word.
+class DuplicateKeyCheck {
+ public:
+  explicit DuplicateKeyCheck(const fs::path& path) : path_(path) {}
+
+  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+        objects_.emplace_back();
+        break;
+      case Event::object_end:
+        objects_.pop_back();
+        pointer_.resize(objects_.size());
+        break;
+      case Event::key: {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        pointer_.resize(objects_.size());
+        pointer_.back() = key;
+        if (!objects_.back().insert(key).second) {
+          std::string where;
+          for (const std::string& k : pointer_) where += "/" + k;
+          throw ConfigError(path_.string(), where,
+                            "key given twice in the same object; expected each key once");
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    return true;
+  }
+
+ private:
+  const fs::path& path_;
+  std::vector<std::set<std::string>> objects_;
+  std::vector<std::string> pointer_;  // the current key of each open object
+};
+
+}  // namespace
+
 nlohmann::json read_json_file(const fs::path& path) {
   const std::string text = read_text_file(path);
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, DuplicateKeyCheck(path));
   } catch (const nlohmann::json::parse_error& e) {
     // Locate the byte offset as line:column for the message.
     std::size_t line = 1;

@@ -49,8 +49,14 @@ std::string describe_json_type(const nlohmann::json& value) {
       return "an object";
     case nlohmann::json::value_t::array:
       return "an array";
-    case nlohmann::json::value_t::string:
-      return fmt::format("the string \"{}\"", value.get<std::string>());
+    case nlohmann::json::value_t::string: {
+      // A long value is shown by its start and length, not echoed whole.
+      const std::string& text = value.get_ref<const std::string&>();
+      constexpr std::size_t kShown = 80;
+      if (text.size() <= kShown) return fmt::format("the string \"{}\"", text);
+      return fmt::format("a string of {} characters starting \"{}...\"", text.size(),
+                         text.substr(0, kShown));
+    }
     case nlohmann::json::value_t::boolean:
       return value.get<bool>() ? "true" : "false";
     case nlohmann::json::value_t::number_integer:
@@ -186,7 +192,12 @@ std::string JsonObjectReader::choice(const std::string& key,
   const std::string value = string(key, fallback);
   if (std::find(choices.begin(), choices.end(), value) != choices.end()) return value;
   const std::string hint = did_you_mean(value, choices);
-  fail(key, fmt::format("expected one of {}, found \"{}\"{}", fmt::join(choices, ", "), value,
+  constexpr std::size_t kShown = 80;  // a long value is shown by its start and length
+  const std::string shown =
+      value.size() <= kShown
+          ? fmt::format("\"{}\"", value)
+          : fmt::format("\"{}...\" ({} characters)", value.substr(0, kShown), value.size());
+  fail(key, fmt::format("expected one of {}, found {}{}", fmt::join(choices, ", "), shown,
                         hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
 }
 

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "sim/app/allocator_json.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
@@ -46,14 +48,11 @@ Scenario load_scenario(const std::filesystem::path& file, const std::vector<std:
   return scenario_from_json(read_json_file(file), file, overrides, presets);
 }
 
-Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path& file,
-                            const std::vector<std::string>& overrides,
-                            const PresetLocator& presets) {
-  if (!document.is_object()) {
-    throw ConfigError(file.string(), "/",
-                      fmt::format("expected an object, found {}", describe_json_type(document)));
-  }
-  for (const std::string& o : overrides) apply_override(document, o);
+namespace {
+
+// The scenario in `document`, every override applied.
+Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::path& file,
+                        const PresetLocator& presets) {
   const std::string f = file.string();
   JsonObjectReader r(document, f, "");
   if (r.positive_int("schema_version") != kScenarioSchemaVersion) {
@@ -186,6 +185,34 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
                                   s.hardware.cluster.gpu.name));
   }
   return s;
+}
+
+}  // namespace
+
+Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path& file,
+                            const std::vector<std::string>& overrides,
+                            const PresetLocator& presets) {
+  if (!document.is_object()) {
+    throw ConfigError(file.string(), "/",
+                      fmt::format("expected an object, found {}", describe_json_type(document)));
+  }
+  for (const std::string& o : overrides) apply_override(document, o);
+  try {
+    return parse_scenario(document, file, presets);
+  } catch (const ConfigError& e) {
+    // An error at a key an override set says where the value came from.
+    const std::string what = e.what();
+    for (const std::string& o : overrides) {
+      std::string path = "/" + o.substr(0, o.find('='));
+      std::replace(path.begin(), path.end(), '.', '/');
+      constexpr std::size_t kShown = 80;
+      if (what.find(": " + path + ":") != std::string::npos) {
+        throw ConfigError(fmt::format("{} (the value comes from --set {}{})", what,
+                                      o.substr(0, kShown), o.size() > kShown ? "..." : ""));
+      }
+    }
+    throw;
+  }
 }
 
 }  // namespace fsdpsim::app

@@ -316,6 +316,37 @@ TEST(Cli, UnreadableInputsAreBadInput) {
   EXPECT_NE(name.output.find("/model: unknown models preset"), std::string::npos) << name.output;
 }
 
+// A key given twice is an error at its path (a parser would keep one silently); an error in a
+// value --set gave says so; a long bad value is shown by its start, not echoed whole.
+TEST(Cli, DuplicateKeysSetOriginsAndLongValuesAreNamed) {
+  const fs::path dup = temp_dir() / "duplicate_key.json";
+  std::ofstream(dup) << "{\"schema_version\": 1, \"model\": \"gpt-175b\", \"training\": "
+                        "{\"global_batch\": \"abc\", \"seq_len\": 2048, \"global_batch\": 16}}\n";
+  const Outcome twice = run_fsdpsim("run " + dup.string());
+  EXPECT_EQ(twice.exit_code, 2) << twice.output;
+  EXPECT_NE(twice.output.find("duplicate_key.json: /training/global_batch: key given twice"),
+            std::string::npos)
+      << twice.output;
+  const Outcome set = run_fsdpsim("run " + kScenario + " --set training.micro_batch=0");
+  EXPECT_EQ(set.exit_code, 2) << set.output;
+  EXPECT_NE(set.output.find("/training/micro_batch: expected a positive integer, found the "
+                            "number 0 (the value comes from --set training.micro_batch=0)"),
+            std::string::npos)
+      << set.output;
+  const Outcome long_value =
+      run_fsdpsim("run " + kScenario + " --set fsdp.sharding_strategy=" + std::string(500, 'x'));
+  EXPECT_EQ(long_value.exit_code, 2) << long_value.output;
+  EXPECT_NE(long_value.output.find("...\" (500 characters)"), std::string::npos)
+      << long_value.output;
+  EXPECT_LT(long_value.output.size(), 1000u) << long_value.output;
+  const Outcome long_string = run_fsdpsim("run " + kScenario + " --set training.micro_batch=\"" +
+                                          std::string(500, 'y') + "\"");
+  EXPECT_EQ(long_string.exit_code, 2) << long_string.output;
+  EXPECT_NE(long_string.output.find("found a string of 500 characters starting \"yyy"),
+            std::string::npos)
+      << long_string.output;
+}
+
 TEST(Cli, MissingFileAndBadUsageExitTwo) {
   EXPECT_EQ(run_fsdpsim("run /nonexistent/scenario.json").exit_code, 2);
   EXPECT_EQ(run_fsdpsim("run").exit_code, 2);
