@@ -36,10 +36,12 @@ The baseline is a result JSON recorded with `fsdpsim run SCENARIO --json PATH`, 
 scenario file; the keys must stay within the relative tolerance (default 0.05) of it.
 
 Folders are searched recursively for *.json; files that are not scenarios (no schema_version and
-model) and scenarios without "expect" are skipped and counted in the summary.
+model) and scenarios without "expect" are skipped and counted in the summary. A file named on the
+command line must be a scenario.
 
-Exit codes: 0 every check passed, 1 internal error, 2 bad usage or a bad scenario / expect block
-(the other scenarios are still checked and reported), 3 a check failed.)";
+Exit codes: 0 every check passed, 1 internal error, 2 bad usage, a bad scenario / expect block
+(the other scenarios are still checked and reported) or nothing checked at all, 3 a check
+failed.)";
 
 bool is_scenario(const nlohmann::json& document) {
   return document.is_object() && document.contains("schema_version") && document.contains("model");
@@ -181,11 +183,14 @@ std::string check_junit_xml(const std::vector<ScenarioCheck>& checks) {
 
 int check_exit_code(const std::vector<ScenarioCheck>& checks) {
   bool failed = false;
+  bool checked = false;
   for (const ScenarioCheck& c : checks) {
     if (c.status == ScenarioCheckStatus::kError) return 2;
+    checked = checked || c.status == ScenarioCheckStatus::kChecked;
     failed = failed || std::any_of(c.results.begin(), c.results.end(),
                                    [](const CheckResult& r) { return !r.passed; });
   }
+  if (!checked) return 2;  // a gate that checked nothing has not passed
   return failed ? kExitCheckFailed : 0;
 }
 
@@ -212,6 +217,17 @@ int check_command(const CheckOptions& options) {
   std::vector<ScenarioCheck> checks;
   for (const fs::path& file : find_check_files(options.paths)) {
     checks.push_back(check_scenario_file(file, options.overrides, presets));
+    // Files found in a folder may be other JSON (results, profiles); a file named on the
+    // command line must be a scenario.
+    const bool named = std::any_of(options.paths.begin(), options.paths.end(),
+                                   [&](const std::string& p) { return fs::path(p) == file; });
+    if (named && checks.back().status == ScenarioCheckStatus::kNotScenario) {
+      checks.back().status = ScenarioCheckStatus::kError;
+      checks.back().error = fmt::format(
+          "{}: expected a scenario (a JSON object with schema_version and model), found other "
+          "JSON",
+          file.string());
+    }
   }
   std::cout << check_report(checks);
   std::cout.flush();

@@ -372,6 +372,17 @@ TEST(CheckCommand, MalformedScenariosAndExpectBlocksExitTwo) {
   EXPECT_NE(both.output.find("FAIL " + failing.string()), std::string::npos) << both.output;
 
   EXPECT_EQ(run_fsdpsim("check /nonexistent/folder").exit_code, 2);
+  // Nothing checked is not a pass; a file named on the command line must be a scenario.
+  const fs::path none = temp_dir("nothing_checked");
+  tiny_scenario(none, "no_expect", nlohmann::json::object());
+  const Outcome empty = run_fsdpsim("check " + none.string());
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  EXPECT_NE(empty.output.find("nothing was checked"), std::string::npos) << empty.output;
+  std::ofstream(none / "not_a_scenario.json") << "{}";
+  const Outcome named = run_fsdpsim("check " + (none / "not_a_scenario.json").string());
+  EXPECT_EQ(named.exit_code, 2) << named.output;
+  EXPECT_NE(named.output.find("not_a_scenario.json: expected a scenario"), std::string::npos)
+      << named.output;
   EXPECT_EQ(run_fsdpsim("check").exit_code, 2);
 }
 
