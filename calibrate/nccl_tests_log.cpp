@@ -490,7 +490,15 @@ NcclTestsLog Parser::run() {
     }
     if (!section_.open_table()) continue;
     const std::vector<std::string_view> words = split_words(line);
-    if (words.empty() || !is_integer(words[0])) continue;  // NCCL_DEBUG output and the like
+    if (words.empty()) continue;
+    if (!is_integer(words[0])) {
+      // NCCL_DEBUG output and the like are skipped; a row shaped like a result (a type name in
+      // the third column) with a bad size is an error, not a silently missing size.
+      if (words.size() >= 3 && dtype_of(words[2]))
+        fail(number, fmt::format("expected the size in bytes in the first column, found {}",
+                                 quoted(words[0])));
+      continue;
+    }
     data_row(number, words, number == last_content);
   }
   close_section(lines.size());

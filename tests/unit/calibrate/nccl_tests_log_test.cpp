@@ -200,6 +200,15 @@ TEST(NcclTestsLog, NonNumbersWhereNumbersBelongAreErrors) {
   EXPECT_NE(e.find("n.log:12: expected a number >= 0 in column 'time', found 'fast'"),
             std::string::npos)
       << e;
+  // A row shaped like a result whose size is not a number is not skipped as a stray line.
+  const std::string bad_size =
+      "     abc        262144     float     sum      -1    20.00   52.43   52.43       0    "
+      "20.00   52.43   52.43       0\n";
+  const std::string s = error_of(
+      [&] { (void)parse_nccl_tests_log(log_with("all_reduce_perf", bad_size), "s.log", {}); });
+  EXPECT_NE(s.find("s.log:12: expected the size in bytes in the first column, found 'abc'"),
+            std::string::npos)
+      << s;
 }
 
 TEST(NcclTestsLog, MislabelledCollectivesAreCaughtByTheBusbwFactor) {
