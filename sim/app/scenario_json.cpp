@@ -4,11 +4,13 @@
 
 #include "sim/app/allocator_json.hpp"
 #include "sim/app/config_error.hpp"
+#include "sim/app/expectations.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
 #include "sim/app/model_json.hpp"
 #include "sim/app/parallelism_json.hpp"
 #include "sim/app/scenario.hpp"
+#include "sim/app/sweep_grid.hpp"
 
 namespace fsdpsim::app {
 void apply_override(nlohmann::json& document, const std::string& assignment) {
@@ -82,8 +84,15 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                                      parallelism, s.hardware.cluster);
   s.allocator =
       allocator_from_json(r.child("allocator"), f, s.hardware.cluster.gpu.usable_memory());
-  if (const nlohmann::json* expect = r.child("expect")) s.expect = *expect;
-  if (const nlohmann::json* sweep = r.child("sweep")) s.sweep = *sweep;
+  // Checked here, so that run and explain reject a malformed block as check and sweep do.
+  if (const nlohmann::json* expect = r.child("expect")) {
+    (void)parse_expectations(*expect, file);
+    s.expect = *expect;
+  }
+  if (const nlohmann::json* sweep = r.child("sweep")) {
+    (void)parse_sweep_block(*sweep, f, {});
+    s.sweep = *sweep;
+  }
   r.finish();
 
   // Cross-section checks.

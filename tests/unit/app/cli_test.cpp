@@ -279,6 +279,11 @@ INSTANTIATE_TEST_SUITE_P(
                     {"vocab", 100},
                     {"max_seq_len", 2048}}}},
                  "/model/d_model: expected a positive integer of at most 262144"},
+        // run checks the expect and sweep blocks as check and sweep do.
+        BadInput{"bad_expect_block", {{"expect", {{"mfu", {{"min", "abc"}}}}}}, "/expect/mfu"},
+        BadInput{"bad_sweep_block",
+                 {{"sweep", {{"training.micro_batch", "abc"}}}},
+                 "/sweep/training.micro_batch"},
         // A GPU a billion times too slow: an operation would outlast what simulated time holds.
         BadInput{"rates_out_of_range",
                  {{"hardware", {{"gpu", {{"hbm_bandwidth_GBps", 1e-300}}}}}},
