@@ -110,14 +110,13 @@ std::int64_t JsonObjectReader::non_negative_int(const std::string& key) {
 }
 
 std::int32_t JsonObjectReader::positive_int32(const std::string& key) {
-  const std::int64_t v = positive_int(key);
-  if (v > std::numeric_limits<std::int32_t>::max())
-    fail(key, fmt::format("expected a positive integer of at most 2147483647, found {}", v));
-  return static_cast<std::int32_t>(v);
+  return static_cast<std::int32_t>(
+      positive_int_at_most(key, std::numeric_limits<std::int32_t>::max()));
 }
 
 std::int32_t JsonObjectReader::positive_int32(const std::string& key, std::int32_t fallback) {
-  return has(key) ? positive_int32(key) : (read_.insert(key), fallback);
+  return static_cast<std::int32_t>(
+      positive_int_at_most(key, std::numeric_limits<std::int32_t>::max(), fallback));
 }
 
 std::int32_t JsonObjectReader::non_negative_int32(const std::string& key) {

@@ -289,17 +289,21 @@ int validate_command(const ValidateOptions& options) {
   }
   const std::vector<ValidationOutcome>& outcomes = evaluation.outcomes;
   const nlohmann::json& skipped = evaluation.skipped;
-  // Why rows were skipped, on the terminal too (the JSON and markdown list them all).
-  constexpr std::size_t kReasonsShown = 5;
-  for (std::size_t i = 0; i < skipped.size() && i < kReasonsShown; ++i) {
-    std::cerr << fmt::format("skipped {} (line {}): {}\n", skipped[i]["case_id"].get<std::string>(),
-                             skipped[i]["line"].get<std::int64_t>(),
-                             skipped[i]["reason"].get<std::string>());
-  }
-  if (skipped.size() > kReasonsShown)
-    std::cerr << fmt::format("({} more skipped rows in --json / --md)\n",
-                             skipped.size() - kReasonsShown);
+  // Why rows were skipped, on the terminal too (the JSON and markdown list them all), after the
+  // summary line.
+  const auto print_skipped = [&skipped] {
+    constexpr std::size_t kReasonsShown = 5;
+    for (std::size_t i = 0; i < skipped.size() && i < kReasonsShown; ++i) {
+      std::cerr << fmt::format(
+          "skipped {} (line {}): {}\n", skipped[i]["case_id"].get<std::string>(),
+          skipped[i]["line"].get<std::int64_t>(), skipped[i]["reason"].get<std::string>());
+    }
+    if (skipped.size() > kReasonsShown)
+      std::cerr << fmt::format("({} more skipped rows in --json / --md)\n",
+                               skipped.size() - kReasonsShown);
+  };
   if (outcomes.empty()) {
+    print_skipped();
     throw ConfigError(
         file.string(), "",
         chosen.empty() ? std::string(options.where.empty() ? "expected at least one row, found none"
@@ -334,6 +338,7 @@ int validate_command(const ValidateOptions& options) {
         outcomes.size(), skipped.size(), percent(token_summary.mape),
         percent(token_summary.median_ape), percent(token_summary.max_ape));
   }
+  print_skipped();
   if (options.max_mape > 0.0 && token_summary.mape > options.max_mape) {
     std::cerr << fmt::format("validation failed: tokens/s MAPE {} exceeds {}\n",
                              percent(token_summary.mape), percent(options.max_mape));

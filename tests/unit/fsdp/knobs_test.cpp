@@ -53,6 +53,17 @@ struct Knobs {
     return 0;
   }
   [[nodiscard]] SimTime step() const { return out.timeline.makespan; }
+  [[nodiscard]] std::int64_t baseline(memory::MemoryCategory c) const {
+    return out.schedule.baseline[static_cast<std::size_t>(c)].value();
+  }
+  [[nodiscard]] std::int64_t tensor_bytes(const std::string& name) const {
+    const engine::Program& p = out.schedule.program;
+    for (const engine::TensorInfo& t : p.tensors) {
+      if (p.names[t.name] == name) return t.size.value();
+    }
+    ADD_FAILURE() << "no tensor " << name;
+    return 0;
+  }
 };
 
 Knobs run(const std::function<void(ScheduleInput&)>& configure) {
@@ -344,23 +355,12 @@ TEST(Knobs, Fsdp2Bf16StorageHalvesShardsGradientsAndAdamwStates) {
   };
   const Knobs fp32 = run(configure(Dtype::kFp32));
   const Knobs bf16 = run(configure(Dtype::kBf16));
-  const auto baseline = [](const Knobs& k, memory::MemoryCategory c) {
-    return k.out.schedule.baseline[static_cast<std::size_t>(c)].value();
-  };
-  EXPECT_EQ(baseline(fp32, memory::MemoryCategory::kParameters), 60'000'000);
-  EXPECT_EQ(baseline(bf16, memory::MemoryCategory::kParameters), 30'000'000);
-  EXPECT_EQ(baseline(fp32, memory::MemoryCategory::kOptimizerState), 120'000'000);
-  EXPECT_EQ(baseline(bf16, memory::MemoryCategory::kOptimizerState), 60'000'000);
-  const auto tensor_bytes = [](const Knobs& k, const std::string& name) {
-    const engine::Program& p = k.out.schedule.program;
-    for (const engine::TensorInfo& t : p.tensors) {
-      if (p.names[t.name] == name) return t.size.value();
-    }
-    ADD_FAILURE() << "no tensor " << name;
-    return std::int64_t{0};
-  };
-  EXPECT_EQ(tensor_bytes(fp32, "blocks.0.sharded_grad"), 20'000'000);
-  EXPECT_EQ(tensor_bytes(bf16, "blocks.0.sharded_grad"), 10'000'000);
+  EXPECT_EQ(fp32.baseline(memory::MemoryCategory::kParameters), 60'000'000);
+  EXPECT_EQ(bf16.baseline(memory::MemoryCategory::kParameters), 30'000'000);
+  EXPECT_EQ(fp32.baseline(memory::MemoryCategory::kOptimizerState), 120'000'000);
+  EXPECT_EQ(bf16.baseline(memory::MemoryCategory::kOptimizerState), 60'000'000);
+  EXPECT_EQ(fp32.tensor_bytes("blocks.0.sharded_grad"), 20'000'000);
+  EXPECT_EQ(bf16.tensor_bytes("blocks.0.sharded_grad"), 10'000'000);
   const auto duration = [](const Knobs& k, const std::string& name) {
     const auto [start, end] = k.span(name);
     return end - start;
@@ -387,21 +387,10 @@ TEST(Knobs, Fsdp1Bf16StorageGathersWithoutCastAndKeepsBf16GradientShards) {
   const Knobs bf16 = run(configure(Dtype::kBf16, false));
   EXPECT_EQ(fp32.count_suffix(".cast_shard"), 5u);
   EXPECT_EQ(bf16.count_suffix(".cast_shard"), 0u);
-  const auto baseline = [](const Knobs& k, memory::MemoryCategory c) {
-    return k.out.schedule.baseline[static_cast<std::size_t>(c)].value();
-  };
-  EXPECT_EQ(baseline(bf16, memory::MemoryCategory::kParameters), 30'000'000);
-  EXPECT_EQ(baseline(bf16, memory::MemoryCategory::kOptimizerState), 60'000'000);
-  const auto tensor_bytes = [](const Knobs& k, const std::string& name) {
-    const engine::Program& p = k.out.schedule.program;
-    for (const engine::TensorInfo& t : p.tensors) {
-      if (p.names[t.name] == name) return t.size.value();
-    }
-    ADD_FAILURE() << "no tensor " << name;
-    return std::int64_t{0};
-  };
-  EXPECT_EQ(tensor_bytes(fp32, "blocks.0._saved_grad_shard"), 20'000'000);
-  EXPECT_EQ(tensor_bytes(bf16, "blocks.0._saved_grad_shard"), 10'000'000);
+  EXPECT_EQ(bf16.baseline(memory::MemoryCategory::kParameters), 30'000'000);
+  EXPECT_EQ(bf16.baseline(memory::MemoryCategory::kOptimizerState), 60'000'000);
+  EXPECT_EQ(fp32.tensor_bytes("blocks.0._saved_grad_shard"), 20'000'000);
+  EXPECT_EQ(bf16.tensor_bytes("blocks.0._saved_grad_shard"), 10'000'000);
   const Knobs fp32_offload = run(configure(Dtype::kFp32, true));
   const Knobs bf16_offload = run(configure(Dtype::kBf16, true));
   const auto duration = [](const Knobs& k, const std::string& name) {
