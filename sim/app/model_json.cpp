@@ -7,7 +7,6 @@
 #include "sim/app/json_reader.hpp"
 
 namespace fsdpsim::app {
-
 namespace {
 
 // Upper bounds on a model's sizes, far above any model trained (GPT-1T: 128 layers, d_model
@@ -19,9 +18,6 @@ constexpr std::int64_t kMaxFfn = 1048576;     // ffn_dim
 constexpr std::int64_t kMaxHeads = 4096;      // n_heads, n_kv_heads
 constexpr std::int64_t kMaxVocab = 16777216;  // vocab
 constexpr std::int64_t kMaxSeq = 1048576;     // max_seq_len
-
-}  // namespace
-namespace {
 
 void parse_transformer(JsonObjectReader& r, models::TransformerSpec& s) {
   s.n_layers = r.positive_int_at_most("n_layers", kMaxLayers);

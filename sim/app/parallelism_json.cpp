@@ -162,13 +162,11 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
   t.micro_batch = r.positive_int_at_most("micro_batch", kMaxTokens, 1);
   t.seq_len = r.positive_int_at_most("seq_len", kMaxSeq);
   // Checked against the model family by the scenario (t5 only).
-  t.decoder_seq_len = r.has("decoder_seq_len") ? r.positive_int_at_most("decoder_seq_len", kMaxSeq)
-                                               : (r.ignore("decoder_seq_len"), 0);
+  t.decoder_seq_len = r.positive_int_at_most("decoder_seq_len", kMaxSeq, 0);
   if (t.micro_batch * std::max(t.seq_len, t.decoder_seq_len) > kMaxTokens) {
     throw ConfigError(
         file, "/training/micro_batch",
-        fmt::format("expected micro_batch x seq_len of at most {} tokens, found {} "
-                    "x {}",
+        fmt::format("expected micro_batch x seq_len of at most {} tokens, found {} x {}",
                     kMaxTokens, t.micro_batch, std::max(t.seq_len, t.decoder_seq_len)));
   }
   const std::string ac =
