@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/transformer_spec.hpp"
+#include "sim/app/expectations.hpp"
 #include "sim/app/hardware_json.hpp"
 #include "sim/app/preset_paths.hpp"
 #include "sim/fsdp/fsdp_config.hpp"
@@ -26,10 +27,10 @@ struct Scenario {
   fsdp::TrainingConfig training;
   fsdp::FsdpConfig fsdp;
   std::optional<memory::AllocatorConfig> allocator;  // none: the allocator is not modelled
-  // Optional blocks kept as written (null when absent): `expect` is read by fsdpsim check
-  // (expectations.hpp), `sweep` by fsdpsim sweep (sweep_grid.hpp).
-  nlohmann::json expect;
-  nlohmann::json sweep;
+  // The `expect` block, parsed (baseline read) once by the loader, for fsdpsim check; none when
+  // absent. The `sweep` block is only validated here: fsdpsim sweep reads it from the file, in
+  // its written key order (sweep_grid.hpp).
+  std::optional<Expectations> expectations;
 };
 
 // Applies "a.b.c=value" to a JSON document. The value is parsed as JSON when it is valid JSON

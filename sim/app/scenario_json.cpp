@@ -85,14 +85,9 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
   s.allocator =
       allocator_from_json(r.child("allocator"), f, s.hardware.cluster.gpu.usable_memory());
   // Checked here, so that run and explain reject a malformed block as check and sweep do.
-  if (const nlohmann::json* expect = r.child("expect")) {
-    (void)parse_expectations(*expect, file);
-    s.expect = *expect;
-  }
-  if (const nlohmann::json* sweep = r.child("sweep")) {
-    (void)parse_sweep_block(*sweep, f, {});
-    s.sweep = *sweep;
-  }
+  if (const nlohmann::json* expect = r.child("expect"))
+    s.expectations = parse_expectations(*expect, file);
+  if (const nlohmann::json* sweep = r.child("sweep")) (void)parse_sweep_block(*sweep, f, {});
   r.finish();
 
   // Cross-section checks.
