@@ -5,31 +5,22 @@
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
+#include "sim/app/size_bounds.hpp"
 
 namespace fsdpsim::app {
 namespace {
 
-// Upper bounds on a model's sizes, far above any model trained (GPT-1T: 128 layers, d_model
-// 25600, 160 heads), that keep every byte count the builders form (tokens x width x bytes,
-// unfused attention's batch x heads x seq^2 x bytes) within 64 bits.
-constexpr std::int64_t kMaxLayers = 16384;
-constexpr std::int64_t kMaxWidth = 262144;    // d_model, d_kv
-constexpr std::int64_t kMaxFfn = 1048576;     // ffn_dim
-constexpr std::int64_t kMaxHeads = 4096;      // n_heads, n_kv_heads
-constexpr std::int64_t kMaxVocab = 16777216;  // vocab
-constexpr std::int64_t kMaxSeq = 1048576;     // max_seq_len
-
 void parse_transformer(JsonObjectReader& r, models::TransformerSpec& s) {
-  s.n_layers = r.positive_int_at_most("n_layers", kMaxLayers);
-  s.d_model = r.positive_int_at_most("d_model", kMaxWidth);
-  s.n_heads = r.positive_int_at_most("n_heads", kMaxHeads);
-  s.n_kv_heads = r.positive_int_at_most("n_kv_heads", kMaxHeads, s.n_heads);
+  s.n_layers = r.positive_int_at_most("n_layers", size_bounds::kLayers);
+  s.d_model = r.positive_int_at_most("d_model", size_bounds::kWidth);
+  s.n_heads = r.positive_int_at_most("n_heads", size_bounds::kHeads);
+  s.n_kv_heads = r.positive_int_at_most("n_kv_heads", size_bounds::kHeads, s.n_heads);
   // gpt/mpt MLPs are 4x wide unless stated (Radford et al. 2019; MPT expansion_ratio 4).
   s.ffn_dim = s.family == models::ModelFamily::kLlama
-                  ? r.positive_int_at_most("ffn_dim", kMaxFfn)
-                  : r.positive_int_at_most("ffn_dim", kMaxFfn, 4 * s.d_model);
-  s.vocab = r.positive_int_at_most("vocab", kMaxVocab);
-  s.max_seq_len = r.positive_int_at_most("max_seq_len", kMaxSeq);
+                  ? r.positive_int_at_most("ffn_dim", size_bounds::kFfn)
+                  : r.positive_int_at_most("ffn_dim", size_bounds::kFfn, 4 * s.d_model);
+  s.vocab = r.positive_int_at_most("vocab", size_bounds::kVocab);
+  s.max_seq_len = r.positive_int_at_most("max_seq_len", size_bounds::kSeq);
   s.tied_embeddings = r.boolean("tied_embeddings", s.family == models::ModelFamily::kMpt);
 }
 
@@ -56,15 +47,15 @@ std::int64_t count_or(JsonObjectReader& r, const std::string& key, std::int64_t 
 // defaults are T5Config's (transformers configuration_t5.py): num_decoder_layers = num_layers,
 // relative_attention_num_buckets 32, feed_forward_proj "relu", dropout_rate 0.1, tied.
 void parse_t5(JsonObjectReader& r, models::TransformerSpec& s) {
-  s.n_layers = r.positive_int_at_most("n_layers", kMaxLayers);
-  s.n_decoder_layers = r.positive_int_at_most("n_decoder_layers", kMaxLayers, s.n_layers);
-  s.d_model = r.positive_int_at_most("d_model", kMaxWidth);
-  s.n_heads = r.positive_int_at_most("n_heads", kMaxHeads);
+  s.n_layers = r.positive_int_at_most("n_layers", size_bounds::kLayers);
+  s.n_decoder_layers = r.positive_int_at_most("n_decoder_layers", size_bounds::kLayers, s.n_layers);
+  s.d_model = r.positive_int_at_most("d_model", size_bounds::kWidth);
+  s.n_heads = r.positive_int_at_most("n_heads", size_bounds::kHeads);
   s.n_kv_heads = s.n_heads;
-  s.d_kv = r.positive_int_at_most("d_kv", kMaxWidth,
+  s.d_kv = r.positive_int_at_most("d_kv", size_bounds::kWidth,
                                   s.d_model / s.n_heads > 0 ? s.d_model / s.n_heads : 1);
-  s.ffn_dim = r.positive_int_at_most("ffn_dim", kMaxFfn);
-  s.vocab = r.positive_int_at_most("vocab", kMaxVocab);
+  s.ffn_dim = r.positive_int_at_most("ffn_dim", size_bounds::kFfn);
+  s.vocab = r.positive_int_at_most("vocab", size_bounds::kVocab);
   s.relative_attention_num_buckets = r.positive_int("relative_attention_num_buckets", 32);
   s.gated_ffn = r.choice("feed_forward_proj", {"relu", "gated-gelu"}, "relu") == "gated-gelu";
   s.tied_embeddings = r.boolean("tied_embeddings", true);
@@ -82,10 +73,8 @@ models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const st
   models::CustomLayerSpec l;
   l.name = r.string("name");
   if (l.name.empty()) throw ConfigError(file, r.path_of("name"), "expected a non-empty name");
-  l.count = r.positive_int_at_most("count", kMaxLayers, 1);
-  constexpr std::int64_t kMaxParams = std::int64_t{1} << 40;  // per layer
-  constexpr std::int64_t kMaxBytesPerSample = std::int64_t{1} << 36;
-  l.params = count_or(r, "params", 0, kMaxParams);
+  l.count = r.positive_int_at_most("count", size_bounds::kLayers, 1);
+  l.params = count_or(r, "params", 0, size_bounds::kCustomParams);
   // A weight and a bias (or a norm's weight and bias) unless stated.
   l.parameter_tensors =
       static_cast<std::int32_t>(count_or(r, "parameter_tensors", l.params > 0 ? 2 : 0, 1 << 20));
@@ -97,11 +86,14 @@ models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const st
   // Backward = 2x forward: input and weight gradients (Kaplan et al. 2020, Sec. 2.1).
   l.backward_flops_per_sample =
       number_or(r, "backward_flops_per_sample", 2.0 * l.forward_flops_per_sample);
-  l.memory_bytes_per_sample = count_or(r, "memory_bytes_per_sample", 0, kMaxBytesPerSample);
+  l.memory_bytes_per_sample =
+      count_or(r, "memory_bytes_per_sample", 0, size_bounds::kCustomBytesPerSample);
   l.saved_activation_bytes_per_sample =
-      count_or(r, "saved_activation_bytes_per_sample", 0, kMaxBytesPerSample);
-  l.output_bytes_per_sample = count_or(r, "output_bytes_per_sample", 0, kMaxBytesPerSample);
-  l.transient_bytes_per_sample = count_or(r, "transient_bytes_per_sample", 0, kMaxBytesPerSample);
+      count_or(r, "saved_activation_bytes_per_sample", 0, size_bounds::kCustomBytesPerSample);
+  l.output_bytes_per_sample =
+      count_or(r, "output_bytes_per_sample", 0, size_bounds::kCustomBytesPerSample);
+  l.transient_bytes_per_sample =
+      count_or(r, "transient_bytes_per_sample", 0, size_bounds::kCustomBytesPerSample);
   l.kernels = r.positive_int32("kernels", 2);
   l.fsdp_unit = r.boolean("fsdp_unit", true);
   r.finish();

@@ -4,6 +4,7 @@
 
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_reader.hpp"
+#include "sim/app/size_bounds.hpp"
 #include "sim/fsdp/process_groups.hpp"
 
 namespace fsdpsim::app {
@@ -155,19 +156,18 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
   fsdp::TrainingConfig t;
   t.parallelism = parallelism;
   t.global_batch = r.positive_int("global_batch");
-  // Bounds that keep the byte counts of a micro-batch within 64 bits (models/*: tokens x width,
-  // unfused attention's batch x heads x seq^2), far above any training run.
-  constexpr std::int64_t kMaxSeq = 1048576;
-  constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
-  t.micro_batch = r.positive_int_at_most("micro_batch", kMaxTokens, 1);
-  t.seq_len = r.positive_int_at_most("seq_len", kMaxSeq);
+  // Bounded so that a micro-batch's byte counts fit 64 bits (size_bounds.hpp).
+  using size_bounds::kSeq;
+  using size_bounds::kTokens;
+  t.micro_batch = r.positive_int_at_most("micro_batch", kTokens, 1);
+  t.seq_len = r.positive_int_at_most("seq_len", kSeq);
   // Checked against the model family by the scenario (t5 only).
-  t.decoder_seq_len = r.positive_int_at_most("decoder_seq_len", kMaxSeq, 0);
-  if (t.micro_batch * std::max(t.seq_len, t.decoder_seq_len) > kMaxTokens) {
+  t.decoder_seq_len = r.positive_int_at_most("decoder_seq_len", kSeq, 0);
+  if (t.micro_batch * std::max(t.seq_len, t.decoder_seq_len) > kTokens) {
     throw ConfigError(
         file, "/training/micro_batch",
-        fmt::format("expected micro_batch x seq_len of at most {} tokens, found {} x {}",
-                    kMaxTokens, t.micro_batch, std::max(t.seq_len, t.decoder_seq_len)));
+        fmt::format("expected micro_batch x seq_len of at most {} tokens, found {} x {}", kTokens,
+                    t.micro_batch, std::max(t.seq_len, t.decoder_seq_len)));
   }
   const std::string ac =
       r.choice("activation_checkpointing", {"none", "full", "selective", "attention"}, "none");

@@ -1,0 +1,21 @@
+// Upper bounds on the sizes a scenario may give, far above any model or run trained (GPT-1T: 128
+// layers, d_model 25600, 160 heads), that keep every byte count the model builders form
+// (tokens x width x bytes, unfused attention's batch x heads x seq^2 x bytes, a custom layer's
+// bytes per sample x micro-batch x count) within 64 bits. The README lists them.
+#pragma once
+
+#include <cstdint>
+
+namespace fsdpsim::app::size_bounds {
+
+inline constexpr std::int64_t kLayers = 16384;    // n_layers, n_decoder_layers, custom count
+inline constexpr std::int64_t kWidth = 262144;    // d_model, d_kv
+inline constexpr std::int64_t kFfn = 1048576;     // ffn_dim
+inline constexpr std::int64_t kHeads = 4096;      // n_heads, n_kv_heads
+inline constexpr std::int64_t kVocab = 16777216;  // vocab
+inline constexpr std::int64_t kSeq = 1048576;     // max_seq_len, seq_len, decoder_seq_len
+inline constexpr std::int64_t kTokens = std::int64_t{1} << 24;        // micro_batch x seq_len
+inline constexpr std::int64_t kCustomParams = std::int64_t{1} << 40;  // per custom layer
+inline constexpr std::int64_t kCustomBytesPerSample = std::int64_t{1} << 36;
+
+}  // namespace fsdpsim::app::size_bounds
