@@ -193,10 +193,22 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
     row.status = *status;
     row.reason = (*fields)[2 + grid];
     for (std::size_t m = 0; m < kSweepMetricKeys.size(); ++m) {
-      const auto value = parse_metric((*fields)[3 + grid + m]);
+      const std::string& cell = (*fields)[3 + grid + m];
+      const auto value = parse_metric(cell);
       if (!value) {
-        throw ConfigError(fmt::format("{}: {} \"{}\" is not a number", where(), kSweepMetricKeys[m],
-                                      (*fields)[3 + grid + m]));
+        throw ConfigError(
+            fmt::format("{}: {} \"{}\" is not a number", where(), kSweepMetricKeys[m], cell));
+      }
+      // fsdpsim writes every metric of a simulated point as a finite, non-negative number and
+      // leaves a skipped point's cells empty; anything else was not written by a sweep.
+      if (!cell.empty() && !(std::isfinite(*value) && *value >= 0.0)) {
+        throw ConfigError(fmt::format("{}: {} \"{}\": expected a finite number >= 0", where(),
+                                      kSweepMetricKeys[m], cell));
+      }
+      if (cell.empty() && row.status != PointStatus::kSkipped) {
+        throw ConfigError(
+            fmt::format("{}: {} is empty, expected a number for a point with status {}", where(),
+                        kSweepMetricKeys[m], point_status_name(row.status)));
       }
       row.metrics[m] = *value;
     }

@@ -194,6 +194,17 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
   EXPECT_EQ(table_to_csv(table_from_csv(csv, "t.csv")), csv);
   EXPECT_THROW(table_from_csv("index,status\n", "t.csv"), ConfigError);
   EXPECT_THROW(table_from_csv(csv + "2,4,z,maybe,,,,,,,,,,\n", "t.csv"), ConfigError);
+  // Cells no sweep writes: a metric that is NaN, infinite or negative, an ok point without one.
+  const std::string ok_row = "2,4,z,ok,,0.1,3521.2,400,410,0.4,0.41,20.5,21.25,1e-05\n";
+  EXPECT_NO_THROW(table_from_csv(csv + ok_row, "t.csv"));
+  for (const char* cell : {"nan", "inf", "-5", "-inf"}) {
+    std::string bad = ok_row;
+    bad.replace(bad.find("3521.2"), 6, cell);
+    EXPECT_THROW(table_from_csv(csv + bad, "t.csv"), ConfigError) << cell;
+  }
+  std::string missing = ok_row;
+  missing.replace(missing.find("3521.2"), 6, "");
+  EXPECT_THROW(table_from_csv(csv + missing, "t.csv"), ConfigError);
 }
 
 SweepRow point(std::int64_t index, double tokens, double reserved_gib,
