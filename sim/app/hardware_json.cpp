@@ -70,7 +70,7 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
 hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::string& file,
                                     const std::string& path, std::int64_t nodes) {
   JsonObjectReader r(value, file, path);
-  r.ignore("schema_version");
+  r.schema_version(kHardwarePresetSchemaVersion, /*required=*/false);
   r.ignore("sources");
   r.ignore("description");
   hardware::ClusterSpec c;

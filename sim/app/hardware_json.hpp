@@ -11,6 +11,9 @@
 
 namespace fsdpsim::app {
 
+// The schema_version of the preset files (configs/hardware/*.json) this fsdpsim reads.
+inline constexpr int kHardwarePresetSchemaVersion = 1;
+
 struct HardwareConfig {
   std::string preset;  // the preset name or path, empty when fully inline
   hardware::ClusterSpec cluster;

@@ -97,6 +97,17 @@ std::int64_t JsonObjectReader::positive_int(const std::string& key) {
   return v.get<std::int64_t>();
 }
 
+void JsonObjectReader::schema_version(std::int64_t supported, bool required) {
+  const std::string key = "schema_version";
+  if (!required && !has(key)) {
+    read_.insert(key);
+    return;
+  }
+  if (positive_int(key) != supported) {
+    fail(key, fmt::format("this fsdpsim reads schema_version {}", supported));
+  }
+}
+
 std::int64_t JsonObjectReader::positive_int(const std::string& key, std::int64_t fallback) {
   return has(key) ? positive_int(key) : (read_.insert(key), fallback);
 }

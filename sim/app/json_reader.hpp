@@ -54,6 +54,9 @@ class JsonObjectReader {
   const nlohmann::json* child(const std::string& key);
   // Marks keys as known without reading them (documentation fields).
   void ignore(const std::string& key);
+  // "schema_version", which must be the integer `supported` when present; a scenario requires
+  // it, a preset or an inline model or hardware description may leave it out.
+  void schema_version(std::int64_t supported, bool required);
 
   // Rejects keys that were not read: "unknown key /fsdp/sharding_stratgy; did you mean
   // sharding_strategy?".

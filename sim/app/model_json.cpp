@@ -118,7 +118,7 @@ void parse_custom(JsonObjectReader& r, models::TransformerSpec& s) {
 models::TransformerSpec parse_spec(const nlohmann::json& value, const std::string& file,
                                    const std::string& path) {
   JsonObjectReader r(value, file, path);
-  r.ignore("schema_version");
+  r.schema_version(kModelPresetSchemaVersion, /*required=*/false);
   r.ignore("source");
   r.ignore("description");
   models::TransformerSpec s;

@@ -13,6 +13,9 @@
 
 namespace fsdpsim::app {
 
+// The schema_version of the preset files (configs/models/*.json) this fsdpsim reads.
+inline constexpr int kModelPresetSchemaVersion = 1;
+
 models::TransformerSpec model_from_json(const nlohmann::json& value,
                                         const std::filesystem::path& file, const std::string& path,
                                         const PresetLocator& presets);

@@ -57,10 +57,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                         const PresetLocator& presets) {
   const std::string f = file.string();
   JsonObjectReader r(document, f, "");
-  if (r.positive_int("schema_version") != kScenarioSchemaVersion) {
-    throw ConfigError(f, "/schema_version",
-                      fmt::format("this fsdpsim reads schema_version {}", kScenarioSchemaVersion));
-  }
+  r.schema_version(kScenarioSchemaVersion, /*required=*/true);
   Scenario s;
   s.file = file;
   s.name = r.string("name", file.stem().string());

@@ -212,6 +212,13 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"node", {{"gpus_per_node", 0}}}}}},
                  "/hardware/node/gpus_per_node: expected a positive integer"},
         BadInput{"missing_preset", {{"model", "gpt-9000"}}, "unknown models preset \"gpt-9000\""},
+        // A preset's schema_version, when given, must be the one this fsdpsim reads.
+        BadInput{"model_schema_version_string",
+                 {{"model", {{"preset", "gpt-175b"}, {"schema_version", "1"}}}},
+                 "/model/schema_version: expected a positive integer, found the string \"1\""},
+        BadInput{"hardware_schema_version_2",
+                 {{"hardware", {{"schema_version", 2}}}},
+                 "/hardware/schema_version: this fsdpsim reads schema_version 1"},
         BadInput{"bad_choice",
                  {{"fsdp", {{"backward_prefetch", "BACKWARD_PER"}}}},
                  "did you mean BACKWARD_PRE?"},
