@@ -109,9 +109,19 @@ void parse_custom(JsonObjectReader& r, models::TransformerSpec& s) {
         r.file(), r.path_of("layers"),
         fmt::format("expected a non-empty array of layers, found {}", describe_json_type(*layers)));
   }
+  std::int64_t kernels_per_forward = 0;
   for (std::size_t i = 0; i < layers->size(); ++i) {
-    s.custom_layers.push_back(
-        parse_custom_layer((*layers)[i], r.file(), fmt::format("{}/{}", r.path_of("layers"), i)));
+    const std::string path = fmt::format("{}/{}", r.path_of("layers"), i);
+    s.custom_layers.push_back(parse_custom_layer((*layers)[i], r.file(), path));
+    const models::CustomLayerSpec& l = s.custom_layers.back();
+    kernels_per_forward += l.count * std::int64_t{l.kernels};  // each term < 2^45: no overflow
+    if (kernels_per_forward > size_bounds::kCustomKernelsPerForward) {
+      throw ConfigError(
+          r.file(), path,
+          fmt::format("the layers up to this one launch {} kernels per forward (count x kernels); "
+                      "expected at most {} in all",
+                      kernels_per_forward, size_bounds::kCustomKernelsPerForward));
+    }
   }
 }
 

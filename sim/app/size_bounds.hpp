@@ -17,5 +17,10 @@ inline constexpr std::int64_t kSeq = 1048576;     // max_seq_len, seq_len, decod
 inline constexpr std::int64_t kTokens = std::int64_t{1} << 24;        // micro_batch x seq_len
 inline constexpr std::int64_t kCustomParams = std::int64_t{1} << 40;  // per custom layer
 inline constexpr std::int64_t kCustomBytesPerSample = std::int64_t{1} << 36;
+// Kernel launches of one forward of a custom model (count x kernels over its layers): those of
+// a transformer at the layer bound (16384 layers of ~30 launches). The simulation's time and
+// memory grow with them: 2^20 launches took 7 s and 4 GiB per micro-batch on a 2-core CI
+// machine, where GPT-175B launches a few thousand.
+inline constexpr std::int64_t kCustomKernelsPerForward = std::int64_t{1} << 19;
 
 }  // namespace fsdpsim::app::size_bounds

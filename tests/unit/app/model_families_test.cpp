@@ -110,6 +110,12 @@ TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
             "bad.json: /model/layers: required key is missing");
   EXPECT_EQ(error_of(custom_scenario(), {{"model", {{"n_layers", 4}}}}),
             "bad.json: /model/n_layers: unknown key; did you mean layers?");
+  // The kernel launches of a forward are bounded (the run time grows with them): 4 copies of
+  // 131072 kernels plus the stem's 2 are just over 2^19.
+  EXPECT_EQ(layer_error({{"kernels", 131072}}),
+            "bad.json: /model/layers/1: the layers up to this one launch 524290 kernels per "
+            "forward (count x kernels); expected at most 524288 in all");
+  EXPECT_EQ(layer_error({{"kernels", 131071}}), "accepted");
 }
 
 TEST(ModelFamiliesCli, BadT5ModelExitsWithTwo) {
