@@ -14,8 +14,8 @@ bool runs_after(const Event& a, const Event& b) {
 }  // namespace
 
 void EventQueue::push(SimTime time, EventPriority priority, EventKind kind, std::uint32_t index,
-                      std::uint32_t version) {
-  heap_.push_back(Event{time, priority, kind, index, version, next_sequence_++});
+                      std::uint32_t version, std::uint16_t rank) {
+  heap_.push_back(Event{time, priority, kind, rank, index, version, next_sequence_++});
   std::push_heap(heap_.begin(), heap_.end(), runs_after);
 }
 

@@ -24,6 +24,7 @@ struct Event {
   SimTime time;
   EventPriority priority = EventPriority::kOpFinish;
   EventKind kind = EventKind::kOpFinish;
+  std::uint16_t rank = 0;     // which simulated rank (class) it belongs to
   std::uint32_t index = 0;    // the op for kOpFinish; unused for kCpuStep
   std::uint32_t version = 0;  // kOpFinish: stale when the op was rescheduled since the push
   std::uint64_t sequence = 0;
@@ -33,7 +34,7 @@ class EventQueue {
  public:
   void reserve(std::size_t capacity) { heap_.reserve(capacity); }
   void push(SimTime time, EventPriority priority, EventKind kind, std::uint32_t index,
-            std::uint32_t version = 0);
+            std::uint32_t version = 0, std::uint16_t rank = 0);
   // Precondition: !empty().
   Event pop();
   [[nodiscard]] bool empty() const { return heap_.empty(); }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <vector>
 
 #include "sim/engine/event_queue.hpp"
@@ -45,9 +47,66 @@ Csr build_csr(std::size_t n, std::size_t pairs, ForEachPair for_each_pair) {
   return csr;
 }
 
+// What every simulated rank reads of the program: for each op, the ops waiting on it and the
+// tensors released after it. Built once, shared by the ranks.
+struct ProgramIndex {
+  Csr dependents;
+  Csr releases;
+
+  explicit ProgramIndex(const Program& p) {
+    const std::size_t n = p.ops.size();
+    for (OpId op = 0; op < n; ++op) {
+      const Op& o = p.ops[op];
+      for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d) {
+        if (p.deps[d] >= n) throw std::logic_error(fmt::format("op {} depends on unknown op", op));
+      }
+      if (o.stream >= p.stream_names.size())
+        throw std::logic_error(fmt::format("op {} on unknown stream", op));
+      if (o.channel != kNoChannel && static_cast<std::size_t>(o.channel) >= p.channel_names.size())
+        throw std::logic_error(fmt::format("op {} on unknown channel", op));
+    }
+    dependents = build_csr(n, p.deps.size(), [&](auto&& emit) {
+      for (OpId op = 0; op < n; ++op) {
+        for (std::uint32_t d = p.ops[op].deps_begin; d < p.ops[op].deps_end; ++d)
+          emit(p.deps[d], op);
+      }
+    });
+    std::size_t deferred = 0;
+    for (const CpuStep& s : p.cpu)
+      deferred += (s.kind == CpuStepKind::kFree && s.after_op != kNoOp);
+    releases = build_csr(n, deferred, [&](auto&& emit) {
+      for (const CpuStep& s : p.cpu) {
+        if (s.kind == CpuStepKind::kFree && s.after_op != kNoOp) emit(s.after_op, s.target);
+      }
+    });
+  }
+};
+
+// Where a rank's collective waits for the other ranks of its group (multi-rank executions).
+class Rendezvous {
+ public:
+  virtual ~Rendezvous() = default;
+  // `rank` has started collective `op` (its NCCL kernel runs, waiting for its peers).
+  virtual void arrive(std::uint16_t rank, OpId op, SimTime now) = 0;
+};
+
+SimTime at_speed(SimTime t, double speed) {
+  if (speed == 1.0) return t;
+  return SimTime::from_picoseconds(std::llround(static_cast<double>(t.picoseconds()) / speed));
+}
+
 class Execution {
  public:
-  Execution(const Program& program, MemoryObserver* memory) : p_(program), memory_(memory) {
+  Execution(const Program& program, const ProgramIndex& index, MemoryObserver* memory,
+            EventQueue& queue, std::uint16_t rank, RankSpeed speed, Rendezvous* rendezvous)
+      : p_(program),
+        dependents_(index.dependents),
+        releases_(index.releases),
+        memory_(memory),
+        queue_(queue),
+        rank_(rank),
+        speed_(speed),
+        rendezvous_(rendezvous) {
     const std::size_t n = p_.ops.size();
     timeline_.ops.assign(n, OpTiming{});
     timeline_.cpu.assign(p_.cpu.size(), CpuStepTiming{});
@@ -59,44 +118,28 @@ class Execution {
     version_.assign(n, 0);
     progress_.assign(n, 0.0);
     progress_since_.assign(n, SimTime{});
-    for (OpId op = 0; op < n; ++op) {
-      const Op& o = p_.ops[op];
-      remaining_deps_[op] = o.deps_end - o.deps_begin;
-      for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d) {
-        if (p_.deps[d] >= n) throw std::logic_error(fmt::format("op {} depends on unknown op", op));
-      }
-      if (o.stream >= streams_.size())
-        throw std::logic_error(fmt::format("op {} on unknown stream", op));
-    }
-    dependents_ = build_csr(n, p_.deps.size(), [&](auto&& emit) {
-      for (OpId op = 0; op < n; ++op) {
-        for (std::uint32_t d = p_.ops[op].deps_begin; d < p_.ops[op].deps_end; ++d)
-          emit(p_.deps[d], op);
-      }
-    });
-    std::size_t deferred = 0;
-    for (const CpuStep& s : p_.cpu)
-      deferred += (s.kind == CpuStepKind::kFree && s.after_op != kNoOp);
-    releases_ = build_csr(n, deferred, [&](auto&& emit) {
-      for (const CpuStep& s : p_.cpu) {
-        if (s.kind == CpuStepKind::kFree && s.after_op != kNoOp) emit(s.after_op, s.target);
-      }
-    });
-    queue_.reserve(64);
+    for (OpId op = 0; op < n; ++op)
+      remaining_deps_[op] = p_.ops[op].deps_end - p_.ops[op].deps_begin;
     contended_running_.reserve(p_.stream_names.size());
   }
 
-  Timeline run() {
-    queue_.push(SimTime{}, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
-    while (!queue_.empty()) {
-      const Event e = queue_.pop();
-      now_ = e.time;
-      if (e.kind == EventKind::kOpFinish) {
-        if (e.version == version_[e.index]) finish(e.index);
-      } else {
-        advance_cpu();
-      }
+  void begin() { push(SimTime{}, EventPriority::kCpuStep, EventKind::kCpuStep, 0); }
+
+  void handle(const Event& e) {
+    now_ = e.time;
+    if (e.kind == EventKind::kOpFinish) {
+      if (e.version == version_[e.index]) finish(e.index);
+    } else {
+      advance_cpu();
     }
+  }
+
+  // Every rank of the group has reached collective `op`: its transfer runs from `now`.
+  void transfer(OpId op, SimTime now) {
+    push(now + p_.ops[op].duration, EventPriority::kOpFinish, EventKind::kOpFinish, op);
+  }
+
+  Timeline end() {
     check_finished();
     timeline_.makespan = cpu_time_;
     for (const OpTiming& t : timeline_.ops)
@@ -138,22 +181,34 @@ class Execution {
     timeline_.ops[op].start = now_;
     if (o.kind == OpKind::kCommunication) {
       if (communication_running_++ == 0) reschedule_contended();
-    } else if (contended(o)) {
-      contended_running_.push_back(op);
-      progress_since_[op] = now_;
-      queue_.push(now_ + current_duration(o), EventPriority::kOpFinish, EventKind::kOpFinish, op,
-                  version_[op]);
+      // Its kernel runs (and holds its SMs) from now; the transfer waits for the group.
+      if (rendezvous_ != nullptr) return rendezvous_->arrive(rank_, op, now_);
+      push(now_ + o.duration, EventPriority::kOpFinish, EventKind::kOpFinish, op);
       return;
     }
-    queue_.push(now_ + o.duration, EventPriority::kOpFinish, EventKind::kOpFinish, op);
+    if (contended(o)) {
+      contended_running_.push_back(op);
+      progress_since_[op] = now_;
+      push(now_ + current_duration(o), EventPriority::kOpFinish, EventKind::kOpFinish, op,
+           version_[op]);
+      return;
+    }
+    push(now_ + (o.kind == OpKind::kCompute ? at_speed(o.duration, speed_.compute) : o.duration),
+         EventPriority::kOpFinish, EventKind::kOpFinish, op);
+  }
+
+  void push(SimTime time, EventPriority priority, EventKind kind, std::uint32_t index,
+            std::uint32_t version = 0) {
+    queue_.push(time, priority, kind, index, version, rank_);
   }
 
   static bool contended(const Op& o) {
     return o.kind == OpKind::kCompute && o.contended_duration.picoseconds() > 0 &&
            o.contended_duration != o.duration;
   }
+  // A contended op's device time at the current rate, alone or beside communication.
   [[nodiscard]] SimTime current_duration(const Op& o) const {
-    return communication_running_ > 0 ? o.contended_duration : o.duration;
+    return at_speed(communication_running_ > 0 ? o.contended_duration : o.duration, speed_.compute);
   }
 
   // The rate of contended compute ops changes when communication starts or stops: credit the
@@ -161,15 +216,16 @@ class Execution {
   void reschedule_contended() {
     for (OpId op : contended_running_) {
       const Op& o = p_.ops[op];
-      const SimTime old_duration = communication_running_ > 0 ? o.duration : o.contended_duration;
+      const SimTime old_duration =
+          at_speed(communication_running_ > 0 ? o.duration : o.contended_duration, speed_.compute);
       progress_[op] += static_cast<double>((now_ - progress_since_[op]).picoseconds()) /
                        static_cast<double>(old_duration.picoseconds());
       progress_since_[op] = now_;
       const double left = std::max(0.0, 1.0 - progress_[op]);
       const auto remaining = static_cast<std::int64_t>(
           std::llround(left * static_cast<double>(current_duration(o).picoseconds())));
-      queue_.push(now_ + SimTime::from_picoseconds(remaining), EventPriority::kOpFinish,
-                  EventKind::kOpFinish, op, ++version_[op]);
+      push(now_ + SimTime::from_picoseconds(remaining), EventPriority::kOpFinish,
+           EventKind::kOpFinish, op, ++version_[op]);
     }
   }
 
@@ -200,12 +256,12 @@ class Execution {
     }
     if ((cpu_state_ == CpuState::kAwaitingReleases && pending_releases_ == 0) ||
         (cpu_state_ == CpuState::kFreeingSegments && outstanding_ == 0)) {
-      queue_.push(now_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
+      push(now_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
     }
     if (cpu_blocked_on_ == op) {
       cpu_blocked_on_ = kNoOp;
       cpu_state_ = CpuState::kResuming;
-      queue_.push(now_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
+      push(now_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
     }
   }
 
@@ -227,7 +283,7 @@ class Execution {
         if (allocation_cost_.picoseconds() > 0) {
           cpu_state_ = CpuState::kWorking;
           cpu_time_ = now_;
-          queue_.push(now_ + allocation_cost_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
+          push(now_ + allocation_cost_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
           return;
         }
         timeline_.cpu[pc_].end = now_;
@@ -246,12 +302,13 @@ class Execution {
       switch (s.kind) {
         case CpuStepKind::kLaunch:
           cpu_state_ = CpuState::kLaunching;
-          queue_.push(now_ + p_.ops[s.target].launch_cost, EventPriority::kCpuStep,
-                      EventKind::kCpuStep, 0);
+          push(now_ + at_speed(p_.ops[s.target].launch_cost, speed_.host), EventPriority::kCpuStep,
+               EventKind::kCpuStep, 0);
           return;
         case CpuStepKind::kWork:
           cpu_state_ = CpuState::kWorking;
-          queue_.push(now_ + s.duration, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
+          push(now_ + at_speed(s.duration, speed_.host), EventPriority::kCpuStep,
+               EventKind::kCpuStep, 0);
           return;
         case CpuStepKind::kWait:
           if (state_.at(s.target) != State::kFinished) {
@@ -285,7 +342,7 @@ class Execution {
           }
           if (outcome.cpu_cost.picoseconds() > 0) {
             cpu_state_ = CpuState::kWorking;
-            queue_.push(now_ + outcome.cpu_cost, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
+            push(now_ + outcome.cpu_cost, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
             return;
           }
           timeline_.cpu[pc_].end = now_;
@@ -331,9 +388,14 @@ class Execution {
   }
 
   const Program& p_;
+  const Csr& dependents_;
+  const Csr& releases_;
   MemoryObserver* memory_;
+  EventQueue& queue_;
+  std::uint16_t rank_;
+  RankSpeed speed_;
+  Rendezvous* rendezvous_;  // null: a single rank, collectives start at once
   Timeline timeline_;
-  EventQueue queue_;
   SimTime now_;
   SimTime cpu_time_;
   std::vector<std::uint32_t> remaining_deps_;
@@ -348,18 +410,104 @@ class Execution {
   int communication_running_ = 0;
   std::size_t outstanding_ = 0;       // issued ops not yet finished
   std::size_t pending_releases_ = 0;  // freed tensors awaiting a stream use
-  Csr dependents_;
-  Csr releases_;
   std::size_t pc_ = 0;
   CpuState cpu_state_ = CpuState::kReady;
   OpId cpu_blocked_on_ = kNoOp;
   SimTime allocation_cost_;  // of the allocation waiting in kFreeingSegments
 };
 
+// Collectives of every rank class, matched per communicator group: the transfer starts when the
+// last class of the group has started its kernel.
+class GroupRendezvous final : public Rendezvous {
+ public:
+  GroupRendezvous(const Program& program, const RankClasses& classes,
+                  std::vector<std::unique_ptr<Execution>>& ranks)
+      : p_(program), classes_(classes), ranks_(ranks) {
+    if (classes.peers.size() != program.channel_names.size()) {
+      throw std::logic_error("engine: rank classes computed for another program's channels");
+    }
+    waiting_.resize(classes.peers.size());
+    for (auto& per_class : waiting_) per_class.assign(classes.count(), Waiting{});
+  }
+
+  void arrive(std::uint16_t rank, OpId op, SimTime now) override {
+    const ChannelId channel = p_.ops[op].channel;
+    if (channel == kNoChannel) {
+      throw std::logic_error(
+          fmt::format("engine: collective '{}' has no communicator", p_.names[p_.ops[op].name]));
+    }
+    const std::vector<std::int32_t>& peers =
+        classes_.peers[static_cast<std::size_t>(channel)][rank];
+    // One waiting slot per group, held by its lowest class: a communicator runs its collectives
+    // in issue order, so a group waits for at most one at a time.
+    Waiting& w =
+        waiting_[static_cast<std::size_t>(channel)][static_cast<std::size_t>(peers.front())];
+    if (w.arrived == 0) {
+      w.op = op;
+    } else if (w.op != op) {
+      throw std::logic_error("engine: ranks of one group reached different collectives");
+    }
+    if (++w.arrived < peers.size()) return;
+    w.arrived = 0;
+    for (const std::int32_t peer : peers) ranks_[static_cast<std::size_t>(peer)]->transfer(op, now);
+  }
+
+ private:
+  struct Waiting {
+    OpId op = kNoOp;
+    std::size_t arrived = 0;
+  };
+  const Program& p_;
+  const RankClasses& classes_;
+  std::vector<std::unique_ptr<Execution>>& ranks_;
+  std::vector<std::vector<Waiting>> waiting_;  // [channel][lowest class of the group]
+};
+
 }  // namespace
 
 Timeline execute(const Program& program, MemoryObserver* memory) {
-  return Execution(program, memory).run();
+  const ProgramIndex index(program);
+  EventQueue queue;
+  queue.reserve(64);
+  Execution rank(program, index, memory, queue, 0, RankSpeed{}, nullptr);
+  rank.begin();
+  while (!queue.empty()) rank.handle(queue.pop());
+  return rank.end();
+}
+
+std::vector<Timeline> execute_ranks(const Program& program, const RankClasses& classes,
+                                    const std::vector<MemoryObserver*>& memory) {
+  const std::size_t n = classes.count();
+  if (n == 0 || n > std::numeric_limits<std::uint16_t>::max() || memory.size() != n) {
+    throw std::logic_error("engine: execute_ranks needs 1 to 65535 classes, one observer each");
+  }
+  const ProgramIndex index(program);
+  EventQueue queue;
+  queue.reserve(64 * n);
+  std::vector<std::unique_ptr<Execution>> ranks;
+  ranks.reserve(n);
+  GroupRendezvous rendezvous(program, classes, ranks);
+  for (std::size_t k = 0; k < n; ++k) {
+    ranks.push_back(std::make_unique<Execution>(program, index, memory[k], queue,
+                                                static_cast<std::uint16_t>(k), classes.speed[k],
+                                                &rendezvous));
+  }
+  for (auto& rank : ranks) rank->begin();
+  while (!queue.empty()) {
+    const Event e = queue.pop();
+    ranks[e.rank]->handle(e);
+  }
+  std::vector<Timeline> timelines;
+  timelines.reserve(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    try {
+      timelines.push_back(ranks[k]->end());
+    } catch (const DeadlockError& e) {
+      throw DeadlockError(
+          fmt::format("rank {}: {}", classes.representative[k], std::string(e.what())));
+    }
+  }
+  return timelines;
 }
 
 }  // namespace fsdpsim::engine

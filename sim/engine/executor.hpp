@@ -17,9 +17,11 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "sim/engine/memory_observer.hpp"
 #include "sim/engine/program.hpp"
+#include "sim/engine/rank_classes.hpp"
 #include "sim/engine/timeline.hpp"
 
 namespace fsdpsim::engine {
@@ -32,5 +34,15 @@ class DeadlockError : public std::runtime_error {
 
 // Throws DeadlockError naming the stuck ops and where the CPU is blocked.
 Timeline execute(const Program& program, MemoryObserver* memory = nullptr);
+
+// Every rank of a world runs `program` at its own speed (rank_classes.hpp), one representative
+// per class, with one memory observer each. A collective's kernel starts on each rank as above
+// and holds its SMs; its transfer starts when the last rank of its communicator group has
+// started it, and takes the op's duration from then (NCCL kernels wait for their peers).
+// Compute ops take duration / speed.compute (contended_duration too), launches and host work
+// launch_cost or duration / speed.host; copies, collectives and allocator calls are not scaled.
+// Returns one timeline per class, in class order.
+std::vector<Timeline> execute_ranks(const Program& program, const RankClasses& classes,
+                                    const std::vector<MemoryObserver*>& memory);
 
 }  // namespace fsdpsim::engine

@@ -74,10 +74,19 @@ struct TensorInfo {
   std::uint8_t category = 0;  // opaque tag (parameters, gradients, activations, ...)
 };
 
+// Which ranks share one instance of a channel's communicator: groups of `size` ranks spaced
+// `stride` apart (rank = group base + k * stride), the world's ranks numbered 0..world-1.
+// size 0: every rank of the world.
+struct RankGroups {
+  std::int32_t size = 0;
+  std::int32_t stride = 1;
+};
+
 struct Program {
   std::vector<std::string> names;
   std::vector<std::string> stream_names;
   std::vector<std::string> channel_names;
+  std::vector<RankGroups> channel_groups;  // parallel to channel_names
   std::vector<Op> ops;
   std::vector<OpId> deps;
   std::vector<CpuStep> cpu;

@@ -12,8 +12,9 @@ StreamId ProgramBuilder::add_stream(std::string name) {
   return static_cast<StreamId>(program_.stream_names.size() - 1);
 }
 
-ChannelId ProgramBuilder::add_channel(std::string name) {
+ChannelId ProgramBuilder::add_channel(std::string name, RankGroups groups) {
   program_.channel_names.push_back(std::move(name));
+  program_.channel_groups.push_back(groups);
   return static_cast<ChannelId>(program_.channel_names.size() - 1);
 }
 

@@ -33,7 +33,9 @@ struct LaunchSpec {
 class ProgramBuilder {
  public:
   StreamId add_stream(std::string name);
-  ChannelId add_channel(std::string name);
+  // A communicator: its ops run in issue order, and in a multi-rank execution (executor.hpp)
+  // each of them waits for every rank of its group.
+  ChannelId add_channel(std::string name, RankGroups groups = {});
 
   // Issues an op; it waits for every event its stream was told to wait for since the last op.
   OpId launch(const LaunchSpec& spec);

@@ -276,3 +276,113 @@ TEST(OpGraph, AcyclicProgramPassesAndHasATopologicalOrder) {
 
 }  // namespace
 }  // namespace fsdpsim::engine
+
+namespace fsdpsim::engine {
+namespace {
+
+// compute: A (100 us); the world's communicator: C (10 us) after A; compute: B (50 us) after C.
+struct CollectiveProgram {
+  ProgramBuilder b;
+  OpId a = 0;
+  OpId c = 0;
+  OpId d = 0;
+  CollectiveProgram() {
+    const StreamId compute = b.add_stream("compute");
+    const StreamId nccl = b.add_stream("nccl");
+    const ChannelId world = b.add_channel("world");
+    a = b.launch(spec("A", compute, 100));
+    b.wait_stream(nccl, compute);
+    LaunchSpec collective = spec("C", nccl, 10);
+    collective.kind = OpKind::kCommunication;
+    collective.channel = world;
+    c = b.launch(collective);
+    b.wait_stream(compute, nccl);
+    d = b.launch(spec("B", compute, 50));
+  }
+};
+
+TEST(ExecuteRanks, ACollectiveWaitsForTheSlowestRankOfItsGroup) {
+  CollectiveProgram p;
+  std::vector<RankSpeed> speed(4);
+  speed[2].compute = 0.5;  // rank 2's kernels take twice as long
+  const RankClasses classes = rank_classes(speed, p.b.program().channel_groups);
+  ASSERT_EQ(classes.count(), 2U);
+  const std::vector<Timeline> t = execute_ranks(p.b.program(), classes, {nullptr, nullptr});
+  // The fast ranks reach C at 100 us and wait; the slow one at 200 us; the transfer runs
+  // 200-210 us on both; B then takes 50 us, or 100 us on the slow rank.
+  EXPECT_EQ(t[0].ops[p.c].start, us(100));
+  EXPECT_EQ(t[1].ops[p.c].start, us(200));
+  EXPECT_EQ(t[0].ops[p.c].end, us(210));
+  EXPECT_EQ(t[1].ops[p.c].end, us(210));
+  EXPECT_EQ(t[0].makespan, us(260));
+  EXPECT_EQ(t[1].makespan, us(310));
+}
+
+TEST(ExecuteRanks, EqualRanksGiveTheSingleRankTimeline) {
+  CollectiveProgram p;
+  const RankClasses classes = rank_classes(std::vector<RankSpeed>(8), {RankGroups{}});
+  const std::vector<Timeline> t = execute_ranks(p.b.program(), classes, {nullptr});
+  const Timeline one = execute(p.b.program());
+  ASSERT_EQ(t.size(), 1U);
+  for (OpId op : {p.a, p.c, p.d}) {
+    EXPECT_EQ(t[0].ops[op].start, one.ops[op].start);
+    EXPECT_EQ(t[0].ops[op].end, one.ops[op].end);
+  }
+  EXPECT_EQ(t[0].makespan, one.makespan);
+}
+
+TEST(ExecuteRanks, GroupsOnlyWaitForTheirOwnMembers) {
+  // Two groups of two (ranks 0-1, 2-3): rank 3 is slow, so only rank 2 waits for it.
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const ChannelId pairs = b.add_channel("pairs", RankGroups{2, 1});
+  b.launch(spec("A", compute, 100));
+  LaunchSpec collective = spec("C", compute, 10);
+  collective.kind = OpKind::kCommunication;
+  collective.channel = pairs;
+  const OpId c = b.launch(collective);
+  std::vector<RankSpeed> speed(4);
+  speed[3].compute = 0.25;
+  const RankClasses classes = rank_classes(speed, b.program().channel_groups);
+  ASSERT_EQ(classes.count(), 3U);  // ranks 0-1, rank 2, rank 3
+  const std::vector<Timeline> t = execute_ranks(b.program(), classes, {nullptr, nullptr, nullptr});
+  EXPECT_EQ(t[0].ops[c].end, us(110));
+  EXPECT_EQ(t[1].ops[c].end, us(410));
+  EXPECT_EQ(t[2].ops[c].end, us(410));
+}
+
+TEST(ExecuteRanks, HostSpeedSlowsLaunchesAndHostWork) {
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const OpId a = b.launch(spec("a", compute, 1, 4));
+  b.cpu_work("python", us(6));
+  const OpId c = b.launch(spec("b", compute, 1, 4));
+  std::vector<RankSpeed> speed(2);
+  speed[1].host = 0.5;
+  const RankClasses classes = rank_classes(speed, b.program().channel_groups);
+  const std::vector<Timeline> t = execute_ranks(b.program(), classes, {nullptr, nullptr});
+  EXPECT_EQ(t[0].ops[a].start, us(4));
+  EXPECT_EQ(t[0].ops[c].start, us(14));  // 4 + 6 + 4
+  EXPECT_EQ(t[1].ops[a].start, us(8));
+  EXPECT_EQ(t[1].ops[c].start, us(28));  // 8 + 12 + 8
+}
+
+TEST(ExecuteRanks, EachRankHasItsOwnMemoryObserver) {
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const TensorId x = b.allocate("x", Bytes(64), compute, 0);
+  b.launch(spec("a", compute, 10));
+  b.free(x);
+  std::vector<RankSpeed> speed(2);
+  speed[1].compute = 0.5;
+  const RankClasses classes = rank_classes(speed, b.program().channel_groups);
+  RecordingMemory fast;
+  RecordingMemory slow;
+  execute_ranks(b.program(), classes, {&fast, &slow});
+  EXPECT_EQ(fast.log.size(), 2U);
+  EXPECT_EQ(slow.log.size(), 2U);
+  EXPECT_THROW(execute_ranks(b.program(), classes, {&fast}), std::logic_error);
+}
+
+}  // namespace
+}  // namespace fsdpsim::engine
