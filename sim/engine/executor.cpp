@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "sim/engine/event_queue.hpp"
@@ -52,11 +53,14 @@ Csr build_csr(std::size_t n, std::size_t pairs, ForEachPair for_each_pair) {
 struct ProgramIndex {
   Csr dependents;
   Csr releases;
+  std::vector<std::uint32_t> dependencies;  // per op: how many ops it waits for
 
   explicit ProgramIndex(const Program& p) {
     const std::size_t n = p.ops.size();
+    dependencies.resize(n);
     for (OpId op = 0; op < n; ++op) {
       const Op& o = p.ops[op];
+      dependencies[op] = o.deps_end - o.deps_begin;
       for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d) {
         if (p.deps[d] >= n) throw std::logic_error(fmt::format("op {} depends on unknown op", op));
       }
@@ -95,22 +99,27 @@ SimTime at_speed(SimTime t, double speed) {
   return SimTime::from_picoseconds(std::llround(static_cast<double>(t.picoseconds()) / speed));
 }
 
+// One simulated rank. kRanks: one of several (execute_ranks), at its own speed, its
+// collectives meeting at a Rendezvous; otherwise the single rank of execute(), compiled without
+// either.
+template <bool kRanks>
 class Execution {
  public:
+  // `shared`: the queue of every rank (kRanks), unused by a single rank, which keeps its own.
   Execution(const Program& program, const ProgramIndex& index, MemoryObserver* memory,
-            EventQueue& queue, std::uint16_t rank, RankSpeed speed, Rendezvous* rendezvous)
+            EventQueue* shared, std::uint16_t rank, RankSpeed speed, Rendezvous* rendezvous)
       : p_(program),
         dependents_(index.dependents),
         releases_(index.releases),
         memory_(memory),
-        queue_(queue),
+        queue_(queue_of(shared)),
         rank_(rank),
         speed_(speed),
         rendezvous_(rendezvous) {
     const std::size_t n = p_.ops.size();
     timeline_.ops.assign(n, OpTiming{});
     timeline_.cpu.assign(p_.cpu.size(), CpuStepTiming{});
-    remaining_deps_.assign(n, 0);
+    remaining_deps_ = index.dependencies;
     state_.assign(n, State::kNotIssued);
     streams_.assign(p_.stream_names.size(), Fifo{});
     channels_.assign(p_.channel_names.size(), Fifo{});
@@ -118,12 +127,18 @@ class Execution {
     version_.assign(n, 0);
     progress_.assign(n, 0.0);
     progress_since_.assign(n, SimTime{});
-    for (OpId op = 0; op < n; ++op)
-      remaining_deps_[op] = p_.ops[op].deps_end - p_.ops[op].deps_begin;
     contended_running_.reserve(p_.stream_names.size());
   }
 
   void begin() { push(SimTime{}, EventPriority::kCpuStep, EventKind::kCpuStep, 0); }
+
+  // The single rank's whole execution.
+  Timeline run() requires(!kRanks) {
+    queue_.reserve(64);
+    begin();
+    while (!queue_.empty()) handle(queue_.pop());
+    return end();
+  }
 
   void handle(const Event& e) {
     now_ = e.time;
@@ -182,7 +197,7 @@ class Execution {
     if (o.kind == OpKind::kCommunication) {
       if (communication_running_++ == 0) reschedule_contended();
       // Its kernel runs (and holds its SMs) from now; the transfer waits for the group.
-      if (rendezvous_ != nullptr) return rendezvous_->arrive(rank_, op, now_);
+      if constexpr (kRanks) return rendezvous_->arrive(rank_, op, now_);
       push(now_ + o.duration, EventPriority::kOpFinish, EventKind::kOpFinish, op);
       return;
     }
@@ -193,7 +208,7 @@ class Execution {
            version_[op]);
       return;
     }
-    push(now_ + (o.kind == OpKind::kCompute ? at_speed(o.duration, speed_.compute) : o.duration),
+    push(now_ + (o.kind == OpKind::kCompute ? gpu_time(o.duration) : o.duration),
          EventPriority::kOpFinish, EventKind::kOpFinish, op);
   }
 
@@ -202,13 +217,32 @@ class Execution {
     queue_.push(time, priority, kind, index, version, rank_);
   }
 
+  using Queue = std::conditional_t<kRanks, EventQueue&, EventQueue>;
+  static Queue queue_of(EventQueue* shared) {
+    if constexpr (kRanks) {
+      return *shared;
+    } else {
+      return EventQueue{};
+    }
+  }
+
+  // Device time of a compute op, CPU time of a launch or host work, at this rank's speed.
+  [[nodiscard]] SimTime gpu_time(SimTime t) const {
+    if constexpr (kRanks) return at_speed(t, speed_.compute);
+    return t;
+  }
+  [[nodiscard]] SimTime host_time(SimTime t) const {
+    if constexpr (kRanks) return at_speed(t, speed_.host);
+    return t;
+  }
+
   static bool contended(const Op& o) {
     return o.kind == OpKind::kCompute && o.contended_duration.picoseconds() > 0 &&
            o.contended_duration != o.duration;
   }
   // A contended op's device time at the current rate, alone or beside communication.
   [[nodiscard]] SimTime current_duration(const Op& o) const {
-    return at_speed(communication_running_ > 0 ? o.contended_duration : o.duration, speed_.compute);
+    return gpu_time(communication_running_ > 0 ? o.contended_duration : o.duration);
   }
 
   // The rate of contended compute ops changes when communication starts or stops: credit the
@@ -217,7 +251,7 @@ class Execution {
     for (OpId op : contended_running_) {
       const Op& o = p_.ops[op];
       const SimTime old_duration =
-          at_speed(communication_running_ > 0 ? o.duration : o.contended_duration, speed_.compute);
+          gpu_time(communication_running_ > 0 ? o.duration : o.contended_duration);
       progress_[op] += static_cast<double>((now_ - progress_since_[op]).picoseconds()) /
                        static_cast<double>(old_duration.picoseconds());
       progress_since_[op] = now_;
@@ -302,13 +336,12 @@ class Execution {
       switch (s.kind) {
         case CpuStepKind::kLaunch:
           cpu_state_ = CpuState::kLaunching;
-          push(now_ + at_speed(p_.ops[s.target].launch_cost, speed_.host), EventPriority::kCpuStep,
+          push(now_ + host_time(p_.ops[s.target].launch_cost), EventPriority::kCpuStep,
                EventKind::kCpuStep, 0);
           return;
         case CpuStepKind::kWork:
           cpu_state_ = CpuState::kWorking;
-          push(now_ + at_speed(s.duration, speed_.host), EventPriority::kCpuStep,
-               EventKind::kCpuStep, 0);
+          push(now_ + host_time(s.duration), EventPriority::kCpuStep, EventKind::kCpuStep, 0);
           return;
         case CpuStepKind::kWait:
           if (state_.at(s.target) != State::kFinished) {
@@ -391,10 +424,10 @@ class Execution {
   const Csr& dependents_;
   const Csr& releases_;
   MemoryObserver* memory_;
-  EventQueue& queue_;
+  Queue queue_;
   std::uint16_t rank_;
   RankSpeed speed_;
-  Rendezvous* rendezvous_;  // null: a single rank, collectives start at once
+  Rendezvous* rendezvous_;  // kRanks only: where collectives wait for the group
   Timeline timeline_;
   SimTime now_;
   SimTime cpu_time_;
@@ -421,7 +454,7 @@ class Execution {
 class GroupRendezvous final : public Rendezvous {
  public:
   GroupRendezvous(const Program& program, const RankClasses& classes,
-                  std::vector<std::unique_ptr<Execution>>& ranks)
+                  std::vector<std::unique_ptr<Execution<true>>>& ranks)
       : p_(program), classes_(classes), ranks_(ranks) {
     if (classes.peers.size() != program.channel_names.size()) {
       throw std::logic_error("engine: rank classes computed for another program's channels");
@@ -459,7 +492,7 @@ class GroupRendezvous final : public Rendezvous {
   };
   const Program& p_;
   const RankClasses& classes_;
-  std::vector<std::unique_ptr<Execution>>& ranks_;
+  std::vector<std::unique_ptr<Execution<true>>>& ranks_;
   std::vector<std::vector<Waiting>> waiting_;  // [channel][lowest class of the group]
 };
 
@@ -467,12 +500,7 @@ class GroupRendezvous final : public Rendezvous {
 
 Timeline execute(const Program& program, MemoryObserver* memory) {
   const ProgramIndex index(program);
-  EventQueue queue;
-  queue.reserve(64);
-  Execution rank(program, index, memory, queue, 0, RankSpeed{}, nullptr);
-  rank.begin();
-  while (!queue.empty()) rank.handle(queue.pop());
-  return rank.end();
+  return Execution<false>(program, index, memory, nullptr, 0, RankSpeed{}, nullptr).run();
 }
 
 std::vector<Timeline> execute_ranks(const Program& program, const RankClasses& classes,
@@ -484,13 +512,13 @@ std::vector<Timeline> execute_ranks(const Program& program, const RankClasses& c
   const ProgramIndex index(program);
   EventQueue queue;
   queue.reserve(64 * n);
-  std::vector<std::unique_ptr<Execution>> ranks;
+  std::vector<std::unique_ptr<Execution<true>>> ranks;
   ranks.reserve(n);
   GroupRendezvous rendezvous(program, classes, ranks);
   for (std::size_t k = 0; k < n; ++k) {
-    ranks.push_back(std::make_unique<Execution>(program, index, memory[k], queue,
-                                                static_cast<std::uint16_t>(k), classes.speed[k],
-                                                &rendezvous));
+    ranks.push_back(std::make_unique<Execution<true>>(program, index, memory[k], &queue,
+                                                      static_cast<std::uint16_t>(k),
+                                                      classes.speed[k], &rendezvous));
   }
   for (auto& rank : ranks) rank->begin();
   while (!queue.empty()) {
