@@ -1,6 +1,7 @@
 // validate(ClusterSpec): the checks a spec passes once, before any cost model reads it.
 #include "hardware/gpu_spec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -104,6 +105,16 @@ std::string validate(const ClusterSpec& spec) {
   if (spec.nccl_channels < 0 ||
       (spec.gpu.sm_count > 0 && spec.nccl_channels >= spec.gpu.sm_count)) {
     p.add("nccl_channels", spec.nccl_channels, "", "in [0, gpu.sm_count)");
+  }
+  std::vector<bool> slowed(static_cast<std::size_t>(std::max(spec.world_size(), 0)), false);
+  for (const Straggler& s : spec.stragglers) {
+    if (s.rank < 0 || s.rank >= spec.world_size() || slowed[static_cast<std::size_t>(s.rank)]) {
+      p.add("stragglers.rank", s.rank, "", "a rank of the world, listed once");
+      continue;
+    }
+    slowed[static_cast<std::size_t>(s.rank)] = true;
+    p.fraction("stragglers.compute_speed", s.compute_speed);
+    p.fraction("stragglers.host_speed", s.host_speed);
   }
   return p.str();
 }

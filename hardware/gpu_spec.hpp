@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sim/units/dtype.hpp"
 #include "sim/units/units.hpp"
@@ -71,6 +72,14 @@ struct AllocationCosts {
   DeviceCallCost free;
 };
 
+// A rank slower than the rest (a power-capped or faulty GPU, a busy host): its compute kernels
+// run at compute_speed of the preset's rate, its CPU (launches, Python hooks) at host_speed.
+struct Straggler {
+  std::int32_t rank = 0;
+  double compute_speed = 1.0;
+  double host_speed = 1.0;
+};
+
 struct ClusterSpec {
   GpuSpec gpu;
   std::int32_t nodes = 1;
@@ -95,6 +104,9 @@ struct ClusterSpec {
   Seconds fsdp_parameter_overhead{0.0};    // CPU time per nn.Parameter per unshard or reshard
   BytesPerSec host_memory_bandwidth{0.0};  // achievable DRAM bandwidth of a node, all sockets
   AllocationCosts allocator_calls;         // cudaMalloc / cudaFree of a segment
+  // Ranks unlike the others (one entry per rank, ranks below world_size()); empty: all alike, and
+  // one rank stands for every rank.
+  std::vector<Straggler> stragglers;
 
   [[nodiscard]] std::int32_t world_size() const { return nodes * gpus_per_node; }
 };

@@ -66,6 +66,90 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
   r.finish();
 }
 
+// Slower than every real GPU or host is not a straggler but a broken node; the bound also keeps
+// a rank's stretched operations within simulated time (sim_time.hpp).
+constexpr double kSlowestStraggler = 0.05;
+
+// The members of one "ranks" or "nodes" list, each below `count`.
+std::vector<std::int32_t> indices(const nlohmann::json& list, const std::string& file,
+                                  const std::string& path, std::int32_t count, const char* what) {
+  if (!list.is_array() || list.empty()) {
+    throw ConfigError(file, path,
+                      fmt::format("expected a non-empty array of {} numbers, found {}", what,
+                                  describe_json_type(list)));
+  }
+  std::vector<std::int32_t> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& v = list[i];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= count) {
+      throw ConfigError(file, fmt::format("{}/{}", path, i),
+                        fmt::format("expected a {} number in [0, {}), found {}", what, count,
+                                    describe_json_type(v)));
+    }
+    out.push_back(static_cast<std::int32_t>(v.get<std::int64_t>()));
+  }
+  return out;
+}
+
+// hardware.stragglers: ranks (or every rank of some nodes) slower than the preset.
+std::vector<hardware::Straggler> parse_stragglers(const nlohmann::json& value,
+                                                  const std::string& file, const std::string& path,
+                                                  const hardware::ClusterSpec& c) {
+  if (!value.is_array()) {
+    throw ConfigError(file, path,
+                      fmt::format("expected an array of {{\"ranks\" or \"nodes\", "
+                                  "\"compute_speed\", \"host_speed\"}} objects, found {}",
+                                  describe_json_type(value)));
+  }
+  std::vector<hardware::Straggler> out;
+  std::vector<bool> listed(static_cast<std::size_t>(c.world_size()), false);
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const std::string at = fmt::format("{}/{}", path, i);
+    JsonObjectReader e(value[i], file, at);
+    const double speed_min = kSlowestStraggler;
+    const auto speed = [&](const std::string& key) {
+      if (!e.has(key)) return e.ignore(key), 1.0;
+      const double v = e.fraction(key);
+      if (v < speed_min) {
+        throw ConfigError(file, e.path_of(key),
+                          fmt::format("expected a number in [{}, 1], found {}", speed_min, v));
+      }
+      return v;
+    };
+    hardware::Straggler s;
+    const bool slowed = e.has("compute_speed") || e.has("host_speed");
+    s.compute_speed = speed("compute_speed");
+    s.host_speed = speed("host_speed");
+    const nlohmann::json* ranks = e.child("ranks");
+    const nlohmann::json* nodes = e.child("nodes");
+    e.finish();
+    if (!slowed) {
+      throw ConfigError(file, at, "expected compute_speed or host_speed (or both), found neither");
+    }
+    if ((ranks == nullptr) == (nodes == nullptr)) {
+      throw ConfigError(file, at, "expected exactly one of ranks and nodes");
+    }
+    std::vector<std::int32_t> members;
+    if (ranks != nullptr) {
+      members = indices(*ranks, file, e.path_of("ranks"), c.world_size(), "rank");
+    } else {
+      for (const std::int32_t node : indices(*nodes, file, e.path_of("nodes"), c.nodes, "node")) {
+        for (std::int32_t g = 0; g < c.gpus_per_node; ++g)
+          members.push_back(node * c.gpus_per_node + g);
+      }
+    }
+    for (const std::int32_t rank : members) {
+      if (listed[static_cast<std::size_t>(rank)]) {
+        throw ConfigError(file, at, fmt::format("rank {} is listed by an earlier straggler", rank));
+      }
+      listed[static_cast<std::size_t>(rank)] = true;
+      s.rank = rank;
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
 // A complete hardware description (a preset file, or a preset merged with overrides).
 hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::string& file,
                                     const std::string& path, std::int64_t nodes) {
@@ -81,8 +165,10 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
   if (node == nullptr) throw ConfigError(file, path + "/node", "required key is missing");
   parse_gpu(*gpu, file, path + "/gpu", c.gpu);
   parse_node(*node, file, path + "/node", c);
-  r.finish({"nodes", "preset", "calibration"});
   c.nodes = static_cast<std::int32_t>(nodes);
+  if (const nlohmann::json* stragglers = r.child("stragglers"))
+    c.stragglers = parse_stragglers(*stragglers, file, r.path_of("stragglers"), c);
+  r.finish({"nodes", "preset", "calibration"});
   if (const std::string problem = hardware::validate(c); !problem.empty())
     throw ConfigError(file, path, problem);
   return c;

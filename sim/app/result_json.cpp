@@ -66,6 +66,29 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
   out["memory_at_peak"] = at_peak;
   out["peak_tensor"] = r.peak_tensor;
   out["simulation"] = {{"ops", r.op_count}, {"cpu_steps", r.event_count - r.op_count}};
+  // hardware.stragglers: each class of alike ranks (absent when every rank is alike).
+  if (!r.rank_classes.empty()) {
+    nlohmann::json classes = nlohmann::json::array();
+    for (const fsdp::RankClassResult& k : r.rank_classes) {
+      const fsdp::StepBreakdown& kb = k.breakdown;
+      classes.push_back({
+          {"first_rank", k.first_rank},
+          {"ranks", k.ranks},
+          {"compute_speed", k.compute_speed},
+          {"host_speed", k.host_speed},
+          {"compute_busy_s",
+           round6((kb.forward + kb.backward + kb.recompute + kb.optimizer).value())},
+          {"exposed_communication_s", round6(kb.exposed_communication.value())},
+          {"idle_s", round6(kb.idle.value())},
+          {"peak_mem_allocated_gib", round6(to_gib(k.peak_allocated))},
+          {"peak_mem_reserved_gib", round6(to_gib(k.peak_reserved))},
+          {"status", k.out_of_memory ? "oom" : "ok"},
+      });
+    }
+    out["rank_classes"] = classes;
+    out["breakdown_rank"] = r.breakdown_rank;
+    out["memory_rank"] = r.memory_rank;
+  }
   if (cluster.gpu.calibration != nullptr) {
     out["calibration"] = calibration_usage_json(*cluster.gpu.calibration);
   }

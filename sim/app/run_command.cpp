@@ -30,6 +30,9 @@ Defaults are PyTorch's; the PyTorch name of each knob is in brackets.
                             h100-sxm-80gb, h200-sxm-141gb
   hardware.nodes            number of nodes                                         default 1
   hardware.gpu.* / .node.*  override any preset value, e.g. hardware.node.nic_Gbps_per_node=2000
+  hardware.stragglers       slower ranks: [{"ranks": [5] or "nodes": [1], "compute_speed": 0.9,
+                            "host_speed": 0.5}] (GPU kernels / CPU at that fraction of the
+                            preset; every rank simulated, one per class of alike ranks)  default []
 training:
   global_batch              sequences per optimizer step, all GPUs                  required
   micro_batch               sequences per GPU per forward/backward                  default 1

@@ -167,8 +167,28 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line(fmt::format("  idle               {}", share(b.idle, r.step_time)));
   line(fmt::format("  (collectives busy  {:9.3f} s in all, mostly overlapped)",
                    b.communication_busy.value()));
+  if (!r.rank_classes.empty()) {
+    line(fmt::format("  (rank {}, of the largest class below)", r.breakdown_rank));
+    line("");
+    line("ranks (hardware.stragglers; ranks that behave alike are simulated once)");
+    line(fmt::format(
+        "  first rank  ranks  compute  host   compute busy  exposed comm      idle  peak {}",
+        r.models_reserved ? "reserved" : "allocated"));
+    for (const fsdp::RankClassResult& k : r.rank_classes) {
+      const fsdp::StepBreakdown& kb = k.breakdown;
+      line(fmt::format(
+          "  {:10d}  {:5d}  {:7.2f}  {:4.2f}  {:10.3f} s  {:10.3f} s  {:6.3f} s  {:9.2f} GiB{}",
+          k.first_rank, k.ranks, k.compute_speed, k.host_speed,
+          (kb.forward + kb.backward + kb.recompute + kb.optimizer).value(),
+          kb.exposed_communication.value(), kb.idle.value(),
+          to_gib(r.models_reserved ? k.peak_reserved : k.peak_allocated),
+          k.out_of_memory ? "  OOM" : ""));
+    }
+  }
   line("");
-  line("memory per GPU");
+  line(r.rank_classes.empty()
+           ? "memory per GPU"
+           : fmt::format("memory per GPU (rank {}, the one needing the most)", r.memory_rank));
   line(fmt::format("  peak allocated     {:7.2f} GiB", to_gib(r.memory.peak_allocated)));
   line(fmt::format("  peak active        {:7.2f} GiB", to_gib(r.memory.peak_active)));
   if (r.models_reserved) {

@@ -14,7 +14,6 @@
 //   (the autocast weight cache), autograd keeps those copies for backward, and the gradients
 //   flow back through the cast into fp32 .grad. reduce_dtype below fp32 is the
 //   bf16/fp16_compress_hook: cast the bucket, all-reduce half the bytes, cast back.
-#include "sim/fsdp/process_groups.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
 
@@ -41,8 +40,7 @@ class DdpStep {
         f_(input.fsdp),
         s_(input),
         nccl_(s_.add_stream("nccl:world")),
-        world_(s_.add_process_group("nccl:world",
-                                    comm_group(input.cluster, input.cluster.world_size(), 1))),
+        world_(s_.add_process_group("nccl:world", input.cluster.world_size(), 1)),
         grads_(s_.workload().layers.size()),
         has_grad_(s_.workload().layers.size(), false) {
     make_buckets();

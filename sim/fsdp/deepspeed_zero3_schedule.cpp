@@ -42,7 +42,6 @@
 
 #include "hardware/cost_model.hpp"
 #include "models/linear_modules.hpp"
-#include "sim/fsdp/process_groups.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
 
@@ -125,8 +124,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
         world_size_(in_.cluster.world_size()),
         comm_(s_.add_stream("ds_comm")),
         reduction_(s_.add_stream("ds_reduction")),
-        world_(s_.add_process_group("nccl:world",
-                                    comm_group(in_.cluster, in_.cluster.world_size(), 1))) {
+        world_(s_.add_process_group("nccl:world", in_.cluster.world_size(), 1)) {
     make_modules();
     make_trace();
     last_call_.assign(modules_.size(), 0);

@@ -19,7 +19,6 @@
 #include <stdexcept>
 
 #include "sim/fsdp/fsdp_units.hpp"
-#include "sim/fsdp/process_groups.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
 #include "sim/fsdp/unit_hooks.hpp"
@@ -71,8 +70,7 @@ class Fsdp2Step final : private UnitHooks {
         replicate_pg_(s_.add_replicate_group()),
         post_forward_pg_(
             f_.reshard_after_forward > 1
-                ? s_.add_process_group("nccl:post_forward",
-                                       comm_group(input.cluster, f_.reshard_after_forward, 1))
+                ? s_.add_process_group("nccl:post_forward", f_.reshard_after_forward, 1)
                 : ProcessGroup{}) {}
 
   Schedule build() {

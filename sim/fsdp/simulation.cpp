@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
+#include <tuple>
+#include <utility>
 
 #include "hardware/calibrated_curves.hpp"
 #include "sim/engine/executor.hpp"
@@ -19,7 +22,7 @@ struct Interval {
 // Sweeps the op intervals once: for each elementary segment, is compute running (and of which
 // phase), is a collective running? Sums the wall time into the breakdown.
 StepBreakdown breakdown_of(const engine::Program& program, const engine::Timeline& timeline,
-                           engine::OpId first_op, SimTime step_start) {
+                           engine::OpId first_op, SimTime step_start, SimTime step_end) {
   struct Edge {
     SimTime time;
     int delta;
@@ -47,7 +50,10 @@ StepBreakdown breakdown_of(const engine::Program& program, const engine::Timelin
   Phase compute_phase = Phase::kForward;
   SimTime last = step_start;
   for (const Edge& e : edges) {
-    const Seconds span = to_seconds(e.time - last);
+    // An op of this step may start before the step does (issued while the previous step's last
+    // op ran, or on a rank that finished that step early): only the step's window counts.
+    const SimTime time = std::clamp(e.time, step_start, step_end);
+    const Seconds span = to_seconds(time - last);
     if (compute_running > 0) {
       switch (compute_phase) {
         case Phase::kForward:
@@ -69,7 +75,7 @@ StepBreakdown breakdown_of(const engine::Program& program, const engine::Timelin
       b.idle += span;
     }
     if (comm_running > 0) b.communication_busy += span;
-    last = e.time;
+    last = time;
     if (e.compute) {
       compute_running += e.delta;
       if (e.delta > 0) compute_phase = e.phase;
@@ -77,62 +83,50 @@ StepBreakdown breakdown_of(const engine::Program& program, const engine::Timelin
       comm_running += e.delta;
     }
   }
-  b.idle += to_seconds(timeline.makespan - last);
+  b.idle += to_seconds(step_end - last);
   return b;
 }
 
-}  // namespace
-
-SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptions& options) {
-  SimulationOutput out;
-  ScheduleInput steps = input;
-  steps.steps = options.allocator ? 2 : 1;
-  out.schedule = build_schedule(steps);
-  const engine::Program& program = out.schedule.program;
-  engine::check_for_deadlock(program);
+// The memory model of every simulated rank: the step's baseline, the allocator and its device
+// calls (a calibration profile's measured lines, else the preset's).
+memory::MemoryModelOptions memory_options_for(const ScheduleInput& input, const Schedule& schedule,
+                                              const SimulationOptions& options) {
   const hardware::GpuSpec& gpu = input.cluster.gpu;
-  memory::MemoryModelOptions memory_options;
-  memory_options.baseline = out.schedule.baseline;
-  memory_options.record_samples = options.record_memory;
-  memory_options.allocator = options.allocator;
-  // The allocator's device calls: a calibration profile's measured lines, else the preset's.
+  memory::MemoryModelOptions m;
+  m.baseline = schedule.baseline;
+  m.record_samples = options.record_memory;
+  m.allocator = options.allocator;
   const hardware::AllocationCosts& calls =
       gpu.calibration != nullptr && gpu.calibration->allocation_costs()
           ? *gpu.calibration->allocation_costs()
           : input.cluster.allocator_calls;
   constexpr double kPsPerSecond = 1e12;
   constexpr double kBytesPerGib = static_cast<double>(1LL << 30);
-  memory_options.malloc_call_cost = to_sim_time(calls.malloc.fixed);
-  memory_options.free_call_cost = to_sim_time(calls.free.fixed);
-  memory_options.malloc_ps_per_byte = calls.malloc.per_gib.value() * kPsPerSecond / kBytesPerGib;
-  memory_options.free_ps_per_byte = calls.free.per_gib.value() * kPsPerSecond / kBytesPerGib;
-  memory_options.measure_from = out.schedule.measured_first_tensor;
-  memory::MemoryModel memory(memory_options);
-  out.timeline = engine::execute(program, &memory);
+  m.malloc_call_cost = to_sim_time(calls.malloc.fixed);
+  m.free_call_cost = to_sim_time(calls.free.fixed);
+  m.malloc_ps_per_byte = calls.malloc.per_gib.value() * kPsPerSecond / kBytesPerGib;
+  m.free_ps_per_byte = calls.free.per_gib.value() * kPsPerSecond / kBytesPerGib;
+  m.measure_from = schedule.measured_first_tensor;
+  return m;
+}
 
-  // The measured step starts when the previous one's last op ends.
-  SimTime step_start;
-  for (engine::OpId op = 0; op < out.schedule.measured_first_op; ++op) {
-    step_start = std::max(step_start, out.timeline.ops[op].end);
-  }
-  StepResult& r = out.result;
-  const TrainingConfig& t = input.training;
-  r.step_time = to_seconds(out.timeline.makespan - step_start);
-  r.micro_batches = out.schedule.micro_batches;
-  r.tokens_per_step_per_gpu = r.micro_batches * t.micro_batch * t.seq_len;
-  r.tokens_per_s_per_gpu = static_cast<double>(r.tokens_per_step_per_gpu) / r.step_time.value();
-  r.model_tflops_per_gpu = out.schedule.model_flops.value() / r.step_time.value() / 1e12;
-  r.hardware_tflops_per_gpu = out.schedule.hardware_flops.value() / r.step_time.value() / 1e12;
-  const double peak_tflops = gpu.peak(t.gemm_peak_dtype(input.fsdp.param_dtype)).value() / 1e12;
-  r.mfu = r.model_tflops_per_gpu / peak_tflops;
-  r.hfu = r.hardware_tflops_per_gpu / peak_tflops;
-  r.breakdown = breakdown_of(program, out.timeline, out.schedule.measured_first_op, step_start);
+// The measured step starts when the previous one's last op ends.
+SimTime measured_step_start(const Schedule& schedule, const engine::Timeline& timeline) {
+  SimTime start;
+  for (engine::OpId op = 0; op < schedule.measured_first_op; ++op)
+    start = std::max(start, timeline.ops[op].end);
+  return start;
+}
+
+// One rank's memory numbers and out-of-memory verdict into `r`.
+void fill_memory(StepResult& r, const engine::Program& program, const memory::MemoryModel& memory) {
   r.memory = memory.stats();
   r.reserved = memory.reserved();
   r.models_reserved = memory.models_reserved();
-  r.usable_memory = gpu.usable_memory();
   if (!program.tensors.empty())
     r.peak_tensor = program.names[program.tensors[r.memory.peak_tensor].name];
+  r.out_of_memory = false;
+  r.oom_reason.clear();
   if (r.models_reserved && r.reserved.out_of_memory) {
     r.out_of_memory = true;
     const std::string where = r.reserved.oom_tensor < program.tensors.size()
@@ -145,9 +139,110 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
         fmt::format("peak active {:.2f} GiB > {:.2f} GiB usable, reached allocating {}",
                     to_gib(r.memory.peak_active), to_gib(r.usable_memory), r.peak_tensor);
   }
+}
+
+// hardware.stragglers: one representative per class of alike ranks (engine/rank_classes.hpp).
+// Returns the job's step window; fills the per-class results, the breakdown of the largest class
+// and the memory of the class needing the most.
+std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
+                                           const memory::MemoryModelOptions& memory_options,
+                                           SimulationOutput& out) {
+  const engine::Program& program = out.schedule.program;
+  const hardware::ClusterSpec& cluster = input.cluster;
+  std::vector<engine::RankSpeed> speed(static_cast<std::size_t>(cluster.world_size()));
+  for (const hardware::Straggler& s : cluster.stragglers)
+    speed.at(static_cast<std::size_t>(s.rank)) = engine::RankSpeed{s.compute_speed, s.host_speed};
+  const engine::RankClasses classes = engine::rank_classes(speed, program.channel_groups);
+  std::vector<std::unique_ptr<memory::MemoryModel>> models;
+  std::vector<engine::MemoryObserver*> observers;
+  for (std::size_t k = 0; k < classes.count(); ++k) {
+    models.push_back(std::make_unique<memory::MemoryModel>(memory_options));
+    observers.push_back(models.back().get());
+  }
+  std::vector<engine::Timeline> timelines = engine::execute_ranks(program, classes, observers);
+
+  SimTime start;
+  SimTime end;
+  for (const engine::Timeline& t : timelines) {
+    start = std::max(start, measured_step_start(out.schedule, t));
+    end = std::max(end, t.makespan);
+  }
+  StepResult& r = out.result;
+  std::size_t largest = 0;
+  std::size_t neediest = 0;
+  // Out of memory first, then the most reserved (or active, without the allocator) memory.
+  const auto need = [&](std::size_t k) {
+    const memory::MemoryModel& m = *models[k];
+    const Bytes peak = m.models_reserved() ? m.reserved().peak_reserved : m.stats().peak_active;
+    return std::make_pair(m.models_reserved() && m.reserved().out_of_memory, peak.value());
+  };
+  for (std::size_t k = 0; k < classes.count(); ++k) {
+    RankClassResult c;
+    c.first_rank = classes.representative[k];
+    c.ranks = classes.size[k];
+    c.compute_speed = classes.speed[k].compute;
+    c.host_speed = classes.speed[k].host;
+    c.breakdown = breakdown_of(program, timelines[k], out.schedule.measured_first_op, start, end);
+    c.peak_allocated = models[k]->stats().peak_allocated;
+    c.peak_reserved = models[k]->models_reserved() ? models[k]->reserved().peak_reserved : Bytes(0);
+    StepResult one;
+    one.usable_memory = r.usable_memory;
+    fill_memory(one, program, *models[k]);
+    c.out_of_memory = one.out_of_memory;
+    r.rank_classes.push_back(c);
+    if (classes.size[k] > classes.size[largest]) largest = k;
+    if (need(k) > need(neediest)) neediest = k;
+  }
+  r.breakdown = r.rank_classes[largest].breakdown;
+  r.breakdown_rank = classes.representative[largest];
+  r.memory_rank = classes.representative[neediest];
+  fill_memory(r, program, *models[neediest]);
+  if (memory_options.record_samples) out.memory_samples = models[largest]->samples();
+  out.timeline = std::move(timelines[largest]);
+  return {start, end};
+}
+
+}  // namespace
+
+SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptions& options) {
+  SimulationOutput out;
+  ScheduleInput steps = input;
+  steps.steps = options.allocator ? 2 : 1;
+  out.schedule = build_schedule(steps);
+  const engine::Program& program = out.schedule.program;
+  engine::check_for_deadlock(program);
+  const hardware::GpuSpec& gpu = input.cluster.gpu;
+  const memory::MemoryModelOptions memory_options =
+      memory_options_for(input, out.schedule, options);
+  StepResult& r = out.result;
+  r.usable_memory = gpu.usable_memory();
+  SimTime step_start;
+  SimTime step_end;
+  if (input.cluster.stragglers.empty()) {
+    memory::MemoryModel memory(memory_options);
+    out.timeline = engine::execute(program, &memory);
+    step_start = measured_step_start(out.schedule, out.timeline);
+    step_end = out.timeline.makespan;
+    r.breakdown =
+        breakdown_of(program, out.timeline, out.schedule.measured_first_op, step_start, step_end);
+    fill_memory(r, program, memory);
+    if (options.record_memory) out.memory_samples = memory.samples();
+  } else {
+    std::tie(step_start, step_end) = simulate_ranks(input, memory_options, out);
+  }
+
+  const TrainingConfig& t = input.training;
+  r.step_time = to_seconds(step_end - step_start);
+  r.micro_batches = out.schedule.micro_batches;
+  r.tokens_per_step_per_gpu = r.micro_batches * t.micro_batch * t.seq_len;
+  r.tokens_per_s_per_gpu = static_cast<double>(r.tokens_per_step_per_gpu) / r.step_time.value();
+  r.model_tflops_per_gpu = out.schedule.model_flops.value() / r.step_time.value() / 1e12;
+  r.hardware_tflops_per_gpu = out.schedule.hardware_flops.value() / r.step_time.value() / 1e12;
+  const double peak_tflops = gpu.peak(t.gemm_peak_dtype(input.fsdp.param_dtype)).value() / 1e12;
+  r.mfu = r.model_tflops_per_gpu / peak_tflops;
+  r.hfu = r.hardware_tflops_per_gpu / peak_tflops;
   r.op_count = static_cast<std::int64_t>(program.ops.size());
   r.event_count = static_cast<std::int64_t>(program.ops.size() + program.cpu.size());
-  if (options.record_memory) out.memory_samples = memory.samples();
   return out;
 }
 

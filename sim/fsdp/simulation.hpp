@@ -24,6 +24,19 @@ struct StepBreakdown {
   Seconds communication_busy{0.0};  // total time with a collective running
 };
 
+// One class of ranks that behaved alike (engine/rank_classes.hpp), when hardware.stragglers
+// makes ranks differ: how it spent the job's step and what memory it needed.
+struct RankClassResult {
+  std::int32_t first_rank = 0;  // its lowest rank
+  std::int32_t ranks = 0;       // how many ranks it stands for
+  double compute_speed = 1.0;
+  double host_speed = 1.0;
+  StepBreakdown breakdown;  // over the job's step (waits for slower ranks are exposed or idle)
+  Bytes peak_allocated{0};
+  Bytes peak_reserved{0};  // zero when the allocator is not modelled
+  bool out_of_memory = false;
+};
+
 struct StepResult {
   Seconds step_time{0.0};
   std::int64_t micro_batches = 1;
@@ -43,11 +56,19 @@ struct StepResult {
   std::string peak_tensor;  // the allocation that reached the peak
   std::int64_t op_count = 0;
   std::int64_t event_count = 0;
+  // With hardware.stragglers: every class of ranks, ascending by first rank (else empty). The
+  // step time is the job's (from the last rank's end of the previous step to the last rank's end
+  // of this one); the breakdown, the trace and the memory timeline are those of the largest
+  // class (the first on ties); the memory numbers and out-of-memory those of the class needing
+  // the most memory.
+  std::vector<RankClassResult> rank_classes;
+  std::int32_t breakdown_rank = 0;  // first rank of the class the breakdown describes
+  std::int32_t memory_rank = 0;     // first rank of the class the memory numbers describe
 };
 
 struct SimulationOutput {
   Schedule schedule;
-  engine::Timeline timeline;
+  engine::Timeline timeline;                         // of the rank the breakdown describes
   std::vector<memory::MemorySample> memory_samples;  // only when asked for
   StepResult result;
 };

@@ -87,15 +87,13 @@ std::int32_t StepBuilder::shard_group_size() const {
 }
 
 ProcessGroup StepBuilder::add_shard_group() {
-  return add_process_group(hybrid() ? "nccl:shard" : "nccl:world",
-                           comm_group(in_.cluster, shard_group_size(), 1));
+  return add_process_group(hybrid() ? "nccl:shard" : "nccl:world", shard_group_size(), 1);
 }
 
 ProcessGroup StepBuilder::add_replicate_group() {
   if (!hybrid()) return ProcessGroup{};
   const std::int32_t shard = shard_group_size();
-  return add_process_group("nccl:replicate",
-                           comm_group(in_.cluster, in_.cluster.world_size() / shard, shard));
+  return add_process_group("nccl:replicate", in_.cluster.world_size() / shard, shard);
 }
 
 void StepBuilder::finish(Schedule& out) {
@@ -105,8 +103,10 @@ void StepBuilder::finish(Schedule& out) {
   out.program = b_.take();
 }
 
-ProcessGroup StepBuilder::add_process_group(std::string name, hardware::CommGroup ranks) {
-  return ProcessGroup{b_.add_channel(std::move(name)), ranks};
+ProcessGroup StepBuilder::add_process_group(std::string name, std::int32_t size,
+                                            std::int32_t stride) {
+  return ProcessGroup{b_.add_channel(std::move(name), engine::RankGroups{size, stride}),
+                      comm_group(in_.cluster, size, stride)};
 }
 
 OpId StepBuilder::kernel(std::string_view layer, std::string_view pass,

@@ -53,7 +53,8 @@ class StepBuilder {
   [[nodiscard]] engine::ProgramBuilder& program() { return b_; }
   [[nodiscard]] engine::StreamId compute() const { return compute_; }
   engine::StreamId add_stream(std::string name) { return b_.add_stream(std::move(name)); }
-  ProcessGroup add_process_group(std::string name, hardware::CommGroup ranks);
+  // A communicator over groups of `size` ranks `stride` apart (process_groups.hpp).
+  ProcessGroup add_process_group(std::string name, std::int32_t size, std::int32_t stride);
   // Hybrid sharding (HYBRID_SHARD, _HYBRID_SHARD_ZERO2; FSDP2's 2-D mesh): shard inside groups,
   // replicate across them.
   [[nodiscard]] bool hybrid() const;

@@ -212,6 +212,37 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"node", {{"gpus_per_node", 0}}}}}},
                  "/hardware/node/gpus_per_node: expected a positive integer"},
         BadInput{"missing_preset", {{"model", "gpt-9000"}}, "unknown models preset \"gpt-9000\""},
+        // hardware.stragglers: ranks or nodes in range, each listed once, speeds in [0.05, 1].
+        BadInput{"stragglers_not_array",
+                 {{"hardware", {{"stragglers", {{"ranks", {1}}}}}}},
+                 "/hardware/stragglers: expected an array of"},
+        BadInput{"straggler_rank_out_of_range",
+                 {{"hardware", {{"stragglers", {{{"ranks", {999}}, {"compute_speed", 0.9}}}}}}},
+                 "/hardware/stragglers/0/ranks/0: expected a rank number in [0, 128), found the "
+                 "number 999"},
+        BadInput{"straggler_ranks_and_nodes",
+                 {{"hardware",
+                   {{"stragglers", {{{"ranks", {1}}, {"nodes", {0}}, {"compute_speed", 0.9}}}}}}},
+                 "/hardware/stragglers/0: expected exactly one of ranks and nodes"},
+        BadInput{"straggler_without_speed",
+                 {{"hardware", {{"stragglers", {{{"ranks", {1}}}}}}}},
+                 "/hardware/stragglers/0: expected compute_speed or host_speed"},
+        BadInput{"straggler_too_slow",
+                 {{"hardware", {{"stragglers", {{{"ranks", {1}}, {"compute_speed", 0.01}}}}}}},
+                 "/hardware/stragglers/0/compute_speed: expected a number in [0.05, 1], found "
+                 "0.01"},
+        BadInput{"straggler_faster",
+                 {{"hardware", {{"stragglers", {{{"ranks", {1}}, {"host_speed", 1.5}}}}}}},
+                 "/hardware/stragglers/0/host_speed: expected a number in (0, 1]"},
+        BadInput{"straggler_twice",
+                 {{"hardware",
+                   {{"stragglers",
+                     {{{"ranks", {8}}, {"compute_speed", 0.9}},
+                      {{"nodes", {1}}, {"host_speed", 0.5}}}}}}},
+                 "/hardware/stragglers/1: rank 8 is listed by an earlier straggler"},
+        BadInput{"straggler_typo",
+                 {{"hardware", {{"stragglers", {{{"rank", {1}}, {"compute_speed", 0.9}}}}}}},
+                 "/hardware/stragglers/0/rank: unknown key; did you mean ranks?"},
         // A preset's schema_version, when given, must be the one this fsdpsim reads.
         BadInput{"model_schema_version_string",
                  {{"model", {{"preset", "gpt-175b"}, {"schema_version", "1"}}}},
@@ -296,6 +327,28 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"gpu", {{"hbm_bandwidth_GBps", 1e-300}}}}}},
                  "longer than the one day fsdpsim simulates per operation"}),
     [](const ::testing::TestParamInfo<BadInput>& param) { return std::string(param.param.name); });
+
+TEST(Cli, StragglersAddARankTableAndRankClassesToTheResult) {
+  const fs::path p = scenario_with(
+      "straggler", {{"hardware", {{"stragglers", {{{"nodes", {3}}, {"compute_speed", 0.8}}}}}}});
+  const Outcome text = run_fsdpsim("run " + p.string());
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("ranks (hardware.stragglers"), std::string::npos) << text.output;
+  const Outcome json = run_fsdpsim("run " + p.string() + " --json -");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  const nlohmann::json r = nlohmann::json::parse(json.output);
+  ASSERT_EQ(r["rank_classes"].size(), 2U);
+  EXPECT_EQ(r["rank_classes"][0]["ranks"], 120);
+  EXPECT_EQ(r["rank_classes"][1]["first_rank"], 24);
+  EXPECT_EQ(r["rank_classes"][1]["ranks"], 8);
+  // Compute-bound at 2 Tb/s per node: the job runs at about the slow node's pace.
+  const Outcome uniform = run_fsdpsim("run " + kScenario + " --json -");
+  const double ratio = r["step_time_s"].get<double>() /
+                       nlohmann::json::parse(uniform.output)["step_time_s"].get<double>();
+  EXPECT_GT(ratio, 1.15);
+  EXPECT_LT(ratio, 1.25);
+  EXPECT_FALSE(nlohmann::json::parse(uniform.output).contains("rank_classes"));
+}
 
 TEST(Cli, MalformedJsonNamesLineAndColumn) {
   const fs::path p = temp_dir() / "malformed.json";

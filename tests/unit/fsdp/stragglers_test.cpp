@@ -1,0 +1,81 @@
+// hardware.stragglers on the tiny model of tiny_model.hpp (knobs_test.cpp: the FULL_SHARD /
+// BACKWARD_PRE step with fused AdamW takes 1980 us; forward 100 us and backward 200 us per
+// layer, 4 layers; no NCCL SMs taken, so waiting collectives slow nothing else).
+#include <gtest/gtest.h>
+
+#include "sim/fsdp/simulation.hpp"
+#include "tiny_model.hpp"
+
+namespace fsdpsim::fsdp {
+namespace {
+
+SimTime us(double v) { return to_sim_time(microseconds(v)); }
+
+ScheduleInput input(std::vector<hardware::Straggler> stragglers) {
+  ScheduleInput in = testing::tiny_input();
+  in.training.optimizer_impl = OptimizerImpl::kFused;
+  in.cluster.stragglers = std::move(stragglers);
+  return in;
+}
+
+TEST(Stragglers, RanksListedAtFullSpeedChangeNothing) {
+  const StepResult uniform = simulate_step(input({}), {}).result;
+  const StepResult listed = simulate_step(input({{1, 1.0, 1.0}}), {}).result;
+  EXPECT_EQ(to_sim_time(uniform.step_time), us(1980));
+  EXPECT_EQ(listed.step_time.value(), uniform.step_time.value());
+  ASSERT_EQ(listed.rank_classes.size(), 1U);
+  EXPECT_EQ(listed.rank_classes[0].ranks, 2);
+  EXPECT_EQ(listed.memory.peak_allocated.value(), uniform.memory.peak_allocated.value());
+}
+
+// Rank 1's layer kernels take twice as long: 4 x 100 us more forward and 4 x 200 us more
+// backward. Every collective waits for it and the fast rank idles in those waits, so the step
+// grows by exactly the slow rank's 1200 us: 3180 us.
+TEST(Stragglers, OneSlowRankSetsTheStep) {
+  const StepResult r = simulate_step(input({{1, 0.5, 1.0}}), {}).result;
+  EXPECT_EQ(to_sim_time(r.step_time), us(3180));
+  ASSERT_EQ(r.rank_classes.size(), 2U);
+  const RankClassResult& fast = r.rank_classes[0];
+  const RankClassResult& slow = r.rank_classes[1];
+  EXPECT_EQ(fast.first_rank, 0);
+  EXPECT_EQ(slow.first_rank, 1);
+  EXPECT_EQ(slow.compute_speed, 0.5);
+  // The slow rank's compute stream is busy 1200 us longer; the fast one waits that long.
+  const auto busy = [](const StepBreakdown& b) {
+    return (b.forward + b.backward + b.recompute + b.optimizer).value();
+  };
+  EXPECT_NEAR(busy(slow.breakdown) - busy(fast.breakdown), 1200e-6, 1e-9);
+  EXPECT_NEAR((fast.breakdown.exposed_communication + fast.breakdown.idle).value() -
+                  (slow.breakdown.exposed_communication + slow.breakdown.idle).value(),
+              1200e-6, 1e-9);
+}
+
+// A slow host (launches, Python hooks) costs nothing while the CPU runs ahead of the GPU: the
+// tiny model launches for free.
+TEST(Stragglers, ASlowHostIsHiddenWhenTheGpuIsTheBottleneck) {
+  const StepResult r = simulate_step(input({{0, 1.0, 0.1}}), {}).result;
+  EXPECT_EQ(to_sim_time(r.step_time), us(1980));
+  EXPECT_EQ(r.rank_classes.size(), 2U);
+}
+
+// Hybrid sharding on 2 nodes x 2 GPUs with rank 1 slow: shard groups {0, 1} and {2, 3},
+// replicate groups {0, 2} and {1, 3}, so every rank is in a class of its own; rank 2 shares no
+// group with rank 1 but waits for it through rank 3 and rank 0.
+TEST(Stragglers, UnderHybridShardingEveryRankWaitsThroughItsGroups) {
+  ScheduleInput in = input({{1, 0.5, 1.0}});
+  in.cluster.nodes = 2;
+  in.cluster.nic_bandwidth_per_node = gb_per_s(400.0);
+  in.training.global_batch = 4;
+  in.fsdp.sharding_strategy = ShardingStrategy::kHybridShard;
+  in.fsdp.shard_group_size = 2;
+  const StepResult r = simulate_step(in, {}).result;
+  ASSERT_EQ(r.rank_classes.size(), 4U);
+  in.cluster.stragglers.clear();
+  const StepResult uniform = simulate_step(in, {}).result;
+  EXPECT_GT(r.step_time.value(), uniform.step_time.value() + 1000e-6);
+  // The largest class is reported: all have one rank, so the first (rank 0).
+  EXPECT_EQ(r.breakdown_rank, 0);
+}
+
+}  // namespace
+}  // namespace fsdpsim::fsdp
