@@ -23,6 +23,16 @@ void BM_SimulateGpt175bStep(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateGpt175bStep)->Unit(benchmark::kMillisecond);
 
+// The same step with one node's GPUs at 90 % speed (hardware.stragglers): two rank classes run
+// side by side, their collectives meeting per communicator group.
+void BM_SimulateGpt175bStepSlowNode(benchmark::State& state) {
+  app::Scenario s = load("scenarios/paper/gpt175b_128xa100_bs1.json");
+  for (std::int32_t g = 0; g < s.hardware.cluster.gpus_per_node; ++g)
+    s.hardware.cluster.stragglers.push_back({3 * s.hardware.cluster.gpus_per_node + g, 0.9, 1.0});
+  for (auto _ : state) benchmark::DoNotOptimize(app::simulate_scenario(s, false).result.step_time);
+}
+BENCHMARK(BM_SimulateGpt175bStepSlowNode)->Unit(benchmark::kMillisecond);
+
 // DeepSpeed 0.3's ZeRO-3 on 1536 A100s (Megatron-LM 2021): per-parameter collectives, a device
 // synchronize before each module, the persistent parameters' per-rank re-gather.
 void BM_SimulateDeepSpeedZero3Step(benchmark::State& state) {
