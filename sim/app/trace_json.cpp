@@ -13,20 +13,16 @@
 namespace fsdpsim::app {
 namespace {
 
-constexpr int kPid = 0;
 constexpr int kCpuTid = 0;  // streams are tids 1..n
 
-nlohmann::json thread_name(int tid, const std::string& name) {
-  return {{"ph", "M"},
-          {"pid", kPid},
-          {"tid", tid},
-          {"name", "thread_name"},
-          {"args", {{"name", name}}}};
+nlohmann::json thread_name(int pid, int tid, const std::string& name) {
+  return {
+      {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", name}}}};
 }
 
-nlohmann::json thread_sort_index(int tid, int sort_index) {
+nlohmann::json thread_sort_index(int pid, int tid, int sort_index) {
   return {{"ph", "M"},
-          {"pid", kPid},
+          {"pid", pid},
           {"tid", tid},
           {"name", "thread_sort_index"},
           {"args", {{"sort_index", sort_index}}}};
@@ -44,12 +40,13 @@ double flow_inset_us(SimTime start, SimTime end) {
 
 struct FlowWriter {
   nlohmann::json& events;
-  int next_id = 1;
+  int pid;
+  int& next_id;  // unique across the trace's processes
 
   void add(const char* name, int from_tid, double from_us, int to_tid, double to_us) {
     const int id = next_id++;
     events.push_back({{"ph", "s"},
-                      {"pid", kPid},
+                      {"pid", pid},
                       {"tid", from_tid},
                       {"ts", from_us},
                       {"id", id},
@@ -57,7 +54,7 @@ struct FlowWriter {
                       {"cat", "flow"}});
     events.push_back({{"ph", "f"},
                       {"bp", "e"},
-                      {"pid", kPid},
+                      {"pid", pid},
                       {"tid", to_tid},
                       {"ts", to_us},
                       {"id", id},
@@ -91,7 +88,8 @@ engine::OpId through_markers(const engine::Program& p, const engine::Timeline& t
 // Arrows for cross-stream waits (from the end of the op waited on to the start of the waiting
 // op) and, where the CPU's launch is what an op waited for (it started when it was issued, after
 // everything else it needed), from the launch slice to the op.
-void add_flows(const engine::Program& p, const engine::Timeline& t, nlohmann::json& events) {
+void add_flows(const engine::Program& p, const engine::Timeline& t, int pid, int& next_flow_id,
+               nlohmann::json& events) {
   std::vector<engine::OpId> previous_on_stream(p.ops.size(), engine::kNoOp);
   std::vector<engine::OpId> previous_on_channel(p.ops.size(), engine::kNoOp);
   std::vector<std::size_t> launch_step(p.ops.size(), p.cpu.size());
@@ -110,7 +108,7 @@ void add_flows(const engine::Program& p, const engine::Timeline& t, nlohmann::js
       }
     }
   }
-  FlowWriter flows{events};
+  FlowWriter flows{events, pid, next_flow_id};
   for (engine::OpId op = 0; op < p.ops.size(); ++op) {
     const engine::Op& o = p.ops[op];
     if (o.kind == engine::OpKind::kMarker) continue;
@@ -139,27 +137,26 @@ void add_flows(const engine::Program& p, const engine::Timeline& t, nlohmann::js
   }
 }
 
-}  // namespace
-
-std::string trace_json(const fsdp::SimulationOutput& output) {
-  const engine::Program& p = output.schedule.program;
-  const engine::Timeline& t = output.timeline;
-  nlohmann::json events = nlohmann::json::array();
+// One rank's CPU thread and streams as process `pid` of the trace.
+void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, const std::string& name,
+              int& next_flow_id, nlohmann::json& events) {
   events.push_back(
-      {{"ph", "M"}, {"pid", kPid}, {"name", "process_name"}, {"args", {{"name", "rank 0"}}}});
-  events.push_back(thread_name(kCpuTid, "CPU thread"));
-  events.push_back(thread_sort_index(kCpuTid, 0));
+      {{"ph", "M"}, {"pid", pid}, {"name", "process_name"}, {"args", {{"name", name}}}});
+  events.push_back(
+      {{"ph", "M"}, {"pid", pid}, {"name", "process_sort_index"}, {"args", {{"sort_index", pid}}}});
+  events.push_back(thread_name(pid, kCpuTid, "CPU thread"));
+  events.push_back(thread_sort_index(pid, kCpuTid, 0));
   for (std::size_t s = 0; s < p.stream_names.size(); ++s) {
     const int tid = static_cast<int>(s) + 1;
-    events.push_back(thread_name(tid, fmt::format("stream {}", p.stream_names[s])));
-    events.push_back(thread_sort_index(tid, tid));
+    events.push_back(thread_name(pid, tid, fmt::format("stream {}", p.stream_names[s])));
+    events.push_back(thread_sort_index(pid, tid, tid));
   }
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
     const engine::Op& op = p.ops[i];
     const engine::OpTiming& ot = t.ops[i];
     events.push_back(
         {{"ph", "X"},
-         {"pid", kPid},
+         {"pid", pid},
          {"tid", op.stream + 1},
          {"name", p.names[op.name]},
          {"cat", op_kind_name(op.kind)},
@@ -171,33 +168,58 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
     const engine::CpuStep& step = p.cpu[i];
     const engine::CpuStepTiming& ct = t.cpu[i];
     if (ct.end == ct.start) continue;
-    std::string name;
+    std::string step_name;
     switch (step.kind) {
       case engine::CpuStepKind::kLaunch:
-        name = "launch " + p.names[p.ops[step.target].name];
+        step_name = "launch " + p.names[p.ops[step.target].name];
         break;
       case engine::CpuStepKind::kWait:
-        name = "wait: " + p.names[step.name];
+        step_name = "wait: " + p.names[step.name];
         break;
       case engine::CpuStepKind::kWork:
-        name = p.names[step.name];
+        step_name = p.names[step.name];
         break;
       case engine::CpuStepKind::kAlloc:
       case engine::CpuStepKind::kFree:
         continue;
     }
     events.push_back({{"ph", "X"},
-                      {"pid", kPid},
+                      {"pid", pid},
                       {"tid", kCpuTid},
-                      {"name", name},
+                      {"name", step_name},
                       {"cat", "cpu"},
                       {"ts", ct.start.microseconds()},
                       {"dur", (ct.end - ct.start).microseconds()}});
   }
-  add_flows(p, t, events);
+  add_flows(p, t, pid, next_flow_id, events);
+}
+
+}  // namespace
+
+std::string trace_json(const fsdp::SimulationOutput& output) {
+  const engine::Program& p = output.schedule.program;
+  const fsdp::StepResult& r = output.result;
+  nlohmann::json events = nlohmann::json::array();
+  int next_flow_id = 1;
+  int memory_pid = 0;
+  if (output.rank_timelines.empty()) {
+    add_rank(p, output.timeline, 0, "rank 0", next_flow_id, events);
+  } else {
+    // hardware.stragglers: a process per class of alike ranks, named by its first rank.
+    for (std::size_t k = 0; k < output.rank_timelines.size(); ++k) {
+      const fsdp::RankClassResult& c = r.rank_classes.at(k);
+      const int pid = c.first_rank;
+      add_rank(p, output.rank_timelines[k], pid,
+               fmt::format("rank {} ({} rank{} alike; compute speed {:g}, host speed {:g})",
+                           c.first_rank, c.ranks, c.ranks == 1 ? "" : "s", c.compute_speed,
+                           c.host_speed),
+               next_flow_id, events);
+    }
+    memory_pid = r.breakdown_rank;
+  }
   for (const memory::MemorySample& m : output.memory_samples) {
     events.push_back({{"ph", "C"},
-                      {"pid", kPid},
+                      {"pid", memory_pid},
                       {"name", "memory (GiB)"},
                       {"ts", m.time.microseconds()},
                       {"args",

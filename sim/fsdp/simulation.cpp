@@ -198,7 +198,8 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
   r.memory_rank = classes.representative[neediest];
   fill_memory(r, program, *models[neediest]);
   if (memory_options.record_samples) out.memory_samples = models[largest]->samples();
-  out.timeline = std::move(timelines[largest]);
+  out.timeline = timelines[largest];
+  out.rank_timelines = std::move(timelines);
   return {start, end};
 }
 

@@ -58,7 +58,7 @@ struct StepResult {
   std::int64_t event_count = 0;
   // With hardware.stragglers: every class of ranks, ascending by first rank (else empty). The
   // step time is the job's (from the last rank's end of the previous step to the last rank's end
-  // of this one); the breakdown, the trace and the memory timeline are those of the largest
+  // of this one); the breakdown and the memory timeline are those of the largest
   // class (the first on ties); the memory numbers and out-of-memory those of the class needing
   // the most memory.
   std::vector<RankClassResult> rank_classes;
@@ -68,7 +68,9 @@ struct StepResult {
 
 struct SimulationOutput {
   Schedule schedule;
-  engine::Timeline timeline;                         // of the rank the breakdown describes
+  engine::Timeline timeline;  // of the rank the breakdown describes
+  // hardware.stragglers: every class's timeline, in the order of result.rank_classes (else empty).
+  std::vector<engine::Timeline> rank_timelines;
   std::vector<memory::MemorySample> memory_samples;  // only when asked for
   StepResult result;
 };

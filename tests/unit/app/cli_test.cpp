@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -348,6 +349,19 @@ TEST(Cli, StragglersAddARankTableAndRankClassesToTheResult) {
   EXPECT_GT(ratio, 1.15);
   EXPECT_LT(ratio, 1.25);
   EXPECT_FALSE(nlohmann::json::parse(uniform.output).contains("rank_classes"));
+  // The trace shows each class as a process named by its first rank.
+  const fs::path trace = temp_dir() / "straggler.trace.json";
+  ASSERT_EQ(run_fsdpsim("run " + p.string() + " --trace " + trace.string()).exit_code, 0);
+  std::set<int> pids;
+  std::set<std::string> names;
+  const nlohmann::json events = nlohmann::json::parse(read_file(trace))["traceEvents"];
+  for (const auto& e : events) {
+    pids.insert(e["pid"].get<int>());
+    if (e["name"] == "process_name") names.insert(e["args"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(pids, (std::set<int>{0, 24}));
+  EXPECT_TRUE(names.count("rank 24 (8 ranks alike; compute speed 0.8, host speed 1)"))
+      << *names.begin();
 }
 
 TEST(Cli, MalformedJsonNamesLineAndColumn) {
