@@ -42,8 +42,18 @@ nlohmann::json explanation_json(const Explanation& e) {
                       {"link", cause.inter_node ? "inter-node" : "intra-node"},
                       {"exposed_s", cause.exposed.value()}});
   }
+  nlohmann::json straggler;  // null unless hardware.stragglers made ranks differ
+  if (e.straggler) {
+    straggler = {{"first_rank", e.straggler->ranks.first_rank},
+                 {"ranks", e.straggler->ranks.ranks},
+                 {"compute_speed", e.straggler->ranks.compute_speed},
+                 {"host_speed", e.straggler->ranks.host_speed},
+                 {"others_wait_s", e.straggler->others_wait.value()},
+                 {"described_rank", r.breakdown_rank}};
+  }
   return {
       {"schema", "fsdpsim.explain/1"},
+      {"straggler", straggler},
       {"scenario", e.scenario},
       {"status", r.out_of_memory ? "oom" : "ok"},
       {"step_time_s", r.step_time.value()},

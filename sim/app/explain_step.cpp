@@ -47,6 +47,16 @@ Explanation explain_step(const Scenario& scenario, const fsdp::SimulationOutput&
     }
   }
   e.diagnosis = diagnose(in);
+  const auto waits = [](const fsdp::RankClassResult& k) {
+    return k.breakdown.exposed_communication + k.breakdown.idle;
+  };
+  const auto& classes = output.result.rank_classes;
+  if (classes.size() > 1) {
+    const auto by_wait = [&](const auto& x, const auto& y) { return waits(x) < waits(y); };
+    const auto slowest = std::min_element(classes.begin(), classes.end(), by_wait);
+    const auto most_waiting = std::max_element(classes.begin(), classes.end(), by_wait);
+    e.straggler = Explanation::Straggler{*slowest, waits(*most_waiting) - waits(*slowest)};
+  }
   return e;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "sim/app/explain_critical_path.hpp"
@@ -19,6 +20,13 @@ struct Explanation {
   CriticalPathSummary critical_path;
   ExposedCommunication communication;
   std::string diagnosis;
+  // hardware.stragglers: the class of ranks the others wait for (the least exposed-or-idle time),
+  // and how much longer the class that waits most spends exposed or idle; empty otherwise.
+  struct Straggler {
+    fsdp::RankClassResult ranks;
+    Seconds others_wait{0.0};
+  };
+  std::optional<Straggler> straggler;
 };
 
 // Analyses the measured step of `output` (the last step of its program).

@@ -107,6 +107,16 @@ std::string explanation_text(const Explanation& e, std::size_t top) {
   out += fmt::format("step time       {}{}\n", format_time(r.step_time),
                      r.out_of_memory ? fmt::format("  (out of memory: {})", r.oom_reason) : "");
   out += fmt::format("diagnosis       {}\n", e.diagnosis);
+  if (e.straggler) {
+    const fsdp::RankClassResult& k = e.straggler->ranks;
+    out += fmt::format(
+        "straggler       rank {} (compute speed {:g}, host speed {:g}{}) sets the pace: other "
+        "ranks "
+        "wait up to {} longer per step; what follows describes rank {}\n",
+        k.first_rank, k.compute_speed, k.host_speed,
+        k.ranks > 1 ? fmt::format(", and {} more alike", k.ranks - 1) : "",
+        format_time(e.straggler->others_wait), r.breakdown_rank);
+  }
   out += fmt::format("wall time       compute stream {}, exposed communication {}, idle {}\n\n",
                      share(compute, r.step_time), share(b.exposed_communication, r.step_time),
                      share(b.idle, r.step_time));

@@ -261,6 +261,26 @@ TEST(ExplainCommand, JsonHasTheCriticalPathOfTheWholeStepAndEveryUnit) {
   EXPECT_EQ(nlohmann::json::parse(in), j);
 }
 
+TEST(ExplainCommand, NamesTheStragglerTheOtherRanksWaitFor) {
+  const fs::path scenario = tiny_scenario("explain_straggler");
+  const Outcome uniform = run_fsdpsim("explain " + scenario.string() + " --json -");
+  ASSERT_EQ(uniform.exit_code, 0) << uniform.output;
+  EXPECT_TRUE(nlohmann::json::parse(uniform.output)["straggler"].is_null());
+  const std::string slow =
+      " --set 'hardware.stragglers=[{\"ranks\": [9], \"compute_speed\": 0.5}]'";
+  const Outcome text = run_fsdpsim("explain " + scenario.string() + slow);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("straggler       rank 9 (compute speed 0.5, host speed 1) sets the "
+                             "pace: other ranks wait up to "),
+            std::string::npos)
+      << text.output;
+  const Outcome json = run_fsdpsim("explain " + scenario.string() + slow + " --json -");
+  const nlohmann::json s = nlohmann::json::parse(json.output)["straggler"];
+  EXPECT_EQ(s["first_rank"], 9);
+  EXPECT_EQ(s["described_rank"], 0);
+  EXPECT_GT(s["others_wait_s"].get<double>(), 0.0);
+}
+
 TEST(ExplainCommand, ExplainsDdpAndOutOfMemoryScenarios) {
   const Outcome ddp = run_fsdpsim(
       "explain " +
