@@ -18,8 +18,11 @@ constexpr const char* kBestColour = "#08519c";
 // Points of one axis value spread over this width (in category units) so they do not hide
 // each other.
 constexpr double kJitterWidth = 0.5;
-// Above this many tick labels on an axis, they are rotated.
+// Above this many tick labels on an axis, or this many characters in all (about what a plot panel
+// holds side by side at 12 pt: JSON values such as hardware.stragglers lists are long), they are
+// rotated.
 constexpr std::size_t kStraightTicks = 6;
+constexpr std::size_t kStraightTickCharacters = 60;
 
 std::optional<double> as_number(const std::string& text) {
   double x = 0.0;
@@ -67,12 +70,15 @@ std::string script_header(const std::string& what, const std::string& source,
 
 std::string category_tics(const char* axis, const std::vector<std::string>& values) {
   std::string tics;
+  std::size_t characters = 0;
   for (std::size_t i = 0; i < values.size(); ++i) {
     tics += fmt::format("{}{} {}", i == 0 ? "" : ", ", quoted(values[i]), i);
+    characters += values[i].size();
   }
   std::string out = fmt::format("set {}range [-0.5:{}]\nset {}tics ({})", axis,
                                 static_cast<double>(values.size()) - 0.5, axis, tics);
-  if (values.size() > kStraightTicks && std::string(axis) == "x") out += " rotate by -30 left";
+  const bool crowded = values.size() > kStraightTicks || characters > kStraightTickCharacters;
+  if (crowded && std::string(axis) == "x") out += " rotate by -30 left";
   return out + "\n";
 }
 

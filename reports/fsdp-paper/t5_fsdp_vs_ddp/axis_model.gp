@@ -6,7 +6,7 @@ set output outfile
 set datafile separator "\t"
 set multiplot layout 1,2 title "model" font ",14"
 set xrange [-0.5:2.5]
-set xtics ("{\"ffn_dim\":2816,\"preset\":\"t5-large\"}" 0, "{\"ffn_dim\":10496,\"preset\":\"t5-3b\"}" 1, "t5-11b" 2)
+set xtics ("{\"ffn_dim\":2816,\"preset\":\"t5-large\"}" 0, "{\"ffn_dim\":10496,\"preset\":\"t5-3b\"}" 1, "t5-11b" 2) rotate by -30 left
 set xlabel "model"
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"

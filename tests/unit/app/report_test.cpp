@@ -108,6 +108,28 @@ TEST(ReportPlots, PlotsEachAxisAHeatmapForTheNumericPairAndThePareto) {
   }
 }
 
+// Few short labels stay straight; long ones (a JSON list per value) are rotated so they do not
+// overlap.
+TEST(ReportPlots, LongCategoryLabelsAreRotated) {
+  const auto script_of = [](const ReportPlan& plan, const std::string& name) {
+    const auto f = std::find_if(plan.files.begin(), plan.files.end(),
+                                [&](const ReportFile& file) { return file.name == name; });
+    return f == plan.files.end() ? std::string() : f->content;
+  };
+  const std::string prefetch =
+      script_of(plan_report(small_table(), "sweep.csv"), "axis_fsdp_backward_prefetch.gp");
+  ASSERT_FALSE(prefetch.empty());
+  EXPECT_EQ(prefetch.find("rotate"), std::string::npos);
+  SweepTable table = small_table();
+  for (SweepRow& row : table.rows) {
+    row.labels[2] = row.labels[2] == "none" ? R"([{"compute_speed":0.92,"ranks":[13]}])"
+                                            : R"([{"host_speed":0.1,"nodes":[1,2,3,4]}])";
+  }
+  const std::string stragglers =
+      script_of(plan_report(table, "sweep.csv"), "axis_fsdp_backward_prefetch.gp");
+  EXPECT_NE(stragglers.find("rotate by -30 left"), std::string::npos) << stragglers;
+}
+
 TEST(ReportPlots, NothingFitsMeansNoParetoAndANote) {
   SweepTable table = small_table();
   for (SweepRow& row : table.rows) {
