@@ -321,6 +321,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
 
 int sweep_command(const SweepOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  // Ctrl-C from here on, planning included, stops the sweep and writes the rows finished so far.
+  const SigintGuard guard;
   const SweepPlan plan = plan_sweep(options);
   if (!options.trace_path.empty()) check_trace_row(plan, options.trace_row);
   const int jobs = options.jobs == 0
@@ -345,11 +347,7 @@ int sweep_command(const SweepOptions& options) {
     std::cerr.flush();
   };
 
-  SweepRun run;
-  {
-    const SigintGuard guard;
-    run = run_sweep(plan, jobs, &g_interrupted, progress);
-  }
+  const SweepRun run = run_sweep(plan, jobs, &g_interrupted, progress);
   const bool interrupted = run.stopped;
   std::string jsonl;
   for (const std::string& line : run.json_lines) jsonl += line;

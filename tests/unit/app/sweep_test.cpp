@@ -446,7 +446,8 @@ TEST(SweepCommand, SigintWritesTheFinishedRowsAndExits130) {
           "fsdp.limit_all_gathers=true,false"
           " --grid fsdp.max_inflight_all_gathers=1,2,3,4,5,6,7,8,9,10 --out " +
           csv.string(),
-      "timeout --preserve-status -s INT 1.5 ");
+      // 3 s: well inside the sweep's 15 s, with room for a loaded machine to start the process.
+      "timeout --preserve-status -s INT 3 ");
   ASSERT_EQ(o.exit_code, 130) << o.output;
   ASSERT_TRUE(fs::exists(csv)) << o.output;
   const SweepTable t = table_from_csv(read_file(csv), csv.string());
