@@ -28,7 +28,7 @@ Explanation explain_step(const Scenario& scenario, const fsdp::SimulationOutput&
   const fsdp::StepBreakdown& b = output.result.breakdown;
   DiagnosisInput in;
   in.step_time = output.result.step_time;
-  in.compute = b.forward + b.backward + b.recompute + b.optimizer;
+  in.compute = b.compute_busy();
   in.exposed_communication = b.exposed_communication;
   in.idle = b.idle;
   in.critical_cpu_launch = e.critical_path.cpu_launch;

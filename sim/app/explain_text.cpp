@@ -101,7 +101,7 @@ void communication_section(const Explanation& e, std::size_t top, std::string& o
 std::string explanation_text(const Explanation& e, std::size_t top) {
   const fsdp::StepResult& r = e.result;
   const fsdp::StepBreakdown& b = r.breakdown;
-  const Seconds compute = b.forward + b.backward + b.recompute + b.optimizer;
+  const Seconds compute = b.compute_busy();
   std::string out;
   out += fmt::format("scenario        {}\n", e.scenario);
   out += fmt::format("step time       {}{}\n", format_time(r.step_time),

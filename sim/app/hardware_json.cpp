@@ -106,13 +106,13 @@ std::vector<hardware::Straggler> parse_stragglers(const nlohmann::json& value,
   for (std::size_t i = 0; i < value.size(); ++i) {
     const std::string at = fmt::format("{}/{}", path, i);
     JsonObjectReader e(value[i], file, at);
-    const double speed_min = kSlowestStraggler;
     const auto speed = [&](const std::string& key) {
       if (!e.has(key)) return e.ignore(key), 1.0;
       const double v = e.fraction(key);
-      if (v < speed_min) {
-        throw ConfigError(file, e.path_of(key),
-                          fmt::format("expected a number in [{}, 1], found {}", speed_min, v));
+      if (v < kSlowestStraggler) {
+        throw ConfigError(
+            file, e.path_of(key),
+            fmt::format("expected a number in [{}, 1], found {}", kSlowestStraggler, v));
       }
       return v;
     };

@@ -178,8 +178,7 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
       const fsdp::StepBreakdown& kb = k.breakdown;
       line(fmt::format(
           "  {:10d}  {:5d}  {:7.2f}  {:4.2f}  {:10.3f} s  {:10.3f} s  {:6.3f} s  {:9.2f} GiB{}",
-          k.first_rank, k.ranks, k.compute_speed, k.host_speed,
-          (kb.forward + kb.backward + kb.recompute + kb.optimizer).value(),
+          k.first_rank, k.ranks, k.compute_speed, k.host_speed, kb.compute_busy().value(),
           kb.exposed_communication.value(), kb.idle.value(),
           to_gib(r.models_reserved ? k.peak_reserved : k.peak_allocated),
           k.out_of_memory ? "  OOM" : ""));

@@ -174,7 +174,7 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
   const auto need = [&](std::size_t k) {
     const memory::MemoryModel& m = *models[k];
     const Bytes peak = m.models_reserved() ? m.reserved().peak_reserved : m.stats().peak_active;
-    return std::make_pair(m.models_reserved() && m.reserved().out_of_memory, peak.value());
+    return std::make_pair(r.rank_classes[k].out_of_memory, peak.value());
   };
   for (std::size_t k = 0; k < classes.count(); ++k) {
     RankClassResult c;

@@ -22,6 +22,9 @@ struct StepBreakdown {
   Seconds exposed_communication{0.0};  // a collective runs and the compute stream is idle
   Seconds idle{0.0};                // neither compute nor communication (CPU-bound, waits, latency)
   Seconds communication_busy{0.0};  // total time with a collective running
+
+  // Wall time with a compute-stream kernel running, whatever its phase.
+  [[nodiscard]] Seconds compute_busy() const { return forward + backward + recompute + optimizer; }
 };
 
 // One class of ranks that behaved alike (engine/rank_classes.hpp), when hardware.stragglers
