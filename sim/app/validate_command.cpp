@@ -125,6 +125,7 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
     o.measured_tokens = c.number("measured_tokens_per_s_per_gpu");
     o.predicted_tokens = r.tokens_per_s_per_gpu;
     o.status = r.out_of_memory ? "oom" : "ok";
+    o.alloc_retries = r.reserved.alloc_retries;
     const double tokens = r.tokens_per_s_per_gpu;
     if (const auto m = c.number("measured_model_tflops_per_gpu")) {
       o.model_tflops = Compared{*m, model_tflops(def, tokens)};

@@ -37,6 +37,7 @@ struct ValidationSummaries {
   ValidationGroups by_source;
   ValidationGroups by_gpu;
   ValidationGroups by_size;
+  ValidationGroups by_allocator;                      // allocator_state()
   std::map<std::string, ValidationGroups> by_column;  // --group-by
 };
 
@@ -45,6 +46,18 @@ namespace {
 // Issue #7's bound on any one case: the markdown lists the cases beyond it first.
 constexpr double kLargeError = 0.25;
 
+// The predicted step's allocator state, a group of its own: a step that retries cudaMalloc
+// stalls on device-wide synchronizations whose cost rests on the preset's cudaMalloc/cudaFree
+// prices (configs/hardware/*.json "cuda_malloc_us") unless a calibration profile timed them.
+constexpr const char* kNoRetry = "no retry";
+constexpr const char* kRetries = "cudaMalloc retries";
+constexpr const char* kOutOfMemory = "out of memory";
+
+const char* allocator_state(const ValidationOutcome& o) {
+  if (o.status == "oom") return kOutOfMemory;
+  return o.alloc_retries > 0 ? kRetries : kNoRetry;
+}
+
 ValidationSummaries summarize(const std::vector<ValidationOutcome>& outcomes,
                               const std::vector<std::string>& group_by) {
   ValidationSummaries s;
@@ -52,8 +65,9 @@ ValidationSummaries summarize(const std::vector<ValidationOutcome>& outcomes,
     // Rows that print only TFLOPS join no tokens/s group (nor an empty one of their own).
     if (o.measured_tokens) {
       const Compared tokens{*o.measured_tokens, o.predicted_tokens};
-      for (ValidationGroup* g : {&s.tokens, &s.by_source[o.c->get("source")],
-                                 &s.by_gpu[o.c->get("gpu")], &s.by_size[o.size_bucket]}) {
+      for (ValidationGroup* g :
+           {&s.tokens, &s.by_source[o.c->get("source")], &s.by_gpu[o.c->get("gpu")],
+            &s.by_size[o.size_bucket], &s.by_allocator[allocator_state(o)]}) {
         g->add(tokens);
       }
       for (const std::string& column : group_by) s.by_column[column][o.c->get(column)].add(tokens);
@@ -124,11 +138,29 @@ double signed_error(const ValidationOutcome& o) {
   return predicted / measured - 1.0;
 }
 
+// What the predicted cell notes about the allocator: out of memory, or the retries of a step
+// that fits.
+std::string allocator_note(const ValidationOutcome& o) {
+  if (o.status == "oom") return " (out of memory)";
+  if (o.alloc_retries == 0) return "";
+  return fmt::format(" ({} cudaMalloc {})", o.alloc_retries,
+                     o.alloc_retries == 1 ? "retry" : "retries");
+}
+
 std::string case_row(const ValidationOutcome& o) {
   const auto [measured, predicted] = headline(o);
   return fmt::format("| {} | {:.1f}{} | {:.1f}{} | {:+.1f}% |\n", o.c->get("case_id"), measured,
-                     o.measured_tokens ? "" : " TFLOPS", predicted,
-                     o.status == "oom" ? " (out of memory)" : "", 100.0 * signed_error(o));
+                     o.measured_tokens ? "" : " TFLOPS", predicted, allocator_note(o),
+                     100.0 * signed_error(o));
+}
+
+// The allocator states present, in the order of growing memory pressure.
+std::vector<std::string> allocator_order(const ValidationGroups& groups) {
+  std::vector<std::string> order;
+  for (const char* state : {kNoRetry, kRetries, kOutOfMemory}) {
+    if (groups.count(state) != 0) order.emplace_back(state);
+  }
+  return order;
 }
 
 // Per group: the absolute errors, their signed mean (bias: > 0 predicts too fast) and the rank
@@ -216,7 +248,7 @@ nlohmann::json ValidationReport::json() const {
   report["spearman"] = rho;
   for (const auto& [key, groups] :
        {std::pair{"by_source", &s.by_source}, std::pair{"by_gpu", &s.by_gpu},
-        std::pair{"by_model_size", &s.by_size}}) {
+        std::pair{"by_model_size", &s.by_size}, std::pair{"by_allocator", &s.by_allocator}}) {
     nlohmann::json j = nlohmann::json::object();
     for (const auto& [name, g] : *groups) j[name] = summary_json(g.summary());
     report[key] = j;
@@ -238,7 +270,8 @@ nlohmann::json ValidationReport::json() const {
     nlohmann::json row = {{"case_id", o.c->get("case_id")},
                           {"source", o.c->get("source")},
                           {"status", o.status},
-                          {"predicted_tokens_per_s_per_gpu", o.predicted_tokens}};
+                          {"predicted_tokens_per_s_per_gpu", o.predicted_tokens},
+                          {"predicted_alloc_retries", o.alloc_retries}};
     if (o.measured_tokens) {
       row["measured_tokens_per_s_per_gpu"] = *o.measured_tokens;
       row["error"] = o.predicted_tokens / *o.measured_tokens - 1.0;
@@ -300,6 +333,12 @@ std::string ValidationReport::markdown() const {
   md += group_table("source", s.by_source, keys(s.by_source));
   md += group_table("GPU", s.by_gpu, keys(s.by_gpu));
   md += group_table("model size", s.by_size, keys(s.by_size));
+  md += group_table("predicted allocator state", s.by_allocator, allocator_order(s.by_allocator));
+  md +=
+      "\nA predicted step with cudaMalloc retries fits only after the caching allocator has freed "
+      "its cache and synchronized the device; fsdpsim prices those calls with its preset's "
+      "cudaMalloc/cudaFree constants unless a calibration profile measured them, so such "
+      "predictions are less certain than the others.\n";
   for (const std::string& column : context.group_by) {
     const auto found = s.by_column.find(column);
     if (found == s.by_column.end()) continue;  // no row prints tokens/s

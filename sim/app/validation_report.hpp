@@ -1,8 +1,9 @@
 // The report of `fsdpsim validate`: each evaluated row's quantities next to its measurements,
-// summarized overall, by source, GPU and model size and by any column asked for, as JSON and as
-// markdown (README "How good the predictions are"; issue #7's keys).
+// summarized overall, by source, GPU, model size and predicted allocator state and by any column
+// asked for, as JSON and as markdown (README "How good the predictions are"; issue #7's keys).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,6 +36,9 @@ struct ValidationOutcome {
   std::optional<double> hfu_definition_gap;
   std::optional<Compared> peak_mem;
   std::string status;  // "ok" or "oom"
+  // cudaMalloc retries of the predicted step (the caching allocator freed its cache and tried
+  // again), 0 where the allocator is not modelled.
+  std::int64_t alloc_retries = 0;
 };
 
 struct ValidationFit {
@@ -75,7 +79,7 @@ class ValidationReport {
   [[nodiscard]] ErrorSummary tokens() const;
   // Schema fsdpsim.validation/1: evaluated, skipped, tokens_per_s, tflops, mfu, hfu, peak_mem
   // (count, mape, median_ape, max_ape, mean_error), definition_check, spearman, by_source,
-  // by_gpu, by_model_size, by_column (with --group-by), cases, skipped_cases.
+  // by_gpu, by_model_size, by_allocator, by_column (with --group-by), cases, skipped_cases.
   [[nodiscard]] nlohmann::json json() const;
   [[nodiscard]] std::string markdown() const;
 

@@ -363,6 +363,37 @@ TEST(Validate, OutOfMemoryPredictionsAreMarkedInTheMarkdown) {
   EXPECT_NE(text.find("(out of memory) |"), std::string::npos) << text;
 }
 
+// The same MPT-760m shape at 16k tokens on A100-40GB, published twice: in bf16 (llm-foundry HEAD)
+// it fits with room, with fp32 parameters under autocast (Dec 2022) fsdpsim predicts cudaMalloc
+// retries. Each row says so, and the summary splits the errors by allocator state.
+TEST(Validate, PredictedCudaMallocRetriesAreReportedAndSummarized) {
+  const fs::path dir = test_support::temp_dir("validate", "retries");
+  const std::string md = (dir / "cases.md").string();
+  const std::string json = (dir / "cases.json").string();
+  const auto [code, out] =
+      run_fsdpsim("validate " + std::string(FSDPSIM_CONFIGS_DIR) +
+                  "/validation/cases.csv --where model=MPT-760m --where gpu=a100-sxm-40gb "
+                  "--where seq_len=16384 --md " +
+                  md + " --json " + json);
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(test_support::read_file(json));
+  ASSERT_EQ(j["cases"].size(), 2U) << j.dump(1);
+  for (const nlohmann::json& c : j["cases"]) {
+    const bool fp32_params = c["case_id"] == "lf8934724-a10040-mpt760m-s16384-g8-mb1-ac0-1";
+    if (fp32_params) {
+      EXPECT_GT(c["predicted_alloc_retries"].get<std::int64_t>(), 0) << c.dump();
+    } else {
+      EXPECT_EQ(c["predicted_alloc_retries"], 0) << c.dump();
+    }
+  }
+  EXPECT_EQ(j["by_allocator"]["no retry"]["count"], 1);
+  EXPECT_EQ(j["by_allocator"]["cudaMalloc retries"]["count"], 1);
+  EXPECT_FALSE(j["by_allocator"].contains("out of memory"));
+  const std::string text = test_support::read_file(md);
+  EXPECT_NE(text.find("## tokens/s/GPU by predicted allocator state"), std::string::npos) << text;
+  EXPECT_NE(text.find("cudaMalloc retries) |"), std::string::npos) << text;
+}
+
 // Issue #7 bounds every case at 25 %: the markdown lists the cases beyond it before all others,
 // worst first (here the published mpt-125m row on 64 GPUs, off by about +50 %, and a row
 // within 10 %).
