@@ -93,6 +93,7 @@ CriticalPathSummary summarize_critical_path(const engine::Program& program,
   SimTime gpu_communication;
   SimTime cpu_launch;
   SimTime cpu_host;
+  SimTime cpu_allocator;
   for (const engine::CriticalStep& step : path.steps) {
     const SimTime begin = std::max(step.start, step_start);
     if (step.end <= begin) continue;
@@ -112,6 +113,7 @@ CriticalPathSummary summarize_critical_path(const engine::Program& program,
         case engine::CpuStepKind::kAlloc:
           label = {-1, "CPU allocator"};
           cpu_host += time;
+          cpu_allocator += time;
           break;
         case engine::CpuStepKind::kWork:
         case engine::CpuStepKind::kWait:
@@ -135,6 +137,7 @@ CriticalPathSummary summarize_critical_path(const engine::Program& program,
   summary.gpu_communication = to_seconds(gpu_communication);
   summary.cpu_launch = to_seconds(cpu_launch);
   summary.cpu_host = to_seconds(cpu_host);
+  summary.cpu_allocator = to_seconds(cpu_allocator);
   summary.by_kind = sorted(by_kind, group_names, false);
   summary.by_unit_kind = sorted(by_unit_kind, group_names, true);
   return summary;

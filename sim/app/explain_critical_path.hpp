@@ -26,6 +26,7 @@ struct CriticalPathSummary {
   Seconds gpu_communication{0.0};               // collectives on the path
   Seconds cpu_launch{0.0};                      // kernel launches on the path
   Seconds cpu_host{0.0};                        // host work and allocator time on the path
+  Seconds cpu_allocator{0.0};                   // of which the allocator's device calls
   std::vector<CriticalPathShare> by_kind;       // descending time, then kind
   std::vector<CriticalPathShare> by_unit_kind;  // descending time, then unit order, then kind
 };

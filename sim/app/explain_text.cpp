@@ -117,6 +117,15 @@ std::string explanation_text(const Explanation& e, std::size_t top) {
         k.ranks > 1 ? fmt::format(", and {} more alike", k.ranks - 1) : "",
         format_time(e.straggler->others_wait), r.breakdown_rank);
   }
+  if (r.reserved.alloc_retries > 0) {
+    out += fmt::format(
+        "allocator       {} cudaMalloc {} per step: each time the caching allocator synchronized "
+        "the device and freed its cache; its cudaMalloc/cudaFree calls take {} of the critical "
+        "path at the preset's prices (hardware.node.cuda_malloc_us, not measured unless a "
+        "calibration profile timed them), so this step time is less certain\n",
+        r.reserved.alloc_retries, r.reserved.alloc_retries == 1 ? "retry" : "retries",
+        format_time(e.critical_path.cpu_allocator));
+  }
   out += fmt::format("wall time       compute stream {}, exposed communication {}, idle {}\n\n",
                      share(compute, r.step_time), share(b.exposed_communication, r.step_time),
                      share(b.idle, r.step_time));

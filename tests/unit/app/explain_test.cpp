@@ -281,6 +281,31 @@ TEST(ExplainCommand, NamesTheStragglerTheOtherRanksWaitFor) {
   EXPECT_GT(s["others_wait_s"].get<double>(), 0.0);
 }
 
+// At 16.5 GB of HBM the 2-layer model's step fits only after two cudaMalloc retries (18 GB
+// leaves room for its 15.1 GiB reserved peak): explain counts them and their allocator time.
+TEST(ExplainCommand, CountsCudaMallocRetriesAndTheirAllocatorTime) {
+  const fs::path scenario = tiny_scenario("explain_retries");
+  const std::string tight = " --set hardware.gpu.hbm_bytes=16500000000";
+  const Outcome text = run_fsdpsim("explain " + scenario.string() + tight);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("allocator       2 cudaMalloc retries per step"), std::string::npos)
+      << text.output;
+  const nlohmann::json j = nlohmann::json::parse(
+      run_fsdpsim("explain " + scenario.string() + tight + " --json -").output);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["alloc_retries"], 2);
+  EXPECT_GT(j["critical_path"]["cpu_allocator_s"].get<double>(), 0.0);
+  EXPECT_LE(j["critical_path"]["cpu_allocator_s"].get<double>(),
+            j["critical_path"]["cpu_host_s"].get<double>());
+
+  const Outcome roomy = run_fsdpsim("explain " + scenario.string());
+  ASSERT_EQ(roomy.exit_code, 0) << roomy.output;
+  EXPECT_EQ(roomy.output.find("allocator "), std::string::npos) << roomy.output;
+  EXPECT_EQ(nlohmann::json::parse(
+                run_fsdpsim("explain " + scenario.string() + " --json -").output)["alloc_retries"],
+            0);
+}
+
 TEST(ExplainCommand, ExplainsDdpAndOutOfMemoryScenarios) {
   const Outcome ddp = run_fsdpsim(
       "explain " +
