@@ -1,18 +1,36 @@
 #include "sim/app/allocator_json.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_reader.hpp"
 
 namespace fsdpsim::app {
 
 std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json* value,
-                                                           const std::string& file,
-                                                           Bytes capacity) {
+                                                           const std::string& file, Bytes usable,
+                                                           Bytes device_total) {
   memory::AllocatorConfig config;
-  config.capacity = capacity;
+  config.capacity = usable;
   if (value == nullptr) return config;
   JsonObjectReader r(*value, file, "/allocator");
   const bool enabled = r.boolean("enabled", true);
+  if (r.has("memory_fraction")) {
+    // torch.cuda.set_per_process_memory_fraction: the allocator refuses to hold more than
+    // fraction x the device's total memory (DeviceCachingAllocator::setMemoryFraction,
+    // allowed_memory_maximum); a request past it fails like a cudaMalloc out of memory, through
+    // the same free-the-cache-and-retry path.
+    const double fraction = r.fraction("memory_fraction");
+    if (!enabled) {
+      throw ConfigError(file, "/allocator/memory_fraction",
+                        "memory_fraction caps the caching allocator: it needs the allocator "
+                        "model (\"enabled\": true), found \"enabled\": false");
+    }
+    config.allowed_maximum =
+        Bytes{static_cast<std::int64_t>(fraction * static_cast<double>(device_total.value()))};
+    config.capacity = std::min(usable, *config.allowed_maximum);
+  }
   if (r.has("max_split_size_mb")) config.max_split_size_mb = r.positive_int("max_split_size_mb");
   config.expandable_segments = r.boolean("expandable_segments", false);
   if (r.has("garbage_collection_threshold")) {

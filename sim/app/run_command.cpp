@@ -119,6 +119,15 @@ fsdp.param_dtype fp16 | bf16 is the modules' dtype, default fp16):
   register_external_embedding  the model registers its tied token embedding as an external
                             parameter of the whole model [deepspeed.zero.register_external_parameter;
                             Megatron-LM-v1.1.5-ZeRO3, 2021-03]: gathered all step   default false
+allocator (the CUDA caching allocator; PYTORCH_CUDA_ALLOC_CONF's names):
+  enabled                   false: allocated and active memory only, no reserved    default true
+  max_split_size_mb         cached blocks this large are never split                default none
+  expandable_segments       one growing segment per stream and pool                 default false
+  garbage_collection_threshold  free old cached blocks past this fraction of the memory
+                            fraction's maximum (only with memory_fraction, as PyTorch) default off
+  roundup_power2_divisions  round request sizes to 1/N steps between powers of two  default off
+  memory_fraction           hold at most this fraction of the device's memory
+                            [torch.cuda.set_per_process_memory_fraction]            default 1
 
 Exit codes: 0 ok (an out-of-memory prediction is a result), 1 internal error, 2 bad input.)";
 

@@ -79,8 +79,8 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
   s.training = training_from_json(*training, f, parallelism);
   s.fsdp = parallel_config_from_json(r.child("fsdp"), r.child("ddp"), r.child("deepspeed"), f,
                                      parallelism, s.hardware.cluster);
-  s.allocator =
-      allocator_from_json(r.child("allocator"), f, s.hardware.cluster.gpu.usable_memory());
+  s.allocator = allocator_from_json(r.child("allocator"), f, s.hardware.cluster.gpu.usable_memory(),
+                                    s.hardware.cluster.gpu.hbm);
   // Checked here, so that run and explain reject a malformed block as check and sweep do.
   if (const nlohmann::json* expect = r.child("expect"))
     s.expectations = parse_expectations(*expect, file);

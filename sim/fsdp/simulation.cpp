@@ -216,7 +216,8 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
   const memory::MemoryModelOptions memory_options =
       memory_options_for(input, out.schedule, options);
   StepResult& r = out.result;
-  r.usable_memory = gpu.usable_memory();
+  // What the allocator may hold (allocator.memory_fraction can lower it), else the device's.
+  r.usable_memory = options.allocator ? options.allocator->capacity : gpu.usable_memory();
   SimTime step_start;
   SimTime step_end;
   if (input.cluster.stragglers.empty()) {

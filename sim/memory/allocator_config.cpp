@@ -55,6 +55,13 @@ std::string validate(const AllocatorConfig& config) {
   if (config.capacity.value() <= 0) {
     problem("capacity = " + std::to_string(config.capacity.value()) + " B (must be > 0)");
   }
+  if (config.allowed_maximum && config.allowed_maximum->value() <= 0) {
+    problem("allowed_maximum = " + std::to_string(config.allowed_maximum->value()) +
+            " B (must be > 0)");
+  }
+  if (config.allowed_maximum && config.capacity > *config.allowed_maximum) {
+    problem("capacity exceeds allowed_maximum (the memory fraction caps it)");
+  }
   // AllocatorConfig::parseMaxSplitSize: "max_split_size_mb too small, must be >= 20".
   const std::int64_t min_split_mb = kLargeBuffer.value() / kBytesPerMiB;
   if (config.max_split_size_mb &&

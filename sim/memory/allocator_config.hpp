@@ -33,10 +33,14 @@ struct AllocatorConfig {
   std::optional<std::int64_t> max_split_size_mb;
   // expandable_segments:True: one segment per stream and pool that grows page by page.
   bool expandable_segments = false;
+  // torch.cuda.set_per_process_memory_fraction: fraction x the device's total memory
+  // (DeviceCachingAllocator::allowed_memory_maximum); a segment past it fails as a cudaMalloc
+  // out of memory would, so `capacity` is already at most this. nullopt = never set.
+  std::optional<Bytes> allowed_maximum;
   // garbage_collection_threshold: 0 = off; in (0, 1): when reserved memory exceeds this
-  // fraction of `capacity`, a cache miss first frees the oldest unsplit cached blocks.
-  // (PyTorch applies it only under set_per_process_memory_fraction; we take the fraction that
-  // makes the allowed maximum equal to `capacity`.)
+  // fraction of `allowed_maximum`, a cache miss first frees the oldest unsplit cached blocks.
+  // PyTorch collects only when a memory fraction was set (DeviceCachingAllocator::malloc:
+  // set_fraction && threshold > 0), so without `allowed_maximum` it does nothing.
   double garbage_collection_threshold = 0.0;
   // roundup_power2_divisions per interval (see kRoundupPower2Intervals); 0 or 1 = off, else a
   // power of two: sizes round up to the next 1/N step between two powers of two.

@@ -85,11 +85,11 @@ void CachingAllocator::release_block(BlockIt it) {
 }
 
 void CachingAllocator::garbage_collect_cached_blocks() {
-  // garbage_collect_cached_blocks: above threshold * capacity, free unsplit cached blocks of
-  // the large pool whose age (get_free_block calls since cached) is at least the mean age,
-  // until the excess is reclaimed. Expandable segments have no unsplit blocks to free.
+  // garbage_collect_cached_blocks: above threshold * allowed_memory_maximum, free unsplit cached
+  // blocks of the large pool whose age (get_free_block calls since cached) is at least the mean
+  // age, until the excess is reclaimed. Expandable segments have no unsplit blocks to free.
   const auto gc_threshold = static_cast<std::int64_t>(
-      config_.garbage_collection_threshold * static_cast<double>(config_.capacity.value()));
+      config_.garbage_collection_threshold * static_cast<double>(config_.allowed_maximum->value()));
   const std::int64_t reserved = stats_.reserved_bytes.current.value();
   if (reserved <= gc_threshold || config_.expandable_segments) return;
   const std::int64_t target = reserved - gc_threshold;

@@ -72,7 +72,7 @@ MallocResult CachingAllocator::malloc(Bytes size, StreamId stream) {
   // collection (if on), cudaMalloc, then release_available_cached_blocks and cudaMalloc again.
   std::optional<BlockIt> block = get_free_block(r);
   if (!block) {
-    if (config_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
+    if (collects_garbage()) garbage_collect_cached_blocks();
     block = alloc_block(r, /*is_retry=*/false);
     if (!block && release_available_cached_blocks(r)) block = alloc_block(r, false);
   }
@@ -119,7 +119,7 @@ MallocResult CachingAllocator::out_of_memory(const Request& r) {
 std::optional<CachingAllocator::BlockIt> CachingAllocator::get_free_block(const Request& r) {
   Pool& pool = r.small ? small_ : large_;
   // get_free_block counts calls per pool only while garbage collection is on (block ages).
-  if (config_.garbage_collection_threshold > 0.0) ++pool.get_free_block_calls;
+  if (collects_garbage()) ++pool.get_free_block_calls;
   auto it = pool.cached.lower_bound(SizeKey{r.stream, r.size.value(), kLowestAddress});
   if (it == pool.cached.end() || it->stream != r.stream) return std::nullopt;
   if (config_.expandable_segments) {

@@ -214,6 +214,10 @@ class CachingAllocator {
   void release_blocks(Pool& pool);
   void release_block(BlockIt block);
   void garbage_collect_cached_blocks();
+  // set_fraction && garbage_collection_threshold > 0 (AllocatorConfig::allowed_maximum).
+  [[nodiscard]] bool collects_garbage() const {
+    return config_.allowed_maximum && config_.garbage_collection_threshold > 0.0;
+  }
   // expandable_segment.cpp
   std::optional<BlockIt> try_allocate_expandable_block(const Request& r);
   BlockIt find_expandable_block(const Request& r);

@@ -400,8 +400,10 @@ TEST(CachingAllocator, ReleaseAvailableCachedBlocksFreesAnOversizeBlockWithoutSy
   EXPECT_EQ(a.stats().reserved_bytes.current.value(), mb(80));
 }
 
+// With a memory fraction (set_per_process_memory_fraction) capping the allocator at 100 MiB.
 TEST(CachingAllocator, GarbageCollectionFreesTheOldestCachedBlocksAboveTheThreshold) {
   AllocatorConfig c = with_capacity(mb(100));
+  c.allowed_maximum = Bytes(mb(100));
   c.garbage_collection_threshold = 0.5;
   CachingAllocator a(c);
   a.free(alloc(a, mb(30), kCompute), false);  // cached after 1 get_free_block call
@@ -420,6 +422,35 @@ TEST(CachingAllocator, GarbageCollectionFreesTheOldestCachedBlocksAboveTheThresh
   alloc(no_gc, mb(50), kCompute);
   EXPECT_EQ(no_gc.stats().num_alloc_retries, 1);
   EXPECT_EQ(no_gc.stats().reserved_bytes.current.value(), mb(50));
+}
+
+// PyTorch collects garbage only when a memory fraction was set (DeviceCachingAllocator::malloc:
+// set_fraction && threshold > 0): the threshold alone leaves the retry path to free the cache.
+TEST(CachingAllocator, GarbageCollectionNeedsAMemoryFraction) {
+  AllocatorConfig c = with_capacity(mb(100));
+  c.garbage_collection_threshold = 0.5;
+  CachingAllocator a(c);
+  a.free(alloc(a, mb(30), kCompute), false);
+  a.free(alloc(a, mb(40), kCompute), false);
+  alloc(a, mb(50), kCompute);
+  EXPECT_EQ(a.stats().num_alloc_retries, 1);
+  EXPECT_EQ(a.stats().reserved_bytes.current.value(), mb(50));
+}
+
+// A memory fraction caps what the allocator may reserve below what the device has: past it the
+// allocation fails as a cudaMalloc out of memory would, through the same retry path.
+TEST(CachingAllocator, MemoryFractionCapsTheSegmentsLikeTheDevicesCapacity) {
+  AllocatorConfig c = with_capacity(mb(60));
+  c.allowed_maximum = Bytes(mb(60));  // a 100 MiB device at fraction 0.6
+  CachingAllocator a(c);
+  a.free(alloc(a, mb(40), kUnshard), false);
+  alloc(a, mb(30), kCompute);  // 40 + 30 > 60: the other stream's cached 40 MiB goes
+  EXPECT_EQ(a.stats().num_alloc_retries, 1);
+  EXPECT_EQ(a.stats().reserved_bytes.current.value(), mb(30));
+  EXPECT_EQ(a.malloc(Bytes(mb(40)), kUnshard).status, MallocStatus::kOutOfMemory);
+
+  c.allowed_maximum = Bytes(mb(50));  // capacity above the fraction's maximum: inconsistent
+  EXPECT_NE(validate(c).find("capacity exceeds allowed_maximum"), std::string::npos);
 }
 
 // Two 40 MiB tensors, freed, then two 30 MiB and one 20 MiB: with fixed segments the 10 MiB
@@ -512,7 +543,10 @@ TEST(CachingAllocator, RandomSequencesKeepStatisticsConsistentWithTheSnapshot) {
     AllocatorConfig c = with_capacity(mb(400));
     if (variant == 1) c.max_split_size_mb = 24;
     if (variant == 2) c.expandable_segments = true;
-    if (variant == 3) c.garbage_collection_threshold = 0.6;
+    if (variant == 3) {
+      c.allowed_maximum = c.capacity;
+      c.garbage_collection_threshold = 0.6;
+    }
     CachingAllocator a(c);
     std::vector<std::int64_t> live;
     std::vector<std::int64_t> pending;
