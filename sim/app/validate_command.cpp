@@ -250,9 +250,11 @@ int validate_command(const ValidateOptions& options) {
   const std::vector<ValidationCase> cases = read_validation_cases(file);
   std::vector<std::string> overrides = options.overrides;
   if (!options.calibration.empty()) {
-    // Resolved once here, so a wrong name is an error rather than every row skipped.
-    (void)presets.resolve("calibration", options.calibration, "--calibration", "");
-    overrides.push_back("hardware.calibration=" + options.calibration);
+    // Resolved once here, so a wrong name is an error rather than every row skipped, and a
+    // relative path is the command line's (the working directory's), not the CSV's folder's.
+    const std::filesystem::path profile =
+        presets.resolve("calibration", options.calibration, "--calibration", "");
+    overrides.push_back("hardware.calibration=" + std::filesystem::absolute(profile).string());
   }
 
   std::vector<RowFilter> filters;

@@ -537,6 +537,22 @@ TEST(Validate, TflopsOnlyRowsMakeNoEmptyTokenGroups) {
 // GEMM times by the same sustained_compute_fraction that was fitted with the model's, so a
 // model far from the measurements (or a fraction fitted to hide that) shows up here. The three
 // sets of configs/validation/measured-h200 and configs/calibration/h200-sxm-141gb-measured.json.
+// --calibration is a command-line option: a relative path is the working directory's, not the
+// CSV's folder's (where hardware.calibration in a row's scenario would look).
+TEST(Validate, CalibrationPathIsRelativeToTheWorkingDirectory) {
+  const fs::path profile =
+      fs::path(FSDPSIM_CONFIGS_DIR) / "calibration" / "h200-sxm-141gb-measured.json";
+  const fs::path relative = fs::relative(profile, fs::current_path());
+  ASSERT_FALSE(relative.is_absolute());
+  const auto [code, out] = run_fsdpsim("validate " + std::string(FSDPSIM_CONFIGS_DIR) +
+                                       "/validation/measured-h200/steps.csv --calibration " +
+                                       relative.string() + " --json -");
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["skipped"], 0) << j["skipped_cases"].dump(1);
+  EXPECT_EQ(j["evaluated"], 7);
+}
+
 TEST(Validate, OwnGemmMeasurementsPredictOwnStepsNoWorseThanThePreset) {
   const std::string measured = std::string(FSDPSIM_CONFIGS_DIR) + "/validation/measured-h200/";
   for (const std::string set : {"steps.csv", "heldout/steps.csv", "compiled/steps.csv"}) {
