@@ -10,7 +10,9 @@ F.scaled_dot_product_attention, fp32 cross-entropy), wrapped per block with FSDP
 AdamW (PyTorch's default foreach implementation), optional full activation checkpointing per
 block (checkpoint_wrapper, as torchtitan's `ac.mode = "full"`) and optional torch.compile of each
 block (a run's "compiled": true; torchtitan's apply_compile: after checkpointing, before
-fully_shard).
+fully_shard). A run's "memory_fraction" caps the caching allocator for that run with
+torch.cuda.set_per_process_memory_fraction, to measure steps that fit only after cudaMalloc
+retries (h200_runs_retries.json).
 
 Each run of --runs is trained for --warmup untimed steps, then --steps timed steps. A step is
 timed with CUDA events around forward, backward and the optimizer step; the median of the steps
@@ -45,7 +47,7 @@ CSV_COLUMNS = (
     "attention,loss,compiled,cpu_offload,optimizer,micro_batch,global_batch,grad_accum,"
     "measured_tokens_per_s_per_gpu,measured_model_tflops_per_gpu,measured_hardware_tflops_per_gpu,"
     "measured_mfu,measured_hfu,measured_peak_mem_gib,mfu_definition,notes,no_sync,"
-    "param_storage_dtype").split(",")
+    "param_storage_dtype,memory_fraction").split(",")
 
 
 # --- models (torchtitan's Llama 3; an MPT-like GPT with learned positions and tied embeddings) ---
@@ -175,6 +177,8 @@ def build(run, device):
 
 
 def measure(run, args, device, rank):
+    # The cap of this run only: measure() of the next run sets it again (1.0 = the whole device).
+    torch.cuda.set_per_process_memory_fraction(run.get("memory_fraction", 1.0), device)
     torch.manual_seed(1234 + rank)
     model, params = build(run, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
@@ -202,6 +206,7 @@ def measure(run, args, device, rank):
         step(events())
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
+    torch.cuda.reset_accumulated_memory_stats()  # num_alloc_retries: the timed steps' only
     times, phases = [], []
     for _ in range(args.steps):
         marks = events()
@@ -222,7 +227,7 @@ def measure(run, args, device, rank):
                            for i, name in enumerate(("forward", "backward", "optimizer"))},
         "max_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
         "max_reserved_gib": torch.cuda.max_memory_reserved() / 2**30,
-        "num_alloc_retries": stats.get("num_alloc_retries", 0),
+        "num_alloc_retries": stats.get("num_alloc_retries", 0),  # over the timed steps
         "loss": loss.item(),
     }
     del model, optimizer, tokens, labels, loss
@@ -244,6 +249,8 @@ def sdpa_default_backend(device):
 def csv_row(run, result, world, local_world, gpu, software, attention):
     tokens_per_s = run["micro_batch"] * run["seq_len"] / result["median_step_s"]
     ac = {"none": "0", "full": "1"}[run["act_ckpt"]] + ("-tc" if run.get("compiled") else "")
+    if "memory_fraction" in run:
+        ac += f"-mf{round(run['memory_fraction'] * 1000):03d}"
     row = dict.fromkeys(CSV_COLUMNS, "")
     row.update({
         "case_id": f"own-{gpu}-{run['name']}-s{run['seq_len']}-g{world}-mb{run['micro_batch']}-ac{ac}-1",
@@ -263,10 +270,12 @@ def csv_row(run, result, world, local_world, gpu, software, attention):
         "global_batch": run["micro_batch"] * world, "grad_accum": 1,
         "measured_tokens_per_s_per_gpu": f"{tokens_per_s:.1f}",
         "measured_peak_mem_gib": f"{result['max_allocated_gib']:.2f}",
+        "memory_fraction": run.get("memory_fraction", ""),
         "notes": (f"median of {len(result['step_s'])} steps {result['median_step_s']:.4f} s; "
                   f"peak mem = max_memory_allocated; max_memory_reserved "
                   f"{result['max_reserved_gib']:.2f} GiB; alloc retries "
-                  f"{result['num_alloc_retries']}; eager, SDPA, fp32 cross-entropy, "
+                  f"{result['num_alloc_retries']} in {len(result['step_s'])} steps; eager, SDPA, "
+                  f"fp32 cross-entropy, "
                   f"foreach AdamW"),
     })
     return row
@@ -299,6 +308,10 @@ def main():
             sys.exit(f"{args.runs}: runs[{i}]: expected keys {', '.join(RUN_KEYS)} with "
                      f"model_family in {sorted(FAMILIES)} and act_ckpt none|full; "
                      f"missing {missing}")
+        fraction = run.get("memory_fraction", 1.0)
+        if not isinstance(fraction, (int, float)) or not 0.0 < fraction <= 1.0:
+            sys.exit(f"{args.runs}: runs[{i}].memory_fraction: expected a number in (0, 1], "
+                     f"found {fraction!r}")
 
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
@@ -325,7 +338,8 @@ def main():
         results.append({"run": run, **result})
         if rank == 0:
             line = (f"{run['name']:>10} s{run['seq_len']:<6} mb{run['micro_batch']:<3} "
-                    f"ac {run['act_ckpt']:<4}{' compiled' if run.get('compiled') else ''}: ")
+                    f"ac {run['act_ckpt']:<4}{' compiled' if run.get('compiled') else ''}"
+                    f"{' fraction ' + str(run['memory_fraction']) if 'memory_fraction' in run else ''}: ")
             if "error" in result:
                 print(line + result["error"], flush=True)
             else:
@@ -336,7 +350,8 @@ def main():
                       f"{ph['optimizer'] * 1e3:.1f})  "
                       f"{rows[-1]['measured_tokens_per_s_per_gpu']:>9} tok/s/GPU  "
                       f"alloc {result['max_allocated_gib']:6.2f} GiB  "
-                      f"reserved {result['max_reserved_gib']:6.2f} GiB", flush=True)
+                      f"reserved {result['max_reserved_gib']:6.2f} GiB  "
+                      f"retries {result['num_alloc_retries']}", flush=True)
             write_atomically(args.csv, lambda f: csv.DictWriter(
                 f, CSV_COLUMNS, lineterminator="\n").writerows([dict(zip(CSV_COLUMNS, CSV_COLUMNS))] + rows))
             if args.json:

@@ -208,6 +208,15 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
     if (!pcie || *pcie <= 0) bad_cell(file, c, "pcie_GBps", "a positive number of GB/s");
     hardware["node"]["pcie_GBps"] = *pcie;
   }
+  // The optional memory_fraction column (configs/validation/README.md): the run capped its
+  // caching allocator with torch.cuda.set_per_process_memory_fraction; empty = no cap.
+  nlohmann::json allocator = nlohmann::json::object();
+  if (!c.get("memory_fraction").empty()) {
+    const std::optional<double> fraction = c.number("memory_fraction");
+    if (!fraction || !(*fraction > 0.0 && *fraction <= 1.0))
+      bad_cell(file, c, "memory_fraction", "a fraction in (0, 1]");
+    allocator["memory_fraction"] = *fraction;
+  }
   const std::string ac = c.get("act_ckpt");
   if (ac != "none" && ac != "full" && ac != "selective")
     bad_cell(file, c, "act_ckpt", "none, full or selective");
@@ -288,6 +297,7 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
                     {"training", training},
                     {"fsdp", {{"param_dtype", c.get("param_dtype")}}},
                     {"deepspeed", {{"register_external_embedding", true}}}};
+    if (!allocator.empty()) out.document["allocator"] = allocator;
     return out;
   } else if (!runtime.empty() && runtime != "torch") {
     bad_cell(file, c, "runtime", "torch or deepspeed-0.3");
@@ -321,6 +331,7 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   }
   out.document = {{"schema_version", 1},  {"name", c.get("case_id")}, {"model", model},
                   {"hardware", hardware}, {"training", training},     {"fsdp", fsdp}};
+  if (!allocator.empty()) out.document["allocator"] = allocator;
   return out;
 }
 

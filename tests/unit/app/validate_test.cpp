@@ -206,6 +206,12 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
                       "\"fast\""),
             std::string::npos)
       << out5;
+  const auto [code6, out6] = run_fsdpsim("validate " + kData + "bad_memory_fraction.csv");
+  EXPECT_EQ(code6, 2) << out6;
+  EXPECT_NE(out6.find("line 2, column memory_fraction: expected a fraction in (0, 1], found "
+                      "\"1.5\""),
+            std::string::npos)
+      << out6;
   const auto [code2, out2] = run_fsdpsim("validate " + kData + "missing_column.csv");
   EXPECT_EQ(code2, 2);
   EXPECT_NE(out2.find("required column"), std::string::npos) << out2;
@@ -392,6 +398,22 @@ TEST(Validate, PredictedCudaMallocRetriesAreReportedAndSummarized) {
   const std::string text = test_support::read_file(md);
   EXPECT_NE(text.find("## tokens/s/GPU by predicted allocator state"), std::string::npos) << text;
   EXPECT_NE(text.find("cudaMalloc retries) |"), std::string::npos) << text;
+}
+
+// The memory_fraction column caps a row's allocator (allocator.memory_fraction): the H200's
+// 1.5B Llama run, 52.7 GiB reserved at its peak uncapped, fits under 35 % of the 141 GB only
+// after cudaMalloc retries.
+TEST(Validate, MemoryFractionColumnCapsTheRowsAllocator) {
+  const auto [code, out] = run_fsdpsim("validate " + kData + "memory_fraction.csv --json -");
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["cases"].size(), 2U);
+  EXPECT_EQ(j["cases"][0]["predicted_alloc_retries"], 0);
+  EXPECT_EQ(j["cases"][0]["status"], "ok");
+  EXPECT_GT(j["cases"][1]["predicted_alloc_retries"].get<std::int64_t>(), 0);
+  EXPECT_EQ(j["cases"][1]["status"], "ok");
+  EXPECT_LT(j["cases"][1]["predicted_tokens_per_s_per_gpu"].get<double>(),
+            j["cases"][0]["predicted_tokens_per_s_per_gpu"].get<double>());
 }
 
 // Issue #7 bounds every case at 25 %: the markdown lists the cases beyond it before all others,
