@@ -188,33 +188,23 @@ TEST(Validate, DefinitionCheckShowsAPrintedMfuTheCountDoesNotGive) {
 }
 
 TEST(Validate, MalformedRowsNameTheLineAndColumn) {
-  const auto [code, out] = run_fsdpsim("validate " + kData + "bad_cell.csv");
-  EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("line 3, column n_layers"), std::string::npos) << out;
-  const auto [code3, out3] = run_fsdpsim("validate " + kData + "bad_prefetch.csv");
-  EXPECT_EQ(code3, 2) << out3;
-  EXPECT_NE(out3.find("line 2, column backward_prefetch"), std::string::npos) << out3;
-  const auto [code4, out4] = run_fsdpsim("validate " + kData + "bad_wrap_policy.csv");
-  EXPECT_EQ(code4, 2) << out4;
-  EXPECT_NE(out4.find("line 2, column wrap_policy: expected transformer_block or "
-                      "block_and_linear, found \"per_linear\""),
-            std::string::npos)
-      << out4;
-  const auto [code5, out5] = run_fsdpsim("validate " + kData + "bad_pcie.csv");
-  EXPECT_EQ(code5, 2) << out5;
-  EXPECT_NE(out5.find("line 2, column pcie_GBps: expected a positive number of GB/s, found "
-                      "\"fast\""),
-            std::string::npos)
-      << out5;
-  const auto [code6, out6] = run_fsdpsim("validate " + kData + "bad_memory_fraction.csv");
-  EXPECT_EQ(code6, 2) << out6;
-  EXPECT_NE(out6.find("line 2, column memory_fraction: expected a fraction in (0, 1], found "
-                      "\"1.5\""),
-            std::string::npos)
-      << out6;
-  const auto [code2, out2] = run_fsdpsim("validate " + kData + "missing_column.csv");
-  EXPECT_EQ(code2, 2);
-  EXPECT_NE(out2.find("required column"), std::string::npos) << out2;
+  const std::pair<const char*, const char*> cases[] = {
+      {"bad_cell.csv", "line 3, column n_layers"},
+      {"bad_prefetch.csv", "line 2, column backward_prefetch"},
+      {"bad_wrap_policy.csv",
+       "line 2, column wrap_policy: expected transformer_block or block_and_linear, found "
+       "\"per_linear\""},
+      {"bad_pcie.csv",
+       "line 2, column pcie_GBps: expected a positive number of GB/s, found "
+       "\"fast\""},
+      {"bad_memory_fraction.csv",
+       "line 2, column memory_fraction: expected a fraction in (0, 1], found \"1.5\""},
+      {"missing_column.csv", "required column"}};
+  for (const auto& [file, message] : cases) {
+    const auto [code, out] = run_fsdpsim("validate " + kData + file);
+    EXPECT_EQ(code, 2) << file << "\n" << out;
+    EXPECT_NE(out.find(message), std::string::npos) << file << "\n" << out;
+  }
 }
 
 // A cell that is not a number, or not one of its column's values, is an error naming the line

@@ -416,25 +416,15 @@ TEST(CachingAllocator, GarbageCollectionFreesTheOldestCachedBlocksAboveTheThresh
   ASSERT_EQ(a.snapshot().size(), 2u);
   EXPECT_EQ(a.snapshot()[0].address, mb(30));
 
-  CachingAllocator no_gc(with_capacity(mb(100)));  // without it: the retry path frees both
+  // Without the fraction the threshold does nothing, as in PyTorch (DeviceCachingAllocator::
+  // malloc collects only when set_fraction): the retry path frees both cached blocks.
+  c.allowed_maximum.reset();
+  CachingAllocator no_gc(c);
   no_gc.free(alloc(no_gc, mb(30), kCompute), false);
   no_gc.free(alloc(no_gc, mb(40), kCompute), false);
   alloc(no_gc, mb(50), kCompute);
   EXPECT_EQ(no_gc.stats().num_alloc_retries, 1);
   EXPECT_EQ(no_gc.stats().reserved_bytes.current.value(), mb(50));
-}
-
-// PyTorch collects garbage only when a memory fraction was set (DeviceCachingAllocator::malloc:
-// set_fraction && threshold > 0): the threshold alone leaves the retry path to free the cache.
-TEST(CachingAllocator, GarbageCollectionNeedsAMemoryFraction) {
-  AllocatorConfig c = with_capacity(mb(100));
-  c.garbage_collection_threshold = 0.5;
-  CachingAllocator a(c);
-  a.free(alloc(a, mb(30), kCompute), false);
-  a.free(alloc(a, mb(40), kCompute), false);
-  alloc(a, mb(50), kCompute);
-  EXPECT_EQ(a.stats().num_alloc_retries, 1);
-  EXPECT_EQ(a.stats().reserved_bytes.current.value(), mb(50));
 }
 
 // A memory fraction caps what the allocator may reserve below what the device has: past it the
