@@ -18,7 +18,8 @@ Each run of --runs is trained for --warmup untimed steps, then --steps timed ste
 timed with CUDA events around forward, backward and the optimizer step; the median of the steps
 and of each phase is kept. Peak memory is torch.cuda.max_memory_allocated / max_memory_reserved over the timed steps.
 
-Output: rows in fsdpsim's validation CSV format (configs/validation/README.md) on --csv, and
+Output: rows in fsdpsim's validation CSV format (configs/validation/README.md; peak memory is
+max_memory_allocated, measured_peak_reserved_gib max_memory_reserved) on --csv, and
 every measured figure (step times, reserved memory, versions) on --json. One process per GPU:
     python3 measure_fsdp_steps.py --runs runs.json --csv out.csv --json out.json        # 1 GPU
     torchrun --nproc-per-node 8 measure_fsdp_steps.py --runs runs.json --csv out.csv    # a node
@@ -47,7 +48,7 @@ CSV_COLUMNS = (
     "attention,loss,compiled,cpu_offload,optimizer,micro_batch,global_batch,grad_accum,"
     "measured_tokens_per_s_per_gpu,measured_model_tflops_per_gpu,measured_hardware_tflops_per_gpu,"
     "measured_mfu,measured_hfu,measured_peak_mem_gib,mfu_definition,notes,no_sync,"
-    "param_storage_dtype,memory_fraction").split(",")
+    "param_storage_dtype,memory_fraction,measured_peak_reserved_gib").split(",")
 
 
 # --- models (torchtitan's Llama 3; an MPT-like GPT with learned positions and tied embeddings) ---
@@ -271,6 +272,7 @@ def csv_row(run, result, world, local_world, gpu, software, attention):
         "measured_tokens_per_s_per_gpu": f"{tokens_per_s:.1f}",
         "measured_peak_mem_gib": f"{result['max_allocated_gib']:.2f}",
         "memory_fraction": run.get("memory_fraction", ""),
+        "measured_peak_reserved_gib": f"{result['max_reserved_gib']:.2f}",
         "notes": (f"median of {len(result['step_s'])} steps {result['median_step_s']:.4f} s; "
                   f"peak mem = max_memory_allocated; max_memory_reserved "
                   f"{result['max_reserved_gib']:.2f} GiB; alloc retries "

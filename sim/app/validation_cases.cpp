@@ -143,8 +143,8 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   for (const char* column :
        {"measured_tokens_per_s_per_gpu", "measured_model_tflops_per_gpu",
         "measured_hardware_tflops_per_gpu", "measured_mfu", "measured_hfu", "measured_peak_mem_gib",
-        "params_b", "inter_node_gbps_per_node", "global_batch", "grad_accum", "shard_group_size",
-        "n_kv_heads", "ffn_dim"}) {
+        "measured_peak_reserved_gib", "params_b", "inter_node_gbps_per_node", "global_batch",
+        "grad_accum", "shard_group_size", "n_kv_heads", "ffn_dim"}) {
     (void)optional_positive(file, c, column);
   }
   check_choice(file, c, "sharding",

@@ -32,6 +32,7 @@ struct ValidationSummaries {
   ValidationGroup mfu;
   ValidationGroup hfu;
   ValidationGroup memory;
+  ValidationGroup reserved;
   std::vector<double> mfu_gaps;
   std::vector<double> hfu_gaps;
   ValidationGroups by_source;
@@ -74,8 +75,8 @@ ValidationSummaries summarize(const std::vector<ValidationOutcome>& outcomes,
     }
     for (const auto& [pair, group] :
          {std::pair{&o.model_tflops, &s.tflops}, std::pair{&o.hardware_tflops, &s.tflops},
-          std::pair{&o.mfu, &s.mfu}, std::pair{&o.hfu, &s.hfu},
-          std::pair{&o.peak_mem, &s.memory}}) {
+          std::pair{&o.mfu, &s.mfu}, std::pair{&o.hfu, &s.hfu}, std::pair{&o.peak_mem, &s.memory},
+          std::pair{&o.peak_reserved, &s.reserved}}) {
       if (*pair) group->add(**pair);
     }
     if (o.mfu_definition_gap) s.mfu_gaps.push_back(*o.mfu_definition_gap);
@@ -241,6 +242,7 @@ nlohmann::json ValidationReport::json() const {
   report["mfu"] = summary_json(s.mfu.summary());
   report["hfu"] = summary_json(s.hfu.summary());
   report["peak_mem"] = summary_json(s.memory.summary());
+  report["peak_reserved_mem"] = summary_json(s.reserved.summary());
   report["definition_check"] = {{"mfu", definition_check_json(s.mfu_gaps)},
                                 {"hfu", definition_check_json(s.hfu_gaps)}};
   nlohmann::json rho = nlohmann::json::object();
@@ -279,7 +281,8 @@ nlohmann::json ValidationReport::json() const {
     for (const auto& [key, pair] :
          {std::pair{"model_tflops", &o.model_tflops},
           std::pair{"hardware_tflops", &o.hardware_tflops}, std::pair{"mfu", &o.mfu},
-          std::pair{"hfu", &o.hfu}, std::pair{"peak_mem_gib", &o.peak_mem}}) {
+          std::pair{"hfu", &o.hfu}, std::pair{"peak_mem_gib", &o.peak_mem},
+          std::pair{"peak_reserved_gib", &o.peak_reserved}}) {
       if (*pair) row[key] = {{"measured", (*pair)->first}, {"predicted", (*pair)->second}};
     }
     rows.push_back(row);
@@ -317,8 +320,13 @@ std::string ValidationReport::markdown() const {
   for (const auto& [name, g] :
        {std::pair{"tokens/s/GPU", &s.tokens}, std::pair{"TFLOPS/GPU (row's definition)", &s.tflops},
         std::pair{"MFU (row's definition)", &s.mfu}, std::pair{"HFU (row's definition)", &s.hfu},
-        std::pair{"peak memory", &s.memory}}) {
+        std::pair{"peak allocated memory", &s.memory},
+        std::pair{"peak reserved memory", &s.reserved}}) {
     const ErrorSummary e = g->summary();
+    if (e.count == 0) {
+      md += fmt::format("| {} | 0 | – | – | – |\n", name);  // no row measured it
+      continue;
+    }
     md += fmt::format("| {} | {} | {} | {} | {} |\n", name, e.count, percent(e.mape),
                       percent(e.median_ape), percent(e.max_ape));
   }

@@ -34,8 +34,9 @@ struct ValidationOutcome {
   // fsdpsim implements, over the utilization the row prints, minus 1.
   std::optional<double> mfu_definition_gap;
   std::optional<double> hfu_definition_gap;
-  std::optional<Compared> peak_mem;
-  std::string status;  // "ok" or "oom"
+  std::optional<Compared> peak_mem;       // torch.cuda.max_memory_allocated(), GiB
+  std::optional<Compared> peak_reserved;  // torch.cuda.max_memory_reserved(), GiB
+  std::string status;                     // "ok" or "oom"
   // cudaMalloc retries of the predicted step (the caching allocator freed its cache and tried
   // again), 0 where the allocator is not modelled.
   std::int64_t alloc_retries = 0;
@@ -77,9 +78,10 @@ class ValidationReport {
 
   // The tokens/s errors of the rows that print tokens/s.
   [[nodiscard]] ErrorSummary tokens() const;
-  // Schema fsdpsim.validation/1: evaluated, skipped, tokens_per_s, tflops, mfu, hfu, peak_mem
-  // (count, mape, median_ape, max_ape, mean_error), definition_check, spearman, by_source,
-  // by_gpu, by_model_size, by_allocator, by_column (with --group-by), cases, skipped_cases.
+  // Schema fsdpsim.validation/1: evaluated, skipped, tokens_per_s, tflops, mfu, hfu, peak_mem,
+  // peak_reserved_mem (count, mape, median_ape, max_ape, mean_error), definition_check, spearman,
+  // by_source, by_gpu, by_model_size, by_allocator, by_column (with --group-by), cases,
+  // skipped_cases.
   [[nodiscard]] nlohmann::json json() const;
   [[nodiscard]] std::string markdown() const;
 

@@ -390,6 +390,33 @@ TEST(Validate, PredictedCudaMallocRetriesAreReportedAndSummarized) {
   EXPECT_NE(text.find("cudaMalloc retries) |"), std::string::npos) << text;
 }
 
+// This project's H200 rows record max_memory_reserved (measured_peak_reserved_gib): validate
+// compares the caching-allocator model's reserved peak with it, beside the allocated peak.
+TEST(Validate, ReservedMemoryIsComparedWhereTheRowMeasuredIt) {
+  const std::string md = (test_support::temp_dir("validate", "reserved") / "reserved.md").string();
+  const auto [code, out] = run_fsdpsim("validate " + std::string(FSDPSIM_CONFIGS_DIR) +
+                                       "/validation/measured-h200/steps.csv --json - --md " + md);
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["peak_reserved_mem"]["count"], 7);
+  EXPECT_EQ(j["peak_mem"]["count"], 7);
+  EXPECT_LT(j["peak_reserved_mem"]["mape"].get<double>(), 0.10);
+  for (const nlohmann::json& c : j["cases"]) {
+    ASSERT_TRUE(c.contains("peak_reserved_gib")) << c.dump();
+    // Reserved memory holds the allocated tensors and the cache around them.
+    EXPECT_GE(c["peak_reserved_gib"]["measured"].get<double>(),
+              c["peak_mem_gib"]["measured"].get<double>());
+    EXPECT_GE(c["peak_reserved_gib"]["predicted"].get<double>(),
+              c["peak_mem_gib"]["predicted"].get<double>());
+  }
+  EXPECT_NE(test_support::read_file(md).find("| peak reserved memory | 7 |"), std::string::npos);
+
+  const auto [published_code, published] =
+      run_fsdpsim("validate " + kData + "small_cases.csv --json -");
+  ASSERT_EQ(published_code, 0) << published;
+  EXPECT_EQ(nlohmann::json::parse(published)["peak_reserved_mem"]["count"], 0);
+}
+
 // The memory_fraction column caps a row's allocator (allocator.memory_fraction): the H200's
 // 1.5B Llama run, 52.7 GiB reserved at its peak uncapped, fits under 35 % of the 141 GB only
 // after cudaMalloc retries.
