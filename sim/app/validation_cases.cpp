@@ -9,6 +9,7 @@
 
 #include "sim/app/config_error.hpp"
 #include "sim/app/csv_table.hpp"
+#include "sim/app/json_reader.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -32,6 +33,45 @@ const std::vector<std::string> kRequiredColumns = {"case_id",
                                                    "measured_tokens_per_s_per_gpu",
                                                    "measured_model_tflops_per_gpu",
                                                    "measured_hardware_tflops_per_gpu"};
+
+// Every other column configs/validation/README.md defines: read into the scenario, compared, or
+// kept for the reader (source_detail, params_b, inter_node_assumed, mfu_definition, notes).
+const std::vector<std::string> kOtherColumns = {"source_detail",
+                                                "model",
+                                                "n_kv_heads",
+                                                "ffn_dim",
+                                                "params_b",
+                                                "inter_node_gbps_per_node",
+                                                "inter_node_assumed",
+                                                "shard_group_size",
+                                                "reduce_dtype",
+                                                "matmul_dtype",
+                                                "attention",
+                                                "loss",
+                                                "compiled",
+                                                "cpu_offload",
+                                                "optimizer",
+                                                "global_batch",
+                                                "grad_accum",
+                                                "measured_mfu",
+                                                "measured_hfu",
+                                                "measured_peak_mem_gib",
+                                                "measured_peak_reserved_gib",
+                                                "mfu_definition",
+                                                "notes",
+                                                "no_sync",
+                                                "param_storage_dtype",
+                                                "backward_prefetch",
+                                                "forward_prefetch",
+                                                "limit_all_gathers",
+                                                "clip_grad_norm",
+                                                "offload_activations",
+                                                "runtime",
+                                                "unpad_attention",
+                                                "wrap_policy",
+                                                "pcie_GBps",
+                                                "checkpoint_early_stop",
+                                                "memory_fraction"};
 
 const std::set<std::string> kPresetGpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb",
                                            "h200-sxm-141gb"};
@@ -91,6 +131,19 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
     if (std::find(header->begin(), header->end(), required) == header->end()) {
       throw ConfigError(
           fmt::format("{}: line 1: required column \"{}\" is missing", file.string(), required));
+    }
+  }
+  // A column fsdpsim does not know is the user's own (for --where and --group-by), unless it is
+  // so close to one it knows that it is most likely a misspelling, whose cells would be ignored.
+  std::vector<std::string> known = kRequiredColumns;
+  known.insert(known.end(), kOtherColumns.begin(), kOtherColumns.end());
+  for (const std::string& column : *header) {
+    if (std::find(known.begin(), known.end(), column) != known.end()) continue;
+    if (const std::string hint = did_you_mean(column, known); !hint.empty()) {
+      throw ConfigError(fmt::format(
+          "{}: line 1: unknown column \"{}\" (did you mean \"{}\"?); a column of your own "
+          "needs a name unlike fsdpsim's (configs/validation/README.md)",
+          file.string(), column, hint));
     }
   }
   std::vector<ValidationCase> cases;

@@ -199,12 +199,22 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
        "\"fast\""},
       {"bad_memory_fraction.csv",
        "line 2, column memory_fraction: expected a fraction in (0, 1], found \"1.5\""},
-      {"missing_column.csv", "required column"}};
+      {"missing_column.csv", "required column"},
+      {"misspelt_column.csv",
+       "line 1: unknown column \"memory_fracton\" (did you mean \"memory_fraction\"?)"}};
   for (const auto& [file, message] : cases) {
     const auto [code, out] = run_fsdpsim("validate " + kData + file);
     EXPECT_EQ(code, 2) << file << "\n" << out;
     EXPECT_NE(out.find(message), std::string::npos) << file << "\n" << out;
   }
+}
+
+// A column unlike any fsdpsim knows is the user's own: kept, and usable by --where and --group-by.
+TEST(Validate, AColumnOfYourOwnGroupsTheRows) {
+  const auto [code, out] =
+      run_fsdpsim("validate " + kData + "own_column.csv --where cluster=east --group-by cluster");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("validated 2 cases"), std::string::npos) << out;
 }
 
 // A cell that is not a number, or not one of its column's values, is an error naming the line
