@@ -180,16 +180,40 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
       oom_result = probe;
     }
   }
-  const auto& r = best_result;
-  std::cout << fmt::format(
-      "largest micro-batch that fits: {} ({} accumulation steps): {:.1f} tokens/s/GPU, peak "
-      "reserved {:.2f} GiB "
-      "of {:.2f} usable\n",
-      good, accumulation, r.tokens_per_s_per_gpu,
-      to_gib(r.models_reserved ? r.reserved.peak_reserved : r.memory.peak_active),
-      to_gib(r.usable_memory));
+  const auto describe = [&](const fsdp::StepResult& r) {
+    return fmt::format("{:.1f} tokens/s/GPU, peak reserved {:.2f} GiB of {:.2f} usable",
+                       r.tokens_per_s_per_gpu,
+                       to_gib(r.models_reserved ? r.reserved.peak_reserved : r.memory.peak_active),
+                       to_gib(r.usable_memory));
+  };
+  const std::int64_t retries = best_result.reserved.alloc_retries;
+  std::cout << fmt::format("largest micro-batch that fits: {} ({} accumulation steps): {}{}\n",
+                           good, accumulation, describe(best_result),
+                           retries == 0 ? ""
+                                        : fmt::format(", {} cudaMalloc {} per step", retries,
+                                                      retries == 1 ? "retry" : "retries"));
   if (bad <= kLimit)
     std::cout << fmt::format("micro_batch {} is out of memory: {}\n", bad, oom_result.oom_reason);
+  if (retries > 0) {
+    // A step that fits only by flushing the allocator's cache is the least certain prediction
+    // (each retry synchronizes the device), so the largest micro-batch that needs none is worth
+    // knowing too: bisection over [1, good), as retries grow with the micro-batch.
+    std::int64_t clean = 0;
+    std::int64_t retrying = good;
+    fsdp::StepResult clean_result;
+    while (retrying - clean > 1) {
+      const std::int64_t mid = clean + (retrying - clean) / 2;
+      if (fits(mid, probe) && probe.reserved.alloc_retries == 0) {
+        clean = mid;
+        clean_result = probe;
+      } else {
+        retrying = mid;
+      }
+    }
+    std::cout << (clean == 0 ? std::string("every micro-batch that fits retries cudaMalloc\n")
+                             : fmt::format("largest without cudaMalloc retries: {}: {}\n", clean,
+                                           describe(clean_result)));
+  }
   return 0;
 }
 
