@@ -341,6 +341,24 @@ TEST(CheckCommand, AFailedCheckExitsThreeAndIsAJunitFailure) {
       run_fsdpsim("check " + s.string() + " --set expect.tokens_per_s_per_gpu.min=1").exit_code, 0);
 }
 
+// A gate on num_alloc_retries (README "Scenario checks in CI"): at 30 % of its H100 the 2-layer
+// model fits micro-batch 3 only by retrying cudaMalloc, micro-batch 2 without.
+TEST(CheckCommand, ARetryGateFailsAConfigThatFitsOnlyByFlushingTheCache) {
+  const fs::path s =
+      tiny_scenario(temp_dir("retries"), "retries",
+                    {{"allocator", {{"memory_fraction", 0.3}}},
+                     {"training", {{"micro_batch", 3}, {"global_batch", 48}}},
+                     {"expect", {{"status", "ok"}, {"num_alloc_retries", {{"max", 0}}}}}});
+  const Outcome retrying = run_fsdpsim("check " + s.string());
+  EXPECT_EQ(retrying.exit_code, 3) << retrying.output;
+  EXPECT_NE(retrying.output.find("FAIL " + s.string() + " num_alloc_retries = "), std::string::npos)
+      << retrying.output;
+  EXPECT_EQ(run_fsdpsim("check " + s.string() +
+                        " --set training.micro_batch=2 --set training.global_batch=32")
+                .exit_code,
+            0);
+}
+
 TEST(CheckCommand, MalformedScenariosAndExpectBlocksExitTwo) {
   const fs::path dir = temp_dir("malformed");
   const fs::path bad_expect =
