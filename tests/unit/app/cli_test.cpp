@@ -196,6 +196,11 @@ TEST(Cli, MemoryFractionCapsWhatTheAllocatorMayHold) {
   EXPECT_LE(tight["peak_mem_reserved_gib"].get<double>(), tight["usable_mem_gib"].get<double>());
   EXPECT_GT(tight["step_time_s"].get<double>(), whole["step_time_s"].get<double>());
   EXPECT_EQ(tenth["status"], "oom");
+  const Outcome summary =
+      run_fsdpsim("run " + tiny.string() + " --set allocator.memory_fraction=0.17");
+  EXPECT_NE(summary.output.find("ok: fits ("), std::string::npos) << summary.output;
+  EXPECT_NE(summary.output.find("only by retrying cudaMalloc"), std::string::npos)
+      << summary.output;
 
   const Outcome above =
       run_fsdpsim("run " + tiny.string() + " --set allocator.memory_fraction=1.5");
