@@ -34,10 +34,8 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
   out["hfu"] = round6(r.hfu);
   out["peak_mem_allocated_gib"] = round6(to_gib(r.memory.peak_allocated));
   out["peak_mem_active_gib"] = round6(to_gib(r.memory.peak_active));
-  // Without the allocator model (allocator.enabled=false), reserved memory is reported as its
-  // lower bound: the peak of active memory (blocks in use or awaiting record_stream events).
-  out["peak_mem_reserved_gib"] =
-      round6(to_gib(r.models_reserved ? r.reserved.peak_reserved : r.memory.peak_active));
+  // Without the allocator model, its lower bound (blocks in use or awaiting record_stream events).
+  out["peak_mem_reserved_gib"] = round6(to_gib(r.reported_peak_reserved()));
   out["reserved_model"] = r.models_reserved ? "caching_allocator" : "lower_bound_active";
   out["fragmentation_gib"] = round6(to_gib(r.reserved.fragmentation_at_peak));
   out["num_alloc_retries"] = r.reserved.alloc_retries;

@@ -182,8 +182,7 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
   }
   const auto describe = [&](const fsdp::StepResult& r) {
     return fmt::format("{:.1f} tokens/s/GPU, peak reserved {:.2f} GiB of {:.2f} usable",
-                       r.tokens_per_s_per_gpu,
-                       to_gib(r.models_reserved ? r.reserved.peak_reserved : r.memory.peak_active),
+                       r.tokens_per_s_per_gpu, to_gib(r.reported_peak_reserved()),
                        to_gib(r.usable_memory));
   };
   const std::int64_t retries = best_result.reserved.alloc_retries;

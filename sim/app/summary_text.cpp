@@ -211,8 +211,7 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line(r.out_of_memory
            ? fmt::format("status               OUT OF MEMORY: {}", r.oom_reason)
            : fmt::format("status               ok: fits ({:.1f} GiB to spare){}",
-                         to_gib(r.usable_memory - (r.models_reserved ? r.reserved.peak_reserved
-                                                                     : r.memory.peak_active)),
+                         to_gib(r.usable_memory - r.reported_peak_reserved()),
                          r.reserved.alloc_retries == 0
                              ? std::string()
                              : fmt::format(" only by retrying cudaMalloc {} times per step "

@@ -146,10 +146,8 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
       o.peak_mem = std::make_pair(*mem, to_gib(r.memory.peak_allocated));
     }
     if (const auto mem = c.number("measured_peak_reserved_gib")) {
-      // torch.cuda.max_memory_reserved(): the caching allocator's segments; without the
-      // allocator model, their lower bound, the peak of active memory (as run reports it).
-      o.peak_reserved = std::make_pair(
-          *mem, to_gib(r.models_reserved ? r.reserved.peak_reserved : r.memory.peak_active));
+      // torch.cuda.max_memory_reserved(): the caching allocator's segments, as run reports them.
+      o.peak_reserved = std::make_pair(*mem, to_gib(r.reported_peak_reserved()));
     }
     e.outcomes.push_back(o);
   }

@@ -67,6 +67,12 @@ struct StepResult {
   std::vector<RankClassResult> rank_classes;
   std::int32_t breakdown_rank = 0;  // first rank of the class the breakdown describes
   std::int32_t memory_rank = 0;     // first rank of the class the memory numbers describe
+
+  // Peak reserved memory as reported: the caching allocator's, or without its model
+  // (allocator.enabled = false) the lower bound, the peak of active memory.
+  [[nodiscard]] Bytes reported_peak_reserved() const {
+    return models_reserved ? reserved.peak_reserved : memory.peak_active;
+  }
 };
 
 struct SimulationOutput {
