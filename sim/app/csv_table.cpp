@@ -288,8 +288,12 @@ std::string sweep_summary_text(const SweepTable& table) {
   const auto best = best_that_fits(table);
   if (best) {
     const SweepRow& r = table.rows[*best];
-    out += fmt::format("best that fits: {} -> {:.1f} tokens/s/GPU, {:.2f} GiB reserved\n",
-                       row_label(table, r), throughput(r), reserved(r));
+    const auto retries = static_cast<std::int64_t>(r.metrics[kMetricAllocRetries]);
+    out += fmt::format("best that fits: {} -> {:.1f} tokens/s/GPU, {:.2f} GiB reserved{}\n",
+                       row_label(table, r), throughput(r), reserved(r),
+                       retries == 0 ? std::string()
+                                    : fmt::format(", {} cudaMalloc {} per step", retries,
+                                                  retries == 1 ? "retry" : "retries"));
   } else {
     out += "best that fits: none of the points fits\n";
   }
@@ -320,9 +324,10 @@ std::string sweep_markdown(const SweepTable& table, const std::string& title, st
       "throughput vs peak reserved memory.\n\n| rank | index |";
   for (const std::string& k : table.grid_keys) out += fmt::format(" {} |", markdown_cell(k));
   out +=
-      " status | tokens/s/GPU | step time (s) | MFU | peak reserved (GiB) | Pareto |\n|---:|---:|";
+      " status | tokens/s/GPU | step time (s) | MFU | peak reserved (GiB) | cudaMalloc retries "
+      "| Pareto |\n|---:|---:|";
   for (std::size_t k = 0; k < table.grid_keys.size(); ++k) out += "---|";
-  out += "---|---:|---:|---:|---:|:---:|\n";
+  out += "---|---:|---:|---:|---:|---:|:---:|\n";
   const std::size_t shown = top == 0 ? simulated.size() : std::min(top, simulated.size());
   for (std::size_t rank = 0; rank < shown; ++rank) {
     const std::size_t p = simulated[rank];
@@ -330,9 +335,10 @@ std::string sweep_markdown(const SweepTable& table, const std::string& title, st
     out += fmt::format("| {} | {} |", rank + 1, r.index);
     for (const std::string& v : r.labels) out += fmt::format(" {} |", markdown_cell(v));
     const bool on_front = std::find(front.begin(), front.end(), p) != front.end();
-    out += fmt::format(" {} | {:.1f} | {:.4g} | {:.1f}% | {:.2f} | {} |\n",
-                       point_status_name(r.status), throughput(r), r.metrics[kMetricStepTime],
-                       100.0 * r.metrics[kMetricMfu], reserved(r), on_front ? "*" : "");
+    out += fmt::format(
+        " {} | {:.1f} | {:.4g} | {:.1f}% | {:.2f} | {} | {} |\n", point_status_name(r.status),
+        throughput(r), r.metrics[kMetricStepTime], 100.0 * r.metrics[kMetricMfu], reserved(r),
+        static_cast<std::int64_t>(r.metrics[kMetricAllocRetries]), on_front ? "*" : "");
   }
   if (shown < simulated.size())
     out += fmt::format("\n({} more simulated points not shown.)\n", simulated.size() - shown);

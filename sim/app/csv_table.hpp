@@ -13,21 +13,23 @@
 
 namespace fsdpsim::app {
 
-// The result keys a sweep table keeps, in column order. The last one lives under "breakdown"
-// in the result JSON.
-inline constexpr std::array<const char*, 9> kSweepMetricKeys = {"step_time_s",
-                                                                "tokens_per_s_per_gpu",
-                                                                "model_tflops_per_gpu",
-                                                                "hardware_tflops_per_gpu",
-                                                                "mfu",
-                                                                "hfu",
-                                                                "peak_mem_allocated_gib",
-                                                                "peak_mem_reserved_gib",
-                                                                "exposed_communication_s"};
+// The result keys a sweep table keeps, in column order. exposed_communication_s lives under
+// "breakdown" in the result JSON.
+inline constexpr std::array<const char*, 10> kSweepMetricKeys = {"step_time_s",
+                                                                 "tokens_per_s_per_gpu",
+                                                                 "model_tflops_per_gpu",
+                                                                 "hardware_tflops_per_gpu",
+                                                                 "mfu",
+                                                                 "hfu",
+                                                                 "peak_mem_allocated_gib",
+                                                                 "peak_mem_reserved_gib",
+                                                                 "exposed_communication_s",
+                                                                 "num_alloc_retries"};
 inline constexpr std::size_t kMetricTokensPerSPerGpu = 1;
 inline constexpr std::size_t kMetricStepTime = 0;
 inline constexpr std::size_t kMetricMfu = 4;
 inline constexpr std::size_t kMetricPeakReserved = 7;
+inline constexpr std::size_t kMetricAllocRetries = 9;
 
 enum class PointStatus { kOk, kOom, kSkipped };
 const char* point_status_name(PointStatus status);

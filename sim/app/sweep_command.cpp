@@ -36,7 +36,8 @@ A point whose scenario is invalid (a value the loader rejects, a global batch th
 does not divide) is a "skipped" row with the reason; an out-of-memory point is an "oom" row. The
 CSV has one line per point in grid order: index, the grid values, status, reason, step_time_s,
 tokens_per_s_per_gpu, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu,
-peak_mem_allocated_gib, peak_mem_reserved_gib, exposed_communication_s. Whatever -j, the outputs
+peak_mem_allocated_gib, peak_mem_reserved_gib, exposed_communication_s, num_alloc_retries (the
+cudaMalloc retries a point fits only with). Whatever -j, the outputs
 are byte-identical. --shard K/N runs the points with index % N == K-1; `fsdpsim merge` joins the
 slices into the CSV of the whole sweep.
 

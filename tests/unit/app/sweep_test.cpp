@@ -183,7 +183,7 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
   ok.index = 0;
   ok.labels = {"2", R"({"n_layers":2,"preset":"x"})"};
   ok.status = PointStatus::kOk;
-  ok.metrics = {0.1, 3521.2, 400, 410, 0.4, 0.41, 20.5, 21.25, 1e-05};
+  ok.metrics = {0.1, 3521.2, 400, 410, 0.4, 0.41, 20.5, 21.25, 1e-05, 2};
   SweepRow skipped;
   skipped.index = 1;
   skipped.labels = {"3", "y"};
@@ -193,9 +193,9 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
   const std::string csv = table_to_csv(t);
   EXPECT_EQ(table_to_csv(table_from_csv(csv, "t.csv")), csv);
   EXPECT_THROW(table_from_csv("index,status\n", "t.csv"), ConfigError);
-  EXPECT_THROW(table_from_csv(csv + "2,4,z,maybe,,,,,,,,,,\n", "t.csv"), ConfigError);
+  EXPECT_THROW(table_from_csv(csv + "2,4,z,maybe,,,,,,,,,,,\n", "t.csv"), ConfigError);
   // Cells no sweep writes: a metric that is NaN, infinite or negative, an ok point without one.
-  const std::string ok_row = "2,4,z,ok,,0.1,3521.2,400,410,0.4,0.41,20.5,21.25,1e-05\n";
+  const std::string ok_row = "2,4,z,ok,,0.1,3521.2,400,410,0.4,0.41,20.5,21.25,1e-05,0\n";
   EXPECT_NO_THROW(table_from_csv(csv + ok_row, "t.csv"));
   for (const char* cell : {"nan", "inf", "-5", "-inf"}) {
     std::string bad = ok_row;
@@ -233,6 +233,22 @@ TEST(SweepCsv, ParetoFrontKeepsPointsThatFitAndAreNotDominated) {
       summary.find("best that fits: (base scenario) -> 120.0 tokens/s/GPU, 60.00 GiB reserved"),
       std::string::npos)
       << summary;
+}
+
+// The best point that fits may fit only by retrying cudaMalloc: the summary and the markdown say
+// so, from the table's num_alloc_retries column.
+TEST(SweepCsv, TheBestPointsCudaMallocRetriesAreNamed) {
+  SweepTable t;
+  t.rows = {point(0, 100, 50), point(1, 120, 78)};
+  t.rows[1].metrics[kMetricAllocRetries] = 3;
+  EXPECT_NE(sweep_summary_text(t).find("78.00 GiB reserved, 3 cudaMalloc retries per step"),
+            std::string::npos)
+      << sweep_summary_text(t);
+  const std::string md = sweep_markdown(t, "t", 0);
+  EXPECT_NE(md.find("| cudaMalloc retries |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 78.00 | 3 | * |"), std::string::npos) << md;
+  t.rows[1].metrics[kMetricAllocRetries] = 0;
+  EXPECT_EQ(sweep_summary_text(t).find("cudaMalloc"), std::string::npos);
 }
 
 // ---- fsdpsim sweep ----
