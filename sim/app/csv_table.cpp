@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "sim/app/config_error.hpp"
+#include "sim/app/retries_text.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -289,11 +290,10 @@ std::string sweep_summary_text(const SweepTable& table) {
   if (best) {
     const SweepRow& r = table.rows[*best];
     const auto retries = static_cast<std::int64_t>(r.metrics[kMetricAllocRetries]);
-    out += fmt::format("best that fits: {} -> {:.1f} tokens/s/GPU, {:.2f} GiB reserved{}\n",
-                       row_label(table, r), throughput(r), reserved(r),
-                       retries == 0 ? std::string()
-                                    : fmt::format(", {} cudaMalloc {} per step", retries,
-                                                  retries == 1 ? "retry" : "retries"));
+    out += fmt::format(
+        "best that fits: {} -> {:.1f} tokens/s/GPU, {:.2f} GiB reserved{}\n", row_label(table, r),
+        throughput(r), reserved(r),
+        retries == 0 ? std::string() : ", " + cuda_malloc_retries(retries) + " per step");
   } else {
     out += "best that fits: none of the points fits\n";
   }

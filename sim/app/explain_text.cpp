@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "sim/app/explain_step.hpp"
+#include "sim/app/retries_text.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -119,12 +120,11 @@ std::string explanation_text(const Explanation& e, std::size_t top) {
   }
   if (r.reserved.alloc_retries > 0) {
     out += fmt::format(
-        "allocator       {} cudaMalloc {} per step: each time the caching allocator synchronized "
+        "allocator       {} per step: each time the caching allocator synchronized "
         "the device and freed its cache; its cudaMalloc/cudaFree calls take {} of the critical "
         "path at the preset's prices (hardware.node.cuda_malloc_us, not measured unless a "
         "calibration profile timed them), so this step time is less certain\n",
-        r.reserved.alloc_retries, r.reserved.alloc_retries == 1 ? "retry" : "retries",
-        format_time(e.critical_path.cpu_allocator));
+        cuda_malloc_retries(r.reserved.alloc_retries), format_time(e.critical_path.cpu_allocator));
   }
   out += fmt::format("wall time       compute stream {}, exposed communication {}, idle {}\n\n",
                      share(compute, r.step_time), share(b.exposed_communication, r.step_time),

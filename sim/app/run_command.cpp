@@ -8,6 +8,7 @@
 
 #include "sim/app/json_file.hpp"
 #include "sim/app/result_json.hpp"
+#include "sim/app/retries_text.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/summary_text.hpp"
@@ -188,9 +189,7 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
   const std::int64_t retries = best_result.reserved.alloc_retries;
   std::cout << fmt::format("largest micro-batch that fits: {} ({} accumulation steps): {}{}\n",
                            good, accumulation, describe(best_result),
-                           retries == 0 ? ""
-                                        : fmt::format(", {} cudaMalloc {} per step", retries,
-                                                      retries == 1 ? "retry" : "retries"));
+                           retries == 0 ? "" : ", " + cuda_malloc_retries(retries) + " per step");
   if (bad <= kLimit)
     std::cout << fmt::format("micro_batch {} is out of memory: {}\n", bad, oom_result.oom_reason);
   if (retries > 0) {

@@ -1,4 +1,5 @@
 #include "sim/app/validation_report.hpp"
+#include "sim/app/retries_text.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -144,8 +145,7 @@ double signed_error(const ValidationOutcome& o) {
 std::string allocator_note(const ValidationOutcome& o) {
   if (o.status == "oom") return " (out of memory)";
   if (o.alloc_retries == 0) return "";
-  return fmt::format(" ({} cudaMalloc {})", o.alloc_retries,
-                     o.alloc_retries == 1 ? "retry" : "retries");
+  return " (" + cuda_malloc_retries(o.alloc_retries) + ")";
 }
 
 std::string case_row(const ValidationOutcome& o) {
