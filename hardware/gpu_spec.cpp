@@ -48,6 +48,11 @@ std::string validate(const ClusterSpec& spec) {
 
   p.positive("nodes", std::int64_t{spec.nodes});
   p.positive("gpus_per_node", std::int64_t{spec.gpus_per_node});
+  const std::int64_t world = std::int64_t{spec.nodes} * std::int64_t{spec.gpus_per_node};
+  if (world > kMaxWorldSize) {
+    p.add("nodes x gpus_per_node", world, "GPUs", "<= " + std::to_string(kMaxWorldSize));
+    return p.str();  // the checks below index ranks
+  }
   p.positive("gpu.sm_count", std::int64_t{gpu.sm_count});
 
   // Every GPU has an fp32 rate; the others may be 0 = unsupported (fp8 on A100).
@@ -88,6 +93,14 @@ std::string validate(const ClusterSpec& spec) {
       !(spec.nic_busbw_loss_per_node_doubling < 1.0)) {
     p.add("nic_busbw_loss_per_node_doubling", spec.nic_busbw_loss_per_node_doubling, "",
           "in [0, 1)");
+  } else if (spec.nodes > 2 && spec.nic_busbw_loss_per_node_doubling *
+                                       std::log2(static_cast<double>(spec.nodes) / 2.0) >=
+                                   1.0) {
+    // A ring across all nodes would keep no bandwidth (collective_cost.cpp, scale_out_fraction).
+    p.add("nic_busbw_loss_per_node_doubling", spec.nic_busbw_loss_per_node_doubling, "",
+          "< 1 / log2(nodes / 2) = " +
+              std::to_string(1.0 / std::log2(static_cast<double>(spec.nodes) / 2.0)) + " at " +
+              std::to_string(spec.nodes) + " nodes, or the ring keeps no bandwidth");
   }
 
   p.non_negative("nvlink_hop_latency", spec.nvlink_hop_latency.value(), "s");

@@ -80,6 +80,11 @@ struct Straggler {
   double host_speed = 1.0;
 };
 
+// The most GPUs a cluster may have: 1,048,576, several times the largest training clusters
+// built, and far below where nodes x gpus_per_node would overflow 32 bits. The simulation
+// groups identical ranks, so its cost does not grow with the count (README, size bounds).
+inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 20;
+
 struct ClusterSpec {
   GpuSpec gpu;
   std::int32_t nodes = 1;

@@ -166,6 +166,12 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
   parse_gpu(*gpu, file, path + "/gpu", c.gpu);
   parse_node(*node, file, path + "/node", c);
   c.nodes = static_cast<std::int32_t>(nodes);
+  if (nodes * c.gpus_per_node > hardware::kMaxWorldSize) {
+    throw ConfigError(
+        file, path + "/nodes",
+        fmt::format("nodes {} x gpus_per_node {} = {} GPUs; at most {} are modelled", nodes,
+                    c.gpus_per_node, nodes * c.gpus_per_node, hardware::kMaxWorldSize));
+  }
   if (const nlohmann::json* stragglers = r.child("stragglers"))
     c.stragglers = parse_stragglers(*stragglers, file, r.path_of("stragglers"), c);
   r.finish({"nodes", "preset", "calibration"});
@@ -203,7 +209,9 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
     out.preset = r.string("preset");
     const auto preset_file = presets.resolve("hardware", out.preset, file, path + "/preset");
     nlohmann::json merged = read_json_file(preset_file);
-    parse_cluster(merged, preset_file.string(), "", nodes);  // the preset alone must be valid
+    // The preset alone must be valid (on one node: the scenario's node count is the scenario's
+    // to answer for, checked with the merged spec).
+    parse_cluster(merged, preset_file.string(), "", 1);
     merge_overrides(merged, value);
     out.cluster = parse_cluster(merged, file.string(), path, nodes);
   } else {

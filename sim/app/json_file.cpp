@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -120,33 +121,96 @@ nlohmann::json read_json_file(const fs::path& path) {
   }
 }
 
+namespace {
+
+[[noreturn]] void cannot_write(const std::string& path) {
+  throw ConfigError(
+      fmt::format("cannot write {} (does the folder exist and is it writable?)", path));
+}
+
+void write_file(const fs::path& file, const std::string& content, const std::string& shown) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) cannot_write(shown);
+  out << content;
+  out.flush();
+  if (!out) cannot_write(shown);
+}
+
+struct Staged {
+  const OutputFile* file = nullptr;
+  fs::path target;
+  fs::path temporary;  // empty: written in place (stdout, a device, a FIFO)
+};
+
+}  // namespace
+
+void write_outputs(const std::vector<OutputFile>& files) {
+  std::vector<Staged> staged;
+  const auto discard = [&staged](std::size_t from) {
+    std::error_code ec;
+    for (std::size_t i = from; i < staged.size(); ++i) {
+      if (!staged[i].temporary.empty()) fs::remove(staged[i].temporary, ec);
+    }
+  };
+  for (const OutputFile& file : files) {
+    Staged s;
+    s.file = &file;
+    if (file.path != "-") {
+      std::error_code ec;
+      const fs::path path(file.path);
+      const fs::file_status status = fs::status(path, ec);  // through symbolic links
+      if (fs::is_directory(status)) {
+        discard(0);
+        throw ConfigError(file.path, "", "is a folder; expected the path of a file to write");
+      }
+      // A regular file is replaced by renaming a staged copy over it, next to the file a link
+      // names rather than over the link; a device, FIFO or dangling link is written in place
+      // (an open through it), as a shell redirect would.
+      const bool in_place = fs::exists(status) ? !fs::is_regular_file(status)
+                                               : fs::is_symlink(fs::symlink_status(path, ec));
+      s.target = fs::exists(status) && !in_place ? fs::canonical(path, ec) : path;
+      if (ec) s.target = path;
+      if (!in_place) {
+        // A name of our own (pid, position), short whatever the target's length.
+        s.temporary =
+            s.target.parent_path() / fmt::format(".fsdpsim-{}-{}.tmp", ::getpid(), staged.size());
+        try {
+          write_file(s.temporary, file.content, file.path);
+        } catch (const ConfigError&) {
+          std::error_code ignored;
+          fs::remove(s.temporary, ignored);
+          discard(0);
+          throw;
+        }
+      }
+    }
+    staged.push_back(std::move(s));
+  }
+  for (std::size_t i = 0; i < staged.size(); ++i) {
+    const Staged& s = staged[i];
+    if (s.file->path == "-") {
+      std::cout << s.file->content;
+      std::cout.flush();
+    } else if (s.temporary.empty()) {
+      try {
+        write_file(s.target, s.file->content, s.file->path);
+      } catch (const ConfigError&) {
+        discard(i + 1);
+        throw;
+      }
+    } else {
+      std::error_code ec;
+      fs::rename(s.temporary, s.target, ec);
+      if (ec) {
+        discard(i);
+        throw ConfigError(fmt::format("cannot move the output into place at {}", s.file->path));
+      }
+    }
+  }
+}
+
 void write_output(const std::string& path, const std::string& content) {
-  if (path == "-") {
-    std::cout << content;
-    std::cout.flush();
-    return;
-  }
-  const fs::path target(path);
-  // (fmt rather than operator+: GCC 12 -O3 raises a false -Wrestrict on the latter, GCC PR105329.)
-  const fs::path temporary =
-      target.parent_path() / fmt::format(".{}.tmp", target.filename().string());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw ConfigError(fmt::format("cannot write {} (does the folder exist and is it writable?)",
-                                    temporary.string()));
-    out << content;
-    out.flush();
-    if (!out)
-      throw ConfigError(fmt::format("cannot write {} (does the folder exist and is it writable?)",
-                                    temporary.string()));
-  }
-  std::error_code ec;
-  fs::rename(temporary, target, ec);
-  if (ec) {
-    fs::remove(temporary, ec);
-    throw ConfigError(fmt::format("cannot move the output into place at {}", target.string()));
-  }
+  write_outputs({OutputFile{path, content}});
 }
 
 }  // namespace fsdpsim::app

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace fsdpsim::app {
 
@@ -14,8 +15,18 @@ std::string read_text_file(const std::filesystem::path& path);
 // Parses a JSON file; throws ConfigError naming the file, line and column on a syntax error.
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
-// Writes `content` to `path` atomically; "-" writes to stdout. Throws ConfigError (exit code 2)
-// naming the path when it cannot be written.
+struct OutputFile {
+  std::string path;  // "-" = stdout
+  std::string content;
+};
+
+// Writes every file or none: each is first written to a temporary file in its folder, and only
+// when all are written are they renamed into place, so a reader never sees half a file and a
+// failed run leaves the old files as they were. A symbolic link is written through to the file
+// it names (as a shell redirect does); a device or FIFO (/dev/stdout, a pipe) is written in
+// place, after the others are staged. Throws ConfigError (exit code 2) naming the path when one
+// cannot be written.
+void write_outputs(const std::vector<OutputFile>& files);
 void write_output(const std::string& path, const std::string& content);
 
 }  // namespace fsdpsim::app

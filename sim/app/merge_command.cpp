@@ -89,11 +89,12 @@ an index twice, a missing slice).)");
 int merge_command(const MergeOptions& options) {
   const SweepTable table = merge_tables(options.inputs, options.allow_gaps);
   const std::string csv_path = options.csv_path.empty() ? "-" : options.csv_path;
-  write_output(csv_path, table_to_csv(table));
+  std::vector<OutputFile> outputs = {{csv_path, table_to_csv(table)}};  // all or none
   if (!options.md_path.empty()) {
-    write_output(options.md_path,
-                 sweep_markdown(table, "fsdpsim sweep (merged slices)", options.top));
+    outputs.push_back(
+        {options.md_path, sweep_markdown(table, "fsdpsim sweep (merged slices)", options.top)});
   }
+  write_outputs(outputs);
   std::ostream& summary = (csv_path == "-" || options.md_path == "-") ? std::cerr : std::cout;
   summary << sweep_summary_text(table);
   return 0;

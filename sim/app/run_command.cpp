@@ -262,11 +262,13 @@ int run_command(const RunOptions& options) {
   const double simulate_ms = elapsed_ms(simulate_start);
 
   const auto write_start = std::chrono::steady_clock::now();
+  std::vector<OutputFile> outputs;  // written together: all or none
   if (!options.json_path.empty())
-    write_output(options.json_path, result_to_json(scenario, output).dump(2) + "\n");
-  if (!options.trace_path.empty()) write_output(options.trace_path, trace_json(output));
+    outputs.push_back({options.json_path, result_to_json(scenario, output).dump(2) + "\n"});
+  if (!options.trace_path.empty()) outputs.push_back({options.trace_path, trace_json(output)});
   if (!options.memory_timeline_path.empty())
-    write_output(options.memory_timeline_path, memory_timeline_csv(output));
+    outputs.push_back({options.memory_timeline_path, memory_timeline_csv(output)});
+  write_outputs(outputs);
   if (options.json_path != "-") std::cout << summary_text(scenario, output);
   if (options.timing) {
     std::cerr << fmt::format(

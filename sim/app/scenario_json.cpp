@@ -10,6 +10,7 @@
 #include "sim/app/model_json.hpp"
 #include "sim/app/parallelism_json.hpp"
 #include "sim/app/scenario.hpp"
+#include "sim/app/size_bounds.hpp"
 #include "sim/app/sweep_grid.hpp"
 
 namespace fsdpsim::app {
@@ -95,6 +96,14 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
         f, "/training/global_batch",
         fmt::format("global_batch {} is not a multiple of micro_batch {} x {} GPUs = {}",
                     s.training.global_batch, s.training.micro_batch, world, per_step));
+  }
+  if (s.training.global_batch / per_step > size_bounds::kMicroBatchesPerStep) {
+    throw ConfigError(
+        f, "/training/global_batch",
+        fmt::format("global_batch {} is {} micro-batches of {} x {} GPUs per optimizer step; at "
+                    "most {} are simulated",
+                    s.training.global_batch, s.training.global_batch / per_step,
+                    s.training.micro_batch, world, size_bounds::kMicroBatchesPerStep));
   }
   if (s.training.decoder_seq_len > 0 && s.model.family != models::ModelFamily::kT5) {
     throw ConfigError(f, "/training/decoder_seq_len",

@@ -352,13 +352,15 @@ int sweep_command(const SweepOptions& options) {
   const bool interrupted = run.stopped;
   std::string jsonl;
   for (const std::string& line : run.json_lines) jsonl += line;
-  if (!options.csv_path.empty()) write_output(options.csv_path, table_to_csv(run.table));
-  if (!options.jsonl_path.empty()) write_output(options.jsonl_path, jsonl);
+  std::vector<OutputFile> outputs;  // written together: all or none
+  if (!options.csv_path.empty()) outputs.push_back({options.csv_path, table_to_csv(run.table)});
+  if (!options.jsonl_path.empty()) outputs.push_back({options.jsonl_path, jsonl});
   const std::string title = fmt::format(
       "fsdpsim sweep of {}{}", plan.scenario.filename().string(),
       plan.shard.n > 1 ? fmt::format(" (slice {}/{})", plan.shard.k, plan.shard.n) : "");
   if (!options.md_path.empty())
-    write_output(options.md_path, sweep_markdown(run.table, title, options.top));
+    outputs.push_back({options.md_path, sweep_markdown(run.table, title, options.top)});
+  write_outputs(outputs);
   if (!options.trace_path.empty() && !interrupted)
     write_sweep_point_trace(plan, options.trace_row, options.trace_path);
 

@@ -1,6 +1,8 @@
 // The fsdpsim binary as a user runs it: exit codes, messages for bad input, determinism,
 // outputs written atomically.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "test_support.hpp"
 
@@ -168,6 +171,50 @@ TEST(Cli, MemoryTimelineIsACsvOfTheStep) {
   }
   EXPECT_GT(rows, 100);
   EXPECT_GT(max_reserved, 30.0);
+}
+
+// Several outputs of one run are written together or not at all: a path that cannot be written
+// leaves the others unwritten (and no staging files behind).
+TEST(Cli, OutputsAreWrittenAllOrNone) {
+  const fs::path dir = temp_dir() / "all_or_none";
+  fs::create_directories(dir);
+  const fs::path json = dir / "result.json";
+  const Outcome o = run_fsdpsim("run " + kScenario + " --json " + json.string() +
+                                " --memory-timeline " + (dir / "missing" / "m.csv").string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("cannot write"), std::string::npos) << o.output;
+  EXPECT_FALSE(fs::exists(json));
+  EXPECT_TRUE(fs::is_empty(dir)) << "no staging file is left";
+}
+
+// An output path that is a symbolic link is written through to the file it names, as a shell
+// redirect would, and a FIFO is written in place: neither is replaced by a regular file.
+TEST(Cli, LinksAndFifosAreWrittenThroughNotReplaced) {
+  const fs::path dir = temp_dir() / "links";
+  fs::create_directories(dir);
+  const fs::path target = dir / "target.json";
+  const fs::path link = dir / "link.json";
+  std::ofstream(target) << "old";
+  fs::remove(link);
+  fs::create_symlink(target, link);
+  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --json " + link.string()).exit_code, 0);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(nlohmann::json::parse(read_file(target)).contains("step_time_s"));
+
+  const fs::path fifo = dir / "fifo";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] { received = read_file(fifo); });
+  const Outcome o = run_fsdpsim("run " + kScenario + " --json " + fifo.string());
+  if (o.exit_code != 0) {
+    // Unblock the reader if fsdpsim never opened the FIFO.
+    std::ofstream(fifo) << "";
+  }
+  reader.join();
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(nlohmann::json::parse(received).contains("step_time_s"));
 }
 
 // allocator.memory_fraction is torch.cuda.set_per_process_memory_fraction: the allocator holds
@@ -367,6 +414,21 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"nodes", 4294967297LL}}}},
                  "/hardware/nodes: expected a positive integer of at most 2147483647, found "
                  "4294967297"},
+        // A cluster of at most 2^20 GPUs (hardware::kMaxWorldSize), whose ring keeps bandwidth.
+        BadInput{"world_beyond_bound",
+                 {{"hardware", {{"nodes", 536870912}}}},
+                 "/hardware/nodes: nodes 536870912 x gpus_per_node 8 = 4294967296 GPUs; at most "
+                 "1048576 are modelled"},
+        BadInput{"ring_without_bandwidth",
+                 {{"hardware",
+                   {{"nodes", 131072}, {"node", {{"nic_busbw_loss_per_node_doubling", 0.07}}}}}},
+                 "nic_busbw_loss_per_node_doubling = 0.07 (must be < 1 / log2(nodes / 2) = "
+                 "0.062500 at 131072 nodes"},
+        // Each micro-batch is simulated: at most 1024 per step (size_bounds.hpp).
+        BadInput{"micro_batches_beyond_bound",
+                 {{"training", {{"global_batch", 128 * 1025}}}},
+                 "/training/global_batch: global_batch 131200 is 1025 micro-batches of 1 x 128 "
+                 "GPUs per optimizer step; at most 1024 are simulated"},
         BadInput{"seq_len_beyond_bound",
                  {{"training", {{"seq_len", 512000000}}}},
                  "/training/seq_len: expected a positive integer of at most 1048576"},
