@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "sim/app/config_error.hpp"
+#include "sim/app/markdown_cell.hpp"
 #include "sim/app/retries_text.hpp"
 
 namespace fsdpsim::app {
@@ -38,15 +39,6 @@ std::optional<PointStatus> parse_status(const std::string& text) {
 
 double throughput(const SweepRow& r) { return r.metrics[kMetricTokensPerSPerGpu]; }
 double reserved(const SweepRow& r) { return r.metrics[kMetricPeakReserved]; }
-
-std::string markdown_cell(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '|') out += '\\';
-    out += c;
-  }
-  return out;
-}
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "models/workload.hpp"
+#include "sim/app/calibration_json.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/simulate_scenario.hpp"
@@ -78,6 +79,9 @@ FitRequest parse_fit(const std::string& text) {
     r.hi = std::stod(text.substr(colon + 1));
   } catch (const std::exception&) {
     throw ConfigError("--fit", "", fmt::format("expected KEY=LO:HI, found \"{}\"", text));
+  }
+  if (!std::isfinite(r.lo) || !std::isfinite(r.hi)) {
+    throw ConfigError("--fit", "", fmt::format("expected finite LO and HI, found \"{}\"", text));
   }
   if (!(r.lo < r.hi)) {
     throw ConfigError("--fit", "", fmt::format("expected LO < HI, found {} and {}", r.lo, r.hi));
@@ -164,7 +168,19 @@ std::pair<double, double> fit_parameter(const FitRequest& fit,
   const auto mape_at = [&](double x) {
     std::vector<std::string> with = overrides;
     with.push_back(fmt::format("{}={}", fit.key, x));
-    return tokens_summary(evaluate(cases, file, with, presets).outcomes).mape;
+    const Evaluation e = evaluate(cases, file, with, presets);
+    const ErrorSummary s = tokens_summary(e.outcomes);
+    if (s.count == 0) {
+      // Every row skipped at this value: a key the scenarios do not have, a value out of its
+      // range, or rows without a measured tokens/s.
+      throw ConfigError(
+          "--fit", "",
+          fmt::format("at {}={} no kept row with a measured tokens/s could be simulated{}", fit.key,
+                      x,
+                      e.skipped.empty() ? std::string()
+                                        : ": " + e.skipped.front()["reason"].get<std::string>()));
+    }
+    return s.mape;
   };
   constexpr double kInverseGolden = 0.6180339887498949;
   constexpr int kSteps = 20;
@@ -190,6 +206,21 @@ std::pair<double, double> fit_parameter(const FitRequest& fit,
     }
   }
   return f1 <= f2 ? std::make_pair(x1, f1) : std::make_pair(x2, f2);
+}
+
+// --scenarios-out writes DIR/<case_id>.json: the id must name a file inside DIR.
+void require_file_name(const ValidationCase& c, const std::filesystem::path& file) {
+  constexpr std::size_t kLongestName = 200;  // + ".json" and the staging name, under NAME_MAX
+  const std::string& id = c.get("case_id");
+  const bool plain = id.find_first_of(std::string("/\\\0", 3)) == std::string::npos &&
+                     id.front() != '.' && id.size() <= kLongestName;
+  if (!plain) {
+    throw ConfigError(fmt::format(
+        "{}: line {}, column case_id: --scenarios-out names each file after its case_id, "
+        "expected a file name (no '/' or '\\', not starting with '.', at most {} bytes), "
+        "found \"{}\"",
+        file.string(), c.line, kLongestName, id));
+  }
 }
 
 }  // namespace
@@ -224,6 +255,15 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
                   "Fit one scenario key in [LO, HI] to minimise the tokens/s MAPE of the kept "
                   "rows (golden-section search), then report with the fitted value")
       ->type_name("KEY=LO:HI");
+  // An empty path or name would silently do nothing.
+  const CLI::Validator non_empty(
+      [](const std::string& text) {
+        return text.empty() ? std::string("expected a path or name, found an empty string")
+                            : std::string();
+      },
+      "NON-EMPTY");
+  for (const char* name : {"--calibration", "--json", "--md", "--configs", "--scenarios-out"})
+    cmd->get_option(name)->check(non_empty);
   cmd->add_option("--max-mape", options.max_mape,
                   "Exit 3 when the tokens/s mean absolute percentage error exceeds this fraction "
                   "(e.g. 0.10)")
@@ -253,12 +293,19 @@ int validate_command(const ValidateOptions& options) {
   const std::filesystem::path file(options.cases);
   const std::vector<ValidationCase> cases = read_validation_cases(file);
   std::vector<std::string> overrides = options.overrides;
+  {
+    // Checked once here rather than reported as the skip reason of every row.
+    nlohmann::json probe = nlohmann::json::object();
+    for (const std::string& o : overrides) apply_override(probe, o);
+  }
   if (!options.calibration.empty()) {
-    // Resolved once here, so a wrong name is an error rather than every row skipped, and a
-    // relative path is the command line's (the working directory's), not the CSV's folder's.
-    const std::filesystem::path profile =
-        presets.resolve("calibration", options.calibration, "--calibration", "");
-    overrides.push_back("hardware.calibration=" + std::filesystem::absolute(profile).string());
+    // Resolved and read once here, so a wrong name or a malformed profile is one error rather
+    // than every row skipped, and a relative path is the command line's (the working
+    // directory's), not the CSV's folder's.
+    const std::filesystem::path profile = std::filesystem::absolute(
+        presets.resolve("calibration", options.calibration, "--calibration", ""));
+    (void)load_calibration(profile.string(), "--calibration", "", presets);
+    overrides.push_back("hardware.calibration=" + profile.string());
   }
 
   std::vector<RowFilter> filters;
@@ -267,6 +314,9 @@ int validate_command(const ValidateOptions& options) {
   std::vector<const ValidationCase*> chosen;
   for (const ValidationCase& c : cases) {
     if (selected(c, filters)) chosen.push_back(&c);
+  }
+  if (!options.scenarios_dir.empty()) {
+    for (const ValidationCase* c : chosen) require_file_name(*c, file);
   }
   std::optional<std::pair<double, double>> fitted;
   std::string fit_key;
@@ -277,6 +327,8 @@ int validate_command(const ValidateOptions& options) {
     overrides.push_back(fmt::format("{}={}", fit.key, fitted->first));
   }
   Evaluation evaluation = evaluate(chosen, file, overrides, presets);
+  // Every output of the run, written together at the end (all or none).
+  std::vector<OutputFile> outputs;
   if (!options.scenarios_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.scenarios_dir, ec);
@@ -289,9 +341,9 @@ int validate_command(const ValidateOptions& options) {
     for (const ValidationCase* c : chosen) {
       const CaseScenario built = scenario_for_case(*c, file);
       if (built.document.is_null()) continue;
-      write_output(
-          (std::filesystem::path(options.scenarios_dir) / (c->get("case_id") + ".json")).string(),
-          built.document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      outputs.push_back(
+          {(std::filesystem::path(options.scenarios_dir) / (c->get("case_id") + ".json")).string(),
+           built.document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"});
     }
   }
   const std::vector<ValidationOutcome>& outcomes = evaluation.outcomes;
@@ -329,21 +381,39 @@ int validate_command(const ValidateOptions& options) {
   }
   if (fitted) context.fit = ValidationFit{fit_key, fitted->first, fitted->second};
   const ValidationReport report(outcomes, skipped, std::move(context));
-  if (!options.json_path.empty())
-    write_output(
-        options.json_path,
-        report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-  if (!options.md_path.empty()) write_output(options.md_path, report.markdown());
   const ErrorSummary token_summary = report.tokens();
+  if (options.max_mape > 0.0 && token_summary.count == 0) {
+    // A gate on no case would pass whatever the predictions.
+    throw ConfigError("--max-mape", "",
+                      fmt::format("gates the tokens/s MAPE, but none of the {} simulated rows has "
+                                  "a measured tokens/s/GPU",
+                                  outcomes.size()));
+  }
+  if (!options.json_path.empty()) {
+    outputs.push_back(
+        {options.json_path,
+         report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"});
+  }
+  if (!options.md_path.empty()) outputs.push_back({options.md_path, report.markdown()});
+  write_outputs(outputs);
   if (options.json_path != "-") {
     if (fitted) {
       std::cout << fmt::format("fitted {} = {:.4f} (tokens/s MAPE {} on {} cases)\n", fit_key,
-                               fitted->first, percent(fitted->second), outcomes.size());
+                               fitted->first, percent(fitted->second), token_summary.count);
     }
-    std::cout << fmt::format(
-        "validated {} cases ({} skipped): tokens/s/GPU MAPE {}, median {}, max {}\n",
-        outcomes.size(), skipped.size(), percent(token_summary.mape),
-        percent(token_summary.median_ape), percent(token_summary.max_ape));
+    if (token_summary.count > 0) {
+      std::cout << fmt::format(
+          "validated {} cases ({} skipped): tokens/s/GPU MAPE {}, median {}, max {}\n",
+          outcomes.size(), skipped.size(), percent(token_summary.mape),
+          percent(token_summary.median_ape), percent(token_summary.max_ape));
+    } else {
+      const ErrorSummary tflops = report.tflops();
+      std::cout << fmt::format(
+          "validated {} cases ({} skipped): none has a measured tokens/s/GPU; TFLOPS/GPU MAPE "
+          "{}, median {}, max {} ({} cases)\n",
+          outcomes.size(), skipped.size(), percent(tflops.mape), percent(tflops.median_ape),
+          percent(tflops.max_ape), tflops.count);
+    }
   }
   print_skipped();
   if (options.max_mape > 0.0 && token_summary.mape > options.max_mape) {

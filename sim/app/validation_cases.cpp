@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <set>
 
+#include "hardware/gpu_spec.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/csv_table.hpp"
 #include "sim/app/json_reader.hpp"
@@ -82,10 +85,14 @@ const std::set<std::string> kPresetGpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h1
                                 c.line, column, expected, c.get(column)));
 }
 
+// Integers a double holds exactly: every count a run has is far below.
+constexpr double kLargestExactInteger = 9007199254740992.0;  // 2^53
+
 std::int64_t positive_int(const std::filesystem::path& file, const ValidationCase& c,
                           const std::string& column) {
   const std::optional<double> v = c.number(column);
-  if (!v || *v <= 0 || std::floor(*v) != *v) bad_cell(file, c, column, "a positive integer");
+  if (!v || *v <= 0 || std::floor(*v) != *v || *v > kLargestExactInteger)
+    bad_cell(file, c, column, "a positive integer (at most 2^53)");
   return static_cast<std::int64_t>(*v);
 }
 
@@ -108,27 +115,120 @@ const std::string& ValidationCase::get(const std::string& column) const {
 std::optional<double> ValidationCase::number(const std::string& column) const {
   const std::string& v = get(column);
   if (v.empty()) return std::nullopt;
-  std::size_t used = 0;
+  // Decimal or scientific notation only, the whole cell: no hex, no surrounding spaces, no
+  // "inf"/"nan" (std::from_chars, general format; a leading '+' is not accepted either).
   double x = 0.0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (used != v.size() || !std::isfinite(x)) return std::nullopt;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (r.ec != std::errc{} || r.ptr != v.data() + v.size() || !std::isfinite(x)) return std::nullopt;
   return x;
 }
 
+namespace {
+
+// The records of a CSV file (RFC 4180): fields split at commas, quoted fields may hold commas,
+// doubled quotes and line breaks; records end at LF, CRLF or a lone CR outside quotes. A UTF-8
+// byte-order mark at the start (as spreadsheets write it) is skipped. Each record keeps the
+// line it starts on. Throws ConfigError on an unterminated quote or a stray one.
+struct CsvRecord {
+  std::int64_t line = 0;
+  std::vector<std::string> fields;
+  bool blank = false;  // an empty line
+};
+
+std::vector<CsvRecord> csv_records(const std::string& text, const std::string& file) {
+  std::vector<CsvRecord> records;
+  std::size_t i = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
+  std::int64_t line = 1;
+  const auto malformed = [&](std::int64_t at) {
+    return ConfigError(fmt::format("{}: line {}: malformed CSV (unbalanced quotes)", file, at));
+  };
+  // Consumes a line end at i, if any; returns whether one was there.
+  const auto line_end = [&]() {
+    if (i < text.size() && text[i] == '\r') {
+      ++i;
+      if (i < text.size() && text[i] == '\n') ++i;
+      ++line;
+      return true;
+    }
+    if (i < text.size() && text[i] == '\n') {
+      ++i;
+      ++line;
+      return true;
+    }
+    return false;
+  };
+  while (i < text.size()) {
+    CsvRecord record;
+    record.line = line;
+    if (line_end()) {
+      record.blank = true;
+      records.push_back(std::move(record));
+      continue;
+    }
+    while (true) {
+      std::string field;
+      if (i < text.size() && text[i] == '"') {
+        const std::int64_t opened = line;
+        ++i;
+        while (true) {
+          if (i >= text.size()) throw malformed(opened);
+          const char c = text[i];
+          if (c == '"') {
+            if (i + 1 < text.size() && text[i + 1] == '"') {
+              field += '"';
+              i += 2;
+              continue;
+            }
+            ++i;
+            break;
+          }
+          if (c == '\n' || (c == '\r' && (i + 1 >= text.size() || text[i + 1] != '\n'))) ++line;
+          field += c;
+          ++i;
+        }
+        if (i < text.size() && text[i] != ',' && text[i] != '\n' && text[i] != '\r')
+          throw malformed(line);
+      } else {
+        while (i < text.size() && text[i] != ',' && text[i] != '\n' && text[i] != '\r') {
+          if (text[i] == '"') throw malformed(line);
+          field += text[i++];
+        }
+      }
+      record.fields.push_back(std::move(field));
+      if (i < text.size() && text[i] == ',') {
+        ++i;
+        continue;
+      }
+      line_end();
+      break;
+    }
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+}  // namespace
+
 std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& file) {
-  std::ifstream in(file);
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw ConfigError(file.string(), "", "is a folder, expected a CSV file");
+  std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(file.string(), "", "cannot open the file (does it exist?)");
-  std::string line;
-  if (!std::getline(in, line))
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<CsvRecord> records = csv_records(text, file.string());
+  if (records.empty() || records.front().blank)
     throw ConfigError(file.string(), "", "empty file: expected a header line");
-  const auto header = parse_csv_line(line);
-  if (!header) throw ConfigError(fmt::format("{}: line 1: malformed CSV header", file.string()));
+  const std::vector<std::string>& header = records.front().fields;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    if (std::find(header.begin(), header.begin() + static_cast<std::ptrdiff_t>(i), header[i]) !=
+        header.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw ConfigError(fmt::format("{}: line 1: column \"{}\" appears twice in the header",
+                                    file.string(), header[i]));
+    }
+  }
   for (const std::string& required : kRequiredColumns) {
-    if (std::find(header->begin(), header->end(), required) == header->end()) {
+    if (std::find(header.begin(), header.end(), required) == header.end()) {
       throw ConfigError(
           fmt::format("{}: line 1: required column \"{}\" is missing", file.string(), required));
     }
@@ -137,7 +237,7 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
   // so close to one it knows that it is most likely a misspelling, whose cells would be ignored.
   std::vector<std::string> known = kRequiredColumns;
   known.insert(known.end(), kOtherColumns.begin(), kOtherColumns.end());
-  for (const std::string& column : *header) {
+  for (const std::string& column : header) {
     if (std::find(known.begin(), known.end(), column) != known.end()) continue;
     if (const std::string hint = did_you_mean(column, known); !hint.empty()) {
       throw ConfigError(fmt::format(
@@ -147,21 +247,33 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
     }
   }
   std::vector<ValidationCase> cases;
-  std::int64_t number = 1;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.empty()) continue;
-    const auto cells = parse_csv_line(line);
-    if (!cells)
-      throw ConfigError(
-          fmt::format("{}: line {}: malformed CSV (unbalanced quotes)", file.string(), number));
-    if (cells->size() != header->size()) {
+  std::map<std::string, std::int64_t> line_of_id;
+  for (std::size_t r = 1; r < records.size(); ++r) {
+    const CsvRecord& record = records[r];
+    if (record.blank) continue;
+    if (record.fields.size() != header.size()) {
       throw ConfigError(fmt::format("{}: line {}: expected {} columns as in the header, found {}",
-                                    file.string(), number, header->size(), cells->size()));
+                                    file.string(), record.line, header.size(),
+                                    record.fields.size()));
     }
     ValidationCase c;
-    c.line = number;
-    for (std::size_t i = 0; i < header->size(); ++i) c.fields[(*header)[i]] = (*cells)[i];
+    c.line = record.line;
+    for (std::size_t i = 0; i < header.size(); ++i) c.fields[header[i]] = record.fields[i];
+    // Every row is named in the reports and by --where case_id=...; two rows with one name
+    // would be told apart by neither.
+    const std::string& id = c.get("case_id");
+    if (id.empty()) {
+      throw ConfigError(
+          fmt::format("{}: line {}, column case_id: expected a name, found an "
+                      "empty cell",
+                      file.string(), c.line));
+    }
+    if (const auto [it, fresh] = line_of_id.emplace(id, c.line); !fresh) {
+      throw ConfigError(
+          fmt::format("{}: line {}, column case_id: \"{}\" is already the case_id "
+                      "of line {}; expected a name of its own",
+                      file.string(), c.line, id, it->second));
+    }
     cases.push_back(std::move(c));
   }
   return cases;
@@ -195,11 +307,20 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   // Cells checked whatever the row's fate: a malformed value is an error, not a skipped row.
   for (const char* column :
        {"measured_tokens_per_s_per_gpu", "measured_model_tflops_per_gpu",
-        "measured_hardware_tflops_per_gpu", "measured_mfu", "measured_hfu", "measured_peak_mem_gib",
-        "measured_peak_reserved_gib", "params_b", "inter_node_gbps_per_node", "global_batch",
-        "grad_accum", "shard_group_size", "n_kv_heads", "ffn_dim"}) {
+        "measured_hardware_tflops_per_gpu", "measured_peak_mem_gib", "measured_peak_reserved_gib",
+        "params_b", "inter_node_gbps_per_node"}) {
     (void)optional_positive(file, c, column);
   }
+  for (const char* column :
+       {"global_batch", "grad_accum", "shard_group_size", "n_kv_heads", "ffn_dim"}) {
+    if (!c.get(column).empty()) (void)positive_int(file, c, column);
+  }
+  // MFU and HFU are fractions of the peak (0.41 = 41 %): above 1 is a percentage or a typo.
+  for (const char* column : {"measured_mfu", "measured_hfu"}) {
+    if (const auto v = optional_positive(file, c, column); v && *v > 1.0)
+      bad_cell(file, c, column, "a fraction of the peak in (0, 1] (0.41 = 41 %)");
+  }
+  (void)boolean(file, c, "inter_node_assumed");
   check_choice(file, c, "sharding",
                {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD", "_HYBRID_SHARD_ZERO2"},
                false);
@@ -209,7 +330,11 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   check_choice(file, c, "optimizer", {"adamw", "sgd"}, true);
   const std::string gpu = c.get("gpu");
   if (kPresetGpus.count(gpu) == 0) {
-    out.skip_reason = fmt::format("GPU \"{}\" has no hardware preset", gpu);
+    const std::string hint =
+        did_you_mean(gpu, std::vector<std::string>(kPresetGpus.begin(), kPresetGpus.end()));
+    out.skip_reason =
+        fmt::format("column gpu: GPU \"{}\" has no hardware preset{}", gpu,
+                    hint.empty() ? std::string() : fmt::format(" (did you mean \"{}\"?)", hint));
     return out;
   }
   if (c.get("gpus").empty()) {
@@ -222,6 +347,8 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
     return out;
   }
   const std::int64_t gpus = positive_int(file, c, "gpus");
+  if (gpus > hardware::kMaxWorldSize)
+    bad_cell(file, c, "gpus", fmt::format("at most {} GPUs", hardware::kMaxWorldSize));
   std::int64_t per_node = positive_int(file, c, "gpus_per_node");
   if (gpus < per_node) per_node = gpus;  // a job on part of one node
   if (gpus % per_node != 0)
@@ -232,9 +359,15 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   std::int64_t accumulation = 1;
   if (!c.get("grad_accum").empty()) {
     accumulation = positive_int(file, c, "grad_accum");
-  } else if (const auto global = optional_positive(file, c, "global_batch")) {
-    accumulation =
-        std::max<std::int64_t>(1, std::llround(*global / static_cast<double>(micro * gpus)));
+  } else if (!c.get("global_batch").empty()) {
+    const std::int64_t global = positive_int(file, c, "global_batch");
+    if (global < micro * gpus) {
+      bad_cell(file, c, "global_batch",
+               fmt::format("at least micro_batch x gpus = {} sequences (one micro-batch on every "
+                           "GPU), or a grad_accum cell",
+                           micro * gpus));
+    }
+    accumulation = std::llround(static_cast<double>(global) / static_cast<double>(micro * gpus));
   }
   const std::int64_t seq = positive_int(file, c, "seq_len");
   const std::string family = c.get("model_family");
@@ -379,8 +512,18 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   } else if (!wrap.empty() && wrap != "transformer_block") {
     bad_cell(file, c, "wrap_policy", "transformer_block or block_and_linear");
   }
-  if (c.get("sharding") == "HYBRID_SHARD" && !c.get("shard_group_size").empty()) {
+  const bool hybrid =
+      c.get("sharding") == "HYBRID_SHARD" || c.get("sharding") == "_HYBRID_SHARD_ZERO2";
+  if (hybrid && !c.get("shard_group_size").empty()) {
     fsdp["shard_group_size"] = positive_int(file, c, "shard_group_size");
+  } else if (const std::int64_t whole = c.get("sharding") == "NO_SHARD" ? 1 : gpus;
+             !c.get("shard_group_size").empty() &&
+             positive_int(file, c, "shard_group_size") != whole) {
+    // Without hybrid sharding the group is fixed: every GPU (or one, unsharded).
+    bad_cell(file, c, "shard_group_size",
+             fmt::format("empty or {} with sharding {} (a group size of its own only with hybrid "
+                         "sharding)",
+                         whole, c.get("sharding")));
   }
   out.document = {{"schema_version", 1},  {"name", c.get("case_id")}, {"model", model},
                   {"hardware", hardware}, {"training", training},     {"fsdp", fsdp}};

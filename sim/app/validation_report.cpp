@@ -1,5 +1,4 @@
 #include "sim/app/validation_report.hpp"
-#include "sim/app/retries_text.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,6 +9,9 @@
 #include <map>
 #include <memory>
 #include <utility>
+
+#include "sim/app/markdown_cell.hpp"
+#include "sim/app/retries_text.hpp"
 
 namespace fsdpsim::app {
 
@@ -86,12 +88,21 @@ ValidationSummaries summarize(const std::vector<ValidationOutcome>& outcomes,
   return s;
 }
 
+// An error statistic of no case is undefined: null, never a 0.0 that reads as a perfect fit.
 nlohmann::json summary_json(const ErrorSummary& s) {
+  const auto defined = [&s](double x) {
+    return s.count > 0 ? nlohmann::json(x) : nlohmann::json();
+  };
   return {{"count", s.count},
-          {"mape", s.mape},
-          {"median_ape", s.median_ape},
-          {"max_ape", s.max_ape},
-          {"mean_error", s.mean_error}};
+          {"mape", defined(s.mape)},
+          {"median_ape", defined(s.median_ape)},
+          {"max_ape", defined(s.max_ape)},
+          {"mean_error", defined(s.mean_error)}};
+}
+
+// A rank correlation needs two cases: null below.
+nlohmann::json rank_correlation_json(const ValidationGroup& g) {
+  return g.measured.size() < 2 ? nlohmann::json() : nlohmann::json(g.rank_correlation());
 }
 
 double max_abs(const std::vector<double>& xs) {
@@ -150,9 +161,9 @@ std::string allocator_note(const ValidationOutcome& o) {
 
 std::string case_row(const ValidationOutcome& o) {
   const auto [measured, predicted] = headline(o);
-  return fmt::format("| {} | {:.1f}{} | {:.1f}{} | {:+.1f}% |\n", o.c->get("case_id"), measured,
-                     o.measured_tokens ? "" : " TFLOPS", predicted, allocator_note(o),
-                     100.0 * signed_error(o));
+  return fmt::format(
+      "| {} | {:.1f}{} | {:.1f}{} | {:+.1f}% |\n", markdown_cell(o.c->get("case_id")), measured,
+      o.measured_tokens ? "" : " TFLOPS", predicted, allocator_note(o), 100.0 * signed_error(o));
 }
 
 // The allocator states present, in the order of growing memory pressure.
@@ -177,10 +188,10 @@ std::string group_table(const std::string& title, const ValidationGroups& groups
     const ErrorSummary e = g.summary();
     const std::string rank_correlation =
         e.count < 2 ? "–" : fmt::format("{:.2f}", g.rank_correlation());
-    md +=
-        fmt::format("| {} | {} | {} | {} | {} | {:+.1f}% | {} |\n", name.empty() ? "(empty)" : name,
-                    e.count, percent(e.mape), percent(e.median_ape), percent(e.max_ape),
-                    100.0 * e.mean_error, rank_correlation);
+    md += fmt::format("| {} | {} | {} | {} | {} | {:+.1f}% | {} |\n",
+                      name.empty() ? "(empty)" : markdown_cell(name), e.count, percent(e.mape),
+                      percent(e.median_ape), percent(e.max_ape), 100.0 * e.mean_error,
+                      rank_correlation);
   }
   return md;
 }
@@ -193,7 +204,11 @@ std::vector<std::string> keys(const ValidationGroups& groups) {
 
 }  // namespace
 
-std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
+std::string percent(double fraction) {
+  // An absurd measured value (1e-300 tokens/s) gives an absurd error: three digits of it.
+  const double p = 100.0 * fraction;
+  return std::abs(p) < 1e6 ? fmt::format("{:.1f}%", p) : fmt::format("{:.3g}%", p);
+}
 
 std::string size_bucket(double params_b) {
   if (params_b < 1.0) return "< 1B";
@@ -221,6 +236,7 @@ ValidationReport::ValidationReport(const std::vector<ValidationOutcome>& outcome
 ValidationReport::~ValidationReport() = default;
 
 ErrorSummary ValidationReport::tokens() const { return summaries_->tokens.summary(); }
+ErrorSummary ValidationReport::tflops() const { return summaries_->tflops.summary(); }
 
 nlohmann::json ValidationReport::json() const {
   const ValidationSummaries& s = *summaries_;
@@ -246,7 +262,7 @@ nlohmann::json ValidationReport::json() const {
   report["definition_check"] = {{"mfu", definition_check_json(s.mfu_gaps)},
                                 {"hfu", definition_check_json(s.hfu_gaps)}};
   nlohmann::json rho = nlohmann::json::object();
-  for (const auto& [name, g] : s.by_source) rho[name] = g.rank_correlation();
+  for (const auto& [name, g] : s.by_source) rho[name] = rank_correlation_json(g);
   report["spearman"] = rho;
   for (const auto& [key, groups] :
        {std::pair{"by_source", &s.by_source}, std::pair{"by_gpu", &s.by_gpu},
@@ -261,7 +277,7 @@ nlohmann::json ValidationReport::json() const {
       nlohmann::json j = nlohmann::json::object();
       for (const auto& [value, g] : groups) {
         j[value] = summary_json(g.summary());
-        j[value]["spearman"] = g.rank_correlation();
+        j[value]["spearman"] = rank_correlation_json(g);
       }
       columns[column] = j;
     }
@@ -369,8 +385,9 @@ std::string ValidationReport::markdown() const {
   for (const ValidationOutcome& o : outcomes) md += case_row(o);
   md += "\n## Skipped\n\n| case | line | reason |\n|---|---|---|\n";
   for (const auto& skip : skipped) {
-    md += fmt::format("| {} | {} | {} |\n", skip["case_id"].get<std::string>(),
-                      skip["line"].get<std::int64_t>(), skip["reason"].get<std::string>());
+    md += fmt::format("| {} | {} | {} |\n", markdown_cell(skip["case_id"].get<std::string>()),
+                      skip["line"].get<std::int64_t>(),
+                      markdown_cell(skip["reason"].get<std::string>()));
   }
   return md;
 }

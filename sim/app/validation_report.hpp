@@ -78,8 +78,11 @@ class ValidationReport {
 
   // The tokens/s errors of the rows that print tokens/s.
   [[nodiscard]] ErrorSummary tokens() const;
+  // The TFLOPS/GPU errors (model or hardware, as each row prints them).
+  [[nodiscard]] ErrorSummary tflops() const;
   // Schema fsdpsim.validation/1: evaluated, skipped, tokens_per_s, tflops, mfu, hfu, peak_mem,
-  // peak_reserved_mem (count, mape, median_ape, max_ape, mean_error), definition_check, spearman,
+  // peak_reserved_mem (count, mape, median_ape, max_ape, mean_error; null when count is 0),
+  // definition_check, spearman (null below two cases),
   // by_source, by_gpu, by_model_size, by_allocator, by_column (with --group-by), cases,
   // skipped_cases.
   [[nodiscard]] nlohmann::json json() const;

@@ -1,12 +1,17 @@
 #include <gtest/gtest.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "sim/app/config_error.hpp"
+#include "sim/app/csv_table.hpp"
 #include "sim/app/validation_cases.hpp"
 #include "sim/app/validation_stats.hpp"
 #include "test_support.hpp"
@@ -222,7 +227,7 @@ TEST(Validate, AColumnOfYourOwnGroupsTheRows) {
 TEST(Validate, CellsThatAreNotTheirColumnsValuesAreErrors) {
   const auto [code, out] = run_fsdpsim("validate " + kData + "bad_number_cell.csv");
   EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("line 2, column n_kv_heads: expected a positive number or an empty cell, "
+  EXPECT_NE(out.find("line 2, column n_kv_heads: expected a positive integer (at most 2^53), "
                      "found \"abc\""),
             std::string::npos)
       << out;
@@ -230,6 +235,194 @@ TEST(Validate, CellsThatAreNotTheirColumnsValuesAreErrors) {
   EXPECT_EQ(code2, 2) << out2;
   EXPECT_NE(out2.find("line 2, column sharding: expected one of FULL_SHARD"), std::string::npos)
       << out2;
+}
+
+// small_cases.csv's header and first row with some cells changed, written as DIR/name; `rows`
+// copies of the row (changes apply to every copy).
+fs::path variant_csv(const std::string& name, const std::map<std::string, std::string>& changes,
+                     int rows = 1, const std::string& line_end = "\n") {
+  std::ifstream in(kData + "small_cases.csv");
+  std::string header_line;
+  std::string row_line;
+  std::getline(in, header_line);
+  std::getline(in, row_line);
+  const auto header = parse_csv_line(header_line);
+  auto row = parse_csv_line(row_line);
+  for (std::size_t i = 0; i < header->size(); ++i) {
+    if (const auto it = changes.find((*header)[i]); it != changes.end()) (*row)[i] = it->second;
+  }
+  std::string text = header_line + line_end;
+  for (int r = 0; r < rows; ++r) {
+    for (std::size_t i = 0; i < row->size(); ++i) {
+      if (i > 0) text += ',';
+      const std::string& cell = (*row)[i];
+      // Quoted as RFC 4180 asks, line breaks kept inside the quotes.
+      const bool quote = cell.find_first_of(",\"\r\n") != std::string::npos;
+      std::string escaped;
+      for (const char c : cell) escaped += c == '"' ? std::string("\"\"") : std::string(1, c);
+      text += quote ? "\"" + escaped + "\"" : escaped;
+    }
+    text += line_end;
+  }
+  const fs::path file = test_support::temp_dir("validate") / name;
+  std::ofstream(file, std::ios::binary) << text;
+  return file;
+}
+
+// What spreadsheets and Python's csv module write: a byte-order mark, CRLF line ends, a quoted
+// cell with a line break in it. The same row reads the same.
+TEST(Validate, ReadsCsvAsSpreadsheetsWriteIt) {
+  const fs::path plain = variant_csv("plain.csv", {});
+  const fs::path excel =
+      variant_csv("excel.csv", {{"notes", "first line\nsecond, \"quoted\""}}, 1, "\r\n");
+  {
+    std::string text = test_support::read_file(excel);
+    std::ofstream(excel, std::ios::binary) << "\xEF\xBB\xBF" << text;
+  }
+  const auto [code, out] = run_fsdpsim("validate " + plain.string() + " --json -");
+  const auto [code2, out2] = run_fsdpsim("validate " + excel.string() + " --json -");
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_EQ(code2, 0) << out2;
+  EXPECT_EQ(nlohmann::json::parse(out)["tokens_per_s"],
+            nlohmann::json::parse(out2)["tokens_per_s"]);
+  const auto cases = read_validation_cases(excel);
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].get("notes"), "first line\nsecond, \"quoted\"");
+  EXPECT_EQ(cases[0].get("case_id"), read_validation_cases(plain)[0].get("case_id"));
+}
+
+// Each row is named by its case_id in every report and by --where: an empty or repeated one,
+// or a header naming a column twice, is an error.
+TEST(Validate, CaseIdsAndColumnsAreNamedOnce) {
+  const auto [code, out] = run_fsdpsim("validate " + variant_csv("twice.csv", {}, 2).string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 3, column case_id: "), std::string::npos) << out;
+  EXPECT_NE(out.find("is already the case_id of line 2"), std::string::npos) << out;
+  const auto [code2, out2] =
+      run_fsdpsim("validate " + variant_csv("unnamed.csv", {{"case_id", ""}}).string());
+  EXPECT_EQ(code2, 2) << out2;
+  EXPECT_NE(out2.find("line 2, column case_id: expected a name, found an empty cell"),
+            std::string::npos)
+      << out2;
+  const fs::path doubled = test_support::temp_dir("validate") / "doubled.csv";
+  {
+    const std::string text = test_support::read_file(kData + "small_cases.csv");
+    const std::size_t eol = text.find('\n');
+    std::ofstream(doubled) << text.substr(0, eol) << ",gpus\n";
+  }
+  const auto [code3, out3] = run_fsdpsim("validate " + doubled.string());
+  EXPECT_EQ(code3, 2) << out3;
+  EXPECT_NE(out3.find("line 1: column \"gpus\" appears twice in the header"), std::string::npos)
+      << out3;
+}
+
+// Numbers are decimal, within range and of their column's kind: a count past 2^53 is not
+// wrapped, hex is not a number, an MFU of 44 is a percentage, a cluster has at most 2^20 GPUs.
+TEST(Validate, CellsOutOfTheirColumnsRangeAreErrors) {
+  const std::vector<std::tuple<std::string, std::map<std::string, std::string>, std::string>>
+      cases = {
+          {"huge_gpus.csv",
+           {{"gpus", "99999999999999999999"}},
+           "column gpus: expected a positive integer (at most 2^53), found "
+           "\"99999999999999999999\""},
+          {"hex.csv",
+           {{"measured_tokens_per_s_per_gpu", "0x10"}},
+           "column measured_tokens_per_s_per_gpu: expected a positive number or an empty cell, "
+           "found \"0x10\""},
+          {"spaced.csv",
+           {{"micro_batch", " 8"}},
+           "column micro_batch: expected a positive integer"},
+          {"percent_mfu.csv",
+           {{"measured_mfu", "44.5"}},
+           "column measured_mfu: expected a fraction of the peak in (0, 1]"},
+          {"half_batch.csv",
+           {{"global_batch", "1.5"}, {"grad_accum", ""}},
+           "column global_batch: expected a positive integer"},
+          {"small_batch.csv",
+           {{"global_batch", "8"}, {"grad_accum", ""}},
+           "column global_batch: expected at least micro_batch x gpus"},
+          {"many_gpus.csv",
+           {{"gpus", "2097152"}},
+           "column gpus: expected at most 1048576 GPUs, found \"2097152\""},
+          {"full_shard_group.csv",
+           {{"sharding", "FULL_SHARD"}, {"shard_group_size", "3"}},
+           "column shard_group_size: expected empty or"},
+          {"assumed.csv",
+           {{"inter_node_assumed", "maybe"}},
+           "column inter_node_assumed: expected true or false, found \"maybe\""}};
+  for (const auto& [name, changes, message] : cases) {
+    const auto [code, out] = run_fsdpsim("validate " + variant_csv(name, changes).string());
+    EXPECT_EQ(code, 2) << name << "\n" << out;
+    EXPECT_NE(out.find(message), std::string::npos) << name << "\n" << out;
+  }
+}
+
+// --scenarios-out names each file after its row's case_id: an id that is not a plain file name
+// would write outside the folder, so it is refused before anything is simulated or written.
+TEST(Validate, ScenariosOutWritesOnlyInsideItsFolder) {
+  const fs::path dir = test_support::temp_dir("validate", "scenarios_out");
+  const fs::path csv = variant_csv("escape.csv", {{"case_id", "../escaped"}});
+  const auto [code, out] =
+      run_fsdpsim("validate " + csv.string() + " --scenarios-out " + (dir / "inner").string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 2, column case_id: --scenarios-out names each file after its case_id"),
+            std::string::npos)
+      << out;
+  EXPECT_FALSE(fs::exists(dir / "escaped.json"));
+}
+
+// A summary of no case is undefined, not a perfect score: rows that print TFLOPS only give a
+// null tokens/s MAPE, and a --max-mape gate or a --fit on them is refused.
+TEST(Validate, NoMeasuredTokensIsNotAPerfectScore) {
+  const std::string rows = kData + "tflops_only_row.csv --where source=pytorch-aws-blog-2022";
+  const auto [code, out] = run_fsdpsim("validate " + rows + " --json -");
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["tokens_per_s"]["count"], 0);
+  EXPECT_TRUE(j["tokens_per_s"]["mape"].is_null()) << j["tokens_per_s"].dump();
+  EXPECT_TRUE(j["tokens_per_s"]["max_ape"].is_null());
+  EXPECT_EQ(j["tflops"]["count"], 1);
+  // One row ranks nothing: its source's rank correlation is null too.
+  const auto [one_code, one] =
+      run_fsdpsim("validate " + variant_csv("one.csv", {}).string() + " --json -");
+  ASSERT_EQ(one_code, 0) << one;
+  const nlohmann::json o = nlohmann::json::parse(one);
+  ASSERT_EQ(o["spearman"].size(), 1u) << o["spearman"].dump();
+  EXPECT_TRUE(o["spearman"].begin()->is_null()) << o["spearman"].dump();
+  const auto [text_code, text] = run_fsdpsim("validate " + rows);
+  EXPECT_EQ(text_code, 0) << text;
+  EXPECT_NE(text.find("none has a measured tokens/s/GPU; TFLOPS/GPU MAPE"), std::string::npos)
+      << text;
+  const auto [gate, gate_out] = run_fsdpsim("validate " + rows + " --max-mape 0.5");
+  EXPECT_EQ(gate, 2) << gate_out;
+  EXPECT_NE(gate_out.find("--max-mape: gates the tokens/s MAPE, but none of the 1 simulated rows"),
+            std::string::npos)
+      << gate_out;
+  const auto [fit, fit_out] =
+      run_fsdpsim("validate " + rows + " --fit hardware.gpu.sustained_compute_fraction=0.5:1");
+  EXPECT_EQ(fit, 2) << fit_out;
+  EXPECT_NE(fit_out.find("--fit: at hardware.gpu.sustained_compute_fraction="), std::string::npos)
+      << fit_out;
+}
+
+// Options are checked once, before any row: a malformed --set, an empty path, an infinite --fit
+// bound or a malformed profile is one error, not a skip reason repeated on every row.
+TEST(Validate, BadOptionsAreRefusedBeforeAnyRow) {
+  const std::string cases = kData + "small_cases.csv";
+  const fs::path profile = test_support::temp_dir("validate") / "broken_profile.json";
+  std::ofstream(profile) << "{";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--set =1", "--set \"=1\": expected KEY=VALUE"},
+      {"--json ''", "--json: expected a path or name, found an empty string"},
+      {"--fit hardware.gpu.sustained_compute_fraction=0.5:inf", "--fit: expected finite LO and HI"},
+      {"--fit nosuch.key=0:1", "--fit: at nosuch.key="},
+      {"--calibration " + profile.string(), "broken_profile.json: malformed JSON"}};
+  for (const auto& [option, message] : bad) {
+    const auto [code, out] = run_fsdpsim("validate " + cases + " " + option);
+    EXPECT_EQ(code, 2) << option << "\n" << out;
+    EXPECT_NE(out.find(message), std::string::npos) << option << "\n" << out;
+    EXPECT_EQ(out.find("skipped "), std::string::npos) << option << "\n" << out;
+  }
 }
 
 // Nothing validated is not a pass: a header-only table, a profile or option that makes every
