@@ -46,14 +46,25 @@ std::string cell(std::string text) {
   return text;
 }
 
-// A gnuplot string literal in double quotes.
+// A gnuplot string literal in single quotes. gnuplot substitutes `system commands` and @macros
+// anywhere on a command line except inside single-quoted strings (gnuplot manual,
+// "substitution"), so text from a table (grid keys and values, which a scenario's sweep block
+// or a hand-edited CSV may hold) is displayed and never run. A quote is doubled; a line break
+// would end the command, so it becomes a space.
 std::string quoted(const std::string& text) {
-  std::string out = "\"";
+  std::string out = "'";
   for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+    if (c == '\'') out += '\'';
+    out += (c == '\n' || c == '\r') ? ' ' : c;
   }
-  return out + "\"";
+  return out + "'";
+}
+
+// Text for a '#' comment line: a line break would start a command.
+std::string comment_text(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::replace(text.begin(), text.end(), '\r', ' ');
+  return text;
 }
 
 std::string script_header(const std::string& what, const std::string& source,
@@ -65,7 +76,8 @@ std::string script_header(const std::string& what, const std::string& source,
       "set terminal svg size {},{} noenhanced font \"Helvetica,12\" background rgb \"white\"\n"
       "set output outfile\n"
       "set datafile separator \"\\t\"\n",
-      what, source, data, svg.substr(0, svg.size() - 4), quoted(svg), width, height);
+      comment_text(what), comment_text(source), comment_text(data), svg.substr(0, svg.size() - 4),
+      quoted(svg), width, height);
 }
 
 std::string category_tics(const char* axis, const std::vector<std::string>& values) {

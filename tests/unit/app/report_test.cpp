@@ -130,6 +130,23 @@ TEST(ReportPlots, LongCategoryLabelsAreRotated) {
   EXPECT_NE(stragglers.find("rotate by -30 left"), std::string::npos) << stragglers;
 }
 
+// Grid values come from scenarios and CSVs: in a gnuplot script they are single-quoted strings,
+// where gnuplot substitutes no `command` or @macro, so a value is shown, never run.
+TEST(ReportPlots, GridValuesInScriptsAreNeverCommands) {
+  SweepTable table = small_table();
+  for (SweepRow& row : table.rows) {
+    if (row.labels[2] == "none") row.labels[2] = "b`touch pwned`'@x\nplot 1";
+  }
+  const ReportPlan plan = plan_report(table, "sweep.csv");
+  const auto script = std::find_if(plan.files.begin(), plan.files.end(), [](const ReportFile& f) {
+    return f.name == "axis_fsdp_backward_prefetch.gp";
+  });
+  ASSERT_NE(script, plan.files.end());
+  EXPECT_NE(script->content.find("'b`touch pwned`''@x plot 1' 1"), std::string::npos)
+      << script->content;
+  EXPECT_EQ(script->content.find("\nplot 1"), std::string::npos) << "no line of its own";
+}
+
 TEST(ReportPlots, NothingFitsMeansNoParetoAndANote) {
   SweepTable table = small_table();
   for (SweepRow& row : table.rows) {
