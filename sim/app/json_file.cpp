@@ -48,8 +48,16 @@ class DuplicateKeyCheck {
  public:
   explicit DuplicateKeyCheck(const fs::path& path) : path_(path) {}
 
-  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+  bool operator()(int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using Event = nlohmann::json::parse_event_t;
+    if (depth > kMaxJsonDepth) {
+      std::string where;
+      for (const std::string& k : pointer_) where += "/" + k;
+      throw ConfigError(path_.string(), where,
+                        fmt::format("nested deeper than {} levels; no fsdpsim input nests more "
+                                    "than a few",
+                                    kMaxJsonDepth));
+    }
     switch (event) {
       case Event::object_start:
         objects_.emplace_back();
@@ -83,6 +91,19 @@ class DuplicateKeyCheck {
 };
 
 }  // namespace
+
+nlohmann::json parse_inline_value(const std::string& text, const std::string& origin) {
+  const auto depth_check = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxJsonDepth) {
+      throw ConfigError(
+          fmt::format("{}: a value nested deeper than {} levels", origin, kMaxJsonDepth));
+    }
+    return true;
+  };
+  nlohmann::json value = nlohmann::json::parse(text, depth_check, /*allow_exceptions=*/false);
+  if (value.is_discarded()) return text;
+  return value;
+}
 
 nlohmann::json read_json_file(const fs::path& path) {
   const std::string text = read_text_file(path);

@@ -12,8 +12,17 @@ namespace fsdpsim::app {
 // The whole file as text; throws ConfigError naming the file when it cannot be opened.
 std::string read_text_file(const std::filesystem::path& path);
 
-// Parses a JSON file; throws ConfigError naming the file, line and column on a syntax error.
+// The deepest nesting of arrays and objects an input may have: scenarios nest a handful of
+// levels. Deeper text (a hostile file) would exhaust the stack of the recursive JSON walkers.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses a JSON file; throws ConfigError naming the file, line and column on a syntax error,
+// and naming the JSON path where it nests deeper than kMaxJsonDepth.
 nlohmann::json read_json_file(const std::filesystem::path& path);
+
+// A command-line value (--set, --grid): its JSON if it parses as JSON, else the text itself as
+// a string. Throws ConfigError naming `origin` where it nests deeper than kMaxJsonDepth.
+nlohmann::json parse_inline_value(const std::string& text, const std::string& origin);
 
 struct OutputFile {
   std::string path;  // "-" = stdout

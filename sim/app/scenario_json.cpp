@@ -22,8 +22,7 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
   }
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
-  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) value = text;
+  nlohmann::json value = parse_inline_value(text, fmt::format("--set \"{}\"", assignment));
   nlohmann::json* node = &document;
   std::size_t begin = 0;
   while (true) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
 
 namespace fsdpsim::app {
@@ -86,9 +87,7 @@ GridAxis parse_grid_option(const std::string& option) {
   if (trim(list).empty()) throw ConfigError(fmt::format("{}: no values after '='", where));
   for (const std::string& text : split_values(list)) {
     if (text.empty()) throw ConfigError(fmt::format("{}: empty value in the list", where));
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded()) value = text;
-    axis.values.push_back(std::move(value));
+    axis.values.push_back(parse_inline_value(text, where));
   }
   return axis;
 }

@@ -173,6 +173,32 @@ TEST(Cli, MemoryTimelineIsACsvOfTheStep) {
   EXPECT_GT(max_reserved, 30.0);
 }
 
+// A hostile file nested 100,000 deep (arrays in hardware.node) or a --set value nested 100 deep
+// is refused at the JSON path, before any recursive walk could exhaust the stack.
+TEST(Cli, DeeplyNestedJsonIsRefusedNotACrash) {
+  const fs::path deep = temp_dir() / "deep.json";
+  {
+    std::string text = read_file(kScenario);
+    const std::string node = "\"node\": {";
+    const std::size_t at = text.find(node);
+    ASSERT_NE(at, std::string::npos);
+    const std::size_t end = text.find('}', at);
+    text.replace(at, end - at + 1,
+                 "\"node\": " + std::string(100000, '[') + std::string(100000, ']'));
+    std::ofstream(deep) << text;
+  }
+  const Outcome o = run_fsdpsim("run " + deep.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output.substr(0, 500);
+  EXPECT_NE(o.output.find("deep.json: /hardware/node: nested deeper than 64 levels"),
+            std::string::npos)
+      << o.output.substr(0, 500);
+  const Outcome set =
+      run_fsdpsim("run " + kScenario + " --set 'training.micro_batch=" + std::string(100, '[') +
+                  std::string(100, ']') + "'");
+  EXPECT_EQ(set.exit_code, 2) << set.output;
+  EXPECT_NE(set.output.find("nested deeper than 64 levels"), std::string::npos) << set.output;
+}
+
 // Several outputs of one run are written together or not at all: a path that cannot be written
 // leaves the others unwritten (and no staging files behind).
 TEST(Cli, OutputsAreWrittenAllOrNone) {
