@@ -5,6 +5,7 @@
 
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_reader.hpp"
+#include "sim/app/size_bounds.hpp"
 
 namespace fsdpsim::app {
 
@@ -31,7 +32,9 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
         Bytes{static_cast<std::int64_t>(fraction * static_cast<double>(device_total.value()))};
     config.capacity = std::min(usable, *config.allowed_maximum);
   }
-  if (r.has("max_split_size_mb")) config.max_split_size_mb = r.positive_int("max_split_size_mb");
+  if (r.has("max_split_size_mb")) {
+    config.max_split_size_mb = r.positive_int_at_most("max_split_size_mb", size_bounds::kMemoryMiB);
+  }
   config.expandable_segments = r.boolean("expandable_segments", false);
   if (r.has("garbage_collection_threshold")) {
     config.garbage_collection_threshold = r.positive_number("garbage_collection_threshold");

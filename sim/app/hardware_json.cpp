@@ -6,6 +6,7 @@
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
+#include "sim/app/size_bounds.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -22,8 +23,9 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
     gpu.peak_dense[static_cast<std::size_t>(d)] = tflop_per_s(p.non_negative_number(key));
   }
   p.finish();
-  gpu.hbm = Bytes(r.positive_int("hbm_bytes"));
-  gpu.runtime_reserved = gib(r.non_negative_number("runtime_reserved_GiB"));
+  gpu.hbm = Bytes(r.positive_int_at_most("hbm_bytes", size_bounds::kMemoryBytes));
+  gpu.runtime_reserved = gib(r.non_negative_number_at_most(
+      "runtime_reserved_GiB", static_cast<double>(size_bounds::kMemoryGiB)));
   gpu.hbm_bandwidth = gb_per_s(r.positive_number("hbm_bandwidth_GBps"));
   gpu.sm_count = r.positive_int32("sm_count");
   gpu.gemm_efficiency = r.fraction("gemm_efficiency");

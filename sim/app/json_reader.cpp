@@ -165,6 +165,19 @@ double JsonObjectReader::non_negative_number(const std::string& key) {
   return v.get<double>();
 }
 
+double JsonObjectReader::positive_number_at_most(const std::string& key, double max) {
+  const double v = positive_number(key);
+  if (v > max) fail(key, fmt::format("expected a positive number of at most {}, found {}", max, v));
+  return v;
+}
+
+double JsonObjectReader::non_negative_number_at_most(const std::string& key, double max) {
+  const double v = non_negative_number(key);
+  if (v > max)
+    fail(key, fmt::format("expected a non-negative number of at most {}, found {}", max, v));
+  return v;
+}
+
 double JsonObjectReader::fraction(const std::string& key) {
   const nlohmann::json& v = require(key);
   if (!v.is_number() || !(v.get<double>() > 0.0 && v.get<double>() <= 1.0)) {

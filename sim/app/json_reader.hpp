@@ -42,6 +42,9 @@ class JsonObjectReader {
                                     std::int64_t fallback);
   double positive_number(const std::string& key);
   double non_negative_number(const std::string& key);
+  // The same, no larger than `max`: amounts a model turns into 64-bit byte counts.
+  double positive_number_at_most(const std::string& key, double max);
+  double non_negative_number_at_most(const std::string& key, double max);
   double fraction(const std::string& key);  // in (0, 1]
   bool boolean(const std::string& key, bool fallback);
   std::optional<bool> optional_boolean(const std::string& key);

@@ -23,6 +23,12 @@ inline constexpr std::int64_t kCustomBytesPerSample = std::int64_t{1} << 36;
 // machine, where GPT-175B launches a few thousand.
 inline constexpr std::int64_t kCustomKernelsPerForward = std::int64_t{1} << 19;
 
+// Memory amounts (device memory, cached-block thresholds, DDP buckets): 1 PiB, thousands of times
+// any GPU's memory, so that byte counts and their sums stay far within 64 bits.
+inline constexpr std::int64_t kMemoryBytes = std::int64_t{1} << 50;
+inline constexpr std::int64_t kMemoryGiB = kMemoryBytes >> 30;
+inline constexpr std::int64_t kMemoryMiB = kMemoryBytes >> 20;
+
 // Micro-batches in one optimizer step (global_batch / (micro_batch x data-parallel GPUs)). Each
 // is simulated op by op: 1000 of GPT-175B's on 128 GPUs took 38 s and 7.5 GiB on a 2-core CI
 // machine, where published FSDP runs accumulate at most a few hundred.

@@ -450,6 +450,18 @@ INSTANTIATE_TEST_SUITE_P(
                    {{"nodes", 131072}, {"node", {{"nic_busbw_loss_per_node_doubling", 0.07}}}}}},
                  "nic_busbw_loss_per_node_doubling = 0.07 (must be < 1 / log2(nodes / 2) = "
                  "0.062500 at 131072 nodes"},
+        // Memory amounts at most 1 PiB (size_bounds.hpp), not wrapped into negative bytes.
+        BadInput{"hbm_beyond_bound",
+                 {{"hardware", {{"gpu", {{"hbm_bytes", 9223372036854775807LL}}}}}},
+                 "/hardware/gpu/hbm_bytes: expected a positive integer of at most "
+                 "1125899906842624"},
+        BadInput{"runtime_reserved_beyond_bound",
+                 {{"hardware", {{"gpu", {{"runtime_reserved_GiB", 1e10}}}}}},
+                 "/hardware/gpu/runtime_reserved_GiB: expected a non-negative number of at most "
+                 "1048576"},
+        BadInput{"max_split_beyond_bound",
+                 {{"allocator", {{"max_split_size_mb", 8796093022208LL}}}},
+                 "/allocator/max_split_size_mb: expected a positive integer of at most 1073741824"},
         // Each micro-batch is simulated: at most 1024 per step (size_bounds.hpp).
         BadInput{"micro_batches_beyond_bound",
                  {{"training", {{"global_batch", 128 * 1025}}}},
