@@ -16,6 +16,7 @@
 #include "hardware/calibrated_curves.hpp"
 #include "hardware/cost_model.hpp"
 #include "sim/app/calibration_json.hpp"
+#include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/hardware_json.hpp"
 #include "sim/app/json_file.hpp"
@@ -318,7 +319,9 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   plan->add_option("-o,--output", o.plan_output,
                    "Write the plan for fsdpsim-calibrate --plan ('-' for stdout)")
       ->type_name("PATH|-");
-  plan->add_option("--configs", o.configs_dir, "Folder of presets")->type_name("DIR");
+  plan->add_option("--configs", o.configs_dir, "Folder of presets")
+      ->type_name("DIR")
+      ->check(non_empty());
   plan->callback([&o] { o.action = CalibrateAction::kPlan; });
 
   CLI::App* fit =
@@ -329,7 +332,9 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   fit->add_option("--against", o.against,
                   "Compare the measured GEMMs with this hardware preset's model (a name or path)")
       ->type_name("PRESET");
-  fit->add_option("--configs", o.configs_dir, "Folder of presets")->type_name("DIR");
+  fit->add_option("--configs", o.configs_dir, "Folder of presets")
+      ->type_name("DIR")
+      ->check(non_empty());
   fit->add_option("-o,--output", o.fit_output, "Write the fitted curves as JSON ('-' for stdout)")
       ->type_name("PATH|-");
   fit->callback([&o] { o.action = CalibrateAction::kFit; });

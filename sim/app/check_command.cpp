@@ -7,6 +7,7 @@
 #include <iostream>
 #include <system_error>
 
+#include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/junit_xml.hpp"
@@ -205,12 +206,14 @@ CLI::App* add_check_command(CLI::App& app, CheckOptions& options) {
                    "Scenario files or folders (searched recursively for *.json)")
       ->required();
   check->add_option("--junit", options.junit_path, "Write a JUnit XML report to PATH")
-      ->type_name("PATH");
+      ->type_name("PATH")
+      ->check(non_empty());
   check->add_option("--set", options.overrides, "Override a scenario key in every scenario")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   check->add_option("--configs", options.configs_dir, "Folder of presets (as for run)")
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->check(non_empty());
   check->footer(kCheckFooter);
   return check;
 }

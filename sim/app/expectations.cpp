@@ -190,6 +190,11 @@ Expectations parse_expectations(const nlohmann::json& block,
                         "expected a result key such as tokens_per_s_per_gpu or breakdown.idle_s");
     if (value.is_object()) {
       parse_bounds(value, key, file, out.items);
+    } else if (key == "status" && !(value == "ok" || value == "oom")) {
+      // A status no result has could never pass: bad input, not a failed check.
+      throw ConfigError(file, path,
+                        fmt::format("expected \"ok\" or \"oom\" (a result's status), found {}",
+                                    describe_json_type(value)));
     } else if (scalar(value)) {
       Expectation e;
       e.kind = ExpectationKind::kEqual;

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "sim/app/cli_validators.hpp"
 #include "sim/app/explain_step.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/scenario.hpp"
@@ -37,10 +38,14 @@ CLI::App* add_explain_command(CLI::App& app, ExplainOptions& options) {
   explain
       ->add_option("--json", options.json_path,
                    "Write the analysis as JSON to PATH ('-' for stdout)")
-      ->type_name("PATH|-");
-  explain->add_option("--top", options.top, "Rows per table (0 = all; default 10)")->type_name("N");
+      ->type_name("PATH|-")
+      ->check(non_empty());
+  explain->add_option("--top", options.top, "Rows per table (0 = all; default 10)")
+      ->type_name("N")
+      ->check(row_count());
   explain->add_option("--configs", options.configs_dir, "Folder of presets (as for run)")
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->check(non_empty());
   explain->footer(kExplainFooter);
   return explain;
 }

@@ -37,7 +37,13 @@ std::string read_text_file(const fs::path& path) {
   if (!in) throw ConfigError(path.string(), "", "cannot open the file (is it readable?)");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return buffer.str();
+  std::string text = buffer.str();
+  // A NUL byte ends the text for the JSON parser, which would ignore whatever follows it.
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
+    throw ConfigError(path.string(), "",
+                      fmt::format("expected text, found a NUL byte at offset {}", nul));
+  }
+  return text;
 }
 
 namespace {
@@ -166,6 +172,19 @@ struct Staged {
 }  // namespace
 
 void write_outputs(const std::vector<OutputFile>& files) {
+  // Two outputs to one place (two '-', or one file by two names) would leave only the last.
+  std::set<std::string> places;
+  for (const OutputFile& file : files) {
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(file.path, ec);
+    const std::string place = file.path == "-" || ec ? file.path : canonical.string();
+    if (!places.insert(place).second) {
+      throw ConfigError(file.path, "",
+                        file.path == "-"
+                            ? "is given for two outputs; stdout can take one"
+                            : "is given for two outputs; each needs a file of its own");
+    }
+  }
   std::vector<Staged> staged;
   const auto discard = [&staged](std::size_t from) {
     std::error_code ec;

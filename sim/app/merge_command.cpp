@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 
+#include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 
@@ -70,11 +71,14 @@ CLI::App* add_merge_command(CLI::App& app, MergeOptions& options) {
   merge->add_option("inputs", options.inputs, "CSV files written by fsdpsim sweep --out")
       ->required();
   merge->add_option("--out", options.csv_path, "Write the merged CSV to PATH (default '-', stdout)")
-      ->type_name("PATH|-");
+      ->type_name("PATH|-")
+      ->check(non_empty());
   merge->add_option("--md", options.md_path, "Write the markdown report of the whole sweep")
-      ->type_name("PATH|-");
+      ->type_name("PATH|-")
+      ->check(non_empty());
   merge->add_option("--top", options.top, "Rows of the markdown ranking (0 = all; default 20)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(row_count());
   merge->add_flag("--allow-gaps", options.allow_gaps, "Accept indices missing from every slice");
   merge->footer(R"(
 Every slice must have the same header; each point index may appear in one slice only; the rows

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <system_error>
 
+#include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/csv_table.hpp"
 #include "sim/app/gnuplot_runner.hpp"
@@ -40,12 +41,14 @@ CLI::App* add_report_command(CLI::App& app, ReportOptions& options) {
   report
       ->add_option("--out", options.out_dir, "Folder to write the report into (created if missing)")
       ->type_name("DIR")
-      ->required();
+      ->required()
+      ->check(non_empty());
   report
       ->add_option("--title", options.title, "Title of index.md (default: from the CSV file name)")
       ->type_name("TEXT");
   report->add_option("--top", options.top, "Rows of the best-points table (0 = all; default 10)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(row_count());
   report->footer(kReportFooter);
   return report;
 }

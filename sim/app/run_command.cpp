@@ -6,11 +6,13 @@
 #include <chrono>
 #include <iostream>
 
+#include "sim/app/cli_validators.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/result_json.hpp"
 #include "sim/app/retries_text.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
+#include "sim/app/size_bounds.hpp"
 #include "sim/app/summary_text.hpp"
 #include "sim/app/trace_json.hpp"
 
@@ -155,12 +157,16 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
     result = simulate_scenario(load_scenario(options.scenario, overrides, presets), false).result;
     return !result.out_of_memory;
   };
-  constexpr std::int64_t kLimit = 4096;
+  // The search tries micro-batches up to 4096 sequences, and no more tokens than a scenario may
+  // have (size_bounds.hpp): beyond either it says where it stopped rather than fail or guess.
+  constexpr std::int64_t kLargestTried = 4096;
+  const std::int64_t token_limit = size_bounds::kTokens / base.training.seq_len;
+  const std::int64_t limit = std::min(kLargestTried, token_limit);
   fsdp::StepResult best_result;
   fsdp::StepResult probe;
   std::int64_t good = 0;
   std::int64_t bad = 1;
-  while (bad <= kLimit && fits(bad, probe)) {
+  while (bad <= limit && fits(bad, probe)) {
     good = bad;
     best_result = probe;
     bad *= 2;
@@ -171,7 +177,17 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
     return 0;
   }
   fsdp::StepResult oom_result = probe;
-  while (bad - good > 1 && bad <= kLimit) {
+  if (bad > limit && good < limit) {  // every power of two up to the limit fits: try the limit
+    if (fits(limit, probe)) {
+      good = limit;
+      best_result = probe;
+    } else {
+      bad = limit;
+      oom_result = probe;
+    }
+  }
+  const bool stopped = good == limit;
+  while (bad - good > 1 && !stopped) {
     const std::int64_t mid = good + (bad - good) / 2;
     if (fits(mid, probe)) {
       good = mid;
@@ -190,8 +206,15 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
   std::cout << fmt::format("largest micro-batch that fits: {} ({} accumulation steps): {}{}\n",
                            good, accumulation, describe(best_result),
                            retries == 0 ? "" : ", " + cuda_malloc_retries(retries) + " per step");
-  if (bad <= kLimit)
+  if (stopped) {
+    std::cout << fmt::format(
+        "the search stops at micro_batch {} ({}); larger ones may fit too\n", limit,
+        limit == token_limit
+            ? fmt::format("micro_batch x seq_len is at most {} tokens", size_bounds::kTokens)
+            : fmt::format("the largest it tries"));
+  } else {
     std::cout << fmt::format("micro_batch {} is out of memory: {}\n", bad, oom_result.oom_reason);
+  }
   if (retries > 0) {
     // A step that fits only by flushing the allocator's cache is the least certain prediction
     // (each retry synchronizes the device), so the largest micro-batch that needs none is worth
@@ -230,13 +253,16 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
                   "Override a scenario key, e.g. --set training.micro_batch=2")
       ->type_name("KEY=VALUE");
   run->add_option("--json", options.json_path, "Write the result JSON to PATH ('-' for stdout)")
-      ->type_name("PATH|-");
+      ->type_name("PATH|-")
+      ->check(non_empty());
   run->add_option("--trace", options.trace_path,
                   "Write a Chrome/Perfetto trace of the step to PATH")
-      ->type_name("PATH");
+      ->type_name("PATH")
+      ->check(non_empty());
   run->add_option("--memory-timeline", options.memory_timeline_path,
                   "Write allocated, active and reserved memory over the step as CSV to PATH")
-      ->type_name("PATH");
+      ->type_name("PATH")
+      ->check(non_empty());
   run->add_flag("--max-micro-batch", options.max_micro_batch,
                 "Find the largest training.micro_batch that fits (same gradient accumulation)");
   run->add_option(

@@ -211,7 +211,9 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   } catch (const ConfigError& e) {
     // An error at a key an override set says where the value came from.
     const std::string what = e.what();
-    for (const std::string& o : overrides) {
+    // The last --set of a key is the one that holds.
+    for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
+      const std::string& o = *it;
       std::string path = "/" + o.substr(0, o.find('='));
       std::replace(path.begin(), path.end(), '.', '/');
       constexpr std::size_t kShown = 80;

@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/result_json.hpp"
@@ -291,20 +292,25 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
   sweep->add_option("-j,--jobs", options.jobs, "Worker threads (0 = one per core; default 1)")
       ->type_name("N");
   sweep->add_option("--out", options.csv_path, "Write the table as CSV to PATH ('-' for stdout)")
-      ->type_name("PATH|-");
+      ->type_name("PATH|-")
+      ->check(non_empty());
   sweep
       ->add_option("--jsonl", options.jsonl_path, "Write one result JSON object per point and line")
-      ->type_name("PATH|-");
+      ->type_name("PATH|-")
+      ->check(non_empty());
   sweep->add_option("--md", options.md_path, "Write a markdown report ranked by throughput")
-      ->type_name("PATH|-");
+      ->type_name("PATH|-")
+      ->check(non_empty());
   sweep->add_option("--top", options.top, "Rows of the markdown ranking (0 = all; default 20)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(row_count());
   sweep
       ->add_option("--shard", options.shard,
                    "Run slice K of N (points with index % N == K-1); see merge")
       ->type_name("K/N");
   sweep->add_option("--configs", options.configs_dir, "Folder of presets (as for run)")
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->check(non_empty());
   sweep->add_flag("--timing", options.timing, "Print the wall time and points/s on stderr");
   CLI::Option* trace_row =
       sweep->add_option("--trace-row", options.trace_row, "Grid point (index) to write a trace of")
@@ -313,7 +319,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
       sweep
           ->add_option("--trace", options.trace_path,
                        "Write the Chrome/Perfetto trace of point --trace-row to PATH")
-          ->type_name("PATH");
+          ->type_name("PATH")
+          ->check(non_empty());
   trace_row->needs(trace);
   trace->needs(trace_row);
   sweep->footer(kSweepFooter);

@@ -14,6 +14,7 @@
 
 #include "models/workload.hpp"
 #include "sim/app/calibration_json.hpp"
+#include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/simulate_scenario.hpp"
@@ -256,14 +257,8 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
                   "rows (golden-section search), then report with the fitted value")
       ->type_name("KEY=LO:HI");
   // An empty path or name would silently do nothing.
-  const CLI::Validator non_empty(
-      [](const std::string& text) {
-        return text.empty() ? std::string("expected a path or name, found an empty string")
-                            : std::string();
-      },
-      "NON-EMPTY");
   for (const char* name : {"--calibration", "--json", "--md", "--configs", "--scenarios-out"})
-    cmd->get_option(name)->check(non_empty);
+    cmd->get_option(name)->check(non_empty());
   cmd->add_option("--max-mape", options.max_mape,
                   "Exit 3 when the tokens/s mean absolute percentage error exceeds this fraction "
                   "(e.g. 0.10)")

@@ -216,6 +216,10 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(file.string(), "", "cannot open the file (does it exist?)");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
+    throw ConfigError(file.string(), "",
+                      fmt::format("expected text, found a NUL byte at offset {}", nul));
+  }
   const std::vector<CsvRecord> records = csv_records(text, file.string());
   if (records.empty() || records.front().blank)
     throw ConfigError(file.string(), "", "empty file: expected a header line");

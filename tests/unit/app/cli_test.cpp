@@ -484,6 +484,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "/model/d_model: expected a positive integer of at most 262144"},
         // run checks the expect and sweep blocks as check and sweep do.
         BadInput{"bad_expect_block", {{"expect", {{"mfu", {{"min", "abc"}}}}}}, "/expect/mfu"},
+        BadInput{"expect_status_no_result_has",
+                 {{"expect", {{"status", "OK"}}}},
+                 "/expect/status: expected \"ok\" or \"oom\" (a result's status), found the "
+                 "string \"OK\""},
         BadInput{"bad_sweep_block",
                  {{"sweep", {{"training.micro_batch", "abc"}}}},
                  "/sweep/training.micro_batch"},
@@ -599,6 +603,60 @@ TEST(Cli, MissingFileAndBadUsageExitTwo) {
   EXPECT_NE(bad_set.output.find("expected KEY=VALUE"), std::string::npos) << bad_set.output;
   const Outcome unwritable = run_fsdpsim("run " + kScenario + " --json /nonexistent/dir/out.json");
   EXPECT_EQ(unwritable.exit_code, 2) << unwritable.output;
+}
+
+// Options that would silently do nothing or undo each other are usage errors: an empty path, two
+// outputs to one place, a negative row count. An error at a key set twice by --set names the
+// --set that holds (the last).
+TEST(Cli, OptionsThatWouldDoNothingAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"run " + kScenario + " --json ''", "--json: expected a path or name, found an empty string"},
+      {"run " + kScenario + " --json - --trace -",
+       "-: is given for two outputs; stdout can take one"},
+      {"run " + kScenario + " --json " + (temp_dir() / "same.json").string() + " --trace " +
+           (temp_dir() / "." / "same.json").string(),
+       "is given for two outputs; each needs a file of its own"},
+      {"sweep " + kScenario + " --grid training.micro_batch=1,2 --top -1",
+       "--top: expected a number of rows >= 0 (0 = all), found \"-1\""},
+      {"run " + kScenario + " --set training.micro_batch=2 --set training.micro_batch=x",
+       "(the value comes from --set training.micro_batch=x)"}};
+  for (const auto& [command, message] : bad) {
+    const Outcome o = run_fsdpsim(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find(message), std::string::npos) << command << "\n" << o.output;
+  }
+  EXPECT_FALSE(fs::exists(temp_dir() / "same.json"));
+}
+
+// A NUL byte would end the text for the JSON parser, which would then ignore what follows it.
+TEST(Cli, ANulByteInAScenarioIsAnError) {
+  const fs::path p = temp_dir() / "nul.json";
+  std::ofstream(p, std::ios::binary) << read_file(kScenario) << std::string(1, '\0') << "junk {";
+  const Outcome o = run_fsdpsim("run " + p.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("nul.json: expected text, found a NUL byte at offset"), std::string::npos)
+      << o.output;
+}
+
+// --max-micro-batch tries micro-batches up to 4096 and up to the token bound; where every one it
+// tries fits, it says where it stopped instead of failing on its own probe or guessing.
+TEST(Cli, MaxMicroBatchSaysWhereItsSearchStops) {
+  const fs::path dir = temp_dir();
+  const nlohmann::json tiny = fsdpsim::test_support::tiny_llama_scenario("long_seq");
+  nlohmann::json document = tiny;
+  document["training"]["seq_len"] = 8192;
+  document["training"]["micro_batch"] = 1;
+  document["training"]["global_batch"] = 8;
+  document["model"]["n_layers"] = 1;
+  const fs::path p =
+      fsdpsim::test_support::write_scenario(dir, "long_seq", document, nlohmann::json::object());
+  const Outcome o = run_fsdpsim("run " + p.string() +
+                                " --max-micro-batch --set hardware.gpu.hbm_bytes=1125899906842624");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("the search stops at micro_batch 2048 (micro_batch x seq_len is at most "
+                          "16777216 tokens); larger ones may fit too"),
+            std::string::npos)
+      << o.output;
 }
 
 }  // namespace

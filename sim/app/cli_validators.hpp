@@ -1,0 +1,35 @@
+// Checks of command-line values shared by the subcommands (CLI11 validators): a bad value is a
+// usage error (exit 2) that says what was expected.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
+#include <string>
+
+namespace fsdpsim::app {
+
+// A number of rows to show: a whole number >= 0 (0 = all).
+inline CLI::Validator row_count() {
+  return CLI::Validator(
+      [](const std::string& text) {
+        std::int64_t n = 0;
+        const auto r = std::from_chars(text.data(), text.data() + text.size(), n);
+        const bool ok = r.ec == std::errc{} && r.ptr == text.data() + text.size() && n >= 0;
+        return ok ? std::string()
+                  : "expected a number of rows >= 0 (0 = all), found \"" + text + "\"";
+      },
+      "N");
+}
+
+// A path or a name that may not be empty (an empty one would silently do nothing).
+inline CLI::Validator non_empty() {
+  return CLI::Validator(
+      [](const std::string& text) {
+        return text.empty() ? std::string("expected a path or name, found an empty string")
+                            : std::string();
+      },
+      "NON-EMPTY");
+}
+
+}  // namespace fsdpsim::app
