@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against fsdp.backward_prefetch.
 # From sweep.csv; data: points.tsv, best_fsdp_backward_prefetch.tsv. Edit freely, then re-render with: gnuplot axis_fsdp_backward_prefetch.gp
-if (!exists("outfile")) outfile = "axis_fsdp_backward_prefetch.svg"
+if (!exists("outfile")) outfile = 'axis_fsdp_backward_prefetch.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "fsdp.backward_prefetch" font ",14"
+set multiplot layout 1,2 title 'fsdp.backward_prefetch' font ",14"
 set xrange [-0.5:1.5]
-set xtics ("BACKWARD_PRE" 0, "none" 1)
-set xlabel "fsdp.backward_prefetch"
+set xtics ('BACKWARD_PRE' 0, 'none' 1)
+set xlabel 'fsdp.backward_prefetch'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below

@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against hardware.nodes.
 # From sweep.csv; data: points.tsv, best_hardware_nodes.tsv. Edit freely, then re-render with: gnuplot axis_hardware_nodes.gp
-if (!exists("outfile")) outfile = "axis_hardware_nodes.svg"
+if (!exists("outfile")) outfile = 'axis_hardware_nodes.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "hardware.nodes" font ",14"
+set multiplot layout 1,2 title 'hardware.nodes' font ",14"
 set xrange [-0.5:4.5]
-set xtics ("16" 0, "24" 1, "32" 2, "48" 3, "64" 4)
-set xlabel "hardware.nodes"
+set xtics ('16' 0, '24' 1, '32' 2, '48' 3, '64' 4)
+set xlabel 'hardware.nodes'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below

@@ -1,6 +1,6 @@
 # fsdpsim report: throughput vs peak reserved memory and its Pareto front.
 # From sweep.csv; data: points.tsv, pareto.tsv. Edit freely, then re-render with: gnuplot pareto.gp
-if (!exists("outfile")) outfile = "pareto.svg"
+if (!exists("outfile")) outfile = 'pareto.svg'
 set terminal svg size 900,560 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"

@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against hardware.nodes.
 # From sweep.csv; data: points.tsv, best_hardware_nodes.tsv. Edit freely, then re-render with: gnuplot axis_hardware_nodes.gp
-if (!exists("outfile")) outfile = "axis_hardware_nodes.svg"
+if (!exists("outfile")) outfile = 'axis_hardware_nodes.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "hardware.nodes" font ",14"
+set multiplot layout 1,2 title 'hardware.nodes' font ",14"
 set xrange [-0.5:6.5]
-set xtics ("1" 0, "2" 1, "4" 2, "8" 3, "16" 4, "32" 5, "64" 6) rotate by -30 left
-set xlabel "hardware.nodes"
+set xtics ('1' 0, '2' 1, '4' 2, '8' 3, '16' 4, '32' 5, '64' 6) rotate by -30 left
+set xlabel 'hardware.nodes'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below

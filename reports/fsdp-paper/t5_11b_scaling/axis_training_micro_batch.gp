@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against training.micro_batch.
 # From sweep.csv; data: points.tsv, best_training_micro_batch.tsv. Edit freely, then re-render with: gnuplot axis_training_micro_batch.gp
-if (!exists("outfile")) outfile = "axis_training_micro_batch.svg"
+if (!exists("outfile")) outfile = 'axis_training_micro_batch.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "training.micro_batch" font ",14"
+set multiplot layout 1,2 title 'training.micro_batch' font ",14"
 set xrange [-0.5:1.5]
-set xtics ("8" 0, "16" 1)
-set xlabel "training.micro_batch"
+set xtics ('8' 0, '16' 1)
+set xlabel 'training.micro_batch'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below

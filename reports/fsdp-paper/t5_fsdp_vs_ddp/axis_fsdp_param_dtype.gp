@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against fsdp.param_dtype.
 # From sweep.csv; data: points.tsv, best_fsdp_param_dtype.tsv. Edit freely, then re-render with: gnuplot axis_fsdp_param_dtype.gp
-if (!exists("outfile")) outfile = "axis_fsdp_param_dtype.svg"
+if (!exists("outfile")) outfile = 'axis_fsdp_param_dtype.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "fsdp.param_dtype" font ",14"
+set multiplot layout 1,2 title 'fsdp.param_dtype' font ",14"
 set xrange [-0.5:1.5]
-set xtics ("fp32" 0, "bf16" 1)
-set xlabel "fsdp.param_dtype"
+set xtics ('fp32' 0, 'bf16' 1)
+set xlabel 'fsdp.param_dtype'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below

@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against model.
 # From sweep.csv; data: points.tsv, best_model.tsv. Edit freely, then re-render with: gnuplot axis_model.gp
-if (!exists("outfile")) outfile = "axis_model.svg"
+if (!exists("outfile")) outfile = 'axis_model.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "model" font ",14"
+set multiplot layout 1,2 title 'model' font ",14"
 set xrange [-0.5:2.5]
-set xtics ("{\"ffn_dim\":2816,\"preset\":\"t5-large\"}" 0, "{\"ffn_dim\":10496,\"preset\":\"t5-3b\"}" 1, "t5-11b" 2) rotate by -30 left
-set xlabel "model"
+set xtics ('{"ffn_dim":2816,"preset":"t5-large"}' 0, '{"ffn_dim":10496,"preset":"t5-3b"}' 1, 't5-11b' 2) rotate by -30 left
+set xlabel 'model'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below

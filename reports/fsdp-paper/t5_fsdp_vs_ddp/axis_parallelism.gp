@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against parallelism.
 # From sweep.csv; data: points.tsv, best_parallelism.tsv. Edit freely, then re-render with: gnuplot axis_parallelism.gp
-if (!exists("outfile")) outfile = "axis_parallelism.svg"
+if (!exists("outfile")) outfile = 'axis_parallelism.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "parallelism" font ",14"
+set multiplot layout 1,2 title 'parallelism' font ",14"
 set xrange [-0.5:1.5]
-set xtics ("fsdp" 0, "ddp" 1)
-set xlabel "parallelism"
+set xtics ('fsdp' 0, 'ddp' 1)
+set xlabel 'parallelism'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below

@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against fsdp.limit_all_gathers.
 # From sweep.csv; data: points.tsv, best_fsdp_limit_all_gathers.tsv. Edit freely, then re-render with: gnuplot axis_fsdp_limit_all_gathers.gp
-if (!exists("outfile")) outfile = "axis_fsdp_limit_all_gathers.svg"
+if (!exists("outfile")) outfile = 'axis_fsdp_limit_all_gathers.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "fsdp.limit_all_gathers" font ",14"
+set multiplot layout 1,2 title 'fsdp.limit_all_gathers' font ",14"
 set xrange [-0.5:1.5]
-set xtics ("true" 0, "false" 1)
-set xlabel "fsdp.limit_all_gathers"
+set xtics ('true' 0, 'false' 1)
+set xlabel 'fsdp.limit_all_gathers'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below

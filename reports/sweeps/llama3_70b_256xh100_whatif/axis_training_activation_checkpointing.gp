@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against training.activation_checkpointing.
 # From sweep.csv; data: points.tsv, best_training_activation_checkpointing.tsv. Edit freely, then re-render with: gnuplot axis_training_activation_checkpointing.gp
-if (!exists("outfile")) outfile = "axis_training_activation_checkpointing.svg"
+if (!exists("outfile")) outfile = 'axis_training_activation_checkpointing.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "training.activation_checkpointing" font ",14"
+set multiplot layout 1,2 title 'training.activation_checkpointing' font ",14"
 set xrange [-0.5:1.5]
-set xtics ("full" 0, "none" 1)
-set xlabel "training.activation_checkpointing"
+set xtics ('full' 0, 'none' 1)
+set xlabel 'training.activation_checkpointing'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below

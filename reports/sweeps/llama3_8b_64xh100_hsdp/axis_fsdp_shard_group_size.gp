@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against fsdp.shard_group_size.
 # From sweep.csv; data: points.tsv, best_fsdp_shard_group_size.tsv. Edit freely, then re-render with: gnuplot axis_fsdp_shard_group_size.gp
-if (!exists("outfile")) outfile = "axis_fsdp_shard_group_size.svg"
+if (!exists("outfile")) outfile = 'axis_fsdp_shard_group_size.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "fsdp.shard_group_size" font ",14"
+set multiplot layout 1,2 title 'fsdp.shard_group_size' font ",14"
 set xrange [-0.5:5.5]
-set xtics ("2" 0, "4" 1, "8" 2, "16" 3, "32" 4, "64" 5)
-set xlabel "fsdp.shard_group_size"
+set xtics ('2' 0, '4' 1, '8' 2, '16' 3, '32' 4, '64' 5)
+set xlabel 'fsdp.shard_group_size'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below

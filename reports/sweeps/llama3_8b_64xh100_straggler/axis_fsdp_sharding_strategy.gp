@@ -1,13 +1,13 @@
 # fsdpsim report: throughput and peak reserved memory against fsdp.sharding_strategy.
 # From sweep.csv; data: points.tsv, best_fsdp_sharding_strategy.tsv. Edit freely, then re-render with: gnuplot axis_fsdp_sharding_strategy.gp
-if (!exists("outfile")) outfile = "axis_fsdp_sharding_strategy.svg"
+if (!exists("outfile")) outfile = 'axis_fsdp_sharding_strategy.svg'
 set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
 set output outfile
 set datafile separator "\t"
-set multiplot layout 1,2 title "fsdp.sharding_strategy" font ",14"
+set multiplot layout 1,2 title 'fsdp.sharding_strategy' font ",14"
 set xrange [-0.5:1.5]
-set xtics ("FULL_SHARD" 0, "HYBRID_SHARD" 1)
-set xlabel "fsdp.sharding_strategy"
+set xtics ('FULL_SHARD' 0, 'HYBRID_SHARD' 1)
+set xlabel 'fsdp.sharding_strategy'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below
