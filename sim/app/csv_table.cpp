@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "sim/app/config_error.hpp"
+#include "sim/app/csv_records.hpp"
 #include "sim/app/markdown_cell.hpp"
 #include "sim/app/retries_text.hpp"
 
@@ -69,44 +70,6 @@ std::string csv_field(const std::string& text) {
   return quote ? fmt::format("\"{}\"", field) : field;
 }
 
-std::optional<std::vector<std::string>> parse_csv_line(const std::string& text) {
-  // RFC 4180 ends records with CRLF; std::getline leaves the CR.
-  const std::string_view line = !text.empty() && text.back() == '\r'
-                                    ? std::string_view(text).substr(0, text.size() - 1)
-                                    : std::string_view(text);
-  std::vector<std::string> fields;
-  std::string current;
-  std::size_t i = 0;
-  while (true) {
-    current.clear();
-    if (i < line.size() && line[i] == '"') {
-      ++i;
-      while (true) {
-        if (i >= line.size()) return std::nullopt;  // unterminated quote
-        if (line[i] == '"') {
-          if (i + 1 < line.size() && line[i + 1] == '"') {
-            current += '"';
-            i += 2;
-            continue;
-          }
-          ++i;
-          break;
-        }
-        current += line[i++];
-      }
-      if (i < line.size() && line[i] != ',') return std::nullopt;
-    } else {
-      while (i < line.size() && line[i] != ',') {
-        if (line[i] == '"') return std::nullopt;
-        current += line[i++];
-      }
-    }
-    fields.push_back(current);
-    if (i >= line.size()) return fields;
-    ++i;  // the comma
-  }
-}
-
 std::string csv_header(const std::vector<std::string>& grid_keys) {
   std::string line = "index";
   for (const std::string& k : grid_keys) line += fmt::format(",{}", csv_field(k));
@@ -131,28 +94,24 @@ std::string table_to_csv(const SweepTable& table) {
 
 SweepTable table_from_csv(const std::string& text, const std::string& file) {
   SweepTable table;
-  std::size_t line_number = 0;
-  std::size_t begin = 0;
+  std::int64_t line_number = 0;
   std::size_t columns = 0;
-  while (begin < text.size()) {
-    std::size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(begin, end - begin);
-    begin = end + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  bool header_read = false;
+  for (const CsvRecord& record : parse_csv_records(text, file)) {
+    if (record.blank) continue;
+    line_number = record.line;
     const auto where = [&] { return fmt::format("{}: line {}", file, line_number); };
-    const auto fields = parse_csv_line(line);
-    if (!fields) throw ConfigError(fmt::format("{}: malformed CSV (unbalanced quotes)", where()));
-    if (line_number == 1) {
-      const std::size_t n = fields->size();
+    const std::vector<std::string>& fields = record.fields;
+    if (!header_read) {
+      header_read = true;
+      const std::size_t n = fields.size();
       const std::size_t fixed =
           kFixedLeadingColumns + kFixedStatusColumns + kSweepMetricKeys.size();
-      bool ok = n >= fixed && (*fields)[0] == "index";
+      bool ok = n >= fixed && fields[0] == "index";
       const std::size_t grid = ok ? n - fixed : 0;
-      ok = ok && (*fields)[1 + grid] == "status" && (*fields)[2 + grid] == "reason";
+      ok = ok && fields[1 + grid] == "status" && fields[2 + grid] == "reason";
       for (std::size_t m = 0; ok && m < kSweepMetricKeys.size(); ++m) {
-        ok = (*fields)[3 + grid + m] == kSweepMetricKeys[m];
+        ok = fields[3 + grid + m] == kSweepMetricKeys[m];
       }
       if (!ok) {
         throw ConfigError(
@@ -160,33 +119,33 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
                         "the grid keys, status, reason, {})",
                         where(), fmt::join(kSweepMetricKeys, ", ")));
       }
-      table.grid_keys.assign(fields->begin() + 1,
-                             fields->begin() + 1 + static_cast<std::ptrdiff_t>(grid));
+      table.grid_keys.assign(fields.begin() + 1,
+                             fields.begin() + 1 + static_cast<std::ptrdiff_t>(grid));
       columns = n;
       continue;
     }
-    if (fields->size() != columns) {
+    if (fields.size() != columns) {
       throw ConfigError(
-          fmt::format("{}: {} fields, the header has {}", where(), fields->size(), columns));
+          fmt::format("{}: {} fields, the header has {}", where(), fields.size(), columns));
     }
     SweepRow row;
-    const std::string& index = (*fields)[0];
+    const std::string& index = fields[0];
     const auto r = std::from_chars(index.data(), index.data() + index.size(), row.index);
     if (r.ec != std::errc{} || r.ptr != index.data() + index.size() || row.index < 0) {
       throw ConfigError(
           fmt::format("{}: index \"{}\" is not a non-negative integer", where(), index));
     }
     const std::size_t grid = table.grid_keys.size();
-    row.labels.assign(fields->begin() + 1, fields->begin() + 1 + static_cast<std::ptrdiff_t>(grid));
-    const auto status = parse_status((*fields)[1 + grid]);
+    row.labels.assign(fields.begin() + 1, fields.begin() + 1 + static_cast<std::ptrdiff_t>(grid));
+    const auto status = parse_status(fields[1 + grid]);
     if (!status) {
       throw ConfigError(
-          fmt::format("{}: status \"{}\" is not ok, oom or skipped", where(), (*fields)[1 + grid]));
+          fmt::format("{}: status \"{}\" is not ok, oom or skipped", where(), fields[1 + grid]));
     }
     row.status = *status;
-    row.reason = (*fields)[2 + grid];
+    row.reason = fields[2 + grid];
     for (std::size_t m = 0; m < kSweepMetricKeys.size(); ++m) {
-      const std::string& cell = (*fields)[3 + grid + m];
+      const std::string& cell = fields[3 + grid + m];
       const auto value = parse_metric(cell);
       if (!value) {
         throw ConfigError(
@@ -207,8 +166,7 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
     }
     table.rows.push_back(std::move(row));
   }
-  if (line_number == 0)
-    throw ConfigError(fmt::format("{}: empty file, expected a sweep table", file));
+  if (!header_read) throw ConfigError(fmt::format("{}: empty file, expected a sweep table", file));
   return table;
 }
 

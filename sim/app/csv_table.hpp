@@ -50,9 +50,6 @@ struct SweepTable {
 // One CSV field, quoted when it holds a comma, quote, or line break (line breaks become spaces
 // so a row is always one line).
 std::string csv_field(const std::string& text);
-// Splits one CSV line into its fields (RFC 4180 quotes; a trailing CR of a CRLF line ending is
-// not part of the last field). Returns nullopt on a malformed line.
-std::optional<std::vector<std::string>> parse_csv_line(const std::string& line);
 
 std::string csv_header(const std::vector<std::string>& grid_keys);
 std::string csv_row(const SweepRow& row);

@@ -11,7 +11,7 @@
 
 #include "hardware/gpu_spec.hpp"
 #include "sim/app/config_error.hpp"
-#include "sim/app/csv_table.hpp"
+#include "sim/app/csv_records.hpp"
 #include "sim/app/json_reader.hpp"
 
 namespace fsdpsim::app {
@@ -123,92 +123,6 @@ std::optional<double> ValidationCase::number(const std::string& column) const {
   return x;
 }
 
-namespace {
-
-// The records of a CSV file (RFC 4180): fields split at commas, quoted fields may hold commas,
-// doubled quotes and line breaks; records end at LF, CRLF or a lone CR outside quotes. A UTF-8
-// byte-order mark at the start (as spreadsheets write it) is skipped. Each record keeps the
-// line it starts on. Throws ConfigError on an unterminated quote or a stray one.
-struct CsvRecord {
-  std::int64_t line = 0;
-  std::vector<std::string> fields;
-  bool blank = false;  // an empty line
-};
-
-std::vector<CsvRecord> csv_records(const std::string& text, const std::string& file) {
-  std::vector<CsvRecord> records;
-  std::size_t i = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
-  std::int64_t line = 1;
-  const auto malformed = [&](std::int64_t at) {
-    return ConfigError(fmt::format("{}: line {}: malformed CSV (unbalanced quotes)", file, at));
-  };
-  // Consumes a line end at i, if any; returns whether one was there.
-  const auto line_end = [&]() {
-    if (i < text.size() && text[i] == '\r') {
-      ++i;
-      if (i < text.size() && text[i] == '\n') ++i;
-      ++line;
-      return true;
-    }
-    if (i < text.size() && text[i] == '\n') {
-      ++i;
-      ++line;
-      return true;
-    }
-    return false;
-  };
-  while (i < text.size()) {
-    CsvRecord record;
-    record.line = line;
-    if (line_end()) {
-      record.blank = true;
-      records.push_back(std::move(record));
-      continue;
-    }
-    while (true) {
-      std::string field;
-      if (i < text.size() && text[i] == '"') {
-        const std::int64_t opened = line;
-        ++i;
-        while (true) {
-          if (i >= text.size()) throw malformed(opened);
-          const char c = text[i];
-          if (c == '"') {
-            if (i + 1 < text.size() && text[i + 1] == '"') {
-              field += '"';
-              i += 2;
-              continue;
-            }
-            ++i;
-            break;
-          }
-          if (c == '\n' || (c == '\r' && (i + 1 >= text.size() || text[i + 1] != '\n'))) ++line;
-          field += c;
-          ++i;
-        }
-        if (i < text.size() && text[i] != ',' && text[i] != '\n' && text[i] != '\r')
-          throw malformed(line);
-      } else {
-        while (i < text.size() && text[i] != ',' && text[i] != '\n' && text[i] != '\r') {
-          if (text[i] == '"') throw malformed(line);
-          field += text[i++];
-        }
-      }
-      record.fields.push_back(std::move(field));
-      if (i < text.size() && text[i] == ',') {
-        ++i;
-        continue;
-      }
-      line_end();
-      break;
-    }
-    records.push_back(std::move(record));
-  }
-  return records;
-}
-
-}  // namespace
-
 std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& file) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec))
@@ -220,7 +134,7 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
     throw ConfigError(file.string(), "",
                       fmt::format("expected text, found a NUL byte at offset {}", nul));
   }
-  const std::vector<CsvRecord> records = csv_records(text, file.string());
+  const std::vector<CsvRecord> records = parse_csv_records(text, file.string());
   if (records.empty() || records.front().blank)
     throw ConfigError(file.string(), "", "empty file: expected a header line");
   const std::vector<std::string>& header = records.front().fields;

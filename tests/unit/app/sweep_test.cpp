@@ -14,6 +14,7 @@
 #include <string>
 
 #include "sim/app/config_error.hpp"
+#include "sim/app/csv_records.hpp"
 #include "sim/app/csv_table.hpp"
 #include "sim/app/merge_command.hpp"
 #include "sim/app/sweep_command.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "sim/app/config_error.hpp"
-#include "sim/app/csv_table.hpp"
+#include "sim/app/csv_records.hpp"
 #include "sim/app/validation_cases.hpp"
 #include "sim/app/validation_stats.hpp"
 #include "test_support.hpp"

@@ -1,6 +1,6 @@
 #include "nccl_reference.hpp"
 
-#include "sim/app/csv_table.hpp"
+#include "sim/app/csv_records.hpp"
 
 #include <charconv>
 #include <fstream>
