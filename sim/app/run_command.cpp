@@ -177,26 +177,20 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
     return 0;
   }
   fsdp::StepResult oom_result = probe;
-  if (bad > limit && good < limit) {  // every power of two up to the limit fits: try the limit
-    if (fits(limit, probe)) {
-      good = limit;
+  // Narrows [good, bad) by one simulation of `micro`.
+  const auto try_micro = [&](std::int64_t micro) {
+    if (fits(micro, probe)) {
+      good = micro;
       best_result = probe;
     } else {
-      bad = limit;
+      bad = micro;
       oom_result = probe;
     }
-  }
+  };
+  // Every power of two up to the limit fits: try the limit itself.
+  if (bad > limit && good < limit) try_micro(limit);
   const bool stopped = good == limit;
-  while (bad - good > 1 && !stopped) {
-    const std::int64_t mid = good + (bad - good) / 2;
-    if (fits(mid, probe)) {
-      good = mid;
-      best_result = probe;
-    } else {
-      bad = mid;
-      oom_result = probe;
-    }
-  }
+  while (bad - good > 1 && !stopped) try_micro(good + (bad - good) / 2);
   const auto describe = [&](const fsdp::StepResult& r) {
     return fmt::format("{:.1f} tokens/s/GPU, peak reserved {:.2f} GiB of {:.2f} usable",
                        r.tokens_per_s_per_gpu, to_gib(r.reported_peak_reserved()),
