@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <limits>
+#include <queue>
 #include <stdexcept>
 
 // Boost.Graph 1.74's edge iterators trip GCC 12's -Wmaybe-uninitialized (a false positive inside
@@ -157,7 +159,11 @@ CriticalPath critical_path(const Program& program, const Timeline& timeline) {
   std::vector<SimTime> weights(graph.node_count());
   std::vector<OpId> last_on_stream(program.stream_names.size(), kNoOp);
   std::vector<OpId> last_on_channel(program.channel_names.size(), kNoOp);
-  std::vector<OpId> launched;  // in CPU order, for allocations that synchronize the device
+  // Launched ops by end time, earliest first, for allocations that wait for the device: an op
+  // that ended before a waiting allocation's window can be in no later one (the windows move
+  // forward with the CPU), so each op is looked at about once.
+  using EndingOp = std::pair<SimTime, OpId>;
+  std::priority_queue<EndingOp, std::vector<EndingOp>, std::greater<>> launched;
   for (std::size_t i = 0; i < program.cpu.size(); ++i) {
     const CpuStep& step = program.cpu[i];
     const CpuStepTiming& timing = timeline.cpu.at(i);
@@ -179,7 +185,7 @@ CriticalPath critical_path(const Program& program, const Timeline& timeline) {
           if (prev != kNoOp) graph.add_edge(prev, op);
           prev = op;
         }
-        launched.push_back(op);
+        launched.emplace(timeline.ops[op].end, op);
         break;
       }
       case CpuStepKind::kWait:
@@ -194,9 +200,10 @@ CriticalPath critical_path(const Program& program, const Timeline& timeline) {
         // that ended during the wait precede it.
         weights[cpu_node(i)] = timing.end - timing.start;
         if (timing.start > previous_end) {
-          for (const OpId op : launched) {
-            const SimTime end = timeline.ops[op].end;
-            if (end > previous_end && end <= timing.start) graph.add_edge(op, cpu_node(i));
+          while (!launched.empty() && launched.top().first <= previous_end) launched.pop();
+          while (!launched.empty() && launched.top().first <= timing.start) {
+            graph.add_edge(launched.top().second, cpu_node(i));
+            launched.pop();
           }
         }
         break;

@@ -49,6 +49,11 @@ void CachingAllocator::release_cached_blocks() {
 }
 
 void CachingAllocator::release_blocks(Pool& pool) {
+  if (!config_.expandable_segments) {
+    const std::vector<std::int64_t> whole(pool.whole_segments.begin(), pool.whole_segments.end());
+    for (const std::int64_t address : whole) release_block(blocks_.find(address));
+    return;
+  }
   std::vector<std::int64_t> to_unmap;
   for (auto key = pool.cached.begin(); key != pool.cached.end();) {
     const std::int64_t address = key->address;

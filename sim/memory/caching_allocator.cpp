@@ -143,7 +143,7 @@ std::optional<CachingAllocator::BlockIt> CachingAllocator::get_free_block(const 
     return std::nullopt;
   }
   const BlockIt block = blocks_.find(it->address);
-  pool.cached.erase(it);
+  erase_cached(block);
   return block;
 }
 
@@ -367,11 +367,14 @@ void CachingAllocator::insert_cached(BlockIt it) {
   Pool& pool = pool_of(it->second);
   it->second.gc_count_base = pool.get_free_block_calls;  // BlockPool::insert_into_blocks
   pool.cached.insert(SizeKey{it->second.stream, it->second.size.value(), it->first});
+  if (!it->second.expandable && !is_split(it)) pool.whole_segments.insert(it->first);
 }
 
 void CachingAllocator::erase_cached(BlockIt it) {
   const SizeKey key{it->second.stream, it->second.size.value(), it->first};
-  if (pool_of(it->second).cached.erase(key) != 1) throw std::logic_error("block not cached");
+  Pool& pool = pool_of(it->second);
+  if (pool.cached.erase(key) != 1) throw std::logic_error("block not cached");
+  pool.whole_segments.erase(it->first);
 }
 
 void CachingAllocator::insert_unmapped(BlockIt it) {

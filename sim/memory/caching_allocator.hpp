@@ -189,6 +189,11 @@ class CachingAllocator {
     std::set<SizeKey> cached;
     std::set<AddressKey> unmapped;
     std::int64_t get_free_block_calls = 0;
+    // The cached blocks that are whole segments (unsplit, not expandable), by address: what
+    // release_blocks frees. A cached block is whole or split from when it is cached until it is
+    // taken out again (merging and splitting take blocks out first), so an out-of-memory run
+    // that retries every allocation frees them without rescanning every cached fragment.
+    std::set<std::int64_t> whole_segments;
   };
   struct Request {
     Bytes requested{0};
