@@ -204,7 +204,11 @@ SweepPlan plan_sweep(const SweepOptions& options) {
     from_file = parse_sweep_block(*it, file, sweep_keys_in_file_order(plan.scenario));
   }
   plan.axes = combine_axes(std::move(from_file), command_line);
-  plan.total_points = grid_point_count(plan.axes);
+  try {
+    plan.total_points = grid_point_count(plan.axes);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", file, e.what()));
+  }
   for (std::int64_t i = 0; i < plan.total_points; ++i) {
     if (plan.shard.owns(i)) plan.indices.push_back(i);
   }

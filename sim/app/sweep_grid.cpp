@@ -1,6 +1,7 @@
 #include "sim/app/sweep_grid.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -175,8 +176,11 @@ std::int64_t grid_point_count(const std::vector<GridAxis>& axes) {
   for (const GridAxis& axis : axes) {
     count *= static_cast<std::int64_t>(axis.values.size());
     if (count > kMaxGridPoints) {
-      throw ConfigError(fmt::format(
-          "the grid has more than {} points; split it into several sweeps", kMaxGridPoints));
+      std::vector<std::string> sizes;
+      for (const GridAxis& a : axes) sizes.push_back(fmt::format("{} {}", a.values.size(), a.key));
+      throw ConfigError(
+          fmt::format("the grid ({}) has more than {} points; split it into several sweeps",
+                      fmt::join(sizes, " x "), kMaxGridPoints));
     }
   }
   return count;

@@ -1,6 +1,7 @@
 // What-if sweeps: the grid (parsing, Cartesian order, the scenario's sweep block), the sweep table
 // (CSV in and out, Pareto front), and `fsdpsim sweep` / `fsdpsim merge` as a user runs them: skip
 // reasons, bad usage, determinism across thread counts, shards merged byte for byte, Ctrl-C.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -105,6 +106,26 @@ TEST(SweepGrid, CartesianProductVariesTheFirstAxisSlowest) {
                                             "a=2 b=\"x\"", "a=2 b=\"y\"", "a=2 b=\"z\""}));
   EXPECT_EQ(grid_point_labels(axes, 5), (std::vector<std::string>{"2", "z"}));
   EXPECT_EQ(grid_point_count({}), 1);
+}
+
+// A grid past 10 million points is refused with each axis's size and the scenario file, so the
+// user sees which axis to split.
+TEST(SweepGrid, AGridTooLargeNamesItsAxesAndTheFile) {
+  std::string values;
+  for (int v = 1; v <= 40; ++v) values += fmt::format("{}{}", v > 1 ? "," : "", v);
+  std::string grid;
+  for (const char* key : {"training.micro_batch", "training.seq_len", "training.global_batch",
+                          "fsdp.max_inflight_all_gathers", "model.n_layers"}) {
+    grid += fmt::format(" --grid {}={}", key, values);
+  }
+  const fs::path p = tiny_scenario("huge_grid");
+  const Outcome o = run_fsdpsim("sweep " + p.string() + grid);
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("huge_grid.json: the grid (40 training.micro_batch x 40 training.seq_len "
+                          "x 40 training.global_batch x 40 fsdp.max_inflight_all_gathers x 40 "
+                          "model.n_layers) has more than 10000000 points"),
+            std::string::npos)
+      << o.output;
 }
 
 TEST(SweepGrid, FileAxesComeFirstAndAGridForTheSameKeyReplacesThem) {
