@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/json_file.hpp"
@@ -282,9 +283,14 @@ int run_command(const RunOptions& options) {
   const double simulate_ms = elapsed_ms(simulate_start);
 
   const auto write_start = std::chrono::steady_clock::now();
+  // run does not judge the expect block (check does), but a key no result has is a typo that
+  // check would refuse: refused here too rather than accepted in silence.
+  std::optional<nlohmann::json> result;
+  if (scenario.expectations || !options.json_path.empty())
+    result = result_to_json(scenario, output);
+  if (scenario.expectations) (void)evaluate_expectations(*scenario.expectations, *result);
   std::vector<OutputFile> outputs;  // written together: all or none
-  if (!options.json_path.empty())
-    outputs.push_back({options.json_path, result_to_json(scenario, output).dump(2) + "\n"});
+  if (!options.json_path.empty()) outputs.push_back({options.json_path, result->dump(2) + "\n"});
   if (!options.trace_path.empty()) outputs.push_back({options.trace_path, trace_json(output)});
   if (!options.memory_timeline_path.empty())
     outputs.push_back({options.memory_timeline_path, memory_timeline_csv(output)});

@@ -484,6 +484,12 @@ INSTANTIATE_TEST_SUITE_P(
                  "/model/d_model: expected a positive integer of at most 262144"},
         // run checks the expect and sweep blocks as check and sweep do.
         BadInput{"bad_expect_block", {{"expect", {{"mfu", {{"min", "abc"}}}}}}, "/expect/mfu"},
+        // run does not judge the expect block, but a key no result has is refused as check does.
+        BadInput{
+            "expect_key_typo",
+            {{"expect", {{"tokens_per_s_per_gp", {{"min", 1}}}}}},
+            "/expect/tokens_per_s_per_gp/min: the result JSON has no key \"tokens_per_s_per_gp\" "
+            "(at \"tokens_per_s_per_gp\"); did you mean tokens_per_s_per_gpu?"},
         BadInput{"expect_status_no_result_has",
                  {{"expect", {{"status", "OK"}}}},
                  "/expect/status: expected \"ok\" or \"oom\" (a result's status), found the "
