@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "sim/app/config_error.hpp"
@@ -38,28 +39,29 @@ std::string read_text_file(const fs::path& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   std::string text = buffer.str();
-  // A NUL byte ends the text for the JSON parser, which would ignore whatever follows it.
-  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
-    throw ConfigError(path.string(), "",
-                      fmt::format("expected text, found a NUL byte at offset {}", nul));
-  }
+  require_text(text, path.string());
   return text;
+}
+
+void require_text(const std::string& text, const std::string& file) {
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
+    throw ConfigError(file, "", fmt::format("expected text, found a NUL byte at offset {}", nul));
+  }
 }
 
 namespace {
 
-// Rejects a key given twice in one object: JSON parsers keep one of the two silently (nlohmann
-// the last), so the other value would be dropped without a word.
-class DuplicateKeyCheck {
+// The checks of every parsed JSON text, file or command-line value: a key given twice in one
+// object (JSON parsers keep one of the two silently, nlohmann the last, so the other value would
+// be dropped without a word), and nesting deeper than kMaxJsonDepth.
+class JsonInputCheck {
  public:
-  explicit DuplicateKeyCheck(const fs::path& path) : path_(path) {}
+  explicit JsonInputCheck(std::string source) : source_(std::move(source)) {}
 
   bool operator()(int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using Event = nlohmann::json::parse_event_t;
     if (depth > kMaxJsonDepth) {
-      std::string where;
-      for (const std::string& k : pointer_) where += "/" + k;
-      throw ConfigError(path_.string(), where,
+      throw ConfigError(source_, where(),
                         fmt::format("nested deeper than {} levels; no fsdpsim input nests more "
                                     "than a few",
                                     kMaxJsonDepth));
@@ -77,9 +79,7 @@ class DuplicateKeyCheck {
         pointer_.resize(objects_.size());
         pointer_.back() = key;
         if (!objects_.back().insert(key).second) {
-          std::string where;
-          for (const std::string& k : pointer_) where += "/" + k;
-          throw ConfigError(path_.string(), where,
+          throw ConfigError(source_, where(),
                             "key given twice in the same object; expected each key once");
         }
         break;
@@ -91,7 +91,14 @@ class DuplicateKeyCheck {
   }
 
  private:
-  const fs::path& path_;
+  // The JSON pointer of the value being read.
+  [[nodiscard]] std::string where() const {
+    std::string out;
+    for (const std::string& k : pointer_) out += "/" + k;
+    return out;
+  }
+
+  std::string source_;
   std::vector<std::set<std::string>> objects_;
   std::vector<std::string> pointer_;  // the current key of each open object
 };
@@ -99,14 +106,8 @@ class DuplicateKeyCheck {
 }  // namespace
 
 nlohmann::json parse_inline_value(const std::string& text, const std::string& origin) {
-  const auto depth_check = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > kMaxJsonDepth) {
-      throw ConfigError(
-          fmt::format("{}: a value nested deeper than {} levels", origin, kMaxJsonDepth));
-    }
-    return true;
-  };
-  nlohmann::json value = nlohmann::json::parse(text, depth_check, /*allow_exceptions=*/false);
+  nlohmann::json value =
+      nlohmann::json::parse(text, JsonInputCheck(origin), /*allow_exceptions=*/false);
   if (value.is_discarded()) return text;
   return value;
 }
@@ -114,7 +115,7 @@ nlohmann::json parse_inline_value(const std::string& text, const std::string& or
 nlohmann::json read_json_file(const fs::path& path) {
   const std::string text = read_text_file(path);
   try {
-    return nlohmann::json::parse(text, DuplicateKeyCheck(path));
+    return nlohmann::json::parse(text, JsonInputCheck(path.string()));
   } catch (const nlohmann::json::parse_error& e) {
     // Locate the byte offset as line:column for the message.
     std::size_t line = 1;

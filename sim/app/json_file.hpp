@@ -9,8 +9,13 @@
 
 namespace fsdpsim::app {
 
-// The whole file as text; throws ConfigError naming the file when it cannot be opened.
+// The whole file as text; throws ConfigError naming the file when it cannot be opened or is not
+// text (require_text).
 std::string read_text_file(const std::filesystem::path& path);
+
+// Throws ConfigError naming `file` when `text` holds a NUL byte: it would end the text for a
+// parser, which would then ignore whatever follows it.
+void require_text(const std::string& text, const std::string& file);
 
 // The deepest nesting of arrays and objects an input may have: scenarios nest a handful of
 // levels. Deeper text (a hostile file) would exhaust the stack of the recursive JSON walkers.
@@ -21,7 +26,8 @@ inline constexpr int kMaxJsonDepth = 64;
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
 // A command-line value (--set, --grid): its JSON if it parses as JSON, else the text itself as
-// a string. Throws ConfigError naming `origin` where it nests deeper than kMaxJsonDepth.
+// a string. Throws ConfigError naming `origin` and the JSON path where it nests deeper than
+// kMaxJsonDepth or gives a key twice in one object, as read_json_file does.
 nlohmann::json parse_inline_value(const std::string& text, const std::string& origin);
 
 struct OutputFile {

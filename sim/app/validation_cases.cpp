@@ -12,6 +12,7 @@
 #include "hardware/gpu_spec.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/csv_records.hpp"
+#include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
 
 namespace fsdpsim::app {
@@ -130,19 +131,16 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(file.string(), "", "cannot open the file (does it exist?)");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
-    throw ConfigError(file.string(), "",
-                      fmt::format("expected text, found a NUL byte at offset {}", nul));
-  }
+  require_text(text, file.string());
   const std::vector<CsvRecord> records = parse_csv_records(text, file.string());
   if (records.empty() || records.front().blank)
     throw ConfigError(file.string(), "", "empty file: expected a header line");
   const std::vector<std::string>& header = records.front().fields;
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    if (std::find(header.begin(), header.begin() + static_cast<std::ptrdiff_t>(i), header[i]) !=
-        header.begin() + static_cast<std::ptrdiff_t>(i)) {
+  std::set<std::string> named;
+  for (const std::string& column : header) {
+    if (!named.insert(column).second) {
       throw ConfigError(fmt::format("{}: line 1: column \"{}\" appears twice in the header",
-                                    file.string(), header[i]));
+                                    file.string(), column));
     }
   }
   for (const std::string& required : kRequiredColumns) {

@@ -197,6 +197,13 @@ TEST(Cli, DeeplyNestedJsonIsRefusedNotACrash) {
                   std::string(100, ']') + "'");
   EXPECT_EQ(set.exit_code, 2) << set.output;
   EXPECT_NE(set.output.find("nested deeper than 64 levels"), std::string::npos) << set.output;
+  // A --set value is checked as a file is: a key given twice is refused, not dropped.
+  const Outcome twice =
+      run_fsdpsim("run " + kScenario + " --set 'training={\"micro_batch\":1,\"micro_batch\":2}'");
+  EXPECT_EQ(twice.exit_code, 2) << twice.output;
+  EXPECT_NE(twice.output.find("/micro_batch: key given twice in the same object"),
+            std::string::npos)
+      << twice.output;
 }
 
 // Several outputs of one run are written together or not at all: a path that cannot be written
