@@ -432,14 +432,39 @@ nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
   return j;
 }
 
+std::string calibration_device_mismatch(const calibrate::DeviceInfo& device,
+                                        const hardware::GpuSpec& gpu) {
+  constexpr double kMemoryTolerance = 0.02;  // drivers report a few hundred MiB apart
+  const bool sm_differs = device.sm_count > 0 && device.sm_count != gpu.sm_count;
+  const bool memory_differs =
+      device.memory.value() > 0 &&
+      std::abs(static_cast<double>(device.memory.value() - gpu.hbm.value())) >
+          kMemoryTolerance * static_cast<double>(gpu.hbm.value());
+  if (!sm_differs && !memory_differs) return "";
+  const auto gib = [](Bytes b) { return static_cast<double>(b.value()) / (1024.0 * 1024 * 1024); };
+  std::string measured = device.name.empty() ? std::string("a GPU") : device.name;
+  measured += fmt::format(" ({} SMs", device.sm_count > 0 ? std::to_string(device.sm_count) : "?");
+  if (device.memory.value() > 0) measured += fmt::format(", {:.1f} GiB", gib(device.memory));
+  return fmt::format(
+      "the profile was measured on {}), the scenario's GPU {} has {} SMs and {:.1f} GiB: its "
+      "measurements are another GPU model's; calibrate on this GPU or leave the profile out",
+      measured, gpu.name, gpu.sm_count, gib(gpu.hbm));
+}
+
 std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
     const std::string& reference, const std::filesystem::path& from_file,
-    const std::string& json_path, const PresetLocator& presets) {
+    const std::string& json_path, const PresetLocator& presets, const hardware::GpuSpec* gpu) {
   if (reference.empty())
     throw ConfigError(from_file.string(), json_path, "expected a profile name or path, found \"\"");
   const std::filesystem::path file =
       presets.resolve("calibration", reference, from_file, json_path);
   const CalibrationProfile profile = read_profile(file);
+  if (gpu != nullptr) {
+    if (const std::string problem = calibration_device_mismatch(profile.device, *gpu);
+        !problem.empty()) {
+      throw ConfigError(from_file.string(), json_path, problem);
+    }
+  }
   calibrate::ProfileFit fit;
   try {
     fit = calibrate::fit_profile(profile, reference);

@@ -11,6 +11,7 @@
 #include "calibrate/fit.hpp"
 #include "calibrate/profile.hpp"
 #include "hardware/calibrated_curves.hpp"
+#include "hardware/gpu_spec.hpp"
 #include "sim/app/preset_paths.hpp"
 
 namespace fsdpsim::app {
@@ -30,10 +31,19 @@ nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
 
 // Reads and fits the profile `reference` names (resolved like presets, kind "calibration").
 // Throws ConfigError, naming `from_file` and `json_path` when the reference is wrong and the
-// profile file when its content is, and when nothing in it can be used.
+// profile file when its content is, and when nothing in it can be used. With `gpu`, also when
+// the profile's device (where it says) is another GPU than `gpu` (calibration_device_mismatch).
 std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
     const std::string& reference, const std::filesystem::path& from_file,
-    const std::string& json_path, const PresetLocator& presets);
+    const std::string& json_path, const PresetLocator& presets,
+    const hardware::GpuSpec* gpu = nullptr);
+
+// Why a profile measured on `device` cannot price `gpu`, or "" when it can: a different SM count
+// or total memory (more than 2 % apart) means another GPU model, whose GEMM rates, allocator
+// timings and collective curves are not this one's. Fields the profile leaves out are not
+// compared (the reference profiles from published nccl-tests runs give only a name).
+std::string calibration_device_mismatch(const calibrate::DeviceInfo& device,
+                                        const hardware::GpuSpec& gpu);
 
 // What a simulation priced from the calibration and what from the fallback models (the
 // curves' usage counters): one summary line, and the result JSON's "calibration" object.

@@ -274,5 +274,49 @@ TEST(CalibrationProfileJson, ScenarioReferenceErrorsNameTheScenario) {
   }
 }
 
+TEST(CalibrationProfileJson, ProfileOfAnotherGpuModelIsRefused) {
+  calibrate::DeviceInfo h200;
+  h200.name = "NVIDIA H200";
+  h200.sm_count = 132;
+  h200.memory = Bytes{150109880320};
+  hardware::GpuSpec gpu;
+  gpu.name = "h200-sxm-141gb";
+  gpu.sm_count = 132;
+  gpu.hbm = Bytes{150109945856};
+  EXPECT_EQ(calibration_device_mismatch(h200, gpu), "");  // the same GPU, another driver's count
+
+  gpu.name = "a100-sxm-40gb";
+  gpu.sm_count = 108;
+  gpu.hbm = Bytes{42505076736};
+  EXPECT_EQ(calibration_device_mismatch(h200, gpu),
+            "the profile was measured on NVIDIA H200 (132 SMs, 139.8 GiB), the scenario's GPU "
+            "a100-sxm-40gb has 108 SMs and 39.6 GiB: its measurements are another GPU model's; "
+            "calibrate on this GPU or leave the profile out");
+
+  // An H100 has the H200's SMs; its memory tells them apart.
+  gpu.name = "h100-sxm-80gb";
+  gpu.sm_count = 132;
+  gpu.hbm = Bytes{85017755648};
+  EXPECT_NE(calibration_device_mismatch(h200, gpu), "");
+
+  // What the profile does not say is not compared (published nccl-tests profiles give a name).
+  calibrate::DeviceInfo named_only;
+  named_only.name = "NVIDIA A100 SXM (NVLink3)";
+  EXPECT_EQ(calibration_device_mismatch(named_only, gpu), "");
+
+  const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
+  try {
+    (void)load_calibration("h200-sxm-141gb-measured", "scenario.json", "/hardware/calibration",
+                           presets, &gpu);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("scenario.json: /hardware/calibration: the profile was "
+                                          "measured on NVIDIA H200 (132 SMs, 139.8 GiB)",
+                                          0),
+              0U)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace fsdpsim::app
