@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -43,9 +45,48 @@ std::string read_text_file(const fs::path& path) {
   return text;
 }
 
+std::optional<ControlCharacter> find_control_character(std::string_view text,
+                                                       std::string_view allowed) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const bool c0_or_del = byte < 0x20 || byte == 0x7f;
+    if (c0_or_del && allowed.find(text[i]) == std::string_view::npos)
+      return ControlCharacter{i, fmt::format("U+{:04X}", byte)};
+    if (byte == 0xc2 && i + 1 < text.size()) {
+      const auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0x9f) return ControlCharacter{i, fmt::format("U+{:04X}", next)};
+    }
+  }
+  return std::nullopt;
+}
+
+std::string escape_control_characters(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (const auto c = find_control_character(text, "\t\n")) {
+    out.append(text.substr(0, c->offset));
+    out += "<" + c->name + ">";
+    const std::size_t width = static_cast<unsigned char>(text[c->offset]) == 0xc2 ? 2 : 1;
+    text.remove_prefix(c->offset + width);
+  }
+  out.append(text);
+  return out;
+}
+
 void require_text(const std::string& text, const std::string& file) {
   if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
     throw ConfigError(file, "", fmt::format("expected text, found a NUL byte at offset {}", nul));
+  }
+  if (const auto c = find_control_character(text, "\t\n\r")) {
+    const std::string_view before(text.data(), c->offset);
+    const auto line = std::count(before.begin(), before.end(), '\n') + 1;
+    const std::size_t line_start = before.rfind('\n');
+    const std::size_t column =
+        c->offset - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+    throw ConfigError(file, "",
+                      fmt::format("expected text, found the control character {} at line {}, "
+                                  "column {}",
+                                  c->name, line, column));
   }
 }
 
@@ -53,7 +94,8 @@ namespace {
 
 // The checks of every parsed JSON text, file or command-line value: a key given twice in one
 // object (JSON parsers keep one of the two silently, nlohmann the last, so the other value would
-// be dropped without a word), and nesting deeper than kMaxJsonDepth.
+// be dropped without a word), nesting deeper than kMaxJsonDepth, and a control character other
+// than tab and line feed escaped in a key or string (find_control_character).
 class JsonInputCheck {
  public:
   explicit JsonInputCheck(std::string source) : source_(std::move(source)) {}
@@ -76,6 +118,12 @@ class JsonInputCheck {
         break;
       case Event::key: {
         const std::string& key = parsed.get_ref<const std::string&>();
+        if (const auto c = find_control_character(key, "")) {
+          throw ConfigError(source_, where(),
+                            fmt::format("expected a key of text, found one with the control "
+                                        "character {}",
+                                        c->name));
+        }
         pointer_.resize(objects_.size());
         pointer_.back() = key;
         if (!objects_.back().insert(key).second) {
@@ -84,6 +132,17 @@ class JsonInputCheck {
         }
         break;
       }
+      case Event::value:
+        if (parsed.is_string()) {
+          if (const auto c = find_control_character(parsed.get_ref<const std::string&>(), "\t\n")) {
+            throw ConfigError(
+                source_, where(),
+                fmt::format("expected text, found the control character {} (escaped as \\u{}) "
+                            "at byte {} of the string",
+                            c->name, c->name.substr(2), c->offset));
+          }
+        }
+        break;
       default:
         break;
     }
@@ -108,8 +167,13 @@ class JsonInputCheck {
 nlohmann::json parse_inline_value(const std::string& text, const std::string& origin) {
   nlohmann::json value =
       nlohmann::json::parse(text, JsonInputCheck(origin), /*allow_exceptions=*/false);
-  if (value.is_discarded()) return text;
-  return value;
+  if (!value.is_discarded()) return value;
+  if (const auto c = find_control_character(text, "\t\n")) {
+    throw ConfigError(origin, "",
+                      fmt::format("expected text, found the control character {} at byte {}",
+                                  c->name, c->offset));
+  }
+  return text;
 }
 
 nlohmann::json read_json_file(const fs::path& path) {

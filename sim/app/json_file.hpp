@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fsdpsim::app {
@@ -13,9 +15,25 @@ namespace fsdpsim::app {
 // text (require_text).
 std::string read_text_file(const std::filesystem::path& path);
 
-// Throws ConfigError naming `file` when `text` holds a NUL byte: it would end the text for a
-// parser, which would then ignore whatever follows it.
+// Throws ConfigError naming `file` when `text` holds a NUL byte (it would end the text for a
+// parser, which would then ignore whatever follows it) or another control character than tab
+// and line ends (an escape sequence would reach the terminal in messages and tables).
 void require_text(const std::string& text, const std::string& file);
+
+// The first control character of `text` that `allowed` does not list: a C0 code (below 0x20),
+// DEL, or a C1 code (U+0080-U+009F, in UTF-8 0xC2 0x80-0x9F), which terminals execute: ESC
+// starts the sequences that recolour, move the cursor or retitle the window. Its byte offset
+// and a printable name ("U+001B").
+struct ControlCharacter {
+  std::size_t offset = 0;
+  std::string name;
+};
+std::optional<ControlCharacter> find_control_character(std::string_view text,
+                                                       std::string_view allowed);
+
+// `text` with each control character but line feed and tab written as its name in angle brackets
+// ("<U+001B>"): for messages that echo what a user typed on the command line.
+std::string escape_control_characters(std::string_view text);
 
 // The deepest nesting of arrays and objects an input may have: scenarios nest a handful of
 // levels. Deeper text (a hostile file) would exhaust the stack of the recursive JSON walkers.

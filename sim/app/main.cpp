@@ -7,6 +7,7 @@
 #include "sim/app/check_command.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/explain_command.hpp"
+#include "sim/app/json_file.hpp"
 #include "sim/app/merge_command.hpp"
 #include "sim/app/report_command.hpp"
 #include "sim/app/run_command.hpp"
@@ -64,13 +65,14 @@ int main(int argc, char** argv) {
     if (report->parsed()) return fsdpsim::app::report_command(report_options);
     if (calibrate->parsed()) return fsdpsim::app::calibrate_command(calibrate_options);
   } catch (const fsdpsim::app::ConfigError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    // Messages echo command-line text, which nothing else has checked for escape sequences.
+    std::cerr << "error: " << fsdpsim::app::escape_control_characters(e.what()) << "\n";
     return kExitBadInput;
   } catch (const fsdpsim::engine::DeadlockError& e) {
-    std::cerr << "internal error: " << e.what() << "\n";
+    std::cerr << "internal error: " << fsdpsim::app::escape_control_characters(e.what()) << "\n";
     return kExitInternal;
   } catch (const std::exception& e) {
-    std::cerr << "internal error: " << e.what() << "\n";
+    std::cerr << "internal error: " << fsdpsim::app::escape_control_characters(e.what()) << "\n";
     return kExitInternal;
   }
   return kExitInternal;

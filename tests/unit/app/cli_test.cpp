@@ -12,11 +12,13 @@
 #include <string>
 #include <thread>
 
+#include "sim/app/json_file.hpp"
 #include "test_support.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using fsdpsim::app::find_control_character;
 using fsdpsim::test_support::Outcome;
 using fsdpsim::test_support::read_file;
 using fsdpsim::test_support::run_fsdpsim;
@@ -649,6 +651,33 @@ TEST(Cli, ANulByteInAScenarioIsAnError) {
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find("nul.json: expected text, found a NUL byte at offset"), std::string::npos)
       << o.output;
+}
+
+// A terminal runs the escape sequences a control character starts: none may reach it through
+// an input (refused where it is read) or a message echoing the command line (written out).
+TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
+  const fs::path json = temp_dir() / "escape.json";
+  nlohmann::json document = nlohmann::json::parse(read_file(kScenario));
+  document["name"] = "red \x1b[31m";
+  std::ofstream(json) << document.dump();
+  const fs::path csv = temp_dir() / "escape.csv";
+  std::ofstream(csv) << "case_id\nab\x1b]0;title\x07\n";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"run " + json.string(),
+       "escape.json: /name: expected text, found the control character U+001B (escaped as "
+       "\\u001B) at byte 4 of the string"},
+      {"validate " + csv.string(),
+       "escape.csv: expected text, found the control character U+001B at line 2, column 3"},
+      {"run " + kScenario + " --set 'name=\"a\\u009b\"'",
+       "--set \"name=\"a\\u009b\"\": expected text, found the control character U+009B"},
+      {"run " + kScenario + " --set \"name=a$(printf '\\033')b\"",
+       "--set \"name=a<U+001B>b\": expected text, found the control character U+001B at byte 1"}};
+  for (const auto& [command, message] : bad) {
+    const Outcome o = run_fsdpsim(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find(message), std::string::npos) << command << "\n" << o.output;
+    EXPECT_FALSE(find_control_character(o.output, "\t\n").has_value()) << o.output;
+  }
 }
 
 // --max-micro-batch tries micro-batches up to 4096 and up to the token bound; where every one it
