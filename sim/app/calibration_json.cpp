@@ -42,12 +42,6 @@ std::vector<std::string> string_array(JsonObjectReader& r, const std::string& ke
   return out;
 }
 
-std::string required_choice(JsonObjectReader& r, const std::string& key,
-                            const std::vector<std::string>& choices) {
-  if (!r.has(key)) return r.string(key);  // throws: required key is missing
-  return r.choice(key, choices, "");
-}
-
 Dtype dtype_at(JsonObjectReader& r, const std::string& key) {
   const std::string name = r.string(key);
   const auto d = parse_dtype(name);
@@ -100,7 +94,7 @@ CollectiveSeries series_from_json(const nlohmann::json& value, const std::string
                                   const std::string& path) {
   JsonObjectReader r(value, file, path);
   CollectiveSeries s;
-  s.op = *calibrate::parse_collective(required_choice(r, "collective", kCollectives));
+  s.op = *calibrate::parse_collective(r.choice("collective", kCollectives));
   s.dtype = dtype_at(r, "dtype");
   s.ranks = r.positive_int32("ranks");
   s.ranks_per_node = r.positive_int32("ranks_per_node");
@@ -458,7 +452,8 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
     throw ConfigError(from_file.string(), json_path, "expected a profile name or path, found \"\"");
   const std::filesystem::path file =
       presets.resolve("calibration", reference, from_file, json_path);
-  const CalibrationProfile profile = read_profile(file);
+  const CalibrationProfile profile =
+      parse_preset("calibration", from_file, json_path, [&] { return read_profile(file); });
   if (gpu != nullptr) {
     if (const std::string problem = calibration_device_mismatch(profile.device, *gpu);
         !problem.empty()) {

@@ -210,10 +210,13 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
   if (r.has("preset")) {
     out.preset = r.string("preset");
     const auto preset_file = presets.resolve("hardware", out.preset, file, path + "/preset");
-    nlohmann::json merged = read_json_file(preset_file);
     // The preset alone must be valid (on one node: the scenario's node count is the scenario's
     // to answer for, checked with the merged spec).
-    parse_cluster(merged, preset_file.string(), "", 1);
+    nlohmann::json merged = parse_preset("hardware", file, path + "/preset", [&] {
+      nlohmann::json preset = read_json_file(preset_file);
+      parse_cluster(preset, preset_file.string(), "", 1);
+      return preset;
+    });
     merge_overrides(merged, value);
     out.cluster = parse_cluster(merged, file.string(), path, nodes);
   } else {

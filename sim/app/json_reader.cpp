@@ -210,6 +210,12 @@ std::string JsonObjectReader::string(const std::string& key, const std::string& 
 }
 
 std::string JsonObjectReader::choice(const std::string& key,
+                                     const std::vector<std::string>& choices) {
+  (void)require(key);  // throws: required key is missing
+  return choice(key, choices, "");
+}
+
+std::string JsonObjectReader::choice(const std::string& key,
                                      const std::vector<std::string>& choices,
                                      const std::string& fallback) {
   const std::string value = string(key, fallback);

@@ -50,7 +50,9 @@ class JsonObjectReader {
   std::optional<bool> optional_boolean(const std::string& key);
   std::string string(const std::string& key);
   std::string string(const std::string& key, const std::string& fallback);
-  // One of `choices` (exact spelling); the error lists them.
+  // One of `choices` (exact spelling); the error lists them. Without a fallback the key is
+  // required.
+  std::string choice(const std::string& key, const std::vector<std::string>& choices);
   std::string choice(const std::string& key, const std::vector<std::string>& choices,
                      const std::string& fallback);
   // The raw value, marked as read; nullptr if absent.

@@ -133,7 +133,7 @@ models::TransformerSpec parse_spec(const nlohmann::json& value, const std::strin
   r.ignore("description");
   models::TransformerSpec s;
   s.name = r.string("name", "custom");
-  const std::string family = r.choice("family", {"gpt", "mpt", "llama", "t5", "custom"}, "");
+  const std::string family = r.choice("family", {"gpt", "mpt", "llama", "t5", "custom"});
   s.family = family == "gpt"     ? models::ModelFamily::kGpt
              : family == "mpt"   ? models::ModelFamily::kMpt
              : family == "llama" ? models::ModelFamily::kLlama
@@ -160,7 +160,9 @@ models::TransformerSpec model_from_json(const nlohmann::json& value,
                                         const PresetLocator& presets) {
   if (value.is_string()) {
     const auto preset_file = presets.resolve("models", value.get<std::string>(), file, path);
-    return parse_spec(read_json_file(preset_file), preset_file.string(), "");
+    return parse_preset("models", file, path, [&] {
+      return parse_spec(read_json_file(preset_file), preset_file.string(), "");
+    });
   }
   if (value.is_object() && value.contains("preset")) {
     const nlohmann::json& reference = value.at("preset");
@@ -171,8 +173,11 @@ models::TransformerSpec model_from_json(const nlohmann::json& value,
     }
     const auto preset_file =
         presets.resolve("models", reference.get<std::string>(), file, path + "/preset");
-    nlohmann::json merged = read_json_file(preset_file);
-    parse_spec(merged, preset_file.string(), "");  // the preset alone must be valid
+    nlohmann::json merged = parse_preset("models", file, path + "/preset", [&] {
+      nlohmann::json preset = read_json_file(preset_file);
+      parse_spec(preset, preset_file.string(), "");  // the preset alone must be valid
+      return preset;
+    });
     for (const auto& [key, v] : value.items()) {
       if (key != "preset") merged[key] = v;
     }

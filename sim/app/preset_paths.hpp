@@ -5,7 +5,10 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "sim/app/config_error.hpp"
 
 namespace fsdpsim::app {
 
@@ -20,6 +23,21 @@ struct PresetLocator {
   // Names of the presets of one kind, sorted.
   [[nodiscard]] std::vector<std::string> names(const std::string& kind) const;
 };
+
+// Runs `parse` on the content of a preset named at `from_file`'s `json_path`. An error there names
+// the preset file; it is rethrown naming the reference too, since a preset of another kind or a
+// stale path is the referencing file's mistake: "... (the models preset named at s.json:
+// /model/preset)".
+template <class Parse>
+decltype(auto) parse_preset(const std::string& kind, const std::filesystem::path& from_file,
+                            const std::string& json_path, Parse&& parse) {
+  try {
+    return std::forward<Parse>(parse)();
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string(e.what()) + " (the " + kind + " preset named at " +
+                      from_file.string() + (json_path.empty() ? "" : ": " + json_path) + ")");
+  }
+}
 
 // --configs DIR, else $FSDPSIM_CONFIGS_DIR, else the configs/ folder of the source tree the
 // binary was built from.

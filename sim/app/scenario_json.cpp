@@ -217,7 +217,9 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
       std::string path = "/" + o.substr(0, o.find('='));
       std::replace(path.begin(), path.end(), '.', '/');
       constexpr std::size_t kShown = 80;
-      if (what.find(": " + path + ":") != std::string::npos) {
+      // ": /path:" leads a message about the value; ": /path)" ends one about the file it names.
+      if (what.find(": " + path + ":") != std::string::npos ||
+          what.find(": " + path + ")") != std::string::npos) {
         throw ConfigError(fmt::format("{} (the value comes from --set {}{})", what,
                                       o.substr(0, kShown), o.size() > kShown ? "..." : ""));
       }

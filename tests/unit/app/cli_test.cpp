@@ -359,6 +359,16 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"node", {{"gpus_per_node", 0}}}}}},
                  "/hardware/node/gpus_per_node: expected a positive integer"},
         BadInput{"missing_preset", {{"model", "gpt-9000"}}, "unknown models preset \"gpt-9000\""},
+        // A preset of another kind is the naming file's mistake: the error says where it was named.
+        BadInput{
+            "preset_of_another_kind",
+            {{"model", {{"preset", FSDPSIM_SOURCE_DIR "/configs/hardware/a100-sxm-80gb.json"}}}},
+            "a100-sxm-80gb.json: /family: required key is missing (the models preset named "
+            "at "},
+        BadInput{
+            "calibration_of_another_kind",
+            {{"hardware", {{"calibration", FSDPSIM_SOURCE_DIR "/configs/models/gpt-175b.json"}}}},
+            "gpt-175b.json: /kind: required key is missing (the calibration preset named at "},
         // hardware.stragglers: ranks or nodes in range, each listed once, speeds in [0.05, 1].
         BadInput{"stragglers_not_array",
                  {{"hardware", {{"stragglers", {{"ranks", {1}}}}}}},
