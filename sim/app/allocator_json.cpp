@@ -44,6 +44,24 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
         memory::uniform_roundup_power2_divisions(r.positive_int32("roundup_power2_divisions"));
   }
   r.finish();
+  if (!enabled) {
+    // Every other key configures the model "enabled": false turns off (memory_fraction is
+    // refused above with its own reason).
+    for (const auto& [key, v] : value->items()) {
+      if (key == "enabled") continue;
+      throw ConfigError(file, "/allocator/" + key,
+                        "configures the caching allocator model, which \"enabled\": false "
+                        "turns off; it would do nothing");
+    }
+  }
+  if (config.garbage_collection_threshold > 0.0 && !config.allowed_maximum) {
+    // CUDACachingAllocator.cpp: garbage_collect_cached_blocks runs only when set_fraction
+    // (torch.cuda.set_per_process_memory_fraction) is set; PyTorch accepts the option silently.
+    throw ConfigError(file, "/allocator/garbage_collection_threshold",
+                      "PyTorch applies it only under a memory fraction "
+                      "(set_per_process_memory_fraction): set memory_fraction too, or it would "
+                      "do nothing");
+  }
   if (const std::string problem = memory::validate(config); !problem.empty()) {
     throw ConfigError(file, "/allocator", problem);
   }

@@ -71,6 +71,12 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                   : wrap == "block_and_linear" ? fsdp::WrapPolicy::kBlockAndLinear
                                                : fsdp::WrapPolicy::kPerBlock;
   f.blocks_per_unit = r.positive_int32("blocks_per_unit", 2);
+  if (r.has("blocks_per_unit") && f.wrap_policy != fsdp::WrapPolicy::kEveryNBlocks) {
+    throw ConfigError(file, "/fsdp/blocks_per_unit",
+                      fmt::format("sizes the units of wrap_policy every_n_blocks; with {} it would "
+                                  "do nothing",
+                                  wrap));
+  }
   f.shard_group_size = r.positive_int32("shard_group_size", cluster.gpus_per_node);
   const bool raf_given = r.has("reshard_after_forward");
   f.reshard_after_forward = reshard_after_forward(r, file);
@@ -88,6 +94,13 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
         !problem.empty()) {
       throw ConfigError(file, "/fsdp/shard_group_size", problem);
     }
+  }
+  if (r.has("max_inflight_all_gathers") && !f.limit_all_gathers) {
+    throw ConfigError(file, "/fsdp/max_inflight_all_gathers",
+                      v2 ? "is the depth of FSDP1's rate limiter; FSDP2 has none, so it would do "
+                           "nothing"
+                         : "is the depth of the rate limiter, which limit_all_gathers false turns "
+                           "off; it would do nothing");
   }
   if (!v2) {
     if (raf_given) {
@@ -176,6 +189,13 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                                : ac == "attention" ? fsdp::ActivationCheckpointing::kAttention
                                                    : fsdp::ActivationCheckpointing::kNone;
   t.checkpoint_every_n_blocks = r.positive_int32("checkpoint_every_n_blocks", 2);
+  if (r.has("checkpoint_every_n_blocks") &&
+      t.activation_checkpointing != fsdp::ActivationCheckpointing::kSelective) {
+    throw ConfigError(file, "/training/checkpoint_every_n_blocks",
+                      fmt::format("picks the blocks activation_checkpointing selective wraps; "
+                                  "with {} it would do nothing",
+                                  ac));
+  }
   // DeepSpeed checkpoints with its own reentrant implementation, which re-runs whole blocks.
   const bool deepspeed = parallelism == fsdp::Parallelism::kDeepSpeedZero3;
   t.checkpoint_early_stop = r.boolean("checkpoint_early_stop", !deepspeed);

@@ -481,6 +481,36 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"max_split_beyond_bound",
                  {{"allocator", {{"max_split_size_mb", 8796093022208LL}}}},
                  "/allocator/max_split_size_mb: expected a positive integer of at most 1073741824"},
+        // A setting that the rest of the scenario makes do nothing is refused, not ignored.
+        BadInput{"checkpoint_every_n_without_selective",
+                 {{"training",
+                   {{"activation_checkpointing", "full"}, {"checkpoint_every_n_blocks", 3}}}},
+                 "/training/checkpoint_every_n_blocks: picks the blocks activation_checkpointing "
+                 "selective wraps; with full it would do nothing"},
+        BadInput{"blocks_per_unit_without_every_n",
+                 {{"fsdp", {{"blocks_per_unit", 4}}}},
+                 "/fsdp/blocks_per_unit: sizes the units of wrap_policy every_n_blocks; with "
+                 "transformer_block it would do nothing"},
+        BadInput{"inflight_without_limiter",
+                 {{"fsdp", {{"limit_all_gathers", false}, {"max_inflight_all_gathers", 4}}}},
+                 "/fsdp/max_inflight_all_gathers: is the depth of the rate limiter, which "
+                 "limit_all_gathers false turns off"},
+        BadInput{"inflight_with_fsdp2",
+                 {{"fsdp",
+                   {{"version", 2},
+                    {"limit_all_gathers", nullptr},
+                    {"backward_prefetch", nullptr},
+                    {"max_inflight_all_gathers", 4}}}},
+                 "/fsdp/max_inflight_all_gathers: is the depth of FSDP1's rate limiter; FSDP2 "
+                 "has none"},
+        BadInput{"allocator_key_while_disabled",
+                 {{"allocator", {{"enabled", false}, {"expandable_segments", true}}}},
+                 "/allocator/expandable_segments: configures the caching allocator model, which "
+                 "\"enabled\": false turns off"},
+        BadInput{"gc_threshold_without_fraction",
+                 {{"allocator", {{"garbage_collection_threshold", 0.6}}}},
+                 "/allocator/garbage_collection_threshold: PyTorch applies it only under a "
+                 "memory fraction"},
         // Each micro-batch is simulated: at most 1024 per step (size_bounds.hpp).
         BadInput{"micro_batches_beyond_bound",
                  {{"training", {{"global_batch", 128 * 1025}}}},
