@@ -14,6 +14,7 @@
 #include "sim/app/result_json.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
+#include "sim/app/sweep_command.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -90,6 +91,7 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
       return check;
     }
     const Scenario scenario = load_scenario(file, overrides, presets);
+    check_sweep_block_keys(file, overrides, presets);
     if (!scenario.expectations) {  // the loader parses the block whenever it is present
       check.status = ScenarioCheckStatus::kNoExpect;
       return check;

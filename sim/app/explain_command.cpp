@@ -8,6 +8,7 @@
 #include "sim/app/json_file.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
+#include "sim/app/sweep_command.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -53,6 +54,7 @@ CLI::App* add_explain_command(CLI::App& app, ExplainOptions& options) {
 int explain_command(const ExplainOptions& options) {
   const PresetLocator presets{default_configs_dir(options.configs_dir)};
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
+  check_sweep_block_keys(options.scenario, options.overrides, presets);
   const Explanation explanation =
       explain_step(scenario, simulate_scenario(scenario, /*record_memory=*/false));
   if (!options.json_path.empty())

@@ -15,6 +15,7 @@
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/size_bounds.hpp"
 #include "sim/app/summary_text.hpp"
+#include "sim/app/sweep_command.hpp"
 #include "sim/app/trace_json.hpp"
 
 namespace fsdpsim::app {
@@ -277,6 +278,7 @@ int run_command(const RunOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const PresetLocator presets{default_configs_dir(options.configs_dir)};
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
+  check_sweep_block_keys(options.scenario, options.overrides, presets);
   const double load_ms = elapsed_ms(start);
 
   const auto simulate_start = std::chrono::steady_clock::now();

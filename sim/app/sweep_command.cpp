@@ -184,6 +184,20 @@ std::string format_duration(double seconds) {
 
 }  // namespace
 
+void check_sweep_block_keys(const std::filesystem::path& scenario,
+                            const std::vector<std::string>& overrides,
+                            const PresetLocator& presets) {
+  const nlohmann::json document = read_json_file(scenario);
+  const auto it = document.find("sweep");
+  if (it == document.end()) return;
+  SweepPlan plan;
+  plan.scenario = scenario;
+  plan.base_overrides = overrides;
+  plan.presets = presets;
+  plan.axes = parse_sweep_block(*it, scenario.string(), sweep_keys_in_file_order(scenario));
+  check_keys(plan);
+}
+
 SweepPlan plan_sweep(const SweepOptions& options) {
   SweepPlan plan;
   plan.scenario = options.scenario;

@@ -55,6 +55,13 @@ struct SweepPlan {
 // unreadable scenario, a bad sweep block, or a grid key that no scenario accepts.
 SweepPlan plan_sweep(const SweepOptions& options);
 
+// The check plan_sweep makes of the scenario file's own `sweep` block, for the commands that run
+// only its base point (run, explain, check): a sweep key no scenario accepts is an error there
+// too, not found only when the sweep runs. Nothing happens without a sweep block.
+void check_sweep_block_keys(const std::filesystem::path& scenario,
+                            const std::vector<std::string>& overrides,
+                            const PresetLocator& presets);
+
 struct SweepRun {
   SweepTable table;                     // the finished points, in index order
   std::vector<std::string> json_lines;  // one result object per finished point, same order

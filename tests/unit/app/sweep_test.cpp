@@ -371,6 +371,22 @@ TEST(SweepCommand, TheScenarioSweepBlockIsTheGrid) {
   EXPECT_EQ(t.rows[2].labels, (std::vector<std::string>{"1", "none", "true"}));
 }
 
+// run, explain and check simulate only the base point of a file with a sweep block, but a key
+// in that block that no scenario accepts is an error there too, not found only by `sweep`.
+TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
+  const fs::path s = tiny_scenario("bad_block_key");
+  const std::string text = read_file(s);
+  std::ofstream(s) << "{\n  \"sweep\": {\"fsdp.limit_all_gatherz\": [true, false]},"
+                   << text.substr(1);
+  for (const char* command : {"run", "explain", "sweep"}) {
+    const Outcome o = run_fsdpsim(std::string(command) + " " + s.string());
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find("/sweep/fsdp.limit_all_gatherz: not a scenario key"), std::string::npos)
+        << command << "\n"
+        << o.output;
+  }
+}
+
 TEST(SweepCommand, OutputsAreIdenticalWhateverTheNumberOfThreads) {
   const fs::path s = tiny_scenario("determinism");
   const fs::path dir = temp_dir();
