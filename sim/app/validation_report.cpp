@@ -323,7 +323,8 @@ std::string ValidationReport::markdown() const {
       out_of_memory == 0
           ? std::string()
           : fmt::format(" {} of the evaluated runs are predicted out of memory (marked in the "
-                        "case table): their error is that of the over-memory step's time.",
+                        "case table): their error is that of the step's time were the device large "
+                        "enough from the failing allocation on.",
                         out_of_memory));
   if (!context.where.empty()) {
     md += fmt::format("Rows where {}.\n\n", fmt::join(context.where, " and "));

@@ -1,6 +1,7 @@
 #include "sim/memory/memory_model.hpp"
 
 #include <cmath>
+#include <utility>
 
 namespace fsdpsim::memory {
 namespace {
@@ -39,24 +40,26 @@ MemoryModel::MemoryModel(const MemoryModelOptions& options)
   for (Bytes b : options.baseline) {
     if (b.value() <= 0) continue;
     const MallocResult r = allocator_->malloc(b, 0);
-    if (r.status != MallocStatus::kAllocated && !reserved_.out_of_memory) {
-      reserved_.out_of_memory = true;
-      reserved_.oom_message =
-          "before the step (parameters and optimizer state): " + describe(r.oom);
-    }
+    if (r.status != MallocStatus::kAllocated && !reserved_.out_of_memory)
+      note_out_of_memory("before the step (parameters and optimizer state): " + describe(r.oom));
   }
   note_reserved(SimTime{});
 }
 
 void MemoryModel::note_reserved(SimTime time) {
   if (!allocator_) return;
-  const AllocatorStats& s = allocator_->stats();
-  tracker_.set_reserved(time, s.reserved_bytes.current);
-  if (!measuring_) return;
+  tracker_.set_reserved(time, allocator_->stats().reserved_bytes.current);
+  // After a failure the allocator no longer sees the step's tensors (on_allocate): its reserved
+  // peak and fragmentation stay those of the failure.
+  if (measuring_ && !reserved_.out_of_memory) note_reserved_peak();
+}
+
+void MemoryModel::note_reserved_peak() {
   // Reserved memory stays flat for long stretches (cached blocks are reused, nothing is given
   // back), so its peak is a plateau. The cached-but-unused memory of interest is the one at the
   // plateau's busiest instant, not at the instant the plateau was first reached (e.g. the start
   // of the measured step, when the warm-up step's blocks are all cached and idle).
+  const AllocatorStats& s = allocator_->stats();
   const Bytes reserved = s.reserved_bytes.current;
   const Bytes unused = reserved - s.active_bytes.current;
   if (reserved > reserved_.peak_reserved ||
@@ -66,12 +69,18 @@ void MemoryModel::note_reserved(SimTime time) {
   }
 }
 
+void MemoryModel::note_out_of_memory(std::string message) {
+  note_reserved_peak();  // the allocator's state at the failure, in the warm-up step too
+  reserved_.out_of_memory = true;
+  reserved_.oom_message = std::move(message);
+}
+
 engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorId tensor,
                                                    const engine::TensorInfo& info) {
   if (!measuring_ && tensor == options_.measure_from) {
     measuring_ = true;
     tracker_.reset_peaks(time);
-    if (allocator_) {
+    if (allocator_ && !reserved_.out_of_memory) {
       retries_at_measure_ = allocator_->stats().num_alloc_retries;
       calls_at_measure_ = device_calls(allocator_->stats());
       reserved_.peak_reserved = Bytes(0);
@@ -82,7 +91,12 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     pending_.resize(tensor + 1, false);
   }
   engine::AllocationOutcome outcome;
-  if (allocator_ && info.size.value() > 0) {
+  // After the first failure the step can no longer run; it goes on as if the device had room, so
+  // its time is that of the step on a large enough device rather than one freed cache, device
+  // synchronize and failed cudaMalloc per later allocation (each would fail too: the failed
+  // tensor was never placed, so the cache stays at capacity). The allocated and active peaks go
+  // on counting: they say how much the step needs.
+  if (allocator_ && info.size.value() > 0 && !reserved_.out_of_memory) {
     const DeviceCalls before = device_calls_so_far();
     const MallocResult r = allocator_->malloc(info.size, info.stream);
     if (r.status == MallocStatus::kNeedsSynchronize)
@@ -90,9 +104,8 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     if (r.status == MallocStatus::kOutOfMemory) {
       outcome.status = engine::AllocationStatus::kOutOfMemory;
       if (!reserved_.out_of_memory) {
-        reserved_.out_of_memory = true;
         reserved_.oom_tensor = tensor;
-        reserved_.oom_message = describe(r.oom);
+        note_out_of_memory(describe(r.oom));
       }
     } else {
       address_[tensor] = r.address;

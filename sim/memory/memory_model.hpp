@@ -60,6 +60,8 @@ class MemoryModel final : public engine::MemoryObserver {
 
  private:
   void note_reserved(SimTime time);
+  void note_reserved_peak();
+  void note_out_of_memory(std::string message);
   // The allocator's device calls so far, and the host time of those made since `before`.
   struct DeviceCalls {
     std::int64_t allocs = 0;

@@ -117,6 +117,32 @@ TEST(MemoryModel, OutOfMemoryIsRecordedWithTheTensor) {
   EXPECT_NE(m.reserved().oom_message.find("120"), std::string::npos) << m.reserved().oom_message;
 }
 
+// After the first failure the step goes on as if the device had room: a later request that
+// would fail too costs no flush, synchronize or retry, the reserved figures stay those of the
+// failure, and the allocated peak goes on counting what the step needs.
+TEST(MemoryModel, AfterTheFirstFailureTheStepGoesOnAsOnALargerDevice) {
+  MemoryModel m(options(mib(100)));
+  EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(60), 0)).status,
+            engine::AllocationStatus::kAllocated);
+  m.on_free(SimTime{}, 0, tensor(mib(60), 0), false);  // 60 MiB cached
+  m.on_release(SimTime{}, 0, tensor(mib(60), 0));
+  EXPECT_EQ(m.on_allocate(SimTime{}, 1, tensor(mib(50), 1)).status,
+            engine::AllocationStatus::kAllocated);  // another stream: flush the cache, retry
+  EXPECT_EQ(m.reserved().alloc_retries, 1);
+  const engine::AllocationOutcome failed = m.on_allocate(SimTime{}, 2, tensor(mib(70), 0));
+  EXPECT_EQ(failed.status, engine::AllocationStatus::kOutOfMemory);
+  EXPECT_EQ(m.reserved().alloc_retries, 2);
+  EXPECT_EQ(m.reserved().peak_reserved, mib(60));
+  const engine::AllocationOutcome later = m.on_allocate(SimTime{}, 3, tensor(mib(80), 0));
+  EXPECT_EQ(later.status, engine::AllocationStatus::kAllocated);
+  EXPECT_EQ(later.cpu_cost.picoseconds(), 0);
+  EXPECT_FALSE(later.synchronizes_device);
+  EXPECT_EQ(m.reserved().alloc_retries, 2);
+  EXPECT_EQ(m.reserved().peak_reserved, mib(60));
+  EXPECT_EQ(m.reserved().oom_tensor, 2U);
+  EXPECT_EQ(m.stats().peak_allocated, mib(50 + 70 + 80));
+}
+
 TEST(MemoryModel, BaselineOccupiesTheAllocatorBeforeTheStep) {
   MemoryModelOptions o = options(mib(100));
   o.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = mib(50);
