@@ -13,6 +13,7 @@
 #include "sim/app/csv_records.hpp"
 #include "sim/app/markdown_cell.hpp"
 #include "sim/app/retries_text.hpp"
+#include "sim/app/sweep_grid.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -135,6 +136,10 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
       throw ConfigError(
           fmt::format("{}: index \"{}\" is not a non-negative integer", where(), index));
     }
+    if (row.index >= kMaxGridPoints) {
+      throw ConfigError(fmt::format("{}: index {} is past the last point of any sweep ({})",
+                                    where(), row.index, kMaxGridPoints - 1));
+    }
     const std::size_t grid = table.grid_keys.size();
     row.labels.assign(fields.begin() + 1, fields.begin() + 1 + static_cast<std::ptrdiff_t>(grid));
     const auto status = parse_status(fields[1 + grid]);
@@ -162,6 +167,17 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
             fmt::format("{}: {} is empty, expected a number for a point with status {}", where(),
                         kSweepMetricKeys[m], point_status_name(row.status)));
       }
+      // A count: a whole number, exact in a double (the markdown prints it as an integer).
+      constexpr double kMaxExactCount = 9007199254740992.0;  // 2^53
+      if (m == kMetricAllocRetries && !cell.empty() &&
+          (*value != std::floor(*value) || *value > kMaxExactCount)) {
+        throw ConfigError(fmt::format("{}: {} \"{}\": expected a whole number of at most 2^53",
+                                      where(), kSweepMetricKeys[m], cell));
+      }
+      if (!cell.empty() && row.status == PointStatus::kSkipped) {
+        throw ConfigError(fmt::format("{}: {} \"{}\" on a skipped point, which has no metrics",
+                                      where(), kSweepMetricKeys[m], cell));
+      }
       row.metrics[m] = *value;
     }
     table.rows.push_back(std::move(row));
@@ -171,20 +187,37 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
 }
 
 std::vector<std::size_t> pareto_front(const SweepTable& table) {
+  // A point that fits is on the front unless another has at least its throughput and at most its
+  // reserved memory, one of them strictly. Sorted by throughput (descending), then reserved
+  // memory: within a run of equal throughput only the least memory can be on the front, and
+  // only if it is below the least memory of every faster point. O(n log n).
   std::vector<std::size_t> fitting;
   for (std::size_t i = 0; i < table.rows.size(); ++i) {
     if (table.rows[i].status == PointStatus::kOk) fitting.push_back(i);
   }
-  std::vector<std::size_t> front;
-  for (const std::size_t p : fitting) {
+  std::stable_sort(fitting.begin(), fitting.end(), [&](std::size_t p, std::size_t q) {
     const SweepRow& a = table.rows[p];
-    const bool dominated = std::any_of(fitting.begin(), fitting.end(), [&](std::size_t q) {
-      const SweepRow& b = table.rows[q];
-      return throughput(b) >= throughput(a) && reserved(b) <= reserved(a) &&
-             (throughput(b) > throughput(a) || reserved(b) < reserved(a));
-    });
-    if (!dominated) front.push_back(p);
+    const SweepRow& b = table.rows[q];
+    if (throughput(a) != throughput(b)) return throughput(a) > throughput(b);
+    return reserved(a) < reserved(b);
+  });
+  std::vector<std::size_t> front;
+  double least_faster = std::numeric_limits<double>::infinity();
+  for (std::size_t run = 0; run < fitting.size();) {
+    std::size_t end = run;
+    while (end < fitting.size() &&
+           throughput(table.rows[fitting[end]]) == throughput(table.rows[fitting[run]])) {
+      ++end;
+    }
+    const double least = reserved(table.rows[fitting[run]]);
+    for (std::size_t i = run; i < end && reserved(table.rows[fitting[i]]) == least; ++i) {
+      if (least < least_faster) front.push_back(fitting[i]);
+    }
+    least_faster = std::min(least_faster, least);
+    run = end;
   }
+  // By throughput, ties in index order.
+  std::sort(front.begin(), front.end());
   std::stable_sort(front.begin(), front.end(), [&](std::size_t p, std::size_t q) {
     return throughput(table.rows[p]) > throughput(table.rows[q]);
   });

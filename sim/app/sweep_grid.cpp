@@ -15,8 +15,6 @@
 namespace fsdpsim::app {
 namespace {
 
-constexpr std::int64_t kMaxGridPoints = 10'000'000;
-
 std::string trim(const std::string& s) {
   const auto begin = s.find_first_not_of(" \t");
   if (begin == std::string::npos) return "";

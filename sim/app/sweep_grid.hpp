@@ -39,7 +39,11 @@ std::vector<std::string> sweep_keys_in_file_order(const std::filesystem::path& f
 std::vector<GridAxis> combine_axes(std::vector<GridAxis> file_axes,
                                    const std::vector<GridAxis>& command_line_axes);
 
-// Number of points of the Cartesian product (1 for no axes). Throws ConfigError above 10^7.
+// The most points a sweep runs: each is a simulation, and its table is held in memory.
+inline constexpr std::int64_t kMaxGridPoints = 10'000'000;
+
+// Number of points of the Cartesian product (1 for no axes). Throws ConfigError above
+// kMaxGridPoints.
 std::int64_t grid_point_count(const std::vector<GridAxis>& axes);
 
 // The value index of each axis at point `index` (mixed radix, last axis fastest).

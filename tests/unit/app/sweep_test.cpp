@@ -227,6 +227,19 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
   std::string missing = ok_row;
   missing.replace(missing.find("3521.2"), 6, "");
   EXPECT_THROW(table_from_csv(csv + missing, "t.csv"), ConfigError);
+  // A retry count that is not a whole number (it would print as another integer); an index past
+  // any sweep's last point; a skipped point with metrics.
+  for (const char* retries : {"0.7", "1e300"}) {
+    std::string bad = ok_row;
+    bad.replace(bad.rfind(",0\n"), 3, std::string(",") + retries + "\n");
+    EXPECT_THROW(table_from_csv(csv + bad, "t.csv"), ConfigError) << retries;
+  }
+  std::string far = ok_row;
+  far.replace(0, 1, "10000000");
+  EXPECT_THROW(table_from_csv(csv + far, "t.csv"), ConfigError);
+  std::string skipped_with_metrics = ok_row;
+  skipped_with_metrics.replace(skipped_with_metrics.find(",ok,"), 4, ",skipped,");
+  EXPECT_THROW(table_from_csv(csv + skipped_with_metrics, "t.csv"), ConfigError);
 }
 
 SweepRow point(std::int64_t index, double tokens, double reserved_gib,
@@ -255,6 +268,40 @@ TEST(SweepCsv, ParetoFrontKeepsPointsThatFitAndAreNotDominated) {
       summary.find("best that fits: (base scenario) -> 120.0 tokens/s/GPU, 60.00 GiB reserved"),
       std::string::npos)
       << summary;
+}
+
+// The front by sorting, against its definition checked pair by pair, on tables with many ties.
+TEST(SweepCsv, ParetoFrontMatchesTheDefinitionPairByPair) {
+  std::uint64_t state = 12345;
+  const auto next = [&state](int n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>((state >> 33) % static_cast<std::uint64_t>(n));
+  };
+  for (int trial = 0; trial < 200; ++trial) {
+    SweepTable t;
+    const int n = 1 + static_cast<int>(next(40));
+    for (int i = 0; i < n; ++i) {
+      t.rows.push_back(
+          point(i, next(8), next(8), next(5) == 0.0 ? PointStatus::kOom : PointStatus::kOk));
+    }
+    std::vector<std::size_t> expected;
+    for (std::size_t a = 0; a < t.rows.size(); ++a) {
+      if (t.rows[a].status != PointStatus::kOk) continue;
+      bool dominated = false;
+      for (std::size_t b = 0; b < t.rows.size(); ++b) {
+        const auto thr = [&](std::size_t i) { return t.rows[i].metrics[kMetricTokensPerSPerGpu]; };
+        const auto mem = [&](std::size_t i) { return t.rows[i].metrics[kMetricPeakReserved]; };
+        dominated = dominated || (t.rows[b].status == PointStatus::kOk && thr(b) >= thr(a) &&
+                                  mem(b) <= mem(a) && (thr(b) > thr(a) || mem(b) < mem(a)));
+      }
+      if (!dominated) expected.push_back(a);
+    }
+    std::stable_sort(expected.begin(), expected.end(), [&](std::size_t p, std::size_t q) {
+      return t.rows[p].metrics[kMetricTokensPerSPerGpu] >
+             t.rows[q].metrics[kMetricTokensPerSPerGpu];
+    });
+    EXPECT_EQ(pareto_front(t), expected) << "trial " << trial;
+  }
 }
 
 // The best point that fits may fit only by retrying cudaMalloc: the summary and the markdown say
@@ -473,6 +520,19 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   const Outcome other = run_fsdpsim("merge" + slices + " " + (dir / "other.csv").string());
   EXPECT_EQ(other.exit_code, 2);
   EXPECT_NE(other.output.find("header differs"), std::string::npos) << other.output;
+
+  // A gap of millions of points is counted, not listed (it once filled memory).
+  const std::string text = read_file(dir / "slice1.csv");
+  const std::string header = text.substr(0, text.find('\n') + 1);
+  std::string last_row = text.substr(header.size());
+  last_row = last_row.substr(0, last_row.find('\n') + 1);
+  std::ofstream(dir / "far.csv") << header << last_row << "9999999"
+                                 << last_row.substr(last_row.find(','));
+  const Outcome far = run_fsdpsim("merge " + (dir / "far.csv").string());
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_NE(far.output.find("9999998 points below index 9999999 are in none of the files (1, 2, 3"),
+            std::string::npos)
+      << far.output;
 }
 
 TEST(SweepCommand, AStopFlagEndsTheSweepWithTheFinishedRows) {
