@@ -102,7 +102,7 @@ int plan_command(const CalibrateOptions& o) {
       plan += fmt::format("collective {} {} {} {} {}\n", calibrate::collective_name(key.op),
                           key.ranks, key.ranks_per_node, key.bytes.value(), stats.count);
     }
-    write_output(o.plan_output, plan);
+    write_output(o.plan_output, plan, {o.scenario});
   }
   return 0;
 }
@@ -250,7 +250,8 @@ int fit_command(const CalibrateOptions& o) {
     out += line("cudaFree  ", fit.allocation_costs->free);
   }
   if (o.fit_output != "-") std::cout << out;
-  if (!o.fit_output.empty()) write_output(o.fit_output, fit_to_json(fit, o.profile).dump(2) + "\n");
+  if (!o.fit_output.empty())
+    write_output(o.fit_output, fit_to_json(fit, o.profile).dump(2) + "\n", {o.profile});
   return 0;
 }
 
@@ -282,7 +283,7 @@ int import_command(const CalibrateOptions& o) {
   // A log's host names are copied as they are: bytes that are not UTF-8 become U+FFFD.
   const std::string json =
       profile_to_json(profile).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  write_output(o.import_output, json);
+  write_output(o.import_output, json, files);
   std::ostream& report = o.import_output == "-" ? std::cerr : std::cout;
   report << fmt::format("imported {} series ({} sizes) from {} log(s) into {}\n",
                         profile.collectives.size(), points, o.logs.size(), o.import_output);
@@ -318,7 +319,8 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   plan->add_option("--set", o.overrides, "Override a scenario key")->type_name("KEY=VALUE");
   plan->add_option("-o,--output", o.plan_output,
                    "Write the plan for fsdpsim-calibrate --plan ('-' for stdout)")
-      ->type_name("PATH|-");
+      ->type_name("PATH|-")
+      ->check(non_empty());
   plan->add_option("--configs", o.configs_dir, "Folder of presets")
       ->type_name("DIR")
       ->check(non_empty());
@@ -331,12 +333,14 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   fit->add_option("profile", o.profile, "Calibration profile JSON")->required();
   fit->add_option("--against", o.against,
                   "Compare the measured GEMMs with this hardware preset's model (a name or path)")
-      ->type_name("PRESET");
+      ->type_name("PRESET")
+      ->check(non_empty());
   fit->add_option("--configs", o.configs_dir, "Folder of presets")
       ->type_name("DIR")
       ->check(non_empty());
   fit->add_option("-o,--output", o.fit_output, "Write the fitted curves as JSON ('-' for stdout)")
-      ->type_name("PATH|-");
+      ->type_name("PATH|-")
+      ->check(non_empty());
   fit->callback([&o] { o.action = CalibrateAction::kFit; });
 
   CLI::App* imp = cal->add_subcommand("import-nccl-tests",
@@ -345,16 +349,17 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   imp->add_option("logs", o.logs, "nccl-tests output files")->required();
   imp->add_option("-o,--output", o.import_output, "Profile JSON to write ('-' for stdout)")
       ->required()
-      ->type_name("PATH|-");
+      ->type_name("PATH|-")
+      ->check(non_empty());
   imp->add_option("--name", o.name, "Profile name (default: the output file's stem)");
   imp->add_option("--description", o.description, "Free text kept in the profile");
   imp->add_option("--collective", o.collective, "The collective, for logs that do not say")
       ->check(CLI::IsMember({"all_gather", "reduce_scatter", "all_reduce"}));
   imp->add_option("--ranks", o.ranks,
                   "Communicator size, when it differs from the log (NCCL_TESTS_SPLIT)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, hardware::kMaxWorldSize));
   imp->add_option("--ranks-per-node", o.ranks_per_node, "Ranks of the communicator on one node")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, hardware::kMaxWorldSize));
   imp->add_flag("--in-place", o.in_place,
                 "Take the in-place columns (default: out-of-place, as FSDP runs)");
   imp->add_flag("--allow-truncated", o.allow_truncated,

@@ -239,7 +239,11 @@ int check_command(const CheckOptions& options) {
   }
   std::cout << check_report(checks);
   std::cout.flush();
-  if (!options.junit_path.empty()) write_output(options.junit_path, check_junit_xml(checks));
+  if (!options.junit_path.empty()) {
+    std::vector<fs::path> inputs;
+    for (const ScenarioCheck& c : checks) inputs.emplace_back(c.file);
+    write_output(options.junit_path, check_junit_xml(checks), inputs);
+  }
   return check_exit_code(checks);
 }
 

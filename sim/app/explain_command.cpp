@@ -58,7 +58,8 @@ int explain_command(const ExplainOptions& options) {
   const Explanation explanation =
       explain_step(scenario, simulate_scenario(scenario, /*record_memory=*/false));
   if (!options.json_path.empty())
-    write_output(options.json_path, explanation_json(explanation).dump(2) + "\n");
+    write_output(options.json_path, explanation_json(explanation).dump(2) + "\n",
+                 {options.scenario});
   if (options.json_path != "-") std::cout << explanation_text(explanation, options.top);
   return 0;
 }

@@ -264,11 +264,20 @@ struct Staged {
 
 }  // namespace
 
-void write_outputs(const std::vector<OutputFile>& files) {
+void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::path>& inputs) {
   // Two outputs to one place (two '-', or one file by two names) would leave only the last.
   std::set<std::string> places;
   for (const OutputFile& file : files) {
     std::error_code ec;
+    for (const fs::path& input : inputs) {
+      if (file.path != "-" && fs::equivalent(file.path, input, ec)) {
+        throw ConfigError(
+            file.path, "",
+            fmt::format("is {}; writing the output there would destroy it",
+                        input.string() == file.path ? std::string("one of this command's inputs")
+                                                    : "the input " + input.string()));
+      }
+    }
     const fs::path canonical = fs::weakly_canonical(file.path, ec);
     const std::string place = file.path == "-" || ec ? file.path : canonical.string();
     if (!places.insert(place).second) {
@@ -342,8 +351,9 @@ void write_outputs(const std::vector<OutputFile>& files) {
   }
 }
 
-void write_output(const std::string& path, const std::string& content) {
-  write_outputs({OutputFile{path, content}});
+void write_output(const std::string& path, const std::string& content,
+                  const std::vector<fs::path>& inputs) {
+  write_outputs({OutputFile{path, content}}, inputs);
 }
 
 }  // namespace fsdpsim::app

@@ -58,8 +58,11 @@ struct OutputFile {
 // failed run leaves the old files as they were. A symbolic link is written through to the file
 // it names (as a shell redirect does); a device or FIFO (/dev/stdout, a pipe) is written in
 // place, after the others are staged. Throws ConfigError (exit code 2) naming the path when one
-// cannot be written.
-void write_outputs(const std::vector<OutputFile>& files);
-void write_output(const std::string& path, const std::string& content);
+// cannot be written, and before writing anything when one is the same file as one of `inputs`
+// (the files the command read: a scenario, a profile, a log), which it would destroy.
+void write_outputs(const std::vector<OutputFile>& files,
+                   const std::vector<std::filesystem::path>& inputs = {});
+void write_output(const std::string& path, const std::string& content,
+                  const std::vector<std::filesystem::path>& inputs = {});
 
 }  // namespace fsdpsim::app

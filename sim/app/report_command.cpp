@@ -65,14 +65,15 @@ int report_command(const ReportOptions& options) {
   }
   const fs::path csv(options.csv_path);
   const ReportPlan plan = plan_report(table, csv.filename().string());
-  for (const ReportFile& file : plan.files) write_output((dir / file.name).string(), file.content);
+  for (const ReportFile& file : plan.files)
+    write_output((dir / file.name).string(), file.content, {csv});
   for (const ReportPlot& plot : plan.plots) render_gnuplot(gnuplot, dir, plot.script, plot.svg);
   const std::string title =
       options.title.empty() ? fmt::format("Sweep report: {}", csv.stem().string()) : options.title;
   std::string csv_link = fs::proximate(csv, dir, ec).generic_string();
   if (ec || csv_link.empty()) csv_link = csv.generic_string();
   write_output((dir / "index.md").string(),
-               report_index_markdown(table, plan, title, csv_link, options.top));
+               report_index_markdown(table, plan, title, csv_link, options.top), {csv});
   std::cout << fmt::format("report: {} plots of {} points in {} (index.md)\n", plan.plots.size(),
                            table.rows.size(), dir.string());
   for (const std::string& note : plan.notes) std::cout << fmt::format("note: {}\n", note);

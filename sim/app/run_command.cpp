@@ -299,7 +299,7 @@ int run_command(const RunOptions& options) {
   if (!options.trace_path.empty()) outputs.push_back({options.trace_path, trace_json(output)});
   if (!options.memory_timeline_path.empty())
     outputs.push_back({options.memory_timeline_path, memory_timeline_csv(output)});
-  write_outputs(outputs);
+  write_outputs(outputs, {options.scenario});
   if (options.json_path != "-") std::cout << summary_text(scenario, output);
   if (options.timing) {
     std::cerr << fmt::format(

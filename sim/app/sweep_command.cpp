@@ -385,7 +385,7 @@ int sweep_command(const SweepOptions& options) {
       plan.shard.n > 1 ? fmt::format(" (slice {}/{})", plan.shard.k, plan.shard.n) : "");
   if (!options.md_path.empty())
     outputs.push_back({options.md_path, sweep_markdown(run.table, title, options.top)});
-  write_outputs(outputs);
+  write_outputs(outputs, {plan.scenario});
   if (!options.trace_path.empty() && !interrupted)
     write_sweep_point_trace(plan, options.trace_row, options.trace_path);
 

@@ -390,7 +390,7 @@ int validate_command(const ValidateOptions& options) {
          report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"});
   }
   if (!options.md_path.empty()) outputs.push_back({options.md_path, report.markdown()});
-  write_outputs(outputs);
+  write_outputs(outputs, {options.cases});
   if (options.json_path != "-") {
     if (fitted) {
       std::cout << fmt::format("fitted {} = {:.4f} (tokens/s MAPE {} on {} cases)\n", fit_key,

@@ -683,6 +683,39 @@ TEST(Cli, OptionsThatWouldDoNothingAreRefused) {
   EXPECT_FALSE(fs::exists(temp_dir() / "same.json"));
 }
 
+// An output written over one of the command's inputs would destroy it: refused before anything
+// is written, whatever the command and whatever name reaches the input.
+TEST(Cli, AnOutputOverAnInputIsRefused) {
+  const fs::path dir = temp_dir() / "over_input";
+  fs::create_directories(dir);
+  const fs::path scenario = dir / "s.json";
+  fs::copy_file(kScenario, scenario, fs::copy_options::overwrite_existing);
+  const fs::path profile = dir / "p.json";
+  fs::copy_file(fs::path(FSDPSIM_SOURCE_DIR) / "configs/calibration/a100-sxm-80gb.json", profile,
+                fs::copy_options::overwrite_existing);
+  const fs::path link = dir / "link.json";
+  fs::remove(link);
+  fs::create_symlink(scenario, link);
+  const std::string original = read_file(scenario);
+  const std::vector<std::string> commands = {
+      "run " + scenario.string() + " --json " + scenario.string(),
+      "run " + scenario.string() + " --trace " + link.string(),
+      "explain " + scenario.string() + " --json " + (dir / "." / "s.json").string(),
+      "check " + dir.string() + " --junit " + scenario.string(),
+      "calibrate plan " + scenario.string() + " -o " + scenario.string(),
+      "calibrate fit " + profile.string() + " -o " + profile.string()};
+  for (const std::string& command : commands) {
+    const Outcome o = run_fsdpsim(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find("writing the output there would destroy it"), std::string::npos)
+        << command << "\n"
+        << o.output;
+  }
+  EXPECT_EQ(read_file(scenario), original);
+  EXPECT_EQ(read_file(profile),
+            read_file(fs::path(FSDPSIM_SOURCE_DIR) / "configs/calibration/a100-sxm-80gb.json"));
+}
+
 // A NUL byte would end the text for the JSON parser, which would then ignore what follows it.
 TEST(Cli, ANulByteInAScenarioIsAnError) {
   const fs::path p = temp_dir() / "nul.json";
