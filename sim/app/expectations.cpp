@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/app/config_error.hpp"
@@ -216,6 +217,20 @@ Expectations parse_expectations(const nlohmann::json& block,
 std::vector<CheckResult> evaluate_expectations(const Expectations& expectations,
                                                const nlohmann::json& result) {
   std::vector<CheckResult> results;
+  // A block that does not name the status expects the step to fit: an out-of-memory result's
+  // throughput and memory would otherwise pass bounds for a configuration that cannot run.
+  const bool names_status = std::any_of(expectations.items.begin(), expectations.items.end(),
+                                        [](const Expectation& e) { return e.key == "status"; });
+  if (!names_status && result.value("status", "") == "oom") {
+    CheckResult r;
+    r.name = "status == \"ok\" (implied)";
+    r.passed = false;
+    r.detail = fmt::format(
+        "status = \"oom\", expected \"ok\": an expect block without \"status\" expects the "
+        "step to fit (\"status\": \"oom\" checks a step that does not) [{}]",
+        result.value("oom_reason", ""));
+    results.push_back(std::move(r));
+  }
   for (const Expectation& e : expectations.items) {
     std::string missing;
     std::string hint;

@@ -81,6 +81,21 @@ TEST(CheckExpectations, BoundsEqualityAndDottedPathsPassAndFail) {
   EXPECT_FALSE(failed[0].passed);
   EXPECT_EQ(failed[0].detail,
             "status = \"oom\", expected \"ok\" [status oom: peak 83.1 GiB > 79.2 GiB usable]");
+
+  // Bounds alone on an out-of-memory result: the block implies the step fits, so a gate cannot
+  // pass on the throughput of a configuration that does not run; "status": "oom" opts out.
+  const std::vector<CheckResult> implied = evaluate_expectations(
+      parse_expectations({{"tokens_per_s_per_gpu", {{"min", 3000}}}}, "s.json"), oom);
+  ASSERT_EQ(implied.size(), 2U);
+  EXPECT_FALSE(implied[0].passed);
+  EXPECT_EQ(implied[0].name, "status == \"ok\" (implied)");
+  EXPECT_NE(implied[0].detail.find("peak 83.1 GiB > 79.2 GiB usable"), std::string::npos);
+  EXPECT_TRUE(implied[1].passed);
+  const std::vector<CheckResult> expected_oom = evaluate_expectations(
+      parse_expectations({{"status", "oom"}, {"tokens_per_s_per_gpu", {{"min", 3000}}}}, "s.json"),
+      oom);
+  ASSERT_EQ(expected_oom.size(), 2U);
+  EXPECT_TRUE(expected_oom[0].passed && expected_oom[1].passed);
 }
 
 TEST(CheckExpectations, KeysMissingFromTheResultOrOfAnotherTypeAreBadInput) {
