@@ -237,7 +237,8 @@ int check_command(const CheckOptions& options) {
           file.string());
     }
   }
-  std::cout << check_report(checks);
+  // File names come from the folders searched, and may hold escape sequences.
+  std::cout << escape_control_characters(check_report(checks));
   std::cout.flush();
   if (!options.junit_path.empty()) {
     std::vector<fs::path> inputs;

@@ -23,9 +23,9 @@ struct JunitSuite {
   std::vector<JunitCase> cases;
 };
 
-// Escapes text for an XML attribute value or element content: & < > " ' become entities, and
-// characters XML 1.0 forbids (control characters other than tab, line feed, carriage return)
-// become '?'.
+// Escapes text for an XML attribute value or element content: & < > " ' become entities, tab,
+// line feed and carriage return character references, characters XML 1.0 forbids (the other
+// control characters) '?', and bytes that are not UTF-8 U+FFFD.
 std::string xml_escape(std::string_view text);
 
 // A complete document with an XML declaration, `<testsuites name=...>` and the counts (tests,

@@ -264,8 +264,16 @@ bool well_formed(const std::string& xml, std::string& why) {
 TEST(CheckJunitXml, EscapesMarkupQuotesAndControlCharacters) {
   EXPECT_EQ(xml_escape(R"(a < b > c & "d" 'e')"),
             "a &lt; b &gt; c &amp; &quot;d&quot; &apos;e&apos;");
-  EXPECT_EQ(xml_escape(std::string("bell\x07") + "\ttab"), "bell?\ttab");
+  // Tab, line feed and carriage return as references: an attribute keeps them only so.
+  EXPECT_EQ(xml_escape(std::string("bell\x07") + "\ttab\nline"), "bell?&#9;tab&#10;line");
   EXPECT_EQ(xml_escape("&amp;"), "&amp;amp;");
+  // UTF-8 passes; a byte that is not UTF-8 (a Latin-1 name), an overlong form, a surrogate or
+  // U+FFFF would make the document not well-formed: each becomes U+FFFD.
+  EXPECT_EQ(xml_escape("caf\xc3\xa9 \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xf0\x9f\x98\x80");
+  EXPECT_EQ(xml_escape("caf\xe9!"), "caf\xef\xbf\xbd!");
+  EXPECT_EQ(xml_escape("\xc0\xaf|\xed\xa0\x80|\xef\xbf\xbf|\xe2\x82"),
+            "\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd"
+            "\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd");
 }
 
 TEST(CheckJunitXml, IsWellFormedWithCountsFailuresAndErrors) {
