@@ -29,8 +29,10 @@ std::optional<fs::path> find_gnuplot() {
     if (!folder.empty()) {
       const fs::path candidate = fs::path(folder) / "gnuplot";
       std::error_code ec;
+      // Absolute: the plots are rendered from inside the output folder, where a relative
+      // PATH entry would name another file.
       if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0)
-        return candidate;
+        return fs::absolute(candidate, ec);
     }
     begin = end + 1;
   }

@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 
+#include "sim/app/markdown_cell.hpp"
+
 namespace fsdpsim::app {
 namespace {
 
@@ -43,6 +45,9 @@ std::string cell(std::string text) {
   for (char& c : text) {
     if (c == '\t' || c == '\n' || c == '\r') c = ' ';
   }
+  // gnuplot reads a field that starts with '"' as a quoted string up to the next '"' (quotes
+  // inside a field are plain text): an unbalanced one would swallow the columns after it.
+  if (!text.empty() && text.front() == '"') text.front() = '\'';
   return text;
 }
 
@@ -197,7 +202,7 @@ void add_pareto(const SweepTable& table, const std::string& source,
 void add_axis(const SweepTable& table, const std::string& source,
               const std::vector<ReportAxis>& axes, std::size_t a, ReportPlan& plan) {
   const ReportAxis& axis = axes[a];
-  const std::string slug = file_slug(axis.key);
+  const std::string& slug = axis.slug;
   const std::string best_file = fmt::format("best_{}.tsv", slug);
   std::vector<std::vector<std::size_t>> rows_of_value(axis.values.size());
   for (std::size_t r = 0; r < table.rows.size(); ++r)
@@ -267,12 +272,12 @@ void add_axis(const SweepTable& table, const std::string& source,
   plan.files.push_back({fmt::format("axis_{}.gp", slug), script});
   plan.plots.push_back({ReportPlotKind::kAxis, fmt::format("axis_{}.gp", slug),
                         fmt::format("axis_{}.svg", slug), axis.key,
-                        fmt::format("Every simulated point at each value of `{}` (the other axes "
+                        fmt::format("Every simulated point at each value of {} (the other axes "
                                     "vary within a column; red crosses: "
                                     "out of memory, at the memory reached when the allocation "
                                     "failed) and, dark, the best point that "
                                     "fits at each value.",
-                                    axis.key)});
+                                    markdown_code(axis.key))});
 }
 
 void add_heatmap(const SweepTable& table, const std::string& source,
@@ -280,7 +285,7 @@ void add_heatmap(const SweepTable& table, const std::string& source,
                  ReportPlan& plan) {
   const ReportAxis& x = axes[ax];
   const ReportAxis& y = axes[ay];
-  const std::string stem = fmt::format("heatmap_{}__{}", file_slug(x.key), file_slug(y.key));
+  const std::string stem = fmt::format("heatmap_{}__{}", x.slug, y.slug);
   std::map<std::pair<std::size_t, std::size_t>, std::vector<std::size_t>> cells;
   for (std::size_t r = 0; r < table.rows.size(); ++r)
     cells[{x.value_of_row[r], y.value_of_row[r]}].push_back(r);
@@ -332,9 +337,9 @@ void add_heatmap(const SweepTable& table, const std::string& source,
   plan.files.push_back({stem + ".gp", script});
   plan.plots.push_back(
       {ReportPlotKind::kHeatmap, stem + ".gp", stem + ".svg", fmt::format("{} x {}", x.key, y.key),
-       fmt::format("The best throughput that fits for each pair of `{}` and `{}`, over the "
+       fmt::format("The best throughput that fits for each pair of {} and {}, over the "
                    "other axes; grey: no point of the cell fits.",
-                   x.key, y.key)});
+                   markdown_code(x.key), markdown_code(y.key))});
 }
 
 }  // namespace
@@ -346,7 +351,7 @@ std::string file_slug(const std::string& key) {
         (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
     slug += keep ? c : '_';
   }
-  return slug;
+  return slug.substr(0, kMaxSlugLength);
 }
 
 std::vector<ReportAxis> report_axes(const SweepTable& table) {
@@ -371,7 +376,15 @@ std::vector<ReportAxis> report_axes(const SweepTable& table) {
       axis.value_of_row.push_back(static_cast<std::size_t>(
           std::find(axis.values.begin(), axis.values.end(), row.labels[a]) - axis.values.begin()));
     }
+    axis.slug = file_slug(axis.key);
     axes.push_back(std::move(axis));
+  }
+  // Keys that differ only in characters a file name drops ("a.b", "a_b", "a b") or past the
+  // length limit would write their plots over each other: those take their axis number too.
+  std::map<std::string, int> uses;
+  for (const ReportAxis& axis : axes) ++uses[axis.slug];
+  for (std::size_t a = 0; a < axes.size(); ++a) {
+    if (uses[axes[a].slug] > 1) axes[a].slug += fmt::format("_axis{}", a + 1);
   }
   return axes;
 }

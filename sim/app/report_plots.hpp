@@ -34,6 +34,7 @@ struct ReportPlot {
 // values in grid order) and whether every value is a number.
 struct ReportAxis {
   std::string key;
+  std::string slug;  // its part of file names: file_slug, unique among the axes
   bool numeric = false;
   std::vector<std::string> values;
   std::vector<std::size_t> value_of_row;  // per table row, an index into values
@@ -50,7 +51,9 @@ struct ReportPlan {
 // `source` names the CSV in the scripts' comments.
 ReportPlan plan_report(const SweepTable& table, const std::string& source);
 
-// "training.micro_batch" -> "training_micro_batch" (file names).
+// "training.micro_batch" -> "training_micro_batch" (file names): letters, digits and '-', at
+// most kMaxSlugLength of them (a file name has at most 255 bytes, and two go into a heatmap's).
+inline constexpr std::size_t kMaxSlugLength = 64;
 std::string file_slug(const std::string& key);
 
 }  // namespace fsdpsim::app

@@ -15,6 +15,7 @@
 
 #include "sim/app/csv_table.hpp"
 #include "sim/app/gnuplot_runner.hpp"
+#include "sim/app/markdown_cell.hpp"
 #include "sim/app/report_index.hpp"
 #include "sim/app/report_plots.hpp"
 #include "test_support.hpp"
@@ -145,6 +146,58 @@ TEST(ReportPlots, GridValuesInScriptsAreNeverCommands) {
   EXPECT_NE(script->content.find("'b`touch pwned`''@x plot 1' 1"), std::string::npos)
       << script->content;
   EXPECT_EQ(script->content.find("\nplot 1"), std::string::npos) << "no line of its own";
+}
+
+// Keys that differ only in what a file name drops get plots of their own, a key longer than a
+// file name allows is shortened, and a label's '"' cannot open a quoted field in the data.
+TEST(ReportPlots, EachAxisHasFilesOfItsOwnAndDataFieldsStayApart) {
+  SweepTable table = small_table();
+  table.grid_keys = {"a.b", "a_b", std::string(300, 'k')};
+  for (SweepRow& row : table.rows) {
+    if (row.labels[2] == "none") row.labels[2] = "\"open";
+  }
+  const ReportPlan plan = plan_report(table, "sweep.csv");
+  std::vector<std::string> svgs;
+  for (const ReportPlot& plot : plan.plots) svgs.push_back(plot.svg);
+  std::sort(svgs.begin(), svgs.end());
+  EXPECT_EQ(std::adjacent_find(svgs.begin(), svgs.end()), svgs.end()) << "two plots, one file";
+  EXPECT_TRUE(has_file(plan, "axis_a_b_axis1.gp"));
+  EXPECT_TRUE(has_file(plan, "axis_a_b_axis2.gp"));
+  EXPECT_TRUE(has_file(plan, "axis_" + std::string(kMaxSlugLength, 'k') + ".gp"));
+  for (const ReportFile& f : plan.files) {
+    if (f.name.ends_with(".tsv")) {
+      EXPECT_EQ(f.content.find("\t\""), std::string::npos) << f.name;
+    }
+    if (f.name == "points.tsv") {
+      EXPECT_NE(f.content.find("\t'open"), std::string::npos);
+    }
+  }
+}
+
+// Text from the table in index.md is text: it cannot open a link, an image, code or a heading.
+TEST(ReportIndex, KeysAndTitlesCannotInjectMarkdown) {
+  EXPECT_EQ(markdown_text("x](evil.svg) ![y\n# h"), "x\\](evil.svg) !\\[y \\# h");
+  EXPECT_EQ(markdown_code("a`b"), "``a`b``");
+  EXPECT_EQ(markdown_code("`a"), "`` `a ``");
+  EXPECT_EQ(markdown_link_target("dir (1)/my sweep.csv"), "<dir (1)/my sweep.csv>");
+  EXPECT_EQ(markdown_link_target("sweep.csv"), "sweep.csv");
+  SweepTable table = small_table();
+  table.grid_keys[0] = "x](evil.svg) ![y\n\n# INJECTED";
+  const ReportPlan plan = plan_report(table, "sweep.csv");
+  const std::string index =
+      report_index_markdown(table, plan, "T\n## x", "dir (1)/my sweep).csv", 10);
+  EXPECT_EQ(index.find("\n# INJECTED"), std::string::npos) << index;
+  EXPECT_EQ(index.find("\n## x"), std::string::npos) << index;
+  // Outside code spans, where it is literal text, every bracket of the key is escaped.
+  std::string prose;
+  bool in_code = false;
+  for (const char c : index) {
+    if (c == '`') in_code = !in_code;
+    if (!in_code) prose += c;
+  }
+  EXPECT_EQ(prose.find("x](evil.svg)"), std::string::npos) << index;
+  EXPECT_NE(prose.find("x\\](evil.svg) !\\[y"), std::string::npos) << index;
+  EXPECT_NE(index.find("(<dir (1)/my sweep).csv>)"), std::string::npos) << index;
 }
 
 TEST(ReportPlots, NothingFitsMeansNoParetoAndANote) {
