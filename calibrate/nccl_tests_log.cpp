@@ -9,10 +9,8 @@
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace fsdpsim::calibrate {
 namespace {
@@ -530,7 +528,7 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file
   return Parser(text, file, options).run();
 }
 
-CalibrationProfile import_nccl_tests_logs(const std::vector<std::filesystem::path>& files,
+CalibrationProfile import_nccl_tests_logs(const std::vector<NcclTestsLogText>& logs,
                                           const NcclTestsImportOptions& options,
                                           const std::string& name,
                                           std::vector<std::string>& notes) {
@@ -538,18 +536,14 @@ CalibrationProfile import_nccl_tests_logs(const std::vector<std::filesystem::pat
   profile.name = name;
   profile.tool = "fsdpsim calibrate import-nccl-tests";
   std::vector<CollectiveSeries> series;
-  for (const std::filesystem::path& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    if (!in) throw InputError(fmt::format("{}: cannot open the file (does it exist?)", f.string()));
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    NcclTestsLog log = parse_nccl_tests_log(buffer.str(), f.string(), options);
+  for (const NcclTestsLogText& f : logs) {
+    NcclTestsLog log = parse_nccl_tests_log(f.text, f.file, options);
     if (!log.device.name.empty()) {
       if (!profile.device.name.empty() && profile.device.name != log.device.name) {
         throw InputError(fmt::format(
             "{}: measured on {}, but an earlier log was measured on {}; a profile describes "
             "one kind of GPU",
-            f.string(), log.device.name, profile.device.name));
+            f.file, log.device.name, profile.device.name));
       }
       profile.device.name = log.device.name;
     }

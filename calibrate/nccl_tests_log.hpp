@@ -55,9 +55,16 @@ struct NcclTestsLog {
 NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file,
                                   const NcclTestsImportOptions& options);
 
-// Reads and parses every file and merges them into one profile named `name` (merge_series).
-// Throws InputError (unreadable file, bad log, logs of different GPUs).
-CalibrationProfile import_nccl_tests_logs(const std::vector<std::filesystem::path>& files,
+// One log as read: its name (for errors and sources) and its text.
+struct NcclTestsLogText {
+  std::string file;
+  std::string text;
+};
+
+// Parses every log and merges them into one profile named `name` (merge_series). Throws
+// InputError (bad log, logs of different GPUs). Reading the files is the caller's: the command
+// line refuses folders, devices and oversized files there.
+CalibrationProfile import_nccl_tests_logs(const std::vector<NcclTestsLogText>& logs,
                                           const NcclTestsImportOptions& options,
                                           const std::string& name, std::vector<std::string>& notes);
 

@@ -265,12 +265,14 @@ int import_command(const CalibrateOptions& o) {
   options.in_place = o.in_place;
   options.allow_truncated = o.allow_truncated;
   std::vector<std::filesystem::path> files(o.logs.begin(), o.logs.end());
+  std::vector<calibrate::NcclTestsLogText> logs;
+  for (const std::filesystem::path& f : files) logs.push_back({f.string(), read_text_file(f)});
   std::vector<std::string> notes;
   const std::string name =
       o.name.empty() ? std::filesystem::path(o.import_output).stem().string() : o.name;
   calibrate::CalibrationProfile profile;
   try {
-    profile = calibrate::import_nccl_tests_logs(files, options, name, notes);
+    profile = calibrate::import_nccl_tests_logs(logs, options, name, notes);
   } catch (const calibrate::InputError& e) {
     throw ConfigError(e.what());
   }

@@ -134,8 +134,14 @@ TEST(CalibrateCli, TruncatedAndGarbageLogsExitTwoNamingFileAndLine) {
   const Outcome garbage =
       run_fsdpsim("calibrate import-nccl-tests " + kLogs + "garbage.log -o " + out);
   EXPECT_EQ(garbage.exit_code, 2);
-  EXPECT_NE(garbage.output.find("garbage.log:1: not an nccl-tests log"), std::string::npos)
+  EXPECT_NE(garbage.output.find("garbage.log: expected text, found a NUL byte"), std::string::npos)
       << garbage.output;
+  // Logs are read as every input is: a missing file, a folder or a device is named, not read.
+  for (const std::string& path : {kLogs + "no_such.log", kLogs, std::string("/dev/zero")}) {
+    const Outcome o = run_fsdpsim("calibrate import-nccl-tests " + path + " -o " + out);
+    EXPECT_EQ(o.exit_code, 2) << path << "\n" << o.output;
+    EXPECT_NE(o.output.find("error: " + path + ": "), std::string::npos) << o.output;
+  }
   EXPECT_FALSE(fs::exists(out));
 }
 
