@@ -280,14 +280,30 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
     return *v;
   };
   const auto bytes = to_int(word(c.size));
-  if (!bytes || *bytes <= 0)
-    fail(number, fmt::format("expected a size in bytes > 0, found {}", quoted(word(c.size))));
+  if (!bytes || *bytes <= 0 || *bytes > kMaxMeasuredBytes) {
+    fail(number,
+         fmt::format("expected a size in bytes from 1 to 2^50, found {}", quoted(word(c.size))));
+  }
   Row r;
   r.line = number;
   r.bytes = *bytes;
   r.time_us = number_at(c.time[p], "time");
   r.algbw_gbps = number_at(c.algbw[p], "algbw");
   r.busbw_gbps = number_at(c.busbw[p], "busbw");
+  if (r.time_us < kMinMeasuredUs || r.time_us > kMaxMeasuredUs) {
+    fail(number, fmt::format("expected a time of {:g} us (1 ns) to {:g} us (a day), found {}",
+                             kMinMeasuredUs, kMaxMeasuredUs, quoted(word(c.time[p]))));
+  }
+  // nccl-tests prints algbw = size / time (src/common.cu), to two decimals: a row whose columns
+  // disagree was edited or mangled, and which of them is right cannot be told.
+  const double algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
+  constexpr double kPrinted = 0.006;  // half a printed unit, and some
+  constexpr double kRelative = 0.02;  // the time is printed to 3-4 significant digits
+  if (std::fabs(algbw - r.algbw_gbps) > kPrinted + kRelative * algbw) {
+    fail(number, fmt::format("size / time = {:.4g} GB/s, but the row's algbw is {}: the columns "
+                             "disagree",
+                             algbw, quoted(word(c.algbw[p]))));
+  }
   if (c.wrong[p] >= 0 && word(c.wrong[p]) != "N/A") {
     const double wrong = number_at(c.wrong[p], "#wrong");
     if (wrong > 0.0) {

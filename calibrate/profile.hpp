@@ -21,6 +21,14 @@ namespace fsdpsim::calibrate {
 
 inline constexpr int kProfileSchemaVersion = 1;
 
+// Plausibility bounds of a measurement, in a profile or an nccl-tests log: far outside any real
+// collective, GEMM or allocation, and close enough that every rate derived from one (bytes or
+// flops over time) stays finite and every size fits 64 bits with room to spare.
+inline constexpr std::int64_t kMaxMeasuredBytes = std::int64_t{1} << 50;  // 1 PiB
+inline constexpr std::int64_t kMaxGemmDimension = std::int64_t{1} << 24;  // m, n, k or batch
+inline constexpr double kMinMeasuredUs = 1e-3;                            // 1 ns
+inline constexpr double kMaxMeasuredUs = 8.64e10;                         // a day
+
 // Bad input to the calibration tools (a log, a profile, an option): the message names the file
 // and line or JSON path. The app maps it to exit code 2.
 class InputError : public std::runtime_error {

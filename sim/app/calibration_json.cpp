@@ -53,9 +53,21 @@ Dtype dtype_at(JsonObjectReader& r, const std::string& key) {
   return *d;
 }
 
+// A measured time in microseconds, within the plausibility bounds (calibrate/profile.hpp).
+Seconds measured_us(JsonObjectReader& r, const std::string& key) {
+  const double us = r.positive_number(key);
+  if (us < calibrate::kMinMeasuredUs || us > calibrate::kMaxMeasuredUs) {
+    throw ConfigError(r.file(), r.path_of(key),
+                      fmt::format("expected a time of {:g} us (1 ns) to {:g} us (a day), found "
+                                  "{:.6g}",
+                                  calibrate::kMinMeasuredUs, calibrate::kMaxMeasuredUs, us));
+  }
+  return microseconds(us);
+}
+
 std::optional<Seconds> optional_us(JsonObjectReader& r, const std::string& key) {
   if (!r.has(key)) return std::nullopt;
-  return microseconds(r.non_negative_number(key));
+  return measured_us(r, key);
 }
 
 // min <= median <= max when given (a spread that excludes its own median is a broken file).
@@ -78,8 +90,8 @@ CollectivePoint point_from_json(const nlohmann::json& value, const std::string& 
                                 const std::string& path) {
   JsonObjectReader r(value, file, path);
   CollectivePoint p;
-  p.bytes = Bytes(r.positive_int("bytes"));
-  p.median = microseconds(r.positive_number("time_us"));
+  p.bytes = Bytes(r.positive_int_at_most("bytes", calibrate::kMaxMeasuredBytes));
+  p.median = measured_us(r, "time_us");
   p.min = optional_us(r, "min_us");
   p.max = optional_us(r, "max_us");
   check_spread(r, p.median, p.min, p.max);
@@ -134,18 +146,17 @@ GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
   JsonObjectReader r(value, file, path);
   GemmPoint g;
   g.dtype = dtype_at(r, "dtype");
-  g.shape.m = r.positive_int("m");
-  g.shape.n = r.positive_int("n");
-  g.shape.k = r.positive_int("k");
-  g.shape.batch = r.positive_int("batch", 1);
+  g.shape.m = r.positive_int_at_most("m", calibrate::kMaxGemmDimension);
+  g.shape.n = r.positive_int_at_most("n", calibrate::kMaxGemmDimension);
+  g.shape.k = r.positive_int_at_most("k", calibrate::kMaxGemmDimension);
+  g.shape.batch = r.positive_int_at_most("batch", calibrate::kMaxGemmDimension, 1);
   g.layout = r.choice("layout", {"TN", "NN", "NT", "TT"}, "TN");
-  g.median = microseconds(r.positive_number("time_us"));
+  g.median = measured_us(r, "time_us");
   g.min = optional_us(r, "min_us");
   g.max = optional_us(r, "max_us");
   check_spread(r, g.median, g.min, g.max);
   if (r.has("repeats")) g.repeats = r.non_negative_int32("repeats");
-  if (r.has("under_nccl_time_us"))
-    g.median_under_nccl = microseconds(r.positive_number("under_nccl_time_us"));
+  if (r.has("under_nccl_time_us")) g.median_under_nccl = measured_us(r, "under_nccl_time_us");
   g.source = r.string("source", "");
   r.ignore("tflops");
   r.finish({"batch", "layout", "min_us", "max_us", "repeats", "under_nccl_time_us", "source"});
@@ -156,16 +167,17 @@ calibrate::AllocationTiming allocation_from_json(const nlohmann::json& value,
                                                  const std::string& file, const std::string& path) {
   JsonObjectReader r(value, file, path);
   calibrate::AllocationTiming t;
-  t.bytes = Bytes(r.positive_int("bytes"));
-  t.malloc = microseconds(r.positive_number("malloc_us"));
-  t.free = microseconds(r.positive_number("free_us"));
+  t.bytes = Bytes(r.positive_int_at_most("bytes", calibrate::kMaxMeasuredBytes));
+  t.malloc = measured_us(r, "malloc_us");
+  t.free = measured_us(r, "free_us");
   r.finish();
   return t;
 }
 
 std::optional<BytesPerSec> optional_gbps(JsonObjectReader& r, const std::string& key) {
   if (!r.has(key)) return std::nullopt;
-  return gb_per_s(r.positive_number(key));
+  constexpr double kMaxGBps = 1e5;  // 100 TB/s: past any memory or link of a GPU
+  return gb_per_s(r.positive_number_at_most(key, kMaxGBps));
 }
 
 // Rounds to 6 significant digits: readable files, stable diffs.

@@ -197,6 +197,26 @@ TEST(NcclTestsLog, WrongElementsAreAnError) {
   EXPECT_NE(e.find("w.log:12: 12 wrong elements"), std::string::npos) << e;
 }
 
+// Rows no real run prints: a size past 2^50 (whose rates would overflow), a time under a
+// nanosecond, a time that contradicts the row's algbw (size / time, as nccl-tests computes it).
+TEST(NcclTestsLog, ImplausibleOrInconsistentRowsAreErrors) {
+  const auto error_for = [](const std::string& row) {
+    return error_of(
+        [&] { (void)parse_nccl_tests_log(log_with("all_reduce_perf", row + "\n"), "r.log", {}); });
+  };
+  EXPECT_NE(error_for("9223372036854775807 2305843009213693951 float sum -1 1e9 9223.37 "
+                      "16139.9 0 1e9 9223.37 16139.9 0")
+                .find("r.log:12: expected a size in bytes from 1 to 2^50"),
+            std::string::npos);
+  EXPECT_NE(error_for("1048576 262144 float sum -1 1e-310 52.43 52.43 0 20.00 52.43 52.43 0")
+                .find("r.log:12: expected a time of 0.001 us (1 ns) to 8.64e+10 us (a day)"),
+            std::string::npos);
+  EXPECT_NE(error_for("65536 16384 float sum -1 0.0468 1.40 2.45 0 46.80 1.40 2.45 0")
+                .find("r.log:12: size / time = 1400 GB/s, but the row's algbw is '1.40'"),
+            std::string::npos)
+      << error_for("65536 16384 float sum -1 0.0468 1.40 2.45 0 46.80 1.40 2.45 0");
+}
+
 TEST(NcclTestsLog, NonNumbersWhereNumbersBelongAreErrors) {
   const std::string rows =
       "     1048576        262144     float     sum      -1    fast   52.43   52.43       0    "

@@ -254,6 +254,24 @@ TEST(CalibrationProfileJson, BadInputNamesFilePathExpectedAndFound) {
   j["topology"]["hosts"] = "a,b";
   EXPECT_EQ(error_for(j), "bad.json: /topology/hosts: expected an array, found the string \"a,b\"");
 
+  // Plausibility bounds: sizes whose rates would overflow, times no device measures.
+  j = valid_json();
+  j["collectives"][0]["points"][0]["bytes"] = 9223372036854775807LL;
+  EXPECT_NE(error_for(j).find("/collectives/0/points/0/bytes: expected a positive integer of at "
+                              "most 1125899906842624"),
+            std::string::npos)
+      << error_for(j);
+  j = valid_json();
+  j["collectives"][0]["points"][0]["time_us"] = 1e-300;
+  EXPECT_NE(error_for(j).find("/collectives/0/points/0/time_us: expected a time of 0.001 us"),
+            std::string::npos)
+      << error_for(j);
+  j = valid_json();
+  j["gemms"][0]["m"] = 1099511627776LL;
+  EXPECT_NE(error_for(j).find("/gemms/0/m: expected a positive integer of at most 16777216"),
+            std::string::npos)
+      << error_for(j);
+
   j = valid_json();
   j["collectives"][0].erase("dtype");
   EXPECT_EQ(error_for(j), "bad.json: /collectives/0/dtype: required key is missing");
