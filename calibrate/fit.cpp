@@ -222,6 +222,7 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
                        factor * static_cast<double>(k.bytes.value()) / k.time.value() / 1e9);
         }
         fit.asymptotic_busbw_GBps = factor * curve.asymptotic_algbw().value() / 1e9;
+        fit.extrapolates = curve.reaches_bandwidth_regime();
         out.curves->add_collective(key, std::move(curve));
         out.collectives.push_back(fit);
         fitted = true;

@@ -44,6 +44,7 @@ struct CurveFit {
   Seconds latency{0.0};                  // alpha below the measured range
   double peak_busbw_GBps = 0.0;          // largest measured busbw
   double asymptotic_busbw_GBps = 0.0;    // busbw of the large-size asymptote
+  bool extrapolates = true;  // used above max_bytes (CollectiveCurve::reaches_bandwidth_regime)
 };
 
 struct SkippedSeries {

@@ -236,9 +236,12 @@ std::optional<Seconds> calibrated_collective_time(const GpuSpec& gpu, Collective
                                                   CommGroup group, Bytes bytes) {
   if (gpu.calibration == nullptr) return std::nullopt;
   const CollectiveCurve* curve = gpu.calibration->find_collective(op, group);
+  // Above a latency-bound sweep's largest size the curve knows no bandwidth.
+  const bool usable = curve != nullptr &&
+                      (bytes <= curve->knots().back().bytes || curve->reaches_bandwidth_regime());
   gpu.calibration->usage().record_collective(
-      curve != nullptr, CollectiveQuery{op, group.ranks, group.ranks_per_node, bytes});
-  if (curve == nullptr) return std::nullopt;
+      usable, CollectiveQuery{op, group.ranks, group.ranks_per_node, bytes});
+  if (!usable) return std::nullopt;
   return curve->time(bytes);
 }
 

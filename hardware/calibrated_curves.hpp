@@ -59,6 +59,14 @@ class CollectiveCurve {
   [[nodiscard]] Seconds latency() const;
   // 1 / large_seconds_per_byte: the algbw approached above the measured range.
   [[nodiscard]] BytesPerSec asymptotic_algbw() const { return BytesPerSec(1.0 / large_slope_); }
+  // Whether the knots reach the bandwidth regime: the largest measured time at least twice the
+  // smallest, so that the size-proportional term is at least half of it. Only then does the
+  // slope above the last knot measure a bandwidth; a sweep that stops in the latency regime has
+  // a slope of noise (a 1-64 KiB sweep priced a 4 GiB all-gather at 20x the model), and larger
+  // buffers are left to the fallback model (calibrated_collective_time).
+  [[nodiscard]] bool reaches_bandwidth_regime() const {
+    return knots_.back().time.value() >= 2.0 * knots_.front().time.value();
+  }
 
  private:
   std::vector<CurveKnot> knots_;

@@ -189,6 +189,14 @@ int fit_command(const CalibrateOptions& o) {
         percent(f.max_knot_error), percent(f.max_leave_one_out_error),
         f.origin == calibrate::Origin::kDerived ? "derived" : "measured");
   }
+  for (const calibrate::CurveFit& f : fit.collectives) {
+    if (f.extrapolates) continue;
+    out += fmt::format(
+        "  note: {} {} {}/{} stops in the latency regime (its largest time is under twice its "
+        "smallest): above {} the fallback model prices it\n",
+        calibrate::collective_name(f.key.op), dtype_name(f.key.dtype), f.key.ranks,
+        f.key.ranks_per_node, size_text(f.max_bytes.value()));
+  }
   out +=
       "  (knot err: how far making time non-decreasing in size moved a measurement; LOO err: an "
       "interior\n"

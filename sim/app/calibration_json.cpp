@@ -400,6 +400,7 @@ nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
         round6(curve.large_seconds_per_byte() * 1e6 * static_cast<double>(kBytesPerMiB));
     c["peak_busbw_GBps"] = round6(f.peak_busbw_GBps);
     c["asymptotic_busbw_GBps"] = round6(f.asymptotic_busbw_GBps);
+    c["used_above_range"] = f.extrapolates;
     c["max_knot_error"] = round6(f.max_knot_error);
     c["max_leave_one_out_error"] = round6(f.max_leave_one_out_error);
     nlohmann::ordered_json knots = nlohmann::ordered_json::array();

@@ -141,6 +141,27 @@ TEST(CalibratedCurves, CollectiveTimeUsesTheCurveOfItsGroupAndCountsIt) {
   EXPECT_EQ(n.gemms_calibrated + n.gemms_fallback, 0);
 }
 
+// A sweep that stops in the latency regime (its largest time under twice its smallest) knows no
+// bandwidth: above its largest size the ring model prices the collective, below it the curve.
+TEST(CalibratedCurves, ALatencyBoundSweepIsNotExtrapolatedUpward) {
+  ClusterSpec c = one_node();
+  const ClusterSpec fallback = c;
+  const CollectiveCurve flat({{Bytes(1024), Seconds(20 * kUs)}, {Bytes(65536), Seconds(21 * kUs)}},
+                             0.0, 1e-12);
+  EXPECT_FALSE(flat.reaches_bandwidth_regime());
+  EXPECT_TRUE(three_knot_curve().reaches_bandwidth_regime());
+  auto curves = std::make_shared<CalibratedCurves>("test");
+  curves->add_collective(CollectiveCurveKey{Collective::kAllGather, Dtype::kBf16, 8, 8}, flat);
+  c.gpu.calibration = curves;
+  EXPECT_DOUBLE_EQ(
+      collective_time(c, Collective::kAllGather, CommGroup{8, 8}, Bytes(65536)).value(), 21 * kUs);
+  EXPECT_EQ(collective_time(c, Collective::kAllGather, CommGroup{8, 8}, gib(4)),
+            collective_time(fallback, Collective::kAllGather, CommGroup{8, 8}, gib(4)));
+  const CalibrationCounts n = curves->usage().counts();
+  EXPECT_EQ(n.collectives_calibrated, 1);
+  EXPECT_EQ(n.collectives_fallback, 1);
+}
+
 TEST(CalibratedCurves, CollectiveLookupPrefersBf16ThenFp16ThenFp32) {
   CalibratedCurves curves("test");
   const CollectiveCurve slow({{kMiB, Seconds(kUs * 10)}, {kMiB * 2, Seconds(kUs * 20)}}, 0.0, 1e-9);
