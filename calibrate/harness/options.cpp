@@ -1,6 +1,11 @@
 #include "calibrate/harness/options.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
 
 #include "calibrate/harness/util.hpp"
 
@@ -13,6 +18,7 @@ const std::vector<std::string> kCollectives{"all_gather", "reduce_scatter", "all
 const std::vector<std::string> kDtypes{"bf16", "fp16", "fp32"};
 const std::vector<std::string> kGemmDtypes{"bf16", "fp16", "fp32", "tf32", "fp8"};
 const std::vector<std::string> kGroups{"world", "intra", "inter", "shard"};
+constexpr std::int64_t kMaxGemmDimension = std::int64_t{1} << 24;
 
 std::vector<std::string> checked_list(const std::string& option, const std::string& value,
                                       const std::vector<std::string>& allowed) {
@@ -32,14 +38,13 @@ std::vector<std::string> checked_list(const std::string& option, const std::stri
   return items;
 }
 
-std::int64_t positive_integer(const std::string& option, const std::string& value) {
-  try {
-    std::size_t used = 0;
-    const std::int64_t v = std::stoll(value, &used);
-    if (used == value.size() && v > 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(cat(option, ": expected a positive integer, found '", value, "'"));
+// A whole number from 1 to `max` (the option's 32-bit field, or its own limit): larger values
+// are errors, never wrapped.
+std::int64_t positive_integer(const std::string& option, const std::string& value,
+                              std::int64_t max = std::numeric_limits<std::int32_t>::max()) {
+  if (const std::optional<std::int64_t> v = whole_integer(value, 1, max)) return *v;
+  throw UsageError(
+      cat(option, ": expected a whole number from 1 to ", max, ", found '", value, "'"));
 }
 
 }  // namespace
@@ -155,13 +160,12 @@ Options parse_options(int argc, char** argv) {
       o.rendezvous_tag = next();
     } else if (arg == "--timeout") {
       const std::string v = next();
-      try {
-        o.timeout_s = std::stod(v);
-      } catch (const std::exception&) {
-        o.timeout_s = -1.0;
-      }
-      if (!(o.timeout_s > 0.0))
+      const char* end = v.data() + v.size();
+      const auto [ptr, ec] = std::from_chars(v.data(), end, o.timeout_s);
+      if (v.empty() || ec != std::errc{} || ptr != end || !(o.timeout_s > 0.0) ||
+          !std::isfinite(o.timeout_s)) {
         throw UsageError(cat("--timeout: expected seconds > 0, found '", v, "'"));
+      }
     } else if (arg == "--phases") {
       o.phases = checked_list(arg, next(), kPhases);
     } else if (arg == "--collectives") {
@@ -179,7 +183,7 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "--max-bytes") {
       o.max_bytes = parse_size(next(), arg);
     } else if (arg == "--factor") {
-      o.factor = positive_integer(arg, next());
+      o.factor = positive_integer(arg, next(), 1024);
       if (o.factor < 2) throw UsageError("--factor: must be >= 2");
     } else if (arg == "--warmup") {
       o.warmup = static_cast<std::int32_t>(positive_integer(arg, next()));
@@ -192,7 +196,10 @@ Options parse_options(int argc, char** argv) {
       const std::string v = next();
       o.gemm_grid.clear();
       if (v != "none") {
-        for (const std::string& d : split_list(v)) o.gemm_grid.push_back(positive_integer(arg, d));
+        if (split_list(v).empty())
+          throw UsageError("--gemm-grid: expected dimensions or none, found nothing");
+        for (const std::string& d : split_list(v))
+          o.gemm_grid.push_back(positive_integer(arg, d, kMaxGemmDimension));
       }
     } else if (arg == "--plan") {
       o.plan = next();

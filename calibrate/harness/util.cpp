@@ -2,8 +2,19 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 namespace fsdpsim::harness {
+
+std::optional<std::int64_t> whole_integer(const std::string& text, std::int64_t min,
+                                          std::int64_t max) {
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || text.front() == '-' || ec != std::errc{} || ptr != end) return std::nullopt;
+  if (value < min || value > max) return std::nullopt;
+  return value;
+}
 
 std::int64_t parse_size(const std::string& text, const std::string& option) {
   if (text.empty())
@@ -13,19 +24,24 @@ std::int64_t parse_size(const std::string& text, const std::string& option) {
     ++digits;
   if (digits == 0)
     throw UsageError(cat(option, ": expected a size such as 1K, 64M or 4G, found '", text, "'"));
-  std::int64_t value = std::stoll(text.substr(0, digits));
   const std::string suffix = text.substr(digits);
+  int shift = 0;
   if (suffix == "K" || suffix == "k" || suffix == "KiB") {
-    value <<= 10;
+    shift = 10;
   } else if (suffix == "M" || suffix == "m" || suffix == "MiB") {
-    value <<= 20;
+    shift = 20;
   } else if (suffix == "G" || suffix == "g" || suffix == "GiB") {
-    value <<= 30;
+    shift = 30;
   } else if (!suffix.empty() && suffix != "B") {
     throw UsageError(cat(option, ": unknown size suffix '", suffix, "' (K, M, G: powers of 1024)"));
   }
-  if (value <= 0) throw UsageError(cat(option, ": the size must be > 0"));
-  return value;
+  const std::optional<std::int64_t> value =
+      whole_integer(text.substr(0, digits), 1, kMaxBytes >> shift);
+  if (!value) {
+    throw UsageError(
+        cat(option, ": expected a size from 1 byte to 1 PiB (2^50), found '", text, "'"));
+  }
+  return *value << shift;
 }
 
 std::string format_size(std::int64_t bytes) {

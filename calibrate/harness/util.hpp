@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -37,7 +38,17 @@ std::string cat(const Parts&... parts) {
   return out.str();
 }
 
-// "1K", "64M", "4G", "1024" -> bytes (binary suffixes, as nccl-tests -b / -e). Throws UsageError.
+// The largest buffer the harness measures, and the largest integer an option takes: far past
+// any real collective or shape, and no product of them overflows.
+inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;  // 1 PiB
+
+// `text` as a whole decimal integer in [min, max]; nothing else (no sign, spaces or trailing
+// characters), else std::nullopt.
+std::optional<std::int64_t> whole_integer(const std::string& text, std::int64_t min,
+                                          std::int64_t max);
+
+// "1K", "64M", "4G", "1024" -> bytes (binary suffixes, as nccl-tests -b / -e), at most kMaxBytes.
+// Throws UsageError.
 std::int64_t parse_size(const std::string& text, const std::string& option);
 std::string format_size(std::int64_t bytes);
 std::vector<std::string> split_list(const std::string& text);

@@ -1,0 +1,94 @@
+// The harness's command line and plan file (calibrate/harness/options.cpp, plan_file.cpp): plain
+// C++, compiled here so that they are tested on machines without CUDA. Every value is checked
+// whole and in range: nothing wraps, nothing is read past its end, no special file is read.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "calibrate/harness/options.hpp"
+#include "calibrate/harness/plan_file.hpp"
+#include "calibrate/harness/util.hpp"
+
+namespace fsdpsim::harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+Options parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "fsdpsim-calibrate");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return parse_options(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    (void)parse(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HarnessInput, SizesAreWholeAndAtMostOnePebibyte) {
+  EXPECT_EQ(parse_size("64M", "--max-bytes"), std::int64_t{64} << 20);
+  EXPECT_EQ(parse_size("1048576", "--max-bytes"), std::int64_t{1} << 20);
+  EXPECT_EQ(parse_size("1048576G", "--max-bytes"), kMaxBytes);
+  for (const char* bad : {"99999999999999999999", "17179869185G", "1048577G", "0", "1.5G", "G"}) {
+    EXPECT_THROW((void)parse_size(bad, "--max-bytes"), UsageError) << bad;
+  }
+  EXPECT_EQ(whole_integer("12", 1, 100), 12);
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "5abc", "101", "0"}) {
+    EXPECT_FALSE(whole_integer(bad, 1, 100).has_value()) << bad;
+  }
+}
+
+TEST(HarnessInput, OptionsAreNeverWrapped) {
+  EXPECT_EQ(parse({"--repeats", "20"}).repeats, 20);
+  EXPECT_NE(usage_error({"--repeats", "4294967297"}).find("--repeats: expected a whole number"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--warmup", "2147483648"}).find("--warmup"), std::string::npos);
+  EXPECT_NE(usage_error({"--shard-groups", "4294967304"}).find("--shard-groups"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--timeout", "5abc"}).find("--timeout: expected seconds > 0"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--gemm-grid", ""}).find("--gemm-grid: expected dimensions or none"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--min-bytes", "99999999999999999999"}).find("--min-bytes"),
+            std::string::npos);
+}
+
+TEST(HarnessInput, PlanLinesAreCheckedWhole) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_harness_plan_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const auto plan_with = [&dir](const std::string& text) {
+    const fs::path p = dir / "plan.txt";
+    std::ofstream(p) << text;
+    return p.string();
+  };
+  const Plan plan = read_plan(
+      plan_with("# from fsdpsim calibrate plan\nshard_group 8\ngemm bf16 4096 4096 4096 1 12\n"
+                "collective all_gather 16 8 1048576 24\n"));
+  EXPECT_EQ(plan.shard_groups, (std::vector<std::int32_t>{8}));
+  ASSERT_EQ(plan.gemms.size(), 1U);
+  EXPECT_EQ(plan.gemms[0].k, 4096);
+  ASSERT_EQ(plan.collectives.size(), 1U);
+  EXPECT_EQ(plan.collectives[0].ranks_per_node, 8);
+  for (const char* bad : {"gemm int8 1 1 1 1 1", "collective alltoall 8 8 100 1",
+                          "collective all_gather -5 0 100 1", "collective all_gather 16 5 100 1",
+                          "shard_group 8 trailing junk", "gemm bf16 4611686018427387904 1 1 1 1",
+                          "collective all_gather 8 8 9223372036854775807 1", "gemm bf16 1 1 1 1"}) {
+    EXPECT_THROW((void)read_plan(plan_with(std::string(bad) + "\n")), UsageError) << bad;
+  }
+  EXPECT_THROW((void)read_plan("/dev/zero"), UsageError);
+  EXPECT_THROW((void)read_plan(dir.string()), UsageError);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace fsdpsim::harness
