@@ -15,6 +15,8 @@
 namespace fsdpsim::calibrate {
 namespace {
 
+constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;  // as hardware::kMaxWorldSize
+
 // busbw / algbw must match the nccl-tests factor within this fraction; both are printed with 2
 // decimals, so only rows with algbw >= kMinCheckedAlgbwGBps (rounding < 0.5 %) are checked.
 constexpr double kBusbwRatioTolerance = 0.03;
@@ -205,12 +207,24 @@ void Parser::header_line(std::size_t number, std::string_view body) {
   } else if (words[0] == "nThread") {
     std::int64_t threads = 1;
     std::int64_t gpus = 1;
+    const auto count = [&](std::size_t i) {
+      const auto v = to_int(words[i + 1]);
+      if (!v || *v < 1 || *v > kMaxRanks) {
+        fail(number, fmt::format("expected {} from 1 to {}, found {}", words[i], kMaxRanks,
+                                 quoted(words[i + 1])));
+      }
+      return *v;
+    };
     for (std::size_t i = 0; i + 1 < words.size(); ++i) {
-      if (words[i] == "nThread") threads = to_int(words[i + 1]).value_or(1);
-      if (words[i] == "nGpus") gpus = to_int(words[i + 1]).value_or(1);
+      if (words[i] == "nThread") threads = count(i);
+      if (words[i] == "nGpus") gpus = count(i);
       if (words[i] == "iters:" && (i == 0 || (words[i - 1] != "warmup" && words[i - 1] != "agg"))) {
         section_.iters = static_cast<std::int32_t>(to_int(words[i + 1]).value_or(0));
       }
+    }
+    if (threads * gpus > kMaxRanks) {
+      fail(number, fmt::format("nThread {} x nGpus {} is more than {} ranks in one process",
+                               threads, gpus, kMaxRanks));
     }
     section_.ranks_in_process = static_cast<std::int32_t>(threads * gpus);
   } else if (words[0] == "Rank" && words.size() >= 8) {
@@ -226,7 +240,12 @@ void Parser::header_line(std::size_t number, std::string_view body) {
         while (!name.empty() && (name.back() == ' ' || name.back() == '\r')) name.remove_suffix(1);
         info.device = std::string(name);
       }
-      section_.ranks[*rank] = info;
+      if (*rank < 0 || *rank >= kMaxRanks) {
+        fail(number, fmt::format("expected a rank from 0 to {}, found {}", kMaxRanks - 1,
+                                 quoted(words[1])));
+      }
+      if (!section_.ranks.emplace(*rank, info).second)
+        fail(number, fmt::format("rank {} is listed twice", *rank));
     }
   } else if (const auto columns = parse_column_header(words)) {
     if (section_.open_table()) fail(number, "a second column header before the table above ended");
@@ -369,16 +388,35 @@ void Parser::finish_table(const Section& section, const Table& table) {
   std::int32_t ranks = 0;
   std::int32_t per_node = 0;
   std::set<std::string> hosts;
-  for (const auto& [rank, info] : section.ranks) hosts.insert(info.host);
+  std::map<std::string, std::int32_t> ranks_on;
+  for (const auto& [rank, info] : section.ranks) {
+    hosts.insert(info.host);
+    ++ranks_on[info.host];
+  }
   if (!section.ranks.empty()) {
     ranks = static_cast<std::int32_t>(section.ranks.size());
-    if (ranks % static_cast<std::int32_t>(hosts.size()) != 0) {
+    // Ranks 0..n-1, each once (the map's keys are unique), as nccl-tests numbers them.
+    if (section.ranks.rbegin()->first != ranks - 1) {
       fail(table.header_line,
-           fmt::format("{} ranks on {} hosts is not the same number on every node; pass "
-                       "--ranks-per-node",
-                       ranks, hosts.size()));
+           fmt::format("the '#  Rank' lines list {} ranks up to rank {}: some are missing", ranks,
+                       section.ranks.rbegin()->first));
     }
-    per_node = ranks / static_cast<std::int32_t>(hosts.size());
+    if (section.ranks_in_process > 0 && ranks % section.ranks_in_process != 0) {
+      fail(table.header_line,
+           fmt::format("{} '#  Rank' lines, but each process runs nThread x nGpus = {} ranks",
+                       ranks, section.ranks_in_process));
+    }
+    const auto [fewest, most] =
+        std::minmax_element(ranks_on.begin(), ranks_on.end(),
+                            [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (fewest->second != most->second) {
+      fail(table.header_line,
+           fmt::format("{} ranks on {} hosts, {} on {} but {} on {}: not the same number on "
+                       "every node; pass --ranks-per-node",
+                       ranks, hosts.size(), fewest->second, fewest->first, most->second,
+                       most->first));
+    }
+    per_node = most->second;
   } else if (section.ranks_in_process > 0 && !options_.ranks) {
     ranks = section.ranks_in_process;  // one process without MPI: all its GPUs on one host
     per_node = ranks;

@@ -217,6 +217,43 @@ TEST(NcclTestsLog, ImplausibleOrInconsistentRowsAreErrors) {
       << error_for("65536 16384 float sum -1 0.0468 1.40 2.45 0 46.80 1.40 2.45 0");
 }
 
+// The rank lines must describe one communicator: each rank once, none missing, as many per
+// host, a multiple of what each process runs.
+TEST(NcclTestsLog, RankLinesThatCannotBeOneCommunicatorAreErrors) {
+  const std::string rows =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    "
+      "20.00   52.43   52.43       0\n";
+  const std::string good = log_with("all_reduce_perf", rows);
+  const std::string rank1 = "#  Rank  1 Group  0 Pid   1000 on      hostA device  1";
+  ASSERT_NE(good.find(rank1), std::string::npos);
+  const auto error_for = [](std::string text) {
+    return error_of([&] { (void)parse_nccl_tests_log(text, "k.log", {}); });
+  };
+  std::string twice = good;
+  twice.replace(twice.find(rank1), rank1.size(),
+                "#  Rank  0 Group  0 Pid   1000 on      hostA device  1");
+  EXPECT_NE(error_for(twice).find("rank 0 is listed twice"), std::string::npos) << error_for(twice);
+  std::string gap = good;
+  gap.replace(gap.find(rank1), rank1.size(),
+              "#  Rank  2 Group  0 Pid   1000 on      hostA device  1");
+  EXPECT_NE(error_for(gap).find("list 2 ranks up to rank 2: some are missing"), std::string::npos)
+      << error_for(gap);
+  std::string uneven = good;
+  uneven.replace(uneven.find("nGpus 2"), 7, "nGpus 1");
+  const std::string rank2 =
+      "#  Rank  2 Group  0 Pid   1001 on      hostB device  0 [0000:07:00] "
+      "NVIDIA H100 80GB HBM3\n";
+  uneven.insert(uneven.find("#\n#   "), rank2);
+  EXPECT_NE(error_for(uneven).find("3 ranks on 2 hosts, 1 on hostB but 2 on hostA"),
+            std::string::npos)
+      << error_for(uneven);
+  std::string huge = good;
+  huge.replace(huge.find("nThread 1"), 9, "nThread 3");
+  huge.replace(huge.find("nGpus 2"), 7, "nGpus 1431655766");
+  EXPECT_NE(error_for(huge).find("expected nGpus from 1 to 1048576"), std::string::npos)
+      << error_for(huge);
+}
+
 TEST(NcclTestsLog, NonNumbersWhereNumbersBelongAreErrors) {
   const std::string rows =
       "     1048576        262144     float     sum      -1    fast   52.43   52.43       0    "
