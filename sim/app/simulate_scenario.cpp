@@ -40,10 +40,14 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   try {
     return fsdp::simulate_step(input, simulation);
   } catch (const SimTimeRangeError& e) {
-    throw ConfigError(scenario.file.string(), "",
-                      fmt::format("{}: expected the hardware's rates and the model's sizes within "
-                                  "the range of real GPUs and models",
-                                  e.what()));
+    throw ConfigError(
+        scenario.file.string(), "",
+        fmt::format("{}: expected the hardware's rates{} and the model's sizes within the range "
+                    "of real GPUs and models",
+                    e.what(),
+                    scenario.hardware.cluster.gpu.calibration != nullptr
+                        ? " (the calibration profile's measurements among them)"
+                        : ""));
   }
 }
 
