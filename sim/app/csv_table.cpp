@@ -98,6 +98,7 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
   std::int64_t line_number = 0;
   std::size_t columns = 0;
   bool header_read = false;
+  std::map<std::int64_t, std::int64_t> first_line_of;  // index -> line
   for (const CsvRecord& record : parse_csv_records(text, file)) {
     if (record.blank) continue;
     line_number = record.line;
@@ -179,6 +180,10 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
                                       where(), kSweepMetricKeys[m], cell));
       }
       row.metrics[m] = *value;
+    }
+    if (const auto [it, inserted] = first_line_of.emplace(row.index, line_number); !inserted) {
+      throw ConfigError(fmt::format("{}: point {} is also on line {}; each index must appear once",
+                                    where(), row.index, it->second));
     }
     table.rows.push_back(std::move(row));
   }

@@ -17,6 +17,7 @@ namespace {
 constexpr const char* kFitColour = "#6baed6";
 constexpr const char* kOomColour = "#de2d26";
 constexpr const char* kBestColour = "#08519c";
+constexpr std::size_t kMaxHeatmapAxes = 8;
 // Points of one axis value spread over this width (in category units) so they do not hide
 // each other.
 constexpr double kJitterWidth = 0.5;
@@ -393,8 +394,10 @@ ReportPlan plan_report(const SweepTable& table, const std::string& source) {
   ReportPlan plan;
   const std::vector<ReportAxis> axes = report_axes(table);
   if (std::none_of(table.rows.begin(), table.rows.end(), simulated)) {
-    plan.notes.push_back(
-        "No point was simulated (every point was skipped), so there is nothing to plot.");
+    plan.notes.push_back(table.rows.empty()
+                             ? "The table has no points, so there is nothing to plot."
+                             : "No point was simulated (every point was skipped), "
+                               "so there is nothing to plot.");
     return plan;
   }
   const std::vector<std::size_t> front = pareto_front(table);
@@ -409,6 +412,13 @@ ReportPlan plan_report(const SweepTable& table, const std::string& source) {
     plan.notes.push_back(
         fmt::format("No heatmap: it needs two numeric grid axes with several values ({} here).",
                     numeric.size()));
+  }
+  // One heatmap per pair grows as the square of the axes (30 axes: 435 gnuplot runs).
+  if (numeric.size() > kMaxHeatmapAxes) {
+    plan.notes.push_back(fmt::format(
+        "Heatmaps for the first {} numeric axes only ({} pairs); the grid has {} numeric axes.",
+        kMaxHeatmapAxes, kMaxHeatmapAxes * (kMaxHeatmapAxes - 1) / 2, numeric.size()));
+    numeric.resize(kMaxHeatmapAxes);
   }
   for (std::size_t i = 0; i < numeric.size(); ++i) {
     for (std::size_t j = i + 1; j < numeric.size(); ++j)

@@ -174,6 +174,31 @@ TEST(ReportPlots, EachAxisHasFilesOfItsOwnAndDataFieldsStayApart) {
   }
 }
 
+// Heatmaps grow as the square of the numeric axes: past eight, the first eight only, and a note.
+TEST(ReportPlots, HeatmapsAreCappedAtEightNumericAxes) {
+  SweepTable table;
+  for (int a = 0; a < 10; ++a) table.grid_keys.push_back("axis" + std::to_string(a));
+  for (int r = 0; r < 2; ++r) {
+    SweepRow row;
+    row.index = r;
+    row.status = PointStatus::kOk;
+    row.metrics.fill(1.0);
+    row.labels.assign(10, std::to_string(r + 1));
+    table.rows.push_back(row);
+  }
+  const ReportPlan plan = plan_report(table, "sweep.csv");
+  const auto heatmaps =
+      std::count_if(plan.plots.begin(), plan.plots.end(),
+                    [](const ReportPlot& p) { return p.kind == ReportPlotKind::kHeatmap; });
+  EXPECT_EQ(heatmaps, 28);
+  EXPECT_NE(std::find_if(plan.notes.begin(), plan.notes.end(),
+                         [](const std::string& n) {
+                           return n.find("first 8 numeric axes only (28 pairs); the grid has 10") !=
+                                  std::string::npos;
+                         }),
+            plan.notes.end());
+}
+
 // Text from the table in index.md is text: it cannot open a link, an image, code or a heading.
 TEST(ReportIndex, KeysAndTitlesCannotInjectMarkdown) {
   EXPECT_EQ(markdown_text("x](evil.svg) ![y\n# h"), "x\\](evil.svg) !\\[y \\# h");

@@ -237,6 +237,14 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
   std::string far = ok_row;
   far.replace(0, 1, "10000000");
   EXPECT_THROW(table_from_csv(csv + far, "t.csv"), ConfigError);
+  try {
+    (void)table_from_csv(csv + ok_row + ok_row, "t.csv");
+    ADD_FAILURE() << "a point twice in one table";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("t.csv: line 5: point 2 is also on line 4"),
+              std::string::npos)
+        << e.what();
+  }
   std::string skipped_with_metrics = ok_row;
   skipped_with_metrics.replace(skipped_with_metrics.find(",ok,"), 4, ",skipped,");
   EXPECT_THROW(table_from_csv(csv + skipped_with_metrics, "t.csv"), ConfigError);
