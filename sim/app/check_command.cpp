@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
+#include <set>
 #include <system_error>
 
 #include "sim/app/cli_validators.hpp"
@@ -55,17 +56,45 @@ std::string plural(std::size_t n, const char* one, const char* many) {
 
 }  // namespace
 
+namespace {
+
+constexpr int kMaxFolderDepth = 64;
+
+// Every *.json entry under `dir`, whatever its kind (a link that leads nowhere or a FIFO is then
+// refused when read, by name, rather than passed over), following links to folders once each.
+void collect_json_files(const fs::path& dir, int depth, std::set<fs::path>& visited,
+                        std::vector<fs::path>& files) {
+  std::error_code ec;
+  const fs::path canonical = fs::canonical(dir, ec);
+  if (!ec && !visited.insert(canonical).second) return;  // a link back up: searched already
+  if (depth > kMaxFolderDepth) {
+    throw ConfigError(dir.string(), "",
+                      fmt::format("folders nested deeper than {} levels", kMaxFolderDepth));
+  }
+  std::vector<fs::path> folders;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code kind;
+    if (it->is_directory(kind)) {
+      folders.push_back(it->path());
+    } else if (it->path().extension() == ".json") {
+      files.push_back(it->path());
+    }
+  }
+  if (ec)
+    throw ConfigError(dir.string(), "", fmt::format("cannot read the folder: {}", ec.message()));
+  for (const fs::path& folder : folders) collect_json_files(folder, depth + 1, visited, files);
+}
+
+}  // namespace
+
 std::vector<fs::path> find_check_files(const std::vector<std::string>& paths) {
   std::vector<fs::path> files;
+  std::set<fs::path> visited;
   for (const std::string& p : paths) {
     std::error_code ec;
     if (fs::is_directory(p, ec)) {
-      for (fs::recursive_directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
-        if (it->is_regular_file(ec) && it->path().extension() == ".json")
-          files.push_back(it->path());
-      }
-      if (ec) throw ConfigError(p, "", fmt::format("cannot read the folder: {}", ec.message()));
-    } else if (fs::exists(p, ec)) {
+      collect_json_files(p, 0, visited, files);
+    } else if (fs::exists(fs::symlink_status(p, ec))) {
       files.emplace_back(p);
     } else {
       throw ConfigError(p, "", "no such file or folder");

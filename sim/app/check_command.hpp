@@ -36,8 +36,10 @@ struct ScenarioCheck {
   std::string error;                 // kError only: the bad-input message
 };
 
-// The *.json files named by `paths` (folders searched recursively), sorted, each once. Throws
-// ConfigError if a path does not exist.
+// The *.json files named by `paths` (folders searched recursively, links to folders followed
+// once each), sorted, each once: entries of any kind, so that a link to nothing or a special
+// file named *.json is reported when read rather than passed over. Throws ConfigError if a path
+// does not exist or a folder cannot be read.
 std::vector<std::filesystem::path> find_check_files(const std::vector<std::string>& paths);
 
 // Loads, simulates and checks one file. Bad input is returned as kError, never thrown.

@@ -438,6 +438,25 @@ TEST(CheckCommand, ScenarioFilesAreFoundRecursivelyInOrder) {
   EXPECT_EQ(files[0], dir / "a.json");
   EXPECT_EQ(files[1], dir / "b" / "z.json");
   EXPECT_THROW(find_check_files({(dir / "missing").string()}), ConfigError);
+
+  // A link to a folder is searched (once, however it loops back); a link to nothing is listed,
+  // to be refused by name when read.
+  const fs::path linked = temp_dir("find_linked");
+  fs::create_directories(linked / "real");
+  std::ofstream(linked / "real" / "s.json") << "{}";
+  const fs::path links = temp_dir("find_links");
+  fs::remove_all(links);
+  fs::create_directories(links);
+  fs::create_directory_symlink(linked / "real", links / "to_real");
+  fs::create_directory_symlink(links, links / "loop");
+  fs::create_symlink(links / "nowhere", links / "dangling.json");
+  const std::vector<fs::path> found = find_check_files({links.string()});
+  ASSERT_EQ(found.size(), 2U);
+  EXPECT_EQ(found[0], links / "dangling.json");
+  EXPECT_EQ(found[1], links / "to_real" / "s.json");
+  const Outcome o = run_fsdpsim("check " + links.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("dangling.json: cannot open the file"), std::string::npos) << o.output;
 }
 
 }  // namespace
