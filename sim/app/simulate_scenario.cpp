@@ -37,6 +37,7 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   fsdp::SimulationOptions simulation;
   simulation.record_memory = record_memory;
   simulation.allocator = scenario.allocator;
+  simulation.warm_up = true;  // the steady state, with or without the allocator model
   try {
     return fsdp::simulate_step(input, simulation);
   } catch (const SimTimeRangeError& e) {

@@ -208,7 +208,7 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
 SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptions& options) {
   SimulationOutput out;
   ScheduleInput steps = input;
-  steps.steps = options.allocator ? 2 : 1;
+  steps.steps = options.warm_up || options.allocator ? 2 : 1;
   out.schedule = build_schedule(steps);
   const engine::Program& program = out.schedule.program;
   engine::check_for_deadlock(program);

@@ -86,9 +86,15 @@ struct SimulationOutput {
 
 struct SimulationOptions {
   bool record_memory = false;  // keep the memory timeline (traces, CSV)
-  // The CUDA caching allocator (PYTORCH_CUDA_ALLOC_CONF); none: allocated/active only, and the
-  // step is simulated once. With it, one warm-up step fills the allocator's cache first.
+  // The CUDA caching allocator (PYTORCH_CUDA_ALLOC_CONF); none: allocated/active only.
   std::optional<memory::AllocatorConfig> allocator;
+  // One warm-up step before the measured one, so that the state carried between steps is the
+  // steady state's: the allocator's cache, and the rate limiter's queue of free events (after a
+  // step it holds events of the backward's last reshards, so a steady-state forward runs further
+  // ahead than the first one). Always taken with the allocator; the commands always take it.
+  // Without either, one cold step: the first iteration, whose timeline the unit tests check by
+  // hand.
+  bool warm_up = false;
 };
 
 // Preconditions as for build_schedule (input.steps is set here).

@@ -10,6 +10,7 @@
 // 100 us (attention 40 + MLP 60), backward 200 us.
 #include <gtest/gtest.h>
 
+#include "measured_ops.hpp"
 #include "sim/engine/program.hpp"
 #include "sim/fsdp/simulation.hpp"
 #include "tiny_model.hpp"
@@ -150,6 +151,47 @@ TEST(Fsdp1FullShard, RateLimiterBlocksTheCpuOnTheOldestFreeEvent) {
   EXPECT_EQ(limited_starts[1], us(220));
   // Step time is the same here: the tiny model is compute-bound either way.
   EXPECT_EQ(unlimited.out.timeline.makespan, limited.out.timeline.makespan);
+}
+
+// PyTorch shares one _FreeEventQueue across iterations, and the first backward prefetch finds it
+// empty (nothing popped), so a step ends with three free events queued: b1's and b0's backward
+// reshards and the root's. With depth 1, the first forward holds AG(b1) until b0's forward ends
+// (its free event); in the steady state AG(b1) pops the root's long-finished event instead and
+// runs while b0 computes. The commands simulate that steady state (SimulationOptions::warm_up).
+TEST(Fsdp1FullShard, TheLimiterQueueCarriesOverSoTheSteadyStateRunsAhead) {
+  static const models::Workload workload = testing::tiny_workload();
+  ScheduleInput in;
+  in.workload = &workload;
+  in.cluster = testing::tiny_cluster();
+  in.fsdp.max_inflight_all_gathers = 1;
+  in.fsdp.param_dtype = Dtype::kFp32;
+  in.fsdp.reduce_dtype = Dtype::kFp32;
+  in.training.global_batch = 2;
+  in.training.micro_batch = 1;
+  in.training.seq_len = 8;
+  SimulationOptions warm;
+  warm.warm_up = true;
+  for (const bool steady : {false, true}) {
+    const SimulationOutput out = simulate_step(in, steady ? warm : SimulationOptions{});
+    const std::vector<testing::Op> ops = testing::measured_ops(out);
+    SimTime b0_forward_end;
+    SimTime b1_gather_start;
+    bool gathered = false;
+    for (const testing::Op& op : ops) {
+      if (op.name.find("blocks.0") == 0 && op.name.ends_with("mlp") && b0_forward_end == SimTime{})
+        b0_forward_end = op.timing.end;
+      if (op.name == "blocks.1.all_gather" && !gathered) {
+        b1_gather_start = op.timing.start;
+        gathered = true;
+      }
+    }
+    ASSERT_TRUE(gathered && b0_forward_end > SimTime{});
+    if (steady) {
+      EXPECT_LT(b1_gather_start, b0_forward_end) << "steady state: not held back";
+    } else {
+      EXPECT_GE(b1_gather_start, b0_forward_end) << "first step: waits for b0's free event";
+    }
+  }
 }
 
 TEST(Fsdp1FullShard, ProgramIsFreeOfDeadlocksAndDeterministic) {
