@@ -163,9 +163,12 @@ struct TrainingConfig {
   // GEMMs run on the TF32 tensor cores; no effect when the compute dtype is not fp32. PyTorch's
   // default was True up to 1.11 and is False from 1.12 ("TF32 on Ampere", CUDA semantics notes).
   bool allow_tf32 = false;
-  // The dtype whose tensor-core peak the GEMMs run at, and MFU is measured against: TF32 for fp32
+  // The dtype whose tensor-core peak the GEMMs run at, and MFU is measured against: fp8 with
+  // float8 linears (as llm-foundry's benchmark tables divide fp8 runs by the 1979 TFLOP/s fp8
+  // peak; against the compute dtype's peak a float8 step could exceed 100 %), TF32 for fp32
   // compute under allow_tf32, else the compute dtype.
   [[nodiscard]] Dtype gemm_peak_dtype(Dtype param_dtype) const {
+    if (matmul_dtype == Dtype::kFp8) return Dtype::kFp8;
     return gemm_math_dtype(compute_dtype(param_dtype), allow_tf32);
   }
 

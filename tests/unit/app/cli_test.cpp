@@ -716,6 +716,25 @@ TEST(Cli, AnOutputOverAnInputIsRefused) {
             read_file(fs::path(FSDPSIM_SOURCE_DIR) / "configs/calibration/a100-sxm-80gb.json"));
 }
 
+// With float8 linears MFU and HFU are measured against the fp8 peak (llm-foundry's convention):
+// against the compute dtype's peak an fp8 step reached 145 % MFU with fp32 parameters.
+TEST(Cli, Float8UtilizationIsMeasuredAgainstTheFp8Peak) {
+  const std::string scenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_8xh100.json";
+  for (const char* params : {"bf16", "fp32"}) {
+    const std::string sets =
+        std::string(" --set training.matmul_dtype=fp8 --set fsdp.param_dtype=") + params +
+        " --set fsdp.reduce_dtype=fp32";
+    const Outcome text = run_fsdpsim("run " + scenario + sets);
+    ASSERT_EQ(text.exit_code, 0) << text.output;
+    EXPECT_NE(text.output.find("(dense fp8 peak 1979 TFLOP/s)"), std::string::npos) << text.output;
+    const Outcome json = run_fsdpsim("run " + scenario + sets + " --json -");
+    const nlohmann::json r = nlohmann::json::parse(json.output);
+    EXPECT_GT(r["mfu"].get<double>(), 0.0);
+    EXPECT_LE(r["mfu"].get<double>(), r["hfu"].get<double>());
+    EXPECT_LT(r["hfu"].get<double>(), 1.0) << params;
+  }
+}
+
 // A NUL byte would end the text for the JSON parser, which would then ignore what follows it.
 TEST(Cli, ANulByteInAScenarioIsAnError) {
   const fs::path p = temp_dir() / "nul.json";
