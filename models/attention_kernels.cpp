@@ -114,10 +114,13 @@ void flash_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
     draft.backward(memory_bound_kernel("attn_pad_bwd", 2 * o, ctx));
     temps.allocate(o);
   }
-  // Reads Q, K, V, O, dO and the log-sum-exp; writes dQ, dK, dV.
-  draft.backward(flash_kernel("attn_bwd", dims, ctx, true,
-                              kBackwardToForward * flash_forward_flops(dims, ctx),
-                              qkv + 2 * o + lse_bytes(dims, ctx) + qkv));
+  // Reads Q, K, V, O, dO and the log-sum-exp; writes dQ, dK, dV. Of its 5 matmuls one recomputes
+  // the scores: model work is the 4 of a backward without recompute (twice the forward's).
+  NamedKernel backward =
+      flash_kernel("attn_bwd", dims, ctx, true, kBackwardToForward * flash_forward_flops(dims, ctx),
+                   qkv + 2 * o + lse_bytes(dims, ctx) + qkv);
+  backward.model_flops_fraction = 2.0 / kBackwardToForward;
+  draft.backward(backward);
   // Workspace of flash-attn's mha_bwd (csrc/flash_attn/flash_api.cpp): dq_accum in fp32 and
   // softmax_d [b, heads, s] fp32; with GQA, dk_expanded/dv_expanded at full head count, summed
   // into dK/dV afterwards.
@@ -137,6 +140,15 @@ void flash_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
   if (ctx.unpad_attention) temps.release(qkv);  // the unpadded dQ, dK, dV
 }
 
+// A GEMM of the unfused attention, which runs over the whole s x s though the causal mask makes
+// half of it no model work (NamedKernel::model_flops_fraction).
+NamedKernel causal_attention_gemm(const char* name, GemmShape shape, const BuildContext& ctx) {
+  constexpr double kCausalFraction = 0.5;
+  NamedKernel k = gemm_kernel(name, shape, ctx);
+  k.model_flops_fraction = kCausalFraction;
+  return k;
+}
+
 void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
   const std::int64_t bh = ctx.batch * dims.heads;
   const std::int64_t scores = bh * ctx.seq * ctx.seq * ctx.element_bytes;
@@ -149,7 +161,8 @@ void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildCont
   draft.save(head_major);  // bmm saves its (copied) operands: Q, K for QK^T, V for PV
   temps.release(qkv_bytes(dims, ctx));
 
-  draft.forward(gemm_kernel("attn_scores", GemmShape{ctx.seq, ctx.seq, dims.head_dim, bh}, ctx));
+  draft.forward(
+      causal_attention_gemm("attn_scores", GemmShape{ctx.seq, ctx.seq, dims.head_dim, bh}, ctx));
   temps.allocate(scores);
   draft.forward(memory_bound_kernel("attn_scale", 2 * scores, ctx));
   temps.allocate(scores);
@@ -166,7 +179,8 @@ void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildCont
     draft.forward(memory_bound_kernel("attn_dropout", 2 * scores + dropout_mask, ctx));
     draft.save(scores + dropout_mask);  // the mask, and the output the PV bmm keeps
   }
-  draft.forward(gemm_kernel("attn_pv", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
+  draft.forward(
+      causal_attention_gemm("attn_pv", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
   temps.allocate(o);
   draft.forward(memory_bound_kernel("attn_merge_heads", 2 * o, ctx));
   draft.save(o);
@@ -184,11 +198,11 @@ void naive_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
   temps.allocate(o);
   temps.release(o);  // the caller's dO
   // dP = dO V^T and dV = P^T dO.
-  draft.backward(
-      gemm_kernel("attn_pv_dgrad_probs", GemmShape{ctx.seq, ctx.seq, dims.head_dim, bh}, ctx));
+  draft.backward(causal_attention_gemm("attn_pv_dgrad_probs",
+                                       GemmShape{ctx.seq, ctx.seq, dims.head_dim, bh}, ctx));
   temps.allocate(scores);
-  draft.backward(
-      gemm_kernel("attn_pv_dgrad_v", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
+  draft.backward(causal_attention_gemm("attn_pv_dgrad_v",
+                                       GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
   temps.allocate(o);
   temps.release(o);  // head-major dO
   // Each elementwise step reads the incoming score gradient and writes a new one.
@@ -203,11 +217,11 @@ void naive_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
   score_step("attn_mask_bwd", 2 * scores + mask);
   score_step("attn_scale_bwd", 2 * scores);
   // dQ = dS K and dK = dS^T Q.
-  draft.backward(
-      gemm_kernel("attn_scores_dgrad_q", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
+  draft.backward(causal_attention_gemm("attn_scores_dgrad_q",
+                                       GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
   temps.allocate(o);
-  draft.backward(
-      gemm_kernel("attn_scores_dgrad_k", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
+  draft.backward(causal_attention_gemm("attn_scores_dgrad_k",
+                                       GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
   temps.allocate(o);
   temps.release(scores);
   // Back to token-major; with GQA the repeated K/V head gradients are summed per kv head.

@@ -56,6 +56,11 @@ struct NamedKernel {
   // The host reads this kernel's result (torch.nonzero sizing its output, .item()): the CPU waits
   // for the stream before it issues anything else.
   bool host_sync = false;
+  // The share of this kernel's FLOPs that is model work (MFU's numerator): 0.5 for the attention
+  // GEMMs an unfused causal attention runs over the whole s x s, whose masked half FlashAttention
+  // skips (flash_forward_flops counts the same half), so that a model's FLOPs do not depend on
+  // its attention kernel. Hardware FLOPs (HFU) count all of it.
+  double model_flops_fraction = 1.0;
 };
 
 struct Layer {

@@ -38,8 +38,10 @@ struct Schedule {
   std::int64_t micro_batches = 1;  // gradient accumulation steps
   // Memory alive when the step starts: fp32 parameter shards and optimizer states.
   std::array<Bytes, memory::kMemoryCategoryCount> baseline{};
-  Flops model_flops{0.0};     // forward + backward of every micro-batch of one step, no recompute
-  Flops hardware_flops{0.0};  // model_flops + activation recompute, one step
+  // Forward + backward of every micro-batch of one step, no recompute, the masked half of an
+  // unfused causal attention left out (NamedKernel::model_flops_fraction).
+  Flops model_flops{0.0};
+  Flops hardware_flops{0.0};  // every kernel as executed, activation recompute included
   // Bytes one GPU sends over the network (collectives on groups that span nodes, at the ring's
   // wire factor: (n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce).
   Bytes inter_node_bytes{0};

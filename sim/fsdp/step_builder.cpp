@@ -58,7 +58,7 @@ void StepBuilder::begin_step(Schedule& schedule) {
   schedule.measured_first_op = static_cast<engine::OpId>(b_.program().ops.size());
   schedule.measured_first_tensor = static_cast<engine::TensorId>(b_.program().tensors.size());
   model_flops_ = Flops(0.0);
-  recompute_flops_ = Flops(0.0);
+  hardware_flops_ = Flops(0.0);
   inter_node_bytes_ = Bytes(0);
 }
 
@@ -98,7 +98,7 @@ ProcessGroup StepBuilder::add_replicate_group() {
 
 void StepBuilder::finish(Schedule& out) {
   out.model_flops = model_flops_;
-  out.hardware_flops = model_flops_ + recompute_flops_;
+  out.hardware_flops = hardware_flops_;
   out.inter_node_bytes = inter_node_bytes_;
   out.program = b_.take();
 }
@@ -125,7 +125,8 @@ OpId StepBuilder::kernel(std::string_view layer, std::string_view pass,
   spec.launch_cost = launch_cost_;
   spec.flops = k.kernel.flops;
   spec.bytes = k.kernel.bytes;
-  (phase == Phase::kRecompute ? recompute_flops_ : model_flops_) += k.kernel.flops;
+  hardware_flops_ += k.kernel.flops;
+  if (phase != Phase::kRecompute) model_flops_ += k.kernel.flops * k.model_flops_fraction;
   const engine::OpId op = b_.launch(spec);
   if (k.host_sync) b_.cpu_synchronize(b_.record_event(compute_), k.name);
   return op;

@@ -127,7 +127,6 @@ class StepBuilder {
                       const GradientClipping& how);
 
   [[nodiscard]] Flops model_flops() const { return model_flops_; }
-  [[nodiscard]] Flops recompute_flops() const { return recompute_flops_; }
   [[nodiscard]] Bytes inter_node_bytes() const { return inter_node_bytes_; }
   // Runs input().steps training steps into `out`, the last one measured: each calls
   // micro_batch(sync) once per micro-batch (sync: gradients are reduced, i.e. always, or only on
@@ -173,7 +172,7 @@ class StepBuilder {
   // Per layer: how many of its forward kernels a whole-layer recompute runs.
   std::vector<std::size_t> recompute_end_;
   Flops model_flops_{0.0};
-  Flops recompute_flops_{0.0};
+  Flops hardware_flops_{0.0};  // every kernel as executed, recompute included
   Bytes inter_node_bytes_{0};
   KernelHooks* kernel_hooks_ = nullptr;
 };

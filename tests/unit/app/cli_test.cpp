@@ -735,6 +735,24 @@ TEST(Cli, Float8UtilizationIsMeasuredAgainstTheFp8Peak) {
   }
 }
 
+// A model's FLOPs (MFU's numerator) do not depend on its attention kernel: unfused attention runs
+// the masked half of its s x s GEMMs, which counts in the hardware FLOPs only.
+TEST(Cli, ModelFlopsAreTheSameWithAndWithoutFlashAttention) {
+  const std::string scenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_8xh100.json";
+  const auto flops = [&](const char* flash) {
+    const Outcome o = run_fsdpsim("run " + scenario + " --set training.flash_attention=" + flash +
+                                  " --set training.micro_batch=1 --json -");
+    const nlohmann::json r = nlohmann::json::parse(o.output);
+    const double step = r["step_time_s"].get<double>();
+    return std::pair{r["model_tflops_per_gpu"].get<double>() * step,
+                     r["hardware_tflops_per_gpu"].get<double>() * step};
+  };
+  const auto [flash_model, flash_hardware] = flops("true");
+  const auto [eager_model, eager_hardware] = flops("false");
+  EXPECT_NEAR(eager_model, flash_model, 1e-4 * flash_model);  // the JSON keeps 6 digits
+  EXPECT_GT(eager_hardware, flash_hardware * 1.01);
+}
+
 // A NUL byte would end the text for the JSON parser, which would then ignore what follows it.
 TEST(Cli, ANulByteInAScenarioIsAnError) {
   const fs::path p = temp_dir() / "nul.json";
