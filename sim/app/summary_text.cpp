@@ -96,13 +96,24 @@ std::string parallelism_line(const Scenario& s) {
   }
   const bool hybrid = f.sharding_strategy == fsdp::ShardingStrategy::kHybridShard ||
                       f.sharding_strategy == fsdp::ShardingStrategy::kHybridShardZero2;
-  std::string line = fmt::format(
-      "fsdp       v{}, {}{}, backward_prefetch {}", f.version, strategy_name(f.sharding_strategy),
-      hybrid ? fmt::format(" (shard groups of {})", f.shard_group_size) : "",
-      prefetch_name(f.backward_prefetch));
-  if (f.version == 1)
-    line += fmt::format(", limit_all_gathers {}", f.limit_all_gathers ? "on" : "off");
-  if (f.version == 2) line += fmt::format(", reshard_after_forward {}", f.reshard_after_forward);
+  std::string line;
+  if (f.version == 1) {
+    line = fmt::format("fsdp       v1, {}{}, backward_prefetch {}, limit_all_gathers {}",
+                       strategy_name(f.sharding_strategy),
+                       hybrid ? fmt::format(" (shard groups of {})", f.shard_group_size) : "",
+                       prefetch_name(f.backward_prefetch), f.limit_all_gathers ? "on" : "off");
+  } else {
+    // FSDP2 has no strategies: a mesh and reshard_after_forward (SHARD_GRAD_OP was read as
+    // false), as fully_shard takes them.
+    const std::int32_t k = f.reshard_after_forward;
+    line = fmt::format("fsdp       v2, {}, reshard_after_forward {}, backward_prefetch {}",
+                       hybrid ? fmt::format("HSDP mesh (shard groups of {})", f.shard_group_size)
+                              : std::string("sharded over all GPUs"),
+                       k == 0   ? std::string("false")
+                       : k == 1 ? std::string("true")
+                                : std::to_string(k),
+                       prefetch_name(f.backward_prefetch));
+  }
   if (f.forward_prefetch) line += ", forward_prefetch";
   if (f.cpu_offload) line += ", cpu_offload";
   return line + fmt::format(", param {} / reduce {}", dtype_name(f.param_dtype),

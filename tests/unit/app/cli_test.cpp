@@ -753,6 +753,20 @@ TEST(Cli, ModelFlopsAreTheSameWithAndWithoutFlashAttention) {
   EXPECT_GT(eager_hardware, flash_hardware * 1.01);
 }
 
+// FSDP2 has no sharding strategies: the summary names its mesh and reshard_after_forward, not
+// the FSDP1 strategy a SHARD_GRAD_OP was read into.
+TEST(Cli, TheFsdp2SummaryNamesMeshAndReshardAfterForward) {
+  const std::string scenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_8xh100.json";
+  const Outcome o = run_fsdpsim("run " + scenario +
+                                " --set fsdp.version=2 --set fsdp.sharding_strategy=SHARD_GRAD_OP "
+                                "--set fsdp.limit_all_gathers=false");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("fsdp       v2, sharded over all GPUs, reshard_after_forward false"),
+            std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("FULL_SHARD"), std::string::npos) << o.output;
+}
+
 // A NUL byte would end the text for the JSON parser, which would then ignore what follows it.
 TEST(Cli, ANulByteInAScenarioIsAnError) {
   const fs::path p = temp_dir() / "nul.json";
