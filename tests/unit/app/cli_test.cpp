@@ -764,7 +764,10 @@ TEST(Cli, TheFsdp2SummaryNamesMeshAndReshardAfterForward) {
   EXPECT_NE(o.output.find("fsdp       v2, sharded over all GPUs, reshard_after_forward false"),
             std::string::npos)
       << o.output;
-  EXPECT_EQ(o.output.find("FULL_SHARD"), std::string::npos) << o.output;
+  const std::size_t line = o.output.find("\nfsdp ");
+  ASSERT_NE(line, std::string::npos);
+  const std::string fsdp_line = o.output.substr(line, o.output.find('\n', line + 1) - line);
+  EXPECT_EQ(fsdp_line.find("FULL_SHARD"), std::string::npos) << fsdp_line;
 }
 
 // A NUL byte would end the text for the JSON parser, which would then ignore what follows it.
