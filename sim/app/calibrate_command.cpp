@@ -276,8 +276,11 @@ int import_command(const CalibrateOptions& o) {
   std::vector<calibrate::NcclTestsLogText> logs;
   for (const std::filesystem::path& f : files) logs.push_back({f.string(), read_text_file(f)});
   std::vector<std::string> notes;
-  const std::string name =
-      o.name.empty() ? std::filesystem::path(o.import_output).stem().string() : o.name;
+  // Unnamed: after the output file, or after the first log when the profile goes to stdout.
+  const std::string name = !o.name.empty() ? o.name
+                           : o.import_output == "-"
+                               ? std::filesystem::path(o.logs.front()).stem().string()
+                               : std::filesystem::path(o.import_output).stem().string();
   calibrate::CalibrationProfile profile;
   try {
     profile = calibrate::import_nccl_tests_logs(logs, options, name, notes);
@@ -361,7 +364,8 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
       ->required()
       ->type_name("PATH|-")
       ->check(non_empty());
-  imp->add_option("--name", o.name, "Profile name (default: the output file's stem)");
+  imp->add_option("--name", o.name,
+                  "Profile name (default: the output file's stem, or the first log's with -o -)");
   imp->add_option("--description", o.description, "Free text kept in the profile");
   imp->add_option("--collective", o.collective, "The collective, for logs that do not say")
       ->check(CLI::IsMember({"all_gather", "reduce_scatter", "all_reduce"}));

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -243,12 +244,17 @@ nlohmann::json read_json_file(const fs::path& path) {
 
 namespace {
 
+// With the system's reason (errno after the failed open or write: "No such file or directory",
+// "Permission denied", "File name too long", "No space left on device").
 [[noreturn]] void cannot_write(const std::string& path) {
-  throw ConfigError(
-      fmt::format("cannot write {} (does the folder exist and is it writable?)", path));
+  const int error = errno;
+  throw ConfigError(fmt::format(
+      "cannot write {}: {}", path,
+      error != 0 ? std::generic_category().message(error) : std::string("the stream failed")));
 }
 
 void write_file(const fs::path& file, const std::string& content, const std::string& shown) {
+  errno = 0;
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   if (!out) cannot_write(shown);
   out << content;
@@ -345,7 +351,8 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
       fs::rename(s.temporary, s.target, ec);
       if (ec) {
         discard(i);
-        throw ConfigError(fmt::format("cannot move the output into place at {}", s.file->path));
+        throw ConfigError(
+            fmt::format("cannot move the output into place at {}: {}", s.file->path, ec.message()));
       }
     }
   }
