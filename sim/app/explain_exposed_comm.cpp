@@ -114,10 +114,13 @@ ExposedCommunication exposed_communication(const engine::Program& program,
       [](const ExposedCause& a, const ExposedCause& b) { return a.exposed > b.exposed; });
   out.busy = to_seconds(busy_total);
   out.exposed = to_seconds(exposed_total);
+  SimTime busy_wall;
   SimTime exposed_wall;
   for (const Interval& c : merged(std::move(communication))) {
+    busy_wall += c.end - c.begin;
     exposed_wall += (c.end - c.begin) - covered(compute_busy, c.begin, c.end);
   }
+  out.busy_wall = to_seconds(busy_wall);
   out.exposed_wall = to_seconds(exposed_wall);
   return out;
 }

@@ -34,8 +34,10 @@ struct ExposedCommunication {
   std::vector<ExposedCause> causes;      // descending exposed time (ties: phase, collective, link)
   Seconds busy{0.0};                     // sums over collectives (concurrent ones each count)
   Seconds exposed{0.0};
-  // Wall time with a collective running and no compute-stream kernel: the step's exposed
-  // communication (StepBreakdown::exposed_communication).
+  // Wall time with a collective running (StepBreakdown::communication_busy), and of it the time
+  // with no compute-stream kernel: the step's exposed communication
+  // (StepBreakdown::exposed_communication).
+  Seconds busy_wall{0.0};
   Seconds exposed_wall{0.0};
 };
 

@@ -80,6 +80,7 @@ nlohmann::json explanation_json(const Explanation& e) {
       {"communication",
        {{"busy_s", e.communication.busy.value()},
         {"exposed_s", e.communication.exposed.value()},
+        {"busy_wall_s", e.communication.busy_wall.value()},
         {"exposed_wall_s", e.communication.exposed_wall.value()},
         {"units", std::move(units)},
         {"exposed_by_cause", std::move(causes)}}},

@@ -11,17 +11,25 @@ namespace fsdpsim::app {
 Explanation explain_step(const Scenario& scenario, const fsdp::SimulationOutput& output) {
   const engine::Program& program = output.schedule.program;
   const engine::Timeline& timeline = output.timeline;
-  // The measured step starts when the previous one's last op ends (as simulate_step counts it).
+  // The measured step starts when the previous one's last op ends on every rank, and ends with
+  // the last rank (as simulate_step counts it). With stragglers the critical path is the rank
+  // that ends last: the one the step waits for.
+  const std::vector<engine::Timeline> own{timeline};
+  const std::vector<engine::Timeline>& ranks =
+      output.rank_timelines.empty() ? own : output.rank_timelines;
   SimTime step_start;
-  for (engine::OpId op = 0; op < output.schedule.measured_first_op; ++op) {
-    step_start = std::max(step_start, timeline.ops[op].end);
+  const engine::Timeline* last = &ranks.front();
+  for (const engine::Timeline& t : ranks) {
+    for (engine::OpId op = 0; op < output.schedule.measured_first_op; ++op)
+      step_start = std::max(step_start, t.ops[op].end);
+    if (t.makespan > last->makespan) last = &t;
   }
   const std::vector<std::string> groups = group_names(scenario, output.schedule);
   Explanation e;
   e.scenario = scenario.name;
   e.result = output.result;
-  e.critical_path = summarize_critical_path(program, engine::critical_path(program, timeline),
-                                            step_start, groups);
+  e.critical_path =
+      summarize_critical_path(program, engine::critical_path(program, *last), step_start, groups);
   e.communication =
       exposed_communication(program, timeline, output.schedule.measured_first_op, step_start,
                             groups, channels_crossing_nodes(scenario, program));
@@ -47,8 +55,10 @@ Explanation explain_step(const Scenario& scenario, const fsdp::SimulationOutput&
     }
   }
   e.diagnosis = diagnose(in);
+  // The class the others wait for waits least in collectives. (Idle time is no measure: a slow
+  // host leaves its own GPU idle while the others wait for it.)
   const auto waits = [](const fsdp::RankClassResult& k) {
-    return k.breakdown.exposed_communication + k.breakdown.idle;
+    return k.breakdown.exposed_communication;
   };
   const auto& classes = output.result.rank_classes;
   if (classes.size() > 1) {

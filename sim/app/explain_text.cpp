@@ -84,7 +84,11 @@ void communication_section(const Explanation& e, std::size_t top, std::string& o
   }
   std::int64_t collectives = 0;
   for (const UnitCommunication& u : c.units) collectives += u.collectives;
-  row("total", collectives, c.busy, c.exposed);
+  row("sum", collectives, c.busy, c.exposed);
+  out += fmt::format(
+      "  wall clock: collectives running {}, exposed {} (concurrent collectives counted once: "
+      "the step's exposed communication)\n",
+      format_time(c.busy_wall), format_time(c.exposed_wall));
   if (!c.causes.empty()) {
     out += "  exposed by cause:";
     for (std::size_t i = 0; i < std::min<std::size_t>(c.causes.size(), 4); ++i) {

@@ -35,8 +35,10 @@ StepBreakdown breakdown_of(const engine::Program& program, const engine::Timelin
     const engine::Op& op = program.ops[i];
     const engine::OpTiming& t = timeline.ops[i];
     if (t.end == t.start) continue;
-    const bool compute = op.stream == kComputeStream;
+    // A collective issued on the compute stream (clip_grad_norm's all-reduce, DeepSpeed's
+    // overflow check) is communication, as explain counts it: busy, and exposed when it runs.
     const bool comm = op.kind == engine::OpKind::kCommunication;
+    const bool compute = op.stream == kComputeStream && !comm;
     if (!compute && !comm) continue;
     edges.push_back({t.start, +1, compute, static_cast<Phase>(op.phase)});
     edges.push_back({t.end, -1, compute, static_cast<Phase>(op.phase)});

@@ -225,11 +225,29 @@ fs::path tiny_scenario(const std::string& name,
                                       patch);
 }
 
+// With a slow host on rank 1 the step waits for rank 1: explain names it (its GPU idles for its
+// own CPU, so idle time would name a healthy rank), its critical path spans the job's step, and
+// the wall-clock exposed and busy times are the breakdown's.
+TEST(ExplainCommand, ASlowHostIsTheStragglerAndItsPathSpansTheStep) {
+  const fs::path s = tiny_scenario(
+      "slow_host", {{"hardware", {{"stragglers", {{{"ranks", {1}}, {"host_speed", 0.05}}}}}}});
+  const Outcome o = run_fsdpsim("explain " + s.string() + " --json -");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json e = nlohmann::json::parse(o.output);
+  EXPECT_EQ(e["straggler"]["first_rank"], 1) << e["straggler"].dump();
+  EXPECT_NEAR(e["critical_path"]["length_s"].get<double>(), e["step_time_s"].get<double>(), 1e-9);
+  const nlohmann::json b = e["breakdown"];
+  EXPECT_NEAR(e["communication"]["exposed_wall_s"].get<double>(),
+              b["exposed_communication_s"].get<double>(), 1e-9);
+  EXPECT_NEAR(e["communication"]["busy_wall_s"].get<double>(),
+              b["communication_busy_s"].get<double>(), 1e-9);
+}
+
 TEST(ExplainCommand, PrintsDiagnosisCriticalPathAndUnits) {
   const Outcome o = run_fsdpsim("explain " + tiny_scenario("explain_text").string());
   ASSERT_EQ(o.exit_code, 0) << o.output;
   for (const char* expected : {"diagnosis ", "critical path ", "by kind", "communication per unit",
-                               "blocks.0", "root", "total"}) {
+                               "blocks.0", "root", "sum", "wall clock: collectives running"}) {
     EXPECT_NE(o.output.find(expected), std::string::npos) << expected << "\n" << o.output;
   }
 }
