@@ -11,17 +11,11 @@ namespace fsdpsim::app {
 Explanation explain_step(const Scenario& scenario, const fsdp::SimulationOutput& output) {
   const engine::Program& program = output.schedule.program;
   const engine::Timeline& timeline = output.timeline;
-  // The measured step starts when the previous one's last op ends on every rank, and ends with
-  // the last rank (as simulate_step counts it). With stragglers the critical path is the rank
-  // that ends last: the one the step waits for.
-  const std::vector<engine::Timeline> own{timeline};
-  const std::vector<engine::Timeline>& ranks =
-      output.rank_timelines.empty() ? own : output.rank_timelines;
-  SimTime step_start;
-  const engine::Timeline* last = &ranks.front();
-  for (const engine::Timeline& t : ranks) {
-    for (engine::OpId op = 0; op < output.schedule.measured_first_op; ++op)
-      step_start = std::max(step_start, t.ops[op].end);
+  // The job's measured step, as simulate_step counts it. With stragglers the critical path is
+  // that of the rank that ends last: the one the step waits for.
+  const SimTime step_start = output.measured_start;
+  const engine::Timeline* last = &timeline;
+  for (const engine::Timeline& t : output.rank_timelines) {
     if (t.makespan > last->makespan) last = &t;
   }
   const std::vector<std::string> groups = group_names(scenario, output.schedule);

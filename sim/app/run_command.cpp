@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <iterator>
 #include <optional>
 
 #include "sim/app/cli_validators.hpp"
@@ -139,12 +141,20 @@ allocator (the CUDA caching allocator; PYTORCH_CUDA_ALLOC_CONF's names):
 
 Exit codes: 0 ok (an out-of-memory prediction is a result), 1 internal error, 2 bad input.)";
 
+// The measured step's memory (the warm-up step before it only fills the cache): the state at its
+// start, then every change, on the trace's clock.
 std::string memory_timeline_csv(const fsdp::SimulationOutput& output) {
   std::string csv = "time_s,allocated_gib,active_gib,reserved_gib\n";
-  for (const memory::MemorySample& m : output.memory_samples) {
-    csv += fmt::format("{:.9f},{:.6f},{:.6f},{:.6f}\n", m.time.seconds(), to_gib(m.allocated),
+  const auto row = [&csv](SimTime time, const memory::MemorySample& m) {
+    csv += fmt::format("{:.9f},{:.6f},{:.6f},{:.6f}\n", time.seconds(), to_gib(m.allocated),
                        to_gib(m.active), to_gib(m.reserved));
-  }
+  };
+  const std::vector<memory::MemorySample>& samples = output.memory_samples;
+  const auto first =
+      std::find_if(samples.begin(), samples.end(),
+                   [&](const memory::MemorySample& m) { return m.time > output.measured_start; });
+  if (first != samples.begin()) row(output.measured_start, *std::prev(first));
+  for (auto it = first; it != samples.end(); ++it) row(it->time, *it);
   return csv;
 }
 
@@ -258,8 +268,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
                   "Write a Chrome/Perfetto trace of the step to PATH")
       ->type_name("PATH")
       ->check(non_empty());
-  run->add_option("--memory-timeline", options.memory_timeline_path,
-                  "Write allocated, active and reserved memory over the step as CSV to PATH")
+  run->add_option(
+         "--memory-timeline", options.memory_timeline_path,
+         "Write allocated, active and reserved memory over the measured step as CSV to PATH")
       ->type_name("PATH")
       ->check(non_empty());
   run->add_flag("--max-micro-batch", options.max_micro_batch,

@@ -227,6 +227,13 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
                         {"active", to_gib(m.active)},
                         {"reserved", to_gib(m.reserved)}}}});
   }
+  // The warm-up step runs first; the step the results describe starts here.
+  events.push_back({{"ph", "i"},
+                    {"s", "g"},
+                    {"pid", memory_pid},
+                    {"name", "measured step begins"},
+                    {"ts", output.measured_start.microseconds()},
+                    {"args", {{"step_time_s", r.step_time.value()}}}});
   nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
   return trace.dump() + "\n";
 }

@@ -235,6 +235,8 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
     std::tie(step_start, step_end) = simulate_ranks(input, memory_options, out);
   }
 
+  out.measured_start = step_start;
+  out.measured_end = step_end;
   const TrainingConfig& t = input.training;
   r.step_time = to_seconds(step_end - step_start);
   r.micro_batches = out.schedule.micro_batches;

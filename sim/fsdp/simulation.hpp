@@ -80,7 +80,11 @@ struct SimulationOutput {
   engine::Timeline timeline;  // of the rank the breakdown describes
   // hardware.stragglers: every class's timeline, in the order of result.rank_classes (else empty).
   std::vector<engine::Timeline> rank_timelines;
-  std::vector<memory::MemorySample> memory_samples;  // only when asked for
+  std::vector<memory::MemorySample> memory_samples;  // only when asked for, warm-up step included
+  // The job's measured step, the window step_time spans: from the end of the last op of the
+  // previous step on every rank to the end of the last rank's last op.
+  SimTime measured_start;
+  SimTime measured_end;
   StepResult result;
 };
 

@@ -149,15 +149,24 @@ TEST(Cli, TraceIsChromeTraceEventJson) {
   EXPECT_TRUE(threads.count("stream post_backward"));
 }
 
+// The measured step's memory (from its start; the warm-up step before it is left out), so that
+// its maxima are the result's peaks.
 TEST(Cli, MemoryTimelineIsACsvOfTheStep) {
   const fs::path csv = temp_dir() / "memory.csv";
-  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --memory-timeline " + csv.string()).exit_code, 0);
+  const fs::path json = temp_dir() / "memory_result.json";
+  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --memory-timeline " + csv.string() + " --json " +
+                        json.string())
+                .exit_code,
+            0);
+  const nlohmann::json result = nlohmann::json::parse(read_file(json));
   std::ifstream in(csv);
   std::string line;
   std::getline(in, line);
   EXPECT_EQ(line, "time_s,allocated_gib,active_gib,reserved_gib");
   double last_time = -1.0;
   double max_reserved = 0.0;
+  double max_active = 0.0;
+  double max_allocated = 0.0;
   int rows = 0;
   while (std::getline(in, line)) {
     std::stringstream row(line);
@@ -169,10 +178,15 @@ TEST(Cli, MemoryTimelineIsACsvOfTheStep) {
     EXPECT_GE(v[3] + 1e-6, v[2]) << "reserved >= active";
     last_time = v[0];
     max_reserved = std::max(max_reserved, v[3]);
+    max_active = std::max(max_active, v[2]);
+    max_allocated = std::max(max_allocated, v[1]);
     ++rows;
   }
   EXPECT_GT(rows, 100);
   EXPECT_GT(max_reserved, 30.0);
+  EXPECT_NEAR(max_reserved, result["peak_mem_reserved_gib"].get<double>(), 1e-4);
+  EXPECT_NEAR(max_active, result["peak_mem_active_gib"].get<double>(), 1e-4);
+  EXPECT_NEAR(max_allocated, result["peak_mem_allocated_gib"].get<double>(), 1e-4);
 }
 
 // A hostile file nested 100,000 deep (arrays in hardware.node) or a --set value nested 100 deep

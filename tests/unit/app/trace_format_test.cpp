@@ -118,6 +118,11 @@ std::vector<std::string> trace_problems(const nlohmann::json& trace) {
       const std::string id = e["id"].dump();
       if (side.count(id) != 0) problem(e, "flow id used twice");
       side[id] = e;
+    } else if (ph == "i") {
+      // Instant events: a scope of g(lobal), p(rocess) or t(hread), which needs a tid.
+      const std::string scope = e.value("s", "t");
+      if (!has_ts || (scope != "g" && scope != "p" && scope != "t") || (scope == "t" && !has_tid))
+        problem(e, "instant events need ts and a scope g, p or t (t with a tid)");
     } else {
       problem(e, "unexpected phase " + ph);
     }
@@ -224,6 +229,21 @@ TEST(TraceFormat, Fsdp1TraceIsValidWithCrossStreamArrows) {
   EXPECT_GT(stats.counters, 10U);
   // Every unit's forward waits for its all-gather on the unshard stream.
   EXPECT_GE(stats.flows["waits for"], 3U);
+  // The warm-up step comes first: a global instant marks where the measured step begins, its
+  // step time before the trace's last slice ends.
+  double marker = -1.0;
+  double step_time_us = 0.0;
+  double last_end = 0.0;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] == "i" && e["name"] == "measured step begins") {
+      marker = e["ts"].get<double>();
+      step_time_us = e["args"]["step_time_s"].get<double>() * 1e6;
+    }
+    if (e["ph"] == "X")
+      last_end = std::max(last_end, e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  EXPECT_GT(marker, 0.0);
+  EXPECT_NEAR(marker + step_time_us, last_end, 1e-3);
 }
 
 TEST(TraceFormat, Fsdp2TraceIsValid) {
