@@ -187,6 +187,19 @@ TEST(Cli, MemoryTimelineIsACsvOfTheStep) {
   EXPECT_NEAR(max_reserved, result["peak_mem_reserved_gib"].get<double>(), 1e-4);
   EXPECT_NEAR(max_active, result["peak_mem_active_gib"].get<double>(), 1e-4);
   EXPECT_NEAR(max_allocated, result["peak_mem_allocated_gib"].get<double>(), 1e-4);
+
+  // Without the allocator model, reserved is its lower bound (active) in both outputs.
+  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --set allocator.enabled=false --memory-timeline " +
+                        csv.string() + " --json " + json.string())
+                .exit_code,
+            0);
+  double max_lower_bound = 0.0;
+  std::ifstream again(csv);
+  std::getline(again, line);
+  while (std::getline(again, line))
+    max_lower_bound = std::max(max_lower_bound, std::stod(line.substr(line.rfind(',') + 1)));
+  EXPECT_NEAR(max_lower_bound,
+              nlohmann::json::parse(read_file(json))["peak_mem_reserved_gib"].get<double>(), 1e-4);
 }
 
 // A hostile file nested 100,000 deep (arrays in hardware.node) or a --set value nested 100 deep
