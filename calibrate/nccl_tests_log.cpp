@@ -12,10 +12,12 @@
 #include <map>
 #include <set>
 
+#include "hardware/gpu_spec.hpp"
+
 namespace fsdpsim::calibrate {
 namespace {
 
-constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;  // as hardware::kMaxWorldSize
+constexpr std::int64_t kMaxRanks = hardware::kMaxWorldSize;
 
 // busbw / algbw must match the nccl-tests factor within this fraction; both are printed with 2
 // decimals, so only rows with algbw >= kMinCheckedAlgbwGBps (rounding < 0.5 %) are checked.

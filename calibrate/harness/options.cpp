@@ -18,7 +18,6 @@ const std::vector<std::string> kCollectives{"all_gather", "reduce_scatter", "all
 const std::vector<std::string> kDtypes{"bf16", "fp16", "fp32"};
 const std::vector<std::string> kGemmDtypes{"bf16", "fp16", "fp32", "tf32", "fp8"};
 const std::vector<std::string> kGroups{"world", "intra", "inter", "shard"};
-constexpr std::int64_t kMaxGemmDimension = std::int64_t{1} << 24;
 
 std::vector<std::string> checked_list(const std::string& option, const std::string& value,
                                       const std::vector<std::string>& allowed) {

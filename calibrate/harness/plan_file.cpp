@@ -14,8 +14,6 @@ namespace fsdpsim::harness {
 namespace {
 
 constexpr std::uintmax_t kMaxPlanBytes = std::uintmax_t{64} << 20;  // a plan lists a few hundred
-constexpr std::int64_t kMaxGemmDimension = std::int64_t{1} << 24;
-constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;
 
 bool one_of(const std::string& word, std::initializer_list<const char*> choices) {
   for (const char* c : choices) {

@@ -40,7 +40,9 @@ std::string cat(const Parts&... parts) {
 
 // The largest buffer the harness measures, and the largest integer an option takes: far past
 // any real collective or shape, and no product of them overflows.
-inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;  // 1 PiB
+inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;          // 1 PiB
+inline constexpr std::int64_t kMaxGemmDimension = std::int64_t{1} << 24;  // m, n, k or batch
+inline constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;          // ranks of a group
 
 // `text` as a whole decimal integer in [min, max]; nothing else (no sign, spaces or trailing
 // characters), else std::nullopt.

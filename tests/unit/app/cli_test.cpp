@@ -25,6 +25,9 @@ using fsdpsim::test_support::run_fsdpsim;
 
 const std::string kScenario =
     std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/paper/gpt175b_128xa100_bs1.json";
+// Llama-3.1-8B on one 8x H100 node: FlashAttention, fp8 tensor cores.
+const std::string kLlamaScenario =
+    std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_8xh100.json";
 
 fs::path temp_dir() { return fsdpsim::test_support::temp_dir("cli"); }
 
@@ -746,15 +749,14 @@ TEST(Cli, AnOutputOverAnInputIsRefused) {
 // With float8 linears MFU and HFU are measured against the fp8 peak (llm-foundry's convention):
 // against the compute dtype's peak an fp8 step reached 145 % MFU with fp32 parameters.
 TEST(Cli, Float8UtilizationIsMeasuredAgainstTheFp8Peak) {
-  const std::string scenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_8xh100.json";
   for (const char* params : {"bf16", "fp32"}) {
     const std::string sets =
         std::string(" --set training.matmul_dtype=fp8 --set fsdp.param_dtype=") + params +
         " --set fsdp.reduce_dtype=fp32";
-    const Outcome text = run_fsdpsim("run " + scenario + sets);
+    const Outcome text = run_fsdpsim("run " + kLlamaScenario + sets);
     ASSERT_EQ(text.exit_code, 0) << text.output;
     EXPECT_NE(text.output.find("(dense fp8 peak 1979 TFLOP/s)"), std::string::npos) << text.output;
-    const Outcome json = run_fsdpsim("run " + scenario + sets + " --json -");
+    const Outcome json = run_fsdpsim("run " + kLlamaScenario + sets + " --json -");
     const nlohmann::json r = nlohmann::json::parse(json.output);
     EXPECT_GT(r["mfu"].get<double>(), 0.0);
     EXPECT_LE(r["mfu"].get<double>(), r["hfu"].get<double>());
@@ -765,10 +767,10 @@ TEST(Cli, Float8UtilizationIsMeasuredAgainstTheFp8Peak) {
 // A model's FLOPs (MFU's numerator) do not depend on its attention kernel: unfused attention runs
 // the masked half of its s x s GEMMs, which counts in the hardware FLOPs only.
 TEST(Cli, ModelFlopsAreTheSameWithAndWithoutFlashAttention) {
-  const std::string scenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_8xh100.json";
   const auto flops = [&](const char* flash) {
-    const Outcome o = run_fsdpsim("run " + scenario + " --set training.flash_attention=" + flash +
-                                  " --set training.micro_batch=1 --json -");
+    const Outcome o =
+        run_fsdpsim("run " + kLlamaScenario + " --set training.flash_attention=" + flash +
+                    " --set training.micro_batch=1 --json -");
     const nlohmann::json r = nlohmann::json::parse(o.output);
     const double step = r["step_time_s"].get<double>();
     return std::pair{r["model_tflops_per_gpu"].get<double>() * step,
@@ -783,8 +785,7 @@ TEST(Cli, ModelFlopsAreTheSameWithAndWithoutFlashAttention) {
 // FSDP2 has no sharding strategies: the summary names its mesh and reshard_after_forward, not
 // the FSDP1 strategy a SHARD_GRAD_OP was read into.
 TEST(Cli, TheFsdp2SummaryNamesMeshAndReshardAfterForward) {
-  const std::string scenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_8xh100.json";
-  const Outcome o = run_fsdpsim("run " + scenario +
+  const Outcome o = run_fsdpsim("run " + kLlamaScenario +
                                 " --set fsdp.version=2 --set fsdp.sharding_strategy=SHARD_GRAD_OP "
                                 "--set fsdp.limit_all_gathers=false");
   ASSERT_EQ(o.exit_code, 0) << o.output;
