@@ -4,14 +4,19 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/csv_table.hpp"
 #include "sim/app/gnuplot_runner.hpp"
 #include "sim/app/json_file.hpp"
+#include "sim/app/report_folder.hpp"
 #include "sim/app/report_index.hpp"
 #include "sim/app/report_plots.hpp"
 
@@ -27,10 +32,24 @@ Reads a sweep table (fsdpsim sweep --out, or fsdpsim merge --out) and writes int
   heatmap_<key>__<key>.svg    best throughput that fits, for each pair of numeric axes
   *.gp, *.tsv                 the gnuplot scripts and data (re-render: gnuplot NAME.gp in DIR)
   index.md                    the plots embedded with relative links, and the best points
+  .fsdpsim-report-files       the files above, so that the next report into DIR removes those
+                              it does not write again (an axis the new sweep lacks)
+Everything is rendered first in a scratch folder inside DIR and published only when all of it
+rendered: a failed report leaves DIR as it was. Files in DIR that no report wrote are kept.
 gnuplot is looked up on PATH (Debian: apt-get install gnuplot-nox).
 
 Exit codes: 0 ok, 1 internal error, 2 bad input (unreadable or malformed CSV, gnuplot missing,
 DIR not writable).)";
+
+// A plot gnuplot rendered into the scratch folder, as written (an SVG is text, but a plot is
+// published as gnuplot made it, not checked as an input would be).
+std::string read_plot(const fs::path& svg) {
+  std::ifstream in(svg, std::ios::binary);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof())
+    throw ConfigError(fmt::format("cannot read the plot {}", svg.string()));
+  return content;
+}
 
 }  // namespace
 
@@ -65,15 +84,30 @@ int report_command(const ReportOptions& options) {
   }
   const fs::path csv(options.csv_path);
   const ReportPlan plan = plan_report(table, csv.filename().string());
+  // Made in a scratch folder and published together, so a failure part-way leaves DIR as it was.
+  const ScratchFolder scratch(dir);
   for (const ReportFile& file : plan.files)
-    write_output((dir / file.name).string(), file.content, {csv});
-  for (const ReportPlot& plot : plan.plots) render_gnuplot(gnuplot, dir, plot.script, plot.svg);
+    write_output((scratch.path() / file.name).string(), file.content);
+  for (const ReportPlot& plot : plan.plots)
+    render_gnuplot(gnuplot, scratch.path(), plot.script, plot.svg);
   const std::string title =
       options.title.empty() ? fmt::format("Sweep report: {}", csv.stem().string()) : options.title;
   std::string csv_link = fs::proximate(csv, dir, ec).generic_string();
   if (ec || csv_link.empty()) csv_link = csv.generic_string();
-  write_output((dir / "index.md").string(),
-               report_index_markdown(table, plan, title, csv_link, options.top), {csv});
+
+  std::vector<OutputFile> outputs;
+  std::vector<std::string> names;
+  const auto publish = [&](const std::string& name, std::string content) {
+    outputs.push_back(OutputFile{(dir / name).string(), std::move(content)});
+    names.push_back(name);
+  };
+  for (const ReportFile& file : plan.files) publish(file.name, file.content);
+  for (const ReportPlot& plot : plan.plots) publish(plot.svg, read_plot(scratch.path() / plot.svg));
+  publish("index.md", report_index_markdown(table, plan, title, csv_link, options.top));
+  const std::vector<std::string> previous = previous_report_files(dir);
+  outputs.push_back(OutputFile{(dir / kReportFileList).string(), report_file_list(names)});
+  write_outputs(outputs, {csv});
+  remove_stale_report_files(dir, previous, names, {csv});
   std::cout << fmt::format("report: {} plots of {} points in {} (index.md)\n", plan.plots.size(),
                            table.rows.size(), dir.string());
   for (const std::string& note : plan.notes) std::cout << fmt::format("note: {}\n", note);

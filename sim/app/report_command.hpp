@@ -1,6 +1,6 @@
 // `fsdpsim report SWEEP.csv --out DIR`: plots of a sweep (SVG, rendered by gnuplot found on
 // PATH), their gnuplot scripts and data, and DIR/index.md embedding them with a table of the
-// best points. Every file is written atomically.
+// best points. The report is made in a scratch folder and published at once; see report_folder.hpp.
 #pragma once
 
 #include <cstddef>

@@ -16,6 +16,7 @@
 #include "sim/app/csv_table.hpp"
 #include "sim/app/gnuplot_runner.hpp"
 #include "sim/app/markdown_cell.hpp"
+#include "sim/app/report_folder.hpp"
 #include "sim/app/report_index.hpp"
 #include "sim/app/report_plots.hpp"
 #include "test_support.hpp"
@@ -339,6 +340,96 @@ TEST(ReportCommand, WritesSvgsThatParseAndAnIndexThatLinksThem) {
   for (const auto& entry : fs::directory_iterator(out)) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
   }
+}
+
+// small_table's micro_batch axis alone: 3 points, one out of memory.
+SweepTable micro_batch_table() {
+  SweepTable table = small_table();
+  table.grid_keys = {"training.micro_batch"};
+  std::vector<SweepRow> rows;
+  for (SweepRow row : table.rows) {
+    if (row.labels[1] != "1" || row.labels[2] != "BACKWARD_PRE") continue;
+    row.index = static_cast<std::int64_t>(rows.size());
+    row.labels.resize(1);
+    rows.push_back(row);
+  }
+  table.rows = rows;
+  return table;
+}
+
+std::vector<std::string> sorted_names(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A report over an older one removes the older's files it does not write again (the axes the
+// new sweep lacks) and keeps what no report wrote: the sweep CSV and a user's notes.
+TEST(ReportCommand, ReplacesAnOlderReportAndKeepsOtherFiles) {
+  if (!find_gnuplot()) GTEST_SKIP() << "gnuplot is not installed (apt-get install gnuplot-nox)";
+  const fs::path dir = temp_dir("replace");
+  const fs::path csv = dir / "sweep.csv";
+  std::ofstream(csv) << table_to_csv(small_table());
+  std::ofstream(dir / "notes.md") << "my notes\n";
+  const std::string report = "report " + csv.string() + " --out " + dir.string();
+  ASSERT_EQ(run_fsdpsim(report).exit_code, 0);
+  ASSERT_TRUE(fs::exists(dir / "axis_fsdp_backward_prefetch.svg"));
+  const std::string list = read_file(dir / kReportFileList);
+  EXPECT_NE(list.find("axis_fsdp_backward_prefetch.svg\n"), std::string::npos) << list;
+  EXPECT_EQ(list.find("sweep.csv"), std::string::npos) << list;
+
+  std::ofstream(csv) << table_to_csv(micro_batch_table());
+  const Outcome o = run_fsdpsim(report);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const std::vector<std::string> expected = {kReportFileList,
+                                             "axis_training_micro_batch.gp",
+                                             "axis_training_micro_batch.svg",
+                                             "best_training_micro_batch.tsv",
+                                             "index.md",
+                                             "notes.md",
+                                             "pareto.gp",
+                                             "pareto.svg",
+                                             "pareto.tsv",
+                                             "points.tsv",
+                                             "sweep.csv"};
+  EXPECT_EQ(sorted_names(dir), expected);
+  EXPECT_EQ(read_file(dir / "notes.md"), "my notes\n");
+}
+
+// gnuplot failing on the third plot leaves the folder as the last good report left it, without
+// a scratch folder: no new plot is published next to an old index.md.
+TEST(ReportCommand, AFailedReportLeavesTheFolderAsItWas) {
+  if (!find_gnuplot()) GTEST_SKIP() << "gnuplot is not installed (apt-get install gnuplot-nox)";
+  const fs::path dir = temp_dir("failed");
+  const fs::path out = dir / "report";
+  const fs::path csv = dir / "sweep.csv";
+  std::ofstream(csv) << table_to_csv(micro_batch_table());
+  ASSERT_EQ(run_fsdpsim("report " + csv.string() + " --out " + out.string()).exit_code, 0);
+  const std::vector<std::string> before = sorted_names(out);
+  const std::string index = read_file(out / "index.md");
+
+  // A gnuplot that renders two plots (an empty SVG each), then fails.
+  const fs::path bin = dir / "bin";
+  fs::create_directories(bin);
+  const fs::path count = dir / "count";
+  {
+    std::ofstream script(bin / "gnuplot");
+    script << "#!/bin/sh\n"
+           << "n=$(cat " << count.string() << " 2>/dev/null || echo 0); n=$((n+1)); echo $n > "
+           << count.string() << "\n"
+           << "[ $n -le 2 ] || { echo 'render failed' >&2; exit 1; }\n"
+           << "f=${2#outfile=\\'}; echo '<svg/>' > \"${f%\\'}\"\n";
+  }
+  fs::permissions(bin / "gnuplot", fs::perms::owner_all);
+  std::ofstream(csv) << table_to_csv(small_table());
+  const Outcome o = run_fsdpsim("report " + csv.string() + " --out " + out.string(),
+                                "env PATH=" + bin.string() + ":/usr/bin:/bin ");
+  EXPECT_NE(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("render failed"), std::string::npos) << o.output;
+  EXPECT_EQ(read_file(count), "3\n");
+  EXPECT_EQ(sorted_names(out), before);
+  EXPECT_EQ(read_file(out / "index.md"), index);
 }
 
 TEST(ReportCommand, MissingGnuplotOrBadInputExitsTwo) {
