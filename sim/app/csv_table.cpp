@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -20,6 +21,7 @@ namespace {
 
 constexpr std::size_t kFixedLeadingColumns = 1;  // index
 constexpr std::size_t kFixedStatusColumns = 2;   // status, reason
+constexpr std::array<const char*, 2> kSweepIdColumns = {"sweep_id", "grid_points"};
 
 // Shortest text that reads back as the same double; empty for NaN (a skipped point).
 std::string format_metric(double x) { return std::isnan(x) ? "" : fmt::format("{}", x); }
@@ -37,6 +39,41 @@ std::optional<PointStatus> parse_status(const std::string& text) {
   if (text == "oom") return PointStatus::kOom;
   if (text == "skipped") return PointStatus::kSkipped;
   return std::nullopt;
+}
+
+// The last two fields of a row: the sweep's id (16 hex digits, as sweep_fingerprint writes it)
+// and grid size, the same on every row; the first row sets them in `table`.
+void read_sweep_id(const std::vector<std::string>& fields, std::int64_t index,
+                   const std::string& where, SweepTable& table) {
+  const std::string& id = fields[fields.size() - 2];
+  const std::string& points_text = fields.back();
+  const bool hex =
+      id.size() == kSweepIdLength && id.find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!hex) {
+    throw ConfigError(fmt::format("{}: sweep_id \"{}\": expected {} hexadecimal digits", where, id,
+                                  kSweepIdLength));
+  }
+  std::int64_t points = 0;
+  const auto r =
+      std::from_chars(points_text.data(), points_text.data() + points_text.size(), points);
+  if (r.ec != std::errc{} || r.ptr != points_text.data() + points_text.size() || points < 1 ||
+      points > kMaxGridPoints) {
+    throw ConfigError(fmt::format("{}: grid_points \"{}\": expected a whole number from 1 to {}",
+                                  where, points_text, kMaxGridPoints));
+  }
+  if (table.sweep_id.empty()) {
+    table.sweep_id = id;
+    table.grid_points = points;
+  } else if (id != table.sweep_id || points != table.grid_points) {
+    throw ConfigError(fmt::format(
+        "{}: sweep {} of {} points, where the rows above are of sweep {} of {} points; a table "
+        "holds one sweep",
+        where, id, points, table.sweep_id, table.grid_points));
+  }
+  if (index >= points) {
+    throw ConfigError(
+        fmt::format("{}: index {} is past the sweep's last point ({})", where, index, points - 1));
+  }
 }
 
 double throughput(const SweepRow& r) { return r.metrics[kMetricTokensPerSPerGpu]; }
@@ -88,8 +125,16 @@ std::string csv_row(const SweepRow& row) {
 }
 
 std::string table_to_csv(const SweepTable& table) {
-  std::string out = csv_header(table.grid_keys);
-  for (const SweepRow& row : table.rows) out += csv_row(row);
+  // Without an id (a table read from an older CSV) the columns stay out, as they were.
+  const bool identified = !table.sweep_id.empty();
+  const auto with_id = [&](std::string line, const std::string& id, const std::string& points) {
+    if (!identified) return line;
+    line.pop_back();  // '\n'
+    return fmt::format("{},{},{}\n", line, id, points);
+  };
+  std::string out = with_id(csv_header(table.grid_keys), kSweepIdColumns[0], kSweepIdColumns[1]);
+  const std::string points = fmt::format("{}", table.grid_points);
+  for (const SweepRow& row : table.rows) out += with_id(csv_row(row), table.sweep_id, points);
   return out;
 }
 
@@ -98,6 +143,7 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
   std::int64_t line_number = 0;
   std::size_t columns = 0;
   bool header_read = false;
+  bool identified = false;  // the sweep_id and grid_points columns are there
   std::map<std::int64_t, std::int64_t> first_line_of;  // index -> line
   for (const CsvRecord& record : parse_csv_records(text, file)) {
     if (record.blank) continue;
@@ -106,7 +152,10 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
     const std::vector<std::string>& fields = record.fields;
     if (!header_read) {
       header_read = true;
-      const std::size_t n = fields.size();
+      std::size_t n = fields.size();
+      identified = n >= kSweepIdColumns.size() && fields[n - 2] == kSweepIdColumns[0] &&
+                   fields[n - 1] == kSweepIdColumns[1];
+      if (identified) n -= kSweepIdColumns.size();
       const std::size_t fixed =
           kFixedLeadingColumns + kFixedStatusColumns + kSweepMetricKeys.size();
       bool ok = n >= fixed && fields[0] == "index";
@@ -118,12 +167,12 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
       if (!ok) {
         throw ConfigError(
             fmt::format("{}: not the header of an fsdpsim sweep table (expected index, "
-                        "the grid keys, status, reason, {})",
+                        "the grid keys, status, reason, {}, then sweep_id and grid_points)",
                         where(), fmt::join(kSweepMetricKeys, ", ")));
       }
       table.grid_keys.assign(fields.begin() + 1,
                              fields.begin() + 1 + static_cast<std::ptrdiff_t>(grid));
-      columns = n;
+      columns = fields.size();
       continue;
     }
     if (fields.size() != columns) {
@@ -181,6 +230,7 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
       }
       row.metrics[m] = *value;
     }
+    if (identified) read_sweep_id(fields, row.index, where(), table);
     if (const auto [it, inserted] = first_line_of.emplace(row.index, line_number); !inserted) {
       throw ConfigError(fmt::format("{}: point {} is also on line {}; each index must appear once",
                                     where(), row.index, it->second));

@@ -45,18 +45,26 @@ struct SweepRow {
 struct SweepTable {
   std::vector<std::string> grid_keys;
   std::vector<SweepRow> rows;  // in index order
+  // Which sweep the rows are of: every slice of one sweep has the same id (sweep_fingerprint) and
+  // grid size, so that merge refuses a slice of another sweep and notices a missing last slice.
+  // Written as the last two columns, sweep_id and grid_points; empty and 0 when read from a table
+  // written before fsdpsim had them.
+  std::string sweep_id;
+  std::int64_t grid_points = 0;
 };
 
 // One CSV field, quoted when it holds a comma, quote, or line break (line breaks become spaces
 // so a row is always one line).
 std::string csv_field(const std::string& text);
 
+// The header and a row without the sweep_id and grid_points columns, which table_to_csv appends.
 std::string csv_header(const std::vector<std::string>& grid_keys);
 std::string csv_row(const SweepRow& row);
 std::string table_to_csv(const SweepTable& table);
 
 // Reads a table written by table_to_csv. Throws ConfigError naming `file` and the line on a
-// header that is not a sweep table's or a malformed row.
+// header that is not a sweep table's or a malformed row (one whose sweep id or grid size differs
+// from the first row's, or whose index is past the grid).
 SweepTable table_from_csv(const std::string& text, const std::string& file);
 
 // Positions in table.rows of the points that fit and that no other fitting point beats on both

@@ -22,6 +22,8 @@ SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps)
   if (inputs.empty()) throw ConfigError("merge: no input files");
   SweepTable merged;
   std::string header;
+  std::string identified_by;  // the first slice with a sweep id
+  std::string unidentified;   // the first slice without one (written before fsdpsim had them)
   std::map<std::int64_t, std::string> seen_in;  // index -> file
   for (const std::string& path : inputs) {
     SweepTable slice = table_from_csv(read_text_file(path), path);
@@ -34,6 +36,19 @@ SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps)
           fmt::format("{}: its header differs from {}'s; the slices are not of one sweep\n  {}  {}",
                       path, inputs.front(), slice_header, header));
     }
+    if (!slice.sweep_id.empty() && merged.sweep_id.empty()) {
+      merged.sweep_id = slice.sweep_id;
+      merged.grid_points = slice.grid_points;
+      identified_by = path;
+    } else if (!slice.sweep_id.empty() &&
+               (slice.sweep_id != merged.sweep_id || slice.grid_points != merged.grid_points)) {
+      throw ConfigError(fmt::format(
+          "{}: a slice of sweep {} ({} points), and {} of sweep {} ({} points); the scenario, its "
+          "--set options or the grid differ, so the slices are not of one sweep",
+          path, slice.sweep_id, slice.grid_points, identified_by, merged.sweep_id,
+          merged.grid_points));
+    }
+    if (slice.sweep_id.empty() && !slice.rows.empty() && unidentified.empty()) unidentified = path;
     for (SweepRow& row : slice.rows) {
       const auto [it, inserted] = seen_in.emplace(row.index, path);
       if (!inserted) {
@@ -43,24 +58,37 @@ SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps)
       merged.rows.push_back(std::move(row));
     }
   }
+  if (!merged.sweep_id.empty() && !unidentified.empty()) {
+    throw ConfigError(fmt::format(
+        "{}: has no sweep_id column (written by an older fsdpsim), where {} has one; run the "
+        "slices with one fsdpsim",
+        unidentified, identified_by));
+  }
   std::sort(merged.rows.begin(), merged.rows.end(),
             [](const SweepRow& a, const SweepRow& b) { return a.index < b.index; });
-  if (!allow_gaps && !merged.rows.empty()) {
+  // With a sweep id the grid's size is known and a missing last slice is found too; without one
+  // (older slices) only the gaps below the last index are.
+  const std::int64_t points = merged.sweep_id.empty()
+                                  ? (merged.rows.empty() ? 0 : merged.rows.back().index + 1)
+                                  : merged.grid_points;
+  if (!allow_gaps) {
     // Counted, not listed: a slice's indices may leave millions of points out.
     std::int64_t missing = 0;
     std::vector<std::int64_t> shown;
     std::int64_t expected = 0;
-    for (const SweepRow& row : merged.rows) {
-      for (std::int64_t i = expected; i < row.index && shown.size() < kMissingIndicesShown; ++i)
+    const auto skip_to = [&](std::int64_t next) {
+      for (std::int64_t i = expected; i < next && shown.size() < kMissingIndicesShown; ++i)
         shown.push_back(i);
-      missing += row.index - expected;
-      expected = row.index + 1;
-    }
+      missing += next - expected;
+      expected = next + 1;
+    };
+    for (const SweepRow& row : merged.rows) skip_to(row.index);
+    skip_to(points);
     if (missing > 0) {
       throw ConfigError(fmt::format(
-          "merge: {} points below index {} are in none of the files ({}{}); is a slice missing? "
-          "(--allow-gaps accepts this)",
-          missing, merged.rows.back().index, fmt::join(shown, ", "),
+          "merge: {} of the sweep's {} points are in none of the files ({}{}); is a slice "
+          "missing? (--allow-gaps accepts this)",
+          missing, points, fmt::join(shown, ", "),
           missing > static_cast<std::int64_t>(shown.size()) ? ", ..." : ""));
     }
   }
@@ -83,12 +111,13 @@ CLI::App* add_merge_command(CLI::App& app, MergeOptions& options) {
       ->check(row_count());
   merge->add_flag("--allow-gaps", options.allow_gaps, "Accept indices missing from every slice");
   merge->footer(R"(
-Every slice must have the same header; each point index may appear in one slice only; the rows
-are sorted by index, so the result is byte-identical to the unsharded sweep's --out. When --out is
+Every slice must have the same header and the same sweep_id and grid_points (the scenario, its
+--set options and the grid the slices ran); each point index may appear in one slice only; every
+point of the grid must be in one of them, unless --allow-gaps; the rows are sorted by index, so the result is byte-identical to the unsharded sweep's --out. When --out is
 a file, the summary of the whole sweep (Pareto front, "best that fits: ...") is printed on stdout.
 
 Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input (unreadable file, different headers,
-an index twice, a missing slice).)");
+slices of different sweeps, an index twice, a missing slice).)");
   return merge;
 }
 

@@ -38,7 +38,9 @@ does not divide) is a "skipped" row with the reason; an out-of-memory point is a
 CSV has one line per point in grid order: index, the grid values, status, reason, step_time_s,
 tokens_per_s_per_gpu, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu,
 peak_mem_allocated_gib, peak_mem_reserved_gib, exposed_communication_s, num_alloc_retries (the
-cudaMalloc retries a point fits only with). Whatever -j, the outputs
+cudaMalloc retries a point fits only with), sweep_id (a hash of the scenario, the --set options and
+the grid: the same in every slice of one sweep) and grid_points (the points of the whole grid).
+Whatever -j, the outputs
 are byte-identical. --shard K/N runs the points with index % N == K-1; `fsdpsim merge` joins the
 slices into the CSV of the whole sweep.
 
@@ -218,6 +220,7 @@ SweepPlan plan_sweep(const SweepOptions& options) {
     from_file = parse_sweep_block(*it, file, sweep_keys_in_file_order(plan.scenario));
   }
   plan.axes = combine_axes(std::move(from_file), command_line);
+  plan.sweep_id = sweep_fingerprint(document, plan.axes);
   try {
     plan.total_points = grid_point_count(plan.axes);
   } catch (const ConfigError& e) {
@@ -281,6 +284,8 @@ SweepRun run_sweep(const SweepPlan& plan, int jobs, const std::atomic<bool>* sto
 
   SweepRun run;
   for (const GridAxis& axis : plan.axes) run.table.grid_keys.push_back(axis.key);
+  run.table.sweep_id = plan.sweep_id;
+  run.table.grid_points = plan.total_points;
   for (std::optional<PointOutcome>& o : outcomes) {
     if (!o) {
       run.stopped = true;

@@ -47,6 +47,7 @@ struct SweepPlan {
   Shard shard;
   PresetLocator presets;
   std::int64_t total_points = 1;      // of the whole grid
+  std::string sweep_id;               // sweep_fingerprint of the scenario and the grid
   std::vector<std::int64_t> indices;  // the points this shard runs, ascending
 };
 

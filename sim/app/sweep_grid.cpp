@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -233,6 +234,28 @@ Shard parse_shard(const std::string& text) {
   if (k.ec != std::errc{} || k.ptr != mid || n.ec != std::errc{} || n.ptr != end) return fail();
   if (s.k < 1 || s.n < 1 || s.k > s.n) return fail();
   return s;
+}
+
+std::string sweep_fingerprint(const nlohmann::json& base_scenario,
+                              const std::vector<GridAxis>& axes) {
+  // FNV-1a 64: offset basis 14695981039346656037, prime 1099511628211.
+  std::uint64_t hash = 14695981039346656037ULL;
+  const auto add = [&hash](const std::string& text) {
+    for (const char c : text) {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 1099511628211ULL;
+    }
+    hash ^= 0xffU;  // a separator no JSON text holds, so "ab"+"c" and "a"+"bc" differ
+    hash *= 1099511628211ULL;
+  };
+  nlohmann::json scenario = base_scenario;
+  if (scenario.is_object()) scenario.erase("sweep");
+  add(scenario.dump());  // objects are dumped with their keys sorted
+  for (const GridAxis& axis : axes) {
+    add(axis.key);
+    for (const nlohmann::json& value : axis.values) add(value.dump());
+  }
+  return fmt::format("{:016x}", hash);
 }
 
 }  // namespace fsdpsim::app

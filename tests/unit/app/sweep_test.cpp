@@ -250,6 +250,83 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
   EXPECT_THROW(table_from_csv(csv + skipped_with_metrics, "t.csv"), ConfigError);
 }
 
+// The sweep_id and grid_points columns: written when the table has an id, read back, the same on
+// every row; a table without them (an older fsdpsim's) still reads.
+TEST(SweepCsv, EveryRowNamesItsSweepAndTheGridSize) {
+  SweepTable t;
+  t.grid_keys = {"training.micro_batch"};
+  SweepRow row;
+  row.labels = {"2"};
+  row.status = PointStatus::kOk;
+  row.metrics = {0.1, 3521.2, 400, 410, 0.4, 0.41, 20.5, 21.25, 1e-05, 0};
+  t.rows = {row};
+  const std::string old_format = table_to_csv(t);
+  t.sweep_id = "0123456789abcdef";
+  t.grid_points = 3;
+  const std::string csv = table_to_csv(t);
+  EXPECT_NE(csv.find(",num_alloc_retries,sweep_id,grid_points\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",0,0123456789abcdef,3\n"), std::string::npos) << csv;
+  const SweepTable back = table_from_csv(csv, "t.csv");
+  EXPECT_EQ(back.sweep_id, t.sweep_id);
+  EXPECT_EQ(back.grid_points, 3);
+  EXPECT_EQ(table_to_csv(back), csv);
+  const SweepTable old = table_from_csv(old_format, "old.csv");
+  EXPECT_TRUE(old.sweep_id.empty());
+  EXPECT_EQ(table_to_csv(old), old_format);
+
+  const std::string row_text = "1,4,ok,,0.1,3521.2,400,410,0.4,0.41,20.5,21.25,1e-05,0,";
+  const auto error = [&](const std::string& tail) {
+    try {
+      (void)table_from_csv(csv + row_text + tail + "\n", "t.csv");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error("0123456789abcdef,3"), "accepted");
+  EXPECT_NE(error("fedcba9876543210,3")
+                .find("t.csv: line 3: sweep fedcba9876543210 of 3 points, "
+                      "where the rows above are of sweep 0123456789abcdef"),
+            std::string::npos);
+  EXPECT_NE(error("0123456789abcdef,4").find("a table holds one sweep"), std::string::npos);
+  EXPECT_NE(error("0123456789ABCDEF,3").find("expected 16 hexadecimal digits"), std::string::npos);
+  EXPECT_NE(error("0123,3").find("expected 16 hexadecimal digits"), std::string::npos);
+  for (const char* points : {"0", "-1", "x", "10000001", ""}) {
+    EXPECT_NE(error(std::string("0123456789abcdef,") + points).find("grid_points"),
+              std::string::npos)
+        << points;
+  }
+  try {
+    (void)table_from_csv(csv + "3" + row_text.substr(1) + "0123456789abcdef,3\n", "t.csv");
+    ADD_FAILURE() << "an index past the grid";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("index 3 is past the sweep's last point (2)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The id depends on the scenario the points start from and on the grid, not on the sweep block
+// that the axes replace or on anything else.
+TEST(SweepGrid, TheSweepIdFollowsTheScenarioAndTheGrid) {
+  const nlohmann::json scenario = test_support::tiny_llama_scenario("id");
+  const std::vector<GridAxis> axes = {parse_grid_option("training.micro_batch=1,2"),
+                                      parse_grid_option("fsdp.backward_prefetch=BACKWARD_PRE")};
+  const std::string id = sweep_fingerprint(scenario, axes);
+  EXPECT_EQ(id.size(), kSweepIdLength);
+  EXPECT_EQ(sweep_fingerprint(scenario, axes), id);
+  nlohmann::json with_block = scenario;
+  with_block["sweep"] = {{"training.micro_batch", {1, 2}}};
+  EXPECT_EQ(sweep_fingerprint(with_block, axes), id);
+  nlohmann::json other = scenario;
+  other["training"]["seq_len"] = 1024;
+  EXPECT_NE(sweep_fingerprint(other, axes), id);
+  EXPECT_NE(sweep_fingerprint(scenario, {axes[0]}), id);
+  EXPECT_NE(sweep_fingerprint(scenario, {parse_grid_option("training.micro_batch=1,4"), axes[1]}),
+            id);
+  EXPECT_NE(sweep_fingerprint(scenario, {axes[1], axes[0]}), id);  // another point order
+}
+
 SweepRow point(std::int64_t index, double tokens, double reserved_gib,
                PointStatus status = PointStatus::kOk) {
   SweepRow r;
@@ -529,16 +606,55 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   EXPECT_EQ(other.exit_code, 2);
   EXPECT_NE(other.output.find("header differs"), std::string::npos) << other.output;
 
+  // A slice cut short (an interrupted run keeps the rows finished so far) that lost the last
+  // point: no gap below the last index merged, but the grid has 18 points.
+  std::string slice2 = read_file(dir / "slice2.csv");
+  ASSERT_EQ(slice2.substr(slice2.rfind('\n', slice2.size() - 2) + 1, 3), "17,");
+  slice2.erase(slice2.rfind('\n', slice2.size() - 2) + 1);
+  std::ofstream(dir / "slice2_cut.csv") << slice2;
+  const Outcome cut =
+      run_fsdpsim("merge " + one + " " + (dir / "slice2_cut.csv").string() + " " +
+                  (dir / "slice3.csv").string() + " " + (dir / "slice4.csv").string() + " --out " +
+                  (dir / "x.csv").string());
+  EXPECT_EQ(cut.exit_code, 2);
+  EXPECT_NE(cut.output.find("1 of the sweep's 18 points are in none of the files (17)"),
+            std::string::npos)
+      << cut.output;
+
+  // Same grid keys, other values or another --set: a slice of another sweep, whose rows would
+  // fill the missing indices with other points' numbers.
+  for (const std::string& change : {std::string(" --set training.seq_len=1024"), std::string()}) {
+    const std::string other_grid = change.empty()
+                                       ? " --grid training.micro_batch=1,2,8 --grid "
+                                         "fsdp.backward_prefetch=BACKWARD_PRE,none,BAD --grid "
+                                         "fsdp.limit_all_gathers=true,false"
+                                       : grid + change;
+    const fs::path stranger = dir / "stranger.csv";
+    const Outcome made =
+        run_fsdpsim("sweep " + s.string() + other_grid + " --shard 4/4 --out " + stranger.string());
+    if (made.exit_code != 0) {
+      ADD_FAILURE() << made.output;
+      continue;
+    }
+    const Outcome mixed = run_fsdpsim("merge " + three + " " + stranger.string());
+    EXPECT_EQ(mixed.exit_code, 2);
+    EXPECT_NE(mixed.output.find("the slices are not of one sweep"), std::string::npos)
+        << mixed.output;
+  }
+
   // A gap of millions of points is counted, not listed (it once filled memory).
   const std::string text = read_file(dir / "slice1.csv");
   const std::string header = text.substr(0, text.find('\n') + 1);
   std::string last_row = text.substr(header.size());
   last_row = last_row.substr(0, last_row.find('\n') + 1);
+  ASSERT_EQ(last_row.substr(last_row.size() - 4), ",18\n");
+  last_row.replace(last_row.size() - 3, 2, "10000000");
   std::ofstream(dir / "far.csv") << header << last_row << "9999999"
                                  << last_row.substr(last_row.find(','));
   const Outcome far = run_fsdpsim("merge " + (dir / "far.csv").string());
   EXPECT_EQ(far.exit_code, 2);
-  EXPECT_NE(far.output.find("9999998 points below index 9999999 are in none of the files (1, 2, 3"),
+  EXPECT_NE(far.output.find("9999998 of the sweep's 10000000 points are in none of the files (1, "
+                            "2, 3"),
             std::string::npos)
       << far.output;
 }
