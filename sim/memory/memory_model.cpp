@@ -50,8 +50,10 @@ void MemoryModel::note_reserved(SimTime time) {
   if (!allocator_) return;
   tracker_.set_reserved(time, allocator_->stats().reserved_bytes.current);
   // After a failure the allocator no longer sees the step's tensors (on_allocate): its reserved
-  // peak and fragmentation stay those of the failure.
-  if (measuring_ && !reserved_.out_of_memory) note_reserved_peak();
+  // peak and fragmentation stay those up to the failure. The warm-up step's peak is tracked too
+  // (the measured step restarts it): a failure there reports the most reserved before it, as
+  // torch.cuda.max_memory_reserved() would, which a cache flush just before the failure lowers.
+  if (!reserved_.out_of_memory) note_reserved_peak();
 }
 
 void MemoryModel::note_reserved_peak() {
@@ -70,7 +72,7 @@ void MemoryModel::note_reserved_peak() {
 }
 
 void MemoryModel::note_out_of_memory(std::string message) {
-  note_reserved_peak();  // the allocator's state at the failure, in the warm-up step too
+  note_reserved_peak();  // the allocator's state at the failure
   reserved_.out_of_memory = true;
   reserved_.oom_message = std::move(message);
 }

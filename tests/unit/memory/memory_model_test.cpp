@@ -143,6 +143,23 @@ TEST(MemoryModel, AfterTheFirstFailureTheStepGoesOnAsOnALargerDevice) {
   EXPECT_EQ(m.stats().peak_allocated, mib(50 + 70 + 80));
 }
 
+// A failure in the warm-up step reports the most reserved before it: 60 MiB, not the 50 MiB left
+// after the retry that flushed the cache on the way to the failure.
+TEST(MemoryModel, AFailureInTheWarmUpStepReportsItsPeakBeforeTheFlush) {
+  MemoryModelOptions o = options(mib(100));
+  o.measure_from = 5;  // a tensor the warm-up step never reaches
+  MemoryModel m(o);
+  m.on_allocate(SimTime{}, 0, tensor(mib(60), 0));
+  m.on_free(SimTime{}, 0, tensor(mib(60), 0), false);
+  m.on_release(SimTime{}, 0, tensor(mib(60), 0));
+  m.on_allocate(SimTime{}, 1, tensor(mib(50), 1));  // flushes the 60 MiB segment
+  EXPECT_EQ(m.on_allocate(SimTime{}, 2, tensor(mib(70), 0)).status,
+            engine::AllocationStatus::kOutOfMemory);
+  EXPECT_EQ(m.reserved().peak_reserved, mib(60));
+  m.on_allocate(SimTime{}, 5, tensor(mib(10), 0));  // the measured step starts after the failure
+  EXPECT_EQ(m.reserved().peak_reserved, mib(60));
+}
+
 TEST(MemoryModel, BaselineOccupiesTheAllocatorBeforeTheStep) {
   MemoryModelOptions o = options(mib(100));
   o.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = mib(50);
