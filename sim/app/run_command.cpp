@@ -142,7 +142,9 @@ allocator (the CUDA caching allocator; PYTORCH_CUDA_ALLOC_CONF's names):
 Exit codes: 0 ok (an out-of-memory prediction is a result), 1 internal error, 2 bad input.)";
 
 // The measured step's memory (the warm-up step before it only fills the cache): the state at its
-// start, then every change, on the trace's clock.
+// start, then every change, on the trace's clock. Memory changes when the CPU issues an op, so
+// the step's memory begins at its first allocation on the CPU's clock, which runs ahead of the
+// GPU's measured_start.
 std::string memory_timeline_csv(const fsdp::SimulationOutput& output) {
   std::string csv = "time_s,allocated_gib,active_gib,reserved_gib\n";
   // Without the allocator model, reserved memory is given as its lower bound, the active memory,
@@ -153,10 +155,10 @@ std::string memory_timeline_csv(const fsdp::SimulationOutput& output) {
                        to_gib(m.active), to_gib(modelled ? m.reserved : m.active));
   };
   const std::vector<memory::MemorySample>& samples = output.memory_samples;
-  const auto first =
-      std::find_if(samples.begin(), samples.end(),
-                   [&](const memory::MemorySample& m) { return m.time > output.measured_start; });
-  if (first != samples.begin()) row(output.measured_start, *std::prev(first));
+  const auto first = std::find_if(
+      samples.begin(), samples.end(),
+      [&](const memory::MemorySample& m) { return m.time > output.memory_measured_start; });
+  if (first != samples.begin()) row(output.memory_measured_start, *std::prev(first));
   for (auto it = first; it != samples.end(); ++it) row(it->time, *it);
   return csv;
 }

@@ -200,6 +200,7 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
   r.memory_rank = classes.representative[neediest];
   fill_memory(r, program, *models[neediest]);
   if (memory_options.record_samples) out.memory_samples = models[largest]->samples();
+  out.memory_measured_start = models[largest]->measured_since();
   out.timeline = timelines[largest];
   out.rank_timelines = std::move(timelines);
   return {start, end};
@@ -231,6 +232,7 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
         breakdown_of(program, out.timeline, out.schedule.measured_first_op, step_start, step_end);
     fill_memory(r, program, memory);
     if (options.record_memory) out.memory_samples = memory.samples();
+    out.memory_measured_start = memory.measured_since();
   } else {
     std::tie(step_start, step_end) = simulate_ranks(input, memory_options, out);
   }

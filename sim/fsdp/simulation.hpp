@@ -85,6 +85,9 @@ struct SimulationOutput {
   // previous step on every rank to the end of the last rank's last op.
   SimTime measured_start;
   SimTime measured_end;
+  // Where memory_samples of the measured step begin: the CPU time its first tensor was allocated,
+  // which precedes measured_start by as far as the CPU runs ahead of the GPU.
+  SimTime memory_measured_start;
   StepResult result;
 };
 

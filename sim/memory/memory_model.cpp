@@ -81,6 +81,7 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
                                                    const engine::TensorInfo& info) {
   if (!measuring_ && tensor == options_.measure_from) {
     measuring_ = true;
+    measured_since_ = time;
     tracker_.reset_peaks(time);
     if (allocator_ && !reserved_.out_of_memory) {
       retries_at_measure_ = allocator_->stats().num_alloc_retries;

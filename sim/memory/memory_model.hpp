@@ -57,6 +57,9 @@ class MemoryModel final : public engine::MemoryObserver {
   [[nodiscard]] const ReservedStats& reserved() const { return reserved_; }
   [[nodiscard]] bool models_reserved() const { return allocator_.has_value(); }
   [[nodiscard]] const std::vector<MemorySample>& samples() const { return tracker_.samples(); }
+  // When the measured step's first tensor was allocated (its CPU time: a tensor is allocated when
+  // the CPU issues the op that makes it, ahead of the GPU), where its memory samples begin.
+  [[nodiscard]] SimTime measured_since() const { return measured_since_; }
 
  private:
   void note_reserved(SimTime time);
@@ -81,6 +84,7 @@ class MemoryModel final : public engine::MemoryObserver {
   std::int64_t retries_at_measure_ = 0;
   std::int64_t calls_at_measure_ = 0;
   bool measuring_ = true;
+  SimTime measured_since_;
 };
 
 }  // namespace fsdpsim::memory
