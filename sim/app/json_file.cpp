@@ -284,7 +284,9 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
                                                     : "the input " + input.string()));
       }
     }
-    const fs::path canonical = fs::weakly_canonical(file.path, ec);
+    // Absolute first: a relative path whose file does not exist yet stays relative under
+    // weakly_canonical, and "o.json" and "./o.json" would count as two places.
+    const fs::path canonical = fs::weakly_canonical(fs::absolute(file.path, ec), ec);
     const std::string place = file.path == "-" || ec ? file.path : canonical.string();
     if (!places.insert(place).second) {
       throw ConfigError(file.path, "",
@@ -334,27 +336,33 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
     }
     staged.push_back(std::move(s));
   }
+  // Publishing: first what is written in place and may fail (a full device, a FIFO's reader
+  // gone), while every staged file can still be discarded; then the renames into place; stdout
+  // last, so that nothing is printed for outputs that did not land.
+  for (const Staged& s : staged) {
+    if (s.file->path == "-" || !s.temporary.empty()) continue;
+    try {
+      write_file(s.target, s.file->content, s.file->path);
+    } catch (const ConfigError&) {
+      discard(0);
+      throw;
+    }
+  }
   for (std::size_t i = 0; i < staged.size(); ++i) {
     const Staged& s = staged[i];
-    if (s.file->path == "-") {
-      std::cout << s.file->content;
-      std::cout.flush();
-    } else if (s.temporary.empty()) {
-      try {
-        write_file(s.target, s.file->content, s.file->path);
-      } catch (const ConfigError&) {
-        discard(i + 1);
-        throw;
-      }
-    } else {
-      std::error_code ec;
-      fs::rename(s.temporary, s.target, ec);
-      if (ec) {
-        discard(i);
-        throw ConfigError(
-            fmt::format("cannot move the output into place at {}: {}", s.file->path, ec.message()));
-      }
+    if (s.temporary.empty()) continue;
+    std::error_code ec;
+    fs::rename(s.temporary, s.target, ec);
+    if (ec) {
+      discard(i);
+      throw ConfigError(
+          fmt::format("cannot move the output into place at {}: {}", s.file->path, ec.message()));
     }
+  }
+  for (const Staged& s : staged) {
+    if (s.file->path != "-") continue;
+    std::cout << s.file->content;
+    std::cout.flush();
   }
 }
 

@@ -716,6 +716,28 @@ TEST(Cli, OptionsThatWouldDoNothingAreRefused) {
     EXPECT_NE(o.output.find(message), std::string::npos) << command << "\n" << o.output;
   }
   EXPECT_FALSE(fs::exists(temp_dir() / "same.json"));
+  // Relative names of a file not yet there: "rel.json" and "./rel.json" are one place too.
+  const Outcome relative = run_fsdpsim("run " + kScenario + " --json rel.json --trace ./rel.json",
+                                       "cd " + temp_dir().string() + " && ");
+  EXPECT_EQ(relative.exit_code, 2) << relative.output;
+  EXPECT_NE(relative.output.find("is given for two outputs"), std::string::npos) << relative.output;
+  EXPECT_FALSE(fs::exists(temp_dir() / "rel.json"));
+}
+
+// Outputs land together or not at all: a device that cannot take its output (a full disk) fails
+// the command before the other outputs are moved into place.
+TEST(Cli, AnOutputThatCannotBeWrittenKeepsTheOthersOut) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const fs::path json = temp_dir() / "not_alone.json";
+  fs::remove(json);
+  const Outcome o =
+      run_fsdpsim("run " + kScenario + " --json " + json.string() + " --trace /dev/full");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("cannot write /dev/full: No space left on device"), std::string::npos)
+      << o.output;
+  EXPECT_FALSE(fs::exists(json));
+  for (const auto& entry : fs::directory_iterator(temp_dir()))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
 }
 
 // An output written over one of the command's inputs would destroy it: refused before anything
