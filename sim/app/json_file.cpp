@@ -75,19 +75,18 @@ std::string escape_control_characters(std::string_view text) {
 }
 
 void require_text(const std::string& text, const std::string& file) {
-  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
-    throw ConfigError(file, "", fmt::format("expected text, found a NUL byte at offset {}", nul));
-  }
   if (const auto c = find_control_character(text, "\t\n\r")) {
     const std::string_view before(text.data(), c->offset);
     const auto line = std::count(before.begin(), before.end(), '\n') + 1;
     const std::size_t line_start = before.rfind('\n');
     const std::size_t column =
         c->offset - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+    const bool nul = text[c->offset] == '\0';
     throw ConfigError(file, "",
-                      fmt::format("expected text, found the control character {} at line {}, "
-                                  "column {}",
-                                  c->name, line, column));
+                      fmt::format("expected text, found {} at line {}, column {}",
+                                  nul ? std::string("a NUL byte")
+                                      : fmt::format("the control character {}", c->name),
+                                  line, column));
   }
 }
 

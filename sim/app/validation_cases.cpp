@@ -125,13 +125,8 @@ std::optional<double> ValidationCase::number(const std::string& column) const {
 }
 
 std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec))
-    throw ConfigError(file.string(), "", "is a folder, expected a CSV file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(file.string(), "", "cannot open the file (does it exist?)");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  require_text(text, file.string());
+  // Bounded and checked: a device like /dev/zero would otherwise be read without end.
+  const std::string text = read_text_file(file);
   const std::vector<CsvRecord> records = parse_csv_records(text, file.string());
   if (records.empty() || records.front().blank)
     throw ConfigError(file.string(), "", "empty file: expected a header line");

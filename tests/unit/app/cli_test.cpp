@@ -831,7 +831,13 @@ TEST(Cli, ANulByteInAScenarioIsAnError) {
   std::ofstream(p, std::ios::binary) << read_file(kScenario) << std::string(1, '\0') << "junk {";
   const Outcome o = run_fsdpsim("run " + p.string());
   EXPECT_EQ(o.exit_code, 2) << o.output;
-  EXPECT_NE(o.output.find("nul.json: expected text, found a NUL byte at offset"), std::string::npos)
+  // Where an editor shows it: the line and column after the scenario's text.
+  const std::string text = read_file(kScenario);
+  const auto lines = std::count(text.begin(), text.end(), '\n');
+  const std::size_t column = text.size() - (text.rfind('\n') + 1) + 1;
+  EXPECT_NE(o.output.find("nul.json: expected text, found a NUL byte at line " +
+                          std::to_string(lines + 1) + ", column " + std::to_string(column)),
+            std::string::npos)
       << o.output;
 }
 

@@ -441,6 +441,10 @@ TEST(Validate, NothingToValidateOrABadOptionExitsTwo) {
   EXPECT_EQ(code3, 2) << out3;
   EXPECT_NE(out3.find("found none of 4 (4 skipped)"), std::string::npos) << out3;
   EXPECT_NE(out3.find("skipped "), std::string::npos) << "reasons on the terminal: " << out3;
+  // A device is refused, not read without end (/dev/zero once filled the memory).
+  const auto [code5, out5] = run_fsdpsim("validate /dev/zero");
+  EXPECT_EQ(code5, 2) << out5;
+  EXPECT_NE(out5.find("/dev/zero: expected a regular file"), std::string::npos) << out5;
   for (const char* bad : {"-1", "nan", "0"}) {
     const auto [code4, out4] = run_fsdpsim("validate " + cases + " --max-mape " + bad);
     EXPECT_EQ(code4, 2) << bad << ": " << out4;
