@@ -104,6 +104,17 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                     s.training.global_batch, s.training.global_batch / per_step,
                     s.training.micro_batch, world, size_bounds::kMicroBatchesPerStep));
   }
+  std::int64_t layers = s.model.n_layers + s.model.n_decoder_layers;
+  for (const models::CustomLayerSpec& l : s.model.custom_layers) layers += l.count;
+  const std::int64_t micro_batches = s.training.global_batch / per_step;
+  if (layers * micro_batches > size_bounds::kLayerPassesPerStep) {
+    throw ConfigError(
+        f, "/training/global_batch",
+        fmt::format("{} layers x {} micro-batches per optimizer step = {} layer passes; at most {} "
+                    "are simulated",
+                    layers, micro_batches, layers * micro_batches,
+                    size_bounds::kLayerPassesPerStep));
+  }
   if (s.training.decoder_seq_len > 0 && s.model.family != models::ModelFamily::kT5) {
     throw ConfigError(f, "/training/decoder_seq_len",
                       fmt::format("applies to encoder-decoder models (t5); {} has no decoder input",

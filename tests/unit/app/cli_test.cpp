@@ -551,6 +551,18 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"training", {{"global_batch", 128 * 1025}}}},
                  "/training/global_batch: global_batch 131200 is 1025 micro-batches of 1 x 128 "
                  "GPUs per optimizer step; at most 1024 are simulated"},
+        // ... and at most 131072 layer passes (a deep model with many micro-batches).
+        BadInput{"layer_passes_beyond_bound",
+                 {{"model",
+                   {{"family", "gpt"},
+                    {"n_layers", 4096},
+                    {"d_model", 256},
+                    {"n_heads", 8},
+                    {"vocab", 100},
+                    {"max_seq_len", 2048}}},
+                  {"training", {{"global_batch", 128 * 64}}}},
+                 "/training/global_batch: 4096 layers x 64 micro-batches per optimizer step = "
+                 "262144 layer passes; at most 131072 are simulated"},
         BadInput{"seq_len_beyond_bound",
                  {{"training", {{"seq_len", 512000000}}}},
                  "/training/seq_len: expected a positive integer of at most 1048576"},
