@@ -76,7 +76,9 @@ def a100(name, preset_note):
     write(name, profile(
         name,
         "Reference profile for one 8x A100 SXM node (NVLink3, NVSwitch) from a published nccl-tests sweep. " + preset_note,
-        {"name": "NVIDIA A100 SXM (NVLink3)"},
+        # The device the curves belong to, so that fsdpsim refuses them for another GPU model: every
+        # A100 has 108 SMs (NVIDIA Ampere whitepaper); the source does not say 40 or 80 GB.
+        {"name": "NVIDIA A100 SXM (NVLink3)", "sm_count": 108},
         {"nodes": 1, "gpus_per_node": 8, "interconnect": "NVLink3 via NVSwitch, 12 links x 25 GB/s per GPU"},
         [source, PERFORMANCE_MD + " (busbw factors)", "NVIDIA/nccl-tests#326 (equal busbw of ring collectives)"],
         ["Only single-node (8-rank) curves: multi-node groups use the fallback model until measured on your cluster.",
@@ -102,7 +104,10 @@ def h200():
         "h200-sxm-141gb",
         "Reference profile for one 8x H200 node (NVLink4, NVSwitch) from published measurements: the all-reduce sweep; "
         "all-gather and reduce-scatter only at 16 GiB.",
-        {"name": "NVIDIA H200"},
+        # 132 SMs (Hopper whitepaper: the GH100 configuration of H100 SXM5 and H200) and H200's memory
+        # as torch reports it (configs/hardware/h200-sxm-141gb.json, hbm_bytes), which sets it
+        # apart from an H100's.
+        {"name": "NVIDIA H200", "sm_count": 132, "memory_bytes": 150109945856},
         {"nodes": 1, "gpus_per_node": 8, "interconnect": "NVLink4 via NVSwitch, 18 links x 25 GB/s per GPU"},
         [source, STAS + " SHARP section (nccl-tests 16 GiB all_gather 361.4 and reduce_scatter 362.9 GB/s busbw)",
          PERFORMANCE_MD + " (busbw factors)"],

@@ -441,6 +441,11 @@ TEST(Validate, NothingToValidateOrABadOptionExitsTwo) {
   EXPECT_EQ(code3, 2) << out3;
   EXPECT_NE(out3.find("found none of 4 (4 skipped)"), std::string::npos) << out3;
   EXPECT_NE(out3.find("skipped "), std::string::npos) << "reasons on the terminal: " << out3;
+  // A shipped profile names its GPU: H200 curves do not price the H100 and A100 rows.
+  const auto [code6, out6] = run_fsdpsim("validate " + cases + " --calibration h200-sxm-141gb");
+  EXPECT_EQ(code6, 2) << out6;
+  EXPECT_NE(out6.find("found none of 4 (4 skipped)"), std::string::npos) << out6;
+  EXPECT_NE(out6.find("its measurements are another GPU model's"), std::string::npos) << out6;
   // A device is refused, not read without end (/dev/zero once filled the memory).
   const auto [code5, out5] = run_fsdpsim("validate /dev/zero");
   EXPECT_EQ(code5, 2) << out5;
