@@ -14,6 +14,7 @@
 #include "sim/app/csv_records.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
+#include "sim/app/size_bounds.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -265,20 +266,38 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   if (gpus % per_node != 0)
     bad_cell(file, c, "gpus", fmt::format("a multiple of gpus_per_node ({})", per_node));
   const std::int64_t micro = positive_int(file, c, "micro_batch");
+  // The scenario bounds micro_batch x seq_len by size_bounds::kTokens; bounded here already so
+  // that micro_batch x gpus below stays within 64 bits.
+  if (micro > size_bounds::kTokens)
+    bad_cell(file, c, "micro_batch", fmt::format("at most {} sequences", size_bounds::kTokens));
   // Gradient accumulation as printed; else global / (micro x gpus), rounded (the sources' global
-  // batch need not divide evenly).
+  // batch need not divide evenly). Given both, they must agree up to that rounding: Composer
+  // runs ceil(global / (micro x gpus)) micro-batches, the last one partial.
   std::int64_t accumulation = 1;
-  if (!c.get("grad_accum").empty()) {
-    accumulation = positive_int(file, c, "grad_accum");
-  } else if (!c.get("global_batch").empty()) {
+  if (!c.get("global_batch").empty()) {
     const std::int64_t global = positive_int(file, c, "global_batch");
     if (global < micro * gpus) {
       bad_cell(file, c, "global_batch",
                fmt::format("at least micro_batch x gpus = {} sequences (one micro-batch on every "
-                           "GPU), or a grad_accum cell",
+                           "GPU)",
                            micro * gpus));
     }
     accumulation = std::llround(static_cast<double>(global) / static_cast<double>(micro * gpus));
+    if (!c.get("grad_accum").empty()) {
+      const std::int64_t printed = positive_int(file, c, "grad_accum");
+      const std::int64_t floor = global / (micro * gpus);
+      const std::int64_t ceil = (global + micro * gpus - 1) / (micro * gpus);
+      if (printed < floor || printed > ceil) {
+        bad_cell(file, c, "grad_accum",
+                 fmt::format("the global_batch cell's {} / (micro_batch {} x {} GPUs) = {:.4g} "
+                             "micro-batches per step, rounded down or up, or no global_batch cell",
+                             global, micro, gpus,
+                             static_cast<double>(global) / static_cast<double>(micro * gpus)));
+      }
+      accumulation = printed;
+    }
+  } else if (!c.get("grad_accum").empty()) {
+    accumulation = positive_int(file, c, "grad_accum");
   }
   const std::int64_t seq = positive_int(file, c, "seq_len");
   const std::string family = c.get("model_family");

@@ -341,6 +341,15 @@ TEST(Validate, CellsOutOfTheirColumnsRangeAreErrors) {
           {"small_batch.csv",
            {{"global_batch", "8"}, {"grad_accum", ""}},
            "column global_batch: expected at least micro_batch x gpus"},
+          // The first row's 1024 sequences are one micro-batch of 8 on 128 GPUs: two cells that
+          // say 2 and 1 contradict each other.
+          {"contradicting_batch.csv",
+           {{"global_batch", "2048"}, {"grad_accum", "1"}},
+           "column grad_accum: expected the global_batch cell's 2048 / (micro_batch 8 x 128 GPUs) "
+           "= 2 micro-batches per step, rounded down or up, or no global_batch cell, found \"1\""},
+          {"huge_micro_batch.csv",
+           {{"micro_batch", "99999999"}},
+           "column micro_batch: expected at most 16777216 sequences"},
           {"many_gpus.csv",
            {{"gpus", "2097152"}},
            "column gpus: expected at most 1048576 GPUs, found \"2097152\""},
