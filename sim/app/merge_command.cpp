@@ -64,13 +64,19 @@ SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps)
         "slices with one fsdpsim",
         unidentified, identified_by));
   }
+  // A slice that owns no point (--shard K/N with N above the grid's size, or a run stopped
+  // before its first point) holds only a header, and with it no sweep id or grid size to check.
+  if (merged.rows.empty()) {
+    throw ConfigError(fmt::format(
+        "merge: none of the {} files holds a point (each is a header only); nothing to merge",
+        inputs.size()));
+  }
   std::sort(merged.rows.begin(), merged.rows.end(),
             [](const SweepRow& a, const SweepRow& b) { return a.index < b.index; });
   // With a sweep id the grid's size is known and a missing last slice is found too; without one
   // (older slices) only the gaps below the last index are.
-  const std::int64_t points = merged.sweep_id.empty()
-                                  ? (merged.rows.empty() ? 0 : merged.rows.back().index + 1)
-                                  : merged.grid_points;
+  const std::int64_t points =
+      merged.sweep_id.empty() ? merged.rows.back().index + 1 : merged.grid_points;
   if (!allow_gaps) {
     // Counted, not listed: a slice's indices may leave millions of points out.
     std::int64_t missing = 0;

@@ -642,6 +642,22 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
         << mixed.output;
   }
 
+  // More slices than points: slice 20 of 20 owns none and holds only a header. It adds nothing
+  // to a merge of the slices that hold the points, and alone it is nothing to merge.
+  const fs::path empty = dir / "empty.csv";
+  ASSERT_EQ(run_fsdpsim("sweep " + s.string() + grid + " --shard 20/20 --out " + empty.string())
+                .exit_code,
+            0);
+  EXPECT_EQ(count_lines(read_file(empty)), 1U);
+  const Outcome with_empty =
+      run_fsdpsim("merge" + slices + " " + empty.string() + " --out " + (dir / "x.csv").string());
+  ASSERT_EQ(with_empty.exit_code, 0) << with_empty.output;
+  EXPECT_EQ(read_file(dir / "x.csv"), all);
+  const Outcome only_empty = run_fsdpsim("merge " + empty.string());
+  EXPECT_EQ(only_empty.exit_code, 2);
+  EXPECT_NE(only_empty.output.find("none of the 1 files holds a point"), std::string::npos)
+      << only_empty.output;
+
   // A gap of millions of points is counted, not listed (it once filled memory).
   const std::string text = read_file(dir / "slice1.csv");
   const std::string header = text.substr(0, text.find('\n') + 1);
