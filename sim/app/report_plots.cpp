@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "sim/app/markdown_cell.hpp"
 
@@ -350,7 +351,13 @@ std::string file_slug(const std::string& key) {
   for (const char c : key) {
     const bool keep =
         (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
-    slug += keep ? c : '_';
+    // One '_' for a run of dropped characters: no slug holds "__", which separates the two
+    // axes of a heatmap's name.
+    if (keep) {
+      slug += c;
+    } else if (slug.empty() || slug.back() != '_') {
+      slug += '_';
+    }
   }
   return slug.substr(0, kMaxSlugLength);
 }
@@ -381,11 +388,18 @@ std::vector<ReportAxis> report_axes(const SweepTable& table) {
     axes.push_back(std::move(axis));
   }
   // Keys that differ only in characters a file name drops ("a.b", "a_b", "a b") or past the
-  // length limit would write their plots over each other: those take their axis number too.
+  // length limit would write their plots over each other: those take their axis number too, and
+  // a count when that is another axis's name already ("x_y_axis1" next to "x.y" and "x_y").
   std::map<std::string, int> uses;
   for (const ReportAxis& axis : axes) ++uses[axis.slug];
+  std::set<std::string> taken;
   for (std::size_t a = 0; a < axes.size(); ++a) {
-    if (uses[axes[a].slug] > 1) axes[a].slug += fmt::format("_axis{}", a + 1);
+    const std::string base = axes[a].slug;
+    std::string slug = uses[base] == 1 ? base : fmt::format("{}_axis{}", base, a + 1);
+    for (int n = 2; taken.count(slug) > 0 || (slug != base && uses.count(slug) > 0); ++n)
+      slug = fmt::format("{}_axis{}_{}", base, a + 1, n);
+    taken.insert(slug);
+    axes[a].slug = slug;
   }
   return axes;
 }

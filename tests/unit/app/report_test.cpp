@@ -175,6 +175,38 @@ TEST(ReportPlots, EachAxisHasFilesOfItsOwnAndDataFieldsStayApart) {
   }
 }
 
+// Every file of a plan has a name of its own, whatever the keys: an axis-numbered name that is
+// another key's name, and keys with "__", which separates a heatmap's two axes.
+TEST(ReportPlots, NoTwoFilesShareAName) {
+  const auto expect_unique = [](const ReportPlan& plan) {
+    std::vector<std::string> names;
+    for (const ReportFile& f : plan.files) names.push_back(f.name);
+    for (const ReportPlot& p : plan.plots) names.push_back(p.svg);
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end())
+        << *std::adjacent_find(names.begin(), names.end());
+  };
+  SweepTable numbered = small_table();
+  numbered.grid_keys = {"x.y", "x_y", "x_y_axis1"};
+  expect_unique(plan_report(numbered, "sweep.csv"));
+
+  SweepTable four;
+  four.grid_keys = {"a", "a__b", "b__c", "c"};
+  for (std::int64_t i = 0; i < 16; ++i) {
+    SweepRow row;
+    row.index = i;
+    row.labels = {std::to_string(i / 8), std::to_string(i / 4 % 2), std::to_string(i / 2 % 2),
+                  std::to_string(i % 2)};
+    row.status = PointStatus::kOk;
+    row.metrics.fill(1.0);
+    row.metrics[kMetricTokensPerSPerGpu] = 100.0 + static_cast<double>(i);
+    four.rows.push_back(row);
+  }
+  const ReportPlan plan = plan_report(four, "sweep.csv");
+  EXPECT_EQ(plan.plots.size(), 1U + 4U + 6U);
+  expect_unique(plan);
+}
+
 // Heatmaps grow as the square of the numeric axes: past eight, the first eight only, and a note.
 TEST(ReportPlots, HeatmapsAreCappedAtEightNumericAxes) {
   SweepTable table;
