@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <stdexcept>
 #include <system_error>
@@ -48,7 +51,7 @@ fs::path require_gnuplot() {
 }
 
 void render_gnuplot(const fs::path& gnuplot, const fs::path& folder, const std::string& script,
-                    const std::string& output) {
+                    const std::string& output, const std::atomic<bool>* stop) {
   const std::string temporary = fmt::format(".{}.{}.tmp", output, ::getpid());
   const std::string assignment = fmt::format("outfile='{}'", temporary);
   std::array<int, 2> pipe_fds{};
@@ -72,9 +75,25 @@ void render_gnuplot(const fs::path& gnuplot, const fs::path& folder, const std::
     ::_exit(127);
   }
   ::close(pipe_fds[1]);
+  // gnuplot's messages until it closes its end, polled so that a stop request or the deadline
+  // ends the wait (a gnuplot stuck on a script, or one that left a process holding the pipe).
   std::string messages;
   std::array<char, 4096> buffer{};
+  const auto deadline = std::chrono::steady_clock::now() + kGnuplotTimeout;
+  enum class Ended { kExited, kStopped, kTimedOut } ended = Ended::kExited;
   while (true) {
+    if (stop != nullptr && stop->load()) {
+      ended = Ended::kStopped;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ended = Ended::kTimedOut;
+      break;
+    }
+    pollfd fd{pipe_fds[0], POLLIN, 0};
+    constexpr int kPollMs = 100;
+    const int ready = ::poll(&fd, 1, kPollMs);
+    if (ready <= 0) continue;  // a tick, or a signal (EINTR): look at the flag and the clock
     const ssize_t n = ::read(pipe_fds[0], buffer.data(), buffer.size());
     if (n > 0) {
       messages.append(buffer.data(), static_cast<std::size_t>(n));
@@ -83,15 +102,22 @@ void render_gnuplot(const fs::path& gnuplot, const fs::path& folder, const std::
     }
   }
   ::close(pipe_fds[0]);
+  if (ended != Ended::kExited) ::kill(child, SIGKILL);
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   std::error_code ec;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (ended != Ended::kExited || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
     fs::remove(folder / temporary, ec);
-    throw std::runtime_error(fmt::format("gnuplot failed on {} (exit status {}): {}",
-                                         (folder / script).string(),
-                                         WIFEXITED(status) ? WEXITSTATUS(status) : -1, messages));
+  if (ended == Ended::kStopped) throw GnuplotStopped();
+  if (ended == Ended::kTimedOut) {
+    throw ConfigError(
+        fmt::format("gnuplot did not finish {} within {} s and was stopped", script,
+                    std::chrono::duration_cast<std::chrono::seconds>(kGnuplotTimeout).count()));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw ConfigError(fmt::format("gnuplot failed on {} (exit status {}): {}", script,
+                                  WIFEXITED(status) ? WEXITSTATUS(status) : -1, messages));
   }
   fs::rename(folder / temporary, folder / output, ec);
   if (ec) {

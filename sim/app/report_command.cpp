@@ -15,6 +15,7 @@
 #include "sim/app/config_error.hpp"
 #include "sim/app/csv_table.hpp"
 #include "sim/app/gnuplot_runner.hpp"
+#include "sim/app/interrupt_guard.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/report_folder.hpp"
 #include "sim/app/report_index.hpp"
@@ -38,8 +39,8 @@ Everything is rendered first in a scratch folder inside DIR and published only w
 rendered: a failed report leaves DIR as it was. Files in DIR that no report wrote are kept.
 gnuplot is looked up on PATH (Debian: apt-get install gnuplot-nox).
 
-Exit codes: 0 ok, 1 internal error, 2 bad input (unreadable or malformed CSV, gnuplot missing,
-DIR not writable).)";
+Exit codes: 0 ok, 1 internal error, 2 bad input (unreadable or malformed CSV, gnuplot missing or
+failing, DIR not writable), 130 (143) stopped by Ctrl-C (SIGTERM) with DIR left as it was.)";
 
 // A plot gnuplot rendered into the scratch folder, as written (an SVG is text, but a plot is
 // published as gnuplot made it, not checked as an input would be).
@@ -84,12 +85,21 @@ int report_command(const ReportOptions& options) {
   }
   const fs::path csv(options.csv_path);
   const ReportPlan plan = plan_report(table, csv.filename().string());
-  // Made in a scratch folder and published together, so a failure part-way leaves DIR as it was.
+  // Made in a scratch folder and published together, so a failure part-way leaves DIR as it was;
+  // Ctrl-C or SIGTERM stops gnuplot and removes the scratch folder too.
+  const InterruptGuard guard;
   const ScratchFolder scratch(dir);
   for (const ReportFile& file : plan.files)
     write_output((scratch.path() / file.name).string(), file.content);
-  for (const ReportPlot& plot : plan.plots)
-    render_gnuplot(gnuplot, scratch.path(), plot.script, plot.svg);
+  try {
+    for (const ReportPlot& plot : plan.plots)
+      render_gnuplot(gnuplot, scratch.path(), plot.script, plot.svg, &InterruptGuard::flag());
+  } catch (const GnuplotStopped&) {
+  }
+  if (InterruptGuard::flag().load()) {
+    std::cerr << fmt::format("interrupted: nothing was written to {}\n", dir.string());
+    return InterruptGuard::exit_code();
+  }
   const std::string title =
       options.title.empty() ? fmt::format("Sweep report: {}", csv.stem().string()) : options.title;
   std::string csv_link = fs::proximate(csv, dir, ec).generic_string();
@@ -106,6 +116,16 @@ int report_command(const ReportOptions& options) {
   publish("index.md", report_index_markdown(table, plan, title, csv_link, options.top));
   const std::vector<std::string> previous = previous_report_files(dir);
   outputs.push_back(OutputFile{(dir / kReportFileList).string(), report_file_list(names)});
+  // A report folder holds plain files: a device or FIFO under a report's name (or a link to one)
+  // would be written in place, where it cannot be undone or may block.
+  for (const OutputFile& output : outputs) {
+    const fs::file_status status = fs::status(output.path, ec);
+    if (fs::exists(status) && !fs::is_regular_file(status)) {
+      throw ConfigError(output.path, "",
+                        "is not a plain file (a folder, device or FIFO, or a link to one); a "
+                        "report replaces only files, so nothing was written");
+    }
+  }
   write_outputs(outputs, {csv});
   remove_stale_report_files(dir, previous, names, {csv});
   std::cout << fmt::format("report: {} plots of {} points in {} (index.md)\n", plan.plots.size(),

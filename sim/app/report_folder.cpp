@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 #include <system_error>
 
 #include "sim/app/config_error.hpp"
@@ -17,11 +18,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A name a report writes: one path component, not hidden (".", "..", the list itself and the
-// staging files all start with a dot).
+// A name a report writes (report_plots.cpp): index.md, points.tsv, pareto.*, axis_*, best_*.tsv,
+// heatmap_*, each a plain file name. A list edited by hand names nothing else.
 bool is_report_file_name(const std::string& name) {
-  return !name.empty() && name.front() != '.' && name.find('/') == std::string::npos &&
-         name.find('\0') == std::string::npos;
+  if (name.empty() || name.find('/') != std::string::npos || name.find('\0') != std::string::npos)
+    return false;
+  if (name == "index.md" || name == "points.tsv") return true;
+  const auto starts = [&](std::string_view prefix) { return name.rfind(prefix, 0) == 0; };
+  const auto ends = [&](std::string_view suffix) {
+    return name.size() > suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const bool plot_file = ends(".gp") || ends(".svg") || ends(".tsv");
+  if (starts("pareto.") || starts("axis_") || starts("heatmap_")) return plot_file;
+  return starts("best_") && ends(".tsv");
 }
 
 }  // namespace

@@ -33,8 +33,8 @@ class ScratchFolder {
 std::string report_file_list(const std::vector<std::string>& names);
 
 // The names listed in `dir`'s report file list, if it has one, keeping only those a report can
-// have written (a plain file name in `dir`, not hidden): a list edited by hand cannot point the
-// removal outside the folder.
+// have written (index.md, points.tsv, pareto.*, axis_*, best_*.tsv, heatmap_*, in `dir` itself):
+// a list edited by hand cannot point the removal at another file or outside the folder.
 std::vector<std::string> previous_report_files(const std::filesystem::path& dir);
 
 // Removes from `dir` each of `previous` that is not in `current` and is not one of `inputs`

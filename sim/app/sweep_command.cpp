@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -18,6 +17,7 @@
 
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
+#include "sim/app/interrupt_guard.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/result_json.hpp"
 #include "sim/app/scenario.hpp"
@@ -46,28 +46,11 @@ slices into the CSV of the whole sweep.
 
 stdout gets the counts, the Pareto front (tokens/s/GPU vs peak reserved memory) and a last line
 "best that fits: ..."; when an output goes to '-', that summary goes to stderr instead.
-Ctrl-C finishes the points in flight, writes the rows finished so far and exits 130.
+Ctrl-C (or SIGTERM) finishes the points in flight, writes the rows finished so far and exits 130
+(143).
 --trace-row N --trace PATH simulates point N again and writes its Chrome/Perfetto trace.
 
-Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input, 130 interrupted.)";
-
-// Set by the SIGINT handler; lock-free, so safe to touch from a signal handler.
-std::atomic<bool> g_interrupted{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-extern "C" void on_sigint(int /*signal*/) { g_interrupted.store(true); }
-
-// Installs on_sigint for the lifetime of the object.
-class SigintGuard {
- public:
-  SigintGuard() : previous_(std::signal(SIGINT, on_sigint)) { g_interrupted.store(false); }
-  ~SigintGuard() { std::signal(SIGINT, previous_ == SIG_ERR ? SIG_DFL : previous_); }
-  SigintGuard(const SigintGuard&) = delete;
-  SigintGuard& operator=(const SigintGuard&) = delete;
-
- private:
-  void (*previous_)(int);
-};
+Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input, 130 interrupted (143 terminated).)";
 
 std::string json_path_of(const std::string& dotted_key) {
   std::string path = fmt::format("/{}", dotted_key);
@@ -352,8 +335,9 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
 
 int sweep_command(const SweepOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  // Ctrl-C from here on, planning included, stops the sweep and writes the rows finished so far.
-  const SigintGuard guard;
+  // Ctrl-C or SIGTERM from here on, planning included, stops the sweep and writes the rows
+  // finished so far.
+  const InterruptGuard guard;
   const SweepPlan plan = plan_sweep(options);
   if (!options.trace_path.empty()) check_trace_row(plan, options.trace_row);
   const int jobs = options.jobs == 0
@@ -374,11 +358,11 @@ int sweep_command(const SweepOptions& options) {
                              std::string(static_cast<std::size_t>(filled), '#'),
                              std::string(static_cast<std::size_t>(kWidth - filled), '.'), done,
                              total, rate, eta < 0.0 ? "?" : format_duration(eta));
-    if (done == total || g_interrupted.load()) std::cerr << "\n";
+    if (done == total || InterruptGuard::flag().load()) std::cerr << "\n";
     std::cerr.flush();
   };
 
-  const SweepRun run = run_sweep(plan, jobs, &g_interrupted, progress);
+  const SweepRun run = run_sweep(plan, jobs, &InterruptGuard::flag(), progress);
   const bool interrupted = run.stopped;
   std::string jsonl;
   for (const std::string& line : run.json_lines) jsonl += line;
@@ -426,7 +410,7 @@ int sweep_command(const SweepOptions& options) {
   if (interrupted) {
     std::cerr << fmt::format("interrupted: wrote the {} of {} points that finished\n",
                              run.table.rows.size(), plan.indices.size());
-    return kExitInterrupted;
+    return InterruptGuard::exit_code();
   }
   return 0;
 }

@@ -21,8 +21,6 @@ class App;
 
 namespace fsdpsim::app {
 
-inline constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
-
 struct SweepOptions {
   std::string scenario;
   std::vector<std::string> grid;       // --grid KEY=V1,V2,...

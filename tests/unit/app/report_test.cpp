@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -457,11 +458,76 @@ TEST(ReportCommand, AFailedReportLeavesTheFolderAsItWas) {
   std::ofstream(csv) << table_to_csv(small_table());
   const Outcome o = run_fsdpsim("report " + csv.string() + " --out " + out.string(),
                                 "env PATH=" + bin.string() + ":/usr/bin:/bin ");
-  EXPECT_NE(o.exit_code, 0) << o.output;
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("gnuplot failed on axis_"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("render failed"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("scratch"), std::string::npos) << "a removed folder named: " << o.output;
   EXPECT_EQ(read_file(count), "3\n");
   EXPECT_EQ(sorted_names(out), before);
   EXPECT_EQ(read_file(out / "index.md"), index);
+}
+
+// The file list is trusted only for names a report writes: a hand-edited list naming the sweep
+// or a user's notes removes neither.
+TEST(ReportCommand, TheFileListRemovesOnlyWhatAReportWrites) {
+  if (!find_gnuplot()) GTEST_SKIP() << "gnuplot is not installed (apt-get install gnuplot-nox)";
+  const fs::path dir = temp_dir("edited_list");
+  const fs::path csv = dir / "sweep.csv";
+  std::ofstream(csv) << table_to_csv(micro_batch_table());
+  std::ofstream(dir / "notes.md") << "mine\n";
+  std::ofstream(dir / "axis_old.svg") << "<svg/>\n";
+  std::ofstream(dir / kReportFileList) << "sweep.csv\nnotes.md\n../notes.md\naxis_old.svg\n";
+  const Outcome o = run_fsdpsim("report " + csv.string() + " --out " + dir.string());
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(fs::exists(csv));
+  EXPECT_TRUE(fs::exists(dir / "notes.md"));
+  EXPECT_FALSE(fs::exists(dir / "axis_old.svg"));
+}
+
+// A device under a report's name (here a link to /dev/full) is refused before anything is
+// published: it would be written in place, where a failure cannot be undone.
+TEST(ReportCommand, ADeviceUnderAReportsNameIsRefused) {
+  if (!find_gnuplot()) GTEST_SKIP() << "gnuplot is not installed (apt-get install gnuplot-nox)";
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const fs::path dir = temp_dir("device");
+  const fs::path out = dir / "report";
+  const fs::path csv = dir / "sweep.csv";
+  std::ofstream(csv) << table_to_csv(micro_batch_table());
+  ASSERT_EQ(run_fsdpsim("report " + csv.string() + " --out " + out.string()).exit_code, 0);
+  fs::remove(out / "index.md");
+  fs::create_symlink("/dev/full", out / "index.md");
+  const std::string points = read_file(out / "points.tsv");
+  std::ofstream(csv) << table_to_csv(small_table());
+  const Outcome o = run_fsdpsim("report " + csv.string() + " --out " + out.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("index.md: is not a plain file"), std::string::npos) << o.output;
+  EXPECT_EQ(read_file(out / "points.tsv"), points);
+  EXPECT_FALSE(fs::exists(out / "axis_fsdp_backward_prefetch.svg"));
+}
+
+// SIGTERM (or Ctrl-C) while gnuplot runs: gnuplot is stopped, nothing is published, no scratch
+// folder stays, and the exit code says which signal.
+TEST(ReportCommand, ASignalStopsGnuplotAndLeavesNothingBehind) {
+  const fs::path dir = temp_dir("signal");
+  const fs::path out = dir / "report";
+  fs::create_directories(out);
+  const fs::path csv = dir / "sweep.csv";
+  std::ofstream(csv) << table_to_csv(micro_batch_table());
+  const fs::path bin = dir / "bin";
+  fs::create_directories(bin);
+  {
+    std::ofstream script(bin / "gnuplot");
+    script << "#!/bin/sh\nexec sleep 60\n";
+  }
+  fs::permissions(bin / "gnuplot", fs::perms::owner_all);
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome o = run_fsdpsim(
+      "report " + csv.string() + " --out " + out.string(),
+      "env PATH=" + bin.string() + ":/usr/bin:/bin timeout --preserve-status -s TERM 1 ");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(o.exit_code, 143) << o.output;
+  EXPECT_NE(o.output.find("interrupted: nothing was written"), std::string::npos) << o.output;
+  EXPECT_TRUE(fs::is_empty(out)) << "left behind in " << out;
 }
 
 TEST(ReportCommand, MissingGnuplotOrBadInputExitsTwo) {

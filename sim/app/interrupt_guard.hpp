@@ -1,0 +1,28 @@
+// Ctrl-C (SIGINT) and SIGTERM (`timeout`, Slurm at a job's time limit) for the commands that can
+// stop cleanly: while an InterruptGuard lives, either signal only raises a flag that the command
+// polls; it then finishes what must be finished (sweep writes the rows done so far, report
+// removes its scratch folder) and exits 128 + the signal's number, as a shell reports it.
+#pragma once
+
+#include <atomic>
+
+namespace fsdpsim::app {
+
+class InterruptGuard {
+ public:
+  InterruptGuard();   // installs the handlers and lowers the flag
+  ~InterruptGuard();  // puts back the handlers there were
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+  // Raised by the first SIGINT or SIGTERM since the guard was made.
+  static const std::atomic<bool>& flag();
+  // 130 after SIGINT, 143 after SIGTERM.
+  static int exit_code();
+
+ private:
+  void (*previous_int_)(int);
+  void (*previous_term_)(int);
+};
+
+}  // namespace fsdpsim::app
