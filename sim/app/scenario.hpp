@@ -38,13 +38,16 @@ struct Scenario {
 // a malformed assignment.
 void apply_override(nlohmann::json& document, const std::string& assignment);
 
+// `overrides` are applied in order, the last of a key holding. An error at a key one of them set
+// says where the value came from: origins[i], the option that gave overrides[i] ("--grid",
+// "--calibration"), or "--set" where `origins` is shorter.
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides,
-                       const PresetLocator& presets);
+                       const PresetLocator& presets, const std::vector<std::string>& origins = {});
 
 // The same from a document already in memory; `file` names it in errors and anchors relative
 // preset paths.
 Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path& file,
-                            const std::vector<std::string>& overrides,
-                            const PresetLocator& presets);
+                            const std::vector<std::string>& overrides, const PresetLocator& presets,
+                            const std::vector<std::string>& origins = {});
 
 }  // namespace fsdpsim::app

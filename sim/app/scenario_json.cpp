@@ -46,8 +46,8 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
 }
 
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides,
-                       const PresetLocator& presets) {
-  return scenario_from_json(read_json_file(file), file, overrides, presets);
+                       const PresetLocator& presets, const std::vector<std::string>& origins) {
+  return scenario_from_json(read_json_file(file), file, overrides, presets, origins);
 }
 
 namespace {
@@ -210,8 +210,8 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
 }  // namespace
 
 Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path& file,
-                            const std::vector<std::string>& overrides,
-                            const PresetLocator& presets) {
+                            const std::vector<std::string>& overrides, const PresetLocator& presets,
+                            const std::vector<std::string>& origins) {
   if (!document.is_object()) {
     throw ConfigError(file.string(), "/",
                       fmt::format("expected an object, found {}", describe_json_type(document)));
@@ -222,16 +222,17 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   } catch (const ConfigError& e) {
     // An error at a key an override set says where the value came from.
     const std::string what = e.what();
-    // The last --set of a key is the one that holds.
-    for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
-      const std::string& o = *it;
+    // The last override of a key is the one that holds.
+    for (std::size_t i = overrides.size(); i-- > 0;) {
+      const std::string& o = overrides[i];
       std::string path = "/" + o.substr(0, o.find('='));
       std::replace(path.begin(), path.end(), '.', '/');
       constexpr std::size_t kShown = 80;
       // ": /path:" leads a message about the value; ": /path)" ends one about the file it names.
       if (what.find(": " + path + ":") != std::string::npos ||
           what.find(": " + path + ")") != std::string::npos) {
-        throw ConfigError(fmt::format("{} (the value comes from --set {}{})", what,
+        throw ConfigError(fmt::format("{} (the value comes from {} {}{})", what,
+                                      i < origins.size() ? origins[i] : std::string("--set"),
                                       o.substr(0, kShown), o.size() > kShown ? "..." : ""));
       }
     }

@@ -85,6 +85,17 @@ std::vector<std::string> with(std::vector<std::string> overrides,
   return overrides;
 }
 
+}  // namespace
+
+std::vector<std::string> point_override_origins(const SweepPlan& plan) {
+  std::vector<std::string> origins(plan.base_overrides.size(), "--set");
+  for (const GridAxis& axis : plan.axes)
+    origins.emplace_back(axis.origin == "--grid" ? "--grid" : "the sweep block");
+  return origins;
+}
+
+namespace {
+
 // Rejects keys that no value can make valid, before anything runs.
 void check_keys(const SweepPlan& plan) {
   try {
@@ -137,7 +148,7 @@ PointOutcome run_point(const SweepPlan& plan, std::int64_t index) {
   try {
     const Scenario scenario = load_scenario(
         plan.scenario, with(plan.base_overrides, grid_point_overrides(plan.axes, index)),
-        plan.presets);
+        plan.presets, point_override_origins(plan));
     line = result_to_json(scenario, simulate_scenario(scenario, /*record_memory=*/false));
   } catch (const ConfigError& e) {
     out.row.status = PointStatus::kSkipped;

@@ -49,6 +49,11 @@ struct SweepPlan {
   std::vector<std::int64_t> indices;  // the points this shard runs, ascending
 };
 
+// The options a point's overrides (base_overrides, then grid_point_overrides) come from, for
+// load_scenario's messages: "--set" for each base override, then "--grid" or "the sweep block"
+// for each axis.
+std::vector<std::string> point_override_origins(const SweepPlan& plan);
+
 // Reads the scenario and its `sweep` block, parses the --grid options and checks them before
 // anything runs. Throws ConfigError (exit code 2) on a malformed --grid/--set/--shard, an
 // unreadable scenario, a bad sweep block, or a grid key that no scenario accepts.

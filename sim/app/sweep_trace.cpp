@@ -17,7 +17,7 @@ Scenario point_scenario(const SweepPlan& plan, std::int64_t row) {
   std::vector<std::string> overrides = plan.base_overrides;
   for (std::string& o : grid_point_overrides(plan.axes, row)) overrides.push_back(std::move(o));
   try {
-    return load_scenario(plan.scenario, overrides, plan.presets);
+    return load_scenario(plan.scenario, overrides, plan.presets, point_override_origins(plan));
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format(
         "--trace-row {}: the point is skipped, its scenario is invalid: {}", row, e.what()));

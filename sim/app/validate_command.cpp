@@ -97,7 +97,7 @@ struct Evaluation {
 
 Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
                     const std::filesystem::path& file, const std::vector<std::string>& overrides,
-                    const PresetLocator& presets) {
+                    const std::vector<std::string>& origins, const PresetLocator& presets) {
   Evaluation e;
   for (const ValidationCase* row : cases) {
     const ValidationCase& c = *row;
@@ -111,7 +111,7 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
     }
     Scenario scenario;
     try {
-      scenario = scenario_from_json(built.document, file, overrides, presets);
+      scenario = scenario_from_json(built.document, file, overrides, presets, origins);
     } catch (const ConfigError& error) {
       skip(fmt::format("line {}: {}", c.line, error.what()));
       continue;
@@ -165,11 +165,14 @@ std::pair<double, double> fit_parameter(const FitRequest& fit,
                                         const std::vector<const ValidationCase*>& cases,
                                         const std::filesystem::path& file,
                                         const std::vector<std::string>& overrides,
+                                        const std::vector<std::string>& origins,
                                         const PresetLocator& presets) {
   const auto mape_at = [&](double x) {
     std::vector<std::string> with = overrides;
     with.push_back(fmt::format("{}={}", fit.key, x));
-    const Evaluation e = evaluate(cases, file, with, presets);
+    std::vector<std::string> with_origins = origins;
+    with_origins.emplace_back("--fit");
+    const Evaluation e = evaluate(cases, file, with, with_origins, presets);
     const ErrorSummary s = tokens_summary(e.outcomes);
     if (s.count == 0) {
       // Every row skipped at this value: a key the scenarios do not have, a value out of its
@@ -288,6 +291,7 @@ int validate_command(const ValidateOptions& options) {
   const std::filesystem::path file(options.cases);
   const std::vector<ValidationCase> cases = read_validation_cases(file);
   std::vector<std::string> overrides = options.overrides;
+  std::vector<std::string> origins(overrides.size(), "--set");  // of each override, for messages
   {
     // Checked once here rather than reported as the skip reason of every row.
     nlohmann::json probe = nlohmann::json::object();
@@ -301,6 +305,7 @@ int validate_command(const ValidateOptions& options) {
         presets.resolve("calibration", options.calibration, "--calibration", ""));
     (void)load_calibration(profile.string(), "--calibration", "", presets);
     overrides.push_back("hardware.calibration=" + profile.string());
+    origins.emplace_back("--calibration");
   }
 
   std::vector<RowFilter> filters;
@@ -317,11 +322,12 @@ int validate_command(const ValidateOptions& options) {
   std::string fit_key;
   if (!options.fit.empty()) {
     const FitRequest fit = parse_fit(options.fit);
-    fitted = fit_parameter(fit, chosen, file, overrides, presets);
+    fitted = fit_parameter(fit, chosen, file, overrides, origins, presets);
     fit_key = fit.key;
     overrides.push_back(fmt::format("{}={}", fit.key, fitted->first));
+    origins.emplace_back("--fit");
   }
-  Evaluation evaluation = evaluate(chosen, file, overrides, presets);
+  Evaluation evaluation = evaluate(chosen, file, overrides, origins, presets);
   // Every output of the run, written together at the end (all or none).
   std::vector<OutputFile> outputs;
   if (!options.scenarios_dir.empty()) {

@@ -429,6 +429,10 @@ TEST(SweepCommand, InvalidPointsAreSkippedWithTheReasonAndOomIsARow) {
       << t.rows[2].reason;
   EXPECT_NE(t.rows[2].reason.find("did you mean BACKWARD_PRE?"), std::string::npos)
       << t.rows[2].reason;
+  EXPECT_NE(t.rows[2].reason.find(
+                "(the value comes from --grid fsdp.backward_prefetch=\"BACKWARD_PER\")"),
+            std::string::npos)
+      << t.rows[2].reason;
   EXPECT_TRUE(std::isnan(t.rows[2].metrics[kMetricTokensPerSPerGpu]));
   EXPECT_EQ(t.rows[4].status, PointStatus::kSkipped);  // micro_batch 4 x 8 GPUs does not divide 16
   EXPECT_NE(t.rows[4].reason.find("not a multiple of micro_batch"), std::string::npos)
