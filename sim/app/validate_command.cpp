@@ -113,7 +113,7 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
     try {
       scenario = scenario_from_json(built.document, file, overrides, presets, origins);
     } catch (const ConfigError& error) {
-      skip(fmt::format("line {}: {}", c.line, error.what()));
+      skip(message_in_columns(error.what(), file));  // the skipped entry names the line
       continue;
     }
     fsdp::StepResult r;
@@ -330,8 +330,10 @@ int validate_command(const ValidateOptions& options) {
   Evaluation evaluation = evaluate(chosen, file, overrides, origins, presets);
   // Every output of the run, written together at the end (all or none).
   std::vector<OutputFile> outputs;
+  bool created_scenarios_dir = false;  // removed again, empty, if the outputs fail
   if (!options.scenarios_dir.empty()) {
     std::error_code ec;
+    created_scenarios_dir = !std::filesystem::exists(options.scenarios_dir, ec);
     std::filesystem::create_directories(options.scenarios_dir, ec);
     if (ec || !std::filesystem::is_directory(options.scenarios_dir, ec)) {
       throw ConfigError("--scenarios-out", "",
@@ -354,9 +356,14 @@ int validate_command(const ValidateOptions& options) {
   const auto print_skipped = [&skipped] {
     constexpr std::size_t kReasonsShown = 5;
     for (std::size_t i = 0; i < skipped.size() && i < kReasonsShown; ++i) {
-      std::cerr << fmt::format(
-          "skipped {} (line {}): {}\n", skipped[i]["case_id"].get<std::string>(),
-          skipped[i]["line"].get<std::int64_t>(), skipped[i]["reason"].get<std::string>());
+      // A quoted case_id may hold a line break or an escape: shown on its line, never run by the
+      // terminal.
+      std::string id = escape_control_characters(skipped[i]["case_id"].get<std::string>());
+      for (std::size_t at = id.find('\n'); at != std::string::npos; at = id.find('\n', at))
+        id.replace(at, 1, "<U+000A>");
+      std::cerr << fmt::format("skipped {} (line {}): {}\n", id,
+                               skipped[i]["line"].get<std::int64_t>(),
+                               escape_control_characters(skipped[i]["reason"].get<std::string>()));
     }
     if (skipped.size() > kReasonsShown)
       std::cerr << fmt::format("({} more skipped rows in --json / --md)\n",
@@ -396,20 +403,28 @@ int validate_command(const ValidateOptions& options) {
          report.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"});
   }
   if (!options.md_path.empty()) outputs.push_back({options.md_path, report.markdown()});
-  write_outputs(outputs, {options.cases});
+  try {
+    write_outputs(outputs, {options.cases});
+  } catch (const ConfigError&) {
+    std::error_code ignored;
+    if (created_scenarios_dir) std::filesystem::remove(options.scenarios_dir, ignored);
+    throw;
+  }
+  // The summary goes to stderr when stdout carries an output; `--json -` is read by a program.
+  std::ostream& summary = options.md_path == "-" ? std::cerr : std::cout;
   if (options.json_path != "-") {
     if (fitted) {
-      std::cout << fmt::format("fitted {} = {:.4f} (tokens/s MAPE {} on {} cases)\n", fit_key,
-                               fitted->first, percent(fitted->second), token_summary.count);
+      summary << fmt::format("fitted {} = {:.4f} (tokens/s MAPE {} on {} cases)\n", fit_key,
+                             fitted->first, percent(fitted->second), token_summary.count);
     }
     if (token_summary.count > 0) {
-      std::cout << fmt::format(
+      summary << fmt::format(
           "validated {} cases ({} skipped): tokens/s/GPU MAPE {}, median {}, max {}\n",
           outcomes.size(), skipped.size(), percent(token_summary.mape),
           percent(token_summary.median_ape), percent(token_summary.max_ape));
     } else {
       const ErrorSummary tflops = report.tflops();
-      std::cout << fmt::format(
+      summary << fmt::format(
           "validated {} cases ({} skipped): none has a measured tokens/s/GPU; TFLOPS/GPU MAPE "
           "{}, median {}, max {} ({} cases)\n",
           outcomes.size(), skipped.size(), percent(tflops.mape), percent(tflops.median_ape),

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
-#include <iterator>
+#include <map>
 #include <set>
+#include <string_view>
 
 #include "hardware/gpu_spec.hpp"
 #include "sim/app/config_error.hpp"
@@ -459,6 +459,58 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
                   {"hardware", hardware}, {"training", training},     {"fsdp", fsdp}};
   if (!allocator.empty()) out.document["allocator"] = allocator;
   return out;
+}
+
+std::string message_in_columns(const std::string& loader_message,
+                               const std::filesystem::path& file) {
+  // The scenario paths scenario_for_case fills from a single column.
+  static const std::map<std::string, std::string, std::less<>> kColumnOf = {
+      {"/allocator/memory_fraction", "memory_fraction"},
+      {"/fsdp/backward_prefetch", "backward_prefetch"},
+      {"/fsdp/cpu_offload", "cpu_offload"},
+      {"/fsdp/forward_prefetch", "forward_prefetch"},
+      {"/fsdp/limit_all_gathers", "limit_all_gathers"},
+      {"/fsdp/param_dtype", "param_dtype"},
+      {"/fsdp/reduce_dtype", "reduce_dtype"},
+      {"/fsdp/shard_group_size", "shard_group_size"},
+      {"/fsdp/sharding_strategy", "sharding"},
+      {"/fsdp/version", "fsdp_version"},
+      {"/fsdp/wrap_policy", "wrap_policy"},
+      {"/hardware/node/gpus_per_node", "gpus_per_node"},
+      {"/hardware/node/nic_Gbps_per_node", "inter_node_gbps_per_node"},
+      {"/hardware/node/pcie_GBps", "pcie_GBps"},
+      {"/hardware/preset", "gpu"},
+      {"/model/d_model", "d_model"},
+      {"/model/family", "model_family"},
+      {"/model/ffn_dim", "ffn_dim"},
+      {"/model/max_seq_len", "seq_len"},
+      {"/model/n_heads", "n_heads"},
+      {"/model/n_kv_heads", "n_kv_heads"},
+      {"/model/n_layers", "n_layers"},
+      {"/model/vocab", "vocab"},
+      {"/training/activation_checkpointing", "act_ckpt"},
+      {"/training/autocast_dtype", "matmul_dtype"},
+      {"/training/checkpoint_early_stop", "checkpoint_early_stop"},
+      {"/training/compiled", "compiled"},
+      {"/training/flash_attention", "attention"},
+      {"/training/flash_kernel", "attention"},
+      {"/training/loss", "loss"},
+      {"/training/matmul_dtype", "matmul_dtype"},
+      {"/training/micro_batch", "micro_batch"},
+      {"/training/no_sync", "no_sync"},
+      {"/training/optimizer", "optimizer"},
+      {"/training/param_storage_dtype", "param_storage_dtype"},
+      {"/training/seq_len", "seq_len"}};
+  std::string_view message = loader_message;
+  const std::string prefix = file.string() + ": ";
+  if (message.substr(0, prefix.size()) != prefix) return loader_message;
+  message.remove_prefix(prefix.size());
+  const std::size_t end = message.find(": ");
+  if (message.empty() || message.front() != '/' || end == std::string_view::npos)
+    return std::string(message);
+  const auto column = kColumnOf.find(message.substr(0, end));
+  if (column == kColumnOf.end()) return std::string(message);
+  return fmt::format("column {}: {}", column->second, message.substr(end + 2));
 }
 
 }  // namespace fsdpsim::app

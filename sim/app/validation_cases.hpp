@@ -33,4 +33,10 @@ struct CaseScenario {
 };
 CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::path& file);
 
+// A loader message about a row's scenario ("<file>: /fsdp/version: expected 1 or 2, found 3")
+// in the CSV's terms: "column fsdp_version: expected ..." where scenario_for_case filled that
+// JSON path from one column; else the JSON path without the file, which the line already names.
+std::string message_in_columns(const std::string& loader_message,
+                               const std::filesystem::path& file);
+
 }  // namespace fsdpsim::app

@@ -384,7 +384,9 @@ std::string ValidationReport::markdown() const {
   for (const ValidationOutcome* o : large) md += case_row(*o);
   md += "\n## Cases\n\n| case | measured | predicted | error |\n|---|---|---|---|\n";
   for (const ValidationOutcome& o : outcomes) md += case_row(o);
-  md += "\n## Skipped\n\n| case | line | reason |\n|---|---|---|\n";
+  md += "\n## Skipped\n\n";
+  if (skipped.empty()) md += "None: every row was simulated.\n";
+  if (!skipped.empty()) md += "| case | line | reason |\n|---|---|---|\n";
   for (const auto& skip : skipped) {
     md += fmt::format("| {} | {} | {} |\n", markdown_cell(skip["case_id"].get<std::string>()),
                       skip["line"].get<std::int64_t>(),

@@ -146,6 +146,18 @@ TEST(Validate, ReportsErrorsAsJsonWithTheDocumentedKeys) {
   EXPECT_EQ(j["tflops"]["count"], 4);  // the HEAD rows print model TFLOPS
 }
 
+// --md - puts the markdown alone on stdout (the summary line goes to stderr), so that
+// `validate ... --md - > report.md` is the report.
+TEST(Validate, MarkdownOnStdoutIsTheReportAlone) {
+  // stderr to /dev/null; the runner's 2>&1 then applies to cat.
+  const auto [code, out] =
+      run_fsdpsim("validate " + kData + "small_cases.csv --md - 2>/dev/null | cat");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(out.rfind("# ", 0), 0U) << out.substr(0, 200);
+  EXPECT_EQ(out.find("validated 4 cases"), std::string::npos);
+  EXPECT_NE(out.find("None: every row was simulated."), std::string::npos);
+}
+
 // MFU and HFU are the row's tokens/s through its source's FLOP count (validation_flops.hpp):
 // a prediction's MFU error is its tokens/s error, once the count reproduces the printed MFU.
 TEST(Validate, ComparesMfuAndHfuUnderTheRowsDefinition) {
@@ -364,6 +376,19 @@ TEST(Validate, CellsOutOfTheirColumnsRangeAreErrors) {
     EXPECT_EQ(code, 2) << name << "\n" << out;
     EXPECT_NE(out.find(message), std::string::npos) << name << "\n" << out;
   }
+}
+
+// A row the loader rejects is skipped with the CSV column that holds the value, not the JSON
+// path of the scenario built from it, and its case_id reaches the terminal escaped.
+TEST(Validate, ARejectedRowNamesItsColumn) {
+  const fs::path csv =
+      variant_csv("version3.csv", {{"fsdp_version", "3"}, {"case_id", "two\nlines"}});
+  const auto [code, out] = run_fsdpsim("validate " + csv.string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(
+      out.find("skipped two<U+000A>lines (line 2): column fsdp_version: expected 1 or 2, found 3"),
+      std::string::npos)
+      << out;
 }
 
 // --scenarios-out names each file after its row's case_id: an id that is not a plain file name
