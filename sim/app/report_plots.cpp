@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <optional>
 #include <set>
 
+#include "sim/app/finite_number.hpp"
 #include "sim/app/markdown_cell.hpp"
 
 namespace fsdpsim::app {
@@ -27,15 +27,6 @@ constexpr double kJitterWidth = 0.5;
 // rotated.
 constexpr std::size_t kStraightTicks = 6;
 constexpr std::size_t kStraightTickCharacters = 60;
-
-std::optional<double> as_number(const std::string& text) {
-  double x = 0.0;
-  if (text.empty()) return std::nullopt;
-  const auto r = std::from_chars(text.data(), text.data() + text.size(), x);
-  if (r.ec != std::errc{} || r.ptr != text.data() + text.size() || !std::isfinite(x))
-    return std::nullopt;
-  return x;
-}
 
 bool simulated(const SweepRow& row) { return row.status != PointStatus::kSkipped; }
 bool fits(const SweepRow& row) { return row.status == PointStatus::kOk; }
@@ -374,11 +365,12 @@ std::vector<ReportAxis> report_axes(const SweepTable& table) {
     }
     axis.numeric = !axis.values.empty() &&
                    std::all_of(axis.values.begin(), axis.values.end(),
-                               [](const std::string& v) { return as_number(v).has_value(); });
+                               [](const std::string& v) { return finite_number(v).has_value(); });
     if (axis.numeric) {
-      std::stable_sort(
-          axis.values.begin(), axis.values.end(),
-          [](const std::string& p, const std::string& q) { return *as_number(p) < *as_number(q); });
+      std::stable_sort(axis.values.begin(), axis.values.end(),
+                       [](const std::string& p, const std::string& q) {
+                         return *finite_number(p) < *finite_number(q);
+                       });
     }
     for (const SweepRow& row : table.rows) {
       axis.value_of_row.push_back(static_cast<std::size_t>(

@@ -16,6 +16,7 @@
 #include "sim/app/calibration_json.hpp"
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
+#include "sim/app/finite_number.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/validation_cases.hpp"
@@ -72,18 +73,21 @@ struct FitRequest {
 FitRequest parse_fit(const std::string& text) {
   const std::size_t eq = text.find('=');
   const std::size_t colon = text.find(':', eq == std::string::npos ? 0 : eq);
-  FitRequest r;
-  try {
-    if (eq == std::string::npos || eq == 0 || colon == std::string::npos) throw std::exception();
-    r.key = text.substr(0, eq);
-    r.lo = std::stod(text.substr(eq + 1, colon - eq - 1));
-    r.hi = std::stod(text.substr(colon + 1));
-  } catch (const std::exception&) {
+  if (eq == std::string::npos || eq == 0 || colon == std::string::npos)
     throw ConfigError("--fit", "", fmt::format("expected KEY=LO:HI, found \"{}\"", text));
+  FitRequest r;
+  r.key = text.substr(0, eq);
+  const std::optional<double> lo =
+      finite_number(std::string_view(text).substr(eq + 1, colon - eq - 1));
+  const std::optional<double> hi = finite_number(std::string_view(text).substr(colon + 1));
+  if (!lo || !hi) {
+    throw ConfigError("--fit", "",
+                      fmt::format("expected KEY=LO:HI with LO and HI finite decimal numbers, "
+                                  "found \"{}\"",
+                                  text));
   }
-  if (!std::isfinite(r.lo) || !std::isfinite(r.hi)) {
-    throw ConfigError("--fit", "", fmt::format("expected finite LO and HI, found \"{}\"", text));
-  }
+  r.lo = *lo;
+  r.hi = *hi;
   if (!(r.lo < r.hi)) {
     throw ConfigError("--fit", "", fmt::format("expected LO < HI, found {} and {}", r.lo, r.hi));
   }

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <set>
@@ -12,6 +11,7 @@
 #include "hardware/gpu_spec.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/csv_records.hpp"
+#include "sim/app/finite_number.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
 #include "sim/app/size_bounds.hpp"
@@ -115,14 +115,7 @@ const std::string& ValidationCase::get(const std::string& column) const {
 }
 
 std::optional<double> ValidationCase::number(const std::string& column) const {
-  const std::string& v = get(column);
-  if (v.empty()) return std::nullopt;
-  // Decimal or scientific notation only, the whole cell: no hex, no surrounding spaces, no
-  // "inf"/"nan" (std::from_chars, general format; a leading '+' is not accepted either).
-  double x = 0.0;
-  const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (r.ec != std::errc{} || r.ptr != v.data() + v.size() || !std::isfinite(x)) return std::nullopt;
-  return x;
+  return finite_number(get(column));
 }
 
 std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& file) {
@@ -198,7 +191,9 @@ std::optional<double> optional_positive(const std::filesystem::path& file, const
                                         const std::string& column) {
   if (c.get(column).empty()) return std::nullopt;
   const std::optional<double> v = c.number(column);
-  if (!v || *v <= 0) bad_cell(file, c, column, "a positive number or an empty cell");
+  // Normal, not subnormal (below 2.2e-308): a measurement divides an error, which would overflow.
+  if (!v || *v <= 0 || !std::isnormal(*v))
+    bad_cell(file, c, column, "a positive number or an empty cell");
   return v;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <utility>
 
+#include "sim/app/finite_number.hpp"
 #include "sim/app/markdown_cell.hpp"
 #include "sim/app/retries_text.hpp"
 
@@ -24,7 +25,9 @@ struct ValidationGroup {
     predicted.push_back(pair.second);
   }
   [[nodiscard]] ErrorSummary summary() const { return summarize_errors(measured, predicted); }
-  [[nodiscard]] double rank_correlation() const { return spearman(measured, predicted); }
+  [[nodiscard]] std::optional<double> rank_correlation() const {
+    return spearman(measured, predicted);
+  }
 };
 
 using ValidationGroups = std::map<std::string, ValidationGroup>;
@@ -100,9 +103,10 @@ nlohmann::json summary_json(const ErrorSummary& s) {
           {"mean_error", defined(s.mean_error)}};
 }
 
-// A rank correlation needs two cases: null below.
+// A rank correlation needs two cases with different values on each side: null otherwise.
 nlohmann::json rank_correlation_json(const ValidationGroup& g) {
-  return g.measured.size() < 2 ? nlohmann::json() : nlohmann::json(g.rank_correlation());
+  const std::optional<double> rho = g.rank_correlation();
+  return rho ? nlohmann::json(*rho) : nlohmann::json();
 }
 
 double max_abs(const std::vector<double>& xs) {
@@ -120,18 +124,13 @@ nlohmann::json definition_check_json(const std::vector<double>& gaps) {
 std::vector<std::string> ordered_values(const ValidationGroups& groups) {
   std::vector<std::string> values;
   for (const auto& [value, group] : groups) values.push_back(value);
-  const auto number = [](const std::string& v) -> std::optional<double> {
-    try {
-      std::size_t used = 0;
-      const double x = std::stod(v, &used);
-      return used == v.size() ? std::optional<double>(x) : std::nullopt;
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-  };
-  if (std::all_of(values.begin(), values.end(), [&](const std::string& v) { return number(v); })) {
-    std::sort(values.begin(), values.end(),
-              [&](const std::string& a, const std::string& b) { return *number(a) < *number(b); });
+  // In numeric order when every value is a finite number ("nan" is not: it would break the
+  // ordering the sort needs), else in text order.
+  if (std::all_of(values.begin(), values.end(),
+                  [](const std::string& v) { return finite_number(v).has_value(); })) {
+    std::sort(values.begin(), values.end(), [](const std::string& a, const std::string& b) {
+      return *finite_number(a) < *finite_number(b);
+    });
   }
   return values;
 }
@@ -186,8 +185,8 @@ std::string group_table(const std::string& title, const ValidationGroups& groups
   for (const std::string& name : order) {
     const ValidationGroup& g = groups.at(name);
     const ErrorSummary e = g.summary();
-    const std::string rank_correlation =
-        e.count < 2 ? "–" : fmt::format("{:.2f}", g.rank_correlation());
+    const std::optional<double> rho = g.rank_correlation();
+    const std::string rank_correlation = rho ? fmt::format("{:.2f}", *rho) : "–";
     md += fmt::format("| {} | {} | {} | {} | {} | {:+.1f}% | {} |\n",
                       name.empty() ? "(empty)" : markdown_cell(name), e.count, percent(e.mape),
                       percent(e.median_ape), percent(e.max_ape), 100.0 * e.mean_error,

@@ -46,8 +46,8 @@ ErrorSummary summarize_errors(const std::vector<double>& measured,
   return s;
 }
 
-double spearman(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() < 2 || a.size() != b.size()) return 0.0;
+std::optional<double> spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() < 2 || a.size() != b.size()) return std::nullopt;
   const std::vector<double> ra = ranks(a);
   const std::vector<double> rb = ranks(b);
   const double n = static_cast<double>(a.size());
@@ -60,7 +60,7 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
     va += (ra[i] - mean) * (ra[i] - mean);
     vb += (rb[i] - mean) * (rb[i] - mean);
   }
-  if (va == 0.0 || vb == 0.0) return 0.0;
+  if (va == 0.0 || vb == 0.0) return std::nullopt;
   return cov / std::sqrt(va * vb);
 }
 

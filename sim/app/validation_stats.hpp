@@ -3,6 +3,7 @@
 // correlation.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 namespace fsdpsim::app {
@@ -20,7 +21,8 @@ struct ErrorSummary {
 ErrorSummary summarize_errors(const std::vector<double>& measured,
                               const std::vector<double>& predicted);
 
-// Spearman's rho with average ranks for ties; 0 when fewer than 2 pairs or no variance.
-double spearman(const std::vector<double>& a, const std::vector<double>& b);
+// Spearman's rho with average ranks for ties; none (undefined) for fewer than 2 pairs or when
+// one side has every value equal.
+std::optional<double> spearman(const std::vector<double>& a, const std::vector<double>& b);
 
 }  // namespace fsdpsim::app

@@ -41,10 +41,13 @@ TEST(ValidationStats, MeanErrorKeepsTheSign) {
 }
 
 TEST(ValidationStats, SpearmanUsesAverageRanks) {
-  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
-  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {40, 30, 20, 10}), -1.0);
-  EXPECT_NEAR(spearman({1, 2, 2, 3}, {1, 3, 2, 4}), 0.9486832980505138, 1e-12);
-  EXPECT_DOUBLE_EQ(spearman({1}, {2}), 0.0);
+  EXPECT_DOUBLE_EQ(*spearman({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(*spearman({1, 2, 3, 4}, {40, 30, 20, 10}), -1.0);
+  EXPECT_NEAR(*spearman({1, 2, 2, 3}, {1, 3, 2, 4}), 0.9486832980505138, 1e-12);
+  EXPECT_FALSE(spearman({1}, {2}).has_value());
+  // Equal measurements have no ranking to agree with: undefined, not 0.
+  EXPECT_FALSE(spearman({2500, 2500}, {2400, 2600}).has_value());
+  EXPECT_FALSE(spearman({1, 2, 3}, {7, 7, 7}).has_value());
 }
 
 TEST(ValidationCases, Fp8AndCompiledRowsBecomeScenarioKnobs) {
@@ -341,6 +344,10 @@ TEST(Validate, CellsOutOfTheirColumnsRangeAreErrors) {
            {{"measured_tokens_per_s_per_gpu", "0x10"}},
            "column measured_tokens_per_s_per_gpu: expected a positive number or an empty cell, "
            "found \"0x10\""},
+          {"subnormal.csv",
+           {{"measured_tokens_per_s_per_gpu", "4e-320"}},
+           "column measured_tokens_per_s_per_gpu: expected a positive number or an empty cell, "
+           "found \"4e-320\""},
           {"spaced.csv",
            {{"micro_batch", " 8"}},
            "column micro_batch: expected a positive integer"},
@@ -448,7 +455,13 @@ TEST(Validate, BadOptionsAreRefusedBeforeAnyRow) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"--set =1", "--set \"=1\": expected KEY=VALUE"},
       {"--json ''", "--json: expected a path or name, found an empty string"},
-      {"--fit hardware.gpu.sustained_compute_fraction=0.5:inf", "--fit: expected finite LO and HI"},
+      {"--fit hardware.gpu.sustained_compute_fraction=0.5:inf",
+       "--fit: expected KEY=LO:HI with LO and HI finite decimal numbers"},
+      // Trailing junk or hex is not a number (std::stod read "0.5abc" as 0.5).
+      {"--fit hardware.gpu.sustained_compute_fraction=0.5abc:1xyz",
+       "--fit: expected KEY=LO:HI with LO and HI finite decimal numbers"},
+      {"--fit hardware.gpu.sustained_compute_fraction=0x1:1e0",
+       "--fit: expected KEY=LO:HI with LO and HI finite decimal numbers"},
       {"--fit nosuch.key=0:1", "--fit: at nosuch.key="},
       {"--calibration " + profile.string(), "broken_profile.json: malformed JSON"}};
   for (const auto& [option, message] : bad) {
