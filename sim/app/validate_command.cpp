@@ -154,8 +154,10 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
       // The sources print torch.cuda.max_memory_allocated().
       o.peak_mem = std::make_pair(*mem, to_gib(r.memory.peak_allocated));
     }
-    if (const auto mem = c.number("measured_peak_reserved_gib")) {
-      // torch.cuda.max_memory_reserved(): the caching allocator's segments, as run reports them.
+    // torch.cuda.max_memory_reserved(): the caching allocator's segments, as run reports them.
+    // Not for a row predicted out of memory: its reserved memory is the allocator's at the
+    // failure, not what the step would reserve (allocated memory goes on counting what it needs).
+    if (const auto mem = c.number("measured_peak_reserved_gib"); mem && !r.out_of_memory) {
       o.peak_reserved = std::make_pair(*mem, to_gib(r.reported_peak_reserved()));
     }
     e.outcomes.push_back(o);
