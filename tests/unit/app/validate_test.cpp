@@ -674,6 +674,26 @@ TEST(Validate, ReservedMemoryIsComparedWhereTheRowMeasuredIt) {
       run_fsdpsim("validate " + kData + "small_cases.csv --json -");
   ASSERT_EQ(published_code, 0) << published;
   EXPECT_EQ(nlohmann::json::parse(published)["peak_reserved_mem"]["count"], 0);
+
+  // A row predicted out of memory (its allocator capped at 5 %) is compared on allocated
+  // memory, what the step needs, but not on reserved: that is the allocator's at the failure.
+  const fs::path capped = test_support::temp_dir("validate", "reserved") / "capped.csv";
+  {
+    std::ifstream in(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/measured-h200/steps.csv");
+    std::string header;
+    std::string row;
+    std::getline(in, header);
+    std::getline(in, row);
+    std::ofstream(capped) << header << ",memory_fraction\n" << row << ",0.05\n";
+  }
+  const auto [capped_code, capped_out] = run_fsdpsim("validate " + capped.string() + " --json -");
+  ASSERT_EQ(capped_code, 0) << capped_out;
+  const nlohmann::json c = nlohmann::json::parse(capped_out);
+  ASSERT_EQ(c["cases"].size(), 1U);
+  EXPECT_EQ(c["cases"][0]["status"], "oom");
+  EXPECT_TRUE(c["cases"][0].contains("peak_mem_gib"));
+  EXPECT_FALSE(c["cases"][0].contains("peak_reserved_gib"));
+  EXPECT_EQ(c["peak_reserved_mem"]["count"], 0);
 }
 
 // The memory_fraction column caps a row's allocator (allocator.memory_fraction): the H200's
