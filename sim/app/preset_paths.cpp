@@ -20,9 +20,16 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
     const fs::path p = fs::path(reference).is_absolute() ? fs::path(reference)
                                                          : from_file.parent_path() / reference;
     std::error_code ec;  // a name the file system refuses (too long) is a file that is not there
-    if (!fs::is_regular_file(p, ec)) {
+    const fs::file_status status = fs::status(p, ec);
+    if (!fs::exists(status)) {
       throw ConfigError(from_file.string(), json_path,
                         fmt::format("{} file \"{}\" not found", kind, p.string()));
+    }
+    if (!fs::is_regular_file(status)) {
+      throw ConfigError(from_file.string(), json_path,
+                        fmt::format("{} file \"{}\": expected a JSON file, found a folder, device "
+                                    "or other special file",
+                                    kind, p.string()));
     }
     return p;
   }
@@ -31,10 +38,17 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
   if (fs::is_regular_file(p, ec)) return p;
   const std::vector<std::string> available = names(kind);
   const std::string hint = did_you_mean(reference, available);
-  throw ConfigError(from_file.string(), json_path,
-                    fmt::format("unknown {} preset \"{}\"{}; available in {}: {}", kind, reference,
-                                hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint),
-                                (configs_dir / kind).string(), fmt::join(available, ", ")));
+  // A plain name is a preset's; a file of that name next to the referrer is named with a path.
+  const fs::path as_file = from_file.parent_path() / reference;
+  const bool file_there = fs::is_regular_file(as_file, ec);
+  throw ConfigError(
+      from_file.string(), json_path,
+      fmt::format("unknown {} preset \"{}\"{}; available in {}: {}{}", kind, reference,
+                  hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint),
+                  (configs_dir / kind).string(), fmt::join(available, ", "),
+                  file_there
+                      ? fmt::format(" (for the file {}, write ./{})", as_file.string(), reference)
+                      : ""));
 }
 
 std::vector<std::string> PresetLocator::names(const std::string& kind) const {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string_view>
@@ -132,18 +133,28 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
                                     file.string(), column));
     }
   }
+  std::vector<std::string> known = kRequiredColumns;
+  known.insert(known.end(), kOtherColumns.begin(), kOtherColumns.end());
+  const auto is_known = [&known](const std::string& column) {
+    return std::find(known.begin(), known.end(), column) != known.end();
+  };
   for (const std::string& required : kRequiredColumns) {
     if (std::find(header.begin(), header.end(), required) == header.end()) {
-      throw ConfigError(
-          fmt::format("{}: line 1: required column \"{}\" is missing", file.string(), required));
+      // A header cell fsdpsim does not know that is a near miss ("gpu " with a space) is most
+      // likely the column.
+      std::vector<std::string> unknown;
+      std::copy_if(header.begin(), header.end(), std::back_inserter(unknown),
+                   [&](const std::string& column) { return !is_known(column); });
+      const std::string near = did_you_mean(required, unknown);
+      throw ConfigError(fmt::format("{}: line 1: required column \"{}\" is missing{}",
+                                    file.string(), required,
+                                    near.empty() ? "" : fmt::format(" (found \"{}\")", near)));
     }
   }
   // A column fsdpsim does not know is the user's own (for --where and --group-by), unless it is
   // so close to one it knows that it is most likely a misspelling, whose cells would be ignored.
-  std::vector<std::string> known = kRequiredColumns;
-  known.insert(known.end(), kOtherColumns.begin(), kOtherColumns.end());
   for (const std::string& column : header) {
-    if (std::find(known.begin(), known.end(), column) != known.end()) continue;
+    if (is_known(column)) continue;
     if (const std::string hint = did_you_mean(column, known); !hint.empty()) {
       throw ConfigError(fmt::format(
           "{}: line 1: unknown column \"{}\" (did you mean \"{}\"?); a column of your own "

@@ -227,6 +227,18 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
     EXPECT_EQ(code, 2) << file << "\n" << out;
     EXPECT_NE(out.find(message), std::string::npos) << file << "\n" << out;
   }
+  // A required column whose header cell has a stray space is named as found.
+  const fs::path spaced = test_support::temp_dir("validate") / "spaced_header.csv";
+  {
+    std::string text = test_support::read_file(kData + "small_cases.csv");
+    text.replace(text.find(",gpu,"), 5, ", gpu,");
+    std::ofstream(spaced) << text;
+  }
+  const auto [code, out] = run_fsdpsim("validate " + spaced.string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 1: required column \"gpu\" is missing (found \" gpu\")"),
+            std::string::npos)
+      << out;
 }
 
 // A column unlike any fsdpsim knows is the user's own: kept, and usable by --where and --group-by.
@@ -463,13 +475,24 @@ TEST(Validate, BadOptionsAreRefusedBeforeAnyRow) {
       {"--fit hardware.gpu.sustained_compute_fraction=0x1:1e0",
        "--fit: expected KEY=LO:HI with LO and HI finite decimal numbers"},
       {"--fit nosuch.key=0:1", "--fit: at nosuch.key="},
-      {"--calibration " + profile.string(), "broken_profile.json: malformed JSON"}};
+      {"--calibration " + profile.string(), "broken_profile.json: malformed JSON"},
+      {"--calibration " + profile.parent_path().string(),
+       "expected a JSON file, found a folder, device or other special file"}};
   for (const auto& [option, message] : bad) {
     const auto [code, out] = run_fsdpsim("validate " + cases + " " + option);
     EXPECT_EQ(code, 2) << option << "\n" << out;
     EXPECT_NE(out.find(message), std::string::npos) << option << "\n" << out;
     EXPECT_EQ(out.find("skipped "), std::string::npos) << option << "\n" << out;
   }
+  // A plain name is a preset's, even where a file of that name is in the working folder: the
+  // message says how to name the file.
+  const fs::path here = profile.parent_path();
+  fs::copy_file(kData + "small_cases.csv", here / "mine.csv", fs::copy_options::overwrite_existing);
+  const auto [code, out] =
+      run_fsdpsim("validate " + cases + " --calibration mine.csv", "cd " + here.string() + " && ");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("unknown calibration preset \"mine.csv\""), std::string::npos) << out;
+  EXPECT_NE(out.find("(for the file mine.csv, write ./mine.csv)"), std::string::npos) << out;
 }
 
 // Nothing validated is not a pass: a header-only table, a profile or option that makes every
