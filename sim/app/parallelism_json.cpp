@@ -122,11 +122,13 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
         file, "/fsdp/sharding_strategy",
         "FSDP2 has no NO_SHARD; use parallelism ddp (or replicate()) for full replicas");
   }
-  if (f.backward_prefetch == fsdp::BackwardPrefetch::kBackwardPost) {
+  // FSDPState._pre_backward: default_prefetch = len(_states_to_backward_prefetch) == 0, so even
+  // set_modules_to_backward_prefetch([]) keeps the one-module prefetch; nothing turns it off.
+  if (f.backward_prefetch != fsdp::BackwardPrefetch::kBackwardPre) {
     throw ConfigError(file, "/fsdp/backward_prefetch",
-                      "FSDP2 prefetches in backward before the gradient kernels (like "
-                      "BACKWARD_PRE) or not at all "
-                      "(none); it has no BACKWARD_POST");
+                      "FSDP2 always prefetches one module in backward, before the gradient "
+                      "kernels (like BACKWARD_PRE): it has no BACKWARD_POST, and no setting turns "
+                      "the prefetch off");
   }
   if (limiter.has_value() && *limiter) {
     throw ConfigError(

@@ -40,11 +40,12 @@ struct UnitState {
   TensorId unsharded_params = 0;
   bool post_forward_shard = false;  // reshard_after_forward = k: the k-way shard kept
   TensorId post_forward_params = 0;
+  EventRef post_forward_resharded;  // its copy done (FSDPParamGroup._reshard_after_forward_event)
   TensorId grads = 0;        // unsharded gradients (autograd, param_dtype)
   TensorId accumulated = 0;  // unsharded_accumulated_grad kept by set_requires_gradient_sync(False)
   bool has_accumulated = false;
-  TensorId grad_shard = 0;  // sharded fp32 gradient
-  bool has_grad_shard = false;
+  bool has_grad = false;    // sharded_param.grad is set (on the host under CPU offload)
+  TensorId grad_shard = 0;  // the sharded gradient on the GPU (none under CPU offload)
 };
 
 struct HeldBuffer {  // AllGatherState / ReduceScatterState
@@ -107,6 +108,12 @@ class Fsdp2Step final : private UnitHooks {
     const std::int64_t group = from_post_forward ? f_.reshard_after_forward : shard_size_;
     const std::int64_t shard = (unit.numel + group - 1) / group;
     const Bytes gathered = elements(shard * group, f_.param_dtype);
+    if (from_post_forward) {
+      // The k-way shard was written on the compute stream: both all-gather streams wait for it
+      // (_wait_all_gather_streams_on_event(_reshard_after_forward_event)).
+      s_.program().wait_event(copy_in_, st.post_forward_resharded);
+      s_.program().wait_event(all_gather_, st.post_forward_resharded);
+    }
     st.all_gather_output = s_.allocate(unit.name + ".all_gather_output", gathered, copy_in_,
                                        MemoryCategory::kParameters);
     // The sharded parameters are in their storage dtype (FSDPParam.orig_dtype).
@@ -196,6 +203,7 @@ class Fsdp2Step final : private UnitHooks {
                       s_.compute(), MemoryCategory::kParameters);
       s_.copy(units_[u].name + ".post_forward_reshard", s_.compute(),
               2 * elements(shard, f_.param_dtype), Phase::kForward, g(u));
+      st.post_forward_resharded = s_.program().record_event(s_.compute());
       st.post_forward_shard = true;
     }
     s_.free(st.unsharded_params);
@@ -206,8 +214,9 @@ class Fsdp2Step final : private UnitHooks {
     s_.hook(units_[u].name + ".pre_backward", units_[u].parameter_tensors);
     unshard(u);
     wait_for_unshard(u);
-    // _backward_prefetch: the unit before this one in post-forward order.
-    if (f_.backward_prefetch != BackwardPrefetch::kNone && u > 0) unshard(u - 1);
+    // _backward_prefetch: the unit before this one in post-forward order (always: nothing turns
+    // FSDP2's default backward prefetch off).
+    if (u > 0) unshard(u - 1);
     // Autograd writes each parameter's gradient separately (no FlatParameter concat).
     state_[u].grads =
         s_.allocate(units_[u].name + ".unsharded_grads", elements(units_[u].numel, f_.param_dtype),
@@ -268,9 +277,17 @@ class Fsdp2Step final : private UnitHooks {
             Phase::kBackward, g(u));
     s_.free(grads);
     s_.program().wait_stream(reduce_scatter_, s_.compute());
-    const TensorId output =
-        s_.allocate(unit.name + ".reduce_scatter_output", elements(unit.shard_numel, rd),
-                    reduce_scatter_, MemoryCategory::kCommunication);
+    // foreach_reduce, after the reduction: grad_output is the reduce-scatter output cast to the
+    // parameters' storage dtype (_to_dtype_if_needed: a new tensor only when the dtypes differ),
+    // and each sharded .grad a view of it, set the first time and added to after that.
+    const Dtype storage = in_.training.param_storage_dtype;
+    const bool cast = rd != storage;
+    const bool accumulate = st.has_grad;
+    // Without a cast or an earlier gradient, the output itself is kept as the gradient.
+    const bool output_is_grad = !cast && !accumulate && !f_.cpu_offload;
+    const TensorId output = s_.allocate(
+        unit.name + ".reduce_scatter_output", elements(unit.shard_numel, rd), reduce_scatter_,
+        output_is_grad ? MemoryCategory::kGradients : MemoryCategory::kCommunication);
     s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, reduce_scatter_,
                   shard_pg_, elements(unit.padded_numel, rd), Phase::kBackward, g(u));
     const EventRef scattered = s_.program().record_event(reduce_scatter_);
@@ -281,22 +298,37 @@ class Fsdp2Step final : private UnitHooks {
                     elements(unit.shard_numel, rd), Phase::kBackward, g(u));
       post_reduce = all_reduce_;
     }
-    // foreach_reduce: _to_dtype_if_needed(reduce_output, orig_dtype), then .grad is set or added
-    // to, so the sharded gradient is in the parameters' storage dtype.
-    const Dtype storage = in_.training.param_storage_dtype;
-    if (!st.has_grad_shard) {
-      st.grad_shard = s_.allocate(unit.name + ".sharded_grad", elements(unit.shard_numel, storage),
-                                  post_reduce, MemoryCategory::kGradients);
-      st.has_grad_shard = true;
+    TensorId grad_output = output;
+    if (cast) {
+      grad_output = s_.allocate(unit.name + ".grad_output", elements(unit.shard_numel, storage),
+                                post_reduce, MemoryCategory::kGradients);
+      s_.copy(unit.name + ".grad_to_storage_dtype", post_reduce,
+              elements(unit.shard_numel, rd) + elements(unit.shard_numel, storage),
+              Phase::kBackward, g(u));
+      s_.free(output);
     }
-    s_.copy(unit.name + ".accumulate_grad", post_reduce,
-            elements(unit.shard_numel, rd) + 3 * elements(unit.shard_numel, storage),
-            Phase::kBackward, g(u));
+    const Bytes shard_bytes = elements(unit.shard_numel, storage);
     if (f_.cpu_offload) {
-      s_.host_transfer(unit.name + ".d2h_grad", post_reduce, elements(unit.shard_numel, storage),
-                       Phase::kBackward, g(u));
+      // new_sharded_grad.to("cpu"): the GPU tensor is dropped at once (later work on its stream
+      // runs after the copy). Non-blocking into pinned memory for a first gradient, whose event
+      // the CPU waits for before the optimizer; blocking when there is one to add to on the
+      // host, so the CPU waits for the copy, then adds (read both, write one).
+      s_.host_transfer(unit.name + ".d2h_grad", post_reduce, shard_bytes, Phase::kBackward, g(u));
+      if (accumulate) {
+        s_.program().cpu_synchronize(s_.program().record_event(post_reduce),
+                                     unit.name + ".d2h_grad (blocking)");
+        s_.program().cpu_work(unit.name + ".accumulate_grad_on_host",
+                              to_sim_time(3.0 * shard_bytes / s_.host_bandwidth_per_rank()));
+      }
+      s_.free(grad_output);
+    } else if (accumulate) {
+      // grad._local_tensor += new_sharded_grad on the post-reduce stream.
+      s_.copy(unit.name + ".accumulate_grad", post_reduce, 3 * shard_bytes, Phase::kBackward, g(u));
+      s_.free(grad_output);
+    } else {
+      st.grad_shard = grad_output;
     }
-    s_.free(output);
+    st.has_grad = true;
     previous_reduce_scatter_ = HeldBuffer{input, scattered};
   }
 
@@ -320,8 +352,8 @@ class Fsdp2Step final : private UnitHooks {
       // once to the pool of the stream foreach_reduce made it on, whose next reduce-scatter waits
       // for the compute stream anyway (FSDPParamGroup.post_backward via foreach_reduce:
       // reduce_scatter_stream.wait_stream(current_stream)).
-      if (st.has_grad_shard) s_.free(st.grad_shard);
-      st.has_grad_shard = false;
+      if (st.has_grad && !f_.cpu_offload) s_.free(st.grad_shard);
+      st.has_grad = false;
     }
   }
 

@@ -538,6 +538,12 @@ INSTANTIATE_TEST_SUITE_P(
                     {"max_inflight_all_gathers", 4}}}},
                  "/fsdp/max_inflight_all_gathers: is the depth of FSDP1's rate limiter; FSDP2 "
                  "has none"},
+        // FSDPState._pre_backward keeps the one-module prefetch whatever it is told.
+        BadInput{
+            "fsdp2_without_backward_prefetch",
+            {{"fsdp",
+              {{"version", 2}, {"limit_all_gathers", nullptr}, {"backward_prefetch", "none"}}}},
+            "/fsdp/backward_prefetch: FSDP2 always prefetches one module in backward"},
         BadInput{"allocator_key_while_disabled",
                  {{"allocator", {{"enabled", false}, {"expandable_segments", true}}}},
                  "/allocator/expandable_segments: configures the caching allocator model, which "

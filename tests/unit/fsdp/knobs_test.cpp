@@ -299,7 +299,8 @@ TEST(Knobs, NoSyncReducesOnlyOnTheLastMicroBatch) {
 // copy-out (500): copy-in 500-540, AG 540-560; head bwd 700-900; copy-out 900-980, b1 bwd
 // 980-1180, RS copy-in 1180-1260, RS 1260-1280; b0: copy-in 980-1020, AG 1020-1040, copy-out
 // 1260-1340, bwd 1340-1540, RS copy-in 1540-1620, RS 1620-1640; embedding bwd 1620-1820, root
-// RS copy-in 1820-1900, RS 1900-1920, accumulate 1920-2000; AdamW 420: 2420.
+// RS copy-in 1820-1900, RS 1900-1920 (its fp32 output is the fp32 gradient: no kernel after it);
+// AdamW 420: 2340.
 TEST(Knobs, Fsdp2CopiesInAndOutAroundEachAllGather) {
   const Knobs k = run([](ScheduleInput& in) {
     in.fsdp.version = 2;
@@ -310,7 +311,8 @@ TEST(Knobs, Fsdp2CopiesInAndOutAroundEachAllGather) {
   EXPECT_EQ(k.spans("blocks.1.all_gather").back(), std::make_pair(us(540), us(560)));
   EXPECT_EQ(k.spans("blocks.1.all_gather_copy_out").back(), std::make_pair(us(900), us(980)));
   EXPECT_EQ(k.span("blocks.0.reduce_scatter"), std::make_pair(us(1620), us(1640)));
-  EXPECT_EQ(k.step(), us(2420));
+  EXPECT_EQ(k.step(), us(2340));
+  EXPECT_EQ(k.count_suffix(".accumulate_grad"), 0u);
   // No record_stream: every block is reusable when it is freed.
   EXPECT_EQ(k.out.result.memory.peak_allocated, k.out.result.memory.peak_active);
 }
@@ -339,12 +341,72 @@ TEST(Knobs, Fsdp2ZeroGradFreesGradientShardsAtOnce) {
   for (const memory::MemorySample& m : out.memory_samples) EXPECT_EQ(m.active, m.allocated);
 }
 
+// FSDP2 over two micro-batches, each reducing (foreach_reduce): the first sets each sharded
+// .grad (a view of the fp32 output, no kernel), the second adds into it on the GPU. Under CPU
+// offload every sharded gradient is copied to the host and dropped from the GPU; the second
+// micro-batch's copy blocks the CPU (there is a host gradient to add to) and the CPU adds it.
+TEST(Knobs, Fsdp2AccumulatesShardedGradientsOnTheGpuOrOnTheHost) {
+  const auto configure = [](bool offload) {
+    return [offload](ScheduleInput& in) {
+      in.fsdp.version = 2;
+      in.fsdp.limit_all_gathers = false;
+      in.fsdp.cpu_offload = offload;
+      in.training.global_batch = 4;
+    };
+  };
+  const Knobs gpu = run(configure(false));
+  const Knobs host = run(configure(true));
+  EXPECT_EQ(gpu.count_suffix(".reduce_scatter"), 6u);
+  EXPECT_EQ(gpu.count_suffix(".accumulate_grad"), 3u);
+  EXPECT_EQ(gpu.count_suffix(".d2h_grad"), 0u);
+  EXPECT_EQ(host.count_suffix(".accumulate_grad"), 0u);
+  EXPECT_EQ(host.count_suffix(".d2h_grad"), 6u);
+  const auto cpu_steps = [](const Knobs& k, engine::CpuStepKind kind, const std::string& suffix) {
+    std::size_t n = 0;
+    const engine::Program& p = k.out.schedule.program;
+    for (const engine::CpuStep& step : p.cpu) {
+      const std::string& name = p.names[step.name];
+      n += step.kind == kind && name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    }
+    return n;
+  };
+  EXPECT_EQ(cpu_steps(host, engine::CpuStepKind::kWork, ".accumulate_grad_on_host"), 3u);
+  EXPECT_EQ(cpu_steps(host, engine::CpuStepKind::kWait, ".d2h_grad (blocking)"), 3u);
+  EXPECT_EQ(cpu_steps(gpu, engine::CpuStepKind::kWait, ".d2h_grad (blocking)"), 0u);
+  // No sharded gradient stays on the GPU: each reduce-scatter output is a communication buffer.
+  const engine::Program& p = host.out.schedule.program;
+  for (const engine::TensorInfo& t : p.tensors) {
+    if (p.names[t.name].find("reduce_scatter_output") == std::string::npos) continue;
+    EXPECT_EQ(t.category, static_cast<std::uint8_t>(memory::MemoryCategory::kCommunication))
+        << p.names[t.name];
+  }
+}
+
+// fully_shard(reshard_after_forward=2): after its forward a block keeps its 1/2 of the
+// parameters, written by a copy on the compute stream; the backward all-gather from that shard
+// (copy-in on its own stream) waits for the copy (FSDPParamGroup.unshard waits on
+// _reshard_after_forward_event), though the CPU issues it long before.
+TEST(Knobs, Fsdp2AllGathersFromThePostForwardShardOnlyOnceItIsWritten) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+    in.fsdp.reshard_after_forward = 2;
+  });
+  for (const char* block : {"blocks.0", "blocks.1"}) {
+    const std::string name(block);
+    const auto resharded = k.span(name + ".post_forward_reshard");
+    const auto backward_copy_in = k.spans(name + ".all_gather_copy_in").back();
+    EXPECT_GE(backward_copy_in.first, resharded.second) << name;
+  }
+}
+
 // model.to(torch.bfloat16) before fully_shard (FSDP2, bf16 all-gather, fp32 reduce-scatter):
 // FSDPParam.orig_dtype is bf16, so each rank's 15M-element shard (3 units x 5M) holds 2 bytes
 // per parameter (30 MB), AdamW's zeros_like states 2 x 2 bytes (60 MB) instead of 60 MB and
 // 120 MB; foreach_reduce casts the fp32 reduce-scatter output to bf16, so a unit's sharded
-// gradient is 5M x 2 = 10 MB; fused AdamW's 7 passes over 5M bf16 elements move 70 MB: 70 us
-// instead of 140 us.
+// gradient is 5M x 2 = 10 MB (fp32 storage keeps the 20 MB fp32 output itself); fused AdamW's 7
+// passes over 5M bf16 elements move 70 MB: 70 us instead of 140 us.
 TEST(Knobs, Fsdp2Bf16StorageHalvesShardsGradientsAndAdamwStates) {
   const auto configure = [](Dtype storage) {
     return [storage](ScheduleInput& in) {
@@ -359,8 +421,10 @@ TEST(Knobs, Fsdp2Bf16StorageHalvesShardsGradientsAndAdamwStates) {
   EXPECT_EQ(bf16.baseline(memory::MemoryCategory::kParameters), 30'000'000);
   EXPECT_EQ(fp32.baseline(memory::MemoryCategory::kOptimizerState), 120'000'000);
   EXPECT_EQ(bf16.baseline(memory::MemoryCategory::kOptimizerState), 60'000'000);
-  EXPECT_EQ(fp32.tensor_bytes("blocks.0.sharded_grad"), 20'000'000);
-  EXPECT_EQ(bf16.tensor_bytes("blocks.0.sharded_grad"), 10'000'000);
+  EXPECT_EQ(fp32.tensor_bytes("blocks.0.reduce_scatter_output"), 20'000'000);
+  EXPECT_EQ(fp32.count_suffix(".grad_to_storage_dtype"), 0u);
+  EXPECT_EQ(bf16.tensor_bytes("blocks.0.grad_output"), 10'000'000);
+  EXPECT_EQ(bf16.count_suffix(".grad_to_storage_dtype"), 3u);
   const auto duration = [](const Knobs& k, const std::string& name) {
     const auto [start, end] = k.span(name);
     return end - start;
