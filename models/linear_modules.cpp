@@ -15,4 +15,13 @@ std::vector<LinearModule> linear_modules(const Layer& layer) {
   return out;
 }
 
+std::int64_t tied_weight_numel(const Workload& workload) {
+  for (const Layer& layer : workload.layers) {
+    for (const LinearModule& linear : linear_modules(layer)) {
+      if (linear.weight_numel + linear.bias_numel > layer.numel) return linear.weight_numel;
+    }
+  }
+  return 0;
+}
+
 }  // namespace fsdpsim::models

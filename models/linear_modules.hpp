@@ -22,4 +22,8 @@ struct LinearModule {
 // the caller decides who owns a tied weight).
 std::vector<LinearModule> linear_modules(const Layer& layer);
 
+// The weight of a linear that its own layer's parameters cannot hold, a tied LM head reading the
+// embedding's table (which Layer::numel counts with the embedding), or 0 when no layer has one.
+std::int64_t tied_weight_numel(const Workload& workload);
+
 }  // namespace fsdpsim::models

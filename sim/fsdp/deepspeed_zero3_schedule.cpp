@@ -189,7 +189,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
     layer_modules_.resize(layers.size());
     std::vector<std::vector<models::LinearModule>> linears;
     for (const models::Layer& l : layers) linears.push_back(models::linear_modules(l));
-    const std::int64_t tied = tied_weight_numel(linears);
+    const std::int64_t tied = models::tied_weight_numel(s_.workload());
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const models::Layer& l = layers[i];
       LayerModules& lm = layer_modules_[i];
@@ -248,18 +248,6 @@ class DeepSpeedZero3Step final : private KernelHooks {
     // the table first in forward and first in backward.
     if (c_.register_external_embedding && embedding_table_)
       model_module_ = add_module("model", {*embedding_table_}, false);
-  }
-
-  // The weight of a linear its layer cannot hold (a tied LM head), or 0; `linears` per layer.
-  std::int64_t tied_weight_numel(
-      const std::vector<std::vector<models::LinearModule>>& linears) const {
-    const auto& layers = s_.workload().layers;
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      for (const models::LinearModule& linear : linears[i]) {
-        if (linear.weight_numel + linear.bias_numel > layers[i].numel) return linear.weight_numel;
-      }
-    }
-    return 0;
   }
 
   // The pre-hook calls of one micro-batch in the order the walk below makes them, each with its

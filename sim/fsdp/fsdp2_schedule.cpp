@@ -18,6 +18,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "models/linear_modules.hpp"
 #include "sim/fsdp/fsdp_units.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
@@ -40,9 +41,9 @@ struct UnitState {
   TensorId unsharded_params = 0;
   bool post_forward_shard = false;  // reshard_after_forward = k: the k-way shard kept
   TensorId post_forward_params = 0;
-  EventRef post_forward_resharded;  // its copy done (FSDPParamGroup._reshard_after_forward_event)
-  TensorId grads = 0;        // unsharded gradients (autograd, param_dtype)
-  TensorId accumulated = 0;  // unsharded_accumulated_grad kept by set_requires_gradient_sync(False)
+  EventRef post_forward_resharded;    // its copy done (FSDPParamGroup._reshard_after_forward_event)
+  std::vector<TensorId> grads;        // unsharded gradients (autograd, param_dtype), per layer
+  std::vector<TensorId> accumulated;  // unsharded_accumulated_grad (set_requires_gradient_sync)
   bool has_accumulated = false;
   bool has_grad = false;    // sharded_param.grad is set (on the host under CPU offload)
   TensorId grad_shard = 0;  // the sharded gradient on the GPU (none under CPU offload)
@@ -217,10 +218,20 @@ class Fsdp2Step final : private UnitHooks {
     // _backward_prefetch: the unit before this one in post-forward order (always: nothing turns
     // FSDP2's default backward prefetch off).
     if (u > 0) unshard(u - 1);
-    // Autograd writes each parameter's gradient separately (no FlatParameter concat).
-    state_[u].grads =
-        s_.allocate(units_[u].name + ".unsharded_grads", elements(units_[u].numel, f_.param_dtype),
-                    s_.compute(), MemoryCategory::kGradients);
+  }
+
+  // Autograd makes each parameter's gradient when its layer's backward computes it (no
+  // FlatParameter to concat into): the root's LM head gradient at the start of backward, its
+  // embedding gradient at the end, unless the head is tied to the embedding's table, whose
+  // gradient the head's backward then makes first.
+  void pre_backward_layer(std::size_t u, std::size_t layer) override {
+    const models::Layer& l = s_.workload().layers[layer];
+    std::int64_t numel = l.numel;
+    if (tied_numel_ > 0 && l.kind == models::LayerKind::kHead) numel += tied_numel_;
+    if (tied_numel_ > 0 && l.kind == models::LayerKind::kEmbedding) numel -= tied_numel_;
+    if (numel <= 0) return;
+    state_[u].grads.push_back(s_.allocate(l.name + ".param_grads", elements(numel, f_.param_dtype),
+                                          s_.compute(), MemoryCategory::kGradients));
   }
 
   void post_backward(std::size_t u) override {
@@ -233,30 +244,37 @@ class Fsdp2Step final : private UnitHooks {
     }
     const Dtype rd = f_.reduce_dtype;
     const bool had_accumulated = st.has_accumulated;
-    TensorId grads = st.grads;
+    const auto free_all = [this](std::vector<TensorId>& tensors) {
+      for (const TensorId t : tensors) s_.free(t);
+      tensors.clear();
+    };
+    std::vector<TensorId> grads = std::move(st.grads);
+    st.grads.clear();
     if (had_accumulated) {
       // The new gradient is added into the accumulated one.
       s_.copy(unit.name + ".accumulate_unsharded_grad", s_.compute(),
               elements(unit.numel, f_.param_dtype) + 2 * elements(unit.numel, rd), Phase::kBackward,
               g(u));
-      s_.free(st.grads);
-      grads = st.accumulated;
+      free_all(grads);
+      grads = std::move(st.accumulated);
+      st.accumulated.clear();
     }
     if (!sync_gradients_) {
-      if (!had_accumulated) {
+      if (had_accumulated) {
+        st.accumulated = std::move(grads);
+      } else if (rd != f_.param_dtype) {
         // FSDPParam.to_accumulated_grad_if_needed: keep the gradient in reduce_dtype.
-        if (rd != f_.param_dtype) {
-          st.accumulated = s_.allocate(unit.name + ".accumulated_grad", elements(unit.numel, rd),
-                                       s_.compute(), MemoryCategory::kGradients);
-          s_.copy(unit.name + ".grad_to_reduce_dtype", s_.compute(),
-                  elements(unit.numel, f_.param_dtype) + elements(unit.numel, rd), Phase::kBackward,
-                  g(u));
-          s_.free(st.grads);
-        } else {
-          st.accumulated = st.grads;
-        }
-        st.has_accumulated = true;
+        st.accumulated.push_back(s_.allocate(unit.name + ".accumulated_grad",
+                                             elements(unit.numel, rd), s_.compute(),
+                                             MemoryCategory::kGradients));
+        s_.copy(unit.name + ".grad_to_reduce_dtype", s_.compute(),
+                elements(unit.numel, f_.param_dtype) + elements(unit.numel, rd), Phase::kBackward,
+                g(u));
+        free_all(grads);
+      } else {
+        st.accumulated = std::move(grads);
       }
+      st.has_accumulated = true;
       return;
     }
     st.has_accumulated = false;
@@ -275,7 +293,7 @@ class Fsdp2Step final : private UnitHooks {
             elements(unit.numel, had_accumulated ? rd : f_.param_dtype) +
                 elements(unit.padded_numel, rd),
             Phase::kBackward, g(u));
-    s_.free(grads);
+    free_all(grads);
     s_.program().wait_stream(reduce_scatter_, s_.compute());
     // foreach_reduce, after the reduction: grad_output is the reduce-scatter output cast to the
     // parameters' storage dtype (_to_dtype_if_needed: a new tensor only when the dtypes differ),
@@ -371,6 +389,7 @@ class Fsdp2Step final : private UnitHooks {
   ProcessGroup shard_pg_;
   ProcessGroup replicate_pg_;
   ProcessGroup post_forward_pg_;
+  std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
   std::optional<HeldBuffer> previous_all_gather_;
   std::optional<HeldBuffer> previous_reduce_scatter_;
   bool sync_gradients_ = true;

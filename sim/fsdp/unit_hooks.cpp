@@ -31,6 +31,7 @@ void run_micro_batch(StepBuilder& s, const std::vector<FsdpUnit>& units, UnitHoo
     if (layer == unit_layers.back()) hooks.pre_backward(u);
     const auto position = static_cast<std::size_t>(
         std::find(unit_layers.begin(), unit_layers.end(), layer) - unit_layers.begin());
+    hooks.pre_backward_layer(u, layer);
     s.backward_layer(layer, static_cast<std::int32_t>(u), saved[u][position]);
     if (layer == unit_layers.front()) hooks.post_backward(u);
   }

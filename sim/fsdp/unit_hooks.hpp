@@ -20,6 +20,9 @@ class UnitHooks {
   virtual void post_forward(std::size_t unit) = 0;
   virtual void pre_backward(std::size_t unit) = 0;
   virtual void post_backward(std::size_t unit) = 0;
+  // Before the backward of each layer of `unit` (after pre_backward for its last layer): where
+  // autograd makes that layer's parameter gradients, for a runtime that has no flat parameter.
+  virtual void pre_backward_layer(std::size_t /*unit*/, std::size_t /*layer*/) {}
 };
 
 // Forward then backward of every layer of the workload, each unit's layers tagged with its index.

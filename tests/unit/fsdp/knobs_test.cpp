@@ -401,6 +401,35 @@ TEST(Knobs, Fsdp2AllGathersFromThePostForwardShardOnlyOnceItIsWritten) {
   }
 }
 
+// FSDP2 has no flat parameter: autograd makes each layer's parameter gradients at that layer's
+// backward. The root's 4M head gradient comes first (16 MB fp32), the blocks' next, its 6M
+// embedding gradient (24 MB) last, after both blocks' reductions were issued.
+TEST(Knobs, Fsdp2MakesTheRootsEmbeddingGradientLast) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+  });
+  EXPECT_EQ(k.tensor_bytes("head.param_grads"), 16'000'000);
+  EXPECT_EQ(k.tensor_bytes("embedding.param_grads"), 24'000'000);
+  const engine::Program& p = k.out.schedule.program;
+  const auto cpu_index = [&p](engine::CpuStepKind kind, const std::string& name) {
+    for (std::size_t i = 0; i < p.cpu.size(); ++i) {
+      const engine::CpuStep& step = p.cpu[i];
+      const bool named = kind == engine::CpuStepKind::kAlloc
+                             ? p.names[p.tensors[step.target].name] == name
+                             : p.names[p.ops[step.target].name] == name;
+      if (step.kind == kind && named) return i;
+    }
+    ADD_FAILURE() << name;
+    return std::size_t{0};
+  };
+  const std::size_t head = cpu_index(engine::CpuStepKind::kAlloc, "head.param_grads");
+  const std::size_t block = cpu_index(engine::CpuStepKind::kAlloc, "blocks.0.param_grads");
+  const std::size_t embedding = cpu_index(engine::CpuStepKind::kAlloc, "embedding.param_grads");
+  EXPECT_LT(head, block);
+  EXPECT_LT(cpu_index(engine::CpuStepKind::kLaunch, "blocks.0.reduce_scatter"), embedding);
+}
+
 // model.to(torch.bfloat16) before fully_shard (FSDP2, bf16 all-gather, fp32 reduce-scatter):
 // FSDPParam.orig_dtype is bf16, so each rank's 15M-element shard (3 units x 5M) holds 2 bytes
 // per parameter (30 MB), AdamW's zeros_like states 2 x 2 bytes (60 MB) instead of 60 MB and
