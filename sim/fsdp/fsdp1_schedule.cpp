@@ -7,6 +7,7 @@
 #include <deque>
 #include <optional>
 
+#include "models/linear_modules.hpp"
 #include "sim/fsdp/fsdp_units.hpp"
 #include "sim/fsdp/process_groups.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
@@ -32,8 +33,9 @@ struct UnitState {
   bool prefetched = false;
   TensorId full_param = 0;  // _full_param_padded, or NO_SHARD's _mp_shard
   bool has_full_param = false;
-  TensorId grad_views = 0;  // per-parameter gradients before SplitWithSizesBackward's cat
-  TensorId kept_grad = 0;   // unsharded gradient kept across no_sync micro-batches
+  // Per-parameter gradients before SplitWithSizesBackward's cat, as autograd makes them.
+  std::vector<TensorId> grad_views;
+  TensorId kept_grad = 0;  // unsharded gradient kept across no_sync micro-batches
   bool has_kept_grad = false;
   TensorId grad = 0;  // _saved_grad_shard, or NO_SHARD's full .grad (storage dtype)
   bool has_grad = false;
@@ -273,10 +275,25 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     s_.program().wait_stream(s_.compute(), unshard_);
     if (f_.backward_prefetch == BackwardPrefetch::kBackwardPre && u > 0) prefetch(u - 1);
     // The unsharded gradient accumulates as per-parameter gradients (autograd, compute stream)
-    // until SplitWithSizesBackward concatenates them into flat_param.grad.
-    state_[u].grad_views =
-        s_.allocate(units_[u].name + ".grad_views", elements(units_[u].numel, f_.param_dtype),
-                    s_.compute(), MemoryCategory::kGradients);
+    // until SplitWithSizesBackward concatenates them into flat_param.grad: made layer by layer
+    // (pre_backward_layer) where the unit wraps whole layers, else all at once here.
+    if (!wraps_whole_layers(units_[u], s_.workload())) {
+      state_[u].grad_views.push_back(s_.allocate(units_[u].name + ".grad_views",
+                                                 elements(units_[u].numel, f_.param_dtype),
+                                                 s_.compute(), MemoryCategory::kGradients));
+    }
+  }
+
+  // Autograd makes a layer's parameter gradients when its backward computes them: the root's LM
+  // head gradient at the start of backward, its untied embedding gradient at the end.
+  void pre_backward_layer(std::size_t u, std::size_t layer) override {
+    if (!wraps_whole_layers(units_[u], s_.workload())) return;
+    const models::Layer& l = s_.workload().layers[layer];
+    const std::int64_t numel = layer_gradient_numel(l, tied_numel_);
+    if (numel <= 0) return;
+    state_[u].grad_views.push_back(s_.allocate(l.name + ".grad_views",
+                                               elements(numel, f_.param_dtype), s_.compute(),
+                                               MemoryCategory::kGradients));
   }
 
   // _post_backward_hook.
@@ -290,7 +307,8 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
                     MemoryCategory::kGradients);
     s_.copy(unit.name + ".grad_cat", s_.compute(), 2 * elements(unit.numel, f_.param_dtype),
             Phase::kBackward, g(u));
-    s_.free(st.grad_views);
+    for (const TensorId view : st.grad_views) s_.free(view);
+    st.grad_views.clear();
     if (st.has_kept_grad) {
       // AccumulateGrad adds the new gradient into the one kept by no_sync.
       s_.copy(unit.name + ".accumulate_unsharded_grad", s_.compute(),
@@ -419,6 +437,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
   // Per layer, the units of its linears by NamedKernel::linear_module.
   std::vector<std::vector<std::pair<std::string, std::size_t>>> linear_units_;
   std::optional<OpenLinear> open_linear_;
+  std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
   bool sync_gradients_ = true;
   bool in_backward_ = false;
 };

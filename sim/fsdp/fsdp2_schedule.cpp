@@ -226,9 +226,7 @@ class Fsdp2Step final : private UnitHooks {
   // gradient the head's backward then makes first.
   void pre_backward_layer(std::size_t u, std::size_t layer) override {
     const models::Layer& l = s_.workload().layers[layer];
-    std::int64_t numel = l.numel;
-    if (tied_numel_ > 0 && l.kind == models::LayerKind::kHead) numel += tied_numel_;
-    if (tied_numel_ > 0 && l.kind == models::LayerKind::kEmbedding) numel -= tied_numel_;
+    const std::int64_t numel = layer_gradient_numel(l, tied_numel_);
     if (numel <= 0) return;
     state_[u].grads.push_back(s_.allocate(l.name + ".param_grads", elements(numel, f_.param_dtype),
                                           s_.compute(), MemoryCategory::kGradients));

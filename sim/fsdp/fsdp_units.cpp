@@ -98,4 +98,17 @@ std::vector<std::size_t> unit_of_layer(const std::vector<FsdpUnit>& units, std::
   return owner;
 }
 
+std::int64_t layer_gradient_numel(const models::Layer& layer, std::int64_t tied_numel) {
+  if (layer.kind == models::LayerKind::kHead) return layer.numel + tied_numel;
+  if (layer.kind == models::LayerKind::kEmbedding) return layer.numel - tied_numel;
+  return layer.numel;
+}
+
+bool wraps_whole_layers(const FsdpUnit& unit, const models::Workload& workload) {
+  if (!unit.linear_module.empty()) return false;
+  std::int64_t numel = 0;
+  for (const std::size_t layer : unit.layers) numel += workload.layers[layer].numel;
+  return numel == unit.numel;
+}
+
 }  // namespace fsdpsim::fsdp

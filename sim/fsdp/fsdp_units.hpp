@@ -33,6 +33,15 @@ struct FsdpUnit {
 std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy policy,
                                  std::int32_t blocks_per_unit, std::int64_t shard_group_size);
 
+// The parameters whose gradients autograd makes when `layer`'s backward runs: its own, with a
+// tied LM head's table (tied_numel, models::tied_weight_numel) counted at the head, whose backward
+// makes that gradient first, and not at the embedding that owns it.
+std::int64_t layer_gradient_numel(const models::Layer& layer, std::int64_t tied_numel);
+
+// Whether `unit` holds exactly the parameters of its layers: not a linear's unit, nor a block
+// whose linears are units of their own.
+bool wraps_whole_layers(const FsdpUnit& unit, const models::Workload& workload);
+
 // For each of `layers` layers, the index of the unit that wraps it whole (a linear's unit wraps
 // part of its layer).
 std::vector<std::size_t> unit_of_layer(const std::vector<FsdpUnit>& units, std::size_t layers);
