@@ -314,6 +314,16 @@ class Fsdp2Step final : private UnitHooks {
                     elements(unit.shard_numel, rd), Phase::kBackward, g(u));
       post_reduce = all_reduce_;
     }
+    // With HSDP, FSDPParamGroup._all_reduce_state keeps the all-reduce input (the reduce-scatter
+    // output) until the end of backward (PR #140044: the next unit's reduce-scatter must not
+    // reuse its block while this all-reduce may still run), whatever becomes of the gradient.
+    const auto drop_output = [&](TensorId t) {
+      if (hsdp_ && t == output) {
+        held_all_reduce_inputs_.push_back(output);
+      } else {
+        s_.free(t);
+      }
+    };
     TensorId grad_output = output;
     if (cast) {
       grad_output = s_.allocate(unit.name + ".grad_output", elements(unit.shard_numel, storage),
@@ -321,7 +331,7 @@ class Fsdp2Step final : private UnitHooks {
       s_.copy(unit.name + ".grad_to_storage_dtype", post_reduce,
               elements(unit.shard_numel, rd) + elements(unit.shard_numel, storage),
               Phase::kBackward, g(u));
-      s_.free(output);
+      drop_output(output);
     }
     const Bytes shard_bytes = elements(unit.shard_numel, storage);
     if (f_.cpu_offload) {
@@ -336,11 +346,11 @@ class Fsdp2Step final : private UnitHooks {
         s_.program().cpu_work(unit.name + ".accumulate_grad_on_host",
                               to_sim_time(3.0 * shard_bytes / s_.host_bandwidth_per_rank()));
       }
-      s_.free(grad_output);
+      drop_output(grad_output);
     } else if (accumulate) {
       // grad._local_tensor += new_sharded_grad on the post-reduce stream.
       s_.copy(unit.name + ".accumulate_grad", post_reduce, 3 * shard_bytes, Phase::kBackward, g(u));
-      s_.free(grad_output);
+      drop_output(grad_output);
     } else {
       st.grad_shard = grad_output;
     }
@@ -357,6 +367,9 @@ class Fsdp2Step final : private UnitHooks {
       s_.free(previous_reduce_scatter_->tensor);
       previous_reduce_scatter_.reset();
     }
+    // FSDPParamGroup.finalize_backward: each group's all-reduce state is dropped.
+    for (const TensorId t : held_all_reduce_inputs_) s_.free(t);
+    held_all_reduce_inputs_.clear();
   }
 
   void optimizer_step() {
@@ -390,6 +403,7 @@ class Fsdp2Step final : private UnitHooks {
   std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
   std::optional<HeldBuffer> previous_all_gather_;
   std::optional<HeldBuffer> previous_reduce_scatter_;
+  std::vector<TensorId> held_all_reduce_inputs_;  // HSDP: until the end of backward
   bool sync_gradients_ = true;
   bool in_backward_ = false;
 };

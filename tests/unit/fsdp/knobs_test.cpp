@@ -431,6 +431,37 @@ TEST(Knobs, Fsdp2MakesTheRootsEmbeddingGradientLast) {
   EXPECT_LT(cpu_index(engine::CpuStepKind::kLaunch, "blocks.0.reduce_scatter"), embedding);
 }
 
+// FSDP2 HSDP with bf16 reduction of fp32 parameters: each unit's bf16 reduce-scatter output is
+// the all-reduce input, kept in FSDPParamGroup._all_reduce_state until the end of backward
+// after its fp32 copy became the gradient, so no unit's is dropped before the last all-reduce
+// was issued.
+TEST(Knobs, Fsdp2HsdpKeepsEachAllReduceInputUntilTheEndOfBackward) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.cluster.nodes = 2;
+    in.cluster.nic_bandwidth_per_node = gb_per_s(400.0);
+    in.training.global_batch = 4;
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+    in.fsdp.reduce_dtype = Dtype::kBf16;
+    in.fsdp.sharding_strategy = ShardingStrategy::kHybridShard;
+    in.fsdp.shard_group_size = 2;
+  });
+  const engine::Program& p = k.out.schedule.program;
+  std::size_t last_all_reduce = 0;
+  std::vector<std::size_t> output_frees;
+  for (std::size_t i = 0; i < p.cpu.size(); ++i) {
+    const engine::CpuStep& step = p.cpu[i];
+    if (step.kind == engine::CpuStepKind::kLaunch &&
+        p.names[p.ops[step.target].name] == "root.all_reduce")
+      last_all_reduce = i;
+    if (step.kind == engine::CpuStepKind::kFree &&
+        p.names[p.tensors[step.target].name].ends_with(".reduce_scatter_output"))
+      output_frees.push_back(i);
+  }
+  ASSERT_EQ(output_frees.size(), 3u);
+  for (const std::size_t i : output_frees) EXPECT_GT(i, last_all_reduce);
+}
+
 // model.to(torch.bfloat16) before fully_shard (FSDP2, bf16 all-gather, fp32 reduce-scatter):
 // FSDPParam.orig_dtype is bf16, so each rank's 15M-element shard (3 units x 5M) holds 2 bytes
 // per parameter (30 MB), AdamW's zeros_like states 2 x 2 bytes (60 MB) instead of 60 MB and
