@@ -416,10 +416,11 @@ TEST(Knobs, Fsdp2MakesTheRootsEmbeddingGradientLast) {
   const auto cpu_index = [&p](engine::CpuStepKind kind, const std::string& name) {
     for (std::size_t i = 0; i < p.cpu.size(); ++i) {
       const engine::CpuStep& step = p.cpu[i];
+      if (step.kind != kind) continue;  // `target` is a tensor for an allocation, else an op
       const bool named = kind == engine::CpuStepKind::kAlloc
                              ? p.names[p.tensors[step.target].name] == name
                              : p.names[p.ops[step.target].name] == name;
-      if (step.kind == kind && named) return i;
+      if (named) return i;
     }
     ADD_FAILURE() << name;
     return std::size_t{0};
