@@ -95,6 +95,7 @@ int report_command(const ReportOptions& options) {
     for (const ReportPlot& plot : plan.plots)
       render_gnuplot(gnuplot, scratch.path(), plot.script, plot.svg, &InterruptGuard::flag());
   } catch (const GnuplotStopped&) {
+    // The interrupt flag, raised, is handled below with a signal between two plots.
   }
   if (InterruptGuard::flag().load()) {
     std::cerr << fmt::format("interrupted: nothing was written to {}\n", dir.string());

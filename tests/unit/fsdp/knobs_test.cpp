@@ -52,6 +52,25 @@ struct Knobs {
     ADD_FAILURE() << "no op " << name;
     return 0;
   }
+  // Positions in the CPU program of the steps of `kind` whose name ends with `suffix`: the op's
+  // name for a launch, the tensor's for an allocation or a free, the step's own for waits and
+  // host work.
+  [[nodiscard]] std::vector<std::size_t> cpu_steps(engine::CpuStepKind kind,
+                                                   const std::string& suffix) const {
+    const engine::Program& p = out.schedule.program;
+    std::vector<std::size_t> found;
+    for (std::size_t i = 0; i < p.cpu.size(); ++i) {
+      const engine::CpuStep& step = p.cpu[i];
+      if (step.kind != kind) continue;
+      const bool tensor = kind == engine::CpuStepKind::kAlloc || kind == engine::CpuStepKind::kFree;
+      const std::string& name = kind == engine::CpuStepKind::kLaunch
+                                    ? p.names[p.ops[step.target].name]
+                                : tensor ? p.names[p.tensors[step.target].name]
+                                         : p.names[step.name];
+      if (name.ends_with(suffix)) found.push_back(i);
+    }
+    return found;
+  }
   [[nodiscard]] SimTime step() const { return out.timeline.makespan; }
   [[nodiscard]] std::int64_t baseline(memory::MemoryCategory c) const {
     return out.schedule.baseline[static_cast<std::size_t>(c)].value();
@@ -362,19 +381,9 @@ TEST(Knobs, Fsdp2AccumulatesShardedGradientsOnTheGpuOrOnTheHost) {
   EXPECT_EQ(gpu.count_suffix(".d2h_grad"), 0u);
   EXPECT_EQ(host.count_suffix(".accumulate_grad"), 0u);
   EXPECT_EQ(host.count_suffix(".d2h_grad"), 6u);
-  const auto cpu_steps = [](const Knobs& k, engine::CpuStepKind kind, const std::string& suffix) {
-    std::size_t n = 0;
-    const engine::Program& p = k.out.schedule.program;
-    for (const engine::CpuStep& step : p.cpu) {
-      const std::string& name = p.names[step.name];
-      n += step.kind == kind && name.size() >= suffix.size() &&
-           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    }
-    return n;
-  };
-  EXPECT_EQ(cpu_steps(host, engine::CpuStepKind::kWork, ".accumulate_grad_on_host"), 3u);
-  EXPECT_EQ(cpu_steps(host, engine::CpuStepKind::kWait, ".d2h_grad (blocking)"), 3u);
-  EXPECT_EQ(cpu_steps(gpu, engine::CpuStepKind::kWait, ".d2h_grad (blocking)"), 0u);
+  EXPECT_EQ(host.cpu_steps(engine::CpuStepKind::kWork, ".accumulate_grad_on_host").size(), 3u);
+  EXPECT_EQ(host.cpu_steps(engine::CpuStepKind::kWait, ".d2h_grad (blocking)").size(), 3u);
+  EXPECT_EQ(gpu.cpu_steps(engine::CpuStepKind::kWait, ".d2h_grad (blocking)").size(), 0u);
   // No sharded gradient stays on the GPU: each reduce-scatter output is a communication buffer.
   const engine::Program& p = host.out.schedule.program;
   for (const engine::TensorInfo& t : p.tensors) {
@@ -412,24 +421,16 @@ TEST(Knobs, Fsdp2MakesTheRootsEmbeddingGradientLast) {
   });
   EXPECT_EQ(k.tensor_bytes("head.param_grads"), 16'000'000);
   EXPECT_EQ(k.tensor_bytes("embedding.param_grads"), 24'000'000);
-  const engine::Program& p = k.out.schedule.program;
-  const auto cpu_index = [&p](engine::CpuStepKind kind, const std::string& name) {
-    for (std::size_t i = 0; i < p.cpu.size(); ++i) {
-      const engine::CpuStep& step = p.cpu[i];
-      if (step.kind != kind) continue;  // `target` is a tensor for an allocation, else an op
-      const bool named = kind == engine::CpuStepKind::kAlloc
-                             ? p.names[p.tensors[step.target].name] == name
-                             : p.names[p.ops[step.target].name] == name;
-      if (named) return i;
-    }
-    ADD_FAILURE() << name;
-    return std::size_t{0};
+  const auto first = [&k](engine::CpuStepKind kind, const std::string& name) {
+    const std::vector<std::size_t> found = k.cpu_steps(kind, name);
+    EXPECT_FALSE(found.empty()) << name;
+    return found.empty() ? std::size_t{0} : found.front();
   };
-  const std::size_t head = cpu_index(engine::CpuStepKind::kAlloc, "head.param_grads");
-  const std::size_t block = cpu_index(engine::CpuStepKind::kAlloc, "blocks.0.param_grads");
-  const std::size_t embedding = cpu_index(engine::CpuStepKind::kAlloc, "embedding.param_grads");
+  const std::size_t head = first(engine::CpuStepKind::kAlloc, "head.param_grads");
+  const std::size_t block = first(engine::CpuStepKind::kAlloc, "blocks.0.param_grads");
+  const std::size_t embedding = first(engine::CpuStepKind::kAlloc, "embedding.param_grads");
   EXPECT_LT(head, block);
-  EXPECT_LT(cpu_index(engine::CpuStepKind::kLaunch, "blocks.0.reduce_scatter"), embedding);
+  EXPECT_LT(first(engine::CpuStepKind::kLaunch, "blocks.0.reduce_scatter"), embedding);
 }
 
 // FSDP2 HSDP with bf16 reduction of fp32 parameters: each unit's bf16 reduce-scatter output is
@@ -447,20 +448,13 @@ TEST(Knobs, Fsdp2HsdpKeepsEachAllReduceInputUntilTheEndOfBackward) {
     in.fsdp.sharding_strategy = ShardingStrategy::kHybridShard;
     in.fsdp.shard_group_size = 2;
   });
-  const engine::Program& p = k.out.schedule.program;
-  std::size_t last_all_reduce = 0;
-  std::vector<std::size_t> output_frees;
-  for (std::size_t i = 0; i < p.cpu.size(); ++i) {
-    const engine::CpuStep& step = p.cpu[i];
-    if (step.kind == engine::CpuStepKind::kLaunch &&
-        p.names[p.ops[step.target].name] == "root.all_reduce")
-      last_all_reduce = i;
-    if (step.kind == engine::CpuStepKind::kFree &&
-        p.names[p.tensors[step.target].name].ends_with(".reduce_scatter_output"))
-      output_frees.push_back(i);
-  }
+  const std::vector<std::size_t> last_all_reduce =
+      k.cpu_steps(engine::CpuStepKind::kLaunch, "root.all_reduce");
+  const std::vector<std::size_t> output_frees =
+      k.cpu_steps(engine::CpuStepKind::kFree, ".reduce_scatter_output");
+  ASSERT_FALSE(last_all_reduce.empty());
   ASSERT_EQ(output_frees.size(), 3u);
-  for (const std::size_t i : output_frees) EXPECT_GT(i, last_all_reduce);
+  for (const std::size_t i : output_frees) EXPECT_GT(i, last_all_reduce.back());
 }
 
 // model.to(torch.bfloat16) before fully_shard (FSDP2, bf16 all-gather, fp32 reduce-scatter):
