@@ -23,6 +23,14 @@
 // accumulation, output in the input dtype), nll_loss_backward zero-fills a gradient like its
 // input, and _log_softmax_backward_data writes the logits gradient in the input dtype. Three
 // compute-dtype [T, V] tensors at once instead of three fp32 ones.
+//
+// What the loss reads, the model's output, outlives it when the training loop keeps a reference
+// (training.logits_kept_by_loop): Composer's trainer stores `self.state.outputs =
+// self.state.model(self.state.batch)` and only rebinds it at the next micro-batch's forward
+// (composer/trainer/trainer.py, _train_microbatch), so llm-foundry's compute-dtype logits stay
+// through the backward, the optimizer step and the next forward; torchtitan's train.py held the
+// upcast `pred` the same way until it added `del pred` before backward. The step allocates that
+// tensor (sim/fsdp/step_builder.cpp), not the loss.
 #include "models/head_layer.hpp"
 
 namespace fsdpsim::models::detail {
@@ -100,23 +108,29 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
   }
   draft.save(hidden);  // the LM head's input, saved by the linear
   draft.forward(linear_forward("lm_head", lm_head, ctx));
+  // A loop that keeps the compute-dtype logits holds the LM head's output; the step allocates
+  // it (Layer::loop_kept_output), so it is no temporary here.
+  const bool loop_keeps_logits = ctx.logits_kept_by_loop == LogitsKeptByLoop::kComputeDtype;
+  const std::int64_t logits_temporary = loop_keeps_logits ? 0 : logits;
+  if (loop_keeps_logits) draft.loop_keeps_last_output(logits);
   if (ctx.loss == LossKernel::kFusedCrossEntropy) {
     const std::int64_t per_token = t * (kIndexBytes + 2 * kStatBytes);  // labels, loss, lse
     draft.forward(memory_bound_kernel("fused_cross_entropy", logits + per_token, ctx));
-    draft.save(logits + t * (kIndexBytes + kStatBytes));  // logits, labels, log-sum-exp
+    // Logits (unless the loop keeps them anyway), labels, log-sum-exp.
+    draft.save(logits_temporary + t * (kIndexBytes + kStatBytes));
     TransientTracker& bwd = draft.backward_temps();
     draft.backward(memory_bound_kernel("fused_cross_entropy_bwd", 2 * logits + per_token, ctx));
     bwd.allocate(logits);
     return finish_head(draft, dims, ctx, logits);
   }
   if (ctx.loss == LossKernel::kCrossEntropy) {
-    fwd.allocate(logits);
+    fwd.allocate(logits_temporary);
     draft.forward(memory_bound_kernel(
         "log_softmax", log_softmax_forward_passes(dims.vocab, ctx.element_bytes) * logits, ctx));
     fwd.allocate(logits);
     draft.save(logits);  // log_softmax saves its output, in the logits' dtype
     fwd.release(logits);
-    fwd.release(logits);  // nothing saves the logits themselves
+    fwd.release(logits_temporary);  // nothing saves the logits themselves
     draft.forward(
         memory_bound_kernel("nll_loss", t * (kIndexBytes + kStatBytes) + kStatBytes, ctx));
     draft.save(t * kIndexBytes);  // targets
@@ -131,14 +145,18 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
     bwd.release(logits);
     return finish_head(draft, dims, ctx, logits);
   }
-  fwd.allocate(logits);
+  fwd.allocate(logits_temporary);
   draft.forward(memory_bound_kernel("logits_to_fp32", logits + logits_fp32, ctx));
-  fwd.allocate(logits_fp32);
-  fwd.release(logits);
+  // torchtitan's model returns the upcast logits (`self.output(h).float()`).
+  const bool loop_keeps_fp32 = ctx.logits_kept_by_loop == LogitsKeptByLoop::kFp32;
+  const std::int64_t logits_fp32_temporary = loop_keeps_fp32 ? 0 : logits_fp32;
+  if (loop_keeps_fp32) draft.loop_keeps_last_output(logits_fp32);
+  fwd.allocate(logits_fp32_temporary);
+  fwd.release(logits_temporary);
   draft.forward(memory_bound_kernel(
       "log_softmax", log_softmax_forward_passes(dims.vocab, kStatBytes) * logits_fp32, ctx));
   draft.save(logits_fp32);  // log_softmax saves its output
-  fwd.release(logits_fp32);
+  fwd.release(logits_fp32_temporary);
   // nll_loss gathers one log-probability per token: reads targets and T values, writes a scalar.
   draft.forward(memory_bound_kernel("nll_loss", t * (kIndexBytes + kStatBytes) + kStatBytes, ctx));
   draft.save(t * kIndexBytes);  // targets

@@ -21,6 +21,7 @@ BuildContext make_context(const WorkloadOptions& options) {
   ctx.flash_kernel = options.flash_kernel;
   ctx.unpad_attention = options.unpad_attention;
   ctx.loss = options.loss;
+  ctx.logits_kept_by_loop = options.logits_kept_by_loop;
   ctx.compiled = options.compiled;
   return ctx;
 }
@@ -69,6 +70,14 @@ void LayerDraft::forward(NamedKernel kernel) {
     stop_before_next_ = false;
   }
   layer_.forward.push_back(std::move(kernel));
+}
+
+void LayerDraft::loop_keeps_last_output(std::int64_t bytes) {
+  if (layer_.forward.empty()) {
+    throw std::logic_error("models: loop_keeps_last_output before any forward kernel");
+  }
+  layer_.loop_kept_output = Bytes(bytes);
+  layer_.loop_kept_output_kernel = layer_.forward.back().name;
 }
 
 void LayerDraft::backward(NamedKernel kernel) { layer_.backward.push_back(std::move(kernel)); }

@@ -32,6 +32,7 @@ struct BuildContext {
   FlashKernel flash_kernel = FlashKernel::kFlash2;
   bool unpad_attention = false;  // WorkloadOptions::unpad_attention
   LossKernel loss = LossKernel::kCrossEntropyFp32;
+  LogitsKeptByLoop logits_kept_by_loop = LogitsKeptByLoop::kNone;
   // torch.compile of the blocks: builders write the kernels Inductor generates where they differ
   // from eager's (models/llama_family.cpp); compile_fusion.cpp then fuses the remaining runs.
   bool compiled = false;
@@ -76,6 +77,9 @@ class LayerDraft {
   // The next forward kernel is where a non-reentrant checkpoint's early stop ends the recompute
   // (Layer::recompute_early_stop_kernel): everything from it on saves nothing backward reads.
   void stop_recompute_before_next_kernel() { stop_before_next_ = true; }
+  // The last forward kernel wrote the model's output, `bytes`, which the training loop keeps
+  // (Layer::loop_kept_output); the builder leaves it out of the transients.
+  void loop_keeps_last_output(std::int64_t bytes);
   TransientTracker& forward_temps() { return forward_temps_; }
   TransientTracker& backward_temps() { return backward_temps_; }
 

@@ -84,6 +84,15 @@ std::string validate(const TransformerSpec& spec, const WorkloadOptions& options
     return "only the fp32 cross-entropy is modelled for t5 (HF T5's nn.CrossEntropyLoss); the "
            "other losses are modelled for the gpt, mpt and llama heads";
   }
+  if (options.logits_kept_by_loop != LogitsKeptByLoop::kNone && spec.family != ModelFamily::kGpt &&
+      spec.family != ModelFamily::kMpt && spec.family != ModelFamily::kLlama) {
+    return "logits kept by the training loop are modelled for the gpt, mpt and llama heads";
+  }
+  if (options.logits_kept_by_loop == LogitsKeptByLoop::kFp32 &&
+      options.loss != LossKernel::kCrossEntropyFp32) {
+    return "fp32 logits kept by the training loop need the upcasting cross_entropy loss: the "
+           "other losses make no fp32 logits";
+  }
   const bool learned_positions =
       spec.family == ModelFamily::kGpt || spec.family == ModelFamily::kMpt;
   if (learned_positions && options.seq_len > spec.max_seq_len) {

@@ -113,6 +113,12 @@ struct Layer {
   // final linear, whose ATen mm packs its inputs before it runs, when no dropout follows it, and
   // the residual add. Empty: the recompute re-runs every kernel.
   std::string recompute_early_stop_kernel;
+  // The model's output when the training loop keeps it (WorkloadOptions::logits_kept_by_loop;
+  // head layer only): its bytes, counted in neither the saved activations nor the transients,
+  // and the forward kernel that writes it, after which the model has returned it and the loop's
+  // name lets go of the previous micro-batch's. 0 bytes: the loss frees the logits as it goes.
+  Bytes loop_kept_output{0};
+  std::string loop_kept_output_kernel;
 };
 
 struct WorkloadOptions {
@@ -124,6 +130,9 @@ struct WorkloadOptions {
   FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
   // The loss kernels on the logits (models/head_layer.cpp).
   LossKernel loss = LossKernel::kCrossEntropyFp32;
+  // Whether the training loop keeps the logits past the loss (models/head_layer.cpp); gpt, mpt
+  // and llama heads only.
+  LogitsKeptByLoop logits_kept_by_loop = LogitsKeptByLoop::kNone;
   // torchao Float8Linear (tensorwise dynamic scaling) for every eligible linear but the LM head
   // (models/float8_linear.hpp). The GPU must have an fp8 rate; the app checks.
   bool float8_linears = false;

@@ -232,6 +232,17 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
   t.loss = loss == "fused_cross_entropy"       ? LossKernel::kFusedCrossEntropy
            : loss == "cross_entropy_no_upcast" ? LossKernel::kCrossEntropy
                                                : LossKernel::kCrossEntropyFp32;
+  const std::string kept =
+      r.choice("logits_kept_by_loop", {"none", "compute_dtype", "fp32"}, "none");
+  t.logits_kept_by_loop = kept == "compute_dtype" ? LogitsKeptByLoop::kComputeDtype
+                          : kept == "fp32"        ? LogitsKeptByLoop::kFp32
+                                                  : LogitsKeptByLoop::kNone;
+  if (t.logits_kept_by_loop == LogitsKeptByLoop::kFp32 && t.loss != LossKernel::kCrossEntropyFp32) {
+    throw ConfigError(file, "/training/logits_kept_by_loop",
+                      fmt::format("fp32 needs loss cross_entropy (the upcast makes the fp32 "
+                                  "logits), found loss {}",
+                                  loss));
+  }
   t.no_sync = r.boolean("no_sync", false);
   t.clip_grad_norm = r.boolean("clip_grad_norm", false);
   t.offload_activations = r.boolean("offload_activations", false);

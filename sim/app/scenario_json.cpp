@@ -152,6 +152,13 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                       "the gpt, mpt and llama heads; HF T5 computes its loss with "
                       "nn.CrossEntropyLoss");
   }
+  if ((custom || s.model.family == models::ModelFamily::kT5) &&
+      s.training.logits_kept_by_loop != LogitsKeptByLoop::kNone) {
+    throw ConfigError(f, "/training/logits_kept_by_loop",
+                      fmt::format("logits kept by the training loop are modelled for the gpt, mpt "
+                                  "and llama heads; {} is a {} model",
+                                  s.model.name, custom ? "custom" : "t5"));
+  }
   if (s.training.param_storage_dtype != Dtype::kFp32 &&
       s.training.parallelism != fsdp::Parallelism::kFsdp) {
     throw ConfigError(f, "/training/param_storage_dtype",

@@ -17,6 +17,7 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   options.flash_kernel = scenario.training.flash_kernel;
   options.unpad_attention = scenario.training.unpad_attention;
   options.loss = scenario.training.loss;
+  options.logits_kept_by_loop = scenario.training.logits_kept_by_loop;
   options.float8_linears = scenario.training.float8_linears();
   options.compiled = scenario.training.compiled;
   options.allow_tf32 = scenario.training.allow_tf32;

@@ -141,7 +141,7 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
                    c.gpus_per_node));
   line(fmt::format(
       "training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing "
-      "{}{}{}{}{}{}",
+      "{}{}{}{}{}{}{}",
       t.global_batch, t.micro_batch, r.micro_batches,
       t.decoder_seq_len > 0 ? fmt::format("{} (decoder {})", t.seq_len, t.decoder_seq_len)
                             : fmt::format("{}", t.seq_len),
@@ -149,7 +149,10 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
       t.offload_activations ? ", activations offloaded to the host" : "",
       t.float8_linears() ? ", float8 linears" : "", t.compiled ? ", torch.compile" : "",
       t.clip_grad_norm ? ", gradient clipping" : "",
-      t.unpad_attention ? ", unpadded attention" : ""));
+      t.unpad_attention ? ", unpadded attention" : "",
+      t.logits_kept_by_loop == LogitsKeptByLoop::kNone   ? ""
+      : t.logits_kept_by_loop == LogitsKeptByLoop::kFp32 ? ", fp32 logits kept by the loop"
+                                                         : ", logits kept by the loop"));
   line(parallelism_line(s));
   if (c.gpu.calibration != nullptr) line(calibration_usage_line(*c.gpu.calibration));
   line("");

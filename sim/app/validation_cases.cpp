@@ -54,6 +54,7 @@ const std::vector<std::string> kOtherColumns = {"source_detail",
                                                 "matmul_dtype",
                                                 "attention",
                                                 "loss",
+                                                "logits_kept_by_loop",
                                                 "compiled",
                                                 "cpu_offload",
                                                 "optimizer",
@@ -356,6 +357,13 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   } else if (!loss.empty()) {
     bad_cell(file, c, "loss", "cross_entropy, cross_entropy_no_upcast or fused_cross_entropy");
   }
+  // The optional logits_kept_by_loop column (configs/validation/README.md); empty = none.
+  if (const std::string kept = c.get("logits_kept_by_loop");
+      kept == "none" || kept == "compute_dtype" || kept == "fp32") {
+    training["logits_kept_by_loop"] = kept;
+  } else if (!kept.empty()) {
+    bad_cell(file, c, "logits_kept_by_loop", "none, compute_dtype or fp32");
+  }
   // The optional attention column (configs/validation/README.md); empty = FlashAttention-2.
   if (const std::string attention = c.get("attention"); attention == "unfused") {
     training["flash_attention"] = false;
@@ -500,6 +508,7 @@ std::string message_in_columns(const std::string& loader_message,
       {"/training/compiled", "compiled"},
       {"/training/flash_attention", "attention"},
       {"/training/flash_kernel", "attention"},
+      {"/training/logits_kept_by_loop", "logits_kept_by_loop"},
       {"/training/loss", "loss"},
       {"/training/matmul_dtype", "matmul_dtype"},
       {"/training/micro_batch", "micro_batch"},

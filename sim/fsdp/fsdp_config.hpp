@@ -130,6 +130,8 @@ struct TrainingConfig {
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
   LossKernel loss = LossKernel::kCrossEntropyFp32;  // the loss kernels (models/head_layer.cpp)
+  // Whether the training loop holds the logits until its next forward (models/head_layer.cpp).
+  LogitsKeptByLoop logits_kept_by_loop = LogitsKeptByLoop::kNone;
   // torch.autocast(dtype=...) around forward: the math dtype of GEMMs and activations when it
   // differs from the parameters' (e.g. Composer's DEFAULT precision: fp32 FSDP parameters,
   // bf16 autocast). nullopt: compute in MixedPrecision.param_dtype.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "hardware/collective_cost.hpp"
@@ -262,9 +263,29 @@ TensorId StepBuilder::forward_layer(std::size_t layer, std::int32_t group) {
   const models::Layer& l = w_.layers[layer];
   const Bytes saved = saved_bytes(layer);
   const TensorId kept = allocate(l.name + ".saved", saved, compute_, MemoryCategory::kActivations);
+  std::optional<TensorId> output;
+  std::size_t returned = 0;  // forward kernels [0, returned) make the output the loop keeps
+  if (l.loop_kept_output > Bytes(0)) {
+    output = allocate(l.name + ".output_kept_by_loop", l.loop_kept_output, compute_,
+                      MemoryCategory::kActivations);
+    const auto writer = std::find_if(
+        l.forward.begin(), l.forward.end(),
+        [&](const models::NamedKernel& k) { return k.name == l.loop_kept_output_kernel; });
+    if (writer == l.forward.end()) {
+      throw std::logic_error("fsdp: " + l.name + " has no forward kernel " +
+                             l.loop_kept_output_kernel + " to write the output the loop keeps");
+    }
+    returned = static_cast<std::size_t>(writer - l.forward.begin()) + 1;
+  }
   const TransientIds temps =
       allocate_transients(l.name + ".forward_temp", l.forward_transient_tensors);
-  run_forward_kernels(layer, 0, l.forward.size(), Phase::kForward, group);
+  run_forward_kernels(layer, 0, returned, Phase::kForward, group);
+  if (output) {
+    // The model has returned; binding the loop's name to this output drops the previous one.
+    if (loop_kept_output_) free(*loop_kept_output_);
+    loop_kept_output_ = output;
+  }
+  run_forward_kernels(layer, returned, l.forward.size(), Phase::kForward, group);
   free_transients(temps);
   if (offloads_activations(layer)) {
     // torch.autograd.graph.save_on_cpu(pin_memory=True), what offload_wrapper runs the block

@@ -4,6 +4,7 @@
 // The FSDP1, FSDP2 and DDP schedules are written on top of it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -175,6 +176,9 @@ class StepBuilder {
   Flops hardware_flops_{0.0};  // every kernel as executed, recompute included
   Bytes inter_node_bytes_{0};
   KernelHooks* kernel_hooks_ = nullptr;
+  // The model output the training loop holds (models::Layer::loop_kept_output), from the last
+  // forward that made one; the next such forward frees it once it has returned its own.
+  std::optional<engine::TensorId> loop_kept_output_;
 };
 
 inline Bytes elements(std::int64_t numel, Dtype dtype) { return Bytes(numel * dtype_bytes(dtype)); }

@@ -36,6 +36,17 @@ enum class LossKernel : std::uint8_t {
   kFusedCrossEntropy,  // flash-attn's xentropy kernel (flash_attn/losses/cross_entropy.py)
 };
 
+// Whether the training loop keeps a reference to the model's output, the logits, after the loss
+// has read them: until the next forward returns and the name is bound to the new output
+// (models/head_layer.cpp).
+enum class LogitsKeptByLoop : std::uint8_t {
+  kNone,          // dropped once the loss has read them (`del pred`, loss inside forward)
+  kComputeDtype,  // the model returns them in the compute dtype and the loop keeps them
+                  // (Composer's state.outputs, which llm-foundry trains with)
+  kFp32,          // the model returns them upcast (`self.output(h).float()`) and the loop keeps
+                  // them (torchtitan's train.py before `del pred`)
+};
+
 // Scaled dot-product attention over `batch` sequences. FLOPs are counted for the two matmuls
 // (QK^T and PV); `causal` halves them (FlashAttention skips fully masked tiles).
 struct AttentionShape {

@@ -475,6 +475,17 @@ INSTANTIATE_TEST_SUITE_P(
                   {"training", {{"loss", "fused_cross_entropy"}, {"flash_attention", false}}}},
                  "/training/loss: only cross_entropy is modelled for t5"},
         BadInput{"bad_loss", {{"training", {{"loss", "xentropy"}}}}, "/training/loss"},
+        BadInput{"kept_fp32_logits_fused_loss",
+                 {{"training", {{"loss", "fused_cross_entropy"}, {"logits_kept_by_loop", "fp32"}}}},
+                 "/training/logits_kept_by_loop: fp32 needs loss cross_entropy (the upcast makes "
+                 "the fp32 logits), found loss fused_cross_entropy"},
+        BadInput{"kept_logits_custom_model",
+                 {{"model", "regnet-9b"}, {"training", {{"logits_kept_by_loop", "compute_dtype"}}}},
+                 "/training/logits_kept_by_loop: logits kept by the training loop are modelled "
+                 "for the gpt, mpt and llama heads; regnet-9b is a custom model"},
+        BadInput{"bad_kept_logits",
+                 {{"training", {{"logits_kept_by_loop", "bf16"}}}},
+                 "/training/logits_kept_by_loop: expected one of none, compute_dtype, fp32"},
         BadInput{"bf16_storage_ddp",
                  {{"parallelism", "ddp"},
                   {"fsdp", nullptr},

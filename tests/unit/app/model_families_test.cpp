@@ -201,5 +201,35 @@ TEST(UnpadAttentionJson, NeedsAFusedKernelAndEagerMode) {
   EXPECT_NE(out.find(", unpadded attention"), std::string::npos) << out;
 }
 
+// training.logits_kept_by_loop: refused for t5's head; an mpt scenario takes it, prints it on
+// its training line, and peaks higher by at least the kept bf16 logits.
+TEST(LogitsKeptByLoopJson, T5RefusesItAnMptScenarioPrintsAndCountsIt) {
+  EXPECT_EQ(error_of(t5_scenario(), {{"training", {{"logits_kept_by_loop", "compute_dtype"}}}})
+                .rfind("bad.json: /training/logits_kept_by_loop: logits kept by the training "
+                       "loop are modelled for the gpt, mpt and llama heads;",
+                       0),
+            0u);
+  nlohmann::json mpt = t5_scenario();
+  mpt["model"] = {{"preset", "mpt-125m"}, {"n_layers", 2}};
+  const fs::path dir = test_support::temp_dir("kept_logits");
+  const auto peak = [&](const std::string& kept) {
+    const fs::path file = test_support::write_scenario(
+        dir, kept, mpt, {{"training", {{"logits_kept_by_loop", kept}}}});
+    const auto [code, text] = test_support::run_fsdpsim("run " + file.string() + " --json -");
+    EXPECT_EQ(code, 0) << text;
+    return code == 0 ? nlohmann::json::parse(text)["peak_mem_allocated_gib"].get<double>() : 0.0;
+  };
+  const double none = peak("none");
+  const double kept = peak("compute_dtype");
+  const auto tokens =
+      mpt["training"]["micro_batch"].get<double>() * mpt["training"]["seq_len"].get<double>();
+  EXPECT_GE(kept - none, tokens * 50368 * 2 / (1024.0 * 1024 * 1024) - 1e-5);
+  const fs::path file = test_support::write_scenario(
+      dir, "text", mpt, {{"training", {{"logits_kept_by_loop", "compute_dtype"}}}});
+  const auto [code, out] = test_support::run_fsdpsim("run " + file.string());
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find(", logits kept by the loop"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace fsdpsim::app

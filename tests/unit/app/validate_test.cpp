@@ -296,6 +296,36 @@ fs::path variant_csv(const std::string& name, const std::map<std::string, std::s
   return file;
 }
 
+// small_cases.csv's header and first row with one more column, `column`, holding `cell`.
+fs::path with_column(const std::string& name, const std::string& column, const std::string& cell) {
+  std::ifstream in(kData + "small_cases.csv");
+  std::string header_line;
+  std::string row_line;
+  std::getline(in, header_line);
+  std::getline(in, row_line);
+  const fs::path file = test_support::temp_dir("validate") / name;
+  std::ofstream(file, std::ios::binary) << header_line << ',' << column << '\n'
+                                        << row_line << ',' << cell << '\n';
+  return file;
+}
+
+// The optional logits_kept_by_loop column sets training.logits_kept_by_loop; another value
+// names the line and the column.
+TEST(Validate, LogitsKeptByLoopColumnIsTheTrainingKey) {
+  const auto kept =
+      read_validation_cases(with_column("kept.csv", "logits_kept_by_loop", "compute_dtype"));
+  ASSERT_EQ(kept.size(), 1u);
+  const CaseScenario s = scenario_for_case(kept[0], "kept.csv");
+  EXPECT_EQ(s.document["training"]["logits_kept_by_loop"], "compute_dtype");
+  const auto [code, out] =
+      run_fsdpsim("validate " + with_column("bad.csv", "logits_kept_by_loop", "bf16").string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 2, column logits_kept_by_loop: expected none, compute_dtype or fp32, "
+                     "found \"bf16\""),
+            std::string::npos)
+      << out;
+}
+
 // What spreadsheets and Python's csv module write: a byte-order mark, CRLF line ends, a quoted
 // cell with a line break in it. The same row reads the same.
 TEST(Validate, ReadsCsvAsSpreadsheetsWriteIt) {
