@@ -67,6 +67,7 @@ const std::string& group_name(const std::vector<std::string>& names, std::int32_
 
 std::vector<bool> channels_crossing_nodes(const Scenario& scenario,
                                           const engine::Program& program) {
+  constexpr std::string_view kPostForwardPrefix = "nccl:post_forward:";
   const hardware::ClusterSpec& cluster = scenario.hardware.cluster;
   const std::int32_t world = cluster.world_size();
   const std::int32_t shard =
@@ -81,8 +82,9 @@ std::vector<bool> channels_crossing_nodes(const Scenario& scenario,
       result.push_back(crosses(shard, 1));
     } else if (name == "nccl:replicate") {
       result.push_back(crosses(world / shard, shard));
-    } else if (name == "nccl:post_forward") {
-      result.push_back(crosses(scenario.fsdp.reshard_after_forward, 1));
+    } else if (name.starts_with(kPostForwardPrefix)) {
+      // nccl:post_forward:<k>, FSDP2's groups of k ranks after forward.
+      result.push_back(crosses(std::stoi(name.substr(kPostForwardPrefix.size())), 1));
     } else {
       result.push_back(crosses(world, 1));
     }

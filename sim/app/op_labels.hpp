@@ -30,7 +30,8 @@ const std::string& group_name(const std::vector<std::string>& names, std::int32_
 
 // For each channel (NCCL communicator) of the program: does its group span nodes (so its ring
 // runs over the network rather than NVLink)? Channels are named by the schedule builders:
-// nccl:world, nccl:shard (the hybrid shard group), nccl:replicate, nccl:post_forward (FSDP2).
+// nccl:world, nccl:shard (the hybrid shard group), nccl:replicate, nccl:post_forward:<k> (FSDP2's
+// groups of k ranks after forward).
 std::vector<bool> channels_crossing_nodes(const Scenario& scenario, const engine::Program& program);
 
 }  // namespace fsdpsim::app

@@ -1,5 +1,8 @@
 #include "sim/app/parallelism_json.hpp"
 
+#include <array>
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "sim/app/config_error.hpp"
@@ -28,15 +31,18 @@ bool hybrid(ShardingStrategy s) {
   return s == ShardingStrategy::kHybridShard || s == ShardingStrategy::kHybridShardZero2;
 }
 
-// FSDP2's reshard_after_forward: true, false, or an integer group size.
-std::int32_t reshard_after_forward(JsonObjectReader& r, const std::string& file) {
-  const nlohmann::json* v = r.child("reshard_after_forward");
-  if (v == nullptr) return 1;
+// FSDP2's reshard_after_forward (or one of its per-unit variants, `key`): true, false, or an
+// integer group size; `fallback` when absent.
+std::int32_t reshard_after_forward(JsonObjectReader& r, const std::string& file,
+                                   const std::string& key, std::int32_t fallback) {
+  const nlohmann::json* v = r.child(key);
+  if (v == nullptr) return fallback;
   if (v->is_boolean()) return v->get<bool>() ? 1 : 0;
-  if (v->is_number_integer() && v->get<std::int64_t>() >= 2)
+  if (v->is_number_integer() && v->get<std::int64_t>() >= 2 &&
+      v->get<std::int64_t>() <= std::numeric_limits<std::int32_t>::max())
     return static_cast<std::int32_t>(v->get<std::int64_t>());
   throw ConfigError(
-      file, "/fsdp/reshard_after_forward",
+      file, "/fsdp/" + key,
       fmt::format("expected true, false or a group size >= 2, found {}", describe_json_type(*v)));
 }
 
@@ -78,8 +84,13 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                                   wrap));
   }
   f.shard_group_size = r.positive_int32("shard_group_size", cluster.gpus_per_node);
-  const bool raf_given = r.has("reshard_after_forward");
-  f.reshard_after_forward = reshard_after_forward(r, file);
+  // reshard_after_forward and its per-unit variants (FSDP2 only).
+  const std::array<std::string, 3> raf_keys = {
+      "reshard_after_forward", "last_unit_reshard_after_forward", "root_reshard_after_forward"};
+  f.reshard_after_forward = reshard_after_forward(r, file, raf_keys[0], 1);
+  if (r.has(raf_keys[1]))
+    f.last_unit_reshard_after_forward = reshard_after_forward(r, file, raf_keys[1], 1);
+  f.root_reshard_after_forward = reshard_after_forward(r, file, raf_keys[2], 0);
 
   if (!hybrid(f.sharding_strategy) && r.has("shard_group_size") &&
       f.shard_group_size != cluster.world_size()) {
@@ -103,11 +114,13 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                            "off; it would do nothing");
   }
   if (!v2) {
-    if (raf_given) {
+    for (const std::string& key : raf_keys) {
+      if (!r.has(key)) continue;
       throw ConfigError(
-          file, "/fsdp/reshard_after_forward",
-          "FSDP1 derives it from sharding_strategy (SHARD_GRAD_OP keeps parameters after forward); "
-          "reshard_after_forward is an FSDP2 (version 2) option");
+          file, "/fsdp/" + key,
+          fmt::format("FSDP1 derives it from sharding_strategy (SHARD_GRAD_OP keeps parameters "
+                      "after forward); {} is an FSDP2 (version 2) option",
+                      key));
     }
     return;
   }
@@ -138,11 +151,15 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
   const bool zero2 = f.sharding_strategy == ShardingStrategy::kShardGradOp ||
                      f.sharding_strategy == ShardingStrategy::kHybridShardZero2;
   if (zero2) {
-    if (raf_given && f.reshard_after_forward != 0) {
-      throw ConfigError(
-          file, "/fsdp/reshard_after_forward",
-          fmt::format("{} keeps parameters after forward; it contradicts reshard_after_forward",
-                      strategy));
+    // The strategy sets the blocks' reshard_after_forward to false; the root keeps its own.
+    for (const std::string& key : {raf_keys[0], raf_keys[1]}) {
+      const std::int32_t given = key == raf_keys[0] ? f.reshard_after_forward
+                                                    : f.last_unit_reshard_after_forward.value_or(0);
+      if (r.has(key) && given != 0) {
+        throw ConfigError(
+            file, "/fsdp/" + key,
+            fmt::format("{} keeps parameters after forward; it contradicts {}", strategy, key));
+      }
     }
     f.reshard_after_forward = 0;
   }
@@ -152,14 +169,16 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
     f.sharding_strategy = ShardingStrategy::kFullShard;
   const std::int32_t shard =
       hybrid(f.sharding_strategy) ? f.shard_group_size : cluster.world_size();
-  const std::int32_t k = f.reshard_after_forward;
-  if (k > 1 && (shard % k != 0 || k >= shard || !fsdp::shard_group_problem(cluster, k).empty())) {
-    throw ConfigError(
-        file, "/fsdp/reshard_after_forward",
-        fmt::format(
-            "reshard_after_forward={} must be a smaller divisor of the shard group ({} ranks) "
-            "that tiles the {}-GPU nodes",
-            k, shard, cluster.gpus_per_node));
+  for (const std::string& key : raf_keys) {
+    const std::int32_t k = key == raf_keys[0]   ? f.reshard_after_forward
+                           : key == raf_keys[1] ? f.last_unit_reshard_after_forward.value_or(0)
+                                                : f.root_reshard_after_forward;
+    if (k > 1 && (shard % k != 0 || k >= shard || !fsdp::shard_group_problem(cluster, k).empty())) {
+      throw ConfigError(file, "/fsdp/" + key,
+                        fmt::format("{}={} must be a smaller divisor of the shard group ({} "
+                                    "ranks) that tiles the {}-GPU nodes",
+                                    key, k, shard, cluster.gpus_per_node));
+    }
   }
 }
 

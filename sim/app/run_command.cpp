@@ -83,6 +83,9 @@ training:
                             logits, no .float() or autocast] |
                             fused_cross_entropy [flash_attn.losses.cross_entropy, llm-foundry's
                             default loss_fn]                                        default cross_entropy
+  logits_kept_by_loop       none | compute_dtype | fp32: the training loop holds the logits until
+                            its next forward [Composer's state.outputs; `pred = model(x)`
+                            without `del pred`; fp32: the model returns .float()]  default none
   autocast_dtype            bf16 | fp16 | fp32: GEMM/activation dtype under torch.autocast when it
                             differs from fsdp.param_dtype [torch.autocast(dtype)]  default param_dtype
   matmul_dtype              fp8: float8 linears, tensorwise dynamic scaling, every eligible linear
@@ -106,6 +109,12 @@ fsdp:
   max_inflight_all_gathers  limiter depth [_FreeEventQueue._max_num_inflight_all_gathers] default 2
   reshard_after_forward     FSDP2: true | false | k (reshard to k ranks) [reshard_after_forward]
                                                                                     default true
+  last_unit_reshard_after_forward
+                            FSDP2: the same for the last unit before the root (torchtitan's
+                            default policy: false for its last block)  default reshard_after_forward
+  root_reshard_after_forward
+                            FSDP2: the same for the root, given explicitly [fully_shard(model,
+                            reshard_after_forward=...)]                             default false
   param_dtype               bf16 | fp16 | fp32 [MixedPrecision(Policy).param_dtype] default bf16
   reduce_dtype              bf16 | fp16 | fp32 [MixedPrecision(Policy).reduce_dtype] default param_dtype
   cpu_offload               parameters and gradients on the host, optimizer on the CPU

@@ -105,14 +105,17 @@ std::string parallelism_line(const Scenario& s) {
   } else {
     // FSDP2 has no strategies: a mesh and reshard_after_forward (SHARD_GRAD_OP was read as
     // false), as fully_shard takes them.
-    const std::int32_t k = f.reshard_after_forward;
+    const auto raf = [](std::int32_t k) {
+      return k == 0 ? std::string("false") : k == 1 ? std::string("true") : std::to_string(k);
+    };
     line = fmt::format("fsdp       v2, {}, reshard_after_forward {}, backward_prefetch {}",
                        hybrid ? fmt::format("HSDP mesh (shard groups of {})", f.shard_group_size)
                               : std::string("sharded over all GPUs"),
-                       k == 0   ? std::string("false")
-                       : k == 1 ? std::string("true")
-                                : std::to_string(k),
-                       prefetch_name(f.backward_prefetch));
+                       raf(f.reshard_after_forward), prefetch_name(f.backward_prefetch));
+    if (f.last_unit_reshard_after_forward.value_or(f.reshard_after_forward) !=
+        f.reshard_after_forward)
+      line += ", last unit's " + raf(*f.last_unit_reshard_after_forward);
+    if (f.root_reshard_after_forward != 0) line += ", root's " + raf(f.root_reshard_after_forward);
   }
   if (f.forward_prefetch) line += ", forward_prefetch";
   if (f.cpu_offload) line += ", cpu_offload";

@@ -15,8 +15,11 @@
 // - Each reduce-scatter's input is kept until the next unit's reduction waits for it
 //   (ReduceScatterState).
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "models/linear_modules.hpp"
 #include "sim/fsdp/fsdp_units.hpp"
@@ -69,11 +72,16 @@ class Fsdp2Step final : private UnitHooks {
         reduce_scatter_(s_.add_stream("reduce_scatter")),
         all_reduce_(hsdp_ ? s_.add_stream("all_reduce") : reduce_scatter_),
         shard_pg_(s_.add_shard_group()),
-        replicate_pg_(s_.add_replicate_group()),
-        post_forward_pg_(
-            f_.reshard_after_forward > 1
-                ? s_.add_process_group("nccl:post_forward", f_.reshard_after_forward, 1)
-                : ProcessGroup{}) {}
+        replicate_pg_(s_.add_replicate_group()) {
+    // One communicator per post-forward group size a unit reshards to.
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      const std::int32_t k = reshard_after_forward(u);
+      if (k > 1 && !post_forward_pgs_.contains(k)) {
+        post_forward_pgs_.emplace(
+            k, s_.add_process_group(fmt::format("nccl:post_forward:{}", k), k, 1));
+      }
+    }
+  }
 
   Schedule build() {
     Schedule out;
@@ -92,10 +100,13 @@ class Fsdp2Step final : private UnitHooks {
   std::int32_t g(std::size_t u) const { return static_cast<std::int32_t>(u); }
   Phase phase() const { return in_backward_ ? Phase::kBackward : Phase::kForward; }
   std::size_t root() const { return units_.size() - 1; }
-  // fully_shard(reshard_after_forward=...) per unit; the root defaults to False (FSDPState's
-  // lazy init: its parameters are needed again right away in backward).
+  // fully_shard(reshard_after_forward=...) per unit: the root's defaults to False (FSDPState's
+  // lazy init: its parameters are needed again right away in backward), the last non-root
+  // unit's to the others'.
   std::int32_t reshard_after_forward(std::size_t u) const {
-    return units_[u].is_root ? 0 : f_.reshard_after_forward;
+    if (units_[u].is_root) return f_.root_reshard_after_forward;
+    return u + 1 == root() ? f_.last_unit_reshard_after_forward.value_or(f_.reshard_after_forward)
+                           : f_.reshard_after_forward;
   }
 
   // FSDPParamGroup.unshard: copy-in (cast to param_dtype into the all-gather buffer) in the
@@ -106,7 +117,7 @@ class Fsdp2Step final : private UnitHooks {
     if (st.all_gathered || st.unsharded) return;
     const FsdpUnit& unit = units_[u];
     const bool from_post_forward = st.post_forward_shard;
-    const std::int64_t group = from_post_forward ? f_.reshard_after_forward : shard_size_;
+    const std::int64_t group = from_post_forward ? reshard_after_forward(u) : shard_size_;
     const std::int64_t shard = (unit.numel + group - 1) / group;
     const Bytes gathered = elements(shard * group, f_.param_dtype);
     if (from_post_forward) {
@@ -128,7 +139,8 @@ class Fsdp2Step final : private UnitHooks {
             phase(), g(u));
     s_.program().wait_stream(all_gather_, copy_in_);
     s_.collective(unit.name + ".all_gather", Collective::kAllGather, all_gather_,
-                  from_post_forward ? post_forward_pg_ : shard_pg_, gathered, phase(), g(u));
+                  from_post_forward ? post_forward_pgs_.at(reshard_after_forward(u)) : shard_pg_,
+                  gathered, phase(), g(u));
     st.all_gather_done = s_.program().record_event(all_gather_);
     st.all_gathered = true;
   }
@@ -399,7 +411,7 @@ class Fsdp2Step final : private UnitHooks {
   StreamId all_reduce_;
   ProcessGroup shard_pg_;
   ProcessGroup replicate_pg_;
-  ProcessGroup post_forward_pg_;
+  std::map<std::int32_t, ProcessGroup> post_forward_pgs_;  // by group size
   std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
   std::optional<HeldBuffer> previous_all_gather_;
   std::optional<HeldBuffer> previous_reduce_scatter_;

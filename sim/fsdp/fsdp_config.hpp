@@ -99,6 +99,14 @@ struct FsdpConfig {
   // FSDP2 reshard_after_forward: 1 = True (reshard to the shard group), 0 = False (keep),
   // k > 1 = reshard to groups of k ranks (the backward all-gather stays inside them).
   std::int32_t reshard_after_forward = 1;
+  // The same for two units FSDP2 lets a user set apart: the last non-root unit in forward order
+  // (torchtitan's default policy keeps its last transformer block: FSDP would prefetch it again
+  // right away for backward), and the root, which FSDP2 keeps unsharded unless its
+  // reshard_after_forward is given explicitly (FSDPState._lazy_init resets its
+  // post_forward_mesh_info only while _auto_reshard_after_forward). nullopt: the last unit
+  // takes reshard_after_forward.
+  std::optional<std::int32_t> last_unit_reshard_after_forward;
+  std::int32_t root_reshard_after_forward = 0;
   // MixedPrecision(param_dtype, reduce_dtype); reduce_dtype defaults to param_dtype in PyTorch.
   Dtype param_dtype = Dtype::kBf16;
   Dtype reduce_dtype = Dtype::kBf16;

@@ -67,6 +67,9 @@ TEST(Cli, VersionAndHelpExitZero) {
                            "limit_all_gathers",
                            "max_inflight_all_gathers",
                            "reshard_after_forward",
+                           "last_unit_reshard_after_forward",
+                           "root_reshard_after_forward",
+                           "logits_kept_by_loop",
                            "param_dtype",
                            "reduce_dtype",
                            "cpu_offload",
@@ -483,6 +486,30 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"model", "regnet-9b"}, {"training", {{"logits_kept_by_loop", "compute_dtype"}}}},
                  "/training/logits_kept_by_loop: logits kept by the training loop are modelled "
                  "for the gpt, mpt and llama heads; regnet-9b is a custom model"},
+        BadInput{"last_unit_raf_fsdp1",
+                 {{"fsdp", {{"last_unit_reshard_after_forward", false}}}},
+                 "/fsdp/last_unit_reshard_after_forward: FSDP1 derives it from sharding_strategy"},
+        BadInput{"last_unit_raf_shard_grad_op",
+                 {{"fsdp",
+                   {{"version", 2},
+                    {"limit_all_gathers", false},
+                    {"sharding_strategy", "SHARD_GRAD_OP"},
+                    {"last_unit_reshard_after_forward", true}}}},
+                 "/fsdp/last_unit_reshard_after_forward: SHARD_GRAD_OP keeps parameters after "
+                 "forward; it contradicts last_unit_reshard_after_forward"},
+        BadInput{
+            "root_raf_not_a_divisor",
+            {{"fsdp",
+              {{"version", 2}, {"limit_all_gathers", false}, {"root_reshard_after_forward", 3}}}},
+            "/fsdp/root_reshard_after_forward: root_reshard_after_forward=3 must be a smaller "
+            "divisor of the shard group"},
+        BadInput{"root_raf_string",
+                 {{"fsdp",
+                   {{"version", 2},
+                    {"limit_all_gathers", false},
+                    {"root_reshard_after_forward", "yes"}}}},
+                 "/fsdp/root_reshard_after_forward: expected true, false or a group size >= 2, "
+                 "found the string \"yes\""},
         BadInput{"bad_kept_logits",
                  {{"training", {{"logits_kept_by_loop", "bf16"}}}},
                  "/training/logits_kept_by_loop: expected one of none, compute_dtype, fp32"},
@@ -853,6 +880,20 @@ TEST(Cli, TheFsdp2SummaryNamesMeshAndReshardAfterForward) {
   ASSERT_NE(line, std::string::npos);
   const std::string fsdp_line = o.output.substr(line, o.output.find('\n', line + 1) - line);
   EXPECT_EQ(fsdp_line.find("FULL_SHARD"), std::string::npos) << fsdp_line;
+}
+
+// The last unit's and the root's reshard_after_forward are named when they differ from the
+// blocks' and FSDP2's root default.
+TEST(Cli, TheFsdp2SummaryNamesPerUnitReshardAfterForward) {
+  const Outcome o = run_fsdpsim("run " + kLlamaScenario +
+                                " --set fsdp.version=2 --set fsdp.limit_all_gathers=false "
+                                "--set fsdp.last_unit_reshard_after_forward=false "
+                                "--set fsdp.root_reshard_after_forward=true");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("reshard_after_forward true, backward_prefetch BACKWARD_PRE, last "
+                          "unit's false, root's true"),
+            std::string::npos)
+      << o.output;
 }
 
 // A NUL byte would end the text for the JSON parser, which would then ignore what follows it.

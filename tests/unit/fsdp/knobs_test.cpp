@@ -411,6 +411,32 @@ TEST(Knobs, Fsdp2AllGathersFromThePostForwardShardOnlyOnceItIsWritten) {
   }
 }
 
+// FSDP2's per-unit reshard_after_forward. By default the two blocks reshard and the root does not:
+// forward all-gathers root, blocks.0, blocks.1; backward blocks.1 and blocks.0 again (5). The
+// last block kept (torchtitan's default policy) is not gathered again (4); the root resharded
+// (an explicit fully_shard(model, reshard_after_forward=True)) is (6), done before the head's
+// gradient kernel, which needs its parameters (the CPU issues it as backward starts, so it may
+// overlap the end of the forward on the GPU).
+TEST(Knobs, Fsdp2TakesReshardAfterForwardPerUnitForTheLastBlockAndTheRoot) {
+  const auto fsdp2 = [](std::int32_t last, std::int32_t root) {
+    return run([=](ScheduleInput& in) {
+      in.fsdp.version = 2;
+      in.fsdp.limit_all_gathers = false;
+      in.fsdp.last_unit_reshard_after_forward = last;
+      in.fsdp.root_reshard_after_forward = root;
+    });
+  };
+  EXPECT_EQ(fsdp2(1, 0).count_suffix(".all_gather"), 5u);
+  const Knobs last_kept = fsdp2(0, 0);
+  EXPECT_EQ(last_kept.count_suffix(".all_gather"), 4u);
+  EXPECT_EQ(last_kept.spans("blocks.1.all_gather").size(), 1u);
+  const Knobs root_resharded = fsdp2(1, 1);
+  EXPECT_EQ(root_resharded.count_suffix(".all_gather"), 6u);
+  const auto root_gathers = root_resharded.spans("root.all_gather");
+  ASSERT_EQ(root_gathers.size(), 2u);
+  EXPECT_LE(root_gathers.back().second, root_resharded.span("head.bwd.bwd").first);
+}
+
 // FSDP2 has no flat parameter: autograd makes each layer's parameter gradients at that layer's
 // backward. The root's 4M head gradient comes first (16 MB fp32), the blocks' next, its 6M
 // embedding gradient (24 MB) last, after both blocks' reductions were issued.
