@@ -60,6 +60,13 @@ std::int64_t parameter_count(const TransformerSpec& spec) {
   return embedding_numel(spec) + spec.n_layers * block_numel(spec) + head_numel(spec);
 }
 
+std::int64_t block_count(const TransformerSpec& spec) {
+  if (spec.family != ModelFamily::kCustom) return spec.n_layers + spec.n_decoder_layers;
+  std::int64_t blocks = 0;
+  for (const CustomLayerSpec& l : spec.custom_layers) blocks += l.fsdp_unit ? l.count : 0;
+  return blocks;
+}
+
 std::string validate(const TransformerSpec& spec, const WorkloadOptions& options) {
   if (options.micro_batch <= 0) {
     return "micro_batch must be positive (got " + std::to_string(options.micro_batch) + ")";

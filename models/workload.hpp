@@ -166,6 +166,10 @@ struct Workload {
 // Exact parameter count of a spec (sum of Layer::numel), without building kernels.
 std::int64_t parameter_count(const TransformerSpec& spec);
 
+// Layers of kind kBlock a spec builds (those an auto-wrap policy makes units of), without building
+// kernels: the blocks (t5: encoder and decoder), or a custom model's layers with fsdp_unit.
+std::int64_t block_count(const TransformerSpec& spec);
+
 // One more tensor alive at a layer's forward or backward transient peak (no-op for 0 bytes).
 enum class Pass : std::uint8_t { kForward, kBackward };
 void add_transient(Layer& layer, Pass pass, Bytes bytes);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "models/workload.hpp"
 #include "sim/app/allocator_json.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/expectations.hpp"
@@ -51,6 +52,32 @@ Scenario load_scenario(const std::filesystem::path& file, const std::vector<std:
 }
 
 namespace {
+
+// FSDP2's last_unit_reshard_after_forward names a unit the model and wrap policy must have, the
+// last before the root; when it is the only one, reshard_after_forward has none left to set.
+void check_per_unit_reshard(const Scenario& s, const nlohmann::json* fsdp, const std::string& f) {
+  if (fsdp == nullptr || !fsdp->is_object() || s.fsdp.version != 2 ||
+      !fsdp->contains("last_unit_reshard_after_forward")) {
+    return;
+  }
+  const std::int64_t blocks = models::block_count(s.model);
+  const bool whole_model = s.fsdp.wrap_policy == fsdp::WrapPolicy::kWholeModel;
+  const std::int64_t per_unit =
+      s.fsdp.wrap_policy == fsdp::WrapPolicy::kEveryNBlocks ? s.fsdp.blocks_per_unit : 1;
+  const std::int64_t units = whole_model ? 0 : (blocks + per_unit - 1) / per_unit;
+  if (units == 0) {
+    throw ConfigError(f, "/fsdp/last_unit_reshard_after_forward",
+                      fmt::format("there is no unit before the root to set ({})",
+                                  whole_model ? "wrap_policy whole_model"
+                                              : s.model.name + " has no block to wrap"));
+  }
+  if (units == 1 && fsdp->contains("reshard_after_forward")) {
+    throw ConfigError(f, "/fsdp/reshard_after_forward",
+                      "the only unit before the root is the last one, which "
+                      "last_unit_reshard_after_forward sets; reshard_after_forward would do "
+                      "nothing");
+  }
+}
 
 // The scenario in `document`, every override applied.
 Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::path& file,
@@ -115,6 +142,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                     layers, micro_batches, layers * micro_batches,
                     size_bounds::kLayerPassesPerStep));
   }
+  check_per_unit_reshard(s, r.child("fsdp"), f);
   if (s.training.decoder_seq_len > 0 && s.model.family != models::ModelFamily::kT5) {
     throw ConfigError(f, "/training/decoder_seq_len",
                       fmt::format("applies to encoder-decoder models (t5); {} has no decoder input",

@@ -497,6 +497,23 @@ INSTANTIATE_TEST_SUITE_P(
                     {"last_unit_reshard_after_forward", true}}}},
                  "/fsdp/last_unit_reshard_after_forward: SHARD_GRAD_OP keeps parameters after "
                  "forward; it contradicts last_unit_reshard_after_forward"},
+        BadInput{"last_unit_raf_whole_model",
+                 {{"fsdp",
+                   {{"version", 2},
+                    {"limit_all_gathers", false},
+                    {"wrap_policy", "whole_model"},
+                    {"last_unit_reshard_after_forward", false}}}},
+                 "/fsdp/last_unit_reshard_after_forward: there is no unit before the root to set "
+                 "(wrap_policy whole_model)"},
+        BadInput{"raf_shadowed_by_the_only_unit",
+                 {{"fsdp",
+                   {{"version", 2},
+                    {"limit_all_gathers", false},
+                    {"wrap_policy", "every_n_blocks"},
+                    {"blocks_per_unit", 1000},
+                    {"reshard_after_forward", 2},
+                    {"last_unit_reshard_after_forward", false}}}},
+                 "/fsdp/reshard_after_forward: the only unit before the root is the last one"},
         BadInput{
             "root_raf_not_a_divisor",
             {{"fsdp",

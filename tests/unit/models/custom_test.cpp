@@ -60,6 +60,7 @@ TEST(CustomWorkload, RepeatsEntriesAndWrapsOnlyFsdpUnits) {
   EXPECT_EQ(w.total_numel, 3010);
   EXPECT_EQ(parameter_count(tiny_custom()), 3010);
   EXPECT_EQ(w.layers[2].parameter_tensors, 2);
+  EXPECT_EQ(block_count(tiny_custom()), 3);  // the three stages; the stem is left to the root
 }
 
 TEST(CustomWorkload, PerSampleNumbersScaleWithTheMicroBatchNotTheSequence) {

@@ -91,6 +91,7 @@ TEST(T5Workload, LaysOutStacksForBlockWrapping) {
       "embedding",         "encoder.blocks.0", "encoder.blocks.1", "encoder.final_norm",
       "decoder.embedding", "decoder.blocks.0", "decoder.blocks.1", "head"};
   EXPECT_EQ(names, expected);
+  EXPECT_EQ(block_count(tiny_t5()), 4);
   const std::vector<LayerKind> expected_kinds = {
       LayerKind::kEmbedding, LayerKind::kBlock, LayerKind::kBlock, LayerKind::kUnwrapped,
       LayerKind::kEmbedding, LayerKind::kBlock, LayerKind::kBlock, LayerKind::kHead};

@@ -31,6 +31,7 @@ TEST(BuildWorkload, LaysOutEmbeddingBlocksAndHeadInForwardOrder) {
   EXPECT_EQ(w.layers[2].kind, LayerKind::kBlock);
   EXPECT_EQ(w.layers[3].name, "head");
   EXPECT_EQ(w.layers[3].kind, LayerKind::kHead);
+  EXPECT_EQ(block_count(testing::tiny_gpt()), 2);
 }
 
 TEST(BuildWorkload, AllowTf32RunsFp32GemmsOnTf32CoresAndLeavesBf16Alone) {
