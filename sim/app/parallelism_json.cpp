@@ -91,6 +91,12 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
   if (r.has(raf_keys[1]))
     f.last_unit_reshard_after_forward = reshard_after_forward(r, file, raf_keys[1], 1);
   f.root_reshard_after_forward = reshard_after_forward(r, file, raf_keys[2], 0);
+  // The value behind raf_keys[i] (0 for a last unit that follows the others).
+  const auto raf_value = [&f](std::size_t i) {
+    return i == 0   ? f.reshard_after_forward
+           : i == 1 ? f.last_unit_reshard_after_forward.value_or(0)
+                    : f.root_reshard_after_forward;
+  };
 
   if (!hybrid(f.sharding_strategy) && r.has("shard_group_size") &&
       f.shard_group_size != cluster.world_size()) {
@@ -152,13 +158,11 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                      f.sharding_strategy == ShardingStrategy::kHybridShardZero2;
   if (zero2) {
     // The strategy sets the blocks' reshard_after_forward to false; the root keeps its own.
-    for (const std::string& key : {raf_keys[0], raf_keys[1]}) {
-      const std::int32_t given = key == raf_keys[0] ? f.reshard_after_forward
-                                                    : f.last_unit_reshard_after_forward.value_or(0);
-      if (r.has(key) && given != 0) {
-        throw ConfigError(
-            file, "/fsdp/" + key,
-            fmt::format("{} keeps parameters after forward; it contradicts {}", strategy, key));
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (r.has(raf_keys[i]) && raf_value(i) != 0) {
+        throw ConfigError(file, "/fsdp/" + raf_keys[i],
+                          fmt::format("{} keeps parameters after forward; it contradicts {}",
+                                      strategy, raf_keys[i]));
       }
     }
     f.reshard_after_forward = 0;
@@ -169,11 +173,10 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
     f.sharding_strategy = ShardingStrategy::kFullShard;
   const std::int32_t shard =
       hybrid(f.sharding_strategy) ? f.shard_group_size : cluster.world_size();
-  for (const std::string& key : raf_keys) {
-    const std::int32_t k = key == raf_keys[0]   ? f.reshard_after_forward
-                           : key == raf_keys[1] ? f.last_unit_reshard_after_forward.value_or(0)
-                                                : f.root_reshard_after_forward;
+  for (std::size_t i = 0; i < raf_keys.size(); ++i) {
+    const std::int32_t k = raf_value(i);
     if (k > 1 && (shard % k != 0 || k >= shard || !fsdp::shard_group_problem(cluster, k).empty())) {
+      const std::string& key = raf_keys[i];
       throw ConfigError(file, "/fsdp/" + key,
                         fmt::format("{}={} must be a smaller divisor of the shard group ({} "
                                     "ranks) that tiles the {}-GPU nodes",
