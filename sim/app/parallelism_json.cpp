@@ -63,6 +63,10 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                         : prefetch == "BACKWARD_POST" ? fsdp::BackwardPrefetch::kBackwardPost
                                                       : fsdp::BackwardPrefetch::kNone;
   f.forward_prefetch = r.boolean("forward_prefetch", false);
+  f.forward_prefetch_modules = static_cast<std::int32_t>(
+      r.positive_int_at_most("forward_prefetch_modules", size_bounds::kLayers, 1));
+  f.backward_prefetch_modules = static_cast<std::int32_t>(
+      r.positive_int_at_most("backward_prefetch_modules", size_bounds::kLayers, 1));
   const std::optional<bool> limiter = r.optional_boolean("limit_all_gathers");
   f.limit_all_gathers = limiter.value_or(!v2);
   f.max_inflight_all_gathers = r.positive_int32("max_inflight_all_gathers", 2);
@@ -120,6 +124,13 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                            "off; it would do nothing");
   }
   if (!v2) {
+    for (const char* key : {"forward_prefetch_modules", "backward_prefetch_modules"}) {
+      if (!r.has(key)) continue;
+      throw ConfigError(file, fmt::format("/fsdp/{}", key),
+                        fmt::format("FSDP1 prefetches one unit (forward_prefetch, "
+                                    "backward_prefetch); {} is an FSDP2 (version 2) option",
+                                    key));
+    }
     for (const std::string& key : raf_keys) {
       if (!r.has(key)) continue;
       throw ConfigError(
@@ -148,6 +159,11 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                       "FSDP2 always prefetches one module in backward, before the gradient "
                       "kernels (like BACKWARD_PRE): it has no BACKWARD_POST, and no setting turns "
                       "the prefetch off");
+  }
+  if (r.has("forward_prefetch_modules") && !f.forward_prefetch) {
+    throw ConfigError(file, "/fsdp/forward_prefetch_modules",
+                      "sizes the forward prefetch, which forward_prefetch false turns off; it "
+                      "would do nothing");
   }
   if (limiter.has_value() && *limiter) {
     throw ConfigError(

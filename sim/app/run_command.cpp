@@ -105,6 +105,10 @@ fsdp:
   backward_prefetch         BACKWARD_PRE | BACKWARD_POST | none [BackwardPrefetch]  default BACKWARD_PRE
   forward_prefetch          true | false [forward_prefetch; FSDP2:
                             set_modules_to_forward_prefetch]                         default false
+  forward_prefetch_modules  FSDP2: units each pre-forward prefetches, with forward_prefetch
+                            [set_modules_to_forward_prefetch(next n modules)]       default 1
+  backward_prefetch_modules FSDP2: units each pre-backward prefetches
+                            [set_modules_to_backward_prefetch(previous n modules)]  default 1
   limit_all_gathers         rate limiter [limit_all_gathers]; FSDP1 only            default true
   max_inflight_all_gathers  limiter depth [_FreeEventQueue._max_num_inflight_all_gathers] default 2
   reshard_after_forward     FSDP2: true | false | k (reshard to k ranks) [reshard_after_forward]

@@ -111,13 +111,19 @@ std::string parallelism_line(const Scenario& s) {
     line = fmt::format("fsdp       v2, {}, reshard_after_forward {}, backward_prefetch {}",
                        hybrid ? fmt::format("HSDP mesh (shard groups of {})", f.shard_group_size)
                               : std::string("sharded over all GPUs"),
-                       raf(f.reshard_after_forward), prefetch_name(f.backward_prefetch));
+                       raf(f.reshard_after_forward),
+                       prefetch_name(f.backward_prefetch) +
+                           (f.backward_prefetch_modules > 1
+                                ? fmt::format(" ({} modules ahead)", f.backward_prefetch_modules)
+                                : std::string()));
     if (f.last_unit_reshard_after_forward.value_or(f.reshard_after_forward) !=
         f.reshard_after_forward)
       line += ", last unit's " + raf(*f.last_unit_reshard_after_forward);
     if (f.root_reshard_after_forward != 0) line += ", root's " + raf(f.root_reshard_after_forward);
   }
   if (f.forward_prefetch) line += ", forward_prefetch";
+  if (f.forward_prefetch && f.forward_prefetch_modules > 1)
+    line += fmt::format(" ({} modules ahead)", f.forward_prefetch_modules);
   if (f.cpu_offload) line += ", cpu_offload";
   return line + fmt::format(", param {} / reduce {}", dtype_name(f.param_dtype),
                             dtype_name(f.reduce_dtype));

@@ -189,9 +189,10 @@ class Fsdp2Step final : private UnitHooks {
     }
     unshard(u);
     wait_for_unshard(u);
-    if (f_.forward_prefetch) {  // set_modules_to_forward_prefetch([next])
+    if (f_.forward_prefetch) {  // set_modules_to_forward_prefetch(the next n units)
       const std::size_t next = units_[u].is_root ? 0 : u + 1;
-      if (next < root()) unshard(next);
+      const auto n = static_cast<std::size_t>(f_.forward_prefetch_modules);
+      for (std::size_t v = next; v < std::min(next + n, root()); ++v) unshard(v);
     }
   }
 
@@ -228,8 +229,10 @@ class Fsdp2Step final : private UnitHooks {
     unshard(u);
     wait_for_unshard(u);
     // _backward_prefetch: the unit before this one in post-forward order (always: nothing turns
-    // FSDP2's default backward prefetch off).
-    if (u > 0) unshard(u - 1);
+    // FSDP2's default backward prefetch off), or the n before it that
+    // set_modules_to_backward_prefetch lists.
+    const auto n = static_cast<std::size_t>(f_.backward_prefetch_modules);
+    for (std::size_t back = 1; back <= std::min(n, u); ++back) unshard(u - back);
   }
 
   // Autograd makes each parameter's gradient when its layer's backward computes it (no

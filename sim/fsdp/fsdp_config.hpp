@@ -93,7 +93,12 @@ struct FsdpConfig {
   std::int32_t shard_group_size = 0;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::kBackwardPre;  // PyTorch default
   bool forward_prefetch = false;                                        // PyTorch default
-  bool limit_all_gathers = true;                                        // PyTorch default
+  // FSDP2's explicit prefetch lists: how many units ahead each unit's pre-forward
+  // (set_modules_to_forward_prefetch, with forward_prefetch) and pre-backward
+  // (set_modules_to_backward_prefetch; FSDP2's default prefetch is the one next) all-gather.
+  std::int32_t forward_prefetch_modules = 1;
+  std::int32_t backward_prefetch_modules = 1;
+  bool limit_all_gathers = true;  // PyTorch default
   // _limiter_utils.py: _FreeEventQueue._max_num_inflight_all_gathers = 2 ("empirically chosen").
   std::int32_t max_inflight_all_gathers = 2;
   // FSDP2 reshard_after_forward: 1 = True (reshard to the shard group), 0 = False (keep),

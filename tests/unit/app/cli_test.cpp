@@ -68,6 +68,8 @@ TEST(Cli, VersionAndHelpExitZero) {
                            "max_inflight_all_gathers",
                            "reshard_after_forward",
                            "last_unit_reshard_after_forward",
+                           "forward_prefetch_modules",
+                           "backward_prefetch_modules",
                            "root_reshard_after_forward",
                            "logits_kept_by_loop",
                            "param_dtype",
@@ -497,6 +499,21 @@ INSTANTIATE_TEST_SUITE_P(
                     {"last_unit_reshard_after_forward", true}}}},
                  "/fsdp/last_unit_reshard_after_forward: SHARD_GRAD_OP keeps parameters after "
                  "forward; it contradicts last_unit_reshard_after_forward"},
+        BadInput{"prefetch_modules_fsdp1",
+                 {{"fsdp", {{"backward_prefetch_modules", 2}}}},
+                 "/fsdp/backward_prefetch_modules: FSDP1 prefetches one unit (forward_prefetch, "
+                 "backward_prefetch); backward_prefetch_modules is an FSDP2 (version 2) option"},
+        BadInput{
+            "forward_prefetch_modules_without_prefetch",
+            {{"fsdp",
+              {{"version", 2}, {"limit_all_gathers", false}, {"forward_prefetch_modules", 2}}}},
+            "/fsdp/forward_prefetch_modules: sizes the forward prefetch, which "
+            "forward_prefetch false turns off; it would do nothing"},
+        BadInput{
+            "prefetch_modules_zero",
+            {{"fsdp",
+              {{"version", 2}, {"limit_all_gathers", false}, {"backward_prefetch_modules", 0}}}},
+            "/fsdp/backward_prefetch_modules: expected a positive integer"},
         BadInput{"last_unit_raf_whole_model",
                  {{"fsdp",
                    {{"version", 2},
@@ -899,16 +916,20 @@ TEST(Cli, TheFsdp2SummaryNamesMeshAndReshardAfterForward) {
   EXPECT_EQ(fsdp_line.find("FULL_SHARD"), std::string::npos) << fsdp_line;
 }
 
-// The last unit's and the root's reshard_after_forward are named when they differ from the
-// blocks' and FSDP2's root default.
-TEST(Cli, TheFsdp2SummaryNamesPerUnitReshardAfterForward) {
+// The last unit's and the root's reshard_after_forward, and prefetch lists longer than one, are
+// named when they differ from the defaults (the blocks' value, false for the root, one unit).
+TEST(Cli, TheFsdp2SummaryNamesPerUnitReshardAndPrefetchDepths) {
   const Outcome o = run_fsdpsim("run " + kLlamaScenario +
                                 " --set fsdp.version=2 --set fsdp.limit_all_gathers=false "
                                 "--set fsdp.last_unit_reshard_after_forward=false "
-                                "--set fsdp.root_reshard_after_forward=true");
+                                "--set fsdp.root_reshard_after_forward=true "
+                                "--set fsdp.backward_prefetch_modules=2 "
+                                "--set fsdp.forward_prefetch=true "
+                                "--set fsdp.forward_prefetch_modules=3");
   ASSERT_EQ(o.exit_code, 0) << o.output;
-  EXPECT_NE(o.output.find("reshard_after_forward true, backward_prefetch BACKWARD_PRE, last "
-                          "unit's false, root's true"),
+  EXPECT_NE(o.output.find("reshard_after_forward true, backward_prefetch BACKWARD_PRE (2 modules "
+                          "ahead), last unit's false, root's true, forward_prefetch (3 modules "
+                          "ahead)"),
             std::string::npos)
       << o.output;
 }

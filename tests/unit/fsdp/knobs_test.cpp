@@ -437,6 +437,35 @@ TEST(Knobs, Fsdp2TakesReshardAfterForwardPerUnitForTheLastBlockAndTheRoot) {
   EXPECT_LE(root_gathers.back().second, root_resharded.span("head.bwd.bwd").first);
 }
 
+// FSDP2's explicit prefetch lists, n units deep. Forward (with forward_prefetch): the root's
+// pre-forward gathers blocks.0 and, with n = 2, blocks.1 too, before the embedding's kernels
+// are issued (with n = 1 blocks.1 waits for blocks.0's pre-forward). Backward: the root's
+// pre-backward gathers blocks.1 and, with n = 2, blocks.0 before the head's gradient kernel is
+// issued (with n = 1 blocks.1's pre-backward does, after it).
+TEST(Knobs, Fsdp2PrefetchesAsManyUnitsAsItsListsName) {
+  const auto fsdp2 = [](std::int32_t n) {
+    return run([=](ScheduleInput& in) {
+      in.fsdp.version = 2;
+      in.fsdp.limit_all_gathers = false;
+      in.fsdp.forward_prefetch = true;
+      in.fsdp.forward_prefetch_modules = n;
+      in.fsdp.backward_prefetch_modules = n;
+    });
+  };
+  const auto launch = [](const Knobs& k, const std::string& name, std::size_t nth) {
+    const std::vector<std::size_t> found = k.cpu_steps(engine::CpuStepKind::kLaunch, name);
+    EXPECT_GT(found.size(), nth) << name;
+    return found.size() > nth ? found[nth] : std::size_t{0};
+  };
+  const Knobs one = fsdp2(1);
+  const Knobs two = fsdp2(2);
+  EXPECT_GT(launch(one, "blocks.1.all_gather", 0), launch(one, "embedding.fwd.attn", 0));
+  EXPECT_LT(launch(two, "blocks.1.all_gather", 0), launch(two, "embedding.fwd.attn", 0));
+  EXPECT_GT(launch(one, "blocks.0.all_gather", 1), launch(one, "head.bwd.bwd", 0));
+  EXPECT_LT(launch(two, "blocks.0.all_gather", 1), launch(two, "head.bwd.bwd", 0));
+  EXPECT_EQ(one.count_suffix(".all_gather"), two.count_suffix(".all_gather"));
+}
+
 // FSDP2 has no flat parameter: autograd makes each layer's parameter gradients at that layer's
 // backward. The root's 4M head gradient comes first (16 MB fp32), the blocks' next, its 6M
 // embedding gradient (24 MB) last, after both blocks' reductions were issued.
