@@ -127,7 +127,7 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
     fwd.allocate(logits_temporary);
     draft.forward(memory_bound_kernel(
         "log_softmax", log_softmax_forward_passes(dims.vocab, ctx.element_bytes) * logits, ctx));
-    draft.save(logits);  // log_softmax saves its output, in the logits' dtype
+    draft.save(logits);             // log_softmax saves its output, in the logits' dtype
     fwd.release(logits_temporary);  // nothing saves the logits themselves
     draft.forward(
         memory_bound_kernel("nll_loss", t * (kIndexBytes + kStatBytes) + kStatBytes, ctx));
