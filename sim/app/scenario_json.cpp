@@ -13,6 +13,7 @@
 #include "sim/app/scenario.hpp"
 #include "sim/app/size_bounds.hpp"
 #include "sim/app/sweep_grid.hpp"
+#include "sim/fsdp/fsdp_units.hpp"
 
 namespace fsdpsim::app {
 void apply_override(nlohmann::json& document, const std::string& assignment) {
@@ -60,11 +61,9 @@ void check_per_unit_reshard(const Scenario& s, const nlohmann::json* fsdp, const
       !fsdp->contains("last_unit_reshard_after_forward")) {
     return;
   }
-  const std::int64_t blocks = models::block_count(s.model);
   const bool whole_model = s.fsdp.wrap_policy == fsdp::WrapPolicy::kWholeModel;
-  const std::int64_t per_unit =
-      s.fsdp.wrap_policy == fsdp::WrapPolicy::kEveryNBlocks ? s.fsdp.blocks_per_unit : 1;
-  const std::int64_t units = whole_model ? 0 : (blocks + per_unit - 1) / per_unit;
+  const std::int64_t units = fsdp::block_unit_count(models::block_count(s.model),
+                                                    s.fsdp.wrap_policy, s.fsdp.blocks_per_unit);
   if (units == 0) {
     throw ConfigError(f, "/fsdp/last_unit_reshard_after_forward",
                       fmt::format("there is no unit before the root to set ({})",

@@ -89,6 +89,13 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy po
   return units;
 }
 
+std::int64_t block_unit_count(std::int64_t blocks, WrapPolicy policy,
+                              std::int32_t blocks_per_unit) {
+  if (policy == WrapPolicy::kWholeModel) return 0;
+  const std::int64_t per_unit = policy == WrapPolicy::kEveryNBlocks ? blocks_per_unit : 1;
+  return (blocks + per_unit - 1) / per_unit;
+}
+
 std::vector<std::size_t> unit_of_layer(const std::vector<FsdpUnit>& units, std::size_t layers) {
   std::vector<std::size_t> owner(layers, 0);
   for (std::size_t u = 0; u < units.size(); ++u) {

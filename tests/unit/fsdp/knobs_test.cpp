@@ -9,6 +9,7 @@
 
 #include <functional>
 
+#include "sim/fsdp/fsdp_units.hpp"
 #include "sim/fsdp/simulation.hpp"
 #include "tiny_model.hpp"
 
@@ -272,6 +273,19 @@ TEST(Knobs, AttentionCheckpointingRecomputesOnlyTheCore) {
 // AG(root) 0-20, AG(blocks.0-1) 20-60, forward 20-420; its backward prefetch 60-100 (one free
 // event only: no limiter wait); b1 bwd 620-820, b0 bwd 820-1020, concat 1020-1180, RS 1180-1220;
 // the root as before: step 1980.
+// block_unit_count counts, without a workload, the units besides the root that make_units
+// builds: on the tiny model's two blocks, 2 per block, 1 for two or three blocks per unit, 0 for
+// the whole model.
+TEST(Knobs, BlockUnitCountMatchesTheUnitsMakeUnitsBuilds) {
+  const models::Workload w = testing::tiny_workload();
+  for (const auto& [policy, per_unit] :
+       {std::pair{WrapPolicy::kPerBlock, 1}, std::pair{WrapPolicy::kEveryNBlocks, 2},
+        std::pair{WrapPolicy::kEveryNBlocks, 3}, std::pair{WrapPolicy::kWholeModel, 1}}) {
+    const auto built = static_cast<std::int64_t>(make_units(w, policy, per_unit, 2).size()) - 1;
+    EXPECT_EQ(block_unit_count(2, policy, per_unit), built) << per_unit;
+  }
+}
+
 TEST(Knobs, WrappingTwoBlocksPerUnitGathersThemTogether) {
   const Knobs k = run([](ScheduleInput& in) {
     in.fsdp.wrap_policy = WrapPolicy::kEveryNBlocks;
