@@ -118,9 +118,11 @@ CLI::App* add_merge_command(CLI::App& app, MergeOptions& options) {
   merge->add_flag("--allow-gaps", options.allow_gaps, "Accept indices missing from every slice");
   merge->footer(R"(
 Every slice must have the same header and the same sweep_id and grid_points (the scenario, its
---set options and the grid the slices ran); each point index may appear in one slice only; every
-point of the grid must be in one of them, unless --allow-gaps; the rows are sorted by index, so the result is byte-identical to the unsharded sweep's --out. When --out is
-a file, the summary of the whole sweep (Pareto front, "best that fits: ...") is printed on stdout.
+--set options, the grid the slices ran and the preset and calibration files they named); each point
+index may appear in one slice only; every point of the grid must be in one of them, unless
+--allow-gaps; the rows are sorted by index, so the result is byte-identical to the unsharded
+sweep's --out. When --out is a file, the summary of the whole sweep (Pareto front, "best that fits:
+...") is printed on stdout.
 
 Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input (unreadable file, different headers,
 slices of different sweeps, an index twice, a missing slice).)");

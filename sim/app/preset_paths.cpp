@@ -31,11 +31,15 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
                                     "or other special file",
                                     kind, p.string()));
     }
+    if (files_resolved != nullptr) files_resolved->insert(p);
     return p;
   }
   const fs::path p = configs_dir / kind / (reference + ".json");
   std::error_code ec;
-  if (fs::is_regular_file(p, ec)) return p;
+  if (fs::is_regular_file(p, ec)) {
+    if (files_resolved != nullptr) files_resolved->insert(p);
+    return p;
+  }
   const std::vector<std::string> available = names(kind);
   const std::string hint = did_you_mean(reference, available);
   // A plain name is a preset's; a file of that name next to the referrer is named with a path.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,9 @@ namespace fsdpsim::app {
 
 struct PresetLocator {
   std::filesystem::path configs_dir;  // holds models/, hardware/, ...
+  // When set, every file resolve() returns is added to it (`fsdpsim sweep` fingerprints the preset
+  // and calibration files a grid names). Not synchronized: set it on a locator one thread uses.
+  std::set<std::filesystem::path>* files_resolved = nullptr;
 
   // The file a reference denotes. Throws ConfigError (naming `from_file` and `json_path`) if it
   // does not exist, listing the available presets of that kind.

@@ -13,6 +13,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "sim/app/cli_validators.hpp"
@@ -38,8 +39,9 @@ does not divide) is a "skipped" row with the reason; an out-of-memory point is a
 CSV has one line per point in grid order: index, the grid values, status, reason, step_time_s,
 tokens_per_s_per_gpu, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu,
 peak_mem_allocated_gib, peak_mem_reserved_gib, exposed_communication_s, num_alloc_retries (the
-cudaMalloc retries a point fits only with), sweep_id (a hash of the scenario, the --set options and
-the grid: the same in every slice of one sweep) and grid_points (the points of the whole grid).
+cudaMalloc retries a point fits only with), sweep_id (a hash of the scenario, the --set options, the
+grid and the preset and calibration files they name: the same in every slice of one sweep) and
+grid_points (the points of the whole grid).
 Whatever -j, the outputs
 are byte-identical. --shard K/N runs the points with index % N == K-1; `fsdpsim merge` joins the
 slices into the CSV of the whole sweep.
@@ -130,6 +132,30 @@ void check_keys(const SweepPlan& plan) {
   }
 }
 
+// The contents of every preset and calibration file the sweep's points name: the files the base
+// scenario resolves and those each axis value resolves on top of it (every file reference is one
+// key's value, so no combination of values names a file that no single value does). A value the
+// loader rejects names no file it got to; its points are skipped rows.
+std::vector<std::string> named_file_contents(const SweepPlan& plan) {
+  std::set<std::filesystem::path> files;
+  PresetLocator recording = plan.presets;
+  recording.files_resolved = &files;
+  const auto load = [&](const std::vector<std::string>& overrides) {
+    try {
+      load_scenario(plan.scenario, overrides, recording);
+    } catch (const ConfigError&) {
+    }
+  };
+  load(plan.base_overrides);
+  for (const GridAxis& axis : plan.axes) {
+    for (const nlohmann::json& value : axis.values)
+      load(with(plan.base_overrides, {fmt::format("{}={}", axis.key, value.dump())}));
+  }
+  std::vector<std::string> contents;
+  for (const std::filesystem::path& file : files) contents.push_back(read_text_file(file));
+  return contents;
+}
+
 struct PointOutcome {
   SweepRow row;
   std::string json_line;
@@ -214,7 +240,6 @@ SweepPlan plan_sweep(const SweepOptions& options) {
     from_file = parse_sweep_block(*it, file, sweep_keys_in_file_order(plan.scenario));
   }
   plan.axes = combine_axes(std::move(from_file), command_line);
-  plan.sweep_id = sweep_fingerprint(document, plan.axes);
   try {
     plan.total_points = grid_point_count(plan.axes);
   } catch (const ConfigError& e) {
@@ -224,6 +249,7 @@ SweepPlan plan_sweep(const SweepOptions& options) {
     if (plan.shard.owns(i)) plan.indices.push_back(i);
   }
   check_keys(plan);
+  plan.sweep_id = sweep_fingerprint(document, plan.axes, named_file_contents(plan));
   return plan;
 }
 

@@ -45,7 +45,7 @@ struct SweepPlan {
   Shard shard;
   PresetLocator presets;
   std::int64_t total_points = 1;      // of the whole grid
-  std::string sweep_id;               // sweep_fingerprint of the scenario and the grid
+  std::string sweep_id;               // sweep_fingerprint of the scenario, grid and named files
   std::vector<std::int64_t> indices;  // the points this shard runs, ascending
 };
 

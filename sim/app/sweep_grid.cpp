@@ -237,7 +237,8 @@ Shard parse_shard(const std::string& text) {
 }
 
 std::string sweep_fingerprint(const nlohmann::json& base_scenario,
-                              const std::vector<GridAxis>& axes) {
+                              const std::vector<GridAxis>& axes,
+                              std::vector<std::string> named_files) {
   // FNV-1a 64: offset basis 14695981039346656037, prime 1099511628211.
   std::uint64_t hash = 14695981039346656037ULL;
   const auto add = [&hash](const std::string& text) {
@@ -255,6 +256,8 @@ std::string sweep_fingerprint(const nlohmann::json& base_scenario,
     add(axis.key);
     for (const nlohmann::json& value : axis.values) add(value.dump());
   }
+  std::sort(named_files.begin(), named_files.end());
+  for (const std::string& content : named_files) add(content);
   return fmt::format("{:016x}", hash);
 }
 

@@ -59,12 +59,15 @@ std::string grid_value_label(const nlohmann::json& value);
 
 // The id of a sweep, kSweepIdLength hexadecimal digits: a 64-bit FNV-1a hash (Fowler, Noll and
 // Vo; the public-domain reference parameters) of the scenario as the points start from, every
-// --set applied and its `sweep` block left out, and of the axes' keys and values in order. Two
-// runs of the same sweep, sharded or not, get the same id; a change to the scenario, the --set
-// options or the grid changes it. The preset files the scenario names are not part of it.
+// --set applied and its `sweep` block left out, of the axes' keys and values in order, and of the
+// contents of the preset and calibration files the points name (`named_files`, in any order:
+// they are hashed sorted, so where a checkout lives does not matter). Two runs of the same sweep,
+// sharded or not, get the same id; a change to the scenario, the --set options, the grid or a
+// named preset or profile changes it.
 inline constexpr std::size_t kSweepIdLength = 16;
 std::string sweep_fingerprint(const nlohmann::json& base_scenario,
-                              const std::vector<GridAxis>& axes);
+                              const std::vector<GridAxis>& axes,
+                              std::vector<std::string> named_files);
 
 // `--shard K/N`: this process runs the points with index % N == K - 1.
 struct Shard {

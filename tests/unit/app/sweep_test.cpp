@@ -312,19 +312,59 @@ TEST(SweepGrid, TheSweepIdFollowsTheScenarioAndTheGrid) {
   const nlohmann::json scenario = test_support::tiny_llama_scenario("id");
   const std::vector<GridAxis> axes = {parse_grid_option("training.micro_batch=1,2"),
                                       parse_grid_option("fsdp.backward_prefetch=BACKWARD_PRE")};
-  const std::string id = sweep_fingerprint(scenario, axes);
+  const std::vector<std::string> files = {"{\"name\": \"a\"}", "{\"name\": \"b\"}"};
+  const std::string id = sweep_fingerprint(scenario, axes, files);
   EXPECT_EQ(id.size(), kSweepIdLength);
-  EXPECT_EQ(sweep_fingerprint(scenario, axes), id);
+  EXPECT_EQ(sweep_fingerprint(scenario, axes, files), id);
+  EXPECT_EQ(sweep_fingerprint(scenario, axes, {files[1], files[0]}), id);  // files in any order
   nlohmann::json with_block = scenario;
   with_block["sweep"] = {{"training.micro_batch", {1, 2}}};
-  EXPECT_EQ(sweep_fingerprint(with_block, axes), id);
+  EXPECT_EQ(sweep_fingerprint(with_block, axes, files), id);
   nlohmann::json other = scenario;
   other["training"]["seq_len"] = 1024;
-  EXPECT_NE(sweep_fingerprint(other, axes), id);
-  EXPECT_NE(sweep_fingerprint(scenario, {axes[0]}), id);
-  EXPECT_NE(sweep_fingerprint(scenario, {parse_grid_option("training.micro_batch=1,4"), axes[1]}),
-            id);
-  EXPECT_NE(sweep_fingerprint(scenario, {axes[1], axes[0]}), id);  // another point order
+  EXPECT_NE(sweep_fingerprint(other, axes, files), id);
+  EXPECT_NE(sweep_fingerprint(scenario, {axes[0]}, files), id);
+  EXPECT_NE(
+      sweep_fingerprint(scenario, {parse_grid_option("training.micro_batch=1,4"), axes[1]}, files),
+      id);
+  EXPECT_NE(sweep_fingerprint(scenario, {axes[1], axes[0]}, files), id);  // another point order
+  EXPECT_NE(sweep_fingerprint(scenario, axes, {files[0]}), id);
+  EXPECT_NE(sweep_fingerprint(scenario, axes, {files[0], "{\"name\": \"c\"}"}), id);
+}
+
+// The id covers the presets the points name, by content: slices planned from two copies of the
+// presets folder agree, and disagree once a preset a point names changes -- one named by the
+// base scenario or by one value of an axis -- but not when a preset no point names does.
+TEST(SweepCommand, TheSweepIdCoversThePresetsThePointsName) {
+  const fs::path s = tiny_scenario("id_presets");
+  const fs::path dir = temp_dir() / "id_presets";
+  const auto copy_configs = [&](const std::string& name) {
+    const fs::path to = dir / name;
+    fs::remove_all(to);
+    fs::create_directories(to);
+    fs::copy(FSDPSIM_CONFIGS_DIR, to, fs::copy_options::recursive);
+    return to;
+  };
+  const auto id_with = [&](const fs::path& configs) {
+    SweepOptions options;
+    options.scenario = s.string();
+    options.grid = {"training.micro_batch=1,2", "hardware.preset=h100-sxm-80gb,a100-sxm-80gb"};
+    options.configs_dir = configs.string();
+    return plan_sweep(options).sweep_id;
+  };
+  const auto append_space = [](const fs::path& file) { std::ofstream(file, std::ios::app) << " "; };
+  const fs::path a = copy_configs("a");
+  const std::string id = id_with(a);
+  EXPECT_EQ(id_with(copy_configs("b")), id);
+
+  append_space(copy_configs("unused") / "hardware" / "h200-sxm-141gb.json");
+  EXPECT_EQ(id_with(dir / "unused"), id);
+  append_space(copy_configs("base") / "hardware" / "h100-sxm-80gb.json");
+  EXPECT_NE(id_with(dir / "base"), id);
+  append_space(copy_configs("axis") / "hardware" / "a100-sxm-80gb.json");
+  EXPECT_NE(id_with(dir / "axis"), id);
+  append_space(copy_configs("model") / "models" / "llama-3.1-8b.json");
+  EXPECT_NE(id_with(dir / "model"), id);
 }
 
 SweepRow point(std::int64_t index, double tokens, double reserved_gib,
