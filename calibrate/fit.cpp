@@ -272,6 +272,14 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
   }
   out.gemms = gemms.size();
   if (!slowdowns.empty()) {
+    // Sharing the SMs and HBM with NCCL cannot speed a GEMM up; beyond timer noise, a faster
+    // time alongside NCCL means the two columns were swapped or the run was not what it says.
+    if (const double m = median(slowdowns); m < 1.0 / kMaxGemmSpeedupUnderNccl) {
+      throw InputError(fmt::format(
+          "gemms: the GEMMs ran x{:.3f} as long alongside NCCL as alone (median of {} shapes); "
+          "under_nccl_time_us cannot be shorter than time_us",
+          m, slowdowns.size()));
+    }
     out.gemm_slowdown_under_nccl = median(slowdowns);
     out.curves->set_gemm_slowdown_under_nccl(*out.gemm_slowdown_under_nccl);
   }

@@ -30,6 +30,9 @@
 namespace fsdpsim::calibrate {
 
 inline constexpr std::size_t kAsymptotePoints = 3;
+// The most a GEMM may seem to speed up alongside NCCL (median over shapes) before fit_profile
+// refuses the profile: timer noise between two runs of the same kernel, not a physical effect.
+inline constexpr double kMaxGemmSpeedupUnderNccl = 1.05;
 
 struct CurveFit {
   hardware::CollectiveCurveKey key;

@@ -281,12 +281,33 @@ int import_command(const CalibrateOptions& o) {
                            : o.import_output == "-"
                                ? std::filesystem::path(o.logs.front()).stem().string()
                                : std::filesystem::path(o.import_output).stem().string();
+  for (const auto& [flag, text] : {std::pair<const char*, const std::string&>{"--name", name},
+                                   {"--description", o.description}}) {
+    if (const auto c = find_control_character(text, "")) {
+      throw ConfigError(fmt::format("{}: expected text, found the control character {} at byte {}",
+                                    flag, c->name, c->offset));
+    }
+  }
+  // The profile says which GPU it measured, so that a scenario on another can refuse it
+  // (calibration_device_mismatch): nccl-tests logs name the device but not its SMs or memory.
+  const hardware::GpuSpec gpu =
+      hardware_from_json(nlohmann::json{{"preset", o.gpu}}, "--gpu", "/hardware",
+                         PresetLocator{default_configs_dir(o.configs_dir)})
+          .cluster.gpu;
   calibrate::CalibrationProfile profile;
   try {
     profile = calibrate::import_nccl_tests_logs(logs, options, name, notes);
   } catch (const calibrate::InputError& e) {
     throw ConfigError(e.what());
   }
+  notes.push_back(fmt::format(
+      "the logs ran on {}; its SMs ({}) and memory ({:.1f} GiB) are the hardware preset {}'s "
+      "(--gpu)",
+      profile.device.name.empty() ? std::string("a GPU they do not name") : profile.device.name,
+      gpu.sm_count, static_cast<double>(gpu.hbm.value()) / static_cast<double>(1LL << 30), o.gpu));
+  if (profile.device.name.empty()) profile.device.name = gpu.name;
+  profile.device.sm_count = gpu.sm_count;
+  profile.device.memory = gpu.hbm;
   profile.description = o.description;
   profile.notes = notes;
   for (const std::string& f : o.logs)
@@ -363,6 +384,15 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   imp->add_option("-o,--output", o.import_output, "Profile JSON to write ('-' for stdout)")
       ->required()
       ->type_name("PATH|-")
+      ->check(non_empty());
+  imp->add_option("--gpu", o.gpu,
+                  "Hardware preset (name or path) of the GPUs the logs ran on: its SM count and "
+                  "memory go into the profile, so a scenario on another GPU refuses it")
+      ->required()
+      ->type_name("PRESET")
+      ->check(non_empty());
+  imp->add_option("--configs", o.configs_dir, "Folder of presets")
+      ->type_name("DIR")
       ->check(non_empty());
   imp->add_option("--name", o.name,
                   "Profile name (default: the output file's stem, or the first log's with -o -)");

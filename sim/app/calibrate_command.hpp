@@ -29,6 +29,7 @@ struct CalibrateOptions {
   // import-nccl-tests
   std::vector<std::string> logs;
   std::string import_output;  // -o PROFILE.json (required)
+  std::string gpu;            // --gpu PRESET: the hardware preset of the GPUs the logs ran on
   std::string name;
   std::string description;
   std::string collective;  // when a log does not say

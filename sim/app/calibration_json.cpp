@@ -151,6 +151,16 @@ GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
   g.shape.k = r.positive_int_at_most("k", calibrate::kMaxGemmDimension);
   g.shape.batch = r.positive_int_at_most("batch", calibrate::kMaxGemmDimension, 1);
   g.layout = r.choice("layout", {"TN", "NN", "NT", "TT"}, "TN");
+  if (g.layout != "TN") {
+    // The GEMM curves are keyed by dtype and shape alone (hardware::GemmKey): a step's forward
+    // and backward GEMMs are all priced from the TN measurement of their shape.
+    throw ConfigError(file, r.path_of("layout"),
+                      fmt::format("expected \"TN\" (torch.nn.Linear's x @ W^T, what "
+                                  "fsdpsim-calibrate measures), found \"{}\": fsdpsim prices "
+                                  "every GEMM of a shape from its TN time, so another layout's "
+                                  "would be taken for it",
+                                  g.layout));
+  }
   g.median = measured_us(r, "time_us");
   g.min = optional_us(r, "min_us");
   g.max = optional_us(r, "max_us");
@@ -458,19 +468,70 @@ std::string calibration_device_mismatch(const calibrate::DeviceInfo& device,
       measured, gpu.name, gpu.sm_count, gib(gpu.hbm));
 }
 
+std::string calibration_beyond_hardware(const CalibrationProfile& profile,
+                                        const hardware::ClusterSpec& cluster) {
+  const hardware::GpuSpec& gpu = cluster.gpu;
+  for (const calibrate::GemmPoint& g : profile.gemms) {
+    const double peak = gpu.peak(g.dtype).value();
+    if (!(peak > 0.0) || !(g.median.value() > 0.0)) continue;  // unsupported dtype: never priced
+    const double flops = 2.0 * static_cast<double>(g.shape.m) * static_cast<double>(g.shape.n) *
+                         static_cast<double>(g.shape.k) * static_cast<double>(g.shape.batch);
+    const double rate = flops / g.median.value();
+    if (rate > kPeakTolerance * peak) {
+      return fmt::format(
+          "GEMM {}x{}x{}{} {} in {:.6g} us is {:.0f} TFLOP/s, above the {:.0f} TFLOP/s dense peak "
+          "of the scenario's GPU {}: a time in the wrong unit, or another GPU's measurement",
+          g.shape.m, g.shape.n, g.shape.k,
+          g.shape.batch > 1 ? fmt::format(" (batch {})", g.shape.batch) : std::string(),
+          dtype_name(g.dtype), g.median.value() * 1e6, rate / 1e12, peak / 1e12, gpu.name);
+    }
+  }
+  const double limit = kMaxBusBandwidthOverNvlink * cluster.nvlink_bandwidth.value();
+  for (const calibrate::CollectiveSeries& s : profile.collectives) {
+    if (s.ranks < 2) continue;
+    const double factor = calibrate::busbw_factor(s.op, s.ranks);
+    for (const calibrate::CollectivePoint& p : s.points) {
+      if (!(p.median.value() > 0.0)) continue;
+      const double busbw = factor * static_cast<double>(p.bytes.value()) / p.median.value();
+      if (busbw > limit) {
+        return fmt::format(
+            "{} on {} ranks, {} bytes in {:.6g} us, is {:.0f} GB/s of bus bandwidth, more than "
+            "twice the {:.0f} GB/s NVLink line rate of the scenario's {}: a time in the wrong "
+            "unit, or another machine's measurement",
+            calibrate::collective_name(s.op), s.ranks, p.bytes.value(), p.median.value() * 1e6,
+            busbw / 1e9, cluster.nvlink_bandwidth.value() / 1e9, gpu.name);
+      }
+    }
+  }
+  return "";
+}
+
 std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
     const std::string& reference, const std::filesystem::path& from_file,
-    const std::string& json_path, const PresetLocator& presets, const hardware::GpuSpec* gpu) {
+    const std::string& json_path, const PresetLocator& presets,
+    const hardware::ClusterSpec* cluster) {
   if (reference.empty())
     throw ConfigError(from_file.string(), json_path, "expected a profile name or path, found \"\"");
   const std::filesystem::path file =
       presets.resolve("calibration", reference, from_file, json_path);
   const CalibrationProfile profile =
       parse_preset("calibration", from_file, json_path, [&] { return read_profile(file); });
-  if (gpu != nullptr) {
-    if (const std::string problem = calibration_device_mismatch(profile.device, *gpu);
-        !problem.empty()) {
-      throw ConfigError(from_file.string(), json_path, problem);
+  if (profile.device.sm_count <= 0 && profile.device.memory.value() <= 0) {
+    throw ConfigError(
+        file.string(), "/device",
+        fmt::format("expected sm_count or memory_bytes, found {}: without them no scenario can "
+                    "check that the profile measured its GPU (`fsdpsim calibrate "
+                    "import-nccl-tests --gpu PRESET` writes them)",
+                    profile.device.name.empty()
+                        ? std::string("neither")
+                        : fmt::format("only the name \"{}\"", profile.device.name)));
+  }
+  if (cluster != nullptr) {
+    for (const std::string& problem : {calibration_device_mismatch(profile.device, cluster->gpu),
+                                       calibration_beyond_hardware(profile, *cluster)}) {
+      if (!problem.empty())
+        throw ConfigError(from_file.string(), json_path,
+                          fmt::format("{} (profile {})", problem, file.string()));
     }
   }
   calibrate::ProfileFit fit;

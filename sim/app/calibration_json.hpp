@@ -31,19 +31,33 @@ nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
 
 // Reads and fits the profile `reference` names (resolved like presets, kind "calibration").
 // Throws ConfigError, naming `from_file` and `json_path` when the reference is wrong and the
-// profile file when its content is, and when nothing in it can be used. With `gpu`, also when
-// the profile's device (where it says) is another GPU than `gpu` (calibration_device_mismatch).
+// profile file when its content is, when nothing in it can be used, and when its device gives
+// neither an SM count nor a memory size (then no scenario could check it). With `cluster`, also
+// when the profile was measured on another GPU (calibration_device_mismatch) or holds a
+// measurement that GPU and its links cannot have made (calibration_beyond_hardware).
 std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
     const std::string& reference, const std::filesystem::path& from_file,
     const std::string& json_path, const PresetLocator& presets,
-    const hardware::GpuSpec* gpu = nullptr);
+    const hardware::ClusterSpec* cluster = nullptr);
 
 // Why a profile measured on `device` cannot price `gpu`, or "" when it can: a different SM count
 // or total memory (more than 2 % apart) means another GPU model, whose GEMM rates, allocator
-// timings and collective curves are not this one's. Fields the profile leaves out are not
-// compared (the reference profiles from published nccl-tests runs give only a name).
+// timings and collective curves are not this one's. A field the profile leaves out is not
+// compared (the reference A100 profiles give the SM count alone: one profile serves the 40 and
+// 80 GB parts); load_calibration refuses a profile that gives neither.
 std::string calibration_device_mismatch(const calibrate::DeviceInfo& device,
                                         const hardware::GpuSpec& gpu);
+
+// The first measurement of `profile` that `cluster`'s GPU and links cannot have made, or "": a
+// GEMM faster than the GPU's dense peak for its dtype (by more than kPeakTolerance: rounding of
+// the timer), or a collective whose bus bandwidth exceeds twice the NVLink line rate (NVLink
+// SHARP all-reduce reaches about 1.07x of it on H100, NCCL 2.18 release notes / nccl-tests
+// results; nothing reaches 2x). Such numbers are a unit slip (ms written as us) or another
+// machine's, and would give an MFU above 100 %.
+inline constexpr double kPeakTolerance = 1.05;
+inline constexpr double kMaxBusBandwidthOverNvlink = 2.0;
+std::string calibration_beyond_hardware(const calibrate::CalibrationProfile& profile,
+                                        const hardware::ClusterSpec& cluster);
 
 // What a simulation priced from the calibration and what from the fallback models (the
 // curves' usage counters): one summary line, and the result JSON's "calibration" object.

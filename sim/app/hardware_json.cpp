@@ -224,8 +224,8 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
   }
   // Measured curves in front of the cost models (calibration_json.hpp), resolved like presets.
   if (r.has("calibration")) {
-    out.cluster.gpu.calibration = load_calibration(
-        r.string("calibration"), file, path + "/calibration", presets, &out.cluster.gpu);
+    out.cluster.gpu.calibration = load_calibration(r.string("calibration"), file,
+                                                   path + "/calibration", presets, &out.cluster);
   }
   return out;
 }

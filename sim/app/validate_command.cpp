@@ -296,19 +296,40 @@ int validate_command(const ValidateOptions& options) {
   }
   const std::filesystem::path file(options.cases);
   const std::vector<ValidationCase> cases = read_validation_cases(file);
-  std::vector<std::string> overrides = options.overrides;
+  std::vector<std::string> overrides;
+  // `--set hardware.calibration=P` is taken as `--calibration P`: one profile for every row,
+  // resolved from the working directory and checked once.
+  std::string calibration = options.calibration;
+  for (const std::string& o : options.overrides) {
+    if (o.rfind("hardware.calibration=", 0) != 0) {
+      overrides.push_back(o);
+      continue;
+    }
+    if (!calibration.empty()) {
+      throw ConfigError(fmt::format(
+          "--set {}: a second calibration profile (--calibration or an earlier --set gives {}); "
+          "every row is priced with one",
+          o, calibration));
+    }
+    const nlohmann::json value = parse_inline_value(o.substr(o.find('=') + 1), "--set " + o);
+    if (!value.is_string()) {
+      throw ConfigError(
+          fmt::format("--set {}: expected a profile name or path, found {}", o, value.dump()));
+    }
+    calibration = value.get<std::string>();
+  }
   std::vector<std::string> origins(overrides.size(), "--set");  // of each override, for messages
   {
     // Checked once here rather than reported as the skip reason of every row.
     nlohmann::json probe = nlohmann::json::object();
     for (const std::string& o : overrides) apply_override(probe, o);
   }
-  if (!options.calibration.empty()) {
+  if (!calibration.empty()) {
     // Resolved and read once here, so a wrong name or a malformed profile is one error rather
     // than every row skipped, and a relative path is the command line's (the working
     // directory's), not the CSV's folder's.
-    const std::filesystem::path profile = std::filesystem::absolute(
-        presets.resolve("calibration", options.calibration, "--calibration", ""));
+    const std::filesystem::path profile =
+        std::filesystem::absolute(presets.resolve("calibration", calibration, "--calibration", ""));
     (void)load_calibration(profile.string(), "--calibration", "", presets);
     overrides.push_back("hardware.calibration=" + profile.string());
     origins.emplace_back("--calibration");

@@ -922,6 +922,22 @@ TEST(Validate, CalibrationPathIsRelativeToTheWorkingDirectory) {
   const nlohmann::json j = nlohmann::json::parse(out);
   EXPECT_EQ(j["skipped"], 0) << j["skipped_cases"].dump(1);
   EXPECT_EQ(j["evaluated"], 7);
+
+  // --set hardware.calibration is the same option, not a path from the CSV's folder; two
+  // profiles are one too many.
+  const std::string steps =
+      std::string(FSDPSIM_CONFIGS_DIR) + "/validation/measured-h200/steps.csv";
+  const auto [set_code, set_out] = run_fsdpsim(
+      "validate " + steps + " --set hardware.calibration=" + relative.string() + " --json -");
+  ASSERT_EQ(set_code, 0) << set_out;
+  EXPECT_EQ(nlohmann::json::parse(set_out), j);
+  const auto [two_code, two_out] =
+      run_fsdpsim("validate " + steps + " --calibration " + relative.string() +
+                  " --set hardware.calibration=a100-sxm-80gb");
+  EXPECT_EQ(two_code, 2) << two_out;
+  EXPECT_NE(two_out.find("--set hardware.calibration=a100-sxm-80gb: a second calibration profile"),
+            std::string::npos)
+      << two_out;
 }
 
 TEST(Validate, OwnGemmMeasurementsPredictOwnStepsNoWorseThanThePreset) {

@@ -114,31 +114,67 @@ TEST(CalibrateCli, ImportWritesAProfileThatFits) {
   const fs::path out = temp_dir() / "imported.json";
   const Outcome o =
       run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
-                  out.string() + " --name lab-a100");
+                  out.string() + " --name lab-a100 --gpu a100-sxm-80gb");
   EXPECT_EQ(o.exit_code, 0) << o.output;
   EXPECT_NE(o.output.find("imported 1 series (20 sizes)"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("note: the logs ran on NVIDIA A100-SXM4-80GB; its SMs (108) and memory "
+                          "(79.3 GiB) are the hardware preset a100-sxm-80gb's (--gpu)"),
+            std::string::npos)
+      << o.output;
   const Outcome fit = run_fsdpsim("calibrate fit " + out.string());
   EXPECT_EQ(fit.exit_code, 0) << fit.output;
   EXPECT_NE(fit.output.find("profile lab-a100 (NVIDIA A100-SXM4-80GB)"), std::string::npos)
       << fit.output;
+
+  // The profile carries the preset's SMs and memory: a scenario on A100s uses it, one on H100s
+  // refuses it.
+  const fs::path scenario = temp_dir() / "imported_scenario.json";
+  std::ofstream(scenario) << R"({"schema_version": 1, "name": "imported", "model": "mpt-125m",
+    "hardware": {"preset": "a100-sxm-80gb", "calibration": ")"
+                          << out.string() << R"("},
+    "training": {"global_batch": 8, "micro_batch": 1, "seq_len": 2048}})";
+  const Outcome a100 = run_fsdpsim("run " + scenario.string());
+  EXPECT_EQ(a100.exit_code, 0) << a100.output;
+  const Outcome h100 =
+      run_fsdpsim("run " + scenario.string() + " --set hardware.preset=h100-sxm-80gb");
+  EXPECT_EQ(h100.exit_code, 2) << h100.output;
+  EXPECT_NE(h100.output.find("the profile was measured on NVIDIA A100-SXM4-80GB (108 SMs"),
+            std::string::npos)
+      << h100.output;
+
+  // Without --gpu the profile could not be checked, so there is none.
+  const Outcome no_gpu = run_fsdpsim("calibrate import-nccl-tests " + kLogs +
+                                     "a100_8gpu_all_reduce_perf.log -o " + out.string());
+  EXPECT_EQ(no_gpu.exit_code, 2) << no_gpu.output;
+  EXPECT_NE(no_gpu.output.find("--gpu is required"), std::string::npos) << no_gpu.output;
+  // Text that the profile reader would refuse is refused here.
+  const Outcome escape =
+      run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
+                  out.string() + " --gpu a100-sxm-80gb --name \"$(printf 'lab\\033[31m')\"");
+  EXPECT_EQ(escape.exit_code, 2) << escape.output;
+  EXPECT_NE(escape.output.find("--name: expected text, found the control character U+001B"),
+            std::string::npos)
+      << escape.output;
 }
 
 TEST(CalibrateCli, TruncatedAndGarbageLogsExitTwoNamingFileAndLine) {
   const std::string out = (temp_dir() / "never.json").string();
-  const Outcome truncated = run_fsdpsim("calibrate import-nccl-tests " + kLogs +
-                                        "truncated_all_reduce_perf.log -o " + out);
+  const Outcome truncated =
+      run_fsdpsim("calibrate import-nccl-tests " + kLogs + "truncated_all_reduce_perf.log -o " +
+                  out + " --gpu a100-sxm-80gb");
   EXPECT_EQ(truncated.exit_code, 2);
   EXPECT_NE(truncated.output.find("truncated_all_reduce_perf.log:30: truncated nccl-tests log"),
             std::string::npos)
       << truncated.output;
-  const Outcome garbage =
-      run_fsdpsim("calibrate import-nccl-tests " + kLogs + "garbage.log -o " + out);
+  const Outcome garbage = run_fsdpsim("calibrate import-nccl-tests " + kLogs + "garbage.log -o " +
+                                      out + " --gpu a100-sxm-80gb");
   EXPECT_EQ(garbage.exit_code, 2);
   EXPECT_NE(garbage.output.find("garbage.log: expected text, found a NUL byte"), std::string::npos)
       << garbage.output;
   // Logs are read as every input is: a missing file, a folder or a device is named, not read.
   for (const std::string& path : {kLogs + "no_such.log", kLogs, std::string("/dev/zero")}) {
-    const Outcome o = run_fsdpsim("calibrate import-nccl-tests " + path + " -o " + out);
+    const Outcome o =
+        run_fsdpsim("calibrate import-nccl-tests " + path + " -o " + out + " --gpu a100-sxm-80gb");
     EXPECT_EQ(o.exit_code, 2) << path << "\n" << o.output;
     EXPECT_NE(o.output.find("error: " + path + ": "), std::string::npos) << o.output;
   }

@@ -187,7 +187,7 @@ TEST(CalibratedAllocator, TimedDeviceCallsPriceRetriesBySize) {
     const fs::path file = dir / (name + ".json");
     std::ofstream(file)
         << R"({"schema_version": 1, "kind": "fsdpsim_calibration_profile", "name": ")" << name
-        << R"(", "memory": {"allocations": [
+        << R"(", "device": {"sm_count": 108}, "memory": {"allocations": [
       {"bytes": 2097152, "malloc_us": )"
         << 100.0 + per_gib_us / 512.0 << R"(, "free_us": )" << 100.0 + per_gib_us / 512.0 << R"(},
       {"bytes": 1073741824, "malloc_us": )"

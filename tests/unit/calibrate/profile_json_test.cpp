@@ -317,15 +317,19 @@ TEST(CalibrationProfileJson, ProfileOfAnotherGpuModelIsRefused) {
   gpu.hbm = Bytes{85017755648};
   EXPECT_NE(calibration_device_mismatch(h200, gpu), "");
 
-  // What the profile does not say is not compared (published nccl-tests profiles give a name).
-  calibrate::DeviceInfo named_only;
-  named_only.name = "NVIDIA A100 SXM (NVLink3)";
-  EXPECT_EQ(calibration_device_mismatch(named_only, gpu), "");
+  // What the profile does not say is not compared (the A100 reference profiles give the SMs
+  // alone); load_calibration refuses one that says neither (below).
+  calibrate::DeviceInfo sms_only;
+  sms_only.name = "NVIDIA A100 SXM (NVLink3)";
+  sms_only.sm_count = 132;
+  EXPECT_EQ(calibration_device_mismatch(sms_only, gpu), "");
 
   const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
+  hardware::ClusterSpec cluster;
+  cluster.gpu = gpu;
   try {
     (void)load_calibration("h200-sxm-141gb-measured", "scenario.json", "/hardware/calibration",
-                           presets, &gpu);
+                           presets, &cluster);
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("scenario.json: /hardware/calibration: the profile was "
@@ -334,6 +338,95 @@ TEST(CalibrationProfileJson, ProfileOfAnotherGpuModelIsRefused) {
               0U)
         << e.what();
   }
+}
+
+// An H100 node as the checks of a loaded profile see it: its SMs, memory, peaks and NVLink.
+hardware::ClusterSpec h100_cluster() {
+  hardware::ClusterSpec c;
+  c.gpu.name = "h100-sxm-80gb";
+  c.gpu.sm_count = 132;
+  c.gpu.hbm = Bytes{85017755648};
+  c.gpu.peak_dense[static_cast<std::size_t>(Dtype::kTf32)] = FlopsPerSec(494.7e12);
+  c.gpu.peak_dense[static_cast<std::size_t>(Dtype::kBf16)] = FlopsPerSec(989.4e12);
+  c.nvlink_bandwidth = gb_per_s(450.0);
+  return c;
+}
+
+// The ConfigError message of loading `json` as a profile file for a scenario on `cluster`.
+std::string load_error(const nlohmann::json& json, const hardware::ClusterSpec* cluster) {
+  const fs::path dir = fs::temp_directory_path() / ("fsdpsim_profile_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path file = dir / "profile.json";
+  std::ofstream(file) << json.dump(2);
+  try {
+    (void)load_calibration(file.string(), "scenario.json", "/hardware/calibration",
+                           PresetLocator{FSDPSIM_CONFIGS_DIR}, cluster);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CalibrationProfileJson, AProfileThatDoesNotSayWhichGpuItMeasuredIsRefused) {
+  const hardware::ClusterSpec cluster = h100_cluster();
+  EXPECT_EQ(load_error(valid_json(), &cluster), "");
+  nlohmann::json j = valid_json();
+  j["device"] = {{"name", "NVIDIA A100-SXM4-80GB"}};  // what an nccl-tests log says
+  EXPECT_NE(
+      load_error(j, nullptr)
+          .find("profile.json: /device: expected sm_count or memory_bytes, found only the name "
+                "\"NVIDIA A100-SXM4-80GB\""),
+      std::string::npos)
+      << load_error(j, nullptr);
+  j["device"] = {{"name", "NVIDIA H100"}, {"memory_bytes", 85520809984}};
+  EXPECT_EQ(load_error(j, &cluster), "");
+}
+
+// Numbers no H100 can produce: a GEMM above its dense peak, a collective at more than twice
+// its NVLink line rate, GEMMs faster alongside NCCL than alone, a layout fsdpsim does not key.
+TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
+  const hardware::ClusterSpec cluster = h100_cluster();
+  nlohmann::json j = valid_json();
+  // 2 x 4096 x 1024 x 512 x 2 flops at the tf32 peak of 494.7 TFLOP/s take 17.4 us.
+  j["gemms"][0]["time_us"] = 15.0;
+  j["gemms"][0]["min_us"] = 15.0;
+  j["gemms"][0]["max_us"] = 16.0;
+  EXPECT_NE(
+      load_error(j, &cluster)
+          .find("scenario.json: /hardware/calibration: GEMM 4096x1024x512 (batch 2) tf32 in 15 us "
+                "is 573 TFLOP/s, above the 495 TFLOP/s dense peak of the scenario's GPU "
+                "h100-sxm-80gb"),
+      std::string::npos)
+      << load_error(j, &cluster);
+  j["gemms"][0]["time_us"] = 17.5;  // just under the peak: a real (if excellent) kernel
+  j["gemms"][0]["min_us"] = 17.5;
+  j["gemms"][0]["max_us"] = 18.0;
+  j["gemms"][0]["under_nccl_time_us"] = 20.0;
+  EXPECT_EQ(load_error(j, &cluster), "");
+  EXPECT_EQ(load_error(j, nullptr), "");  // without a scenario's GPU there is nothing to compare
+
+  j = valid_json();
+  // 15/16 x 1 GiB in 1 ms is 1007 GB/s of bus bandwidth, over 2 x 450.
+  j["collectives"][0]["points"][1]["time_us"] = 1000.0;
+  EXPECT_NE(load_error(j, &cluster)
+                .find("reduce_scatter on 16 ranks, 1073741824 bytes in 1000 us, "
+                      "is 1007 GB/s of bus bandwidth, more than twice the 450 "
+                      "GB/s NVLink line rate"),
+            std::string::npos)
+      << load_error(j, &cluster);
+
+  j = valid_json();
+  j["gemms"][0]["under_nccl_time_us"] = 50.0;  // half of time_us
+  EXPECT_NE(load_error(j, &cluster).find("the GEMMs ran x0.500 as long alongside NCCL as alone"),
+            std::string::npos)
+      << load_error(j, &cluster);
+  j["gemms"][0]["under_nccl_time_us"] = 98.0;  // timer noise
+  EXPECT_EQ(load_error(j, &cluster), "");
+
+  j = valid_json();
+  j["gemms"][0]["layout"] = "NN";
+  EXPECT_NE(error_for(j).find("bad.json: /gemms/0/layout: expected \"TN\""), std::string::npos)
+      << error_for(j);
 }
 
 }  // namespace
