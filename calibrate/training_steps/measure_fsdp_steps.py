@@ -295,7 +295,9 @@ def main():
     parser.add_argument("--runs", required=True, help="JSON list of runs (see h200_runs.json)")
     parser.add_argument("--csv", required=True, help="validation rows to write")
     parser.add_argument("--json", help="every measured figure, to write")
-    parser.add_argument("--gpu", default="h200-sxm-141gb", help="fsdpsim GPU preset of the rows")
+    parser.add_argument("--gpu", required=True,
+                        help="fsdpsim hardware preset of this machine's GPUs, the rows' gpu column "
+                             "(e.g. h200-sxm-141gb); checked against the device name")
     parser.add_argument("--attention", choices=("cudnn", "flash2"),
                         help="the rows' attention column (default: what SDPA dispatches to here)")
     parser.add_argument("--warmup", type=int, default=3)
@@ -323,6 +325,12 @@ def main():
     os.environ.setdefault("MASTER_PORT", "29512")
     torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank)
+    # The preset names its GPU first ("h200-sxm-141gb"); rows labelled with another GPU would be
+    # simulated on the wrong hardware by `fsdpsim validate`.
+    family = args.gpu.split("-")[0].upper()
+    if family not in torch.cuda.get_device_name(device).upper():
+        sys.exit(f"--gpu {args.gpu}: this machine's GPU is {torch.cuda.get_device_name(device)}, "
+                 f"not a {family}; pass the fsdpsim hardware preset of this GPU")
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
     software = (f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
                 f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -37,6 +38,19 @@ std::string size_text(std::int64_t bytes) {
 }
 
 // ---- plan -----------------------------------------------------------------------------------
+
+// `word` as one POSIX shell word: as it is when it holds nothing the shell would interpret, else
+// in single quotes (a quote inside written '\'').
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) != 0 ||
+           std::string_view("_-./=:,+@%").find(ch) != std::string_view::npos;
+  });
+  if (plain) return word;
+  std::string quoted = "'";
+  for (const char ch : word) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
 
 int plan_command(const CalibrateOptions& o) {
   const PresetLocator presets{default_configs_dir(o.configs_dir)};
@@ -81,10 +95,15 @@ int plan_command(const CalibrateOptions& o) {
                       scenario.fsdp.sharding_strategy == fsdp::ShardingStrategy::kHybridShardZero2;
   const std::int32_t shard =
       scenario.fsdp.shard_group_size > 0 ? scenario.fsdp.shard_group_size : c.gpus_per_node;
-  text += fmt::format(
-      "\nmeasure them with: fsdpsim calibrate plan {} -o plan.txt && fsdpsim-calibrate --plan "
-      "plan.txt -o profile.json\n",
-      o.scenario);
+  std::string plan_command_line = "fsdpsim calibrate plan " + shell_word(o.scenario);
+  for (const std::string& set : o.overrides) plan_command_line += " --set " + shell_word(set);
+  text += fmt::format("\nmeasure them with: {} -o plan.txt && {}\n", plan_command_line,
+                      c.nodes > 1
+                          ? fmt::format("fsdpsim-calibrate --plan plan.txt --rendezvous DIR -o "
+                                        "profile.json on each of the {} nodes, one process per "
+                                        "GPU under torchrun or srun (README, \"Several nodes\")",
+                                        c.nodes)
+                          : std::string("fsdpsim-calibrate --plan plan.txt -o profile.json"));
   if (o.plan_output != "-") std::cout << text;
 
   if (!o.plan_output.empty()) {

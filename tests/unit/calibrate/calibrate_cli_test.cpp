@@ -195,6 +195,22 @@ TEST(CalibrateCli, PlanListsTheScenariosShapesAndWritesAHarnessPlan) {
   text << in.rdbuf();
   EXPECT_NE(text.str().find("\ngemm bf16 "), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("\ncollective all_gather 8 8 "), std::string::npos) << text.str();
+  // The command it suggests plans the same scenario: with the --set options, shell-quoted.
+  EXPECT_NE(o.output.find("measure them with: fsdpsim calibrate plan " + scenario_file().string() +
+                          " --set hardware.calibration=a100-sxm-80gb -o plan.txt && "
+                          "fsdpsim-calibrate --plan plan.txt -o profile.json\n"),
+            std::string::npos)
+      << o.output;
+  const Outcome two_nodes =
+      run_fsdpsim("calibrate plan " + scenario_file().string() +
+                  " --set hardware.nodes=2 --set training.global_batch=32 --set \"name=it's\"");
+  EXPECT_EQ(two_nodes.exit_code, 0) << two_nodes.output;
+  EXPECT_NE(
+      two_nodes.output.find(" --set hardware.nodes=2 --set training.global_batch=32 --set "
+                            "'name=it'\\''s' -o plan.txt && fsdpsim-calibrate --plan "
+                            "plan.txt --rendezvous DIR -o profile.json on each of the 2 nodes"),
+      std::string::npos)
+      << two_nodes.output;
 }
 
 TEST(CalibrateCli, RunSaysWhichCostsCameFromTheProfile) {
