@@ -46,6 +46,44 @@ std::string read_text_file(const fs::path& path) {
   return text;
 }
 
+std::optional<std::size_t> find_invalid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    // Sequence length and the range of the second byte (RFC 3629 Sec. 4: no overlong forms, no
+    // surrogates U+D800-U+DFFF, nothing above U+10FFFF).
+    std::size_t length = 1;
+    unsigned char low = 0x80;
+    unsigned char high = 0xBF;
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;
+      if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;
+      if (lead == 0xF4) high = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + length > text.size()) return i;
+    const auto second = static_cast<unsigned char>(text[i + 1]);
+    if (second < low || second > high) return i;
+    for (std::size_t k = 2; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if (next < 0x80 || next > 0xBF) return i;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
 std::optional<ControlCharacter> find_control_character(std::string_view text,
                                                        std::string_view allowed) {
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -64,7 +102,16 @@ std::optional<ControlCharacter> find_control_character(std::string_view text,
 std::string escape_control_characters(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  while (const auto c = find_control_character(text, "\t\n")) {
+  while (true) {
+    const auto c = find_control_character(text, "\t\n");
+    const auto bad = find_invalid_utf8(text);
+    if (!c && !bad) break;
+    if (bad && (!c || *bad < c->offset)) {
+      out.append(text.substr(0, *bad));
+      out += fmt::format("<0x{:02X}>", static_cast<unsigned char>(text[*bad]));
+      text.remove_prefix(*bad + 1);
+      continue;
+    }
     out.append(text.substr(0, c->offset));
     out += "<" + c->name + ">";
     const std::size_t width = static_cast<unsigned char>(text[c->offset]) == 0xc2 ? 2 : 1;
@@ -199,6 +246,11 @@ nlohmann::json parse_inline_value(const std::string& text, const std::string& or
     throw ConfigError(origin, "",
                       fmt::format("expected text, found the control character {} at byte {}",
                                   c->name, c->offset));
+  }
+  if (const auto bad = find_invalid_utf8(text)) {
+    throw ConfigError(origin, "",
+                      fmt::format("expected UTF-8 text, found the byte 0x{:02X} at byte {}",
+                                  static_cast<unsigned char>(text[*bad]), *bad));
   }
   return text;
 }

@@ -31,8 +31,14 @@ struct ControlCharacter {
 std::optional<ControlCharacter> find_control_character(std::string_view text,
                                                        std::string_view allowed);
 
+// The offset of the first byte of `text` that does not start a well-formed UTF-8 sequence
+// (RFC 3629), or nothing when all of it is UTF-8: JSON text is UTF-8, and a string value that is
+// not could not be written back out.
+std::optional<std::size_t> find_invalid_utf8(std::string_view text);
+
 // `text` with each control character but line feed and tab written as its name in angle brackets
-// ("<U+001B>"): for messages that echo what a user typed on the command line.
+// ("<U+001B>"), and each byte that is not UTF-8 as its value ("<0xFF>"): for messages that echo
+// what a user typed on the command line.
 std::string escape_control_characters(std::string_view text);
 
 // The deepest nesting of arrays and objects an input may have: scenarios nest a handful of

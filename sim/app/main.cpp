@@ -56,14 +56,23 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
   try {
-    if (run->parsed()) return fsdpsim::app::run_command(run_options);
-    if (sweep->parsed()) return fsdpsim::app::sweep_command(sweep_options);
-    if (merge->parsed()) return fsdpsim::app::merge_command(merge_options);
-    if (check->parsed()) return fsdpsim::app::check_command(check_options);
-    if (validate->parsed()) return fsdpsim::app::validate_command(validate_options);
-    if (explain->parsed()) return fsdpsim::app::explain_command(explain_options);
-    if (report->parsed()) return fsdpsim::app::report_command(report_options);
-    if (calibrate->parsed()) return fsdpsim::app::calibrate_command(calibrate_options);
+    int code = kExitInternal;
+    if (run->parsed()) code = fsdpsim::app::run_command(run_options);
+    if (sweep->parsed()) code = fsdpsim::app::sweep_command(sweep_options);
+    if (merge->parsed()) code = fsdpsim::app::merge_command(merge_options);
+    if (check->parsed()) code = fsdpsim::app::check_command(check_options);
+    if (validate->parsed()) code = fsdpsim::app::validate_command(validate_options);
+    if (explain->parsed()) code = fsdpsim::app::explain_command(explain_options);
+    if (report->parsed()) code = fsdpsim::app::report_command(report_options);
+    if (calibrate->parsed()) code = fsdpsim::app::calibrate_command(calibrate_options);
+    // A result that never reached its reader (a full disk, a closed pipe or descriptor) is a
+    // failed run, as a file that cannot be written is.
+    std::cout.flush();
+    if (std::cout.fail()) {
+      std::cerr << "error: cannot write the standard output\n";
+      return code == 0 ? kExitBadInput : code;
+    }
+    return code;
   } catch (const fsdpsim::app::ConfigError& e) {
     // Messages echo command-line text, which nothing else has checked for escape sequences.
     std::cerr << "error: " << fsdpsim::app::escape_control_characters(e.what()) << "\n";
@@ -75,5 +84,4 @@ int main(int argc, char** argv) {
     std::cerr << "internal error: " << fsdpsim::app::escape_control_characters(e.what()) << "\n";
     return kExitInternal;
   }
-  return kExitInternal;
 }

@@ -279,26 +279,35 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
   run->add_option("--set", options.overrides,
                   "Override a scenario key, e.g. --set training.micro_batch=2")
       ->type_name("KEY=VALUE");
-  run->add_option("--json", options.json_path, "Write the result JSON to PATH ('-' for stdout)")
-      ->type_name("PATH|-")
-      ->check(non_empty());
-  run->add_option("--trace", options.trace_path,
-                  "Write a Chrome/Perfetto trace of the step to PATH")
-      ->type_name("PATH")
-      ->check(non_empty());
-  run->add_option(
-         "--memory-timeline", options.memory_timeline_path,
-         "Write allocated, active and reserved memory over the measured step as CSV to PATH")
-      ->type_name("PATH")
-      ->check(non_empty());
-  run->add_flag("--max-micro-batch", options.max_micro_batch,
-                "Find the largest training.micro_batch that fits (same gradient accumulation)");
+  CLI::Option* json =
+      run->add_option("--json", options.json_path, "Write the result JSON to PATH ('-' for stdout)")
+          ->type_name("PATH|-")
+          ->check(non_empty());
+  CLI::Option* trace = run->add_option("--trace", options.trace_path,
+                                       "Write a Chrome/Perfetto trace of the step to PATH")
+                           ->type_name("PATH")
+                           ->check(non_empty());
+  CLI::Option* timeline =
+      run->add_option(
+             "--memory-timeline", options.memory_timeline_path,
+             "Write allocated, active and reserved memory over the measured step as CSV to PATH")
+          ->type_name("PATH")
+          ->check(non_empty());
+  // The search prints its answer; the outputs of one step are the scenario's at that micro-batch
+  // (`fsdpsim run --set training.micro_batch=N`), so asking for them here is refused, not ignored.
+  CLI::Option* max_micro_batch =
+      run->add_flag("--max-micro-batch", options.max_micro_batch,
+                    "Find the largest training.micro_batch that fits (same gradient accumulation)")
+          ->excludes(json)
+          ->excludes(trace)
+          ->excludes(timeline);
   run->add_option(
          "--configs", options.configs_dir,
          "Folder of presets (default: $FSDPSIM_CONFIGS_DIR, else the source tree's configs/)")
       ->type_name("DIR");
-  run->add_flag("--timing", options.timing,
-                "Print wall-clock time of loading, simulating and writing on stderr");
+  max_micro_batch->excludes(
+      run->add_flag("--timing", options.timing,
+                    "Print wall-clock time of loading, simulating and writing on stderr"));
   run->footer(kRunFooter);
   return run;
 }

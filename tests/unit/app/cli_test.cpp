@@ -2,9 +2,11 @@
 // outputs written atomically.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -968,12 +970,52 @@ TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
       {"run " + kScenario + " --set 'name=\"a\\u009b\"'",
        "--set \"name=\"a\\u009b\"\": expected text, found the control character U+009B"},
       {"run " + kScenario + " --set \"name=a$(printf '\\033')b\"",
-       "--set \"name=a<U+001B>b\": expected text, found the control character U+001B at byte 1"}};
+       "--set \"name=a<U+001B>b\": expected text, found the control character U+001B at byte 1"},
+      // Bytes that are not UTF-8 could not be written into the result JSON.
+      {"run " + kScenario + " --set \"name=a$(printf '\\377')b\" --json -",
+       "--set \"name=a<0xFF>b\": expected UTF-8 text, found the byte 0xFF at byte 1"},
+      {"sweep " + kScenario + " --grid \"name=a$(printf '\\377')b,c\" --out -",
+       "expected UTF-8 text, found the byte 0xFF at byte 1"}};
   for (const auto& [command, message] : bad) {
     const Outcome o = run_fsdpsim(command);
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
     EXPECT_NE(o.output.find(message), std::string::npos) << command << "\n" << o.output;
     EXPECT_FALSE(find_control_character(o.output, "\t\n").has_value()) << o.output;
+  }
+}
+
+// A result that cannot reach stdout (a full disk, a closed descriptor) fails the run, as an
+// unwritable --json PATH does.
+TEST(Cli, AnUnwritableStandardOutputFailsTheRun) {
+  const fs::path errors = temp_dir() / "stderr.txt";
+  for (const std::string& redirect : {std::string(" > /dev/full"), std::string(" >&-")}) {
+    for (const std::string& command : {"run " + kScenario + " --json -", "run " + kScenario}) {
+      const std::string line =
+          std::string(FSDPSIM_BINARY) + " " + command + redirect + " 2> " + errors.string();
+      const int status = std::system(line.c_str());
+      ASSERT_TRUE(WIFEXITED(status)) << line;
+      EXPECT_EQ(WEXITSTATUS(status), 2) << line;
+      EXPECT_NE(read_file(errors).find("error: cannot write the standard output"),
+                std::string::npos)
+          << line << "\n"
+          << read_file(errors);
+    }
+  }
+}
+
+// The search prints its answer and writes no file: outputs of one step asked for with it are
+// refused before anything runs, not left unwritten with exit 0.
+TEST(Cli, MaxMicroBatchRefusesTheOutputsOfOneStep) {
+  const fs::path out = temp_dir() / "max_micro_batch.json";
+  fs::remove(out);
+  const std::vector<std::string> options = {"--json " + out.string(), "--json -",
+                                            "--trace " + out.string(),
+                                            "--memory-timeline " + out.string(), "--timing"};
+  for (const std::string& option : options) {
+    const Outcome o = run_fsdpsim("run " + kScenario + " --max-micro-batch " + option);
+    EXPECT_EQ(o.exit_code, 2) << option << "\n" << o.output;
+    EXPECT_NE(o.output.find("excludes"), std::string::npos) << o.output;
+    EXPECT_FALSE(fs::exists(out)) << option;
   }
 }
 
