@@ -252,7 +252,9 @@ CLI::App* add_check_command(CLI::App& app, CheckOptions& options) {
 int check_command(const CheckOptions& options) {
   const PresetLocator presets{default_configs_dir(options.configs_dir)};
   std::vector<ScenarioCheck> checks;
-  for (const fs::path& file : find_check_files(options.paths)) {
+  const std::vector<fs::path> files = find_check_files(options.paths);
+  check_outputs({options.junit_path}, files);  // before every scenario is simulated
+  for (const fs::path& file : files) {
     checks.push_back(check_scenario_file(file, options.overrides, presets));
     // Files found in a folder may be other JSON (results, profiles); a file named on the
     // command line must be a scenario.

@@ -55,6 +55,7 @@ int explain_command(const ExplainOptions& options) {
   const PresetLocator presets{default_configs_dir(options.configs_dir)};
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
   check_sweep_block_keys(options.scenario, options.overrides, presets);
+  check_outputs({options.json_path}, {options.scenario});
   const Explanation explanation =
       explain_step(scenario, simulate_scenario(scenario, /*record_memory=*/false));
   if (!options.json_path.empty())

@@ -321,31 +321,54 @@ struct Staged {
 
 }  // namespace
 
-void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::path>& inputs) {
+void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::path>& inputs) {
   // Two outputs to one place (two '-', or one file by two names) would leave only the last.
   std::set<std::string> places;
-  for (const OutputFile& file : files) {
+  for (const std::string& path : paths) {
+    if (path.empty()) continue;
     std::error_code ec;
     for (const fs::path& input : inputs) {
-      if (file.path != "-" && fs::equivalent(file.path, input, ec)) {
+      if (path != "-" && fs::equivalent(path, input, ec)) {
         throw ConfigError(
-            file.path, "",
+            path, "",
             fmt::format("is {}; writing the output there would destroy it",
-                        input.string() == file.path ? std::string("one of this command's inputs")
-                                                    : "the input " + input.string()));
+                        input.string() == path ? std::string("one of this command's inputs")
+                                               : "the input " + input.string()));
       }
     }
     // Absolute first: a relative path whose file does not exist yet stays relative under
     // weakly_canonical, and "o.json" and "./o.json" would count as two places.
-    const fs::path canonical = fs::weakly_canonical(fs::absolute(file.path, ec), ec);
-    const std::string place = file.path == "-" || ec ? file.path : canonical.string();
+    const fs::path canonical = fs::weakly_canonical(fs::absolute(path, ec), ec);
+    const std::string place = path == "-" || ec ? path : canonical.string();
     if (!places.insert(place).second) {
-      throw ConfigError(file.path, "",
-                        file.path == "-"
-                            ? "is given for two outputs; stdout can take one"
-                            : "is given for two outputs; each needs a file of its own");
+      throw ConfigError(path, "",
+                        path == "-" ? "is given for two outputs; stdout can take one"
+                                    : "is given for two outputs; each needs a file of its own");
+    }
+    if (path == "-") continue;
+    const fs::file_status status = fs::status(path, ec);  // through symbolic links
+    if (fs::is_directory(status))
+      throw ConfigError(path, "", "is a folder; expected the path of a file to write");
+    if (fs::exists(status) && !fs::is_regular_file(status)) continue;  // a device, a FIFO
+    // The file is staged next to where it goes: that folder must exist and take a new file.
+    const fs::path target = fs::exists(status) ? fs::canonical(path, ec) : fs::path(path);
+    const fs::path folder =
+        target.parent_path().empty() ? fs::path(".") : fs::path(target.parent_path());
+    if (!fs::is_directory(folder, ec)) {
+      throw ConfigError(
+          fmt::format("cannot write {}: the folder {} does not exist", path, folder.string()));
+    }
+    if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+      throw ConfigError(fmt::format("cannot write {}: the folder {} does not take new files ({})",
+                                    path, folder.string(), std::generic_category().message(errno)));
     }
   }
+}
+
+void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::path>& inputs) {
+  std::vector<std::string> paths;
+  for (const OutputFile& file : files) paths.push_back(file.path);
+  check_outputs(paths, inputs);
   std::vector<Staged> staged;
   const auto discard = [&staged](std::size_t from) {
     std::error_code ec;

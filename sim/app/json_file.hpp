@@ -68,6 +68,12 @@ struct OutputFile {
 // (the files the command read: a scenario, a profile, a log), which it would destroy.
 void write_outputs(const std::vector<OutputFile>& files,
                    const std::vector<std::filesystem::path>& inputs = {});
+
+// What write_outputs checks before it writes, for a command to call before it computes: throws
+// ConfigError naming the path when one is an input, two name one place, one is a folder, or a
+// file's folder is missing or not writable. Empty paths (outputs not asked for) are skipped.
+void check_outputs(const std::vector<std::string>& paths,
+                   const std::vector<std::filesystem::path>& inputs = {});
 void write_output(const std::string& path, const std::string& content,
                   const std::vector<std::filesystem::path>& inputs = {});
 

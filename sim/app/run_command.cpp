@@ -317,6 +317,8 @@ int run_command(const RunOptions& options) {
   const PresetLocator presets{default_configs_dir(options.configs_dir)};
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
   check_sweep_block_keys(options.scenario, options.overrides, presets);
+  check_outputs({options.json_path, options.trace_path, options.memory_timeline_path},
+                {options.scenario});
   const double load_ms = elapsed_ms(start);
 
   const auto simulate_start = std::chrono::steady_clock::now();

@@ -377,6 +377,9 @@ int sweep_command(const SweepOptions& options) {
   const InterruptGuard guard;
   const SweepPlan plan = plan_sweep(options);
   if (!options.trace_path.empty()) check_trace_row(plan, options.trace_row);
+  // Before the grid runs, not after: a sweep can take hours.
+  check_outputs({options.csv_path, options.jsonl_path, options.md_path, options.trace_path},
+                {plan.scenario});
   const int jobs = options.jobs == 0
                        ? static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))
                        : options.jobs;

@@ -296,6 +296,7 @@ int validate_command(const ValidateOptions& options) {
   }
   const std::filesystem::path file(options.cases);
   const std::vector<ValidationCase> cases = read_validation_cases(file);
+  check_outputs({options.json_path, options.md_path}, {file});
   std::vector<std::string> overrides;
   // `--set hardware.calibration=P` is taken as `--calibration P`: one profile for every row,
   // resolved from the working directory and checked once.

@@ -264,6 +264,29 @@ TEST(Cli, OutputsAreWrittenAllOrNone) {
   EXPECT_TRUE(fs::is_empty(dir)) << "no staging file is left";
 }
 
+// An output that cannot be written is found before anything is simulated: a sweep or a folder
+// of checks can run for hours, and their results would be lost at the end.
+TEST(Cli, AnUnwritableOutputFailsBeforeTheWork) {
+  const std::string missing = (temp_dir() / "no_such_folder" / "out").string();
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"sweep " + kScenario + " --grid training.micro_batch=1,2 --out " + missing + ".csv",
+       "best that fits"},
+      {"check " + kScenario + " --junit " + missing + ".xml", "PASS"},
+      {"validate " + std::string(FSDPSIM_TEST_DATA_DIR) + "/validation/small_cases.csv --md " +
+           missing + ".md",
+       "validated"},
+      {"explain " + kScenario + " --json " + missing + ".json", "step time"},
+      {"run " + kScenario + " --trace " + missing + ".trace", "step time"}};
+  for (const auto& [command, printed_after_the_work] : commands) {
+    const Outcome o = run_fsdpsim(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find("cannot write " + missing), std::string::npos) << o.output;
+    EXPECT_NE(o.output.find("the folder"), std::string::npos) << o.output;
+    EXPECT_EQ(o.output.find(printed_after_the_work), std::string::npos) << command << "\n"
+                                                                        << o.output;
+  }
+}
+
 // An output path that is a symbolic link is written through to the file it names, as a shell
 // redirect would, and a FIFO is written in place: neither is replaced by a regular file.
 TEST(Cli, LinksAndFifosAreWrittenThroughNotReplaced) {
