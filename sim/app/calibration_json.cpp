@@ -7,6 +7,7 @@
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
+#include "sim/app/significant_digits.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -191,12 +192,6 @@ std::optional<BytesPerSec> optional_gbps(JsonObjectReader& r, const std::string&
 }
 
 // Rounds to 6 significant digits: readable files, stable diffs.
-double round6(double x) {
-  if (x == 0.0 || !std::isfinite(x)) return x;
-  const double scale = std::pow(10.0, 5 - static_cast<int>(std::floor(std::log10(std::fabs(x)))));
-  return std::round(x * scale) / scale;
-}
-
 void add_spread(nlohmann::ordered_json& j, const std::optional<Seconds>& lo,
                 const std::optional<Seconds>& hi, std::int32_t repeats) {
   if (lo) j["min_us"] = round6(lo->value() * 1e6);

@@ -8,6 +8,7 @@
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
+#include "sim/app/significant_digits.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -270,8 +271,11 @@ std::vector<CheckResult> evaluate_expectations(const Expectations& expectations,
         break;
       case ExpectationKind::kEqual:
         r.name = fmt::format("{} == {}", e.key, show(e.expected));
-        r.passed = e.expected.is_number() ? actual.get<double>() == e.expected.get<double>()
-                                          : actual == e.expected;
+        // Numbers at the precision the result is written with: a value copied from the text
+        // summary (135714.9) equals the result's 135715.
+        r.passed = e.expected.is_number() && actual.is_number()
+                       ? round6(actual.get<double>()) == round6(e.expected.get<double>())
+                       : actual == e.expected;
         r.detail = r.passed ? value : fmt::format("{}, expected {}", value, show(e.expected));
         break;
       case ExpectationKind::kBaseline: {

@@ -4,18 +4,9 @@
 
 #include "models/workload.hpp"
 #include "sim/app/calibration_json.hpp"
+#include "sim/app/significant_digits.hpp"
 
 namespace fsdpsim::app {
-namespace {
-
-// Rounds to 6 significant digits so results stay readable and diffs stay meaningful.
-double round6(double x) {
-  if (x == 0.0 || !std::isfinite(x)) return x;
-  const double scale = std::pow(10.0, 5 - static_cast<int>(std::floor(std::log10(std::fabs(x)))));
-  return std::round(x * scale) / scale;
-}
-
-}  // namespace
 
 nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOutput& output) {
   const fsdp::StepResult& r = output.result;

@@ -98,6 +98,24 @@ TEST(CheckExpectations, BoundsEqualityAndDottedPathsPassAndFail) {
   EXPECT_TRUE(expected_oom[0].passed && expected_oom[1].passed);
 }
 
+// A number equals at the 6 significant digits the result is written with: the summary's
+// 135714.9 equals the JSON's 135715, and the 6th digit still counts.
+TEST(CheckExpectations, NumbersAreEqualAtTheResultsPrecision) {
+  const nlohmann::json result = {{"status", "ok"}, {"tokens_per_s_per_gpu", 135715.0}};
+  const auto passes = [&](double expected) {
+    return evaluate_expectations(parse_expectations({{"tokens_per_s_per_gpu", expected}}, "s.json"),
+                                 result)
+        .back()
+        .passed;
+  };
+  EXPECT_TRUE(passes(135715.0));
+  EXPECT_TRUE(passes(135714.9));
+  EXPECT_TRUE(passes(135715.4));
+  EXPECT_FALSE(passes(135714.0));
+  EXPECT_FALSE(passes(135716.0));
+  EXPECT_FALSE(passes(1357150.0));
+}
+
 TEST(CheckExpectations, KeysMissingFromTheResultOrOfAnotherTypeAreBadInput) {
   const auto evaluate_error = [](const nlohmann::json& block) {
     try {
