@@ -578,6 +578,9 @@ INSTANTIATE_TEST_SUITE_P(
                   {"training", {{"param_storage_dtype", "bf16"}}}},
                  "/training/param_storage_dtype: parameters stored below fp32 are modelled for "
                  "FSDP"},
+        BadInput{"ddp_unknown_key",
+                 {{"parallelism", "ddp"}, {"fsdp", nullptr}, {"ddp", {{"bucket_cap", 25}}}},
+                 "/ddp/bucket_cap: unknown key"},
         BadInput{"bad_storage_dtype",
                  {{"training", {{"param_storage_dtype", "fp8"}}}},
                  "/training/param_storage_dtype"},
@@ -1005,6 +1008,23 @@ TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
     EXPECT_NE(o.output.find(message), std::string::npos) << command << "\n" << o.output;
     EXPECT_FALSE(find_control_character(o.output, "\t\n").has_value()) << o.output;
   }
+}
+
+// An empty ddp section is DistributedDataParallel's defaults, as no section is.
+TEST(Cli, AnEmptyDdpSectionIsTheDefaults) {
+  nlohmann::json document = fsdpsim::test_support::tiny_llama_scenario("ddp_defaults");
+  document["parallelism"] = "ddp";
+  document.erase("fsdp");
+  const fs::path scenario = fsdpsim::test_support::write_scenario(
+      temp_dir(), "ddp_defaults", document, nlohmann::json::object());
+  const std::string ddp = "run " + scenario.string() + " --json -";
+  const Outcome none = run_fsdpsim(ddp);
+  const Outcome empty = run_fsdpsim(ddp + " --set 'ddp={}'");
+  const Outcome explicit_default = run_fsdpsim(ddp + " --set ddp.bucket_cap_mb=25");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_EQ(empty.exit_code, 0) << empty.output;
+  EXPECT_EQ(empty.output, none.output);
+  EXPECT_EQ(explicit_default.output, none.output);
 }
 
 // A result that cannot reach stdout (a full disk, a closed descriptor) fails the run, as an
