@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "sim/app/config_error.hpp"
 
@@ -89,12 +90,35 @@ const nlohmann::json& JsonObjectReader::require(const std::string& key) {
   return *it;
 }
 
+namespace {
+
+// An integer as JSON writes it, 8 or 8.0 or 1e9 (DeepSpeed configs write sizes as 5e8): the
+// number when it is whole and fits 64 bits, else nothing.
+std::optional<std::int64_t> whole_number(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return std::nullopt;
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (!v.is_number_float()) return std::nullopt;
+  const double d = v.get<double>();
+  // 2^63 is the first double beyond int64; below it every whole double converts exactly.
+  if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) >= 9223372036854775808.0)
+    return std::nullopt;
+  return static_cast<std::int64_t>(d);
+}
+
+}  // namespace
+
 std::int64_t JsonObjectReader::positive_int(const std::string& key) {
   const nlohmann::json& v = require(key);
-  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) {
+  const std::optional<std::int64_t> n = whole_number(v);
+  if (!n || *n <= 0) {
     fail(key, fmt::format("expected a positive integer, found {}", describe_json_type(v)));
   }
-  return v.get<std::int64_t>();
+  return *n;
 }
 
 void JsonObjectReader::schema_version(std::int64_t supported, bool required) {
@@ -114,10 +138,11 @@ std::int64_t JsonObjectReader::positive_int(const std::string& key, std::int64_t
 
 std::int64_t JsonObjectReader::non_negative_int(const std::string& key) {
   const nlohmann::json& v = require(key);
-  if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
+  const std::optional<std::int64_t> n = whole_number(v);
+  if (!n || *n < 0) {
     fail(key, fmt::format("expected a non-negative integer, found {}", describe_json_type(v)));
   }
-  return v.get<std::int64_t>();
+  return *n;
 }
 
 std::int32_t JsonObjectReader::positive_int32(const std::string& key) {

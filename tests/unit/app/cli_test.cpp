@@ -1010,6 +1010,29 @@ TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
   }
 }
 
+// A whole number is an integer however JSON writes it (DeepSpeed configs write 1e9 and 5e8); a
+// fraction is not.
+TEST(Cli, WholeNumbersMayBeWrittenInExponentForm) {
+  const std::string base = "run " + kScenario + " --json -";
+  const Outcome plain =
+      run_fsdpsim(base + " --set training.micro_batch=2 --set training.global_batch=256");
+  const Outcome exponent =
+      run_fsdpsim(base + " --set training.micro_batch=2.0 --set training.global_batch=2.56e2");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(exponent.exit_code, 0) << exponent.output;
+  EXPECT_EQ(exponent.output, plain.output);
+  const Outcome fraction = run_fsdpsim(base + " --set training.micro_batch=1.5");
+  EXPECT_EQ(fraction.exit_code, 2);
+  EXPECT_NE(fraction.output.find("/training/micro_batch: expected a positive integer, found the "
+                                 "number 1.5"),
+            std::string::npos)
+      << fraction.output;
+  const Outcome huge = run_fsdpsim(base + " --set hardware.nodes=1e19");
+  EXPECT_EQ(huge.exit_code, 2);
+  EXPECT_NE(huge.output.find("/hardware/nodes: expected a positive integer"), std::string::npos)
+      << huge.output;
+}
+
 // An empty ddp section is DistributedDataParallel's defaults, as no section is.
 TEST(Cli, AnEmptyDdpSectionIsTheDefaults) {
   nlohmann::json document = fsdpsim::test_support::tiny_llama_scenario("ddp_defaults");
