@@ -243,6 +243,34 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
 
 }  // namespace
 
+void check_overrides_kept(const std::vector<std::string>& overrides,
+                          const std::vector<std::string>& origins) {
+  const auto origin = [&](std::size_t i) {
+    return i < origins.size() ? origins[i] : std::string("--set");
+  };
+  const auto key = [&](std::size_t i) { return overrides[i].substr(0, overrides[i].find('=')); };
+  const auto is_axis = [&](std::size_t i) { return origin(i) != "--set"; };
+  for (std::size_t later = 0; later < overrides.size(); ++later) {
+    const std::string k = key(later);
+    for (std::size_t earlier = 0; earlier < later; ++earlier) {
+      const std::string lost = key(earlier);
+      const bool inside =
+          lost.size() > k.size() && lost.compare(0, k.size(), k) == 0 && lost[k.size()] == '.';
+      const bool same = lost == k && is_axis(later) && !is_axis(earlier);
+      if (!inside && !same) continue;
+      const std::string what = fmt::format("{} {}", origin(earlier), overrides[earlier]);
+      throw ConfigError(
+          is_axis(later)
+              ? fmt::format("{} {}: sets {} at every point, so {} would do nothing; {}",
+                            origin(later), k, k, what,
+                            same ? "give one of them" : "put it in the grid's values")
+              : fmt::format("{} {}: replaces the whole {}, so {} given before it would do "
+                            "nothing; give that one after it",
+                            origin(later), overrides[later], k, what));
+    }
+  }
+}
+
 Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path& file,
                             const std::vector<std::string>& overrides, const PresetLocator& presets,
                             const std::vector<std::string>& origins) {
@@ -250,6 +278,7 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
     throw ConfigError(file.string(), "/",
                       fmt::format("expected an object, found {}", describe_json_type(document)));
   }
+  check_overrides_kept(overrides, origins);
   for (const std::string& o : overrides) apply_override(document, o);
   try {
     return parse_scenario(document, file, presets);

@@ -245,6 +245,11 @@ SweepPlan plan_sweep(const SweepOptions& options) {
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{}: {}", file, e.what()));
   }
+  // Once here, rather than as the skip reason of every point.
+  if (plan.total_points > 0) {
+    check_overrides_kept(with(plan.base_overrides, grid_point_overrides(plan.axes, 0)),
+                         point_override_origins(plan));
+  }
   for (std::int64_t i = 0; i < plan.total_points; ++i) {
     if (plan.shard.owns(i)) plan.indices.push_back(i);
   }

@@ -1010,6 +1010,43 @@ TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
   }
 }
 
+// An override that a later one would wipe out is refused, not lost: a --set inside a key a later
+// --set replaces, and in a sweep a --set whose key (or a key holding it) a grid axis sets. The
+// same key twice among the --set options keeps the documented rule: the last holds.
+TEST(Cli, OverridesThatWouldBeLostAreRefused) {
+  nlohmann::json document = nlohmann::json::parse(read_file(kScenario));
+  document["sweep"] = {{"model.n_layers", {2, 4}}};
+  const fs::path with_block = temp_dir() / "sweep_block_layers.json";
+  std::ofstream(with_block) << document.dump(2);
+  const std::vector<std::pair<std::string, std::string>> lost = {
+      {"run " + kScenario + " --set model.n_layers=2 --set model=gpt-1t",
+       "--set model=gpt-1t: replaces the whole model, so --set model.n_layers=2 given before it "
+       "would do nothing; give that one after it"},
+      {"sweep " + kScenario + " --grid model=gpt-175b,gpt-1t --set model.n_layers=2 --out -",
+       "--grid model: sets model at every point, so --set model.n_layers=2 would do nothing; put "
+       "it in the grid's values"},
+      {"sweep " + kScenario +
+           " --grid training.micro_batch=1,2 --set training.micro_batch=4 --out -",
+       "--grid training.micro_batch: sets training.micro_batch at every point, so --set "
+       "training.micro_batch=4 would do nothing; give one of them"},
+      {"sweep " + with_block.string() + " --grid model=gpt-175b,gpt-1t --out -",
+       "--grid model: sets model at every point, so the sweep block model.n_layers=2 would do "
+       "nothing"}};
+  for (const auto& [command, message] : lost) {
+    const Outcome o = run_fsdpsim(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find(message), std::string::npos) << command << "\n" << o.output;
+  }
+  // Kept: a key refined after the object that holds it, and the same key twice (the last holds).
+  const Outcome refined =
+      run_fsdpsim("run " + kScenario + " --set model=gpt-1t --set model.n_layers=2 --json -");
+  ASSERT_EQ(refined.exit_code, 0) << refined.output;
+  const Outcome twice =
+      run_fsdpsim("run " + kScenario + " --set training.seq_len=1024 --set training.seq_len=512");
+  ASSERT_EQ(twice.exit_code, 0) << twice.output;
+  EXPECT_NE(twice.output.find("seq 512"), std::string::npos) << twice.output;
+}
+
 // A whole number is an integer however JSON writes it (DeepSpeed configs write 1e9 and 5e8); a
 // fraction is not.
 TEST(Cli, WholeNumbersMayBeWrittenInExponentForm) {
