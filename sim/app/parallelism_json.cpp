@@ -236,6 +236,13 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                                   "with {} it would do nothing",
                                   ac));
   }
+  if (r.has("checkpoint_early_stop") && (ac == "none" || ac == "attention")) {
+    throw ConfigError(file, "/training/checkpoint_early_stop",
+                      fmt::format("stops a whole block's recompute early; with "
+                                  "activation_checkpointing {} no block is recomputed whole, so "
+                                  "it would do nothing",
+                                  ac));
+  }
   // DeepSpeed checkpoints with its own reentrant implementation, which re-runs whole blocks.
   const bool deepspeed = parallelism == fsdp::Parallelism::kDeepSpeedZero3;
   t.checkpoint_early_stop = r.boolean("checkpoint_early_stop", !deepspeed);

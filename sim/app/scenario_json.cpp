@@ -165,6 +165,31 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                         "(FLOPs and bytes), so it does not apply");
     }
   }
+  if (custom) {
+    // A custom model's units are opaque: no attention core, no nn.Linear to wrap or recompute.
+    for (const char* key : {"flash_attention", "flash_kernel"}) {
+      if (training->contains(key)) {
+        throw ConfigError(f, fmt::format("/training/{}", key),
+                          "picks an attention kernel; a custom model lists opaque units (FLOPs "
+                          "and bytes) with no attention of fsdpsim's, so it does not apply");
+      }
+    }
+    if (s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kAttention) {
+      throw ConfigError(f, "/training/activation_checkpointing",
+                        "attention recomputes the attention core of a block; a custom model's "
+                        "units have none (full or selective recompute whole units)");
+    }
+    if (s.fsdp.wrap_policy == fsdp::WrapPolicy::kBlockAndLinear) {
+      throw ConfigError(f, "/fsdp/wrap_policy",
+                        "block_and_linear wraps each nn.Linear; a custom model's units are "
+                        "opaque, with no linears of their own to wrap");
+    }
+  }
+  if (s.fsdp.cpu_offload && training->contains("optimizer_impl")) {
+    throw ConfigError(f, "/training/optimizer_impl",
+                      "picks the GPU optimizer's implementation; with CPU offload the optimizer "
+                      "steps on the host (torch's single-tensor AdamW there)");
+  }
   if (s.training.unpad_attention &&
       (s.training.compiled || s.model.family == models::ModelFamily::kT5)) {
     throw ConfigError(f, "/training/unpad_attention",

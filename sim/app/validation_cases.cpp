@@ -397,7 +397,9 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   if (boolean(file, c, "unpad_attention")) training["unpad_attention"] = true;
   // The optional checkpoint_early_stop column (configs/validation/README.md); empty = the
   // scenario's default (PyTorch >= 2.1's non-reentrant checkpoint; none for DeepSpeed).
-  if (!c.get("checkpoint_early_stop").empty())
+  // Without checkpointing it describes the runtime but changes nothing, and the scenario refuses
+  // a key that does nothing.
+  if (!c.get("checkpoint_early_stop").empty() && c.get("act_ckpt") != "none")
     training["checkpoint_early_stop"] = boolean(file, c, "checkpoint_early_stop");
   if (const std::string storage = c.get("param_storage_dtype"); !storage.empty()) {
     if (storage != "fp32" && storage != "bf16" && storage != "fp16")
