@@ -26,9 +26,11 @@ namespace {
 constexpr const char* kRunFooter = R"(
 Scenario keys (JSON sections; any of them can be overridden with --set SECTION.KEY=VALUE).
 Defaults are PyTorch's; the PyTorch name of each knob is in brackets. A key the rest of the
-scenario makes do nothing (checkpoint_every_n_blocks without selective, blocks_per_unit without
-every_n_blocks, max_inflight_all_gathers without the limiter, allocator keys with enabled false,
-garbage_collection_threshold without memory_fraction) is refused rather than ignored.
+scenario makes do nothing (checkpoint_every_n_blocks without selective, checkpoint_early_stop
+without full or selective, blocks_per_unit without every_n_blocks, max_inflight_all_gathers
+without the limiter, allocator keys with enabled false, garbage_collection_threshold without
+memory_fraction, attention and linear knobs on a custom model, optimizer_impl with CPU offload)
+is refused rather than ignored; so is a --set that a later override would wipe out.
   parallelism               fsdp | ddp (DistributedDataParallel baseline) |
                             deepspeed_zero3 (DeepSpeed 0.3's ZeRO-3, 2021)          default fsdp
   model                     preset name (configs/models), {"preset": NAME, ...overrides} or a full
