@@ -1074,6 +1074,22 @@ TEST(Cli, OverridesThatWouldBeLostAreRefused) {
   EXPECT_NE(twice.output.find("seq 512"), std::string::npos) << twice.output;
 }
 
+// Every command that simulates a scenario refuses an expect block naming a key no result has,
+// as run does: a typo in a CI gate is found whichever command meets it first.
+TEST(Cli, AnExpectKeyNoResultHasIsRefusedByEveryCommandThatSimulates) {
+  nlohmann::json document = nlohmann::json::parse(read_file(kScenario));
+  document["expect"] = {{"tokens_per_sec", {{"min", 1}}}};
+  const fs::path file = temp_dir() / "expect_typo.json";
+  std::ofstream(file) << document.dump(2);
+  for (const std::string& command : {"run " + file.string(), "explain " + file.string(),
+                                     "calibrate plan " + file.string(), "check " + file.string()}) {
+    const Outcome o = run_fsdpsim(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find("/expect/tokens_per_sec"), std::string::npos) << command << "\n"
+                                                                          << o.output;
+  }
+}
+
 // A whole number is an integer however JSON writes it (DeepSpeed configs write 1e9 and 5e8); a
 // fraction is not.
 TEST(Cli, WholeNumbersMayBeWrittenInExponentForm) {
