@@ -11,6 +11,14 @@
 namespace fsdpsim::app {
 namespace {
 
+// Plausibility bounds of a preset's numbers, far beyond any device (an HBM or link of an EB/s, a
+// 10^9 TFLOP/s GPU, a kernel launch of a day) and near enough that every time and rate derived
+// from them stays finite: a 1e308 would turn into an infinite bandwidth.
+constexpr double kMaxRate = 1e9;              // GB/s, Gbit/s or TFLOP/s
+constexpr double kMaxMicroseconds = 8.64e10;  // a day
+constexpr double kMaxSequenceHalf = 1e9;      // tokens
+constexpr double kMaxSpeedup = 1e3;           // cuDNN over FlashAttention
+
 void parse_gpu(const nlohmann::json& value, const std::string& file, const std::string& path,
                hardware::GpuSpec& gpu) {
   JsonObjectReader r(value, file, path);
@@ -20,21 +28,26 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
   JsonObjectReader p(*peaks, file, path + "/peak_dense_tflops");
   for (const Dtype d : {Dtype::kFp32, Dtype::kTf32, Dtype::kBf16, Dtype::kFp16, Dtype::kFp8}) {
     const std::string key(dtype_name(d));
-    gpu.peak_dense[static_cast<std::size_t>(d)] = tflop_per_s(p.non_negative_number(key));
+    gpu.peak_dense[static_cast<std::size_t>(d)] =
+        tflop_per_s(p.non_negative_number_at_most(key, kMaxRate));
   }
   p.finish();
   gpu.hbm = Bytes(r.positive_int_at_most("hbm_bytes", size_bounds::kMemoryBytes));
   gpu.runtime_reserved = gib(r.non_negative_number_at_most(
       "runtime_reserved_GiB", static_cast<double>(size_bounds::kMemoryGiB)));
-  gpu.hbm_bandwidth = gb_per_s(r.positive_number("hbm_bandwidth_GBps"));
+  gpu.hbm_bandwidth = gb_per_s(r.positive_number_at_most("hbm_bandwidth_GBps", kMaxRate));
   gpu.sm_count = r.positive_int32("sm_count");
   gpu.gemm_efficiency = r.fraction("gemm_efficiency");
   gpu.attention_forward_efficiency = r.fraction("attention_forward_efficiency");
   gpu.attention_backward_efficiency = r.fraction("attention_backward_efficiency");
-  gpu.attention_forward_seq_half = r.non_negative_number("attention_forward_seq_half");
-  gpu.attention_backward_seq_half = r.non_negative_number("attention_backward_seq_half");
-  gpu.cudnn_attention_forward_speedup = r.positive_number("cudnn_attention_forward_speedup");
-  gpu.cudnn_attention_backward_speedup = r.positive_number("cudnn_attention_backward_speedup");
+  gpu.attention_forward_seq_half =
+      r.non_negative_number_at_most("attention_forward_seq_half", kMaxSequenceHalf);
+  gpu.attention_backward_seq_half =
+      r.non_negative_number_at_most("attention_backward_seq_half", kMaxSequenceHalf);
+  gpu.cudnn_attention_forward_speedup =
+      r.positive_number_at_most("cudnn_attention_forward_speedup", kMaxSpeedup);
+  gpu.cudnn_attention_backward_speedup =
+      r.positive_number_at_most("cudnn_attention_backward_speedup", kMaxSpeedup);
   gpu.memory_efficiency = r.fraction("memory_efficiency");
   gpu.multi_tensor_memory_efficiency = r.fraction("multi_tensor_memory_efficiency");
   gpu.sustained_compute_fraction = r.fraction("sustained_compute_fraction");
@@ -45,26 +58,33 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
                 hardware::ClusterSpec& c) {
   JsonObjectReader r(value, file, path);
   c.gpus_per_node = r.positive_int32("gpus_per_node");
-  c.nvlink_bandwidth = gb_per_s(r.positive_number("nvlink_GBps"));
-  c.nic_bandwidth_per_node = gbit_per_s(r.positive_number("nic_Gbps_per_node"));
-  c.pcie_bandwidth = gb_per_s(r.positive_number("pcie_GBps"));
+  c.nvlink_bandwidth = gb_per_s(r.positive_number_at_most("nvlink_GBps", kMaxRate));
+  c.nic_bandwidth_per_node = gbit_per_s(r.positive_number_at_most("nic_Gbps_per_node", kMaxRate));
+  c.pcie_bandwidth = gb_per_s(r.positive_number_at_most("pcie_GBps", kMaxRate));
   c.nvlink_efficiency = r.fraction("nvlink_efficiency");
   c.nic_efficiency = r.fraction("nic_efficiency");
   c.nic_busbw_loss_per_node_doubling = r.non_negative_number("nic_busbw_loss_per_node_doubling");
-  c.nvlink_hop_latency = microseconds(r.non_negative_number("nvlink_hop_latency_us"));
-  c.network_hop_latency = microseconds(r.non_negative_number("network_hop_latency_us"));
-  c.collective_base_latency = microseconds(r.non_negative_number("collective_base_latency_us"));
-  c.kernel_launch_overhead = microseconds(r.non_negative_number("kernel_launch_overhead_us"));
+  c.nvlink_hop_latency =
+      microseconds(r.non_negative_number_at_most("nvlink_hop_latency_us", kMaxMicroseconds));
+  c.network_hop_latency =
+      microseconds(r.non_negative_number_at_most("network_hop_latency_us", kMaxMicroseconds));
+  c.collective_base_latency =
+      microseconds(r.non_negative_number_at_most("collective_base_latency_us", kMaxMicroseconds));
+  c.kernel_launch_overhead =
+      microseconds(r.non_negative_number_at_most("kernel_launch_overhead_us", kMaxMicroseconds));
   c.nccl_channels = r.non_negative_int32("nccl_channels");
-  c.fsdp_hook_overhead = microseconds(r.non_negative_number("fsdp_hook_overhead_us"));
-  c.fsdp_parameter_overhead = microseconds(r.non_negative_number("fsdp_parameter_overhead_us"));
-  c.host_memory_bandwidth = gb_per_s(r.positive_number("host_memory_GBps"));
+  c.fsdp_hook_overhead =
+      microseconds(r.non_negative_number_at_most("fsdp_hook_overhead_us", kMaxMicroseconds));
+  c.fsdp_parameter_overhead =
+      microseconds(r.non_negative_number_at_most("fsdp_parameter_overhead_us", kMaxMicroseconds));
+  c.host_memory_bandwidth = gb_per_s(r.positive_number_at_most("host_memory_GBps", kMaxRate));
   // The fixed part of both device calls; each grows with the segment's size at its own rate.
-  const Seconds device_call = microseconds(r.non_negative_number("cuda_malloc_us"));
-  c.allocator_calls.malloc = {device_call,
-                              microseconds(r.non_negative_number("cuda_malloc_us_per_GiB"))};
-  c.allocator_calls.free = {device_call,
-                            microseconds(r.non_negative_number("cuda_free_us_per_GiB"))};
+  const Seconds device_call =
+      microseconds(r.non_negative_number_at_most("cuda_malloc_us", kMaxMicroseconds));
+  c.allocator_calls.malloc = {device_call, microseconds(r.non_negative_number_at_most(
+                                               "cuda_malloc_us_per_GiB", kMaxMicroseconds))};
+  c.allocator_calls.free = {device_call, microseconds(r.non_negative_number_at_most(
+                                             "cuda_free_us_per_GiB", kMaxMicroseconds))};
   r.finish();
 }
 

@@ -641,6 +641,11 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"gpu", {{"runtime_reserved_GiB", 1e10}}}}}},
                  "/hardware/gpu/runtime_reserved_GiB: expected a non-negative number of at most "
                  "1048576"},
+        // Rates and times bounded so that nothing derived from them is infinite.
+        BadInput{"nic_beyond_bound",
+                 {{"hardware", {{"node", {{"nic_Gbps_per_node", 1e308}}}}}},
+                 "/hardware/node/nic_Gbps_per_node: expected a positive number of at most "
+                 "1000000000, found 1e+308"},
         BadInput{"max_split_beyond_bound",
                  {{"allocator", {{"max_split_size_mb", 8796093022208LL}}}},
                  "/allocator/max_split_size_mb: expected a positive integer of at most 1073741824"},
