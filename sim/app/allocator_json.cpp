@@ -1,5 +1,7 @@
 #include "sim/app/allocator_json.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -37,11 +39,23 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
   }
   config.expandable_segments = r.boolean("expandable_segments", false);
   if (r.has("garbage_collection_threshold")) {
-    config.garbage_collection_threshold = r.positive_number("garbage_collection_threshold");
+    // PyTorch's parser (CUDAAllocatorConfig::parseGarbageCollectionThreshold) refuses values
+    // outside (0, 1).
+    const double threshold = r.positive_number("garbage_collection_threshold");
+    if (threshold >= 1.0) {
+      throw ConfigError(file, "/allocator/garbage_collection_threshold",
+                        fmt::format("expected a number in (0, 1), found {}", threshold));
+    }
+    config.garbage_collection_threshold = threshold;
   }
   if (r.has("roundup_power2_divisions")) {
-    config.roundup_power2_divisions =
-        memory::uniform_roundup_power2_divisions(r.positive_int32("roundup_power2_divisions"));
+    // PyTorch's parser (parseRoundUpPower2Divisions) refuses a division that is not a power of 2.
+    const std::int32_t divisions = r.positive_int32("roundup_power2_divisions");
+    if ((divisions & (divisions - 1)) != 0) {
+      throw ConfigError(file, "/allocator/roundup_power2_divisions",
+                        fmt::format("expected a power of two (1, 2, 4, ...), found {}", divisions));
+    }
+    config.roundup_power2_divisions = memory::uniform_roundup_power2_divisions(divisions);
   }
   r.finish();
   if (!enabled) {

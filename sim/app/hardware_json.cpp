@@ -130,13 +130,13 @@ std::vector<hardware::Straggler> parse_stragglers(const nlohmann::json& value,
     JsonObjectReader e(value[i], file, at);
     const auto speed = [&](const std::string& key) {
       if (!e.has(key)) return e.ignore(key), 1.0;
-      const double v = e.fraction(key);
-      if (v < kSlowestStraggler) {
-        throw ConfigError(
-            file, e.path_of(key),
-            fmt::format("expected a number in [{}, 1], found {}", kSlowestStraggler, v));
+      const nlohmann::json& v = *e.child(key);
+      if (!v.is_number() || !(v.get<double>() >= kSlowestStraggler && v.get<double>() <= 1.0)) {
+        throw ConfigError(file, e.path_of(key),
+                          fmt::format("expected a number in [{}, 1], found {}", kSlowestStraggler,
+                                      describe_json_type(v)));
       }
-      return v;
+      return v.get<double>();
     };
     hardware::Straggler s;
     const bool slowed = e.has("compute_speed") || e.has("host_speed");

@@ -453,10 +453,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"straggler_too_slow",
                  {{"hardware", {{"stragglers", {{{"ranks", {1}}, {"compute_speed", 0.01}}}}}}},
                  "/hardware/stragglers/0/compute_speed: expected a number in [0.05, 1], found "
-                 "0.01"},
+                 "the number 0.01"},
         BadInput{"straggler_faster",
                  {{"hardware", {{"stragglers", {{{"ranks", {1}}, {"host_speed", 1.5}}}}}}},
-                 "/hardware/stragglers/0/host_speed: expected a number in (0, 1]"},
+                 "/hardware/stragglers/0/host_speed: expected a number in [0.05, 1], found the "
+                 "number 1.5"},
         BadInput{"straggler_twice",
                  {{"hardware",
                    {{"stragglers",
@@ -642,6 +643,13 @@ INSTANTIATE_TEST_SUITE_P(
                  "/hardware/gpu/runtime_reserved_GiB: expected a non-negative number of at most "
                  "1048576"},
         // Rates and times bounded so that nothing derived from them is infinite.
+        BadInput{"roundup_not_power_of_two",
+                 {{"allocator", {{"roundup_power2_divisions", 3}}}},
+                 "/allocator/roundup_power2_divisions: expected a power of two (1, 2, 4, ...), "
+                 "found 3"},
+        BadInput{"gc_threshold_one",
+                 {{"allocator", {{"memory_fraction", 0.9}, {"garbage_collection_threshold", 1}}}},
+                 "/allocator/garbage_collection_threshold: expected a number in (0, 1), found 1"},
         BadInput{"nic_beyond_bound",
                  {{"hardware", {{"node", {{"nic_Gbps_per_node", 1e308}}}}}},
                  "/hardware/node/nic_Gbps_per_node: expected a positive number of at most "
