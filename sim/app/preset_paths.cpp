@@ -40,6 +40,13 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
     if (files_resolved != nullptr) files_resolved->insert(p);
     return p;
   }
+  if (!fs::is_directory(configs_dir / kind, ec)) {
+    throw ConfigError(from_file.string(), json_path,
+                      fmt::format("{} preset \"{}\": the presets folder {} does not exist (it "
+                                  "comes from --configs, else $FSDPSIM_CONFIGS_DIR, else the "
+                                  "source tree's configs/)",
+                                  kind, reference, (configs_dir / kind).string()));
+  }
   const std::vector<std::string> available = names(kind);
   const std::string hint = did_you_mean(reference, available);
   // A plain name is a preset's; a file of that name next to the referrer is named with a path.

@@ -114,9 +114,11 @@ void check_keys(const SweepPlan& plan) {
     bool every_value_names_key = true;
     for (const nlohmann::json& value : axis.values) {
       try {
+        std::vector<std::string> origins(plan.base_overrides.size(), "--set");
+        origins.emplace_back(axis.origin == "--grid" ? "--grid" : "the sweep block");
         load_scenario(plan.scenario,
                       with(plan.base_overrides, {fmt::format("{}={}", axis.key, value.dump())}),
-                      plan.presets);
+                      plan.presets, origins);
         every_value_names_key = false;
       } catch (const ConfigError& e) {
         if (!first_error) first_error = e.what();

@@ -1103,6 +1103,20 @@ TEST(Cli, AnExpectKeyNoResultHasIsRefusedByEveryCommandThatSimulates) {
   }
 }
 
+// Messages say where a value came from and what is missing: a grid key is not a --set, and a
+// presets folder that does not exist is not an empty list of presets.
+TEST(Cli, MessagesNameTheGridAndAMissingPresetsFolder) {
+  const Outcome grid = run_fsdpsim("sweep " + kScenario + " --grid training.foo=1,2 --out -");
+  EXPECT_EQ(grid.exit_code, 2);
+  EXPECT_NE(grid.output.find("(the value comes from --grid training.foo=1)"), std::string::npos)
+      << grid.output;
+  const Outcome configs = run_fsdpsim("run " + kScenario + " --configs /no/such/folder");
+  EXPECT_EQ(configs.exit_code, 2);
+  EXPECT_NE(configs.output.find("the presets folder /no/such/folder/models does not exist"),
+            std::string::npos)
+      << configs.output;
+}
+
 // A whole number is an integer however JSON writes it (DeepSpeed configs write 1e9 and 5e8); a
 // fraction is not.
 TEST(Cli, WholeNumbersMayBeWrittenInExponentForm) {
