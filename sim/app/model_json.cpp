@@ -82,6 +82,12 @@ models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const st
     throw ConfigError(file, r.path_of("parameter_tensors"),
                       "expected a positive integer when params is positive, found 0");
   }
+  if (l.params == 0 && l.parameter_tensors > 0) {
+    throw ConfigError(file, r.path_of("parameter_tensors"),
+                      fmt::format("expected 0 (or no key) when params is 0, found {}: tensors "
+                                  "need parameters to hold",
+                                  l.parameter_tensors));
+  }
   l.forward_flops_per_sample = number_or(r, "forward_flops_per_sample", 0.0);
   // Backward = 2x forward: input and weight gradients (Kaplan et al. 2020, Sec. 2.1).
   l.backward_flops_per_sample =
@@ -114,6 +120,15 @@ void parse_custom(JsonObjectReader& r, models::TransformerSpec& s) {
     const std::string path = fmt::format("{}/{}", r.path_of("layers"), i);
     s.custom_layers.push_back(parse_custom_layer((*layers)[i], r.file(), path));
     const models::CustomLayerSpec& l = s.custom_layers.back();
+    // Units, their tensors and explain's rows are named after the layer.
+    for (std::size_t j = 0; j + 1 < s.custom_layers.size(); ++j) {
+      if (s.custom_layers[j].name == l.name) {
+        throw ConfigError(r.file(), path + "/name",
+                          fmt::format("\"{}\" names layers/{} too; each layer needs a name of "
+                                      "its own (use count for repeats)",
+                                      l.name, j));
+      }
+    }
     kernels_per_forward += l.count * std::int64_t{l.kernels};  // each term < 2^45: no overflow
     if (kernels_per_forward > size_bounds::kCustomKernelsPerForward) {
       throw ConfigError(

@@ -103,6 +103,13 @@ TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
   EXPECT_EQ(layer_error({{"parameter_tensors", 0}}),
             "bad.json: /model/layers/1/parameter_tensors: expected a positive integer when params "
             "is positive, found 0");
+  EXPECT_EQ(layer_error({{"params", 0}, {"parameter_tensors", 3}}),
+            "bad.json: /model/layers/1/parameter_tensors: expected 0 (or no key) when params is "
+            "0, found 3: tensors need parameters to hold");
+  EXPECT_EQ(layer_error({{"params", 0}}), "accepted");  // no parameters, no tensors by default
+  EXPECT_EQ(layer_error({{"name", "stem"}}),
+            "bad.json: /model/layers/1/name: \"stem\" names layers/0 too; each layer needs a "
+            "name of its own (use count for repeats)");
   EXPECT_EQ(error_of(custom_scenario(), {{"model", {{"layers", "stem"}}}}),
             "bad.json: /model/layers: expected a non-empty array of layers, found the string "
             "\"stem\"");
