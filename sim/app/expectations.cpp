@@ -8,6 +8,7 @@
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
+#include "sim/app/result_json.hpp"
 #include "sim/app/significant_digits.hpp"
 
 namespace fsdpsim::app {
@@ -142,6 +143,19 @@ void parse_baseline(const nlohmann::json& block, const std::filesystem::path& sc
   } catch (const ConfigError& e) {
     throw ConfigError(file, "/expect/baseline", e.what());
   }
+  // A recorded `fsdpsim run --json`: another file's numbers would be compared as if they were.
+  const auto schema = baseline.is_object() ? baseline.find("schema") : baseline.end();
+  if (!baseline.is_object() || schema == baseline.end() || *schema != kResultSchema) {
+    throw ConfigError(
+        file, "/expect/baseline",
+        fmt::format("expected a result JSON of fsdpsim run --json (\"schema\": \"{}\"), found "
+                    "{} in {}",
+                    kResultSchema,
+                    schema == baseline.end() || !baseline.is_object()
+                        ? std::string("no schema")
+                        : fmt::format("\"schema\": {}", schema->dump()),
+                    baseline_path.string()));
+  }
   for (std::size_t i = 0; i < keys.size(); ++i) {
     std::string missing;
     std::string hint;
@@ -153,6 +167,11 @@ void parse_baseline(const nlohmann::json& block, const std::filesystem::path& sc
           file, path,
           fmt::format("the baseline {} has no value \"{}\"{}", baseline_path.string(), keys[i],
                       hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
+    }
+    if (value->is_number() && value->get<double>() < 0.0) {
+      throw ConfigError(file, path,
+                        fmt::format("the baseline {} has {} = {}; results are never negative",
+                                    baseline_path.string(), keys[i], value->dump()));
     }
     Expectation e;
     e.kind = ExpectationKind::kBaseline;

@@ -196,7 +196,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
   const fs::path dir = temp_dir("baseline");
   std::ofstream(dir / "base.json")
-      << R"({"step_time_s": 10.0, "status": "ok", "breakdown": {"idle_s": 0.5}})";
+      << R"({"schema": "fsdpsim.result/1", "step_time_s": 10.0, "status": "ok",
+            "breakdown": {"idle_s": 0.5}})";
   const fs::path scenario = dir / "s.json";  // the baseline is relative to the scenario's folder
   const Expectations e =
       parse_expectations({{"baseline", "base.json"},
@@ -214,6 +215,18 @@ TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
   EXPECT_EQ(r[2].detail, "breakdown.idle_s = 0.6, expected within 5% of baseline 0.5 (+20.00%)");
   EXPECT_NE(config_error({{"baseline", "base.json"}, {"keys", {"tokens_per_s"}}}, scenario)
                 .find("/expect/keys/0: the baseline"),
+            std::string::npos);
+  // Only a recorded result is a baseline, and its numbers are a result's.
+  std::ofstream(dir / "other.json") << R"({"schema": "other/9", "step_time_s": 10.0})";
+  EXPECT_NE(config_error({{"baseline", "other.json"}}, scenario)
+                .find("/expect/baseline: expected a result JSON of fsdpsim run --json (\"schema\": "
+                      "\"fsdpsim.result/1\"), found \"schema\": \"other/9\""),
+            std::string::npos)
+      << config_error({{"baseline", "other.json"}}, scenario);
+  std::ofstream(dir / "negative.json")
+      << R"({"schema": "fsdpsim.result/1", "step_time_s": -1.0, "status": "ok"})";
+  EXPECT_NE(config_error({{"baseline", "negative.json"}, {"keys", {"step_time_s"}}}, scenario)
+                .find("step_time_s = -1.0; results are never negative"),
             std::string::npos);
 }
 
