@@ -175,7 +175,16 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
     }
     ValidationCase c;
     c.line = record.line;
-    for (std::size_t i = 0; i < header.size(); ++i) c.fields[header[i]] = record.fields[i];
+    for (std::size_t i = 0; i < header.size(); ++i) {
+      // An unnamed column (a trailing comma) may stay empty; a value there would be lost.
+      if (header[i].empty() && !record.fields[i].empty()) {
+        throw ConfigError(fmt::format(
+            "{}: line {}, column {}: found \"{}\" under a header cell with no name; name the "
+            "column or leave it empty",
+            file.string(), record.line, i + 1, escape_control_characters(record.fields[i])));
+      }
+      c.fields[header[i]] = record.fields[i];
+    }
     // Every row is named in the reports and by --where case_id=...; two rows with one name
     // would be told apart by neither.
     const std::string& id = c.get("case_id");

@@ -371,6 +371,26 @@ TEST(Validate, CaseIdsAndColumnsAreNamedOnce) {
   EXPECT_EQ(code3, 2) << out3;
   EXPECT_NE(out3.find("line 1: column \"gpus\" appears twice in the header"), std::string::npos)
       << out3;
+  // A trailing comma makes an unnamed column: empty cells under it are fine, a value is not.
+  const std::string text = test_support::read_file(kData + "small_cases.csv");
+  const auto with_last_cell = [&](const std::string& name, const std::string& cell) {
+    const fs::path p = test_support::temp_dir("validate") / name;
+    std::ofstream file(p);
+    std::istringstream lines(text);
+    std::string line;
+    for (bool header = true; std::getline(lines, line); header = false)
+      file << line << "," << (header ? "" : cell) << "\n";
+    return p.string();
+  };
+  const auto [trailing, trailing_out] =
+      run_fsdpsim("validate " + with_last_cell("trailing_comma.csv", "") + " --json -");
+  EXPECT_EQ(trailing, 0) << trailing_out;
+  const auto [valued, valued_out] =
+      run_fsdpsim("validate " + with_last_cell("unnamed_value.csv", "7"));
+  EXPECT_EQ(valued, 2) << valued_out;
+  EXPECT_NE(valued_out.find("line 2, column "), std::string::npos) << valued_out;
+  EXPECT_NE(valued_out.find(": found \"7\" under a header cell with no name"), std::string::npos)
+      << valued_out;
 }
 
 // Numbers are decimal, within range and of their column's kind: a count past 2^53 is not
