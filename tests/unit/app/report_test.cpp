@@ -545,6 +545,21 @@ TEST(ReportCommand, MissingGnuplotOrBadInputExitsTwo) {
   EXPECT_EQ(run_fsdpsim("report /nonexistent/sweep.csv --out " + (dir / "r3").string()).exit_code,
             2);
   EXPECT_EQ(run_fsdpsim("report " + csv.string()).exit_code, 2);  // --out is required
+  // A header alone is no sweep to report on (merge refuses it too); a title is plain text.
+  const std::string text = table_to_csv(small_table());
+  const fs::path header_only = dir / "header_only.csv";
+  std::ofstream(header_only) << text.substr(0, text.find('\n') + 1);
+  const Outcome empty =
+      run_fsdpsim("report " + header_only.string() + " --out " + (dir / "r4").string());
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  EXPECT_NE(empty.output.find("has a header and no row"), std::string::npos) << empty.output;
+  const Outcome escape = run_fsdpsim("report " + csv.string() + " --out " + (dir / "r5").string() +
+                                     " --title \"$(printf 'x\\033[31my')\"");
+  EXPECT_EQ(escape.exit_code, 2) << escape.output;
+  EXPECT_NE(escape.output.find("--title: expected text, found the control character U+001B"),
+            std::string::npos)
+      << escape.output;
+  EXPECT_FALSE(fs::exists(dir / "r5" / "index.md"));
 }
 
 }  // namespace
