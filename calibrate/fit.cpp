@@ -179,6 +179,7 @@ hardware::AllocationCosts fit_allocation_costs(const std::vector<AllocationTimin
 ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& name) {
   ProfileFit out;
   out.curves = std::make_shared<hardware::CalibratedCurves>(name);
+  out.curves->set_complete(profile.complete);
 
   // Candidates per curve key: out-of-place before in-place, measured before derived.
   using Rank = std::tuple<bool, bool>;  // (in_place, derived): smaller is preferred

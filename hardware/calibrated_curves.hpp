@@ -155,8 +155,11 @@ class CalibratedCurves {
   // Median slowdown of GEMMs while NCCL kernels run (time under NCCL / time alone), > 0.
   void set_gemm_slowdown_under_nccl(double factor);
   void set_allocation_costs(AllocationCosts costs) { allocation_costs_ = costs; }
+  // false: the profile says the run that measured it stopped early (what it measured is kept).
+  void set_complete(bool complete) { complete_ = complete; }
 
   [[nodiscard]] const std::string& name() const { return name_; }
+  [[nodiscard]] bool complete() const { return complete_; }
   [[nodiscard]] const std::map<CollectiveCurveKey, CollectiveCurve>& collectives() const {
     return collectives_;
   }
@@ -197,6 +200,7 @@ class CalibratedCurves {
   std::map<GemmKey, GemmMeasurement> gemms_;
   std::optional<double> gemm_slowdown_;
   std::optional<AllocationCosts> allocation_costs_;
+  bool complete_ = true;
   mutable CalibrationUsage usage_;
 };
 

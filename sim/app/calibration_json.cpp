@@ -555,10 +555,13 @@ std::string calibration_usage_line(const hardware::CalibratedCurves& curves) {
   return fmt::format(
       "costs      {} collectives and {} GEMMs from calibration {}, the rest from the fallback "
       "model "
-      "({} collectives, {} GEMMs priced); cudaMalloc/cudaFree from {}",
+      "({} collectives, {} GEMMs priced); cudaMalloc/cudaFree from {}{}",
       n.collectives_calibrated, n.gemms_calibrated, curves.name(),
       n.collectives_calibrated + n.collectives_fallback, n.gemms_calibrated + n.gemms_fallback,
-      curves.allocation_costs() ? "the calibration" : "the hardware preset");
+      curves.allocation_costs() ? "the calibration" : "the hardware preset",
+      curves.complete() ? ""
+                        : "\n           the profile is incomplete (\"complete\": false): its "
+                          "harness run stopped early, so some shapes may be missing from it");
 }
 
 nlohmann::json calibration_usage_json(const hardware::CalibratedCurves& curves) {
@@ -568,7 +571,8 @@ nlohmann::json calibration_usage_json(const hardware::CalibratedCurves& curves) 
           {"collectives_fallback", n.collectives_fallback},
           {"gemms_calibrated", n.gemms_calibrated},
           {"gemms_fallback", n.gemms_fallback},
-          {"allocation_costs_calibrated", curves.allocation_costs().has_value()}};
+          {"allocation_costs_calibrated", curves.allocation_costs().has_value()},
+          {"profile_complete", curves.complete()}};
 }
 
 }  // namespace fsdpsim::app

@@ -2,6 +2,8 @@
 // (0 ok, 2 bad input naming file and line or JSON path), files written.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using fsdpsim::test_support::Outcome;
+using fsdpsim::test_support::read_file;
 using fsdpsim::test_support::run_fsdpsim;
 
 const std::string kSource = FSDPSIM_SOURCE_DIR;
@@ -221,6 +224,22 @@ TEST(CalibrateCli, RunSaysWhichCostsCameFromTheProfile) {
                           "the fallback model"),
             std::string::npos)
       << o.output;
+  EXPECT_EQ(o.output.find("incomplete"), std::string::npos) << o.output;
+  // A profile whose harness run stopped early says so wherever it prices a step.
+  nlohmann::json profile = nlohmann::json::parse(
+      read_file(fs::path(FSDPSIM_CONFIGS_DIR) / "calibration" / "a100-sxm-80gb.json"));
+  profile["complete"] = false;
+  const fs::path partial = temp_dir() / "partial_profile.json";
+  std::ofstream(partial) << profile.dump(2);
+  const Outcome incomplete =
+      run_fsdpsim("run " + scenario_file().string() +
+                  " --set hardware.calibration=" + partial.string() + " --json -");
+  ASSERT_EQ(incomplete.exit_code, 0) << incomplete.output;
+  EXPECT_EQ(nlohmann::json::parse(incomplete.output)["calibration"]["profile_complete"], false);
+  const Outcome text = run_fsdpsim("run " + scenario_file().string() +
+                                   " --set hardware.calibration=" + partial.string());
+  EXPECT_NE(text.output.find("the profile is incomplete (\"complete\": false)"), std::string::npos)
+      << text.output;
   const Outcome bad =
       run_fsdpsim("run " + scenario_file().string() + " --set hardware.calibration=a100-sxm-80g");
   EXPECT_EQ(bad.exit_code, 2);
