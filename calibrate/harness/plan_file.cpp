@@ -1,10 +1,13 @@
 #include "calibrate/harness/plan_file.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <set>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "calibrate/harness/util.hpp"
@@ -40,6 +43,9 @@ Plan read_plan(const std::string& path) {
   Plan plan;
   std::string line;
   int number = 0;
+  // A plan merged from several scenarios' plans repeats shapes; each is measured once.
+  std::set<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t, std::int64_t>> gemms;
+  std::set<std::tuple<std::string, std::int32_t, std::int32_t, std::int64_t>> collectives;
   while (std::getline(in, line)) {
     ++number;
     if (const std::size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
@@ -47,46 +53,58 @@ Plan read_plan(const std::string& path) {
     std::vector<std::string> words;
     for (std::string w; stream >> w;) words.push_back(w);
     if (words.empty()) continue;
-    // Every number whole and in range, every name known, nothing after the last field.
-    const auto integer = [&words](std::size_t i, std::int64_t max) {
-      return whole_integer(words[i], 1, max);
+    const auto fail = [&](const std::string& why) {
+      throw UsageError(cat(path, ":", number, ": ", why,
+                           " (fsdpsim calibrate plan -o writes this file: 'shard_group F', "
+                           "'gemm DTYPE M N K BATCH COUNT' or 'collective OP RANKS "
+                           "RANKS_PER_NODE BYTES COUNT')"));
     };
-    bool ok = false;
-    if (words[0] == "shard_group" && words.size() == 2) {
-      if (const auto f = integer(1, kMaxRanks)) {
-        plan.shard_groups.push_back(static_cast<std::int32_t>(*f));
-        ok = true;
+    // Every number whole and in range, every name known, nothing after the last field.
+    const auto integer = [&](std::size_t i, std::int64_t max, const char* field) {
+      const auto v = whole_integer(words[i], 1, max);
+      if (!v) fail(cat(field, " is '", words[i], "', expected a whole number in [1, ", max, "]"));
+      return *v;
+    };
+    const auto fields = [&](std::size_t expected) {
+      if (words.size() != expected) {
+        fail(cat("'", words[0], "' takes ", expected - 1, " fields, found ", words.size() - 1));
       }
-    } else if (words[0] == "gemm" && words.size() == 7 &&
-               one_of(words[1], {"bf16", "fp16", "fp32", "tf32", "fp8"})) {
-      const auto m = integer(2, kMaxGemmDimension);
-      const auto n = integer(3, kMaxGemmDimension);
-      const auto k = integer(4, kMaxGemmDimension);
-      const auto batch = integer(5, kMaxGemmDimension);
-      if (m && n && k && batch && integer(6, std::numeric_limits<std::int64_t>::max())) {
-        plan.gemms.push_back(PlannedGemm{words[1], *m, *n, *k, *batch});
-        ok = true;
-      }
-    } else if (words[0] == "collective" && words.size() == 6 &&
-               one_of(words[1], {"all_gather", "reduce_scatter", "all_reduce"})) {
-      const auto ranks = integer(2, kMaxRanks);
-      const auto per_node = integer(3, kMaxRanks);
-      const auto bytes = integer(4, kMaxBytes);
-      if (ranks && per_node && *ranks % *per_node == 0 && bytes &&
-          integer(5, std::numeric_limits<std::int64_t>::max())) {
-        plan.collectives.push_back(PlannedCollective{words[1], static_cast<std::int32_t>(*ranks),
-                                                     static_cast<std::int32_t>(*per_node), *bytes});
-        ok = true;
-      }
+    };
+    if (words[0] == "shard_group") {
+      fields(2);
+      const auto f = static_cast<std::int32_t>(integer(1, kMaxRanks, "F"));
+      if (std::find(plan.shard_groups.begin(), plan.shard_groups.end(), f) ==
+          plan.shard_groups.end())
+        plan.shard_groups.push_back(f);
+    } else if (words[0] == "gemm") {
+      fields(7);
+      if (!one_of(words[1], {"bf16", "fp16", "fp32", "tf32", "fp8"}))
+        fail(cat("DTYPE is '", words[1], "', expected bf16, fp16, fp32, tf32 or fp8"));
+      const PlannedGemm g{words[1], integer(2, kMaxGemmDimension, "M"),
+                          integer(3, kMaxGemmDimension, "N"), integer(4, kMaxGemmDimension, "K"),
+                          integer(5, kMaxGemmDimension, "BATCH")};
+      (void)integer(6, std::numeric_limits<std::int64_t>::max(), "COUNT");
+      if (gemms.emplace(g.dtype, g.m, g.n, g.k, g.batch).second) plan.gemms.push_back(g);
+    } else if (words[0] == "collective") {
+      fields(6);
+      if (!one_of(words[1], {"all_gather", "reduce_scatter", "all_reduce"}))
+        fail(cat("OP is '", words[1], "', expected all_gather, reduce_scatter or all_reduce"));
+      const auto ranks = static_cast<std::int32_t>(integer(2, kMaxRanks, "RANKS"));
+      const auto per_node = static_cast<std::int32_t>(integer(3, kMaxRanks, "RANKS_PER_NODE"));
+      if (ranks % per_node != 0)
+        fail(cat("RANKS_PER_NODE ", per_node, " does not divide RANKS ", ranks));
+      const std::int64_t bytes = integer(4, kMaxBytes, "BYTES");
+      (void)integer(5, std::numeric_limits<std::int64_t>::max(), "COUNT");
+      if (collectives.emplace(words[1], ranks, per_node, bytes).second)
+        plan.collectives.push_back(PlannedCollective{words[1], ranks, per_node, bytes});
+    } else {
+      fail(cat("'", words[0], "' is not shard_group, gemm or collective"));
     }
-    if (!ok) {
-      throw UsageError(cat(path, ":", number,
-                           ": expected 'shard_group F', 'gemm DTYPE M N K BATCH COUNT' (DTYPE "
-                           "bf16, fp16, fp32, tf32 or fp8) or 'collective OP RANKS RANKS_PER_NODE "
-                           "BYTES COUNT' (OP all_gather, reduce_scatter or all_reduce; "
-                           "RANKS_PER_NODE dividing RANKS), positive whole numbers (fsdpsim "
-                           "calibrate plan -o writes this file)"));
-    }
+  }
+  if (plan.gemms.empty() && plan.collectives.empty()) {
+    throw UsageError(cat("--plan: ", path,
+                         " lists no GEMM and no collective to measure (fsdpsim calibrate plan -o "
+                         "writes them)"));
   }
   return plan;
 }

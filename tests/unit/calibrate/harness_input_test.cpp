@@ -87,6 +87,35 @@ TEST(HarnessInput, PlanLinesAreCheckedWhole) {
   }
   EXPECT_THROW((void)read_plan("/dev/zero"), UsageError);
   EXPECT_THROW((void)read_plan(dir.string()), UsageError);
+  // Each fault is named.
+  const auto error_of = [&](const std::string& text) {
+    try {
+      (void)read_plan(plan_with(text));
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error_of("gemm int8 1 1 1 1 1\n").find(":1: DTYPE is 'int8', expected bf16"),
+            std::string::npos);
+  EXPECT_NE(error_of("collective all_gather 16 5 100 1\n")
+                .find(":1: RANKS_PER_NODE 5 does not divide RANKS 16"),
+            std::string::npos);
+  EXPECT_NE(error_of("gemm bf16 1 1 1 1\n").find(":1: 'gemm' takes 6 fields, found 5"),
+            std::string::npos);
+  EXPECT_NE(error_of("gemm bf16 8 -1 8 1 1\n").find(":1: N is '-1', expected a whole number"),
+            std::string::npos);
+  // A plan with nothing to measure is refused; repeated shapes (merged plans) are measured once.
+  EXPECT_NE(error_of("# empty\nshard_group 8\n").find("lists no GEMM and no collective"),
+            std::string::npos);
+  EXPECT_NE(error_of("").find("lists no GEMM and no collective"), std::string::npos);
+  const Plan merged =
+      read_plan(plan_with("gemm bf16 8 8 8 1 3\ngemm bf16 8 8 8 1 5\ngemm fp32 8 8 8 1 1\n"
+                          "collective all_gather 8 8 64 1\ncollective all_gather 8 8 64 2\n"
+                          "shard_group 8\nshard_group 8\n"));
+  EXPECT_EQ(merged.gemms.size(), 2U);
+  EXPECT_EQ(merged.collectives.size(), 1U);
+  EXPECT_EQ(merged.shard_groups, (std::vector<std::int32_t>{8}));
   fs::remove_all(dir);
 }
 
