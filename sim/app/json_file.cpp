@@ -149,13 +149,16 @@ class JsonInputCheck final : public nlohmann::json_sax<nlohmann::json> {
  public:
   explicit JsonInputCheck(std::string source) : source_(std::move(source)) {}
 
-  bool null() override { return true; }
-  bool boolean(bool /*value*/) override { return true; }
-  bool number_integer(number_integer_t /*value*/) override { return true; }
-  bool number_unsigned(number_unsigned_t /*value*/) override { return true; }
-  bool number_float(number_float_t /*value*/, const string_t& /*text*/) override { return true; }
-  bool binary(binary_t& /*value*/) override { return true; }
+  bool null() override { return element(); }
+  bool boolean(bool /*value*/) override { return element(); }
+  bool number_integer(number_integer_t /*value*/) override { return element(); }
+  bool number_unsigned(number_unsigned_t /*value*/) override { return element(); }
+  bool number_float(number_float_t /*value*/, const string_t& /*text*/) override {
+    return element();
+  }
+  bool binary(binary_t& /*value*/) override { return element(); }
   bool string(string_t& value) override {
+    element();
     if (const auto c = find_control_character(value, "\t\n")) {
       throw ConfigError(source_, where(),
                         fmt::format("expected text, found the control character {} (escaped as "
@@ -165,8 +168,8 @@ class JsonInputCheck final : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool start_object(std::size_t /*elements*/) override {
-    enter();
-    objects_.emplace_back();
+    element();
+    enter(false);
     return true;
   }
   bool key(string_t& key) override {
@@ -176,26 +179,25 @@ class JsonInputCheck final : public nlohmann::json_sax<nlohmann::json> {
                                     "character {}",
                                     c->name));
     }
-    pointer_.resize(objects_.size());
-    pointer_.back() = key;
-    if (!objects_.back().insert(key).second) {
+    Container& object = open_.back();
+    object.key = key;
+    if (!object.keys.insert(key).second) {
       throw ConfigError(source_, where(),
                         "key given twice in the same object; expected each key once");
     }
     return true;
   }
   bool end_object() override {
-    objects_.pop_back();
-    pointer_.resize(objects_.size());
-    --depth_;
+    open_.pop_back();
     return true;
   }
   bool start_array(std::size_t /*elements*/) override {
-    enter();
+    element();
+    enter(true);
     return true;
   }
   bool end_array() override {
-    --depth_;
+    open_.pop_back();
     return true;
   }
   // The parse itself reports syntax errors (with their position): here the text is only found
@@ -206,26 +208,42 @@ class JsonInputCheck final : public nlohmann::json_sax<nlohmann::json> {
   }
 
  private:
-  void enter() {
-    if (++depth_ > kMaxJsonDepth) {
+  // An open array or object and where in it the reading is: the element's index, or the key.
+  struct Container {
+    bool array = false;
+    std::int64_t index = -1;  // arrays: the element being read
+    std::string key;          // objects: the current key
+    std::set<std::string> keys;
+  };
+
+  // A value starts: in an array, the next element.
+  bool element() {
+    if (!open_.empty() && open_.back().array) ++open_.back().index;
+    return true;
+  }
+
+  void enter(bool array) {
+    if (static_cast<int>(open_.size()) >= kMaxJsonDepth) {
       throw ConfigError(source_, where(),
                         fmt::format("nested deeper than {} levels; no fsdpsim input nests more "
                                     "than a few",
                                     kMaxJsonDepth));
     }
+    open_.push_back(Container{array, -1, {}, {}});
   }
 
   // The JSON pointer of the value being read.
   [[nodiscard]] std::string where() const {
     std::string out;
-    for (const std::string& k : pointer_) out += "/" + k;
+    for (const Container& c : open_) {
+      if (c.array && c.index >= 0) out += "/" + std::to_string(c.index);
+      if (!c.array && !c.key.empty()) out += "/" + c.key;
+    }
     return out;
   }
 
   std::string source_;
-  int depth_ = 0;
-  std::vector<std::set<std::string>> objects_;
-  std::vector<std::string> pointer_;  // the current key of each open object
+  std::vector<Container> open_;
 };
 
 // Runs the checks; false when `text` is not JSON (the parse then says where and why).

@@ -233,7 +233,10 @@ TEST(Cli, DeeplyNestedJsonIsRefusedNotACrash) {
   }
   const Outcome o = run_fsdpsim("run " + deep.string());
   EXPECT_EQ(o.exit_code, 2) << o.output.substr(0, 500);
-  EXPECT_NE(o.output.find("deep.json: /hardware/node: nested deeper than 64 levels"),
+  // The path goes down to the array that is one too deep: 62 arrays inside /hardware/node.
+  std::string path = "/hardware/node";
+  for (int i = 0; i < 62; ++i) path += "/0";
+  EXPECT_NE(o.output.find("deep.json: " + path + ": nested deeper than 64 levels"),
             std::string::npos)
       << o.output.substr(0, 500);
   const Outcome set =
@@ -248,6 +251,15 @@ TEST(Cli, DeeplyNestedJsonIsRefusedNotACrash) {
   EXPECT_NE(twice.output.find("/micro_batch: key given twice in the same object"),
             std::string::npos)
       << twice.output;
+  // Inside an array the path names the element.
+  const Outcome in_array = run_fsdpsim(
+      "run " + kScenario +
+      " --set 'hardware.stragglers=[{\"ranks\":[1],\"compute_speed\":0.9},"
+      "{\"ranks\":[2],\"compute_speed\":0.9,\"compute_speed\":0.8}]'");
+  EXPECT_EQ(in_array.exit_code, 2) << in_array.output;
+  EXPECT_NE(in_array.output.find("/1/compute_speed: key given twice in the same object"),
+            std::string::npos)
+      << in_array.output;
 }
 
 // Several outputs of one run are written together or not at all: a path that cannot be written
