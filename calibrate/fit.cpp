@@ -166,7 +166,12 @@ hardware::AllocationCosts fit_allocation_costs(const std::vector<AllocationTimin
   }
   if (gib.empty() ||
       *std::min_element(gib.begin(), gib.end()) == *std::max_element(gib.begin(), gib.end())) {
-    throw InputError("memory.allocations: needs at least two different sizes to fit a line");
+    throw InputError(fmt::format(
+        "/memory/allocations: expected timings at two sizes or more to fit a line (cost = fixed "
+        "+ per GiB), found {} timing(s) of {}",
+        timings.size(),
+        timings.empty() ? std::string("no size")
+                        : fmt::format("{} bytes only", timings.front().bytes.value())));
   }
   const auto line = [&gib](const std::vector<double>& t) {
     const double slope = std::max(0.0, ls_slope(gib, t, 0, gib.size()));

@@ -524,9 +524,13 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
   if (cluster != nullptr) {
     for (const std::string& problem : {calibration_device_mismatch(profile.device, cluster->gpu),
                                        calibration_beyond_hardware(profile, *cluster)}) {
-      if (!problem.empty())
-        throw ConfigError(from_file.string(), json_path,
-                          fmt::format("{} (profile {})", problem, file.string()));
+      if (problem.empty()) continue;
+      // The file a name resolved to; a path is named already where the message says where the
+      // value came from.
+      throw ConfigError(from_file.string(), json_path,
+                        reference == file.string()
+                            ? problem
+                            : fmt::format("{} (profile {})", problem, file.string()));
     }
   }
   calibrate::ProfileFit fit;

@@ -319,9 +319,14 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
       // ": /path:" leads a message about the value; ": /path)" ends one about the file it names.
       if (what.find(": " + path + ":") != std::string::npos ||
           what.find(": " + path + ")") != std::string::npos) {
-        throw ConfigError(fmt::format("{} (the value comes from {} {}{})", what,
-                                      i < origins.size() ? origins[i] : std::string("--set"),
-                                      o.substr(0, kShown), o.size() > kShown ? "..." : ""));
+        const std::string origin = i < origins.size() ? origins[i] : std::string("--set");
+        // --set, --grid and a sweep block name the key; an option of its own (--calibration)
+        // takes only the value.
+        const bool names_key =
+            origin == "--set" || origin == "--grid" || origin == "the sweep block";
+        const std::string shown = names_key ? o : o.substr(o.find('=') + 1);
+        throw ConfigError(fmt::format("{} (the value comes from {} {}{})", what, origin,
+                                      shown.substr(0, kShown), shown.size() > kShown ? "..." : ""));
       }
     }
     throw;

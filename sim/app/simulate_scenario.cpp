@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "hardware/calibrated_curves.hpp"
 #include "models/workload.hpp"
 #include "sim/app/config_error.hpp"
 
@@ -48,7 +49,9 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
                     "of real GPUs and models",
                     e.what(),
                     scenario.hardware.cluster.gpu.calibration != nullptr
-                        ? " (the calibration profile's measurements among them)"
+                        ? fmt::format(" (the measurements of calibration {} among them: `fsdpsim "
+                                      "calibrate fit` shows its curves)",
+                                      scenario.hardware.cluster.gpu.calibration->name())
                         : ""));
   }
 }
