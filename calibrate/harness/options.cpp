@@ -40,10 +40,11 @@ std::vector<std::string> checked_list(const std::string& option, const std::stri
 // A whole number from 1 to `max` (the option's 32-bit field, or its own limit): larger values
 // are errors, never wrapped.
 std::int64_t positive_integer(const std::string& option, const std::string& value,
-                              std::int64_t max = std::numeric_limits<std::int32_t>::max()) {
-  if (const std::optional<std::int64_t> v = whole_integer(value, 1, max)) return *v;
+                              std::int64_t max = std::numeric_limits<std::int32_t>::max(),
+                              std::int64_t min = 1) {
+  if (const std::optional<std::int64_t> v = whole_integer(value, min, max)) return *v;
   throw UsageError(
-      cat(option, ": expected a whole number from 1 to ", max, ", found '", value, "'"));
+      cat(option, ": expected a whole number from ", min, " to ", max, ", found '", value, "'"));
 }
 
 }  // namespace
@@ -182,8 +183,7 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "--max-bytes") {
       o.max_bytes = parse_size(next(), arg);
     } else if (arg == "--factor") {
-      o.factor = positive_integer(arg, next(), 1024);
-      if (o.factor < 2) throw UsageError("--factor: must be >= 2");
+      o.factor = positive_integer(arg, next(), 1024, 2);  // 1 would never reach --max-bytes
     } else if (arg == "--warmup") {
       o.warmup = static_cast<std::int32_t>(positive_integer(arg, next()));
     } else if (arg == "--repeats") {
