@@ -150,15 +150,28 @@ std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
   gpu.calibration = nullptr;
   gpu.sustained_compute_fraction = 1.0;
   std::map<Dtype, std::vector<double>> ratios;
+  std::map<Dtype, std::size_t> not_compared;  // dtypes the preset's GPU lacks
   for (const calibrate::GemmPoint& g : profile.gemms) {
-    if (gpu.peak(g.dtype).value() <= 0.0) continue;  // a dtype the preset's GPU lacks
+    if (gpu.peak(g.dtype).value() <= 0.0) {
+      ++not_compared[g.dtype];
+      continue;
+    }
     const Kernel k = gemm_kernel(g.shape, g.dtype);
     ratios[g.dtype].push_back(g.median.value() / hardware::kernel_time(gpu, k).value());
   }
   std::string out = fmt::format(
       "\nGEMMs against the {} preset's model (measured time / model time, the model without "
-      "sustained_compute_fraction):\n  {:<5} {:>6}  {:>7}  {:>7}  {:>7}  {:>9}\n",
-      preset, "dtype", "shapes", "median", "min", "max", "mean|ln|");
+      "sustained_compute_fraction):\n",
+      preset);
+  if (const std::string mismatch = calibration_device_mismatch(profile.device, gpu);
+      !mismatch.empty())
+    out += fmt::format("  note: {}\n", mismatch);
+  for (const auto& [dtype, count] : not_compared) {
+    out += fmt::format("  note: {} {} GEMM(s) not compared: {} has no {} peak\n", count,
+                       dtype_name(dtype), preset, dtype_name(dtype));
+  }
+  out += fmt::format("  {:<5} {:>6}  {:>7}  {:>7}  {:>7}  {:>9}\n", "dtype", "shapes", "median",
+                     "min", "max", "mean|ln|");
   const auto row = [&out](std::string_view name, std::vector<double> r) {
     std::sort(r.begin(), r.end());
     const std::size_t n = r.size();

@@ -98,6 +98,18 @@ TEST(CalibrateCli, FitAgainstAPresetPoolsEveryDtypeInALastRow) {
   EXPECT_EQ(o.exit_code, 0) << o.output;
   EXPECT_NE(o.output.find("  bf16     109 "), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("  all      217 "), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("note:"), std::string::npos) << o.output;
+  // Against another GPU the comparison says so, and which GEMMs it could not compare.
+  const Outcome a100 =
+      run_fsdpsim("calibrate fit " + std::string(FSDPSIM_CONFIGS_DIR) +
+                  "/calibration/h200-sxm-141gb-measured.json --against a100-sxm-80gb");
+  EXPECT_EQ(a100.exit_code, 0) << a100.output;
+  EXPECT_NE(a100.output.find("note: the profile was measured on NVIDIA H200 (132 SMs"),
+            std::string::npos)
+      << a100.output;
+  EXPECT_NE(a100.output.find("note: 27 fp8 GEMM(s) not compared: a100-sxm-80gb has no fp8 peak"),
+            std::string::npos)
+      << a100.output;
 }
 
 TEST(CalibrateCli, BadProfileExitsTwoNamingFileAndPath) {
