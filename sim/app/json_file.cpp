@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -275,14 +276,11 @@ nlohmann::json parse_inline_value(const std::string& text, const std::string& or
 
 nlohmann::json read_json_file(const fs::path& path) {
   const std::string text = read_text_file(path);
-  try {
-    (void)check_json_input(text, path.string());
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // Locate the byte offset as line:column for the message.
+  // The line and column (1-based) of byte `offset` of the text.
+  const auto line_column = [&text](std::size_t offset) {
     std::size_t line = 1;
     std::size_t column = 1;
-    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+    for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
       if (text[i] == '\n') {
         ++line;
         column = 1;
@@ -290,24 +288,50 @@ nlohmann::json read_json_file(const fs::path& path) {
         ++column;
       }
     }
+    return fmt::format("line {}, column {}", line, column);
+  };
+  try {
+    (void)check_json_input(text, path.string());
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
     // e.what() reads "[json.exception.parse_error.101] parse error at line L, column C: <why>";
-    // keep <why>, which says what was expected and what was read.
+    // keep <why>, which says what was expected and what was read. e.byte is 1-based.
     std::string what = e.what();
     if (const auto at = what.find("column"); at != std::string::npos) {
       if (const auto colon = what.find(": ", at); colon != std::string::npos)
         what = what.substr(colon + 2);
     }
-    throw ConfigError(path.string(), "",
-                      fmt::format("malformed JSON at line {}, column {}: {}", line, column, what));
+    throw ConfigError(
+        path.string(), "",
+        fmt::format("malformed JSON at {}: {}", line_column(e.byte > 0 ? e.byte - 1 : 0), what));
   } catch (const nlohmann::json::out_of_range& e) {
-    // A number beyond a double's range (1e400): nlohmann reports no position.
+    // A number beyond a double's range (1e400): nlohmann reports no position, but names the
+    // number ("... parsing '1e400'"); its first occurrence as a whole token is where it is.
     std::string what = e.what();
     if (const auto bracket = what.find("] "); bracket != std::string::npos)
       what = what.substr(bracket + 2);
+    std::string where;
+    if (const auto open = what.find('\''), close = what.rfind('\'');
+        open != std::string::npos && close > open) {
+      const std::string number = what.substr(open + 1, close - open - 1);
+      const auto is_number_char = [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '.' || ch == '-' ||
+               ch == '+';
+      };
+      for (std::size_t at = text.find(number); at != std::string::npos && !number.empty();
+           at = text.find(number, at + 1)) {
+        const bool starts = at == 0 || !is_number_char(text[at - 1]);
+        const std::size_t after = at + number.size();
+        if (starts && (after == text.size() || !is_number_char(text[after]))) {
+          where = " at " + line_column(at);
+          break;
+        }
+      }
+    }
     throw ConfigError(path.string(), "",
-                      fmt::format("malformed JSON: expected numbers within a double's range, "
+                      fmt::format("malformed JSON{}: expected numbers within a double's range, "
                                   "found {}",
-                                  what));
+                                  where, what));
   }
 }
 
