@@ -116,14 +116,6 @@ hardware::CollectiveCurve fit_curve(const std::vector<CollectivePoint>& points, 
       fit.worst_knot_bytes = Bytes(static_cast<std::int64_t>(sizes[i]));
     }
   }
-  // nccl-tests wobble by a few percent between sizes (a protocol or algorithm switch); a time
-  // that the non-decreasing fix has to move by half is not a measurement of this collective.
-  if (fit.max_knot_error > kMaxKnotError) {
-    throw InputError(fmt::format(
-        "times fall with size: making them non-decreasing moves the measurement at {} bytes by "
-        "{:.0f}% (more than {:.0f}%); remeasure the series",
-        fit.worst_knot_bytes.value(), 100.0 * fit.max_knot_error, 100.0 * kMaxKnotError));
-  }
   // Leave one out: knot i from knots i-1 and i+1 (log-log line).
   fit.max_leave_one_out_error = 0.0;
   for (std::size_t i = 1; i + 1 < n; ++i) {

@@ -33,9 +33,6 @@ inline constexpr std::size_t kAsymptotePoints = 3;
 // The most a GEMM may seem to speed up alongside NCCL (median over shapes) before fit_profile
 // refuses the profile: timer noise between two runs of the same kernel, not a physical effect.
 inline constexpr double kMaxGemmSpeedupUnderNccl = 1.05;
-// The most the non-decreasing fix may move one measurement of a series (relative) before the
-// series is skipped as not measuring what it says.
-inline constexpr double kMaxKnotError = 0.5;
 
 struct CurveFit {
   hardware::CollectiveCurveKey key;

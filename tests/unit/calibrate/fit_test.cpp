@@ -78,24 +78,6 @@ TEST(CalibrationFit, NoisyNonMonotoneMeasurementsBecomeMonotone) {
   EXPECT_DOUBLE_EQ(curve.time(Bytes(1 << 23)).value(), 133.5 * kUs);  // untouched
 }
 
-// Times that fall steeply with size are not a wobble to smooth: the series is refused (and
-// fit_profile skips it with the reason). Pooled, the four share their geometric mean, 2213 us:
-// 121 % above the last one's 1000 us.
-TEST(CalibrationFit, TimesThatFallSteeplyWithSizeAreRefused) {
-  const std::vector<CollectivePoint> falling{at(1 << 20, 4000.0), at(1 << 21, 3000.0),
-                                             at(1 << 22, 2000.0), at(1 << 23, 1000.0)};
-  CurveFit fit;
-  try {
-    (void)fit_curve(falling, fit);
-    ADD_FAILURE() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("times fall with size: making them non-decreasing moves "
-                                         "the measurement at 8388608 bytes by 121%"),
-              std::string::npos)
-        << e.what();
-  }
-}
-
 TEST(CalibrationFit, LeaveOneOutErrorPredictsInteriorPointsFromNeighbours) {
   // 4 MiB at 100 us would be sqrt(50 * 400) = 141.4 us on the neighbours' power law: 41.4 % off.
   const std::vector<CollectivePoint> points{at(1 << 20, 50.0), at(1 << 22, 100.0),
