@@ -302,6 +302,49 @@ int fit_command(const CalibrateOptions& o) {
 
 // ---- import-nccl-tests ----------------------------------------------------------------------
 
+// Why a log's device name (nvidia-smi's, as "NVIDIA A100-SXM4-80GB") is not the GPU of hardware
+// preset `preset` (named "<model>-<form>-<memory>gb", as "a100-sxm-80gb"), or "": the model must
+// appear in the name, and a memory size the name gives must be the preset's. A name the log does
+// not give is not compared.
+std::string device_name_mismatch(const std::string& device, const std::string& preset) {
+  if (device.empty()) return "";
+  std::string upper = device;
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const auto word_at = [&upper](const std::string& word) {
+    for (std::size_t at = upper.find(word); at != std::string::npos;
+         at = upper.find(word, at + 1)) {
+      const bool starts = at == 0 || std::isalnum(static_cast<unsigned char>(upper[at - 1])) == 0;
+      if (starts) return true;  // "H200" in "NVIDIA H200", not in "GH200"
+    }
+    return false;
+  };
+  std::vector<std::string> parts;
+  for (std::size_t from = 0; from <= preset.size();) {
+    const std::size_t dash = std::min(preset.find('-', from), preset.size());
+    std::string part = preset.substr(from, dash - from);
+    for (char& ch : part) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    parts.push_back(part);
+    from = dash + 1;
+  }
+  if (!word_at(parts.front())) {
+    return fmt::format("the logs ran on {}, not on the {} of {}", device, parts.front(), preset);
+  }
+  // A memory size in both: "80GB" in the name against the preset's "80GB".
+  const std::string& memory = parts.back();
+  const bool preset_memory = memory.size() > 2 && memory.ends_with("GB") &&
+                             std::all_of(memory.begin(), memory.end() - 2, [](char ch) {
+                               return std::isdigit(static_cast<unsigned char>(ch)) != 0;
+                             });
+  const auto gb = upper.find("GB");
+  if (preset_memory && gb != std::string::npos && gb > 0 &&
+      std::isdigit(static_cast<unsigned char>(upper[gb - 1])) != 0 && !word_at(memory) &&
+      upper.find("-" + memory) == std::string::npos) {
+    return fmt::format("the logs ran on {}, whose memory is not the {} of {}", device, memory,
+                       preset);
+  }
+  return "";
+}
+
 int import_command(const CalibrateOptions& o) {
   calibrate::NcclTestsImportOptions options;
   if (!o.collective.empty()) options.collective = calibrate::parse_collective(o.collective);
@@ -336,6 +379,10 @@ int import_command(const CalibrateOptions& o) {
     profile = calibrate::import_nccl_tests_logs(logs, options, name, notes);
   } catch (const calibrate::InputError& e) {
     throw ConfigError(e.what());
+  }
+  if (const std::string mismatch = device_name_mismatch(profile.device.name, gpu.name);
+      !mismatch.empty()) {
+    throw ConfigError(fmt::format("--gpu {}: {}", o.gpu, mismatch));
   }
   notes.push_back(fmt::format(
       "the logs ran on {}; its SMs ({}) and memory ({:.1f} GiB) are the hardware preset {}'s "

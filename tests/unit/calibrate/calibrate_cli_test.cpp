@@ -162,6 +162,19 @@ TEST(CalibrateCli, ImportWritesAProfileThatFits) {
                                      "a100_8gpu_all_reduce_perf.log -o " + out.string());
   EXPECT_EQ(no_gpu.exit_code, 2) << no_gpu.output;
   EXPECT_NE(no_gpu.output.find("--gpu is required"), std::string::npos) << no_gpu.output;
+  // --gpu must be the GPU the logs name: its model, and its memory where the name gives one.
+  for (const auto& [preset, why] :
+       {std::pair<std::string, std::string>{"h200-sxm-141gb",
+                                            "the logs ran on NVIDIA A100-SXM4-80GB, not on the "
+                                            "H200 of h200-sxm-141gb"},
+        {"a100-sxm-40gb",
+         "the logs ran on NVIDIA A100-SXM4-80GB, whose memory is not the 40GB of a100-sxm-40gb"}}) {
+    const Outcome wrong =
+        run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
+                    out.string() + " --gpu " + preset);
+    EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
+    EXPECT_NE(wrong.output.find("--gpu " + preset + ": " + why), std::string::npos) << wrong.output;
+  }
   // Text that the profile reader would refuse is refused here.
   const Outcome escape =
       run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
