@@ -2,8 +2,9 @@
 // result JSON by `fsdpsim check`.
 //
 //   "expect": {
-//     "status": "ok",                                   equality (string, bool, or a number at the
-//                                                       result's 6 significant digits)
+//     "status": "ok",                                   equality (string, bool, integer, or a
+//                                                       number at the result's 6 significant
+//                                                       digits)
 //     "peak_mem_reserved_gib": {"max": 78},             bounds (numbers), min and/or max
 //     "tokens_per_s_per_gpu": {"min": 3000},
 //     "breakdown.exposed_communication_s": {"max": 0.5},   dotted paths reach nested keys

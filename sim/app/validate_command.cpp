@@ -299,21 +299,21 @@ int validate_command(const ValidateOptions& options) {
   check_outputs({options.json_path, options.md_path}, {file});
   std::vector<std::string> overrides;
   // `--set hardware.calibration=P` is taken as `--calibration P`: one profile for every row,
-  // resolved from the working directory and checked once.
+  // resolved from the working directory and checked once. The last --set of it holds, as for
+  // any key; --calibration and --set both naming one is refused.
   std::string calibration = options.calibration;
   for (const std::string& o : options.overrides) {
     if (o.rfind("hardware.calibration=", 0) != 0) {
       overrides.push_back(o);
       continue;
     }
-    if (!calibration.empty()) {
+    if (!options.calibration.empty()) {
       throw ConfigError(fmt::format(
-          "--set {}: a second calibration profile (--calibration or an earlier --set gives {}); "
-          "every row is priced with one",
-          o, calibration));
+          "--set {}: --calibration {} names the profile already; every row is priced with one", o,
+          options.calibration));
     }
     const nlohmann::json value = parse_inline_value(o.substr(o.find('=') + 1), "--set " + o);
-    if (!value.is_string()) {
+    if (!value.is_string() || value.get<std::string>().empty()) {
       throw ConfigError(
           fmt::format("--set {}: expected a profile name or path, found {}", o, value.dump()));
     }

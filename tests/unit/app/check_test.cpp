@@ -114,6 +114,15 @@ TEST(CheckExpectations, NumbersAreEqualAtTheResultsPrecision) {
   EXPECT_FALSE(passes(135714.0));
   EXPECT_FALSE(passes(135716.0));
   EXPECT_FALSE(passes(1357150.0));
+  // An integer the result writes exactly is compared exactly.
+  const nlohmann::json counted = {{"status", "ok"}, {"parameters", 8030261248LL}};
+  const auto equals = [&](std::int64_t expected) {
+    return evaluate_expectations(parse_expectations({{"parameters", expected}}, "s.json"), counted)
+        .back()
+        .passed;
+  };
+  EXPECT_TRUE(equals(8030261248LL));
+  EXPECT_FALSE(equals(8030261000LL));
 }
 
 TEST(CheckExpectations, KeysMissingFromTheResultOrOfAnotherTypeAreBadInput) {

@@ -955,9 +955,21 @@ TEST(Validate, CalibrationPathIsRelativeToTheWorkingDirectory) {
       run_fsdpsim("validate " + steps + " --calibration " + relative.string() +
                   " --set hardware.calibration=a100-sxm-80gb");
   EXPECT_EQ(two_code, 2) << two_out;
-  EXPECT_NE(two_out.find("--set hardware.calibration=a100-sxm-80gb: a second calibration profile"),
+  EXPECT_NE(two_out.find("--set hardware.calibration=a100-sxm-80gb: --calibration " +
+                         relative.string() + " names the profile already"),
             std::string::npos)
       << two_out;
+  // Among --set options the last holds, as for any key; an empty name is no profile.
+  const auto [last_code, last_out] =
+      run_fsdpsim("validate " + steps + " --set hardware.calibration=a100-sxm-80gb" +
+                  " --set hardware.calibration=" + relative.string() + " --json -");
+  ASSERT_EQ(last_code, 0) << last_out;
+  EXPECT_EQ(nlohmann::json::parse(last_out), j);
+  const auto [empty_code, empty_out] =
+      run_fsdpsim("validate " + steps + " --set hardware.calibration=");
+  EXPECT_EQ(empty_code, 2) << empty_out;
+  EXPECT_NE(empty_out.find("expected a profile name or path, found \"\""), std::string::npos)
+      << empty_out;
 }
 
 TEST(Validate, OwnGemmMeasurementsPredictOwnStepsNoWorseThanThePreset) {
