@@ -103,12 +103,13 @@ std::vector<std::int32_t> indices(const nlohmann::json& list, const std::string&
   std::vector<std::int32_t> out;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& v = list[i];
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= count) {
+    const std::optional<std::int64_t> n = whole_number(v);
+    if (!n || *n < 0 || *n >= count) {
       throw ConfigError(file, fmt::format("{}/{}", path, i),
                         fmt::format("expected a {} number in [0, {}), found {}", what, count,
                                     describe_json_type(v)));
     }
-    out.push_back(static_cast<std::int32_t>(v.get<std::int64_t>()));
+    out.push_back(static_cast<std::int32_t>(*n));
   }
   return out;
 }

@@ -90,10 +90,6 @@ const nlohmann::json& JsonObjectReader::require(const std::string& key) {
   return *it;
 }
 
-namespace {
-
-// An integer as JSON writes it, 8 or 8.0 or 1e9 (DeepSpeed configs write sizes as 5e8): the
-// number when it is whole and fits 64 bits, else nothing.
 std::optional<std::int64_t> whole_number(const nlohmann::json& v) {
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
@@ -109,8 +105,6 @@ std::optional<std::int64_t> whole_number(const nlohmann::json& v) {
     return std::nullopt;
   return static_cast<std::int64_t>(d);
 }
-
-}  // namespace
 
 std::int64_t JsonObjectReader::positive_int(const std::string& key) {
   const nlohmann::json& v = require(key);

@@ -19,6 +19,10 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 // The JSON type of a value in words ("a string", "an integer", ...), for messages.
 std::string describe_json_type(const nlohmann::json& value);
 
+// An integer as JSON writes it, 8 or 8.0 or 1e9 (DeepSpeed configs write sizes as 5e8): the
+// number when it is whole and fits 64 bits, else nothing.
+std::optional<std::int64_t> whole_number(const nlohmann::json& v);
+
 class JsonObjectReader {
  public:
   // Throws ConfigError if `object` is not a JSON object.

@@ -38,9 +38,9 @@ std::int32_t reshard_after_forward(JsonObjectReader& r, const std::string& file,
   const nlohmann::json* v = r.child(key);
   if (v == nullptr) return fallback;
   if (v->is_boolean()) return v->get<bool>() ? 1 : 0;
-  if (v->is_number_integer() && v->get<std::int64_t>() >= 2 &&
-      v->get<std::int64_t>() <= std::numeric_limits<std::int32_t>::max())
-    return static_cast<std::int32_t>(v->get<std::int64_t>());
+  if (const std::optional<std::int64_t> n = whole_number(*v);
+      n && *n >= 2 && *n <= std::numeric_limits<std::int32_t>::max())
+    return static_cast<std::int32_t>(*n);
   throw ConfigError(
       file, "/fsdp/" + key,
       fmt::format("expected true, false or a group size >= 2, found {}", describe_json_type(*v)));

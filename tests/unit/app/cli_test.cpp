@@ -1146,6 +1146,14 @@ TEST(Cli, WholeNumbersMayBeWrittenInExponentForm) {
                                  "number 1.5"),
             std::string::npos)
       << fraction.output;
+  // Everywhere an integer is read: a group size, a straggler's rank.
+  const Outcome group = run_fsdpsim(base +
+                                    " --set fsdp.version=2 --set fsdp.limit_all_gathers=false"
+                                    " --set fsdp.reshard_after_forward=8.0");
+  EXPECT_EQ(group.exit_code, 0) << group.output;
+  const Outcome rank =
+      run_fsdpsim(base + " --set 'hardware.stragglers=[{\"ranks\":[1.0],\"compute_speed\":0.9}]'");
+  EXPECT_EQ(rank.exit_code, 0) << rank.output;
   const Outcome huge = run_fsdpsim(base + " --set hardware.nodes=1e19");
   EXPECT_EQ(huge.exit_code, 2);
   EXPECT_NE(huge.output.find("/hardware/nodes: expected a positive integer"), std::string::npos)
