@@ -312,6 +312,23 @@ TEST(Cli, LinksAndFifosAreWrittenThroughNotReplaced) {
   ASSERT_EQ(run_fsdpsim("run " + kScenario + " --json " + link.string()).exit_code, 0);
   EXPECT_TRUE(fs::is_symlink(link));
   EXPECT_TRUE(nlohmann::json::parse(read_file(target)).contains("step_time_s"));
+  // A link to a file not there yet creates it; one into a folder not there is refused up front.
+  const fs::path fresh = dir / "fresh.json";
+  const fs::path to_fresh = dir / "to_fresh.json";
+  fs::remove(fresh);
+  fs::remove(to_fresh);
+  fs::create_symlink(fresh, to_fresh);
+  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --json " + to_fresh.string()).exit_code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(read_file(fresh)).contains("step_time_s"));
+  const fs::path nowhere = dir / "to_nowhere.json";
+  fs::remove(nowhere);
+  fs::create_symlink(dir / "no_such_folder" / "x.json", nowhere);
+  const Outcome dangling = run_fsdpsim("run " + kScenario + " --json " + nowhere.string());
+  EXPECT_EQ(dangling.exit_code, 2) << dangling.output;
+  EXPECT_NE(
+      dangling.output.find("the folder " + (dir / "no_such_folder").string() + " does not exist"),
+      std::string::npos)
+      << dangling.output;
 
   const fs::path fifo = dir / "fifo";
   fs::remove(fifo);
