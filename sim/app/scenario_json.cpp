@@ -167,12 +167,17 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
   }
   if (custom) {
     // A custom model's units are opaque: no attention core, no nn.Linear to wrap or recompute.
-    for (const char* key : {"flash_attention", "flash_kernel"}) {
-      if (training->contains(key)) {
-        throw ConfigError(f, fmt::format("/training/{}", key),
-                          "picks an attention kernel; a custom model lists opaque units (FLOPs "
-                          "and bytes) with no attention of fsdpsim's, so it does not apply");
-      }
+    // flash_attention false (unfused, as a scenario written for minGPT says) asks for nothing.
+    const bool asks_for_kernel =
+        training->contains("flash_kernel") ||
+        (training->contains("flash_attention") && training->at("flash_attention") == true);
+    if (asks_for_kernel) {
+      throw ConfigError(f,
+                        training->contains("flash_kernel") ? "/training/flash_kernel"
+                                                           : "/training/flash_attention",
+                        "picks an attention kernel; a custom model lists opaque units (FLOPs "
+                        "and bytes) with no attention of fsdpsim's, so it does not apply (leave "
+                        "flash_kernel out and flash_attention out or false)");
     }
     if (s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kAttention) {
       throw ConfigError(f, "/training/activation_checkpointing",
