@@ -101,10 +101,12 @@ Plan read_plan(const std::string& path) {
       fail(cat("'", words[0], "' is not shard_group, gemm or collective"));
     }
   }
-  if (plan.gemms.empty() && plan.collectives.empty()) {
+  // A plan of shard groups alone adds group shapes to the generic sweeps; one of nothing is a
+  // failed `fsdpsim calibrate plan`, not a request for the generic run (leave --plan out).
+  if (plan.shard_groups.empty() && plan.gemms.empty() && plan.collectives.empty()) {
     throw UsageError(cat("--plan: ", path,
-                         " lists no GEMM and no collective to measure (fsdpsim calibrate plan -o "
-                         "writes them)"));
+                         " lists nothing (fsdpsim calibrate plan -o writes shard groups, GEMMs and "
+                         "collectives); leave --plan out to measure the generic grid alone"));
   }
   return plan;
 }
