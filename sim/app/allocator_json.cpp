@@ -41,12 +41,13 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
   if (r.has("garbage_collection_threshold")) {
     // PyTorch's parser (CUDAAllocatorConfig::parseGarbageCollectionThreshold) refuses values
     // outside (0, 1).
-    const double threshold = r.positive_number("garbage_collection_threshold");
-    if (threshold >= 1.0) {
-      throw ConfigError(file, "/allocator/garbage_collection_threshold",
-                        fmt::format("expected a number in (0, 1), found {}", threshold));
+    const nlohmann::json& v = *r.child("garbage_collection_threshold");
+    if (!v.is_number() || !(v.get<double>() > 0.0 && v.get<double>() < 1.0)) {
+      throw ConfigError(
+          file, "/allocator/garbage_collection_threshold",
+          fmt::format("expected a number in (0, 1), found {}", describe_json_type(v)));
     }
-    config.garbage_collection_threshold = threshold;
+    config.garbage_collection_threshold = v.get<double>();
   }
   if (r.has("roundup_power2_divisions")) {
     // PyTorch's parser (parseRoundUpPower2Divisions) refuses a division that is not a power of 2.

@@ -263,13 +263,15 @@ nlohmann::json parse_inline_value(const std::string& text, const std::string& or
   }
   if (const auto c = find_control_character(text, "\t\n")) {
     throw ConfigError(origin, "",
-                      fmt::format("expected text, found the control character {} at byte {}",
+                      fmt::format("expected text, found the control character {} at byte {} "
+                                  "of the value",
                                   c->name, c->offset));
   }
   if (const auto bad = find_invalid_utf8(text)) {
-    throw ConfigError(origin, "",
-                      fmt::format("expected UTF-8 text, found the byte 0x{:02X} at byte {}",
-                                  static_cast<unsigned char>(text[*bad]), *bad));
+    throw ConfigError(
+        origin, "",
+        fmt::format("expected UTF-8 text, found the byte 0x{:02X} at byte {} of the value",
+                    static_cast<unsigned char>(text[*bad]), *bad));
   }
   return text;
 }

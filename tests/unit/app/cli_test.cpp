@@ -678,7 +678,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "found 3"},
         BadInput{"gc_threshold_one",
                  {{"allocator", {{"memory_fraction", 0.9}, {"garbage_collection_threshold", 1}}}},
-                 "/allocator/garbage_collection_threshold: expected a number in (0, 1), found 1"},
+                 "/allocator/garbage_collection_threshold: expected a number in (0, 1), found the "
+                 "number 1"},
         BadInput{"nic_beyond_bound",
                  {{"hardware", {{"node", {{"nic_Gbps_per_node", 1e308}}}}}},
                  "/hardware/node/nic_Gbps_per_node: expected a positive number of at most "
