@@ -31,6 +31,7 @@ import gc
 import json
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -327,10 +328,15 @@ def main():
     device = torch.device("cuda", local_rank)
     # The preset names its GPU first ("h200-sxm-141gb"); rows labelled with another GPU would be
     # simulated on the wrong hardware by `fsdpsim validate`.
+    # The presets describe SXM parts: a PCIe, NVL or Grace-Hopper part of the same family has
+    # other clocks, power and links.
     family = args.gpu.split("-")[0].upper()
-    if family not in torch.cuda.get_device_name(device).upper():
+    name = torch.cuda.get_device_name(device).upper()
+    other_part = any(tag in name for tag in ("PCIE", "NVL", "GH200")) and "-sxm-" in args.gpu
+    if not re.search(rf"(^|[^A-Z0-9]){family}([^0-9]|$)", name) or other_part:
         sys.exit(f"--gpu {args.gpu}: this machine's GPU is {torch.cuda.get_device_name(device)}, "
-                 f"not a {family}; pass the fsdpsim hardware preset of this GPU")
+                 f"not the SXM {family} of {args.gpu}; pass the fsdpsim hardware preset of this "
+                 "GPU")
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
     software = (f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
                 f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "

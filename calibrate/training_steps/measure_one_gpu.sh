@@ -32,21 +32,22 @@ if ! nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clock
 fi
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-# The rows' gpu column: an fsdpsim hardware preset (configs/hardware/).
-case "${4:-$name}" in
-  *H200*) gpu=h200-sxm-141gb ;;
-  *H100*) gpu=h100-sxm-80gb ;;
-  *A100*80GB*) gpu=a100-sxm-80gb ;;
-  *A100*40GB*) gpu=a100-sxm-40gb ;;
-  *)
-    if [ -n "${4:-}" ]; then
-      gpu=$4
-    else
-      echo "measure_one_gpu.sh: no fsdpsim hardware preset for \"$name\"; pass one as GPU_PRESET" >&2
-      exit 2
-    fi
-    ;;
+# The rows' gpu column: an fsdpsim hardware preset (configs/hardware/), GPU_PRESET if given, else
+# from nvidia-smi's name of the SXM parts the presets describe (PCIe, NVL and Grace-Hopper parts
+# need a preset of their own).
+case "$name" in
+  *GH200* | *PCIe* | *NVL*) gpu= ;;
+  "NVIDIA H200") gpu=h200-sxm-141gb ;;
+  "NVIDIA H100 80GB HBM3") gpu=h100-sxm-80gb ;;
+  *A100-SXM4-80GB*) gpu=a100-sxm-80gb ;;
+  *A100-SXM4-40GB*) gpu=a100-sxm-40gb ;;
+  *) gpu= ;;
 esac
+gpu=${4:-$gpu}
+if [ -z "$gpu" ]; then
+  echo "measure_one_gpu.sh: no fsdpsim hardware preset for \"$name\"; pass one as GPU_PRESET" >&2
+  exit 2
+fi
 echo "fsdpsim hardware preset: $gpu"
 
 stage "build the harness for sm_$arch"
