@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <set>
 
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/expectations.hpp"
@@ -54,10 +55,15 @@ CLI::App* add_explain_command(CLI::App& app, ExplainOptions& options) {
 }
 
 int explain_command(const ExplainOptions& options) {
-  const PresetLocator presets{default_configs_dir(options.configs_dir)};
+  // Every file the scenario names (presets, a calibration profile) is an input an output must
+  // not overwrite, as the scenario is.
+  std::set<std::filesystem::path> inputs{options.scenario};
+  PresetLocator presets{default_configs_dir(options.configs_dir)};
+  presets.files_resolved = &inputs;
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
   check_sweep_block_keys(options.scenario, options.overrides, presets);
-  check_outputs({options.json_path}, {options.scenario});
+  check_outputs({options.json_path},
+                std::vector<std::filesystem::path>(inputs.begin(), inputs.end()));
   const fsdp::SimulationOutput output = simulate_scenario(scenario, /*record_memory=*/false);
   // As run: explain does not judge the expect block, but refuses one naming a key no result has.
   if (scenario.expectations)
@@ -65,7 +71,7 @@ int explain_command(const ExplainOptions& options) {
   const Explanation explanation = explain_step(scenario, output);
   if (!options.json_path.empty())
     write_output(options.json_path, explanation_json(explanation).dump(2) + "\n",
-                 {options.scenario});
+                 std::vector<std::filesystem::path>(inputs.begin(), inputs.end()));
   if (options.json_path != "-") std::cout << explanation_text(explanation, options.top);
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <iterator>
 #include <optional>
+#include <set>
 
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/json_file.hpp"
@@ -316,11 +317,15 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
 
 int run_command(const RunOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const PresetLocator presets{default_configs_dir(options.configs_dir)};
+  // Every file the scenario names (presets, a calibration profile) is an input an output must
+  // not overwrite, as the scenario is.
+  std::set<std::filesystem::path> inputs{options.scenario};
+  PresetLocator presets{default_configs_dir(options.configs_dir)};
+  presets.files_resolved = &inputs;
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
   check_sweep_block_keys(options.scenario, options.overrides, presets);
   check_outputs({options.json_path, options.trace_path, options.memory_timeline_path},
-                {options.scenario});
+                std::vector<std::filesystem::path>(inputs.begin(), inputs.end()));
   const double load_ms = elapsed_ms(start);
 
   const auto simulate_start = std::chrono::steady_clock::now();
@@ -341,7 +346,7 @@ int run_command(const RunOptions& options) {
   if (!options.trace_path.empty()) outputs.push_back({options.trace_path, trace_json(output)});
   if (!options.memory_timeline_path.empty())
     outputs.push_back({options.memory_timeline_path, memory_timeline_csv(output)});
-  write_outputs(outputs, {options.scenario});
+  write_outputs(outputs, std::vector<std::filesystem::path>(inputs.begin(), inputs.end()));
   if (options.json_path != "-") std::cout << summary_text(scenario, output);
   if (options.timing) {
     std::cerr << fmt::format(

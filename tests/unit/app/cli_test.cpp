@@ -276,6 +276,24 @@ TEST(Cli, OutputsAreWrittenAllOrNone) {
   EXPECT_TRUE(fs::is_empty(dir)) << "no staging file is left";
 }
 
+// A file the scenario names (a preset, a profile) is an input too: an output there is refused
+// and the file kept.
+TEST(Cli, AnOutputOverAFileTheScenarioNamesIsRefused) {
+  const fs::path profile = temp_dir() / "own_profile.json";
+  fs::copy_file(fs::path(FSDPSIM_CONFIGS_DIR) / "calibration" / "a100-sxm-80gb.json", profile,
+                fs::copy_options::overwrite_existing);
+  const std::string before = read_file(profile);
+  for (const std::string& command : {std::string("run"), std::string("explain")}) {
+    const Outcome o =
+        run_fsdpsim(command + " " + kScenario + " --set hardware.calibration=" + profile.string() +
+                    " --json " + profile.string());
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find("writing the output there would destroy it"), std::string::npos)
+        << o.output;
+  }
+  EXPECT_EQ(read_file(profile), before);
+}
+
 // An output that cannot be written is found before anything is simulated: a sweep or a folder
 // of checks can run for hours, and their results would be lost at the end.
 TEST(Cli, AnUnwritableOutputFailsBeforeTheWork) {
