@@ -69,7 +69,17 @@ int plan_command(const CalibrateOptions& o) {
   // As run: the expect block is not judged here, but one naming a key no result has is refused.
   if (scenario.expectations)
     (void)evaluate_expectations(*scenario.expectations, result_to_json(scenario, output));
-  const auto gemms = curves->usage().gemm_queries();
+  // A custom model's units are GEMM work without a shape (FLOPs only): priced by the model, with
+  // nothing to measure.
+  std::map<hardware::GemmKey, hardware::QueryStats> gemms;
+  std::int64_t shapeless = 0;
+  for (const auto& [key, stats] : curves->usage().gemm_queries()) {
+    if (key.m > 0 && key.n > 0 && key.k > 0) {
+      gemms.emplace(key, stats);
+    } else {
+      shapeless += stats.count;
+    }
+  }
   const auto collectives = curves->usage().collective_queries();
   const hardware::ClusterSpec& c = scenario.hardware.cluster;
 
@@ -86,6 +96,12 @@ int plan_command(const CalibrateOptions& o) {
   for (const auto& [key, stats] : gemms) {
     text += fmt::format("  {:<5} {:>7} {:>7} {:>7} {:>4}  x{}{}\n", dtype_name(key.dtype), key.m,
                         key.n, key.k, key.batch, stats.count, covered(stats));
+  }
+  if (shapeless > 0) {
+    text += fmt::format(
+        "  ({} launches of custom-layer GEMM work have no shape, only FLOPs: the model prices "
+        "them, and the plan lists nothing to measure for them)\n",
+        shapeless);
   }
   text += fmt::format(
       "\ncollectives the step prices ({} shapes; ranks, ranks per node, buffer, count per step):\n",

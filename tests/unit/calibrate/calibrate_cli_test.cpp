@@ -229,6 +229,16 @@ TEST(CalibrateCli, PlanListsTheScenariosShapesAndWritesAHarnessPlan) {
                           "fsdpsim-calibrate --plan plan.txt -o profile.json\n"),
             std::string::npos)
       << o.output;
+  // A custom model's GEMM work has no shape: the plan lists none the harness would refuse.
+  const fs::path custom_plan = temp_dir() / "custom_plan.txt";
+  const Outcome custom = run_fsdpsim(
+      "calibrate plan " + std::string(FSDPSIM_SOURCE_DIR) +
+      "/scenarios/paper/sweeps/regnet9b_rate_limiter_2_4_nodes.json -o " + custom_plan.string());
+  EXPECT_EQ(custom.exit_code, 0) << custom.output;
+  EXPECT_NE(custom.output.find("launches of custom-layer GEMM work have no shape"),
+            std::string::npos)
+      << custom.output;
+  EXPECT_EQ(read_file(custom_plan).find("gemm bf16 0 0 0"), std::string::npos);
   const Outcome two_nodes =
       run_fsdpsim("calibrate plan " + scenario_file().string() +
                   " --set hardware.nodes=2 --set training.global_batch=32 --set \"name=it's\"");
