@@ -160,9 +160,10 @@ std::string percent(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
 std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
                                  const std::string& preset, const std::string& configs_dir) {
   const PresetLocator presets{default_configs_dir(configs_dir)};
-  hardware::GpuSpec gpu =
+  const hardware::ClusterSpec cluster =
       hardware_from_json(nlohmann::json{{"preset", preset}}, "--against", "/hardware", presets)
-          .cluster.gpu;
+          .cluster;
+  hardware::GpuSpec gpu = cluster.gpu;
   gpu.calibration = nullptr;
   gpu.sustained_compute_fraction = 1.0;
   std::map<Dtype, std::vector<double>> ratios;
@@ -179,9 +180,11 @@ std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
       "\nGEMMs against the {} preset's model (measured time / model time, the model without "
       "sustained_compute_fraction):\n",
       preset);
-  if (const std::string mismatch = calibration_device_mismatch(profile.device, gpu);
-      !mismatch.empty())
-    out += fmt::format("  note: {}\n", mismatch);
+  for (const std::string& problem : {calibration_device_mismatch(profile.device, gpu),
+                                     calibration_beyond_hardware(profile, cluster)}) {
+    // A scenario on this preset would refuse the profile for it.
+    if (!problem.empty()) out += fmt::format("  note: {}\n", problem);
+  }
   for (const auto& [dtype, count] : not_compared) {
     out += fmt::format("  note: {} {} GEMM(s) not compared: {} has no {} peak\n", count,
                        dtype_name(dtype), preset, dtype_name(dtype));
