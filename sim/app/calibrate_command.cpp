@@ -327,8 +327,11 @@ int fit_command(const CalibrateOptions& o) {
 // not give is not compared.
 std::string device_name_mismatch(const std::string& device, const std::string& preset) {
   if (device.empty()) return "";
-  std::string upper = device;
-  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const auto upper_of = [](std::string text) {
+    for (char& ch : text) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    return text;
+  };
+  const std::string upper = upper_of(device);
   const auto word_at = [&upper](const std::string& word) {
     for (std::size_t at = upper.find(word); at != std::string::npos;
          at = upper.find(word, at + 1)) {
@@ -340,9 +343,7 @@ std::string device_name_mismatch(const std::string& device, const std::string& p
   std::vector<std::string> parts;
   for (std::size_t from = 0; from <= preset.size();) {
     const std::size_t dash = std::min(preset.find('-', from), preset.size());
-    std::string part = preset.substr(from, dash - from);
-    for (char& ch : part) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    parts.push_back(part);
+    parts.push_back(upper_of(preset.substr(from, dash - from)));
     from = dash + 1;
   }
   if (!word_at(parts.front())) {
@@ -356,8 +357,7 @@ std::string device_name_mismatch(const std::string& device, const std::string& p
                              });
   const auto gb = upper.find("GB");
   if (preset_memory && gb != std::string::npos && gb > 0 &&
-      std::isdigit(static_cast<unsigned char>(upper[gb - 1])) != 0 && !word_at(memory) &&
-      upper.find("-" + memory) == std::string::npos) {
+      std::isdigit(static_cast<unsigned char>(upper[gb - 1])) != 0 && !word_at(memory)) {
     return fmt::format("the logs ran on {}, whose memory is not the {} of {}", device, memory,
                        preset);
   }

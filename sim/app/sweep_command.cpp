@@ -112,10 +112,10 @@ void check_keys(const SweepPlan& plan) {
   for (const GridAxis& axis : plan.axes) {
     std::optional<std::string> first_error;
     bool every_value_names_key = true;
+    std::vector<std::string> origins(plan.base_overrides.size(), "--set");
+    origins.emplace_back(axis.origin == "--grid" ? "--grid" : "the sweep block");
     for (const nlohmann::json& value : axis.values) {
       try {
-        std::vector<std::string> origins(plan.base_overrides.size(), "--set");
-        origins.emplace_back(axis.origin == "--grid" ? "--grid" : "the sweep block");
         load_scenario(plan.scenario,
                       with(plan.base_overrides, {fmt::format("{}={}", axis.key, value.dump())}),
                       plan.presets, origins);
