@@ -42,10 +42,10 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
   }
   if (!fs::is_directory(configs_dir / kind, ec)) {
     throw ConfigError(from_file.string(), json_path,
-                      fmt::format("{} preset \"{}\": the presets folder {} does not exist (it "
+                      fmt::format("{} \"{}\": the presets folder {} does not exist (it "
                                   "comes from --configs, else $FSDPSIM_CONFIGS_DIR, else the "
                                   "source tree's configs/)",
-                                  kind, reference, (configs_dir / kind).string()));
+                                  preset_noun(kind), reference, (configs_dir / kind).string()));
   }
   const std::vector<std::string> available = names(kind);
   const std::string hint = did_you_mean(reference, available);
@@ -54,7 +54,7 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
   const bool file_there = fs::is_regular_file(as_file, ec);
   throw ConfigError(
       from_file.string(), json_path,
-      fmt::format("unknown {} preset \"{}\"{}; available in {}: {}{}", kind, reference,
+      fmt::format("unknown {} \"{}\"{}; available in {}: {}{}", preset_noun(kind), reference,
                   hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint),
                   (configs_dir / kind).string(), fmt::join(available, ", "),
                   file_there

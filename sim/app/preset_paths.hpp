@@ -28,6 +28,12 @@ struct PresetLocator {
   [[nodiscard]] std::vector<std::string> names(const std::string& kind) const;
 };
 
+// What a file of `kind` is called in messages: "calibration profile", else "<kind> preset"
+// ("models preset", "hardware preset").
+inline std::string preset_noun(const std::string& kind) {
+  return kind == "calibration" ? std::string("calibration profile") : kind + " preset";
+}
+
 // Runs `parse` on the content of a preset named at `from_file`'s `json_path`. An error there names
 // the preset file; it is rethrown naming the reference too, since a preset of another kind or a
 // stale path is the referencing file's mistake: "... (the models preset named at s.json:
@@ -38,7 +44,7 @@ decltype(auto) parse_preset(const std::string& kind, const std::filesystem::path
   try {
     return std::forward<Parse>(parse)();
   } catch (const ConfigError& e) {
-    throw ConfigError(std::string(e.what()) + " (the " + kind + " preset named at " +
+    throw ConfigError(std::string(e.what()) + " (the " + preset_noun(kind) + " named at " +
                       from_file.string() + (json_path.empty() ? "" : ": " + json_path) + ")");
   }
 }

@@ -541,7 +541,7 @@ TEST(Validate, BadOptionsAreRefusedBeforeAnyRow) {
   const auto [code, out] =
       run_fsdpsim("validate " + cases + " --calibration mine.csv", "cd " + here.string() + " && ");
   EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("unknown calibration preset \"mine.csv\""), std::string::npos) << out;
+  EXPECT_NE(out.find("unknown calibration profile \"mine.csv\""), std::string::npos) << out;
   EXPECT_NE(out.find("(for the file mine.csv, write ./mine.csv)"), std::string::npos) << out;
 }
 
@@ -554,7 +554,7 @@ TEST(Validate, NothingToValidateOrABadOptionExitsTwo) {
   const std::string cases = kData + "small_cases.csv";
   const auto [code2, out2] = run_fsdpsim("validate " + cases + " --calibration nosuchprofile");
   EXPECT_EQ(code2, 2) << out2;
-  EXPECT_NE(out2.find("--calibration: unknown calibration preset \"nosuchprofile\""),
+  EXPECT_NE(out2.find("--calibration: unknown calibration profile \"nosuchprofile\""),
             std::string::npos)
       << out2;
   const auto [code3, out3] = run_fsdpsim("validate " + cases + " --set nosuch.key=1");

@@ -278,7 +278,7 @@ TEST(CalibrateCli, RunSaysWhichCostsCameFromTheProfile) {
   const Outcome bad =
       run_fsdpsim("run " + scenario_file().string() + " --set hardware.calibration=a100-sxm-80g");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.output.find("/hardware/calibration: unknown calibration preset \"a100-sxm-80g\""),
+  EXPECT_NE(bad.output.find("/hardware/calibration: unknown calibration profile \"a100-sxm-80g\""),
             std::string::npos)
       << bad.output;
 }

@@ -285,7 +285,8 @@ TEST(CalibrationProfileJson, ScenarioReferenceErrorsNameTheScenario) {
   } catch (const ConfigError& e) {
     const std::string m = e.what();
     EXPECT_NE(
-        m.find("scenario.json: /hardware/calibration: unknown calibration preset \"a100-sxm-80g\""),
+        m.find(
+            "scenario.json: /hardware/calibration: unknown calibration profile \"a100-sxm-80g\""),
         std::string::npos)
         << m;
     EXPECT_NE(m.find("did you mean a100-sxm-80gb"), std::string::npos) << m;
