@@ -182,6 +182,7 @@ class JsonInputCheck final : public nlohmann::json_sax<nlohmann::json> {
     }
     Container& object = open_.back();
     object.key = key;
+    object.keyed = true;
     if (!object.keys.insert(key).second) {
       throw ConfigError(source_, where(),
                         "key given twice in the same object; expected each key once");
@@ -213,7 +214,8 @@ class JsonInputCheck final : public nlohmann::json_sax<nlohmann::json> {
   struct Container {
     bool array = false;
     std::int64_t index = -1;  // arrays: the element being read
-    std::string key;          // objects: the current key
+    std::string key;          // objects: the current key ("" is a key too)
+    bool keyed = false;       // objects: a key has been read
     std::set<std::string> keys;
   };
 
@@ -230,7 +232,7 @@ class JsonInputCheck final : public nlohmann::json_sax<nlohmann::json> {
                                     "than a few",
                                     kMaxJsonDepth));
     }
-    open_.push_back(Container{array, -1, {}, {}});
+    open_.push_back(Container{array, -1, {}, false, {}});
   }
 
   // The JSON pointer of the value being read.
@@ -238,7 +240,7 @@ class JsonInputCheck final : public nlohmann::json_sax<nlohmann::json> {
     std::string out;
     for (const Container& c : open_) {
       if (c.array && c.index >= 0) out += "/" + std::to_string(c.index);
-      if (!c.array && !c.key.empty()) out += "/" + c.key;
+      if (!c.array && c.keyed) out += "/" + c.key;
     }
     return out;
   }
