@@ -18,6 +18,7 @@
 
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
+#include "sim/app/expectations.hpp"
 #include "sim/app/interrupt_guard.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/result_json.hpp"
@@ -156,6 +157,24 @@ std::vector<std::string> named_file_contents(const SweepPlan& plan) {
   std::vector<std::string> contents;
   for (const std::filesystem::path& file : files) contents.push_back(read_text_file(file));
   return contents;
+}
+
+// As run: a sweep does not judge the scenario's expect block, but one naming a key no result has
+// is refused, checked against the first point's result before the grid runs (a point the loader
+// rejects has no result; its row says why).
+void check_expect_keys(const SweepPlan& plan) {
+  if (plan.total_points == 0) return;
+  std::optional<Scenario> first;
+  try {
+    first =
+        load_scenario(plan.scenario, with(plan.base_overrides, grid_point_overrides(plan.axes, 0)),
+                      plan.presets, point_override_origins(plan));
+  } catch (const ConfigError&) {
+    return;
+  }
+  if (!first->expectations) return;
+  (void)evaluate_expectations(*first->expectations,
+                              result_to_json(*first, simulate_scenario(*first, false)));
 }
 
 struct PointOutcome {
@@ -387,6 +406,7 @@ int sweep_command(const SweepOptions& options) {
   // Before the grid runs, not after: a sweep can take hours.
   check_outputs({options.csv_path, options.jsonl_path, options.md_path, options.trace_path},
                 {plan.scenario});
+  check_expect_keys(plan);
   const int jobs = options.jobs == 0
                        ? static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))
                        : options.jobs;

@@ -251,6 +251,12 @@ TEST(Cli, DeeplyNestedJsonIsRefusedNotACrash) {
   EXPECT_NE(twice.output.find("/micro_batch: key given twice in the same object"),
             std::string::npos)
       << twice.output;
+  // An empty key is a key: the path shows it.
+  const Outcome empty_key =
+      run_fsdpsim("run " + kScenario + " --set 'training={\"\":{\"a\":1,\"a\":2}}'");
+  EXPECT_EQ(empty_key.exit_code, 2) << empty_key.output;
+  EXPECT_NE(empty_key.output.find("//a: key given twice in the same object"), std::string::npos)
+      << empty_key.output;
   // Inside an array the path names the element.
   const Outcome in_array =
       run_fsdpsim("run " + kScenario +
@@ -481,7 +487,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{
             "calibration_of_another_kind",
             {{"hardware", {{"calibration", FSDPSIM_SOURCE_DIR "/configs/models/gpt-175b.json"}}}},
-            "gpt-175b.json: /kind: required key is missing (the calibration preset named at "},
+            "gpt-175b.json: /kind: required key is missing (the calibration profile named at "},
         // hardware.stragglers: ranks or nodes in range, each listed once, speeds in [0.05, 1].
         BadInput{"stragglers_not_array",
                  {{"hardware", {{"stragglers", {{"ranks", {1}}}}}}},
@@ -1142,8 +1148,10 @@ TEST(Cli, AnExpectKeyNoResultHasIsRefusedByEveryCommandThatSimulates) {
   document["expect"] = {{"tokens_per_sec", {{"min", 1}}}};
   const fs::path file = temp_dir() / "expect_typo.json";
   std::ofstream(file) << document.dump(2);
-  for (const std::string& command : {"run " + file.string(), "explain " + file.string(),
-                                     "calibrate plan " + file.string(), "check " + file.string()}) {
+  for (const std::string& command :
+       {"run " + file.string(), "explain " + file.string(), "calibrate plan " + file.string(),
+        "check " + file.string(),
+        "sweep " + file.string() + " --grid training.micro_batch=1,2 --out -"}) {
     const Outcome o = run_fsdpsim(command);
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
     EXPECT_NE(o.output.find("/expect/tokens_per_sec"), std::string::npos) << command << "\n"
