@@ -19,7 +19,6 @@
 #include "sim/app/calibration_json.hpp"
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
-#include "sim/app/expectations.hpp"
 #include "sim/app/hardware_json.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/result_json.hpp"
@@ -66,9 +65,7 @@ int plan_command(const CalibrateOptions& o) {
   curves->usage().set_recording(true);
   scenario.hardware.cluster.gpu.calibration = curves;
   const fsdp::SimulationOutput output = simulate_scenario(scenario, /*record_memory=*/false);
-  // As run: the expect block is not judged here, but one naming a key no result has is refused.
-  if (scenario.expectations)
-    (void)evaluate_expectations(*scenario.expectations, result_to_json(scenario, output));
+  refuse_unknown_expect_keys(scenario, output);
   // A custom model's units are GEMM work without a shape (FLOPs only): priced by the model, with
   // nothing to measure.
   std::map<hardware::GemmKey, hardware::QueryStats> gemms;
@@ -380,13 +377,8 @@ int import_command(const CalibrateOptions& o) {
                            : o.import_output == "-"
                                ? std::filesystem::path(o.logs.front()).stem().string()
                                : std::filesystem::path(o.import_output).stem().string();
-  for (const auto& [flag, text] : {std::pair<const char*, const std::string&>{"--name", name},
-                                   {"--description", o.description}}) {
-    if (const auto c = find_control_character(text, "")) {
-      throw ConfigError(fmt::format("{}: expected text, found the control character {} at byte {}",
-                                    flag, c->name, c->offset));
-    }
-  }
+  require_option_text("--name", name);
+  require_option_text("--description", o.description);
   // The profile says which GPU it measured, so that a scenario on another can refuse it
   // (calibration_device_mismatch): nccl-tests logs name the device but not its SMs or memory.
   const hardware::GpuSpec gpu =

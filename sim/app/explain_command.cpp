@@ -5,7 +5,6 @@
 #include <set>
 
 #include "sim/app/cli_validators.hpp"
-#include "sim/app/expectations.hpp"
 #include "sim/app/explain_step.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/result_json.hpp"
@@ -62,16 +61,13 @@ int explain_command(const ExplainOptions& options) {
   presets.files_resolved = &inputs;
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
   check_sweep_block_keys(options.scenario, options.overrides, presets);
-  check_outputs({options.json_path},
-                std::vector<std::filesystem::path>(inputs.begin(), inputs.end()));
+  const std::vector<std::filesystem::path> input_files(inputs.begin(), inputs.end());
+  check_outputs({options.json_path}, input_files);
   const fsdp::SimulationOutput output = simulate_scenario(scenario, /*record_memory=*/false);
-  // As run: explain does not judge the expect block, but refuses one naming a key no result has.
-  if (scenario.expectations)
-    (void)evaluate_expectations(*scenario.expectations, result_to_json(scenario, output));
+  refuse_unknown_expect_keys(scenario, output);
   const Explanation explanation = explain_step(scenario, output);
   if (!options.json_path.empty())
-    write_output(options.json_path, explanation_json(explanation).dump(2) + "\n",
-                 std::vector<std::filesystem::path>(inputs.begin(), inputs.end()));
+    write_output(options.json_path, explanation_json(explanation).dump(2) + "\n", input_files);
   if (options.json_path != "-") std::cout << explanation_text(explanation, options.top);
   return 0;
 }

@@ -122,6 +122,13 @@ std::string escape_control_characters(std::string_view text) {
   return out;
 }
 
+void require_option_text(const std::string& option, const std::string& text) {
+  if (const auto c = find_control_character(text, "")) {
+    throw ConfigError(fmt::format("{}: expected text, found the control character {} at byte {}",
+                                  option, c->name, c->offset));
+  }
+}
+
 void require_text(const std::string& text, const std::string& file) {
   if (const auto c = find_control_character(text, "\t\n\r")) {
     const std::string_view before(text.data(), c->offset);

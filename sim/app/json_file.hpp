@@ -36,6 +36,10 @@ std::optional<ControlCharacter> find_control_character(std::string_view text,
 // not could not be written back out.
 std::optional<std::size_t> find_invalid_utf8(std::string_view text);
 
+// Throws ConfigError naming `option` ("--title") when a command-line text that fsdpsim writes
+// into a file holds a control character (find_control_character).
+void require_option_text(const std::string& option, const std::string& text);
+
 // `text` with each control character but line feed and tab written as its name in angle brackets
 // ("<U+001B>"), and each byte that is not UTF-8 as its value ("<0xFF>"): for messages that echo
 // what a user typed on the command line.

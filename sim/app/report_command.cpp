@@ -75,10 +75,7 @@ CLI::App* add_report_command(CLI::App& app, ReportOptions& options) {
 
 int report_command(const ReportOptions& options) {
   // The title goes into index.md, which a terminal may print.
-  if (const auto c = find_control_character(options.title, "")) {
-    throw ConfigError(fmt::format(
-        "--title: expected text, found the control character {} at byte {}", c->name, c->offset));
-  }
+  require_option_text("--title", options.title);
   const SweepTable table = table_from_csv(read_text_file(options.csv_path), options.csv_path);
   if (table.rows.empty()) {
     // As merge: a table of no point (a header alone) is not a sweep to report on.

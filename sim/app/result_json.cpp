@@ -4,6 +4,7 @@
 
 #include "models/workload.hpp"
 #include "sim/app/calibration_json.hpp"
+#include "sim/app/expectations.hpp"
 #include "sim/app/significant_digits.hpp"
 
 namespace fsdpsim::app {
@@ -81,6 +82,11 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
     out["calibration"] = calibration_usage_json(*cluster.gpu.calibration);
   }
   return out;
+}
+
+void refuse_unknown_expect_keys(const Scenario& scenario, const fsdp::SimulationOutput& output) {
+  if (scenario.expectations)
+    (void)evaluate_expectations(*scenario.expectations, result_to_json(scenario, output));
 }
 
 }  // namespace fsdpsim::app

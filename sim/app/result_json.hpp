@@ -13,4 +13,9 @@ inline constexpr const char* kResultSchema = "fsdpsim.result/1";
 
 nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOutput& output);
 
+// For the commands that simulate a scenario without judging its `expect` block (explain,
+// calibrate plan, sweep): refuses, as check would, a block naming a key no result has. Throws
+// ConfigError (evaluate_expectations); nothing happens without a block.
+void refuse_unknown_expect_keys(const Scenario& scenario, const fsdp::SimulationOutput& output);
+
 }  // namespace fsdpsim::app

@@ -324,8 +324,8 @@ int run_command(const RunOptions& options) {
   presets.files_resolved = &inputs;
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
   check_sweep_block_keys(options.scenario, options.overrides, presets);
-  check_outputs({options.json_path, options.trace_path, options.memory_timeline_path},
-                std::vector<std::filesystem::path>(inputs.begin(), inputs.end()));
+  const std::vector<std::filesystem::path> input_files(inputs.begin(), inputs.end());
+  check_outputs({options.json_path, options.trace_path, options.memory_timeline_path}, input_files);
   const double load_ms = elapsed_ms(start);
 
   const auto simulate_start = std::chrono::steady_clock::now();
@@ -346,7 +346,7 @@ int run_command(const RunOptions& options) {
   if (!options.trace_path.empty()) outputs.push_back({options.trace_path, trace_json(output)});
   if (!options.memory_timeline_path.empty())
     outputs.push_back({options.memory_timeline_path, memory_timeline_csv(output)});
-  write_outputs(outputs, std::vector<std::filesystem::path>(inputs.begin(), inputs.end()));
+  write_outputs(outputs, input_files);
   if (options.json_path != "-") std::cout << summary_text(scenario, output);
   if (options.timing) {
     std::cerr << fmt::format(

@@ -18,7 +18,6 @@
 
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
-#include "sim/app/expectations.hpp"
 #include "sim/app/interrupt_guard.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/result_json.hpp"
@@ -159,9 +158,8 @@ std::vector<std::string> named_file_contents(const SweepPlan& plan) {
   return contents;
 }
 
-// As run: a sweep does not judge the scenario's expect block, but one naming a key no result has
-// is refused, checked against the first point's result before the grid runs (a point the loader
-// rejects has no result; its row says why).
+// The expect block's keys, checked against the first point's result before the grid runs (a
+// point the loader rejects has no result; its row says why).
 void check_expect_keys(const SweepPlan& plan) {
   if (plan.total_points == 0) return;
   std::optional<Scenario> first;
@@ -172,9 +170,7 @@ void check_expect_keys(const SweepPlan& plan) {
   } catch (const ConfigError&) {
     return;
   }
-  if (!first->expectations) return;
-  (void)evaluate_expectations(*first->expectations,
-                              result_to_json(*first, simulate_scenario(*first, false)));
+  if (first->expectations) refuse_unknown_expect_keys(*first, simulate_scenario(*first, false));
 }
 
 struct PointOutcome {
