@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <functional>
-#include <iterator>
 #include <limits>
+#include <optional>
 #include <queue>
 #include <stdexcept>
 
@@ -13,45 +13,83 @@
 // boost::optional); silence it for these headers only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/compressed_sparse_row_graph.hpp>
 #include <boost/graph/strong_components.hpp>
-#include <boost/graph/topological_sort.hpp>
 #pragma GCC diagnostic pop
 
 #include "sim/engine/executor.hpp"
 
 namespace fsdpsim::engine {
 
+// Edges are collected in a flat list and turned into one compressed-sparse-row graph (two arrays)
+// on the first query: every simulation checks its program for cycles, and an adjacency_list's
+// per-node edge vectors and Tarjan's DFS cost about a third of a simulation's CPU time (perf on
+// `fsdpsim validate`, reports/performance.md). The acyclicity check is Kahn's algorithm, linear
+// with flat arrays; Boost's strong_components runs only to name the ops of a cycle.
 struct OpGraph::Impl {
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
-  Graph graph;
+  using Graph = boost::compressed_sparse_row_graph<boost::directedS>;
+  std::size_t nodes = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> edges;
+  std::optional<Graph> csr;  // built from `edges` by graph(); dropped by add_edge
+
+  const Graph& graph() {
+    if (!csr) csr.emplace(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(), nodes);
+    return *csr;
+  }
+
+  // Kahn's algorithm: the nodes in a topological order, fewer than `nodes` if there is a cycle
+  // (the nodes on or behind a cycle never reach in-degree 0).
+  std::vector<std::uint32_t> kahn_order() {
+    const Graph& g = graph();
+    std::vector<std::uint32_t> in_degree(nodes, 0);
+    for (const auto& e : edges) ++in_degree[e.second];
+    std::vector<std::uint32_t> order;
+    order.reserve(nodes);
+    for (std::size_t v = 0; v < nodes; ++v) {
+      if (in_degree[v] == 0) order.push_back(static_cast<std::uint32_t>(v));
+    }
+    for (std::size_t next = 0; next < order.size(); ++next) {
+      auto [edge, edges_end] = boost::out_edges(Graph::vertex_descriptor{order[next]}, g);
+      for (; edge != edges_end; ++edge) {
+        const std::size_t v = boost::target(*edge, g);
+        if (--in_degree[v] == 0) order.push_back(static_cast<std::uint32_t>(v));
+      }
+    }
+    return order;
+  }
 };
 
-OpGraph::OpGraph(std::size_t nodes) : impl_(std::make_unique<Impl>()) {
-  impl_->graph = Impl::Graph(nodes);
-}
+OpGraph::OpGraph(std::size_t nodes) : impl_(std::make_unique<Impl>()) { impl_->nodes = nodes; }
 OpGraph::~OpGraph() = default;
 OpGraph::OpGraph(OpGraph&&) noexcept = default;
 OpGraph& OpGraph::operator=(OpGraph&&) noexcept = default;
 
 void OpGraph::add_edge(std::uint32_t from, std::uint32_t to) {
-  boost::add_edge(from, to, impl_->graph);
+  if (from >= impl_->nodes || to >= impl_->nodes) {
+    throw std::logic_error(
+        fmt::format("OpGraph: edge {} -> {} in a graph of {} nodes", from, to, impl_->nodes));
+  }
+  impl_->edges.emplace_back(from, to);
+  impl_->csr.reset();
 }
-std::size_t OpGraph::node_count() const { return boost::num_vertices(impl_->graph); }
-std::size_t OpGraph::edge_count() const { return boost::num_edges(impl_->graph); }
+std::size_t OpGraph::node_count() const { return impl_->nodes; }
+std::size_t OpGraph::edge_count() const { return impl_->edges.size(); }
 
 std::vector<std::uint32_t> OpGraph::find_cycle() const {
   const std::size_t n = node_count();
+  if (impl_->kahn_order().size() == n) return {};
+  const Impl::Graph& g = impl_->graph();
   std::vector<std::size_t> component(n);
   const std::size_t count = boost::strong_components(
-      impl_->graph, boost::make_iterator_property_map(
-                        component.begin(), boost::get(boost::vertex_index, impl_->graph)));
+      g, boost::make_iterator_property_map(component.begin(), boost::get(boost::vertex_index, g)));
   std::vector<std::size_t> size(count, 0);
   for (std::size_t c : component) ++size[c];
+  std::vector<bool> self_loop(n, false);  // a self-loop is a cycle of one
+  for (const auto& [from, to] : impl_->edges) {
+    if (from == to) self_loop[from] = true;
+  }
   for (std::size_t v = 0; v < n; ++v) {
-    // A self-loop is a cycle of one.
-    const bool self_loop = boost::edge(v, v, impl_->graph).second;
-    if (size[component[v]] > 1 || self_loop) {
+    if (size[component[v]] > 1 || self_loop[v]) {
       std::vector<std::uint32_t> nodes;
       for (std::size_t u = 0; u < n; ++u) {
         if (component[u] == component[v]) nodes.push_back(static_cast<std::uint32_t>(u));
@@ -59,13 +97,14 @@ std::vector<std::uint32_t> OpGraph::find_cycle() const {
       return nodes;
     }
   }
-  return {};
+  throw std::logic_error("OpGraph: Kahn's algorithm found a cycle that strong_components did not");
 }
 
 std::vector<std::uint32_t> OpGraph::topological_order() const {
-  std::vector<std::size_t> reversed;
-  boost::topological_sort(impl_->graph, std::back_inserter(reversed));
-  std::vector<std::uint32_t> order(reversed.rbegin(), reversed.rend());
+  std::vector<std::uint32_t> order = impl_->kahn_order();
+  if (order.size() != node_count()) {
+    throw std::logic_error("OpGraph::topological_order: the graph has a cycle");
+  }
   return order;
 }
 
@@ -78,10 +117,11 @@ WeightedPath OpGraph::longest_path(const std::vector<SimTime>& weights) const {
   constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
   std::vector<SimTime> heaviest(weights);  // heaviest path ending at each node
   std::vector<std::uint32_t> predecessor(n, kNone);
+  const Impl::Graph& g = impl_->graph();
   for (const std::uint32_t u : topological_order()) {
-    auto [edge, edges_end] = boost::out_edges(u, impl_->graph);
+    auto [edge, edges_end] = boost::out_edges(Impl::Graph::vertex_descriptor{u}, g);
     for (; edge != edges_end; ++edge) {
-      const auto v = static_cast<std::uint32_t>(boost::target(*edge, impl_->graph));
+      const auto v = static_cast<std::uint32_t>(boost::target(*edge, g));
       const SimTime through_u = heaviest[u] + weights[v];
       const bool better =
           through_u > heaviest[v] ||
