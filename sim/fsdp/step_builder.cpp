@@ -1,7 +1,5 @@
 #include "sim/fsdp/step_builder.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <stdexcept>
 
@@ -112,9 +110,9 @@ ProcessGroup StepBuilder::add_process_group(std::string name, std::int32_t size,
 
 OpId StepBuilder::kernel(std::string_view layer, std::string_view pass,
                          const models::NamedKernel& k, Phase phase, std::int32_t group) {
-  const std::string name = fmt::format("{}.{}.{}", layer, pass, k.name);
+  kernel_name_.assign(layer).append(1, '.').append(pass).append(1, '.').append(k.name);
   LaunchSpec spec;
-  spec.name = name;
+  spec.name = kernel_name_;
   spec.stream = compute_;
   spec.kind = OpKind::kCompute;
   spec.phase = tag(phase);
