@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+#include <vector>
+
 #include "sim/engine/executor.hpp"
 #include "sim/engine/program_builder.hpp"
 
@@ -58,6 +61,47 @@ TEST(OpGraph, LongestPathSumsNodeWeightsAndBreaksTiesBySmallerId) {
   const WeightedPath lone = g.longest_path({us(1), us(1), us(1), us(1), us(7)});
   EXPECT_EQ(lone.nodes, (std::vector<std::uint32_t>{4}));
   EXPECT_TRUE(OpGraph(0).longest_path({}).nodes.empty());
+}
+
+TEST(OpGraph, FindsTheCycleBehindAnAcyclicPartAndASelfLoop) {
+  // 0 -> 1 is fine; 2 -> 3 -> 2 is a cycle and 4, after it, is never reached by Kahn's order
+  // either, but it is not on the cycle.
+  OpGraph g(5);
+  g.add_edge(0, 1);
+  g.add_edge(2, 3);
+  g.add_edge(3, 2);
+  g.add_edge(3, 4);
+  EXPECT_EQ(g.find_cycle(), (std::vector<std::uint32_t>{2, 3}));
+  EXPECT_THROW((void)g.topological_order(), std::logic_error);
+
+  OpGraph self(3);
+  self.add_edge(0, 1);
+  self.add_edge(1, 1);
+  EXPECT_EQ(self.find_cycle(), (std::vector<std::uint32_t>{1}));
+}
+
+TEST(OpGraph, AnEdgeOutsideTheGraphIsOurBug) {
+  OpGraph g(2);
+  EXPECT_THROW(g.add_edge(0, 2), std::logic_error);
+}
+
+TEST(OpGraph, TopologicalOrderPutsEveryNodeAfterItsPredecessors) {
+  // Edges added out of order, with a node (5) that nothing touches.
+  OpGraph g(6);
+  g.add_edge(4, 0);
+  g.add_edge(3, 4);
+  g.add_edge(1, 3);
+  g.add_edge(2, 3);
+  g.add_edge(1, 0);
+  const std::vector<std::uint32_t> order = g.topological_order();
+  ASSERT_EQ(order.size(), 6U);
+  std::vector<std::size_t> position(6);
+  for (std::size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  EXPECT_LT(position[4], position[0]);
+  EXPECT_LT(position[3], position[4]);
+  EXPECT_LT(position[1], position[3]);
+  EXPECT_LT(position[2], position[3]);
+  EXPECT_LT(position[1], position[0]);
 }
 
 TEST(CriticalPath, FollowsTheCollectiveAComputeOpWaitsFor) {
