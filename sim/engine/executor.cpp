@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/engine/event_queue.hpp"
+#include "sim/engine/op_graph.hpp"
 
 namespace fsdpsim::engine {
 namespace {
@@ -496,11 +497,26 @@ class GroupRendezvous final : public Rendezvous {
   std::vector<std::vector<Waiting>> waiting_;  // [channel][lowest class of the group]
 };
 
+// A program that stalls is checked for a cycle only then, to name the ops that wait on each
+// other (op_graph.hpp); building that graph for every program cost 6-7 % of a simulation's CPU
+// time (reports/performance.md). A stall that is no cycle keeps the executor's account of it.
+template <typename Run>
+auto naming_any_cycle(const Program& program, Run run) {
+  try {
+    return run();
+  } catch (const DeadlockError&) {
+    check_for_deadlock(program);
+    throw;
+  }
+}
+
 }  // namespace
 
 Timeline execute(const Program& program, MemoryObserver* memory) {
-  const ProgramIndex index(program);
-  return Execution<false>(program, index, memory, nullptr, 0, RankSpeed{}, nullptr).run();
+  return naming_any_cycle(program, [&] {
+    const ProgramIndex index(program);
+    return Execution<false>(program, index, memory, nullptr, 0, RankSpeed{}, nullptr).run();
+  });
 }
 
 std::vector<Timeline> execute_ranks(const Program& program, const RankClasses& classes,
@@ -509,33 +525,35 @@ std::vector<Timeline> execute_ranks(const Program& program, const RankClasses& c
   if (n == 0 || n > std::numeric_limits<std::uint16_t>::max() || memory.size() != n) {
     throw std::logic_error("engine: execute_ranks needs 1 to 65535 classes, one observer each");
   }
-  const ProgramIndex index(program);
-  EventQueue queue;
-  queue.reserve(64 * n);
-  std::vector<std::unique_ptr<Execution<true>>> ranks;
-  ranks.reserve(n);
-  GroupRendezvous rendezvous(program, classes, ranks);
-  for (std::size_t k = 0; k < n; ++k) {
-    ranks.push_back(std::make_unique<Execution<true>>(program, index, memory[k], &queue,
-                                                      static_cast<std::uint16_t>(k),
-                                                      classes.speed[k], &rendezvous));
-  }
-  for (auto& rank : ranks) rank->begin();
-  while (!queue.empty()) {
-    const Event e = queue.pop();
-    ranks[e.rank]->handle(e);
-  }
-  std::vector<Timeline> timelines;
-  timelines.reserve(n);
-  for (std::size_t k = 0; k < n; ++k) {
-    try {
-      timelines.push_back(ranks[k]->end());
-    } catch (const DeadlockError& e) {
-      throw DeadlockError(
-          fmt::format("rank {}: {}", classes.representative[k], std::string(e.what())));
+  return naming_any_cycle(program, [&] {
+    const ProgramIndex index(program);
+    EventQueue queue;
+    queue.reserve(64 * n);
+    std::vector<std::unique_ptr<Execution<true>>> ranks;
+    ranks.reserve(n);
+    GroupRendezvous rendezvous(program, classes, ranks);
+    for (std::size_t k = 0; k < n; ++k) {
+      ranks.push_back(std::make_unique<Execution<true>>(program, index, memory[k], &queue,
+                                                        static_cast<std::uint16_t>(k),
+                                                        classes.speed[k], &rendezvous));
     }
-  }
-  return timelines;
+    for (auto& rank : ranks) rank->begin();
+    while (!queue.empty()) {
+      const Event e = queue.pop();
+      ranks[e.rank]->handle(e);
+    }
+    std::vector<Timeline> timelines;
+    timelines.reserve(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      try {
+        timelines.push_back(ranks[k]->end());
+      } catch (const DeadlockError& e) {
+        throw DeadlockError(
+            fmt::format("rank {}: {}", classes.representative[k], std::string(e.what())));
+      }
+    }
+    return timelines;
+  });
 }
 
 }  // namespace fsdpsim::engine

@@ -32,7 +32,8 @@ class DeadlockError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Throws DeadlockError naming the stuck ops and where the CPU is blocked.
+// Throws DeadlockError naming the ops that wait on each other when the program has a cycle
+// (check_for_deadlock, op_graph.hpp), else the stuck ops and where the CPU is blocked.
 Timeline execute(const Program& program, MemoryObserver* memory = nullptr);
 
 // Every rank of a world runs `program` at its own speed (rank_classes.hpp), one representative
@@ -41,7 +42,7 @@ Timeline execute(const Program& program, MemoryObserver* memory = nullptr);
 // started it, and takes the op's duration from then (NCCL kernels wait for their peers).
 // Compute ops take duration / speed.compute (contended_duration too), launches and host work
 // launch_cost or duration / speed.host; copies, collectives and allocator calls are not scaled.
-// Returns one timeline per class, in class order.
+// Returns one timeline per class, in class order; a stall throws as execute() does.
 std::vector<Timeline> execute_ranks(const Program& program, const RankClasses& classes,
                                     const std::vector<MemoryObserver*>& memory);
 

@@ -9,7 +9,6 @@
 
 #include "hardware/calibrated_curves.hpp"
 #include "sim/engine/executor.hpp"
-#include "sim/engine/op_graph.hpp"
 
 namespace fsdpsim::fsdp {
 namespace {
@@ -214,7 +213,6 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
   steps.steps = options.warm_up || options.allocator ? 2 : 1;
   out.schedule = build_schedule(steps);
   const engine::Program& program = out.schedule.program;
-  engine::check_for_deadlock(program);
   const hardware::GpuSpec& gpu = input.cluster.gpu;
   const memory::MemoryModelOptions memory_options =
       memory_options_for(input, out.schedule, options);
