@@ -17,7 +17,7 @@ struct Label {
 };
 
 // Unit of a host-work step: the longest group name that prefixes its name at a '.'.
-std::int32_t group_of_host_work(const std::string& name, const std::vector<std::string>& groups) {
+std::int32_t group_of_host_work(std::string_view name, const std::vector<std::string>& groups) {
   std::int32_t best = -1;
   std::size_t best_length = 0;
   for (std::size_t g = 0; g < groups.size(); ++g) {

@@ -33,9 +33,9 @@ const char* op_kind_name(engine::OpKind kind) {
   return "?";
 }
 
-std::string collective_name(const std::string& op_name) {
+std::string collective_name(std::string_view op_name) {
   const auto dot = op_name.rfind('.');
-  std::string name = dot == std::string::npos ? op_name : op_name.substr(dot + 1);
+  std::string name(dot == std::string_view::npos ? op_name : op_name.substr(dot + 1));
   for (char& c : name) {
     if (c == '_') c = '-';
   }

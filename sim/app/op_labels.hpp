@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/app/scenario.hpp"
@@ -19,7 +20,7 @@ const char* op_kind_name(engine::OpKind kind);
 
 // The collective of a communication op, from its name's last segment with '_' read as '-':
 // "blocks.3.all_gather" -> "all-gather".
-std::string collective_name(const std::string& op_name);
+std::string collective_name(std::string_view op_name);
 
 // A name for each Op::group value of the schedule: the FSDP unit names, or for DDP (no units;
 // groups are layers) the model's layer names.

@@ -171,10 +171,10 @@ void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, cons
     std::string step_name;
     switch (step.kind) {
       case engine::CpuStepKind::kLaunch:
-        step_name = "launch " + p.names[p.ops[step.target].name];
+        step_name = fmt::format("launch {}", p.names[p.ops[step.target].name]);
         break;
       case engine::CpuStepKind::kWait:
-        step_name = "wait: " + p.names[step.name];
+        step_name = fmt::format("wait: {}", p.names[step.name]);
         break;
       case engine::CpuStepKind::kWork:
         step_name = p.names[step.name];

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/engine/name_table.hpp"
 #include "sim/units/sim_time.hpp"
 #include "sim/units/units.hpp"
 
@@ -83,7 +84,7 @@ struct RankGroups {
 };
 
 struct Program {
-  std::vector<std::string> names;
+  NameTable names;
   std::vector<std::string> stream_names;
   std::vector<std::string> channel_names;
   std::vector<RankGroups> channel_groups;  // parallel to channel_names

@@ -19,8 +19,7 @@ ChannelId ProgramBuilder::add_channel(std::string name, RankGroups groups) {
 }
 
 std::uint32_t ProgramBuilder::intern(std::string_view name) {
-  program_.names.emplace_back(name);
-  return static_cast<std::uint32_t>(program_.names.size() - 1);
+  return program_.names.push_back(name);
 }
 
 OpId ProgramBuilder::launch(const LaunchSpec& spec) {

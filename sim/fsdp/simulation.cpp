@@ -130,9 +130,9 @@ void fill_memory(StepResult& r, const engine::Program& program, const memory::Me
   r.oom_reason.clear();
   if (r.models_reserved && r.reserved.out_of_memory) {
     r.out_of_memory = true;
-    const std::string where = r.reserved.oom_tensor < program.tensors.size()
-                                  ? program.names[program.tensors[r.reserved.oom_tensor].name]
-                                  : std::string("?");
+    const std::string_view where = r.reserved.oom_tensor < program.tensors.size()
+                                       ? program.names[program.tensors[r.reserved.oom_tensor].name]
+                                       : std::string_view("?");
     r.oom_reason = fmt::format("allocating {}: {}", where, r.reserved.oom_message);
   } else if (!r.models_reserved && r.memory.peak_active > r.usable_memory) {
     r.out_of_memory = true;

@@ -72,11 +72,6 @@ double between_measurements(const std::vector<std::pair<double, double>>& points
   return 0.0;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 struct Collectives {
   std::vector<double> bytes;
   std::vector<double> seconds;
@@ -89,7 +84,7 @@ Collectives collectives_of(const fsdp::SimulationOutput& out, const std::string&
   for (const engine::Op& op : p.ops) {
     if (op.kind != engine::OpKind::kCommunication) continue;
     ++c.count;
-    if (!ends_with(p.names[op.name], suffix)) continue;
+    if (!p.names[op.name].ends_with(suffix)) continue;
     c.bytes.push_back(static_cast<double>(op.bytes.value()));
     c.seconds.push_back(op.duration.seconds());
   }

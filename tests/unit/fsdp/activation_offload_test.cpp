@@ -26,7 +26,7 @@ std::vector<std::pair<std::string, double>> ops_named(const SimulationOutput& ou
   std::vector<std::pair<std::string, double>> found;
   const engine::Program& p = out.schedule.program;
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
-    const std::string& name = p.names[p.ops[i].name];
+    const std::string_view name = p.names[p.ops[i].name];
     if (name.find(part) == std::string::npos) continue;
     const engine::OpTiming& t = out.timeline.ops[i];
     found.emplace_back(name, (t.end - t.start).microseconds());

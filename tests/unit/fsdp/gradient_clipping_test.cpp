@@ -30,8 +30,8 @@ std::vector<std::string> ops_named(const SimulationOutput& out, const std::strin
   std::vector<std::string> names;
   const engine::Program& p = out.schedule.program;
   for (const engine::Op& op : p.ops) {
-    const std::string& name = p.names[op.name];
-    if (name.find(part) != std::string::npos) names.push_back(name);
+    const std::string_view name = p.names[op.name];
+    if (name.find(part) != std::string::npos) names.emplace_back(name);
   }
   return names;
 }
@@ -116,7 +116,7 @@ TEST(GradientClipping, CpuOffloadClipsOnTheHostAroundADeviceAllReduce) {
   for (std::size_t i = 0; i < p.cpu.size(); ++i) {
     const engine::CpuStep& s = p.cpu[i];
     if (s.kind != engine::CpuStepKind::kWork && s.kind != engine::CpuStepKind::kWait) continue;
-    const std::string& name = p.names[s.name];
+    const std::string_view name = p.names[s.name];
     if (name.find("clip_grad_norm") == std::string::npos) continue;
     const engine::CpuStepTiming& t = out.timeline.cpu[i];
     host.emplace_back(

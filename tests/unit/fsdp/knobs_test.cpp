@@ -39,7 +39,7 @@ struct Knobs {
   [[nodiscard]] std::size_t count_suffix(const std::string& suffix) const {
     std::size_t n = 0;
     for (const engine::Op& op : out.schedule.program.ops) {
-      const std::string& name = out.schedule.program.names[op.name];
+      const std::string_view name = out.schedule.program.names[op.name];
       n += name.size() >= suffix.size() &&
            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     }
@@ -64,10 +64,10 @@ struct Knobs {
       const engine::CpuStep& step = p.cpu[i];
       if (step.kind != kind) continue;
       const bool tensor = kind == engine::CpuStepKind::kAlloc || kind == engine::CpuStepKind::kFree;
-      const std::string& name = kind == engine::CpuStepKind::kLaunch
-                                    ? p.names[p.ops[step.target].name]
-                                : tensor ? p.names[p.tensors[step.target].name]
-                                         : p.names[step.name];
+      const std::string_view name = kind == engine::CpuStepKind::kLaunch
+                                        ? p.names[p.ops[step.target].name]
+                                    : tensor ? p.names[p.tensors[step.target].name]
+                                             : p.names[step.name];
       if (name.ends_with(suffix)) found.push_back(i);
     }
     return found;

@@ -43,11 +43,11 @@ std::vector<std::string> head_events(const SimulationOutput& out) {
   std::vector<std::string> events;
   for (const engine::CpuStep& step : p.cpu) {
     if (step.kind == engine::CpuStepKind::kLaunch) {
-      const std::string& name = p.names[p.ops[step.target].name];
-      if (name.starts_with("head.fwd.")) events.push_back("launch " + name);
+      const std::string_view name = p.names[p.ops[step.target].name];
+      if (name.starts_with("head.fwd.")) events.push_back("launch " + std::string(name));
     } else if (step.kind == engine::CpuStepKind::kAlloc ||
                step.kind == engine::CpuStepKind::kFree) {
-      const std::string& name = p.names[p.tensors[step.target].name];
+      const std::string_view name = p.names[p.tensors[step.target].name];
       if (name == "head.output_kept_by_loop")
         events.push_back(step.kind == engine::CpuStepKind::kAlloc ? "alloc" : "free");
     }

@@ -21,7 +21,7 @@ inline std::vector<Op> measured_ops(const SimulationOutput& out) {
   std::vector<Op> ops;
   const engine::Program& p = out.schedule.program;
   for (std::size_t i = out.schedule.measured_first_op; i < p.ops.size(); ++i) {
-    ops.push_back({p.names[p.ops[i].name], out.timeline.ops[i], p.ops[i].launch_cost});
+    ops.push_back({std::string(p.names[p.ops[i].name]), out.timeline.ops[i], p.ops[i].launch_cost});
   }
   return ops;
 }

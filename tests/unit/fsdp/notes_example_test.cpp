@@ -31,7 +31,7 @@ TEST(FsdpNotesExample, BlocksOf1_6BParametersOn8GpusNeed14_4GBOfBuffers) {
 
   // Per-rank payload of each block's collectives: 1.6e9 x 4 B / 8 = 0.8 GB.
   for (const engine::Op& op : p.ops) {
-    const std::string& name = p.names[op.name];
+    const std::string_view name = p.names[op.name];
     if (name.rfind("blocks.", 0) == 0 && name.find(".all_gather") != std::string::npos) {
       EXPECT_EQ(op.bytes.value() / 8, 800'000'000) << name;
     }
@@ -40,7 +40,7 @@ TEST(FsdpNotesExample, BlocksOf1_6BParametersOn8GpusNeed14_4GBOfBuffers) {
   std::int64_t live = 0;
   std::int64_t peak = 0;
   const auto is_block_params = [&](engine::TensorId t) {
-    const std::string& name = p.names[p.tensors[t].name];
+    const std::string_view name = p.names[p.tensors[t].name];
     return name.rfind("blocks.", 0) == 0 && name.find("._full_param_padded") != std::string::npos;
   };
   for (const engine::CpuStep& step : p.cpu) {

@@ -27,7 +27,7 @@ std::vector<std::int64_t> tensor_sizes(const SimulationOutput& out, const std::s
   std::vector<std::int64_t> sizes;
   const engine::Program& p = out.schedule.program;
   for (const engine::TensorInfo& t : p.tensors) {
-    const std::string& name = p.names[t.name];
+    const std::string_view name = p.names[t.name];
     if (name.size() >= suffix.size() &&
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
       sizes.push_back(t.size.value());
@@ -40,8 +40,8 @@ std::vector<std::string> optimizer_ops(const SimulationOutput& out) {
   std::vector<std::string> names;
   const engine::Program& p = out.schedule.program;
   for (const engine::Op& op : p.ops) {
-    const std::string& name = p.names[op.name];
-    if (name.find(".adamw") != std::string::npos) names.push_back(name);
+    const std::string_view name = p.names[op.name];
+    if (name.find(".adamw") != std::string::npos) names.emplace_back(name);
   }
   return names;
 }
