@@ -381,9 +381,11 @@ int import_command(const CalibrateOptions& o) {
   require_option_text("--description", o.description);
   // The profile says which GPU it measured, so that a scenario on another can refuse it
   // (calibration_device_mismatch): nccl-tests logs name the device but not its SMs or memory.
+  const PresetLocator presets{default_configs_dir(o.configs_dir)};
+  // Named on the command line, not in a file: "--gpu: unknown hardware preset ...".
+  static_cast<void>(presets.resolve("hardware", o.gpu, "--gpu", ""));
   const hardware::GpuSpec gpu =
-      hardware_from_json(nlohmann::json{{"preset", o.gpu}}, "--gpu", "/hardware",
-                         PresetLocator{default_configs_dir(o.configs_dir)})
+      hardware_from_json(nlohmann::json{{"preset", o.gpu}}, "--gpu", "/hardware", presets)
           .cluster.gpu;
   calibrate::CalibrationProfile profile;
   try {

@@ -175,6 +175,16 @@ TEST(CalibrateCli, ImportWritesAProfileThatFits) {
     EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
     EXPECT_NE(wrong.output.find("--gpu " + preset + ": " + why), std::string::npos) << wrong.output;
   }
+  // A preset that does not exist is named as the option's value, with the ones that do.
+  const Outcome unknown =
+      run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
+                  out.string() + " --gpu a100-sxm-90gb");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("error: --gpu: unknown hardware preset \"a100-sxm-90gb\""),
+            std::string::npos)
+      << unknown.output;
+  EXPECT_NE(unknown.output.find("a100-sxm-80gb, h100-sxm-80gb"), std::string::npos)
+      << unknown.output;
   // Text that the profile reader would refuse is refused here.
   const Outcome escape =
       run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
