@@ -515,15 +515,20 @@ TEST(ReportCommand, ASignalStopsGnuplotAndLeavesNothingBehind) {
   std::ofstream(csv) << table_to_csv(micro_batch_table());
   const fs::path bin = dir / "bin";
   fs::create_directories(bin);
+  // The stand-in gnuplot says it started, then hangs; SIGTERM comes once it has started (a fixed
+  // delay raced with a loaded machine, where the signal could land before fsdpsim was running).
+  const fs::path started = dir / "gnuplot_started";
   {
     std::ofstream script(bin / "gnuplot");
-    script << "#!/bin/sh\nexec sleep 60\n";
+    script << "#!/bin/sh\ntouch '" << started.string() << "'\nexec sleep 60\n";
   }
   fs::permissions(bin / "gnuplot", fs::perms::owner_all);
   const auto start = std::chrono::steady_clock::now();
   const Outcome o = run_fsdpsim(
       "report " + csv.string() + " --out " + out.string(),
-      "env PATH=" + bin.string() + ":/usr/bin:/bin timeout --preserve-status -s TERM 1 ");
+      "env PATH=" + bin.string() +
+          ":/usr/bin:/bin sh -c '\"$0\" \"$@\" & pid=$!; i=0; while [ ! -e " + started.string() +
+          " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; kill -TERM $pid; wait $pid' ");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   EXPECT_EQ(o.exit_code, 143) << o.output;
   EXPECT_NE(o.output.find("interrupted: nothing was written"), std::string::npos) << o.output;
