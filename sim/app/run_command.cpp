@@ -62,6 +62,7 @@ training:
                             set_checkpoint_early_stop; false: use_reentrant=True or
                             PyTorch < 2.1]                           default true (deepspeed: false)
   no_sync                   accumulate gradients unreduced until the last micro-batch
+                            (2+ micro-batches per step)
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false
   offload_activations       keep each block's saved activations in pinned host memory
                             [offload_wrapper / save_on_cpu(pin_memory=True)]        default false

@@ -130,6 +130,13 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                     s.training.global_batch, s.training.global_batch / per_step,
                     s.training.micro_batch, world, size_bounds::kMicroBatchesPerStep));
   }
+  if (s.training.no_sync && s.training.global_batch == per_step) {
+    throw ConfigError(
+        f, "/training/no_sync",
+        fmt::format("defers the gradient reduction to a step's last micro-batch; global_batch {} "
+                    "is one micro-batch of {} x {} GPUs, so it would do nothing",
+                    s.training.global_batch, s.training.micro_batch, world));
+  }
   std::int64_t layers = s.model.n_layers + s.model.n_decoder_layers;
   for (const models::CustomLayerSpec& l : s.model.custom_layers) layers += l.count;
   const std::int64_t micro_batches = s.training.global_batch / per_step;

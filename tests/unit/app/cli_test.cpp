@@ -717,6 +717,10 @@ INSTANTIATE_TEST_SUITE_P(
                    {{"activation_checkpointing", "full"}, {"checkpoint_every_n_blocks", 3}}}},
                  "/training/checkpoint_every_n_blocks: picks the blocks activation_checkpointing "
                  "selective wraps; with full it would do nothing"},
+        BadInput{"no_sync_with_one_micro_batch",
+                 {{"training", {{"no_sync", true}}}},
+                 "/training/no_sync: defers the gradient reduction to a step's last micro-batch; "
+                 "global_batch 128 is one micro-batch of 1 x 128 GPUs, so it would do nothing"},
         BadInput{"blocks_per_unit_without_every_n",
                  {{"fsdp", {{"blocks_per_unit", 4}}}},
                  "/fsdp/blocks_per_unit: sizes the units of wrap_policy every_n_blocks; with "
