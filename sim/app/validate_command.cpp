@@ -133,6 +133,10 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
     o.size_bucket = size_bucket(static_cast<double>(models::parameter_count(scenario.model)) / 1e9);
     o.measured_tokens = c.number("measured_tokens_per_s_per_gpu");
     o.predicted_tokens = r.tokens_per_s_per_gpu;
+    if (o.measured_tokens) {
+      o.step_time_s = Compared{static_cast<double>(r.tokens_per_step_per_gpu) / *o.measured_tokens,
+                               r.step_time.value()};
+    }
     o.status = r.out_of_memory ? "oom" : "ok";
     o.alloc_retries = r.reserved.alloc_retries;
     const double tokens = r.tokens_per_s_per_gpu;

@@ -294,7 +294,7 @@ nlohmann::json ValidationReport::json() const {
       row["error"] = o.predicted_tokens / *o.measured_tokens - 1.0;
     }
     for (const auto& [key, pair] :
-         {std::pair{"model_tflops", &o.model_tflops},
+         {std::pair{"step_time_s", &o.step_time_s}, std::pair{"model_tflops", &o.model_tflops},
           std::pair{"hardware_tflops", &o.hardware_tflops}, std::pair{"mfu", &o.mfu},
           std::pair{"hfu", &o.hfu}, std::pair{"peak_mem_gib", &o.peak_mem},
           std::pair{"peak_reserved_gib", &o.peak_reserved}}) {

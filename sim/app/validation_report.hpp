@@ -25,6 +25,11 @@ struct ValidationOutcome {
   std::string size_bucket;
   std::optional<double> measured_tokens;  // absent when the source prints only TFLOPS
   double predicted_tokens = 0.0;
+  // Seconds per optimizer step: the row's tokens per step per GPU (global_batch x seq_len /
+  // gpus) over its tokens/s, and the simulated step. Their difference shows what an error is
+  // made of: a fixed cost per step (data loading, logging syncs) misses the same milliseconds
+  // whatever the model, a rate misses a share of the step.
+  std::optional<Compared> step_time_s;
   // Under the row's own FLOP definition (validation_flops.hpp), each where the row prints it.
   std::optional<Compared> model_tflops;
   std::optional<Compared> hardware_tflops;

@@ -174,6 +174,12 @@ TEST(Validate, ComparesMfuAndHfuUnderTheRowsDefinition) {
   for (const nlohmann::json& c : j["cases"]) {
     const double tokens = c["predicted_tokens_per_s_per_gpu"].get<double>() /
                           c["measured_tokens_per_s_per_gpu"].get<double>();
+    // The step times are the same tokens per step over each rate.
+    ASSERT_TRUE(c.contains("step_time_s")) << c["case_id"];
+    EXPECT_NEAR(
+        c["step_time_s"]["measured"].get<double>() / c["step_time_s"]["predicted"].get<double>(),
+        tokens, 1e-9 * tokens)
+        << c["case_id"];
     for (const char* key : {"mfu", "hfu"}) {
       ASSERT_TRUE(c.contains(key)) << c["case_id"] << key;
       EXPECT_NEAR(c[key]["predicted"].get<double>() / c[key]["measured"].get<double>(), tokens,
@@ -187,6 +193,11 @@ TEST(Validate, ComparesMfuAndHfuUnderTheRowsDefinition) {
         << c["case_id"];
   }
   EXPECT_NEAR(j["mfu"]["mape"].get<double>(), j["tokens_per_s"]["mape"].get<double>(), 0.002);
+  // lf-h100-mpt70b-s2048-g128-mb8-ac1-1: 1024 sequences of 2048 tokens on 128 GPUs at 1058
+  // tokens/s/GPU.
+  ASSERT_EQ(j["cases"][0]["case_id"], "lf-h100-mpt70b-s2048-g128-mb8-ac1-1");
+  EXPECT_NEAR(j["cases"][0]["step_time_s"]["measured"].get<double>(), 1024.0 * 2048 / 128 / 1058,
+              1e-9);
 }
 
 // A row whose printed MFU disagrees with its own tokens/s under its source's count shows up in
