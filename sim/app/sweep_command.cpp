@@ -98,8 +98,34 @@ std::vector<std::string> point_override_origins(const SweepPlan& plan) {
 
 namespace {
 
-// Rejects keys that no value can make valid, before anything runs.
-void check_keys(const SweepPlan& plan) {
+// True when a loader error is about the value at the key's path or inside it.
+bool error_is_at_key(const std::string& message, const std::string& key) {
+  const std::string path = json_path_of(key);
+  return message.find(fmt::format("{}: ", path)) != std::string::npos ||
+         message.find(fmt::format("{}/", path)) != std::string::npos;
+}
+
+// Whether `document` (the scenario with the --set overrides applied) gives the dotted key a
+// value.
+bool document_sets(const nlohmann::json& document, const std::string& key) {
+  const nlohmann::json* at = &document;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t dot = key.find('.', begin);
+    const std::string segment = key.substr(begin, dot == std::string::npos ? dot : dot - begin);
+    if (!at->is_object()) return false;
+    const auto it = at->find(segment);
+    if (it == at->end()) return false;
+    if (dot == std::string::npos) return true;
+    at = &*it;
+    begin = dot + 1;
+  }
+}
+
+// Rejects keys that no value can make valid, and a bad value the file gives for a key an axis
+// replaces at every point (never simulated, but `run` refuses the same file), before anything
+// runs. `document` is the scenario with the --set overrides applied.
+void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
   try {
     load_scenario(plan.scenario, plan.base_overrides, plan.presets);
   } catch (const ConfigError& e) {
@@ -107,6 +133,14 @@ void check_keys(const SweepPlan& plan) {
       const std::string key = assignment.substr(0, assignment.find('='));
       if (error_names_key(e.what(), key))
         throw ConfigError(fmt::format("--set {}: not a scenario key ({})", key, e.what()));
+    }
+    for (const GridAxis& axis : plan.axes) {
+      if (document_sets(document, axis.key) && error_is_at_key(e.what(), axis.key)) {
+        throw ConfigError(
+            fmt::format("{} (the sweep replaces this value at every point, but a "
+                        "value the file gives must be valid too)",
+                        e.what()));
+      }
     }
   }
   for (const GridAxis& axis : plan.axes) {
@@ -195,7 +229,9 @@ PointOutcome run_point(const SweepPlan& plan, std::int64_t index) {
     line = result_to_json(scenario, simulate_scenario(scenario, /*record_memory=*/false));
   } catch (const ConfigError& e) {
     out.row.status = PointStatus::kSkipped;
-    out.row.reason = reason_without_file(e.what(), plan.scenario);
+    // The reason may quote a file's bytes (a preset that is not UTF-8): escaped, it can go into
+    // the JSON lines, the CSV and the markdown.
+    out.row.reason = escape_control_characters(reason_without_file(e.what(), plan.scenario));
     line = {{"status", "skipped"}, {"reason", out.row.reason}};
   }
   if (line.contains("schema")) {
@@ -234,7 +270,9 @@ void check_sweep_block_keys(const std::filesystem::path& scenario,
   plan.base_overrides = overrides;
   plan.presets = presets;
   plan.axes = parse_sweep_block(*it, scenario.string(), sweep_keys_in_file_order(scenario));
-  check_keys(plan);
+  nlohmann::json with_overrides = document;
+  for (const std::string& o : overrides) apply_override(with_overrides, o);
+  check_keys(plan, with_overrides);
 }
 
 SweepPlan plan_sweep(const SweepOptions& options) {
@@ -270,7 +308,7 @@ SweepPlan plan_sweep(const SweepOptions& options) {
   for (std::int64_t i = 0; i < plan.total_points; ++i) {
     if (plan.shard.owns(i)) plan.indices.push_back(i);
   }
-  check_keys(plan);
+  check_keys(plan, document);
   plan.sweep_id = sweep_fingerprint(document, plan.axes, named_file_contents(plan));
   return plan;
 }

@@ -563,6 +563,63 @@ TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
   }
 }
 
+// The sweep replaces the file's value of a swept key at every point, so nothing would ever read
+// a bad one; `run` refuses that file, and so does `sweep`. A key the file leaves to the sweep is
+// fine.
+TEST(SweepCommand, ABadFileValueOfASweptKeyIsRefused) {
+  const fs::path bad =
+      tiny_scenario("bad_base_value", {{"fsdp", {{"backward_prefetch", "GARBAGE"}}}});
+  const std::string text = read_file(bad);
+  std::ofstream(bad)
+      << "{\n  \"sweep\": {\"fsdp.backward_prefetch\": [\"BACKWARD_PRE\", \"none\"]},"
+      << text.substr(1);
+  for (const char* grid : {"", " --grid fsdp.backward_prefetch=none"}) {
+    const fs::path csv = temp_dir() / "never.csv";
+    const Outcome o = run_fsdpsim("sweep " + bad.string() + grid + " --out " + csv.string());
+    EXPECT_EQ(o.exit_code, 2) << grid << "\n" << o.output;
+    EXPECT_NE(o.output.find(bad.string() + ": /fsdp/backward_prefetch: expected one of"),
+              std::string::npos)
+        << o.output;
+    EXPECT_NE(o.output.find("found \"GARBAGE\" (the sweep replaces this value at every point"),
+              std::string::npos)
+        << o.output;
+    EXPECT_FALSE(fs::exists(csv));
+  }
+
+  const fs::path left_to_the_sweep =
+      tiny_scenario("base_without_preset", {{"hardware", {{"preset", nullptr}}}});
+  nlohmann::json document = nlohmann::json::parse(read_file(left_to_the_sweep));
+  document["sweep"] = {{"hardware.preset", {"h100-sxm-80gb"}}};
+  std::ofstream(left_to_the_sweep) << document.dump(2);
+  const Outcome o = run_fsdpsim("sweep " + left_to_the_sweep.string() + " --out -");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+}
+
+// A profile that is not UTF-8 makes its points skipped rows whose reason shows the bad byte
+// escaped, so the JSON lines, the CSV and the markdown can all hold it.
+TEST(SweepCommand, AReasonQuotingBytesThatAreNotUtf8IsEscaped) {
+  const fs::path profile = temp_dir() / "bad_bytes_profile.json";
+  std::ofstream(profile, std::ios::binary) << "\xF8";
+  const fs::path good = fs::path(FSDPSIM_SOURCE_DIR) / "configs/calibration/h200-sxm-141gb.json";
+  const fs::path s =
+      tiny_scenario("not_utf8_profile", {{"hardware", {{"preset", "h200-sxm-141gb"}}}});
+  const fs::path jsonl = temp_dir() / "not_utf8_profile.jsonl";
+  const Outcome o =
+      run_fsdpsim("sweep " + s.string() + " --grid hardware.calibration=\"" + good.string() +
+                  "\",\"" + profile.string() + "\" --jsonl " + jsonl.string());
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  std::istringstream lines(read_file(jsonl));
+  std::string line;
+  std::vector<nlohmann::json> points;
+  while (std::getline(lines, line)) points.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(points.size(), 2U);
+  EXPECT_EQ(points[0].at("status"), "ok");
+  EXPECT_EQ(points[1].at("status"), "skipped");
+  EXPECT_NE(points[1].at("reason").get<std::string>().find("last read: '<0xF8>'"),
+            std::string::npos)
+      << points[1];
+}
+
 TEST(SweepCommand, OutputsAreIdenticalWhateverTheNumberOfThreads) {
   const fs::path s = tiny_scenario("determinism");
   const fs::path dir = temp_dir();
