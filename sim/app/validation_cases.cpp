@@ -408,40 +408,14 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   // scenario's default (PyTorch >= 2.1's non-reentrant checkpoint; none for DeepSpeed).
   // Without checkpointing it describes the runtime but changes nothing, and the scenario refuses
   // a key that does nothing.
-  if (!c.get("checkpoint_early_stop").empty() && c.get("act_ckpt") != "none")
-    training["checkpoint_early_stop"] = boolean(file, c, "checkpoint_early_stop");
+  if (!c.get("checkpoint_early_stop").empty()) {
+    const bool early_stop = boolean(file, c, "checkpoint_early_stop");  // checked either way
+    if (c.get("act_ckpt") != "none") training["checkpoint_early_stop"] = early_stop;
+  }
   if (const std::string storage = c.get("param_storage_dtype"); !storage.empty()) {
     if (storage != "fp32" && storage != "bf16" && storage != "fp16")
       bad_cell(file, c, "param_storage_dtype", "fp32, bf16 or fp16");
     training["param_storage_dtype"] = storage;
-  }
-  // The optional runtime column (configs/validation/README.md): empty or torch = PyTorch FSDP or
-  // DDP as the other columns say; deepspeed-0.3 = DeepSpeed 0.3's ZeRO-3, which reads only the
-  // modules' dtype.
-  if (const std::string runtime = c.get("runtime"); runtime == "deepspeed-0.3") {
-    if (boolean(file, c, "cpu_offload"))
-      bad_cell(file, c, "cpu_offload", "false with runtime deepspeed-0.3 (not modelled)");
-    if (boolean(file, c, "checkpoint_early_stop")) {
-      bad_cell(file, c, "checkpoint_early_stop",
-               "false or empty with runtime deepspeed-0.3 (its checkpoint re-runs whole blocks)");
-    }
-    // The 2021 ZeRO-3 runs are Megatron-LM's GPT through DeepSpeedExamples' ZeRO-3 port
-    // (Megatron-LM-v1.1.5-ZeRO3, gpt2_model.py, added 2021-03-08): GPT2Model computes the logits
-    // with the word embeddings' weight (parallel_lm_logits) and, until 2021-04-18, registered it
-    // as an external parameter of the model.
-    model["tied_embeddings"] = true;
-    out.document = {{"schema_version", 1},
-                    {"name", c.get("case_id")},
-                    {"parallelism", "deepspeed_zero3"},
-                    {"model", model},
-                    {"hardware", hardware},
-                    {"training", training},
-                    {"fsdp", {{"param_dtype", c.get("param_dtype")}}},
-                    {"deepspeed", {{"register_external_embedding", true}}}};
-    if (!allocator.empty()) out.document["allocator"] = allocator;
-    return out;
-  } else if (!runtime.empty() && runtime != "torch") {
-    bad_cell(file, c, "runtime", "torch or deepspeed-0.3");
   }
   const std::int64_t version = positive_int(file, c, "fsdp_version");
   nlohmann::json fsdp = {{"version", version},
@@ -479,6 +453,36 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
              fmt::format("empty or {} with sharding {} (a group size of its own only with hybrid "
                          "sharding)",
                          whole, c.get("sharding")));
+  }
+  // The optional runtime column (configs/validation/README.md): empty or torch = PyTorch FSDP or
+  // DDP as the other columns say; deepspeed-0.3 = DeepSpeed 0.3's ZeRO-3, which reads only the
+  // modules' dtype (the FSDP columns above are checked all the same: a bad cell is a mistake).
+  if (const std::string runtime = c.get("runtime"); runtime == "deepspeed-0.3") {
+    // The scenario loader checks it for the other rows.
+    if (version != 1 && version != 2) bad_cell(file, c, "fsdp_version", "1 or 2");
+    if (boolean(file, c, "cpu_offload"))
+      bad_cell(file, c, "cpu_offload", "false with runtime deepspeed-0.3 (not modelled)");
+    if (boolean(file, c, "checkpoint_early_stop")) {
+      bad_cell(file, c, "checkpoint_early_stop",
+               "false or empty with runtime deepspeed-0.3 (its checkpoint re-runs whole blocks)");
+    }
+    // The 2021 ZeRO-3 runs are Megatron-LM's GPT through DeepSpeedExamples' ZeRO-3 port
+    // (Megatron-LM-v1.1.5-ZeRO3, gpt2_model.py, added 2021-03-08): GPT2Model computes the logits
+    // with the word embeddings' weight (parallel_lm_logits) and, until 2021-04-18, registered it
+    // as an external parameter of the model.
+    model["tied_embeddings"] = true;
+    out.document = {{"schema_version", 1},
+                    {"name", c.get("case_id")},
+                    {"parallelism", "deepspeed_zero3"},
+                    {"model", model},
+                    {"hardware", hardware},
+                    {"training", training},
+                    {"fsdp", {{"param_dtype", c.get("param_dtype")}}},
+                    {"deepspeed", {{"register_external_embedding", true}}}};
+    if (!allocator.empty()) out.document["allocator"] = allocator;
+    return out;
+  } else if (!runtime.empty() && runtime != "torch") {
+    bad_cell(file, c, "runtime", "torch or deepspeed-0.3");
   }
   out.document = {{"schema_version", 1},  {"name", c.get("case_id")}, {"model", model},
                   {"hardware", hardware}, {"training", training},     {"fsdp", fsdp}};

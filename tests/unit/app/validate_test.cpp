@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <filesystem>
 #include <fstream>
@@ -5,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -639,6 +641,47 @@ TEST(ValidationCases, PcieColumnSetsTheHostLinkOfTheRowsThatMeasuredIt) {
     EXPECT_DOUBLE_EQ(node["pcie_GBps"].get<double>(), 6.3) << c.get("case_id");
   }
   EXPECT_EQ(measured, 3);
+}
+
+// A cell the row's scenario does not read is still checked: checkpoint_early_stop without
+// checkpointing, and the FSDP columns of a DeepSpeed row (that runtime reads only the dtypes).
+TEST(ValidationCases, CellsARowDoesNotReadAreCheckedAllTheSame) {
+  const auto cases =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  const auto first = [&cases](const std::string& column, const std::string& value) {
+    for (const ValidationCase& c : cases) {
+      if (c.get(column) == value) return c;
+    }
+    throw std::logic_error("no row with " + column + " " + value);
+  };
+  const struct {
+    ValidationCase row;
+    const char* column;
+    const char* value;
+    const char* expected;
+  } bad[] = {
+      {first("act_ckpt", "none"), "checkpoint_early_stop", "banana", "expected true or false"},
+      {first("runtime", "deepspeed-0.3"), "fsdp_version", "3", "expected 1 or 2"},
+      {first("runtime", "deepspeed-0.3"), "backward_prefetch", "banana",
+       "expected BACKWARD_PRE, BACKWARD_POST or none"},
+      {first("runtime", "deepspeed-0.3"), "forward_prefetch", "banana", "expected true or false"},
+      {first("runtime", "deepspeed-0.3"), "limit_all_gathers", "banana", "expected true or false"},
+      {first("runtime", "deepspeed-0.3"), "wrap_policy", "banana",
+       "expected transformer_block or block_and_linear"},
+  };
+  for (const auto& [row, column, value, expected] : bad) {
+    ValidationCase c = row;
+    ASSERT_NO_THROW(scenario_for_case(c, "cases.csv")) << c.get("case_id");
+    c.fields[column] = value;
+    try {
+      scenario_for_case(c, "cases.csv");
+      ADD_FAILURE() << column << " " << value << " accepted on " << c.get("case_id");
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("column {}: {}", column, expected)),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // The clip_grad_norm, offload_activations, unpad_attention and runtime columns
