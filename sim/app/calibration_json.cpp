@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/app/config_error.hpp"
@@ -87,8 +88,26 @@ void check_spread(const JsonObjectReader& r, Seconds median, const std::optional
   }
 }
 
+// An informational rate `key` (a collective's algbw_GBps or busbw_GBps, a GEMM's tflops), when
+// given: the value its sizes and time_us imply, within what rounding to the printed digits
+// explains (nccl-tests prints 2 decimals). Nothing reads it, but a stale one (time_us edited, the
+// rate not) would mislead whoever reads the profile.
+void check_derived_rate(JsonObjectReader& r, const std::string& key, double implied,
+                        const char* unit) {
+  if (!r.has(key)) return;
+  const double found = r.non_negative_number(key);
+  constexpr double kRelative = 0.01;
+  constexpr double kAbsolute = 0.006;  // half of 2 printed decimals, and a margin
+  if (std::abs(found - implied) > std::max(kAbsolute, kRelative * implied)) {
+    throw ConfigError(r.file(), r.path_of(key),
+                      fmt::format("expected {:.6g} {}, as the sizes and time_us imply (the field "
+                                  "is derived from them), found {:.6g}",
+                                  implied, unit, found));
+  }
+}
+
 CollectivePoint point_from_json(const nlohmann::json& value, const std::string& file,
-                                const std::string& path) {
+                                const std::string& path, double busbw_factor) {
   JsonObjectReader r(value, file, path);
   CollectivePoint p;
   p.bytes = Bytes(r.positive_int_at_most("bytes", calibrate::kMaxMeasuredBytes));
@@ -97,9 +116,10 @@ CollectivePoint point_from_json(const nlohmann::json& value, const std::string& 
   p.max = optional_us(r, "max_us");
   check_spread(r, p.median, p.min, p.max);
   if (r.has("repeats")) p.repeats = r.non_negative_int32("repeats");
-  r.ignore("algbw_GBps");  // informational: derived from bytes and time_us
-  r.ignore("busbw_GBps");
-  r.finish({"min_us", "max_us", "repeats"});
+  const double algbw = static_cast<double>(p.bytes.value()) / p.median.value() / 1e9;
+  check_derived_rate(r, "algbw_GBps", algbw, "GB/s");
+  check_derived_rate(r, "busbw_GBps", algbw * busbw_factor, "GB/s");
+  r.finish({"min_us", "max_us", "repeats", "algbw_GBps", "busbw_GBps"});
   return p;
 }
 
@@ -135,8 +155,9 @@ CollectiveSeries series_from_json(const nlohmann::json& value, const std::string
                       "expected an array of at least one measurement, found none");
   }
   for (std::size_t i = 0; i < points->size(); ++i) {
-    s.points.push_back(
-        point_from_json((*points)[i], file, fmt::format("{}/{}", r.path_of("points"), i)));
+    s.points.push_back(point_from_json((*points)[i], file,
+                                       fmt::format("{}/{}", r.path_of("points"), i),
+                                       calibrate::busbw_factor(s.op, s.ranks)));
   }
   r.finish({"group", "concurrent_with", "in_place", "origin", "derivation", "source"});
   return s;
@@ -169,8 +190,13 @@ GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
   if (r.has("repeats")) g.repeats = r.non_negative_int32("repeats");
   if (r.has("under_nccl_time_us")) g.median_under_nccl = measured_us(r, "under_nccl_time_us");
   g.source = r.string("source", "");
-  r.ignore("tflops");
-  r.finish({"batch", "layout", "min_us", "max_us", "repeats", "under_nccl_time_us", "source"});
+  check_derived_rate(r, "tflops",
+                     2.0 * static_cast<double>(g.shape.m) * static_cast<double>(g.shape.n) *
+                         static_cast<double>(g.shape.k) * static_cast<double>(g.shape.batch) /
+                         g.median.value() / 1e12,
+                     "TFLOP/s");
+  r.finish(
+      {"batch", "layout", "min_us", "max_us", "repeats", "under_nccl_time_us", "source", "tflops"});
   return g;
 }
 

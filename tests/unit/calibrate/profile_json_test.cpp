@@ -275,6 +275,39 @@ TEST(CalibrationProfileJson, BadInputNamesFilePathExpectedAndFound) {
   j = valid_json();
   j["collectives"][0].erase("dtype");
   EXPECT_EQ(error_for(j), "bad.json: /collectives/0/dtype: required key is missing");
+
+  // The informational bandwidths: numbers, and the ones bytes and time_us imply (1 GiB in
+  // 20 ms is 53.69 GB/s; a reduce-scatter on 16 ranks moves 15/16 of it per rank, 50.33).
+  j = valid_json();
+  ASSERT_TRUE(j["collectives"][0]["points"][1].contains("busbw_GBps"));
+  j["collectives"][0]["points"][1]["busbw_GBps"] = nullptr;
+  EXPECT_EQ(error_for(j),
+            "bad.json: /collectives/0/points/1/busbw_GBps: expected a non-negative number, found "
+            "null");
+  j = valid_json();
+  j["collectives"][0]["points"][1]["algbw_GBps"] = 99.0;
+  EXPECT_EQ(error_for(j),
+            "bad.json: /collectives/0/points/1/algbw_GBps: expected 53.6871 GB/s, as the sizes and "
+            "time_us imply (the field is derived from them), found 99");
+  j = valid_json();
+  j["collectives"][0]["points"][1]["busbw_GBps"] = 53.69;  // the algbw: a factor forgotten
+  EXPECT_NE(error_for(j).find("/collectives/0/points/1/busbw_GBps: expected 50.3316 GB/s"),
+            std::string::npos)
+      << error_for(j);
+  j = valid_json();
+  j["collectives"][0]["points"][1]["algbw_GBps"] = 53.69;  // as nccl-tests prints it
+  j["collectives"][0]["points"][1]["busbw_GBps"] = 50.33;
+  EXPECT_EQ(error_for(j), "");
+  // A GEMM's tflops likewise: 2 x 4096 x 1024 x 512 x 2 flops in 100 us is 85.9 TFLOP/s.
+  j = valid_json();
+  j["gemms"][0]["tflops"] = "fast";
+  EXPECT_EQ(error_for(j),
+            "bad.json: /gemms/0/tflops: expected a non-negative number, found the string \"fast\"");
+  j["gemms"][0]["tflops"] = 85.9;
+  EXPECT_EQ(error_for(j), "");
+  j["gemms"][0]["tflops"] = 171.8;
+  EXPECT_NE(error_for(j).find("/gemms/0/tflops: expected 85.8993 TFLOP/s"), std::string::npos)
+      << error_for(j);
 }
 
 TEST(CalibrationProfileJson, ScenarioReferenceErrorsNameTheScenario) {
@@ -407,8 +440,11 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
   EXPECT_EQ(load_error(j, nullptr), "");  // without a scenario's GPU there is nothing to compare
 
   j = valid_json();
-  // 15/16 x 1 GiB in 1 ms is 1007 GB/s of bus bandwidth, over 2 x 450.
+  // 15/16 x 1 GiB in 1 ms is 1007 GB/s of bus bandwidth, over 2 x 450. (The bandwidths derived
+  // from the old time go: they would no longer match.)
   j["collectives"][0]["points"][1]["time_us"] = 1000.0;
+  j["collectives"][0]["points"][1].erase("algbw_GBps");
+  j["collectives"][0]["points"][1].erase("busbw_GBps");
   EXPECT_NE(load_error(j, &cluster)
                 .find("reduce_scatter on 16 ranks, 1073741824 bytes in 1000 us, "
                       "is 1007 GB/s of bus bandwidth, more than twice the 450 "
