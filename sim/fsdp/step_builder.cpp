@@ -51,6 +51,7 @@ StepBuilder::StepBuilder(const ScheduleInput& input)
     block_number_.push_back(l.kind == models::LayerKind::kBlock ? blocks++ : -1);
     recompute_end_.push_back(recompute_end(l, early_stop));
   }
+  price_layer_kernels();
 }
 
 void StepBuilder::begin_step(Schedule& schedule) {
@@ -108,27 +109,50 @@ ProcessGroup StepBuilder::add_process_group(std::string name, std::int32_t size,
                       comm_group(in_.cluster, size, stride)};
 }
 
-OpId StepBuilder::kernel(std::string_view layer, std::string_view pass,
-                         const models::NamedKernel& k, Phase phase, std::int32_t group) {
-  kernel_name_.assign(layer).append(1, '.').append(pass).append(1, '.').append(k.name);
+StepBuilder::KernelDurations StepBuilder::price(const Kernel& kernel) const {
+  // NCCL's channels take SMs from kernels that overlap a collective.
+  return {to_sim_time(hardware::kernel_time(in_.cluster.gpu, kernel)),
+          to_sim_time(hardware::kernel_time_sharing_sms(in_.cluster.gpu, kernel,
+                                                        in_.cluster.nccl_channels))};
+}
+
+void StepBuilder::price_layer_kernels() {
+  if (in_.cluster.gpu.calibration != nullptr) return;
+  for (const models::Layer& l : w_.layers) {
+    forward_durations_.emplace_back();
+    for (const models::NamedKernel& k : l.forward)
+      forward_durations_.back().push_back(price(k.kernel));
+    backward_durations_.emplace_back();
+    for (const models::NamedKernel& k : l.backward)
+      backward_durations_.back().push_back(price(k.kernel));
+  }
+}
+
+void StepBuilder::hooked_kernel(std::size_t layer, const char* pass, const models::NamedKernel& k,
+                                const KernelDurations* durations, Phase phase, std::int32_t group) {
+  if (kernel_hooks_ != nullptr) kernel_hooks_->before_kernel(layer, k, phase);
+  kernel_name_.assign(w_.layers[layer].name)
+      .append(1, '.')
+      .append(pass)
+      .append(1, '.')
+      .append(k.name);
+  const KernelDurations d = durations != nullptr ? *durations : price(k.kernel);
   LaunchSpec spec;
   spec.name = kernel_name_;
   spec.stream = compute_;
   spec.kind = OpKind::kCompute;
   spec.phase = tag(phase);
   spec.group = group;
-  spec.duration = to_sim_time(hardware::kernel_time(in_.cluster.gpu, k.kernel));
-  // NCCL's channels take SMs from kernels that overlap a collective.
-  spec.contended_duration = to_sim_time(
-      hardware::kernel_time_sharing_sms(in_.cluster.gpu, k.kernel, in_.cluster.nccl_channels));
+  spec.duration = d.alone;
+  spec.contended_duration = d.sharing_sms;
   spec.launch_cost = launch_cost_;
   spec.flops = k.kernel.flops;
   spec.bytes = k.kernel.bytes;
   hardware_flops_ += k.kernel.flops;
   if (phase != Phase::kRecompute) model_flops_ += k.kernel.flops * k.model_flops_fraction;
-  const engine::OpId op = b_.launch(spec);
+  b_.launch(spec);
   if (k.host_sync) b_.cpu_synchronize(b_.record_event(compute_), k.name);
-  return op;
+  if (kernel_hooks_ != nullptr) kernel_hooks_->after_kernel(layer, k, phase);
 }
 
 OpId StepBuilder::copy(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
@@ -226,18 +250,16 @@ CheckpointMode StepBuilder::checkpoint_mode(std::size_t layer) const {
   return CheckpointMode::kSave;
 }
 
-void StepBuilder::hooked_kernel(std::size_t layer, const char* pass, const models::NamedKernel& k,
-                                Phase phase, std::int32_t group) {
-  if (kernel_hooks_ != nullptr) kernel_hooks_->before_kernel(layer, k, phase);
-  kernel(w_.layers[layer].name, pass, k, phase, group);
-  if (kernel_hooks_ != nullptr) kernel_hooks_->after_kernel(layer, k, phase);
-}
-
 void StepBuilder::run_forward_kernels(std::size_t layer, std::size_t begin, std::size_t end,
                                       Phase phase, std::int32_t group) {
   const char* pass = phase == Phase::kRecompute ? "recompute" : "fwd";
   const models::Layer& l = w_.layers[layer];
-  for (std::size_t i = begin; i < end; ++i) hooked_kernel(layer, pass, l.forward[i], phase, group);
+  const KernelDurations* durations =
+      forward_durations_.empty() ? nullptr : forward_durations_[layer].data();
+  for (std::size_t i = begin; i < end; ++i) {
+    hooked_kernel(layer, pass, l.forward[i], durations != nullptr ? durations + i : nullptr, phase,
+                  group);
+  }
 }
 
 Bytes StepBuilder::saved_bytes(std::size_t layer) const {
@@ -325,8 +347,11 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
   }
   const TransientIds temps =
       allocate_transients(l.name + ".backward_temp", l.backward_transient_tensors);
-  for (const models::NamedKernel& k : l.backward)
-    hooked_kernel(layer, "bwd", k, Phase::kBackward, group);
+  for (std::size_t i = 0; i < l.backward.size(); ++i) {
+    hooked_kernel(layer, "bwd", l.backward[i],
+                  backward_durations_.empty() ? nullptr : &backward_durations_[layer][i],
+                  Phase::kBackward, group);
+  }
   free_transients(temps);
   if (recomputed_any) free(recomputed);
   free(saved);

@@ -67,8 +67,6 @@ class StepBuilder {
   ProcessGroup add_shard_group();
   ProcessGroup add_replicate_group();
 
-  engine::OpId kernel(std::string_view layer, std::string_view pass, const models::NamedKernel& k,
-                      Phase phase, std::int32_t group);
   // A memory-bound kernel (cast, copy, accumulation) moving `bytes` (read + write).
   engine::OpId copy(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,
                     std::int32_t group);
@@ -160,15 +158,28 @@ class StepBuilder {
                           std::int32_t group, Seconds duration);
   void run_forward_kernels(std::size_t layer, std::size_t begin, std::size_t end, Phase phase,
                            std::int32_t group);
-  // kernel(), between the kernel hooks' calls.
-  void hooked_kernel(std::size_t layer, const char* pass, const models::NamedKernel& k, Phase phase,
-                     std::int32_t group);
+  // A kernel's device time alone and while a collective holds NCCL's SMs (contended_duration).
+  struct KernelDurations {
+    SimTime alone;
+    SimTime sharing_sms;
+  };
+  [[nodiscard]] KernelDurations price(const Kernel& kernel) const;
+  // The layers' kernels priced once each (forward_durations_[layer][i] for l.forward[i]), which
+  // the step launches again in every block and micro-batch; empty under a calibration profile,
+  // whose usage counters count every kernel priced (the "costs" line of `fsdpsim run`).
+  void price_layer_kernels();
+  // Launches kernel k of `layer` on the compute stream, named "layer.pass.kernel", between the
+  // kernel hooks' calls; `durations` from price_layer_kernels, or null to price it now.
+  void hooked_kernel(std::size_t layer, const char* pass, const models::NamedKernel& k,
+                     const KernelDurations* durations, Phase phase, std::int32_t group);
 
   const ScheduleInput& in_;
   const models::Workload& w_;
   engine::ProgramBuilder b_;
   engine::StreamId compute_;
   SimTime launch_cost_;
+  std::vector<std::vector<KernelDurations>> forward_durations_;
+  std::vector<std::vector<KernelDurations>> backward_durations_;
   std::vector<std::int32_t> block_number_;  // per layer: index among blocks, -1 otherwise
   // Per layer: how many of its forward kernels a whole-layer recompute runs.
   std::vector<std::size_t> recompute_end_;
