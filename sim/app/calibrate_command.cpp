@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -54,7 +56,10 @@ std::string shell_word(const std::string& word) {
 }
 
 int plan_command(const CalibrateOptions& o) {
-  const PresetLocator presets{default_configs_dir(o.configs_dir)};
+  // The scenario and every file it names are inputs the plan must not overwrite.
+  std::set<std::filesystem::path> inputs{o.scenario};
+  PresetLocator presets{default_configs_dir(o.configs_dir)};
+  presets.files_resolved = &inputs;
   Scenario scenario = load_scenario(o.scenario, o.overrides, presets);
   // Record every query the cost models make; a scenario without a profile gets an empty one, so
   // everything is priced by the fallback models as in `fsdpsim run`.
@@ -139,7 +144,7 @@ int plan_command(const CalibrateOptions& o) {
       plan += fmt::format("collective {} {} {} {} {}\n", calibrate::collective_name(key.op),
                           key.ranks, key.ranks_per_node, key.bytes.value(), stats.count);
     }
-    write_output(o.plan_output, plan, {o.scenario});
+    write_output(o.plan_output, plan, {inputs.begin(), inputs.end()});
   }
   return 0;
 }
@@ -155,8 +160,10 @@ std::string percent(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
 // under the power cap over minutes, NCCL traffic; the harness times GEMMs alone) and without any
 // calibration.
 std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
-                                 const std::string& preset, const std::string& configs_dir) {
-  const PresetLocator presets{default_configs_dir(configs_dir)};
+                                 const std::string& preset, const std::string& configs_dir,
+                                 std::set<std::filesystem::path>& inputs) {
+  PresetLocator presets{default_configs_dir(configs_dir)};
+  presets.files_resolved = &inputs;
   const hardware::ClusterSpec cluster =
       hardware_from_json(nlohmann::json{{"preset", preset}}, "--against", "/hardware", presets)
           .cluster;
@@ -273,7 +280,9 @@ int fit_command(const CalibrateOptions& o) {
   if (fit.gemm_slowdown_under_nccl)
     out += fmt::format(", median slowdown under NCCL x{:.3f}", *fit.gemm_slowdown_under_nccl);
   out += "\n";
-  if (!o.against.empty()) out += gemms_against_preset(profile, o.against, o.configs_dir);
+  // The profile and the --against preset are inputs the fit must not overwrite.
+  std::set<std::filesystem::path> inputs{o.profile};
+  if (!o.against.empty()) out += gemms_against_preset(profile, o.against, o.configs_dir, inputs);
   const calibrate::MemoryMeasurements& m = profile.memory;
   if (m.device_copy || m.h2d_pinned || m.d2h_pinned || m.kernel_launch) {
     out += "\nmemory (not used by the cost models directly; set the matching scenario keys):\n";
@@ -312,7 +321,8 @@ int fit_command(const CalibrateOptions& o) {
   }
   if (o.fit_output != "-") std::cout << out;
   if (!o.fit_output.empty())
-    write_output(o.fit_output, fit_to_json(fit, o.profile).dump(2) + "\n", {o.profile});
+    write_output(o.fit_output, fit_to_json(fit, o.profile).dump(2) + "\n",
+                 {inputs.begin(), inputs.end()});
   return 0;
 }
 
@@ -381,7 +391,9 @@ int import_command(const CalibrateOptions& o) {
   require_option_text("--description", o.description);
   // The profile says which GPU it measured, so that a scenario on another can refuse it
   // (calibration_device_mismatch): nccl-tests logs name the device but not its SMs or memory.
-  const PresetLocator presets{default_configs_dir(o.configs_dir)};
+  std::set<std::filesystem::path> gpu_preset;  // an input, as the logs are
+  PresetLocator presets{default_configs_dir(o.configs_dir)};
+  presets.files_resolved = &gpu_preset;
   // Named on the command line, not in a file: "--gpu: unknown hardware preset ...".
   static_cast<void>(presets.resolve("hardware", o.gpu, "--gpu", ""));
   const hardware::GpuSpec gpu =
@@ -414,6 +426,7 @@ int import_command(const CalibrateOptions& o) {
   // A log's host names are copied as they are: bytes that are not UTF-8 become U+FFFD.
   const std::string json =
       profile_to_json(profile).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  files.insert(files.end(), gpu_preset.begin(), gpu_preset.end());
   write_output(o.import_output, json, files);
   std::ostream& report = o.import_output == "-" ? std::cerr : std::cout;
   report << fmt::format("imported {} series ({} sizes) from {} log(s) into {}\n",

@@ -128,6 +128,7 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
     const nlohmann::json result =
         result_to_json(scenario, simulate_scenario(scenario, /*record_memory=*/false));
     check.results = evaluate_expectations(*scenario.expectations, result);
+    check.baseline = scenario.expectations->baseline;
     check.status = ScenarioCheckStatus::kChecked;
   } catch (const ConfigError& e) {
     check.status = ScenarioCheckStatus::kError;
@@ -250,7 +251,11 @@ CLI::App* add_check_command(CLI::App& app, CheckOptions& options) {
 }
 
 int check_command(const CheckOptions& options) {
-  const PresetLocator presets{default_configs_dir(options.configs_dir)};
+  // The scenarios, every preset and profile they name and their baselines are inputs the JUnit
+  // XML must not overwrite.
+  std::set<fs::path> files_named;
+  PresetLocator presets{default_configs_dir(options.configs_dir)};
+  presets.files_resolved = &files_named;
   std::vector<ScenarioCheck> checks;
   const std::vector<fs::path> files = find_check_files(options.paths);
   check_outputs({options.junit_path}, files);  // before every scenario is simulated
@@ -274,8 +279,11 @@ int check_command(const CheckOptions& options) {
       << escape_control_characters(check_report(checks));
   std::cout.flush();
   if (!options.junit_path.empty()) {
-    std::vector<fs::path> inputs;
-    for (const ScenarioCheck& c : checks) inputs.emplace_back(c.file);
+    std::vector<fs::path> inputs(files_named.begin(), files_named.end());
+    for (const ScenarioCheck& c : checks) {
+      inputs.emplace_back(c.file);
+      if (!c.baseline.empty()) inputs.push_back(c.baseline);
+    }
     write_output(options.junit_path, check_junit_xml(checks), inputs);
   }
   return check_exit_code(checks);

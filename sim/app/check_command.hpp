@@ -34,6 +34,7 @@ struct ScenarioCheck {
   ScenarioCheckStatus status = ScenarioCheckStatus::kError;
   std::vector<CheckResult> results;  // kChecked only
   std::string error;                 // kError only: the bad-input message
+  std::filesystem::path baseline;    // the expect block's baseline file, if any
 };
 
 // The *.json files named by `paths` (folders searched recursively, links to folders followed

@@ -98,8 +98,10 @@ void parse_bounds(const nlohmann::json& value, const std::string& key, const std
   }
 }
 
-void parse_baseline(const nlohmann::json& block, const std::filesystem::path& scenario_file,
-                    std::vector<Expectation>& items) {
+// Returns the baseline file it read.
+std::filesystem::path parse_baseline(const nlohmann::json& block,
+                                     const std::filesystem::path& scenario_file,
+                                     std::vector<Expectation>& items) {
   const std::string file = scenario_file.string();
   const nlohmann::json& reference = block.at("baseline");
   if (!reference.is_string() || reference.get<std::string>().empty()) {
@@ -181,6 +183,7 @@ void parse_baseline(const nlohmann::json& block, const std::filesystem::path& sc
     e.tolerance = tolerance;
     items.push_back(std::move(e));
   }
+  return baseline_path;
 }
 
 }  // namespace
@@ -230,7 +233,7 @@ Expectations parse_expectations(const nlohmann::json& block,
                       describe_json_type(value)));
     }
   }
-  if (block.contains("baseline")) parse_baseline(block, scenario_file, out.items);
+  if (block.contains("baseline")) out.baseline = parse_baseline(block, scenario_file, out.items);
   return out;
 }
 

@@ -39,6 +39,7 @@ struct Expectation {
 struct Expectations {
   std::string file;  // the scenario file, for messages
   std::vector<Expectation> items;
+  std::filesystem::path baseline;  // the baseline file read; empty without one
 };
 
 // Validates the block and reads the baseline file. Throws ConfigError naming `scenario_file` and

@@ -374,6 +374,28 @@ struct Staged {
 
 }  // namespace
 
+namespace {
+
+// Where writing `path` puts the file, as one string per place: absolute first (a relative path
+// whose file does not exist yet stays relative under weakly_canonical, and "o.json" and
+// "./o.json" would count as two places), and through links, dangling ones included (a link to a
+// file not written yet is written through: "t.link" -> "o.json" is "o.json").
+std::string output_place(const std::string& path) {
+  std::error_code ec;
+  fs::path at = fs::absolute(path, ec);
+  if (ec) return path;
+  constexpr int kMaxLinks = 40;  // Linux's own limit on links followed (ELOOP)
+  for (int hop = 0; hop < kMaxLinks && fs::is_symlink(fs::symlink_status(at, ec)); ++hop) {
+    const fs::path named = fs::read_symlink(at, ec);
+    if (ec) break;
+    at = named.is_absolute() ? named : at.parent_path() / named;
+  }
+  const fs::path canonical = fs::weakly_canonical(at, ec);
+  return ec ? at.lexically_normal().string() : canonical.string();
+}
+
+}  // namespace
+
 void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::path>& inputs) {
   // Two outputs to one place (two '-', or one file by two names) would leave only the last.
   std::set<std::string> places;
@@ -389,10 +411,7 @@ void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::
                                                : "the input " + input.string()));
       }
     }
-    // Absolute first: a relative path whose file does not exist yet stays relative under
-    // weakly_canonical, and "o.json" and "./o.json" would count as two places.
-    const fs::path canonical = fs::weakly_canonical(fs::absolute(path, ec), ec);
-    const std::string place = path == "-" || ec ? path : canonical.string();
+    const std::string place = path == "-" ? path : output_place(path);
     if (!places.insert(place).second) {
       throw ConfigError(path, "",
                         path == "-" ? "is given for two outputs; stdout can take one"

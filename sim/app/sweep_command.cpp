@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "sim/app/cli_validators.hpp"
@@ -168,11 +169,11 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
   }
 }
 
-// The contents of every preset and calibration file the sweep's points name: the files the base
+// Every preset and calibration file the sweep's points name: the files the base
 // scenario resolves and those each axis value resolves on top of it (every file reference is one
 // key's value, so no combination of values names a file that no single value does). A value the
 // loader rejects names no file it got to; its points are skipped rows.
-std::vector<std::string> named_file_contents(const SweepPlan& plan) {
+std::set<std::filesystem::path> named_files(const SweepPlan& plan) {
   std::set<std::filesystem::path> files;
   PresetLocator recording = plan.presets;
   recording.files_resolved = &files;
@@ -187,9 +188,7 @@ std::vector<std::string> named_file_contents(const SweepPlan& plan) {
     for (const nlohmann::json& value : axis.values)
       load(with(plan.base_overrides, {fmt::format("{}={}", axis.key, value.dump())}));
   }
-  std::vector<std::string> contents;
-  for (const std::filesystem::path& file : files) contents.push_back(read_text_file(file));
-  return contents;
+  return files;
 }
 
 // The expect block's keys, checked against the first point's result before the grid runs (a
@@ -309,7 +308,12 @@ SweepPlan plan_sweep(const SweepOptions& options) {
     if (plan.shard.owns(i)) plan.indices.push_back(i);
   }
   check_keys(plan, document);
-  plan.sweep_id = sweep_fingerprint(document, plan.axes, named_file_contents(plan));
+  const std::set<std::filesystem::path> files = named_files(plan);
+  std::vector<std::string> contents;
+  for (const std::filesystem::path& named : files) contents.push_back(read_text_file(named));
+  plan.sweep_id = sweep_fingerprint(document, plan.axes, contents);
+  plan.input_files = {plan.scenario};
+  plan.input_files.insert(plan.input_files.end(), files.begin(), files.end());
   return plan;
 }
 
@@ -344,8 +348,17 @@ SweepRun run_sweep(const SweepPlan& plan, int jobs, const std::atomic<bool>* sto
   };
   const auto threads = static_cast<std::int64_t>(std::max(1, jobs));
   std::vector<std::thread> pool;
-  for (std::int64_t t = 0; t < std::min(threads, std::max<std::int64_t>(total, 1)); ++t)
-    pool.emplace_back(worker);
+  for (std::int64_t t = 0; t < std::min(threads, std::max<std::int64_t>(total, 1)); ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error& e) {
+      // The system refused a thread (a process or memory limit): stop the ones started.
+      failed.store(true);
+      for (std::thread& started : pool) started.join();
+      throw ConfigError(fmt::format("-j {}: could not start worker thread {} ({}); try fewer", jobs,
+                                    t + 1, e.what()));
+    }
+  }
   {
     constexpr auto kProgressPeriod = std::chrono::milliseconds(100);
     auto last_report = std::chrono::steady_clock::now();
@@ -439,7 +452,7 @@ int sweep_command(const SweepOptions& options) {
   if (!options.trace_path.empty()) check_trace_row(plan, options.trace_row);
   // Before the grid runs, not after: a sweep can take hours.
   check_outputs({options.csv_path, options.jsonl_path, options.md_path, options.trace_path},
-                {plan.scenario});
+                plan.input_files);
   check_expect_keys(plan);
   const int jobs = options.jobs == 0
                        ? static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))
@@ -475,7 +488,7 @@ int sweep_command(const SweepOptions& options) {
       plan.shard.n > 1 ? fmt::format(" (slice {}/{})", plan.shard.k, plan.shard.n) : "");
   if (!options.md_path.empty())
     outputs.push_back({options.md_path, sweep_markdown(run.table, title, options.top)});
-  write_outputs(outputs, {plan.scenario});
+  write_outputs(outputs, plan.input_files);
   if (!options.trace_path.empty() && !interrupted)
     write_sweep_point_trace(plan, options.trace_row, options.trace_path);
 

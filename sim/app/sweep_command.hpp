@@ -44,8 +44,10 @@ struct SweepPlan {
   std::vector<GridAxis> axes;
   Shard shard;
   PresetLocator presets;
-  std::int64_t total_points = 1;      // of the whole grid
-  std::string sweep_id;               // sweep_fingerprint of the scenario, grid and named files
+  std::int64_t total_points = 1;  // of the whole grid
+  std::string sweep_id;           // sweep_fingerprint of the scenario, grid and named files
+  // The scenario and every preset or calibration file its points name: no output may go there.
+  std::vector<std::filesystem::path> input_files;
   std::vector<std::int64_t> indices;  // the points this shard runs, ascending
 };
 

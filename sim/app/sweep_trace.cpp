@@ -38,7 +38,7 @@ void check_trace_row(const SweepPlan& plan, std::int64_t row) {
 void write_sweep_point_trace(const SweepPlan& plan, std::int64_t row, const std::string& path) {
   const Scenario scenario = point_scenario(plan, row);
   write_output(path, trace_json(simulate_scenario(scenario, /*record_memory=*/true)),
-               {plan.scenario});
+               plan.input_files);
 }
 
 }  // namespace fsdpsim::app

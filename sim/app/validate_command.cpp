@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -292,7 +293,11 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
 }
 
 int validate_command(const ValidateOptions& options) {
-  const PresetLocator presets{default_configs_dir(options.configs_dir)};
+  // Every file a row names (the cases, presets, a calibration profile) is an input an output
+  // must not overwrite.
+  std::set<std::filesystem::path> inputs{options.cases};
+  PresetLocator presets{default_configs_dir(options.configs_dir)};
+  presets.files_resolved = &inputs;
   if (std::error_code ec; !std::filesystem::is_directory(presets.configs_dir, ec)) {
     throw ConfigError("--configs", "",
                       fmt::format("expected a folder of presets, found \"{}\" (not a folder)",
@@ -436,7 +441,7 @@ int validate_command(const ValidateOptions& options) {
   }
   if (!options.md_path.empty()) outputs.push_back({options.md_path, report.markdown()});
   try {
-    write_outputs(outputs, {options.cases});
+    write_outputs(outputs, {inputs.begin(), inputs.end()});
   } catch (const ConfigError&) {
     std::error_code ignored;
     if (created_scenarios_dir) std::filesystem::remove(options.scenarios_dir, ignored);

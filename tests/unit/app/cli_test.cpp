@@ -990,6 +990,65 @@ TEST(Cli, AnOutputOverAnInputIsRefused) {
             read_file(fs::path(FSDPSIM_SOURCE_DIR) / "configs/calibration/a100-sxm-80gb.json"));
 }
 
+// The files a command reads besides the one it is given are inputs too: the presets of a
+// --configs folder, a calibration profile, --against and --gpu presets, a check's baseline.
+TEST(Cli, AnOutputOverAFileTheInputNamesIsRefused) {
+  const fs::path dir = temp_dir() / "over_named_input";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path configs = dir / "configs";
+  fs::copy(fs::path(FSDPSIM_SOURCE_DIR) / "configs", configs, fs::copy_options::recursive);
+  const fs::path preset = configs / "hardware/a100-sxm-80gb.json";
+  const fs::path profile = configs / "calibration/a100-sxm-80gb.json";
+  const std::string preset_text = read_file(preset);
+  const std::string profile_text = read_file(profile);
+  const fs::path baseline_dir = dir / "baselines";
+  fs::create_directories(baseline_dir);
+  const fs::path baseline = baseline_dir / "b.result.json";
+  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --json " + baseline.string()).exit_code, 0);
+  const std::string baseline_text = read_file(baseline);
+  nlohmann::json checked = nlohmann::json::parse(read_file(kScenario));
+  checked["expect"] = {{"baseline", "baselines/b.result.json"}};
+  std::ofstream(dir / "checked.json") << checked.dump(2);
+  const std::string cases =
+      (fs::path(FSDPSIM_SOURCE_DIR) / "configs/validation/cases.csv").string();
+  const std::string row = " --where case_id=lf-a10080-mpt30b-s4096-g8-mb1-ac1-1";
+  const std::string with_configs = " --configs " + configs.string();
+  const std::vector<std::string> commands = {
+      "sweep " + kScenario + with_configs + " --set hardware.preset=a100-sxm-80gb --out " +
+          preset.string(),
+      "validate " + cases + row + with_configs + " --json " + preset.string(),
+      "validate " + cases + row + " --calibration " + profile.string() + " --md " +
+          profile.string(),
+      "calibrate fit " + profile.string() + " --against " + preset.string() + " -o " +
+          preset.string(),
+      "check " + (dir / "checked.json").string() + " --junit " + baseline.string()};
+  for (const std::string& command : commands) {
+    const Outcome o = run_fsdpsim(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find("writing the output there would destroy"), std::string::npos)
+        << command << "\n"
+        << o.output;
+  }
+  EXPECT_EQ(read_file(preset), preset_text);
+  EXPECT_EQ(read_file(profile), profile_text);
+  EXPECT_EQ(read_file(baseline), baseline_text);
+}
+
+// A link to a file not written yet is written through: with the file itself as the other output,
+// the two would be one file and the first output lost.
+TEST(Cli, TwoOutputsThroughADanglingLinkAreOnePlace) {
+  const fs::path dir = temp_dir() / "dangling_alias";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::create_symlink("out.json", dir / "trace.link");
+  const Outcome o = run_fsdpsim("run " + kScenario + " --json out.json --trace trace.link",
+                                "cd " + dir.string() + " && ");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("trace.link: is given for two outputs"), std::string::npos) << o.output;
+  EXPECT_FALSE(fs::exists(dir / "out.json"));
+}
+
 // With float8 linears MFU and HFU are measured against the fp8 peak (llm-foundry's convention):
 // against the compute dtype's peak an fp8 step reached 145 % MFU with fp32 parameters.
 TEST(Cli, Float8UtilizationIsMeasuredAgainstTheFp8Peak) {
