@@ -2,14 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -396,6 +399,29 @@ std::string output_place(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// Holds Ctrl-C, SIGTERM and SIGHUP back while outputs are staged and moved into place, and lets
+// them through when the scope ends: a signal then finds every output in place or every one
+// discarded, and no temporary file behind (it would otherwise kill the process between them).
+class DeferredTerminationSignals {
+ public:
+  DeferredTerminationSignals() {
+    sigset_t deferred;
+    sigemptyset(&deferred);
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&deferred, signal);
+    pthread_sigmask(SIG_BLOCK, &deferred, &previous_);
+  }
+  ~DeferredTerminationSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  DeferredTerminationSignals(const DeferredTerminationSignals&) = delete;
+  DeferredTerminationSignals& operator=(const DeferredTerminationSignals&) = delete;
+
+ private:
+  sigset_t previous_{};
+};
+
+}  // namespace
+
 void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::path>& inputs) {
   // Two outputs to one place (two '-', or one file by two names) would leave only the last.
   std::set<std::string> places;
@@ -447,6 +473,13 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   std::vector<std::string> paths;
   for (const OutputFile& file : files) paths.push_back(file.path);
   check_outputs(paths, inputs);
+  // A FIFO's write waits for its reader as long as it takes: Ctrl-C must still get through.
+  const bool may_wait = std::any_of(paths.begin(), paths.end(), [](const std::string& path) {
+    std::error_code ec;
+    return path != "-" && fs::is_fifo(fs::status(path, ec));
+  });
+  std::optional<DeferredTerminationSignals> deferred;
+  if (!may_wait) deferred.emplace();
   std::vector<Staged> staged;
   const auto discard = [&staged](std::size_t from) {
     std::error_code ec;

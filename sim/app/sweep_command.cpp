@@ -447,7 +447,8 @@ int sweep_command(const SweepOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   // Ctrl-C or SIGTERM from here on, planning included, stops the sweep and writes the rows
   // finished so far.
-  const InterruptGuard guard;
+  std::optional<InterruptGuard> guard;
+  guard.emplace();
   const SweepPlan plan = plan_sweep(options);
   if (!options.trace_path.empty()) check_trace_row(plan, options.trace_row);
   // Before the grid runs, not after: a sweep can take hours.
@@ -478,14 +479,21 @@ int sweep_command(const SweepOptions& options) {
 
   const SweepRun run = run_sweep(plan, jobs, &InterruptGuard::flag(), progress);
   const bool interrupted = run.stopped;
+  // The grid has stopped: a signal from here on ends the command as usual (write_outputs holds it
+  // back until its files are all in place or all discarded), and an output that waits, a FIFO
+  // nobody reads, can be interrupted.
+  guard.reset();
   std::string jsonl;
   for (const std::string& line : run.json_lines) jsonl += line;
   std::vector<OutputFile> outputs;  // written together: all or none
   if (!options.csv_path.empty()) outputs.push_back({options.csv_path, table_to_csv(run.table)});
   if (!options.jsonl_path.empty()) outputs.push_back({options.jsonl_path, jsonl});
-  const std::string title = fmt::format(
-      "fsdpsim sweep of {}{}", plan.scenario.filename().string(),
-      plan.shard.n > 1 ? fmt::format(" (slice {}/{})", plan.shard.k, plan.shard.n) : "");
+  const std::string title =
+      fmt::format("fsdpsim sweep of {}{}{}", plan.scenario.filename().string(),
+                  plan.shard.n > 1 ? fmt::format(" (slice {}/{})", plan.shard.k, plan.shard.n) : "",
+                  interrupted ? fmt::format(", interrupted after {} of {} points",
+                                            run.table.rows.size(), plan.indices.size())
+                              : "");
   if (!options.md_path.empty())
     outputs.push_back({options.md_path, sweep_markdown(run.table, title, options.top)});
   write_outputs(outputs, plan.input_files);

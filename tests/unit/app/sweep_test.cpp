@@ -3,6 +3,7 @@
 // reasons, bad usage, determinism across thread counts, shards merged byte for byte, Ctrl-C.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -794,6 +795,7 @@ TEST(SweepCommand, SigintWritesTheFinishedRowsAndExits130) {
                                {"hardware", {{"nodes", 32}}},
                                {"training", {{"global_batch", 512}}}});
   const fs::path csv = temp_dir() / "sigint.csv";
+  const fs::path md = temp_dir() / "sigint.md";
   const Outcome o = run_fsdpsim(
       "sweep " + s.string() +
           " --grid training.micro_batch=1,2,4,8 --grid training.global_batch=256,512,1024,2048,4096"
@@ -801,7 +803,7 @@ TEST(SweepCommand, SigintWritesTheFinishedRowsAndExits130) {
           "fsdp.limit_all_gathers=true,false"
           " --grid fsdp.max_inflight_all_gathers=1,2,3,4,5,6,7,8,9,10"
           " --grid training.activation_checkpointing=full,none --out " +
-          csv.string(),
+          csv.string() + " --md " + md.string(),
       // 3 s: well inside the sweep's ~30 s of CPU (2,400 points), so even many fast cores do not
       // finish it first, with room for a loaded machine to start the process.
       "timeout --preserve-status -s INT 3 ");
@@ -812,6 +814,22 @@ TEST(SweepCommand, SigintWritesTheFinishedRowsAndExits130) {
   for (std::size_t i = 0; i < t.rows.size(); ++i)
     EXPECT_EQ(t.rows[i].index, static_cast<std::int64_t>(i));
   EXPECT_NE(o.output.find("interrupted"), std::string::npos) << o.output;
+  // The markdown says it holds part of the grid.
+  EXPECT_NE(read_file(md).find(fmt::format(", interrupted after {} of 2400 points", t.rows.size())),
+            std::string::npos);
+}
+
+// Once the grid is done the guard is gone: an output that waits (a FIFO nobody reads) can still
+// be stopped, and a signal then ends the command as it ends any other.
+TEST(SweepCommand, AnOutputThatWaitsCanBeInterrupted) {
+  const fs::path fifo = temp_dir() / "nobody_reads.fifo";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const fs::path s = tiny_scenario("waits");
+  const Outcome o =
+      run_fsdpsim("sweep " + s.string() + " --grid training.micro_batch=1,2 --out " + fifo.string(),
+                  "timeout -k 10 --preserve-status -s TERM 3 ");
+  EXPECT_EQ(o.exit_code, 143) << o.output;
 }
 
 }  // namespace
