@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -10,11 +11,11 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -31,8 +32,11 @@ constexpr std::uintmax_t kMaxInputBytes = std::uintmax_t{1} << 30;
 std::string read_text_file(const fs::path& path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  if (ec || !fs::exists(status))
+  if (status.type() == fs::file_type::not_found)
     throw ConfigError(path.string(), "", "cannot open the file (does it exist?)");
+  if (ec) {  // a name too long, no permission to look into a folder on the way
+    throw ConfigError(path.string(), "", fmt::format("cannot open the file: {}", ec.message()));
+  }
   if (!fs::is_regular_file(status)) {
     throw ConfigError(path.string(), "",
                       "expected a regular file, found a folder, device or other special file");
@@ -41,11 +45,28 @@ std::string read_text_file(const fs::path& path) {
     throw ConfigError(path.string(), "",
                       fmt::format("expected an input file of at most 1 GiB, found {} bytes", size));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path.string(), "", "cannot open the file (is it readable?)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string text = buffer.str();
+  // read(2) rather than a stream, so that a failed read (EIO) is not taken for the file's end.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw ConfigError(path.string(), "",
+                      fmt::format("cannot open the file: {}", std::strerror(errno)));
+  }
+  std::string text;
+  constexpr std::size_t kChunk = std::size_t{1} << 16;
+  std::vector<char> chunk(kChunk);
+  while (true) {
+    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      throw ConfigError(path.string(), "",
+                        fmt::format("cannot read the file: {}", std::strerror(error)));
+    }
+    text.append(chunk.data(), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
   require_text(text, path.string());
   return text;
 }

@@ -868,6 +868,19 @@ TEST(Cli, UnreadableInputsAreBadInput) {
   const Outcome name = run_fsdpsim("run " + long_name.string());
   EXPECT_EQ(name.exit_code, 2) << name.output;
   EXPECT_NE(name.output.find("/model: unknown models preset"), std::string::npos) << name.output;
+  // The system's reason, not a guess: a name too long, a read that fails (not an empty file).
+  const Outcome too_long =
+      run_fsdpsim("run " + (temp_dir() / (std::string(300, 'n') + ".json")).string());
+  EXPECT_EQ(too_long.exit_code, 2) << too_long.output;
+  EXPECT_NE(too_long.output.find("cannot open the file: File name too long"), std::string::npos)
+      << too_long.output;
+  if (fs::exists("/proc/self/mem")) {
+    const Outcome eio = run_fsdpsim("run /proc/self/mem");
+    EXPECT_EQ(eio.exit_code, 2) << eio.output;
+    EXPECT_NE(eio.output.find("/proc/self/mem: cannot read the file: Input/output error"),
+              std::string::npos)
+        << eio.output;
+  }
 }
 
 // A key given twice is an error at its path (a parser would keep one silently); an error in a
