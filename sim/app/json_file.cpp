@@ -469,14 +469,9 @@ void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::
     if (fs::is_directory(status))
       throw ConfigError(path, "", "is a folder; expected the path of a file to write");
     if (fs::exists(status) && !fs::is_regular_file(status)) continue;  // a device, a FIFO
-    // The file is staged next to where it goes (through a link, to the file it names): that
-    // folder must exist and take a new file. A dangling link is written through in place, so
-    // its target's folder is the one that must.
-    fs::path target = fs::exists(status) ? fs::canonical(path, ec) : fs::path(path);
-    if (!fs::exists(status) && fs::is_symlink(fs::symlink_status(path, ec))) {
-      const fs::path named = fs::read_symlink(path, ec);
-      target = named.is_absolute() ? named : fs::path(path).parent_path() / named;
-    }
+    // The file is staged next to where it goes (through links, to the file they name; a
+    // dangling link is written through in place): that folder must exist and take a new file.
+    const fs::path target(place);
     const fs::path folder =
         target.parent_path().empty() ? fs::path(".") : fs::path(target.parent_path());
     if (!fs::is_directory(folder, ec)) {
