@@ -21,13 +21,21 @@ void restore(int signal, void (*previous)(int)) {
   std::signal(signal, previous == SIG_ERR ? SIG_DFL : previous);
 }
 
+// Handles `signal` unless the process was started ignoring it (nohup, a shell's background
+// job ignores SIGINT): what it ignored it keeps ignoring. Returns the disposition there was.
+void (*handle(int signal))(int) {
+  void (*previous)(int) = std::signal(signal, on_interrupt);
+  if (previous == SIG_IGN) std::signal(signal, SIG_IGN);
+  return previous;
+}
+
 }  // namespace
 
 InterruptGuard::InterruptGuard() {
   g_interrupted.store(false);
   g_signal.store(0);
-  previous_int_ = std::signal(SIGINT, on_interrupt);
-  previous_term_ = std::signal(SIGTERM, on_interrupt);
+  previous_int_ = handle(SIGINT);
+  previous_term_ = handle(SIGTERM);
 }
 
 InterruptGuard::~InterruptGuard() {

@@ -1,7 +1,8 @@
 // Ctrl-C (SIGINT) and SIGTERM (`timeout`, Slurm at a job's time limit) for the commands that can
 // stop cleanly: while an InterruptGuard lives, either signal only raises a flag that the command
 // polls; it then finishes what must be finished (sweep writes the rows done so far, report
-// removes its scratch folder) and exits 128 + the signal's number, as a shell reports it.
+// removes its scratch folder) and exits 128 + the signal's number, as a shell reports it. A
+// signal the process was started ignoring (nohup, a shell's background job) stays ignored.
 #pragma once
 
 #include <atomic>

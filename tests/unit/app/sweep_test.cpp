@@ -819,6 +819,26 @@ TEST(SweepCommand, SigintWritesTheFinishedRowsAndExits130) {
             std::string::npos);
 }
 
+// A sweep started ignoring Ctrl-C (nohup, a shell's background job) keeps ignoring it, as the
+// other commands do: it runs every point.
+TEST(SweepCommand, ASweepStartedIgnoringSigintRunsToTheEnd) {
+  const fs::path s = tiny_scenario("ignored_sigint",
+                                   {{"model", {{"preset", "llama-3.1-70b"}, {"n_layers", nullptr}}},
+                                    {"hardware", {{"nodes", 32}}},
+                                    {"training", {{"global_batch", 512}}}});
+  const fs::path csv = temp_dir() / "ignored_sigint.csv";
+  const Outcome o =
+      run_fsdpsim("sweep " + s.string() +
+                      " --grid training.micro_batch=1,2 --grid "
+                      "fsdp.max_inflight_all_gathers=1,2,3,4,5,6,7,8,9,10"
+                      " --grid fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_POST,none --grid "
+                      "training.activation_checkpointing=full,none --out " +
+                      csv.string() + " 2>&1 & p=$!; sleep 0.5; kill -INT $p; wait $p",
+                  "trap '' INT; ");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(table_from_csv(read_file(csv), csv.string()).rows.size(), 120U);
+}
+
 // Once the grid is done the guard is gone: an output that waits (a FIFO nobody reads) can still
 // be stopped, and a signal then ends the command as it ends any other.
 TEST(SweepCommand, AnOutputThatWaitsCanBeInterrupted) {
