@@ -65,6 +65,12 @@ std::string report_index_markdown(const SweepTable& table, const ReportPlan& pla
       "them and "
       "re-render with `gnuplot NAME.gp` in this folder.\n\n",
       markdown_text(csv_link), table.rows.size(), ok, oom, skipped, markdown_link_target(csv_link));
+  if (table.grid_points > static_cast<std::int64_t>(table.rows.size())) {
+    out += fmt::format(
+        "**Part of a grid of {} points**: the others were not run here (an interrupted sweep, or "
+        "one slice of a sharded one: `fsdpsim merge` joins the slices).\n\n",
+        table.grid_points);
+  }
   best_points(table, best_rows, out);
   for (const ReportPlotKind kind :
        {ReportPlotKind::kPareto, ReportPlotKind::kAxis, ReportPlotKind::kHeatmap}) {

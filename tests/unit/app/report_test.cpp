@@ -284,6 +284,16 @@ TEST(ReportIndex, EmbedsEveryPlotAndRanksTheBestPoints) {
   // Best that fits: micro_batch 2, 2 in flight, BACKWARD_PRE (1102 tokens/s), point #6.
   EXPECT_NE(index.find("| 1 | #6 | 2 | 2 | BACKWARD_PRE | 1102.0 |"), std::string::npos) << index;
   EXPECT_EQ(index.find("| 4 |"), std::string::npos);
+  EXPECT_EQ(index.find("Part of a grid"), std::string::npos) << index;
+}
+
+// A table of fewer rows than its grid (an interrupted sweep, one shard) says so.
+TEST(ReportIndex, PartOfAGridSaysSo) {
+  SweepTable table = small_table();
+  table.grid_points = 24;
+  const std::string index = report_index_markdown(table, plan_report(table, "sweep.csv"),
+                                                  "Sweep report: part", "../sweep.csv", 3);
+  EXPECT_NE(index.find("**Part of a grid of 24 points**"), std::string::npos) << index;
 }
 
 // A small XML well-formedness check: balanced, properly nested tags with quoted attributes,
