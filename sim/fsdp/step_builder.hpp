@@ -190,7 +190,7 @@ class StepBuilder {
   // The model output the training loop holds (models::Layer::loop_kept_output), from the last
   // forward that made one; the next such forward frees it once it has returned its own.
   std::optional<engine::TensorId> loop_kept_output_;
-  std::string kernel_name_;  // kernel()'s "layer.pass.kernel", reused: no allocation per kernel
+  std::string kernel_name_;  // hooked_kernel()'s "layer.pass.kernel", reused: no allocation each
 };
 
 inline Bytes elements(std::int64_t numel, Dtype dtype) { return Bytes(numel * dtype_bytes(dtype)); }
