@@ -188,6 +188,12 @@ std::filesystem::path parse_baseline(const nlohmann::json& block,
 
 }  // namespace
 
+const nlohmann::json* find_dotted_key(const nlohmann::json& root, const std::string& key) {
+  std::string missing;
+  std::string hint;
+  return find_path(root, key, missing, hint);
+}
+
 Expectations parse_expectations(const nlohmann::json& block,
                                 const std::filesystem::path& scenario_file) {
   Expectations out;

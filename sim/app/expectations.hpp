@@ -58,4 +58,7 @@ struct CheckResult {
 std::vector<CheckResult> evaluate_expectations(const Expectations& expectations,
                                                const nlohmann::json& result);
 
+// The value at a dotted key ("fsdp.backward_prefetch") of a JSON document, or nullptr.
+const nlohmann::json* find_dotted_key(const nlohmann::json& root, const std::string& key);
+
 }  // namespace fsdpsim::app

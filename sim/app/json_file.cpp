@@ -418,10 +418,6 @@ std::string output_place(const std::string& path) {
   return ec ? at.lexically_normal().string() : canonical.string();
 }
 
-}  // namespace
-
-namespace {
-
 // Holds Ctrl-C, SIGTERM and SIGHUP back while outputs are staged and moved into place, and lets
 // them through when the scope ends: a signal then finds every output in place or every one
 // discarded, and no temporary file behind (it would otherwise kill the process between them).

@@ -19,6 +19,7 @@
 
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
+#include "sim/app/expectations.hpp"
 #include "sim/app/interrupt_guard.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/result_json.hpp"
@@ -106,23 +107,6 @@ bool error_is_at_key(const std::string& message, const std::string& key) {
          message.find(fmt::format("{}/", path)) != std::string::npos;
 }
 
-// Whether `document` (the scenario with the --set overrides applied) gives the dotted key a
-// value.
-bool document_sets(const nlohmann::json& document, const std::string& key) {
-  const nlohmann::json* at = &document;
-  std::size_t begin = 0;
-  while (true) {
-    const std::size_t dot = key.find('.', begin);
-    const std::string segment = key.substr(begin, dot == std::string::npos ? dot : dot - begin);
-    if (!at->is_object()) return false;
-    const auto it = at->find(segment);
-    if (it == at->end()) return false;
-    if (dot == std::string::npos) return true;
-    at = &*it;
-    begin = dot + 1;
-  }
-}
-
 // Rejects keys that no value can make valid, and a bad value the file gives for a key an axis
 // replaces at every point (never simulated, but `run` refuses the same file), before anything
 // runs. `document` is the scenario with the --set overrides applied.
@@ -136,7 +120,7 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
         throw ConfigError(fmt::format("--set {}: not a scenario key ({})", key, e.what()));
     }
     for (const GridAxis& axis : plan.axes) {
-      if (document_sets(document, axis.key) && error_is_at_key(e.what(), axis.key)) {
+      if (find_dotted_key(document, axis.key) != nullptr && error_is_at_key(e.what(), axis.key)) {
         throw ConfigError(
             fmt::format("{} (the sweep replaces this value at every point, but a "
                         "value the file gives must be valid too)",
