@@ -9,18 +9,22 @@
 
 namespace fsdpsim::app {
 
-// A number of rows to show: a whole number >= 0 (0 = all).
-inline CLI::Validator row_count() {
+// A whole number >= 0 in decimal digits: CLI11 alone would take "" (as the default) and 0x10.
+// `expected` names what the number counts, e.g. "a number of rows >= 0 (0 = all)".
+inline CLI::Validator whole_number(const std::string& expected) {
   return CLI::Validator(
-      [](const std::string& text) {
+      [expected](const std::string& text) {
         std::int64_t n = 0;
         const auto r = std::from_chars(text.data(), text.data() + text.size(), n);
-        const bool ok = r.ec == std::errc{} && r.ptr == text.data() + text.size() && n >= 0;
-        return ok ? std::string()
-                  : "expected a number of rows >= 0 (0 = all), found \"" + text + "\"";
+        const bool ok =
+            !text.empty() && r.ec == std::errc{} && r.ptr == text.data() + text.size() && n >= 0;
+        return ok ? std::string() : "expected " + expected + ", found \"" + text + "\"";
       },
       "N");
 }
+
+// A number of rows to show: a whole number >= 0 (0 = all).
+inline CLI::Validator row_count() { return whole_number("a number of rows >= 0 (0 = all)"); }
 
 // A path or a name that may not be empty (an empty one would silently do nothing).
 inline CLI::Validator non_empty() {

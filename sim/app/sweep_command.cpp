@@ -390,7 +390,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   sweep->add_option("-j,--jobs", options.jobs, "Worker threads (0 = one per core; default 1)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(whole_number("a number of threads >= 0 (0 = one per core)"));
   sweep->add_option("--out", options.csv_path, "Write the table as CSV to PATH ('-' for stdout)")
       ->type_name("PATH|-")
       ->check(non_empty());
@@ -414,7 +415,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
   sweep->add_flag("--timing", options.timing, "Print the wall time and points/s on stderr");
   CLI::Option* trace_row =
       sweep->add_option("--trace-row", options.trace_row, "Grid point (index) to write a trace of")
-          ->type_name("N");
+          ->type_name("N")
+          ->check(whole_number("a grid point index >= 0"));
   CLI::Option* trace =
       sweep
           ->add_option("--trace", options.trace_path,

@@ -70,6 +70,20 @@ void check_key(const std::string& key, const std::string& where) {
   }
 }
 
+// Throws when an axis lists a value twice (1 and 1.0 are the same number): the grid would run
+// the same point twice. `where(i)` names value i for the message.
+template <typename Where>
+void check_distinct_values(const std::vector<nlohmann::json>& values, const Where& where) {
+  for (std::size_t i = 1; i < values.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (values[i] == values[j]) {
+        throw ConfigError(fmt::format("{}: value {} is given twice; list each value once", where(i),
+                                      values[i].dump()));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 GridAxis parse_grid_option(const std::string& option) {
@@ -89,6 +103,7 @@ GridAxis parse_grid_option(const std::string& option) {
     if (text.empty()) throw ConfigError(fmt::format("{}: empty value in the list", where));
     axis.values.push_back(parse_inline_value(text, where));
   }
+  check_distinct_values(axis.values, [&](std::size_t) { return where; });
   return axis;
 }
 
@@ -125,6 +140,8 @@ std::vector<GridAxis> parse_sweep_block(const nlohmann::json& block, const std::
         throw ConfigError(file, fmt::format("{}/{}", path, i), "null is not a value");
       axis.values.push_back(values[i]);
     }
+    check_distinct_values(axis.values,
+                          [&](std::size_t i) { return fmt::format("{}: {}/{}", file, path, i); });
     axes.push_back(std::move(axis));
   }
   return axes;

@@ -32,6 +32,12 @@ void check_trace_row(const SweepPlan& plan, std::int64_t row) {
         fmt::format("--trace-row {}: expected a point index from 0 to {} (the grid has {} points)",
                     row, plan.total_points - 1, plan.total_points));
   }
+  // Each slice of a sharded sweep would otherwise write the same trace.
+  if (!plan.shard.owns(row)) {
+    throw ConfigError(fmt::format(
+        "--trace-row {}: the point is not in --shard {}/{}; give it to slice {}/{}, which runs it",
+        row, plan.shard.k, plan.shard.n, row % plan.shard.n + 1, plan.shard.n));
+  }
   point_scenario(plan, row);
 }
 

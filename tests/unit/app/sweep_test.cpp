@@ -90,7 +90,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadGrid{"training.micro_batch=1,,2", "empty value in the list"},
                       BadGrid{"training.micro_batch=1,", "empty value in the list"},
                       BadGrid{"=1,2", "empty key"},
-                      BadGrid{"training..micro_batch=1", "empty segment"}),
+                      BadGrid{"training..micro_batch=1", "empty segment"},
+                      BadGrid{"training.micro_batch=1,2,1.0", "value 1.0 is given twice"},
+                      BadGrid{"fsdp.backward_prefetch=none,\"none\"",
+                              "value \"none\" is given twice"}),
     [](const ::testing::TestParamInfo<BadGrid>& param) {
       return "case" + std::to_string(param.index);
     });
@@ -171,6 +174,8 @@ TEST(SweepGrid, BadSweepBlocksNameTheFileAndPath) {
   EXPECT_EQ(
       message({{"training.micro_batch", nlohmann::json::array()}}),
       "s.json: /sweep/training.micro_batch: expected a non-empty array of values, found an array");
+  EXPECT_EQ(message({{"training.micro_batch", {1, 2, 2}}}),
+            "s.json: /sweep/training.micro_batch/2: value 2 is given twice; list each value once");
 }
 
 TEST(SweepGrid, ShardsAreKOfN) {
@@ -502,6 +507,10 @@ TEST(SweepCommand, BadUsageExitsTwoBeforeRunning) {
       {"--grid training.micro_batch=1 --grid training.micro_batch=2", "given twice"},
       {"--set fsdp.bogus=1", "--set fsdp.bogus: not a scenario key"},
       {"--shard 0/2", "expected K/N"},
+      {"--grid training.micro_batch=1,1", "value 1 is given twice"},
+      {"-j \"\"", "expected a number of threads >= 0 (0 = one per core), found \"\""},
+      {"-j 0x10", "found \"0x10\""},
+      {"-j -1", "found \"-1\""},
   };
   for (const auto& c : cases) {
     const Outcome o =

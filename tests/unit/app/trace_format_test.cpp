@@ -301,6 +301,20 @@ TEST(TraceFormat, SweepTraceRowOutsideTheGridOrSkippedIsBadUsage) {
                   " --grid training.micro_batch=1,3 --trace-row 1 --trace " + trace);
   EXPECT_EQ(skipped.exit_code, 2);
   EXPECT_NE(skipped.output.find("skipped"), std::string::npos) << skipped.output;
+  // Each slice of a sharded sweep would write the same trace: only the slice that runs it may.
+  const Outcome other_slice =
+      run_fsdpsim("sweep " + scenario.string() +
+                  " --grid fsdp.version=1,2 --shard 1/2 --trace-row 1 --trace " + trace);
+  EXPECT_EQ(other_slice.exit_code, 2);
+  EXPECT_NE(other_slice.output.find("--trace-row 1: the point is not in --shard 1/2; give it to "
+                                    "slice 2/2"),
+            std::string::npos)
+      << other_slice.output;
+  const Outcome empty_row =
+      run_fsdpsim("sweep " + scenario.string() + " --trace-row \"\" --trace " + trace);
+  EXPECT_EQ(empty_row.exit_code, 2);
+  EXPECT_NE(empty_row.output.find("expected a grid point index >= 0"), std::string::npos)
+      << empty_row.output;
   EXPECT_EQ(run_fsdpsim("sweep " + scenario.string() + " --trace-row 0").exit_code, 2);
   EXPECT_EQ(run_fsdpsim("sweep " + scenario.string() + " --trace " + trace).exit_code, 2);
   EXPECT_FALSE(fs::exists(trace));
