@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "calibrate/fit.hpp"
@@ -381,6 +382,16 @@ int import_command(const CalibrateOptions& o) {
   std::vector<std::filesystem::path> files(o.logs.begin(), o.logs.end());
   std::vector<calibrate::NcclTestsLogText> logs;
   for (const std::filesystem::path& f : files) logs.push_back({f.string(), read_text_file(f)});
+  // Repeated runs of one size are merged as repeats: one file twice would count its runs twice.
+  for (std::size_t i = 1; i < files.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(files[i], files[j], ec)) {
+        throw ConfigError(fmt::format("{}: the same log as {}; give each log once",
+                                      files[i].string(), files[j].string()));
+      }
+    }
+  }
   std::vector<std::string> notes;
   // Unnamed: after the output file, or after the first log when the profile goes to stdout.
   const std::string name = !o.name.empty() ? o.name
