@@ -220,6 +220,14 @@ std::pair<double, double> fit_parameter(const FitRequest& fit,
       f2 = mape_at(x2);
     }
   }
+  // A key the kept rows' scenarios never read gives bit-identical predictions at every value:
+  // any "fitted" value would be meaningless.
+  if (f1 == f2 && f1 == mape_at(fit.lo) && f1 == mape_at(fit.hi)) {
+    throw ConfigError("--fit", "",
+                      fmt::format("{}: the tokens/s MAPE is the same ({:.6g}) everywhere in [{}, "
+                                  "{}], so the kept rows do not depend on the key",
+                                  fit.key, f1, fit.lo, fit.hi));
+  }
   return f1 <= f2 ? std::make_pair(x1, f1) : std::make_pair(x2, f2);
 }
 
@@ -369,6 +377,11 @@ int validate_command(const ValidateOptions& options) {
   std::vector<OutputFile> outputs;
   bool created_scenarios_dir = false;  // removed again, empty, if the outputs fail
   if (!options.scenarios_dir.empty()) {
+    if (options.scenarios_dir == "-") {
+      throw ConfigError("--scenarios-out", "",
+                        "expected a folder, found '-' (stdout, as for --json), which cannot hold "
+                        "one file per row; write ./- for a folder named '-'");
+    }
     std::error_code ec;
     created_scenarios_dir = !std::filesystem::exists(options.scenarios_dir, ec);
     std::filesystem::create_directories(options.scenarios_dir, ec);

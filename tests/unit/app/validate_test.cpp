@@ -485,6 +485,12 @@ TEST(Validate, ScenariosOutWritesOnlyInsideItsFolder) {
             std::string::npos)
       << out;
   EXPECT_FALSE(fs::exists(dir / "escaped.json"));
+  // '-' means stdout for --json; a folder of files cannot go there.
+  const auto [dash, dash_out] =
+      run_fsdpsim("validate " + kData + "small_cases.csv --scenarios-out -");
+  EXPECT_EQ(dash, 2) << dash_out;
+  EXPECT_NE(dash_out.find("--scenarios-out: expected a folder, found '-'"), std::string::npos)
+      << dash_out;
 }
 
 // A summary of no case is undefined, not a perfect score: rows that print TFLOPS only give a
@@ -1060,6 +1066,13 @@ TEST(Validate, FitFindsAGlobalValueNoWorseThanThePresets) {
   const auto [bad, bad_out] = run_fsdpsim("validate " + rows + " --fit x=1:0.5");
   EXPECT_EQ(bad, 2) << bad_out;
   EXPECT_NE(bad_out.find("expected LO < HI"), std::string::npos) << bad_out;
+  // Without CPU offload no row moves data over PCIe: there is nothing to fit.
+  const auto [idle, idle_out] =
+      run_fsdpsim("validate " + rows + " --fit hardware.node.pcie_GBps=10:30");
+  EXPECT_EQ(idle, 2) << idle_out;
+  EXPECT_NE(idle_out.find("hardware.node.pcie_GBps: the tokens/s MAPE is the same"),
+            std::string::npos)
+      << idle_out;
 }
 
 }  // namespace
