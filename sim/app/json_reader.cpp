@@ -39,6 +39,15 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
       best = c;
     }
   }
+  if (!best.empty() || word.empty()) return best;
+  // A shortened name ("sharding" for sharding_strategy): the one key that has the word as whole
+  // '_'-separated words of its own.
+  for (const std::string& c : candidates) {
+    const bool whole_words = ("_" + c + "_").find("_" + word + "_") != std::string::npos;
+    if (!whole_words) continue;
+    if (!best.empty()) return "";  // ambiguous
+    best = c;
+  }
   return best;
 }
 

@@ -13,7 +13,8 @@
 
 namespace fsdpsim::app {
 
-// The closest of `candidates` to `word` if it is plausibly a typo, else empty.
+// The closest of `candidates` to `word` if it is plausibly a typo, else the one candidate that
+// has `word` as whole '_'-separated words ("sharding" -> "sharding_strategy"), else empty.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
 // The JSON type of a value in words ("a string", "an integer", ...), for messages.

@@ -36,6 +36,11 @@ TEST(DidYouMean, SuggestsCloseKeysOnly) {
   EXPECT_EQ(did_you_mean("sharding_stratgy", {"sharding_strategy", "backward_prefetch"}),
             "sharding_strategy");
   EXPECT_EQ(did_you_mean("zzz", {"sharding_strategy"}), "");
+  // A shortened name is suggested when one key alone contains it as whole words.
+  EXPECT_EQ(did_you_mean("sharding", {"sharding_strategy", "backward_prefetch"}),
+            "sharding_strategy");
+  EXPECT_EQ(did_you_mean("prefetch", {"backward_prefetch", "forward_prefetch"}), "");
+  EXPECT_EQ(did_you_mean("shard", {"sharding_strategy"}), "");
 }
 
 TEST(Scenario, DefaultScenarioLoadsWithPaperSettings) {
