@@ -29,6 +29,12 @@ class NameTable {
     return {chars_.data() + begin, ends_[index] - begin};
   }
   [[nodiscard]] std::size_t size() const { return ends_.size(); }
+  [[nodiscard]] std::size_t characters() const { return chars_.size(); }
+  // Room for `names` names of `characters` characters in all, so adding them moves nothing.
+  void reserve(std::size_t names, std::size_t characters) {
+    ends_.reserve(names);
+    chars_.reserve(characters);
+  }
   [[nodiscard]] bool empty() const { return ends_.empty(); }
 
  private:

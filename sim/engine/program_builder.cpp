@@ -18,6 +18,14 @@ ChannelId ProgramBuilder::add_channel(std::string name, RankGroups groups) {
   return static_cast<ChannelId>(program_.channel_names.size() - 1);
 }
 
+void ProgramBuilder::reserve_repeats(std::size_t times) {
+  program_.ops.reserve(program_.ops.size() * times);
+  program_.deps.reserve(program_.deps.size() * times);
+  program_.cpu.reserve(program_.cpu.size() * times);
+  program_.tensors.reserve(program_.tensors.size() * times);
+  program_.names.reserve(program_.names.size() * times, program_.names.characters() * times);
+}
+
 std::uint32_t ProgramBuilder::intern(std::string_view name) {
   return program_.names.push_back(name);
 }

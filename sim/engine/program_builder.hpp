@@ -51,6 +51,11 @@ class ProgramBuilder {
   // Drops the last reference; the block is reusable once `until` completes (record_stream).
   void free(TensorId tensor, EventRef until = {});
 
+  // Reserves room for `times` times what the program holds now: a builder that is about to
+  // repeat what it issued so far (the micro-batches of a step) grows its vectors once instead of
+  // doubling them, which at the last doubling holds up to three times their size.
+  void reserve_repeats(std::size_t times);
+
   [[nodiscard]] const Program& program() const { return program_; }
   Program take() { return std::move(program_); }
 

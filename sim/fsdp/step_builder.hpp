@@ -136,8 +136,13 @@ class StepBuilder {
     out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
     for (std::int32_t step = 0; step < in_.steps; ++step) {
       begin_step(out);
-      for (std::int64_t mb = 0; mb < out.micro_batches; ++mb)
+      for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) {
         micro_batch(!t.no_sync || mb == out.micro_batches - 1);
+        // Every micro-batch issues about what the first did (the optimizer step adds a little).
+        if (step == 0 && mb == 0) {
+          b_.reserve_repeats(static_cast<std::size_t>(out.micro_batches * in_.steps) + 1);
+        }
+      }
       optimizer_step();
     }
   }
