@@ -23,12 +23,9 @@ void ProgramBuilder::reserve_repeats(std::size_t times) {
   program_.deps.reserve(program_.deps.size() * times);
   program_.cpu.reserve(program_.cpu.size() * times);
   program_.tensors.reserve(program_.tensors.size() * times);
-  program_.names.reserve(program_.names.size() * times, program_.names.characters() * times);
 }
 
-std::uint32_t ProgramBuilder::intern(std::string_view name) {
-  return program_.names.push_back(name);
-}
+std::uint32_t ProgramBuilder::intern(std::string_view name) { return program_.names.intern(name); }
 
 OpId ProgramBuilder::launch(const LaunchSpec& spec) {
   if (spec.stream >= last_op_on_stream_.size()) throw std::logic_error("launch on unknown stream");

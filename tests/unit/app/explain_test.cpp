@@ -37,9 +37,8 @@ struct HandTimeline {
   void op(const std::string& name, engine::StreamId stream, engine::OpKind kind, fsdp::Phase phase,
           std::int32_t group, double start, double end,
           engine::ChannelId channel = engine::kNoChannel) {
-    program.names.push_back(name);
     engine::Op o;
-    o.name = static_cast<std::uint32_t>(program.names.size() - 1);
+    o.name = program.names.intern(name);
     o.stream = stream;
     o.kind = kind;
     o.phase = tag(phase);
