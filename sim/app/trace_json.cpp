@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,23 @@ namespace fsdpsim::app {
 namespace {
 
 constexpr int kCpuTid = 0;  // streams are tids 1..n
+
+// The trace's event array, written out event by event: a trace of many micro-batches has
+// millions of events, and holding them all as one JSON tree took ten times the size of its text
+// (6.8 GB for a 0.75 GB trace).
+class EventWriter {
+ public:
+  explicit EventWriter(std::string& out) : out_(out) {}
+  void push_back(const nlohmann::json& event) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += event.dump();
+  }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
 
 nlohmann::json thread_name(int pid, int tid, const std::string& name) {
   return {
@@ -39,7 +57,7 @@ double flow_inset_us(SimTime start, SimTime end) {
 }
 
 struct FlowWriter {
-  nlohmann::json& events;
+  EventWriter& events;
   int pid;
   int& next_id;  // unique across the trace's processes
 
@@ -89,7 +107,7 @@ engine::OpId through_markers(const engine::Program& p, const engine::Timeline& t
 // op) and, where the CPU's launch is what an op waited for (it started when it was issued, after
 // everything else it needed), from the launch slice to the op.
 void add_flows(const engine::Program& p, const engine::Timeline& t, int pid, int& next_flow_id,
-               nlohmann::json& events) {
+               EventWriter& events) {
   std::vector<engine::OpId> previous_on_stream(p.ops.size(), engine::kNoOp);
   std::vector<engine::OpId> previous_on_channel(p.ops.size(), engine::kNoOp);
   std::vector<std::size_t> launch_step(p.ops.size(), p.cpu.size());
@@ -139,7 +157,7 @@ void add_flows(const engine::Program& p, const engine::Timeline& t, int pid, int
 
 // One rank's CPU thread and streams as process `pid` of the trace.
 void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, const std::string& name,
-              int& next_flow_id, nlohmann::json& events) {
+              int& next_flow_id, EventWriter& events) {
   events.push_back(
       {{"ph", "M"}, {"pid", pid}, {"name", "process_name"}, {"args", {{"name", name}}}});
   events.push_back(
@@ -199,7 +217,9 @@ void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, cons
 std::string trace_json(const fsdp::SimulationOutput& output) {
   const engine::Program& p = output.schedule.program;
   const fsdp::StepResult& r = output.result;
-  nlohmann::json events = nlohmann::json::array();
+  // {"displayTimeUnit": ..., "traceEvents": [...]}: keys in the order nlohmann's dump sorts them.
+  std::string text = R"({"displayTimeUnit":"ms","traceEvents":[)";
+  EventWriter events(text);
   int next_flow_id = 1;
   int memory_pid = 0;
   if (output.rank_timelines.empty()) {
@@ -234,8 +254,8 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
                     {"name", "measured step begins"},
                     {"ts", output.measured_start.microseconds()},
                     {"args", {{"step_time_s", r.step_time.value()}}}});
-  nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
-  return trace.dump() + "\n";
+  text += "]}\n";
+  return text;
 }
 
 }  // namespace fsdpsim::app
