@@ -27,6 +27,20 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// A key of a nested object given one level up ("gpus_per_node" in hardware for
+// hardware.node.gpus_per_node): "child.key" for the one child object of `object`, documentation
+// aside, that has `key`, else empty.
+std::string key_of_one_child(const nlohmann::json& object, const std::string& key,
+                             const std::set<std::string>& documentation) {
+  std::string found;
+  for (const auto& [child, value] : object.items()) {
+    if (documentation.contains(child) || !value.is_object() || !value.contains(key)) continue;
+    if (!found.empty()) return "";  // ambiguous
+    found = child + "." + key;
+  }
+  return found;
+}
+
 }  // namespace
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
@@ -264,14 +278,18 @@ const nlohmann::json* JsonObjectReader::child(const std::string& key) {
   return it == object_.end() ? nullptr : &*it;
 }
 
-void JsonObjectReader::ignore(const std::string& key) { read_.insert(key); }
+void JsonObjectReader::ignore(const std::string& key) {
+  read_.insert(key);
+  ignored_.insert(key);
+}
 
 void JsonObjectReader::finish(const std::vector<std::string>& also_known) const {
   std::vector<std::string> known(read_.begin(), read_.end());
   known.insert(known.end(), also_known.begin(), also_known.end());
   for (const auto& [key, value] : object_.items()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    const std::string hint = did_you_mean(key, known);
+    std::string hint = did_you_mean(key, known);
+    if (hint.empty()) hint = key_of_one_child(object_, key, ignored_);
     throw ConfigError(
         file_, path_of(key),
         fmt::format("unknown key{}", hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));

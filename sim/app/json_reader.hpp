@@ -80,6 +80,7 @@ class JsonObjectReader {
   std::string file_;
   std::string path_;
   std::set<std::string> read_;
+  std::set<std::string> ignored_;  // documentation, not configuration
 };
 
 }  // namespace fsdpsim::app

@@ -43,6 +43,30 @@ TEST(DidYouMean, SuggestsCloseKeysOnly) {
   EXPECT_EQ(did_you_mean("shard", {"sharding_strategy"}), "");
 }
 
+// A key of a nested object given one level up is pointed to where it belongs.
+TEST(DidYouMean, AnUnknownKeyOfOneChildObjectNamesIt) {
+  const auto message = [](const nlohmann::json& object) {
+    JsonObjectReader r(object, "h.json", "/hardware");
+    static_cast<void>(r.child("node"));
+    static_cast<void>(r.child("gpu"));
+    r.ignore("sources");
+    try {
+      r.finish();
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // A preset's "sources" documents every key: it is not where a key belongs.
+  EXPECT_EQ(message({{"node", {{"gpus_per_node", 8}}},
+                     {"gpu", {{"sm_count", 132}}},
+                     {"sources", {{"gpus_per_node", "DGX H100"}}},
+                     {"gpus_per_node", 4}}),
+            "h.json: /hardware/gpus_per_node: unknown key; did you mean node.gpus_per_node?");
+  EXPECT_EQ(message({{"node", {{"name", 8}}}, {"gpu", {{"name", 132}}}, {"label", 4}}),
+            "h.json: /hardware/label: unknown key");
+}
+
 TEST(Scenario, DefaultScenarioLoadsWithPaperSettings) {
   const Scenario s = load_scenario(scenario_path("paper/gpt175b_128xa100_bs1.json"), {}, kPresets);
   EXPECT_EQ(s.hardware.cluster.world_size(), 128);
