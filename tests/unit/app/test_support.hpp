@@ -7,10 +7,12 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "sim/app/config_error.hpp"
@@ -45,10 +47,22 @@ inline std::string read_file(const std::filesystem::path& p) {
 }
 
 // A scratch folder for one test suite (and optionally one test) of this process.
+// This test process's own scratch folder, made once by mkdtemp. A folder named after the PID
+// alone was not: PIDs are reused, and a folder left by an earlier process (a symbolic link to
+// /dev/full, an older report) failed a test that expected to start empty.
+inline const std::filesystem::path& process_temp_root() {
+  static const std::filesystem::path root = [] {
+    std::string pattern = (std::filesystem::temp_directory_path() / "fsdpsim_test_XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("test_support: mkdtemp(" + pattern + ") failed");
+    }
+    return std::filesystem::path(pattern);
+  }();
+  return root;
+}
+
 inline std::filesystem::path temp_dir(const std::string& suite, const std::string& sub = "") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("fsdpsim_" + suite + "_test_" + std::to_string(::getpid())) /
-                                    sub;
+  const std::filesystem::path dir = process_temp_root() / ("fsdpsim_" + suite + "_test") / sub;
   std::filesystem::create_directories(dir);
   return dir;
 }
