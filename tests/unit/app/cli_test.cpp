@@ -970,6 +970,15 @@ TEST(Cli, AnOutputThatCannotBeWrittenKeepsTheOthersOut) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
 }
 
+// Each command is bad usage (exit 2) and says `message`.
+void expect_each_refused(const std::vector<std::string>& commands, const std::string& message) {
+  for (const std::string& command : commands) {
+    const Outcome o = run_fsdpsim(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find(message), std::string::npos) << command << "\n" << o.output;
+  }
+}
+
 // An output written over one of the command's inputs would destroy it: refused before anything
 // is written, whatever the command and whatever name reaches the input.
 TEST(Cli, AnOutputOverAnInputIsRefused) {
@@ -991,13 +1000,7 @@ TEST(Cli, AnOutputOverAnInputIsRefused) {
       "check " + dir.string() + " --junit " + scenario.string(),
       "calibrate plan " + scenario.string() + " -o " + scenario.string(),
       "calibrate fit " + profile.string() + " -o " + profile.string()};
-  for (const std::string& command : commands) {
-    const Outcome o = run_fsdpsim(command);
-    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
-    EXPECT_NE(o.output.find("writing the output there would destroy it"), std::string::npos)
-        << command << "\n"
-        << o.output;
-  }
+  expect_each_refused(commands, "writing the output there would destroy it");
   EXPECT_EQ(read_file(scenario), original);
   EXPECT_EQ(read_file(profile),
             read_file(fs::path(FSDPSIM_SOURCE_DIR) / "configs/calibration/a100-sxm-80gb.json"));
@@ -1036,13 +1039,7 @@ TEST(Cli, AnOutputOverAFileTheInputNamesIsRefused) {
       "calibrate fit " + profile.string() + " --against " + preset.string() + " -o " +
           preset.string(),
       "check " + (dir / "checked.json").string() + " --junit " + baseline.string()};
-  for (const std::string& command : commands) {
-    const Outcome o = run_fsdpsim(command);
-    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
-    EXPECT_NE(o.output.find("writing the output there would destroy"), std::string::npos)
-        << command << "\n"
-        << o.output;
-  }
+  expect_each_refused(commands, "writing the output there would destroy");
   EXPECT_EQ(read_file(preset), preset_text);
   EXPECT_EQ(read_file(profile), profile_text);
   EXPECT_EQ(read_file(baseline), baseline_text);
