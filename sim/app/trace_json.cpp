@@ -2,13 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "sim/app/json_text_writer.hpp"
 #include "sim/app/op_labels.hpp"
 
 namespace fsdpsim::app {
@@ -16,34 +17,22 @@ namespace {
 
 constexpr int kCpuTid = 0;  // streams are tids 1..n
 
-// The trace's event array, written out event by event: a trace of many micro-batches has
-// millions of events, and holding them all as one JSON tree took ten times the size of its text
-// (6.8 GB for a 0.75 GB trace).
-class EventWriter {
- public:
-  explicit EventWriter(std::string& out) : out_(out) {}
-  void push_back(const nlohmann::json& event) {
-    if (!first_) out_ += ',';
-    first_ = false;
-    out_ += event.dump();
-  }
-
- private:
-  std::string& out_;
-  bool first_ = true;
-};
-
-nlohmann::json thread_name(int pid, int tid, const std::string& name) {
-  return {
-      {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", name}}}};
+// Each event goes into the output text as it is made: a trace of many micro-batches has millions of
+// events (a JSON tree of them took ten times the size of its text, 6.8 GB for a 0.75 GB trace).
+// Every object's keys are written in the byte-wise order nlohmann's dump() sorts them in, so the
+// text is what dumping the same events as nlohmann::json would give.
+void thread_name(JsonTextWriter& w, int pid, int tid, std::string_view name) {
+  w.begin_object();
+  w.key("args").begin_object().field("name", name).end_object();
+  w.field("name", "thread_name").field("ph", "M").field("pid", pid).field("tid", tid);
+  w.end_object();
 }
 
-nlohmann::json thread_sort_index(int pid, int tid, int sort_index) {
-  return {{"ph", "M"},
-          {"pid", pid},
-          {"tid", tid},
-          {"name", "thread_sort_index"},
-          {"args", {{"sort_index", sort_index}}}};
+void thread_sort_index(JsonTextWriter& w, int pid, int tid, int sort_index) {
+  w.begin_object();
+  w.key("args").begin_object().field("sort_index", sort_index).end_object();
+  w.field("name", "thread_sort_index").field("ph", "M").field("pid", pid).field("tid", tid);
+  w.end_object();
 }
 
 // Flow events bind to the slice that encloses their timestamp on their track ("s"; "f" with
@@ -57,27 +46,18 @@ double flow_inset_us(SimTime start, SimTime end) {
 }
 
 struct FlowWriter {
-  EventWriter& events;
+  JsonTextWriter& events;
   int pid;
   int& next_id;  // unique across the trace's processes
 
   void add(const char* name, int from_tid, double from_us, int to_tid, double to_us) {
     const int id = next_id++;
-    events.push_back({{"ph", "s"},
-                      {"pid", pid},
-                      {"tid", from_tid},
-                      {"ts", from_us},
-                      {"id", id},
-                      {"name", name},
-                      {"cat", "flow"}});
-    events.push_back({{"ph", "f"},
-                      {"bp", "e"},
-                      {"pid", pid},
-                      {"tid", to_tid},
-                      {"ts", to_us},
-                      {"id", id},
-                      {"name", name},
-                      {"cat", "flow"}});
+    events.begin_object().field("cat", "flow").field("id", id).field("name", name);
+    events.field("ph", "s").field("pid", pid).field("tid", from_tid).field("ts", from_us);
+    events.end_object();
+    events.begin_object().field("bp", "e").field("cat", "flow").field("id", id).field("name", name);
+    events.field("ph", "f").field("pid", pid).field("tid", to_tid).field("ts", to_us);
+    events.end_object();
   }
 };
 
@@ -107,7 +87,7 @@ engine::OpId through_markers(const engine::Program& p, const engine::Timeline& t
 // op) and, where the CPU's launch is what an op waited for (it started when it was issued, after
 // everything else it needed), from the launch slice to the op.
 void add_flows(const engine::Program& p, const engine::Timeline& t, int pid, int& next_flow_id,
-               EventWriter& events) {
+               JsonTextWriter& events) {
   std::vector<engine::OpId> previous_on_stream(p.ops.size(), engine::kNoOp);
   std::vector<engine::OpId> previous_on_channel(p.ops.size(), engine::kNoOp);
   std::vector<std::size_t> launch_step(p.ops.size(), p.cpu.size());
@@ -157,42 +137,47 @@ void add_flows(const engine::Program& p, const engine::Timeline& t, int pid, int
 
 // One rank's CPU thread and streams as process `pid` of the trace.
 void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, const std::string& name,
-              int& next_flow_id, EventWriter& events) {
-  events.push_back(
-      {{"ph", "M"}, {"pid", pid}, {"name", "process_name"}, {"args", {{"name", name}}}});
-  events.push_back(
-      {{"ph", "M"}, {"pid", pid}, {"name", "process_sort_index"}, {"args", {{"sort_index", pid}}}});
-  events.push_back(thread_name(pid, kCpuTid, "CPU thread"));
-  events.push_back(thread_sort_index(pid, kCpuTid, 0));
+              int& next_flow_id, JsonTextWriter& events) {
+  events.begin_object();
+  events.key("args").begin_object().field("name", name).end_object();
+  events.field("name", "process_name").field("ph", "M").field("pid", pid);
+  events.end_object();
+  events.begin_object();
+  events.key("args").begin_object().field("sort_index", pid).end_object();
+  events.field("name", "process_sort_index").field("ph", "M").field("pid", pid);
+  events.end_object();
+  thread_name(events, pid, kCpuTid, "CPU thread");
+  thread_sort_index(events, pid, kCpuTid, 0);
   for (std::size_t s = 0; s < p.stream_names.size(); ++s) {
     const int tid = static_cast<int>(s) + 1;
-    events.push_back(thread_name(pid, tid, fmt::format("stream {}", p.stream_names[s])));
-    events.push_back(thread_sort_index(pid, tid, tid));
+    thread_name(events, pid, tid, fmt::format("stream {}", p.stream_names[s]));
+    thread_sort_index(events, pid, tid, tid);
   }
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
     const engine::Op& op = p.ops[i];
     const engine::OpTiming& ot = t.ops[i];
-    events.push_back(
-        {{"ph", "X"},
-         {"pid", pid},
-         {"tid", op.stream + 1},
-         {"name", p.names[op.name]},
-         {"cat", op_kind_name(op.kind)},
-         {"ts", ot.start.microseconds()},
-         {"dur", (ot.end - ot.start).microseconds()},
-         {"args", {{"phase", phase_name(op.phase)}, {"issued_us", ot.issue.microseconds()}}}});
+    events.begin_object();
+    events.key("args").begin_object();
+    events.field("issued_us", ot.issue.microseconds()).field("phase", phase_name(op.phase));
+    events.end_object();
+    events.field("cat", op_kind_name(op.kind)).field("dur", (ot.end - ot.start).microseconds());
+    events.field("name", p.names[op.name]).field("ph", "X").field("pid", pid);
+    events.field("tid", static_cast<int>(op.stream) + 1).field("ts", ot.start.microseconds());
+    events.end_object();
   }
+  std::string step_name;
   for (std::size_t i = 0; i < p.cpu.size(); ++i) {
     const engine::CpuStep& step = p.cpu[i];
     const engine::CpuStepTiming& ct = t.cpu[i];
     if (ct.end == ct.start) continue;
-    std::string step_name;
+    step_name.clear();
     switch (step.kind) {
       case engine::CpuStepKind::kLaunch:
-        step_name = fmt::format("launch {}", p.names[p.ops[step.target].name]);
+        fmt::format_to(std::back_inserter(step_name), "launch {}",
+                       p.names[p.ops[step.target].name]);
         break;
       case engine::CpuStepKind::kWait:
-        step_name = fmt::format("wait: {}", p.names[step.name]);
+        fmt::format_to(std::back_inserter(step_name), "wait: {}", p.names[step.name]);
         break;
       case engine::CpuStepKind::kWork:
         step_name = p.names[step.name];
@@ -201,13 +186,9 @@ void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, cons
       case engine::CpuStepKind::kFree:
         continue;
     }
-    events.push_back({{"ph", "X"},
-                      {"pid", pid},
-                      {"tid", kCpuTid},
-                      {"name", step_name},
-                      {"cat", "cpu"},
-                      {"ts", ct.start.microseconds()},
-                      {"dur", (ct.end - ct.start).microseconds()}});
+    events.begin_object().field("cat", "cpu").field("dur", (ct.end - ct.start).microseconds());
+    events.field("name", step_name).field("ph", "X").field("pid", pid).field("tid", kCpuTid);
+    events.field("ts", ct.start.microseconds()).end_object();
   }
   add_flows(p, t, pid, next_flow_id, events);
 }
@@ -217,13 +198,13 @@ void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, cons
 std::string trace_json(const fsdp::SimulationOutput& output) {
   const engine::Program& p = output.schedule.program;
   const fsdp::StepResult& r = output.result;
-  // {"displayTimeUnit": ..., "traceEvents": [...]}: keys in the order nlohmann's dump sorts them.
-  std::string text = R"({"displayTimeUnit":"ms","traceEvents":[)";
-  EventWriter events(text);
+  std::string text;
+  JsonTextWriter w(text);
+  w.begin_object().field("displayTimeUnit", "ms").key("traceEvents").begin_array();
   int next_flow_id = 1;
   int memory_pid = 0;
   if (output.rank_timelines.empty()) {
-    add_rank(p, output.timeline, 0, "rank 0", next_flow_id, events);
+    add_rank(p, output.timeline, 0, "rank 0", next_flow_id, w);
   } else {
     // hardware.stragglers: a process per class of alike ranks, named by its first rank.
     for (std::size_t k = 0; k < output.rank_timelines.size(); ++k) {
@@ -233,28 +214,24 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
                fmt::format("rank {} ({} rank{} alike; compute speed {:g}, host speed {:g})",
                            c.first_rank, c.ranks, c.ranks == 1 ? "" : "s", c.compute_speed,
                            c.host_speed),
-               next_flow_id, events);
+               next_flow_id, w);
     }
     memory_pid = r.breakdown_rank;
   }
   for (const memory::MemorySample& m : output.memory_samples) {
-    events.push_back({{"ph", "C"},
-                      {"pid", memory_pid},
-                      {"name", "memory (GiB)"},
-                      {"ts", m.time.microseconds()},
-                      {"args",
-                       {{"allocated", to_gib(m.allocated)},
-                        {"active", to_gib(m.active)},
-                        {"reserved", to_gib(m.reserved)}}}});
+    w.begin_object();
+    w.key("args").begin_object().field("active", to_gib(m.active));
+    w.field("allocated", to_gib(m.allocated)).field("reserved", to_gib(m.reserved)).end_object();
+    w.field("name", "memory (GiB)").field("ph", "C").field("pid", memory_pid);
+    w.field("ts", m.time.microseconds()).end_object();
   }
   // The warm-up step runs first; the step the results describe starts here.
-  events.push_back({{"ph", "i"},
-                    {"s", "g"},
-                    {"pid", memory_pid},
-                    {"name", "measured step begins"},
-                    {"ts", output.measured_start.microseconds()},
-                    {"args", {{"step_time_s", r.step_time.value()}}}});
-  text += "]}\n";
+  w.begin_object();
+  w.key("args").begin_object().field("step_time_s", r.step_time.value()).end_object();
+  w.field("name", "measured step begins").field("ph", "i").field("pid", memory_pid);
+  w.field("s", "g").field("ts", output.measured_start.microseconds()).end_object();
+  w.end_array().end_object();
+  text += '\n';
   return text;
 }
 
