@@ -156,7 +156,8 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
 // Every preset and calibration file the sweep's points name: the files the base
 // scenario resolves and those each axis value resolves on top of it (every file reference is one
 // key's value, so no combination of values names a file that no single value does). A value the
-// loader rejects names no file it got to; its points are skipped rows.
+// loader rejects names no file it got to; its points are skipped rows. A number or a boolean
+// names no file, so an axis of them costs no loads (a load per value made a long axis slow).
 std::set<std::filesystem::path> named_files(const SweepPlan& plan) {
   std::set<std::filesystem::path> files;
   PresetLocator recording = plan.presets;
@@ -169,8 +170,10 @@ std::set<std::filesystem::path> named_files(const SweepPlan& plan) {
   };
   load(plan.base_overrides);
   for (const GridAxis& axis : plan.axes) {
-    for (const nlohmann::json& value : axis.values)
+    for (const nlohmann::json& value : axis.values) {
+      if (value.is_number() || value.is_boolean()) continue;
       load(with(plan.base_overrides, {fmt::format("{}={}", axis.key, value.dump())}));
+    }
   }
   return files;
 }

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "sim/app/config_error.hpp"
@@ -71,16 +72,25 @@ void check_key(const std::string& key, const std::string& where) {
 }
 
 // Throws when an axis lists a value twice (1 and 1.0 are the same number): the grid would run
-// the same point twice. `where(i)` names value i for the message.
+// the same point twice. `where(i)` names value i for the message: the first value, in the
+// order given, that repeats an earlier one. Sorted, not compared pairwise: every load of the
+// scenario checks its sweep block, and a sweep loads it once per value, so a pairwise check made
+// setting up a sweep of n values O(n^3) (3,000 values: 50 s).
 template <typename Where>
 void check_distinct_values(const std::vector<nlohmann::json>& values, const Where& where) {
-  for (std::size_t i = 1; i < values.size(); ++i) {
-    for (std::size_t j = 0; j < i; ++j) {
-      if (values[i] == values[j]) {
-        throw ConfigError(fmt::format("{}: value {} is given twice; list each value once", where(i),
-                                      values[i].dump()));
-      }
-    }
+  std::vector<std::size_t> order(values.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // nlohmann's < orders numbers by value across integer and float, as its == compares them.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return values[a] < values[b]; });
+  std::optional<std::size_t> first_repeat;
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    if (values[order[k]] == values[order[k - 1]] && (!first_repeat || order[k] < *first_repeat))
+      first_repeat = order[k];
+  }
+  if (first_repeat) {
+    throw ConfigError(fmt::format("{}: value {} is given twice; list each value once",
+                                  where(*first_repeat), values[*first_repeat].dump()));
   }
 }
 

@@ -176,6 +176,13 @@ TEST(SweepGrid, BadSweepBlocksNameTheFileAndPath) {
       "s.json: /sweep/training.micro_batch: expected a non-empty array of values, found an array");
   EXPECT_EQ(message({{"training.micro_batch", {1, 2, 2}}}),
             "s.json: /sweep/training.micro_batch/2: value 2 is given twice; list each value once");
+  // The first value, in the order given, that repeats an earlier one; whatever their order by
+  // value, and across integer and float.
+  EXPECT_EQ(
+      message({{"training.micro_batch", {8, 4, 2, 1, 2.0, 4, 8}}}),
+      "s.json: /sweep/training.micro_batch/4: value 2.0 is given twice; list each value once");
+  EXPECT_EQ(message({{"training.seq_len", {4096, 512, 1024, 2048, 512}}}),
+            "s.json: /sweep/training.seq_len/4: value 512 is given twice; list each value once");
 }
 
 TEST(SweepGrid, ShardsAreKOfN) {
