@@ -56,7 +56,8 @@ void parse_t5(JsonObjectReader& r, models::TransformerSpec& s) {
                                   s.d_model / s.n_heads > 0 ? s.d_model / s.n_heads : 1);
   s.ffn_dim = r.positive_int_at_most("ffn_dim", size_bounds::kFfn);
   s.vocab = r.positive_int_at_most("vocab", size_bounds::kVocab);
-  s.relative_attention_num_buckets = r.positive_int("relative_attention_num_buckets", 32);
+  s.relative_attention_num_buckets = r.positive_int_at_most(
+      "relative_attention_num_buckets", size_bounds::kRelativeAttentionBuckets, 32);
   s.gated_ffn = r.choice("feed_forward_proj", {"relu", "gated-gelu"}, "relu") == "gated-gelu";
   s.tied_embeddings = r.boolean("tied_embeddings", true);
   s.dropout_rate = number_or(r, "dropout_rate", 0.1);

@@ -2,11 +2,30 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "hardware/calibrated_curves.hpp"
 #include "models/workload.hpp"
 #include "sim/app/config_error.hpp"
 
 namespace fsdpsim::app {
+namespace {
+
+// A time or a byte count past 64 bits: sizes or rates the scenario gives are out of any real range.
+ConfigError out_of_range(const Scenario& scenario, const std::range_error& e) {
+  return ConfigError(
+      scenario.file.string(), "",
+      fmt::format("{}: expected the hardware's rates{} and the model's sizes within the range "
+                  "of real GPUs and models",
+                  e.what(),
+                  scenario.hardware.cluster.gpu.calibration != nullptr
+                      ? fmt::format(" (the measurements of calibration {} among them: `fsdpsim "
+                                    "calibrate fit` shows its curves)",
+                                    scenario.hardware.cluster.gpu.calibration->name())
+                      : ""));
+}
+
+}  // namespace
 
 fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_memory) {
   models::WorkloadOptions options;
@@ -30,29 +49,22 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   } else {
     options.residual_dtype = Dtype::kFp32;  // DDP's parameters stay fp32 under autocast
   }
-  const models::Workload workload = models::build_workload(scenario.model, options);
-  fsdp::ScheduleInput input;
-  input.workload = &workload;
-  input.cluster = scenario.hardware.cluster;
-  input.fsdp = scenario.fsdp;
-  input.training = scenario.training;
   fsdp::SimulationOptions simulation;
   simulation.record_memory = record_memory;
   simulation.allocator = scenario.allocator;
   simulation.warm_up = true;  // the steady state, with or without the allocator model
   try {
+    const models::Workload workload = models::build_workload(scenario.model, options);
+    fsdp::ScheduleInput input;
+    input.workload = &workload;
+    input.cluster = scenario.hardware.cluster;
+    input.fsdp = scenario.fsdp;
+    input.training = scenario.training;
     return fsdp::simulate_step(input, simulation);
   } catch (const SimTimeRangeError& e) {
-    throw ConfigError(
-        scenario.file.string(), "",
-        fmt::format("{}: expected the hardware's rates{} and the model's sizes within the range "
-                    "of real GPUs and models",
-                    e.what(),
-                    scenario.hardware.cluster.gpu.calibration != nullptr
-                        ? fmt::format(" (the measurements of calibration {} among them: `fsdpsim "
-                                      "calibrate fit` shows its curves)",
-                                      scenario.hardware.cluster.gpu.calibration->name())
-                        : ""));
+    throw out_of_range(scenario, e);
+  } catch (const ByteCountRangeError& e) {
+    throw out_of_range(scenario, e);
   }
 }
 

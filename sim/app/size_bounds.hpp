@@ -14,6 +14,9 @@ inline constexpr std::int64_t kFfn = 1048576;     // ffn_dim
 inline constexpr std::int64_t kHeads = 4096;      // n_heads, n_kv_heads
 inline constexpr std::int64_t kVocab = 16777216;  // vocab
 inline constexpr std::int64_t kSeq = 1048576;     // max_seq_len, seq_len, decoder_seq_len
+// T5's relative_attention_num_buckets (HF default 32): buckets past the sequence length are
+// never used, and buckets x heads is the bias table's size.
+inline constexpr std::int64_t kRelativeAttentionBuckets = kSeq;
 inline constexpr std::int64_t kTokens = std::int64_t{1} << 24;        // micro_batch x seq_len
 inline constexpr std::int64_t kCustomParams = std::int64_t{1} << 40;  // per custom layer
 inline constexpr std::int64_t kCustomBytesPerSample = std::int64_t{1} << 36;

@@ -8,8 +8,18 @@
 
 #include <compare>
 #include <cstdint>
+#include <stdexcept>
+#include <type_traits>
 
 namespace fsdpsim {
+
+// A byte count beyond int64 (8 EiB): the inputs' sizes are out of any real range (a custom layer's
+// bytes per sample x a micro-batch of millions x thousands of layers). The app reports it as bad
+// input, as it does SimTimeRangeError.
+class ByteCountRangeError : public std::range_error {
+ public:
+  using std::range_error::range_error;
+};
 
 // A quantity of one unit. `Rep` is the representation, `Tag` makes each unit a distinct type.
 template <typename Rep, typename Tag>
@@ -20,22 +30,37 @@ class Quantity {
 
   [[nodiscard]] constexpr Rep value() const { return value_; }
 
-  constexpr Quantity& operator+=(Quantity other) {
-    value_ += other.value_;
-    return *this;
-  }
-  constexpr Quantity& operator-=(Quantity other) {
-    value_ -= other.value_;
-    return *this;
-  }
+  // Integer quantities (byte counts) throw ByteCountRangeError rather than wrap past int64.
+  constexpr Quantity& operator+=(Quantity other) { return *this = *this + other; }
+  constexpr Quantity& operator-=(Quantity other) { return *this = *this - other; }
   friend constexpr Quantity operator+(Quantity a, Quantity b) {
-    return Quantity(a.value_ + b.value_);
+    if constexpr (std::is_integral_v<Rep>) {
+      Rep sum{};
+      if (__builtin_add_overflow(a.value_, b.value_, &sum)) overflow();
+      return Quantity(sum);
+    } else {
+      return Quantity(a.value_ + b.value_);
+    }
   }
   friend constexpr Quantity operator-(Quantity a, Quantity b) {
-    return Quantity(a.value_ - b.value_);
+    if constexpr (std::is_integral_v<Rep>) {
+      Rep difference{};
+      if (__builtin_sub_overflow(a.value_, b.value_, &difference)) overflow();
+      return Quantity(difference);
+    } else {
+      return Quantity(a.value_ - b.value_);
+    }
   }
-  friend constexpr Quantity operator*(Quantity a, Rep k) { return Quantity(a.value_ * k); }
-  friend constexpr Quantity operator*(Rep k, Quantity a) { return Quantity(a.value_ * k); }
+  friend constexpr Quantity operator*(Quantity a, Rep k) {
+    if constexpr (std::is_integral_v<Rep>) {
+      Rep product{};
+      if (__builtin_mul_overflow(a.value_, k, &product)) overflow();
+      return Quantity(product);
+    } else {
+      return Quantity(a.value_ * k);
+    }
+  }
+  friend constexpr Quantity operator*(Rep k, Quantity a) { return a * k; }
   friend constexpr Quantity operator/(Quantity a, Rep k) { return Quantity(a.value_ / k); }
   // The ratio of two quantities of one unit is a plain number.
   friend constexpr double ratio(Quantity a, Quantity b) {
@@ -44,6 +69,9 @@ class Quantity {
   friend constexpr auto operator<=>(Quantity a, Quantity b) = default;
 
  private:
+  [[noreturn]] static void overflow() {
+    throw ByteCountRangeError("a byte count overflows 2^63 bytes (8 EiB)");
+  }
   Rep value_{};
 };
 

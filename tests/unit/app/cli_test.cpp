@@ -801,7 +801,32 @@ INSTANTIATE_TEST_SUITE_P(
         // A GPU a billion times too slow: an operation would outlast what simulated time holds.
         BadInput{"rates_out_of_range",
                  {{"hardware", {{"gpu", {{"hbm_bandwidth_GBps", 1e-300}}}}}},
-                 "longer than the one day fsdpsim simulates per operation"}),
+                 "longer than the one day fsdpsim simulates per operation"},
+        // T5's bias table is buckets x heads: a bucket count past any sequence is refused.
+        BadInput{
+            "t5_buckets_out_of_range",
+            {{"model",
+              {{"preset", "t5-small"}, {"relative_attention_num_buckets", 2251799813685248LL}}}},
+            "/model/relative_attention_num_buckets: expected a positive integer of at most "
+            "1048576, found 2251799813685248"},
+        // Each size within its bound, but 16 layers each saving 64 GiB per sample at a micro-batch
+        // of 16.7M samples hold 2^64 bytes: refused, not wrapped into a small peak.
+        BadInput{"memory_past_64_bits",
+                 {{"model",
+                   {{"family", "custom"},
+                    {"layers",
+                     {{{"name", "l"},
+                       {"count", 16},
+                       {"params", 1000},
+                       {"saved_activation_bytes_per_sample", 68719476736LL}}}}}},
+                  {"hardware", {{"nodes", 1}}},
+                  {"training",
+                   {{"global_batch", 134217728},
+                    {"micro_batch", 16777216},
+                    {"seq_len", 1},
+                    {"activation_checkpointing", "none"},
+                    {"checkpoint_early_stop", nullptr}}}},
+                 "a byte count overflows 2^63 bytes (8 EiB)"}),
     [](const ::testing::TestParamInfo<BadInput>& param) { return std::string(param.param.name); });
 
 TEST(Cli, StragglersAddARankTableAndRankClassesToTheResult) {

@@ -37,6 +37,22 @@ TEST(Units, GibAndGbAreDistinct) {
   EXPECT_DOUBLE_EQ(gbit_per_s(8.0).value(), 1e9);
 }
 
+// Byte counts past 2^63 are out of range, not wrapped.
+TEST(Units, ByteCountsThatOverflowThrow) {
+  const Bytes max(std::numeric_limits<std::int64_t>::max());
+  EXPECT_THROW((void)(max + Bytes(1)), ByteCountRangeError);
+  EXPECT_THROW((void)(Bytes(std::numeric_limits<std::int64_t>::min()) - Bytes(1)),
+               ByteCountRangeError);
+  EXPECT_THROW((void)(Bytes(std::int64_t{1} << 40) * (std::int64_t{1} << 30)), ByteCountRangeError);
+  EXPECT_THROW((void)((std::int64_t{1} << 30) * Bytes(std::int64_t{1} << 40)), ByteCountRangeError);
+  Bytes b = max;
+  EXPECT_THROW(b += Bytes(1), ByteCountRangeError);
+  EXPECT_EQ((max - Bytes(1) + Bytes(1)).value(), max.value());
+  EXPECT_EQ((Bytes(-3) * 3).value(), -9);
+  // Floating-point quantities are not checked: they saturate to infinity as doubles do.
+  EXPECT_EQ((Seconds(1e308) * 10.0).value(), std::numeric_limits<double>::infinity());
+}
+
 TEST(SimTime, ConvertsSecondsToWholePicoseconds) {
   EXPECT_EQ(to_sim_time(Seconds(1.5e-6)).picoseconds(), 1'500'000);
   EXPECT_EQ(to_sim_time(Seconds(1e-12 * 0.6)).picoseconds(), 1);
