@@ -348,7 +348,12 @@ int run_command(const RunOptions& options) {
   if (!options.memory_timeline_path.empty())
     outputs.push_back({options.memory_timeline_path, memory_timeline_csv(output)});
   write_outputs(outputs, input_files);
-  if (options.json_path != "-") std::cout << summary_text(scenario, output);
+  // The summary is for a person: with the result JSON on stdout there is none, and with a trace
+  // or a memory timeline there it goes to stderr, so that stdout stays that file.
+  if (options.json_path != "-") {
+    const bool stdout_taken = options.trace_path == "-" || options.memory_timeline_path == "-";
+    (stdout_taken ? std::cerr : std::cout) << summary_text(scenario, output);
+  }
   if (options.timing) {
     std::cerr << fmt::format(
         "timing: load {:.2f} ms, simulate {:.2f} ms ({} ops), write {:.2f} ms, total {:.2f} ms\n",

@@ -110,6 +110,20 @@ TEST(Cli, ResultJsonOnStdoutHasTheStableKeys) {
   EXPECT_EQ(j["schema"], "fsdpsim.result/1");
 }
 
+// stdout is the trace or the memory timeline alone; the summary goes to stderr.
+TEST(Cli, ATraceOrTimelineOnStdoutIsAloneThere) {
+  const std::string tiny = " --set model.n_layers=2";
+  const Outcome trace = run_fsdpsim("run " + kScenario + tiny + " --trace - | cat");
+  const nlohmann::json j = nlohmann::json::parse(trace.output);  // throws on a summary after it
+  EXPECT_TRUE(j.contains("traceEvents"));
+  const Outcome timeline = run_fsdpsim("run " + kScenario + tiny + " --memory-timeline - | cat");
+  EXPECT_EQ(timeline.output.rfind("time_s,", 0), 0U) << timeline.output.substr(0, 200);
+  EXPECT_EQ(timeline.output.find("scenario "), std::string::npos);
+  const Outcome both = run_fsdpsim("run " + kScenario + tiny + " --trace -");
+  EXPECT_EQ(both.exit_code, 0) << both.output;
+  EXPECT_NE(both.output.find("step time"), std::string::npos) << "the summary is on stderr";
+}
+
 TEST(Cli, SameScenarioTwiceGivesByteIdenticalJson) {
   const fs::path dir = temp_dir();
   ASSERT_EQ(run_fsdpsim("run " + kScenario + " --json " + (dir / "a.json").string()).exit_code, 0);
