@@ -308,7 +308,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
   run->add_option(
          "--configs", options.configs_dir,
          "Folder of presets (default: $FSDPSIM_CONFIGS_DIR, else the source tree's configs/)")
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->check(non_empty());
   max_micro_batch->excludes(
       run->add_flag("--timing", options.timing,
                     "Print wall-clock time of loading, simulating and writing on stderr"));

@@ -1018,6 +1018,16 @@ void expect_each_refused(const std::vector<std::string>& commands, const std::st
   }
 }
 
+// An empty --configs is refused by every command that takes it, not read as the default folder.
+TEST(Cli, AnEmptyConfigsFolderIsRefused) {
+  const std::string csv = std::string(FSDPSIM_SOURCE_DIR) + "/configs/validation/cases.csv";
+  expect_each_refused(
+      {"run " + kScenario + " --configs ''", "explain " + kScenario + " --configs ''",
+       "sweep " + kScenario + " --grid training.micro_batch=1 --configs ''",
+       "check " + kScenario + " --configs ''", "validate " + csv + " --configs ''"},
+      "--configs: expected a path or name, found an empty string");
+}
+
 // An output written over one of the command's inputs would destroy it: refused before anything
 // is written, whatever the command and whatever name reaches the input.
 TEST(Cli, AnOutputOverAnInputIsRefused) {
