@@ -301,9 +301,9 @@ std::vector<CheckResult> evaluate_expectations(const Expectations& expectations,
         r.name = fmt::format("{} == {}", e.key, show(e.expected));
         // Numbers at the precision the result is written with: a value copied from the text
         // summary (135714.9) equals the result's 135715.
-        // Integers (parameter counts, world size) are written exactly and compared so.
-        r.passed = e.expected.is_number_integer() && actual.is_number_integer()
-                       ? actual == e.expected
+        // Integers (parameter counts, world size) are written exactly and compared so, whether
+        // the expected value is written 125311488 or 125311488.0.
+        r.passed = actual.is_number_integer() ? actual == e.expected
                    : e.expected.is_number() && actual.is_number()
                        ? round6(actual.get<double>()) == round6(e.expected.get<double>())
                        : actual == e.expected;

@@ -116,13 +116,17 @@ TEST(CheckExpectations, NumbersAreEqualAtTheResultsPrecision) {
   EXPECT_FALSE(passes(1357150.0));
   // An integer the result writes exactly is compared exactly.
   const nlohmann::json counted = {{"status", "ok"}, {"parameters", 8030261248LL}};
-  const auto equals = [&](std::int64_t expected) {
+  const auto equals = [&](const nlohmann::json& expected) {
     return evaluate_expectations(parse_expectations({{"parameters", expected}}, "s.json"), counted)
         .back()
         .passed;
   };
   EXPECT_TRUE(equals(8030261248LL));
   EXPECT_FALSE(equals(8030261000LL));
+  // Written as a float, the same: exactly, not at 6 digits.
+  EXPECT_TRUE(equals(8030261248.0));
+  EXPECT_FALSE(equals(8030261000.0));
+  EXPECT_FALSE(equals(8030261248.1));
 }
 
 TEST(CheckExpectations, KeysMissingFromTheResultOrOfAnotherTypeAreBadInput) {
