@@ -40,7 +40,7 @@ scenario file; the keys must stay within the relative tolerance (default 0.05) o
 
 Folders are searched recursively for *.json; files that are not scenarios (no schema_version and
 model) and scenarios without "expect" are skipped and counted in the summary. A file named on the
-command line must be a scenario.
+command line must be a scenario, and so must a file with an "expect" block.
 
 Exit codes: 0 every check passed, 1 internal error, 2 bad usage, a bad scenario / expect block
 (the other scenarios are still checked and reported) or nothing checked at all, 3 a check
@@ -112,6 +112,15 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
   try {
     const nlohmann::json document = read_json_file(file);
     if (!is_scenario(document)) {
+      // An expect block says the file was meant to be checked: a misspelled schema_version or
+      // model would otherwise turn its checks off in silence.
+      if (document.is_object() && document.contains("expect")) {
+        throw ConfigError(
+            file.string(), "",
+            fmt::format("has an expect block but is not a scenario (no {}): expected a JSON "
+                        "object with schema_version and model",
+                        document.contains("schema_version") ? "model" : "schema_version"));
+      }
       check.status = ScenarioCheckStatus::kNotScenario;
       return check;
     }

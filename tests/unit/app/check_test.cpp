@@ -388,6 +388,24 @@ TEST(CheckCommand, PassingScenariosExitZero) {
       << xml;
 }
 
+// A file with an expect block was meant to be checked: with schema_version or model misspelled
+// it is an error naming the file, not a skipped "other JSON" that turns its gate off.
+TEST(CheckCommand, AnExpectBlockInAFileThatIsNotAScenarioIsAnError) {
+  const fs::path dir = temp_dir("expect_not_scenario");
+  tiny_scenario(dir, "good", {{"expect", {{"status", "ok"}}}});
+  const fs::path typo = tiny_scenario(dir, "typo",
+                                      {{"schema_version", nullptr},
+                                       {"schema_verison", 1},
+                                       {"expect", {{"tokens_per_s_per_gpu", {{"min", 1e9}}}}}});
+  const Outcome o = run_fsdpsim("check " + dir.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find(typo.string() +
+                          ": has an expect block but is not a scenario (no schema_version)"),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("PASS " + (dir / "good.json").string()), std::string::npos) << o.output;
+}
+
 TEST(CheckCommand, AFailedCheckExitsThreeAndIsAJunitFailure) {
   const fs::path dir = temp_dir("fail");
   const fs::path s = tiny_scenario(
