@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+#include <map>
+#include <string>
+
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
@@ -117,11 +121,13 @@ void parse_custom(JsonObjectReader& r, models::TransformerSpec& s) {
         fmt::format("expected a non-empty array of layers, found {}", describe_json_type(*layers)));
   }
   std::int64_t kernels_per_forward = 0;
+  // Units, their tensors and explain's rows are named after the layer, its copies "<name>.<i>"
+  // (models/custom_family.cpp), beside FSDP's root unit: each name must be one unit's.
+  std::map<std::string, std::size_t, std::less<>> unit_names;  // -> the layer that names it
   for (std::size_t i = 0; i < layers->size(); ++i) {
     const std::string path = fmt::format("{}/{}", r.path_of("layers"), i);
     s.custom_layers.push_back(parse_custom_layer((*layers)[i], r.file(), path));
     const models::CustomLayerSpec& l = s.custom_layers.back();
-    // Units, their tensors and explain's rows are named after the layer.
     for (std::size_t j = 0; j + 1 < s.custom_layers.size(); ++j) {
       if (s.custom_layers[j].name == l.name) {
         throw ConfigError(r.file(), path + "/name",
@@ -129,6 +135,22 @@ void parse_custom(JsonObjectReader& r, models::TransformerSpec& s) {
                                       "its own (use count for repeats)",
                                       l.name, j));
       }
+    }
+    if (l.name == "root") {
+      throw ConfigError(r.file(), path + "/name",
+                        "\"root\" is the name of FSDP's root unit; choose another");
+    }
+    for (std::int64_t copy = 0; copy < l.count; ++copy) {
+      std::string unit = l.count > 1 ? fmt::format("{}.{}", l.name, copy) : l.name;
+      if (const auto it = unit_names.find(unit); it != unit_names.end()) {
+        throw ConfigError(
+            r.file(), path + "/name",
+            fmt::format("layers/{} and layers/{} both name a unit \"{}\" (a layer with count N "
+                        "names its copies <name>.0 to <name>.N-1); each unit needs a name of its "
+                        "own",
+                        it->second, i, unit));
+      }
+      unit_names.emplace(std::move(unit), i);
     }
     kernels_per_forward += l.count * std::int64_t{l.kernels};  // each term < 2^45: no overflow
     if (kernels_per_forward > size_bounds::kCustomKernelsPerForward) {

@@ -110,6 +110,18 @@ TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
   EXPECT_EQ(layer_error({{"name", "stem"}}),
             "bad.json: /model/layers/1/name: \"stem\" names layers/0 too; each layer needs a "
             "name of its own (use count for repeats)");
+  // Copies are units "<name>.<i>": a layer named like one, or like FSDP's root, is refused.
+  EXPECT_EQ(layer_error({{"name", "root"}}),
+            "bad.json: /model/layers/1/name: \"root\" is the name of FSDP's root unit; choose "
+            "another");
+  nlohmann::json copies = custom_scenario();
+  copies["model"]["layers"].push_back({{"name", "stage.2"}, {"params", 10}});
+  EXPECT_EQ(error_of(copies, nlohmann::json::object()),
+            "bad.json: /model/layers/2/name: layers/1 and layers/2 both name a unit \"stage.2\" "
+            "(a layer with count N names its copies <name>.0 to <name>.N-1); each unit needs a "
+            "name of its own");
+  copies["model"]["layers"][2]["name"] = "stage.4";  // past the copies: a name of its own
+  EXPECT_EQ(error_of(copies, nlohmann::json::object()), "accepted");
   EXPECT_EQ(error_of(custom_scenario(), {{"model", {{"layers", "stem"}}}}),
             "bad.json: /model/layers: expected a non-empty array of layers, found the string "
             "\"stem\"");
