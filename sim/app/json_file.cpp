@@ -154,18 +154,28 @@ void require_option_text(const std::string& option, const std::string& text) {
 }
 
 void require_text(const std::string& text, const std::string& file) {
-  if (const auto c = find_control_character(text, "\t\n\r")) {
-    const std::string_view before(text.data(), c->offset);
+  const auto where = [&text](std::size_t offset) {
+    const std::string_view before(text.data(), offset);
     const auto line = std::count(before.begin(), before.end(), '\n') + 1;
     const std::size_t line_start = before.rfind('\n');
     const std::size_t column =
-        c->offset - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+        offset - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+    return fmt::format("line {}, column {}", line, column);
+  };
+  if (const auto c = find_control_character(text, "\t\n\r")) {
     const bool nul = text[c->offset] == '\0';
     throw ConfigError(file, "",
-                      fmt::format("expected text, found {} at line {}, column {}",
+                      fmt::format("expected text, found {} at {}",
                                   nul ? std::string("a NUL byte")
                                       : fmt::format("the control character {}", c->name),
-                                  line, column));
+                                  where(c->offset)));
+  }
+  // Text is UTF-8 (as JSON is): a byte of another encoding would reach the reports replaced, so
+  // two different names could print the same.
+  if (const auto bad = find_invalid_utf8(text)) {
+    throw ConfigError(file, "",
+                      fmt::format("expected UTF-8 text, found the byte 0x{:02X} at {}",
+                                  static_cast<unsigned char>(text[*bad]), where(*bad)));
   }
 }
 

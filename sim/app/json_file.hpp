@@ -16,8 +16,9 @@ namespace fsdpsim::app {
 std::string read_text_file(const std::filesystem::path& path);
 
 // Throws ConfigError naming `file` when `text` holds a NUL byte (it would end the text for a
-// parser, which would then ignore whatever follows it) or another control character than tab
-// and line ends (an escape sequence would reach the terminal in messages and tables).
+// parser, which would then ignore whatever follows it), another control character than tab
+// and line ends (an escape sequence would reach the terminal in messages and tables), or bytes
+// that are not UTF-8.
 void require_text(const std::string& text, const std::string& file);
 
 // The first control character of `text` that `allowed` does not list: a C0 code (below 0x20),

@@ -612,29 +612,22 @@ TEST(SweepCommand, ABadFileValueOfASweptKeyIsRefused) {
   EXPECT_EQ(o.exit_code, 0) << o.output;
 }
 
-// A profile that is not UTF-8 makes its points skipped rows whose reason shows the bad byte
-// escaped, so the JSON lines, the CSV and the markdown can all hold it.
-TEST(SweepCommand, AReasonQuotingBytesThatAreNotUtf8IsEscaped) {
+// A profile that is not UTF-8 is not text: the sweep refuses it before any point runs, naming
+// the file and where the byte is (escaped, never raw), as it refuses a NUL byte in a named file.
+TEST(SweepCommand, ANamedFileThatIsNotUtf8IsRefusedWithWhereItsByteIs) {
   const fs::path profile = temp_dir() / "bad_bytes_profile.json";
-  std::ofstream(profile, std::ios::binary) << "\xF8";
+  std::ofstream(profile, std::ios::binary) << "{}\n\xF8";
   const fs::path good = fs::path(FSDPSIM_SOURCE_DIR) / "configs/calibration/h200-sxm-141gb.json";
   const fs::path s =
       tiny_scenario("not_utf8_profile", {{"hardware", {{"preset", "h200-sxm-141gb"}}}});
-  const fs::path jsonl = temp_dir() / "not_utf8_profile.jsonl";
-  const Outcome o =
-      run_fsdpsim("sweep " + s.string() + " --grid hardware.calibration=\"" + good.string() +
-                  "\",\"" + profile.string() + "\" --jsonl " + jsonl.string());
-  ASSERT_EQ(o.exit_code, 0) << o.output;
-  std::istringstream lines(read_file(jsonl));
-  std::string line;
-  std::vector<nlohmann::json> points;
-  while (std::getline(lines, line)) points.push_back(nlohmann::json::parse(line));
-  ASSERT_EQ(points.size(), 2U);
-  EXPECT_EQ(points[0].at("status"), "ok");
-  EXPECT_EQ(points[1].at("status"), "skipped");
-  EXPECT_NE(points[1].at("reason").get<std::string>().find("last read: '<0xF8>'"),
+  const Outcome o = run_fsdpsim("sweep " + s.string() + " --grid hardware.calibration=\"" +
+                                good.string() + "\",\"" + profile.string() + "\" --out -");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find(profile.string() +
+                          ": expected UTF-8 text, found the byte 0xF8 at line 2, column 1"),
             std::string::npos)
-      << points[1];
+      << o.output;
+  EXPECT_EQ(o.output.find('\xF8'), std::string::npos) << "the byte is not echoed raw";
 }
 
 TEST(SweepCommand, OutputsAreIdenticalWhateverTheNumberOfThreads) {

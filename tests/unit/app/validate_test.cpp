@@ -462,6 +462,18 @@ TEST(Validate, CellsOutOfTheirColumnsRangeAreErrors) {
 
 // A row the loader rejects is skipped with the CSV column that holds the value, not the JSON
 // path of the scenario built from it, and its case_id reaches the terminal escaped.
+// A CSV that is not UTF-8 (saved as Latin-1) is refused at the byte: replaced by U+FFFD in the
+// reports, "caf\xe9" and "caf\xe8" would print alike.
+TEST(Validate, BytesThatAreNotUtf8AreRefusedAtTheirLineAndColumn) {
+  const fs::path csv = variant_csv("latin1.csv", {{"case_id", "caf\xe9"}});
+  const auto [code, out] = run_fsdpsim("validate " + csv.string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(
+      out.find(csv.string() + ": expected UTF-8 text, found the byte 0xE9 at line 2, column 4"),
+      std::string::npos)
+      << out;
+}
+
 TEST(Validate, ARejectedRowNamesItsColumn) {
   const fs::path csv =
       variant_csv("version3.csv", {{"fsdp_version", "3"}, {"case_id", "two\nlines"}});
