@@ -555,17 +555,51 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
       throw;
     }
   }
+  // A rename can still fail (a file made immutable, another user's file in a sticky folder):
+  // the files already renamed into place are then put back as they were, from a hard link (or a
+  // copy) of each file they replace, kept until every rename has succeeded.
+  std::vector<fs::path> backups(staged.size());
+  std::vector<bool> existed(staged.size(), false);
+  const auto remove_backups = [&backups] {
+    std::error_code ignored;
+    for (const fs::path& b : backups) {
+      if (!b.empty()) fs::remove(b, ignored);
+    }
+  };
+  for (std::size_t i = 0; i < staged.size(); ++i) {
+    const Staged& s = staged[i];
+    std::error_code ec;
+    if (s.temporary.empty() || !fs::exists(s.target, ec)) continue;
+    existed[i] = true;
+    fs::path backup = s.temporary;
+    backup.replace_extension(".bak");
+    fs::remove(backup, ec);
+    fs::create_hard_link(s.target, backup, ec);
+    if (ec) fs::copy_file(s.target, backup, fs::copy_options::overwrite_existing, ec);
+    if (!ec) backups[i] = std::move(backup);
+  }
   for (std::size_t i = 0; i < staged.size(); ++i) {
     const Staged& s = staged[i];
     if (s.temporary.empty()) continue;
     std::error_code ec;
     fs::rename(s.temporary, s.target, ec);
     if (ec) {
+      for (std::size_t j = 0; j < i; ++j) {
+        std::error_code ignored;
+        if (staged[j].temporary.empty()) continue;
+        if (!backups[j].empty()) {
+          fs::rename(backups[j], staged[j].target, ignored);
+        } else if (!existed[j]) {
+          fs::remove(staged[j].target, ignored);
+        }
+      }
       discard(i);
+      remove_backups();
       throw ConfigError(
           fmt::format("cannot move the output into place at {}: {}", s.file->path, ec.message()));
     }
   }
+  remove_backups();
   for (const Staged& s : staged) {
     if (s.file->path != "-") continue;
     std::cout << s.file->content;

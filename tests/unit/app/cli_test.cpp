@@ -1009,6 +1009,36 @@ TEST(Cli, AnOutputThatCannotBeWrittenKeepsTheOthersOut) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
 }
 
+// A rename into place that fails after others succeeded (here: onto a file made immutable) puts
+// the outputs already renamed back as they were: the file they replaced comes back, a new one
+// goes.
+TEST(Cli, AFailedRenamePutsTheOutputsAlreadyInPlaceBack) {
+  const fs::path dir = temp_dir() / "rename_fails";
+  fs::create_directories(dir);
+  const fs::path json = dir / "replaced.json";
+  const fs::path timeline = dir / "new.csv";
+  const fs::path locked = dir / "locked.json";
+  std::ofstream(json) << "before\n";
+  fs::remove(timeline);
+  std::ofstream(locked) << "locked\n";
+  if (std::system(("chattr +i " + locked.string() + " 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "chattr +i is not available here";
+  const Outcome o =
+      run_fsdpsim("run " + kScenario + " --set model.n_layers=2 --json " + json.string() +
+                  " --memory-timeline " + timeline.string() + " --trace " + locked.string());
+  EXPECT_EQ(std::system(("chattr -i " + locked.string()).c_str()), 0);
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("cannot move the output into place at " + locked.string()),
+            std::string::npos)
+      << o.output;
+  EXPECT_EQ(read_file(json), "before\n");
+  EXPECT_FALSE(fs::exists(timeline));
+  EXPECT_EQ(read_file(locked), "locked\n");
+  for (const auto& entry : fs::directory_iterator(dir))
+    EXPECT_EQ(entry.path().filename().string().rfind(".fsdpsim-", 0), std::string::npos)
+        << entry.path();
+}
+
 // Each command is bad usage (exit 2) and says `message`.
 void expect_each_refused(const std::vector<std::string>& commands, const std::string& message) {
   for (const std::string& command : commands) {
