@@ -69,6 +69,18 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RequiredError& e) {
+    // CLI11 reads an unknown command as a missing one: name it and the commands there are.
+    if (argc > 1 && argv[1][0] != '-' && std::string(e.what()) == "A subcommand is required") {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands({}))
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      std::cerr << "unknown command \"" << fsdpsim::app::escape_control_characters(argv[1])
+                << "\": expected one of " << names << "\nRun with --help for more information.\n";
+      return kExitBadInput;
+    }
+    app.exit(e);
+    return kExitBadInput;
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kExitBadInput;

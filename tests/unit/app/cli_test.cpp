@@ -39,6 +39,19 @@ fs::path scenario_with(const std::string& name, const nlohmann::json& patch) {
   return fsdpsim::test_support::write_scenario(temp_dir(), name, nlohmann::json::parse(in), patch);
 }
 
+// An unknown command is named, with the commands there are; no command at all says so.
+TEST(Cli, AnUnknownCommandIsNamed) {
+  const Outcome unknown = run_fsdpsim("rn scenario.json");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("unknown command \"rn\": expected one of run, sweep, merge, "
+                                "check, validate, explain, report, calibrate"),
+            std::string::npos)
+      << unknown.output;
+  const Outcome none = run_fsdpsim("");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("A subcommand is required"), std::string::npos) << none.output;
+}
+
 TEST(Cli, VersionAndHelpExitZero) {
   EXPECT_EQ(run_fsdpsim("--version").exit_code, 0);
   const Outcome help = run_fsdpsim("--help");
