@@ -128,8 +128,7 @@ int plan_command(const CalibrateOptions& o) {
                                         "GPU under torchrun or srun (README, \"Several nodes\")",
                                         c.nodes)
                           : std::string("fsdpsim-calibrate --plan plan.txt -o profile.json"));
-  if (o.plan_output != "-") std::cout << text;
-
+  // The text after the file is written: a refused output prints nothing but its error.
   if (!o.plan_output.empty()) {
     std::string plan =
         fmt::format("# fsdpsim calibration plan v1: scenario {} ({})\n", scenario.name, o.scenario);
@@ -147,6 +146,7 @@ int plan_command(const CalibrateOptions& o) {
     }
     write_output(o.plan_output, plan, {inputs.begin(), inputs.end()});
   }
+  if (o.plan_output != "-") std::cout << text;
   return 0;
 }
 
@@ -320,10 +320,11 @@ int fit_command(const CalibrateOptions& o) {
     out += line("cudaMalloc", fit.allocation_costs->malloc);
     out += line("cudaFree  ", fit.allocation_costs->free);
   }
-  if (o.fit_output != "-") std::cout << out;
+  // The text after the file is written: a refused output prints nothing but its error.
   if (!o.fit_output.empty())
     write_output(o.fit_output, fit_to_json(fit, o.profile).dump(2) + "\n",
                  {inputs.begin(), inputs.end()});
+  if (o.fit_output != "-") std::cout << out;
   return 0;
 }
 

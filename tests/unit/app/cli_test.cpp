@@ -1093,6 +1093,11 @@ TEST(Cli, AnOutputOverAnInputIsRefused) {
       "calibrate plan " + scenario.string() + " -o " + scenario.string(),
       "calibrate fit " + profile.string() + " -o " + profile.string()};
   expect_each_refused(commands, "writing the output there would destroy it");
+  // Refused before the report is printed: the error is all there is.
+  for (const std::string& command : {commands[4], commands[5]}) {
+    const Outcome o = run_fsdpsim(command);
+    EXPECT_EQ(o.output.rfind("error: ", 0), 0U) << command << "\n" << o.output;
+  }
   EXPECT_EQ(read_file(scenario), original);
   EXPECT_EQ(read_file(profile),
             read_file(fs::path(FSDPSIM_SOURCE_DIR) / "configs/calibration/a100-sxm-80gb.json"));
