@@ -134,7 +134,13 @@ std::filesystem::path parse_baseline(const nlohmann::json& block,
                           fmt::format("expected a result key such as \"step_time_s\", found {}",
                                       describe_json_type(k[i])));
       }
-      keys.push_back(k[i].get<std::string>());
+      const std::string key = k[i].get<std::string>();
+      if (const auto twice = std::find(keys.begin(), keys.end(), key); twice != keys.end()) {
+        throw ConfigError(file, fmt::format("/expect/keys/{}", i),
+                          fmt::format("\"{}\" is listed twice (keys/{}); list each key once", key,
+                                      twice - keys.begin()));
+      }
+      keys.push_back(key);
     }
   }
   const std::filesystem::path baseline_path =

@@ -203,7 +203,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "/expect/tolerance: expected a relative tolerance"},
         BadExpect{"keys_not_array",
                   {{"baseline", "b.json"}, {"keys", "step_time_s"}},
-                  "/expect/keys: expected a non-empty array"}),
+                  "/expect/keys: expected a non-empty array"},
+        BadExpect{"key_listed_twice",
+                  {{"baseline", "b.json"}, {"keys", {"step_time_s", "mfu", "step_time_s"}}},
+                  "/expect/keys/2: \"step_time_s\" is listed twice (keys/0); list each key once"}),
     [](const ::testing::TestParamInfo<BadExpect>& param) { return std::string(param.param.name); });
 
 TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
