@@ -182,9 +182,12 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
     SweepRow row;
     const std::string& index = fields[0];
     const auto r = std::from_chars(index.data(), index.data() + index.size(), row.index);
-    if (r.ec != std::errc{} || r.ptr != index.data() + index.size() || row.index < 0) {
-      throw ConfigError(
-          fmt::format("{}: index \"{}\" is not a non-negative integer", where(), index));
+    // As fsdpsim writes it: decimal digits, no leading zero ("03" is someone's edit).
+    if (r.ec != std::errc{} || r.ptr != index.data() + index.size() || row.index < 0 ||
+        (index.size() > 1 && index[0] == '0')) {
+      throw ConfigError(fmt::format(
+          "{}: index \"{}\" is not an index as fsdpsim writes it (decimal digits, no leading zero)",
+          where(), index));
     }
     if (row.index >= kMaxGridPoints) {
       throw ConfigError(fmt::format("{}: index {} is past the last point of any sweep ({})",

@@ -784,6 +784,15 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
                             "2, 3"),
             std::string::npos)
       << far.output;
+
+  // An index is as fsdpsim writes it: "03" is an edit, not point 3.
+  std::ofstream(dir / "padded.csv") << header << "0" << last_row;
+  const Outcome padded = run_fsdpsim("merge " + (dir / "padded.csv").string());
+  EXPECT_EQ(padded.exit_code, 2) << padded.output;
+  EXPECT_NE(padded.output.find("index \"0" + last_row.substr(0, last_row.find(',')) +
+                               "\" is not an index as fsdpsim writes it"),
+            std::string::npos)
+      << padded.output;
 }
 
 TEST(SweepCommand, AStopFlagEndsTheSweepWithTheFinishedRows) {
