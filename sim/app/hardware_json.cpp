@@ -18,6 +18,9 @@ constexpr double kMaxRate = 1e9;              // GB/s, Gbit/s or TFLOP/s
 constexpr double kMaxMicroseconds = 8.64e10;  // a day
 constexpr double kMaxSequenceHalf = 1e9;      // tokens
 constexpr double kMaxSpeedup = 1e3;           // cuDNN over FlashAttention
+// Streaming multiprocessors: H100 SXM has 132, B200 148 per die; an SM count far past any GPU
+// only slows the model's per-SM arithmetic.
+constexpr std::int64_t kMaxSms = 4096;
 
 void parse_gpu(const nlohmann::json& value, const std::string& file, const std::string& path,
                hardware::GpuSpec& gpu) {
@@ -36,7 +39,7 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
   gpu.runtime_reserved = gib(r.non_negative_number_at_most(
       "runtime_reserved_GiB", static_cast<double>(size_bounds::kMemoryGiB)));
   gpu.hbm_bandwidth = gb_per_s(r.positive_number_at_most("hbm_bandwidth_GBps", kMaxRate));
-  gpu.sm_count = r.positive_int32("sm_count");
+  gpu.sm_count = static_cast<std::int32_t>(r.positive_int_at_most("sm_count", kMaxSms));
   gpu.gemm_efficiency = r.fraction("gemm_efficiency");
   gpu.attention_forward_efficiency = r.fraction("attention_forward_efficiency");
   gpu.attention_backward_efficiency = r.fraction("attention_backward_efficiency");
@@ -178,8 +181,8 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
                                     const std::string& path, std::int64_t nodes) {
   JsonObjectReader r(value, file, path);
   r.schema_version(kHardwarePresetSchemaVersion, /*required=*/false);
-  r.ignore("sources");
-  r.ignore("description");
+  r.ignore("sources");                // an object documenting each key
+  (void)r.string("description", "");  // for the reader, as a scenario's is: text
   hardware::ClusterSpec c;
   c.gpu.name = r.string("name", "custom");
   const nlohmann::json* gpu = r.child("gpu");

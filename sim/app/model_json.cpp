@@ -74,7 +74,7 @@ void parse_t5(JsonObjectReader& r, models::TransformerSpec& s) {
 models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const std::string& file,
                                            const std::string& path) {
   JsonObjectReader r(value, file, path);
-  r.ignore("description");
+  (void)r.string("description", "");  // for the reader, as a scenario's is: text
   models::CustomLayerSpec l;
   l.name = r.string("name");
   if (l.name.empty()) throw ConfigError(file, r.path_of("name"), "expected a non-empty name");
@@ -167,8 +167,8 @@ models::TransformerSpec parse_spec(const nlohmann::json& value, const std::strin
                                    const std::string& path) {
   JsonObjectReader r(value, file, path);
   r.schema_version(kModelPresetSchemaVersion, /*required=*/false);
-  r.ignore("source");
-  r.ignore("description");
+  (void)r.string("source", "");  // for the reader, as a scenario's description is: text
+  (void)r.string("description", "");
   models::TransformerSpec s;
   s.name = r.string("name", "custom");
   const std::string family = r.choice("family", {"gpt", "mpt", "llama", "t5", "custom"});

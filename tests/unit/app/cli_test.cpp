@@ -829,6 +829,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"rates_out_of_range",
                  {{"hardware", {{"gpu", {{"hbm_bandwidth_GBps", 1e-300}}}}}},
                  "longer than the one day fsdpsim simulates per operation"},
+        BadInput{"sm_count_past_any_gpu",
+                 {{"hardware", {{"gpu", {{"sm_count", 100000000}}}}}},
+                 "/hardware/gpu/sm_count: expected a positive integer of at most 4096"},
+        // Descriptions are text for the reader, in a scenario, a model and a hardware preset.
+        BadInput{"model_description_not_text",
+                 {{"model", {{"preset", "gpt-175b"}, {"description", 3}}}},
+                 "/model/description: expected a string, found the number 3"},
+        BadInput{"hardware_description_not_text",
+                 {{"hardware", {{"description", {{"a", 1}}}}}},
+                 "/hardware/description: expected a string, found an object"},
         // T5's bias table is buckets x heads: a bucket count past any sequence is refused.
         BadInput{
             "t5_buckets_out_of_range",
