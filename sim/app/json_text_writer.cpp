@@ -33,36 +33,18 @@ void JsonTextWriter::before_value() {
   if (depth_ > 0 && std::exchange(has_member_[depth_ - 1], true)) out_ += ',';
 }
 
-void JsonTextWriter::open(char bracket) {
+JsonTextWriter& JsonTextWriter::open(char bracket) {
   before_value();
   if (depth_ == kMaxDepth) throw std::logic_error("JsonTextWriter: nested too deep");
   has_member_[depth_++] = false;
   out_ += bracket;
+  return *this;
 }
 
-void JsonTextWriter::close(char bracket) {
+JsonTextWriter& JsonTextWriter::close(char bracket) {
   if (depth_ == 0 || after_key_) throw std::logic_error("JsonTextWriter: unbalanced close");
   --depth_;
   out_ += bracket;
-}
-
-JsonTextWriter& JsonTextWriter::begin_object() {
-  open('{');
-  return *this;
-}
-
-JsonTextWriter& JsonTextWriter::end_object() {
-  close('}');
-  return *this;
-}
-
-JsonTextWriter& JsonTextWriter::begin_array() {
-  open('[');
-  return *this;
-}
-
-JsonTextWriter& JsonTextWriter::end_array() {
-  close(']');
   return *this;
 }
 

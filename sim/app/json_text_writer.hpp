@@ -17,10 +17,10 @@ class JsonTextWriter {
  public:
   explicit JsonTextWriter(std::string& out) : out_(out) {}
 
-  JsonTextWriter& begin_object();
-  JsonTextWriter& end_object();
-  JsonTextWriter& begin_array();
-  JsonTextWriter& end_array();
+  JsonTextWriter& begin_object() { return open('{'); }
+  JsonTextWriter& end_object() { return close('}'); }
+  JsonTextWriter& begin_array() { return open('['); }
+  JsonTextWriter& end_array() { return close(']'); }
   // The next value's key, inside an object.
   JsonTextWriter& key(std::string_view k);
 
@@ -39,8 +39,8 @@ class JsonTextWriter {
  private:
   void before_value();
   void write_string(std::string_view s);
-  void open(char bracket);
-  void close(char bracket);
+  JsonTextWriter& open(char bracket);
+  JsonTextWriter& close(char bracket);
 
   static constexpr std::size_t kMaxDepth = 16;
   std::string& out_;
