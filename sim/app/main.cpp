@@ -71,10 +71,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::RequiredError& e) {
     // CLI11 reads an unknown command as a missing one: name it and the commands there are.
-    if (argc > 1 && argv[1][0] != '-' && std::string(e.what()) == "A subcommand is required") {
-      std::string names;
-      for (const CLI::App* sub : app.get_subcommands({}))
-        names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || (argc > 1 && sub->get_name() == argv[1]);
+    }
+    if (argc > 1 && argv[1][0] != '-' && !known) {
       std::cerr << "unknown command \"" << fsdpsim::app::escape_control_characters(argv[1])
                 << "\": expected one of " << names << "\nRun with --help for more information.\n";
       return kExitBadInput;

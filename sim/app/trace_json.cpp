@@ -29,17 +29,16 @@ constexpr std::size_t kReservedBytesPerSample = 192;
 // events (a JSON tree of them took ten times the size of its text, 6.8 GB for a 0.75 GB trace).
 // Every object's keys are written in the byte-wise order nlohmann's dump() sorts them in, so the
 // text is what dumping the same events as nlohmann::json would give.
-void thread_name(JsonTextWriter& w, int pid, int tid, std::string_view name) {
-  w.begin_object();
-  w.key("args").begin_object().field("name", name).end_object();
-  w.field("name", "thread_name").field("ph", "M").field("pid", pid).field("tid", tid);
-  w.end_object();
-}
 
-void thread_sort_index(JsonTextWriter& w, int pid, int tid, int sort_index) {
+// A metadata ("M") event: `name` (process_name, thread_sort_index, ...) with its one argument,
+// for a process (tid < 0) or one of its threads.
+template <typename Value>
+void metadata(JsonTextWriter& w, const char* name, const char* arg, const Value& value, int pid,
+              int tid = -1) {
   w.begin_object();
-  w.key("args").begin_object().field("sort_index", sort_index).end_object();
-  w.field("name", "thread_sort_index").field("ph", "M").field("pid", pid).field("tid", tid);
+  w.key("args").begin_object().field(arg, value).end_object();
+  w.field("name", name).field("ph", "M").field("pid", pid);
+  if (tid >= 0) w.field("tid", tid);
   w.end_object();
 }
 
@@ -146,20 +145,14 @@ void add_flows(const engine::Program& p, const engine::Timeline& t, int pid, int
 // One rank's CPU thread and streams as process `pid` of the trace.
 void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, const std::string& name,
               int& next_flow_id, JsonTextWriter& events) {
-  events.begin_object();
-  events.key("args").begin_object().field("name", name).end_object();
-  events.field("name", "process_name").field("ph", "M").field("pid", pid);
-  events.end_object();
-  events.begin_object();
-  events.key("args").begin_object().field("sort_index", pid).end_object();
-  events.field("name", "process_sort_index").field("ph", "M").field("pid", pid);
-  events.end_object();
-  thread_name(events, pid, kCpuTid, "CPU thread");
-  thread_sort_index(events, pid, kCpuTid, 0);
+  metadata(events, "process_name", "name", name, pid);
+  metadata(events, "process_sort_index", "sort_index", pid, pid);
+  metadata(events, "thread_name", "name", "CPU thread", pid, kCpuTid);
+  metadata(events, "thread_sort_index", "sort_index", 0, pid, kCpuTid);
   for (std::size_t s = 0; s < p.stream_names.size(); ++s) {
     const int tid = static_cast<int>(s) + 1;
-    thread_name(events, pid, tid, fmt::format("stream {}", p.stream_names[s]));
-    thread_sort_index(events, pid, tid, tid);
+    metadata(events, "thread_name", "name", fmt::format("stream {}", p.stream_names[s]), pid, tid);
+    metadata(events, "thread_sort_index", "sort_index", tid, pid, tid);
   }
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
     const engine::Op& op = p.ops[i];
