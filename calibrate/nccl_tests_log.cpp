@@ -73,6 +73,14 @@ std::optional<Dtype> dtype_of(std::string_view type) {
   return std::nullopt;
 }
 
+// Every nccl-tests type name (src/common.cu test_typenames), imported or not.
+bool is_type_name(std::string_view type) {
+  static constexpr std::array<std::string_view, 13> kNames = {
+      "int8",  "uint8",  "int32",    "uint32", "int64",  "uint64", "half",
+      "float", "double", "bfloat16", "f8e4m3", "f8e5m2", "char"};
+  return std::find(kNames.begin(), kNames.end(), type) != kNames.end();
+}
+
 // NCCL_VERSION_CODE: major*10000 + minor*100 + patch from 2.9 on, major*1000 + minor*100 + patch
 // before.
 std::string nccl_version(std::int64_t code) {
@@ -89,7 +97,8 @@ std::optional<hardware::Collective> collective_from_text(std::string_view s) {
 }
 
 struct Columns {
-  std::size_t count = 0;  // words a complete row has (a trailing timestamp excluded)
+  std::size_t count = 0;   // words a complete row has (a trailing timestamp excluded)
+  bool timestamp = false;  // -T: rows end with "YYYY-MM-DD HH:MM:SS" (src/util.cu formatNow)
   int size = -1;
   int type = -1;
   int redop = -1;
@@ -108,7 +117,10 @@ std::optional<Columns> parse_column_header(const std::vector<std::string_view>& 
   for (std::size_t i = 0; i < words.size(); ++i) {
     const std::string_view w = words[i];
     const int at = static_cast<int>(i);
-    if (w == "timestamp") break;
+    if (w == "timestamp") {
+      c.timestamp = true;
+      break;
+    }
     c.count = i + 1;
     if (w == "size" || w == "bytes") c.size = at;
     if (w == "type") c.type = at;
@@ -283,6 +295,14 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
                                "(the run was cut short?)",
                                words.size(), c.count));
     }
+    fail(number,
+         fmt::format(
+             "malformed result row: expected {} columns as in the header on line {}, found {}",
+             c.count, t.header_line, words.size()));
+  }
+  // A row with more words than its header (beyond -T's date and time) is not what the header
+  // describes: a log with a column lost from its header, or two rows run together.
+  if (words.size() > c.count + (c.timestamp ? 2 : 0)) {
     fail(number,
          fmt::format(
              "malformed result row: expected {} columns as in the header on line {}, found {}",
@@ -542,9 +562,21 @@ NcclTestsLog Parser::run() {
       header_line(number, line.substr(first + 1));
       continue;
     }
-    if (!section_.open_table()) continue;
     const std::vector<std::string_view> words = split_words(line);
     if (words.empty()) continue;
+    if (!section_.open_table()) {
+      // Between tables only other programs' output is skipped: a result row there lost its
+      // table's header, or follows its footer, and its numbers cannot be read safely.
+      if (is_integer(words[0]) && words.size() >= 3 && is_type_name(words[2])) {
+        fail(number,
+             section_.tables.empty()
+                 ? std::string("a result row with no column header above it")
+                 : fmt::format("a result row after the '# Avg bus bandwidth' footer on line {} "
+                               "closed its table",
+                               section_.tables.back().last_line));
+      }
+      continue;
+    }
     if (!is_integer(words[0])) {
       // NCCL_DEBUG output and the like are skipped; a row shaped like a result (a type name in
       // the third column) with a bad size is an error, not a silently missing size.

@@ -18,7 +18,9 @@
 // Several tables in one file (one run after another) are all read.
 //
 // Checks, each an InputError naming the file and line: no result table (not an nccl-tests log);
-// a row with too few columns or a non-number where a number belongs; a table without its
+// a row with fewer or more columns than its header (beyond -T's date and time), or a result row
+// outside a table (before its header, after its footer); a non-number where a number belongs;
+// size / time disagreeing with the row's algbw; a table without its
 // "# Avg bus bandwidth" footer (the run was cut short; --allow-truncated keeps its complete rows);
 // a row with wrong elements (#wrong > 0); busbw / algbw disagreeing with the collective and rank
 // count (doc/PERFORMANCE.md factors), which catches a mislabelled log.

@@ -274,6 +274,39 @@ TEST(NcclTestsLog, NonNumbersWhereNumbersBelongAreErrors) {
       << s;
 }
 
+// A row must be what its header describes, inside its table: more words than the header
+// (beyond -T's date and time), or a result row after the footer, is a mangled log.
+TEST(NcclTestsLog, RowsTheHeaderDoesNotDescribeAreErrors) {
+  const std::string row =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    "
+      "20.00   52.43   52.43       0";
+  const auto error_for = [](const std::string& text) {
+    return error_of([&] { (void)parse_nccl_tests_log(text, "x.log", {}); });
+  };
+  EXPECT_EQ(error_for(log_with("all_reduce_perf", row + "\n")), "");
+  const std::string extra = error_for(log_with("all_reduce_perf", row + " 17\n"));
+  EXPECT_NE(extra.find("x.log:12: malformed result row: expected 13 columns as in the header on "
+                       "line 10, found 14"),
+            std::string::npos)
+      << extra;
+  const std::string after = error_for(log_with("all_reduce_perf", row + "\n") + row + "\n");
+  EXPECT_NE(after.find("x.log:16: a result row after the '# Avg bus bandwidth' footer on line 14 "
+                       "closed its table"),
+            std::string::npos)
+      << after;
+  const std::string before = error_for(row + "\n" + log_with("all_reduce_perf", row + "\n"));
+  EXPECT_NE(before.find("x.log:1: a result row with no column header above it"), std::string::npos)
+      << before;
+  // -T adds the date and time after the in-place columns; the header names them "timestamp".
+  std::string stamped = log_with("all_reduce_perf", row + "  2026-12-03 17:45:01\n");
+  const std::size_t wrong = stamped.rfind("#wrong");
+  stamped.insert(wrong + 6, "  timestamp");
+  EXPECT_EQ(error_for(stamped), "");
+  EXPECT_NE(error_for(log_with("all_reduce_perf", row + "  2026-12-03 17:45:01\n"))
+                .find("expected 13 columns as in the header on line 10, found 15"),
+            std::string::npos);
+}
+
 TEST(NcclTestsLog, MislabelledCollectivesAreCaughtByTheBusbwFactor) {
   // An all-reduce on 2 ranks has busbw = algbw; read as an all-gather (factor 1/2) it cannot be.
   const std::string rows =
