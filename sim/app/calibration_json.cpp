@@ -246,14 +246,14 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
                                       : ""));
   }
   CalibrationProfile p;
-  p.name = r.string("name", std::filesystem::path(file).stem().string());
+  p.name = r.name("name", std::filesystem::path(file).stem().string());
   p.description = r.string("description", "");
   p.created = r.string("created", "");
   p.tool = r.string("tool", "");
   p.complete = r.boolean("complete", true);
   if (const nlohmann::json* d = r.child("device")) {
     JsonObjectReader dr(*d, file, "/device");
-    p.device.name = dr.string("name", "");
+    p.device.name = dr.name("name", "");
     p.device.compute_capability = dr.string("compute_capability", "");
     if (dr.has("sm_count")) p.device.sm_count = dr.non_negative_int32("sm_count");
     if (dr.has("memory_bytes")) p.device.memory = Bytes(dr.non_negative_int("memory_bytes"));

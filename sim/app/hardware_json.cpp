@@ -184,7 +184,7 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
   r.ignore("sources");                // an object documenting each key
   (void)r.string("description", "");  // for the reader, as a scenario's is: text
   hardware::ClusterSpec c;
-  c.gpu.name = r.string("name", "custom");
+  c.gpu.name = r.name("name", "custom");
   const nlohmann::json* gpu = r.child("gpu");
   const nlohmann::json* node = r.child("node");
   if (gpu == nullptr) throw ConfigError(file, path + "/gpu", "required key is missing");

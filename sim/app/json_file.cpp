@@ -124,11 +124,11 @@ std::optional<ControlCharacter> find_control_character(std::string_view text,
   return std::nullopt;
 }
 
-std::string escape_control_characters(std::string_view text) {
+std::string escape_control_characters(std::string_view text, std::string_view allowed) {
   std::string out;
   out.reserve(text.size());
   while (true) {
-    const auto c = find_control_character(text, "\t\n");
+    const auto c = find_control_character(text, allowed);
     const auto bad = find_invalid_utf8(text);
     if (!c && !bad) break;
     if (bad && (!c || *bad < c->offset)) {

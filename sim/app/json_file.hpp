@@ -41,10 +41,11 @@ std::optional<std::size_t> find_invalid_utf8(std::string_view text);
 // into a file holds a control character (find_control_character).
 void require_option_text(const std::string& option, const std::string& text);
 
-// `text` with each control character but line feed and tab written as its name in angle brackets
-// ("<U+001B>"), and each byte that is not UTF-8 as its value ("<0xFF>"): for messages that echo
-// what a user typed on the command line.
-std::string escape_control_characters(std::string_view text);
+// `text` with each control character but those `allowed` (line feed and tab unless told) written
+// as its name in angle brackets ("<U+001B>"), and each byte that is not UTF-8 as its value
+// ("<0xFF>"): for messages that echo what a user typed on the command line, and, with nothing
+// allowed, for a name shown on one line.
+std::string escape_control_characters(std::string_view text, std::string_view allowed = "\t\n");
 
 // The deepest nesting of arrays and objects an input may have: scenarios nest a handful of
 // levels. Deeper text (a hostile file) would exhaust the stack of the recursive JSON walkers.

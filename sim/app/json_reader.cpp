@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -249,6 +250,20 @@ std::string JsonObjectReader::string(const std::string& key) {
 
 std::string JsonObjectReader::string(const std::string& key, const std::string& fallback) {
   return has(key) ? string(key) : (read_.insert(key), fallback);
+}
+
+std::string JsonObjectReader::name(const std::string& key) {
+  std::string value = string(key);
+  if (const auto c = find_control_character(value, "")) {
+    fail(key, fmt::format("expected a name on one line, without control characters; found {} "
+                          "at byte {}",
+                          c->name, c->offset));
+  }
+  return value;
+}
+
+std::string JsonObjectReader::name(const std::string& key, const std::string& fallback) {
+  return has(key) ? name(key) : (read_.insert(key), fallback);
 }
 
 std::string JsonObjectReader::choice(const std::string& key,

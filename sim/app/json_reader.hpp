@@ -55,6 +55,10 @@ class JsonObjectReader {
   std::optional<bool> optional_boolean(const std::string& key);
   std::string string(const std::string& key);
   std::string string(const std::string& key, const std::string& fallback);
+  // A name printed in tables, summaries and traces: a string of one line, without control
+  // characters (a newline in a layer's name would break explain's table).
+  std::string name(const std::string& key);
+  std::string name(const std::string& key, const std::string& fallback);
   // One of `choices` (exact spelling); the error lists them. Without a fallback the key is
   // required.
   std::string choice(const std::string& key, const std::vector<std::string>& choices);

@@ -76,7 +76,7 @@ models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const st
   JsonObjectReader r(value, file, path);
   (void)r.string("description", "");  // for the reader, as a scenario's is: text
   models::CustomLayerSpec l;
-  l.name = r.string("name");
+  l.name = r.name("name");
   if (l.name.empty()) throw ConfigError(file, r.path_of("name"), "expected a non-empty name");
   l.count = r.positive_int_at_most("count", size_bounds::kLayers, 1);
   l.params = count_or(r, "params", 0, size_bounds::kCustomParams);
@@ -170,7 +170,7 @@ models::TransformerSpec parse_spec(const nlohmann::json& value, const std::strin
   (void)r.string("source", "");  // for the reader, as a scenario's description is: text
   (void)r.string("description", "");
   models::TransformerSpec s;
-  s.name = r.string("name", "custom");
+  s.name = r.name("name", "custom");
   const std::string family = r.choice("family", {"gpt", "mpt", "llama", "t5", "custom"});
   s.family = family == "gpt"     ? models::ModelFamily::kGpt
              : family == "mpt"   ? models::ModelFamily::kMpt

@@ -86,7 +86,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
   r.schema_version(kScenarioSchemaVersion, /*required=*/true);
   Scenario s;
   s.file = file;
-  s.name = r.string("name", file.stem().string());
+  s.name = r.name("name", file.stem().string());
   s.description = r.string("description", "");
   const std::string parallelism_name =
       r.choice("parallelism", {"fsdp", "ddp", "deepspeed_zero3"}, "fsdp");

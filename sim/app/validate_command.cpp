@@ -408,9 +408,8 @@ int validate_command(const ValidateOptions& options) {
     for (std::size_t i = 0; i < skipped.size() && i < kReasonsShown; ++i) {
       // A quoted case_id may hold a line break or an escape: shown on its line, never run by the
       // terminal.
-      std::string id = escape_control_characters(skipped[i]["case_id"].get<std::string>());
-      for (std::size_t at = id.find('\n'); at != std::string::npos; at = id.find('\n', at))
-        id.replace(at, 1, "<U+000A>");
+      const std::string id =
+          escape_control_characters(skipped[i]["case_id"].get<std::string>(), "");
       std::cerr << fmt::format("skipped {} (line {}): {}\n", id,
                                skipped[i]["line"].get<std::int64_t>(),
                                escape_control_characters(skipped[i]["reason"].get<std::string>()));

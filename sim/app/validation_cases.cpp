@@ -207,6 +207,10 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
 
 namespace {
 
+// A scenario's or model's name from a cell, which a quoted CSV cell may break across lines: the
+// names are printed on one line (JsonObjectReader::name).
+std::string one_line(const std::string& cell) { return escape_control_characters(cell, ""); }
+
 // An optional numeric cell: empty is absent; anything else must be a positive number.
 std::optional<double> optional_positive(const std::filesystem::path& file, const ValidationCase& c,
                                         const std::string& column) {
@@ -320,7 +324,7 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   if (family != "gpt" && family != "mpt" && family != "llama")
     bad_cell(file, c, "model_family", "gpt, mpt or llama");
   nlohmann::json model = {
-      {"name", c.get("model").empty() ? c.get("case_id") : c.get("model")},
+      {"name", one_line(c.get("model").empty() ? c.get("case_id") : c.get("model"))},
       {"family", family},
       {"n_layers", positive_int(file, c, "n_layers")},
       {"d_model", positive_int(file, c, "d_model")},
@@ -472,7 +476,7 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
     // as an external parameter of the model.
     model["tied_embeddings"] = true;
     out.document = {{"schema_version", 1},
-                    {"name", c.get("case_id")},
+                    {"name", one_line(c.get("case_id"))},
                     {"parallelism", "deepspeed_zero3"},
                     {"model", model},
                     {"hardware", hardware},
@@ -484,8 +488,9 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   } else if (!runtime.empty() && runtime != "torch") {
     bad_cell(file, c, "runtime", "torch or deepspeed-0.3");
   }
-  out.document = {{"schema_version", 1},  {"name", c.get("case_id")}, {"model", model},
-                  {"hardware", hardware}, {"training", training},     {"fsdp", fsdp}};
+  out.document = {{"schema_version", 1},  {"name", one_line(c.get("case_id"))},
+                  {"model", model},       {"hardware", hardware},
+                  {"training", training}, {"fsdp", fsdp}};
   if (!allocator.empty()) out.document["allocator"] = allocator;
   return out;
 }

@@ -110,6 +110,12 @@ TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
   EXPECT_EQ(layer_error({{"name", "stem"}}),
             "bad.json: /model/layers/1/name: \"stem\" names layers/0 too; each layer needs a "
             "name of its own (use count for repeats)");
+  // A name is one row of explain's table: one line, without control characters.
+  EXPECT_EQ(layer_error({{"name", "head\nblock"}}),
+            "bad.json: /model/layers/1/name: expected a name on one line, without control "
+            "characters; found U+000A at byte 4");
+  EXPECT_NE(layer_error({{"name", "head\x7f"}}).find("found U+007F at byte 4"), std::string::npos);
+  EXPECT_EQ(layer_error({{"name", "t\u00eate"}}), "accepted");  // not ASCII, but printable
   // Copies are units "<name>.<i>": a layer named like one, or like FSDP's root, is refused.
   EXPECT_EQ(layer_error({{"name", "root"}}),
             "bad.json: /model/layers/1/name: \"root\" is the name of FSDP's root unit; choose "
