@@ -417,12 +417,26 @@ TEST(Validate, CellsOutOfTheirColumnsRangeAreErrors) {
            "\"99999999999999999999\""},
           {"hex.csv",
            {{"measured_tokens_per_s_per_gpu", "0x10"}},
-           "column measured_tokens_per_s_per_gpu: expected a positive number or an empty cell, "
-           "found \"0x10\""},
+           "column measured_tokens_per_s_per_gpu: expected a positive number from 1e-06 to "
+           "1e+15, or an empty cell, found \"0x10\""},
           {"subnormal.csv",
            {{"measured_tokens_per_s_per_gpu", "4e-320"}},
-           "column measured_tokens_per_s_per_gpu: expected a positive number or an empty cell, "
-           "found \"4e-320\""},
+           "column measured_tokens_per_s_per_gpu: expected a positive number from 1e-06 to "
+           "1e+15, or an empty cell, found \"4e-320\""},
+          // A normal number whose inverse overflows: the error would print as inf.
+          {"tiny.csv",
+           {{"measured_peak_mem_gib", "2.5e-308"}},
+           "column measured_peak_mem_gib: expected a positive number from 1e-06 to 1e+15, or an "
+           "empty cell, found \"2.5e-308\""},
+          {"huge.csv",
+           {{"measured_tokens_per_s_per_gpu", "1e300"}},
+           "column measured_tokens_per_s_per_gpu: expected a positive number from 1e-06 to "
+           "1e+15, or an empty cell, found \"1e300\""},
+          // Read as an integer, not through a double that rounds it to 2^53.
+          {"past_2p53.csv",
+           {{"gpus_per_node", "9007199254740993"}},
+           "column gpus_per_node: expected a positive integer (at most 2^53), found "
+           "\"9007199254740993\""},
           {"spaced.csv",
            {{"micro_batch", " 8"}},
            "column micro_batch: expected a positive integer"},
