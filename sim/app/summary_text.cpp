@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "models/workload.hpp"
 #include "sim/app/calibration_json.hpp"
 
@@ -188,8 +190,11 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line(fmt::format("  optimizer          {}", share(b.optimizer, r.step_time)));
   line(fmt::format("  exposed comm       {}", share(b.exposed_communication, r.step_time)));
   line(fmt::format("  idle               {}", share(b.idle, r.step_time)));
-  line(fmt::format("  (collectives busy  {:9.3f} s in all, mostly overlapped)",
-                   b.communication_busy.value()));
+  // The share of the collectives' busy time that compute hid: exposed comm is the rest.
+  const double busy = b.communication_busy.value();
+  const double hidden = busy > 0.0 ? 1.0 - b.exposed_communication.value() / busy : 0.0;
+  line(fmt::format("  (collectives busy  {:9.3f} s in all, {:.0f}% of it overlapped with compute)",
+                   busy, 100.0 * std::clamp(hidden, 0.0, 1.0)));
   if (!r.rank_classes.empty()) {
     line(fmt::format("  (rank {}, of the largest class below)", r.breakdown_rank));
     line("");

@@ -111,6 +111,21 @@ TEST(Cli, DefaultScenarioPrintsASummary) {
   }
 }
 
+// How much of the collectives' time compute hid is computed, not asserted: the paper's GPT-175B
+// hides nearly all of it, the same model behind a 1 Gb/s network almost none.
+TEST(Cli, SummarySaysHowMuchCommunicationOverlapped) {
+  const Outcome hidden = run_fsdpsim("run " + kScenario);
+  ASSERT_EQ(hidden.exit_code, 0) << hidden.output;
+  EXPECT_NE(hidden.output.find("in all, 99% of it overlapped with compute)"), std::string::npos)
+      << hidden.output;
+  const Outcome exposed = run_fsdpsim("run " + kLlamaScenario +
+                                      " --set hardware.nodes=2 --set training.global_batch=32 "
+                                      "--set hardware.node.nic_Gbps_per_node=1");
+  ASSERT_EQ(exposed.exit_code, 0) << exposed.output;
+  EXPECT_NE(exposed.output.find("in all, 0% of it overlapped with compute)"), std::string::npos)
+      << exposed.output;
+}
+
 TEST(Cli, ResultJsonOnStdoutHasTheStableKeys) {
   const Outcome o = run_fsdpsim("run " + kScenario + " --json -");
   ASSERT_EQ(o.exit_code, 0) << o.output;
@@ -1275,7 +1290,12 @@ TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
       {"run " + kScenario + " --set \"name=a$(printf '\\377')b\" --json -",
        "--set \"name=a<0xFF>b\": expected UTF-8 text, found the byte 0xFF at byte 1"},
       {"sweep " + kScenario + " --grid \"name=a$(printf '\\377')b,c\" --out -",
-       "expected UTF-8 text, found the byte 0xFF at byte 1"}};
+       "expected UTF-8 text, found the byte 0xFF at byte 1"},
+      // CLI11's own messages quote what they could not convert.
+      {"validate " + csv.string() + " --max-mape \"$(printf '\\033')]0;title\"",
+       "--max-mape: expected a positive fraction (0.10 = 10%), found <U+001B>]0;title"},
+      {"run " + kScenario + " \"--bogus$(printf '\\033')[2J\"",
+       "--bogus<U+001B>[2J"}};
   for (const auto& [command, message] : bad) {
     const Outcome o = run_fsdpsim(command);
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
