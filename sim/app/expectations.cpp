@@ -112,10 +112,13 @@ std::filesystem::path parse_baseline(const nlohmann::json& block,
   double tolerance = kDefaultBaselineTolerance;
   if (block.contains("tolerance")) {
     const nlohmann::json& t = block.at("tolerance");
-    if (!t.is_number() || !(t.get<double>() >= 0.0) || !std::isfinite(t.get<double>())) {
-      throw ConfigError(file, "/expect/tolerance",
-                        fmt::format("expected a relative tolerance >= 0 (0.05 = 5%), found {}",
-                                    describe_json_type(t)));
+    // Above 1 (100 %) the gate passes values of the baseline's sign up to any size: a typo (5
+    // for 0.05) would turn it off.
+    if (!t.is_number() || !(t.get<double>() >= 0.0 && t.get<double>() <= 1.0)) {
+      throw ConfigError(
+          file, "/expect/tolerance",
+          fmt::format("expected a relative tolerance from 0 to 1 (0.05 = 5%), found {}",
+                      describe_json_type(t)));
     }
     tolerance = t.get<double>();
   }

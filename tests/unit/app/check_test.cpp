@@ -201,6 +201,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadExpect{"negative_tolerance",
                   {{"baseline", "b.json"}, {"tolerance", -1}},
                   "/expect/tolerance: expected a relative tolerance"},
+        // 5 for 0.05 (or 1e308) would let every value of the baseline's sign pass.
+        BadExpect{"percent_tolerance",
+                  {{"baseline", "b.json"}, {"tolerance", 5}},
+                  "/expect/tolerance: expected a relative tolerance from 0 to 1 (0.05 = 5%), "
+                  "found the number 5"},
         BadExpect{"keys_not_array",
                   {{"baseline", "b.json"}, {"keys", "step_time_s"}},
                   "/expect/keys: expected a non-empty array"},
