@@ -32,6 +32,8 @@ without full or selective, blocks_per_unit without every_n_blocks, max_inflight_
 without the limiter, allocator keys with enabled false, garbage_collection_threshold without
 memory_fraction, attention and linear knobs on a custom model, optimizer_impl with CPU offload)
 is refused rather than ignored; so is a --set that a later override would wipe out.
+allow_tf32 is the exception: a backend switch, as in PyTorch, that only fp32 GEMMs read (a sweep
+over param_dtype keeps it on every point).
   parallelism               fsdp | ddp (DistributedDataParallel baseline) |
                             deepspeed_zero3 (DeepSpeed 0.3's ZeRO-3, 2021)          default fsdp
   model                     preset name (configs/models), {"preset": NAME, ...overrides} or a full
