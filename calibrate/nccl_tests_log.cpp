@@ -19,10 +19,10 @@ namespace {
 
 constexpr std::int64_t kMaxRanks = hardware::kMaxWorldSize;
 
-// busbw / algbw must match the nccl-tests factor within this fraction; both are printed with 2
-// decimals, so only rows with algbw >= kMinCheckedAlgbwGBps (rounding < 0.5 %) are checked.
+// busbw / algbw must match the nccl-tests factor within this fraction, beyond the rounding of
+// both to two decimals (half of 0.01 GB/s, and some).
 constexpr double kBusbwRatioTolerance = 0.03;
-constexpr double kMinCheckedAlgbwGBps = 1.0;
+constexpr double kPrintedHalfUnit = 0.006;
 
 std::vector<std::string_view> split_words(std::string_view s) {
   std::vector<std::string_view> out;
@@ -258,6 +258,15 @@ void Parser::header_line(std::size_t number, std::string_view body) {
         fail(number, fmt::format("expected a rank from 0 to {}, found {}", kMaxRanks - 1,
                                  quoted(words[1])));
       }
+      // A profile describes one kind of GPU, as several logs must too (import_nccl_tests_logs).
+      if (!section_.ranks.empty() && !info.device.empty() &&
+          !section_.ranks.begin()->second.device.empty() &&
+          info.device != section_.ranks.begin()->second.device) {
+        fail(number, fmt::format("rank {} is a {}, but rank {} is a {}: a profile describes one "
+                                 "kind of GPU",
+                                 *rank, info.device, section_.ranks.begin()->first,
+                                 section_.ranks.begin()->second.device));
+      }
       if (!section_.ranks.emplace(*rank, info).second)
         fail(number, fmt::format("rank {} is listed twice", *rank));
     }
@@ -338,9 +347,8 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
   // nccl-tests prints algbw = size / time (src/common.cu), to two decimals: a row whose columns
   // disagree was edited or mangled, and which of them is right cannot be told.
   const double algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
-  constexpr double kPrinted = 0.006;  // half a printed unit, and some
   constexpr double kRelative = 0.02;  // the time is printed to 3-4 significant digits
-  if (std::fabs(algbw - r.algbw_gbps) > kPrinted + kRelative * algbw) {
+  if (std::fabs(algbw - r.algbw_gbps) > kPrintedHalfUnit + kRelative * algbw) {
     fail(number, fmt::format("size / time = {:.4g} GB/s, but the row's algbw is {}: the columns "
                              "disagree",
                              algbw, quoted(word(c.algbw[p]))));
@@ -456,12 +464,15 @@ void Parser::finish_table(const Section& section, const Table& table) {
     fail(table.header_line,
          fmt::format("{} ranks per node does not divide {} ranks", per_node, ranks));
   }
-  // busbw / algbw must be the factor of this collective on this many ranks.
+  // busbw / algbw must be the factor of this collective on this many ranks. Both are printed to
+  // two decimals: on small rows the check allows their rounding (half a printed unit each).
   const double factor = busbw_factor(*op, ranks);
   for (const Row& r : table.rows) {
-    if (r.algbw_gbps < kMinCheckedAlgbwGBps || ranks < 2) continue;
-    const double ratio = r.busbw_gbps / r.algbw_gbps;
-    if (std::fabs(ratio - factor) > kBusbwRatioTolerance * factor) {
+    if (ranks < 2) continue;
+    const double expected = factor * r.algbw_gbps;
+    const double rounding = kPrintedHalfUnit * (1.0 + factor);
+    if (std::fabs(r.busbw_gbps - expected) > rounding + kBusbwRatioTolerance * expected) {
+      const double ratio = r.algbw_gbps > 0.0 ? r.busbw_gbps / r.algbw_gbps : 0.0;
       fail(r.line,
            fmt::format("busbw / algbw = {:.3f}, but an {} over {} ranks has {:.3f} (nccl-tests "
                        "doc/PERFORMANCE.md); the log is not what it is read as: check --collective "

@@ -307,6 +307,36 @@ TEST(NcclTestsLog, RowsTheHeaderDoesNotDescribeAreErrors) {
             std::string::npos);
 }
 
+// A small row's busbw is checked too, within the rounding of its two decimals: a 32 KiB
+// all-reduce on 2 ranks with algbw 1.31 has busbw 1.31, not 0.01.
+TEST(NcclTestsLog, ASmallRowsBusbwMustMatchItsAlgbw) {
+  const auto error_for = [](const std::string& busbw) {
+    const std::string row =
+        "       32768          8192     float     sum      -1    25.00    1.31 " + busbw +
+        "       0    25.00    1.31    1.31       0\n";
+    return error_of(
+        [&] { (void)parse_nccl_tests_log(log_with("all_reduce_perf", row), "b.log", {}); });
+  };
+  EXPECT_EQ(error_for("1.31"), "");
+  EXPECT_EQ(error_for("1.32"), "");  // rounding
+  EXPECT_NE(error_for("0.01").find("b.log:12: busbw / algbw = 0.008, but an all_reduce over 2 "
+                                   "ranks has 1.000"),
+            std::string::npos)
+      << error_for("0.01");
+}
+
+// One log, one kind of GPU: a rank on another is refused at its line.
+TEST(NcclTestsLog, RanksOnDifferentGpusAreAnError) {
+  std::string text = log_with("all_reduce_perf",
+                              "     1048576        262144     float     sum      -1    20.00   "
+                              "52.43   52.43       0    20.00   52.43   52.43       0\n");
+  const std::size_t second = text.find("device  1 [0000:0f:00] NVIDIA H100 80GB");
+  ASSERT_NE(second, std::string::npos);
+  text.replace(second + std::string("device  1 [0000:0f:00] ").size(), 21, "NVIDIA A100-SXM4-80GB");
+  const std::string e = error_of([&] { (void)parse_nccl_tests_log(text, "g.log", {}); });
+  EXPECT_NE(e.find("g.log:7: rank 1 is a NVIDIA A100-SXM4-80GB"), std::string::npos) << e;
+}
+
 TEST(NcclTestsLog, MislabelledCollectivesAreCaughtByTheBusbwFactor) {
   // An all-reduce on 2 ranks has busbw = algbw; read as an all-gather (factor 1/2) it cannot be.
   const std::string rows =
