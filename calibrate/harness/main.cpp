@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   try {
     options = parse_options(argc, argv);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "fsdpsim-calibrate: error: %s\n", e.what());
+    std::fprintf(stderr, "fsdpsim-calibrate: error: %s\n", printable(e.what()).c_str());
     return kExitUsage;
   }
   if (options.help) {
@@ -124,11 +124,12 @@ int main(int argc, char** argv) {
     job.reset();
     return kExitOk;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "fsdpsim-calibrate: error: %s\n", e.what());
+    std::fprintf(stderr, "fsdpsim-calibrate: error: %s\n", printable(e.what()).c_str());
     return kExitUsage;
   } catch (const std::exception& e) {
     const std::string rank = job ? cat("rank ", job->gpus().front().rank) : std::string("startup");
-    std::fprintf(stderr, "fsdpsim-calibrate: %s: error: %s\n", rank.c_str(), e.what());
+    std::fprintf(stderr, "fsdpsim-calibrate: %s: error: %s\n", rank.c_str(),
+                 printable(e.what()).c_str());
     if (job) {
       results.complete = false;
       results.notes.push_back(cat("stopped early: ", e.what()));
@@ -140,7 +141,7 @@ int main(int argc, char** argv) {
                        options.output.c_str());
       } catch (const std::exception& write_error) {
         std::fprintf(stderr, "fsdpsim-calibrate: could not save the results: %s\n",
-                     write_error.what());
+                     printable(write_error.what()).c_str());
       }
       job->abort();
     }

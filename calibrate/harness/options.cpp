@@ -142,7 +142,12 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "-o" || arg == "--output") {
       o.output = next();
     } else if (arg == "--name") {
+      // The profile's name, which fsdpsim prints on one line and reads as UTF-8 text.
       o.name = next();
+      if (o.name.empty() || first_non_text(o.name)) {
+        throw UsageError(
+            cat("--name: expected a name of text on one line, found '", printable(o.name), "'"));
+      }
     } else if (arg == "--launch") {
       const std::string v = next();
       if (v == "auto") {
@@ -175,7 +180,14 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "--groups") {
       o.groups = checked_list(arg, next(), kGroups);
     } else if (arg == "--shard-groups") {
-      for (const std::string& f : split_list(next())) {
+      const std::string v = next();
+      const std::vector<std::string> sizes = split_list(v);
+      if (sizes.empty() || v.find(",,") != std::string::npos || v.front() == ',' ||
+          v.back() == ',') {
+        throw UsageError(
+            cat("--shard-groups: expected group sizes such as 8,16, found '", printable(v), "'"));
+      }
+      for (const std::string& f : sizes) {
         o.shard_groups.push_back(static_cast<std::int32_t>(positive_integer(arg, f)));
       }
     } else if (arg == "--min-bytes") {

@@ -48,6 +48,13 @@ Plan read_plan(const std::string& path) {
   std::set<std::tuple<std::string, std::int32_t, std::int32_t, std::int64_t>> collectives;
   while (std::getline(in, line)) {
     ++number;
+    // Text only: a control character or a byte that is not UTF-8 would reach the messages
+    // below that quote the line (a NUL cut them short).
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (const std::optional<NonText> bad = first_non_text(line)) {
+      throw UsageError(cat(path, ":", number, ":", bad->offset + 1, ": expected text, found ",
+                           bad->name, " (fsdpsim calibrate plan -o writes this file)"));
+    }
     if (const std::size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
     std::istringstream stream(line);
     std::vector<std::string> words;

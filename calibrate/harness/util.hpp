@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fsdpsim::harness {
@@ -54,6 +55,18 @@ std::optional<std::int64_t> whole_integer(const std::string& text, std::int64_t 
 std::int64_t parse_size(const std::string& text, const std::string& option);
 std::string format_size(std::int64_t bytes);
 std::vector<std::string> split_list(const std::string& text);
+
+// The first byte of `text` that is not text: a control character (C0 but tab, DEL, or C1 in
+// UTF-8: a terminal runs them) or a byte that does not start well-formed UTF-8 (RFC 3629). Its
+// offset and a name ("U+001B", "0xE9"); nothing when all of it is text.
+struct NonText {
+  std::size_t offset = 0;
+  std::string name;
+};
+std::optional<NonText> first_non_text(std::string_view text);
+// `text` with each such byte (or C1 character) written as its name in angle brackets: for
+// messages that quote options and files.
+std::string printable(std::string_view text);
 
 // Median, minimum and maximum of samples (not empty).
 struct Spread {

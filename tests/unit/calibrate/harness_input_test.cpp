@@ -60,6 +60,29 @@ TEST(HarnessInput, OptionsAreNeverWrapped) {
             std::string::npos);
   EXPECT_NE(usage_error({"--min-bytes", "99999999999999999999"}).find("--min-bytes"),
             std::string::npos);
+  // An empty size in the list is a typo, not a size to skip.
+  for (const char* sizes : {"8,,16", ",", "", "8,"}) {
+    EXPECT_EQ(
+        usage_error({"--shard-groups", sizes}),
+        std::string("--shard-groups: expected group sizes such as 8,16, found '") + sizes + "'");
+  }
+}
+
+// The profile's name is text on one line (fsdpsim refuses a profile whose name is not, which
+// would surface only after the whole measurement); quoted values never reach the terminal raw.
+TEST(HarnessInput, NamesAndQuotedValuesAreText) {
+  EXPECT_EQ(parse({"--name", "h200 x8 (run 2)"}).name, "h200 x8 (run 2)");
+  EXPECT_EQ(usage_error({"--name",
+                         "my\x1b"
+                         "[2Jcluster"}),
+            "--name: expected a name of text on one line, found 'my<U+001B>[2Jcluster'");
+  EXPECT_NE(usage_error({"--name", "caf\xe9"}).find("found 'caf<0xE9>'"), std::string::npos);
+  EXPECT_NE(usage_error({"--name", ""}).find("--name: expected a name"), std::string::npos);
+  EXPECT_EQ(printable("a\tb\x07"
+                      "c\xc2\x9b"
+                      "d\xc3\xa9"),
+            "a\tb<U+0007>c<U+009B>d\xc3\xa9");
+  EXPECT_EQ(printable("\xed\xa0\x80"), "<0xED><0xA0><0x80>");  // a UTF-16 surrogate
 }
 
 TEST(HarnessInput, PlanLinesAreCheckedWhole) {
@@ -105,6 +128,18 @@ TEST(HarnessInput, PlanLinesAreCheckedWhole) {
             std::string::npos);
   EXPECT_NE(error_of("gemm bf16 8 -1 8 1 1\n").find(":1: N is '-1', expected a whole number"),
             std::string::npos);
+  // Control characters and bytes that are not UTF-8 are named at their line and column (a NUL
+  // cut the message that quoted its line short).
+  EXPECT_NE(error_of("shard_group 8\ngemm bf16 8 8\x1b"
+                     "[2J 8 1 1\n")
+                .find(":2:14: expected text, found U+001B"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string("gemm bf16 8 8 8 1 1\0\n", 21))
+                .find(":1:20: expected text, found U+0000"),
+            std::string::npos);
+  EXPECT_NE(error_of("gemm bf16 8 8 8 1 1 # caf\xe9\n").find(":1:26: expected text, found 0xE9"),
+            std::string::npos);
+  EXPECT_EQ(error_of("gemm bf16 8 8 8 1 1\r\n"), "accepted");  // CRLF
   // A plan with nothing to measure is refused; repeated shapes (merged plans) are measured once.
   EXPECT_EQ(error_of("# groups only\nshard_group 8\n"), "accepted");
   EXPECT_NE(error_of("# nothing\n").find("lists nothing"), std::string::npos);
