@@ -297,8 +297,8 @@ int fit_command(const CalibrateOptions& o) {
       const double slower = std::min(m.h2d_pinned.value_or(BytesPerSec(1e30)).value(),
                                      m.d2h_pinned.value_or(BytesPerSec(1e30)).value());
       out += fmt::format(
-          "  pinned host copies {:.1f} GB/s (slower direction): --set "
-          "hardware.node.pcie_GBps={:.1f}\n",
+          "  pinned host copies {:.3g} GB/s (slower direction): --set "
+          "hardware.node.pcie_GBps={:.3g}\n",
           slower / 1e9, slower / 1e9);
     }
     if (m.kernel_launch) {

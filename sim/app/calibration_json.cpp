@@ -214,7 +214,17 @@ calibrate::AllocationTiming allocation_from_json(const nlohmann::json& value,
 std::optional<BytesPerSec> optional_gbps(JsonObjectReader& r, const std::string& key) {
   if (!r.has(key)) return std::nullopt;
   constexpr double kMaxGBps = 1e5;  // 100 TB/s: past any memory or link of a GPU
-  return gb_per_s(r.positive_number_at_most(key, kMaxGBps));
+  // A PCIe 1.0 x1 link moves 0.25 GB/s: a slower copy is a time in the wrong unit, and
+  // `calibrate fit` would print it as a pcie_GBps of 0.0 that scenarios refuse.
+  constexpr double kMinGBps = 0.1;
+  const double rate = r.positive_number_at_most(key, kMaxGBps);
+  if (rate < kMinGBps) {
+    throw ConfigError(r.file(), r.path_of(key),
+                      fmt::format("expected a rate from {} to {:g} GB/s (a PCIe 1.0 x1 link moves "
+                                  "0.25), found {:g}",
+                                  kMinGBps, kMaxGBps, rate));
+  }
+  return gb_per_s(rate);
 }
 
 // Rounds to 6 significant digits: readable files, stable diffs.

@@ -308,6 +308,14 @@ TEST(CalibrationProfileJson, BadInputNamesFilePathExpectedAndFound) {
   j["gemms"][0]["tflops"] = 171.8;
   EXPECT_NE(error_for(j).find("/gemms/0/tflops: expected 85.8993 TFLOP/s"), std::string::npos)
       << error_for(j);
+  // A copy rate below a PCIe 1.0 x1 link's is a time in the wrong unit.
+  j = valid_json();
+  j["memory"] = {{"h2d_pinned_GBps", 0.004}};
+  EXPECT_EQ(error_for(j),
+            "bad.json: /memory/h2d_pinned_GBps: expected a rate from 0.1 to 100000 GB/s (a PCIe "
+            "1.0 x1 link moves 0.25), found 0.004");
+  j["memory"] = {{"h2d_pinned_GBps", 0.5}};
+  EXPECT_EQ(error_for(j), "");
 }
 
 TEST(CalibrationProfileJson, ScenarioReferenceErrorsNameTheScenario) {
