@@ -45,6 +45,11 @@ int main(int argc, char** argv) {
       "fsdpsim: predict PyTorch FSDP training step time, throughput and memory by simulation"};
   app.set_version_flag("--version", std::string("fsdpsim ") + FSDPSIM_VERSION);
   app.require_subcommand(1);
+  // CLI11's messages quote the command line (an unknown option, a value it cannot convert),
+  // which nothing has checked for escape sequences.
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    return fsdpsim::app::escape_control_characters(CLI::FailureMessage::simple(a, e));
+  });
   fsdpsim::app::RunOptions run_options;
   CLI::App* run = fsdpsim::app::add_run_command(app, run_options);
   fsdpsim::app::SweepOptions sweep_options;
