@@ -265,8 +265,9 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
     JsonObjectReader dr(*d, file, "/device");
     p.device.name = dr.name("name", "");
     p.device.compute_capability = dr.string("compute_capability", "");
-    if (dr.has("sm_count")) p.device.sm_count = dr.non_negative_int32("sm_count");
-    if (dr.has("memory_bytes")) p.device.memory = Bytes(dr.non_negative_int("memory_bytes"));
+    // Absent when unknown: 0 would read as absent and turn the check against the GPU off.
+    if (dr.has("sm_count")) p.device.sm_count = dr.positive_int32("sm_count");
+    if (dr.has("memory_bytes")) p.device.memory = Bytes(dr.positive_int("memory_bytes"));
     dr.finish({"name", "compute_capability", "sm_count", "memory_bytes"});
   }
   if (const nlohmann::json* s = r.child("software")) {

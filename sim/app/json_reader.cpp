@@ -254,6 +254,7 @@ std::string JsonObjectReader::string(const std::string& key, const std::string& 
 
 std::string JsonObjectReader::name(const std::string& key) {
   std::string value = string(key);
+  if (value.empty()) fail(key, "expected a name, found an empty string");
   if (const auto c = find_control_character(value, "")) {
     fail(key, fmt::format("expected a name on one line, without control characters; found {} "
                           "at byte {}",

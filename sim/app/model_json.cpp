@@ -77,7 +77,6 @@ models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const st
   (void)r.string("description", "");  // for the reader, as a scenario's is: text
   models::CustomLayerSpec l;
   l.name = r.name("name");
-  if (l.name.empty()) throw ConfigError(file, r.path_of("name"), "expected a non-empty name");
   l.count = r.positive_int_at_most("count", size_bounds::kLayers, 1);
   l.params = count_or(r, "params", 0, size_bounds::kCustomParams);
   // A weight and a bias (or a norm's weight and bias) unless stated.

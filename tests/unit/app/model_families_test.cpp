@@ -116,6 +116,8 @@ TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
             "characters; found U+000A at byte 4");
   EXPECT_NE(layer_error({{"name", "head\x7f"}}).find("found U+007F at byte 4"), std::string::npos);
   EXPECT_EQ(layer_error({{"name", "t\u00eate"}}), "accepted");  // not ASCII, but printable
+  EXPECT_EQ(layer_error({{"name", ""}}),
+            "bad.json: /model/layers/1/name: expected a name, found an empty string");
   // Copies are units "<name>.<i>": a layer named like one, or like FSDP's root, is refused.
   EXPECT_EQ(layer_error({{"name", "root"}}),
             "bad.json: /model/layers/1/name: \"root\" is the name of FSDP's root unit; choose "

@@ -316,6 +316,11 @@ TEST(CalibrationProfileJson, BadInputNamesFilePathExpectedAndFound) {
             "1.0 x1 link moves 0.25), found 0.004");
   j["memory"] = {{"h2d_pinned_GBps", 0.5}};
   EXPECT_EQ(error_for(j), "");
+  // 0 SMs is not "unknown" (leave the key out): it would turn the check against the GPU off.
+  j = valid_json();
+  j["device"]["sm_count"] = 0;
+  EXPECT_EQ(error_for(j),
+            "bad.json: /device/sm_count: expected a positive integer, found the number 0");
 }
 
 TEST(CalibrationProfileJson, ScenarioReferenceErrorsNameTheScenario) {
