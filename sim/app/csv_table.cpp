@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "sim/app/config_error.hpp"
@@ -172,6 +173,19 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
       }
       table.grid_keys.assign(fields.begin() + 1,
                              fields.begin() + 1 + static_cast<std::ptrdiff_t>(grid));
+      // Grid keys name plots and files: each non-empty, none twice, none a fixed column's name.
+      std::set<std::string> seen(fields.begin() + 1 + static_cast<std::ptrdiff_t>(grid),
+                                 fields.end());
+      seen.insert("index");
+      for (std::size_t k = 0; k < grid; ++k) {
+        const std::string& key = table.grid_keys[k];
+        if (key.empty() || !seen.insert(key).second) {
+          throw ConfigError(fmt::format(
+              "{}, column {}: expected a grid key of its own (as --grid names it), found {}",
+              where(), k + 2,
+              key.empty() ? std::string("an empty name") : "\"" + key + "\" again"));
+        }
+      }
       columns = fields.size();
       continue;
     }
@@ -210,10 +224,13 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
             fmt::format("{}: {} \"{}\" is not a number", where(), kSweepMetricKeys[m], cell));
       }
       // fsdpsim writes every metric of a simulated point as a finite, non-negative number and
-      // leaves a skipped point's cells empty; anything else was not written by a sweep.
-      if (!cell.empty() && !(std::isfinite(*value) && *value >= 0.0)) {
-        throw ConfigError(fmt::format("{}: {} \"{}\": expected a finite number >= 0", where(),
-                                      kSweepMetricKeys[m], cell));
+      // leaves a skipped point's cells empty; anything else was not written by a sweep. No
+      // metric of a simulated step comes near 1e15 (a step of 30 million years, 1e15 tokens/s
+      // per GPU); 1e308 tokens/s was ranked the best point.
+      constexpr double kLargestMetric = 1e15;
+      if (!cell.empty() && !(*value >= 0.0 && *value <= kLargestMetric)) {
+        throw ConfigError(fmt::format("{}: {} \"{}\": expected a number from 0 to {:g}", where(),
+                                      kSweepMetricKeys[m], cell, kLargestMetric));
       }
       if (cell.empty() && row.status != PointStatus::kSkipped) {
         throw ConfigError(

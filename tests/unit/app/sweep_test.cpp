@@ -232,7 +232,7 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
   // Cells no sweep writes: a metric that is NaN, infinite or negative, an ok point without one.
   const std::string ok_row = "2,4,z,ok,,0.1,3521.2,400,410,0.4,0.41,20.5,21.25,1e-05,0\n";
   EXPECT_NO_THROW(table_from_csv(csv + ok_row, "t.csv"));
-  for (const char* cell : {"nan", "inf", "-5", "-inf"}) {
+  for (const char* cell : {"nan", "inf", "-5", "-inf", "1e308"}) {
     std::string bad = ok_row;
     bad.replace(bad.find("3521.2"), 6, cell);
     EXPECT_THROW(table_from_csv(csv + bad, "t.csv"), ConfigError) << cell;
@@ -261,6 +261,26 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
   std::string skipped_with_metrics = ok_row;
   skipped_with_metrics.replace(skipped_with_metrics.find(",ok,"), 4, ",skipped,");
   EXPECT_THROW(table_from_csv(csv + skipped_with_metrics, "t.csv"), ConfigError);
+  // Grid keys name plots and files: none empty, none twice, none a fixed column's.
+  const auto header_error = [&](const std::string& from, const std::string& to) {
+    std::string edited = csv;
+    edited.replace(edited.find(from), from.size(), to);
+    try {
+      (void)table_from_csv(edited, "t.csv");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(header_error("index,training.micro_batch,model", "index,,model"),
+            "t.csv: line 1, column 2: expected a grid key of its own (as --grid names it), found "
+            "an empty name");
+  EXPECT_EQ(header_error("index,training.micro_batch,model", "index,status,model"),
+            "t.csv: line 1, column 2: expected a grid key of its own (as --grid names it), found "
+            "\"status\" again");
+  EXPECT_NE(header_error("index,training.micro_batch,model", "index,model,model")
+                .find("column 3: expected a grid key of its own"),
+            std::string::npos);
 }
 
 // The sweep_id and grid_points columns: written when the table has an id, read back, the same on
