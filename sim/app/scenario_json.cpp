@@ -278,6 +278,19 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
   return s;
 }
 
+// overrides[i] as the command line gave it: "--set a.b=value", "--grid a.b=value", or
+// "--calibration PATH" for an option of its own, which takes only the value; long values cut.
+std::string described_override(const std::string& override_text, std::size_t i,
+                               const std::vector<std::string>& origins) {
+  const std::string origin = i < origins.size() ? origins[i] : std::string("--set");
+  const bool names_key = origin == "--set" || origin == "--grid" || origin == "the sweep block";
+  const std::string shown =
+      names_key ? override_text : override_text.substr(override_text.find('=') + 1);
+  constexpr std::size_t kShown = 80;
+  return fmt::format("{} {}{}", origin, shown.substr(0, kShown),
+                     shown.size() > kShown ? "..." : "");
+}
+
 }  // namespace
 
 void check_overrides_kept(const std::vector<std::string>& overrides,
@@ -318,7 +331,10 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   check_overrides_kept(overrides, origins);
   for (const std::string& o : overrides) apply_override(document, o);
   try {
-    return parse_scenario(document, file, presets);
+    Scenario s = parse_scenario(document, file, presets);
+    for (std::size_t i = 0; i < overrides.size(); ++i)
+      s.overrides.push_back(described_override(overrides[i], i, origins));
+    return s;
   } catch (const ConfigError& e) {
     // An error at a key an override set says where the value came from.
     const std::string what = e.what();
@@ -327,18 +343,11 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
       const std::string& o = overrides[i];
       std::string path = "/" + o.substr(0, o.find('='));
       std::replace(path.begin(), path.end(), '.', '/');
-      constexpr std::size_t kShown = 80;
       // ": /path:" leads a message about the value; ": /path)" ends one about the file it names.
       if (what.find(": " + path + ":") != std::string::npos ||
           what.find(": " + path + ")") != std::string::npos) {
-        const std::string origin = i < origins.size() ? origins[i] : std::string("--set");
-        // --set, --grid and a sweep block name the key; an option of its own (--calibration)
-        // takes only the value.
-        const bool names_key =
-            origin == "--set" || origin == "--grid" || origin == "the sweep block";
-        const std::string shown = names_key ? o : o.substr(o.find('=') + 1);
-        throw ConfigError(fmt::format("{} (the value comes from {} {}{})", what, origin,
-                                      shown.substr(0, kShown), shown.size() > kShown ? "..." : ""));
+        throw ConfigError(
+            fmt::format("{} (the value comes from {})", what, described_override(o, i, origins)));
       }
     }
     throw;

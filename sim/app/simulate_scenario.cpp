@@ -16,13 +16,16 @@ ConfigError out_of_range(const Scenario& scenario, const std::range_error& e) {
   return ConfigError(
       scenario.file.string(), "",
       fmt::format("{}: expected the hardware's rates{} and the model's sizes within the range "
-                  "of real GPUs and models",
+                  "of real GPUs and models{}",
                   e.what(),
                   scenario.hardware.cluster.gpu.calibration != nullptr
                       ? fmt::format(" (the measurements of calibration {} among them: `fsdpsim "
                                     "calibrate fit` shows its curves)",
                                     scenario.hardware.cluster.gpu.calibration->name())
-                      : ""));
+                      : "",
+                  scenario.overrides.empty()
+                      ? ""
+                      : fmt::format(" (run with {})", fmt::join(scenario.overrides, ", "))));
 }
 
 }  // namespace

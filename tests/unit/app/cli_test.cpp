@@ -1267,6 +1267,25 @@ TEST(Cli, ANulByteInAScenarioIsAnError) {
       << o.output;
 }
 
+// A time out of range comes from the scenario as a whole, not one key: the message names the
+// overrides it ran with, so that a sweep's skipped point says which value did it.
+TEST(Cli, ATimeOutOfRangeNamesTheOverridesItRanWith) {
+  const Outcome run =
+      run_fsdpsim("run " + kScenario + " --set hardware.gpu.hbm_bandwidth_GBps=1e-300");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(
+      run.output.find("longer than the one day fsdpsim simulates per operation: expected "
+                      "the hardware's rates and the model's sizes within the range of real "
+                      "GPUs and models (run with --set hardware.gpu.hbm_bandwidth_GBps=1e-300)"),
+      std::string::npos)
+      << run.output;
+  const Outcome sweep = run_fsdpsim("sweep " + kScenario +
+                                    " --grid hardware.gpu.hbm_bandwidth_GBps=1e-300,2039 --out -");
+  EXPECT_NE(sweep.output.find("(run with --grid hardware.gpu.hbm_bandwidth_GBps=1e-300)"),
+            std::string::npos)
+      << sweep.output;
+}
+
 // A terminal runs the escape sequences a control character starts: none may reach it through
 // an input (refused where it is read) or a message echoing the command line (written out).
 TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
@@ -1294,8 +1313,7 @@ TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
       // CLI11's own messages quote what they could not convert.
       {"validate " + csv.string() + " --max-mape \"$(printf '\\033')]0;title\"",
        "--max-mape: expected a positive fraction (0.10 = 10%), found <U+001B>]0;title"},
-      {"run " + kScenario + " \"--bogus$(printf '\\033')[2J\"",
-       "--bogus<U+001B>[2J"}};
+      {"run " + kScenario + " \"--bogus$(printf '\\033')[2J\"", "--bogus<U+001B>[2J"}};
   for (const auto& [command, message] : bad) {
     const Outcome o = run_fsdpsim(command);
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
