@@ -32,6 +32,16 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
     }
     config.allowed_maximum =
         Bytes{static_cast<std::int64_t>(fraction * static_cast<double>(device_total.value()))};
+    // Below one 2 MiB segment (the small pool's, kSmallBuffer in CUDACachingAllocator.cpp) the
+    // allocator could hold nothing at all.
+    constexpr std::int64_t kSmallestSegment = std::int64_t{2} << 20;
+    if (config.allowed_maximum->value() < kSmallestSegment) {
+      throw ConfigError(
+          file, "/allocator/memory_fraction",
+          fmt::format("{:g} of the device's {} bytes leaves {} bytes: expected a "
+                      "fraction that leaves the allocator at least one 2 MiB segment",
+                      fraction, device_total.value(), config.allowed_maximum->value()));
+    }
     config.capacity = std::min(usable, *config.allowed_maximum);
   }
   if (r.has("max_split_size_mb")) {

@@ -450,6 +450,17 @@ TEST(Cli, MemoryFractionCapsWhatTheAllocatorMayHold) {
   EXPECT_NE(above.output.find("/allocator/memory_fraction: expected a number in (0, 1]"),
             std::string::npos)
       << above.output;
+  // In (0, 1] but leaving no room for a single segment: named at its key, not as a capacity.
+  const Outcome nothing =
+      run_fsdpsim("run " + tiny.string() + " --set allocator.memory_fraction=1e-300");
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_NE(nothing.output.find("/allocator/memory_fraction: 1e-300 of the device's"),
+            std::string::npos)
+      << nothing.output;
+  EXPECT_NE(nothing.output.find("leaves 0 bytes: expected a fraction that leaves the allocator at "
+                                "least one 2 MiB segment"),
+            std::string::npos)
+      << nothing.output;
   const Outcome off = run_fsdpsim(
       "run " + tiny.string() + " --set 'allocator={\"enabled\": false, \"memory_fraction\": 0.5}'");
   EXPECT_EQ(off.exit_code, 2);
