@@ -7,9 +7,16 @@
 namespace fsdpsim::app {
 namespace {
 
-// Splits `text` into `records`; returns the line of the first malformed quote, if any.
-std::optional<std::int64_t> split_records(const std::string& text,
-                                          std::vector<CsvRecord>& records) {
+// Where a quote breaks RFC 4180, and how.
+struct MalformedQuote {
+  std::int64_t line = 0;
+  std::size_t column = 0;  // 1-based
+  const char* what = "";
+};
+
+// Splits `text` into `records`; returns the first malformed quote, if any.
+std::optional<MalformedQuote> split_records(const std::string& text,
+                                            std::vector<CsvRecord>& records) {
   std::size_t i = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
   std::int64_t line = 1;
   // Consumes a line end at i, if any; returns whether one was there.
@@ -44,7 +51,8 @@ std::optional<std::int64_t> split_records(const std::string& text,
         const std::int64_t opened = line;
         ++i;
         while (true) {
-          if (i >= text.size()) return opened;  // unterminated quote
+          if (i >= text.size())
+            return MalformedQuote{opened, record.fields.size() + 1, "a quote that is never closed"};
           const char c = text[i];
           if (c == '"') {
             if (i + 1 < text.size() && text[i + 1] == '"') {
@@ -59,10 +67,18 @@ std::optional<std::int64_t> split_records(const std::string& text,
           field += c;
           ++i;
         }
-        if (!ends_field(i)) return line;  // text after the closing quote
+        if (!ends_field(i)) {
+          return MalformedQuote{line, record.fields.size() + 1,
+                                "text after the closing quote (a quote inside a quoted cell is "
+                                "written twice: \"\")"};
+        }
       } else {
         while (!ends_field(i)) {
-          if (text[i] == '"') return line;  // a quote inside an unquoted field
+          if (text[i] == '"') {
+            return MalformedQuote{line, record.fields.size() + 1,
+                                  "a quote inside a cell that does not start with one (quote the "
+                                  "whole cell and write the quote twice: \"\")"};
+          }
           field += text[i++];
         }
       }
@@ -84,14 +100,15 @@ std::optional<std::int64_t> split_records(const std::string& text,
 std::vector<CsvRecord> parse_csv_records(const std::string& text, const std::string& file) {
   std::vector<CsvRecord> records;
   if (const auto bad = split_records(text, records)) {
-    throw ConfigError(fmt::format("{}: line {}: malformed CSV (unbalanced quotes)", file, *bad));
+    throw ConfigError(fmt::format("{}: line {}, column {}: malformed CSV: {}", file, bad->line,
+                                  bad->column, bad->what));
   }
   return records;
 }
 
 std::optional<std::vector<std::string>> parse_csv_line(const std::string& line) {
   std::vector<CsvRecord> records;
-  if (split_records(line, records) || records.size() > 1) return std::nullopt;
+  if (split_records(line, records).has_value() || records.size() > 1) return std::nullopt;
   if (records.empty() || records.front().blank) return std::vector<std::string>{""};
   return std::move(records.front().fields);
 }

@@ -361,6 +361,27 @@ TEST(Validate, ReadsCsvAsSpreadsheetsWriteIt) {
   EXPECT_EQ(cases[0].get("case_id"), read_validation_cases(plain)[0].get("case_id"));
 }
 
+// A quote that breaks RFC 4180 is named at its line and column, with what is wrong with it.
+TEST(Validate, AMalformedQuoteIsNamedAtItsLineAndColumn) {
+  const auto error_of = [](const std::string& text) {
+    try {
+      (void)parse_csv_records(text, "q.csv");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error_of("a,b,c\n1,x\"y,3\n"),
+            "q.csv: line 2, column 2: malformed CSV: a quote inside a cell that does not start "
+            "with one (quote the whole cell and write the quote twice: \"\")");
+  EXPECT_EQ(error_of("a,b,c\n1,2,\"x\"y\n"),
+            "q.csv: line 2, column 3: malformed CSV: text after the closing quote (a quote inside "
+            "a quoted cell is written twice: \"\")");
+  EXPECT_EQ(error_of("a,b\n1,\"never\nclosed\n"),
+            "q.csv: line 2, column 2: malformed CSV: a quote that is never closed");
+  EXPECT_EQ(error_of("a,b\n1,\"x\"\"y\"\n"), "accepted");
+}
+
 // Each row is named by its case_id in every report and by --where: an empty or repeated one,
 // or a header naming a column twice, is an error.
 TEST(Validate, CaseIdsAndColumnsAreNamedOnce) {
