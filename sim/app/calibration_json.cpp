@@ -517,6 +517,15 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
           g.shape.batch > 1 ? fmt::format(" (batch {})", g.shape.batch) : std::string(),
           dtype_name(g.dtype), g.median.value() * 1e6, rate / 1e12, peak / 1e12, gpu.name);
     }
+    if (flops >= kLargeGemmFlops && rate < kSlowestShareOfLineRate * peak) {
+      return fmt::format(
+          "GEMM {}x{}x{}{} {} in {:.6g} us is {:.3g} TFLOP/s, under {:g} % of the {:.0f} TFLOP/s "
+          "dense peak of the scenario's GPU {}: a time in the wrong unit (ns written as us?)",
+          g.shape.m, g.shape.n, g.shape.k,
+          g.shape.batch > 1 ? fmt::format(" (batch {})", g.shape.batch) : std::string(),
+          dtype_name(g.dtype), g.median.value() * 1e6, rate / 1e12, 100 * kSlowestShareOfLineRate,
+          peak / 1e12, gpu.name);
+    }
   }
   const double limit = kMaxBusBandwidthOverNvlink * cluster.nvlink_bandwidth.value();
   for (const calibrate::CollectiveSeries& s : profile.collectives) {
@@ -532,6 +541,21 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
             "unit, or another machine's measurement",
             calibrate::collective_name(s.op), s.ranks, p.bytes.value(), p.median.value() * 1e6,
             busbw / 1e9, cluster.nvlink_bandwidth.value() / 1e9, gpu.name);
+      }
+      const bool intra_node = s.ranks_per_node >= s.ranks;
+      const double line_rate =
+          intra_node ? cluster.nvlink_bandwidth.value() : cluster.nic_bandwidth_per_node.value();
+      // Large in all and per rank: a ring's hop latency (per rank) is then a small part of it.
+      const bool large =
+          p.bytes.value() >= kLargeCollective && p.bytes.value() / s.ranks >= kLargeCollectiveShare;
+      if (large && line_rate > 0.0 && busbw < kSlowestShareOfLineRate * line_rate) {
+        return fmt::format(
+            "{} on {} ranks, {} bytes in {:.6g} us, is {:.3g} GB/s of bus bandwidth, under {:g} % "
+            "of the {:.0f} GB/s {} line rate of the scenario's {}: a time or size in the wrong "
+            "unit (ns written as us, KiB as bytes?)",
+            calibrate::collective_name(s.op), s.ranks, p.bytes.value(), p.median.value() * 1e6,
+            busbw / 1e9, 100 * kSlowestShareOfLineRate, line_rate / 1e9,
+            intra_node ? "NVLink" : "network (all NICs of a node)", gpu.name);
       }
     }
   }

@@ -53,9 +53,18 @@ std::string calibration_device_mismatch(const calibrate::DeviceInfo& device,
 // the timer), or a collective whose bus bandwidth exceeds twice the NVLink line rate (NVLink
 // SHARP all-reduce reaches about 1.07x of it on H100, NCCL 2.18 release notes / nccl-tests
 // results; nothing reaches 2x). Such numbers are a unit slip (ms written as us) or another
-// machine's, and would give an MFU above 100 %.
+// machine's, and would give an MFU above 100 %. The other way, a large GEMM (kLargeGemmFlops and
+// up) under kSlowestShareOfLineRate of the dense peak, or a large collective (kLargeCollective
+// bytes and up, kLargeCollectiveShare per rank) under that share of its link's line rate (NVLink
+// inside a node, the node's NICs across nodes), is a time or size in the wrong unit (ns written as
+// us, KiB as bytes): real ones reach tens of percent of either, and a thousandfold slower profile
+// would price a step in minutes without a word.
 inline constexpr double kPeakTolerance = 1.05;
 inline constexpr double kMaxBusBandwidthOverNvlink = 2.0;
+inline constexpr double kSlowestShareOfLineRate = 0.01;
+inline constexpr double kLargeGemmFlops = 1e10;
+inline constexpr std::int64_t kLargeCollective = std::int64_t{64} << 20;
+inline constexpr std::int64_t kLargeCollectiveShare = std::int64_t{1} << 20;
 std::string calibration_beyond_hardware(const calibrate::CalibrationProfile& profile,
                                         const hardware::ClusterSpec& cluster);
 

@@ -465,6 +465,32 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
             std::string::npos)
       << load_error(j, &cluster);
 
+  // A thousandfold too slow (ns written as us): refused too, where the size makes latency moot.
+  j = valid_json();
+  j["collectives"][0]["points"][1]["time_us"] = 5e6;
+  j["collectives"][0]["points"][1].erase("algbw_GBps");
+  j["collectives"][0]["points"][1].erase("busbw_GBps");
+  hardware::ClusterSpec with_nics = cluster;
+  with_nics.nic_bandwidth_per_node = gb_per_s(400.0);  // 8 x 400 Gb/s
+  EXPECT_NE(load_error(j, &with_nics)
+                .find("reduce_scatter on 16 ranks, 1073741824 bytes in 5e+06 us, is 0.201 GB/s "
+                      "of bus bandwidth, under 1 % of the 400 GB/s network (all NICs of a node) "
+                      "line rate of the scenario's h100-sxm-80gb"),
+            std::string::npos)
+      << load_error(j, &with_nics);
+  j = valid_json();
+  j["gemms"][0]["m"] = 8192;  // 2 x 8192 x 1024 x 512 x 2 = 1.7e10 flops
+  j["gemms"][0]["time_us"] = 1e5;
+  j["gemms"][0]["min_us"] = 1e5;
+  j["gemms"][0]["max_us"] = 1e5;
+  j["gemms"][0].erase("under_nccl_time_us");
+  j["gemms"][0].erase("tflops");
+  EXPECT_NE(load_error(j, &cluster)
+                .find("GEMM 8192x1024x512 (batch 2) tf32 in 100000 us is 0.172 TFLOP/s, under 1 % "
+                      "of the 495 TFLOP/s dense peak"),
+            std::string::npos)
+      << load_error(j, &cluster);
+
   j = valid_json();
   j["gemms"][0]["under_nccl_time_us"] = 50.0;  // half of time_us
   EXPECT_NE(load_error(j, &cluster).find("the GEMMs ran x0.500 as long alongside NCCL as alone"),
