@@ -442,7 +442,8 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
       load_error(j, &cluster)
           .find("scenario.json: /hardware/calibration: GEMM 4096x1024x512 (batch 2) tf32 in 15 us "
                 "is 573 TFLOP/s, above the 495 TFLOP/s dense peak of the scenario's GPU "
-                "h100-sxm-80gb"),
+                "h100-sxm-80gb: a time in the wrong unit, or another GPU's measurement (the "
+                "profile's /gemms/0)"),
       std::string::npos)
       << load_error(j, &cluster);
   j["gemms"][0]["time_us"] = 17.5;  // just under the peak: a real (if excellent) kernel
@@ -475,7 +476,9 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
   EXPECT_NE(load_error(j, &with_nics)
                 .find("reduce_scatter on 16 ranks, 1073741824 bytes in 5e+06 us, is 0.201 GB/s "
                       "of bus bandwidth, under 1 % of the 400 GB/s network (all NICs of a node) "
-                      "line rate of the scenario's h100-sxm-80gb"),
+                      "line rate of the scenario's h100-sxm-80gb: a time or size in the wrong "
+                      "unit (ns written as us, KiB as bytes?) (the profile's "
+                      "/collectives/0/points/1)"),
             std::string::npos)
       << load_error(j, &with_nics);
   j = valid_json();
