@@ -130,11 +130,27 @@ std::optional<std::int64_t> whole_number(const nlohmann::json& v) {
   return static_cast<std::int64_t>(d);
 }
 
+namespace {
+
+// " of at most 2^63 - 1" when `v` is a whole number past what 64 bits hold, for messages that
+// would otherwise refuse 9.3e18 as if it were not an integer at all.
+std::string past_64_bits(const nlohmann::json& v) {
+  constexpr double kInt64Limit = 9223372036854775808.0;  // 2^63
+  const bool too_large =
+      (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) ||
+      (v.is_number_float() && std::isfinite(v.get<double>()) &&
+       std::fabs(v.get<double>()) >= kInt64Limit);
+  return too_large ? " of at most 2^63 - 1" : "";
+}
+
+}  // namespace
+
 std::int64_t JsonObjectReader::positive_int(const std::string& key) {
   const nlohmann::json& v = require(key);
   const std::optional<std::int64_t> n = whole_number(v);
   if (!n || *n <= 0) {
-    fail(key, fmt::format("expected a positive integer, found {}", describe_json_type(v)));
+    fail(key, fmt::format("expected a positive integer{}, found {}", past_64_bits(v),
+                          describe_json_type(v)));
   }
   return *n;
 }
@@ -158,7 +174,8 @@ std::int64_t JsonObjectReader::non_negative_int(const std::string& key) {
   const nlohmann::json& v = require(key);
   const std::optional<std::int64_t> n = whole_number(v);
   if (!n || *n < 0) {
-    fail(key, fmt::format("expected a non-negative integer, found {}", describe_json_type(v)));
+    fail(key, fmt::format("expected a non-negative integer{}, found {}", past_64_bits(v),
+                          describe_json_type(v)));
   }
   return *n;
 }

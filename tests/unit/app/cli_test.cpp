@@ -855,6 +855,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"rates_out_of_range",
                  {{"hardware", {{"gpu", {{"hbm_bandwidth_GBps", 1e-300}}}}}},
                  "longer than the one day fsdpsim simulates per operation"},
+        // An integer past 64 bits is named as such, not as a number that is no integer.
+        BadInput{"micro_batch_past_64_bits",
+                 {{"training", {{"micro_batch", 9.3e18}}}},
+                 "/training/micro_batch: expected a positive integer of at most 2^63 - 1, found "
+                 "the number 9.3e+18"},
         BadInput{"sm_count_past_any_gpu",
                  {{"hardware", {{"gpu", {{"sm_count", 100000000}}}}}},
                  "/hardware/gpu/sm_count: expected a positive integer of at most 4096"},
