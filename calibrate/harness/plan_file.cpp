@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -54,6 +55,15 @@ Plan read_plan(const std::string& path) {
     if (const std::optional<NonText> bad = first_non_text(line)) {
       throw UsageError(cat(path, ":", number, ":", bad->offset + 1, ": expected text, found ",
                            bad->name, " (fsdpsim calibrate plan -o writes this file)"));
+    }
+    // "# fsdpsim calibration plan v1: ..." heads what `fsdpsim calibrate plan` writes; another
+    // version is a format this harness does not know, read wrongly if read at all.
+    constexpr std::string_view kHeader = "# fsdpsim calibration plan v";
+    if (line.starts_with(kHeader) && !line.substr(kHeader.size()).starts_with("1:")) {
+      throw UsageError(cat(path, ":", number, ": a plan of another format version ('",
+                           line.substr(0, line.find(':')),
+                           "'); this harness reads v1: use the fsdpsim-calibrate of the fsdpsim "
+                           "that wrote it"));
     }
     if (const std::size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
     std::istringstream stream(line);

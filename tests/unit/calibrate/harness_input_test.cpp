@@ -140,6 +140,12 @@ TEST(HarnessInput, PlanLinesAreCheckedWhole) {
   EXPECT_NE(error_of("gemm bf16 8 8 8 1 1 # caf\xe9\n").find(":1:26: expected text, found 0xE9"),
             std::string::npos);
   EXPECT_EQ(error_of("gemm bf16 8 8 8 1 1\r\n"), "accepted");  // CRLF
+  // The header fsdpsim writes names the format's version: another one is not read as v1.
+  EXPECT_EQ(error_of("# fsdpsim calibration plan v1: scenario x (x.json)\ngemm bf16 8 8 8 1 1\n"),
+            "accepted");
+  EXPECT_NE(error_of("# fsdpsim calibration plan v2: scenario x (x.json)\ngemm bf16 8 8 8 1 1\n")
+                .find(":1: a plan of another format version ('# fsdpsim calibration plan v2')"),
+            std::string::npos);
   // A plan with nothing to measure is refused; repeated shapes (merged plans) are measured once.
   EXPECT_EQ(error_of("# groups only\nshard_group 8\n"), "accepted");
   EXPECT_NE(error_of("# nothing\n").find("lists nothing"), std::string::npos);
