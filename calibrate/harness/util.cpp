@@ -68,67 +68,16 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-namespace {
-
-// The length of the well-formed UTF-8 sequence at `text[i]` (RFC 3629, table 3-7 of Unicode:
-// no overlong forms, surrogates or code points past U+10FFFF), or 0.
-std::size_t utf8_length(std::string_view text, std::size_t i) {
-  const auto byte = [&](std::size_t k) {
-    return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u;
-  };
-  const unsigned b0 = byte(0);
-  const auto continuation = [](unsigned b, unsigned lo = 0x80, unsigned hi = 0xbf) {
-    return b >= lo && b <= hi;
-  };
-  if (b0 < 0x80) return 1;
-  if (b0 >= 0xc2 && b0 <= 0xdf) return continuation(byte(1)) ? 2 : 0;
-  if (b0 >= 0xe0 && b0 <= 0xef) {
-    const unsigned lo = b0 == 0xe0 ? 0xa0 : 0x80;
-    const unsigned hi = b0 == 0xed ? 0x9f : 0xbf;
-    return continuation(byte(1), lo, hi) && continuation(byte(2)) ? 3 : 0;
-  }
-  if (b0 >= 0xf0 && b0 <= 0xf4) {
-    const unsigned lo = b0 == 0xf0 ? 0x90 : 0x80;
-    const unsigned hi = b0 == 0xf4 ? 0x8f : 0xbf;
-    return continuation(byte(1), lo, hi) && continuation(byte(2)) && continuation(byte(3)) ? 4 : 0;
-  }
-  return 0;
-}
-
-std::string hex_name(unsigned value, const char* prefix, int digits) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out = prefix;
-  for (int d = digits - 1; d >= 0; --d) out += kHex[(value >> (4 * d)) & 0xf];
-  return out;
-}
-
-}  // namespace
-
 std::optional<NonText> first_non_text(std::string_view text) {
-  for (std::size_t i = 0; i < text.size();) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    if ((b < 0x20 && b != '\t') || b == 0x7f) return NonText{i, hex_name(b, "U+", 4)};
-    const std::size_t length = utf8_length(text, i);
-    if (length == 0) return NonText{i, hex_name(b, "0x", 2)};
-    if (length == 2 && b == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0)
-      return NonText{i, hex_name(static_cast<unsigned char>(text[i + 1]), "U+", 4)};
-    i += length;
-  }
+  const std::optional<ControlCharacter> control = find_control_character(text, "\t");
+  const std::optional<std::size_t> invalid = find_invalid_utf8(text);
+  if (invalid && (!control || *invalid < control->offset))
+    return NonText{*invalid, hex_name(static_cast<unsigned char>(text[*invalid]), "0x", 2)};
+  if (control) return NonText{control->offset, control->name};
   return std::nullopt;
 }
 
-std::string printable(std::string_view text) {
-  std::string out;
-  while (const std::optional<NonText> bad = first_non_text(text)) {
-    out.append(text.substr(0, bad->offset));
-    out += "<" + bad->name + ">";
-    const bool c1 =
-        static_cast<unsigned char>(text[bad->offset]) == 0xc2 && bad->name.starts_with("U+");
-    text.remove_prefix(bad->offset + (c1 ? 2 : 1));
-  }
-  out.append(text);
-  return out;
-}
+std::string printable(std::string_view text) { return escape_control_characters(text, "\t"); }
 
 Spread spread_of(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/units/text_scan.hpp"  // find_control_character, find_invalid_utf8, escape_...
+
 namespace fsdpsim::app {
 
 // The whole file as text; throws ConfigError naming the file when it cannot be opened or is not
@@ -21,31 +23,9 @@ std::string read_text_file(const std::filesystem::path& path);
 // that are not UTF-8.
 void require_text(const std::string& text, const std::string& file);
 
-// The first control character of `text` that `allowed` does not list: a C0 code (below 0x20),
-// DEL, or a C1 code (U+0080-U+009F, in UTF-8 0xC2 0x80-0x9F), which terminals execute: ESC
-// starts the sequences that recolour, move the cursor or retitle the window. Its byte offset
-// and a printable name ("U+001B").
-struct ControlCharacter {
-  std::size_t offset = 0;
-  std::string name;
-};
-std::optional<ControlCharacter> find_control_character(std::string_view text,
-                                                       std::string_view allowed);
-
-// The offset of the first byte of `text` that does not start a well-formed UTF-8 sequence
-// (RFC 3629), or nothing when all of it is UTF-8: JSON text is UTF-8, and a string value that is
-// not could not be written back out.
-std::optional<std::size_t> find_invalid_utf8(std::string_view text);
-
 // Throws ConfigError naming `option` ("--title") when a command-line text that fsdpsim writes
 // into a file holds a control character (find_control_character).
 void require_option_text(const std::string& option, const std::string& text);
-
-// `text` with each control character but those `allowed` (line feed and tab unless told) written
-// as its name in angle brackets ("<U+001B>"), and each byte that is not UTF-8 as its value
-// ("<0xFF>"): for messages that echo what a user typed on the command line, and, with nothing
-// allowed, for a name shown on one line.
-std::string escape_control_characters(std::string_view text, std::string_view allowed = "\t\n");
 
 // The deepest nesting of arrays and objects an input may have: scenarios nest a handful of
 // levels. Deeper text (a hostile file) would exhaust the stack of the recursive JSON walkers.

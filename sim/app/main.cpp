@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   // CLI11's messages quote the command line (an unknown option, a value it cannot convert),
   // which nothing has checked for escape sequences.
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {
-    return fsdpsim::app::escape_control_characters(CLI::FailureMessage::simple(a, e));
+    return fsdpsim::escape_control_characters(CLI::FailureMessage::simple(a, e));
   });
   fsdpsim::app::RunOptions run_options;
   CLI::App* run = fsdpsim::app::add_run_command(app, run_options);
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
       known = known || (argc > 1 && sub->get_name() == argv[1]);
     }
     if (argc > 1 && argv[1][0] != '-' && !known) {
-      std::cerr << "unknown command \"" << fsdpsim::app::escape_control_characters(argv[1])
+      std::cerr << "unknown command \"" << fsdpsim::escape_control_characters(argv[1])
                 << "\": expected one of " << names << "\nRun with --help for more information.\n";
       return kExitBadInput;
     }
@@ -113,13 +113,13 @@ int main(int argc, char** argv) {
     return code;
   } catch (const fsdpsim::app::ConfigError& e) {
     // Messages echo command-line text, which nothing else has checked for escape sequences.
-    std::cerr << "error: " << fsdpsim::app::escape_control_characters(e.what()) << "\n";
+    std::cerr << "error: " << fsdpsim::escape_control_characters(e.what()) << "\n";
     return kExitBadInput;
   } catch (const fsdpsim::engine::DeadlockError& e) {
-    std::cerr << "internal error: " << fsdpsim::app::escape_control_characters(e.what()) << "\n";
+    std::cerr << "internal error: " << fsdpsim::escape_control_characters(e.what()) << "\n";
     return kExitInternal;
   } catch (const std::exception& e) {
-    std::cerr << "internal error: " << fsdpsim::app::escape_control_characters(e.what()) << "\n";
+    std::cerr << "internal error: " << fsdpsim::escape_control_characters(e.what()) << "\n";
     return kExitInternal;
   }
 }

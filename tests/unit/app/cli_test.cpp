@@ -20,7 +20,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using fsdpsim::app::find_control_character;
+using fsdpsim::find_control_character;
 using fsdpsim::test_support::Outcome;
 using fsdpsim::test_support::read_file;
 using fsdpsim::test_support::run_fsdpsim;
