@@ -230,13 +230,16 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
       s_.free(st.full_param, compute_done);
       st.has_full_param = false;
       st.unsharded = false;
-      st.prefetched = false;
       if (f_.limit_all_gathers) free_events_.push_back(compute_done);
     } else if (!sharded() && st.has_full_param) {
       s_.free(st.full_param, compute_done);
       st.has_full_param = false;
       st.unsharded = false;
     }
+    // _runtime_utils._reshard: "Flat parameter freed or not, we always have to 'unshard' the
+    // parameter upon next access": NO_SHARD's low-precision copy, freed just above, is cast
+    // again in pre-backward even when forward prefetched it.
+    st.prefetched = false;
   }
 
   void prefetch(std::size_t target) {

@@ -558,6 +558,27 @@ TEST(Knobs, Fsdp2Bf16StorageHalvesShardsGradientsAndAdamwStates) {
   EXPECT_EQ(duration(bf16, "blocks.0.adamw"), us(70));
 }
 
+// NO_SHARD with a bf16 param_dtype over fp32 parameters: the low-precision copy is the unsharded
+// parameter, freed after each unit's forward (post_reshard) and cast again before its backward,
+// 3 units x 2 casts. Forward prefetch casts the next unit early, but _reshard marks every unit
+// unprefetched whatever it freed, so the backward casts are all there (without backward
+// prefetch, each in its unit's own pre-backward hook; they were skipped).
+TEST(Knobs, NoShardCastsAgainForBackwardWithForwardPrefetch) {
+  const auto configure = [](bool forward_prefetch) {
+    return [forward_prefetch](ScheduleInput& in) {
+      in.fsdp.sharding_strategy = ShardingStrategy::kNoShard;
+      in.fsdp.param_dtype = Dtype::kBf16;
+      in.fsdp.backward_prefetch = BackwardPrefetch::kNone;
+      in.fsdp.forward_prefetch = forward_prefetch;
+    };
+  };
+  const Knobs off = run(configure(false));
+  const Knobs on = run(configure(true));
+  EXPECT_EQ(off.count_suffix(".cast_shard"), 6u);
+  EXPECT_EQ(on.count_suffix(".cast_shard"), 6u);
+  EXPECT_EQ(on.out.result.memory.peak_active, off.out.result.memory.peak_active);
+}
+
 // FSDP1 on a bf16 module (model.to(torch.bfloat16) before wrapping): the FlatParameter is bf16,
 // so a bf16 param_dtype needs no _mp_shard cast, the gradient shard is kept in bf16 (5M x 2 B =
 // 10 MB for a block, against 20 MB in fp32), and under cpu_offload the H2D copy of a 5M-element
