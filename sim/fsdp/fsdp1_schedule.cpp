@@ -398,9 +398,16 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
   void micro_batch() {
     run_micro_batch(s_, units_, *this, in_backward_);
     // _post_backward_final_callback: the default stream waits for the post-backward and
-    // all-reduce streams; with CPU offload the CPU synchronizes before the CPU optimizer.
+    // all-reduce streams. With CPU offload, after every backward that reduced gradients, the CPU
+    // synchronizes with it ("Wait for non-blocking GPU -> CPU sharded gradient copies ...
+    // explicitly since CPU gradients do not automatically synchronize with the GPU",
+    // torch/distributed/fsdp/_runtime_utils.py): it cannot run ahead into the next micro-batch.
     s_.program().wait_stream(s_.compute(), post_backward_);
     s_.program().wait_stream(s_.compute(), all_reduce_);
+    if (f_.cpu_offload && sync_gradients_) {
+      s_.program().cpu_synchronize(s_.program().record_event(s_.compute()),
+                                   "offload_grads_synchronize");
+    }
   }
 
   void optimizer_step() {

@@ -325,6 +325,29 @@ TEST(Knobs, NoSyncReducesOnlyOnTheLastMicroBatch) {
             sync.out.result.breakdown.communication_busy);
 }
 
+// FSDP1 with CPU offload: after every backward that reduced gradients the CPU waits for the GPU
+// (_post_backward_final_callback), so it cannot start the next micro-batch early: 3 micro-batches
+// synchronize 3 times, once under no_sync (only the last one reduces), and the peak is that of
+// one micro-batch whatever their number.
+TEST(Knobs, CpuOffloadSynchronizesAfterEachReducingBackward) {
+  const auto configure = [](std::int64_t micro_batches, bool no_sync) {
+    return [micro_batches, no_sync](ScheduleInput& in) {
+      in.fsdp.cpu_offload = true;
+      in.cluster.pcie_bandwidth = gb_per_s(1000.0);
+      in.training.global_batch = 2 * micro_batches;
+      in.training.no_sync = no_sync;
+    };
+  };
+  const Knobs one = run(configure(1, false));
+  const Knobs three = run(configure(3, false));
+  const Knobs accumulated = run(configure(3, true));
+  const std::string sync = "offload_grads_synchronize";
+  EXPECT_EQ(one.cpu_steps(engine::CpuStepKind::kWait, sync).size(), 1u);
+  EXPECT_EQ(three.cpu_steps(engine::CpuStepKind::kWait, sync).size(), 3u);
+  EXPECT_EQ(accumulated.cpu_steps(engine::CpuStepKind::kWait, sync).size(), 1u);
+  EXPECT_EQ(three.out.result.memory.peak_active, one.out.result.memory.peak_active);
+}
+
 // FSDP2 (fp32, so copy-in and copy-out are plain copies): copy-in 40 us on its stream, the
 // all-gather 20 us on its stream, copy-out 80 us on the compute stream. Forward: copy-in(root)
 // 0-40, AG 40-60, copy-out 60-140, embedding 140-240; copy-in(b0) 40-80, AG 80-100, copy-out
