@@ -144,7 +144,7 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "--name") {
       // The profile's name, which fsdpsim prints on one line and reads as UTF-8 text.
       o.name = next();
-      if (o.name.empty() || first_non_text(o.name)) {
+      if (o.name.empty() || find_non_text(o.name, "\t")) {
         throw UsageError(
             cat("--name: expected a name of text on one line, found '", printable(o.name), "'"));
       }

@@ -52,7 +52,7 @@ Plan read_plan(const std::string& path) {
     // Text only: a control character or a byte that is not UTF-8 would reach the messages
     // below that quote the line (a NUL cut them short).
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (const std::optional<NonText> bad = first_non_text(line)) {
+    if (const std::optional<ControlCharacter> bad = find_non_text(line, "\t")) {
       throw UsageError(cat(path, ":", number, ":", bad->offset + 1, ": expected text, found ",
                            bad->name, " (fsdpsim calibrate plan -o writes this file)"));
     }

@@ -68,15 +68,6 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-std::optional<NonText> first_non_text(std::string_view text) {
-  const std::optional<ControlCharacter> control = find_control_character(text, "\t");
-  const std::optional<std::size_t> invalid = find_invalid_utf8(text);
-  if (invalid && (!control || *invalid < control->offset))
-    return NonText{*invalid, hex_name(static_cast<unsigned char>(text[*invalid]), "0x", 2)};
-  if (control) return NonText{control->offset, control->name};
-  return std::nullopt;
-}
-
 std::string printable(std::string_view text) { return escape_control_characters(text, "\t"); }
 
 Spread spread_of(std::vector<double> samples) {

@@ -58,16 +58,8 @@ std::int64_t parse_size(const std::string& text, const std::string& option);
 std::string format_size(std::int64_t bytes);
 std::vector<std::string> split_list(const std::string& text);
 
-// The first byte of `text` that is not text (sim/units/text_scan.hpp): a control character but
-// tab, or a byte that does not start well-formed UTF-8. Its offset and a name ("U+001B",
-// "0xE9"); nothing when all of it is text.
-struct NonText {
-  std::size_t offset = 0;
-  std::string name;
-};
-std::optional<NonText> first_non_text(std::string_view text);
-// `text` with each of those written as its name in angle brackets: for messages that quote
-// options and files.
+// `text` with each control character but tab, and each byte that is not UTF-8, written as its
+// name in angle brackets (sim/units/text_scan.hpp): for messages that quote options and files.
 std::string printable(std::string_view text);
 
 // Median, minimum and maximum of samples (not empty).

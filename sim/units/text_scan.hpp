@@ -82,6 +82,19 @@ inline std::optional<ControlCharacter> find_control_character(std::string_view t
   return std::nullopt;
 }
 
+// The first place where `text` is not text: a control character `allowed` does not list, or a
+// byte that does not start well-formed UTF-8, whichever comes first. Its byte offset and name:
+// "U+001B" for a control character, "0xE9" for such a byte.
+inline std::optional<ControlCharacter> find_non_text(std::string_view text,
+                                                     std::string_view allowed) {
+  std::optional<ControlCharacter> control = find_control_character(text, allowed);
+  const std::optional<std::size_t> invalid = find_invalid_utf8(text);
+  if (invalid && (!control || *invalid < control->offset))
+    return ControlCharacter{*invalid,
+                            hex_name(static_cast<unsigned char>(text[*invalid]), "0x", 2)};
+  return control;
+}
+
 // `text` with each control character but those `allowed` (line feed and tab unless told) written
 // as its name in angle brackets ("<U+001B>"), and each byte that is not UTF-8 as its value
 // ("<0xFF>"): for messages that echo what a user typed or a file held, and, with nothing allowed,
@@ -90,24 +103,15 @@ inline std::string escape_control_characters(std::string_view text,
                                              std::string_view allowed = "\t\n") {
   std::string out;
   out.reserve(text.size());
-  while (true) {
-    const auto c = find_control_character(text, allowed);
-    const auto bad = find_invalid_utf8(text);
-    if (!c && !bad) break;
-    if (bad && (!c || *bad < c->offset)) {
-      out.append(text.substr(0, *bad));
-      out += '<';
-      out += hex_name(static_cast<unsigned char>(text[*bad]), "0x", 2);
-      out += '>';
-      text.remove_prefix(*bad + 1);
-      continue;
-    }
-    out.append(text.substr(0, c->offset));
+  while (const std::optional<ControlCharacter> bad = find_non_text(text, allowed)) {
+    out.append(text.substr(0, bad->offset));
     out += '<';
-    out += c->name;
+    out += bad->name;
     out += '>';
-    const std::size_t width = static_cast<unsigned char>(text[c->offset]) == 0xc2 ? 2 : 1;
-    text.remove_prefix(c->offset + width);
+    // A C1 control character is two bytes in UTF-8 (0xC2 0x80-0x9F); the rest are one.
+    const bool c1 =
+        static_cast<unsigned char>(text[bad->offset]) == 0xc2 && bad->name.starts_with("U+");
+    text.remove_prefix(bad->offset + (c1 ? 2 : 1));
   }
   out.append(text);
   return out;
