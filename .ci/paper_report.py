@@ -422,9 +422,12 @@ and GPU count behind 148.48 are not given; fsdpsim's {b16['hardware_tflops_per_g
 
 
 def span(values):
-    """'a-b' with one decimal, or 'a' when both ends print the same."""
+    """'a-b' with one decimal ('a to b' when a is negative), or 'a' when both ends print the
+    same."""
     lo, hi = f"{min(values):.1f}", f"{max(values):.1f}"
-    return lo if lo == hi else f"{lo}-{hi}"
+    if lo == hi:
+        return lo
+    return f"{lo} to {hi}" if min(values) < 0 else f"{lo}-{hi}"
 
 
 def rate_limiter(out, rows, sections):
@@ -508,7 +511,7 @@ largest where that is smaller (the batch column; DeepViT's assumed shape keeps m
 than the paper's model).
 
 Only RegNet's "no gain" is reproduced. The mechanism is there: without the limiter the CPU runs
-ahead, all-gather outputs allocated on the unshard stream and freed with `record_stream` pile up
+ahead as far as CUDA's launch queues let it (1,024 ops per stream, `sim/engine/program.hpp`), all-gather outputs allocated on the unshard stream and freed with `record_stream` pile up
 in the cache, reserved memory climbs to the device's capacity and the allocator frees its cache
 and retries a cudaMalloc ({min(off['num_alloc_retries'] for (m, n, l), off in res.items() if not l)}-{max(off['num_alloc_retries'] for (m, n, l), off in res.items() if not l)} retries per step with the limiter off), stalling the CPU
 until the GPU drains. But each retry costs only its device calls and one exposed all-gather,

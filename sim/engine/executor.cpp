@@ -57,6 +57,7 @@ struct ProgramIndex {
   std::vector<std::uint32_t> dependencies;  // per op: how many ops it waits for
 
   explicit ProgramIndex(const Program& p) {
+    if (p.launch_queue_depth == 0) throw std::logic_error("engine: a launch queue holds no op");
     const std::size_t n = p.ops.size();
     dependencies.resize(n);
     for (OpId op = 0; op < n; ++op) {
@@ -171,6 +172,7 @@ class Execution {
     kLaunching,
     kWorking,
     kBlocked,
+    kQueueFull,  // a launch waits for its stream's oldest op (Program::launch_queue_depth)
     kResuming,
     kAwaitingReleases,  // an allocation waits for every pending stream use, then is retried
     kFreeingSegments    // an allocation's cudaFree waits for the device to be idle
@@ -295,7 +297,8 @@ class Execution {
     }
     if (cpu_blocked_on_ == op) {
       cpu_blocked_on_ = kNoOp;
-      cpu_state_ = CpuState::kResuming;
+      // A wait is over; a launch into a full queue is tried again.
+      cpu_state_ = cpu_state_ == CpuState::kQueueFull ? CpuState::kReady : CpuState::kResuming;
       push(now_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
     }
   }
@@ -327,6 +330,7 @@ class Execution {
       case CpuState::kAwaitingReleases:  // every stream use has passed: retry the allocation
       case CpuState::kReady:
       case CpuState::kBlocked:
+      case CpuState::kQueueFull:
         break;
     }
     cpu_state_ = CpuState::kReady;
@@ -335,11 +339,18 @@ class Execution {
       const CpuStep& s = p_.cpu[pc_];
       timeline_.cpu[pc_].start = now_;
       switch (s.kind) {
-        case CpuStepKind::kLaunch:
+        case CpuStepKind::kLaunch: {
+          const Fifo& queue = streams_[p_.ops[s.target].stream];
+          if (queue.ops.size() - queue.head >= p_.launch_queue_depth) {
+            cpu_state_ = CpuState::kQueueFull;
+            cpu_blocked_on_ = queue.front();
+            return;
+          }
           cpu_state_ = CpuState::kLaunching;
           push(now_ + host_time(p_.ops[s.target].launch_cost), EventPriority::kCpuStep,
                EventKind::kCpuStep, 0);
           return;
+        }
         case CpuStepKind::kWork:
           cpu_state_ = CpuState::kWorking;
           push(now_ + host_time(s.duration), EventPriority::kCpuStep, EventKind::kCpuStep, 0);
@@ -412,7 +423,11 @@ class Execution {
     }
     if (pc_ < p_.cpu.size() || !stuck.empty()) {
       std::string cpu = "the CPU finished its program";
-      if (cpu_blocked_on_ != kNoOp) {
+      if (cpu_state_ == CpuState::kQueueFull) {
+        const Op& oldest = p_.ops[cpu_blocked_on_];
+        cpu = fmt::format("the CPU waits for room in stream {}'s launch queue, behind '{}'",
+                          p_.stream_names[oldest.stream], p_.names[oldest.name]);
+      } else if (cpu_blocked_on_ != kNoOp) {
         cpu = fmt::format("the CPU is blocked waiting for '{}'",
                           p_.names[p_.ops[cpu_blocked_on_].name]);
       }

@@ -7,6 +7,8 @@
 //   (b) every op issued before it on its stream has finished (FIFO), and (c) if it has a
 //   channel, every op issued before it on that channel has finished (NCCL runs all collectives
 //   of one communicator on one internal stream, in issue order).
+// - A stream holds at most Program::launch_queue_depth issued, unfinished ops: a launch into a
+//   full stream blocks the CPU until the stream's oldest op finishes.
 // - Compute ops share the GPU with communication: while any communication op runs, a compute op
 //   with a contended_duration progresses at that slower rate (fluid model: progress is credited
 //   and the finish rescheduled whenever communication starts or stops).

@@ -143,6 +143,20 @@ WeightedPath OpGraph::longest_path(const std::vector<SimTime>& weights) const {
   return path;
 }
 
+namespace {
+
+// Records `op` as launched on its stream (`launched`: that stream's ops in launch order) and
+// returns the op whose finish made room for it in the stream's launch queue, kNoOp if the
+// queue had room: the stream runs its ops in order, so that op is the one launched
+// Program::launch_queue_depth launches earlier.
+OpId make_room_for(std::vector<OpId>& launched, OpId op, const Program& program) {
+  launched.push_back(op);
+  if (launched.size() <= program.launch_queue_depth) return kNoOp;
+  return launched[launched.size() - 1 - program.launch_queue_depth];
+}
+
+}  // namespace
+
 void check_for_deadlock(const Program& program) {
   const auto n = static_cast<std::uint32_t>(program.ops.size());
   const auto issued = [](OpId op) { return 2 * op; };
@@ -152,6 +166,7 @@ void check_for_deadlock(const Program& program) {
   std::vector<OpId> last_on_channel(program.channel_names.size(), kNoOp);
   OpId last_launched = kNoOp;
   std::vector<OpId> waits_before_next_launch;
+  std::vector<std::vector<OpId>> launched_on_stream(program.stream_names.size());
   for (const CpuStep& step : program.cpu) {
     if (step.kind == CpuStepKind::kWait) {
       waits_before_next_launch.push_back(step.target);
@@ -164,6 +179,10 @@ void check_for_deadlock(const Program& program) {
     if (last_launched != kNoOp) graph.add_edge(issued(last_launched), issued(op));
     for (OpId waited : waits_before_next_launch) graph.add_edge(finished(waited), issued(op));
     waits_before_next_launch.clear();
+    if (const OpId oldest = make_room_for(launched_on_stream.at(o.stream), op, program);
+        oldest != kNoOp) {
+      graph.add_edge(finished(oldest), issued(op));
+    }
     for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d) {
       graph.add_edge(finished(program.deps.at(d)), finished(op));
     }
@@ -199,6 +218,7 @@ CriticalPath critical_path(const Program& program, const Timeline& timeline) {
   std::vector<SimTime> weights(graph.node_count());
   std::vector<OpId> last_on_stream(program.stream_names.size(), kNoOp);
   std::vector<OpId> last_on_channel(program.channel_names.size(), kNoOp);
+  std::vector<std::vector<OpId>> launched_on_stream(program.stream_names.size());
   // Launched ops by end time, earliest first, for allocations that wait for the device: an op
   // that ended before a waiting allocation's window can be in no later one (the windows move
   // forward with the CPU), so each op is looked at about once.
@@ -216,6 +236,10 @@ CriticalPath critical_path(const Program& program, const Timeline& timeline) {
         const Op& o = program.ops.at(op);
         weights[op] = timeline.ops.at(op).end - timeline.ops[op].start;
         graph.add_edge(cpu_node(i), op);
+        if (const OpId oldest = make_room_for(launched_on_stream.at(o.stream), op, program);
+            oldest != kNoOp) {
+          graph.add_edge(oldest, cpu_node(i));
+        }
         for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d)
           graph.add_edge(program.deps.at(d), op);
         if (last_on_stream.at(o.stream) != kNoOp) graph.add_edge(last_on_stream[o.stream], op);

@@ -83,6 +83,16 @@ struct RankGroups {
   std::int32_t stride = 1;
 };
 
+// How many issued, unfinished ops one stream holds before the CPU's next launch on it blocks:
+// CUDA queues a stream's work in a bounded buffer, and a launch into a full one waits until the
+// stream's oldest entry completes. Measured at "about 1000 kernels" per stream, each of several
+// streams holding its own, not configurable by cudaLimitDevRuntimePendingLaunchCount (NVIDIA
+// Developer Forums, "CUDA stream are blocked when launch lots of kernels (>1000)", 2018, and
+// Stack Overflow 53970187); OneFlow synchronizes its streams before 1024 queued kernels, past
+// which "not only does this stream's launch become blocking" (Oneflow-Inc/oneflow PR #890).
+// One op is one entry (a kernel, a copy, or a marker's event record or wait).
+inline constexpr std::uint32_t kCudaLaunchQueueDepth = 1024;
+
 struct Program {
   NameTable names;
   std::vector<std::string> stream_names;
@@ -92,6 +102,7 @@ struct Program {
   std::vector<OpId> deps;
   std::vector<CpuStep> cpu;
   std::vector<TensorInfo> tensors;
+  std::uint32_t launch_queue_depth = kCudaLaunchQueueDepth;  // per stream, at least 1
 };
 
 }  // namespace fsdpsim::engine

@@ -236,6 +236,65 @@ TEST(Executor, WaitingOnAnOpIssuedLaterIsADeadlock) {
   EXPECT_THROW(execute(p), DeadlockError);
 }
 
+TEST(Executor, ALaunchIntoAFullStreamWaitsForItsOldestOp) {
+  // Queues of 2 ops; launches of 1 us. a0 issued at 1 (runs 1-11), a1 at 2 (11-21); o goes to
+  // another stream's queue at 3; a2 finds s holding 2 ops and waits for a0 (11), issues at 12
+  // (runs 21-31); x is allocated then, not before; a3 waits for a1 (21), issues at 22 (31-41).
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("s");
+  const StreamId other = b.add_stream("t");
+  const OpId a0 = b.launch(spec("a0", s, 10, 1));
+  const OpId a1 = b.launch(spec("a1", s, 10, 1));
+  const OpId o = b.launch(spec("o", other, 5, 1));
+  const OpId a2 = b.launch(spec("a2", s, 10, 1));
+  b.allocate("x", Bytes(100), s, 0);
+  const OpId a3 = b.launch(spec("a3", s, 10, 1));
+  Program program = b.take();
+  program.launch_queue_depth = 2;
+  RecordingMemory memory;
+  const Timeline t = execute(program, &memory);
+  EXPECT_EQ(t.ops[a0].issue, us(1));
+  EXPECT_EQ(t.ops[a1].issue, us(2));
+  EXPECT_EQ(t.ops[o].issue, us(3));
+  EXPECT_EQ(t.ops[a2].issue, us(12));
+  EXPECT_EQ(t.ops[a2].start, us(21));
+  ASSERT_EQ(memory.log.size(), 1u);
+  EXPECT_EQ(memory.log[0].first, us(12));
+  EXPECT_EQ(t.ops[a3].issue, us(22));
+  EXPECT_EQ(t.ops[a3].end, us(41));
+  EXPECT_EQ(t.makespan, us(41));
+}
+
+TEST(Executor, AFullQueueBehindAnOpWaitingForALaterLaunchIsADeadlock) {
+  // a waits for b, which the CPU launches after a2; with one entry per stream, a2's launch waits
+  // for a to finish: a cycle. With the default depth the same program runs.
+  Program p;
+  p.names = {"a", "a2", "b"};
+  p.stream_names = {"s", "t"};
+  Op a;
+  a.name = 0;
+  a.deps_begin = 0;
+  a.deps_end = 1;
+  Op a2;
+  a2.name = 1;
+  Op op_b;
+  op_b.name = 2;
+  op_b.stream = 1;
+  p.ops = {a, a2, op_b};
+  p.deps = {2};
+  for (OpId op = 0; op < 3; ++op) {
+    p.cpu.push_back(CpuStep{CpuStepKind::kLaunch, op, kNoOp, 0, SimTime{}});
+  }
+  EXPECT_NO_THROW(execute(p));
+  p.launch_queue_depth = 1;
+  try {
+    execute(p);
+    FAIL() << "expected a deadlock";
+  } catch (const DeadlockError& e) {
+    EXPECT_NE(std::string(e.what()).find("cycle: 'a', 'a2', 'b'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OpGraph, ReportsTheOpsOfACycleAsADeadlock) {
   // Two ops that depend on each other (impossible through the builder, possible by hand).
   Program p;

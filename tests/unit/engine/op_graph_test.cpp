@@ -158,6 +158,22 @@ TEST(CriticalPath, ACpuWaitCarriesThePathFromTheGpuBackToTheCpu) {
       {{kCpu, 0, 0, 1}, {kOp, x, 1, 21}, {kCpu, 1, 21, 21}, {kCpu, 2, 21, 22}, {kOp, y, 22, 25}});
 }
 
+TEST(CriticalPath, AFullLaunchQueueCarriesThePathFromTheGpuBackToTheCpu) {
+  // One entry per stream, launches of 5 us, kernels of 10 us: launch a 0-5, a 5-15; b's launch
+  // waits for a, 15-20; b 20-30.
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  const OpId first = b.launch(spec("a", s, 10, 5));
+  const OpId second = b.launch(spec("b", s, 10, 5));
+  Program program = b.take();
+  program.launch_queue_depth = 1;
+  const Timeline t = execute(program);
+  const CriticalPath path = critical_path(program, t);
+  EXPECT_EQ(path.length, us(30));
+  expect_path(path,
+              {{kCpu, 0, 0, 5}, {kOp, first, 5, 15}, {kCpu, 1, 15, 20}, {kOp, second, 20, 30}});
+}
+
 TEST(CriticalPath, ChannelOrderSerializesCollectivesOnDifferentStreams) {
   // Two collectives of one communicator on two streams: the second waits for the first.
   // launch AG (0-1) AG 1-11; launch RS (1-2) RS 11-16 (channel order), makespan 16.

@@ -348,6 +348,25 @@ TEST(Knobs, CpuOffloadSynchronizesAfterEachReducingBackward) {
   EXPECT_EQ(three.out.result.memory.peak_active, one.out.result.memory.peak_active);
 }
 
+// FSDP1 without the rate limiter: nothing but CUDA's launch queues stops the CPU from running
+// micro-batches ahead of the GPU (kernels here take far longer than their launches), and each
+// micro-batch it runs ahead allocates its activations early. The queues hold 1,024 ops per
+// stream, which this model's compute stream fills within some 100 micro-batches; from there the
+// lead, and the memory, stop growing.
+TEST(Knobs, LaunchQueuesBoundTheCpuLeadAcrossMicroBatches) {
+  const auto micro_batches = [](std::int64_t n) {
+    return [n](ScheduleInput& in) {
+      in.fsdp.limit_all_gathers = false;
+      in.training.global_batch = 2 * n;
+    };
+  };
+  const Knobs few = run(micro_batches(4));
+  const Knobs many = run(micro_batches(200));
+  const Knobs more = run(micro_batches(300));
+  EXPECT_GT(many.out.result.memory.peak_active, few.out.result.memory.peak_active);
+  EXPECT_EQ(more.out.result.memory.peak_active, many.out.result.memory.peak_active);
+}
+
 // FSDP2 (fp32, so copy-in and copy-out are plain copies): copy-in 40 us on its stream, the
 // all-gather 20 us on its stream, copy-out 80 us on the compute stream. Forward: copy-in(root)
 // 0-40, AG 40-60, copy-out 60-140, embedding 140-240; copy-in(b0) 40-80, AG 80-100, copy-out
