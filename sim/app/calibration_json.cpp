@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "hardware/collective_cost.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
@@ -543,6 +544,12 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
     const calibrate::CollectiveSeries& s = profile.collectives[si];
     if (s.ranks < 2) continue;
     const double factor = calibrate::busbw_factor(s.op, s.ranks);
+    // The group's latency on this cluster's links, whatever the size of the cluster it ran on.
+    hardware::ClusterSpec spanning = cluster;
+    spanning.gpus_per_node = std::max(cluster.gpus_per_node, s.ranks_per_node);
+    spanning.nodes = std::max(cluster.nodes, s.ranks / s.ranks_per_node);
+    const Seconds latency =
+        hardware::collective_latency(spanning, s.op, {s.ranks, s.ranks_per_node});
     for (std::size_t pi = 0; pi < s.points.size(); ++pi) {
       const calibrate::CollectivePoint& p = s.points[pi];
       const auto point_path = [si, pi] { return fmt::format("/collectives/{}/points/{}", si, pi); };
@@ -568,13 +575,20 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
       // Large in all and per rank: a ring's hop latency (per rank) is then a small part of it.
       const bool large =
           p.bytes.value() >= kLargeCollective && p.bytes.value() / s.ranks >= kLargeCollectiveShare;
-      if (large && line_rate > 0.0 && busbw < kSlowestShareOfLineRate * line_rate) {
+      const bool latencies_long =
+          latency.value() > 0.0 && p.median.value() > kLatencyAllowance * latency.value();
+      if ((large || latencies_long) && line_rate > 0.0 &&
+          busbw < kSlowestShareOfLineRate * line_rate) {
         return at(
             fmt::format("{}, is {:.3g} GB/s of bus bandwidth, under {:g} % of the {:.0f} "
-                        "GB/s {} line rate of the scenario's {}: a time or size in the "
+                        "GB/s {} line rate of the scenario's {}{}: a time or size in the "
                         "wrong unit (ns written as us, KiB as bytes?)",
                         measured(), busbw / 1e9, 100 * kSlowestShareOfLineRate, line_rate / 1e9,
-                        intra_node ? "NVLink" : "network (all NICs of a node)", gpu.name),
+                        intra_node ? "NVLink" : "network (all NICs of a node)", gpu.name,
+                        large ? std::string()
+                              : fmt::format(", and over {:g} times its group's {:.3g} us ring "
+                                            "latency",
+                                            kLatencyAllowance, latency.value() * 1e6)),
             point_path());
       }
     }

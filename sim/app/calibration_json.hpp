@@ -58,13 +58,18 @@ std::string calibration_device_mismatch(const calibrate::DeviceInfo& device,
 // bytes and up, kLargeCollectiveShare per rank) under that share of its link's line rate (NVLink
 // inside a node, the node's NICs across nodes), is a time or size in the wrong unit (ns written as
 // us, KiB as bytes): real ones reach tens of percent of either, and a thousandfold slower profile
-// would price a step in minutes without a word.
+// would price a step in minutes without a word. A smaller collective under that share is taken
+// for such a slip too when it also lasts over kLatencyAllowance times its group's ring latency
+// (collective_latency, NCCL's own latency model): a small collective may be latency-bound, but
+// not a hundred latencies long, which catches a curve measured to below kLargeCollective whose
+// sizes were written in KiB.
 inline constexpr double kPeakTolerance = 1.05;
 inline constexpr double kMaxBusBandwidthOverNvlink = 2.0;
 inline constexpr double kSlowestShareOfLineRate = 0.01;
 inline constexpr double kLargeGemmFlops = 1e10;
 inline constexpr std::int64_t kLargeCollective = std::int64_t{64} << 20;
 inline constexpr std::int64_t kLargeCollectiveShare = std::int64_t{1} << 20;
+inline constexpr double kLatencyAllowance = 100.0;
 std::string calibration_beyond_hardware(const calibrate::CalibrationProfile& profile,
                                         const hardware::ClusterSpec& cluster);
 

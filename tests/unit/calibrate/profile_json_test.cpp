@@ -481,6 +481,30 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
                       "/collectives/0/points/1)"),
             std::string::npos)
       << load_error(j, &with_nics);
+
+  // The same 20 ms for 1 GiB with the size written in KiB (1 MiB): the curve stops below the
+  // large sizes, but 20 ms is 448 times the group's ring latency (NCCL's model: 14 + 14 x 1.9 +
+  // 1 x 4 = 44.6 us). 1 MiB in 100 us, a latency-bound reading, passes.
+  j = valid_json();
+  j["collectives"][0]["points"][1]["bytes"] = 1 << 20;
+  j["collectives"][0]["points"][1].erase("algbw_GBps");
+  j["collectives"][0]["points"][1].erase("busbw_GBps");
+  hardware::ClusterSpec with_latency = with_nics;
+  with_latency.collective_base_latency = microseconds(14.0);
+  with_latency.nvlink_hop_latency = microseconds(1.9);
+  with_latency.network_hop_latency = microseconds(4.0);
+  EXPECT_NE(load_error(j, &with_latency)
+                .find("reduce_scatter on 16 ranks, 1048576 bytes in 20000 us, is 0.0492 GB/s of "
+                      "bus bandwidth, under 1 % of the 400 GB/s network (all NICs of a node) "
+                      "line rate of the scenario's h100-sxm-80gb, and over 100 times its group's "
+                      "44.6 us ring latency: a time or size in the wrong unit (ns written as us, "
+                      "KiB as bytes?) (the profile's /collectives/0/points/1)"),
+            std::string::npos)
+      << load_error(j, &with_latency);
+  EXPECT_EQ(load_error(j, &with_nics), "");  // no latency model: no yardstick for small sizes
+  j["collectives"][0]["points"][1]["time_us"] = 100.0;
+  EXPECT_EQ(load_error(j, &with_latency), "");
+
   j = valid_json();
   j["gemms"][0]["m"] = 8192;  // 2 x 8192 x 1024 x 512 x 2 = 1.7e10 flops
   j["gemms"][0]["time_us"] = 1e5;
