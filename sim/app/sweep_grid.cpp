@@ -71,21 +71,30 @@ void check_key(const std::string& key, const std::string& where) {
   }
 }
 
-// Throws when an axis lists a value twice (1 and 1.0 are the same number): the grid would run
+// Throws when an axis lists a value twice (1 and 1.0 are the same number, and so are the preset
+// "x" and {"preset": "x"} of a model or hardware axis): the grid would run
 // the same point twice. `where(i)` names value i for the message: the first value, in the
 // order given, that repeats an earlier one. Sorted, not compared pairwise: every load of the
 // scenario checks its sweep block, and a sweep loads it once per value, so a pairwise check made
 // setting up a sweep of n values O(n^3) (3,000 values: 50 s).
 template <typename Where>
-void check_distinct_values(const std::vector<nlohmann::json>& values, const Where& where) {
+void check_distinct_values(const std::string& key, const std::vector<nlohmann::json>& values,
+                           const Where& where) {
+  // Under the keys that take a preset, a name is the object {"preset": name}
+  // (scenario_json.cpp's --set does the same when it descends into one).
+  const bool takes_preset = key == "model" || key == "hardware";
+  std::vector<nlohmann::json> compared = values;
+  for (nlohmann::json& v : compared) {
+    if (takes_preset && v.is_string()) v = nlohmann::json{{"preset", v}};
+  }
   std::vector<std::size_t> order(values.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   // nlohmann's < orders numbers by value across integer and float, as its == compares them.
   std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return values[a] < values[b]; });
+                   [&](std::size_t a, std::size_t b) { return compared[a] < compared[b]; });
   std::optional<std::size_t> first_repeat;
   for (std::size_t k = 1; k < order.size(); ++k) {
-    if (values[order[k]] == values[order[k - 1]] && (!first_repeat || order[k] < *first_repeat))
+    if (compared[order[k]] == compared[order[k - 1]] && (!first_repeat || order[k] < *first_repeat))
       first_repeat = order[k];
   }
   if (first_repeat) {
@@ -113,7 +122,7 @@ GridAxis parse_grid_option(const std::string& option) {
     if (text.empty()) throw ConfigError(fmt::format("{}: empty value in the list", where));
     axis.values.push_back(parse_inline_value(text, where));
   }
-  check_distinct_values(axis.values, [&](std::size_t) { return where; });
+  check_distinct_values(axis.key, axis.values, [&](std::size_t) { return where; });
   return axis;
 }
 
@@ -150,7 +159,7 @@ std::vector<GridAxis> parse_sweep_block(const nlohmann::json& block, const std::
         throw ConfigError(file, fmt::format("{}/{}", path, i), "null is not a value");
       axis.values.push_back(values[i]);
     }
-    check_distinct_values(axis.values,
+    check_distinct_values(key, axis.values,
                           [&](std::size_t i) { return fmt::format("{}: {}/{}", file, path, i); });
     axes.push_back(std::move(axis));
   }

@@ -93,7 +93,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadGrid{"training..micro_batch=1", "empty segment"},
                       BadGrid{"training.micro_batch=1,2,1.0", "value 1.0 is given twice"},
                       BadGrid{"fsdp.backward_prefetch=none,\"none\"",
-                              "value \"none\" is given twice"}),
+                              "value \"none\" is given twice"},
+                      // A preset name and the object naming it are the same model.
+                      BadGrid{"model=mpt-1b,{\"preset\":\"mpt-1b\"}",
+                              "value {\"preset\":\"mpt-1b\"} is given twice"}),
     [](const ::testing::TestParamInfo<BadGrid>& param) {
       return "case" + std::to_string(param.index);
     });
@@ -183,6 +186,11 @@ TEST(SweepGrid, BadSweepBlocksNameTheFileAndPath) {
       "s.json: /sweep/training.micro_batch/4: value 2.0 is given twice; list each value once");
   EXPECT_EQ(message({{"training.seq_len", {4096, 512, 1024, 2048, 512}}}),
             "s.json: /sweep/training.seq_len/4: value 512 is given twice; list each value once");
+  EXPECT_EQ(message({{"hardware", {{{"preset", "h100-sxm-80gb"}}, "h100-sxm-80gb"}}}),
+            "s.json: /sweep/hardware/1: value \"h100-sxm-80gb\" is given twice; list each value "
+            "once");
+  // Elsewhere a string is only a string.
+  EXPECT_EQ(message({{"fsdp.backward_prefetch", {"none", {{"preset", "none"}}}}}), "accepted");
 }
 
 TEST(SweepGrid, ShardsAreKOfN) {
