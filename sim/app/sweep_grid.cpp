@@ -82,11 +82,15 @@ void check_distinct_values(const std::string& key, const std::vector<nlohmann::j
                            const Where& where) {
   // Under the keys that take a preset, a name is the object {"preset": name}
   // (scenario_json.cpp's --set does the same when it descends into one).
+  std::vector<nlohmann::json> named_presets;
   const bool takes_preset = key == "model" || key == "hardware";
-  std::vector<nlohmann::json> compared = values;
-  for (nlohmann::json& v : compared) {
-    if (takes_preset && v.is_string()) v = nlohmann::json{{"preset", v}};
+  if (takes_preset) {
+    named_presets = values;
+    for (nlohmann::json& v : named_presets) {
+      if (v.is_string()) v = nlohmann::json{{"preset", v}};
+    }
   }
+  const std::vector<nlohmann::json>& compared = takes_preset ? named_presets : values;
   std::vector<std::size_t> order(values.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   // nlohmann's < orders numbers by value across integer and float, as its == compares them.
