@@ -16,6 +16,7 @@
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/sweep_command.hpp"
+#include "sim/units/text_scan.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -39,12 +40,13 @@ The baseline is a result JSON recorded with `fsdpsim run SCENARIO --json PATH`, 
 scenario file; the keys must stay within the relative tolerance (default 0.05) of it.
 
 Folders are searched recursively for *.json; files that are not scenarios (no schema_version and
-model) and scenarios without "expect" are skipped and counted in the summary. A file named on the
-command line must be a scenario, and so must a file with an "expect" block.
+model) are skipped and counted in the summary. Scenarios without "expect" are loaded and
+validated (a misspelled key is an error, as in run) but not simulated, and reported as skipped.
+A file named on the command line must be a scenario, and so must a file with an "expect" block.
 
 Exit codes: 0 every check passed, 1 internal error, 2 bad usage, a bad scenario / expect block
-(the other scenarios are still checked and reported) or nothing checked at all, 3 a check
-failed.)";
+or a path that cannot be read (the other scenarios are still checked and reported) or nothing
+checked at all, 3 a check failed.)";
 
 bool is_scenario(const nlohmann::json& document) {
   return document.is_object() && document.contains("schema_version") && document.contains("model");
@@ -54,24 +56,46 @@ std::string plural(std::size_t n, const char* one, const char* many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
+// A file name or message on one line of the report: a line feed in a name would split it.
+std::string one_line(const std::string& text) { return escape_control_characters(text, "\t"); }
+
+std::string nothing_checked(const std::vector<ScenarioCheck>& checks) {
+  const bool any_scenario = std::any_of(checks.begin(), checks.end(), [](const ScenarioCheck& c) {
+    return c.status == ScenarioCheckStatus::kNoExpect;
+  });
+  return any_scenario ? "nothing was checked: no scenario has an expect block"
+                      : "nothing was checked: no scenario was found";
+}
+
 }  // namespace
 
 namespace {
 
 constexpr int kMaxFolderDepth = 64;
 
+ScenarioCheck unreadable_path(const fs::path& path, const std::string& why) {
+  ScenarioCheck check;
+  check.file = path.string();
+  check.status = ScenarioCheckStatus::kError;
+  check.error = fmt::format("{}: {}", check.file, why);
+  return check;
+}
+
 // Every *.json entry under `dir`, whatever its kind (a link that leads nowhere or a FIFO is then
-// refused when read, by name, rather than passed over), following links to folders once each.
+// refused when read, by name, rather than passed over), following links to folders once each. A
+// folder that cannot be read is reported and its siblings still searched.
 void collect_json_files(const fs::path& dir, int depth, std::set<fs::path>& visited,
-                        std::vector<fs::path>& files) {
+                        CheckInputs& inputs) {
   std::error_code ec;
   const fs::path canonical = fs::canonical(dir, ec);
   if (!ec && !visited.insert(canonical).second) return;  // a link back up: searched already
   if (depth > kMaxFolderDepth) {
-    throw ConfigError(dir.string(), "",
-                      fmt::format("folders nested deeper than {} levels", kMaxFolderDepth));
+    inputs.unreadable.push_back(
+        unreadable_path(dir, fmt::format("folders nested deeper than {} levels", kMaxFolderDepth)));
+    return;
   }
   std::vector<fs::path> folders;
+  std::vector<fs::path> files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code kind;
     if (it->is_directory(kind)) {
@@ -80,29 +104,45 @@ void collect_json_files(const fs::path& dir, int depth, std::set<fs::path>& visi
       files.push_back(it->path());
     }
   }
-  if (ec)
-    throw ConfigError(dir.string(), "", fmt::format("cannot read the folder: {}", ec.message()));
-  for (const fs::path& folder : folders) collect_json_files(folder, depth + 1, visited, files);
+  if (ec) {
+    inputs.unreadable.push_back(
+        unreadable_path(dir, fmt::format("cannot read the folder: {}", ec.message())));
+    return;
+  }
+  inputs.files.insert(inputs.files.end(), files.begin(), files.end());
+  for (const fs::path& folder : folders) collect_json_files(folder, depth + 1, visited, inputs);
+}
+
+// The path that names the same file as others spelled differently.
+fs::path identity(const fs::path& file) {
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(file, ec);
+  return ec ? file.lexically_normal() : canonical;
 }
 
 }  // namespace
 
-std::vector<fs::path> find_check_files(const std::vector<std::string>& paths) {
-  std::vector<fs::path> files;
+CheckInputs find_check_files(const std::vector<std::string>& paths) {
+  CheckInputs inputs;
   std::set<fs::path> visited;
   for (const std::string& p : paths) {
     std::error_code ec;
     if (fs::is_directory(p, ec)) {
-      collect_json_files(p, 0, visited, files);
+      collect_json_files(p, 0, visited, inputs);
     } else if (fs::exists(fs::symlink_status(p, ec))) {
-      files.emplace_back(p);
+      inputs.files.emplace_back(p);
     } else {
-      throw ConfigError(p, "", "no such file or folder");
+      inputs.unreadable.push_back(unreadable_path(p, "no such file or folder"));
     }
   }
-  std::sort(files.begin(), files.end());
-  files.erase(std::unique(files.begin(), files.end()), files.end());
-  return files;
+  std::sort(inputs.files.begin(), inputs.files.end());
+  std::set<fs::path> seen;
+  std::vector<fs::path> unique;
+  for (const fs::path& file : inputs.files) {
+    if (seen.insert(identity(file)).second) unique.push_back(file);
+  }
+  inputs.files = std::move(unique);
+  return inputs;
 }
 
 ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::string>& overrides,
@@ -124,13 +164,11 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
       check.status = ScenarioCheckStatus::kNotScenario;
       return check;
     }
-    if (!document.contains("expect")) {
-      check.status = ScenarioCheckStatus::kNoExpect;
-      return check;
-    }
+    // Loaded whether or not it has expectations: a misspelled "expect" (or any other key) is an
+    // error here as in `run`, not a gate turned off; and --set may add the block.
     const Scenario scenario = load_scenario(file, overrides, presets);
     check_sweep_block_keys(file, overrides, presets);
-    if (!scenario.expectations) {  // the loader parses the block whenever it is present
+    if (!scenario.expectations) {
       check.status = ScenarioCheckStatus::kNoExpect;
       return check;
     }
@@ -163,16 +201,16 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
       case ScenarioCheckStatus::kChecked:
         ++scenarios;
         for (const CheckResult& r : c.results) {
-          out += fmt::format("{} {} {}\n", r.passed ? "PASS" : "FAIL", c.file, r.detail);
+          out += fmt::format("{} {} {}\n", r.passed ? "PASS" : "FAIL", one_line(c.file), r.detail);
           ++(r.passed ? passed : failed);
         }
         break;
       case ScenarioCheckStatus::kError:
         ++errors;
-        out += fmt::format("ERROR {}\n", c.error);
+        out += fmt::format("ERROR {}\n", one_line(c.error));
         break;
       case ScenarioCheckStatus::kNoExpect:
-        without_expect.push_back(c.file);
+        without_expect.push_back(one_line(c.file));
         break;
       case ScenarioCheckStatus::kNotScenario:
         ++not_scenarios;
@@ -200,21 +238,32 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
                                  without_expect.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
                        without_expect.size() > shown ? ", ..." : "");
   }
-  if (scenarios == 0 && errors == 0)
-    out += "  nothing was checked: no scenario has an expect block\n";
+  if (scenarios == 0 && errors == 0) out += fmt::format("  {}\n", nothing_checked(checks));
   return out;
 }
 
 std::string check_junit_xml(const std::vector<ScenarioCheck>& checks) {
   std::vector<JunitSuite> suites;
+  bool checked_or_failed = false;
   for (const ScenarioCheck& c : checks) {
-    if (c.status == ScenarioCheckStatus::kNoExpect || c.status == ScenarioCheckStatus::kNotScenario)
-      continue;
+    if (c.status == ScenarioCheckStatus::kNotScenario) continue;
     JunitSuite suite;
     suite.name = c.file;
-    if (c.status == ScenarioCheckStatus::kError) {
-      suite.cases.push_back(
-          {c.file, "load scenario and expectations", JunitOutcome::kError, c.error});
+    switch (c.status) {
+      case ScenarioCheckStatus::kError:
+        checked_or_failed = true;
+        suite.cases.push_back(
+            {c.file, "load scenario and expectations", JunitOutcome::kError, c.error});
+        break;
+      case ScenarioCheckStatus::kNoExpect:
+        suite.cases.push_back(
+            {c.file, "expectations", JunitOutcome::kSkipped, "the scenario has no expect block"});
+        break;
+      case ScenarioCheckStatus::kChecked:
+        checked_or_failed = true;
+        break;
+      case ScenarioCheckStatus::kNotScenario:
+        break;
     }
     for (const CheckResult& r : c.results) {
       suite.cases.push_back({c.file, r.name,
@@ -222,6 +271,12 @@ std::string check_junit_xml(const std::vector<ScenarioCheck>& checks) {
                              r.passed ? "" : r.detail});
     }
     suites.push_back(std::move(suite));
+  }
+  // The job fails (exit 2): the report says why rather than showing nothing wrong.
+  if (!checked_or_failed) {
+    suites.push_back(
+        {"fsdpsim check",
+         {{"fsdpsim check", "scenarios checked", JunitOutcome::kError, nothing_checked(checks)}}});
   }
   return junit_xml("fsdpsim check", suites);
 }
@@ -265,10 +320,10 @@ int check_command(const CheckOptions& options) {
   std::set<fs::path> files_named;
   PresetLocator presets{default_configs_dir(options.configs_dir)};
   presets.files_resolved = &files_named;
-  std::vector<ScenarioCheck> checks;
-  const std::vector<fs::path> files = find_check_files(options.paths);
-  check_outputs({options.junit_path}, files);  // before every scenario is simulated
-  for (const fs::path& file : files) {
+  const CheckInputs found = find_check_files(options.paths);
+  std::vector<ScenarioCheck> checks = found.unreadable;
+  check_outputs({options.junit_path}, found.files);  // before every scenario is simulated
+  for (const fs::path& file : found.files) {
     checks.push_back(check_scenario_file(file, options.overrides, presets));
     // Files found in a folder may be other JSON (results, profiles); a file named on the
     // command line must be a scenario.

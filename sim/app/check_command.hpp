@@ -37,13 +37,19 @@ struct ScenarioCheck {
   std::filesystem::path baseline;    // the expect block's baseline file, if any
 };
 
-// The *.json files named by `paths` (folders searched recursively, links to folders followed
-// once each), sorted, each once: entries of any kind, so that a link to nothing or a special
-// file named *.json is reported when read rather than passed over. Throws ConfigError if a path
-// does not exist or a folder cannot be read.
-std::vector<std::filesystem::path> find_check_files(const std::vector<std::string>& paths);
+// What `check` reads: the *.json files named by `paths` (folders searched recursively, links to
+// folders followed once each), sorted, each once however it is spelled (a/x.json and ./a/x.json),
+// as entries of any kind, so that a link to nothing or a special file named *.json is reported
+// when read rather than passed over; and each path that does not exist or folder that cannot be
+// read, with the reason, so that the other scenarios are still checked and reported.
+struct CheckInputs {
+  std::vector<std::filesystem::path> files;
+  std::vector<ScenarioCheck> unreadable;  // kError entries, one per path or folder
+};
+CheckInputs find_check_files(const std::vector<std::string>& paths);
 
-// Loads, simulates and checks one file. Bad input is returned as kError, never thrown.
+// Loads and validates one file, and simulates and checks it if it has expectations (its own
+// `expect` block or one `overrides` set). Bad input is returned as kError, never thrown.
 ScenarioCheck check_scenario_file(const std::filesystem::path& file,
                                   const std::vector<std::string>& overrides,
                                   const PresetLocator& presets);
@@ -52,16 +58,17 @@ ScenarioCheck check_scenario_file(const std::filesystem::path& file,
 // <message>"), then the summary line(s).
 std::string check_report(const std::vector<ScenarioCheck>& checks);
 
-// JUnit XML: one testsuite per checked scenario, one testcase per check (classname = scenario
-// file, name = check), <failure> on a failed check, <error> for a bad scenario.
+// JUnit XML: one testsuite per scenario, one testcase per check (classname = scenario file, name
+// = check), <failure> on a failed check, <error> for a bad scenario or path, <skipped> for a
+// scenario without expectations; with nothing checked, an <error> that says so.
 std::string check_junit_xml(const std::vector<ScenarioCheck>& checks);
 
-// 0 all passed, 3 a check failed, 2 a scenario was bad input.
+// 0 all passed, 3 a check failed, 2 a scenario or path was bad input or nothing was checked.
 int check_exit_code(const std::vector<ScenarioCheck>& checks);
 
 CLI::App* add_check_command(CLI::App& app, CheckOptions& options);
 
-// Returns the process exit code; throws ConfigError on bad usage (a path that does not exist).
+// Returns the process exit code; throws ConfigError when the JUnit path is not a usable output.
 int check_command(const CheckOptions& options);
 
 }  // namespace fsdpsim::app

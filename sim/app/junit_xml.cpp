@@ -11,19 +11,20 @@ struct Counts {
   std::size_t tests = 0;
   std::size_t failures = 0;
   std::size_t errors = 0;
+  std::size_t skipped = 0;
 };
+
+std::size_t count_outcome(const std::vector<JunitCase>& cases, JunitOutcome outcome) {
+  return static_cast<std::size_t>(std::count_if(
+      cases.begin(), cases.end(), [&](const JunitCase& k) { return k.outcome == outcome; }));
+}
 
 Counts count(const std::vector<JunitCase>& cases) {
   Counts c;
   c.tests = cases.size();
-  c.failures =
-      static_cast<std::size_t>(std::count_if(cases.begin(), cases.end(), [](const JunitCase& k) {
-        return k.outcome == JunitOutcome::kFailed;
-      }));
-  c.errors =
-      static_cast<std::size_t>(std::count_if(cases.begin(), cases.end(), [](const JunitCase& k) {
-        return k.outcome == JunitOutcome::kError;
-      }));
+  c.failures = count_outcome(cases, JunitOutcome::kFailed);
+  c.errors = count_outcome(cases, JunitOutcome::kError);
+  c.skipped = count_outcome(cases, JunitOutcome::kSkipped);
   return c;
 }
 
@@ -122,19 +123,27 @@ std::string junit_xml(const std::string& name, const std::vector<JunitSuite>& su
     all.tests += c.tests;
     all.failures += c.failures;
     all.errors += c.errors;
+    all.skipped += c.skipped;
   }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format("<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n",
-                     xml_escape(name), all.tests, all.failures, all.errors);
+  out += fmt::format(
+      "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">\n",
+      xml_escape(name), all.tests, all.failures, all.errors, all.skipped);
   for (const JunitSuite& s : suites) {
     const Counts c = count(s.cases);
-    out += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n",
-                       xml_escape(s.name), c.tests, c.failures, c.errors);
+    out += fmt::format(
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">\n",
+        xml_escape(s.name), c.tests, c.failures, c.errors, c.skipped);
     for (const JunitCase& k : s.cases) {
       const std::string open = fmt::format("    <testcase classname=\"{}\" name=\"{}\"",
                                            xml_escape(k.classname), xml_escape(k.name));
       if (k.outcome == JunitOutcome::kPassed) {
         out += open + "/>\n";
+        continue;
+      }
+      if (k.outcome == JunitOutcome::kSkipped) {
+        out += fmt::format("{}>\n      <skipped message=\"{}\"/>\n    </testcase>\n", open,
+                           xml_escape(k.message));
         continue;
       }
       const char* element = k.outcome == JunitOutcome::kFailed ? "failure" : "error";

@@ -1,6 +1,7 @@
 // JUnit XML, the test report format CI systems (GitHub Actions reporters, GitLab's
 // artifacts:reports:junit, Jenkins) display: <testsuites> of <testsuite> of <testcase>, with a
-// <failure> or <error> child when a case did not pass. Deterministic: no timestamps or durations.
+// <failure>, <error> or <skipped> child when a case did not pass. Deterministic: no timestamps or
+// durations.
 #pragma once
 
 #include <string>
@@ -9,13 +10,13 @@
 
 namespace fsdpsim::app {
 
-enum class JunitOutcome { kPassed, kFailed, kError };
+enum class JunitOutcome { kPassed, kFailed, kError, kSkipped };
 
 struct JunitCase {
   std::string classname;  // the scenario file
   std::string name;       // the check, e.g. "tokens_per_s_per_gpu >= 3000"
   JunitOutcome outcome = JunitOutcome::kPassed;
-  std::string message;  // the failure or error message (attribute and text)
+  std::string message;  // the failure, error or skip message (attribute; text of failure/error)
 };
 
 struct JunitSuite {
@@ -29,7 +30,7 @@ struct JunitSuite {
 std::string xml_escape(std::string_view text);
 
 // A complete document with an XML declaration, `<testsuites name=...>` and the counts (tests,
-// failures, errors) on it and on every suite.
+// failures, errors, skipped) on it and on every suite.
 std::string junit_xml(const std::string& name, const std::vector<JunitSuite>& suites);
 
 }  // namespace fsdpsim::app

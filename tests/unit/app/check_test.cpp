@@ -231,6 +231,8 @@ TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
   const std::vector<CheckResult> r = evaluate_expectations(e, result);
   EXPECT_TRUE(r[0].passed) << r[0].detail;
   EXPECT_EQ(r[0].detail, "step_time_s = 10.4 within 5% of baseline 10.0 (+4.00%)");
+  // The test's name does not carry the recorded value: recording the baseline again keeps it.
+  EXPECT_EQ(r[0].name, "step_time_s within 5% of baseline");
   EXPECT_TRUE(r[1].passed);
   EXPECT_FALSE(r[2].passed);
   EXPECT_EQ(r[2].detail, "breakdown.idle_s = 0.6, expected within 5% of baseline 0.5 (+20.00%)");
@@ -336,16 +338,19 @@ TEST(CheckJunitXml, IsWellFormedWithCountsFailuresAndErrors) {
          "status = \"oom\" & 'worse' <x>"}}},
       {"bad&.json",
        {{"bad&.json", "load", JunitOutcome::kError, "bad&.json: /expect: \"broken\""}}},
+      {"plain.json", {{"plain.json", "expectations", JunitOutcome::kSkipped, "no expect <block>"}}},
   };
   const std::string xml = junit_xml("fsdpsim check", suites);
   std::string why;
   EXPECT_TRUE(well_formed(xml, why)) << why << "\n" << xml;
-  EXPECT_NE(xml.find("<testsuites name=\"fsdpsim check\" tests=\"3\" failures=\"1\" errors=\"1\">"),
+  EXPECT_NE(xml.find("<testsuites name=\"fsdpsim check\" tests=\"4\" failures=\"1\" errors=\"1\" "
+                     "skipped=\"1\">"),
             std::string::npos)
       << xml;
-  EXPECT_NE(
-      xml.find("<testsuite name=\"s&lt;1&gt;.json\" tests=\"2\" failures=\"1\" errors=\"0\">"),
-      std::string::npos);
+  EXPECT_NE(xml.find("<testsuite name=\"s&lt;1&gt;.json\" tests=\"2\" failures=\"1\" errors=\"0\" "
+                     "skipped=\"0\">"),
+            std::string::npos);
+  EXPECT_NE(xml.find("<skipped message=\"no expect &lt;block&gt;\"/>"), std::string::npos) << xml;
   EXPECT_NE(xml.find("<testcase classname=\"s&lt;1&gt;.json\" name=\"status == &quot;ok&quot;\">"),
             std::string::npos);
   EXPECT_NE(
@@ -389,7 +394,15 @@ TEST(CheckCommand, PassingScenariosExitZero) {
   std::string why;
   const std::string xml = read_file(junit);
   EXPECT_TRUE(well_formed(xml, why)) << why << "\n" << xml;
-  EXPECT_NE(xml.find("tests=\"3\" failures=\"0\" errors=\"0\""), std::string::npos) << xml;
+  // The scenario without expectations is a skipped test case, so CI shows it was not gated.
+  EXPECT_NE(xml.find("tests=\"4\" failures=\"0\" errors=\"0\" skipped=\"1\""), std::string::npos)
+      << xml;
+  EXPECT_NE(
+      xml.find("classname=\"" + (dir / "no_expect.json").string() +
+               "\" name=\"expectations\">\n      <skipped message=\"the scenario has no expect "
+               "block\"/>"),
+      std::string::npos)
+      << xml;
   EXPECT_NE(xml.find("classname=\"" + (dir / "fast.json").string() +
                      "\" name=\"tokens_per_s_per_gpu &gt;= 1000\""),
             std::string::npos)
@@ -497,17 +510,82 @@ TEST(CheckCommand, MalformedScenariosAndExpectBlocksExitTwo) {
   EXPECT_EQ(run_fsdpsim("check").exit_code, 2);
 }
 
+// A scenario without expectations is still read as `run` reads it: a misspelled "expect" (or
+// any key) would otherwise switch the gate off while CI stays green. --set may add the block.
+TEST(CheckCommand, ScenariosWithoutExpectationsAreValidatedAndSetCanAddThem) {
+  const fs::path dir = temp_dir("validated");
+  tiny_scenario(dir, "gated", {{"expect", {{"status", "ok"}}}});
+  const fs::path typo = tiny_scenario(dir, "typo", {{"expct", {{"status", "oom"}}}});
+  const Outcome o = run_fsdpsim("check " + dir.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("ERROR " + typo.string() + ": /expct: unknown key; did you mean expect?"),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("PASS " + (dir / "gated.json").string()), std::string::npos) << o.output;
+  EXPECT_EQ(run_fsdpsim("run " + typo.string()).exit_code, 2);
+
+  const fs::path plain = temp_dir("set_adds_expect");
+  const fs::path scenario = tiny_scenario(plain, "plain", nlohmann::json::object());
+  const Outcome set =
+      run_fsdpsim("check " + plain.string() + " --set 'expect={\"mfu\":{\"min\":0.99}}'");
+  EXPECT_EQ(set.exit_code, 3) << set.output;
+  EXPECT_NE(set.output.find("FAIL " + scenario.string() + " mfu = "), std::string::npos)
+      << set.output;
+}
+
+// A path that does not exist or a folder that cannot be read is reported like a bad scenario: the
+// others are still checked and the JUnit report is written, with the error in it.
+TEST(CheckCommand, AMissingPathIsAnErrorBesideTheOtherScenarios) {
+  const fs::path dir = temp_dir("missing_path");
+  const fs::path gated = tiny_scenario(dir, "gated", {{"expect", {{"status", "ok"}}}});
+  const fs::path junit = dir / "report.xml";
+  const Outcome o = run_fsdpsim("check " + (dir / "nope").string() + " " + gated.string() +
+                                " --junit " + junit.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("ERROR " + (dir / "nope").string() + ": no such file or folder"),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("PASS " + gated.string()), std::string::npos) << o.output;
+  const std::string xml = read_file(junit);
+  std::string why;
+  EXPECT_TRUE(well_formed(xml, why)) << why << "\n" << xml;
+  EXPECT_NE(xml.find("tests=\"2\" failures=\"0\" errors=\"1\""), std::string::npos) << xml;
+
+  // Nothing checked fails the job (exit 2), and the report says why.
+  const fs::path none = temp_dir("nothing_checked_junit");
+  tiny_scenario(none, "plain", nlohmann::json::object());
+  const Outcome empty = run_fsdpsim("check " + none.string() + " --junit " + junit.string());
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  const std::string report = read_file(junit);
+  EXPECT_NE(report.find("<error message=\"nothing was checked: no scenario has an expect block\">"),
+            std::string::npos)
+      << report;
+  const fs::path empty_dir = temp_dir("empty_folder");
+  EXPECT_NE(run_fsdpsim("check " + empty_dir.string())
+                .output.find("nothing was checked: no scenario was found"),
+            std::string::npos);
+}
+
 TEST(CheckCommand, ScenarioFilesAreFoundRecursivelyInOrder) {
   const fs::path dir = temp_dir("find");
   fs::create_directories(dir / "b");
   std::ofstream(dir / "b" / "z.json") << "{}";
   std::ofstream(dir / "a.json") << "{}";
   std::ofstream(dir / "notes.txt") << "not json";
-  const std::vector<fs::path> files = find_check_files({dir.string(), (dir / "a.json").string()});
+  // One file however it is spelled: named again, and through "." and "..".
+  const CheckInputs inputs = find_check_files(
+      {dir.string(), (dir / "a.json").string(), (dir / "b" / ".." / "." / "a.json").string()});
+  const std::vector<fs::path>& files = inputs.files;
   ASSERT_EQ(files.size(), 2U);
   EXPECT_EQ(files[0], dir / "a.json");
   EXPECT_EQ(files[1], dir / "b" / "z.json");
-  EXPECT_THROW(find_check_files({(dir / "missing").string()}), ConfigError);
+  EXPECT_TRUE(inputs.unreadable.empty());
+  // A path that does not exist is reported beside the files found, not thrown.
+  const CheckInputs missing = find_check_files({(dir / "missing").string(), dir.string()});
+  EXPECT_EQ(missing.files.size(), 2U);
+  ASSERT_EQ(missing.unreadable.size(), 1U);
+  EXPECT_EQ(missing.unreadable[0].status, ScenarioCheckStatus::kError);
+  EXPECT_EQ(missing.unreadable[0].error, (dir / "missing").string() + ": no such file or folder");
 
   // A link to a folder is searched (once, however it loops back); a link to nothing is listed,
   // to be refused by name when read.
@@ -520,7 +598,7 @@ TEST(CheckCommand, ScenarioFilesAreFoundRecursivelyInOrder) {
   fs::create_directory_symlink(linked / "real", links / "to_real");
   fs::create_directory_symlink(links, links / "loop");
   fs::create_symlink(links / "nowhere", links / "dangling.json");
-  const std::vector<fs::path> found = find_check_files({links.string()});
+  const std::vector<fs::path> found = find_check_files({links.string()}).files;
   ASSERT_EQ(found.size(), 2U);
   EXPECT_EQ(found[0], links / "dangling.json");
   EXPECT_EQ(found[1], links / "to_real" / "s.json");
