@@ -333,8 +333,8 @@ std::string sweep_summary_text(const SweepTable& table) {
     (r.status == PointStatus::kOk ? ok : r.status == PointStatus::kOom ? oom : skipped) += 1;
   }
   std::string out =
-      fmt::format("{} points: {} fit, {} out of memory, {} skipped (invalid scenario)\n",
-                  table.rows.size(), ok, oom, skipped);
+      fmt::format("{} point{}: {} fit, {} out of memory, {} skipped (invalid scenario)\n",
+                  table.rows.size(), table.rows.size() == 1 ? "" : "s", ok, oom, skipped);
   const std::vector<std::size_t> front = pareto_front(table);
   if (!front.empty()) {
     out += "Pareto front (tokens/s/GPU vs peak reserved GiB, points that fit):\n";

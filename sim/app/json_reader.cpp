@@ -71,9 +71,9 @@ std::string describe_json_type(const nlohmann::json& value) {
     case nlohmann::json::value_t::null:
       return "null";
     case nlohmann::json::value_t::object:
-      return "an object";
+      return value.empty() ? "an empty object" : "an object";
     case nlohmann::json::value_t::array:
-      return "an array";
+      return value.empty() ? "an empty array" : "an array";
     case nlohmann::json::value_t::string: {
       // A long value is shown by its start and length, not echoed whole.
       const std::string& text = value.get_ref<const std::string&>();

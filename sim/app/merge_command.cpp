@@ -131,6 +131,17 @@ slices of different sweeps, an index twice, a missing slice).)");
 
 int merge_command(const MergeOptions& options) {
   const SweepTable table = merge_tables(options.inputs, options.allow_gaps);
+  // A slice may hold only invalid points (`sweep --shard` accepts it); the whole grid may not.
+  const bool any_valid = std::any_of(table.rows.begin(), table.rows.end(), [](const SweepRow& r) {
+    return r.status != PointStatus::kSkipped;
+  });
+  if (!table.rows.empty() && !any_valid) {
+    throw ConfigError(options.inputs.front(), "",
+                      fmt::format("expected at least one valid point in the merged sweep, found "
+                                  "{} invalid scenario{} (the first: {}); no output was written",
+                                  table.rows.size(), table.rows.size() == 1 ? "" : "s",
+                                  table.rows.front().reason));
+  }
   const std::string csv_path = options.csv_path.empty() ? "-" : options.csv_path;
   std::vector<OutputFile> outputs = {{csv_path, table_to_csv(table)}};  // all or none
   if (!options.md_path.empty()) {

@@ -106,9 +106,13 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
       f.shard_group_size != cluster.world_size()) {
     throw ConfigError(
         file, "/fsdp/shard_group_size",
-        fmt::format("{} shards over all {} GPUs; shard_group_size applies to HYBRID_SHARD and "
+        fmt::format("{} {} over all {} GPUs; shard_group_size applies to HYBRID_SHARD and "
                     "_HYBRID_SHARD_ZERO2",
-                    strategy, cluster.world_size()));
+                    strategy,
+                    f.sharding_strategy == fsdp::ShardingStrategy::kNoShard
+                        ? "replicates the parameters"
+                        : "shards",
+                    cluster.world_size()));
   }
   if (hybrid(f.sharding_strategy)) {
     if (const std::string problem = fsdp::shard_group_problem(cluster, f.shard_group_size);

@@ -30,6 +30,8 @@
 namespace fsdpsim::app {
 namespace {
 
+constexpr std::size_t kSkipReasonsShown = 3;  // distinct skip reasons printed on the terminal
+
 constexpr const char* kSweepFooter = R"(
 The grid is the Cartesian product of the scenario file's optional "sweep" block
 ({"fsdp.backward_prefetch": ["BACKWARD_PRE", "none"], "training.micro_batch": [1, 2]}) and the
@@ -485,6 +487,36 @@ int sweep_command(const SweepOptions& options) {
                               : "");
   if (!options.md_path.empty())
     outputs.push_back({options.md_path, sweep_markdown(run.table, title, options.top)});
+  // Why points were skipped, on the terminal too (the CSV and markdown have every reason).
+  std::vector<std::string> reasons;
+  std::size_t distinct_reasons = 0;
+  std::size_t skipped = 0;
+  for (const SweepRow& row : run.table.rows) {
+    if (row.status != PointStatus::kSkipped) continue;
+    ++skipped;
+    if (std::find(reasons.begin(), reasons.end(), row.reason) != reasons.end()) continue;
+    ++distinct_reasons;
+    if (reasons.size() < kSkipReasonsShown) reasons.push_back(row.reason);
+  }
+  const auto print_reasons = [&] {
+    for (const std::string& reason : reasons) std::cerr << "skipped: " << reason << "\n";
+    if (distinct_reasons > reasons.size()) {
+      std::cerr << fmt::format(
+          "skipped: ... and points for {} other reasons (the CSV and markdown "
+          "give each point's)\n",
+          distinct_reasons - reasons.size());
+    }
+  };
+  // A whole grid of invalid points is bad input: nothing is written. A slice of a sharded sweep
+  // may hold only invalid points while others hold valid ones; `merge` judges the whole grid.
+  const bool nothing_valid = !interrupted && skipped > 0 && skipped == run.table.rows.size();
+  if (nothing_valid && plan.shard.n <= 1) {
+    print_reasons();
+    throw ConfigError(plan.scenario.string(), "",
+                      fmt::format("expected at least one valid point, found {} invalid "
+                                  "scenario{} (the first: {}); no output was written",
+                                  skipped, skipped == 1 ? "" : "s", reasons.front()));
+  }
   write_outputs(outputs, plan.input_files);
   if (!options.trace_path.empty() && !interrupted)
     write_sweep_point_trace(plan, options.trace_row, options.trace_path);
@@ -494,23 +526,7 @@ int sweep_command(const SweepOptions& options) {
   std::ostream& summary = stdout_taken ? std::cerr : std::cout;
   summary << sweep_summary_text(run.table);
   summary.flush();
-  // Why points were skipped, on the terminal too (the CSV and markdown have every reason).
-  std::vector<std::string> reasons;
-  std::size_t skipped = 0;
-  for (const SweepRow& row : run.table.rows) {
-    if (row.status != PointStatus::kSkipped) continue;
-    ++skipped;
-    if (reasons.size() < 3 &&
-        std::find(reasons.begin(), reasons.end(), row.reason) == reasons.end())
-      reasons.push_back(row.reason);
-  }
-  for (const std::string& reason : reasons) std::cerr << "skipped: " << reason << "\n";
-  if (!interrupted && skipped > 0 && skipped == run.table.rows.size()) {
-    throw ConfigError(plan.scenario.string(), "",
-                      fmt::format("expected at least one valid point, found {} invalid "
-                                  "scenario{} (the first: {})",
-                                  skipped, skipped == 1 ? "" : "s", reasons.front()));
-  }
+  print_reasons();
   const double seconds = elapsed_s(start);
   if (options.timing) {
     std::cerr << fmt::format("timing: {} points in {:.2f} s ({:.1f} points/s) on {} thread{}\n",

@@ -170,13 +170,14 @@ TEST(SweepGrid, BadSweepBlocksNameTheFileAndPath) {
     return std::string("accepted");
   };
   EXPECT_EQ(message(nlohmann::json::array()),
-            "s.json: /sweep: expected an object of KEY: [values], found an array");
+            "s.json: /sweep: expected an object of KEY: [values], found an empty array");
   EXPECT_EQ(message({{"training.micro_batch", 2}}),
             "s.json: /sweep/training.micro_batch: expected a non-empty array of values, found the "
             "number 2");
   EXPECT_EQ(
       message({{"training.micro_batch", nlohmann::json::array()}}),
-      "s.json: /sweep/training.micro_batch: expected a non-empty array of values, found an array");
+      "s.json: /sweep/training.micro_batch: expected a non-empty array of values, found an empty "
+      "array");
   EXPECT_EQ(message({{"training.micro_batch", {1, 2, 2}}}),
             "s.json: /sweep/training.micro_batch/2: value 2 is given twice; list each value once");
   // The first value, in the order given, that repeats an earlier one; whatever their order by
@@ -568,6 +569,43 @@ TEST(SweepCommand, EveryPointInvalidExitsTwoWithTheReason) {
   EXPECT_NE(o.output.find("skipped: /training/micro_batch: expected a positive integer"),
             std::string::npos)
       << o.output;
+  // Nothing is written for a grid that checked nothing.
+  const fs::path dir = temp_dir() / "all_invalid";
+  fs::create_directories(dir);
+  const fs::path csv = dir / "none.csv";
+  const fs::path md = dir / "none.md";
+  const Outcome written =
+      run_fsdpsim("sweep " + s.string() + " --grid training.micro_batch=0,-1 --out " +
+                  csv.string() + " --md " + md.string());
+  EXPECT_EQ(written.exit_code, 2) << written.output;
+  EXPECT_FALSE(fs::exists(csv));
+  EXPECT_FALSE(fs::exists(md));
+
+  // A slice of a sharded sweep may hold only invalid points while another holds the valid ones:
+  // it writes its rows and exits 0 (a Slurm array's afterok merge must run); merge judges the
+  // whole grid, and refuses one with no valid point.
+  const std::string grid = " --grid training.micro_batch=0,1";
+  const fs::path first = dir / "slice1.csv";
+  const fs::path second = dir / "slice2.csv";
+  const Outcome invalid_slice =
+      run_fsdpsim("sweep " + s.string() + grid + " --shard 1/2 --out " + first.string());
+  EXPECT_EQ(invalid_slice.exit_code, 0) << invalid_slice.output;
+  ASSERT_EQ(
+      run_fsdpsim("sweep " + s.string() + grid + " --shard 2/2 --out " + second.string()).exit_code,
+      0);
+  EXPECT_EQ(run_fsdpsim("merge " + first.string() + " " + second.string()).exit_code, 0);
+  const Outcome only_invalid = run_fsdpsim("merge " + first.string() + " --allow-gaps");
+  EXPECT_EQ(only_invalid.exit_code, 2) << only_invalid.output;
+  EXPECT_NE(only_invalid.output.find("expected at least one valid point in the merged sweep"),
+            std::string::npos)
+      << only_invalid.output;
+
+  // The terminal shows three distinct reasons and counts the others.
+  const Outcome many =
+      run_fsdpsim("sweep " + s.string() +
+                  " --grid training.micro_batch=1,0 --grid training.seq_len=0,-1,-2,-3,-4,4096");
+  EXPECT_EQ(many.exit_code, 0) << many.output;
+  EXPECT_NE(many.output.find("skipped: ... and points for "), std::string::npos) << many.output;
 }
 
 TEST(SweepCommand, TheScenarioSweepBlockIsTheGrid) {
