@@ -182,10 +182,12 @@ void fill_memory(StepResult& r, const engine::Program& program, const memory::Me
   r.oom_reason.clear();
   if (r.models_reserved && r.reserved.out_of_memory) {
     r.out_of_memory = true;
-    const std::string_view where = r.reserved.oom_tensor < program.tensors.size()
-                                       ? program.names[program.tensors[r.reserved.oom_tensor].name]
-                                       : std::string_view("?");
-    r.oom_reason = fmt::format("allocating {}: {}", where, r.reserved.oom_message);
+    const std::optional<engine::TensorId> tensor = r.reserved.oom_tensor;
+    r.oom_reason =
+        tensor && *tensor < program.tensors.size()
+            ? fmt::format("allocating {}: {}", program.names[program.tensors[*tensor].name],
+                          r.reserved.oom_message)
+            : r.reserved.oom_message;  // the state held from before the step
   } else if (!r.models_reserved && r.memory.peak_active > r.usable_memory) {
     r.out_of_memory = true;
     r.oom_reason =

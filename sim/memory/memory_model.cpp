@@ -1,6 +1,8 @@
 #include "sim/memory/memory_model.hpp"
 
 #include <cmath>
+#include <iomanip>
+#include <sstream>
 #include <utility>
 
 namespace fsdpsim::memory {
@@ -37,11 +39,19 @@ MemoryModel::MemoryModel(const MemoryModelOptions& options)
   if (!options.allocator) return;
   allocator_.emplace(*options.allocator);
   // Parameters and optimizer states were allocated before the step (model init, first step).
-  for (Bytes b : options.baseline) {
+  for (std::size_t c = 0; c < options.baseline.size(); ++c) {
+    const Bytes b = options.baseline[c];
     if (b.value() <= 0) continue;
     const MallocResult r = allocator_->malloc(b, 0);
-    if (r.status != MallocStatus::kAllocated && !reserved_.out_of_memory)
-      note_out_of_memory("before the step (parameters and optimizer state): " + describe(r.oom));
+    if (r.status != MallocStatus::kAllocated && !reserved_.out_of_memory) {
+      // No tensor of the step failed: say which state did not fit.
+      std::ostringstream what;
+      what << std::fixed << std::setprecision(2) << "allocating the "
+           << category_name(static_cast<MemoryCategory>(c)) << " held from before the step ("
+           << static_cast<double>(b.value()) / static_cast<double>(std::int64_t{1} << 30)
+           << " GiB, from model init and the first step): " << describe(r.oom);
+      note_out_of_memory(what.str());
+    }
   }
   note_reserved(SimTime{});
 }

@@ -39,7 +39,9 @@ struct ReservedStats {
   std::int64_t alloc_retries = 0;  // num_alloc_retries during the measured step
   std::int64_t device_calls = 0;   // cudaMalloc + cudaFree during the measured step
   bool out_of_memory = false;
-  engine::TensorId oom_tensor = 0;
+  // The tensor whose allocation failed first; empty when it was the state held before the step
+  // (oom_message then names which).
+  std::optional<engine::TensorId> oom_tensor;
   std::string oom_message;  // describe(OutOfMemoryInfo) of the first failure
 };
 

@@ -113,8 +113,25 @@ TEST(MemoryModel, OutOfMemoryIsRecordedWithTheTensor) {
   EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(120), 0)).status,
             engine::AllocationStatus::kOutOfMemory);
   EXPECT_TRUE(m.reserved().out_of_memory);
-  EXPECT_EQ(m.reserved().oom_tensor, 0u);
+  EXPECT_EQ(m.reserved().oom_tensor, std::optional<engine::TensorId>(0));
   EXPECT_NE(m.reserved().oom_message.find("120"), std::string::npos) << m.reserved().oom_message;
+}
+
+// State held from before the step (parameters, gradients, optimizer state) that does not fit is
+// named by its category, not blamed on a tensor of the step.
+TEST(MemoryModel, OutOfMemoryBeforeTheStepNamesTheStateThatDidNotFit) {
+  MemoryModelOptions o = options(mib(100));
+  o.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = mib(30);
+  o.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = mib(80);
+  MemoryModel m(o);
+  EXPECT_TRUE(m.reserved().out_of_memory);
+  EXPECT_FALSE(m.reserved().oom_tensor.has_value());
+  EXPECT_EQ(m.reserved().oom_message.rfind("allocating the optimizer_state held from before the "
+                                           "step (0.08 GiB, from model init and the first step): "
+                                           "CUDA out of memory. Tried to allocate 80.00 MiB",
+                                           0),
+            0U)
+      << m.reserved().oom_message;
 }
 
 // After the first failure the step goes on as if the device had room: a later request that
@@ -139,7 +156,7 @@ TEST(MemoryModel, AfterTheFirstFailureTheStepGoesOnAsOnALargerDevice) {
   EXPECT_FALSE(later.synchronizes_device);
   EXPECT_EQ(m.reserved().alloc_retries, 2);
   EXPECT_EQ(m.reserved().peak_reserved, mib(60));
-  EXPECT_EQ(m.reserved().oom_tensor, 2U);
+  EXPECT_EQ(m.reserved().oom_tensor, std::optional<engine::TensorId>(2));
   EXPECT_EQ(m.stats().peak_allocated, mib(50 + 70 + 80));
 }
 
