@@ -73,6 +73,17 @@ std::optional<Dtype> dtype_of(std::string_view type) {
   return std::nullopt;
 }
 
+// The largest deviation nccl-tests before 2.10 accepted for a type (src/common.cu DeltaMaxValue:
+// half 1e-2, 5e-2 in some versions; bfloat16 1e-2; float 1e-5; double 1e-12; integers none), the
+// loosest of its versions: a larger one is an out-of-bounds value, its row a failed test.
+double largest_accepted_deviation(std::string_view type) {
+  if (type == "half") return 5e-2;
+  if (type == "bfloat16") return 1e-2;
+  if (type == "float") return 1e-5;
+  if (type == "double") return 1e-12;
+  return 0.0;
+}
+
 // Every nccl-tests type name (src/common.cu test_typenames), imported or not.
 bool is_type_name(std::string_view type) {
   static constexpr std::array<std::string_view, 13> kNames = {
@@ -106,6 +117,9 @@ struct Columns {
   std::array<int, 2> algbw{-1, -1};
   std::array<int, 2> busbw{-1, -1};
   std::array<int, 2> wrong{-1, -1};
+  // Before nccl-tests 2.10 the column was "error": the largest deviation from the expected
+  // values (%5.0le), not a count of wrong elements.
+  bool wrong_is_deviation = false;
 };
 
 std::optional<Columns> parse_column_header(const std::vector<std::string_view>& words) {
@@ -129,8 +143,10 @@ std::optional<Columns> parse_column_header(const std::vector<std::string_view>& 
       c.time[static_cast<std::size_t>(times++)] = at;
     if (w == "algbw" && algbws < 2) c.algbw[static_cast<std::size_t>(algbws++)] = at;
     if (w == "busbw" && busbws < 2) c.busbw[static_cast<std::size_t>(busbws++)] = at;
-    if ((w == "#wrong" || w == "error" || w == "res") && wrongs < 2)
+    if ((w == "#wrong" || w == "error" || w == "res") && wrongs < 2) {
       c.wrong[static_cast<std::size_t>(wrongs++)] = at;
+      c.wrong_is_deviation = w == "error";
+    }
   }
   if (c.size < 0 || c.type < 0 || c.time[0] < 0 || c.algbw[0] < 0 || c.busbw[0] < 0)
     return std::nullopt;
@@ -353,7 +369,16 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
                              "disagree",
                              algbw, quoted(word(c.algbw[p]))));
   }
-  if (c.wrong[p] >= 0 && word(c.wrong[p]) != "N/A") {
+  if (c.wrong[p] >= 0 && word(c.wrong[p]) != "N/A" && c.wrong_is_deviation) {
+    const double deviation = number_at(c.wrong[p], "error");
+    const double bound = largest_accepted_deviation(word(c.type));
+    if (deviation > bound) {
+      fail(number, fmt::format("an error (largest deviation from the expected values) of {}, "
+                               "above nccl-tests' bound {:g} for {}: the collective returned "
+                               "wrong data, so this timing is not a measurement to calibrate with",
+                               word(c.wrong[p]), bound, word(c.type)));
+    }
+  } else if (c.wrong[p] >= 0 && word(c.wrong[p]) != "N/A") {
     const double wrong = number_at(c.wrong[p], "#wrong");
     if (wrong > 0.0) {
       fail(number,

@@ -48,14 +48,24 @@ std::int64_t rounded(std::int64_t bytes, std::int32_t ranks, const Dtype& d) {
   return (bytes / unit) * unit;
 }
 
-std::vector<std::int64_t> sweep_sizes(const Options& o, const Plan& plan, std::int64_t cap) {
+// The sweep's sizes and the plan's, up to `cap`; the plan's sizes above it are not measured, and
+// a note says so (the profile's curve then stops below them and fsdpsim extrapolates).
+std::vector<std::int64_t> sweep_sizes(const Options& o, const Plan& plan, std::int64_t cap,
+                                      std::vector<std::string>& notes) {
   std::set<std::int64_t> sizes;
   for (std::int64_t s = o.min_bytes; s <= std::min(o.max_bytes, cap); s *= o.factor) {
     sizes.insert(s);
     if (s > std::numeric_limits<std::int64_t>::max() / o.factor) break;
   }
+  std::set<std::int64_t> above;
   for (const PlannedCollective& c : plan.collectives) {
-    if (c.bytes <= cap) sizes.insert(c.bytes);
+    (c.bytes <= cap ? sizes : above).insert(c.bytes);
+  }
+  if (!above.empty()) {
+    notes.push_back(cat(above.size(), " planned size", above.size() == 1 ? "" : "s",
+                        " above the largest message measured (", format_size(cap),
+                        ") not measured, up to ", format_size(*above.rbegin()),
+                        cap == o.max_bytes ? "; raise --max-bytes to measure them" : ""));
   }
   return {sizes.begin(), sizes.end()};
 }
@@ -125,7 +135,7 @@ void measure_collectives(Job& job, const Options& o, const Plan& plan, Results& 
                          const std::function<void()>& save) {
   const std::int64_t cap = buffer_cap(job, o, results.notes);
   job.ensure_buffers(cap);
-  const std::vector<std::int64_t> sizes = sweep_sizes(o, plan, cap);
+  const std::vector<std::int64_t> sizes = sweep_sizes(o, plan, cap, results.notes);
   std::vector<Group> groups = job.make_groups(o.groups, o.shard_groups, false, results.notes);
   const std::size_t total = groups.size() * o.collectives.size() * o.dtypes.size();
   std::size_t done = 0;

@@ -68,11 +68,13 @@ LaunchEnv launch_env() {
   return LaunchEnv{};
 }
 
+// torchrun's rendezvous id first: torchrun started on each node by its own `srun` step, inside
+// one Slurm job, has the same --rdzv-id everywhere but a different SLURM_STEP_ID per node.
 std::string rendezvous_tag(const Options& o) {
   if (!o.rendezvous_tag.empty()) return o.rendezvous_tag;
+  if (!env("TORCHELASTIC_RUN_ID").empty()) return cat("torchrun-", env("TORCHELASTIC_RUN_ID"));
   if (!env("SLURM_JOB_ID").empty())
     return cat("slurm-", env("SLURM_JOB_ID"), ".", env("SLURM_STEP_ID"));
-  if (!env("TORCHELASTIC_RUN_ID").empty()) return cat("torchrun-", env("TORCHELASTIC_RUN_ID"));
   if (!env("MASTER_PORT").empty()) return cat("port-", env("MASTER_PORT"));
   throw UsageError(
       "one process per GPU needs a tag naming the NCCL id file: pass --rendezvous-tag (no "

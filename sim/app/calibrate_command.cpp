@@ -95,7 +95,9 @@ int plan_command(const CalibrateOptions& o) {
       c.gpu.name, c.nodes, c.gpus_per_node,
       has_profile ? fmt::format(", against calibration {}", curves->name()) : std::string());
   text += fmt::format(
-      "\nGEMMs the step prices ({} shapes; dtype m n k batch, launches per step):\n", gemms.size());
+      "\nGEMMs the step prices ({} shapes; dtype m n k batch, launches in the two steps simulated, "
+      "a warm-up and the measured one):\n",
+      gemms.size());
   for (const auto& [key, stats] : gemms) {
     text += fmt::format("  {:<5} {:>7} {:>7} {:>7} {:>4}  x{}{}\n", dtype_name(key.dtype), key.m,
                         key.n, key.k, key.batch, stats.count, covered(stats));
@@ -107,7 +109,8 @@ int plan_command(const CalibrateOptions& o) {
         shapeless);
   }
   text += fmt::format(
-      "\ncollectives the step prices ({} shapes; ranks, ranks per node, buffer, count per step):\n",
+      "\ncollectives the step prices ({} shapes; ranks, ranks per node, buffer, count in the two "
+      "steps simulated):\n",
       collectives.size());
   for (const auto& [key, stats] : collectives) {
     text += fmt::format("  {:<15} {:>5} {:>4}  {:>12}  x{}{}\n", calibrate::collective_name(key.op),

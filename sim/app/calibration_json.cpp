@@ -654,10 +654,16 @@ std::string calibration_usage_line(const hardware::CalibratedCurves& curves) {
   return fmt::format(
       "costs      {} collectives and {} GEMMs from calibration {}, the rest from the fallback "
       "model "
-      "({} collectives, {} GEMMs priced); cudaMalloc/cudaFree from {}{}",
+      "({} collectives, {} GEMMs priced over the warm-up and the measured step); "
+      "cudaMalloc/cudaFree from {}{}{}",
       n.collectives_calibrated, n.gemms_calibrated, curves.name(),
       n.collectives_calibrated + n.collectives_fallback, n.gemms_calibrated + n.gemms_fallback,
       curves.allocation_costs() ? "the calibration" : "the hardware preset",
+      n.collectives_calibrated == 0 && n.collectives_fallback > 0
+          ? "\n           no collective of this step has a measured curve of its group shape "
+            "(ranks, ranks per node; the profile's curves do not extend to other scales): the "
+            "model priced them all"
+          : "",
       curves.complete() ? ""
                         : "\n           the profile is incomplete (\"complete\": false): its "
                           "harness run stopped early, so some shapes may be missing from it");

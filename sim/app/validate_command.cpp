@@ -431,6 +431,7 @@ int validate_command(const ValidateOptions& options) {
   ValidationContext context;
   context.cases_file = file.filename().string();
   context.where = options.where;
+  context.calibration = calibration;
   for (const std::string& column : options.group_by) {
     if (std::find(context.group_by.begin(), context.group_by.end(), column) ==
         context.group_by.end())

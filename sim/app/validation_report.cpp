@@ -246,6 +246,8 @@ nlohmann::json ValidationReport::json() const {
   report["schema"] = "fsdpsim.validation/1";
   report["cases_file"] = context.cases_file;
   report["where"] = context.where;
+  report["calibration"] =
+      context.calibration.empty() ? nlohmann::json(nullptr) : nlohmann::json(context.calibration);
   if (context.fit) {
     report["fit"] = {
         {"key", context.fit->key}, {"value", context.fit->value}, {"mape", context.fit->mape}};
@@ -327,6 +329,12 @@ std::string ValidationReport::markdown() const {
                         out_of_memory));
   if (!context.where.empty()) {
     md += fmt::format("Rows where {}.\n\n", fmt::join(context.where, " and "));
+  }
+  if (!context.calibration.empty()) {
+    md += fmt::format(
+        "Every row is priced with the calibration profile `{}` (collectives and GEMMs it measured; "
+        "the model for the rest); rows of another GPU are skipped.\n\n",
+        context.calibration);
   }
   if (context.fit) {
     md += fmt::format("Fitted on these rows: {} = {:.4f} (tokens/s MAPE {}).\n\n", context.fit->key,

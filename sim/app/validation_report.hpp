@@ -57,6 +57,7 @@ struct ValidationFit {
 struct ValidationContext {
   std::string cases_file;             // the CSV's file name
   std::vector<std::string> where;     // --where, as given
+  std::string calibration;            // the profile every row was priced with, as given; "" none
   std::vector<std::string> group_by;  // --group-by columns, each once
   std::optional<ValidationFit> fit;
 };

@@ -1049,6 +1049,12 @@ TEST(Validate, CalibrationPathIsRelativeToTheWorkingDirectory) {
   const nlohmann::json j = nlohmann::json::parse(out);
   EXPECT_EQ(j["skipped"], 0) << j["skipped_cases"].dump(1);
   EXPECT_EQ(j["evaluated"], 7);
+  // The report says which profile priced the rows; without one, none.
+  EXPECT_EQ(j["calibration"], relative.string());
+  const auto [plain_code, plain_out] = run_fsdpsim("validate " + std::string(FSDPSIM_CONFIGS_DIR) +
+                                                   "/validation/measured-h200/steps.csv --json -");
+  ASSERT_EQ(plain_code, 0) << plain_out;
+  EXPECT_TRUE(nlohmann::json::parse(plain_out)["calibration"].is_null());
 
   // --set hardware.calibration is the same option, not a path from the CSV's folder; two
   // profiles are one too many.

@@ -162,7 +162,20 @@ TEST_F(CalibratedPrediction, TheStepSpendsLongerInCollectivesAndSaysWhy) {
   line +=
       " collectives and 0 GEMMs from calibration a100-sxm-80gb, the rest from the fallback model";
   EXPECT_NE(summary.find(line), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("no collective of this step has a measured curve"), std::string::npos);
   EXPECT_EQ(summary_text(fallback_, fallback_out_).find("costs "), std::string::npos);
+  // On two nodes no collective has the one-node profile's group shape: the summary says so, not
+  // only by a count of 0.
+  const Scenario two_nodes = load_scenario(
+      write_scenario(),
+      {"hardware.nodes=2", "training.global_batch=32", "hardware.calibration=" + kProfile},
+      PresetLocator{FSDPSIM_CONFIGS_DIR});
+  const std::string elsewhere =
+      summary_text(two_nodes, simulate_scenario(two_nodes, /*record_memory=*/false));
+  EXPECT_NE(elsewhere.find("costs      0 collectives"), std::string::npos) << elsewhere;
+  EXPECT_NE(elsewhere.find("no collective of this step has a measured curve of its group shape"),
+            std::string::npos)
+      << elsewhere;
   const nlohmann::json j = result_to_json(calibrated_, calibrated_out_);
   EXPECT_EQ(j.at("calibration").at("profile"), "a100-sxm-80gb");
   EXPECT_EQ(j.at("calibration").at("collectives_calibrated"), n.collectives_calibrated);

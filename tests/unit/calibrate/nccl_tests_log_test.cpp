@@ -197,6 +197,34 @@ TEST(NcclTestsLog, WrongElementsAreAnError) {
   EXPECT_NE(e.find("w.log:12: 12 wrong elements"), std::string::npos) << e;
 }
 
+// Before nccl-tests 2.10 the "error" column was the largest deviation from the expected values,
+// which nccl-tests accepted up to a bound per type (DeltaMaxValue): within it the row is a
+// measurement, above it the collective returned wrong data.
+TEST(NcclTestsLog, AnOldErrorColumnIsADeviationWithinNcclTestsBound) {
+  const auto old_log = [](const std::string& rows) {
+    std::string text = log_with("all_reduce_perf", rows);
+    const std::string modern = "  #wrong     time   algbw   busbw  #wrong";
+    text.replace(text.find(modern), modern.size(), "   error     time   algbw   busbw   error");
+    return text;
+  };
+  const std::string fine =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43   5e-07    "
+      "20.00   52.43   52.43   0e+00\n"
+      "     1048576        524288  bfloat16     sum      -1    22.00   47.66   47.66   4e-03    "
+      "22.00   47.66   47.66   4e-03\n";
+  const NcclTestsLog log = parse_nccl_tests_log(old_log(fine), "old.log", {});
+  ASSERT_EQ(log.series.size(), 2U);
+  const std::string wrong =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43   3e-02    "
+      "20.00   52.43   52.43   0e+00\n";
+  const std::string e =
+      error_of([&] { (void)parse_nccl_tests_log(old_log(wrong), "old.log", {}); });
+  EXPECT_NE(e.find("old.log:12: an error (largest deviation from the expected values) of 3e-02, "
+                   "above nccl-tests' bound 1e-05 for float"),
+            std::string::npos)
+      << e;
+}
+
 // Rows no real run prints: a size past 2^50 (whose rates would overflow), a time under a
 // nanosecond, a time that contradicts the row's algbw (size / time, as nccl-tests computes it).
 TEST(NcclTestsLog, ImplausibleOrInconsistentRowsAreErrors) {
