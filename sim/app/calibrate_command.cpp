@@ -286,7 +286,14 @@ int fit_command(const CalibrateOptions& o) {
   out += "\n";
   // The profile and the --against preset are inputs the fit must not overwrite.
   std::set<std::filesystem::path> inputs{o.profile};
-  if (!o.against.empty()) out += gemms_against_preset(profile, o.against, o.configs_dir, inputs);
+  if (!o.against.empty()) {
+    out += gemms_against_preset(profile, o.against, o.configs_dir, inputs);
+  } else {
+    out +=
+        "  (not checked against a GPU: `--against PRESET` compares the GEMMs with its model and "
+        "names measurements its links and peaks cannot have made, which a scenario on it "
+        "refuses)\n";
+  }
   const calibrate::MemoryMeasurements& m = profile.memory;
   if (m.device_copy || m.h2d_pinned || m.d2h_pinned || m.kernel_launch) {
     out += "\nmemory (not used by the cost models directly; set the matching scenario keys):\n";
