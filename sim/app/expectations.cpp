@@ -173,6 +173,13 @@ std::filesystem::path parse_baseline(const nlohmann::json& block,
     const nlohmann::json* value = find_path(baseline, keys[i], missing, hint);
     const std::string path =
         block.contains("keys") ? fmt::format("/expect/keys/{}", i) : "/expect/baseline";
+    if (value != nullptr && value->is_object() && !value->empty()) {
+      throw ConfigError(
+          file, path,
+          fmt::format("\"{}\" of the baseline {} is an object, not a value; name a "
+                      "key inside it, e.g. \"{}.{}\"",
+                      keys[i], baseline_path.string(), keys[i], value->begin().key()));
+    }
     if (value == nullptr || !scalar(*value)) {
       throw ConfigError(
           file, path,

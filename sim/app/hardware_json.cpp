@@ -244,6 +244,12 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
     merge_overrides(merged, value);
     out.cluster = parse_cluster(merged, file.string(), path, nodes);
   } else {
+    // Without a preset the description must be complete: say both ways, not only "gpu".
+    if (!r.has("gpu")) {
+      throw ConfigError(file.string(), path + "/preset",
+                        "required key is missing: expected \"preset\" (a hardware preset such as "
+                        "h100-sxm-80gb) or a complete description with \"gpu\" and \"node\"");
+    }
     out.cluster = parse_cluster(value, file.string(), path, nodes);
   }
   // Measured curves in front of the cost models (calibration_json.hpp), resolved like presets.

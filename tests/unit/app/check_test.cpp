@@ -239,6 +239,14 @@ TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
   EXPECT_NE(config_error({{"baseline", "base.json"}, {"keys", {"tokens_per_s"}}}, scenario)
                 .find("/expect/keys/0: the baseline"),
             std::string::npos);
+  // A key that holds an object names the way to a value inside it.
+  EXPECT_NE(
+      config_error({{"baseline", "base.json"}, {"keys", {"breakdown"}}}, scenario)
+          .find("/expect/keys/0: \"breakdown\" of the baseline " + (dir / "base.json").string() +
+                " is an object, not a value; name a key inside it, e.g. "
+                "\"breakdown.idle_s\""),
+      std::string::npos)
+      << config_error({{"baseline", "base.json"}, {"keys", {"breakdown"}}}, scenario);
   // Only a recorded result is a baseline, and its numbers are a result's.
   std::ofstream(dir / "other.json") << R"({"schema": "other/9", "step_time_s": 10.0})";
   EXPECT_NE(config_error({{"baseline", "other.json"}}, scenario)

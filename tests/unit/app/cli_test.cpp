@@ -867,6 +867,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"model_description_not_text",
                  {{"model", {{"preset", "gpt-175b"}, {"description", 3}}}},
                  "/model/description: expected a string, found the number 3"},
+        // Without a preset, both ways of describing the hardware are named.
+        BadInput{"hardware_without_preset",
+                 {{"hardware", {{"preset", nullptr}}}},
+                 "/hardware/preset: required key is missing: expected \"preset\" (a hardware "
+                 "preset such as h100-sxm-80gb) or a complete description with \"gpu\" and "
+                 "\"node\""},
         BadInput{"hardware_description_not_text",
                  {{"hardware", {{"description", {{"a", 1}}}}}},
                  "/hardware/description: expected a string, found an object"},
