@@ -25,8 +25,9 @@ std::string trim(const std::string& s) {
 }
 
 // Splits at commas that are not inside "quotes", [brackets] or {braces}, so a value may be a
-// JSON array or object.
-std::vector<std::string> split_values(const std::string& text) {
+// JSON array or object. A bracket, brace or quote left open (or closed that was never opened)
+// is an error naming `where`: the text would otherwise become a string value or split wrongly.
+std::vector<std::string> split_values(const std::string& text, const std::string& where) {
   std::vector<std::string> parts;
   std::string current;
   int depth = 0;
@@ -51,8 +52,17 @@ std::vector<std::string> split_values(const std::string& text) {
     }
     if (c == '"') in_string = true;
     if (c == '[' || c == '{') ++depth;
-    if ((c == ']' || c == '}') && depth > 0) --depth;
+    if (c == ']' || c == '}') {
+      if (depth == 0) {
+        throw ConfigError(fmt::format("{}: '{}' closes a bracket that was not opened", where, c));
+      }
+      --depth;
+    }
     current += c;
+  }
+  if (in_string || depth > 0) {
+    throw ConfigError(fmt::format("{}: {} is not closed", where,
+                                  in_string ? "a quoted string" : "a [bracket] or {brace}"));
   }
   parts.push_back(trim(current));
   return parts;
@@ -122,7 +132,7 @@ GridAxis parse_grid_option(const std::string& option) {
   check_key(axis.key, where);
   const std::string list = option.substr(eq + 1);
   if (trim(list).empty()) throw ConfigError(fmt::format("{}: no values after '='", where));
-  for (const std::string& text : split_values(list)) {
+  for (const std::string& text : split_values(list, where)) {
     if (text.empty()) throw ConfigError(fmt::format("{}: empty value in the list", where));
     axis.values.push_back(parse_inline_value(text, where));
   }

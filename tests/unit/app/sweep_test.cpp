@@ -85,18 +85,22 @@ TEST_P(SweepGridBadOption, IsAConfigErrorThatSaysWhy) {
 
 INSTANTIATE_TEST_SUITE_P(
     Options, SweepGridBadOption,
-    ::testing::Values(BadGrid{"training.micro_batch", "expected KEY=V1,V2,..."},
-                      BadGrid{"training.micro_batch=", "no values after '='"},
-                      BadGrid{"training.micro_batch=1,,2", "empty value in the list"},
-                      BadGrid{"training.micro_batch=1,", "empty value in the list"},
-                      BadGrid{"=1,2", "empty key"},
-                      BadGrid{"training..micro_batch=1", "empty segment"},
-                      BadGrid{"training.micro_batch=1,2,1.0", "value 1.0 is given twice"},
-                      BadGrid{"fsdp.backward_prefetch=none,\"none\"",
-                              "value \"none\" is given twice"},
-                      // A preset name and the object naming it are the same model.
-                      BadGrid{"model=mpt-1b,{\"preset\":\"mpt-1b\"}",
-                              "value {\"preset\":\"mpt-1b\"} is given twice"}),
+    ::testing::Values(
+        BadGrid{"training.micro_batch", "expected KEY=V1,V2,..."},
+        BadGrid{"training.micro_batch=", "no values after '='"},
+        BadGrid{"training.micro_batch=1,,2", "empty value in the list"},
+        BadGrid{"training.micro_batch=1,", "empty value in the list"},
+        // Left open, a bracket made one string value, a brace split in two.
+        BadGrid{"training.micro_batch=[1,2", "a [bracket] or {brace} is not closed"},
+        BadGrid{"model=2,{\"preset\":1", "a [bracket] or {brace} is not closed"},
+        BadGrid{"training.micro_batch=1]", "']' closes a bracket that was not opened"},
+        BadGrid{"model.name=\"a,b", "a quoted string is not closed"}, BadGrid{"=1,2", "empty key"},
+        BadGrid{"training..micro_batch=1", "empty segment"},
+        BadGrid{"training.micro_batch=1,2,1.0", "value 1.0 is given twice"},
+        BadGrid{"fsdp.backward_prefetch=none,\"none\"", "value \"none\" is given twice"},
+        // A preset name and the object naming it are the same model.
+        BadGrid{"model=mpt-1b,{\"preset\":\"mpt-1b\"}",
+                "value {\"preset\":\"mpt-1b\"} is given twice"}),
     [](const ::testing::TestParamInfo<BadGrid>& param) {
       return "case" + std::to_string(param.index);
     });
