@@ -49,6 +49,13 @@
 // overflow flags, DeepSpeed's per-bias buckets) take the tree; large ones the ring. Inside one
 // node the ring alone is kept: it matches the measured 8-GPU latency (configs/hardware/*.json).
 //
+// NIC sharing (collective_network_time): at its modelled rate a collective across nodes uses its
+// nodes' NICs fully (the share r/g of a group with r of a node's g GPUs, times the g/r groups of
+// that layout that run at once), so its transfer term is the time it holds them. The executor
+// slows that part when another communicator's collective is on the NICs at the same time
+// (sim/engine/program.hpp, Op::network_time): nccl_costs.md "They compete": "two collectives
+// sharing NICs share their bandwidth".
+//
 // Edge cases: a one-rank collective costs 0 -- NCCL turns it into a local copy or nothing
 // (src/enqueue.cc: ncclLaunchOneRank; its cost table is 0 for nRanks == 1), and the copy, when
 // out of place, is a memory-bound kernel the caller prices if it wants. An empty collective
@@ -117,8 +124,25 @@ std::int64_t floor_log2(std::int64_t n) {
   return k;
 }
 
+// A collective's time as its latency and its transfer, and whether the nodes' NICs bound the
+// transfer.
+struct Phases {
+  Seconds latency{0.0};
+  Seconds transfer{0.0};
+  bool network_bound = false;
+  [[nodiscard]] Seconds total() const { return latency + transfer; }
+};
+
+// The network bounds a ring across nodes unless NVLink is the slower link.
+bool network_bounds(const ClusterSpec& cluster, CommGroup group) {
+  if (group.ranks_per_node == group.ranks) return false;
+  return group.ranks_per_node == 1 ||
+         ring_bus_bandwidth(cluster, group).value() <
+             (cluster.nvlink_bandwidth * cluster.nvlink_efficiency).value();
+}
+
 // NCCL's tree all-reduce over a group spanning several nodes (see the header).
-Seconds tree_all_reduce_time(const ClusterSpec& cluster, CommGroup group, Bytes bytes) {
+Phases tree_all_reduce(const ClusterSpec& cluster, CommGroup group, Bytes bytes) {
   const std::int64_t nodes = group.ranks / group.ranks_per_node;
   const Seconds latency =
       cluster.collective_base_latency +
@@ -126,8 +150,28 @@ Seconds tree_all_reduce_time(const ClusterSpec& cluster, CommGroup group, Bytes 
              kTreeNetworkHopLatency * static_cast<double>(floor_log2(nodes)));
   const double wire_bytes =
       ring_wire_factor(Collective::kAllReduce, group.ranks) * static_cast<double>(bytes.value());
-  return latency + Seconds(wire_bytes /
-                           (kTreeBusBandwidthShare * ring_bus_bandwidth(cluster, group).value()));
+  return {
+      latency,
+      Seconds(wire_bytes / (kTreeBusBandwidthShare * ring_bus_bandwidth(cluster, group).value())),
+      network_bounds(cluster, group)};
+}
+
+// The model's phases (no calibration) of a collective with more than one rank and bytes.
+Phases modelled_phases(const ClusterSpec& cluster, Collective op, CommGroup group, Bytes bytes) {
+  const double wire_bytes = ring_wire_factor(op, group.ranks) * static_cast<double>(bytes.value());
+  const Phases ring{collective_latency(cluster, op, group),
+                    Seconds(wire_bytes / ring_bus_bandwidth(cluster, group).value()),
+                    network_bounds(cluster, group)};
+  if (op != Collective::kAllReduce || group.ranks_per_node == group.ranks) return ring;
+  const Phases tree = tree_all_reduce(cluster, group, bytes);
+  return tree.total() < ring.total() ? tree : ring;
+}
+
+void check_bytes(Bytes bytes) {
+  if (bytes.value() < 0) {
+    throw std::invalid_argument("hardware: collective_time got negative bytes " +
+                                std::to_string(bytes.value()));
+  }
 }
 
 }  // namespace
@@ -167,20 +211,27 @@ Seconds collective_latency(const ClusterSpec& cluster, Collective op, CommGroup 
 
 Seconds collective_time(const ClusterSpec& cluster, Collective op, CommGroup group, Bytes bytes) {
   check_group(cluster, group);
-  if (bytes.value() < 0) {
-    throw std::invalid_argument("hardware: collective_time got negative bytes " +
-                                std::to_string(bytes.value()));
-  }
+  check_bytes(bytes);
   if (group.ranks == 1 || bytes.value() == 0) return Seconds(0.0);
   // Measured curves first (calibrated_curves.hpp), the ring model for what they do not cover.
   if (const auto measured = calibrated_collective_time(cluster.gpu, op, group, bytes)) {
     return *measured;
   }
-  const double wire_bytes = ring_wire_factor(op, group.ranks) * static_cast<double>(bytes.value());
-  const Seconds transfer(wire_bytes / ring_bus_bandwidth(cluster, group).value());
-  const Seconds ring = collective_latency(cluster, op, group) + transfer;
-  if (op != Collective::kAllReduce || group.ranks_per_node == group.ranks) return ring;
-  return std::min(ring, tree_all_reduce_time(cluster, group, bytes));
+  return modelled_phases(cluster, op, group, bytes).total();
+}
+
+Seconds collective_network_time(const ClusterSpec& cluster, Collective op, CommGroup group,
+                                Bytes bytes) {
+  check_group(cluster, group);
+  check_bytes(bytes);
+  if (group.ranks == 1 || bytes.value() == 0 || !network_bounds(cluster, group)) {
+    return Seconds(0.0);
+  }
+  if (const auto measured = calibrated_collective_time(cluster.gpu, op, group, bytes)) {
+    return Seconds(std::max(0.0, (*measured - collective_latency(cluster, op, group)).value()));
+  }
+  const Phases phases = modelled_phases(cluster, op, group, bytes);
+  return phases.network_bound ? phases.transfer : Seconds(0.0);
 }
 
 }  // namespace fsdpsim::hardware

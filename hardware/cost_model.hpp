@@ -39,6 +39,16 @@ struct CommGroup {
 // doc/PERFORMANCE.md (busbw factors), NCCL src/graph/tuning.cc (latency model).
 Seconds collective_time(const ClusterSpec& cluster, Collective op, CommGroup group, Bytes bytes);
 
+// The part of collective_time() its group spends moving bytes through the nodes' NICs at the
+// modelled rate: the transfer term when the network, not NVLink, bounds the ring (or tree), and
+// 0 inside one node. At that rate the collective uses its node's NICs fully, every group of
+// the same layout running beside it included (a group with r of a node's g GPUs gets r/g of the
+// NICs, and the g/r groups of that layout run at once), so two such collectives of different
+// communicators at the same time share the NICs (nccl_costs.md "They compete"). With a measured
+// curve, the measured time less the model's latency.
+Seconds collective_network_time(const ClusterSpec& cluster, Collective op, CommGroup group,
+                                Bytes bytes);
+
 // Bus bandwidth of the bottleneck link for a group (the asymptotic busbw of the ring model).
 BytesPerSec ring_bus_bandwidth(const ClusterSpec& cluster, CommGroup group);
 

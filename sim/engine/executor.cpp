@@ -130,6 +130,7 @@ class Execution {
     progress_.assign(n, 0.0);
     progress_since_.assign(n, SimTime{});
     contended_running_.reserve(p_.stream_names.size());
+    network_running_.reserve(p_.channel_names.size());
   }
 
   void begin() { push(SimTime{}, EventPriority::kCpuStep, EventKind::kCpuStep, 0); }
@@ -151,9 +152,21 @@ class Execution {
     }
   }
 
-  // Every rank of the group has reached collective `op`: its transfer runs from `now`.
+  // Every rank of the group has reached collective `op`: its transfer runs from `now`. One that
+  // crosses the nodes' NICs shares them with the others doing so (Op::network_time): each
+  // progresses at the rate its duration has with that many transfers on the NICs, and all are
+  // rescheduled when one starts or ends.
   void transfer(OpId op, SimTime now) {
-    push(now + p_.ops[op].duration, EventPriority::kOpFinish, EventKind::kOpFinish, op);
+    const Op& o = p_.ops[op];
+    if (o.network_time.picoseconds() <= 0) {
+      push(now + o.duration, EventPriority::kOpFinish, EventKind::kOpFinish, op, version_[op]);
+      return;
+    }
+    credit_network_progress(now);
+    network_running_.push_back(op);
+    progress_[op] = 0.0;
+    progress_since_[op] = now;
+    reschedule_network(now);
   }
 
   Timeline end() {
@@ -201,7 +214,7 @@ class Execution {
       if (communication_running_++ == 0) reschedule_contended();
       // Its kernel runs (and holds its SMs) from now; the transfer waits for the group.
       if constexpr (kRanks) return rendezvous_->arrive(rank_, op, now_);
-      push(now_ + o.duration, EventPriority::kOpFinish, EventKind::kOpFinish, op);
+      transfer(op, now_);
       return;
     }
     if (contended(o)) {
@@ -266,11 +279,45 @@ class Execution {
     }
   }
 
+  // A collective's duration while `transfers` collectives (itself included) cross the NICs.
+  [[nodiscard]] static SimTime network_shared_duration(const Op& o, std::size_t transfers) {
+    const auto extra = static_cast<std::int64_t>(transfers > 1 ? transfers - 1 : 0);
+    return o.duration + SimTime::from_picoseconds(o.network_time.picoseconds() * extra);
+  }
+
+  // Credits the transfers on the NICs with their progress since the last change, at the rate
+  // of the current number of them.
+  void credit_network_progress(SimTime now) {
+    for (OpId op : network_running_) {
+      const SimTime duration = network_shared_duration(p_.ops[op], network_running_.size());
+      progress_[op] += static_cast<double>((now - progress_since_[op]).picoseconds()) /
+                       static_cast<double>(duration.picoseconds());
+      progress_since_[op] = now;
+    }
+  }
+
+  // Schedules the rest of every transfer on the NICs at the rate of their current number.
+  void reschedule_network(SimTime now) {
+    for (OpId op : network_running_) {
+      const double left = std::max(0.0, 1.0 - progress_[op]);
+      const auto remaining = static_cast<std::int64_t>(std::llround(
+          left * static_cast<double>(
+                     network_shared_duration(p_.ops[op], network_running_.size()).picoseconds())));
+      push(now + SimTime::from_picoseconds(remaining), EventPriority::kOpFinish,
+           EventKind::kOpFinish, op, ++version_[op]);
+    }
+  }
+
   void finish(OpId op) {
     const Op& o = p_.ops[op];
     state_[op] = State::kFinished;
     --outstanding_;
     timeline_.ops[op].end = now_;
+    if (o.kind == OpKind::kCommunication && o.network_time.picoseconds() > 0) {
+      credit_network_progress(now_);
+      network_running_.erase(std::find(network_running_.begin(), network_running_.end(), op));
+      reschedule_network(now_);
+    }
     if (o.kind == OpKind::kCommunication) {
       if (--communication_running_ == 0) reschedule_contended();
     } else if (contended(o)) {
@@ -452,10 +499,11 @@ class Execution {
   std::vector<Fifo> streams_;
   std::vector<Fifo> channels_;
   std::vector<bool> pending_release_;
-  std::vector<std::uint32_t> version_;   // bumped when a contended op is rescheduled
-  std::vector<double> progress_;         // fraction of a contended op done
+  std::vector<std::uint32_t> version_;   // bumped when an op is rescheduled (contended, NIC)
+  std::vector<double> progress_;         // fraction of a contended op or NIC transfer done
   std::vector<SimTime> progress_since_;  // when progress_ was last credited
   std::vector<OpId> contended_running_;  // running ops slowed by communication
+  std::vector<OpId> network_running_;    // collectives whose transfers are on the NICs
   int communication_running_ = 0;
   std::size_t outstanding_ = 0;       // issued ops not yet finished
   std::size_t pending_releases_ = 0;  // freed tensors awaiting a stream use

@@ -25,7 +25,8 @@ inline constexpr OpId kNoOp = std::numeric_limits<OpId>::max();
 inline constexpr ChannelId kNoChannel = -1;
 
 // What resources an op occupies. While any kCommunication op runs, kCompute ops progress at
-// the rate of their contended_duration; the communication itself is not slowed.
+// the rate of their contended_duration. kCommunication ops whose transfers cross the nodes'
+// NICs at the same time share them (Op::network_time).
 enum class OpKind : std::uint8_t {
   kCompute,
   kCommunication,
@@ -44,6 +45,10 @@ struct Op {
   // Device time if a communication op runs alongside it for its whole life (SMs shared with
   // NCCL kernels); zero means "not slowed". Partial overlap interpolates by progress.
   SimTime contended_duration;
+  // For a collective: the part of `duration` spent moving bytes through the nodes' NICs at their
+  // full rate (zero: it stays inside a node, or NVLink bounds it). While k such transfers run at
+  // once that part progresses at 1/k of its rate.
+  SimTime network_time;
   SimTime launch_cost;           // CPU time to issue it
   Flops flops{0.0};              // for FLOP accounting
   Bytes bytes{0};                // bytes moved (HBM traffic, or a collective's buffer)

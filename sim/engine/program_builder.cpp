@@ -30,6 +30,10 @@ std::uint32_t ProgramBuilder::intern(std::string_view name) { return program_.na
 OpId ProgramBuilder::launch(const LaunchSpec& spec) {
   if (spec.stream >= last_op_on_stream_.size()) throw std::logic_error("launch on unknown stream");
   const auto id = static_cast<OpId>(program_.ops.size());
+  if (spec.network_time > spec.duration ||
+      (spec.network_time.picoseconds() > 0 && spec.kind != OpKind::kCommunication)) {
+    throw std::logic_error("launch: network_time is part of a collective's duration");
+  }
   Op op;
   op.name = intern(spec.name);
   op.stream = spec.stream;
@@ -39,6 +43,7 @@ OpId ProgramBuilder::launch(const LaunchSpec& spec) {
   op.group = spec.group;
   op.duration = spec.duration;
   op.contended_duration = spec.contended_duration;
+  op.network_time = spec.network_time;
   op.launch_cost = spec.launch_cost;
   op.flops = spec.flops;
   op.bytes = spec.bytes;

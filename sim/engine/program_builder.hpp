@@ -25,6 +25,7 @@ struct LaunchSpec {
   std::int32_t group = -1;
   SimTime duration;
   SimTime contended_duration;  // zero: not slowed by concurrent communication
+  SimTime network_time;        // a collective's time on the nodes' NICs (Op::network_time)
   SimTime launch_cost;
   Flops flops{0.0};
   Bytes bytes{0};

@@ -198,6 +198,8 @@ OpId StepBuilder::collective(std::string_view name, hardware::Collective op, Str
   spec.phase = tag(phase);
   spec.group = group;
   spec.duration = to_sim_time(hardware::collective_time(in_.cluster, op, pg.ranks, bytes));
+  spec.network_time =
+      to_sim_time(hardware::collective_network_time(in_.cluster, op, pg.ranks, bytes));
   if (pg.ranks.ranks_per_node < pg.ranks.ranks) {
     inter_node_bytes_ += Bytes(static_cast<std::int64_t>(
         hardware::ring_wire_factor(op, pg.ranks.ranks) * static_cast<double>(bytes.value())));

@@ -159,6 +159,71 @@ TEST(Executor, ComputeStartedDuringCommunicationSpeedsUpWhenItEnds) {
   EXPECT_EQ(execute(b.program()).ops[k].end, us(70));
 }
 
+// Two collectives of different communicators on the nodes' NICs at once share them: each is
+// 10 us alone, 6 us of it on the NICs, so with two on the NICs each takes 16 us. A starts at 0,
+// B at 5 (after a 5 us kernel): A does 5/10 alone, the other half at 16 us the whole -> 8 us,
+// ending at 13; B has done 8/16 by then and finishes its half alone in 5 us, at 18. A
+// collective inside a node (no NIC time) beside them keeps its 10 us.
+struct SharedNicProgram {
+  ProgramBuilder b;
+  OpId a = 0;
+  OpId c = 0;
+  OpId inside = 0;
+  explicit SharedNicProgram(double network_us) {
+    const StreamId first = b.add_stream("nccl_a");
+    const StreamId second = b.add_stream("nccl_b");
+    const StreamId third = b.add_stream("nccl_node");
+    const ChannelId world = b.add_channel("world");
+    const ChannelId other = b.add_channel("other");
+    const ChannelId node = b.add_channel("node");
+    LaunchSpec collective = spec("A", first, 10);
+    collective.kind = OpKind::kCommunication;
+    collective.channel = world;
+    collective.network_time = us(network_us);
+    a = b.launch(collective);
+    b.launch(spec("kernel", second, 5));
+    collective.name = "B";
+    collective.stream = second;
+    collective.channel = other;
+    c = b.launch(collective);
+    collective.name = "inside";
+    collective.stream = third;
+    collective.channel = node;
+    collective.network_time = SimTime{};
+    inside = b.launch(collective);
+  }
+};
+
+TEST(Executor, CollectivesOnTheNicsAtOnceShareThem) {
+  SharedNicProgram p(6);
+  const Timeline t = execute(p.b.program());
+  EXPECT_EQ(t.ops[p.a].end, us(13));
+  EXPECT_EQ(t.ops[p.c].start, us(5));
+  EXPECT_EQ(t.ops[p.c].end, us(18));
+  EXPECT_EQ(t.ops[p.inside].end, us(10));
+  // Without NIC time they overlap freely.
+  SharedNicProgram free(0);
+  const Timeline alone = execute(free.b.program());
+  EXPECT_EQ(alone.ops[free.a].end, us(10));
+  EXPECT_EQ(alone.ops[free.c].end, us(15));
+  // Every rank of a multi-rank execution sees the same sharing.
+  const RankClasses classes = rank_classes(std::vector<RankSpeed>(4), p.b.program().channel_groups);
+  const std::vector<Timeline> ranks = execute_ranks(p.b.program(), classes, {nullptr});
+  ASSERT_EQ(ranks.size(), 1U);
+  EXPECT_EQ(ranks[0].ops[p.a].end, us(13));
+  EXPECT_EQ(ranks[0].ops[p.c].end, us(18));
+  // The network time is a collective's, and part of its duration.
+  ProgramBuilder bad;
+  const StreamId s = bad.add_stream("compute");
+  LaunchSpec kernel = spec("gemm", s, 10);
+  kernel.network_time = us(1);
+  EXPECT_THROW(bad.launch(kernel), std::logic_error);
+  LaunchSpec longer = spec("all_gather", s, 10);
+  longer.kind = OpKind::kCommunication;
+  longer.network_time = us(11);
+  EXPECT_THROW(bad.launch(longer), std::logic_error);
+}
+
 // An allocator that must free its cache first (cudaMalloc retry): the second request asks for
 // the pending stream uses to complete, its retry succeeds after 5 us of cudaFree/cudaMalloc.
 class RetryingMemory final : public MemoryObserver {

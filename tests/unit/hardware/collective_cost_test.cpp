@@ -146,6 +146,28 @@ TEST(CollectiveCost, RingBusbwFallsWithEachDoublingOfNodes) {
   EXPECT_DOUBLE_EQ(ring_bus_bandwidth(a100, {16, 8}).value(), 192e9);
 }
 
+// The NIC part of a collective: its transfer when the network bounds the ring, nothing inside a
+// node. 2 nodes of 8 A100 (192 GB/s across nodes): a reduce-scatter of 1 GiB over 16 ranks moves
+// 15/16 GiB per rank at 192 GB/s = 5.243 ms on the NICs; the rest of its time is latency.
+TEST(CollectiveCost, TheNicPartIsTheTransferWhenTheNetworkBoundsIt) {
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 2);
+  const Bytes gib(kGiB);
+  const Seconds network = collective_network_time(a100, Collective::kReduceScatter, {16, 8}, gib);
+  EXPECT_NEAR(network.value(), 15.0 / 16.0 * static_cast<double>(kGiB) / 192e9, 1e-9);
+  EXPECT_NEAR((collective_time(a100, Collective::kReduceScatter, {16, 8}, gib) - network).value(),
+              collective_latency(a100, Collective::kReduceScatter, {16, 8}).value(), 1e-12);
+  EXPECT_EQ(collective_network_time(a100, Collective::kReduceScatter, {8, 8}, gib).value(), 0.0);
+  EXPECT_EQ(collective_network_time(a100, Collective::kAllGather, {1, 1}, gib).value(), 0.0);
+  EXPECT_EQ(collective_network_time(a100, Collective::kAllGather, {16, 8}, Bytes(0)).value(), 0.0);
+  // One rank per node: the ring is on one NIC, and all of its transfer is network time.
+  EXPECT_GT(collective_network_time(a100, Collective::kAllReduce, {2, 1}, gib).value(), 0.0);
+  // NVLink slower than the NICs (a node with more network than NVLink): nothing on the NICs.
+  ClusterSpec fat_network = a100;
+  fat_network.nic_bandwidth_per_node = a100.nvlink_bandwidth * 8.0;
+  EXPECT_EQ(collective_network_time(fat_network, Collective::kAllGather, {16, 8}, gib).value(),
+            0.0);
+}
+
 TEST(CollectiveCost, OneRankPerNodeGetsOneNic) {
   // Hybrid sharding's replicate group: one GPU per node, one 200 Gb/s HDR NIC next to it;
   // NVIDIA/nccl#412: ~24 GB/s inter-node per HDR NIC.
