@@ -16,19 +16,15 @@ import contextlib
 import json
 import os
 import statistics
-import sys
 
-try:
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-except ImportError as missing:
-    # --help needs no GPU stack; a run names what it lacks instead of a traceback.
-    if __name__ == "__main__" and ("-h" in sys.argv[1:] or "--help" in sys.argv[1:]):
-        print(__doc__)
-        sys.exit(0)
-    sys.exit(f"measure_attention.py needs PyTorch with torch.nn.attention.sdpa_kernel (torch 2.3 "
-             f"or later): {missing}")
+from torch_required import exit_without_torch
+
+exit_without_torch(__doc__, "measure_attention.py",
+                   "PyTorch with torch.nn.attention.sdpa_kernel (torch 2.3 or later)")
+
+import torch  # noqa: E402 (after the check above)
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 SHAPES = [(32, 128, s) for s in (1024, 2048, 4096, 8192, 16384, 32768, 65536)] + [
     (16, 64, 2048), (16, 64, 8192)]

@@ -35,20 +35,17 @@ import re
 import statistics
 import sys
 
-try:
-    import torch
-    import torch.distributed as dist
-    import torch.nn as nn
-    import torch.nn.functional as F
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-except ImportError as missing:
-    # --help needs no GPU stack; a run names what it lacks instead of a traceback.
-    if __name__ == "__main__" and ("-h" in sys.argv[1:] or "--help" in sys.argv[1:]):
-        print(__doc__)
-        sys.exit(0)
-    sys.exit(f"measure_fsdp_steps.py needs PyTorch with FSDP2 (torch.distributed.fsdp."
-             f"fully_shard, torch 2.6 or later): {missing}")
+from torch_required import exit_without_torch
+
+exit_without_torch(__doc__, "measure_fsdp_steps.py",
+                   "PyTorch with FSDP2 (torch.distributed.fsdp.fully_shard, torch 2.6 or later)")
+
+import torch  # noqa: E402 (after the check above)
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper  # noqa: E402
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # noqa: E402
 
 CSV_COLUMNS = (
     "case_id,source,source_detail,model_family,model,n_layers,d_model,n_heads,n_kv_heads,ffn_dim,"
