@@ -370,17 +370,15 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
                              algbw, quoted(word(c.algbw[p]))));
   }
   if (c.wrong[p] >= 0 && word(c.wrong[p]) != "N/A" && c.wrong_is_deviation) {
-    const double deviation = number_at(c.wrong[p], "error");
     const double bound = largest_accepted_deviation(word(c.type));
-    if (deviation > bound) {
+    if (number_at(c.wrong[p], "error") > bound) {
       fail(number, fmt::format("an error (largest deviation from the expected values) of {}, "
                                "above nccl-tests' bound {:g} for {}: the collective returned "
                                "wrong data, so this timing is not a measurement to calibrate with",
                                word(c.wrong[p]), bound, word(c.type)));
     }
   } else if (c.wrong[p] >= 0 && word(c.wrong[p]) != "N/A") {
-    const double wrong = number_at(c.wrong[p], "#wrong");
-    if (wrong > 0.0) {
+    if (number_at(c.wrong[p], "#wrong") > 0.0) {
       fail(number,
            fmt::format(
                "{} wrong elements: the collective returned wrong data, so this timing is not "

@@ -488,23 +488,22 @@ int sweep_command(const SweepOptions& options) {
   if (!options.md_path.empty())
     outputs.push_back({options.md_path, sweep_markdown(run.table, title, options.top)});
   // Why points were skipped, on the terminal too (the CSV and markdown have every reason).
-  std::vector<std::string> reasons;
-  std::size_t distinct_reasons = 0;
+  std::vector<std::string> reasons;  // the first kSkipReasonsShown distinct ones
+  std::set<std::string> distinct;
   std::size_t skipped = 0;
   for (const SweepRow& row : run.table.rows) {
     if (row.status != PointStatus::kSkipped) continue;
     ++skipped;
-    if (std::find(reasons.begin(), reasons.end(), row.reason) != reasons.end()) continue;
-    ++distinct_reasons;
-    if (reasons.size() < kSkipReasonsShown) reasons.push_back(row.reason);
+    if (distinct.insert(row.reason).second && reasons.size() < kSkipReasonsShown)
+      reasons.push_back(row.reason);
   }
   const auto print_reasons = [&] {
     for (const std::string& reason : reasons) std::cerr << "skipped: " << reason << "\n";
-    if (distinct_reasons > reasons.size()) {
+    if (distinct.size() > reasons.size()) {
       std::cerr << fmt::format(
           "skipped: ... and points for {} other reasons (the CSV and markdown "
           "give each point's)\n",
-          distinct_reasons - reasons.size());
+          distinct.size() - reasons.size());
     }
   };
   // A whole grid of invalid points is bad input: nothing is written. A slice of a sharded sweep

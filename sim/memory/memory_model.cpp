@@ -48,8 +48,7 @@ MemoryModel::MemoryModel(const MemoryModelOptions& options)
       std::ostringstream what;
       what << std::fixed << std::setprecision(2) << "allocating the "
            << category_name(static_cast<MemoryCategory>(c)) << " held from before the step ("
-           << static_cast<double>(b.value()) / static_cast<double>(std::int64_t{1} << 30)
-           << " GiB, from model init and the first step): " << describe(r.oom);
+           << to_gib(b) << " GiB, from model init and the first step): " << describe(r.oom);
       note_out_of_memory(what.str());
     }
   }
