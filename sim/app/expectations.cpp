@@ -64,14 +64,14 @@ std::string percent(double x) { return fmt::format("{:+.2f}%", 100.0 * x); }
 
 void parse_bounds(const nlohmann::json& value, const std::string& key, const std::string& file,
                   std::vector<Expectation>& items) {
-  const std::string path = fmt::format("/expect/{}", key);
+  const std::string path = "/expect/" + pointer_token(key);
   if (value.empty())
     throw ConfigError(file, path,
                       "expected {\"min\": X} and/or {\"max\": Y}, found an empty object");
   for (const auto& [bound, unused] : value.items()) {
     if (bound != "min" && bound != "max") {
       const std::string hint = did_you_mean(bound, {"min", "max"});
-      throw ConfigError(file, fmt::format("{}/{}", path, bound),
+      throw ConfigError(file, path + "/" + pointer_token(bound),
                         fmt::format("unknown bound; expected min or max{}",
                                     hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
     }
@@ -230,7 +230,7 @@ Expectations parse_expectations(const nlohmann::json& block,
   }
   for (const auto& [key, value] : block.items()) {
     if (key == "baseline" || key == "tolerance" || key == "keys") continue;
-    const std::string path = fmt::format("/expect/{}", key);
+    const std::string path = "/expect/" + pointer_token(key);
     if (!valid_key(key))
       throw ConfigError(file, path,
                         "expected a result key such as tokens_per_s_per_gpu or breakdown.idle_s");

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sim/app/config_error.hpp"
+#include "sim/app/json_reader.hpp"
 
 namespace fsdpsim::app {
 
@@ -206,7 +207,7 @@ class JsonInputCheck final : public nlohmann::json_sax<nlohmann::json> {
     std::string out;
     for (const Container& c : open_) {
       if (c.array && c.index >= 0) out += "/" + std::to_string(c.index);
-      if (!c.array && c.keyed) out += "/" + c.key;
+      if (!c.array && c.keyed) out += "/" + pointer_token(c.key);
     }
     return out;
   }

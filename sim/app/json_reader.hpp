@@ -20,6 +20,10 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 // The JSON type of a value in words ("a string", "an integer", ...), for messages.
 std::string describe_json_type(const nlohmann::json& value);
 
+// One key as a JSON pointer reference token (RFC 6901, Sec. 3): '~' written "~0" and '/'
+// written "~1", so a key holding either names one place in a path.
+std::string pointer_token(const std::string& key);
+
 // An integer as JSON writes it, 8 or 8.0 or 1e9 (DeepSpeed configs write sizes as 5e8): the
 // number when it is whole and fits 64 bits, else nothing.
 std::optional<std::int64_t> whole_number(const nlohmann::json& v);
@@ -30,7 +34,9 @@ class JsonObjectReader {
   JsonObjectReader(const nlohmann::json& object, std::string file, std::string path);
 
   [[nodiscard]] bool has(const std::string& key) const;
-  [[nodiscard]] std::string path_of(const std::string& key) const { return path_ + "/" + key; }
+  [[nodiscard]] std::string path_of(const std::string& key) const {
+    return path_ + "/" + pointer_token(key);
+  }
   [[nodiscard]] const std::string& file() const { return file_; }
 
   std::int64_t positive_int(const std::string& key);

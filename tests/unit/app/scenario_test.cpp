@@ -67,6 +67,21 @@ TEST(DidYouMean, AnUnknownKeyOfOneChildObjectNamesIt) {
             "h.json: /hardware/label: unknown key");
 }
 
+// A key holding '/' or '~' is one reference token of the path (RFC 6901: "~1" and "~0"), not
+// two levels: "/fsdp/a/b" would name a key b inside a.
+TEST(JsonPointer, AnUnknownKeyWithASlashOrTildeIsEscaped) {
+  const nlohmann::json object = {{"a/b~c", 1}};
+  JsonObjectReader r(object, "s.json", "/fsdp");
+  try {
+    r.finish();
+    FAIL() << "an unknown key was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "s.json: /fsdp/a~1b~0c: unknown key");
+  }
+  EXPECT_EQ(pointer_token("plain_key"), "plain_key");
+  EXPECT_EQ(pointer_token("~/"), "~0~1");
+}
+
 TEST(Scenario, DefaultScenarioLoadsWithPaperSettings) {
   const Scenario s = load_scenario(scenario_path("paper/gpt175b_128xa100_bs1.json"), {}, kPresets);
   EXPECT_EQ(s.hardware.cluster.world_size(), 128);
