@@ -1,6 +1,7 @@
 #include "sim/app/validation_cases.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -152,18 +153,23 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
   const auto is_known = [&known](const std::string& column) {
     return std::find(known.begin(), known.end(), column) != known.end();
   };
+  // Every missing column at once: a cluster's own CSV is written by hand or by a script, and
+  // one message per missing column would take as many runs to complete.
+  std::vector<std::string> unknown;
+  std::copy_if(header.begin(), header.end(), std::back_inserter(unknown),
+               [&](const std::string& column) { return !is_known(column); });
+  std::vector<std::string> missing;
   for (const std::string& required : kRequiredColumns) {
-    if (std::find(header.begin(), header.end(), required) == header.end()) {
-      // A header cell fsdpsim does not know that is a near miss ("gpu " with a space) is most
-      // likely the column.
-      std::vector<std::string> unknown;
-      std::copy_if(header.begin(), header.end(), std::back_inserter(unknown),
-                   [&](const std::string& column) { return !is_known(column); });
-      const std::string near = did_you_mean(required, unknown);
-      throw ConfigError(fmt::format("{}: line 1: required column \"{}\" is missing{}",
-                                    file.string(), required,
-                                    near.empty() ? "" : fmt::format(" (found \"{}\")", near)));
-    }
+    if (std::find(header.begin(), header.end(), required) != header.end()) continue;
+    // A header cell fsdpsim does not know that is a near miss ("gpu " with a space) is most
+    // likely the column.
+    const std::string near = did_you_mean(required, unknown);
+    missing.push_back(fmt::format("\"{}\"{}", required,
+                                  near.empty() ? "" : fmt::format(" (found \"{}\")", near)));
+  }
+  if (!missing.empty()) {
+    throw ConfigError(fmt::format("{}: line 1: required column{} missing: {}", file.string(),
+                                  missing.size() == 1 ? " is" : "s are", fmt::join(missing, ", ")));
   }
   // A column fsdpsim does not know is the user's own (for --where and --group-by), unless it is
   // so close to one it knows that it is most likely a misspelling, whose cells would be ignored.
