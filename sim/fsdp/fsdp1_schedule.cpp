@@ -28,9 +28,24 @@ bool reshards_after_forward(ShardingStrategy s) {
   return s == ShardingStrategy::kFullShard || s == ShardingStrategy::kHybridShard;
 }
 
+// DefaultState._get_gradient_predivide_factor
+// (torch/distributed/algorithms/_comm_hooks/default_hooks.py): FSDP1 divides each gradient by
+// this before its reduction and by world / this after it (_reduce_grad's _div_if_needed), to
+// keep fp16/bf16 sums in range; the data-parallel world is the shard group times the replicas
+// under hybrid sharding (_init_utils.py _init_process_group_state).
+std::int64_t gradient_predivide_factor(std::int64_t world) {
+  std::int64_t factor = 1;
+  while (world % factor == 0 && world / factor > factor) factor *= 2;
+  return factor;
+}
+
 struct UnitState {
-  bool unsharded = false;  // full parameters (or NO_SHARD's low-precision copy) present
-  bool prefetched = false;
+  bool unsharded = false;   // full parameters (or NO_SHARD's low-precision copy) present
+  bool prefetched = false;  // FlatParamHandle._prefetched
+  // FlatParamHandle._needs_pre_forward_unshard / _needs_pre_backward_unshard: prefetch targets
+  // only units whose hook has not run yet in this pass (_get_handle_to_prefetch).
+  bool needs_pre_forward_unshard = false;
+  bool needs_pre_backward_unshard = false;
   TensorId full_param = 0;  // _full_param_padded, or NO_SHARD's _mp_shard
   bool has_full_param = false;
   // Per-parameter gradients before SplitWithSizesBackward's cat, as autograd makes them.
@@ -192,8 +207,19 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
   // _unshard: pre_unshard, the rate limiter's CPU wait, the all-gather in the unshard stream.
   void unshard(std::size_t u) {
     UnitState& st = state_[u];
-    if (st.unsharded) return;  // FlatParamHandle.needs_unshard() is false: nothing to do
     const FsdpUnit& unit = units_[u];
+    if (st.unsharded) {
+      if (!sharded()) return;  // NO_SHARD never frees, so the limiter's queue stays empty
+      // A unit still unsharded (the root in pre-backward, SHARD_GRAD_OP's kept units):
+      // FlatParamHandle.unshard() gathers nothing, and pre_unshard() does nothing unless its
+      // shard is offloaded with mixed precision, when it copies and casts the shard again;
+      // _unshard still pops the limiter's queue.
+      TensorId mp_shard = 0;
+      const bool recast = f_.cpu_offload && mixed_precision() && pre_unshard(u, mp_shard);
+      wait_for_rate_limiter();
+      if (recast) s_.free(mp_shard, s_.program().record_event(unshard_));
+      return;
+    }
     TensorId mp_shard = 0;
     const bool has_mp_shard = pre_unshard(u, mp_shard);
     if (!sharded()) {
@@ -203,13 +229,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
       st.full_param = mp_shard;
       return;
     }
-    if (f_.limit_all_gathers &&
-        free_events_.size() >= static_cast<std::size_t>(f_.max_inflight_all_gathers)) {
-      // _FreeEventQueue.dequeue_if_needed + event.synchronize(): the CPU blocks.
-      const EventRef oldest = free_events_.front();
-      free_events_.pop_front();
-      s_.program().cpu_synchronize(oldest, "rate_limiter");
-    }
+    wait_for_rate_limiter();
     st.full_param =
         s_.allocate(unit.name + "._full_param_padded", elements(unit.padded_numel, f_.param_dtype),
                     unshard_, MemoryCategory::kParameters);
@@ -219,6 +239,18 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     // FlatParamHandle.post_unshard frees _mp_shard with record_stream on the unshard stream.
     if (has_mp_shard) s_.free(mp_shard, s_.program().record_event(unshard_));
     st.unsharded = true;
+  }
+
+  // _FreeEventQueue.dequeue_if_needed + event.synchronize(): with the limiter and
+  // max_inflight_all_gathers free events queued, the CPU blocks on the oldest.
+  void wait_for_rate_limiter() {
+    if (!f_.limit_all_gathers ||
+        free_events_.size() < static_cast<std::size_t>(f_.max_inflight_all_gathers)) {
+      return;
+    }
+    const EventRef oldest = free_events_.front();
+    free_events_.pop_front();
+    s_.program().cpu_synchronize(oldest, "rate_limiter");
   }
 
   // _reshard(free): record_stream(current) + storage resize to 0; with the limiter, a free
@@ -242,10 +274,15 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     st.prefetched = false;
   }
 
-  void prefetch(std::size_t target) {
-    if (state_[target].unsharded) return;
+  // _prefetch_handle: the target is unsharded early only if its own hook of this pass has not
+  // run yet and nothing prefetched it (_get_handle_to_prefetch); a target still unsharded pops
+  // the limiter's queue all the same (_unshard).
+  void prefetch(std::size_t target, bool backward) {
+    UnitState& st = state_[target];
+    const bool needed = backward ? st.needs_pre_backward_unshard : st.needs_pre_forward_unshard;
+    if (!needed || st.prefetched) return;
     unshard(target);
-    state_[target].prefetched = true;
+    st.prefetched = true;
   }
 
   // _pre_forward: unshard unless prefetched, wait for it, then forward prefetch of the next unit
@@ -254,13 +291,21 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     s_.hook(units_[u].name + ".pre_forward", units_[u].parameter_tensors);
     if (units_[u].is_root) {
       // _root_pre_forward: the unshard and pre-unshard streams wait for the default stream
-      // (the previous optimizer step).
+      // (the previous optimizer step); with forward prefetch every unit is a target again.
       s_.program().wait_stream(unshard_, s_.compute());
       s_.program().wait_stream(pre_unshard_, s_.compute());
+      if (f_.forward_prefetch) {
+        for (UnitState& st : state_) {
+          st.needs_pre_forward_unshard = true;
+          st.prefetched = false;
+        }
+      }
     }
-    unshard(u);
+    // _pre_forward_unshard.
+    if (!state_[u].prefetched) unshard(u);
+    state_[u].needs_pre_forward_unshard = false;
     s_.program().wait_stream(s_.compute(), unshard_);
-    if (f_.forward_prefetch && next_pre_forward_[u]) prefetch(*next_pre_forward_[u]);
+    if (f_.forward_prefetch && next_pre_forward_[u]) prefetch(*next_pre_forward_[u], false);
   }
 
   // _post_forward_reshard: free only for non-root units of FULL_SHARD and HYBRID_SHARD.
@@ -268,15 +313,21 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     if (units_[u].linear_module.empty()) leave_linear();
     s_.hook(units_[u].name + ".post_forward", units_[u].parameter_tensors);
     reshard(u, !units_[u].is_root && reshards_after_forward(strategy_));
+    // _register_pre_backward_hooks: its outputs require gradients, so its pre-backward unshards.
+    state_[u].needs_pre_backward_unshard = true;
   }
 
   // _pre_backward_hook: unshard unless prefetched, wait, then BACKWARD_PRE prefetch of the unit
   // before this one in post-forward order (_get_handle_to_prefetch).
   void pre_backward(std::size_t u) override {
     s_.hook(units_[u].name + ".pre_backward", units_[u].parameter_tensors);
-    if (!state_[u].prefetched) unshard(u);
-    s_.program().wait_stream(s_.compute(), unshard_);
-    if (f_.backward_prefetch == BackwardPrefetch::kBackwardPre && u > 0) prefetch(u - 1);
+    if (state_[u].needs_pre_backward_unshard) {
+      if (!state_[u].prefetched) unshard(u);
+      s_.program().wait_stream(s_.compute(), unshard_);
+    }
+    // "to ensure that a mistargeted prefetch does not actually unshard these handles".
+    state_[u].needs_pre_backward_unshard = false;
+    if (f_.backward_prefetch == BackwardPrefetch::kBackwardPre && u > 0) prefetch(u - 1, true);
     // The unsharded gradient accumulates as per-parameter gradients (autograd, compute stream)
     // until SplitWithSizesBackward concatenates them into flat_param.grad: made layer by layer
     // (pre_backward_layer) where the unit wraps whole layers, else all at once here.
@@ -324,7 +375,8 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     // _post_backward_reshard: _should_free_in_backward (sharded, and syncing or a strategy that
     // reshards after forward), then BACKWARD_POST prefetch.
     reshard(u, sync_gradients_ || reshards_after_forward(strategy_));
-    if (f_.backward_prefetch == BackwardPrefetch::kBackwardPost && u > 0) prefetch(u - 1);
+    // The root's target, the last block, ran its pre-backward first: nothing to prefetch.
+    if (f_.backward_prefetch == BackwardPrefetch::kBackwardPost && u > 0) prefetch(u - 1, true);
     if (!sync_gradients_) return;  // inside no_sync: the unsharded gradient waits
     const TensorId grad = st.has_kept_grad ? st.kept_grad : flat_grad;
     reduce(u, grad);
@@ -347,56 +399,106 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
               elements(unit.numel, f_.param_dtype) + elements(unit.padded_numel, reduce_dtype),
               Phase::kBackward, g(u));
     }
+    // _div_if_needed(padded_unsharded_grad, _gradient_predivide_factor), in place.
+    const std::int64_t world = in_.cluster.world_size();
+    const std::int64_t predivide = gradient_predivide_factor(world);
+    const bool postdivide = world > predivide;
+    if (predivide > 1) {
+      s_.copy(unit.name + ".grad_predivide", post_backward_,
+              2 * elements(sharded() ? unit.padded_numel : unit.numel, reduce_dtype),
+              Phase::kBackward, g(u));
+    }
     StreamId accumulate_stream = post_backward_;
-    TensorId output = input;
-    bool separate_output = false;
+    const std::int64_t grad_numel = sharded() ? unit.shard_numel : unit.numel;
     if (!sharded()) {
       s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, post_backward_, shard_pg_,
                     elements(unit.numel, reduce_dtype), Phase::kBackward, g(u));
-    } else {
-      output = s_.allocate(unit.name + ".reduce_scatter_output",
-                           elements(unit.shard_numel, reduce_dtype), post_backward_,
-                           MemoryCategory::kCommunication);
-      separate_output = true;
-      s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, post_backward_,
-                    shard_pg_, elements(unit.padded_numel, reduce_dtype), Phase::kBackward, g(u));
-      if (s_.hybrid()) {
-        // The replica all-reduce of the shard, in the all-reduce stream on the inter-node group.
-        s_.program().wait_stream(all_reduce_, post_backward_);
-        s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, all_reduce_, replicate_pg_,
-                      elements(unit.shard_numel, reduce_dtype), Phase::kBackward, g(u));
-        accumulate_stream = all_reduce_;
+      divide_after_reduction(u, post_backward_, grad_numel, postdivide);
+      // NO_SHARD's full .grad (storage dtype), kept (or added to) until the optimizer step.
+      if (!st.has_grad) {
+        st.grad = s_.allocate(unit.name + ".grad", elements(grad_numel, storage()), post_backward_,
+                              MemoryCategory::kGradients);
+        st.has_grad = true;
       }
+      s_.copy(unit.name + ".accumulate_grad", post_backward_,
+              elements(grad_numel, reduce_dtype) + 3 * elements(grad_numel, storage()),
+              Phase::kBackward, g(u));
+      offload_grad(u, post_backward_, grad_numel);
+      const EventRef reduced = s_.program().record_event(post_backward_);
+      if (cast) s_.free(input);
+      s_.free(unsharded_grad, reduced);
+      return;
     }
-    // _accumulate_sharded_grad / _cast_grad_to_param_dtype: the gradient, cast to the
-    // FlatParameter's dtype (storage()), kept (or added to) until the optimizer step; for
-    // NO_SHARD the full .grad.
-    const std::int64_t grad_numel = sharded() ? unit.shard_numel : unit.numel;
-    if (!st.has_grad) {
-      st.grad = s_.allocate(unit.name + (sharded() ? "._saved_grad_shard" : ".grad"),
-                            elements(grad_numel, storage()), accumulate_stream,
-                            MemoryCategory::kGradients);
+    // _accumulate_sharded_grad: the reduce-scatter output, cast to the FlatParameter's dtype
+    // (storage()) when it differs (_cast_grad_to_param_dtype), becomes _saved_grad_shard, or
+    // is added to it from the second reduction of a step on.
+    const bool to_storage = reduce_dtype != storage();
+    const bool kept_as_grad = !to_storage && !st.has_grad;
+    TensorId shard =
+        s_.allocate(unit.name + (kept_as_grad ? "._saved_grad_shard" : ".reduce_scatter_output"),
+                    elements(grad_numel, reduce_dtype), post_backward_,
+                    kept_as_grad ? MemoryCategory::kGradients : MemoryCategory::kCommunication);
+    s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, post_backward_,
+                  shard_pg_, elements(unit.padded_numel, reduce_dtype), Phase::kBackward, g(u));
+    if (s_.hybrid()) {
+      // The replica all-reduce of the shard, in the all-reduce stream on the inter-node group.
+      s_.program().wait_stream(all_reduce_, post_backward_);
+      s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, all_reduce_, replicate_pg_,
+                    elements(grad_numel, reduce_dtype), Phase::kBackward, g(u));
+      accumulate_stream = all_reduce_;
+    }
+    divide_after_reduction(u, accumulate_stream, grad_numel, postdivide);
+    // The shard handed to the all-reduce stream is record_stream'ed there (HSDP); buffers made
+    // and used on the post-backward stream are reusable in stream order at once.
+    const auto release = [&](TensorId t) {
+      s_.free(t, s_.hybrid() ? s_.program().record_event(accumulate_stream) : EventRef{});
+    };
+    if (to_storage) {
+      const TensorId cast_shard =
+          s_.allocate(unit.name + (st.has_grad ? ".grad_to_param_dtype" : "._saved_grad_shard"),
+                      elements(grad_numel, storage()), accumulate_stream,
+                      st.has_grad ? MemoryCategory::kCommunication : MemoryCategory::kGradients);
+      s_.copy(unit.name + ".grad_to_param_dtype", accumulate_stream,
+              elements(grad_numel, reduce_dtype) + elements(grad_numel, storage()),
+              Phase::kBackward, g(u));
+      release(shard);
+      shard = cast_shard;
+    }
+    if (st.has_grad) {
+      s_.copy(unit.name + ".accumulate_grad", accumulate_stream,
+              3 * elements(grad_numel, storage()), Phase::kBackward, g(u));
+      release(shard);
+    } else {
+      st.grad = shard;
       st.has_grad = true;
     }
-    s_.copy(unit.name + ".accumulate_grad", accumulate_stream,
-            elements(grad_numel, reduce_dtype) + 3 * elements(grad_numel, storage()),
-            Phase::kBackward, g(u));
-    if (f_.cpu_offload) {
-      // _offload_grad: non-blocking D2H into the pinned _cpu_grad.
-      s_.host_transfer(unit.name + ".d2h_grad", accumulate_stream, elements(grad_numel, storage()),
-                       Phase::kBackward, g(u));
-    }
-    // Buffers made and used on the post-backward stream are reusable in stream order at once;
-    // the shard handed to the all-reduce stream is record_stream'ed there (HSDP).
+    offload_grad(u, accumulate_stream, grad_numel);
     const EventRef reduced = s_.program().record_event(accumulate_stream);
-    if (separate_output) s_.free(output, s_.hybrid() ? reduced : EventRef{});
     if (cast) s_.free(input);
     // record_stream(autograd_computed_grad, post_backward) before it goes out of scope.
     s_.free(unsharded_grad, reduced);
   }
 
+  // _div_if_needed(grad, _gradient_postdivide_factor) after the last reduction, in place.
+  void divide_after_reduction(std::size_t u, StreamId stream, std::int64_t numel, bool needed) {
+    if (!needed) return;
+    s_.copy(units_[u].name + ".grad_postdivide", stream, 2 * elements(numel, f_.reduce_dtype),
+            Phase::kBackward, g(u));
+  }
+
+  // _offload_grad: non-blocking D2H into the pinned _cpu_grad.
+  void offload_grad(std::size_t u, StreamId stream, std::int64_t numel) {
+    if (!f_.cpu_offload) return;
+    s_.host_transfer(units_[u].name + ".d2h_grad", stream, elements(numel, storage()),
+                     Phase::kBackward, g(u));
+  }
+
   void micro_batch() {
     run_micro_batch(s_, units_, *this, in_backward_);
+    for (UnitState& st : state_) {
+      st.needs_pre_backward_unshard = false;
+      st.prefetched = false;
+    }
     // _post_backward_final_callback: the default stream waits for the post-backward and
     // all-reduce streams. With CPU offload, after every backward that reduced gradients, the CPU
     // synchronizes with it ("Wait for non-blocking GPU -> CPU sharded gradient copies ...

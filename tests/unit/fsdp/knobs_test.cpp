@@ -1,10 +1,12 @@
 // Every knob on the tiny model of tiny_model.hpp, timelines worked out on paper. Shared facts
 // (world 2 on one node, fp32 parameters and reduction unless a test says otherwise): a 10M-
 // parameter unit all-gathers or reduce-scatters 40 MB in 20 us; its gradient concat takes 80 us
-// on the compute stream; accumulating its 5M-element shard takes 80 us on the post-backward
-// stream; AdamW (fused=True here: 7 fp32 passes) takes 140 us per 5M-element shard. Layers:
-// forward 100 us (attention 40, MLP 60), backward 200 us. The FULL_SHARD / BACKWARD_PRE baseline
-// (schedule_test.cpp, with the default foreach AdamW) takes 1980 us with the fused one.
+// on the compute stream; dividing its gradient by 2 before the reduce-scatter (_div_if_needed:
+// predivide 2, postdivide 1 at world 2) takes 80 us on the post-backward stream, and the fp32
+// reduce-scatter output is kept as _saved_grad_shard with no kernel; AdamW (fused=True here: 7 fp32
+// passes) takes 140 us per 5M-element shard. Layers: forward 100 us (attention 40, MLP 60),
+// backward 200 us. The FULL_SHARD / BACKWARD_PRE baseline (schedule_test.cpp, with the default
+// foreach AdamW) takes 1980 us with the fused one.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -120,20 +122,21 @@ TEST(Knobs, ShardGradOpSkipsBackwardAllGathers) {
   EXPECT_EQ(full.count_suffix(".all_gather"), 5u);
 }
 
-// NO_SHARD: no all-gather; each unit all-reduces its 40 MB gradient (factor 2(n-1)/n = 1 at
-// 1 TB/s: 40 us) and keeps a full fp32 gradient (accumulate 40 + 3 x 40 MB: 160 us). Forward
-// 0-400; head bwd 400-600; b1 bwd 600-800, concat 800-880, all-reduce 880-920, accumulate
-// 920-1080; b0 bwd 880-1080, concat 1080-1160, all-reduce 1160-1200, accumulate 1200-1360;
-// embedding bwd 1160-1360, concat 1360-1440, all-reduce 1440-1480, accumulate 1480-1640;
-// AdamW on full 10M-element tensors 3 x 280 us: 2480.
+// NO_SHARD: no all-gather; each unit pre-divides its 40 MB gradient (80 us), all-reduces it
+// (factor 2(n-1)/n = 1 at 1 TB/s: 40 us) and keeps a full fp32 gradient (accumulate 40 + 3 x
+// 40 MB: 160 us). Forward 0-400; head bwd 400-600; b1 bwd 600-800, concat 800-880, pre-divide
+// 880-960, all-reduce 960-1000, accumulate 1000-1160; b0 bwd 880-1080, concat 1080-1160,
+// pre-divide 1160-1240, all-reduce 1240-1280, accumulate 1280-1440; embedding bwd 1160-1360,
+// concat 1360-1440, pre-divide 1440-1520, all-reduce 1520-1560, accumulate 1560-1720; AdamW on
+// full 10M-element tensors 3 x 280 us: 2560.
 TEST(Knobs, NoShardAllReducesFullGradients) {
   const Knobs k =
       run([](ScheduleInput& in) { in.fsdp.sharding_strategy = ShardingStrategy::kNoShard; });
   EXPECT_EQ(k.count_suffix(".all_gather"), 0u);
-  EXPECT_EQ(k.span("blocks.1.all_reduce"), std::make_pair(us(880), us(920)));
-  EXPECT_EQ(k.span("blocks.0.all_reduce"), std::make_pair(us(1160), us(1200)));
-  EXPECT_EQ(k.span("root.all_reduce"), std::make_pair(us(1440), us(1480)));
-  EXPECT_EQ(k.step(), us(2480));
+  EXPECT_EQ(k.span("blocks.1.all_reduce"), std::make_pair(us(960), us(1000)));
+  EXPECT_EQ(k.span("blocks.0.all_reduce"), std::make_pair(us(1240), us(1280)));
+  EXPECT_EQ(k.span("root.all_reduce"), std::make_pair(us(1520), us(1560)));
+  EXPECT_EQ(k.step(), us(2560));
   // Full replicas: 4 + 8 bytes per parameter before the step.
   EXPECT_EQ(k.out.schedule.baseline[static_cast<std::size_t>(memory::MemoryCategory::kParameters)]
                 .value(),
@@ -143,9 +146,10 @@ TEST(Knobs, NoShardAllReducesFullGradients) {
 // HYBRID_SHARD on 2 nodes x 2 GPUs: shard groups inside a node (all-gathers as in the
 // baseline), replicas across nodes. The 20 MB shard is all-reduced over 2 ranks, one per node,
 // on the all-reduce stream, using its GPU's share of the NICs (400 GB/s / 2 GPUs = 200 GB/s):
-// 100 us, then accumulated there (80 us). RS(b1) 900-920, AR 920-1020, accumulate 1020-1100;
-// RS(b0) 1180-1200, AR 1200-1300, accumulate 1300-1380; RS(root) 1460-1480, AR 1480-1580,
-// accumulate 1580-1660; AdamW 420: 2080.
+// 100 us. The data-parallel world is 4: each gradient is divided by 2 before the reduce-scatter
+// (80 us) and its shard by 2 after the all-reduce (40 MB: 40 us, on the all-reduce stream).
+// Pre-divide 900-980, RS(b1) 980-1000, AR 1000-1100, post-divide 1100-1140; RS(b0) 1260-1280,
+// AR 1280-1380; RS(root) 1540-1560, AR 1560-1660, post-divide 1660-1700; AdamW 420: 2120.
 TEST(Knobs, HybridShardAllReducesShardsAcrossReplicas) {
   const Knobs k = run([](ScheduleInput& in) {
     in.cluster.nodes = 2;
@@ -154,11 +158,12 @@ TEST(Knobs, HybridShardAllReducesShardsAcrossReplicas) {
     in.fsdp.sharding_strategy = ShardingStrategy::kHybridShard;
     in.fsdp.shard_group_size = 2;
   });
-  EXPECT_EQ(k.span("blocks.1.reduce_scatter"), std::make_pair(us(900), us(920)));
-  EXPECT_EQ(k.span("blocks.1.all_reduce"), std::make_pair(us(920), us(1020)));
-  EXPECT_EQ(k.span("blocks.0.all_reduce"), std::make_pair(us(1200), us(1300)));
-  EXPECT_EQ(k.span("root.all_reduce"), std::make_pair(us(1480), us(1580)));
-  EXPECT_EQ(k.step(), us(2080));
+  EXPECT_EQ(k.span("blocks.1.reduce_scatter"), std::make_pair(us(980), us(1000)));
+  EXPECT_EQ(k.span("blocks.1.all_reduce"), std::make_pair(us(1000), us(1100)));
+  EXPECT_EQ(k.span("blocks.1.grad_postdivide"), std::make_pair(us(1100), us(1140)));
+  EXPECT_EQ(k.span("blocks.0.all_reduce"), std::make_pair(us(1280), us(1380)));
+  EXPECT_EQ(k.span("root.all_reduce"), std::make_pair(us(1560), us(1660)));
+  EXPECT_EQ(k.step(), us(2120));
   EXPECT_DOUBLE_EQ(k.out.result.breakdown.exposed_communication.value(),
                    140e-6);  // AG root, RS+AR root
 }
@@ -176,9 +181,10 @@ TEST(Knobs, ForwardPrefetchIssuesTheNextAllGatherBeforeTheForward) {
 // copies the 20 MB fp32 shard to the GPU (20 us) in the pre-unshard stream; each reduced shard
 // goes back (20 us) after its accumulation; the CPU waits for the GPU, then runs AdamW on
 // 15M elements x 84 B = 1.26 GB in 1050 us. H2D(root) 0-20, AG(root) 20-40, H2D(b0) 20-40,
-// AG(b0) 40-60, ..., forward 40-440. pre_unshard runs before the rate limiter (_unshard), so the
-// backward prefetch of b1 copies its shard at once (60-80) and only its all-gather waits for the
-// limiter (end of b0's forward, 240): 240-260; backward as in the baseline shifted by 20 us; the
+// AG(b0) 40-60, ..., forward 40-440. The root's pre-backward calls _unshard on the root, still
+// unsharded: nothing to copy or gather, but it pops the limiter's queue, and the CPU waits for
+// b0's free event (the end of b0's forward, 240); the backward prefetch of b1 then copies its
+// shard (240-260) and gathers it (260-280); backward as in the baseline shifted by 20 us; the
 // last D2H ends at 1600, then 1050 us of CPU optimizer: 2650. No parameter or optimizer state on
 // the GPU before the step.
 TEST(Knobs, CpuOffloadCopiesOverPcieAndStepsOnTheCpu) {
@@ -189,8 +195,8 @@ TEST(Knobs, CpuOffloadCopiesOverPcieAndStepsOnTheCpu) {
   });
   EXPECT_EQ(k.spans("root.h2d_shard").front(), std::make_pair(us(0), us(20)));
   EXPECT_EQ(k.spans("root.all_gather").front(), std::make_pair(us(20), us(40)));
-  EXPECT_EQ(k.spans("blocks.1.h2d_shard").back(), std::make_pair(us(60), us(80)));
-  EXPECT_EQ(k.spans("blocks.1.all_gather").back(), std::make_pair(us(240), us(260)));
+  EXPECT_EQ(k.spans("blocks.1.h2d_shard").back(), std::make_pair(us(240), us(260)));
+  EXPECT_EQ(k.spans("blocks.1.all_gather").back(), std::make_pair(us(260), us(280)));
   EXPECT_EQ(k.span("root.d2h_grad"), std::make_pair(us(1580), us(1600)));
   EXPECT_EQ(k.step(), us(2650));
   for (Bytes b : k.out.schedule.baseline) EXPECT_EQ(b.value(), 0);
@@ -269,10 +275,10 @@ TEST(Knobs, AttentionCheckpointingRecomputesOnlyTheCore) {
 }
 
 // Two blocks per unit: units [blocks.0-1, root]; the 20M-parameter unit moves 80 MB in 40 us,
-// concatenates 160 MB in 160 us and accumulates its 10M-element shard in 160 us.
+// concatenates 160 MB in 160 us and pre-divides its 80 MB gradient in 160 us.
 // AG(root) 0-20, AG(blocks.0-1) 20-60, forward 20-420; its backward prefetch 60-100 (one free
-// event only: no limiter wait); b1 bwd 620-820, b0 bwd 820-1020, concat 1020-1180, RS 1180-1220;
-// the root as before: step 1980.
+// event only: no limiter wait); b1 bwd 620-820, b0 bwd 820-1020, concat 1020-1180, pre-divide
+// 1180-1340, RS 1340-1380; the root as before: step 1980.
 // block_unit_count counts, without a workload, the units besides the root that make_units
 // builds: on the tiny model's two blocks, 2 per block, 1 for two or three blocks per unit, 0 for
 // the whole model.
@@ -295,17 +301,17 @@ TEST(Knobs, WrappingTwoBlocksPerUnitGathersThemTogether) {
   EXPECT_EQ(k.out.schedule.units[0].name, "blocks.0-1");
   EXPECT_EQ(k.spans("blocks.0-1.all_gather").front(), std::make_pair(us(20), us(60)));
   EXPECT_EQ(k.spans("blocks.0-1.all_gather").back(), std::make_pair(us(60), us(100)));
-  EXPECT_EQ(k.span("blocks.0-1.reduce_scatter"), std::make_pair(us(1180), us(1220)));
+  EXPECT_EQ(k.span("blocks.0-1.reduce_scatter"), std::make_pair(us(1340), us(1380)));
   EXPECT_EQ(k.step(), us(1980));
 }
 
 // The whole model as one unit: one 120 MB all-gather (60 us) before anything runs, one 240 us
-// concat, 60 us reduce-scatter and 240 us accumulation after everything: 2220 us.
+// concat, 240 us pre-divide and 60 us reduce-scatter after everything: 2220 us.
 TEST(Knobs, WholeModelWrappingSerializesCommunication) {
   const Knobs k = run([](ScheduleInput& in) { in.fsdp.wrap_policy = WrapPolicy::kWholeModel; });
   ASSERT_EQ(k.out.schedule.units.size(), 1u);
   EXPECT_EQ(k.span("root.all_gather"), std::make_pair(us(0), us(60)));
-  EXPECT_EQ(k.span("root.reduce_scatter"), std::make_pair(us(1500), us(1560)));
+  EXPECT_EQ(k.span("root.reduce_scatter"), std::make_pair(us(1740), us(1800)));
   EXPECT_EQ(k.step(), us(2220));
 }
 
@@ -327,8 +333,9 @@ TEST(Knobs, NoSyncReducesOnlyOnTheLastMicroBatch) {
 
 // FSDP1 with CPU offload: after every backward that reduced gradients the CPU waits for the GPU
 // (_post_backward_final_callback), so it cannot start the next micro-batch early: 3 micro-batches
-// synchronize 3 times, once under no_sync (only the last one reduces), and the peak is that of
-// one micro-batch whatever their number.
+// synchronize 3 times, once under no_sync (only the last one reduces), and the peak does not
+// grow with their number: from the second micro-batch on, each reduce-scatter output is added
+// into the kept _saved_grad_shard (the one extra shard over a single micro-batch), nothing more.
 TEST(Knobs, CpuOffloadSynchronizesAfterEachReducingBackward) {
   const auto configure = [](std::int64_t micro_batches, bool no_sync) {
     return [micro_batches, no_sync](ScheduleInput& in) {
@@ -339,13 +346,105 @@ TEST(Knobs, CpuOffloadSynchronizesAfterEachReducingBackward) {
     };
   };
   const Knobs one = run(configure(1, false));
+  const Knobs two = run(configure(2, false));
   const Knobs three = run(configure(3, false));
   const Knobs accumulated = run(configure(3, true));
   const std::string sync = "offload_grads_synchronize";
   EXPECT_EQ(one.cpu_steps(engine::CpuStepKind::kWait, sync).size(), 1u);
   EXPECT_EQ(three.cpu_steps(engine::CpuStepKind::kWait, sync).size(), 3u);
   EXPECT_EQ(accumulated.cpu_steps(engine::CpuStepKind::kWait, sync).size(), 1u);
-  EXPECT_EQ(three.out.result.memory.peak_active, one.out.result.memory.peak_active);
+  EXPECT_EQ(three.out.result.memory.peak_active, two.out.result.memory.peak_active);
+  EXPECT_EQ(three.out.result.memory.peak_active.value(),
+            one.out.result.memory.peak_active.value() + 20'000'000);
+}
+
+// FSDP1 divides each gradient before its reduction by the largest power of two f with f^2 below
+// the data-parallel world and after it by world / f (DefaultState._get_gradient_predivide_factor,
+// _reduce_grad's _div_if_needed): at world 2 only before (2, then 1), at world 8 both (4, then
+// 2), at world 1 neither. The pre-divide reads and writes the unit's 40 MB gradient (80 us), the
+// post-divide its shard (10M / 8 x 4 B = 5 MB: 10 us).
+TEST(Knobs, Fsdp1DividesGradientsAroundTheReduction) {
+  const auto world = [](std::int32_t gpus) {
+    return run([gpus](ScheduleInput& in) {
+      in.cluster.gpus_per_node = gpus;
+      in.training.global_batch = gpus;
+    });
+  };
+  const Knobs one = world(1);
+  const Knobs two = world(2);
+  const Knobs eight = world(8);
+  EXPECT_EQ(one.count_suffix(".grad_predivide") + one.count_suffix(".grad_postdivide"), 0u);
+  EXPECT_EQ(two.count_suffix(".grad_predivide"), 3u);
+  EXPECT_EQ(two.count_suffix(".grad_postdivide"), 0u);
+  EXPECT_EQ(eight.count_suffix(".grad_predivide"), 3u);
+  EXPECT_EQ(eight.count_suffix(".grad_postdivide"), 3u);
+  const auto duration = [](const Knobs& k, const std::string& name) {
+    const auto [start, end] = k.span(name);
+    return end - start;
+  };
+  EXPECT_EQ(duration(eight, "blocks.0.grad_predivide"), us(80));
+  EXPECT_EQ(duration(eight, "blocks.0.grad_postdivide"), us(10));
+}
+
+// _accumulate_sharded_grad: the first reduction of a step keeps its reduce-scatter output as
+// _saved_grad_shard (no kernel, no second buffer); a later micro-batch's output is added into it
+// (one kernel per unit) and dropped. A bf16 reduction is first cast to the fp32 FlatParameter's
+// dtype (_cast_grad_to_param_dtype), every time.
+TEST(Knobs, Fsdp1KeepsTheFirstReducedShardAndAddsTheLaterOnes) {
+  const auto configure = [](std::int64_t micro_batches, Dtype reduce) {
+    return [micro_batches, reduce](ScheduleInput& in) {
+      in.training.global_batch = 2 * micro_batches;
+      in.fsdp.reduce_dtype = reduce;
+    };
+  };
+  const Knobs one = run(configure(1, Dtype::kFp32));
+  const Knobs two = run(configure(2, Dtype::kFp32));
+  const Knobs bf16 = run(configure(2, Dtype::kBf16));
+  EXPECT_EQ(one.count_suffix(".accumulate_grad"), 0u);
+  EXPECT_EQ(one.count_suffix(".grad_to_param_dtype"), 0u);
+  EXPECT_EQ(one.tensor_bytes("blocks.0._saved_grad_shard"), 20'000'000);
+  EXPECT_EQ(two.count_suffix(".accumulate_grad"), 3u);
+  EXPECT_EQ(bf16.count_suffix(".grad_to_param_dtype"), 6u);
+  EXPECT_EQ(bf16.count_suffix(".accumulate_grad"), 3u);
+  // One micro-batch holds the shard once, not the output and a copy of it.
+  const Knobs full = run([](ScheduleInput&) {});
+  EXPECT_EQ(full.out.result.memory.peak_allocated, one.out.result.memory.peak_allocated);
+}
+
+// The limiter pops its queue in every _unshard, also of a unit still unsharded (nothing to
+// gather). SHARD_GRAD_OP keeps every unit unsharded after forward, so its backward issues no
+// all-gather, but each BACKWARD_PRE prefetch still pops: on 6 blocks, with two free events in
+// flight, the step starts with [b2, b1, b0, root] queued (the previous backward's frees); the
+// forward pops three (root, b0, b1); in backward b5's and b4's frees join the root's and the
+// prefetches from b4's to b1's pre-backward pop four: 7 waits per step, 3 in the first (cold)
+// step, whose queue starts empty.
+TEST(Knobs, Fsdp1RateLimiterPopsForUnitsAlreadyUnsharded) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    const models::Layer head = w.layers.back();
+    w.layers.pop_back();
+    for (int b = 2; b < 6; ++b) {
+      models::Layer l = w.layers[1];
+      l.name = "blocks." + std::to_string(b);
+      w.layers.push_back(l);
+      w.total_numel += l.numel;
+    }
+    w.layers.push_back(head);
+    return w;
+  }();
+  Knobs k;
+  k.input.workload = &workload;
+  k.input.cluster = testing::tiny_cluster();
+  k.input.fsdp.param_dtype = Dtype::kFp32;
+  k.input.fsdp.reduce_dtype = Dtype::kFp32;
+  k.input.fsdp.sharding_strategy = ShardingStrategy::kShardGradOp;
+  k.input.training.global_batch = 2;
+  k.input.training.seq_len = 8;
+  SimulationOptions warm;
+  warm.warm_up = true;
+  k.out = simulate_step(k.input, warm);
+  EXPECT_EQ(k.count_suffix(".all_gather"), 14u);  // 7 units, one forward all-gather per step
+  EXPECT_EQ(k.cpu_steps(engine::CpuStepKind::kWait, "rate_limiter").size(), 10u);
 }
 
 // FSDP1 without the rate limiter: nothing but CUDA's launch queues stops the CPU from running

@@ -4,9 +4,10 @@
 //
 // Sizes (fp32 params and reduction, world 2, no padding): every unit has 10M parameters, so its
 // all-gather and reduce-scatter move 40 MB -> 20 us; its gradient concat (SplitWithSizesBackward)
-// reads and writes 40 MB -> 80 us; accumulating the 5M-element shard into _saved_grad_shard moves
-// 20 + 3 x 20 MB -> 80 us; AdamW (foreach, the default) moves 21 x 4 B x 5M = 420 MB -> 420 us per
-// unit. Layers: forward
+// reads and writes 40 MB -> 80 us; the gradient's pre-divide by 2 before the reduce-scatter
+// (_div_if_needed, predivide factor 2 and postdivide 1 at world 2) reads and writes it again ->
+// 80 us; the fp32 reduce-scatter output is _saved_grad_shard as it is (no kernel); AdamW
+// (foreach, the default) moves 21 x 4 B x 5M = 420 MB -> 420 us per unit. Layers: forward
 // 100 us (attention 40 + MLP 60), backward 200 us.
 #include <gtest/gtest.h>
 
@@ -55,9 +56,10 @@ SimRun simulate(BackwardPrefetch prefetch, bool limit_all_gathers = true) {
 // gradient kernels. The limiter (2 in flight: b0 and b1 were freed in forward) blocks the CPU
 // until b0's forward ends (220), so AG(b1) runs 220-240. b1's hook prefetches b0 (240-260)
 // *before* RS(b1) is issued, so both overlap compute. head bwd 420-620, b1 bwd 620-820,
-// concat 820-900, RS(b1) 900-920, b0 bwd 900-1100, concat 1100-1180, RS(b0) 1180-1200,
-// embedding bwd 1180-1380, root concat 1380-1460, RS(root) 1460-1480 and its accumulation
-// 1480-1560 are exposed, then AdamW 3 x 420 = 1260: step = 2820 us.
+// concat 820-900, pre-divide 900-980 and RS(b1) 980-1000, b0 bwd 900-1100, concat 1100-1180,
+// pre-divide and RS(b0) 1180-1280, embedding bwd 1180-1380, root concat 1380-1460, the root's
+// pre-divide 1460-1540 and RS(root) 1540-1560 are exposed, then AdamW 3 x 420 = 1260: step =
+// 2820 us.
 TEST(Fsdp1FullShard, BackwardPreOverlapsEveryBackwardAllGather) {
   const SimRun r = simulate(BackwardPrefetch::kBackwardPre);
   EXPECT_EQ(r.span("root.all_gather"), std::make_pair(us(0), us(20)));
@@ -65,9 +67,10 @@ TEST(Fsdp1FullShard, BackwardPreOverlapsEveryBackwardAllGather) {
   EXPECT_EQ(r.span("blocks.1.fwd.attn").first, us(220));
   EXPECT_EQ(r.span("blocks.1.fwd.mlp").second, us(320));
   EXPECT_EQ(r.span("head.bwd.bwd"), std::make_pair(us(420), us(620)));
-  EXPECT_EQ(r.span("blocks.1.reduce_scatter"), std::make_pair(us(900), us(920)));
+  EXPECT_EQ(r.span("blocks.1.grad_predivide"), std::make_pair(us(900), us(980)));
+  EXPECT_EQ(r.span("blocks.1.reduce_scatter"), std::make_pair(us(980), us(1000)));
   EXPECT_EQ(r.span("blocks.0.bwd.bwd"), std::make_pair(us(900), us(1100)));
-  EXPECT_EQ(r.span("root.reduce_scatter"), std::make_pair(us(1460), us(1480)));
+  EXPECT_EQ(r.span("root.reduce_scatter"), std::make_pair(us(1540), us(1560)));
   EXPECT_EQ(r.out.timeline.makespan, us(2820));
   const StepBreakdown& b = r.out.result.breakdown;
   EXPECT_DOUBLE_EQ(b.forward.value(), 400e-6);
@@ -78,12 +81,13 @@ TEST(Fsdp1FullShard, BackwardPreOverlapsEveryBackwardAllGather) {
 }
 
 // With backward_prefetch=None, b0's all-gather is issued in b0's own pre-backward hook, after
-// RS(b1) was issued on the same communicator: NCCL runs it only after RS(b1) (900-920), so
-// AG(b0) 920-940 and RS(b1) are exposed and everything after shifts by 40 us: 2860 us.
+// RS(b1) was issued on the same communicator: NCCL runs it only after b1's pre-divide and RS
+// (900-1000), so AG(b0) 1000-1020 and both are exposed and everything after shifts by 120 us:
+// 2940 us.
 TEST(Fsdp1FullShard, NoPrefetchSerializesAllGatherBehindReduceScatter) {
   const SimRun r = simulate(BackwardPrefetch::kNone);
   const auto gathers_after = r.span("blocks.1.reduce_scatter").second;
-  EXPECT_EQ(gathers_after, us(920));
+  EXPECT_EQ(gathers_after, us(1000));
   // The backward all-gather of b0 is the second op of that name.
   const engine::Program& p = r.out.schedule.program;
   std::vector<SimTime> starts;
@@ -92,14 +96,19 @@ TEST(Fsdp1FullShard, NoPrefetchSerializesAllGatherBehindReduceScatter) {
       starts.push_back(r.out.timeline.ops[i].start);
   }
   ASSERT_EQ(starts.size(), 2u);
-  EXPECT_EQ(starts[1], us(920));
-  EXPECT_EQ(r.out.timeline.makespan, us(2860));
+  EXPECT_EQ(starts[1], us(1000));
+  EXPECT_EQ(r.out.timeline.makespan, us(2940));
 }
 
 // BACKWARD_POST prefetches b0 in b1's post-backward hook, after b1 is resharded and before
-// RS(b1) is issued: here that is as good as BACKWARD_PRE.
+// RS(b1) is issued: here that is as good as BACKWARD_PRE. The root's post-backward, last of
+// all, targets b1, whose pre-backward already ran (_needs_pre_backward_unshard is false): it
+// gathers nothing, and the next forward gathers b1 as usual.
 TEST(Fsdp1FullShard, BackwardPostIssuesTheNextAllGatherBeforeTheReduceScatter) {
-  EXPECT_EQ(simulate(BackwardPrefetch::kBackwardPost).out.timeline.makespan, us(2820));
+  const SimRun r = simulate(BackwardPrefetch::kBackwardPost);
+  EXPECT_EQ(r.out.timeline.makespan, us(2820));
+  EXPECT_EQ(testing::all_gathers(r.out),
+            (std::vector<std::string>{"root", "blocks.0", "blocks.1", "blocks.1", "blocks.0"}));
 }
 
 // Memory, counted as PyTorch's allocator counts it (MB). Before the step: fp32 shards 4 x 15M
