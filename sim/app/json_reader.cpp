@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -59,7 +60,30 @@ std::string pointer_token(const std::string& key) {
   return out;
 }
 
+namespace {
+
+// A name as a user may have meant it: surrounding spaces dropped, lower case, and spaces and
+// hyphens read as the underscores of fsdpsim's names ("Memory Fraction" is memory_fraction).
+std::string loose_name(const std::string& name) {
+  const auto first = name.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  const auto last = name.find_last_not_of(" \t");
+  std::string out = name.substr(first, last - first + 1);
+  for (char& c : out) {
+    c = (c == ' ' || c == '-') ? '_'
+                               : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  // The same name but for case, spaces or hyphens: surely the one meant.
+  const std::string loose = loose_name(word);
+  for (const std::string& c : candidates) {
+    if (loose_name(c) == loose) return c;
+  }
   std::string best;
   std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
   for (const std::string& c : candidates) {

@@ -356,6 +356,9 @@ int validate_command(const ValidateOptions& options) {
   std::vector<RowFilter> filters;
   for (const std::string& w : options.where) filters.push_back(parse_filter(w, cases));
   for (const std::string& column : options.group_by) require_column("--group-by", column, cases);
+  // Every row's cells are checked, also those --where leaves out: a malformed file is an error
+  // whichever rows a command looks at.
+  for (const ValidationCase& c : cases) (void)scenario_for_case(c, file);
   std::vector<const ValidationCase*> chosen;
   for (const ValidationCase& c : cases) {
     if (selected(c, filters)) chosen.push_back(&c);

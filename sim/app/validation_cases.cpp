@@ -258,9 +258,9 @@ void check_choice(const std::filesystem::path& file, const ValidationCase& c,
     bad_cell(file, c, column, fmt::format("one of {}", fmt::join(choices, ", ")));
 }
 
-}  // namespace
-
-CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::path& file) {
+// The row's scenario, every cell checked; skip_reason set (with the document built from
+// stand-ins where a cell is missing) for a row that cannot be simulated.
+CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& file) {
   CaseScenario out;
   // Cells checked whatever the row's fate: a malformed value is an error, not a skipped row.
   for (const char* column :
@@ -293,21 +293,24 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
     out.skip_reason =
         fmt::format("column gpu: GPU \"{}\" has no hardware preset{}", gpu,
                     hint.empty() ? std::string() : fmt::format(" (did you mean \"{}\"?)", hint));
-    return out;
-  }
-  if (c.get("gpus").empty()) {
+  } else if (c.get("gpus").empty()) {
     out.skip_reason = "the source gives no GPU count";
-    return out;
-  }
-  if (!c.number("measured_tokens_per_s_per_gpu") && !c.number("measured_model_tflops_per_gpu") &&
-      !c.number("measured_hardware_tflops_per_gpu")) {
+  } else if (!c.number("measured_tokens_per_s_per_gpu") &&
+             !c.number("measured_model_tflops_per_gpu") &&
+             !c.number("measured_hardware_tflops_per_gpu")) {
     out.skip_reason = "no measured throughput (tokens/s or TFLOPS) to compare with";
-    return out;
   }
-  const std::int64_t gpus = positive_int(file, c, "gpus");
+  // A row without a GPU count is skipped, its other cells still checked: one node stands in for
+  // the job where a check needs it, and the checks across cells that the count decides
+  // (global_batch, grad_accum, shard_group_size) wait for a row that has it.
+  const bool gpus_given = !c.get("gpus").empty();
+  // (A row without a GPU count may not give its node size either.)
+  std::int64_t per_node = !gpus_given && c.get("gpus_per_node").empty()
+                              ? 1
+                              : positive_int(file, c, "gpus_per_node");
+  const std::int64_t gpus = gpus_given ? positive_int(file, c, "gpus") : per_node;
   if (gpus > hardware::kMaxWorldSize)
     bad_cell(file, c, "gpus", fmt::format("at most {} GPUs", hardware::kMaxWorldSize));
-  std::int64_t per_node = positive_int(file, c, "gpus_per_node");
   if (gpus < per_node) per_node = gpus;  // a job on part of one node
   if (gpus % per_node != 0)
     bad_cell(file, c, "gpus", fmt::format("a multiple of gpus_per_node ({})", per_node));
@@ -320,7 +323,7 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   // batch need not divide evenly). Given both, they must agree up to that rounding: Composer
   // runs ceil(global / (micro x gpus)) micro-batches, the last one partial.
   std::int64_t accumulation = 1;
-  if (!c.get("global_batch").empty()) {
+  if (!c.get("global_batch").empty() && gpus_given) {
     const std::int64_t global = positive_int(file, c, "global_batch");
     if (global < micro * gpus) {
       bad_cell(file, c, "global_batch",
@@ -476,7 +479,7 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
   if (hybrid && !c.get("shard_group_size").empty()) {
     fsdp["shard_group_size"] = positive_int(file, c, "shard_group_size");
   } else if (const std::int64_t whole = c.get("sharding") == "NO_SHARD" ? 1 : gpus;
-             !c.get("shard_group_size").empty() &&
+             gpus_given && !c.get("shard_group_size").empty() &&
              positive_int(file, c, "shard_group_size") != whole) {
     // Without hybrid sharding the group is fixed: every GPU (or one, unsharded).
     bad_cell(file, c, "shard_group_size",
@@ -518,6 +521,14 @@ CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::p
                   {"model", model},       {"hardware", hardware},
                   {"training", training}, {"fsdp", fsdp}};
   if (!allocator.empty()) out.document["allocator"] = allocator;
+  return out;
+}
+
+}  // namespace
+
+CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::path& file) {
+  CaseScenario out = checked_case(c, file);
+  if (!out.skip_reason.empty()) out.document = nullptr;
   return out;
 }
 

@@ -256,6 +256,63 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
       << out;
 }
 
+// Every row's cells are checked: a row that --where leaves out or that is skipped (no GPU
+// count) still fails the file when a cell is malformed. And a known column written in other
+// case or with spaces is not taken for a column of the user's own, whose cells would be ignored.
+TEST(Validate, EveryRowAndColumnIsCheckedWhateverIsSimulated) {
+  const std::string small = test_support::read_file(kData + "small_cases.csv");
+  const auto write = [](const std::string& name, const std::string& text) {
+    const fs::path path = test_support::temp_dir("validate") / name;
+    std::ofstream(path) << text;
+    return path.string();
+  };
+  // The last row (line 5) gets a malformed micro_batch.
+  std::string bad_last = small;
+  {
+    const std::size_t row = bad_last.rfind("lf-a10080-mpt1b-s2048-g8-mb14-ac0-1,");
+    ASSERT_NE(row, std::string::npos);
+    const std::string line = bad_last.substr(row, bad_last.find('\n', row) - row);
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream in(line);
+    while (std::getline(in, cell, ',')) cells.push_back(cell);
+    ASSERT_EQ(cells[28], "14");  // micro_batch
+    cells[28] = "0x10";
+    std::string joined;
+    for (std::size_t i = 0; i < cells.size(); ++i) joined += (i ? "," : "") + cells[i];
+    bad_last.replace(row, line.size(), joined);
+  }
+  const std::string filtered = write("filtered.csv", bad_last);
+  const auto [code, out] =
+      run_fsdpsim("validate " + filtered + " --where case_id=lf-h100-mpt70b-s2048-g128-mb8-ac1-1");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 5, column micro_batch"), std::string::npos) << out;
+  // The same row without a GPU count is skipped, and its bad cell still an error.
+  std::string no_gpus = bad_last;
+  {
+    const std::size_t row = no_gpus.rfind("lf-a10080-mpt1b-s2048-g8-mb14-ac0-1,");
+    const std::size_t gpu = no_gpus.find(",a100-sxm-80gb,8,", row);
+    ASSERT_NE(gpu, std::string::npos);
+    no_gpus.replace(gpu, 17, ",a100-sxm-80gb,,");
+  }
+  const auto [skip_code, skip_out] = run_fsdpsim("validate " + write("no_gpus.csv", no_gpus));
+  EXPECT_EQ(skip_code, 2) << skip_out;
+  EXPECT_NE(skip_out.find("line 5, column micro_batch"), std::string::npos) << skip_out;
+  for (const std::string header : {"OFFLOAD_ACTIVATIONS", "Offload Activations"}) {
+    // The column added to every line, true on every row.
+    std::istringstream lines(small);
+    std::string text;
+    std::string line;
+    for (bool first = true; std::getline(lines, line); first = false)
+      text += line + (first ? "," + header : std::string(",true")) + "\n";
+    const auto [c, o] = run_fsdpsim("validate " + write("renamed.csv", text));
+    EXPECT_EQ(c, 2) << o;
+    EXPECT_NE(o.find("unknown column \"" + header + "\" (did you mean \"offload_activations\"?)"),
+              std::string::npos)
+        << o;
+  }
+}
+
 // A column unlike any fsdpsim knows is the user's own: kept, and usable by --where and --group-by.
 TEST(Validate, AColumnOfYourOwnGroupsTheRows) {
   const auto [code, out] =
