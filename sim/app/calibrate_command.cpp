@@ -27,6 +27,7 @@
 #include "sim/app/result_json.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
+#include "sim/app/sweep_command.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -62,6 +63,7 @@ int plan_command(const CalibrateOptions& o) {
   PresetLocator presets{default_configs_dir(o.configs_dir)};
   presets.files_resolved = &inputs;
   Scenario scenario = load_scenario(o.scenario, o.overrides, presets);
+  check_sweep_block_keys(o.scenario, o.overrides, presets);  // as run does
   // Record every query the cost models make; a scenario without a profile gets an empty one, so
   // everything is priced by the fallback models as in `fsdpsim run`.
   std::shared_ptr<const hardware::CalibratedCurves> curves =

@@ -42,6 +42,13 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
       (*node)[part] = value;
       return;
     }
+    // A section the file sets to null is an error the loader reports; filling it in here would
+    // make every other key of it silently its default.
+    if (const auto it = node->find(part); it != node->end() && it->is_null()) {
+      throw ConfigError(fmt::format(
+          "--set \"{}\": \"{}\" is null in the scenario; expected an object to set a key in",
+          assignment, key.substr(0, dot)));
+    }
     node = &(*node)[part];
     begin = dot + 1;
   }

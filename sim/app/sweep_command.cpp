@@ -250,7 +250,10 @@ std::string format_duration(double seconds) {
 void check_sweep_block_keys(const std::filesystem::path& scenario,
                             const std::vector<std::string>& overrides,
                             const PresetLocator& presets) {
-  const nlohmann::json document = read_json_file(scenario);
+  // The block as the overrides leave it: --set 'sweep={...}' is checked as a block in the file.
+  nlohmann::json document = read_json_file(scenario);
+  if (!document.is_object()) return;  // the scenario's own loader says what is wrong
+  for (const std::string& o : overrides) apply_override(document, o);
   const auto it = document.find("sweep");
   if (it == document.end()) return;
   SweepPlan plan;
@@ -258,9 +261,7 @@ void check_sweep_block_keys(const std::filesystem::path& scenario,
   plan.base_overrides = overrides;
   plan.presets = presets;
   plan.axes = parse_sweep_block(*it, scenario.string(), sweep_keys_in_file_order(scenario));
-  nlohmann::json with_overrides = document;
-  for (const std::string& o : overrides) apply_override(with_overrides, o);
-  check_keys(plan, with_overrides);
+  check_keys(plan, document);
 }
 
 SweepPlan plan_sweep(const SweepOptions& options) {

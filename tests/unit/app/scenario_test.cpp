@@ -29,6 +29,9 @@ TEST(ApplyOverride, SetsNestedKeysAndParsesJsonValues) {
   EXPECT_EQ(doc["model"]["preset"], "gpt-175b");  // a preset name becomes {"preset": ...}
   EXPECT_EQ(doc["model"]["n_layers"], 4);
   EXPECT_THROW(apply_override(doc, "no_equals_sign"), ConfigError);
+  // A section the file sets to null is not filled in (its other keys would default silently).
+  nlohmann::json with_null = {{"fsdp", nullptr}};
+  EXPECT_THROW(apply_override(with_null, "fsdp.limit_all_gathers=false"), ConfigError);
   EXPECT_THROW(apply_override(doc, "a..b=1"), ConfigError);
 }
 

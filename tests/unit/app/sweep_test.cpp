@@ -641,8 +641,18 @@ TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
   const std::string text = read_file(s);
   std::ofstream(s) << "{\n  \"sweep\": {\"fsdp.limit_all_gatherz\": [true, false]},"
                    << text.substr(1);
-  for (const char* command : {"run", "explain", "sweep"}) {
+  for (const char* command : {"run", "explain", "sweep", "calibrate plan"}) {
     const Outcome o = run_fsdpsim(std::string(command) + " " + s.string());
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find("/sweep/fsdp.limit_all_gatherz: not a scenario key"), std::string::npos)
+        << command << "\n"
+        << o.output;
+  }
+  // The same block given by --set on a file without one.
+  const fs::path plain = tiny_scenario("no_block");
+  for (const char* command : {"run", "explain", "check"}) {
+    const Outcome o = run_fsdpsim(std::string(command) + " " + plain.string() +
+                                  " --set 'sweep={\"fsdp.limit_all_gatherz\": [true]}'");
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
     EXPECT_NE(o.output.find("/sweep/fsdp.limit_all_gatherz: not a scenario key"), std::string::npos)
         << command << "\n"
