@@ -15,9 +15,14 @@ namespace {
 ConfigError out_of_range(const Scenario& scenario, const std::range_error& e) {
   return ConfigError(
       scenario.file.string(), "",
-      fmt::format("{}: expected the hardware's rates{} and the model's sizes within the range "
+      fmt::format("{}: expected the hardware's rates{}{} and the model's sizes within the range "
                   "of real GPUs and models{}",
                   e.what(),
+                  scenario.hardware.preset.empty()
+                      ? ""
+                      : fmt::format(" (hardware preset \"{}\", with the scenario's hardware.gpu "
+                                    "and hardware.node keys over it)",
+                                    scenario.hardware.preset),
                   scenario.hardware.cluster.gpu.calibration != nullptr
                       ? fmt::format(" (the measurements of calibration {} among them: `fsdpsim "
                                     "calibrate fit` shows its curves)",

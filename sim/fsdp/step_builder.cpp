@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "hardware/collective_cost.hpp"
 #include "hardware/roofline.hpp"
@@ -19,6 +20,16 @@ using memory::MemoryCategory;
 namespace {
 
 constexpr std::uint8_t tag(Phase p) { return static_cast<std::uint8_t>(p); }
+
+// to_sim_time, its range error naming the operation: which kernel or collective, so that a
+// rate or size out of range can be traced to the model layer or the link it comes from.
+SimTime timed(std::string_view operation, Seconds duration) {
+  try {
+    return to_sim_time(duration);
+  } catch (const SimTimeRangeError& e) {
+    throw SimTimeRangeError(std::string(operation) + ": " + e.what());
+  }
+}
 
 // How many forward kernels re-run when a checkpoint recomputes the whole layer. With early stop
 // the recompute ends at models::Layer::recompute_early_stop_kernel; a torchao Float8Linear GEMM
@@ -121,10 +132,12 @@ void StepBuilder::price_layer_kernels() {
   for (const models::Layer& l : w_.layers) {
     forward_durations_.emplace_back();
     for (const models::NamedKernel& k : l.forward)
-      forward_durations_.back().push_back(price(k.kernel));
+      forward_durations_.back().push_back(
+          price([&] { return l.name + ".fwd." + k.name; }, k.kernel));
     backward_durations_.emplace_back();
     for (const models::NamedKernel& k : l.backward)
-      backward_durations_.back().push_back(price(k.kernel));
+      backward_durations_.back().push_back(
+          price([&] { return l.name + ".bwd." + k.name; }, k.kernel));
   }
 }
 
@@ -136,7 +149,8 @@ void StepBuilder::hooked_kernel(std::size_t layer, const char* pass, const model
       .append(pass)
       .append(1, '.')
       .append(k.name);
-  const KernelDurations d = durations != nullptr ? *durations : price(k.kernel);
+  const KernelDurations d =
+      durations != nullptr ? *durations : price([&] { return kernel_name_; }, k.kernel);
   LaunchSpec spec;
   spec.name = kernel_name_;
   spec.stream = compute_;
@@ -182,7 +196,7 @@ OpId StepBuilder::byte_mover(std::string_view name, StreamId stream, Bytes bytes
   spec.kind = OpKind::kCopy;
   spec.phase = tag(phase);
   spec.group = group;
-  spec.duration = to_sim_time(duration);
+  spec.duration = timed(name, duration);
   spec.launch_cost = launch_cost_;
   spec.bytes = bytes;
   return b_.launch(spec);
@@ -197,9 +211,9 @@ OpId StepBuilder::collective(std::string_view name, hardware::Collective op, Str
   spec.kind = OpKind::kCommunication;
   spec.phase = tag(phase);
   spec.group = group;
-  spec.duration = to_sim_time(hardware::collective_time(in_.cluster, op, pg.ranks, bytes));
+  spec.duration = timed(name, hardware::collective_time(in_.cluster, op, pg.ranks, bytes));
   spec.network_time =
-      to_sim_time(hardware::collective_network_time(in_.cluster, op, pg.ranks, bytes));
+      timed(name, hardware::collective_network_time(in_.cluster, op, pg.ranks, bytes));
   if (pg.ranks.ranks_per_node < pg.ranks.ranks) {
     inter_node_bytes_ += Bytes(static_cast<std::int64_t>(
         hardware::ring_wire_factor(op, pg.ranks.ranks) * static_cast<double>(bytes.value())));
@@ -212,7 +226,7 @@ OpId StepBuilder::collective(std::string_view name, hardware::Collective op, Str
 void StepBuilder::hook(std::string_view name, std::int32_t parameter_tensors) {
   const Seconds cost =
       in_.cluster.fsdp_hook_overhead + in_.cluster.fsdp_parameter_overhead * parameter_tensors;
-  if (cost.value() > 0.0) b_.cpu_work(name, to_sim_time(cost));
+  if (cost.value() > 0.0) b_.cpu_work(name, timed(name, cost));
 }
 
 TensorId StepBuilder::allocate(std::string_view name, Bytes size, StreamId stream,

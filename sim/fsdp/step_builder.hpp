@@ -168,6 +168,15 @@ class StepBuilder {
     SimTime alone;
     SimTime sharing_sms;
   };
+  // The same, a range error naming the kernel: `name` (a callable) is built only then.
+  template <typename Name>
+  [[nodiscard]] KernelDurations price(const Name& name, const Kernel& kernel) const {
+    try {
+      return price(kernel);
+    } catch (const SimTimeRangeError& e) {
+      throw SimTimeRangeError(std::string(name()) + ": " + e.what());
+    }
+  }
   [[nodiscard]] KernelDurations price(const Kernel& kernel) const;
   // The layers' kernels priced once each (forward_durations_[layer][i] for l.forward[i]), which
   // the step launches again in every block and micro-batch; empty under a calibration profile,

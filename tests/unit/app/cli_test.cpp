@@ -1290,17 +1290,24 @@ TEST(Cli, ANulByteInAScenarioIsAnError) {
 }
 
 // A time out of range comes from the scenario as a whole, not one key: the message names the
-// overrides it ran with, so that a sweep's skipped point says which value did it.
+// operation (its layer and kernel, or its collective), the hardware preset the rates come from,
+// and the overrides it ran with, so that a sweep's skipped point says which value did it.
 TEST(Cli, ATimeOutOfRangeNamesTheOverridesItRanWith) {
   const Outcome run =
       run_fsdpsim("run " + kScenario + " --set hardware.gpu.hbm_bandwidth_GBps=1e-300");
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(
-      run.output.find("longer than the one day fsdpsim simulates per operation: expected "
-                      "the hardware's rates and the model's sizes within the range of real "
-                      "GPUs and models (run with --set hardware.gpu.hbm_bandwidth_GBps=1e-300)"),
-      std::string::npos)
+  EXPECT_NE(run.output.find(
+                "embedding.fwd.tok_embedding: an operation would last 1.18e+299 s, longer than the "
+                "one day fsdpsim simulates per operation: expected the hardware's rates (hardware "
+                "preset \"a100-sxm-80gb\", with the scenario's hardware.gpu and hardware.node keys "
+                "over it) and the model's sizes within the range of real GPUs and models (run with "
+                "--set hardware.gpu.hbm_bandwidth_GBps=1e-300)"),
+            std::string::npos)
       << run.output;
+  const Outcome link = run_fsdpsim("run " + kScenario + " --set hardware.node.nvlink_GBps=1e-7");
+  EXPECT_EQ(link.exit_code, 2) << link.output;
+  EXPECT_NE(link.output.find(".all_gather: an operation would last"), std::string::npos)
+      << link.output;
   const Outcome sweep = run_fsdpsim("sweep " + kScenario +
                                     " --grid hardware.gpu.hbm_bandwidth_GBps=1e-300,2039 --out -");
   EXPECT_NE(sweep.output.find("(run with --grid hardware.gpu.hbm_bandwidth_GBps=1e-300)"),
