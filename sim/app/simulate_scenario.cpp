@@ -73,6 +73,8 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
     throw out_of_range(scenario, e);
   } catch (const ByteCountRangeError& e) {
     throw out_of_range(scenario, e);
+  } catch (const fsdp::RankClassesError& e) {
+    throw ConfigError(scenario.file.string(), "/hardware/stragglers", e.what());
   }
 }
 

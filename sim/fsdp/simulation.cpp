@@ -208,6 +208,12 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
   for (const hardware::Straggler& s : cluster.stragglers)
     speed.at(static_cast<std::size_t>(s.rank)) = engine::RankSpeed{s.compute_speed, s.host_speed};
   const engine::RankClasses classes = engine::rank_classes(speed, program.channel_groups);
+  if (classes.count() > kMaxRankClasses) {
+    throw RankClassesError("the stragglers make " + std::to_string(classes.count()) +
+                           " classes of ranks that behave alike, each simulated on its own; at "
+                           "most " +
+                           std::to_string(kMaxRankClasses) + " are: use fewer distinct speeds");
+  }
   std::vector<std::unique_ptr<memory::MemoryModel>> models;
   std::vector<engine::MemoryObserver*> observers;
   for (std::size_t k = 0; k < classes.count(); ++k) {

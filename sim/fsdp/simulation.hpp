@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,16 @@ struct SimulationOptions {
   // Without either, one cold step: the first iteration, whose timeline the unit tests check by
   // hand.
   bool warm_up = false;
+};
+
+// hardware.stragglers simulates one copy of the step per class of alike ranks: time and memory
+// grow with their number, so past this many the simulation is refused (RankClassesError) rather
+// than left to run for hours. 1,024 classes of a 96-layer model take seconds and under a GiB.
+inline constexpr std::size_t kMaxRankClasses = 1024;
+
+class RankClassesError : public std::length_error {
+ public:
+  using std::length_error::length_error;
 };
 
 // Preconditions as for build_schedule (input.steps is set here).

@@ -18,6 +18,23 @@ ScheduleInput input(std::vector<hardware::Straggler> stragglers) {
   return in;
 }
 
+// One simulated copy of the step per class: 1,025 ranks of distinct speeds on 1,040 GPUs make
+// 1,026 classes, refused before any is simulated; 1,023 make 1,024, simulated.
+TEST(Stragglers, MoreClassesThanTheLimitAreRefused) {
+  const auto slow_ranks = [](std::int32_t n) {
+    std::vector<hardware::Straggler> out;
+    for (std::int32_t r = 0; r < n; ++r) out.push_back({r, 0.5 + 0.4 * r / n, 1.0});
+    return out;
+  };
+  ScheduleInput in = input(slow_ranks(1025));
+  in.cluster.gpus_per_node = 8;
+  in.cluster.nodes = 130;
+  in.training.global_batch = 1040;
+  EXPECT_THROW(simulate_step(in, {}), RankClassesError);
+  in.cluster.stragglers = slow_ranks(1023);
+  EXPECT_EQ(simulate_step(in, {}).result.rank_classes.size(), kMaxRankClasses);
+}
+
 TEST(Stragglers, RanksListedAtFullSpeedChangeNothing) {
   const StepResult uniform = simulate_step(input({}), {}).result;
   const StepResult listed = simulate_step(input({{1, 1.0, 1.0}}), {}).result;
