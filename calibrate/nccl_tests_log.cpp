@@ -111,6 +111,7 @@ struct Columns {
   std::size_t count = 0;   // words a complete row has (a trailing timestamp excluded)
   bool timestamp = false;  // -T: rows end with "YYYY-MM-DD HH:MM:SS" (src/util.cu formatNow)
   int size = -1;
+  int elements = -1;  // the "count" column
   int type = -1;
   int redop = -1;
   std::array<int, 2> time{-1, -1};
@@ -137,6 +138,7 @@ std::optional<Columns> parse_column_header(const std::vector<std::string_view>& 
     }
     c.count = i + 1;
     if (w == "size" || w == "bytes") c.size = at;
+    if (w == "count") c.elements = at;
     if (w == "type") c.type = at;
     if (w == "redop" || w == "op") c.redop = at;
     if ((w == "time" || w == "cputime") && times < 2)
@@ -349,6 +351,22 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
   if (!bytes || *bytes <= 0 || *bytes > kMaxMeasuredBytes) {
     fail(number,
          fmt::format("expected a size in bytes from 1 to 2^50, found {}", quoted(word(c.size))));
+  }
+  if (c.elements >= 0) {
+    const auto elements = to_int(word(c.elements));
+    if (!elements || *elements < 0) {
+      fail(number, fmt::format("expected a count of elements (an integer >= 0) in column 'count', "
+                               "found {}",
+                               quoted(word(c.elements))));
+    }
+  }
+  // The columns of the variant not imported (in-place without --in-place, out-of-place with it)
+  // are still nccl-tests' numbers: anything else is a mangled row.
+  const std::size_t other = 1 - p;
+  for (const auto& [column, what] :
+       {std::pair{c.time[other], "time"}, std::pair{c.algbw[other], "algbw"},
+        std::pair{c.busbw[other], "busbw"}}) {
+    if (column >= 0) (void)number_at(column, what);
   }
   Row r;
   r.line = number;

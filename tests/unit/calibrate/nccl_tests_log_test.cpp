@@ -302,6 +302,28 @@ TEST(NcclTestsLog, NonNumbersWhereNumbersBelongAreErrors) {
       << s;
 }
 
+// The count column and the columns of the variant not imported are nccl-tests' numbers too: a
+// row with anything else there was mangled, whichever columns are kept.
+TEST(NcclTestsLog, EveryNumericColumnIsChecked) {
+  const auto error_for_row = [](const std::string& count, const std::string& in_place_time) {
+    const std::string row = "     1048576  " + count +
+                            "     float     sum      -1    20.00   "
+                            "52.43   52.43       0    " +
+                            in_place_time + "   52.43   52.43       0\n";
+    return error_of(
+        [&] { (void)parse_nccl_tests_log(log_with("all_reduce_perf", row), "c.log", {}); });
+  };
+  EXPECT_EQ(error_for_row("262144", "20.00"), "");
+  EXPECT_NE(error_for_row("N/A", "20.00")
+                .find("c.log:12: expected a count of elements (an integer >= 0) in column "
+                      "'count', found 'N/A'"),
+            std::string::npos);
+  EXPECT_NE(error_for_row("262144", "-1")
+                .find("c.log:12: expected a number >= 0 in column "
+                      "'time', found '-1'"),
+            std::string::npos);
+}
+
 // A row must be what its header describes, inside its table: more words than the header
 // (beyond -T's date and time), or a result row after the footer, is a mangled log.
 TEST(NcclTestsLog, RowsTheHeaderDoesNotDescribeAreErrors) {
