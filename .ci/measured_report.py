@@ -164,27 +164,32 @@ def main():
     lines += ["## Attention kernels", "",
               "Causal SDPA, bf16, head dim 128, 32 heads, 65,536 tokens per call "
               "(`calibrate/training_steps/measure_attention.py`). The preset's rate is "
-              "efficiency x speedup x 989 TFLOP/s: FlashAttention-2 "
+              "efficiency x s / (s + seq_half) x speedup x 989 TFLOP/s at sequence length s "
+              "(`hardware/kernel_time.cpp`): FlashAttention-2 "
               f"{preset['attention_forward_efficiency']} forward / "
-              f"{preset['attention_backward_efficiency']} backward, cuDNN "
+              f"{preset['attention_backward_efficiency']} backward, seq_half "
+              f"{preset['attention_forward_seq_half']:g} / {preset['attention_backward_seq_half']:g}, cuDNN "
               f"x{preset['cudnn_attention_forward_speedup']} / "
               f"x{preset['cudnn_attention_backward_speedup']} (a kernel benchmark: without "
               "`sustained_compute_fraction`, which a training step adds).", "",
               "| seq | FA2 fwd TFLOP/s | preset | FA2 bwd | preset | cuDNN fwd | preset | cuDNN bwd | preset |",
               "|---|---|---|---|---|---|---|---|---|"]
     by = {(r["backend"], r["seq"]): r for r in attention if r["head_dim"] == 128}
-    rates = {
-        "flash": (preset["attention_forward_efficiency"] * peak,
-                  preset["attention_backward_efficiency"] * peak),
-        "cudnn": (preset["attention_forward_efficiency"] * preset["cudnn_attention_forward_speedup"] * peak,
-                  preset["attention_backward_efficiency"] * preset["cudnn_attention_backward_speedup"] * peak),
-    }
+    def rates(backend, seq):
+        # The preset's model: efficiency x s / (s + seq_half), times cuDNN's speedup.
+        fwd = preset["attention_forward_efficiency"] * seq / (seq + preset["attention_forward_seq_half"])
+        bwd = preset["attention_backward_efficiency"] * seq / (seq + preset["attention_backward_seq_half"])
+        if backend == "cudnn":
+            fwd *= preset["cudnn_attention_forward_speedup"]
+            bwd *= preset["cudnn_attention_backward_speedup"]
+        return fwd * peak, bwd * peak
     for seq in sorted({s for _, s in by}):
         cells = [str(seq)]
         for backend in ("flash", "cudnn"):
             r = by[(backend, seq)]
-            cells += [f"{r['forward_tflops']:.0f}", f"{rates[backend][0]:.0f}",
-                      f"{r['backward_tflops']:.0f}", f"{rates[backend][1]:.0f}"]
+            fwd, bwd = rates(backend, seq)
+            cells += [f"{r['forward_tflops']:.0f}", f"{fwd:.0f}",
+                      f"{r['backward_tflops']:.0f}", f"{bwd:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     default_matches = all(
         abs(by[("default", s)]["forward_s"] - by[("cudnn", s)]["forward_s"]) <
