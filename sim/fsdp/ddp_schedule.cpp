@@ -8,12 +8,18 @@
 //   the same bytes in more, smaller all-reduces).
 // - When every gradient of a bucket is ready (autograd hook), it is copied into the bucket and
 //   all-reduced on the process group's NCCL stream, which first waits for the compute stream;
-//   buckets are reduced in order. finalize_backward waits for them and copies the buckets back
-//   into .grad.
+//   buckets are reduced in order. finalize_backward walks the buckets in order: the compute
+//   stream waits for each one's all-reduce and copies it back into .grad, so the copies of the
+//   earlier buckets overlap the last all-reduce (Reducer::finalize_backward).
 // - Mixed precision is torch.autocast: each forward casts the fp32 weights to param_dtype once
 //   (the autocast weight cache), autograd keeps those copies for backward, and the gradients
-//   flow back through the cast into fp32 .grad. reduce_dtype below fp32 is the
-//   bf16/fp16_compress_hook: cast the bucket, all-reduce half the bytes, cast back.
+//   flow back through the cast (ToCopyBackward0) into fp32 .grad. An untied embedding's lookup
+//   is not on autocast's lower-precision list (autocast_mode.h): it runs on the fp32 weight,
+//   with no cast either way. reduce_dtype below fp32 is the bf16/fp16_compress_hook: cast the
+//   bucket, all-reduce half the bytes, cast back.
+// - AccumulateGrad: the first micro-batch's gradient becomes .grad as it is; a later one is
+//   added into it (accumulate_grad.h).
+#include "models/linear_modules.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
 
@@ -44,6 +50,7 @@ class DdpStep {
         grads_(s_.workload().layers.size()),
         has_grad_(s_.workload().layers.size(), false) {
     make_buckets();
+    reduced_.resize(buckets_.size());
   }
 
   Schedule build() {
@@ -84,13 +91,20 @@ class DdpStep {
     }
   }
 
+  // Whether autocast casts this layer's weights: every layer's under a lower-precision autocast
+  // but an untied embedding's (its lookup runs in fp32; a tied one is cast where the LM head's
+  // linear uses it, priced here with the embedding layer).
+  bool autocast_casts(std::size_t i) const {
+    return f_.param_dtype != Dtype::kFp32 &&
+           (s_.workload().layers[i].kind != models::LayerKind::kEmbedding || tied_numel_ > 0);
+  }
+
   void micro_batch(bool sync) {
     const auto& layers = s_.workload().layers;
-    const bool autocast = f_.param_dtype != Dtype::kFp32;
     std::vector<TensorId> saved(layers.size());
     std::vector<TensorId> weights(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      if (autocast) {
+      if (autocast_casts(i)) {
         weights[i] = s_.allocate(layers[i].name + ".autocast_weights",
                                  elements(layers[i].numel, f_.param_dtype), s_.compute(),
                                  MemoryCategory::kParameters);
@@ -104,26 +118,36 @@ class DdpStep {
     for (std::size_t i = layers.size(); i-- > 0;) {
       const auto g = static_cast<std::int32_t>(i);
       s_.backward_layer(i, g, saved[i]);
-      // AccumulateGrad: the fp32 .grad is created on the first micro-batch, added to after.
+      // The fp32 gradient (ToCopyBackward0's cast under autocast) is .grad on the first
+      // micro-batch (AccumulateGrad steals it) and added into .grad after.
       const Bytes grad_bytes = elements(layers[i].numel, Dtype::kFp32);
-      if (!has_grad_[i]) {
-        grads_[i] = s_.allocate(layers[i].name + ".grad", grad_bytes, s_.compute(),
-                                MemoryCategory::kGradients);
-        has_grad_[i] = true;
-      }
-      if (autocast) {
+      const bool first = !has_grad_[i];
+      const TensorId grad = s_.allocate(layers[i].name + (first ? ".grad" : ".new_grad"),
+                                        grad_bytes, s_.compute(), MemoryCategory::kGradients);
+      if (autocast_casts(i)) {
         s_.copy(layers[i].name + ".grad_to_fp32", s_.compute(),
-                elements(layers[i].numel, f_.param_dtype) + 2 * grad_bytes, Phase::kBackward, g);
+                elements(layers[i].numel, f_.param_dtype) + grad_bytes, Phase::kBackward, g);
         s_.free(weights[i]);
+      }
+      if (first) {
+        grads_[i] = grad;
+        has_grad_[i] = true;
+      } else {
+        s_.copy(layers[i].name + ".accumulate_grad", s_.compute(), 3 * grad_bytes, Phase::kBackward,
+                g);
+        s_.free(grad);
       }
       const std::size_t b = bucket_of_layer_[i];
       if (sync && ++ready[b] == buckets_[b].layers.size()) all_reduce(b);
     }
     if (sync) {
-      // finalize_backward: wait for the buckets, copy them back into .grad.
-      s_.program().wait_stream(s_.compute(), nccl_);
-      s_.copy("ddp.copy_buckets_to_grads", s_.compute(), Bytes(8 * total_numel()), Phase::kBackward,
-              -1);
+      // finalize_backward: each bucket's wait, then its copy back into .grad.
+      for (std::size_t b = 0; b < buckets_.size(); ++b) {
+        s_.program().wait_event(s_.compute(), reduced_[b]);
+        s_.copy("bucket." + std::to_string(b) + ".copy_to_grads", s_.compute(),
+                Bytes(8 * buckets_[b].numel), Phase::kBackward,
+                static_cast<std::int32_t>(buckets_[b].layers.front()));
+      }
     }
   }
 
@@ -137,6 +161,7 @@ class DdpStep {
     if (rd == Dtype::kFp32) {
       s_.collective(name + ".all_reduce", Collective::kAllReduce, nccl_, world_, elements(n, rd),
                     Phase::kBackward, g);
+      reduced_[b] = s_.program().record_event(nccl_);
       return;
     }
     const TensorId compressed =
@@ -148,6 +173,7 @@ class DdpStep {
     s_.copy(name + ".decompress", nccl_, elements(n, Dtype::kFp32) + elements(n, rd),
             Phase::kBackward, g);
     s_.free(compressed);
+    reduced_[b] = s_.program().record_event(nccl_);
   }
 
   void optimizer_step() {
@@ -173,6 +199,8 @@ class DdpStep {
   std::vector<std::size_t> bucket_of_layer_;
   std::vector<TensorId> grads_;
   std::vector<bool> has_grad_;
+  std::vector<engine::EventRef> reduced_;  // per bucket: its all-reduce done, on the NCCL stream
+  std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
 };
 
 }  // namespace

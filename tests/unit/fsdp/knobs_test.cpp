@@ -757,18 +757,50 @@ TEST(Knobs, Fsdp1Bf16StorageGathersWithoutCastAndKeepsBf16GradientShards) {
 // [b0 40 MB], [embedding 24 MB]. Each is copied in (8 B per element) then all-reduced
 // (factor 1, 1 TB/s). Forward 0-400 (no all-gathers); head bwd 400-600, copy 600-632, AR
 // 632-648; b1 bwd 632-832, copy 832-912, AR 912-952; b0 bwd 912-1112, copy 1112-1192, AR
-// 1192-1232; embedding bwd 1192-1392, copy 1392-1440, AR 1440-1464; buckets back into .grad
-// 240 us: 1704; AdamW over 30M elements: 840 us: 2544. Full replicas plus the bucket buffers
-// before the step: 4 + 8 + 4 bytes per parameter.
+// 1192-1232; embedding bwd 1192-1392, copy 1392-1440, AR 1440-1464; each bucket back into
+// .grad once its all-reduce is done (finalize_backward): the first three 1440-1632 while the
+// last all-reduce runs, the embedding's 1632-1680; AdamW over 30M elements: 840 us: 2520. Full
+// replicas plus the bucket buffers before the step: 4 + 8 + 4 bytes per parameter.
 TEST(Knobs, DdpAllReducesBucketsInReverseOrder) {
   const Knobs k = run([](ScheduleInput& in) { in.training.parallelism = Parallelism::kDdp; });
   EXPECT_EQ(k.span("bucket.0.all_reduce"), std::make_pair(us(632), us(648)));
   EXPECT_EQ(k.span("bucket.1.all_reduce"), std::make_pair(us(912), us(952)));
   EXPECT_EQ(k.span("bucket.3.all_reduce"), std::make_pair(us(1440), us(1464)));
-  EXPECT_EQ(k.step(), us(2544));
+  EXPECT_EQ(k.span("bucket.0.copy_to_grads"), std::make_pair(us(1440), us(1472)));
+  EXPECT_EQ(k.span("bucket.3.copy_to_grads"), std::make_pair(us(1632), us(1680)));
+  EXPECT_EQ(k.step(), us(2520));
   Bytes baseline{0};
   for (Bytes b : k.out.schedule.baseline) baseline += b;
   EXPECT_EQ(baseline.value(), 480'000'000);
+}
+
+// DDP's AccumulateGrad: the first micro-batch's fp32 gradient is .grad (no kernel in fp32; under
+// bf16 autocast only ToCopyBackward0's cast, 2 + 4 B per element); a second micro-batch's is
+// added into it (12 B per element) after its own cast. An untied embedding is not cast by
+// autocast (its lookup runs in fp32); the tiny model's embedding is untied.
+TEST(Knobs, DdpAccumulatesGradientsAndLeavesTheEmbeddingUncast) {
+  const auto configure = [](std::int64_t micro_batches, Dtype dtype) {
+    return [micro_batches, dtype](ScheduleInput& in) {
+      in.training.parallelism = Parallelism::kDdp;
+      in.training.global_batch = 2 * micro_batches;
+      in.training.no_sync = micro_batches > 1;
+      in.fsdp.param_dtype = dtype;
+    };
+  };
+  const Knobs fp32_one = run(configure(1, Dtype::kFp32));
+  const Knobs fp32_two = run(configure(2, Dtype::kFp32));
+  const Knobs bf16_two = run(configure(2, Dtype::kBf16));
+  EXPECT_EQ(fp32_one.count_suffix(".accumulate_grad") + fp32_one.count_suffix(".grad_to_fp32"), 0u);
+  EXPECT_EQ(fp32_two.count_suffix(".accumulate_grad"), 4u);  // 4 layers, second micro-batch
+  EXPECT_EQ(bf16_two.count_suffix(".grad_to_fp32"), 6u);     // 3 cast layers, 2 micro-batches
+  EXPECT_EQ(bf16_two.count_suffix(".autocast_cast"), 6u);
+  EXPECT_EQ(bf16_two.spans("embedding.autocast_cast").size(), 0u);
+  const auto duration = [](const Knobs& k, const std::string& name) {
+    const auto [start, end] = k.spans(name).front();
+    return end - start;
+  };
+  EXPECT_EQ(duration(bf16_two, "blocks.0.grad_to_fp32"), us(60));      // 10M x (2 + 4) B
+  EXPECT_EQ(duration(fp32_two, "blocks.0.accumulate_grad"), us(120));  // 10M x 12 B
 }
 
 }  // namespace
