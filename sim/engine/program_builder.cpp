@@ -93,6 +93,12 @@ TensorId ProgramBuilder::allocate(std::string_view name, Bytes size, StreamId st
 }
 
 void ProgramBuilder::free(TensorId tensor, EventRef until) {
+  // The caching allocator ignores a use recorded on the block's own stream (recordStream in
+  // c10/cuda/CUDACachingAllocator.cpp: "ignore uses on the allocation stream, since those don't
+  // require any special synchronization"): the block is reusable at once, in that stream's order.
+  if (until.op != kNoOp && program_.ops[until.op].stream == program_.tensors[tensor].stream) {
+    until = {};
+  }
   program_.cpu.push_back(CpuStep{CpuStepKind::kFree, tensor, until.op, 0, SimTime{}});
 }
 

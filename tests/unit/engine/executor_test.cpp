@@ -110,19 +110,26 @@ TEST(Executor, CpuWorkDelaysLaterLaunches) {
   EXPECT_EQ(execute(b.program()).ops[op].start, us(7));
 }
 
+// A block used on another stream (record_stream) is reusable once that stream passes the free;
+// a use recorded on its own stream is ignored, as recordStream ignores it.
 TEST(Executor, RecordStreamDelaysReleaseUntilTheStreamPassesTheFree) {
   ProgramBuilder b;
   const StreamId s = b.add_stream("compute");
+  const StreamId comm = b.add_stream("comm");
   const TensorId x = b.allocate("x", Bytes(100), s, 0);
-  b.launch(spec("uses_x", s, 50));
-  b.free(x, b.record_event(s));
+  b.launch(spec("uses_x", comm, 50));
+  b.launch(spec("own_stream", s, 20));
+  const TensorId own = b.allocate("own", Bytes(10), s, 0);
+  b.free(own, b.record_event(s));
+  b.free(x, b.record_event(comm));
   RecordingMemory memory;
   execute(b.program(), &memory);
-  ASSERT_EQ(memory.freed.size(), 1u);
-  EXPECT_EQ(memory.freed[0].first, us(0));  // the CPU dropped it right away
-  ASSERT_EQ(memory.log.size(), 2u);
-  EXPECT_EQ(memory.log[1].first, us(50));  // reusable only once the kernel is done
-  EXPECT_EQ(memory.log[1].second, -100);
+  ASSERT_EQ(memory.freed.size(), 2u);
+  EXPECT_EQ(memory.freed[1].first, us(0));  // the CPU dropped it right away
+  ASSERT_EQ(memory.log.size(), 4u);
+  EXPECT_EQ(memory.log[2], std::make_pair(us(0), std::int64_t{-10}));  // own stream: at once
+  EXPECT_EQ(memory.log[3].first, us(50));  // reusable only once the kernel is done
+  EXPECT_EQ(memory.log[3].second, -100);
 }
 
 TEST(Executor, ComputeSlowsWhileCommunicationRuns) {
@@ -245,7 +252,7 @@ TEST(Executor, AllocatorRetryWaitsForThePendingStreamUsesOnly) {
   const StreamId s = b.add_stream("compute");
   const StreamId other = b.add_stream("other");
   b.launch(spec("long", other, 100));
-  const TensorId x = b.allocate("x", Bytes(1), s, 0);
+  const TensorId x = b.allocate("x", Bytes(1), other, 0);  // used, and recorded, on s
   const OpId short_op = b.launch(spec("short", s, 30));
   b.free(x, b.record_event(s));
   b.allocate("y", Bytes(1), s, 0);
