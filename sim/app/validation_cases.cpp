@@ -305,9 +305,8 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   // (global_batch, grad_accum, shard_group_size) wait for a row that has it.
   const bool gpus_given = !c.get("gpus").empty();
   // (A row without a GPU count may not give its node size either.)
-  std::int64_t per_node = !gpus_given && c.get("gpus_per_node").empty()
-                              ? 1
-                              : positive_int(file, c, "gpus_per_node");
+  std::int64_t per_node =
+      !gpus_given && c.get("gpus_per_node").empty() ? 1 : positive_int(file, c, "gpus_per_node");
   const std::int64_t gpus = gpus_given ? positive_int(file, c, "gpus") : per_node;
   if (gpus > hardware::kMaxWorldSize)
     bad_cell(file, c, "gpus", fmt::format("at most {} GPUs", hardware::kMaxWorldSize));
