@@ -400,10 +400,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
               Phase::kBackward, g(u));
     }
     // _div_if_needed(padded_unsharded_grad, _gradient_predivide_factor), in place.
-    const std::int64_t world = in_.cluster.world_size();
-    const std::int64_t predivide = gradient_predivide_factor(world);
-    const bool postdivide = world > predivide;
-    if (predivide > 1) {
+    if (predivide_ > 1) {
       s_.copy(unit.name + ".grad_predivide", post_backward_,
               2 * elements(sharded() ? unit.padded_numel : unit.numel, reduce_dtype),
               Phase::kBackward, g(u));
@@ -413,7 +410,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     if (!sharded()) {
       s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, post_backward_, shard_pg_,
                     elements(unit.numel, reduce_dtype), Phase::kBackward, g(u));
-      divide_after_reduction(u, post_backward_, grad_numel, postdivide);
+      divide_after_reduction(u, post_backward_, grad_numel);
       // NO_SHARD's full .grad (storage dtype), kept (or added to) until the optimizer step.
       if (!st.has_grad) {
         st.grad = s_.allocate(unit.name + ".grad", elements(grad_numel, storage()), post_backward_,
@@ -447,11 +444,11 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
                     elements(grad_numel, reduce_dtype), Phase::kBackward, g(u));
       accumulate_stream = all_reduce_;
     }
-    divide_after_reduction(u, accumulate_stream, grad_numel, postdivide);
-    // The shard handed to the all-reduce stream is record_stream'ed there (HSDP); buffers made
-    // and used on the post-backward stream are reusable in stream order at once.
+    divide_after_reduction(u, accumulate_stream, grad_numel);
+    // The shard handed to the all-reduce stream is record_stream'ed there (HSDP); a use on the
+    // post-backward stream, where it was made, needs nothing (ProgramBuilder::free).
     const auto release = [&](TensorId t) {
-      s_.free(t, s_.hybrid() ? s_.program().record_event(accumulate_stream) : EventRef{});
+      s_.free(t, s_.program().record_event(accumulate_stream));
     };
     if (to_storage) {
       const TensorId cast_shard =
@@ -480,8 +477,8 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
   }
 
   // _div_if_needed(grad, _gradient_postdivide_factor) after the last reduction, in place.
-  void divide_after_reduction(std::size_t u, StreamId stream, std::int64_t numel, bool needed) {
-    if (!needed) return;
+  void divide_after_reduction(std::size_t u, StreamId stream, std::int64_t numel) {
+    if (in_.cluster.world_size() <= predivide_) return;  // a postdivide factor of 1
     s_.copy(units_[u].name + ".grad_postdivide", stream, 2 * elements(numel, f_.reduce_dtype),
             Phase::kBackward, g(u));
   }
@@ -545,6 +542,8 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
   ProcessGroup shard_pg_;
   ProcessGroup replicate_pg_;
   std::deque<EventRef> free_events_;
+  // The data-parallel world's gradient predivide factor (shard group x replicas, the world).
+  std::int64_t predivide_ = gradient_predivide_factor(in_.cluster.world_size());
   std::vector<std::optional<std::size_t>> next_pre_forward_;
   // Per layer, the units of its linears by NamedKernel::linear_module.
   std::vector<std::vector<std::pair<std::string, std::size_t>>> linear_units_;
