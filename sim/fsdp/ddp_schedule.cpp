@@ -15,8 +15,8 @@
 //   (the autocast weight cache), autograd keeps those copies for backward, and the gradients
 //   flow back through the cast (ToCopyBackward0) into fp32 .grad. An untied embedding's lookup
 //   is not on autocast's lower-precision list (autocast_mode.h): it runs on the fp32 weight,
-//   with no cast either way. reduce_dtype below fp32 is the bf16/fp16_compress_hook: cast the
-//   bucket, all-reduce half the bytes, cast back.
+//   with no cast either way. reduce_dtype below fp32 is the bf16/fp16_compress_hook: cast and
+//   divide the bucket on the compute stream, all-reduce half the bytes, copy back.
 // - AccumulateGrad: the first micro-batch's gradient becomes .grad as it is; a later one is
 //   added into it (accumulate_grad.h).
 #include "models/linear_modules.hpp"
@@ -156,23 +156,28 @@ class DdpStep {
     const auto g = static_cast<std::int32_t>(buckets_[b].layers.front());
     const std::string name = "bucket." + std::to_string(b);
     s_.copy(name + ".copy_grads_in", s_.compute(), Bytes(8 * n), Phase::kBackward, g);
-    s_.program().wait_stream(nccl_, s_.compute());
     const Dtype rd = f_.reduce_dtype;
     if (rd == Dtype::kFp32) {
+      s_.program().wait_stream(nccl_, s_.compute());
       s_.collective(name + ".all_reduce", Collective::kAllReduce, nccl_, world_, elements(n, rd),
                     Phase::kBackward, g);
       reduced_[b] = s_.program().record_event(nccl_);
       return;
     }
-    const TensorId compressed =
-        s_.allocate(name + ".compressed", elements(n, rd), nccl_, MemoryCategory::kCommunication);
-    s_.copy(name + ".compress", nccl_, elements(n, Dtype::kFp32) + elements(n, rd),
+    // _compress_hook (torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py), called from
+    // the autograd hook on the compute stream: buffer.to(dtype).div_(world_size), a cast and an
+    // in-place divide; the all-reduce's future then copies the result back into the bucket
+    // (decompress, priced on the NCCL stream).
+    const TensorId compressed = s_.allocate(name + ".compressed", elements(n, rd), s_.compute(),
+                                            MemoryCategory::kCommunication);
+    s_.copy(name + ".compress", s_.compute(), elements(n, Dtype::kFp32) + 3 * elements(n, rd),
             Phase::kBackward, g);
+    s_.program().wait_stream(nccl_, s_.compute());
     s_.collective(name + ".all_reduce", Collective::kAllReduce, nccl_, world_, elements(n, rd),
                   Phase::kBackward, g);
     s_.copy(name + ".decompress", nccl_, elements(n, Dtype::kFp32) + elements(n, rd),
             Phase::kBackward, g);
-    s_.free(compressed);
+    s_.free(compressed, s_.program().record_event(nccl_));  // record_stream by ProcessGroupNCCL
     reduced_[b] = s_.program().record_event(nccl_);
   }
 

@@ -803,5 +803,21 @@ TEST(Knobs, DdpAccumulatesGradientsAndLeavesTheEmbeddingUncast) {
   EXPECT_EQ(duration(fp32_two, "blocks.0.accumulate_grad"), us(120));  // 10M x 12 B
 }
 
+// The bf16 compress hook casts and divides each bucket on the compute stream (it runs from the
+// autograd hook): 40 MB read + 3 x 20 MB for a 10M-element bucket, 100 us, before the all-reduce.
+TEST(Knobs, DdpCompressHookRunsOnTheComputeStream) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.training.parallelism = Parallelism::kDdp;
+    in.fsdp.reduce_dtype = Dtype::kBf16;
+  });
+  const engine::Program& p = k.out.schedule.program;
+  const std::size_t compress = k.first_index("bucket.1.compress");
+  EXPECT_EQ(p.ops[compress].stream,
+            k.out.schedule.program.ops[k.first_index("blocks.1.bwd.bwd")].stream);
+  const auto [start, end] = k.span("bucket.1.compress");
+  EXPECT_EQ(end - start, us(100));
+  EXPECT_GE(k.span("bucket.1.all_reduce").first, end);
+}
+
 }  // namespace
 }  // namespace fsdpsim::fsdp
