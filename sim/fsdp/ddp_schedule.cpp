@@ -190,7 +190,7 @@ class DdpStep {
     }
     s_.gpu_optimizer(tensors);
     for (std::size_t i = 0; i < grads_.size(); ++i) {
-      if (has_grad_[i]) s_.free(grads_[i], s_.program().record_event(s_.compute()));
+      if (has_grad_[i]) s_.free(grads_[i]);  // made and read on the compute stream
       has_grad_[i] = false;
     }
   }

@@ -588,7 +588,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
     }
     s_.copy("optimizer.fp16_partition", compute,
             elements(total, Dtype::kFp32) + elements(total, dtype_), Phase::kOptimizer, -1);
-    s_.free(fp32_grad, s_.program().record_event(compute));
+    s_.free(fp32_grad);  // made and read on the compute stream
     gather_persistent();
   }
 
@@ -624,7 +624,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
       per_rank_copies(params_[p].name + ".copy_pieces", compute,
                       elements(params_[p].partition, dtype_), Seconds(0.0), -1);
     }
-    s_.free(flat, s_.program().record_event(compute));
+    s_.free(flat);  // made and read on the compute stream
   }
 
   const ScheduleInput in_;
