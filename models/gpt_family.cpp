@@ -202,7 +202,8 @@ std::int64_t gpt_head_numel(const TransformerSpec& spec) {
 
 Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& compute) {
   // minGPT GPT.forward: x = drop(wte(idx) + wpe(arange(t))). nn.Embedding saves the indices;
-  // its backward (embedding_dense_backward) scatter-adds T rows into the weight gradient.
+  // its backward zero-fills the table's gradient and scatter-adds the looked-up rows into it
+  // (append_embedding_backward).
   // F.embedding is on none of autocast's lists: its output, and so the residual stream, has the
   // weights' dtype.
   const BuildContext ctx = residual_context(compute);
@@ -234,14 +235,14 @@ Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& compu
     draft.backward(dropout_backward("embedding_dropout_bwd", d, ctx));
     bwd.allocate(hidden);
   }
-  // Sum of the gradient over the batch (broadcast backward), then scatter-add into the table.
-  draft.backward(memory_bound_kernel(
-      "pos_embedding_bwd", hidden + positions + ctx.seq * kIndexBytes + 2 * positions, ctx));
+  // Sum of the gradient over the batch (the broadcast's backward), then wpe's backward over the
+  // t positions looked up, then wte's over the T ids.
+  draft.backward(memory_bound_kernel("pos_embedding_batch_sum", hidden + positions, ctx));
   bwd.allocate(positions);
+  append_embedding_backward(draft, "pos_embedding", spec.max_seq_len, d, ctx.seq, false, ctx);
   bwd.release(positions);
-  // Reads the ids and the gradient rows, accumulates T rows of the weight gradient.
-  draft.backward(
-      memory_bound_kernel("tok_embedding_bwd", ctx.tokens * kIndexBytes + 2 * hidden, ctx));
+  append_embedding_backward(draft, "tok_embedding", spec.vocab, d, ctx.tokens,
+                            /*adds_to_earlier_gradient=*/spec.tied_embeddings, ctx);
   if (dropout) bwd.release(hidden);
   return draft.finish(-1);
 }

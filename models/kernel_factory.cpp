@@ -129,4 +129,22 @@ NamedKernel unary_backward(std::string name, std::int64_t width, const BuildCont
   return memory_bound_kernel(std::move(name), 3 * ctx.tokens * width * ctx.element_bytes, ctx);
 }
 
+void append_embedding_backward(LayerDraft& draft, const std::string& name, std::int64_t rows,
+                               std::int64_t width, std::int64_t lookups,
+                               bool adds_to_earlier_gradient, const BuildContext& ctx) {
+  const std::int64_t table = rows * width * ctx.element_bytes;
+  draft.backward(memory_bound_kernel(name + "_grad_zero", table, ctx));
+  // The partial sums are in acc_type<scalar_t>: float for bf16, fp16 and fp32 gradients.
+  constexpr std::int64_t kPartialBytes = 4;
+  const std::int64_t partials = lookups * width * kPartialBytes;
+  const std::int64_t gradient_rows = lookups * width * ctx.element_bytes;
+  draft.backward_temps().allocate(partials);
+  draft.backward(memory_bound_kernel(
+      name + "_bwd", 2 * lookups * kIndexBytes + 2 * gradient_rows + 2 * partials, ctx));
+  draft.backward_temps().release(partials);
+  if (adds_to_earlier_gradient) {
+    draft.backward(memory_bound_kernel(name + "_grad_accumulate", 3 * table, ctx));
+  }
+}
+
 }  // namespace fsdpsim::models::detail

@@ -83,6 +83,21 @@ NamedKernel add_kernel(std::string name, std::int64_t width, const BuildContext&
 // gradient and the mask and writes the input gradient.
 NamedKernel dropout_forward(std::string name, std::int64_t width, const BuildContext& ctx);
 NamedKernel dropout_backward(std::string name, std::int64_t width, const BuildContext& ctx);
+// nn.Embedding's backward, embedding_dense_backward_cuda then embedding_backward_cuda_kernel
+// (aten/src/ATen/native/cuda/Embedding.cu, EmbeddingBackwardKernel.cu), for `lookups` ids into a
+// table of rows x width whose gradient has ctx.element_bytes per element:
+//  * <name>_grad_zero: grad_weight = at::zeros({rows, width}), the whole table written once
+//    whatever the ids (a tied or large-vocabulary table costs its vocab x d here);
+//  * <name>_bwd: the ids sorted (with their positions), the gradient rows summed per partial
+//    segment into an fp32 buffer (acc_type, lookups x width x 4 B, a backward temporary), then
+//    those sums added and scattered into their rows: reads the ids twice and the gradient once,
+//    writes and reads the fp32 partials, writes the rows;
+//  * <name>_grad_accumulate, when `adds_to_earlier_gradient`: another use of the table already
+//    produced its gradient (a tied LM head, T5's other lookup), and autograd sums the two
+//    (InputBuffer::accumulate, torch/csrc/autograd/input_buffer.cpp): reads both, writes one.
+void append_embedding_backward(LayerDraft& draft, const std::string& name, std::int64_t rows,
+                               std::int64_t width, std::int64_t lookups,
+                               bool adds_to_earlier_gradient, const BuildContext& ctx);
 // Unary elementwise op over T*width elements (GELU): forward reads x, writes y; backward reads
 // dy and x, writes dx.
 NamedKernel unary_forward(std::string name, std::int64_t width, const BuildContext& ctx);

@@ -228,13 +228,15 @@ std::int64_t llama_head_numel(const TransformerSpec& spec) {
 }
 
 Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx) {
-  // tok_embeddings: gather T rows (saves the ids); backward scatter-adds T rows.
+  // tok_embeddings: gather T rows (saves the ids); backward zero-fills the V x d gradient and
+  // scatter-adds T rows into it.
   LayerDraft draft("embedding", LayerKind::kEmbedding, llama_embedding_numel(spec), 1);
   const std::int64_t hidden = ctx.tokens * spec.d_model * ctx.element_bytes;
   const std::int64_t ids = ctx.tokens * kIndexBytes;
   draft.forward(memory_bound_kernel("tok_embedding", ids + 2 * hidden, ctx));
   draft.save(ids);
-  draft.backward(memory_bound_kernel("tok_embedding_bwd", ids + 2 * hidden, ctx));
+  append_embedding_backward(draft, "tok_embedding", spec.vocab, spec.d_model, ctx.tokens,
+                            /*adds_to_earlier_gradient=*/spec.tied_embeddings, ctx);
   return draft.finish(-1);
 }
 

@@ -29,13 +29,17 @@ namespace {
 
 bool has_dropout(const TransformerSpec& spec) { return spec.dropout_rate > 0.0; }
 
-// Token lookup (+ dropout): nn.Embedding saves the ids; backward scatter-adds T rows into the
-// shared table's gradient (embedding_dense_backward).
+// Token lookup (+ dropout): nn.Embedding saves the ids; backward zero-fills a gradient of the
+// shared table and scatter-adds T rows into it (append_embedding_backward), which autograd adds
+// to the table's gradient from a use whose backward ran earlier (`adds_to_earlier_gradient`: the
+// tied head's and the decoder lookup's for the encoder lookup, the tied head's for the decoder
+// lookup).
 // `live_gradient`: bytes of a gradient accumulated across the layer's backward by others (the
 // decoder lookup runs between the decoder blocks, which sum the encoder output's gradient, and
 // the encoder's final norm, which consumes it).
 Layer build_lookup(const TransformerSpec& spec, const BuildContext& ctx, std::string name,
-                   std::int64_t numel, std::int32_t tensors, std::int64_t live_gradient) {
+                   std::int64_t numel, std::int32_t tensors, std::int64_t live_gradient,
+                   bool adds_to_earlier_gradient) {
   LayerDraft draft(std::move(name), LayerKind::kEmbedding, numel, tensors);
   const std::int64_t hidden = ctx.tokens * spec.d_model * ctx.element_bytes;
   const std::int64_t ids = ctx.tokens * kIndexBytes;
@@ -51,7 +55,8 @@ Layer build_lookup(const TransformerSpec& spec, const BuildContext& ctx, std::st
     draft.backward(dropout_backward("embedding_dropout_bwd", spec.d_model, ctx));
     bwd.allocate(hidden);  // the lookup's output gradient, read by the scatter-add below
   }
-  draft.backward(memory_bound_kernel("tok_embedding_bwd", ids + 2 * hidden, ctx));
+  append_embedding_backward(draft, "tok_embedding", spec.vocab, spec.d_model, ctx.tokens,
+                            adds_to_earlier_gradient, ctx);
   bwd.release(live_gradient + (has_dropout(spec) ? hidden : 0));
   return draft.finish(-1);
 }
@@ -159,7 +164,8 @@ Workload build_t5_workload(const TransformerSpec& spec, const WorkloadOptions& o
   const BuildContext dec = make_context(decoder_options);
   Workload w;
   w.layers.reserve(static_cast<std::size_t>(spec.n_layers + spec.n_decoder_layers) + 4);
-  w.layers.push_back(build_lookup(spec, enc, "embedding", spec.vocab * spec.d_model, 1, 0));
+  w.layers.push_back(build_lookup(spec, enc, "embedding", spec.vocab * spec.d_model, 1, 0,
+                                  /*adds_to_earlier_gradient=*/true));
   // Blocks after the first are identical but for their name: build one, copy it.
   const auto add_stack = [&](bool decoder, std::int64_t count) {
     w.layers.push_back(build_t5_block(spec, enc, dec, decoder, 0));
@@ -174,7 +180,8 @@ Workload build_t5_workload(const TransformerSpec& spec, const WorkloadOptions& o
   add_stack(false, spec.n_layers);
   w.layers.push_back(build_encoder_final(spec, enc));
   w.layers.push_back(build_lookup(spec, dec, "decoder.embedding", 0, 0,
-                                  enc.tokens * spec.d_model * enc.element_bytes));
+                                  enc.tokens * spec.d_model * enc.element_bytes,
+                                  /*adds_to_earlier_gradient=*/spec.tied_embeddings));
   add_stack(true, spec.n_decoder_layers);
   w.layers.push_back(build_head(spec, dec));
   for (const Layer& layer : w.layers) w.total_numel += layer.numel;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,6 +104,32 @@ TEST(T5Workload, LaysOutStacksForBlockWrapping) {
   EXPECT_EQ(layer(w, "encoder.blocks.1").numel, 4 * 8 * 8 + 8 + 2 * 8 * 16 + 8);
   EXPECT_EQ(layer(w, "decoder.blocks.1").numel, 8 * 8 * 8 + 3 * 8 + 2 * 8 * 16);
   EXPECT_EQ(layer(w, "decoder.embedding").numel, 0);  // the shared table is the embedding's
+}
+
+// Each lookup zero-fills a gradient of the whole shared table; autograd adds it to the one from
+// the use whose backward ran before: the tied head's for the decoder lookup, the decoder
+// lookup's for the encoder's (which runs last).
+TEST(T5Workload, BothLookupsZeroFillTheSharedTableAndAddIntoTheEarlierGradient) {
+  for (const bool tied : {true, false}) {
+    TransformerSpec spec = tiny_t5();
+    spec.tied_embeddings = tied;
+    const Workload w = build_workload(spec, testing::options(1, 4));
+    for (const char* lookup : {"embedding", "decoder.embedding"}) {
+      const auto& bwd = layer(w, lookup).backward;
+      EXPECT_EQ(find_kernel(bwd, "tok_embedding_grad_zero").kernel.bytes.value(), 10 * 8 * 2)
+          << lookup;
+    }
+    EXPECT_EQ(find_kernel(layer(w, "embedding").backward, "tok_embedding_grad_accumulate")
+                  .kernel.bytes.value(),
+              3 * 10 * 8 * 2);
+    const auto& decoder = layer(w, "decoder.embedding").backward;
+    if (tied) {
+      EXPECT_EQ(find_kernel(decoder, "tok_embedding_grad_accumulate").kernel.bytes.value(),
+                3 * 10 * 8 * 2);
+    } else {
+      EXPECT_THROW(find_kernel(decoder, "tok_embedding_grad_accumulate"), std::out_of_range);
+    }
+  }
 }
 
 // The feed-forward sub-layer ends every block: with dropout its mask, saved once the dropout

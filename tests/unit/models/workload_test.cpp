@@ -205,6 +205,27 @@ TEST(BuildWorkload, TiedHeadHasTheSameGemmAsAnUntiedOne) {
   EXPECT_EQ(b.total_numel - a.total_numel, 100 * 64);
 }
 
+TEST(BuildWorkload, EmbeddingBackwardZeroFillsTheTableAndAddsATiedHeadsGradient) {
+  // tiny_gpt, batch 2 x 8 tokens, bf16: wte 100 x 64, wpe 8 x 64, T = 16 ids, t = 8 positions.
+  const Workload gpt = build_workload(testing::tiny_gpt(), testing::options(2, 8));
+  const auto& bwd = gpt.layers.front().backward;
+  EXPECT_EQ(find_kernel(bwd, "tok_embedding_grad_zero").kernel.bytes.value(), 100 * 64 * 2);
+  EXPECT_EQ(find_kernel(bwd, "pos_embedding_grad_zero").kernel.bytes.value(), 8 * 64 * 2);
+  // Ids read twice (8 B), gradient rows read and written (2 B), fp32 partials written and read.
+  EXPECT_EQ(find_kernel(bwd, "tok_embedding_bwd").kernel.bytes.value(),
+            2 * 16 * 8 + 2 * 16 * 64 * 2 + 2 * 16 * 64 * 4);
+  EXPECT_EQ(find_kernel(bwd, "pos_embedding_bwd").kernel.bytes.value(),
+            2 * 8 * 8 + 2 * 8 * 64 * 2 + 2 * 8 * 64 * 4);
+  // Untied: this lookup's gradient is the table's only one.
+  EXPECT_THROW(find_kernel(bwd, "tok_embedding_grad_accumulate"), std::out_of_range);
+  // MPT ties the head to the table: the head's V x d gradient came first and the lookup's is
+  // added into it (reads two, writes one).
+  const Workload mpt = build_workload(testing::mpt_spec(2, 64, 4, 100, 8), testing::options(2, 8));
+  EXPECT_EQ(find_kernel(mpt.layers.front().backward, "tok_embedding_grad_accumulate")
+                .kernel.bytes.value(),
+            3 * 100 * 64 * 2);
+}
+
 TEST(BuildWorkload, MemoryBoundKernelsArePricedByBytesOnly) {
   const Workload w = build_workload(testing::tiny_gpt(), testing::options(1, 8));
   const Kernel& gelu = find_kernel(w.layers[1].forward, "gelu").kernel;
