@@ -2,23 +2,40 @@
 // torch/nn/parallel/distributed.py and torch/csrc/distributed/c10d/reducer.cpp:
 // - Full replicas: fp32 parameters, fp32 gradients, AdamW states, and the Reducer's flat bucket
 //   buffers (gradient_as_bucket_view=False, the default: gradients are copied into them).
-// - Buckets: parameters in reverse registration order, closed when they reach bucket_cap_mb
-//   (25 MiB; the first bucket 1 MiB, dist._DEFAULT_FIRST_BUCKET_BYTES). We bucket whole layers,
-//   so a layer larger than the cap is one bucket (DDP would split it at parameter boundaries:
-//   the same bytes in more, smaller all-reduces).
-// - When every gradient of a bucket is ready (autograd hook), it is copied into the bucket and
-//   all-reduced on the process group's NCCL stream, which first waits for the compute stream;
-//   buckets are reduced in order. finalize_backward walks the buckets in order: the compute
-//   stream waits for each one's all-reduce and copies it back into .grad, so the copies of the
-//   earlier buckets overlap the last all-reduce (Reducer::finalize_backward).
-// - Mixed precision is torch.autocast: each forward casts the fp32 weights to param_dtype once
-//   (the autocast weight cache), autograd keeps those copies for backward, and the gradients
-//   flow back through the cast (ToCopyBackward0) into fp32 .grad. An untied embedding's lookup
-//   is not on autocast's lower-precision list (autocast_mode.h): it runs on the fp32 weight,
-//   with no cast either way. reduce_dtype below fp32 is the bf16/fp16_compress_hook: cast and
-//   divide the bucket on the compute stream, all-reduce half the bytes, copy back.
+// - Gradients become ready parameter by parameter: a linear's weight (and bias) once its
+//   gradient kernels have run, a layer's other parameters (norms, embedding tables) at the end
+//   of its backward. Each one's AccumulateGrad runs, then the Reducer's autograd hook copies it
+//   into its bucket, dividing by the world size on the way (mark_variable_ready_dense's mul_out:
+//   8 B per element).
+// - Buckets: the steady state after the first iteration, when the Reducer has rebuilt them in
+//   the order the gradients became ready (Reducer::rebuild_buckets; the first iteration runs with
+//   one bucket), each closed once it reaches its limit: 1 MiB for the first
+//   (dist._DEFAULT_FIRST_BUCKET_BYTES), bucket_cap_mb (25 MiB) after
+//   (compute_bucket_assignment_by_size).
+// - When every gradient of a bucket is in it, it is all-reduced on the process group's NCCL
+//   stream, which first waits for the compute stream; buckets are reduced in order.
+//   finalize_backward walks the buckets in order: the compute stream waits for each one's
+//   all-reduce and copies it back into .grad, so the copies of the earlier buckets overlap the
+//   last all-reduce (Reducer::finalize_backward).
+// - Mixed precision is torch.autocast: each forward casts the fp32 weights that its
+//   lower-precision ops read (the linears', and for a layer without linears its GEMM-class
+//   work's, e.g. convolutions) to param_dtype once (the autocast weight cache). Autograd keeps
+//   those copies for backward, and the gradients flow back through the cast (ToCopyBackward0)
+//   into fp32 .grad. A block under whole-layer checkpointing saves nothing in its forward: its
+//   copies live in the cache until the forward leaves autocast, and its recompute casts again,
+//   which autograd keeps this time. Norms and an untied embedding's lookup are not on
+//   autocast's lower-precision list (autocast_mode.h): they run on the fp32 weights, with no cast
+//   either way; a tied table is cast where the LM head's linear reads it. reduce_dtype below
+//   fp32 is the bf16/fp16_compress_hook: cast and divide the bucket on the compute stream,
+//   all-reduce half the bytes, copy back.
 // - AccumulateGrad: the first micro-batch's gradient becomes .grad as it is; a later one is
 //   added into it (accumulate_grad.h).
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "models/linear_modules.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
@@ -33,13 +50,32 @@ using memory::MemoryCategory;
 
 // dist._DEFAULT_FIRST_BUCKET_BYTES.
 constexpr std::int64_t kFirstBucketBytes = std::int64_t{1} << 20;
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
+// Parameters whose gradients become ready together: a linear's weight and bias, or a layer's
+// other parameters (a tied table apart from the rest of its layer's).
+struct GradPiece {
+  std::string name;  // "blocks.0.mlp_up", the layer's name for its other parameters
+  std::size_t layer = 0;
+  std::int64_t numel = 0;
+  bool cast = false;  // autocast keeps a param_dtype copy of it
+  std::size_t bucket = 0;
+};
 
 struct Bucket {
-  std::vector<std::size_t> layers;  // reverse order, as they become ready
+  std::vector<std::size_t> pieces;  // in the order their gradients become ready
   std::int64_t numel = 0;
 };
 
-class DdpStep {
+// Per layer: which pieces become ready after which of its backward kernels, which at its end,
+// and which autocast casts when the layer's forward (or recompute) starts.
+struct LayerPieces {
+  std::vector<std::size_t> ready_after_kernel;  // per backward kernel: a piece, or kNone
+  std::vector<std::size_t> ready_at_end;
+  std::vector<std::size_t> cast_at_start;
+};
+
+class DdpStep final : private KernelHooks {
  public:
   explicit DdpStep(const ScheduleInput& input)
       : in_(input),
@@ -47,10 +83,14 @@ class DdpStep {
         s_(input),
         nccl_(s_.add_stream("nccl:world")),
         world_(s_.add_process_group("nccl:world", input.cluster.world_size(), 1)),
-        grads_(s_.workload().layers.size()),
-        has_grad_(s_.workload().layers.size(), false) {
+        autocast_(input.fsdp.param_dtype != Dtype::kFp32) {
+    make_pieces();
     make_buckets();
+    grads_.resize(pieces_.size());
+    has_grad_.assign(pieces_.size(), false);
+    cast_copies_.resize(pieces_.size());
     reduced_.resize(buckets_.size());
+    s_.set_kernel_hooks(this);
   }
 
   Schedule build() {
@@ -74,88 +114,191 @@ class DdpStep {
     return n;
   }
 
+  std::size_t add_piece(std::string name, std::size_t layer, std::int64_t numel, bool cast) {
+    pieces_.push_back({std::move(name), layer, numel, autocast_ && cast, 0});
+    return pieces_.size() - 1;
+  }
+
+  // A linear owns its weight and bias unless its weight is a tied table another layer holds
+  // (models::linear_modules); that table is cast where the linear runs.
+  void make_pieces() {
+    const auto& layers = s_.workload().layers;
+    const std::int64_t tied = models::tied_weight_numel(s_.workload());
+    layer_pieces_.resize(layers.size());
+    std::optional<std::size_t> tied_reader;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const models::Layer& l = layers[i];
+      LayerPieces& lp = layer_pieces_[i];
+      lp.ready_after_kernel.assign(l.backward.size(), kNone);
+      std::int64_t rest = l.numel;
+      const std::vector<models::LinearModule> linears = models::linear_modules(l);
+      bool owns_linear = false;
+      for (const models::LinearModule& m : linears) {
+        const std::int64_t numel = m.weight_numel + m.bias_numel;
+        if (numel > l.numel) {
+          tied_reader = i;
+          continue;
+        }
+        owns_linear = true;
+        rest -= numel;
+        const std::size_t p = add_piece(l.name + "." + m.name, i, numel, true);
+        lp.cast_at_start.push_back(p);
+        std::size_t last = kNone;
+        for (std::size_t k = 0; k < l.backward.size(); ++k) {
+          if (l.backward[k].linear_module == m.name) last = k;
+        }
+        if (last == kNone) {
+          lp.ready_at_end.push_back(p);
+        } else {
+          lp.ready_after_kernel[last] = p;
+        }
+      }
+      if (l.kind == models::LayerKind::kEmbedding && tied > 0) {
+        tied_piece_ = add_piece(l.name + ".tied", i, tied, true);
+        lp.ready_at_end.push_back(*tied_piece_);
+        rest -= tied;
+      }
+      const bool gemm_work = std::any_of(
+          l.forward.begin(), l.forward.end(),
+          [](const models::NamedKernel& k) { return k.kernel.kind == KernelKind::kGemm; });
+      if (rest > 0) {
+        const bool cast = !owns_linear && gemm_work && l.kind != models::LayerKind::kEmbedding;
+        const std::size_t p = add_piece(l.name, i, rest, cast);
+        lp.ready_at_end.push_back(p);
+        if (cast) lp.cast_at_start.push_back(p);
+      }
+    }
+    if (tied_piece_ && tied_reader)
+      layer_pieces_[*tied_reader].cast_at_start.push_back(*tied_piece_);
+  }
+
   void make_buckets() {
     const auto& layers = s_.workload().layers;
     const auto cap =
         static_cast<std::int64_t>(f_.ddp_bucket_cap_mb * static_cast<double>(kBytesPerMiB));
     std::int64_t limit = kFirstBucketBytes;
-    bucket_of_layer_.resize(layers.size());
-    for (std::size_t i = layers.size(); i-- > 0;) {
+    const auto add = [&](std::size_t p) {
       if (buckets_.empty() || 4 * buckets_.back().numel >= limit) {
         if (!buckets_.empty()) limit = cap;
         buckets_.emplace_back();
       }
-      buckets_.back().layers.push_back(i);
-      buckets_.back().numel += layers[i].numel;
-      bucket_of_layer_[i] = buckets_.size() - 1;
+      buckets_.back().pieces.push_back(p);
+      buckets_.back().numel += pieces_[p].numel;
+      pieces_[p].bucket = buckets_.size() - 1;
+    };
+    for (std::size_t i = layers.size(); i-- > 0;) {
+      for (const std::size_t p : layer_pieces_[i].ready_after_kernel) {
+        if (p != kNone) add(p);
+      }
+      for (const std::size_t p : layer_pieces_[i].ready_at_end) add(p);
     }
   }
 
-  // Whether autocast casts this layer's weights: every layer's under a lower-precision autocast
-  // but an untied embedding's (its lookup runs in fp32; a tied one is cast where the LM head's
-  // linear uses it, priced here with the embedding layer).
-  bool autocast_casts(std::size_t i) const {
-    return f_.param_dtype != Dtype::kFp32 &&
-           (s_.workload().layers[i].kind != models::LayerKind::kEmbedding || tied_numel_ > 0);
+  // The autocast copies of the pieces cast when `layer` starts: one per tensor, one cast kernel.
+  void cast(std::size_t layer, Phase phase) {
+    std::int64_t numel = 0;
+    for (const std::size_t p : layer_pieces_[layer].cast_at_start) {
+      if (!pieces_[p].cast) continue;
+      cast_copies_[p] = s_.allocate(pieces_[p].name + ".autocast_weights",
+                                    elements(pieces_[p].numel, f_.param_dtype), s_.compute(),
+                                    MemoryCategory::kParameters);
+      numel += pieces_[p].numel;
+    }
+    if (numel == 0) return;
+    s_.copy(s_.workload().layers[layer].name + ".autocast_cast", s_.compute(),
+            elements(numel, Dtype::kFp32) + elements(numel, f_.param_dtype), phase,
+            static_cast<std::int32_t>(layer));
   }
 
   void micro_batch(bool sync) {
+    sync_ = sync;
     const auto& layers = s_.workload().layers;
     std::vector<TensorId> saved(layers.size());
-    std::vector<TensorId> weights(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      if (autocast_casts(i)) {
-        weights[i] = s_.allocate(layers[i].name + ".autocast_weights",
-                                 elements(layers[i].numel, f_.param_dtype), s_.compute(),
-                                 MemoryCategory::kParameters);
-        s_.copy(layers[i].name + ".autocast_cast", s_.compute(),
-                elements(layers[i].numel, Dtype::kFp32) + elements(layers[i].numel, f_.param_dtype),
-                Phase::kForward, static_cast<std::int32_t>(i));
-      }
+      cast(i, Phase::kForward);
       saved[i] = s_.forward_layer(i, static_cast<std::int32_t>(i));
     }
-    std::vector<std::size_t> ready(buckets_.size(), 0);
+    // Leaving autocast clears its cache: the copies nothing saved (checkpointed blocks') go.
+    for (std::size_t p = 0; p < pieces_.size(); ++p) {
+      if (pieces_[p].cast && recomputes(pieces_[p].layer)) s_.free(cast_copies_[p]);
+    }
+    ready_.assign(buckets_.size(), 0);
     for (std::size_t i = layers.size(); i-- > 0;) {
-      const auto g = static_cast<std::int32_t>(i);
-      s_.backward_layer(i, g, saved[i]);
-      // The fp32 gradient (ToCopyBackward0's cast under autocast) is .grad on the first
-      // micro-batch (AccumulateGrad steals it) and added into .grad after.
-      const Bytes grad_bytes = elements(layers[i].numel, Dtype::kFp32);
-      const bool first = !has_grad_[i];
-      const TensorId grad = s_.allocate(layers[i].name + (first ? ".grad" : ".new_grad"),
-                                        grad_bytes, s_.compute(), MemoryCategory::kGradients);
-      if (autocast_casts(i)) {
-        s_.copy(layers[i].name + ".grad_to_fp32", s_.compute(),
-                elements(layers[i].numel, f_.param_dtype) + grad_bytes, Phase::kBackward, g);
-        s_.free(weights[i]);
-      }
-      if (first) {
-        grads_[i] = grad;
-        has_grad_[i] = true;
-      } else {
-        s_.copy(layers[i].name + ".accumulate_grad", s_.compute(), 3 * grad_bytes, Phase::kBackward,
-                g);
-        s_.free(grad);
-      }
-      const std::size_t b = bucket_of_layer_[i];
-      if (sync && ++ready[b] == buckets_[b].layers.size()) all_reduce(b);
+      recast_pending_ = recomputes(i);
+      s_.backward_layer(i, static_cast<std::int32_t>(i), saved[i]);
+      for (const std::size_t p : layer_pieces_[i].ready_at_end) gradient_ready(p);
     }
     if (sync) {
       // finalize_backward: each bucket's wait, then its copy back into .grad.
       for (std::size_t b = 0; b < buckets_.size(); ++b) {
         s_.program().wait_event(s_.compute(), reduced_[b]);
         s_.copy("bucket." + std::to_string(b) + ".copy_to_grads", s_.compute(),
-                Bytes(8 * buckets_[b].numel), Phase::kBackward,
-                static_cast<std::int32_t>(buckets_[b].layers.front()));
+                Bytes(8 * buckets_[b].numel), Phase::kBackward, group(b));
       }
     }
   }
 
+  bool recomputes(std::size_t layer) const {
+    return s_.checkpoint_mode(layer) == CheckpointMode::kWholeLayer;
+  }
+
+  std::int32_t group(std::size_t bucket) const {
+    return static_cast<std::int32_t>(pieces_[buckets_[bucket].pieces.front()].layer);
+  }
+
+  // KernelHooks: a recompute casts its layer's weights again before its first kernel.
+  void before_kernel(std::size_t layer, const models::NamedKernel& /*kernel*/,
+                     Phase phase) override {
+    if (phase != Phase::kRecompute || !recast_pending_) return;
+    recast_pending_ = false;
+    cast(layer, Phase::kRecompute);
+  }
+
+  // KernelHooks: a linear's gradient is ready after its last gradient kernel.
+  void after_kernel(std::size_t layer, const models::NamedKernel& kernel, Phase phase) override {
+    if (phase != Phase::kBackward) return;
+    const std::vector<models::NamedKernel>& backward = s_.workload().layers[layer].backward;
+    const std::less<const models::NamedKernel*> before;
+    if (before(&kernel, backward.data()) || !before(&kernel, backward.data() + backward.size())) {
+      return;
+    }
+    const auto k = static_cast<std::size_t>(&kernel - backward.data());
+    if (const std::size_t p = layer_pieces_[layer].ready_after_kernel[k]; p != kNone) {
+      gradient_ready(p);
+    }
+  }
+
+  // AccumulateGrad, then the Reducer's hook.
+  void gradient_ready(std::size_t p) {
+    const GradPiece& piece = pieces_[p];
+    const auto g = static_cast<std::int32_t>(piece.layer);
+    // The fp32 gradient (ToCopyBackward0's cast under autocast) is .grad on the first
+    // micro-batch (AccumulateGrad steals it) and added into .grad after.
+    const Bytes grad_bytes = elements(piece.numel, Dtype::kFp32);
+    const bool first = !has_grad_[p];
+    const TensorId grad = s_.allocate(piece.name + (first ? ".grad" : ".new_grad"), grad_bytes,
+                                      s_.compute(), MemoryCategory::kGradients);
+    if (piece.cast) {
+      s_.copy(piece.name + ".grad_to_fp32", s_.compute(),
+              elements(piece.numel, f_.param_dtype) + grad_bytes, Phase::kBackward, g);
+      s_.free(cast_copies_[p]);
+    }
+    if (first) {
+      grads_[p] = grad;
+      has_grad_[p] = true;
+    } else {
+      s_.copy(piece.name + ".accumulate_grad", s_.compute(), 3 * grad_bytes, Phase::kBackward, g);
+      s_.free(grad);
+    }
+    if (!sync_) return;
+    s_.copy(piece.name + ".copy_to_bucket", s_.compute(), 2 * grad_bytes, Phase::kBackward, g);
+    if (++ready_[piece.bucket] == buckets_[piece.bucket].pieces.size()) all_reduce(piece.bucket);
+  }
+
   void all_reduce(std::size_t b) {
     const std::int64_t n = buckets_[b].numel;
-    const auto g = static_cast<std::int32_t>(buckets_[b].layers.front());
+    const std::int32_t g = group(b);
     const std::string name = "bucket." + std::to_string(b);
-    s_.copy(name + ".copy_grads_in", s_.compute(), Bytes(8 * n), Phase::kBackward, g);
     const Dtype rd = f_.reduce_dtype;
     if (rd == Dtype::kFp32) {
       s_.program().wait_stream(nccl_, s_.compute());
@@ -189,9 +332,9 @@ class DdpStep {
       s_.clip_gradients(tensors, GradientClipping{{}, /*foreach=*/true}, /*on_host=*/false);
     }
     s_.gpu_optimizer(tensors);
-    for (std::size_t i = 0; i < grads_.size(); ++i) {
-      if (has_grad_[i]) s_.free(grads_[i]);  // made and read on the compute stream
-      has_grad_[i] = false;
+    for (std::size_t p = 0; p < grads_.size(); ++p) {
+      if (has_grad_[p]) s_.free(grads_[p]);  // made and read on the compute stream
+      has_grad_[p] = false;
     }
   }
 
@@ -200,12 +343,18 @@ class DdpStep {
   StepBuilder s_;
   StreamId nccl_;
   ProcessGroup world_;
+  bool autocast_;
+  std::vector<GradPiece> pieces_;
+  std::vector<LayerPieces> layer_pieces_;
+  std::optional<std::size_t> tied_piece_;
   std::vector<Bucket> buckets_;
-  std::vector<std::size_t> bucket_of_layer_;
-  std::vector<TensorId> grads_;
-  std::vector<bool> has_grad_;
+  std::vector<TensorId> grads_;            // per piece: its .grad
+  std::vector<bool> has_grad_;             // per piece
+  std::vector<TensorId> cast_copies_;      // per cast piece: its autocast copy
+  std::vector<std::size_t> ready_;         // per bucket: gradients in it this micro-batch
   std::vector<engine::EventRef> reduced_;  // per bucket: its all-reduce done, on the NCCL stream
-  std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
+  bool sync_ = true;
+  bool recast_pending_ = false;
 };
 
 }  // namespace

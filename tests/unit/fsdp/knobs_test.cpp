@@ -774,35 +774,6 @@ TEST(Knobs, DdpAllReducesBucketsInReverseOrder) {
   EXPECT_EQ(baseline.value(), 480'000'000);
 }
 
-// DDP's AccumulateGrad: the first micro-batch's fp32 gradient is .grad (no kernel in fp32; under
-// bf16 autocast only ToCopyBackward0's cast, 2 + 4 B per element); a second micro-batch's is
-// added into it (12 B per element) after its own cast. An untied embedding is not cast by
-// autocast (its lookup runs in fp32); the tiny model's embedding is untied.
-TEST(Knobs, DdpAccumulatesGradientsAndLeavesTheEmbeddingUncast) {
-  const auto configure = [](std::int64_t micro_batches, Dtype dtype) {
-    return [micro_batches, dtype](ScheduleInput& in) {
-      in.training.parallelism = Parallelism::kDdp;
-      in.training.global_batch = 2 * micro_batches;
-      in.training.no_sync = micro_batches > 1;
-      in.fsdp.param_dtype = dtype;
-    };
-  };
-  const Knobs fp32_one = run(configure(1, Dtype::kFp32));
-  const Knobs fp32_two = run(configure(2, Dtype::kFp32));
-  const Knobs bf16_two = run(configure(2, Dtype::kBf16));
-  EXPECT_EQ(fp32_one.count_suffix(".accumulate_grad") + fp32_one.count_suffix(".grad_to_fp32"), 0u);
-  EXPECT_EQ(fp32_two.count_suffix(".accumulate_grad"), 4u);  // 4 layers, second micro-batch
-  EXPECT_EQ(bf16_two.count_suffix(".grad_to_fp32"), 6u);     // 3 cast layers, 2 micro-batches
-  EXPECT_EQ(bf16_two.count_suffix(".autocast_cast"), 6u);
-  EXPECT_EQ(bf16_two.spans("embedding.autocast_cast").size(), 0u);
-  const auto duration = [](const Knobs& k, const std::string& name) {
-    const auto [start, end] = k.spans(name).front();
-    return end - start;
-  };
-  EXPECT_EQ(duration(bf16_two, "blocks.0.grad_to_fp32"), us(60));      // 10M x (2 + 4) B
-  EXPECT_EQ(duration(fp32_two, "blocks.0.accumulate_grad"), us(120));  // 10M x 12 B
-}
-
 // The bf16 compress hook casts and divides each bucket on the compute stream (it runs from the
 // autograd hook): 40 MB read + 3 x 20 MB for a 10M-element bucket, 100 us, before the all-reduce.
 TEST(Knobs, DdpCompressHookRunsOnTheComputeStream) {

@@ -1,0 +1,143 @@
+// DDP (sim/fsdp/ddp_schedule.cpp) on the tiny model with linears of tiny_model.hpp, on its ideal
+// two-GPU node (1 byte = 1 ps; an all-reduce of B bytes takes B ps at world 2), fp32 unless a
+// test says otherwise, one micro-batch, fused AdamW (28 B per element):
+//   embedding  a 400k-element table: lookup 10 us, backward 20 us (no GEMM: never cast)
+//   blocks.0/1 a 1000-element norm, "up" and "down" of 500k elements each: forward norm 10, up
+//              40, down 40 us; backward down_dgrad, down_wgrad, up_dgrad, up_wgrad 20 us each,
+//              norm_bwd 10 us
+//   head       "proj", 200k elements: forward 10 us, backward proj_dgrad 20 us
+// Gradients become ready in this order: head.proj (after proj_dgrad), blocks.1.down (after
+// down_wgrad), blocks.1.up (after up_wgrad), the rest of blocks.1 (the norm, at its end), the
+// same for blocks.0, then the embedding. Each is copied into its bucket at 8 B per element.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "measured_ops.hpp"
+#include "sim/fsdp/simulation.hpp"
+#include "tiny_model.hpp"
+
+namespace fsdpsim::fsdp {
+namespace {
+
+SimTime us(double v) { return to_sim_time(microseconds(v)); }
+
+ScheduleInput input(const models::Workload& w) {
+  ScheduleInput in = testing::tiny_input();
+  in.workload = &w;
+  in.training.parallelism = Parallelism::kDdp;
+  in.training.optimizer_impl = OptimizerImpl::kFused;
+  return in;
+}
+
+std::pair<SimTime, SimTime> span(const std::vector<testing::Op>& ops, const std::string& name) {
+  const testing::Op& op = testing::op_named(ops, name);
+  return {op.timing.start, op.timing.end};
+}
+
+// Rebuilt buckets in gradient-ready order, the first closed at 1 MiB: [head.proj 0.8 MB,
+// blocks.1.down 2 MB] and everything else (7.608 MB, under 25 MiB). The first bucket's
+// all-reduce starts as soon as blocks.1.down's gradient is in it, half-way through blocks.1's
+// backward. Copies under 2.5 MB take the 2.5 us kernel floor (hardware/roofline.hpp).
+// Forward 0-200; head proj_dgrad 200-220, its copy 220-222.5; blocks.1 down_dgrad, down_wgrad
+// 222.5-262.5, copy 262.5-266.5, bucket 0's all-reduce (2.8 MB) 266.5-269.3 beside up_dgrad,
+// up_wgrad 266.5-306.5, copy -310.5, norm_bwd -320.5, the norm's copy -323; blocks.0 the same
+// 100.5 us later, to 423.5; embedding backward -443.5, copy (3.2 MB) -446.7, bucket 1's
+// all-reduce (7.608 MB) -454.308; finalize_backward copies bucket 0 back 446.7-452.3 and bucket
+// 1 454.308-469.524; AdamW over 2.602M elements, 72.856 us: 542.38.
+TEST(Ddp, BucketsFillParameterByParameterInGradientReadyOrder) {
+  const models::Workload w = testing::tiny_linear_workload();
+  const SimulationOutput out = simulate_step(input(w), {});
+  const auto ops = testing::measured_ops(out);
+  EXPECT_EQ(testing::ops_ending_in(out, ".all_reduce"),
+            (std::vector<std::string>{"bucket.0", "bucket.1"}));
+  EXPECT_EQ(testing::ops_ending_in(out, ".copy_to_bucket"),
+            (std::vector<std::string>{"head.proj", "blocks.1.down", "blocks.1.up", "blocks.1",
+                                      "blocks.0.down", "blocks.0.up", "blocks.0", "embedding"}));
+  EXPECT_EQ(span(ops, "blocks.1.down.copy_to_bucket"), std::make_pair(us(262.5), us(266.5)));
+  EXPECT_EQ(span(ops, "bucket.0.all_reduce"), std::make_pair(us(266.5), us(269.3)));
+  EXPECT_EQ(span(ops, "blocks.1.bwd.up_dgrad").first, us(266.5));
+  EXPECT_EQ(span(ops, "bucket.1.all_reduce"), std::make_pair(us(446.7), us(454.308)));
+  EXPECT_EQ(span(ops, "bucket.0.copy_to_grads"), std::make_pair(us(446.7), us(452.3)));
+  EXPECT_EQ(span(ops, "bucket.1.copy_to_grads"), std::make_pair(us(454.308), us(469.524)));
+  EXPECT_EQ(out.timeline.makespan, us(542.38));
+}
+
+// bucket_cap_mb 1: every bucket closes at 1 MiB, [head.proj, blocks.1.down], [blocks.1.up],
+// [blocks.1's norm, blocks.0.down], [blocks.0.up], [blocks.0's norm, embedding].
+TEST(Ddp, BucketCapSplitsTheGradientsIntoMoreAllReduces) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.ddp_bucket_cap_mb = 1.0;
+  const SimulationOutput out = simulate_step(in, {});
+  EXPECT_EQ(testing::ops_ending_in(out, ".all_reduce"),
+            (std::vector<std::string>{"bucket.0", "bucket.1", "bucket.2", "bucket.3", "bucket.4"}));
+  // blocks.1.up's bucket is reduced as soon as its gradient is in: 306.5 + 4 us copy.
+  const auto ops = testing::measured_ops(out);
+  EXPECT_EQ(span(ops, "bucket.1.all_reduce"), std::make_pair(us(310.5), us(312.5)));
+}
+
+// bf16 autocast, two micro-batches under no_sync: each forward casts the linears' weights its
+// layer reads (blocks.0: 1M elements x (4 + 2) B, 6 us; head.proj), not the norms or the
+// embedding table; each linear's gradient comes back through ToCopyBackward0 (2 + 4 B per
+// element) right after its gradient kernels; AccumulateGrad keeps the first micro-batch's and
+// adds the second's (12 B per element).
+TEST(Ddp, AutocastCastsTheLinearsAndAccumulatesGradients) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.param_dtype = Dtype::kBf16;
+  in.training.global_batch = 4;
+  in.training.no_sync = true;
+  const SimulationOutput out = simulate_step(in, {});
+  EXPECT_EQ(testing::count_ops_ending_in(out, ".autocast_cast"),
+            (std::map<std::string, int>{{"blocks.0", 2}, {"blocks.1", 2}, {"head", 2}}));
+  EXPECT_EQ(testing::count_ops_ending_in(out, ".grad_to_fp32"),
+            (std::map<std::string, int>{{"blocks.0.down", 2},
+                                        {"blocks.0.up", 2},
+                                        {"blocks.1.down", 2},
+                                        {"blocks.1.up", 2},
+                                        {"head.proj", 2}}));
+  EXPECT_EQ(testing::count_ops_ending_in(out, ".accumulate_grad").size(), 8u);  // every piece
+  const auto ops = testing::measured_ops(out);
+  const auto duration = [&](const std::string& name) {
+    const auto [start, end] = span(ops, name);
+    return end - start;
+  };
+  EXPECT_EQ(duration("blocks.0.autocast_cast"), us(6));
+  EXPECT_EQ(duration("blocks.0.up.grad_to_fp32"), us(3));
+  EXPECT_EQ(duration("blocks.0.up.accumulate_grad"), us(6));
+  EXPECT_EQ(span(ops, "blocks.0.up.grad_to_fp32").first, span(ops, "blocks.0.bwd.up_wgrad").second);
+}
+
+// Under full checkpointing a block's forward runs without saving its casts: they stay in
+// autocast's cache until the forward ends, and the recompute casts again, keeping those copies
+// until each linear's gradient is in.
+TEST(Ddp, CheckpointedBlocksCastAgainInTheirRecompute) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.param_dtype = Dtype::kBf16;
+  in.training.activation_checkpointing = ActivationCheckpointing::kFull;
+  const SimulationOutput out = simulate_step(in, {});
+  EXPECT_EQ(testing::count_ops_ending_in(out, ".autocast_cast"),
+            (std::map<std::string, int>{{"blocks.0", 2}, {"blocks.1", 2}, {"head", 1}}));
+  const engine::Program& p = out.schedule.program;
+  std::vector<std::size_t> frees;
+  std::size_t head_backward = 0;
+  for (std::size_t i = 0; i < p.cpu.size(); ++i) {  // one step: all of it is measured
+    const engine::CpuStep& s = p.cpu[i];
+    if (s.kind == engine::CpuStepKind::kFree &&
+        p.names[p.tensors[s.target].name] == "blocks.0.up.autocast_weights")
+      frees.push_back(i);
+    if (s.kind == engine::CpuStepKind::kLaunch &&
+        p.names[p.ops[s.target].name] == "head.bwd.proj_dgrad")
+      head_backward = i;
+  }
+  ASSERT_EQ(frees.size(), 2u);
+  EXPECT_LT(frees[0], head_backward);  // the forward's copy: gone when the forward ends
+  EXPECT_GT(frees[1], head_backward);  // the recompute's: kept until up's gradient
+}
+
+}  // namespace
+}  // namespace fsdpsim::fsdp
