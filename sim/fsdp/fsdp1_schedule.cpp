@@ -9,6 +9,7 @@
 
 #include "models/linear_modules.hpp"
 #include "sim/fsdp/fsdp_units.hpp"
+#include "sim/fsdp/gradient_divide.hpp"
 #include "sim/fsdp/process_groups.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
@@ -26,17 +27,6 @@ using memory::MemoryCategory;
 // RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES in _runtime_utils.py.
 bool reshards_after_forward(ShardingStrategy s) {
   return s == ShardingStrategy::kFullShard || s == ShardingStrategy::kHybridShard;
-}
-
-// DefaultState._get_gradient_predivide_factor
-// (torch/distributed/algorithms/_comm_hooks/default_hooks.py): FSDP1 divides each gradient by
-// this before its reduction and by world / this after it (_reduce_grad's _div_if_needed), to
-// keep fp16/bf16 sums in range; the data-parallel world is the shard group times the replicas
-// under hybrid sharding (_init_utils.py _init_process_group_state).
-std::int64_t gradient_predivide_factor(std::int64_t world) {
-  std::int64_t factor = 1;
-  while (world % factor == 0 && world / factor > factor) factor *= 2;
-  return factor;
 }
 
 struct UnitState {

@@ -23,6 +23,7 @@
 
 #include "models/linear_modules.hpp"
 #include "sim/fsdp/fsdp_units.hpp"
+#include "sim/fsdp/gradient_divide.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
 #include "sim/fsdp/step_builder.hpp"
 #include "sim/fsdp/unit_hooks.hpp"
@@ -319,6 +320,14 @@ class Fsdp2Step final : private UnitHooks {
     const TensorId output = s_.allocate(
         unit.name + ".reduce_scatter_output", elements(unit.shard_numel, rd), reduce_scatter_,
         output_is_grad ? MemoryCategory::kGradients : MemoryCategory::kCommunication);
+    // _get_gradient_divide_factors: fp32 and bf16 reductions average in NCCL (ReduceOp.AVG, no
+    // kernel); an fp16 one sums, with _div_if_needed in place before it on the reduce-scatter
+    // stream and after the last reduction on the post-reduce stream.
+    const bool divides = rd != Dtype::kFp32 && rd != Dtype::kBf16;
+    if (divides && predivide_ > 1) {
+      s_.copy(unit.name + ".grad_predivide", reduce_scatter_, 2 * elements(unit.padded_numel, rd),
+              Phase::kBackward, g(u));
+    }
     s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, reduce_scatter_,
                   shard_pg_, elements(unit.padded_numel, rd), Phase::kBackward, g(u));
     const EventRef scattered = s_.program().record_event(reduce_scatter_);
@@ -339,6 +348,10 @@ class Fsdp2Step final : private UnitHooks {
         s_.free(t);
       }
     };
+    if (divides && in_.cluster.world_size() > predivide_) {
+      s_.copy(unit.name + ".grad_postdivide", post_reduce, 2 * elements(unit.shard_numel, rd),
+              Phase::kBackward, g(u));
+    }
     TensorId grad_output = output;
     if (cast) {
       grad_output = s_.allocate(unit.name + ".grad_output", elements(unit.shard_numel, storage),
@@ -416,6 +429,8 @@ class Fsdp2Step final : private UnitHooks {
   ProcessGroup replicate_pg_;
   std::map<std::int32_t, ProcessGroup> post_forward_pgs_;  // by group size
   std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
+  // The fp16 reduction's divisor before it (the data-parallel world: every rank, HSDP too).
+  std::int64_t predivide_ = gradient_predivide_factor(in_.cluster.world_size());
   std::optional<HeldBuffer> previous_all_gather_;
   std::optional<HeldBuffer> previous_reduce_scatter_;
   std::vector<TensorId> held_all_reduce_inputs_;  // HSDP: until the end of backward

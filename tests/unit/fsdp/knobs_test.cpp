@@ -386,6 +386,41 @@ TEST(Knobs, Fsdp1DividesGradientsAroundTheReduction) {
   EXPECT_EQ(duration(eight, "blocks.0.grad_postdivide"), us(10));
 }
 
+// FSDP2 lets NCCL average fp32 and bf16 reductions (ReduceOp.AVG, no kernel) and divides only
+// fp16 ones, with FSDP1's factors (_get_gradient_divide_factors): at world 8, by 4 before the
+// reduce-scatter on its stream (the unit's 10M-element fp16 input, 20 MB read and written:
+// 40 us) and by 2 after it (the 1.25M-element shard, 5 MB: 5 us); at world 2 only before.
+TEST(Knobs, Fsdp2DividesOnlyFp16GradientsAroundTheReduction) {
+  const auto configure = [](std::int32_t gpus, Dtype reduce) {
+    return run([gpus, reduce](ScheduleInput& in) {
+      in.fsdp.version = 2;
+      in.fsdp.param_dtype = Dtype::kBf16;
+      in.fsdp.reduce_dtype = reduce;
+      in.cluster.gpus_per_node = gpus;
+      in.training.global_batch = gpus;
+    });
+  };
+  for (const Dtype averaged : {Dtype::kFp32, Dtype::kBf16}) {
+    const Knobs k = configure(8, averaged);
+    EXPECT_EQ(k.count_suffix(".grad_predivide") + k.count_suffix(".grad_postdivide"), 0u);
+  }
+  const Knobs two = configure(2, Dtype::kFp16);
+  EXPECT_EQ(two.count_suffix(".grad_predivide"), 3u);
+  EXPECT_EQ(two.count_suffix(".grad_postdivide"), 0u);
+  const Knobs eight = configure(8, Dtype::kFp16);
+  EXPECT_EQ(eight.count_suffix(".grad_predivide"), 3u);
+  EXPECT_EQ(eight.count_suffix(".grad_postdivide"), 3u);
+  const engine::Program& p = eight.out.schedule.program;
+  EXPECT_EQ(p.ops[eight.first_index("blocks.0.grad_predivide")].stream,
+            p.ops[eight.first_index("blocks.0.reduce_scatter")].stream);
+  const auto [pre_start, pre_end] = eight.span("blocks.0.grad_predivide");
+  EXPECT_EQ(pre_end - pre_start, us(40));
+  EXPECT_LE(pre_end, eight.span("blocks.0.reduce_scatter").first);
+  const auto [post_start, post_end] = eight.span("blocks.0.grad_postdivide");
+  EXPECT_EQ(post_end - post_start, us(5));
+  EXPECT_GE(post_start, eight.span("blocks.0.reduce_scatter").second);
+}
+
 // _accumulate_sharded_grad: the first reduction of a step keeps its reduce-scatter output as
 // _saved_grad_shard (no kernel, no second buffer); a later micro-batch's output is added into it
 // (one kernel per unit) and dropped. A bf16 reduction is first cast to the fp32 FlatParameter's
