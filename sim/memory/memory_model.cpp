@@ -109,10 +109,14 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
   // tensor was never placed, so the cache stays at capacity). The allocated and active peaks go
   // on counting: they say how much the step needs.
   if (allocator_ && info.size.value() > 0 && !reserved_.out_of_memory) {
-    const DeviceCalls before = device_calls_so_far();
+    const DeviceCalls before = calls_before_synchronize_.value_or(device_calls_so_far());
     const MallocResult r = allocator_->malloc(info.size, info.stream);
-    if (r.status == MallocStatus::kNeedsSynchronize)
+    if (r.status == MallocStatus::kNeedsSynchronize) {
+      calls_before_synchronize_ = before;
+      freed_before_synchronize_ = freed_before_synchronize_ || r.device_frees > 0;
       return {engine::AllocationStatus::kSynchronize, SimTime{}};
+    }
+    calls_before_synchronize_.reset();
     if (r.status == MallocStatus::kOutOfMemory) {
       outcome.status = engine::AllocationStatus::kOutOfMemory;
       if (!reserved_.out_of_memory) {
@@ -124,7 +128,8 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     }
     // release_block's cudaFree synchronizes the device (c10/cuda/CUDACachingAllocator.cpp,
     // DeviceCachingAllocator::release_block; CUDA Runtime API: cudaFree is synchronous).
-    outcome.synchronizes_device = r.device_frees > 0;
+    outcome.synchronizes_device = r.device_frees > 0 || freed_before_synchronize_;
+    freed_before_synchronize_ = false;
     outcome.cpu_cost = device_call_time(before);
     reserved_.alloc_retries = allocator_->stats().num_alloc_retries - retries_at_measure_;
     reserved_.device_calls = device_calls(allocator_->stats()) - calls_at_measure_;

@@ -82,6 +82,10 @@ class MemoryModel final : public engine::MemoryObserver {
   std::optional<CachingAllocator> allocator_;
   std::vector<std::int64_t> address_;  // per tensor, -1 when not in the allocator
   std::vector<bool> pending_;          // per tensor: freed with a pending stream use
+  // A malloc that needs a synchronize first: the device calls already made when it stopped
+  // (release_available_cached_blocks' cudaFree), priced with the rest once it goes through.
+  std::optional<DeviceCalls> calls_before_synchronize_;
+  bool freed_before_synchronize_ = false;
   ReservedStats reserved_;
   std::int64_t retries_at_measure_ = 0;
   std::int64_t calls_at_measure_ = 0;

@@ -108,6 +108,31 @@ TEST(MemoryModel, ARetryThatGivesSegmentsBackSynchronizesTheDevice) {
   EXPECT_FALSE(m.on_allocate(SimTime{}, 2, activation).synchronizes_device);
 }
 
+// With max_split_size_mb, malloc's out-of-memory path first frees this stream's cached oversize
+// blocks (release_available_cached_blocks: the 30 MiB segment, one cudaFree) and only then
+// finds it must synchronize on the 60 MiB block still in use on the other stream. That cudaFree
+// is priced with the rest when the request goes through after the synchronize: two cudaFree
+// calls and one cudaMalloc, 3 us, and the device synchronizes.
+TEST(MemoryModel, DeviceCallsBeforeASynchronizeArePricedWithTheRetry) {
+  MemoryModelOptions o = options(mib(100));
+  o.allocator->max_split_size_mb = 20;
+  MemoryModel m(o);
+  const auto cached = tensor(mib(30), 0);
+  const auto in_use = tensor(mib(60), 1);
+  const auto request = tensor(mib(50), 0);
+  m.on_allocate(SimTime{}, 0, cached);
+  m.on_free(SimTime{}, 0, cached, /*release_pending=*/false);
+  m.on_release(SimTime{}, 0, cached);
+  m.on_allocate(SimTime{}, 1, in_use);
+  m.on_free(SimTime{}, 1, in_use, /*release_pending=*/true);
+  EXPECT_EQ(m.on_allocate(SimTime{}, 2, request).status, engine::AllocationStatus::kSynchronize);
+  m.on_release(SimTime{}, 1, in_use);
+  const engine::AllocationOutcome retried = m.on_allocate(SimTime{}, 2, request);
+  EXPECT_EQ(retried.status, engine::AllocationStatus::kAllocated);
+  EXPECT_EQ(retried.cpu_cost.picoseconds(), 3'000'000);
+  EXPECT_TRUE(retried.synchronizes_device);
+}
+
 TEST(MemoryModel, OutOfMemoryIsRecordedWithTheTensor) {
   MemoryModel m(options(mib(100)));
   EXPECT_EQ(m.on_allocate(SimTime{}, 0, tensor(mib(120), 0)).status,
