@@ -150,6 +150,13 @@ std::optional<CachingAllocator::BlockIt> CachingAllocator::get_free_block(const 
 std::optional<CachingAllocator::BlockIt> CachingAllocator::alloc_block(const Request& r,
                                                                        bool is_retry) {
   if (is_retry) ++stats_.num_alloc_retries;
+  // set_per_process_memory_fraction: the request's whole allocation size must fit under the
+  // fraction before anything is mapped, even where an expandable segment would map less (pages
+  // joining a cached block); without expandable segments `capacity` already holds the fraction.
+  if (config_.allowed_maximum &&
+      stats_.reserved_bytes.current + r.alloc_size > *config_.allowed_maximum) {
+    return std::nullopt;
+  }
   if (config_.expandable_segments) return try_allocate_expandable_block(r);
   // cudaMalloc fails when the device has no room for the segment.
   if (stats_.reserved_bytes.current + r.alloc_size > config_.capacity) return std::nullopt;

@@ -443,6 +443,28 @@ TEST(CachingAllocator, MemoryFractionCapsTheSegmentsLikeTheDevicesCapacity) {
   EXPECT_NE(validate(c).find("capacity exceeds allowed_maximum"), std::string::npos);
 }
 
+// Under a memory fraction, alloc_block checks the request's whole allocation size against it
+// before an expandable segment maps anything: 60 MiB cached and mapped plus a 70 MiB request
+// passes 100 MiB, although growing the cached block would map only one more 20 MiB page. The
+// cached pages are unmapped and the request retried; without the fraction it grows in place.
+TEST(CachingAllocator, MemoryFractionChecksTheWholeRequestBeforeMappingPages) {
+  const auto run = [](bool fraction) {
+    AllocatorConfig c = with_capacity(mb(100));
+    c.expandable_segments = true;
+    if (fraction) c.allowed_maximum = Bytes(mb(100));
+    CachingAllocator a(c);
+    a.free(alloc(a, mb(60), kCompute), false);
+    alloc(a, mb(70), kCompute);
+    return a.stats();
+  };
+  const AllocatorStats in_place = run(false);
+  EXPECT_EQ(in_place.num_alloc_retries, 0);
+  EXPECT_EQ(in_place.reserved_bytes.current.value(), mb(80));
+  const AllocatorStats capped = run(true);
+  EXPECT_EQ(capped.num_alloc_retries, 1);
+  EXPECT_EQ(capped.reserved_bytes.current.value(), mb(80));  // unmapped, then 4 pages again
+}
+
 // Two 40 MiB tensors, freed, then two 30 MiB and one 20 MiB: with fixed segments the 10 MiB
 // remainders cannot combine; one expandable segment keeps them contiguous.
 TEST(CachingAllocator, ExpandableSegmentsAvoidTheFragmentationThatRunsOutOfMemory) {
