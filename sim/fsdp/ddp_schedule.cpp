@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,8 @@ class DdpStep final : private KernelHooks {
         }
         if (last == kNone) {
           lp.ready_at_end.push_back(p);
+        } else if (lp.ready_after_kernel[last] != kNone) {
+          throw std::logic_error("ddp: " + l.name + " has two linears named " + m.name);
         } else {
           lp.ready_after_kernel[last] = p;
         }
@@ -158,9 +161,12 @@ class DdpStep final : private KernelHooks {
         lp.ready_at_end.push_back(*tied_piece_);
         rest -= tied;
       }
-      const bool gemm_work = std::any_of(
-          l.forward.begin(), l.forward.end(),
-          [](const models::NamedKernel& k) { return k.kernel.kind == KernelKind::kGemm; });
+      // GEMM-class work outside any nn.Linear (a custom layer's convolutions): its weights are
+      // what autocast casts for a layer without linears of its own.
+      const bool gemm_work =
+          std::any_of(l.forward.begin(), l.forward.end(), [](const models::NamedKernel& k) {
+            return k.kernel.kind == KernelKind::kGemm && k.linear_module.empty();
+          });
       if (rest > 0) {
         const bool cast = !owns_linear && gemm_work && l.kind != models::LayerKind::kEmbedding;
         const std::size_t p = add_piece(l.name, i, rest, cast);

@@ -111,6 +111,46 @@ TEST(Ddp, AutocastCastsTheLinearsAndAccumulatesGradients) {
   EXPECT_EQ(span(ops, "blocks.0.up.grad_to_fp32").first, span(ops, "blocks.0.bwd.up_wgrad").second);
 }
 
+// A head whose linear reads the embedding's table (tied, 1000 x 1000): autocast casts the table
+// where the head's linear runs (1M elements x (4 + 2) B, 6 us) and not the head's own norm; the
+// table's gradient comes back through the cast at the end of the embedding's backward, once
+// both uses have contributed.
+TEST(Ddp, ATiedTableIsCastWhereTheHeadReadsIt) {
+  models::Workload w;
+  models::Layer embedding;
+  embedding.name = "embedding";
+  embedding.kind = models::LayerKind::kEmbedding;
+  embedding.numel = 1'000'000;
+  embedding.parameter_tensors = 1;
+  embedding.forward = {{"lookup", testing::tiny_kernel(10, 0.0)}};
+  embedding.backward = {{"lookup_bwd", testing::tiny_kernel(20, 0.0)}};
+  models::Layer head;
+  head.name = "head";
+  head.kind = models::LayerKind::kHead;
+  head.numel = 2'000;  // the norm; the linear's weight is the embedding's
+  head.parameter_tensors = 1;
+  head.forward = {{"norm", testing::tiny_kernel(10, 0.0)},
+                  testing::tiny_linear("lm_head", 1000, 1000, 10)};
+  head.forward[1].kernel.kind = KernelKind::kGemm;  // GEMM-class work, but a linear's
+  head.backward = {testing::tiny_linear_grad("lm_head", models::LinearPass::kInputGrad),
+                   testing::tiny_linear_grad("lm_head", models::LinearPass::kWeightGrad),
+                   {"norm_bwd", testing::tiny_kernel(10, 0.0)}};
+  w.layers = {embedding, head};
+  w.total_numel = 1'002'000;
+  ScheduleInput in = input(w);
+  in.fsdp.param_dtype = Dtype::kBf16;
+  const SimulationOutput out = simulate_step(in, {});
+  EXPECT_EQ(testing::count_ops_ending_in(out, ".autocast_cast"),
+            (std::map<std::string, int>{{"head", 1}}));
+  EXPECT_EQ(testing::count_ops_ending_in(out, ".grad_to_fp32"),
+            (std::map<std::string, int>{{"embedding.tied", 1}}));
+  const auto ops = testing::measured_ops(out);
+  const auto [start, end] = span(ops, "head.autocast_cast");
+  EXPECT_EQ(end - start, us(6));
+  EXPECT_GE(span(ops, "embedding.tied.grad_to_fp32").first,
+            span(ops, "embedding.bwd.lookup_bwd").second);
+}
+
 // Under full checkpointing a block's forward runs without saving its casts: they stay in
 // autocast's cache until the forward ends, and the recompute casts again, keeping those copies
 // until each linear's gradient is in.
