@@ -373,7 +373,7 @@ fsdp::FsdpConfig parallel_config_from_json(const nlohmann::json* fsdp, const nlo
     if (fsdp != nullptr) read_dtypes_only(*fsdp, file, "ddp", "bf16", "fp32", f);
     if (ddp != nullptr) {
       JsonObjectReader r(*ddp, file, "/ddp");
-      // Absent: DistributedDataParallel's default, 25 MiB (FsdpConfig::ddp_bucket_cap_mb).
+      // Absent: DistributedDataParallel's default, None (FsdpConfig::ddp_bucket_cap_mb).
       if (r.has("bucket_cap_mb")) {
         f.ddp_bucket_cap_mb = r.positive_number_at_most(
             "bucket_cap_mb", static_cast<double>(size_bounds::kMemoryMiB));

@@ -136,7 +136,8 @@ fsdp:
   blocks_per_unit           blocks per unit for every_n_blocks                      default 2
 ddp (with parallelism ddp; fsdp.param_dtype is the autocast dtype, default bf16; fsdp.reduce_dtype
 is fp32 by default, DDP all-reducing the fp32 gradients, and bf16/fp16 selects that compress hook):
-  bucket_cap_mb             [DistributedDataParallel(bucket_cap_mb)]                default 25
+  bucket_cap_mb             [DistributedDataParallel(bucket_cap_mb)]; caps every bucket, the
+                            first too; absent: PyTorch's None, 25 MiB after a first of 1 MiB
 deepspeed (with parallelism deepspeed_zero3, DeepSpeed 0.3.12-0.4.0's zero_optimization keys;
 fsdp.param_dtype fp16 | bf16 is the modules' dtype, default fp16):
   version                   0.3                                                     default 0.3

@@ -84,7 +84,9 @@ const char* checkpointing_name(fsdp::ActivationCheckpointing ac) {
 std::string parallelism_line(const Scenario& s) {
   const fsdp::FsdpConfig& f = s.fsdp;
   if (s.training.parallelism == fsdp::Parallelism::kDdp) {
-    return fmt::format("ddp        buckets {} MiB, autocast {}, all-reduce {}", f.ddp_bucket_cap_mb,
+    const std::string buckets = f.ddp_bucket_cap_mb ? fmt::format("{} MiB", *f.ddp_bucket_cap_mb)
+                                                    : std::string("25 MiB (the first 1 MiB)");
+    return fmt::format("ddp        buckets {}, autocast {}, all-reduce {}", buckets,
                        dtype_name(f.param_dtype), dtype_name(f.reduce_dtype));
   }
   if (s.training.parallelism == fsdp::Parallelism::kDeepSpeedZero3) {

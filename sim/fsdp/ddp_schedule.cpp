@@ -9,9 +9,9 @@
 //   8 B per element).
 // - Buckets: the steady state after the first iteration, when the Reducer has rebuilt them in
 //   the order the gradients became ready (Reducer::rebuild_buckets; the first iteration runs with
-//   one bucket), each closed once it reaches its limit: 1 MiB for the first
-//   (dist._DEFAULT_FIRST_BUCKET_BYTES), bucket_cap_mb (25 MiB) after
-//   (compute_bucket_assignment_by_size).
+//   one bucket), each closed once it reaches its limit (compute_bucket_assignment_by_size):
+//   bucket_cap_mb, or by default (None) 1 MiB for the first (dist._DEFAULT_FIRST_BUCKET_BYTES)
+//   and 25 MiB after.
 // - When every gradient of a bucket is in it, it is all-reduced on the process group's NCCL
 //   stream, which first waits for the compute stream; buckets are reduced in order.
 //   finalize_backward walks the buckets in order: the compute stream waits for each one's
@@ -25,9 +25,12 @@
 //   copies live in the cache until the forward leaves autocast, and its recompute casts again,
 //   which autograd keeps this time. Norms and an untied embedding's lookup are not on
 //   autocast's lower-precision list (autocast_mode.h): they run on the fp32 weights, with no cast
-//   either way; a tied table is cast where the LM head's linear reads it. reduce_dtype below
-//   fp32 is the bf16/fp16_compress_hook: cast and divide the bucket on the compute stream,
-//   all-reduce half the bytes, copy back.
+//   either way; a tied table is cast where the LM head's linear reads it, and that linear's
+//   share of its gradient is held, in fp32, until the lookup's is added in and AccumulateGrad
+//   takes the sum. reduce_dtype below fp32 is the bf16/fp16_compress_hook: cast and divide the
+//   bucket on the compute stream, all-reduce half the bytes, copy back (the future's callback,
+//   on a stream of the pool that waits for the all-reduce: ivalue_inl.h,
+//   Future::invokeCallback).
 // - AccumulateGrad: the first micro-batch's gradient becomes .grad as it is; a later one is
 //   added into it (accumulate_grad.h).
 #include <algorithm>
@@ -74,6 +77,9 @@ struct LayerPieces {
   std::vector<std::size_t> ready_after_kernel;  // per backward kernel: a piece, or kNone
   std::vector<std::size_t> ready_at_end;
   std::vector<std::size_t> cast_at_start;
+  // In the layer whose linear reads a tied table: the backward kernel after which that linear's
+  // share of the table's gradient exists.
+  std::size_t tied_share_after_kernel = kNone;
 };
 
 class DdpStep final : private KernelHooks {
@@ -83,6 +89,9 @@ class DdpStep final : private KernelHooks {
         f_(input.fsdp),
         s_(input),
         nccl_(s_.add_stream("nccl:world")),
+        callback_(input.fsdp.reduce_dtype == Dtype::kFp32
+                      ? std::nullopt
+                      : std::optional<StreamId>(s_.add_stream("future_callback"))),
         world_(s_.add_process_group("nccl:world", input.cluster.world_size(), 1)),
         autocast_(input.fsdp.param_dtype != Dtype::kFp32) {
     make_pieces();
@@ -136,18 +145,20 @@ class DdpStep final : private KernelHooks {
       bool owns_linear = false;
       for (const models::LinearModule& m : linears) {
         const std::int64_t numel = m.weight_numel + m.bias_numel;
+        std::size_t last = kNone;
+        for (std::size_t k = 0; k < l.backward.size(); ++k) {
+          if (l.backward[k].linear_module == m.name) last = k;
+        }
         if (numel > l.numel) {
           tied_reader = i;
+          if (last == kNone) throw std::logic_error("ddp: the tied " + m.name + " has no backward");
+          lp.tied_share_after_kernel = last;
           continue;
         }
         owns_linear = true;
         rest -= numel;
         const std::size_t p = add_piece(l.name + "." + m.name, i, numel, true);
         lp.cast_at_start.push_back(p);
-        std::size_t last = kNone;
-        for (std::size_t k = 0; k < l.backward.size(); ++k) {
-          if (l.backward[k].linear_module == m.name) last = k;
-        }
         if (last == kNone) {
           lp.ready_at_end.push_back(p);
         } else if (lp.ready_after_kernel[last] != kNone) {
@@ -180,9 +191,11 @@ class DdpStep final : private KernelHooks {
 
   void make_buckets() {
     const auto& layers = s_.workload().layers;
-    const auto cap =
-        static_cast<std::int64_t>(f_.ddp_bucket_cap_mb * static_cast<double>(kBytesPerMiB));
-    std::int64_t limit = kFirstBucketBytes;
+    // DistributedDataParallel's default bucket_cap_mb (None): 25 MiB.
+    constexpr double kDefaultCapMib = 25.0;
+    const auto cap = static_cast<std::int64_t>(f_.ddp_bucket_cap_mb.value_or(kDefaultCapMib) *
+                                               static_cast<double>(kBytesPerMiB));
+    std::int64_t limit = f_.ddp_bucket_cap_mb ? cap : kFirstBucketBytes;
     const auto add = [&](std::size_t p) {
       if (buckets_.empty() || 4 * buckets_.back().numel >= limit) {
         if (!buckets_.empty()) limit = cap;
@@ -272,6 +285,25 @@ class DdpStep final : private KernelHooks {
     if (const std::size_t p = layer_pieces_[layer].ready_after_kernel[k]; p != kNone) {
       gradient_ready(p);
     }
+    if (k == layer_pieces_[layer].tied_share_after_kernel) tied_share_ready();
+  }
+
+  // A tied table's gradient from the linear that reads it: fp32 at once (ToCopyBackward0 under
+  // autocast, whose cast copy the linear's backward releases), then held in autograd's input
+  // buffer until the lookup's gradient is added into it (the embedding layer's
+  // *_grad_accumulate kernel), when AccumulateGrad takes the sum.
+  void tied_share_ready() {
+    const std::size_t p = *tied_piece_;
+    const GradPiece& piece = pieces_[p];
+    const Bytes grad_bytes = elements(piece.numel, Dtype::kFp32);
+    tied_share_ = s_.allocate(piece.name + ".head_grad", grad_bytes, s_.compute(),
+                              MemoryCategory::kGradients);
+    if (piece.cast) {
+      s_.copy(piece.name + ".grad_to_fp32", s_.compute(),
+              elements(piece.numel, f_.param_dtype) + grad_bytes, Phase::kBackward,
+              static_cast<std::int32_t>(piece.layer));
+      s_.free(cast_copies_[p]);
+    }
   }
 
   // AccumulateGrad, then the Reducer's hook.
@@ -282,9 +314,11 @@ class DdpStep final : private KernelHooks {
     // micro-batch (AccumulateGrad steals it) and added into .grad after.
     const Bytes grad_bytes = elements(piece.numel, Dtype::kFp32);
     const bool first = !has_grad_[p];
-    const TensorId grad = s_.allocate(piece.name + (first ? ".grad" : ".new_grad"), grad_bytes,
-                                      s_.compute(), MemoryCategory::kGradients);
-    if (piece.cast) {
+    const bool tied = tied_piece_ == p;
+    const TensorId grad = tied ? tied_share_
+                               : s_.allocate(piece.name + (first ? ".grad" : ".new_grad"),
+                                             grad_bytes, s_.compute(), MemoryCategory::kGradients);
+    if (piece.cast && !tied) {
       s_.copy(piece.name + ".grad_to_fp32", s_.compute(),
               elements(piece.numel, f_.param_dtype) + grad_bytes, Phase::kBackward, g);
       s_.free(cast_copies_[p]);
@@ -316,7 +350,8 @@ class DdpStep final : private KernelHooks {
     // _compress_hook (torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py), called from
     // the autograd hook on the compute stream: buffer.to(dtype).div_(world_size), a cast and an
     // in-place divide; the all-reduce's future then copies the result back into the bucket
-    // (decompress, priced on the NCCL stream).
+    // (decompress) in its callback, on a stream of the pool that first waits for the
+    // all-reduce, so the next bucket's all-reduce does not queue behind it.
     const TensorId compressed = s_.allocate(name + ".compressed", elements(n, rd), s_.compute(),
                                             MemoryCategory::kCommunication);
     s_.copy(name + ".compress", s_.compute(), elements(n, Dtype::kFp32) + 3 * elements(n, rd),
@@ -324,10 +359,11 @@ class DdpStep final : private KernelHooks {
     s_.program().wait_stream(nccl_, s_.compute());
     s_.collective(name + ".all_reduce", Collective::kAllReduce, nccl_, world_, elements(n, rd),
                   Phase::kBackward, g);
-    s_.copy(name + ".decompress", nccl_, elements(n, Dtype::kFp32) + elements(n, rd),
+    s_.program().wait_stream(*callback_, nccl_);
+    s_.copy(name + ".decompress", *callback_, elements(n, Dtype::kFp32) + elements(n, rd),
             Phase::kBackward, g);
-    s_.free(compressed, s_.program().record_event(nccl_));  // record_stream by ProcessGroupNCCL
-    reduced_[b] = s_.program().record_event(nccl_);
+    reduced_[b] = s_.program().record_event(*callback_);
+    s_.free(compressed, reduced_[b]);  // record_stream by ProcessGroupNCCL and the callback
   }
 
   void optimizer_step() {
@@ -348,6 +384,7 @@ class DdpStep final : private KernelHooks {
   const FsdpConfig& f_;
   StepBuilder s_;
   StreamId nccl_;
+  std::optional<StreamId> callback_;  // the compress hook's future callbacks (a pool stream)
   ProcessGroup world_;
   bool autocast_;
   std::vector<GradPiece> pieces_;
@@ -359,6 +396,7 @@ class DdpStep final : private KernelHooks {
   std::vector<TensorId> cast_copies_;      // per cast piece: its autocast copy
   std::vector<std::size_t> ready_;         // per bucket: gradients in it this micro-batch
   std::vector<engine::EventRef> reduced_;  // per bucket: its all-reduce done, on the NCCL stream
+  TensorId tied_share_ = 0;  // the tied table's gradient from its reader, until AccumulateGrad
   bool sync_ = true;
   bool recast_pending_ = false;
 };

@@ -118,8 +118,10 @@ struct FsdpConfig {
   bool cpu_offload = false;  // CPUOffload(offload_params=True)
   WrapPolicy wrap_policy = WrapPolicy::kPerBlock;
   std::int32_t blocks_per_unit = 1;  // for kEveryNBlocks
-  // DDP only: bucket_cap_mb (torch.nn.parallel.DistributedDataParallel default 25).
-  double ddp_bucket_cap_mb = 25.0;
+  // DDP only: DistributedDataParallel(bucket_cap_mb). nullopt is PyTorch's None: 25 MiB buckets
+  // after a first one of 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES); a value given caps every
+  // bucket, the first too (DistributedDataParallel.__init__'s bucket_bytes_cap_default).
+  std::optional<double> ddp_bucket_cap_mb;
   // DeepSpeed ZeRO-3 only.
   DeepSpeedZero3Config deepspeed;
 };

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "measured_ops.hpp"
@@ -79,6 +80,18 @@ TEST(Ddp, BucketCapSplitsTheGradientsIntoMoreAllReduces) {
   EXPECT_EQ(span(ops, "bucket.1.all_reduce"), std::make_pair(us(310.5), us(312.5)));
 }
 
+// bucket_cap_mb given, even PyTorch's 25, caps the first bucket too (bucket_bytes_cap_default
+// is false): all 10.4 MB of gradients fit one bucket, reduced after the embedding's.
+TEST(Ddp, AnExplicitBucketCapAppliesToTheFirstBucket) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.ddp_bucket_cap_mb = 25.0;
+  const SimulationOutput out = simulate_step(in, {});
+  EXPECT_EQ(testing::ops_ending_in(out, ".all_reduce"), (std::vector<std::string>{"bucket.0"}));
+  const auto ops = testing::measured_ops(out);
+  EXPECT_GE(span(ops, "bucket.0.all_reduce").first, span(ops, "embedding.copy_to_bucket").second);
+}
+
 // bf16 autocast, two micro-batches under no_sync: each forward casts the linears' weights its
 // layer reads (blocks.0: 1M elements x (4 + 2) B, 6 us; head.proj), not the norms or the
 // embedding table; each linear's gradient comes back through ToCopyBackward0 (2 + 4 B per
@@ -113,8 +126,9 @@ TEST(Ddp, AutocastCastsTheLinearsAndAccumulatesGradients) {
 
 // A head whose linear reads the embedding's table (tied, 1000 x 1000): autocast casts the table
 // where the head's linear runs (1M elements x (4 + 2) B, 6 us) and not the head's own norm; the
-// table's gradient comes back through the cast at the end of the embedding's backward, once
-// both uses have contributed.
+// head's share of the table's gradient comes back through the cast right after the linear's
+// gradient kernels and is held (4 MB) until the embedding's backward has added its own, when
+// AccumulateGrad takes it as .grad.
 TEST(Ddp, ATiedTableIsCastWhereTheHeadReadsIt) {
   models::Workload w;
   models::Layer embedding;
@@ -147,8 +161,18 @@ TEST(Ddp, ATiedTableIsCastWhereTheHeadReadsIt) {
   const auto ops = testing::measured_ops(out);
   const auto [start, end] = span(ops, "head.autocast_cast");
   EXPECT_EQ(end - start, us(6));
-  EXPECT_GE(span(ops, "embedding.tied.grad_to_fp32").first,
+  EXPECT_EQ(span(ops, "embedding.tied.grad_to_fp32").first,
+            span(ops, "head.bwd.lm_head_wgrad").second);
+  EXPECT_GE(span(ops, "embedding.tied.copy_to_bucket").first,
             span(ops, "embedding.bwd.lookup_bwd").second);
+  const engine::Program& p = out.schedule.program;
+  for (const engine::TensorInfo& t : p.tensors) {
+    const std::string_view name = p.names[t.name];
+    EXPECT_NE(name, "embedding.tied.grad") << "the head's share becomes .grad, no new tensor";
+    if (name == "embedding.tied.head_grad") {
+      EXPECT_EQ(t.size.value(), 4'000'000);
+    }
+  }
 }
 
 // Under full checkpointing a block's forward runs without saving its casts: they stay in

@@ -823,6 +823,11 @@ TEST(Knobs, DdpCompressHookRunsOnTheComputeStream) {
   const auto [start, end] = k.span("bucket.1.compress");
   EXPECT_EQ(end - start, us(100));
   EXPECT_GE(k.span("bucket.1.all_reduce").first, end);
+  // The future's callback copies the result back on a stream of its own, once the all-reduce
+  // is done (Future::invokeCallback), not on the NCCL stream.
+  const std::size_t decompress = k.first_index("bucket.1.decompress");
+  EXPECT_NE(p.ops[decompress].stream, p.ops[k.first_index("bucket.1.all_reduce")].stream);
+  EXPECT_EQ(k.span("bucket.1.decompress").first, k.span("bucket.1.all_reduce").second);
 }
 
 }  // namespace
