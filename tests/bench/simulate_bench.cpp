@@ -49,6 +49,14 @@ void BM_SimulateLinearWrappedStep(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateLinearWrappedStep)->Unit(benchmark::kMillisecond);
 
+// DDP on T5 2.28B (the FSDP paper's Fig. 6a point, 8 A100): gradients bucketed parameter by
+// parameter from the kernel hooks, autocast casts and their recompute under full checkpointing.
+void BM_SimulateDdpStep(benchmark::State& state) {
+  const app::Scenario s = load("scenarios/paper/t5_2_28b_ddp_8xa100.json");
+  for (auto _ : state) benchmark::DoNotOptimize(app::simulate_scenario(s, false).result.step_time);
+}
+BENCHMARK(BM_SimulateDdpStep)->Unit(benchmark::kMillisecond);
+
 // The executor alone on a chain of kernels over two streams with cross-stream waits.
 void BM_ExecutorOps(benchmark::State& state) {
   engine::ProgramBuilder b;
