@@ -131,13 +131,6 @@ TEST(Ddp, AutocastCastsTheLinearsAndAccumulatesGradients) {
 // AccumulateGrad takes it as .grad.
 TEST(Ddp, ATiedTableIsCastWhereTheHeadReadsIt) {
   models::Workload w;
-  models::Layer embedding;
-  embedding.name = "embedding";
-  embedding.kind = models::LayerKind::kEmbedding;
-  embedding.numel = 1'000'000;
-  embedding.parameter_tensors = 1;
-  embedding.forward = {{"lookup", testing::tiny_kernel(10, 0.0)}};
-  embedding.backward = {{"lookup_bwd", testing::tiny_kernel(20, 0.0)}};
   models::Layer head;
   head.name = "head";
   head.kind = models::LayerKind::kHead;
@@ -149,7 +142,7 @@ TEST(Ddp, ATiedTableIsCastWhereTheHeadReadsIt) {
   head.backward = {testing::tiny_linear_grad("lm_head", models::LinearPass::kInputGrad),
                    testing::tiny_linear_grad("lm_head", models::LinearPass::kWeightGrad),
                    {"norm_bwd", testing::tiny_kernel(10, 0.0)}};
-  w.layers = {embedding, head};
+  w.layers = {testing::tiny_embedding(1'000'000), head};
   w.total_numel = 1'002'000;
   ScheduleInput in = input(w);
   in.fsdp.param_dtype = Dtype::kBf16;

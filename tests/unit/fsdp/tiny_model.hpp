@@ -94,18 +94,23 @@ inline models::Layer tiny_linear_block(std::string name) {
   return l;
 }
 
-// embedding (one 400k-element table: lookup 10 us, backward 20 us), blocks.0 and blocks.1
-// (tiny_linear_block), head (a 400 x 500 "proj" linear, 200k elements: 10 us, backward 20 us).
-inline models::Workload tiny_linear_workload() {
-  models::Workload w;
+// An embedding of one `numel`-element table: lookup 10 us, backward 20 us.
+inline models::Layer tiny_embedding(std::int64_t numel) {
   models::Layer embedding;
   embedding.name = "embedding";
   embedding.kind = models::LayerKind::kEmbedding;
-  embedding.numel = 400'000;
+  embedding.numel = numel;
   embedding.parameter_tensors = 1;
   embedding.forward = {{"lookup", tiny_kernel(10, 0.0)}};
   embedding.backward = {{"lookup_bwd", tiny_kernel(20, 0.0)}};
-  w.layers.push_back(embedding);
+  return embedding;
+}
+
+// embedding (tiny_embedding of 400k elements), blocks.0 and blocks.1 (tiny_linear_block), head
+// (a 400 x 500 "proj" linear, 200k elements: 10 us, backward 20 us).
+inline models::Workload tiny_linear_workload() {
+  models::Workload w;
+  w.layers.push_back(tiny_embedding(400'000));
   w.layers.push_back(tiny_linear_block("blocks.0"));
   w.layers.push_back(tiny_linear_block("blocks.1"));
   models::Layer head;
