@@ -298,12 +298,17 @@ class DdpStep final : private KernelHooks {
     const Bytes grad_bytes = elements(piece.numel, Dtype::kFp32);
     tied_share_ = s_.allocate(piece.name + ".head_grad", grad_bytes, s_.compute(),
                               MemoryCategory::kGradients);
-    if (piece.cast) {
-      s_.copy(piece.name + ".grad_to_fp32", s_.compute(),
-              elements(piece.numel, f_.param_dtype) + grad_bytes, Phase::kBackward,
-              static_cast<std::int32_t>(piece.layer));
-      s_.free(cast_copies_[p]);
-    }
+    if (piece.cast) gradient_to_fp32(p);
+  }
+
+  // ToCopyBackward0 of the autocast cast: the param_dtype gradient made fp32, after which the
+  // linear's backward no longer holds the cast copy.
+  void gradient_to_fp32(std::size_t p) {
+    const GradPiece& piece = pieces_[p];
+    s_.copy(piece.name + ".grad_to_fp32", s_.compute(),
+            elements(piece.numel, f_.param_dtype) + elements(piece.numel, Dtype::kFp32),
+            Phase::kBackward, static_cast<std::int32_t>(piece.layer));
+    s_.free(cast_copies_[p]);
   }
 
   // AccumulateGrad, then the Reducer's hook.
@@ -318,11 +323,7 @@ class DdpStep final : private KernelHooks {
     const TensorId grad = tied ? tied_share_
                                : s_.allocate(piece.name + (first ? ".grad" : ".new_grad"),
                                              grad_bytes, s_.compute(), MemoryCategory::kGradients);
-    if (piece.cast && !tied) {
-      s_.copy(piece.name + ".grad_to_fp32", s_.compute(),
-              elements(piece.numel, f_.param_dtype) + grad_bytes, Phase::kBackward, g);
-      s_.free(cast_copies_[p]);
-    }
+    if (piece.cast && !tied) gradient_to_fp32(p);
     if (first) {
       grads_[p] = grad;
       has_grad_[p] = true;
