@@ -133,7 +133,7 @@ struct CalibrationProfile {
   MemoryMeasurements memory;
 };
 
-// nccl-tests / NCCL names: all_gather, reduce_scatter, all_reduce.
+// nccl-tests / NCCL names: all_gather, reduce_scatter, all_reduce, broadcast.
 constexpr std::string_view collective_name(hardware::Collective op) {
   switch (op) {
     case hardware::Collective::kAllGather:
@@ -142,6 +142,8 @@ constexpr std::string_view collective_name(hardware::Collective op) {
       return "reduce_scatter";
     case hardware::Collective::kAllReduce:
       return "all_reduce";
+    case hardware::Collective::kBroadcast:
+      return "broadcast";
   }
   return "all_gather";
 }
@@ -154,9 +156,10 @@ constexpr std::optional<hardware::Collective> parse_collective(std::string_view 
 }
 
 // nccl-tests busbw factor (doc/PERFORMANCE.md): 2(n-1)/n for all-reduce, (n-1)/n for all-gather
-// and reduce-scatter; busbw = algbw * factor, algbw = size / time.
+// and reduce-scatter, 1 for broadcast; busbw = algbw * factor, algbw = size / time.
 constexpr double busbw_factor(hardware::Collective op, std::int32_t ranks) {
   if (ranks <= 1) return 0.0;
+  if (op == hardware::Collective::kBroadcast) return 1.0;
   const double f = static_cast<double>(ranks - 1) / static_cast<double>(ranks);
   return op == hardware::Collective::kAllReduce ? 2.0 * f : f;
 }

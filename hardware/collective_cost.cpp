@@ -3,9 +3,9 @@
 // time = latency + wire bytes / bus bandwidth          (alpha-beta, as NCCL's own tuner:
 //                                                      src/graph/tuning.cc ncclTopoGetAlgoTime,
 //                                                      time = lat + nBytes / bw)
-// wire bytes per rank = factor * S, factor (n-1)/n for all-gather / reduce-scatter and 2(n-1)/n
-// for all-reduce, S the full buffer (nccl-tests doc/PERFORMANCE.md: busbw = algbw * factor, so
-// busbw is the rate each rank's link carries).
+// wire bytes per rank = factor * S, factor (n-1)/n for all-gather / reduce-scatter, 2(n-1)/n
+// for all-reduce and 1 for broadcast, S the full buffer (nccl-tests doc/PERFORMANCE.md: busbw =
+// algbw * factor, so busbw is the rate each rank's link carries).
 //
 // Bus bandwidth (ring_bus_bandwidth):
 // - Inside one node the ring runs over NVLink: nvlink_bandwidth * nvlink_efficiency (measured
@@ -105,6 +105,7 @@ double scale_out_fraction(const ClusterSpec& cluster, std::int64_t nodes) {
   return fraction;
 }
 
+// A broadcast's first chunk travels the ring's n-1 hops from the root, as an all-gather's does.
 std::int64_t ring_steps(Collective op, std::int64_t ranks) {
   return op == Collective::kAllReduce ? 2 * (ranks - 1) : ranks - 1;
 }
@@ -178,6 +179,10 @@ void check_bytes(Bytes bytes) {
 
 double ring_wire_factor(Collective op, std::int32_t ranks) {
   if (ranks <= 1) return 0.0;
+  // A broadcast passes the whole buffer down the ring: busbw = algbw (nccl-tests
+  // doc/PERFORMANCE.md; NCCL's tuner: ring algbw = busbw * nRanks / nsteps with nsteps = nRanks
+  // for broadcast, src/graph/tuning.cc).
+  if (op == Collective::kBroadcast) return 1.0;
   const auto n = static_cast<double>(ranks);
   const double factor = (n - 1.0) / n;
   return op == Collective::kAllReduce ? 2.0 * factor : factor;

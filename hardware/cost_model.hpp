@@ -24,7 +24,14 @@ Seconds kernel_time(const GpuSpec& gpu, const Kernel& kernel);
 // kernels need few SMs to saturate HBM and keep their time.
 Seconds kernel_time_sharing_sms(const GpuSpec& gpu, const Kernel& kernel, std::int32_t sms_taken);
 
-enum class Collective : std::uint8_t { kAllGather, kReduceScatter, kAllReduce };
+enum class Collective : std::uint8_t {
+  kAllGather,
+  kReduceScatter,
+  kAllReduce,
+  // From one root rank to all: DDP's buffer broadcast (broadcast_buffers). Not measured by the
+  // calibration harness: always the ring model.
+  kBroadcast,
+};
 
 // The ranks a collective runs over, as the topology sees them.
 struct CommGroup {

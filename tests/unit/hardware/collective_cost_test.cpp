@@ -126,6 +126,25 @@ TEST(CollectiveCost, MultiNodeRingFallsToTheNodeNicBound) {
               192 * 0.02);
 }
 
+// A broadcast passes the whole buffer over every link of the ring (busbw = algbw): the transfer
+// of an all-gather of the same buffer times n/(n-1), over the same n-1 hops of latency.
+TEST(CollectiveCost, ABroadcastMovesTheWholeBufferOverEveryLink) {
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 2);
+  for (const CommGroup group : {CommGroup{8, 8}, CommGroup{16, 8}}) {
+    const Seconds latency = collective_latency(a100, Collective::kBroadcast, group);
+    EXPECT_EQ(latency, collective_latency(a100, Collective::kAllGather, group));
+    const Seconds broadcast =
+        collective_time(a100, Collective::kBroadcast, group, Bytes(kGiB)) - latency;
+    const Seconds all_gather =
+        collective_time(a100, Collective::kAllGather, group, Bytes(kGiB)) - latency;
+    const double n = group.ranks;
+    EXPECT_NEAR(broadcast.value() / all_gather.value(), n / (n - 1.0), 1e-9) << group.ranks;
+    EXPECT_NEAR(broadcast.value(),
+                static_cast<double>(kGiB) / ring_bus_bandwidth(a100, group).value(), 1e-12);
+  }
+  EXPECT_EQ(ring_wire_factor(Collective::kBroadcast, 1), 0.0);
+}
+
 TEST(CollectiveCost, RingBusbwFallsWithEachDoublingOfNodes) {
   // NVIDIA/nccl#1229: H100 with 8x400 Gb/s IB, ring reduce-scatter busbw at 4..128 nodes.
   const std::pair<std::int32_t, double> measured[] = {{4, 360.0},  {8, 345.0},  {16, 320.0},
