@@ -253,7 +253,9 @@ Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std:
   block_forward(draft, spec, ctx);
   block_backward(draft, spec, ctx);
   // Full activation checkpointing keeps only the block input (torch.utils.checkpoint).
-  return draft.finish(ctx.tokens * spec.d_model * ctx.residual_bytes);
+  Layer block = draft.finish(ctx.tokens * spec.d_model * ctx.residual_bytes);
+  if (spec.causal_mask_buffer) block.buffers.push_back(spec.max_seq_len * spec.max_seq_len);
+  return block;
 }
 
 Layer build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx) {

@@ -58,6 +58,9 @@ std::string validate_custom(const TransformerSpec& spec) {
 }  // namespace
 
 std::string validate(const TransformerSpec& spec) {
+  if (spec.causal_mask_buffer && spec.family != ModelFamily::kGpt) {
+    return "causal_mask_buffer is minGPT's per-block mask buffer: family gpt only";
+  }
   if (spec.family == ModelFamily::kT5) return validate_t5(spec);
   if (spec.family == ModelFamily::kCustom) return validate_custom(spec);
   if (spec.n_layers <= 0) return must_be_positive("n_layers", spec.n_layers);

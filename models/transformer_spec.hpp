@@ -30,6 +30,11 @@ struct TransformerSpec {
   std::int64_t vocab = 0;
   std::int64_t max_seq_len = 0;  // size of the learned position table (gpt, mpt); unused by llama
   bool tied_embeddings = false;  // mpt, t5 v1.0: true; gpt, llama, t5 v1.1: false
+  // gpt only: each block's attention registers a max_seq_len x max_seq_len causal mask as a
+  // module buffer, as minGPT's CausalSelfAttention does (register_buffer of
+  // torch.tril(torch.ones(block_size, block_size)), fp32 at construction; karpathy/minGPT
+  // mingpt/model.py). Megatron GPT builds its mask per batch instead: false.
+  bool causal_mask_buffer = false;
 
   // t5 only (HF T5Config names in comments). n_layers is the encoder's num_layers.
   std::int64_t n_decoder_layers = 0;  // num_decoder_layers
@@ -43,10 +48,10 @@ struct TransformerSpec {
 };
 
 // Returns an empty string when the spec is consistent, else what is wrong (for the app to report
-// against the JSON path). Checks positivity (max_seq_len only for gpt/mpt, which have a learned
-// position table), d_model % n_heads, n_heads % n_kv_heads (gpt, mpt, llama); the t5 fields;
-// for custom, a non-empty layer list of non-negative sizes ("custom_layers/3: ..." prefixes
-// name the offending entry).
+// against the JSON path). Checks causal_mask_buffer only on gpt, positivity (max_seq_len only for
+// gpt/mpt, which have a learned position table), d_model % n_heads, n_heads % n_kv_heads (gpt, mpt,
+// llama); the t5 fields; for custom, a non-empty layer list of non-negative sizes
+// ("custom_layers/3: ..." prefixes name the offending entry).
 std::string validate(const TransformerSpec& spec);
 
 }  // namespace fsdpsim::models

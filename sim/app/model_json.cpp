@@ -26,6 +26,12 @@ void parse_transformer(JsonObjectReader& r, models::TransformerSpec& s) {
   s.vocab = r.positive_int_at_most("vocab", size_bounds::kVocab);
   s.max_seq_len = r.positive_int_at_most("max_seq_len", size_bounds::kSeq);
   s.tied_embeddings = r.boolean("tied_embeddings", s.family == models::ModelFamily::kMpt);
+  s.causal_mask_buffer = r.boolean("causal_mask_buffer", false);
+  if (s.causal_mask_buffer && s.family != models::ModelFamily::kGpt) {
+    throw ConfigError(r.file(), r.path_of("causal_mask_buffer"),
+                      "minGPT's per-block causal mask buffer: expected false (or no key) for a "
+                      "model that is not family gpt");
+  }
 }
 
 double number_or(JsonObjectReader& r, const std::string& key, double fallback) {

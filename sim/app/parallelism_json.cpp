@@ -72,6 +72,14 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
   f.max_inflight_all_gathers = r.positive_int32("max_inflight_all_gathers", 2);
   f.param_dtype = dtype_key(r, "param_dtype", "bf16");
   f.reduce_dtype = dtype_key(r, "reduce_dtype", std::string(dtype_name(f.param_dtype)));
+  if (r.has("buffer_dtype")) {
+    if (v2) {
+      throw ConfigError(file, "/fsdp/buffer_dtype",
+                        "is FSDP1's MixedPrecision.buffer_dtype; FSDP2's MixedPrecisionPolicy has "
+                        "none and leaves buffers in the module's dtype");
+    }
+    f.buffer_dtype = dtype_key(r, "buffer_dtype", "fp32");
+  }
   f.cpu_offload = r.boolean("cpu_offload", false);
   const std::string wrap = r.choice(
       "wrap_policy", {"transformer_block", "every_n_blocks", "whole_model", "block_and_linear"},
@@ -378,6 +386,7 @@ fsdp::FsdpConfig parallel_config_from_json(const nlohmann::json* fsdp, const nlo
         f.ddp_bucket_cap_mb = r.positive_number_at_most(
             "bucket_cap_mb", static_cast<double>(size_bounds::kMemoryMiB));
       }
+      f.ddp_broadcast_buffers = r.boolean("broadcast_buffers", true);
       r.finish();
     }
     return f;

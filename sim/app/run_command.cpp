@@ -38,7 +38,8 @@ over param_dtype keeps it on every point).
                             deepspeed_zero3 (DeepSpeed 0.3's ZeRO-3, 2021)          default fsdp
   model                     preset name (configs/models), {"preset": NAME, ...overrides} or a full
                             spec: family gpt|mpt|llama, n_layers, d_model, n_heads, n_kv_heads,
-                            ffn_dim, vocab, max_seq_len, tied_embeddings; family t5 (HF T5Config:
+                            ffn_dim, vocab, max_seq_len, tied_embeddings, causal_mask_buffer
+                            (gpt: minGPT's per-block mask buffer); family t5 (HF T5Config:
                             n_decoder_layers, d_kv, feed_forward_proj, dropout_rate, ...); family
                             custom with a "layers" list (configs/models/README.md)
   hardware.preset           GPU + node preset (configs/hardware): a100-sxm-40gb, a100-sxm-80gb,
@@ -127,6 +128,8 @@ fsdp:
                             reshard_after_forward=...)]                             default false
   param_dtype               bf16 | fp16 | fp32 [MixedPrecision(Policy).param_dtype] default bf16
   reduce_dtype              bf16 | fp16 | fp32 [MixedPrecision(Policy).reduce_dtype] default param_dtype
+  buffer_dtype              FSDP1: bf16 | fp16 | fp32, the model buffers' dtype
+                            [MixedPrecision.buffer_dtype]  default the module's (param_storage_dtype)
   cpu_offload               parameters and gradients on the host, optimizer on the CPU
                             [CPUOffload(offload_params=True) / CPUOffloadPolicy]     default false
   wrap_policy               transformer_block | every_n_blocks | whole_model | block_and_linear
@@ -138,6 +141,8 @@ ddp (with parallelism ddp; fsdp.param_dtype is the autocast dtype, default bf16;
 is fp32 by default, DDP all-reducing the fp32 gradients, and bf16/fp16 selects that compress hook):
   bucket_cap_mb             [DistributedDataParallel(bucket_cap_mb)]; caps every bucket, the
                             first too; absent: PyTorch's None, 25 MiB after a first of 1 MiB
+  broadcast_buffers         broadcast the model's buffers from rank 0 before a forward
+                            [DistributedDataParallel(broadcast_buffers)]            default true
 deepspeed (with parallelism deepspeed_zero3, DeepSpeed 0.3.12-0.4.0's zero_optimization keys;
 fsdp.param_dtype fp16 | bf16 is the modules' dtype, default fp16):
   version                   0.3                                                     default 0.3

@@ -80,7 +80,8 @@ const std::vector<std::string> kOtherColumns = {"source_detail",
                                                 "wrap_policy",
                                                 "pcie_GBps",
                                                 "checkpoint_early_stop",
-                                                "memory_fraction"};
+                                                "memory_fraction",
+                                                "causal_mask_buffer"};
 
 const std::set<std::string> kPresetGpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb",
                                            "h200-sxm-141gb"};
@@ -362,6 +363,9 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
       {"max_seq_len", seq}};
   if (!c.get("n_kv_heads").empty()) model["n_kv_heads"] = positive_int(file, c, "n_kv_heads");
   if (!c.get("ffn_dim").empty()) model["ffn_dim"] = positive_int(file, c, "ffn_dim");
+  // The optional causal_mask_buffer column (configs/validation/README.md): minGPT's per-block
+  // mask buffer; empty = false.
+  if (boolean(file, c, "causal_mask_buffer")) model["causal_mask_buffer"] = true;
   nlohmann::json hardware = {
       {"preset", gpu}, {"nodes", gpus / per_node}, {"node", {{"gpus_per_node", per_node}}}};
   if (const auto nic = optional_positive(file, c, "inter_node_gbps_per_node"))
@@ -550,6 +554,7 @@ std::string message_in_columns(const std::string& loader_message,
       {"/hardware/node/nic_Gbps_per_node", "inter_node_gbps_per_node"},
       {"/hardware/node/pcie_GBps", "pcie_GBps"},
       {"/hardware/preset", "gpu"},
+      {"/model/causal_mask_buffer", "causal_mask_buffer"},
       {"/model/d_model", "d_model"},
       {"/model/family", "model_family"},
       {"/model/ffn_dim", "ffn_dim"},

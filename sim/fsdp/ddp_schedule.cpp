@@ -33,6 +33,13 @@
 //   Future::invokeCallback).
 // - AccumulateGrad: the first micro-batch's gradient becomes .grad as it is; a later one is
 //   added into it (accumulate_grad.h).
+// - Module buffers (broadcast_buffers, the default): pre_forward runs _sync_buffers when the
+//   forward before it synced gradients (require_forward_param_sync, set by post_forward outside
+//   no_sync), so every forward but those following a no_sync one. c10d's broadcast_coalesced
+//   (torch/csrc/distributed/c10d/comm.cpp) packs the buffers into buckets of
+//   broadcast_bucket_size (250 MiB), each flattened by a cat on the compute stream and broadcast
+//   from rank 0 on the NCCL stream, two in flight at most; finishing one makes the compute stream
+//   wait for it, copies each buffer back out of it (one copy_ per tensor), and lets it go.
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -54,6 +61,10 @@ using memory::MemoryCategory;
 
 // dist._DEFAULT_FIRST_BUCKET_BYTES.
 constexpr std::int64_t kFirstBucketBytes = std::int64_t{1} << 20;
+// DistributedDataParallel.broadcast_bucket_size: int(250 * 1024 * 1024).
+constexpr std::int64_t kBroadcastBucketBytes = std::int64_t{250} << 20;
+// broadcast_coalesced's max_in_flight.
+constexpr std::size_t kMaxBroadcastsInFlight = 2;
 constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
 // Parameters whose gradients become ready together: a linear's weight and bias, or a layer's
@@ -69,6 +80,13 @@ struct GradPiece {
 struct Bucket {
   std::vector<std::size_t> pieces;  // in the order their gradients become ready
   std::int64_t numel = 0;
+};
+
+// Module buffers broadcast together: their elements, in module order, and the first's layer.
+struct BufferBucket {
+  std::vector<std::int64_t> tensors;
+  std::int64_t numel = 0;
+  std::size_t layer = 0;
 };
 
 // Per layer: which pieces become ready after which of its backward kernels, which at its end,
@@ -96,6 +114,7 @@ class DdpStep final : private KernelHooks {
         autocast_(input.fsdp.param_dtype != Dtype::kFp32) {
     make_pieces();
     make_buckets();
+    if (f_.ddp_broadcast_buffers) make_buffer_buckets();
     grads_.resize(pieces_.size());
     has_grad_.assign(pieces_.size(), false);
     cast_copies_.resize(pieces_.size());
@@ -213,6 +232,58 @@ class DdpStep final : private KernelHooks {
     }
   }
 
+  // compute_bucket_assignment_by_size with the one limit: a bucket closes once it reaches it.
+  void make_buffer_buckets() {
+    const auto& layers = s_.workload().layers;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      for (const std::int64_t n : layers[i].buffers) {
+        if (buffer_buckets_.empty() ||
+            elements(buffer_buckets_.back().numel, Dtype::kFp32).value() >= kBroadcastBucketBytes) {
+          buffer_buckets_.push_back({{}, 0, i});
+        }
+        buffer_buckets_.back().tensors.push_back(n);
+        buffer_buckets_.back().numel += n;
+      }
+    }
+  }
+
+  // _sync_buffers: broadcast_coalesced from rank 0 (see the file's comment).
+  void broadcast_buffers() {
+    struct InFlight {
+      std::size_t bucket;
+      TensorId flat;
+      engine::EventRef done;
+    };
+    std::vector<InFlight> in_flight;  // oldest first, at most kMaxBroadcastsInFlight
+    const auto finish = [&] {
+      const InFlight w = in_flight.front();
+      in_flight.erase(in_flight.begin());
+      const BufferBucket& bucket = buffer_buckets_[w.bucket];
+      const std::string name = "buffers." + std::to_string(w.bucket);
+      s_.program().wait_event(s_.compute(), w.done);  // work->wait()
+      for (const std::int64_t n : bucket.tensors) {
+        s_.copy(name + ".copy_back", s_.compute(), 2 * elements(n, Dtype::kFp32), Phase::kForward,
+                static_cast<std::int32_t>(bucket.layer));
+      }
+      s_.free(w.flat);
+    };
+    for (std::size_t b = 0; b < buffer_buckets_.size(); ++b) {
+      if (in_flight.size() >= kMaxBroadcastsInFlight) finish();
+      const BufferBucket& bucket = buffer_buckets_[b];
+      const std::string name = "buffers." + std::to_string(b);
+      const auto g = static_cast<std::int32_t>(bucket.layer);
+      const Bytes bytes = elements(bucket.numel, Dtype::kFp32);
+      const TensorId flat =
+          s_.allocate(name + ".flat", bytes, s_.compute(), MemoryCategory::kCommunication);
+      s_.copy(name + ".flatten", s_.compute(), 2 * bytes, Phase::kForward, g);
+      s_.program().wait_stream(nccl_, s_.compute());
+      s_.collective(name + ".broadcast", Collective::kBroadcast, nccl_, world_, bytes,
+                    Phase::kForward, g);
+      in_flight.push_back({b, flat, s_.program().record_event(nccl_)});
+    }
+    while (!in_flight.empty()) finish();
+  }
+
   // The autocast copies of the pieces cast when `layer` starts: one per tensor, one cast kernel.
   void cast(std::size_t layer, Phase phase) {
     std::int64_t numel = 0;
@@ -230,6 +301,10 @@ class DdpStep final : private KernelHooks {
   }
 
   void micro_batch(bool sync) {
+    // pre_forward reads require_forward_param_sync as the previous forward's post_forward left
+    // it; the step before the first ended with a synced micro-batch.
+    if (buffers_need_sync_) broadcast_buffers();
+    buffers_need_sync_ = sync;
     sync_ = sync;
     const auto& layers = s_.workload().layers;
     std::vector<TensorId> saved(layers.size());
@@ -392,13 +467,15 @@ class DdpStep final : private KernelHooks {
   std::vector<LayerPieces> layer_pieces_;
   std::optional<std::size_t> tied_piece_;
   std::vector<Bucket> buckets_;
-  std::vector<TensorId> grads_;            // per piece: its .grad
-  std::vector<bool> has_grad_;             // per piece
-  std::vector<TensorId> cast_copies_;      // per cast piece: its autocast copy
-  std::vector<std::size_t> ready_;         // per bucket: gradients in it this micro-batch
-  std::vector<engine::EventRef> reduced_;  // per bucket: its all-reduce done, on the NCCL stream
+  std::vector<BufferBucket> buffer_buckets_;  // empty without buffers or broadcast_buffers
+  std::vector<TensorId> grads_;               // per piece: its .grad
+  std::vector<bool> has_grad_;                // per piece
+  std::vector<TensorId> cast_copies_;         // per cast piece: its autocast copy
+  std::vector<std::size_t> ready_;            // per bucket: gradients in it this micro-batch
+  std::vector<engine::EventRef> reduced_;     // per bucket: its all-reduce done, on the NCCL stream
   TensorId tied_share_ = 0;  // the tied table's gradient from its reader, until AccumulateGrad
   bool sync_ = true;
+  bool buffers_need_sync_ = true;  // require_forward_param_sync
   bool recast_pending_ = false;
 };
 

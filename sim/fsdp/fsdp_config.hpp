@@ -115,6 +115,12 @@ struct FsdpConfig {
   // MixedPrecision(param_dtype, reduce_dtype); reduce_dtype defaults to param_dtype in PyTorch.
   Dtype param_dtype = Dtype::kBf16;
   Dtype reduce_dtype = Dtype::kBf16;
+  // FSDP1 only: MixedPrecision.buffer_dtype, the dtype the root's lazy init casts every module
+  // buffer to (_cast_buffers_to_dtype_and_device, torch/distributed/fsdp/_runtime_utils.py).
+  // nullopt is PyTorch's None: buffers keep the module's dtype. FSDP2 leaves buffers alone.
+  std::optional<Dtype> buffer_dtype;
+  // DDP only: DistributedDataParallel(broadcast_buffers), PyTorch's default true.
+  bool ddp_broadcast_buffers = true;
   bool cpu_offload = false;  // CPUOffload(offload_params=True)
   WrapPolicy wrap_policy = WrapPolicy::kPerBlock;
   std::int32_t blocks_per_unit = 1;  // for kEveryNBlocks

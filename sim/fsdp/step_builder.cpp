@@ -107,7 +107,25 @@ ProcessGroup StepBuilder::add_replicate_group() {
   return add_process_group("nccl:replicate", in_.cluster.world_size() / shard, shard);
 }
 
+Dtype StepBuilder::buffer_dtype() const {
+  switch (in_.training.parallelism) {
+    case Parallelism::kDdp:
+      return Dtype::kFp32;
+    case Parallelism::kDeepSpeedZero3:
+      return in_.fsdp.param_dtype;
+    case Parallelism::kFsdp:
+      return in_.fsdp.buffer_dtype.value_or(in_.training.param_storage_dtype);
+  }
+  throw std::logic_error("fsdp: buffer_dtype got an unknown Parallelism");
+}
+
 void StepBuilder::finish(Schedule& out) {
+  std::int64_t buffer_numel = 0;
+  for (const models::Layer& l : w_.layers) {
+    for (const std::int64_t n : l.buffers) buffer_numel += n;
+  }
+  out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] +=
+      elements(buffer_numel, buffer_dtype());
   out.model_flops = model_flops_;
   out.hardware_flops = hardware_flops_;
   out.inter_node_bytes = inter_node_bytes_;

@@ -150,8 +150,13 @@ class StepBuilder {
   // (4 B per element) and the optimizer's state, unless offloaded to the host. Gradient shards
   // are made in backward and freed by zero_grad(set_to_none=True), so they belong to the program.
   void finish_sharded(Schedule& out, const std::vector<FsdpUnit>& units);
-  // Moves the program and the measured step's counts into `out`.
+  // Moves the program and the measured step's counts into `out`, and adds the module buffers
+  // (models::Layer::buffers) to the memory alive before a step.
   void finish(Schedule& out);
+  // The dtype every rank keeps the module buffers in: DDP's fp32 modules, DeepSpeed's fp16 (or
+  // bf16) ones (Module.half() casts floating buffers with the parameters), FSDP's
+  // param_storage_dtype (model.to(dtype) likewise) unless FSDP1's buffer_dtype recasts them.
+  [[nodiscard]] Dtype buffer_dtype() const;
   [[nodiscard]] const ScheduleInput& input() const { return in_; }
   [[nodiscard]] const models::Workload& workload() const { return w_; }
   engine::Program take() { return b_.take(); }

@@ -8,7 +8,7 @@
 namespace fsdpsim::memory {
 
 enum class MemoryCategory : std::uint8_t {
-  kParameters,      // sharded parameters and unsharded (all-gathered) parameters
+  kParameters,      // sharded and unsharded (all-gathered) parameters, and module buffers
   kGradients,       // sharded gradients and unsharded gradient buffers
   kOptimizerState,  // e.g. Adam moments
   kActivations,     // tensors saved for backward and layer temporaries

@@ -258,5 +258,55 @@ TEST(LogitsKeptByLoopJson, T5RefusesItAnMptScenarioPrintsAndCountsIt) {
   EXPECT_NE(out.find(", logits kept by the loop"), std::string::npos) << out;
 }
 
+// minGPT's causal mask buffers: a gpt key, kept whole on every rank in the dtype FSDP1's
+// buffer_dtype gives (FSDP2 has no such knob), broadcast by DDP unless told not to.
+TEST(MaskBufferJson, IsAGptKeyAndItsDtypeAnFsdp1Knob) {
+  nlohmann::json gpt = t5_scenario();
+  gpt["model"] = {
+      {"preset", "gpt-175b"}, {"n_layers", 2}, {"d_model", 256}, {"n_heads", 4}, {"n_kv_heads", 4}};
+  gpt["training"]["seq_len"] = 2048;
+  EXPECT_EQ(error_of(gpt, nlohmann::json::object()), "accepted");
+  nlohmann::json mpt = gpt;
+  mpt["model"] = {{"preset", "mpt-125m"}, {"n_layers", 2}, {"causal_mask_buffer", true}};
+  EXPECT_EQ(error_of(mpt, nlohmann::json::object()),
+            "bad.json: /model/causal_mask_buffer: minGPT's per-block causal mask buffer: "
+            "expected false (or no key) for a model that is not family gpt");
+  EXPECT_EQ(error_of(gpt, {{"fsdp", {{"version", 2}, {"buffer_dtype", "bf16"}}}}),
+            "bad.json: /fsdp/buffer_dtype: is FSDP1's MixedPrecision.buffer_dtype; FSDP2's "
+            "MixedPrecisionPolicy has none and leaves buffers in the module's dtype");
+  EXPECT_EQ(error_of(gpt, {{"fsdp", {{"buffer_dtype", "fp64"}}}})
+                .rfind("bad.json: /fsdp/buffer_dtype: expected one of", 0),
+            0u);
+  EXPECT_EQ(error_of(gpt, {{"parallelism", "ddp"}, {"ddp", {{"broadcast_buffers", "yes"}}}})
+                .rfind("bad.json: /ddp/broadcast_buffers: expected", 0),
+            0u);
+
+  const fs::path dir = test_support::temp_dir("mask_buffer");
+  const auto run = [&](const std::string& name, const nlohmann::json& patch) {
+    const fs::path file = test_support::write_scenario(dir, name, gpt, patch);
+    const auto [code, text] = test_support::run_fsdpsim("run " + file.string() + " --json -");
+    EXPECT_EQ(code, 0) << text;
+    return code == 0 ? nlohmann::json::parse(text) : nlohmann::json::object();
+  };
+  // Alive the whole step, they raise the peak by their size.
+  const auto params_gib = [](const nlohmann::json& r) {
+    return r["peak_mem_allocated_gib"].get<double>();
+  };
+  // 2 blocks x 2048^2 elements: 32 MiB in fp32, 16 MiB in bf16.
+  const double mib = 1.0 / 1024;
+  const nlohmann::json fp32 = run("fp32", nlohmann::json::object());
+  const nlohmann::json none = run("none", {{"model", {{"causal_mask_buffer", false}}}});
+  const nlohmann::json bf16 = run("bf16", {{"fsdp", {{"buffer_dtype", "bf16"}}}});
+  EXPECT_NEAR(params_gib(fp32) - params_gib(none), 32 * mib, 2e-5);
+  EXPECT_NEAR(params_gib(bf16) - params_gib(none), 16 * mib,
+              2e-5);  // the JSON rounds each peak to 1e-5
+  // DDP broadcasts them before each forward, or not.
+  const nlohmann::json ddp = run("ddp", {{"parallelism", "ddp"}, {"fsdp", nullptr}});
+  const nlohmann::json kept =
+      run("ddp_kept",
+          {{"parallelism", "ddp"}, {"fsdp", nullptr}, {"ddp", {{"broadcast_buffers", false}}}});
+  EXPECT_GT(ddp["step_time_s"].get<double>(), kept["step_time_s"].get<double>());
+}
+
 }  // namespace
 }  // namespace fsdpsim::app

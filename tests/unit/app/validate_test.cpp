@@ -579,6 +579,24 @@ TEST(Validate, ARejectedRowNamesItsColumn) {
       << out;
 }
 
+// A cell the scenario loader refuses is named by its column too: an MPT row asking for minGPT's
+// mask buffer.
+TEST(Validate, AMaskBufferOnAnMptRowNamesItsColumn) {
+  std::ifstream in(kData + "small_cases.csv");
+  std::string header;
+  std::string row;
+  std::getline(in, header);
+  std::getline(in, row);
+  const fs::path csv = test_support::temp_dir("validate") / "mpt_mask.csv";
+  std::ofstream(csv) << header << ",causal_mask_buffer\n" << row << ",true\n";
+  const auto [code, out] = run_fsdpsim("validate " + csv.string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("(line 2): column causal_mask_buffer: minGPT's per-block causal mask "
+                     "buffer: expected false (or no key) for a model that is not family gpt"),
+            std::string::npos)
+      << out;
+}
+
 // --scenarios-out names each file after its row's case_id: an id that is not a plain file name
 // would write outside the folder, so it is refused before anything is simulated or written.
 TEST(Validate, ScenariosOutWritesOnlyInsideItsFolder) {
@@ -773,6 +791,7 @@ TEST(ValidationCases, CellsARowDoesNotReadAreCheckedAllTheSame) {
     const char* expected;
   } bad[] = {
       {first("act_ckpt", "none"), "checkpoint_early_stop", "banana", "expected true or false"},
+      {first("model_family", "gpt"), "causal_mask_buffer", "banana", "expected true or false"},
       {first("runtime", "deepspeed-0.3"), "fsdp_version", "3", "expected 1 or 2"},
       {first("runtime", "deepspeed-0.3"), "backward_prefetch", "banana",
        "expected BACKWARD_PRE, BACKWARD_POST or none"},
@@ -796,7 +815,7 @@ TEST(ValidationCases, CellsARowDoesNotReadAreCheckedAllTheSame) {
   }
 }
 
-// The clip_grad_norm, offload_activations, unpad_attention and runtime columns
+// The clip_grad_norm, offload_activations, unpad_attention, runtime and causal_mask_buffer columns
 // (configs/validation/README.md): every llm-foundry and KempnerForge row clips, only the 2022
 // blog's rows offload activations, only MosaicGPT's flash path at llm-foundry 8934724 and
 // fe973f0 (which always hands FlashMHA a key_padding_mask) runs unpadded attention, and only
@@ -808,6 +827,7 @@ TEST(ValidationCases, OptionalColumnsReachTheScenario) {
   int offloaded = 0;
   int unpadded = 0;
   int deepspeed = 0;
+  int masked = 0;
   for (const ValidationCase& c : cases) {
     const CaseScenario s = scenario_for_case(c, "cases.csv");
     if (s.document.is_null()) continue;
@@ -835,11 +855,16 @@ TEST(ValidationCases, OptionalColumnsReachTheScenario) {
           << c.get("case_id");
     }
     deepspeed += megatron ? 1 : 0;
+    // minGPT (the paper's and the blog's GPTs) keeps a causal mask buffer in every block.
+    const bool min_gpt = source == "fsdp-paper" || source == "pytorch-aws-blog-2022";
+    EXPECT_EQ(s.document["model"].value("causal_mask_buffer", false), min_gpt) << c.get("case_id");
+    masked += min_gpt ? 1 : 0;
   }
   EXPECT_GT(clipped, 400);
   EXPECT_EQ(offloaded, 3);
   EXPECT_GT(unpadded, 200);
   EXPECT_EQ(deepspeed, 6);
+  EXPECT_EQ(masked, 3);  // the paper's two rows have no GPU count: skipped
 }
 
 // A row whose simulated step does not fit is still compared (its step time is the over-memory

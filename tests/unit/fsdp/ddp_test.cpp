@@ -196,5 +196,58 @@ TEST(Ddp, CheckpointedBlocksCastAgainInTheirRecompute) {
   EXPECT_GT(frees[1], head_backward);  // the recompute's: kept until up's gradient
 }
 
+// blocks.0, blocks.1 and the head each hold a 75M-element fp32 buffer (300 MB): every buffer
+// fills a 250 MiB broadcast bucket of its own. On the compute stream each bucket's flatten
+// copies 600 MB (600 us) and its copy back 600 MB; each broadcast moves 300 MB at 1 TB/s
+// (300 us), two in flight: flatten 0 0-600, broadcast 0 600-900; flatten 1 600-1200,
+// broadcast 1 1200-1500; the third bucket first finishes the oldest: copy back 0 1200-1800,
+// flatten 2 1800-2400, broadcast 2 2400-2700; copy back 1 2400-3000, copy back 2 3000-3600.
+// The forward starts after them: the step is 3600 us longer than without buffers.
+models::Workload workload_with_buffers() {
+  models::Workload w = testing::tiny_linear_workload();
+  for (models::Layer& l : w.layers) {
+    if (l.name != "embedding") l.buffers = {75'000'000};
+  }
+  return w;
+}
+
+TEST(Ddp, BuffersAreBroadcastInBucketsBeforeTheForward) {
+  const models::Workload w = workload_with_buffers();
+  const SimulationOutput out = simulate_step(input(w), {});
+  const auto ops = testing::measured_ops(out);
+  EXPECT_EQ(testing::ops_ending_in(out, ".broadcast"),
+            (std::vector<std::string>{"buffers.0", "buffers.1", "buffers.2"}));
+  EXPECT_EQ(span(ops, "buffers.0.broadcast"), std::make_pair(us(600), us(900)));
+  EXPECT_EQ(span(ops, "buffers.1.broadcast"), std::make_pair(us(1200), us(1500)));
+  EXPECT_EQ(span(ops, "buffers.2.flatten"), std::make_pair(us(1800), us(2400)));
+  EXPECT_EQ(span(ops, "buffers.2.broadcast"), std::make_pair(us(2400), us(2700)));
+  EXPECT_EQ(span(ops, "embedding.fwd.lookup").first, us(3600));
+  const models::Workload plain = testing::tiny_linear_workload();
+  EXPECT_EQ(out.timeline.makespan, simulate_step(input(plain), {}).timeline.makespan + us(3600));
+  // Replicated on every rank, in the modules' fp32.
+  const auto params = [](const SimulationOutput& o) {
+    return o.schedule.baseline[static_cast<std::size_t>(memory::MemoryCategory::kParameters)];
+  };
+  EXPECT_EQ(params(out) - params(simulate_step(input(plain), {})), Bytes(900'000'000));
+}
+
+// require_forward_param_sync: under no_sync only the first forward of a step follows a synced
+// one; without it every forward does; broadcast_buffers false broadcasts nothing.
+TEST(Ddp, OnlyForwardsAfterASyncedOneBroadcastBuffers) {
+  const models::Workload w = workload_with_buffers();
+  const auto broadcasts = [&](bool no_sync, bool broadcast) {
+    ScheduleInput in = input(w);
+    in.training.global_batch = 6;  // three micro-batches
+    in.training.no_sync = no_sync;
+    in.fsdp.ddp_broadcast_buffers = broadcast;
+    return testing::count_ops_ending_in(simulate_step(in, {}), ".broadcast");
+  };
+  EXPECT_EQ(broadcasts(true, true),
+            (std::map<std::string, int>{{"buffers.0", 1}, {"buffers.1", 1}, {"buffers.2", 1}}));
+  EXPECT_EQ(broadcasts(false, true),
+            (std::map<std::string, int>{{"buffers.0", 3}, {"buffers.1", 3}, {"buffers.2", 3}}));
+  EXPECT_TRUE(broadcasts(false, false).empty());
+}
+
 }  // namespace
 }  // namespace fsdpsim::fsdp

@@ -830,5 +830,35 @@ TEST(Knobs, DdpCompressHookRunsOnTheComputeStream) {
   EXPECT_EQ(k.span("bucket.1.decompress").first, k.span("bucket.1.all_reduce").second);
 }
 
+// Module buffers (two blocks' 1M-element masks) are neither flattened nor sharded: every rank
+// keeps all of them before the step, in the modules' dtype (fp32: 8 MB; pure bf16 modules:
+// 4 MB) unless FSDP1's MixedPrecision.buffer_dtype recasts them.
+TEST(Knobs, BuffersStayWholeOnEveryRankInTheirDtype) {
+  static const models::Workload with_buffers = [] {
+    models::Workload w = testing::tiny_workload();
+    for (models::Layer& l : w.layers) {
+      if (l.kind == models::LayerKind::kBlock) l.buffers = {1'000'000};
+    }
+    return w;
+  }();
+  const auto extra = [&](const std::function<void(ScheduleInput&)>& configure) {
+    const Knobs plain = run(configure);
+    const Knobs buffered = run([&](ScheduleInput& in) {
+      configure(in);
+      in.workload = &with_buffers;
+    });
+    return buffered.baseline(memory::MemoryCategory::kParameters) -
+           plain.baseline(memory::MemoryCategory::kParameters);
+  };
+  EXPECT_EQ(extra([](ScheduleInput&) {}), 8'000'000);
+  EXPECT_EQ(extra([](ScheduleInput& in) { in.fsdp.buffer_dtype = Dtype::kBf16; }), 4'000'000);
+  EXPECT_EQ(extra([](ScheduleInput& in) {
+              in.fsdp.version = 2;
+              in.training.param_storage_dtype = Dtype::kBf16;
+            }),
+            4'000'000);
+  EXPECT_EQ(extra([](ScheduleInput& in) { in.fsdp.version = 2; }), 8'000'000);
+}
+
 }  // namespace
 }  // namespace fsdpsim::fsdp

@@ -41,6 +41,7 @@ TransformerSpec load_preset(const fs::path& path) {
   spec.vocab = j.at("vocab").get<std::int64_t>();
   spec.max_seq_len = j.at("max_seq_len").get<std::int64_t>();
   spec.tied_embeddings = j.at("tied_embeddings").get<bool>();
+  spec.causal_mask_buffer = j.value("causal_mask_buffer", false);
   return spec;
 }
 
@@ -84,13 +85,17 @@ TEST(Presets, EveryPresetHasTheSchemaKeysAndValidates) {
     const nlohmann::json j = nlohmann::json::parse(in);
     std::set<std::string> found;
     for (const auto& item : j.items()) found.insert(item.key());
-    EXPECT_EQ(found, keys) << path;
+    // The gpt presets are minGPT's models (their sources say so), with its mask buffers.
+    std::set<std::string> expected = keys;
+    if (j.at("family") == "gpt") expected.insert("causal_mask_buffer");
+    EXPECT_EQ(found, expected) << path;
     EXPECT_EQ(j.at("schema_version").get<int>(), 1) << path;
     EXPECT_FALSE(j.at("source").get<std::string>().empty()) << path;
     const TransformerSpec spec = load_preset(path);
     EXPECT_EQ(spec.name + ".json", path.filename().string());
     EXPECT_EQ(validate(spec), "") << path;
     EXPECT_EQ(spec.tied_embeddings, spec.family == ModelFamily::kMpt) << path;
+    EXPECT_EQ(spec.causal_mask_buffer, spec.family == ModelFamily::kGpt) << path;
   }
 }
 

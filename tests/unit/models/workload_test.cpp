@@ -34,6 +34,24 @@ TEST(BuildWorkload, LaysOutEmbeddingBlocksAndHeadInForwardOrder) {
   EXPECT_EQ(block_count(testing::tiny_gpt()), 2);
 }
 
+// minGPT's CausalSelfAttention registers a block_size x block_size buffer in every block; a
+// spec without it (Megatron GPT, MPT, llama) has no buffers, and only gpt may ask for it.
+TEST(BuildWorkload, MinGptBlocksHoldTheirCausalMaskBuffer) {
+  TransformerSpec spec = testing::tiny_gpt();
+  for (const Layer& l : build_workload(spec, testing::options(1, 8)).layers)
+    EXPECT_TRUE(l.buffers.empty()) << l.name;
+  spec.causal_mask_buffer = true;
+  const Workload w = build_workload(spec, testing::options(1, 4));
+  for (const Layer& l : w.layers) {
+    EXPECT_EQ(l.buffers, l.kind == LayerKind::kBlock ? std::vector<std::int64_t>{8 * 8}
+                                                     : std::vector<std::int64_t>{})
+        << l.name;
+  }
+  TransformerSpec mpt = testing::mpt_spec(2, 64, 4, 100, 8);
+  mpt.causal_mask_buffer = true;
+  EXPECT_EQ(validate(mpt), "causal_mask_buffer is minGPT's per-block mask buffer: family gpt only");
+}
+
 TEST(BuildWorkload, AllowTf32RunsFp32GemmsOnTf32CoresAndLeavesBf16Alone) {
   WorkloadOptions fp32 = testing::options(2, 8, /*flash=*/false);
   fp32.compute_dtype = Dtype::kFp32;
