@@ -86,8 +86,13 @@ std::string parallelism_line(const Scenario& s) {
   if (s.training.parallelism == fsdp::Parallelism::kDdp) {
     const std::string buckets = f.ddp_bucket_cap_mb ? fmt::format("{} MiB", *f.ddp_bucket_cap_mb)
                                                     : std::string("25 MiB (the first 1 MiB)");
-    return fmt::format("ddp        buckets {}, autocast {}, all-reduce {}", buckets,
-                       dtype_name(f.param_dtype), dtype_name(f.reduce_dtype));
+    // Only a model with buffers (minGPT's masks) has anything to broadcast.
+    const std::string buffers = !s.model.causal_mask_buffer ? std::string()
+                                : f.ddp_broadcast_buffers
+                                    ? std::string(", buffers broadcast before synced forwards")
+                                    : std::string(", buffers not broadcast");
+    return fmt::format("ddp        buckets {}, autocast {}, all-reduce {}{}", buckets,
+                       dtype_name(f.param_dtype), dtype_name(f.reduce_dtype), buffers);
   }
   if (s.training.parallelism == fsdp::Parallelism::kDeepSpeedZero3) {
     const fsdp::DeepSpeedZero3Config& d = f.deepspeed;
@@ -129,8 +134,10 @@ std::string parallelism_line(const Scenario& s) {
   if (f.forward_prefetch && f.forward_prefetch_modules > 1)
     line += fmt::format(" ({} modules ahead)", f.forward_prefetch_modules);
   if (f.cpu_offload) line += ", cpu_offload";
-  return line + fmt::format(", param {} / reduce {}", dtype_name(f.param_dtype),
-                            dtype_name(f.reduce_dtype));
+  line +=
+      fmt::format(", param {} / reduce {}", dtype_name(f.param_dtype), dtype_name(f.reduce_dtype));
+  if (f.buffer_dtype) line += fmt::format(" / buffer {}", dtype_name(*f.buffer_dtype));
+  return line;
 }
 
 std::string share(Seconds part, Seconds whole) {

@@ -306,6 +306,17 @@ TEST(MaskBufferJson, IsAGptKeyAndItsDtypeAnFsdp1Knob) {
       run("ddp_kept",
           {{"parallelism", "ddp"}, {"fsdp", nullptr}, {"ddp", {{"broadcast_buffers", false}}}});
   EXPECT_GT(ddp["step_time_s"].get<double>(), kept["step_time_s"].get<double>());
+  // The summary says what happens to them.
+  const auto summary = [&](const std::string& name, const nlohmann::json& patch) {
+    const fs::path file = test_support::write_scenario(dir, name, gpt, patch);
+    return test_support::run_fsdpsim("run " + file.string()).output;
+  };
+  EXPECT_NE(summary("ddp_text", {{"parallelism", "ddp"}, {"fsdp", nullptr}})
+                .find("all-reduce fp32, buffers broadcast before synced forwards\n"),
+            std::string::npos);
+  EXPECT_NE(summary("bf16_text", {{"fsdp", {{"buffer_dtype", "bf16"}}}})
+                .find("param bf16 / reduce bf16 / buffer bf16\n"),
+            std::string::npos);
 }
 
 }  // namespace
