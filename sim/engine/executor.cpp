@@ -188,8 +188,22 @@ class Execution {
     kQueueFull,  // a launch waits for its stream's oldest op (Program::launch_queue_depth)
     kResuming,
     kAwaitingReleases,  // an allocation waits for every pending stream use, then is retried
-    kFreeingSegments    // an allocation's cudaFree waits for the device to be idle
+    // An allocation's cudaFree waits for the device to be idle, or its unmaps for their
+    // streams (freeing_device_, freeing_streams_).
+    kFreeingSegments
   };
+
+  // The device calls of the allocation in kFreeingSegments may run: what they synchronize has
+  // finished its issued work.
+  [[nodiscard]] bool segments_can_be_freed() const {
+    if (freeing_device_) return outstanding_ == 0;
+    if (freeing_streams_ == 0) return true;
+    for (std::size_t s = 0; s < streams_.size() && s < 64; ++s) {
+      if ((freeing_streams_ >> s & 1U) != 0 && streams_[s].head != streams_[s].ops.size())
+        return false;
+    }
+    return true;
+  }
 
   void issue(OpId op) {
     const Op& o = p_.ops[op];
@@ -339,7 +353,7 @@ class Execution {
       }
     }
     if ((cpu_state_ == CpuState::kAwaitingReleases && pending_releases_ == 0) ||
-        (cpu_state_ == CpuState::kFreeingSegments && outstanding_ == 0)) {
+        (cpu_state_ == CpuState::kFreeingSegments && segments_can_be_freed())) {
       push(now_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
     }
     if (cpu_blocked_on_ == op) {
@@ -427,7 +441,9 @@ class Execution {
             }
             outcome = memory_->on_allocate(now_, s.target, p_.tensors.at(s.target));
           }
-          if (outcome.synchronizes_device && outstanding_ > 0) {
+          freeing_device_ = outcome.synchronizes_device;
+          freeing_streams_ = outcome.synchronized_streams;
+          if (!segments_can_be_freed()) {
             cpu_state_ = CpuState::kFreeingSegments;
             allocation_cost_ = outcome.cpu_cost;
             return;
@@ -510,7 +526,9 @@ class Execution {
   std::size_t pc_ = 0;
   CpuState cpu_state_ = CpuState::kReady;
   OpId cpu_blocked_on_ = kNoOp;
-  SimTime allocation_cost_;  // of the allocation waiting in kFreeingSegments
+  SimTime allocation_cost_;            // of the allocation waiting in kFreeingSegments
+  bool freeing_device_ = false;        // it synchronizes the device
+  std::uint64_t freeing_streams_ = 0;  // it synchronizes these streams (bit per StreamId)
 };
 
 // Collectives of every rank class, matched per communicator group: the transfer starts when the

@@ -26,6 +26,9 @@ struct AllocationOutcome {
   // device (CUDA's implicit synchronization): the CPU idles until the device does, then spends
   // cpu_cost.
   bool synchronizes_device = false;
+  // Bit s: the allocator synchronized stream s (cudaStreamSynchronize before unmapping pages of
+  // its expandable segment): the CPU idles until the stream has finished its issued work.
+  std::uint64_t synchronized_streams = 0;
 };
 
 class MemoryObserver {

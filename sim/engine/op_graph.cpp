@@ -260,8 +260,9 @@ CriticalPath critical_path(const Program& program, const Timeline& timeline) {
         break;
       case CpuStepKind::kAlloc:
         // The executor records the start of an allocation that had to wait for ops (pending
-        // stream uses, or every op for a cudaFree) when the last awaited op finished: the ops
-        // that ended during the wait precede it.
+        // stream uses, every op for a cudaFree, a stream's for an unmap) when the last awaited
+        // op finished: the ops that ended during the wait precede it (any stream's: each ended
+        // before the allocation started, so no path through them is longer than the wait's).
         weights[cpu_node(i)] = timing.end - timing.start;
         if (timing.start > previous_end) {
           while (!launched.empty() && launched.top().first <= previous_end) launched.pop();

@@ -85,7 +85,8 @@ void CachingAllocator::release_block(BlockIt it) {
   decrease(stats_.reserved_bytes, it->second.size);
   ++stats_.num_device_free;
   stats_.device_free_bytes += it->second.size;
-  ++device_frees_;
+  ++calls_.device_frees;
+  ++calls_.segment_frees;
   blocks_.erase(it);
 }
 

@@ -15,10 +15,10 @@ namespace {
 
 constexpr std::int64_t kLowestAddress = std::numeric_limits<std::int64_t>::min();
 
-MallocResult make_result(MallocStatus status, std::int32_t device_frees) {
-  MallocResult result;
+// `calls`: the device calls of the malloc call so far.
+MallocResult make_result(MallocStatus status, const MallocResult& calls) {
+  MallocResult result = calls;
   result.status = status;
-  result.device_frees = device_frees;
   return result;
 }
 
@@ -51,12 +51,12 @@ CachingAllocator::CachingAllocator(const AllocatorConfig& config)
 MallocResult CachingAllocator::malloc(Bytes size, StreamId stream) {
   // NativeCachingAllocator::allocate never calls malloc for 0 bytes.
   if (size.value() <= 0) throw std::invalid_argument("CachingAllocator::malloc: size must be > 0");
-  device_frees_ = 0;
+  calls_ = MallocResult{};
   if (awaiting_sync_) {
     if (awaiting_sync_->requested != size || awaiting_sync_->stream != stream) {
       throw std::logic_error("CachingAllocator::malloc: expected the request that needed a sync");
     }
-    if (!awaiting_uses_.empty()) return make_result(MallocStatus::kNeedsSynchronize, 0);
+    if (!awaiting_uses_.empty()) return make_result(MallocStatus::kNeedsSynchronize, calls_);
     const Request r = *awaiting_sync_;
     awaiting_sync_.reset();
     return finish_malloc(r);
@@ -80,7 +80,7 @@ MallocResult CachingAllocator::malloc(Bytes size, StreamId stream) {
     // The last resort, release_cached_blocks, starts with synchronize_and_free_events.
     if (!awaiting_uses_.empty()) {
       awaiting_sync_ = r;
-      return make_result(MallocStatus::kNeedsSynchronize, device_frees_);
+      return make_result(MallocStatus::kNeedsSynchronize, calls_);
     }
     return finish_malloc(r);
   }
@@ -88,7 +88,7 @@ MallocResult CachingAllocator::malloc(Bytes size, StreamId stream) {
 }
 
 MallocResult CachingAllocator::allocated(BlockIt it) const {
-  MallocResult result = make_result(MallocStatus::kAllocated, device_frees_);
+  MallocResult result = make_result(MallocStatus::kAllocated, calls_);
   result.address = it->first;
   result.size = it->second.size;
   return result;
@@ -103,7 +103,7 @@ MallocResult CachingAllocator::finish_malloc(const Request& r) {
 
 MallocResult CachingAllocator::out_of_memory(const Request& r) {
   ++stats_.num_ooms;
-  MallocResult result = make_result(MallocStatus::kOutOfMemory, device_frees_);
+  MallocResult result = make_result(MallocStatus::kOutOfMemory, calls_);
   OutOfMemoryInfo& oom = result.oom;
   oom.requested = r.requested;
   oom.allocation_size = r.alloc_size;
@@ -242,7 +242,7 @@ void CachingAllocator::complete_stream_use(std::int64_t address) {
 bool CachingAllocator::empty_cache() {
   // emptyCache -> release_cached_blocks, which synchronizes on the recorded uses first.
   if (!awaiting_uses_.empty()) return false;
-  device_frees_ = 0;
+  calls_ = MallocResult{};
   release_cached_blocks();
   return true;
 }

@@ -126,8 +126,15 @@ struct MallocResult {
   MallocStatus status = MallocStatus::kAllocated;
   std::int64_t address = -1;  // the block, when kAllocated
   Bytes size{0};              // its size: the request rounded, or a whole cached block
-  // cudaFree / cuMemUnmap calls this call made; each synchronizes the device in CUDA.
+  // cudaFree / cuMemUnmap calls this call made.
   std::int32_t device_frees = 0;
+  // Of them, cudaFree calls of whole segments (release_block), each of which synchronizes the
+  // device (the CUDA runtime's cudaFree is synchronous).
+  std::int32_t segment_frees = 0;
+  // Bit s: pages of stream s's expandable segment were unmapped, which synchronizes that stream
+  // first (ExpandableSegment::unmapHandles, cudaStreamSynchronize(stream_)); a stream past the
+  // 64th counts as a segment free, the device synchronizing instead.
+  std::uint64_t unmapped_streams = 0;
   OutOfMemoryInfo oom;  // when kOutOfMemory
 };
 
@@ -252,7 +259,7 @@ class CachingAllocator {
   std::set<std::int64_t> awaiting_uses_;  // freed blocks awaiting a recorded stream use
   std::optional<Request> awaiting_sync_;  // the malloc that returned kNeedsSynchronize
   std::int64_t next_address_ = 0;         // where the next segment starts
-  std::int32_t device_frees_ = 0;         // in the current malloc call
+  MallocResult calls_;                    // device calls of the current malloc call
   AllocatorStats stats_;
 };
 

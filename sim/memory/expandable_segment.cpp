@@ -151,7 +151,12 @@ std::optional<CachingAllocator::BlockIt> CachingAllocator::unmap_block(BlockIt i
   decrease(stats_.reserved_bytes, unmapped_size);
   ++stats_.num_device_free;
   stats_.device_free_bytes += unmapped_size;
-  ++device_frees_;
+  ++calls_.device_frees;
+  if (const StreamId stream = block.stream; stream < 64) {
+    calls_.unmapped_streams |= std::uint64_t{1} << stream;
+  } else {
+    ++calls_.segment_frees;
+  }
   return result;
 }
 

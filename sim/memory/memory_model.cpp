@@ -113,7 +113,8 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     const MallocResult r = allocator_->malloc(info.size, info.stream);
     if (r.status == MallocStatus::kNeedsSynchronize) {
       calls_before_synchronize_ = before;
-      freed_before_synchronize_ = freed_before_synchronize_ || r.device_frees > 0;
+      freed_segment_before_synchronize_ = freed_segment_before_synchronize_ || r.segment_frees > 0;
+      unmapped_before_synchronize_ |= r.unmapped_streams;
       return {engine::AllocationStatus::kSynchronize, SimTime{}};
     }
     calls_before_synchronize_.reset();
@@ -127,9 +128,12 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
       address_[tensor] = r.address;
     }
     // release_block's cudaFree synchronizes the device (c10/cuda/CUDACachingAllocator.cpp,
-    // DeviceCachingAllocator::release_block; CUDA Runtime API: cudaFree is synchronous).
-    outcome.synchronizes_device = r.device_frees > 0 || freed_before_synchronize_;
-    freed_before_synchronize_ = false;
+    // DeviceCachingAllocator::release_block; CUDA Runtime API: cudaFree is synchronous); an
+    // expandable segment's unmap synchronizes its own stream (ExpandableSegment::unmapHandles).
+    outcome.synchronizes_device = r.segment_frees > 0 || freed_segment_before_synchronize_;
+    outcome.synchronized_streams = r.unmapped_streams | unmapped_before_synchronize_;
+    freed_segment_before_synchronize_ = false;
+    unmapped_before_synchronize_ = 0;
     outcome.cpu_cost = device_call_time(before);
     reserved_.alloc_retries = allocator_->stats().num_alloc_retries - retries_at_measure_;
     reserved_.device_calls = device_calls(allocator_->stats()) - calls_at_measure_;

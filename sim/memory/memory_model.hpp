@@ -85,7 +85,9 @@ class MemoryModel final : public engine::MemoryObserver {
   // A malloc that needs a synchronize first: the device calls already made when it stopped
   // (release_available_cached_blocks' cudaFree), priced with the rest once it goes through.
   std::optional<DeviceCalls> calls_before_synchronize_;
-  bool freed_before_synchronize_ = false;
+  // ... and what those calls synchronize: the device (a cudaFree), streams (unmaps).
+  bool freed_segment_before_synchronize_ = false;
+  std::uint64_t unmapped_before_synchronize_ = 0;
   ReservedStats reserved_;
   std::int64_t retries_at_measure_ = 0;
   std::int64_t calls_at_measure_ = 0;

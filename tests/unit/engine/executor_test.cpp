@@ -298,6 +298,42 @@ TEST(Executor, ACudaFreeInAnAllocationWaitsForTheDeviceThenCostsItsTime) {
   EXPECT_EQ(t.ops[after].issue, us(105));
 }
 
+// An allocator that unmaps an expandable segment of stream `s`: the CPU waits for that stream
+// only (cudaStreamSynchronize), then spends 5 us in the device calls.
+class UnmappingMemory final : public MemoryObserver {
+ public:
+  explicit UnmappingMemory(StreamId s) : stream_(s) {}
+  AllocationOutcome on_allocate(SimTime, TensorId, const TensorInfo&) override {
+    AllocationOutcome outcome{AllocationStatus::kAllocated, us(5)};
+    outcome.synchronized_streams = std::uint64_t{1} << stream_;
+    return outcome;
+  }
+  void on_free(SimTime, TensorId, const TensorInfo&, bool) override {}
+  void on_release(SimTime, TensorId, const TensorInfo&) override {}
+
+ private:
+  StreamId stream_;
+};
+
+// "long" runs 0-100 on the compute stream, "short" 0-30 on the other: unmapping the other
+// stream's segment waits for "short" (30), the device calls take 5 us, "after" issues at 35;
+// unmapping the compute stream's waits for "long" (105).
+TEST(Executor, AnUnmapWaitsForItsSegmentsStreamOnly) {
+  const auto after_issue = [](bool compute_segment) {
+    ProgramBuilder b;
+    const StreamId s = b.add_stream("compute");
+    const StreamId other = b.add_stream("other");
+    b.launch(spec("long", s, 100));
+    b.launch(spec("short", other, 30));
+    b.allocate("x", Bytes(1), s, 0);
+    const OpId after = b.launch(spec("after", s, 1));
+    UnmappingMemory memory(compute_segment ? s : other);
+    return execute(b.program(), &memory).ops[after].issue;
+  };
+  EXPECT_EQ(after_issue(false), us(35));
+  EXPECT_EQ(after_issue(true), us(105));
+}
+
 TEST(Executor, WaitingOnAnOpIssuedLaterIsADeadlock) {
   Program p;
   p.names = {"a"};

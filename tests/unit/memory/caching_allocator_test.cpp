@@ -257,6 +257,8 @@ TEST(CachingAllocator, FreeingAnotherStreamsCacheFirstWaitsForPendingUses) {
   EXPECT_EQ(r.status, MallocStatus::kAllocated);
   EXPECT_EQ(r.address, gb(9));
   EXPECT_EQ(r.device_frees, 3);
+  EXPECT_EQ(r.segment_frees, 3);  // cudaFree of whole segments: each synchronizes the device
+  EXPECT_EQ(r.unmapped_streams, 0U);
   const AllocatorStats& st = a.stats();
   EXPECT_EQ(st.num_alloc_retries, 1);
   EXPECT_EQ(st.num_sync_all_streams, 1);
@@ -514,6 +516,9 @@ TEST(CachingAllocator, ExpandableSegmentsUnmapEmptyPagesForAnotherStream) {
   ASSERT_EQ(r.status, MallocStatus::kAllocated);
   EXPECT_EQ(r.address, mb(120));
   EXPECT_EQ(r.device_frees, 1);
+  // An unmap, not a cudaFree: it synchronizes the compute stream, whose segment it was.
+  EXPECT_EQ(r.segment_frees, 0);
+  EXPECT_EQ(r.unmapped_streams, std::uint64_t{1} << kCompute);
   EXPECT_EQ(a.stats().num_alloc_retries, 1);
   EXPECT_EQ(a.stats().reserved_bytes.current.value(), mb(60));
   const std::vector<SegmentInfo> s = a.snapshot();

@@ -108,6 +108,24 @@ TEST(MemoryModel, ARetryThatGivesSegmentsBackSynchronizesTheDevice) {
   EXPECT_FALSE(m.on_allocate(SimTime{}, 2, activation).synchronizes_device);
 }
 
+// With expandable segments the same retry unmaps the other stream's pages instead of freeing its
+// segment: that stream is synchronized (ExpandableSegment::unmapHandles), not the device.
+TEST(MemoryModel, AnUnmapSynchronizesTheSegmentsStreamOnly) {
+  MemoryModelOptions o = options(mib(100));
+  o.allocator->expandable_segments = true;
+  MemoryModel m(o);
+  const auto gathered = tensor(mib(60), 1);
+  const auto activation = tensor(mib(60), 0);
+  m.on_allocate(SimTime{}, 0, gathered);
+  m.on_free(SimTime{}, 0, gathered, /*release_pending=*/false);
+  m.on_release(SimTime{}, 0, gathered);
+  const engine::AllocationOutcome retried = m.on_allocate(SimTime{}, 1, activation);
+  EXPECT_EQ(retried.status, engine::AllocationStatus::kAllocated);
+  EXPECT_FALSE(retried.synchronizes_device);
+  EXPECT_EQ(retried.synchronized_streams, std::uint64_t{1} << 1);
+  EXPECT_EQ(m.reserved().alloc_retries, 1);
+}
+
 // With max_split_size_mb, malloc's out-of-memory path first frees this stream's cached oversize
 // blocks (release_available_cached_blocks: the 30 MiB segment, one cudaFree) and only then
 // finds it must synchronize on the 60 MiB block still in use on the other stream. That cudaFree
