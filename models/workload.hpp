@@ -126,70 +126,70 @@ struct Layer {
   std::vector<std::int64_t> buffers;
 };
 
-  struct WorkloadOptions {
-    std::int64_t micro_batch = 1;        // sequences per rank per micro-step
-    std::int64_t seq_len = 0;            // tokens per sequence (t5: the encoder's)
-    std::int64_t decoder_seq_len = 0;    // t5 decoder tokens per sequence; 0 = seq_len
-    Dtype compute_dtype = Dtype::kBf16;  // activations and GEMM inputs
-    bool flash_attention = true;         // fused attention kernel; false = unfused (scores in HBM)
-    FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
-    // The loss kernels on the logits (models/head_layer.cpp).
-    LossKernel loss = LossKernel::kCrossEntropyFp32;
-    // Whether the training loop keeps the logits past the loss (models/head_layer.cpp); gpt, mpt
-    // and llama heads only.
-    LogitsKeptByLoop logits_kept_by_loop = LogitsKeptByLoop::kNone;
-    // torchao Float8Linear (tensorwise dynamic scaling) for every eligible linear but the LM head
-    // (models/float8_linear.hpp). The GPU must have an fp8 rate; the app checks.
-    bool float8_linears = false;
-    // Dtype of the weights when forward runs (FSDP's param_dtype); when it is wider than
-    // compute_dtype, autocast casts every linear's weight (models/autocast_weight_casts.hpp).
-    // nullopt: the weights are in compute_dtype, or the caller prices the casts itself (DDP).
-    std::optional<Dtype> weight_dtype;
-    // Dtype of the weights the modules hold (FSDP's param_dtype; DDP's fp32 parameters). When it
-    // is wider than compute_dtype (autocast over wider weights), the embedding's output and with it
-    // the residual stream, the norms' inputs and outputs are in this dtype (gpt, mpt families:
-    // models/gpt_family.cpp). nullopt: the compute dtype.
-    std::optional<Dtype> residual_dtype;
-    // torch.compile of every transformer block (models/compile_fusion.hpp).
-    bool compiled = false;
-    // The fused attention runs on unpadded tokens: flash-attn's bert_padding unpad_input before
-    // the kernel and pad_input after it, as its FlashAttention module does when it is given a
-    // key_padding_mask (models/attention_kernels.cpp). Only with flash_attention.
-    bool unpad_attention = false;
-    // fp32 GEMMs on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32); only when
-    // compute_dtype is fp32.
-    bool allow_tf32 = false;
-  };
+struct WorkloadOptions {
+  std::int64_t micro_batch = 1;        // sequences per rank per micro-step
+  std::int64_t seq_len = 0;            // tokens per sequence (t5: the encoder's)
+  std::int64_t decoder_seq_len = 0;    // t5 decoder tokens per sequence; 0 = seq_len
+  Dtype compute_dtype = Dtype::kBf16;  // activations and GEMM inputs
+  bool flash_attention = true;         // fused attention kernel; false = unfused (scores in HBM)
+  FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
+  // The loss kernels on the logits (models/head_layer.cpp).
+  LossKernel loss = LossKernel::kCrossEntropyFp32;
+  // Whether the training loop keeps the logits past the loss (models/head_layer.cpp); gpt, mpt
+  // and llama heads only.
+  LogitsKeptByLoop logits_kept_by_loop = LogitsKeptByLoop::kNone;
+  // torchao Float8Linear (tensorwise dynamic scaling) for every eligible linear but the LM head
+  // (models/float8_linear.hpp). The GPU must have an fp8 rate; the app checks.
+  bool float8_linears = false;
+  // Dtype of the weights when forward runs (FSDP's param_dtype); when it is wider than
+  // compute_dtype, autocast casts every linear's weight (models/autocast_weight_casts.hpp).
+  // nullopt: the weights are in compute_dtype, or the caller prices the casts itself (DDP).
+  std::optional<Dtype> weight_dtype;
+  // Dtype of the weights the modules hold (FSDP's param_dtype; DDP's fp32 parameters). When it
+  // is wider than compute_dtype (autocast over wider weights), the embedding's output and with it
+  // the residual stream, the norms' inputs and outputs are in this dtype (gpt, mpt families:
+  // models/gpt_family.cpp). nullopt: the compute dtype.
+  std::optional<Dtype> residual_dtype;
+  // torch.compile of every transformer block (models/compile_fusion.hpp).
+  bool compiled = false;
+  // The fused attention runs on unpadded tokens: flash-attn's bert_padding unpad_input before
+  // the kernel and pad_input after it, as its FlashAttention module does when it is given a
+  // key_padding_mask (models/attention_kernels.cpp). Only with flash_attention.
+  bool unpad_attention = false;
+  // fp32 GEMMs on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32); only when
+  // compute_dtype is fp32.
+  bool allow_tf32 = false;
+};
 
-  struct Workload {
-    // Forward order: embedding, blocks..., head (t5: embedding, encoder blocks, encoder final
-    // norm, decoder embedding, decoder blocks, head; custom: the listed units).
-    std::vector<Layer> layers;
-    std::int64_t total_numel = 0;
-  };
+struct Workload {
+  // Forward order: embedding, blocks..., head (t5: embedding, encoder blocks, encoder final
+  // norm, decoder embedding, decoder blocks, head; custom: the listed units).
+  std::vector<Layer> layers;
+  std::int64_t total_numel = 0;
+};
 
-  // Exact parameter count of a spec (sum of Layer::numel), without building kernels.
-  std::int64_t parameter_count(const TransformerSpec& spec);
+// Exact parameter count of a spec (sum of Layer::numel), without building kernels.
+std::int64_t parameter_count(const TransformerSpec& spec);
 
-  // Layers of kind kBlock a spec builds (those an auto-wrap policy makes units of), without
-  // building kernels: the blocks (t5: encoder and decoder), or a custom model's layers with
-  // fsdp_unit.
-  std::int64_t block_count(const TransformerSpec& spec);
+// Layers of kind kBlock a spec builds (those an auto-wrap policy makes units of), without
+// building kernels: the blocks (t5: encoder and decoder), or a custom model's layers with
+// fsdp_unit.
+std::int64_t block_count(const TransformerSpec& spec);
 
-  // One more tensor alive at a layer's forward or backward transient peak (no-op for 0 bytes).
-  enum class Pass : std::uint8_t { kForward, kBackward };
-  void add_transient(Layer& layer, Pass pass, Bytes bytes);
+// One more tensor alive at a layer's forward or backward transient peak (no-op for 0 bytes).
+enum class Pass : std::uint8_t { kForward, kBackward };
+void add_transient(Layer& layer, Pass pass, Bytes bytes);
 
-  // Returns an empty string when `options` can run on `spec` (which must validate), else what is
-  // wrong: micro_batch and seq_len positive; for gpt/mpt, seq_len <= max_seq_len (the learned
-  // position table has max_seq_len rows; llm-foundry sets max_seq_len = seq_len for long runs);
-  // decoder_seq_len non-negative, and only for t5. Custom models scale their per-sample sizes with
-  // micro_batch only: seq_len just converts samples to tokens (1 for non-sequence models).
-  std::string validate(const TransformerSpec& spec, const WorkloadOptions& options);
+// Returns an empty string when `options` can run on `spec` (which must validate), else what is
+// wrong: micro_batch and seq_len positive; for gpt/mpt, seq_len <= max_seq_len (the learned
+// position table has max_seq_len rows; llm-foundry sets max_seq_len = seq_len for long runs);
+// decoder_seq_len non-negative, and only for t5. Custom models scale their per-sample sizes with
+// micro_batch only: seq_len just converts samples to tokens (1 for non-sequence models).
+std::string validate(const TransformerSpec& spec, const WorkloadOptions& options);
 
-  // Builds the per-micro-batch workload. Preconditions: validate(spec) and validate(spec, options)
-  // are empty; throws std::invalid_argument with their message otherwise (a caller bug: the app
-  // validates first and reports against the JSON path).
-  Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& options);
+// Builds the per-micro-batch workload. Preconditions: validate(spec) and validate(spec, options)
+// are empty; throws std::invalid_argument with their message otherwise (a caller bug: the app
+// validates first and reports against the JSON path).
+Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& options);
 
 }  // namespace fsdpsim::models
