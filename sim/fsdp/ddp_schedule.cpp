@@ -238,7 +238,8 @@ class DdpStep final : private KernelHooks {
     for (std::size_t i = 0; i < layers.size(); ++i) {
       for (const std::int64_t n : layers[i].buffers) {
         if (buffer_buckets_.empty() ||
-            elements(buffer_buckets_.back().numel, Dtype::kFp32).value() >= kBroadcastBucketBytes) {
+            elements(buffer_buckets_.back().numel, s_.buffer_dtype()).value() >=
+                kBroadcastBucketBytes) {
           buffer_buckets_.push_back({{}, 0, i});
         }
         buffer_buckets_.back().tensors.push_back(n);
@@ -262,8 +263,8 @@ class DdpStep final : private KernelHooks {
       const std::string name = "buffers." + std::to_string(w.bucket);
       s_.program().wait_event(s_.compute(), w.done);  // work->wait()
       for (const std::int64_t n : bucket.tensors) {
-        s_.copy(name + ".copy_back", s_.compute(), 2 * elements(n, Dtype::kFp32), Phase::kForward,
-                static_cast<std::int32_t>(bucket.layer));
+        s_.copy(name + ".copy_back", s_.compute(), 2 * elements(n, s_.buffer_dtype()),
+                Phase::kForward, static_cast<std::int32_t>(bucket.layer));
       }
       s_.free(w.flat);
     };
@@ -272,7 +273,7 @@ class DdpStep final : private KernelHooks {
       const BufferBucket& bucket = buffer_buckets_[b];
       const std::string name = "buffers." + std::to_string(b);
       const auto g = static_cast<std::int32_t>(bucket.layer);
-      const Bytes bytes = elements(bucket.numel, Dtype::kFp32);
+      const Bytes bytes = elements(bucket.numel, s_.buffer_dtype());
       const TensorId flat =
           s_.allocate(name + ".flat", bytes, s_.compute(), MemoryCategory::kCommunication);
       s_.copy(name + ".flatten", s_.compute(), 2 * bytes, Phase::kForward, g);
