@@ -268,22 +268,31 @@ TEST(Executor, AllocatorRetryWaitsForThePendingStreamUsesOnly) {
   EXPECT_EQ(critical_path(b.program(), t).length, t.makespan);
 }
 
-// An allocator whose cudaFree synchronizes the device: the allocation is decided at once, then
-// the CPU waits for every issued op and spends 5 us in cudaFree/cudaMalloc.
-class FreeingMemory final : public MemoryObserver {
+// An allocator whose device calls (5 us) synchronize the device (a cudaFree) or the streams of
+// `streams` (an expandable segment's unmaps, cudaStreamSynchronize); the allocation is decided
+// at once, then the CPU waits for what they synchronize.
+class SynchronizingMemory final : public MemoryObserver {
  public:
+  SynchronizingMemory(bool device, std::uint64_t streams) : device_(device), streams_(streams) {}
   AllocationOutcome on_allocate(SimTime t, TensorId, const TensorInfo&) override {
     calls.push_back(t);
     AllocationOutcome outcome{AllocationStatus::kAllocated, us(5)};
-    outcome.synchronizes_device = true;
+    outcome.synchronizes_device = device_;
+    outcome.synchronized_streams = streams_;
     return outcome;
   }
   void on_free(SimTime, TensorId, const TensorInfo&, bool) override {}
   void on_release(SimTime, TensorId, const TensorInfo&) override {}
   std::vector<SimTime> calls;
+
+ private:
+  bool device_;
+  std::uint64_t streams_;
 };
 
-TEST(Executor, ACudaFreeInAnAllocationWaitsForTheDeviceThenCostsItsTime) {
+// "long" runs 0-100 on the compute stream (0) and "short" 0-30 on "other" (1), then the CPU
+// allocates on the compute stream and launches "after": when "after" issues.
+SimTime after_issue(SynchronizingMemory& memory) {
   ProgramBuilder b;
   const StreamId s = b.add_stream("compute");
   const StreamId other = b.add_stream("other");
@@ -291,47 +300,23 @@ TEST(Executor, ACudaFreeInAnAllocationWaitsForTheDeviceThenCostsItsTime) {
   b.launch(spec("short", other, 30));
   b.allocate("x", Bytes(1), s, 0);
   const OpId after = b.launch(spec("after", s, 1));
-  FreeingMemory memory;
-  const Timeline t = execute(b.program(), &memory);
-  ASSERT_EQ(memory.calls.size(), 1u);
-  EXPECT_EQ(memory.calls[0], us(0));
-  EXPECT_EQ(t.ops[after].issue, us(105));
+  return execute(b.program(), &memory).ops[after].issue;
 }
 
-// An allocator that unmaps an expandable segment of stream `s`: the CPU waits for that stream
-// only (cudaStreamSynchronize), then spends 5 us in the device calls.
-class UnmappingMemory final : public MemoryObserver {
- public:
-  explicit UnmappingMemory(StreamId s) : stream_(s) {}
-  AllocationOutcome on_allocate(SimTime, TensorId, const TensorInfo&) override {
-    AllocationOutcome outcome{AllocationStatus::kAllocated, us(5)};
-    outcome.synchronized_streams = std::uint64_t{1} << stream_;
-    return outcome;
-  }
-  void on_free(SimTime, TensorId, const TensorInfo&, bool) override {}
-  void on_release(SimTime, TensorId, const TensorInfo&) override {}
+TEST(Executor, ACudaFreeInAnAllocationWaitsForTheDeviceThenCostsItsTime) {
+  SynchronizingMemory memory(/*device=*/true, 0);
+  EXPECT_EQ(after_issue(memory), us(105));
+  ASSERT_EQ(memory.calls.size(), 1u);
+  EXPECT_EQ(memory.calls[0], us(0));
+}
 
- private:
-  StreamId stream_;
-};
-
-// "long" runs 0-100 on the compute stream, "short" 0-30 on the other: unmapping the other
-// stream's segment waits for "short" (30), the device calls take 5 us, "after" issues at 35;
-// unmapping the compute stream's waits for "long" (105).
+// Unmapping the other stream's segment waits for "short" (30), the device calls take 5 us,
+// "after" issues at 35; unmapping the compute stream's waits for "long" (105).
 TEST(Executor, AnUnmapWaitsForItsSegmentsStreamOnly) {
-  const auto after_issue = [](bool compute_segment) {
-    ProgramBuilder b;
-    const StreamId s = b.add_stream("compute");
-    const StreamId other = b.add_stream("other");
-    b.launch(spec("long", s, 100));
-    b.launch(spec("short", other, 30));
-    b.allocate("x", Bytes(1), s, 0);
-    const OpId after = b.launch(spec("after", s, 1));
-    UnmappingMemory memory(compute_segment ? s : other);
-    return execute(b.program(), &memory).ops[after].issue;
-  };
-  EXPECT_EQ(after_issue(false), us(35));
-  EXPECT_EQ(after_issue(true), us(105));
+  SynchronizingMemory other(/*device=*/false, std::uint64_t{1} << 1);
+  EXPECT_EQ(after_issue(other), us(35));
+  SynchronizingMemory compute(/*device=*/false, std::uint64_t{1} << 0);
+  EXPECT_EQ(after_issue(compute), us(105));
 }
 
 TEST(Executor, WaitingOnAnOpIssuedLaterIsADeadlock) {
