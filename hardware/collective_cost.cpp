@@ -105,7 +105,6 @@ double scale_out_fraction(const ClusterSpec& cluster, std::int64_t nodes) {
   return fraction;
 }
 
-// A broadcast's first chunk travels the ring's n-1 hops from the root, as an all-gather's does.
 std::int64_t ring_steps(Collective op, std::int64_t ranks) {
   return op == Collective::kAllReduce ? 2 * (ranks - 1) : ranks - 1;
 }
@@ -206,6 +205,13 @@ Seconds collective_latency(const ClusterSpec& cluster, Collective op, CommGroup 
   check_group(cluster, group);
   if (group.ranks == 1) return Seconds(0.0);
   const std::int64_t nodes = group.ranks / group.ranks_per_node;
+  if (op == Collective::kBroadcast) {
+    // tuning.cc's ring Broadcast: nsteps = nRanks hops of one kind, the network's once the ring
+    // leaves the node (hw[a] = nNodes == 1 ? intraHw[a] : NCCL_HW_NET), all of them when the
+    // channels take different paths (one when they all take the same: not assumed here).
+    const Seconds hop = nodes == 1 ? cluster.nvlink_hop_latency : cluster.network_hop_latency;
+    return cluster.collective_base_latency + hop * static_cast<double>(group.ranks);
+  }
   const std::int64_t steps = ring_steps(op, group.ranks);
   const std::int64_t inter_steps = ring_steps(op, nodes);  // 0 inside one node
   const std::int64_t intra_steps = steps - inter_steps;

@@ -19,8 +19,10 @@ double ring_wire_factor(Collective op, std::int32_t ranks);
 // instead, when that is faster): the first chunk's trip around the ring,
 // collective_base_latency + intra-node steps * nvlink_hop_latency
 //                         + inter-node steps * network_hop_latency,
-// with steps = n-1 (all-gather, reduce-scatter, broadcast) or 2(n-1) (all-reduce), of which nodes-1
-// (or 2(nodes-1)) cross the network (NCCL src/graph/tuning.cc, ncclTopoTuneModel).
+// with steps = n-1 (all-gather, reduce-scatter) or 2(n-1) (all-reduce), of which nodes-1
+// (or 2(nodes-1)) cross the network (NCCL src/graph/tuning.cc, ncclTopoTuneModel); a broadcast
+// pays n hops, all at the network's latency once the group spans nodes (tuning.cc's ring
+// Broadcast with channels on different paths).
 // Zero for a one-rank group. Throws std::invalid_argument for an impossible group.
 Seconds collective_latency(const ClusterSpec& cluster, Collective op, CommGroup group);
 
