@@ -37,9 +37,10 @@
 //   forward before it synced gradients (require_forward_param_sync, set by post_forward outside
 //   no_sync), so every forward but those following a no_sync one. c10d's broadcast_coalesced
 //   (torch/csrc/distributed/c10d/comm.cpp) packs the buffers into buckets of
-//   broadcast_bucket_size (250 MiB), each flattened by a cat on the compute stream and broadcast
-//   from rank 0 on the NCCL stream, two in flight at most; finishing one makes the compute stream
-//   wait for it, copies each buffer back out of it (one copy_ per tensor), and lets it go.
+//   broadcast_bucket_size (250 MiB), each flattened by a cat on the compute stream (a bucket of
+//   one buffer is a view of it: no copy either way) and broadcast from rank 0 on the NCCL stream,
+//   two in flight at most; finishing one makes the compute stream wait for it, copies each
+//   buffer back out of it (one copy_ per tensor), and lets it go.
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -252,7 +253,7 @@ class DdpStep final : private KernelHooks {
   void broadcast_buffers() {
     struct InFlight {
       std::size_t bucket;
-      TensorId flat;
+      std::optional<TensorId> flat;  // none for a bucket of one buffer, broadcast in place
       engine::EventRef done;
     };
     std::vector<InFlight> in_flight;  // oldest first, at most kMaxBroadcastsInFlight
@@ -260,13 +261,14 @@ class DdpStep final : private KernelHooks {
       const InFlight w = in_flight.front();
       in_flight.erase(in_flight.begin());
       const BufferBucket& bucket = buffer_buckets_[w.bucket];
-      const std::string name = "buffers." + std::to_string(w.bucket);
       s_.program().wait_event(s_.compute(), w.done);  // work->wait()
+      if (!w.flat) return;  // unflatten gives the buffer itself: copy_ of a tensor onto itself
       for (const std::int64_t n : bucket.tensors) {
-        s_.copy(name + ".copy_back", s_.compute(), 2 * elements(n, s_.buffer_dtype()),
-                Phase::kForward, static_cast<std::int32_t>(bucket.layer));
+        s_.copy("buffers." + std::to_string(w.bucket) + ".copy_back", s_.compute(),
+                2 * elements(n, s_.buffer_dtype()), Phase::kForward,
+                static_cast<std::int32_t>(bucket.layer));
       }
-      s_.free(w.flat);
+      s_.free(*w.flat, w.done);  // record_stream by ProcessGroupNCCL, as the compress hook's
     };
     for (std::size_t b = 0; b < buffer_buckets_.size(); ++b) {
       if (in_flight.size() >= kMaxBroadcastsInFlight) finish();
@@ -274,9 +276,12 @@ class DdpStep final : private KernelHooks {
       const std::string name = "buffers." + std::to_string(b);
       const auto g = static_cast<std::int32_t>(bucket.layer);
       const Bytes bytes = elements(bucket.numel, s_.buffer_dtype());
-      const TensorId flat =
-          s_.allocate(name + ".flat", bytes, s_.compute(), MemoryCategory::kCommunication);
-      s_.copy(name + ".flatten", s_.compute(), 2 * bytes, Phase::kForward, g);
+      // flatten_dense_tensors of one tensor is a view of it (at::native::flatten_dense_tensors).
+      std::optional<TensorId> flat;
+      if (bucket.tensors.size() > 1) {
+        flat = s_.allocate(name + ".flat", bytes, s_.compute(), MemoryCategory::kCommunication);
+        s_.copy(name + ".flatten", s_.compute(), 2 * bytes, Phase::kForward, g);
+      }
       s_.program().wait_stream(nccl_, s_.compute());
       s_.collective(name + ".broadcast", Collective::kBroadcast, nccl_, world_, bytes,
                     Phase::kForward, g);

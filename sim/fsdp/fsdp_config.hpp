@@ -117,7 +117,10 @@ struct FsdpConfig {
   Dtype reduce_dtype = Dtype::kBf16;
   // FSDP1 only: MixedPrecision.buffer_dtype, the dtype the root's lazy init casts every module
   // buffer to (_cast_buffers_to_dtype_and_device, torch/distributed/fsdp/_runtime_utils.py).
-  // nullopt is PyTorch's None: buffers keep the module's dtype. FSDP2 leaves buffers alone.
+  // nullopt is PyTorch's None: buffers keep the module's dtype. FSDP2 moves buffers to the
+  // device and leaves their dtype alone. (A root unit owning no parameters would cast them back
+  // before each forward, _root_pre_forward; every model with buffers here has a root that owns
+  // its embedding and head.)
   std::optional<Dtype> buffer_dtype;
   // DDP only: DistributedDataParallel(broadcast_buffers), PyTorch's default true.
   bool ddp_broadcast_buffers = true;

@@ -311,12 +311,14 @@ TEST(Executor, ACudaFreeInAnAllocationWaitsForTheDeviceThenCostsItsTime) {
 }
 
 // Unmapping the other stream's segment waits for "short" (30), the device calls take 5 us,
-// "after" issues at 35; unmapping the compute stream's waits for "long" (105).
+// "after" issues at 35; unmapping the compute stream's, or both streams', waits for "long" (105).
 TEST(Executor, AnUnmapWaitsForItsSegmentsStreamOnly) {
   SynchronizingMemory other(/*device=*/false, std::uint64_t{1} << 1);
   EXPECT_EQ(after_issue(other), us(35));
   SynchronizingMemory compute(/*device=*/false, std::uint64_t{1} << 0);
   EXPECT_EQ(after_issue(compute), us(105));
+  SynchronizingMemory both(/*device=*/false, 0b11);
+  EXPECT_EQ(after_issue(both), us(105));
 }
 
 TEST(Executor, WaitingOnAnOpIssuedLaterIsADeadlock) {

@@ -196,45 +196,60 @@ TEST(Ddp, CheckpointedBlocksCastAgainInTheirRecompute) {
   EXPECT_GT(frees[1], head_backward);  // the recompute's: kept until up's gradient
 }
 
-// blocks.0, blocks.1 and the head each hold a 75M-element fp32 buffer (300 MB): every buffer
-// fills a 250 MiB broadcast bucket of its own. On the compute stream each bucket's flatten
-// copies 600 MB (600 us) and its copy back 600 MB; each broadcast moves 300 MB at 1 TB/s
-// (300 us), two in flight: flatten 0 0-600, broadcast 0 600-900; flatten 1 600-1200,
-// broadcast 1 1200-1500; the third bucket first finishes the oldest: copy back 0 1200-1800,
-// flatten 2 1800-2400, broadcast 2 2400-2700; copy back 1 2400-3000, copy back 2 3000-3600.
-// The forward starts after them: the step is 3600 us longer than without buffers.
-models::Workload workload_with_buffers() {
+// blocks.0, blocks.1 and the head each hold one fp32 buffer of `numel` elements.
+models::Workload workload_with_buffers(std::int64_t numel) {
   models::Workload w = testing::tiny_linear_workload();
   for (models::Layer& l : w.layers) {
-    if (l.name != "embedding") l.buffers = {75'000'000};
+    if (l.name != "embedding") l.buffers = {numel};
   }
   return w;
 }
 
+// 75M elements (300 MB): each buffer fills a 250 MiB bucket of its own, broadcast in place (no
+// flatten, no copy back), 300 MB at 1 TB/s = 300 us each, two in flight on the NCCL stream:
+// broadcast 0 0-300, broadcast 1 300-600; the third bucket first finishes the oldest (the compute
+// stream waits for 300), then broadcast 2 600-900. The forward starts once the compute stream has
+// waited for the last: the step is 900 us longer than without buffers.
 TEST(Ddp, BuffersAreBroadcastInBucketsBeforeTheForward) {
-  const models::Workload w = workload_with_buffers();
+  const models::Workload w = workload_with_buffers(75'000'000);
   const SimulationOutput out = simulate_step(input(w), {});
   const auto ops = testing::measured_ops(out);
   EXPECT_EQ(testing::ops_ending_in(out, ".broadcast"),
             (std::vector<std::string>{"buffers.0", "buffers.1", "buffers.2"}));
-  EXPECT_EQ(span(ops, "buffers.0.broadcast"), std::make_pair(us(600), us(900)));
-  EXPECT_EQ(span(ops, "buffers.1.broadcast"), std::make_pair(us(1200), us(1500)));
-  EXPECT_EQ(span(ops, "buffers.2.flatten"), std::make_pair(us(1800), us(2400)));
-  EXPECT_EQ(span(ops, "buffers.2.broadcast"), std::make_pair(us(2400), us(2700)));
-  EXPECT_EQ(span(ops, "embedding.fwd.lookup").first, us(3600));
+  EXPECT_TRUE(testing::ops_ending_in(out, ".flatten").empty());
+  EXPECT_TRUE(testing::ops_ending_in(out, ".copy_back").empty());
+  EXPECT_EQ(span(ops, "buffers.0.broadcast"), std::make_pair(us(0), us(300)));
+  EXPECT_EQ(span(ops, "buffers.1.broadcast"), std::make_pair(us(300), us(600)));
+  EXPECT_EQ(span(ops, "buffers.2.broadcast"), std::make_pair(us(600), us(900)));
+  EXPECT_EQ(span(ops, "embedding.fwd.lookup").first, us(900));
   const models::Workload plain = testing::tiny_linear_workload();
-  EXPECT_EQ(out.timeline.makespan, simulate_step(input(plain), {}).timeline.makespan + us(3600));
+  const SimulationOutput without = simulate_step(input(plain), {});
+  EXPECT_EQ(out.timeline.makespan, without.timeline.makespan + us(900));
   // Replicated on every rank, in the modules' fp32.
   const auto params = [](const SimulationOutput& o) {
     return o.schedule.baseline[static_cast<std::size_t>(memory::MemoryCategory::kParameters)];
   };
-  EXPECT_EQ(params(out) - params(simulate_step(input(plain), {})), Bytes(900'000'000));
+  EXPECT_EQ(params(out) - params(without), Bytes(900'000'000));
+}
+
+// 25M elements (100 MB): the three buffers share one bucket (it reaches 250 MiB with the third),
+// flattened on the compute stream (2 x 300 MB: 0-600), broadcast 600-900, then copied back one
+// by one (200 us each: 900-1100, -1300, -1500); the forward starts at 1500.
+TEST(Ddp, BuffersSharingABucketAreFlattenedAndCopiedBack) {
+  const models::Workload w = workload_with_buffers(25'000'000);
+  const SimulationOutput out = simulate_step(input(w), {});
+  const auto ops = testing::measured_ops(out);
+  EXPECT_EQ(span(ops, "buffers.0.flatten"), std::make_pair(us(0), us(600)));
+  EXPECT_EQ(span(ops, "buffers.0.broadcast"), std::make_pair(us(600), us(900)));
+  EXPECT_EQ(testing::count_ops_ending_in(out, ".copy_back"),
+            (std::map<std::string, int>{{"buffers.0", 3}}));
+  EXPECT_EQ(span(ops, "embedding.fwd.lookup").first, us(1500));
 }
 
 // require_forward_param_sync: under no_sync only the first forward of a step follows a synced
 // one; without it every forward does; broadcast_buffers false broadcasts nothing.
 TEST(Ddp, OnlyForwardsAfterASyncedOneBroadcastBuffers) {
-  const models::Workload w = workload_with_buffers();
+  const models::Workload w = workload_with_buffers(75'000'000);
   const auto broadcasts = [&](bool no_sync, bool broadcast) {
     ScheduleInput in = input(w);
     in.training.global_batch = 6;  // three micro-batches
