@@ -60,6 +60,8 @@ std::int64_t parameter_count(const TransformerSpec& spec) {
   return embedding_numel(spec) + spec.n_layers * block_numel(spec) + head_numel(spec);
 }
 
+bool has_buffers(const TransformerSpec& spec) { return spec.causal_mask_buffer; }
+
 std::int64_t block_count(const TransformerSpec& spec) {
   if (spec.family != ModelFamily::kCustom) return spec.n_layers + spec.n_decoder_layers;
   std::int64_t blocks = 0;

@@ -176,6 +176,9 @@ std::int64_t parameter_count(const TransformerSpec& spec);
 // fsdp_unit.
 std::int64_t block_count(const TransformerSpec& spec);
 
+// Whether the layers a spec builds hold module buffers (Layer::buffers), without building them.
+bool has_buffers(const TransformerSpec& spec);
+
 // One more tensor alive at a layer's forward or backward transient peak (no-op for 0 bytes).
 enum class Pass : std::uint8_t { kForward, kBackward };
 void add_transient(Layer& layer, Pass pass, Bytes bytes);

@@ -86,8 +86,8 @@ std::string parallelism_line(const Scenario& s) {
   if (s.training.parallelism == fsdp::Parallelism::kDdp) {
     const std::string buckets = f.ddp_bucket_cap_mb ? fmt::format("{} MiB", *f.ddp_bucket_cap_mb)
                                                     : std::string("25 MiB (the first 1 MiB)");
-    // Only a model with buffers (minGPT's masks) has anything to broadcast.
-    const std::string buffers = !s.model.causal_mask_buffer ? std::string()
+    // Only a model with buffers has anything to broadcast.
+    const std::string buffers = !models::has_buffers(s.model) ? std::string()
                                 : f.ddp_broadcast_buffers
                                     ? std::string(", buffers broadcast before synced forwards")
                                     : std::string(", buffers not broadcast");

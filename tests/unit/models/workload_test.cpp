@@ -40,7 +40,9 @@ TEST(BuildWorkload, MinGptBlocksHoldTheirCausalMaskBuffer) {
   TransformerSpec spec = testing::tiny_gpt();
   for (const Layer& l : build_workload(spec, testing::options(1, 8)).layers)
     EXPECT_TRUE(l.buffers.empty()) << l.name;
+  EXPECT_FALSE(has_buffers(spec));
   spec.causal_mask_buffer = true;
+  EXPECT_TRUE(has_buffers(spec));
   const Workload w = build_workload(spec, testing::options(1, 4));
   for (const Layer& l : w.layers) {
     EXPECT_EQ(l.buffers, l.kind == LayerKind::kBlock ? std::vector<std::int64_t>{8 * 8}
