@@ -214,13 +214,14 @@ def measure(run, args, device, rank):
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     torch.cuda.reset_accumulated_memory_stats()  # num_alloc_retries: the timed steps' only
-    times, phases = [], []
+    times, phases, retries = [], [], []
     for _ in range(args.steps):
         marks = events()
         loss = step(marks)
         marks[3].synchronize()
         times.append(marks[0].elapsed_time(marks[3]) / 1e3)
         phases.append([marks[i].elapsed_time(marks[i + 1]) / 1e3 for i in range(3)])
+        retries.append(torch.cuda.memory_stats().get("num_alloc_retries", 0) - sum(retries))
     stats = torch.cuda.memory_stats()
     if not math.isfinite(loss.item()):
         raise RuntimeError(f"{run['name']}: loss is {loss.item()}")
@@ -235,12 +236,45 @@ def measure(run, args, device, rank):
         "max_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
         "max_reserved_gib": torch.cuda.max_memory_reserved() / 2**30,
         "num_alloc_retries": stats.get("num_alloc_retries", 0),  # over the timed steps
+        "alloc_retries_per_step": retries,
+        # The caching allocator's cudaMalloc and cudaFree calls over the timed steps.
+        "num_device_alloc": stats.get("num_device_alloc", 0),
+        "num_device_free": stats.get("num_device_free", 0),
         "loss": loss.item(),
     }
+    if run.get("trace_allocations", False):
+        result["allocation_trace"] = trace_one_step(lambda: step(events()), device)
     del model, optimizer, tokens, labels, loss
     gc.collect()
     torch.cuda.empty_cache()
     return result
+
+
+def trace_one_step(step, device):
+    """The caching allocator's events over one more (untimed) step, from its memory history
+    (torch.cuda.memory._record_memory_history, python stacks): each event as [action, bytes,
+    stream, frame], where frame indexes "frames": the stack's frames in this file (the model
+    lines that asked for the memory; none for the autograd engine's thread, which runs backward
+    without a Python stack) and its first frame, joined by " | ". It is the order in which PyTorch
+    allocates and frees a step's tensors, to check fsdpsim's allocation points against."""
+    torch.cuda.synchronize()
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
+    step()
+    torch.cuda.synchronize()
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    frames, frame_ids, events = [], {}, []
+    here = os.path.basename(__file__)
+    for event in snapshot["device_traces"][torch.device(device).index or 0]:
+        stack = event.get("frames") or []
+        shown = [f for f in stack if os.path.basename(f["filename"]) == here] + stack[:1]
+        key = " | ".join(f"{os.path.basename(f['filename'])}:{f['line']}:{f['name']}"
+                         for f in shown)
+        if key not in frame_ids:
+            frame_ids[key] = len(frames)
+            frames.append(key)
+        events.append([event["action"], event["size"], event.get("stream", 0), frame_ids[key]])
+    return {"frames": frames, "events": events}
 
 
 def sdpa_default_backend(device):
