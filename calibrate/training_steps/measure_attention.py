@@ -4,12 +4,14 @@
 fsdpsim prices attention from the flash kernels' published rates (hardware/kernel_time.cpp);
 this measures what PyTorch's own kernels do here, per backend (the default dispatch, FLASH and
 CUDNN forced), for bf16 q, k, v of shape (batch, heads, seq, head_dim) with 65,536 tokens per
-call. Each figure is the median of --repeats CUDA-event timings after --warmup untimed calls;
+call, or the shapes given with --shape (a training step's own, or a sweep of head dims). Each
+figure is the median of --repeats CUDA-event timings after --warmup untimed calls;
 backward is the forward+backward time minus the forward time. Achieved TFLOP/s count the causal
 half of the 4*b*h*s^2*d forward FLOPs (FlashAttention-2 paper, Sec. 4.1) and 2.5 times that for
 backward (five matmuls against two).
 
     python3 measure_attention.py --json attention.json
+    python3 measure_attention.py --json mine.json --backend cudnn --shape 1,12,16384,128
 """
 import argparse
 import contextlib
@@ -46,8 +48,18 @@ def timed(fn, warmup, repeats):
     return statistics.median(times)
 
 
-def measure(heads, head_dim, seq, backend, warmup, repeats):
-    batch = TOKENS // seq
+def shape(text):
+    """--shape BATCH,HEADS,SEQ,HEAD_DIM"""
+    try:
+        batch, heads, seq, head_dim = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected BATCH,HEADS,SEQ,HEAD_DIM, found {text!r}")
+    if min(batch, heads, seq, head_dim) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive sizes, found {text!r}")
+    return batch, heads, seq, head_dim
+
+
+def measure(batch, heads, head_dim, seq, backend, warmup, repeats):
     q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
                            requires_grad=True) for _ in range(3))
     grad = torch.randn_like(q)
@@ -73,14 +85,23 @@ def main():
     parser.add_argument("--json", required=True)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--backend", action="append", choices=sorted(BACKENDS),
+                        help="a backend to time (repeatable; default: all three)")
+    parser.add_argument("--shape", action="append", type=shape,
+                        help="BATCH,HEADS,SEQ,HEAD_DIM to time (repeatable; default: head dim "
+                             "128 at 1,024-65,536 tokens and two head-dim-64 shapes, 65,536 "
+                             "tokens per call)")
     args = parser.parse_args()
+    shapes = args.shape or [(TOKENS // seq, heads, seq, head_dim) for heads, head_dim, seq in SHAPES]
     results = []
-    for name, backend in BACKENDS.items():
-        for heads, head_dim, seq in SHAPES:
+    for name in args.backend or list(BACKENDS):
+        backend = BACKENDS[name]
+        for batch, heads, seq, head_dim in shapes:
             try:
-                r = measure(heads, head_dim, seq, backend, args.warmup, args.repeats)
+                r = measure(batch, heads, head_dim, seq, backend, args.warmup, args.repeats)
             except RuntimeError as e:  # a backend that refuses the shape
-                r = {"heads": heads, "head_dim": head_dim, "seq": seq, "error": str(e).splitlines()[0]}
+                r = {"batch": batch, "heads": heads, "head_dim": head_dim, "seq": seq,
+                     "error": str(e).splitlines()[0]}
             r["backend"] = name
             results.append(r)
             print(json.dumps(r), flush=True)

@@ -12,7 +12,8 @@ block (checkpoint_wrapper, as torchtitan's `ac.mode = "full"`) and optional torc
 block (a run's "compiled": true; torchtitan's apply_compile: after checkpointing, before
 fully_shard). A run's "memory_fraction" caps the caching allocator for that run with
 torch.cuda.set_per_process_memory_fraction, to measure steps that fit only after cudaMalloc
-retries (h200_runs_retries.json).
+retries (h200_runs_retries.json). A run's "trace_allocations" records one more step's allocation
+history, its "profile_kernels" one more step's GPU kernels (torch.profiler), both in --json.
 
 Each run of --runs is trained for --warmup untimed steps, then --steps timed steps. A step is
 timed with CUDA events around forward, backward and the optimizer step; the median of the steps
@@ -244,6 +245,8 @@ def measure(run, args, device, rank):
     }
     if run.get("trace_allocations", False):
         result["allocation_trace"] = trace_one_step(lambda: step(events()), device)
+    if run.get("profile_kernels", False):
+        result["kernel_profile"] = profile_one_step(lambda: step(events()))
     del model, optimizer, tokens, labels, loss
     gc.collect()
     torch.cuda.empty_cache()
@@ -275,6 +278,32 @@ def trace_one_step(step, device):
             frames.append(key)
         events.append([event["action"], event["size"], event.get("stream", 0), frame_ids[key]])
     return {"frames": frames, "events": events}
+
+
+def profile_one_step(step):
+    """The GPU kernels of one more (untimed) step, from torch.profiler: per kernel name, the
+    number of launches and their total time in microseconds, heaviest first; and the step's
+    kernel time in all. It splits a step's time among GEMMs, attention and the rest, to check
+    fsdpsim's price of each against."""
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as scratch:  # the Chrome trace: a stable format
+        trace = os.path.join(scratch, "trace.json")
+        prof.export_chrome_trace(trace)
+        with open(trace) as f:
+            events = json.load(f)["traceEvents"]
+    kernels = {}
+    for event in events:
+        if event.get("cat") == "kernel" and "dur" in event:
+            count, total = kernels.get(event["name"], (0, 0.0))
+            kernels[event["name"]] = (count + 1, total + float(event["dur"]))
+    ranked = sorted(kernels.items(), key=lambda kv: -kv[1][1])
+    return {"kernel_us": sum(total for _, (_, total) in ranked),
+            "kernels": [[name, count, round(total, 1)] for name, (count, total) in ranked]}
 
 
 def sdpa_default_backend(device):
