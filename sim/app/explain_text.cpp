@@ -126,8 +126,9 @@ std::string explanation_text(const Explanation& e, std::size_t top) {
     out += fmt::format(
         "allocator       {} per step: each time the caching allocator synchronized "
         "the device and freed its cache; its cudaMalloc/cudaFree calls take {} of the critical "
-        "path at the preset's prices (hardware.node.cuda_malloc_us, not measured unless a "
-        "calibration profile timed them), so this step time is less certain\n",
+        "path, priced by segment size (a calibration profile's timings, else the preset's "
+        "hardware.node.cuda_malloc_us and _per_GiB, timed on an H200), and how often the real "
+        "allocator retries depends on fragmentation, so this step time is less certain\n",
         cuda_malloc_retries(r.reserved.alloc_retries), format_time(e.critical_path.cpu_allocator));
   }
   out += fmt::format("wall time       compute stream {}, exposed communication {}, idle {}\n\n",

@@ -374,9 +374,10 @@ std::string ValidationReport::markdown() const {
   md += group_table("predicted allocator state", s.by_allocator, allocator_order(s.by_allocator));
   md +=
       "\nA predicted step with cudaMalloc retries fits only after the caching allocator has freed "
-      "its cache and synchronized the device; fsdpsim prices those calls with its preset's "
-      "cudaMalloc/cudaFree constants unless a calibration profile measured them, so such "
-      "predictions are less certain than the others.\n";
+      "its cache and synchronized the device; fsdpsim prices those calls by segment size (a "
+      "calibration profile's timings, else the preset's, timed on an H200), but how often the "
+      "real allocator retries depends on how fragmented its cache is, so such predictions are "
+      "less certain than the others.\n";
   for (const std::string& column : context.group_by) {
     const auto found = s.by_column.find(column);
     if (found == s.by_column.end()) continue;  // no row prints tokens/s
