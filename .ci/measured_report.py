@@ -297,7 +297,9 @@ def kernels_section(binary, preset):
                          "cudnn_attention_forward_speedup"]
         return efficiency * seq / (seq + half) * speedup * peak
 
-    lines += ["", "cuDNN at the shapes the runs train (batch, heads, tokens, head dim), against "
+    lines += norms_section(folder, preset, measured) + sustained_gemm_section(folder, fraction)
+    lines += ["## Attention kernels at the runs' shapes", "",
+              "cuDNN at the shapes the runs train (batch, heads, tokens, head dim), against "
               "the preset's rate as a kernel benchmark and as a training step prices it (times "
               f"`sustained_compute_fraction` {fraction}):", "",
               "| shape | fwd TFLOP/s | preset | in a step | bwd TFLOP/s | preset | in a step |",
@@ -310,6 +312,88 @@ def kernels_section(binary, preset):
                      f"{r['forward_tflops']:.0f} | {fwd:.0f} | {fwd * fraction:.0f} | "
                      f"{r['backward_tflops']:.0f} | {bwd:.0f} | {bwd * fraction:.0f} |")
     return lines + [""]
+
+
+def layer_norm_rates(measured):
+    """TB/s of the LayerNorm kernels in the profiled MPT steps (bf16 rows of the model width):
+    the forward (2 passes), the input gradient (3) and the weight gradient (2)."""
+    passes = {"vectorized_layer_norm_kernel": ("forward", 2),
+              "layer_norm_grad_input_kernel": ("input gradient", 3),
+              "GammaBetaBackward": ("weight gradient", 2)}
+    rates = {name: [] for name, _ in passes.values()}
+    for result in measured["results"]:
+        run = result["run"]
+        if run["model_family"] != "mpt":
+            continue
+        tensor = run["seq_len"] * run["micro_batch"] * run["d_model"] * 2
+        for kernel, count, total_us in result["kernel_profile"]["kernels"]:
+            for key, (name, n) in passes.items():
+                if key in kernel:
+                    rates[name].append(n * tensor * count / (total_us * 1e-6) / 1e12)
+    def spread(r):
+        low, high = f"{min(r):.1f}", f"{max(r):.1f}"
+        return low if low == high else f"{low}-{high}"
+    return ", ".join(f"{name} {spread(r)} TB/s" for name, r in rates.items())
+
+
+def norms_section(folder, preset, measured):
+    """PyTorch's LayerNorm and RMSNorm kernels across widths against fsdpsim's bandwidth price
+    (models/kernel_factory.cpp: forward reads x, writes y; backward reads dy and x, writes dx)."""
+    bandwidth = preset["hbm_bandwidth_GBps"] * preset["memory_efficiency"] * 1e9
+    lines = ["## Normalization kernels", "",
+             "The same session, `measure_norms.py` (`kernels/norms-*.json`): `nn.LayerNorm` "
+             "and `nn.RMSNorm` on bf16 inputs, forward and backward (forward+backward minus "
+             "forward), in microseconds, next to fsdpsim's price: its bytes (2 passes of the "
+             "input forward, 3 backward, plus statistics and weights) over "
+             f"{bandwidth / 1e9:.0f} GB/s (`hbm_bandwidth_GBps` x `memory_efficiency`). "
+             "PyTorch's backward is two kernels (`layer_norm_kernel.cu`): the input gradient "
+             "and the weight gradient, a column reduction that reads dy and x again. Each "
+             "figure times one call between two CUDA events, so it includes whatever part of "
+             "the host's launch the GPU waits for: at 16,384 rows (`norms-16384.json`) the "
+             "narrow widths all take 50-70 us forward, launch-bound; the table shows 65,536 "
+             "rows, where the kernels take longer than their launch. The kernel profiles above "
+             "time the kernels alone in the MPT steps (widths 1,536-2,048): LayerNorm "
+             f"{layer_norm_rates(measured)}.", "",
+             "| norm | rows | width | fwd us | fsdpsim | bwd us | fsdpsim |",
+             "|---|---|---|---|---|---|---|"]
+    for name in ("norms-65536.json",):
+        for r in json.load(open(folder / name))["results"]:
+            act = r["rows"] * r["width"] * 2
+            stat_vectors = 2 if r["kind"] == "layer_norm" else 1
+            stats = r["rows"] * stat_vectors * 4
+            params = stat_vectors * r["width"] * 2
+            forward = (2 * act + stats + params) / bandwidth
+            backward = (3 * act + stats + r["width"] * 2 + params) / bandwidth
+            lines.append(f"| {r['kind']} | {r['rows']} | {r['width']} | "
+                         f"{r['forward_s'] * 1e6:.0f} | {forward * 1e6:.0f} | "
+                         f"{r['backward_s'] * 1e6:.0f} | {backward * 1e6:.0f} |")
+    return lines + [""]
+
+
+def sustained_gemm_section(folder, fraction):
+    """A minute and more of back-to-back GEMMs: the rate a GPU holds at its power limit."""
+    data = json.load(open(folder / "sustained-gemm.json"))
+    windows = data["windows"]
+    rates = [w["tflops"] for w in windows]
+    clocks = [w["sm_clock_mhz"] for w in windows if "sm_clock_mhz" in w]
+    power = [w["power_w"] for w in windows if "power_w" in w]
+    harness = [g["tflops"] for g in json.load(open(DATA / "retries/calibration.json"))["gemms"]
+               if g["dtype"] == "bf16" and min(g["m"], g["n"], g["k"]) >= 2048]
+    n = data["size"]
+    return ["## GEMMs held for two minutes", "",
+            f"`measure_sustained_gemm.py` (`kernels/sustained-gemm.json`): {n}x{n}x{n} bf16 "
+            f"products on random data back to back for {windows[-1]['t_s']:.0f} s: "
+            f"{min(rates):.0f}-{max(rates):.0f} TFLOP/s in every 5 s window from the first, "
+            f"the SM clock at {min(clocks):.0f}-{max(clocks):.0f} MHz (1980 MHz at most) and "
+            f"{min(power):.0f}-{max(power):.0f} W drawn of the 700 W limit. The harness's GEMMs "
+            "of at least 2,048 on every side, timed 10 at a time on the same GPU "
+            "(`retries/calibration.json`), ran at "
+            f"{statistics.median(harness):.0f} TFLOP/s (median of {len(harness)}): held at its "
+            f"power limit the GPU keeps {statistics.mean(rates) / statistics.median(harness):.2f} "
+            "of a short benchmark's rate, close to `sustained_compute_fraction` "
+            f"({fraction}), while the training steps above, half of whose GPU time is not "
+            "GEMMs, ran their GEMMs at the short-benchmark rates fsdpsim's GEMM model gives.",
+            ""]
 
 
 def mape(table, key, invert=False):

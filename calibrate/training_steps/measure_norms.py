@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Time PyTorch's LayerNorm and RMSNorm forward and backward on this GPU across widths.
+
+fsdpsim prices a normalization as one memory-bound kernel per pass: bytes over the HBM
+bandwidth (models/kernel_factory.cpp). PyTorch runs its native kernels
+(aten/src/ATen/native/cuda/layer_norm_kernel.cu): a forward that reads x and writes y, and a
+backward of two kernels, the input gradient (reads dy and x, writes dx) and the weight (and
+bias) gradient, a column reduction over the rows that reads dy and x again. This times them for
+bf16 inputs of --rows rows at each width: each figure is the median of --repeats CUDA-event
+timings after --warmup untimed calls; backward is the forward+backward time minus the forward
+time; effective bandwidth counts 2 passes of the input forward and 5 backward.
+
+    python3 measure_norms.py --json norms.json
+"""
+import argparse
+import json
+import os
+import statistics
+
+from torch_required import exit_without_torch
+
+exit_without_torch(__doc__, "measure_norms.py", "PyTorch with torch.nn.RMSNorm (torch 2.4 or later)")
+
+import torch  # noqa: E402 (after the check above)
+
+WIDTHS = (768, 1024, 1536, 2048, 2560, 3072, 4096, 5120, 7168, 8192)
+
+
+def timed(fn, warmup, repeats):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def measure(kind, rows, width, warmup, repeats):
+    norm = (torch.nn.LayerNorm if kind == "layer_norm" else torch.nn.RMSNorm)(
+        width, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(rows, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn_like(x)
+
+    def forward():
+        return norm(x)
+
+    def forward_backward():
+        norm(x).backward(grad)
+
+    forward_s = timed(forward, warmup, repeats)
+    backward_s = timed(forward_backward, warmup, repeats) - forward_s
+    tensor = rows * width * 2
+    return {"kind": kind, "rows": rows, "width": width, "forward_s": forward_s,
+            "backward_s": backward_s, "forward_GBps": 2 * tensor / forward_s / 1e9,
+            "backward_GBps": 5 * tensor / backward_s / 1e9}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", required=True)
+    parser.add_argument("--rows", type=int, default=16384)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    results = []
+    for kind in ("layer_norm", "rms_norm"):
+        for width in WIDTHS:
+            r = measure(kind, args.rows, width, args.warmup, args.repeats)
+            results.append(r)
+            print(json.dumps(r), flush=True)
+    with open(f"{args.json}.tmp", "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "dtype": "bf16", "results": results}, f, indent=1)
+    os.replace(f"{args.json}.tmp", args.json)
+
+
+if __name__ == "__main__":
+    main()
