@@ -31,6 +31,9 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
   out["reserved_model"] = r.models_reserved ? "caching_allocator" : "lower_bound_active";
   out["fragmentation_gib"] = round6(to_gib(r.reserved.fragmentation_at_peak));
   out["num_alloc_retries"] = r.reserved.alloc_retries;
+  // The allocator's device calls in the measured step, as torch.cuda.memory_stats() counts them.
+  out["num_device_alloc"] = r.reserved.device_allocs;
+  out["num_device_free"] = r.reserved.device_frees;
   out["usable_mem_gib"] = round6(to_gib(r.usable_memory));
   out["oom_reason"] = r.oom_reason;
   out["world_size"] = cluster.world_size();

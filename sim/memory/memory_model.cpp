@@ -6,13 +6,6 @@
 #include <utility>
 
 namespace fsdpsim::memory {
-namespace {
-
-std::int64_t device_calls(const AllocatorStats& s) {
-  return s.num_device_alloc + s.num_device_free;
-}
-
-}  // namespace
 
 MemoryModel::DeviceCalls MemoryModel::device_calls_so_far() const {
   const AllocatorStats& s = allocator_->stats();
@@ -94,7 +87,7 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     tracker_.reset_peaks(time);
     if (allocator_ && !reserved_.out_of_memory) {
       retries_at_measure_ = allocator_->stats().num_alloc_retries;
-      calls_at_measure_ = device_calls(allocator_->stats());
+      calls_at_measure_ = device_calls_so_far();
       reserved_.peak_reserved = Bytes(0);
     }
   }
@@ -136,7 +129,9 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     unmapped_before_synchronize_ = 0;
     outcome.cpu_cost = device_call_time(before);
     reserved_.alloc_retries = allocator_->stats().num_alloc_retries - retries_at_measure_;
-    reserved_.device_calls = device_calls(allocator_->stats()) - calls_at_measure_;
+    const DeviceCalls now = device_calls_so_far();
+    reserved_.device_allocs = now.allocs - calls_at_measure_.allocs;
+    reserved_.device_frees = now.frees - calls_at_measure_.frees;
   }
   note_reserved(time);
   tracker_.on_allocate(time, tensor, info);

@@ -37,7 +37,10 @@ struct ReservedStats {
   // memory was at its peak: the least of reserved - active over the instants of peak_reserved.
   Bytes fragmentation_at_peak{0};
   std::int64_t alloc_retries = 0;  // num_alloc_retries during the measured step
-  std::int64_t device_calls = 0;   // cudaMalloc + cudaFree during the measured step
+  // The allocator's cudaMalloc and cudaFree calls (or expandable segments' maps and unmaps)
+  // during the measured step: torch.cuda.memory_stats()'s num_device_alloc / num_device_free.
+  std::int64_t device_allocs = 0;
+  std::int64_t device_frees = 0;
   bool out_of_memory = false;
   // The tensor whose allocation failed first; empty when it was the state held before the step
   // (oom_message then names which).
@@ -90,7 +93,7 @@ class MemoryModel final : public engine::MemoryObserver {
   std::uint64_t unmapped_before_synchronize_ = 0;
   ReservedStats reserved_;
   std::int64_t retries_at_measure_ = 0;
-  std::int64_t calls_at_measure_ = 0;
+  DeviceCalls calls_at_measure_;
   bool measuring_ = true;
   SimTime measured_since_;
 };

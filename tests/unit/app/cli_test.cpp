@@ -438,6 +438,12 @@ TEST(Cli, MemoryFractionCapsWhatTheAllocatorMayHold) {
   EXPECT_EQ(fifth["num_alloc_retries"], 0);
   EXPECT_EQ(tight["status"], "ok");
   EXPECT_GT(tight["num_alloc_retries"].get<int>(), 0);
+  // Without retries the warm cache serves the measured step: no device calls. Each retry frees
+  // cached segments, which the rest of the step cudaMallocs again.
+  EXPECT_EQ(whole["num_device_alloc"], 0);
+  EXPECT_EQ(whole["num_device_free"], 0);
+  EXPECT_GT(tight["num_device_free"].get<int>(), 0);
+  EXPECT_GE(tight["num_device_alloc"].get<int>(), tight["num_alloc_retries"].get<int>());
   EXPECT_LE(tight["peak_mem_reserved_gib"].get<double>(), tight["usable_mem_gib"].get<double>());
   EXPECT_GT(tight["step_time_s"].get<double>(), whole["step_time_s"].get<double>());
   EXPECT_EQ(tenth["status"], "oom");
