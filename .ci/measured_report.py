@@ -402,7 +402,28 @@ def sustained_gemm_section(folder, fraction):
             "of a short benchmark's rate, close to `sustained_compute_fraction` "
             f"({fraction}), while the training steps above, half of whose GPU time is not "
             "GEMMs, ran their GEMMs at the short-benchmark rates fsdpsim's GEMM model gives.",
-            ""]
+            ""] + duty_table(folder, statistics.median(harness))
+
+
+def duty_table(folder, short_rate):
+    """The products interleaved with copies (measure_sustained_gemm.py --duty): the lighter the
+    load, the more of its clock the GPU keeps under its power limit."""
+    lines = ["With copies between batches of products (`--duty`, "
+             "`kernels/sustained-gemm-duty-*.json`, 20 s each), the share of the GPU's time in "
+             "the products against the products' rate:", "",
+             "| products' share of GPU time | TFLOP/s | of the short GEMMs' | SM clock MHz | W |",
+             "|---|---|---|---|---|"]
+    runs = sorted((json.load(open(f)) for f in folder.glob("sustained-gemm-duty-*.json")),
+                  key=lambda r: -r["duty"])
+    for run in runs:
+        last = run["windows"][-1]  # past the first window's warm-up
+        lines.append(f"| {last['duty']:.2f} | {last['tflops']:.0f} | "
+                     f"{last['tflops'] / short_rate:.2f} | {last.get('sm_clock_mhz', 0):.0f} | "
+                     f"{last.get('power_w', 0):.0f} |")
+    return lines + ["", "The copies draw power too, so the GPU stays near its limit at every "
+                    "share, but the less of its time goes to products the higher the clock it "
+                    "holds for them. fsdpsim's `sustained_compute_fraction` is one number for "
+                    "every step whatever its mix of kernels.", ""]
 
 
 def mape(table, key, invert=False):
