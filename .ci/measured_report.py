@@ -277,9 +277,9 @@ def kernels_section(binary, preset):
               f"`sustained_compute_fraction` ({fraction}, fitted on published multi-GPU runs); "
               f"without it its GEMMs would be {min(unslowed) * 100:+.0f} to "
               f"{max(unslowed) * 100:+.0f} % off: on this single GPU the GEMMs run at the "
-              "rates of fsdpsim's GEMM model alone. The step times agree within a few per cent because "
-              "these errors offset one another: the step-level accuracy of the sets above is "
-              "not yet accuracy kernel by kernel.", ""]
+              "rates of fsdpsim's GEMM model alone. The step times agree within a few per "
+              "cent because these errors offset one another: the step-level accuracy of the "
+              "sets above is not yet accuracy kernel by kernel.", ""]
 
     peak = preset["peak_dense_tflops"]["bf16"]
     shapes = json.load(open(folder / "attention-shapes.json"))["results"]
@@ -306,8 +306,7 @@ def kernels_section(binary, preset):
                          "cudnn_attention_forward_speedup"]
         return efficiency * seq / (seq + half) * speedup * peak
 
-    lines += norms_section(folder, preset, measured) + sustained_gemm_section(folder, fraction)
-    lines += ["## Attention kernels at the runs' shapes", "",
+    lines += ["", "## Attention kernels at the runs' shapes", "",
               "cuDNN at the shapes the runs train (batch, heads, tokens, head dim), against "
               "the preset's rate as a kernel benchmark and as a training step prices it (times "
               f"`sustained_compute_fraction` {fraction}):", "",
@@ -320,7 +319,8 @@ def kernels_section(binary, preset):
         lines.append(f"| {r['batch']}, {r['heads']}, {r['seq']}, {r['head_dim']} | "
                      f"{r['forward_tflops']:.0f} | {fwd:.0f} | {fwd * fraction:.0f} | "
                      f"{r['backward_tflops']:.0f} | {bwd:.0f} | {bwd * fraction:.0f} |")
-    return lines + [""]
+    return (lines + [""] + norms_section(folder, preset, measured)
+            + sustained_gemm_section(folder, fraction))
 
 
 def layer_norm_rates(measured):
