@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 
 from torch_required import exit_without_torch
 
@@ -28,24 +27,12 @@ import torch  # noqa: E402 (after the check above)
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
+from cuda_timing import timed  # noqa: E402
+
 SHAPES = [(32, 128, s) for s in (1024, 2048, 4096, 8192, 16384, 32768, 65536)] + [
     (16, 64, 2048), (16, 64, 8192)]
 BACKENDS = {"default": None, "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 TOKENS = 65536
-
-
-def timed(fn, warmup, repeats):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
 
 
 def shape(text):

@@ -15,7 +15,6 @@ time; effective bandwidth counts 2 passes of the input forward and 5 backward.
 import argparse
 import json
 import os
-import statistics
 
 from torch_required import exit_without_torch
 
@@ -23,21 +22,9 @@ exit_without_torch(__doc__, "measure_norms.py", "PyTorch with torch.nn.RMSNorm (
 
 import torch  # noqa: E402 (after the check above)
 
+from cuda_timing import timed  # noqa: E402
+
 WIDTHS = (768, 1024, 1536, 2048, 2560, 3072, 4096, 5120, 7168, 8192)
-
-
-def timed(fn, warmup, repeats):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
 
 
 def measure(kind, rows, width, warmup, repeats):
