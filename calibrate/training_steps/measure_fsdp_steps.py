@@ -35,6 +35,7 @@ import os
 import re
 import statistics
 import sys
+import tempfile
 
 from torch_required import exit_without_torch
 
@@ -47,6 +48,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper  # noqa: E402
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 CSV_COLUMNS = (
     "case_id,source,source_detail,model_family,model,n_layers,d_model,n_heads,n_kv_heads,ffn_dim,"
@@ -285,8 +287,6 @@ def profile_one_step(step):
     number of launches and their total time in microseconds, heaviest first; and the step's
     kernel time in all. It splits a step's time among GEMMs, attention and the rest, to check
     fsdpsim's price of each against."""
-    import tempfile
-    from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         step()
