@@ -203,6 +203,21 @@ MODEL_GEMM = re.compile(r"\.fwd\.(q|k|v|o|gate|up|down|qkv|attn_out|mlp_up|mlp_d
 MODEL_ATTENTION = re.compile(r"\.fwd\.attn$|\.bwd\.attn_bwd$")
 
 
+def preset_attention_rates(preset, backend, seq):
+    """The preset's attention rate in TFLOP/s, forward and backward, as a kernel benchmark
+    (hardware/kernel_time.cpp, before sustained_compute_fraction): efficiency x s / (s +
+    seq_half) x peak, times cuDNN's speedup for the cuDNN backend."""
+    peak = preset["peak_dense_tflops"]["bf16"]
+    rates = []
+    for pass_ in ("forward", "backward"):
+        rate = (preset[f"attention_{pass_}_efficiency"] * seq
+                / (seq + preset[f"attention_{pass_}_seq_half"]) * peak)
+        if backend == "cudnn":
+            rate *= preset[f"cudnn_attention_{pass_}_speedup"]
+        rates.append(rate)
+    return tuple(rates)
+
+
 def measured_kind(kernel):
     if kernel.startswith("nvjet") or "gemm" in kernel.lower() or "splitKreduce" in kernel:
         return "gemm"
@@ -281,7 +296,6 @@ def kernels_section(binary, preset):
               "cent because these errors offset one another: the step-level accuracy of the "
               "sets above is not yet accuracy kernel by kernel.", ""]
 
-    peak = preset["peak_dense_tflops"]["bf16"]
     shapes = json.load(open(folder / "attention-shapes.json"))["results"]
     ok = [r for r in shapes if "error" not in r]
     by = {(r["backend"], r["batch"], r["heads"], r["seq"], r["head_dim"]): r for r in ok}
@@ -298,14 +312,6 @@ def kernels_section(binary, preset):
             cells += [f"{r['forward_tflops']:.0f}", f"{r['backward_tflops']:.0f}"] if r else ["-", "-"]
         lines.append("| " + " | ".join(cells) + " |")
 
-    def preset_rate(seq, backward):
-        half = preset["attention_backward_seq_half" if backward else "attention_forward_seq_half"]
-        efficiency = preset["attention_backward_efficiency" if backward else
-                            "attention_forward_efficiency"]
-        speedup = preset["cudnn_attention_backward_speedup" if backward else
-                         "cudnn_attention_forward_speedup"]
-        return efficiency * seq / (seq + half) * speedup * peak
-
     lines += ["", "## Attention kernels at the runs' shapes", "",
               "cuDNN at the shapes the runs train (batch, heads, tokens, head dim), against "
               "the preset's rate as a kernel benchmark and as a training step prices it (times "
@@ -315,7 +321,7 @@ def kernels_section(binary, preset):
     for r in ok:
         if r["backend"] != "cudnn" or (r["heads"] == 32 and r["batch"] * r["seq"] == 65536):
             continue
-        fwd, bwd = preset_rate(r["seq"], False), preset_rate(r["seq"], True)
+        fwd, bwd = preset_attention_rates(preset, "cudnn", r["seq"])
         lines.append(f"| {r['batch']}, {r['heads']}, {r['seq']}, {r['head_dim']} | "
                      f"{r['forward_tflops']:.0f} | {fwd:.0f} | {fwd * fraction:.0f} | "
                      f"{r['backward_tflops']:.0f} | {bwd:.0f} | {bwd * fraction:.0f} |")
@@ -487,8 +493,6 @@ def main():
     lines += kernels_section(binary, preset)
 
     # Attention kernels against the preset's FlashAttention-2 efficiencies and cuDNN speedups.
-    preset = json.load(open(ROOT / "configs/hardware/h200-sxm-141gb.json"))["gpu"]
-    peak = preset["peak_dense_tflops"]["bf16"]
     attention = json.load(open(DATA / "attention.json"))["results"]
     lines += ["## Attention kernels", "",
               "Causal SDPA, bf16, head dim 128, 32 heads, 65,536 tokens per call "
@@ -504,19 +508,11 @@ def main():
               "| seq | FA2 fwd TFLOP/s | preset | FA2 bwd | preset | cuDNN fwd | preset | cuDNN bwd | preset |",
               "|---|---|---|---|---|---|---|---|---|"]
     by = {(r["backend"], r["seq"]): r for r in attention if r["head_dim"] == 128}
-    def rates(backend, seq):
-        # The preset's model: efficiency x s / (s + seq_half), times cuDNN's speedup.
-        fwd = preset["attention_forward_efficiency"] * seq / (seq + preset["attention_forward_seq_half"])
-        bwd = preset["attention_backward_efficiency"] * seq / (seq + preset["attention_backward_seq_half"])
-        if backend == "cudnn":
-            fwd *= preset["cudnn_attention_forward_speedup"]
-            bwd *= preset["cudnn_attention_backward_speedup"]
-        return fwd * peak, bwd * peak
     for seq in sorted({s for _, s in by}):
         cells = [str(seq)]
         for backend in ("flash", "cudnn"):
             r = by[(backend, seq)]
-            fwd, bwd = rates(backend, seq)
+            fwd, bwd = preset_attention_rates(preset, backend, seq)
             cells += [f"{r['forward_tflops']:.0f}", f"{fwd:.0f}",
                       f"{r['backward_tflops']:.0f}", f"{bwd:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
