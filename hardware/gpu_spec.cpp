@@ -34,6 +34,9 @@ class Problems {
   void fraction(std::string_view field, double value) {
     if (!(value > 0.0 && value <= 1.0)) add(field, value, "", "in (0, 1]");
   }
+  void share(std::string_view field, double value) {
+    if (!(value >= 0.0 && value <= 1.0)) add(field, value, "", "in [0, 1]");
+  }
   [[nodiscard]] std::string str() const { return out_.str(); }
 
  private:
@@ -84,9 +87,12 @@ std::string validate(const ClusterSpec& spec) {
   p.non_negative("gpu.attention_backward_seq_half", gpu.attention_backward_seq_half, "tokens");
   p.positive("gpu.cudnn_attention_forward_speedup", gpu.cudnn_attention_forward_speedup, "");
   p.positive("gpu.cudnn_attention_backward_speedup", gpu.cudnn_attention_backward_speedup, "");
+  p.share("gpu.attention_softmax_share", gpu.attention_softmax_share);
+  p.share("gpu.cudnn_attention_softmax_share", gpu.cudnn_attention_softmax_share);
   p.fraction("gpu.memory_efficiency", gpu.memory_efficiency);
   p.fraction("gpu.multi_tensor_memory_efficiency", gpu.multi_tensor_memory_efficiency);
   p.fraction("gpu.sustained_compute_fraction", gpu.sustained_compute_fraction);
+  p.fraction("gpu.attention_sustained_fraction", gpu.attention_sustained_fraction);
   p.fraction("nvlink_efficiency", spec.nvlink_efficiency);
   p.fraction("nic_efficiency", spec.nic_efficiency);
   if (!(spec.nic_busbw_loss_per_node_doubling >= 0.0) ||

@@ -39,6 +39,13 @@ struct GpuSpec {
   // kernels use wgmma and TMA, which FlashAttention-2 does not).
   double cudnn_attention_forward_speedup = 0.0;
   double cudnn_attention_backward_speedup = 0.0;
+  // The rates above are those of head dim 128. Per score element a kernel does matmul work in
+  // proportion to its head dim and softmax work (exponentials, row max and sum, rescaling) that
+  // does not depend on it: the share of a head-dim-128 kernel's time that is not matmul, for
+  // FlashAttention-2 (also taken for flash-attn 1.x and Triton) and for cuDNN, sets how much
+  // slower per FLOP a smaller head dim runs (kernel_time.cpp).
+  double attention_softmax_share = 0.0;
+  double cudnn_attention_softmax_share = 0.0;
   double memory_efficiency = 0.0;  // streaming kernels / hbm_bandwidth
   // PyTorch's multi_tensor_apply kernels (the foreach and fused optimizers) / hbm_bandwidth: each
   // launch covers at most 320 blocks of 65536 elements (MultiTensorApply.cuh), so a large update
@@ -50,6 +57,11 @@ struct GpuSpec {
   // kernels. Not measurable by a kernel benchmark, so it is the one parameter fitted to
   // measured training runs: once, globally, on part of the data (reports/validation.md).
   double sustained_compute_fraction = 1.0;
+  // The same for fused-attention kernels, over the attention rates above: what those rates lose
+  // when a kernel runs for minutes at the power limit. It differs from the GEMMs' where the
+  // rates were measured on calls long enough to reach the power limit already (each preset says
+  // where its rates and this fraction come from).
+  double attention_sustained_fraction = 1.0;
   // Measured collective curves and GEMM times of this GPU's cluster (a calibration profile,
   // hardware.calibration); collective_time() and kernel_time() consult them before the models.
   // Null: every cost from the models.

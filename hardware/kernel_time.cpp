@@ -4,11 +4,13 @@
 // - Fused attention: FLOPs at the FlashAttention-2 efficiency of the pass (forward or backward;
 //   Dao, "FlashAttention-2", 2023, Sec. 4.1: the backward pass reaches a lower fraction of peak
 //   than the forward) at the kernel's sequence length (GpuSpec::attention_*_seq_half), scaled for
-//   other kernels (flash_kernel_speed), or HBM-bound if its bytes say so (roofline).
+//   other kernels (flash_kernel_speed) and head dims (head_dim_slowdown), or HBM-bound if its
+//   bytes say so (roofline).
 // - Memory-bound kernels (elementwise, norms, softmax, copies): bytes over achievable HBM
 //   bandwidth.
 // Every kernel lasts at least kMinKernelDuration (roofline.hpp).
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 
 #include "hardware/calibrated_curves.hpp"
@@ -60,13 +62,56 @@ double sequence_fraction(const GpuSpec& gpu, const AttentionShape& a) {
   return seq / (seq + half);
 }
 
+// The head dim the preset's attention rates were measured at (GpuSpec::attention_softmax_share).
+constexpr std::int64_t kRateHeadDim = 128;
+// Attention kernels are compiled for head dims in steps of 32 and run the smallest that holds
+// the model's, computing the padding: flash-attn's flash_fwd_hdim{32,64,96,128,160,192,224,256}
+// instantiations (csrc/flash_attn/src); on an H200 cuDNN's head dim 80 ran at 0.85-0.87 of its
+// head dim 96 rate (80/96 = 0.83) and 112 at 0.89-0.91 of 128's (112/128 = 0.875)
+// (configs/validation/measured-h200/kernels/attention-shapes.json).
+constexpr std::int64_t kHeadDimStep = 32;
+
+// The share of a head-dim-128 kernel's time that is softmax, not matmul. Measured for
+// FlashAttention-2 and cuDNN (the presets cite it). flash-attn 1.x and the Triton kernel were
+// not measured (neither runs on this project's torch 2.11 machine) and get none: their rate is
+// FlashAttention-2's halved (flash_kernel_speed) whatever the head dim. With FlashAttention-2's
+// share, the published A100 rows that run them at head dim 64 (mpt-125m, mpt-350m: 99 rows)
+// are predicted further off (tokens/s MAPE 4.4 % and 7.2 % against 4.1 % and 4.9 %).
+double softmax_share(const GpuSpec& gpu, FlashKernel kernel) {
+  switch (kernel) {
+    case FlashKernel::kFlash2:
+      return gpu.attention_softmax_share;
+    case FlashKernel::kCudnn:
+      return gpu.cudnn_attention_softmax_share;
+    case FlashKernel::kFlash1:
+    case FlashKernel::kTriton:
+      return 0.0;
+  }
+  throw std::logic_error("hardware: unknown FlashKernel");
+}
+
+// Time per FLOP at this head dim over that at 128. Per score element a kernel does matmul work
+// proportional to its padded head dim and softmax work that is fixed, a share s of the time at
+// 128: (padded / 128 x (1 - s) + s) / (head_dim / 128). FlashAttention-3 (Shah et al. 2024,
+// Sec. 3.1): an H100 has 989 TFLOP/s of matmul but 3.9 TFLOP/s of exponentials, so at head dim
+// 128 the exponentials alone take half as long as the matmuls unless overlapped with them.
+double head_dim_slowdown(const GpuSpec& gpu, const AttentionShape& a) {
+  if (a.head_dim <= 0) throw std::logic_error("hardware: attention kernel without a head dim");
+  const double share = softmax_share(gpu, a.kernel);
+  const auto padded =
+      static_cast<double>((a.head_dim + kHeadDimStep - 1) / kHeadDimStep * kHeadDimStep);
+  const double reference = static_cast<double>(kRateHeadDim);
+  return (padded / reference * (1.0 - share) + share) /
+         (static_cast<double>(a.head_dim) / reference);
+}
+
 Seconds attention_time(const GpuSpec& gpu, const Kernel& kernel) {
   const double efficiency =
       (kernel.attention.backward ? gpu.attention_backward_efficiency
                                  : gpu.attention_forward_efficiency) *
       sequence_fraction(gpu, kernel.attention) *
       flash_kernel_speed(gpu, kernel.attention.kernel, kernel.attention.backward) *
-      gpu.sustained_compute_fraction;
+      gpu.attention_sustained_fraction / head_dim_slowdown(gpu, kernel.attention);
   const Seconds compute = compute_time(gpu, kernel.flops, kernel.dtype, efficiency);
   return std::max(compute, memory_time(gpu, kernel.bytes));
 }

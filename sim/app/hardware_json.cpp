@@ -51,9 +51,13 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
       r.positive_number_at_most("cudnn_attention_forward_speedup", kMaxSpeedup);
   gpu.cudnn_attention_backward_speedup =
       r.positive_number_at_most("cudnn_attention_backward_speedup", kMaxSpeedup);
+  gpu.attention_softmax_share = r.non_negative_number_at_most("attention_softmax_share", 1.0);
+  gpu.cudnn_attention_softmax_share =
+      r.non_negative_number_at_most("cudnn_attention_softmax_share", 1.0);
   gpu.memory_efficiency = r.fraction("memory_efficiency");
   gpu.multi_tensor_memory_efficiency = r.fraction("multi_tensor_memory_efficiency");
   gpu.sustained_compute_fraction = r.fraction("sustained_compute_fraction");
+  gpu.attention_sustained_fraction = r.fraction("attention_sustained_fraction");
   r.finish();
 }
 

@@ -56,6 +56,15 @@ TEST(ValidateClusterSpec, EfficienciesMustBeFractions) {
   EXPECT_THAT(message, HasSubstr("gpu.attention_backward_efficiency = nan"));
 }
 
+TEST(ValidateClusterSpec, SoftmaxSharesMayBeZeroButNotBeyondOne) {
+  ClusterSpec spec = a100();
+  spec.gpu.attention_softmax_share = 0.0;  // no head-dim term: valid
+  EXPECT_EQ(validate(spec), "");
+  spec.gpu.cudnn_attention_softmax_share = 1.2;
+  EXPECT_THAT(validate(spec), HasSubstr("gpu.cudnn_attention_softmax_share = 1.2 (must be in "
+                                        "[0, 1])"));
+}
+
 TEST(ValidateClusterSpec, LatenciesMayBeZeroButNotNegative) {
   ClusterSpec spec = a100();
   spec.network_hop_latency = Seconds(0.0);

@@ -12,6 +12,7 @@ namespace fsdpsim::hardware {
 namespace {
 
 using testing::attention_kernel;
+using testing::gemm_kernel;
 using testing::memory_kernel;
 
 TEST(KernelTime, MemoryBoundKernelStreamsAtAchievableBandwidth) {
@@ -32,7 +33,7 @@ TEST(KernelTime, AttentionForwardRunsAtForwardEfficiency) {
   const double at_4096 = 4096.0 / (4096.0 + gpu.attention_forward_seq_half);
   const double expected =
       kernel.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.attention_forward_efficiency *
-                              at_4096 * gpu.sustained_compute_fraction);
+                              at_4096 * gpu.attention_sustained_fraction);
   EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(), expected);
 }
 
@@ -43,10 +44,63 @@ TEST(KernelTime, AttentionBackwardRunsAtBackwardEfficiency) {
   const double at_4096 = 4096.0 / (4096.0 + gpu.attention_backward_seq_half);
   const double expected =
       backward.flops.value() / (gpu.peak(Dtype::kBf16).value() * gpu.attention_backward_efficiency *
-                                at_4096 * gpu.sustained_compute_fraction);
+                                at_4096 * gpu.attention_sustained_fraction);
   EXPECT_DOUBLE_EQ(kernel_time(gpu, backward).value(), expected);
   // 2.5x the FLOPs at a lower efficiency.
   EXPECT_GT(ratio(kernel_time(gpu, backward), kernel_time(gpu, forward)), 2.5);
+}
+
+TEST(KernelTime, AttentionLosesItsOwnSustainedFractionNotTheGemms) {
+  // Held at the power limit, an H200's attention kept its short-run rates while its GEMMs lost
+  // 17 % (gpu_spec.hpp): the two fractions are separate, and each moves only its own kernels.
+  GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  const Kernel attention = attention_kernel(8, 32, 8192, 128, /*backward=*/true);
+  const Kernel gemm = gemm_kernel(8192, 8192, 8192);
+  const Seconds attention_before = kernel_time(gpu, attention);
+  const Seconds gemm_before = kernel_time(gpu, gemm);
+  gpu.sustained_compute_fraction /= 2.0;
+  EXPECT_DOUBLE_EQ(kernel_time(gpu, attention).value(), attention_before.value());
+  EXPECT_DOUBLE_EQ(kernel_time(gpu, gemm).value(), 2.0 * gemm_before.value());
+  gpu.attention_sustained_fraction /= 2.0;
+  EXPECT_DOUBLE_EQ(kernel_time(gpu, attention).value(), 2.0 * attention_before.value());
+}
+
+// Seconds per FLOP of a long causal forward at this head dim, on this kernel.
+double seconds_per_flop(const GpuSpec& gpu, std::int64_t head_dim, FlashKernel flash) {
+  Kernel k = attention_kernel(4, 32, 8192, head_dim, /*backward=*/false);
+  k.attention.kernel = flash;
+  return kernel_time(gpu, k).value() / k.flops.value();
+}
+
+TEST(KernelTime, SmallerHeadDimsPayTheSoftmaxShareOfTheirTime) {
+  // Half the matmul work per score element for the same softmax work: at head dim 64 a FLOP
+  // costs 1 + share of one at 128 (an H200 measured 1.10-1.13 for FlashAttention-2, 1.19-1.35
+  // for cuDNN).
+  const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  EXPECT_DOUBLE_EQ(seconds_per_flop(gpu, 64, FlashKernel::kFlash2) /
+                       seconds_per_flop(gpu, 128, FlashKernel::kFlash2),
+                   1.0 + gpu.attention_softmax_share);
+  EXPECT_DOUBLE_EQ(seconds_per_flop(gpu, 64, FlashKernel::kCudnn) /
+                       seconds_per_flop(gpu, 128, FlashKernel::kCudnn),
+                   1.0 + gpu.cudnn_attention_softmax_share);
+}
+
+TEST(KernelTime, AHeadDimBetweenKernelSizesCostsTheNextSize) {
+  // Head dim 80 runs the head-dim-96 kernel on padded tiles: the same time for fewer FLOPs.
+  const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  for (const FlashKernel flash : {FlashKernel::kFlash2, FlashKernel::kCudnn}) {
+    Kernel at_80 = attention_kernel(4, 32, 8192, 80, false);
+    Kernel at_96 = attention_kernel(4, 32, 8192, 96, false);
+    at_80.attention.kernel = at_96.attention.kernel = flash;
+    EXPECT_DOUBLE_EQ(kernel_time(gpu, at_80).value(), kernel_time(gpu, at_96).value());
+  }
+}
+
+TEST(KernelTime, UnmeasuredFlashKernelsHaveNoHeadDimTerm) {
+  const GpuSpec gpu = testing::load_preset("a100-sxm-40gb").gpu;
+  for (const FlashKernel flash : {FlashKernel::kFlash1, FlashKernel::kTriton}) {
+    EXPECT_DOUBLE_EQ(seconds_per_flop(gpu, 64, flash), seconds_per_flop(gpu, 128, flash));
+  }
 }
 
 TEST(KernelTime, AttentionReachesHalfItsEfficiencyAtSeqHalf) {
