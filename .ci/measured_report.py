@@ -218,6 +218,15 @@ def preset_attention_rates(preset, backend, seq):
     return tuple(rates)
 
 
+def preset_head_dim_slowdown(preset, backend, head_dim):
+    """Time per FLOP at this head dim over 128's (hardware/kernel_time.cpp, head_dim_slowdown):
+    the head dim padded to a multiple of 32, and the softmax share of the time at 128."""
+    share = preset["cudnn_attention_softmax_share" if backend == "cudnn"
+                  else "attention_softmax_share"]
+    padded = -(-head_dim // 32) * 32
+    return (padded / 128 * (1 - share) + share) / (head_dim / 128)
+
+
 def measured_kind(kernel):
     if kernel.startswith("nvjet") or "gemm" in kernel.lower() or "splitKreduce" in kernel:
         return "gemm"
@@ -283,13 +292,16 @@ def kernels_section(binary, preset):
                 cells += [f"{kinds[kind] * 1e3:.1f}", f"{predicted[kind] * 1e3:.1f} ({pct(error)})"]
             lines.append("| " + " | ".join(cells) + " |")
     fraction = preset["sustained_compute_fraction"]
+    attention_fraction = preset["attention_sustained_fraction"]
 
     def spread(kind):
         return f"{min(errors[kind]) * 100:+.0f} to {max(errors[kind]) * 100:+.0f} %"
     lines += ["", f"fsdpsim's GEMMs are {spread('gemm')} off the measured ones, its attention "
-              f"{spread('attention')} (least at head dim 64, below) and the other kernels "
-              f"{spread('other')}. fsdpsim slows every GEMM and attention kernel by "
-              f"`sustained_compute_fraction` ({fraction}, fitted on published multi-GPU runs); "
+              f"{spread('attention')} and the other kernels "
+              f"{spread('other')}. fsdpsim slows every GEMM by "
+              f"`sustained_compute_fraction` ({fraction}, fitted on published multi-GPU runs) "
+              f"and every attention kernel by `attention_sustained_fraction` "
+              f"({attention_fraction}, measured below); "
               f"without it its GEMMs would be {min(unslowed) * 100:+.0f} to "
               f"{max(unslowed) * 100:+.0f} % off: on this single GPU the GEMMs run at the "
               "rates of fsdpsim's GEMM model alone. The step times agree within a few per "
@@ -302,31 +314,41 @@ def kernels_section(binary, preset):
     lines += ["## Attention kernels by head dim", "",
               "The same session, `measure_attention.py --backend flash --backend cudnn --shape ...`"
               " (`kernels/attention-shapes.json`): causal SDPA at 65,536 tokens per call and 32 "
-              "heads, TFLOP/s forward / backward at 8,192 tokens per head dim. fsdpsim's "
-              "attention model does not depend on the head dim.", "",
-              "| head dim | FA2 fwd | FA2 bwd | cuDNN fwd | cuDNN bwd |", "|---|---|---|---|---|"]
+              "heads, TFLOP/s forward / backward at 8,192 tokens per head dim, each with "
+              "fsdpsim's rate for it (the preset's rate at 8,192 tokens, slowed for the head dim "
+              "padded to a multiple of 32 and for the share of softmax work, "
+              f"`attention_softmax_share` {preset['attention_softmax_share']} and "
+              f"`cudnn_attention_softmax_share` {preset['cudnn_attention_softmax_share']}). "
+              "Above head dim 128 the model only pads; no run here uses such head dims.", "",
+              "| head dim | FA2 fwd | fsdpsim | FA2 bwd | fsdpsim | cuDNN fwd | fsdpsim "
+              "| cuDNN bwd | fsdpsim |", "|---|---|---|---|---|---|---|---|---|"]
     for d in sorted({r["head_dim"] for r in ok if r["heads"] == 32 and r["seq"] == 8192}):
         cells = [str(d)]
         for backend in ("flash", "cudnn"):
             r = by.get((backend, 8, 32, 8192, d))
-            cells += [f"{r['forward_tflops']:.0f}", f"{r['backward_tflops']:.0f}"] if r else ["-", "-"]
+            model = [rate / preset_head_dim_slowdown(preset, backend, d)
+                     for rate in preset_attention_rates(preset, backend, 8192)]
+            for key, predicted in zip(("forward_tflops", "backward_tflops"), model):
+                cells += [f"{r[key]:.0f}" if r else "-", f"{predicted:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
 
     lines += ["", "## Attention kernels at the runs' shapes", "",
               "cuDNN at the shapes the runs train (batch, heads, tokens, head dim), against "
-              "the preset's rate as a kernel benchmark and as a training step prices it (times "
-              f"`sustained_compute_fraction` {fraction}):", "",
+              "the preset's rate at that length and head dim as a kernel benchmark and as a "
+              "training step prices it (times "
+              f"`attention_sustained_fraction` {attention_fraction}):", "",
               "| shape | fwd TFLOP/s | preset | in a step | bwd TFLOP/s | preset | in a step |",
               "|---|---|---|---|---|---|---|"]
     for r in ok:
         if r["backend"] != "cudnn" or (r["heads"] == 32 and r["batch"] * r["seq"] == 65536):
             continue
-        fwd, bwd = preset_attention_rates(preset, "cudnn", r["seq"])
+        fwd, bwd = (rate / preset_head_dim_slowdown(preset, "cudnn", r["head_dim"])
+                    for rate in preset_attention_rates(preset, "cudnn", r["seq"]))
         lines.append(f"| {r['batch']}, {r['heads']}, {r['seq']}, {r['head_dim']} | "
-                     f"{r['forward_tflops']:.0f} | {fwd:.0f} | {fwd * fraction:.0f} | "
-                     f"{r['backward_tflops']:.0f} | {bwd:.0f} | {bwd * fraction:.0f} |")
+                     f"{r['forward_tflops']:.0f} | {fwd:.0f} | {fwd * attention_fraction:.0f} | "
+                     f"{r['backward_tflops']:.0f} | {bwd:.0f} | {bwd * attention_fraction:.0f} |")
     return (lines + [""] + norms_section(folder, preset, measured)
-            + sustained_gemm_section(folder, fraction))
+            + sustained_section(folder, preset))
 
 
 def layer_norm_rates(measured):
@@ -385,34 +407,92 @@ def norms_section(folder, preset, measured):
     return lines + [""]
 
 
-def sustained_gemm_section(folder, fraction):
-    """A minute and more of back-to-back GEMMs: the rate a GPU holds at its power limit."""
-    data = json.load(open(folder / "sustained-gemm.json"))
-    windows = data["windows"]
-    rates = [w["tflops"] for w in windows]
-    clocks = [w["sm_clock_mhz"] for w in windows if "sm_clock_mhz" in w]
-    power = [w["power_w"] for w in windows if "power_w" in w]
+def span(values, digits=0):
+    """'low-high' of values, or the one value where they round alike."""
+    low, high = f"{min(values):,.{digits}f}", f"{max(values):,.{digits}f}"
+    return low if low == high else f"{low}-{high}"
+
+
+def held_runs(folder, preset, short_gemm):
+    """Each kernel held at the power limit (measure_sustained_compute.py), GEMMs first: its
+    kind, description, windows' rates, clocks and power, the short benchmarks' rates of the
+    same kernel, and the preset's fraction for it."""
+    short_attention = {}  # backend -> fwd+bwd TFLOP/s of measure_attention.py's runs
+    for name in ("attention.json", "kernels/attention-shapes.json"):
+        for r in json.load(open(DATA / name))["results"]:
+            if "error" not in r and (r["heads"], r["seq"], r["head_dim"]) == (32, 8192, 128):
+                rate = 3.5 / (1 / r["forward_tflops"] + 2.5 / r["backward_tflops"])
+                short_attention.setdefault(r["backend"], []).append(rate)
+    runs = []
+    for path in folder.glob("sustained-*.json"):
+        if "duty" in path.name:
+            continue
+        data = json.load(open(path))
+        kernel = data.get("kernel", "gemm")  # the first run predates --kernel
+        windows = data["windows"]
+        run = {"kernel": kernel, "file": path.name, "seconds": windows[-1]["t_s"],
+               "rates": [w["tflops"] for w in windows],
+               "clocks": [w["sm_clock_mhz"] for w in windows if "sm_clock_mhz" in w],
+               "power": [w["power_w"] for w in windows if "power_w" in w]}
+        if kernel == "gemm":
+            run["what"] = f"GEMM {data['size']}^3"
+            run["short"] = [short_gemm]
+            run["fraction"] = preset["sustained_compute_fraction"]
+        else:
+            fwd, bwd = preset_attention_rates(preset, kernel, data["shape"][2])
+            run["what"] = (f"{'FlashAttention-2' if kernel == 'flash' else 'cuDNN'} fwd+bwd "
+                           f"{'x'.join(map(str, data['shape']))}")
+            run["short"] = short_attention[kernel] + [3.5 / (1 / fwd + 2.5 / bwd)]
+            run["fraction"] = preset["attention_sustained_fraction"]
+        run["kept"] = [statistics.mean(run["rates"]) / s for s in run["short"]]
+        runs.append(run)
+    return sorted(runs, key=lambda r: (r["kernel"] != "gemm", r["kernel"], r["file"]))
+
+
+def sustained_section(folder, preset):
+    """Kernels held for a minute and more: the rate each keeps at the GPU's power limit."""
     harness = [g["tflops"] for g in json.load(open(DATA / "retries/calibration.json"))["gemms"]
                if g["dtype"] == "bf16" and min(g["m"], g["n"], g["k"]) >= 2048]
-    n = data["size"]
-    return ["## GEMMs held for two minutes", "",
-            f"`measure_sustained_gemm.py` (`kernels/sustained-gemm.json`): {n}x{n}x{n} bf16 "
-            f"products on random data back to back for {windows[-1]['t_s']:.0f} s: "
-            f"{min(rates):.0f}-{max(rates):.0f} TFLOP/s in every 5 s window from the first, "
-            f"the SM clock at {min(clocks):.0f}-{max(clocks):.0f} MHz (1980 MHz at most) and "
-            f"{min(power):.0f}-{max(power):.0f} W drawn of the 700 W limit. The harness's GEMMs "
-            "of at least 2,048 on every side, timed 10 at a time on the same GPU "
-            "(`retries/calibration.json`), ran at "
-            f"{statistics.median(harness):.0f} TFLOP/s (median of {len(harness)}): held at its "
-            f"power limit the GPU keeps {statistics.mean(rates) / statistics.median(harness):.2f} "
-            "of a short benchmark's rate, close to `sustained_compute_fraction` "
-            f"({fraction}), while the training steps above, half of whose GPU time is not "
-            "GEMMs, ran their GEMMs at the short-benchmark rates fsdpsim's GEMM model gives.",
-            ""] + duty_table(folder, statistics.median(harness))
+    short_gemm = statistics.median(harness)
+    runs = held_runs(folder, preset, short_gemm)
+    lines = ["## Kernels held at the power limit", "",
+             "`measure_sustained_compute.py` (`kernels/sustained-*.json`): one kind of kernel "
+             "back to back on random bf16 data for a minute or two, its TFLOP/s in every 5 s "
+             "window from the first, with the SM clock (1980 MHz at most) and the power drawn "
+             "(700 W limit) that nvidia-smi reports, against the same kernel's short benchmarks: "
+             "for the GEMMs the harness's GEMMs of at least 2,048 on every side, timed 10 at a "
+             f"time on the same GPU (`retries/calibration.json`, median of {len(harness)}); for "
+             "attention `measure_attention.py`'s runs at 8x32x8192x128 (`attention.json`, "
+             "`kernels/attention-shapes.json`) and the preset's rate at that length. Attention "
+             "counts its forward and backward FLOPs together (3.5 times the causal forward's).",
+             "", "| kernel | s | TFLOP/s held | short benchmarks | held / short | SM clock MHz "
+             "| W | preset fraction |", "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r['what']} (`{r['file']}`) | {r['seconds']:.0f} | {span(r['rates'])} | "
+                     f"{', '.join(f'{s:.0f}' for s in r['short'])} | {span(r['kept'], 2)} | "
+                     f"{span(r['clocks'])} | {span(r['power'])} | {r['fraction']} |")
+    by_kind = {}
+    for r in runs:
+        by_kind.setdefault(r["kernel"], []).append(r)
+
+    def pooled(kind, key):
+        return [x for r in by_kind[kind] for x in r[key]]
+    power = [x for r in runs for x in r["power"]]
+    return lines + [
+        "", f"Every run drew {span(power)} W, at the limit, but the GEMMs kept "
+        f"{span(pooled('gemm', 'kept'), 2)} of their short benchmark's rate at "
+        f"{span(pooled('gemm', 'clocks'))} MHz while FlashAttention-2 kept "
+        f"{span(pooled('flash', 'kept'), 2)} of its rate at {span(pooled('flash', 'clocks'))} "
+        f"MHz and cuDNN's attention {span(pooled('cudnn', 'kept'), 2)} at "
+        f"{span(pooled('cudnn', 'clocks'))} MHz. So the presets slow GEMMs by "
+        "`sustained_compute_fraction`, which the published multi-GPU runs fit close to the held "
+        "GEMMs' rate, and the H100 and H200 attention kernels by `attention_sustained_fraction`, "
+        "the held attention's; the training steps above, half of whose GPU time is not GEMMs, "
+        "ran their GEMMs at the short benchmark's rates.", ""] + duty_table(folder, short_gemm)
 
 
 def duty_table(folder, short_rate):
-    """The products interleaved with copies (measure_sustained_gemm.py --duty): the lighter the
+    """The products interleaved with copies (measure_sustained_compute.py --duty): the lighter the
     load, the more of its clock the GPU keeps under its power limit."""
     lines = ["With copies between batches of products (`--duty`, "
              "`kernels/sustained-gemm-duty-*.json`, 20 s each), the share of the GPU's time in "
