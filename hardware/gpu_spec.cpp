@@ -91,6 +91,12 @@ std::string validate(const ClusterSpec& spec) {
   p.share("gpu.cudnn_attention_softmax_share", gpu.cudnn_attention_softmax_share);
   p.fraction("gpu.memory_efficiency", gpu.memory_efficiency);
   p.fraction("gpu.multi_tensor_memory_efficiency", gpu.multi_tensor_memory_efficiency);
+  const NormEfficiencies& norm = gpu.norm_memory_efficiency;
+  p.fraction("gpu.norm_memory_efficiency.layer_norm_forward", norm.layer_norm_forward);
+  p.fraction("gpu.norm_memory_efficiency.rms_norm_forward", norm.rms_norm_forward);
+  p.fraction("gpu.norm_memory_efficiency.input_grad", norm.input_grad);
+  p.fraction("gpu.norm_memory_efficiency.layer_norm_weight_grad", norm.layer_norm_weight_grad);
+  p.fraction("gpu.norm_memory_efficiency.rms_norm_weight_grad", norm.rms_norm_weight_grad);
   p.fraction("gpu.sustained_compute_fraction", gpu.sustained_compute_fraction);
   p.fraction("gpu.attention_sustained_fraction", gpu.attention_sustained_fraction);
   p.fraction("nvlink_efficiency", spec.nvlink_efficiency);

@@ -15,6 +15,17 @@ namespace fsdpsim::hardware {
 
 class CalibratedCurves;  // hardware/calibrated_curves.hpp
 
+// Shares of hbm_bandwidth that PyTorch's normalization kernels reach, per pass (NormPass in
+// sim/units/op_shapes.hpp): one block per row and a reduction per row (forward, input gradient)
+// or per column (weight gradient) keep them well below a streaming kernel's rate.
+struct NormEfficiencies {
+  double layer_norm_forward = 0.0;
+  double rms_norm_forward = 0.0;
+  double input_grad = 0.0;
+  double layer_norm_weight_grad = 0.0;
+  double rms_norm_weight_grad = 0.0;
+};
+
 struct GpuSpec {
   std::string name;
   // Dense (no 2:4 sparsity) tensor-core peak per dtype, indexed by Dtype; 0 = unsupported.
@@ -51,6 +62,7 @@ struct GpuSpec {
   // launch covers at most 320 blocks of 65536 elements (MultiTensorApply.cuh), so a large update
   // is many short launches, each with its ramp and tail, below a streaming kernel's rate.
   double multi_tensor_memory_efficiency = 0.0;
+  NormEfficiencies norm_memory_efficiency;
   // Fraction of those micro-benchmark tensor-core rates (GEMM, attention; measured GEMMs of a
   // calibration profile too) that kernels sustain inside a training step: SM clocks under the
   // power cap over minutes rather than seconds, real data, L2/HBM traffic of concurrent NCCL

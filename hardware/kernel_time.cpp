@@ -7,7 +7,7 @@
 //   other kernels (flash_kernel_speed) and head dims (head_dim_slowdown), or HBM-bound if its
 //   bytes say so (roofline).
 // - Memory-bound kernels (elementwise, norms, softmax, copies): bytes over achievable HBM
-//   bandwidth.
+//   bandwidth, PyTorch's normalization kernels at their own share of it (NormPass).
 // Every kernel lasts at least kMinKernelDuration (roofline.hpp).
 #include <algorithm>
 #include <cstdint>
@@ -76,7 +76,7 @@ constexpr std::int64_t kHeadDimStep = 32;
 // not measured (neither runs on this project's torch 2.11 machine) and get none: their rate is
 // FlashAttention-2's halved (flash_kernel_speed) whatever the head dim. With FlashAttention-2's
 // share, the published A100 rows that run them at head dim 64 (mpt-125m, mpt-350m: 99 rows)
-// are predicted further off (tokens/s MAPE 4.4 % and 7.2 % against 4.1 % and 4.9 %).
+// are predicted further off (tokens/s MAPE 4.7 % and 8.1 % against 4.0 % and 5.9 %).
 double softmax_share(const GpuSpec& gpu, FlashKernel kernel) {
   switch (kernel) {
     case FlashKernel::kFlash2:
@@ -116,6 +116,27 @@ Seconds attention_time(const GpuSpec& gpu, const Kernel& kernel) {
   return std::max(compute, memory_time(gpu, kernel.bytes));
 }
 
+// A normalization kernel's share of HBM bandwidth (GpuSpec::norm_memory_efficiency); the
+// streaming memory_efficiency for any other memory-bound kernel.
+double memory_bound_efficiency(const GpuSpec& gpu, NormPass pass) {
+  const NormEfficiencies& norm = gpu.norm_memory_efficiency;
+  switch (pass) {
+    case NormPass::kNone:
+      return gpu.memory_efficiency;
+    case NormPass::kLayerNormForward:
+      return norm.layer_norm_forward;
+    case NormPass::kRmsNormForward:
+      return norm.rms_norm_forward;
+    case NormPass::kInputGrad:
+      return norm.input_grad;
+    case NormPass::kLayerNormWeightGrad:
+      return norm.layer_norm_weight_grad;
+    case NormPass::kRmsNormWeightGrad:
+      return norm.rms_norm_weight_grad;
+  }
+  throw std::logic_error("hardware: unknown NormPass");
+}
+
 Seconds unfloored_kernel_time(const GpuSpec& gpu, const Kernel& kernel) {
   switch (kernel.kind) {
     case KernelKind::kGemm:
@@ -123,7 +144,7 @@ Seconds unfloored_kernel_time(const GpuSpec& gpu, const Kernel& kernel) {
     case KernelKind::kAttention:
       return attention_time(gpu, kernel);
     case KernelKind::kMemoryBound:
-      return memory_time(gpu, kernel.bytes);
+      return kernel.bytes / (gpu.hbm_bandwidth * memory_bound_efficiency(gpu, kernel.norm));
   }
   throw std::logic_error("hardware: kernel_time got an unknown KernelKind");
 }

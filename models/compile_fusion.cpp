@@ -29,9 +29,12 @@ namespace {
 
 bool memory_bound(const NamedKernel& k) { return k.kernel.kind == KernelKind::kMemoryBound; }
 
+// Inductor decomposes the normalizations into its own Triton reductions (no aten layer_norm
+// kernel runs), so every kernel it emits streams at the ordinary rate (NormPass::kNone).
 NamedKernel merge(std::vector<NamedKernel>& run) {
-  if (run.size() == 1) return std::move(run.front());
   NamedKernel fused = run.front();
+  fused.kernel.norm = NormPass::kNone;
+  if (run.size() == 1) return fused;
   std::int64_t bytes = 0;
   for (std::size_t i = 0; i < run.size(); ++i) {
     bytes += run[i].kernel.bytes.value();

@@ -7,7 +7,8 @@
 // What changes (each point cites its source in compile_fusion.cpp):
 //  * GEMMs and attention stay extern kernels (cuBLAS, FlashAttention), unchanged.
 //  * Each maximal run of consecutive memory-bound kernels becomes one Triton kernel (named
-//    their names joined by "+"), except after a kernel that ends_fusion. A kernel's
+//    their names joined by "+"), except after a kernel that ends_fusion, and streams at the
+//    ordinary rate, normalizations included (Inductor writes its own). A kernel's
 //    handoff_bytes (an output only its successors in the run read) are neither written nor read
 //    back: the fused kernel's bytes are the run's bytes minus twice each handed-off output.
 //    Fewer kernels also mean fewer launches on the CPU thread (one per kernel in sim/fsdp).

@@ -144,7 +144,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
       temps.release(hidden);
       norm_output_gradient = residual;
     }
-    draft.backward(handed_off(norm_backward(norm, NormKind::kLayerNorm, d, wide), residual));
+    append_norm_backward(draft, norm, NormKind::kLayerNorm, d, wide, residual);
     if (input_gradient_is_temporary) temps.allocate(residual);  // the norm's input gradient ...
     temps.release(norm_output_gradient);
     // ... plus the residual path's gradient (autograd input_buffer.cpp accumulates in place).

@@ -79,7 +79,7 @@ Layer finish_head(LayerDraft& draft, const HeadDims& dims, const BuildContext& c
     bwd.allocate(norm_output_gradient);
     bwd.release(hidden);
   }
-  draft.backward(norm_backward(dims.norm_name, dims.norm, dims.d_model, norm_ctx));
+  append_norm_backward(draft, dims.norm_name, dims.norm, dims.d_model, norm_ctx, 0);
   // The norm's input gradient is the layer's output gradient.
   bwd.release(norm_output_gradient);
   return draft.finish(-1);

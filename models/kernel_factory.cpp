@@ -71,19 +71,30 @@ void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind ki
   const std::int64_t stats = ctx.tokens * norm_stats_per_token(kind) * kStatBytes;
   const std::int64_t params = norm_param_vectors(kind) * width * ctx.element_bytes;
   // Reads x and the affine parameters, writes y and the statistics.
-  draft.forward(memory_bound_kernel(name, act + params + act + stats, ctx));
+  NamedKernel forward = memory_bound_kernel(name, act + params + act + stats, ctx);
+  forward.kernel.norm =
+      kind == NormKind::kLayerNorm ? NormPass::kLayerNormForward : NormPass::kRmsNormForward;
+  draft.forward(std::move(forward));
   // Autograd saves the input and the statistics (native_layer_norm saves input, mean, rstd).
   draft.save(act + stats);
 }
 
-NamedKernel norm_backward(const std::string& name, NormKind kind, std::int64_t width,
-                          const BuildContext& ctx) {
+void append_norm_backward(LayerDraft& draft, const std::string& name, NormKind kind,
+                          std::int64_t width, const BuildContext& ctx, std::int64_t dx_handoff) {
   const std::int64_t act = ctx.tokens * width * ctx.element_bytes;
   const std::int64_t stats = ctx.tokens * norm_stats_per_token(kind) * kStatBytes;
   const std::int64_t params = norm_param_vectors(kind) * width * ctx.element_bytes;
-  // Reads dy, x, stats and the weight; writes dx and the parameter gradients.
   const std::int64_t weight = width * ctx.element_bytes;
-  return memory_bound_kernel(name + "_bwd", 2 * act + stats + weight + act + params, ctx);
+  // Reads dy, x, the statistics and the weight; writes dx.
+  NamedKernel input_grad = memory_bound_kernel(name + "_bwd", 2 * act + stats + weight + act, ctx);
+  input_grad.kernel.norm = NormPass::kInputGrad;
+  input_grad.handoff_bytes = dx_handoff;
+  draft.backward(std::move(input_grad));
+  // Reads dy and x again; writes the parameter gradients.
+  NamedKernel weight_grad = memory_bound_kernel(name + "_bwd_weight", 2 * act + params, ctx);
+  weight_grad.kernel.norm =
+      kind == NormKind::kLayerNorm ? NormPass::kLayerNormWeightGrad : NormPass::kRmsNormWeightGrad;
+  draft.backward(std::move(weight_grad));
 }
 
 NamedKernel handed_off(NamedKernel kernel, std::int64_t output_bytes) {

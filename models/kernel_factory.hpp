@@ -53,14 +53,19 @@ enum class NormKind : std::uint8_t {
   kRmsNorm,    // weight only, saves rstd
 };
 
-// Norm over the last dimension `width` of T tokens, one fused kernel each way (PyTorch's
-// native_layer_norm / fused RMSNorm). Forward saves the input and the fp32 statistics;
-// the output is saved by whichever op consumes it (the caller).
+// Norm over the last dimension `width` of T tokens as PyTorch runs it
+// (aten/src/ATen/native/cuda/layer_norm_kernel.cu; RMSNorm the same kernels without the mean):
+// one kernel forward, two backward, each priced at its own share of HBM bandwidth (NormPass).
+// Forward saves the input and the fp32 statistics; the output is saved by whichever op consumes
+// it (the caller).
 void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
                          std::int64_t width, const BuildContext& ctx);
-// <name>_bwd: reads dy, x, stats, weight; writes dx and the weight (and bias) gradients.
-NamedKernel norm_backward(const std::string& name, NormKind kind, std::int64_t width,
-                          const BuildContext& ctx);
+// <name>_bwd, the input gradient: reads dy, x, stats, weight; writes dx (handed off to the
+// memory-bound kernels after it when dx_handoff > 0, NamedKernel::handoff_bytes). Then
+// <name>_bwd_weight, a column reduction that reads dy and x again and writes the weight (and
+// bias) gradients (layer_norm_backward_cuda launches GammaBetaBackward after the dx kernel).
+void append_norm_backward(LayerDraft& draft, const std::string& name, NormKind kind,
+                          std::int64_t width, const BuildContext& ctx, std::int64_t dx_handoff);
 
 // `kernel` with NamedKernel::handoff_bytes = output_bytes: its output is read only by the
 // memory-bound kernels that follow it before the next GEMM or attention kernel.

@@ -177,7 +177,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   // Autograd sums the two gradients of rmsnorm2's output (input_buffer.cpp).
   draft.backward(handed_off(add_kernel("mlp_in_grad_sum", d, ctx), hidden));
   temps.release(hidden);
-  draft.backward(handed_off(norm_backward("rmsnorm2", NormKind::kRmsNorm, d, ctx), hidden));
+  append_norm_backward(draft, "rmsnorm2", NormKind::kRmsNorm, d, ctx, hidden);
   temps.allocate(hidden);  // gradient of h ...
   temps.release(hidden);
   draft.backward(add_kernel("residual2_grad", d, ctx));  // ... plus the residual path's
@@ -206,7 +206,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   temps.release(hidden);  // dq
   draft.backward(handed_off(add_kernel("attn_in_grad_sum_q", d, ctx), hidden));
   temps.release(hidden);
-  draft.backward(handed_off(norm_backward("rmsnorm1", NormKind::kRmsNorm, d, ctx), hidden));
+  append_norm_backward(draft, "rmsnorm1", NormKind::kRmsNorm, d, ctx, hidden);
   temps.release(hidden);  // rmsnorm1's input gradient becomes the block's input gradient ...
   draft.backward(add_kernel("residual1_grad", d, ctx));
   temps.release(hidden);  // ... once the gradient of h is accumulated into it

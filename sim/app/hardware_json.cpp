@@ -56,6 +56,17 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
       r.non_negative_number_at_most("cudnn_attention_softmax_share", 1.0);
   gpu.memory_efficiency = r.fraction("memory_efficiency");
   gpu.multi_tensor_memory_efficiency = r.fraction("multi_tensor_memory_efficiency");
+  const nlohmann::json* norms = r.child("norm_memory_efficiency");
+  if (norms == nullptr)
+    throw ConfigError(file, path + "/norm_memory_efficiency", "required key is missing");
+  JsonObjectReader n(*norms, file, path + "/norm_memory_efficiency");
+  hardware::NormEfficiencies& norm = gpu.norm_memory_efficiency;
+  norm.layer_norm_forward = n.fraction("layer_norm_forward");
+  norm.rms_norm_forward = n.fraction("rms_norm_forward");
+  norm.input_grad = n.fraction("input_grad");
+  norm.layer_norm_weight_grad = n.fraction("layer_norm_weight_grad");
+  norm.rms_norm_weight_grad = n.fraction("rms_norm_weight_grad");
+  n.finish();
   gpu.sustained_compute_fraction = r.fraction("sustained_compute_fraction");
   gpu.attention_sustained_fraction = r.fraction("attention_sustained_fraction");
   r.finish();

@@ -68,6 +68,19 @@ enum class KernelKind : std::uint8_t {
   kMemoryBound,  // elementwise / normalization / softmax / copies: bytes over HBM bandwidth
 };
 
+// PyTorch's normalization kernels (aten/src/ATen/native/cuda/layer_norm_kernel.cu; RMSNorm runs
+// the same kernels without the mean): each pass reaches its own share of HBM bandwidth
+// (GpuSpec::norm_memory_efficiency). kNone: any other memory-bound kernel, a Triton kernel of
+// torch.compile included.
+enum class NormPass : std::uint8_t {
+  kNone,
+  kLayerNormForward,     // vectorized_layer_norm_kernel: x -> y, mean, rstd
+  kRmsNormForward,       // the same kernel without the mean
+  kInputGrad,            // layer_norm_grad_input_kernel: dy, x, stats, weight -> dx
+  kLayerNormWeightGrad,  // GammaBetaBackward: a column reduction of dy and x -> dgamma, dbeta
+  kRmsNormWeightGrad,    // the same without dbeta
+};
+
 // One GPU kernel of a workload: what it is, its exact FLOPs and HBM traffic.
 struct Kernel {
   KernelKind kind = KernelKind::kMemoryBound;
@@ -75,7 +88,8 @@ struct Kernel {
   GemmShape gemm{};            // valid when kind == kGemm
   AttentionShape attention{};  // valid when kind == kAttention
   Flops flops{0.0};
-  Bytes bytes{0};  // HBM bytes read + written
+  Bytes bytes{0};                   // HBM bytes read + written
+  NormPass norm = NormPass::kNone;  // with kMemoryBound: which normalization kernel, if one
 };
 
 // A GEMM of `shape` in `dtype`: FLOPs = 2*m*n*k*batch, and the compulsory traffic of reading A

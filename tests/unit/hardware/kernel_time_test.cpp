@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -19,6 +20,26 @@ TEST(KernelTime, MemoryBoundKernelStreamsAtAchievableBandwidth) {
   const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
   const Seconds t = kernel_time(gpu, memory_kernel(gib(1.0)));
   EXPECT_DOUBLE_EQ(t.value(), static_cast<double>(kBytesPerGiB) / (4800e9 * 0.87));
+}
+
+TEST(KernelTime, NormKernelsStreamAtTheirPassesShareOfBandwidth) {
+  const GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  Kernel k = memory_kernel(Bytes(kBytesPerGiB));
+  const double bandwidth = 4800e9;
+  const NormEfficiencies& norm = gpu.norm_memory_efficiency;
+  for (const auto& [pass, share] :
+       {std::pair{NormPass::kNone, gpu.memory_efficiency},
+        std::pair{NormPass::kLayerNormForward, norm.layer_norm_forward},
+        std::pair{NormPass::kRmsNormForward, norm.rms_norm_forward},
+        std::pair{NormPass::kInputGrad, norm.input_grad},
+        std::pair{NormPass::kLayerNormWeightGrad, norm.layer_norm_weight_grad},
+        std::pair{NormPass::kRmsNormWeightGrad, norm.rms_norm_weight_grad}}) {
+    k.norm = pass;
+    EXPECT_DOUBLE_EQ(kernel_time(gpu, k).value(),
+                     static_cast<double>(kBytesPerGiB) / (bandwidth * share));
+  }
+  // PyTorch's LayerNorm forward runs at less than half a streaming kernel's rate on an H200.
+  EXPECT_LT(norm.layer_norm_forward, gpu.memory_efficiency / 2.0);
 }
 
 TEST(KernelTime, EmptyKernelIsNotFree) {

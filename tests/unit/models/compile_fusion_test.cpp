@@ -54,6 +54,21 @@ TEST(CompileFusion, MergesAChainIntoOneKernelWithoutItsIntermediates) {
   EXPECT_EQ(layer.backward[0].kernel.bytes.value(), 70 + 90 - 2 * 30);
 }
 
+TEST(CompileFusion, InductorsNormsStreamAtTheOrdinaryRate) {
+  // Eager, a norm runs PyTorch's kernel at its own rate; compiled, Inductor's own kernel, alone
+  // or fused with its neighbours, takes the ordinary streaming rate.
+  Layer layer;
+  layer.kind = LayerKind::kBlock;
+  layer.forward = {gemm("a"), pointwise("norm", 50), gemm("b")};
+  layer.forward[1].kernel.norm = NormPass::kLayerNormForward;
+  layer.backward = {pointwise("norm_bwd", 70), pointwise("norm_bwd_weight", 40), gemm("c")};
+  layer.backward[0].kernel.norm = NormPass::kInputGrad;
+  layer.backward[1].kernel.norm = NormPass::kLayerNormWeightGrad;
+  fuse_for_compile(layer);
+  EXPECT_EQ(find_kernel(layer.forward, "norm").kernel.norm, NormPass::kNone);
+  EXPECT_EQ(find_kernel(layer.backward, "norm_bwd+norm_bwd_weight").kernel.norm, NormPass::kNone);
+}
+
 TEST(CompileFusion, StopsAfterAKernelThatEndsFusionAndAtTheAttentionCore) {
   Layer layer;
   NamedKernel amax = pointwise("amax", 10);

@@ -105,18 +105,62 @@ TEST(BuildWorkload, LlamaBlockRunsTorchtitansEagerKernelsInOrder) {
       "rope_downcast", "repeat_kv", "attn", "o",          "residual1",   "rmsnorm2",
       "gate",          "up",        "silu", "swiglu_mul", "down",        "residual2"};
   EXPECT_EQ(names(w.layers[1].forward), expected);
-  const std::vector<std::string> expected_backward = {
-      "down_dgrad",        "down_wgrad",      "swiglu_mul_bwd_silu",
-      "swiglu_mul_bwd_up", "silu_bwd",        "up_dgrad",
-      "up_wgrad",          "gate_dgrad",      "gate_wgrad",
-      "mlp_in_grad_sum",   "rmsnorm2_bwd",    "residual2_grad",
-      "o_dgrad",           "o_wgrad",         "attn_bwd",
-      "repeat_kv_bwd",     "rope_bwd_upcast", "rope_bwd_mul",
-      "rope_bwd_downcast", "v_dgrad",         "v_wgrad",
-      "k_dgrad",           "k_wgrad",         "attn_in_grad_sum_k",
-      "q_dgrad",           "q_wgrad",         "attn_in_grad_sum_q",
-      "rmsnorm1_bwd",      "residual1_grad"};
+  const std::vector<std::string> expected_backward = {"down_dgrad",
+                                                      "down_wgrad",
+                                                      "swiglu_mul_bwd_silu",
+                                                      "swiglu_mul_bwd_up",
+                                                      "silu_bwd",
+                                                      "up_dgrad",
+                                                      "up_wgrad",
+                                                      "gate_dgrad",
+                                                      "gate_wgrad",
+                                                      "mlp_in_grad_sum",
+                                                      "rmsnorm2_bwd",
+                                                      "rmsnorm2_bwd_weight",
+                                                      "residual2_grad",
+                                                      "o_dgrad",
+                                                      "o_wgrad",
+                                                      "attn_bwd",
+                                                      "repeat_kv_bwd",
+                                                      "rope_bwd_upcast",
+                                                      "rope_bwd_mul",
+                                                      "rope_bwd_downcast",
+                                                      "v_dgrad",
+                                                      "v_wgrad",
+                                                      "k_dgrad",
+                                                      "k_wgrad",
+                                                      "attn_in_grad_sum_k",
+                                                      "q_dgrad",
+                                                      "q_wgrad",
+                                                      "attn_in_grad_sum_q",
+                                                      "rmsnorm1_bwd",
+                                                      "rmsnorm1_bwd_weight",
+                                                      "residual1_grad"};
   EXPECT_EQ(names(w.layers[1].backward), expected_backward);
+}
+
+TEST(BuildWorkload, NormsRunPyTorchsThreeKernelsEachAtItsOwnRate) {
+  // layer_norm_kernel.cu: one forward kernel; backward the input gradient, then the weight
+  // gradient's column reduction, which reads dy and x again.
+  const Workload w = build_workload(testing::llama_3_1_8b(), testing::options(1, 16));
+  const auto find = [](const std::vector<NamedKernel>& kernels, const std::string& name) {
+    for (const NamedKernel& k : kernels) {
+      if (k.name == name) return k.kernel;
+    }
+    ADD_FAILURE() << "no kernel " << name;
+    return Kernel{};
+  };
+  const Layer& block = w.layers[1];
+  const std::int64_t act = 16 * 4096 * 2;  // 16 tokens x d_model x bf16
+  EXPECT_EQ(find(block.forward, "rmsnorm1").norm, NormPass::kRmsNormForward);
+  const Kernel input_grad = find(block.backward, "rmsnorm1_bwd");
+  const Kernel weight_grad = find(block.backward, "rmsnorm1_bwd_weight");
+  EXPECT_EQ(input_grad.norm, NormPass::kInputGrad);
+  EXPECT_EQ(weight_grad.norm, NormPass::kRmsNormWeightGrad);
+  EXPECT_GT(input_grad.bytes.value(), 3 * act);              // dy, x, dx and the statistics
+  EXPECT_EQ(weight_grad.bytes.value(), 2 * act + 4096 * 2);  // dy and x again, dgamma
+  // Elementwise kernels stream at the ordinary rate.
+  EXPECT_EQ(find(block.forward, "residual1").norm, NormPass::kNone);
 }
 
 TEST(BuildWorkload, CompiledLlamaBlockRunsInductorsFusedRopeAndSwiglu) {
