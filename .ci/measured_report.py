@@ -374,34 +374,39 @@ def layer_norm_rates(measured):
 
 
 def norms_section(folder, preset, measured):
-    """PyTorch's LayerNorm and RMSNorm kernels across widths against fsdpsim's bandwidth price
-    (models/kernel_factory.cpp: forward reads x, writes y; backward reads dy and x, writes dx)."""
-    bandwidth = preset["hbm_bandwidth_GBps"] * preset["memory_efficiency"] * 1e9
+    """PyTorch's LayerNorm and RMSNorm kernels across widths against fsdpsim's price
+    (models/kernel_factory.cpp: one kernel forward, the input and the weight gradient backward,
+    each at its share of HBM bandwidth, norm_memory_efficiency)."""
+    peak = preset["hbm_bandwidth_GBps"] * 1e9
+    share = preset["norm_memory_efficiency"]
     lines = ["## Normalization kernels", "",
              "The same session, `measure_norms.py` (`kernels/norms-*.json`): `nn.LayerNorm` "
              "and `nn.RMSNorm` on bf16 inputs, forward and backward (forward+backward minus "
-             "forward), in microseconds, next to fsdpsim's price: its bytes (2 passes of the "
-             "input forward, 3 backward, plus statistics and weights) over "
-             f"{bandwidth / 1e9:.0f} GB/s (`hbm_bandwidth_GBps` x `memory_efficiency`). "
-             "PyTorch's backward is two kernels (`layer_norm_kernel.cu`): the input gradient "
-             "and the weight gradient, a column reduction that reads dy and x again. Each "
-             "figure times one call between two CUDA events, so it includes whatever part of "
-             "the host's launch the GPU waits for: at 16,384 rows (`norms-16384.json`) the "
-             "narrow widths all take 50-70 us forward, launch-bound; the table shows 65,536 "
-             "rows, where the kernels take longer than their launch. The kernel profiles above "
-             "time the kernels alone in the MPT steps (widths 1,536-2,048): LayerNorm "
-             f"{layer_norm_rates(measured)}.", "",
+             "forward), in microseconds, next to fsdpsim's price. PyTorch's backward is two "
+             "kernels (`layer_norm_kernel.cu`): the input gradient and the weight gradient, a "
+             "column reduction that reads dy and x again; fsdpsim prices the three kernels' "
+             "bytes (forward x, y and the statistics; the input gradient dy, x, dx; the weight "
+             "gradient dy and x) at their shares of the HBM bandwidth, `norm_memory_efficiency` "
+             f"({', '.join(f'{k} {v}' for k, v in share.items())}), measured in the kernel "
+             "profiles above: in the MPT steps (widths 1,536-2,048) LayerNorm's "
+             f"{layer_norm_rates(measured)}. Each figure below times one call between two CUDA "
+             "events, so it includes whatever part of the host's launch the GPU waits for: at "
+             "16,384 rows (`norms-16384.json`) the narrow widths all take 50-70 us forward, "
+             "launch-bound; the table shows 65,536 rows, where the kernels take longer than "
+             "their launch.", "",
              "| norm | rows | width | fwd us | fsdpsim | bwd us | fsdpsim |",
              "|---|---|---|---|---|---|---|"]
     for name in ("norms-65536.json",):
         for r in json.load(open(folder / name))["results"]:
+            kind = r["kind"]  # layer_norm or rms_norm
             act = r["rows"] * r["width"] * 2
-            stat_vectors = 2 if r["kind"] == "layer_norm" else 1
+            stat_vectors = 2 if kind == "layer_norm" else 1
             stats = r["rows"] * stat_vectors * 4
             params = stat_vectors * r["width"] * 2
-            forward = (2 * act + stats + params) / bandwidth
-            backward = (3 * act + stats + r["width"] * 2 + params) / bandwidth
-            lines.append(f"| {r['kind']} | {r['rows']} | {r['width']} | "
+            forward = (2 * act + stats + params) / (peak * share[f"{kind}_forward"])
+            backward = ((3 * act + stats + r["width"] * 2) / (peak * share["input_grad"])
+                        + (2 * act + params) / (peak * share[f"{kind}_weight_grad"]))
+            lines.append(f"| {kind} | {r['rows']} | {r['width']} | "
                          f"{r['forward_s'] * 1e6:.0f} | {forward * 1e6:.0f} | "
                          f"{r['backward_s'] * 1e6:.0f} | {backward * 1e6:.0f} |")
     return lines + [""]
