@@ -53,8 +53,8 @@ struct GpuSpec {
   // The rates above are those of head dim 128. Per score element a kernel does matmul work in
   // proportion to its head dim and softmax work (exponentials, row max and sum, rescaling) that
   // does not depend on it: the share of a head-dim-128 kernel's time that is not matmul, for
-  // FlashAttention-2 (also taken for flash-attn 1.x and Triton) and for cuDNN, sets how much
-  // slower per FLOP a smaller head dim runs (kernel_time.cpp).
+  // FlashAttention-2 and for cuDNN, sets how much slower per FLOP a smaller head dim runs
+  // (kernel_time.cpp; flash-attn 1.x and Triton, unmeasured, get none).
   double attention_softmax_share = 0.0;
   double cudnn_attention_softmax_share = 0.0;
   double memory_efficiency = 0.0;  // streaming kernels / hbm_bandwidth
@@ -63,16 +63,17 @@ struct GpuSpec {
   // is many short launches, each with its ramp and tail, below a streaming kernel's rate.
   double multi_tensor_memory_efficiency = 0.0;
   NormEfficiencies norm_memory_efficiency;
-  // Fraction of those micro-benchmark tensor-core rates (GEMM, attention; measured GEMMs of a
-  // calibration profile too) that kernels sustain inside a training step: SM clocks under the
+  // Fraction of the micro-benchmark GEMM rates (gemm_efficiency; measured GEMMs of a
+  // calibration profile too) that GEMMs sustain inside a training step: SM clocks under the
   // power cap over minutes rather than seconds, real data, L2/HBM traffic of concurrent NCCL
-  // kernels. Not measurable by a kernel benchmark, so it is the one parameter fitted to
-  // measured training runs: once, globally, on part of the data (reports/validation.md).
+  // kernels. A kernel benchmark sees only the first (a GEMM held at an H200's power limit keeps
+  // 0.83 of its short-benchmark rate), so it is the one parameter fitted to measured training
+  // runs: once, globally, on part of the data (reports/validation.md).
   double sustained_compute_fraction = 1.0;
   // The same for fused-attention kernels, over the attention rates above: what those rates lose
-  // when a kernel runs for minutes at the power limit. It differs from the GEMMs' where the
-  // rates were measured on calls long enough to reach the power limit already (each preset says
-  // where its rates and this fraction come from).
+  // when a kernel runs for minutes at the power limit. Not the GEMMs' value: held at an H200's
+  // power limit, its attention kept the rates its preset gives (each preset says where its rates
+  // and this fraction come from).
   double attention_sustained_fraction = 1.0;
   // Measured collective curves and GEMM times of this GPU's cluster (a calibration profile,
   // hardware.calibration); collective_time() and kernel_time() consult them before the models.
