@@ -418,6 +418,12 @@ def span(values, digits=0):
     return low if low == high else f"{low}-{high}"
 
 
+def forward_backward_rate(forward, backward):
+    """One attention call's forward+backward TFLOP/s from each pass's: the backward does 2.5
+    times the forward's FLOPs, so together 3.5 forward FLOPs in 1/forward + 2.5/backward."""
+    return 3.5 / (1 / forward + 2.5 / backward)
+
+
 def held_runs(folder, preset, short_gemm):
     """Each kernel held at the power limit (measure_sustained_compute.py), GEMMs first: its
     kind, description, windows' rates, clocks and power, the short benchmarks' rates of the
@@ -426,7 +432,7 @@ def held_runs(folder, preset, short_gemm):
     for name in ("attention.json", "kernels/attention-shapes.json"):
         for r in json.load(open(DATA / name))["results"]:
             if "error" not in r and (r["heads"], r["seq"], r["head_dim"]) == (32, 8192, 128):
-                rate = 3.5 / (1 / r["forward_tflops"] + 2.5 / r["backward_tflops"])
+                rate = forward_backward_rate(r["forward_tflops"], r["backward_tflops"])
                 short_attention.setdefault(r["backend"], []).append(rate)
     runs = []
     for path in folder.glob("sustained-*.json"):
@@ -447,7 +453,7 @@ def held_runs(folder, preset, short_gemm):
             fwd, bwd = preset_attention_rates(preset, kernel, data["shape"][2])
             run["what"] = (f"{'FlashAttention-2' if kernel == 'flash' else 'cuDNN'} fwd+bwd "
                            f"{'x'.join(map(str, data['shape']))}")
-            run["short"] = short_attention[kernel] + [3.5 / (1 / fwd + 2.5 / bwd)]
+            run["short"] = short_attention[kernel] + [forward_backward_rate(fwd, bwd)]
             run["fraction"] = preset["attention_sustained_fraction"]
         run["kept"] = [statistics.mean(run["rates"]) / s for s in run["short"]]
         runs.append(run)
