@@ -326,10 +326,12 @@ def kernels_section(binary, preset):
               f"stand in for is time the GPU waits: {span([m * 100 for m, _ in idle], 1)} % of "
               "each measured step runs no kernel, against "
               f"{span([p * 100 for _, p in idle], 1)} % of fsdpsim's, whose CPU (launches, "
-              "hooks) keeps ahead of the GPU throughout. Where those milliseconds go (the profiled steps give kernel totals, not a timeline) is not "
-              "measured, and until it is, GEMMs at the rates the power model below gives "
-              "(0.95 of the short benchmark's at half the GPU's time) would make these steps "
-              "too fast.", ""]
+              "hooks) keeps ahead of the GPU throughout. Where those milliseconds go is not "
+              "measured yet (these profiles kept kernel totals, not a timeline; "
+              "`profile_kernels` runs now also record each idle gap with the CPU work the GPU "
+              "waited for, `calibrate/training_steps/gpu_idle.py`), and until it is, GEMMs at "
+              "the rates the power model below gives (0.95 of the short benchmark's at half "
+              "the GPU's time) would make these steps too fast.", ""]
 
     shapes = json.load(open(folder / "attention-shapes.json"))["results"]
     ok = [r for r in shapes if "error" not in r]

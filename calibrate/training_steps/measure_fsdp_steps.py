@@ -13,7 +13,8 @@ block (a run's "compiled": true; torchtitan's apply_compile: after checkpointing
 fully_shard). A run's "memory_fraction" caps the caching allocator for that run with
 torch.cuda.set_per_process_memory_fraction, to measure steps that fit only after cudaMalloc
 retries (h200_runs_retries.json). A run's "trace_allocations" records one more step's allocation
-history, its "profile_kernels" one more step's GPU kernels (torch.profiler), both in --json.
+history, its "profile_kernels" one more step's GPU kernels (torch.profiler) and when that step
+left the GPU idle, waiting for which CPU work (gpu_idle.py), both in --json.
 
 Each run of --runs is trained for --warmup untimed steps, then --steps timed steps. A step is
 timed with CUDA events around forward, backward and the optimizer step; the median of the steps
@@ -26,6 +27,7 @@ every measured figure (step times, reserved memory, versions) on --json. One pro
     torchrun --nproc-per-node 8 measure_fsdp_steps.py --runs runs.json --csv out.csv    # a node
 """
 import argparse
+import contextlib
 import csv
 import datetime
 import gc
@@ -37,6 +39,7 @@ import statistics
 import sys
 import tempfile
 
+from gpu_idle import idle_report
 from torch_required import exit_without_torch
 
 exit_without_torch(__doc__, "measure_fsdp_steps.py",
@@ -48,7 +51,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper  # noqa: E402
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 CSV_COLUMNS = (
     "case_id,source,source_detail,model_family,model,n_layers,d_model,n_heads,n_kv_heads,ffn_dim,"
@@ -196,16 +199,19 @@ def measure(run, args, device, rank):
     tokens = torch.randint(0, run["vocab"], shape, device=device)
     labels = torch.randint(0, run["vocab"], shape, device=device)
 
-    def step(marks):
+    def step(marks, phase=lambda name: contextlib.nullcontext()):
         marks[0].record()
-        logits = model(tokens)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
-        del logits
+        with phase("forward"):
+            logits = model(tokens)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+            del logits
         marks[1].record()
-        loss.backward()
+        with phase("backward"):
+            loss.backward()
         marks[2].record()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        with phase("optimizer"):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
         marks[3].record()
         return loss
 
@@ -248,7 +254,9 @@ def measure(run, args, device, rank):
     if run.get("trace_allocations", False):
         result["allocation_trace"] = trace_one_step(lambda: step(events()), device)
     if run.get("profile_kernels", False):
-        result["kernel_profile"] = profile_one_step(lambda: step(events()))
+        # The phases annotated (record_function) for gpu_idle.idle_report, in this step only.
+        result["kernel_profile"] = profile_one_step(
+            lambda: step(events(), lambda name: record_function(f"fsdpsim.{name}")))
     del model, optimizer, tokens, labels, loss
     gc.collect()
     torch.cuda.empty_cache()
@@ -286,7 +294,8 @@ def profile_one_step(step):
     """The GPU kernels of one more (untimed) step, from torch.profiler: per kernel name, the
     number of launches and their total time in microseconds, heaviest first; and the step's
     kernel time in all. It splits a step's time among GEMMs, attention and the rest, to check
-    fsdpsim's price of each against."""
+    fsdpsim's price of each against. Under "idle", when the GPU ran nothing and which CPU work
+    it waited for (gpu_idle.py)."""
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         step()
@@ -303,7 +312,8 @@ def profile_one_step(step):
             kernels[event["name"]] = (count + 1, total + float(event["dur"]))
     ranked = sorted(kernels.items(), key=lambda kv: -kv[1][1])
     return {"kernel_us": sum(total for _, (_, total) in ranked),
-            "kernels": [[name, count, round(total, 1)] for name, (count, total) in ranked]}
+            "kernels": [[name, count, round(total, 1)] for name, (count, total) in ranked],
+            "idle": idle_report(events)}
 
 
 def sdpa_default_backend(device):
