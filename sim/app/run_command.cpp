@@ -188,6 +188,27 @@ std::string memory_timeline_csv(const fsdp::SimulationOutput& output) {
   return csv;
 }
 
+// Every tensor the measured step allocates and frees, in the order the CPU does it, from the first
+// allocation of the step on: what torch.cuda.memory._record_memory_history logs of a step as
+// "alloc" and "free_requested" (sizes as requested, before the allocator rounds them).
+std::string allocations_csv(const fsdp::SimulationOutput& output) {
+  const engine::Program& program = output.schedule.program;
+  std::string csv = "time_s,action,bytes,stream,category,tensor\n";
+  const std::vector<memory::TensorEvent>& events = output.tensor_events;
+  const auto first = std::find_if(events.begin(), events.end(), [&](const memory::TensorEvent& e) {
+    return e.allocated && e.tensor >= output.schedule.measured_first_tensor;
+  });
+  for (auto e = first; e != events.end(); ++e) {
+    const engine::TensorInfo& t = program.tensors[e->tensor];
+    csv +=
+        fmt::format("{:.9f},{},{},{},{},{}\n", e->time.seconds(), e->allocated ? "alloc" : "free",
+                    t.size.value(), program.stream_names[t.stream],
+                    memory::category_name(static_cast<memory::MemoryCategory>(t.category)),
+                    program.names[t.name]);
+  }
+  return csv;
+}
+
 // The largest micro-batch that fits, keeping the number of gradient-accumulation steps:
 // doubling until out of memory (or 4096), then bisection.
 int max_micro_batch_command(const RunOptions& options, const PresetLocator& presets,
@@ -305,6 +326,12 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
              "Write allocated, active and reserved memory over the measured step as CSV to PATH")
           ->type_name("PATH")
           ->check(non_empty());
+  CLI::Option* allocations =
+      run->add_option("--allocations", options.allocations_path,
+                      "Write every tensor the measured step allocates and frees, in order, as CSV "
+                      "to PATH")
+          ->type_name("PATH")
+          ->check(non_empty());
   // The search prints its answer; the outputs of one step are the scenario's at that micro-batch
   // (`fsdpsim run --set training.micro_batch=N`), so asking for them here is refused, not ignored.
   CLI::Option* max_micro_batch =
@@ -312,7 +339,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
                     "Find the largest training.micro_batch that fits (same gradient accumulation)")
           ->excludes(json)
           ->excludes(trace)
-          ->excludes(timeline);
+          ->excludes(timeline)
+          ->excludes(allocations);
   run->add_option(
          "--configs", options.configs_dir,
          "Folder of presets (default: $FSDPSIM_CONFIGS_DIR, else the source tree's configs/)")
@@ -335,12 +363,15 @@ int run_command(const RunOptions& options) {
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
   check_sweep_block_keys(options.scenario, options.overrides, presets);
   const std::vector<std::filesystem::path> input_files(inputs.begin(), inputs.end());
-  check_outputs({options.json_path, options.trace_path, options.memory_timeline_path}, input_files);
+  check_outputs({options.json_path, options.trace_path, options.memory_timeline_path,
+                 options.allocations_path},
+                input_files);
   const double load_ms = elapsed_ms(start);
 
   const auto simulate_start = std::chrono::steady_clock::now();
   if (options.max_micro_batch) return max_micro_batch_command(options, presets, scenario);
-  const bool record_memory = !options.trace_path.empty() || !options.memory_timeline_path.empty();
+  const bool record_memory = !options.trace_path.empty() || !options.memory_timeline_path.empty() ||
+                             !options.allocations_path.empty();
   const fsdp::SimulationOutput output = simulate_scenario(scenario, record_memory);
   const double simulate_ms = elapsed_ms(simulate_start);
 
@@ -356,11 +387,14 @@ int run_command(const RunOptions& options) {
   if (!options.trace_path.empty()) outputs.push_back({options.trace_path, trace_json(output)});
   if (!options.memory_timeline_path.empty())
     outputs.push_back({options.memory_timeline_path, memory_timeline_csv(output)});
+  if (!options.allocations_path.empty())
+    outputs.push_back({options.allocations_path, allocations_csv(output)});
   write_outputs(outputs, input_files);
   // The summary is for a person: with the result JSON on stdout there is none, and with a trace
   // or a memory timeline there it goes to stderr, so that stdout stays that file.
   if (options.json_path != "-") {
-    const bool stdout_taken = options.trace_path == "-" || options.memory_timeline_path == "-";
+    const bool stdout_taken = options.trace_path == "-" || options.memory_timeline_path == "-" ||
+                              options.allocations_path == "-";
     (stdout_taken ? std::cerr : std::cout) << summary_text(scenario, output);
   }
   if (options.timing) {

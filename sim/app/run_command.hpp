@@ -16,6 +16,7 @@ struct RunOptions {
   std::string json_path;               // --json PATH|-
   std::string trace_path;              // --trace PATH
   std::string memory_timeline_path;    // --memory-timeline PATH (CSV)
+  std::string allocations_path;        // --allocations PATH (CSV)
   bool max_micro_batch = false;        // --max-micro-batch
   std::string configs_dir;             // --configs DIR
   bool timing = false;                 // --timing: wall-clock phases on stderr

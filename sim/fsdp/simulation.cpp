@@ -258,7 +258,10 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
   r.breakdown_rank = classes.representative[largest];
   r.memory_rank = classes.representative[neediest];
   fill_memory(r, program, *models[neediest]);
-  if (memory_options.record_samples) out.memory_samples = models[largest]->samples();
+  if (memory_options.record_samples) {
+    out.memory_samples = models[largest]->samples();
+    out.tensor_events = models[largest]->tensor_events();
+  }
   out.memory_measured_start = models[largest]->measured_since();
   out.timeline = timelines[largest];
   out.rank_timelines = std::move(timelines);
@@ -289,7 +292,10 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
     r.breakdown =
         breakdown_of(program, out.timeline, out.schedule.measured_first_op, step_start, step_end);
     fill_memory(r, program, memory);
-    if (options.record_memory) out.memory_samples = memory.samples();
+    if (options.record_memory) {
+      out.memory_samples = memory.samples();
+      out.tensor_events = memory.tensor_events();
+    }
     out.memory_measured_start = memory.measured_since();
   } else {
     std::tie(step_start, step_end) = simulate_ranks(input, memory_options, out);

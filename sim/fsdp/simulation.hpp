@@ -82,6 +82,7 @@ struct SimulationOutput {
   // hardware.stragglers: every class's timeline, in the order of result.rank_classes (else empty).
   std::vector<engine::Timeline> rank_timelines;
   std::vector<memory::MemorySample> memory_samples;  // only when asked for, warm-up step included
+  std::vector<memory::TensorEvent> tensor_events;    // likewise, of program.tensors
   // The job's measured step, the window step_time spans: from the end of the last op of the
   // previous step on every rank to the end of the last rank's last op.
   SimTime measured_start;

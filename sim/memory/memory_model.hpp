@@ -62,6 +62,9 @@ class MemoryModel final : public engine::MemoryObserver {
   [[nodiscard]] const ReservedStats& reserved() const { return reserved_; }
   [[nodiscard]] bool models_reserved() const { return allocator_.has_value(); }
   [[nodiscard]] const std::vector<MemorySample>& samples() const { return tracker_.samples(); }
+  [[nodiscard]] const std::vector<TensorEvent>& tensor_events() const {
+    return tracker_.tensor_events();
+  }
   // When the measured step's first tensor was allocated (its CPU time: a tensor is allocated when
   // the CPU issues the op that makes it, ahead of the GPU), where its memory samples begin.
   [[nodiscard]] SimTime measured_since() const { return measured_since_; }

@@ -28,12 +28,15 @@ engine::AllocationOutcome MemoryTracker::on_allocate(SimTime time, engine::Tenso
     stats_.peak_tensor = tensor;
   }
   sample(time);
+  if (record_samples_) tensor_events_.push_back(TensorEvent{time, tensor, true});
   return {};
 }
 
-void MemoryTracker::on_free(SimTime time, engine::TensorId, const engine::TensorInfo& info, bool) {
+void MemoryTracker::on_free(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info,
+                            bool) {
   allocated_ -= info.size;
   sample(time);
+  if (record_samples_) tensor_events_.push_back(TensorEvent{time, tensor, false});
 }
 
 void MemoryTracker::on_release(SimTime time, engine::TensorId, const engine::TensorInfo& info) {

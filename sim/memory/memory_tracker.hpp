@@ -24,6 +24,14 @@ struct MemorySample {
   Bytes reserved;  // zero without an allocator model
 };
 
+// A tensor allocated or freed by the CPU, in program order: what PyTorch's memory history
+// (torch.cuda.memory._record_memory_history) logs as "alloc" and "free_requested".
+struct TensorEvent {
+  SimTime time;
+  engine::TensorId tensor = 0;
+  bool allocated = false;  // else freed
+};
+
 struct MemoryStats {
   Bytes peak_allocated{0};
   Bytes peak_active{0};
@@ -37,7 +45,8 @@ struct MemoryStats {
 class MemoryTracker final : public engine::MemoryObserver {
  public:
   // `baseline` is memory alive before the program starts (e.g. sharded parameters and optimizer
-  // state), per category. `record_samples` keeps a timeline for traces and CSV output.
+  // state), per category. `record_samples` keeps a timeline for traces and CSV output, and every
+  // tensor event.
   MemoryTracker(const std::array<Bytes, kMemoryCategoryCount>& baseline, bool record_samples);
 
   engine::AllocationOutcome on_allocate(SimTime time, engine::TensorId tensor,
@@ -53,6 +62,7 @@ class MemoryTracker final : public engine::MemoryObserver {
 
   [[nodiscard]] const MemoryStats& stats() const { return stats_; }
   [[nodiscard]] const std::vector<MemorySample>& samples() const { return samples_; }
+  [[nodiscard]] const std::vector<TensorEvent>& tensor_events() const { return tensor_events_; }
 
  private:
   void sample(SimTime time);
@@ -64,6 +74,7 @@ class MemoryTracker final : public engine::MemoryObserver {
   MemoryStats stats_;
   bool record_samples_;
   std::vector<MemorySample> samples_;
+  std::vector<TensorEvent> tensor_events_;
 };
 
 }  // namespace fsdpsim::memory

@@ -207,6 +207,72 @@ TEST(Cli, TraceIsChromeTraceEventJson) {
 // The measured step's memory (from its start; the warm-up step before it is left out), so that
 // its maxima are the result's peaks, under FSDP1 and FSDP2 (whose CPU, never blocked, allocates
 // the measured step's tensors long before the GPU ends the warm-up step).
+// --allocations lists the measured step's tensors as the CPU allocates and frees them. They
+// account for every byte: their running sum falls from its peak to the step's end by as much as
+// the memory timeline's allocated column does.
+TEST(Cli, AllocationsAccountForTheStepsMemory) {
+  const fs::path csv = temp_dir() / "allocations.csv";
+  const fs::path timeline = temp_dir() / "allocations_timeline.csv";
+  ASSERT_EQ(run_fsdpsim("run " + kScenario + " --allocations " + csv.string() +
+                        " --memory-timeline " + timeline.string())
+                .exit_code,
+            0);
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::string line;
+  std::ifstream timeline_in(timeline);
+  std::getline(timeline_in, line);
+  double timeline_peak = 0.0;
+  double timeline_end = 0.0;
+  while (std::getline(timeline_in, line)) {
+    const std::size_t comma = line.find(',');
+    timeline_end = std::stod(line.substr(comma + 1, line.find(',', comma + 1) - comma - 1));
+    timeline_peak = std::max(timeline_peak, timeline_end);
+  }
+
+  std::ifstream in(csv);
+  std::getline(in, line);
+  EXPECT_EQ(line, "time_s,action,bytes,stream,category,tensor");
+  double last_time = -1.0;
+  double live = 0.0;
+  double peak = 0.0;
+  int allocations = 0;
+  int frees = 0;
+  std::set<std::string> streams;
+  while (std::getline(in, line)) {
+    std::stringstream row(line);
+    std::vector<std::string> v;
+    for (std::string cell; std::getline(row, cell, ',');) v.push_back(cell);
+    ASSERT_EQ(v.size(), 6u) << line;
+    if (allocations == 0 && frees == 0) {
+      EXPECT_EQ(v[1], "alloc") << "the list starts with the step's first allocation";
+    }
+    EXPECT_GE(std::stod(v[0]), last_time) << line;
+    last_time = std::stod(v[0]);
+    if (v[1] == "alloc") {
+      live += std::stod(v[2]);
+      ++allocations;
+    } else {
+      ASSERT_EQ(v[1], "free") << line;
+      live -= std::stod(v[2]);
+      ++frees;
+    }
+    peak = std::max(peak, live);
+    streams.insert(v[3]);
+    EXPECT_FALSE(v[4].empty());
+    EXPECT_FALSE(v[5].empty());
+  }
+  EXPECT_GT(allocations, 100);
+  EXPECT_GT(frees, 100);
+  EXPECT_TRUE(streams.count("compute")) << "activations on the compute stream";
+  EXPECT_GT(streams.size(), 1u) << "collective buffers on their own streams";
+  EXPECT_GT(timeline_peak - timeline_end, 1.0);
+  EXPECT_NEAR((peak - live) / kGiB, timeline_peak - timeline_end, 1e-4);
+  // One step's outputs are the scenario's; the micro-batch search has none.
+  EXPECT_EQ(run_fsdpsim("run " + kScenario + " --max-micro-batch --allocations " + csv.string())
+                .exit_code,
+            2);
+}
+
 TEST(Cli, MemoryTimelineIsACsvOfTheStep) {
   const fs::path csv = temp_dir() / "memory.csv";
   const fs::path json = temp_dir() / "memory_result.json";
