@@ -195,6 +195,59 @@ def retries_section(binary):
     return lines
 
 
+# Size classes of the caching allocator (CUDACachingAllocator.cpp): the small pool below 1 MiB,
+# 20 MiB segments shared by requests below 10 MiB, a segment of its own for larger ones.
+ALLOCATION_CLASSES = [(1 << 20, "< 1 MiB"), (10 << 20, "1-10 MiB"), (128 << 20, "10-128 MiB"),
+                      (1 << 30, "128 MiB-1 GiB"), (None, ">= 1 GiB")]
+
+
+def allocation_class(size):
+    return next(name for limit, name in ALLOCATION_CLASSES if limit is None or size < limit)
+
+
+def allocations_section(binary):
+    """The tensors one step allocates, by size class: PyTorch's memory history of the runs traced
+    (measure_fsdp_steps.py's allocation_trace) next to `fsdpsim run --allocations`."""
+    folder = DATA / "retries"
+    measured = json.load(open(folder / "steps.json"))
+    lines = ["## Allocations per step, by size", "",
+             "What the caching allocator is asked for in one step: PyTorch's memory history of "
+             "one untimed step after the timed ones (`torch.cuda.memory._record_memory_history`, "
+             "its \"alloc\" events; `allocation_trace` in "
+             "`configs/validation/measured-h200/retries/steps.json`) next to the measured step's "
+             "allocations in `fsdpsim run --allocations`. Counts, then GiB in all.", "",
+             "| run | " + " | ".join(f"{name} | fsdpsim" for _, name in ALLOCATION_CLASSES)
+             + " | all | fsdpsim | GiB | fsdpsim |",
+             "|---|" + "---|---|" * (len(ALLOCATION_CLASSES) + 2)]
+    with tempfile.TemporaryDirectory() as scratch:
+        out = pathlib.Path(scratch)
+        fsdpsim(binary, "validate", str(folder / "steps.csv"), "--scenarios-out", str(out))
+        for result in measured["results"]:
+            if "allocation_trace" not in result:
+                continue
+            sizes = [e[1] for e in result["allocation_trace"]["events"] if e[0] == "alloc"]
+            listed = fsdpsim(binary, "run", str(scenario_for(result["run"], out)),
+                             "--allocations", "-")
+            predicted = [int(row.split(",")[2]) for row in listed.splitlines()[1:]
+                         if row.split(",")[1] == "alloc"]
+            cells = [run_label(result["run"])]
+            for _, name in ALLOCATION_CLASSES:
+                cells += [str(sum(allocation_class(b) == name for b in sizes)),
+                          str(sum(allocation_class(b) == name for b in predicted))]
+            cells += [str(len(sizes)), str(len(predicted)),
+                      f"{sum(sizes) / 2**30:.1f}", f"{sum(predicted) / 2**30:.1f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "fsdpsim asks for several times fewer blocks, larger on average: each layer's "
+              "saved activations are one block, and so are each FSDP unit's unsharded parameters "
+              "and gradients, where PyTorch allocates every tensor (and FSDP2 every parameter's "
+              "copy) on its own. Below 10 MiB, where PyTorch's requests come mostly from small "
+              "parameters (norm weights, biases, the k and v projections: FSDP2's per-parameter "
+              "copies and casts of them, their gradients, the optimizer's work on them), "
+              "fsdpsim has almost none. How such requests fragment the cache is what the caps "
+              "above probe.", ""]
+    return lines
+
+
 # fsdpsim's op names (fsdp/ builders) of the kernels torch.profiler names nvjet/cutlass (GEMMs)
 # and sdpa/cudnn::fusion (attention); the rest are elementwise, normalization, copies and the
 # optimizer's foreach kernels.
@@ -605,6 +658,7 @@ def main():
 
     lines += phases_section(binary)
     lines += retries_section(binary)
+    lines += allocations_section(binary)
     preset = json.load(open(ROOT / "configs/hardware/h200-sxm-141gb.json"))["gpu"]
     lines += kernels_section(binary, preset)
 
