@@ -266,10 +266,12 @@ def measure(run, args, device, rank):
 def trace_one_step(step, device):
     """The caching allocator's events over one more (untimed) step, from its memory history
     (torch.cuda.memory._record_memory_history, python stacks): each event as [action, bytes,
-    stream, frame], where frame indexes "frames": the stack's frames in this file (the model
-    lines that asked for the memory; none for the autograd engine's thread, which runs backward
-    without a Python stack) and its first frame, joined by " | ". It is the order in which PyTorch
-    allocates and frees a step's tensors, to check fsdpsim's allocation points against."""
+    stream, frame, address], where frame indexes "frames": the stack's frames in this file (the
+    model lines that asked for the memory; none for the autograd engine's thread, which runs
+    backward without a Python stack) and its first frame, joined by " | ". It is the order in
+    which PyTorch allocates and frees a step's tensors, to check fsdpsim's allocation points
+    against; the block addresses pair each free with its allocation and show the cache's
+    layout (which segment a block was cut from)."""
     torch.cuda.synchronize()
     torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
     step()
@@ -286,7 +288,8 @@ def trace_one_step(step, device):
         if key not in frame_ids:
             frame_ids[key] = len(frames)
             frames.append(key)
-        events.append([event["action"], event["size"], event.get("stream", 0), frame_ids[key]])
+        events.append([event["action"], event["size"], event.get("stream", 0), frame_ids[key],
+                       event.get("addr", 0)])
     return {"frames": frames, "events": events}
 
 
