@@ -390,8 +390,8 @@ int run_command(const RunOptions& options) {
   if (!options.allocations_path.empty())
     outputs.push_back({options.allocations_path, allocations_csv(output)});
   write_outputs(outputs, input_files);
-  // The summary is for a person: with the result JSON on stdout there is none, and with a trace
-  // or a memory timeline there it goes to stderr, so that stdout stays that file.
+  // The summary is for a person: with the result JSON on stdout there is none, and with a trace,
+  // a memory timeline or the allocations there it goes to stderr, so that stdout stays that file.
   if (options.json_path != "-") {
     const bool stdout_taken = options.trace_path == "-" || options.memory_timeline_path == "-" ||
                               options.allocations_path == "-";
