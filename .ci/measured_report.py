@@ -3,6 +3,9 @@
 kernels, GEMMs and copies this project measured on one H200 (configs/validation/measured-h200,
 configs/calibration/h200-sxm-141gb-measured.json). Called by .ci/make-measured-report, which
 says how to run it."""
+import collections
+import csv
+import io
 import json
 import pathlib
 import re
@@ -110,31 +113,27 @@ def phases_section(binary):
     return lines + [""]
 
 
-def retries_section(binary):
-    """The runs trained under allocator caps: cudaMalloc retries and what they cost, measured
-    and predicted, and the caps at which the step ran out of memory."""
-    folder = DATA / "retries"
-    measured = json.load(open(folder / "steps.json"))
-    with tempfile.TemporaryDirectory() as scratch:
-        out = pathlib.Path(scratch)
-        fsdpsim(binary, "validate", str(folder / "steps.csv"), "--scenarios-out", str(out))
-        uncapped_scenario = {}
-        for result in measured["results"]:
-            if "memory_fraction" not in result["run"]:
-                uncapped_scenario[result["run"]["name"]] = scenario_for(result["run"], out)
-        rows, grown, malloc_ratios = [], [0.0, 0.0], []
-        uncapped = {}
-        for result in measured["results"]:
-            run = result["run"]
-            base = uncapped_scenario[run["name"]]
-            fraction = run.get("memory_fraction", 1.0)
-            # A run that failed has no row: its scenario is the uncapped one at the failed cap.
-            scenario = base if "error" in result else scenario_for(run, out)
-            p = json.loads(fsdpsim(binary, "run", str(scenario), "--json", "-", "--set",
-                                   f"allocator.memory_fraction={fraction}"))
-            if "memory_fraction" not in run:
-                uncapped[run["name"]] = (result, p)
-            rows.append((run, result, p))
+def retries_section(binary, measured, scenarios):
+    """The runs trained under allocator caps (`measured`: retries/steps.json; `scenarios`: its
+    rows' scenarios): cudaMalloc retries and what they cost, measured and predicted, and the caps
+    at which the step ran out of memory."""
+    uncapped_scenario = {}
+    for result in measured["results"]:
+        if "memory_fraction" not in result["run"]:
+            uncapped_scenario[result["run"]["name"]] = scenario_for(result["run"], scenarios)
+    rows, grown, malloc_ratios = [], [0.0, 0.0], []
+    uncapped = {}
+    for result in measured["results"]:
+        run = result["run"]
+        base = uncapped_scenario[run["name"]]
+        fraction = run.get("memory_fraction", 1.0)
+        # A run that failed has no row: its scenario is the uncapped one at the failed cap.
+        scenario = base if "error" in result else scenario_for(run, scenarios)
+        p = json.loads(fsdpsim(binary, "run", str(scenario), "--json", "-", "--set",
+                               f"allocator.memory_fraction={fraction}"))
+        if "memory_fraction" not in run:
+            uncapped[run["name"]] = (result, p)
+        rows.append((run, result, p))
     lines = ["## Under allocator caps: cudaMalloc retries", "",
              "`configs/validation/measured-h200/retries/`: three models trained uncapped and "
              "with the caching allocator capped by `torch.cuda.set_per_process_memory_fraction` "
@@ -205,11 +204,10 @@ def allocation_class(size):
     return next(name for limit, name in ALLOCATION_CLASSES if limit is None or size < limit)
 
 
-def allocations_section(binary):
+def allocations_section(binary, measured, scenarios):
     """The tensors one step allocates, by size class: PyTorch's memory history of the runs traced
-    (measure_fsdp_steps.py's allocation_trace) next to `fsdpsim run --allocations`."""
-    folder = DATA / "retries"
-    measured = json.load(open(folder / "steps.json"))
+    (measure_fsdp_steps.py's allocation_trace, in `measured`) next to `fsdpsim run --allocations`
+    of their scenarios."""
     lines = ["## Allocations per step, by size", "",
              "What the caching allocator is asked for in one step: PyTorch's memory history of "
              "one untimed step after the timed ones (`torch.cuda.memory._record_memory_history`, "
@@ -219,24 +217,21 @@ def allocations_section(binary):
              "| run | " + " | ".join(f"{name} | fsdpsim" for _, name in ALLOCATION_CLASSES)
              + " | all | fsdpsim | GiB | fsdpsim |",
              "|---|" + "---|---|" * (len(ALLOCATION_CLASSES) + 2)]
-    with tempfile.TemporaryDirectory() as scratch:
-        out = pathlib.Path(scratch)
-        fsdpsim(binary, "validate", str(folder / "steps.csv"), "--scenarios-out", str(out))
-        for result in measured["results"]:
-            if "allocation_trace" not in result:
-                continue
-            sizes = [e[1] for e in result["allocation_trace"]["events"] if e[0] == "alloc"]
-            listed = fsdpsim(binary, "run", str(scenario_for(result["run"], out)),
-                             "--allocations", "-")
-            predicted = [int(row.split(",")[2]) for row in listed.splitlines()[1:]
-                         if row.split(",")[1] == "alloc"]
-            cells = [run_label(result["run"])]
-            for _, name in ALLOCATION_CLASSES:
-                cells += [str(sum(allocation_class(b) == name for b in sizes)),
-                          str(sum(allocation_class(b) == name for b in predicted))]
-            cells += [str(len(sizes)), str(len(predicted)),
-                      f"{sum(sizes) / 2**30:.1f}", f"{sum(predicted) / 2**30:.1f}"]
-            lines.append("| " + " | ".join(cells) + " |")
+    for result in measured["results"]:
+        if "allocation_trace" not in result:
+            continue
+        sizes = [e[1] for e in result["allocation_trace"]["events"] if e[0] == "alloc"]
+        listed = fsdpsim(binary, "run", str(scenario_for(result["run"], scenarios)),
+                         "--allocations", "-")
+        predicted = [int(row["bytes"]) for row in csv.DictReader(io.StringIO(listed))
+                     if row["action"] == "alloc"]
+        by_class = [collections.Counter(map(allocation_class, s)) for s in (sizes, predicted)]
+        cells = [run_label(result["run"])]
+        for _, name in ALLOCATION_CLASSES:
+            cells += [str(by_class[0][name]), str(by_class[1][name])]
+        cells += [str(len(sizes)), str(len(predicted)),
+                  f"{sum(sizes) / 2**30:.1f}", f"{sum(predicted) / 2**30:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "fsdpsim asks for several times fewer blocks, larger on average: each layer's "
               "saved activations are one block, and so are each FSDP unit's unsharded parameters "
               "and gradients, where PyTorch allocates every tensor (and FSDP2 every parameter's "
@@ -657,8 +652,11 @@ def main():
         lines.append("")
 
     lines += phases_section(binary)
-    lines += retries_section(binary)
-    lines += allocations_section(binary)
+    retries = json.load(open(DATA / "retries/steps.json"))
+    with tempfile.TemporaryDirectory() as scenarios:
+        fsdpsim(binary, "validate", str(DATA / "retries/steps.csv"), "--scenarios-out", scenarios)
+        lines += retries_section(binary, retries, pathlib.Path(scenarios))
+        lines += allocations_section(binary, retries, pathlib.Path(scenarios))
     preset = json.load(open(ROOT / "configs/hardware/h200-sxm-141gb.json"))["gpu"]
     lines += kernels_section(binary, preset)
 
