@@ -23,6 +23,7 @@
 #include "sim/app/validation_cases.hpp"
 #include "sim/app/validation_flops.hpp"
 #include "sim/app/validation_report.hpp"
+#include "sim/app/validation_scaling.hpp"
 #include "sim/app/validation_stats.hpp"
 
 namespace fsdpsim::app {
@@ -140,6 +141,7 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
     }
     o.status = r.out_of_memory ? "oom" : "ok";
     o.alloc_retries = r.reserved.alloc_retries;
+    o.scaling_key = scaling_key(c, built.document);
     const double tokens = r.tokens_per_s_per_gpu;
     if (const auto m = c.number("measured_model_tflops_per_gpu")) {
       o.model_tflops = Compared{*m, model_tflops(def, tokens)};

@@ -13,6 +13,7 @@
 #include "sim/app/finite_number.hpp"
 #include "sim/app/markdown_cell.hpp"
 #include "sim/app/retries_text.hpp"
+#include "sim/app/validation_scaling.hpp"
 
 namespace fsdpsim::app {
 
@@ -46,6 +47,7 @@ struct ValidationSummaries {
   ValidationGroups by_size;
   ValidationGroups by_allocator;                      // allocator_state()
   std::map<std::string, ValidationGroups> by_column;  // --group-by
+  std::vector<ScalingPair> scaling;
 };
 
 namespace {
@@ -88,6 +90,7 @@ ValidationSummaries summarize(const std::vector<ValidationOutcome>& outcomes,
     if (o.mfu_definition_gap) s.mfu_gaps.push_back(*o.mfu_definition_gap);
     if (o.hfu_definition_gap) s.hfu_gaps.push_back(*o.hfu_definition_gap);
   }
+  s.scaling = scaling_pairs(outcomes);
   return s;
 }
 
@@ -290,6 +293,7 @@ nlohmann::json ValidationReport::json() const {
     }
     report["by_column"] = columns;
   }
+  report["scaling"] = scaling_json(s.scaling);
   nlohmann::json rows = nlohmann::json::array();
   for (const ValidationOutcome& o : outcomes) {
     nlohmann::json row = {{"case_id", o.c->get("case_id")},
@@ -383,6 +387,7 @@ std::string ValidationReport::markdown() const {
     if (found == s.by_column.end()) continue;  // no row prints tokens/s
     md += group_table(column, found->second, ordered_values(found->second));
   }
+  md += scaling_markdown(s.scaling);
   // The worst rows first: those off by more than kLargeError, largest error first.
   std::vector<const ValidationOutcome*> large;
   for (const ValidationOutcome& o : outcomes) {

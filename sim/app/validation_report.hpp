@@ -45,6 +45,9 @@ struct ValidationOutcome {
   // cudaMalloc retries of the predicted step (the caching allocator freed its cache and tried
   // again), 0 where the allocator is not modelled.
   std::int64_t alloc_retries = 0;
+  // The row's scenario without its GPU count (validation_scaling.hpp): rows with equal keys are
+  // the same run on different GPU counts.
+  std::string scaling_key;
 };
 
 struct ValidationFit {
@@ -89,8 +92,8 @@ class ValidationReport {
   // Schema fsdpsim.validation/1: evaluated, skipped, tokens_per_s, tflops, mfu, hfu, peak_mem,
   // peak_reserved_mem (count, mape, median_ape, max_ape, mean_error; null when count is 0),
   // definition_check, spearman (null below two cases),
-  // by_source, by_gpu, by_model_size, by_allocator, by_column (with --group-by), cases,
-  // skipped_cases.
+  // by_source, by_gpu, by_model_size, by_allocator, by_column (with --group-by), scaling
+  // (validation_scaling.hpp), cases, skipped_cases.
   [[nodiscard]] nlohmann::json json() const;
   [[nodiscard]] std::string markdown() const;
 

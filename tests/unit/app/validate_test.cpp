@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -865,6 +866,52 @@ TEST(ValidationCases, OptionalColumnsReachTheScenario) {
   EXPECT_GT(unpadded, 200);
   EXPECT_EQ(deepspeed, 6);
   EXPECT_EQ(masked, 3);  // the paper's two rows have no GPU count: skipped
+}
+
+// The same run on more GPUs (scaling_cases.csv: llm-foundry's mpt-125m on 8, 16, 32 and 64
+// A100-80GB): only the rows with one micro-batch per step pair up, each against the 16-GPU one
+// (the 8-GPU row runs two micro-batches per step; a copy of the 16-GPU row under another source
+// is a run of its own), and the predicted change is the ratio of the rows' predictions.
+TEST(Validate, ScalingComparesTheSameRunOnMoreGpus) {
+  const fs::path md = test_support::temp_dir("validate", "scaling") / "scaling.md";
+  const auto [code, out] =
+      run_fsdpsim("validate " + kData + "scaling_cases.csv --json - --md " + md.string());
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  std::map<std::string, double> predicted;
+  for (const nlohmann::json& c : j["cases"]) {
+    predicted[c["case_id"]] = c["predicted_tokens_per_s_per_gpu"].get<double>();
+  }
+  const nlohmann::json& scaling = j["scaling"];
+  ASSERT_EQ(scaling["pairs"], 2) << scaling.dump();
+  const std::string g16 = "lfc6cfb42-a10080-mpt125m-s2048-g16-mb32-ac0-1";
+  const nlohmann::json& wider = scaling["cases"][1];  // ordered by factor: 16 -> 32, 16 -> 64
+  EXPECT_EQ(scaling["cases"][0]["more"], "lfc6cfb42-a10080-mpt125m-s2048-g32-mb32-ac0-1");
+  EXPECT_EQ(wider["fewer"], g16);
+  EXPECT_EQ(wider["more"], "lfc6cfb42-a10080-mpt125m-s2048-g64-mb32-ac0-1");
+  EXPECT_EQ(wider["gpus"], nlohmann::json({16, 64}));
+  const double measured = 130026.0 / 133689.0 - 1.0;  // the rows' measured tokens/s/GPU
+  const double model = predicted[wider["more"]] / predicted[g16] - 1.0;
+  EXPECT_NEAR(wider["measured_change"].get<double>(), measured, 1e-12);
+  EXPECT_NEAR(wider["predicted_change"].get<double>(), model, 1e-12);
+  EXPECT_NEAR(wider["error"].get<double>(), (1.0 + model) / (1.0 + measured) - 1.0, 1e-12);
+  EXPECT_EQ(scaling["by_factor"]["4"]["count"], 1);
+  EXPECT_NEAR(scaling["by_factor"]["4"]["mean_abs_error"].get<double>(),
+              std::abs(wider["error"].get<double>()), 1e-12);
+  const std::string text = test_support::read_file(md);
+  const std::size_t section = text.find("## Scaling: the same run on more GPUs");
+  ASSERT_NE(section, std::string::npos) << text;
+  EXPECT_NE(text.find("| 4 | 1 | -2.7% |", section), std::string::npos) << text;
+  EXPECT_NE(text.find("| 16 -> 64 | -2.7% |", section), std::string::npos) << text;
+  // Rows that are never the same run on other GPU counts: no pair, and the section says so.
+  const auto [none, none_out] = run_fsdpsim("validate " + kData + "small_cases.csv --json -");
+  ASSERT_EQ(none, 0) << none_out;
+  EXPECT_EQ(nlohmann::json::parse(none_out)["scaling"]["pairs"], 0);
+  const auto [none_md, none_text] = run_fsdpsim("validate " + kData + "small_cases.csv --md -");
+  ASSERT_EQ(none_md, 0) << none_text;
+  EXPECT_NE(none_text.find("No two evaluated rows differ only in their GPU count."),
+            std::string::npos)
+      << none_text;
 }
 
 // A row whose simulated step does not fit is still compared (its step time is the over-memory

@@ -1,0 +1,155 @@
+#include "sim/app/validation_scaling.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "sim/app/markdown_cell.hpp"
+#include "sim/app/validation_report.hpp"
+
+namespace fsdpsim::app {
+namespace {
+
+double gpus(const ValidationOutcome& o) { return o.c->number("gpus").value_or(0.0); }
+
+struct FactorSummary {
+  int count = 0;
+  double measured_change = 0.0;  // sums until averaged
+  double predicted_change = 0.0;
+  double error = 0.0;
+  double abs_error = 0.0;
+
+  void add(const ScalingPair& p) {
+    ++count;
+    measured_change += p.measured_change;
+    predicted_change += p.predicted_change;
+    error += p.error;
+    abs_error += std::abs(p.error);
+  }
+  [[nodiscard]] FactorSummary mean() const {
+    const auto n = static_cast<double>(count);
+    return {count, measured_change / n, predicted_change / n, error / n, abs_error / n};
+  }
+};
+
+// By factor, in increasing order (the pairs are sorted by it).
+std::vector<std::pair<double, FactorSummary>> by_factor(const std::vector<ScalingPair>& pairs) {
+  std::vector<std::pair<double, FactorSummary>> out;
+  for (const ScalingPair& p : pairs) {
+    if (out.empty() || out.back().first != p.factor) out.emplace_back(p.factor, FactorSummary{});
+    out.back().second.add(p);
+  }
+  for (auto& [factor, s] : out) s = s.mean();
+  return out;
+}
+
+std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
+
+}  // namespace
+
+std::string scaling_key(const ValidationCase& c, const nlohmann::json& scenario) {
+  nlohmann::json key = scenario;
+  key.erase("name");
+  key.erase("description");
+  nlohmann::json& hardware = key["hardware"];
+  const auto world =
+      hardware.value("nodes", std::int64_t{1}) * hardware["node"].value("gpus_per_node", 1);
+  hardware.erase("nodes");
+  // A job on part of one node has its GPU count as gpus_per_node in the scenario.
+  hardware["node"]["gpus_per_node"] = c.get("gpus_per_node");
+  nlohmann::json& training = key["training"];
+  const auto micro = training.value("micro_batch", std::int64_t{1});
+  training["micro_batches_per_step"] =
+      training.value("global_batch", micro * world) / (micro * world);
+  training.erase("global_batch");
+  key["source"] = c.get("source");
+  return key.dump();
+}
+
+std::vector<ScalingPair> scaling_pairs(const std::vector<ValidationOutcome>& outcomes) {
+  std::map<std::string, std::vector<const ValidationOutcome*>> groups;
+  for (const ValidationOutcome& o : outcomes) {
+    if (o.measured_tokens && o.status == "ok" && !o.scaling_key.empty())
+      groups[o.scaling_key].push_back(&o);  // in file order
+  }
+  std::vector<ScalingPair> pairs;
+  for (const auto& [key, rows] : groups) {
+    const ValidationOutcome* fewer = *std::min_element(
+        rows.begin(), rows.end(),
+        [](const ValidationOutcome* a, const ValidationOutcome* b) { return gpus(*a) < gpus(*b); });
+    for (const ValidationOutcome* more : rows) {
+      if (gpus(*more) <= gpus(*fewer)) continue;
+      ScalingPair p;
+      p.fewer = fewer;
+      p.more = more;
+      p.factor = gpus(*more) / gpus(*fewer);
+      p.measured_change = *more->measured_tokens / *fewer->measured_tokens - 1.0;
+      p.predicted_change = more->predicted_tokens / fewer->predicted_tokens - 1.0;
+      p.error = (1.0 + p.predicted_change) / (1.0 + p.measured_change) - 1.0;
+      pairs.push_back(p);
+    }
+  }
+  std::sort(pairs.begin(), pairs.end(), [](const ScalingPair& a, const ScalingPair& b) {
+    return std::tuple(a.factor, a.fewer->c->line, a.more->c->line) <
+           std::tuple(b.factor, b.fewer->c->line, b.more->c->line);
+  });
+  return pairs;
+}
+
+nlohmann::json scaling_json(const std::vector<ScalingPair>& pairs) {
+  nlohmann::json factors = nlohmann::json::object();
+  for (const auto& [factor, s] : by_factor(pairs)) {
+    factors[fmt::format("{:g}", factor)] = {{"count", s.count},
+                                            {"measured_change", s.measured_change},
+                                            {"predicted_change", s.predicted_change},
+                                            {"mean_error", s.error},
+                                            {"mean_abs_error", s.abs_error}};
+  }
+  nlohmann::json cases = nlohmann::json::array();
+  for (const ScalingPair& p : pairs) {
+    cases.push_back({{"fewer", p.fewer->c->get("case_id")},
+                     {"more", p.more->c->get("case_id")},
+                     {"gpus", {std::llround(gpus(*p.fewer)), std::llround(gpus(*p.more))}},
+                     {"measured_change", p.measured_change},
+                     {"predicted_change", p.predicted_change},
+                     {"error", p.error}});
+  }
+  return {{"pairs", pairs.size()}, {"by_factor", factors}, {"cases", cases}};
+}
+
+std::string scaling_markdown(const std::vector<ScalingPair>& pairs) {
+  std::string md =
+      "\n## Scaling: the same run on more GPUs\n\n"
+      "Rows that differ only in their GPU count (same source, model, GPU, micro-batch, "
+      "micro-batches per step and every other setting; the global batch grows with the GPUs), "
+      "each against the one on the fewest GPUs: how much the tokens/s per GPU changed, measured "
+      "and predicted. The error is (1 + predicted change) / (1 + measured change) - 1: above 0, "
+      "fsdpsim keeps more of the per-GPU throughput than the runs did. An error in level that is "
+      "the same at every GPU count cancels here; what is left is what the model gets wrong about "
+      "scale.\n\n";
+  if (pairs.empty()) return md + "No two evaluated rows differ only in their GPU count.\n";
+  md +=
+      "| GPUs x | pairs | measured change | predicted change | error (mean) | error (mean "
+      "abs.) |\n|---|---|---|---|---|---|\n";
+  for (const auto& [factor, s] : by_factor(pairs)) {
+    md += fmt::format("| {:g} | {} | {} | {} | {} | {} |\n", factor, s.count,
+                      signed_percent(s.measured_change), signed_percent(s.predicted_change),
+                      signed_percent(s.error), percent(s.abs_error));
+  }
+  md +=
+      "\n| fewer GPUs | more GPUs | GPUs | measured change | predicted change | error "
+      "|\n|---|---|---|---|---|---|\n";
+  for (const ScalingPair& p : pairs) {
+    md += fmt::format("| {} | {} | {:g} -> {:g} | {} | {} | {} |\n",
+                      markdown_cell(p.fewer->c->get("case_id")),
+                      markdown_cell(p.more->c->get("case_id")), gpus(*p.fewer), gpus(*p.more),
+                      signed_percent(p.measured_change), signed_percent(p.predicted_change),
+                      signed_percent(p.error));
+  }
+  return md;
+}
+
+}  // namespace fsdpsim::app
