@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "sim/app/markdown_cell.hpp"
 #include "sim/app/validation_report.hpp"
@@ -47,6 +49,29 @@ std::vector<std::pair<double, FactorSummary>> by_factor(const std::vector<Scalin
 }
 
 std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
+
+// A change over `factor` times the GPUs as the change per doubling that compounds to it.
+double per_doubling(double change, double factor) {
+  return std::pow(1.0 + change, 1.0 / std::log2(factor)) - 1.0;
+}
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  const std::size_t n = xs.size();
+  return n % 2 == 1 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+}
+
+// The median over the pairs of the measured and of the predicted change per doubling: robust to
+// the odd pair whose measurements disagree (a run that got faster on four times the GPUs).
+std::pair<double, double> median_per_doubling(const std::vector<ScalingPair>& pairs) {
+  std::vector<double> measured;
+  std::vector<double> predicted;
+  for (const ScalingPair& p : pairs) {
+    measured.push_back(per_doubling(p.measured_change, p.factor));
+    predicted.push_back(per_doubling(p.predicted_change, p.factor));
+  }
+  return {median(measured), median(predicted)};
+}
 
 }  // namespace
 
@@ -117,7 +142,15 @@ nlohmann::json scaling_json(const std::vector<ScalingPair>& pairs) {
                      {"predicted_change", p.predicted_change},
                      {"error", p.error}});
   }
-  return {{"pairs", pairs.size()}, {"by_factor", factors}, {"cases", cases}};
+  nlohmann::json doubling = nullptr;
+  if (!pairs.empty()) {
+    const auto [measured, predicted] = median_per_doubling(pairs);
+    doubling = {{"measured_change", measured}, {"predicted_change", predicted}};
+  }
+  return {{"pairs", pairs.size()},
+          {"per_doubling", doubling},
+          {"by_factor", factors},
+          {"cases", cases}};
 }
 
 std::string scaling_markdown(const std::vector<ScalingPair>& pairs) {
@@ -139,6 +172,11 @@ std::string scaling_markdown(const std::vector<ScalingPair>& pairs) {
                       signed_percent(s.measured_change), signed_percent(s.predicted_change),
                       signed_percent(s.error), percent(s.abs_error));
   }
+  const auto [measured, predicted] = median_per_doubling(pairs);
+  md += fmt::format(
+      "\nPer doubling of the GPUs (each pair's change as the change per doubling that compounds "
+      "to it, the median over the pairs): measured {}, predicted {}.\n",
+      signed_percent(measured), signed_percent(predicted));
   md +=
       "\n| fewer GPUs | more GPUs | GPUs | measured change | predicted change | error "
       "|\n|---|---|---|---|---|---|\n";

@@ -895,6 +895,9 @@ TEST(Validate, ScalingComparesTheSameRunOnMoreGpus) {
   EXPECT_NEAR(wider["measured_change"].get<double>(), measured, 1e-12);
   EXPECT_NEAR(wider["predicted_change"].get<double>(), model, 1e-12);
   EXPECT_NEAR(wider["error"].get<double>(), (1.0 + model) / (1.0 + measured) - 1.0, 1e-12);
+  // Per doubling, the median of the two pairs' rates: 16 -> 32 is one doubling, 16 -> 64 two.
+  const double doubling = 0.5 * (131438.0 / 133689.0 - 1.0 + std::sqrt(130026.0 / 133689.0) - 1.0);
+  EXPECT_NEAR(scaling["per_doubling"]["measured_change"].get<double>(), doubling, 1e-12);
   EXPECT_EQ(scaling["by_factor"]["4"]["count"], 1);
   EXPECT_NEAR(scaling["by_factor"]["4"]["mean_abs_error"].get<double>(),
               std::abs(wider["error"].get<double>()), 1e-12);
@@ -903,10 +906,12 @@ TEST(Validate, ScalingComparesTheSameRunOnMoreGpus) {
   ASSERT_NE(section, std::string::npos) << text;
   EXPECT_NE(text.find("| 4 | 1 | -2.7% |", section), std::string::npos) << text;
   EXPECT_NE(text.find("| 16 -> 64 | -2.7% |", section), std::string::npos) << text;
+  EXPECT_NE(text.find("Per doubling of the GPUs", section), std::string::npos) << text;
   // Rows that are never the same run on other GPU counts: no pair, and the section says so.
   const auto [none, none_out] = run_fsdpsim("validate " + kData + "small_cases.csv --json -");
   ASSERT_EQ(none, 0) << none_out;
   EXPECT_EQ(nlohmann::json::parse(none_out)["scaling"]["pairs"], 0);
+  EXPECT_TRUE(nlohmann::json::parse(none_out)["scaling"]["per_doubling"].is_null());
   const auto [none_md, none_text] = run_fsdpsim("validate " + kData + "small_cases.csv --md -");
   ASSERT_EQ(none_md, 0) << none_text;
   EXPECT_NE(none_text.find("No two evaluated rows differ only in their GPU count."),
