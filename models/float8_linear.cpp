@@ -87,17 +87,20 @@ NamedKernel fp8_gemm(NamedKernel k, std::int64_t a_elements, std::int64_t b_elem
   return k;
 }
 
-// Appends the float8 version of `k` to `out`; returns the fp8 operand bytes alive at its GEMM.
+// Appends the float8 version of `k` to `out`; returns the fp8 operand bytes alive at its GEMM
+// that it made (an all-gathered float8 weight is the unsharded parameter, FSDP's).
 std::int64_t append_float8_kernels(std::vector<NamedKernel>& out, const NamedKernel& k,
-                                   const LinearShape& s) {
+                                   const LinearShape& s, Float8Weight weight) {
   const Dtype hp = k.kernel.dtype;
   const std::int64_t x = s.tokens * s.in;
   const std::int64_t w = s.out * s.in;
   const std::int64_t dy = s.tokens * s.out;
+  const bool cast_weight = weight == Float8Weight::kCastAtEachUse;
+  const std::int64_t cast_w = cast_weight ? w : 0;
   switch (k.linear) {
     case LinearPass::kForward: {
       append_cast(out, k.name, "input", x, 1, hp);
-      append_cast(out, k.name, "weight", w, 1, hp);
+      if (cast_weight) append_cast(out, k.name, "weight", w, 1, hp);
       out.push_back(fp8_gemm(k, x, w, dy));
       if (k.linear_bias) {
         // torch._scaled_mm without the bias, then output + bias.to(output.dtype): reads Y and
@@ -105,13 +108,13 @@ std::int64_t append_float8_kernels(std::vector<NamedKernel>& out, const NamedKer
         out.push_back(
             memory_bound(k.name + "_bias", (2 * dy + s.out) * dtype_bytes(hp), hp, false));
       }
-      return x + w;
+      return x + cast_w;
     }
     case LinearPass::kInputGrad: {
       append_cast(out, k.linear_module, "grad_output", dy, 2, hp);
-      append_cast(out, k.linear_module, "weight_bwd", w, 1, hp);
+      if (cast_weight) append_cast(out, k.linear_module, "weight_bwd", w, 1, hp);
       out.push_back(fp8_gemm(k, dy, w, x));
-      return 2 * dy + w;
+      return 2 * dy + cast_w;
     }
     case LinearPass::kWeightGrad: {
       append_cast(out, k.linear_module, "input_bwd", x, 1, hp);
@@ -127,9 +130,9 @@ std::int64_t append_float8_kernels(std::vector<NamedKernel>& out, const NamedKer
 
 // append_float8_kernels, with every kernel it adds (casts, bias) run inside k's linear module.
 std::int64_t append_float8(std::vector<NamedKernel>& out, const NamedKernel& k,
-                           const LinearShape& s) {
+                           const LinearShape& s, Float8Weight weight) {
   const std::size_t first = out.size();
-  const std::int64_t operands = append_float8_kernels(out, k, s);
+  const std::int64_t operands = append_float8_kernels(out, k, s, weight);
   for (std::size_t i = first; i < out.size(); ++i) out[i].linear_module = k.linear_module;
   return operands;
 }
@@ -145,12 +148,12 @@ bool float8_eligible(std::int64_t in_features, std::int64_t out_features) {
   return in_features % 16 == 0 && out_features % 16 == 0;
 }
 
-void convert_linears_to_float8(Layer& layer) {
+void convert_linears_to_float8(Layer& layer, Float8Weight weight) {
   std::int64_t forward_operands = 0;
   detail::rewrite_forward(layer, [&](const NamedKernel& k, std::vector<NamedKernel>& out) {
     std::optional<LinearShape> shape;
     if (convertible(k, shape)) {
-      forward_operands = std::max(forward_operands, append_float8(out, k, *shape));
+      forward_operands = std::max(forward_operands, append_float8(out, k, *shape, weight));
     } else {
       out.push_back(k);
     }
@@ -160,7 +163,7 @@ void convert_linears_to_float8(Layer& layer) {
   for (const NamedKernel& k : layer.backward) {
     std::optional<LinearShape> shape;
     if (convertible(k, shape)) {
-      backward_operands = std::max(backward_operands, append_float8(backward, k, *shape));
+      backward_operands = std::max(backward_operands, append_float8(backward, k, *shape, weight));
     } else {
       backward.push_back(k);
     }

@@ -24,10 +24,23 @@ namespace fsdpsim::models {
 // (docs.pytorch.org/ao, torchao.float8.convert_to_float8_training).
 bool float8_eligible(std::int64_t in_features, std::int64_t out_features);
 
+// Where a Float8Linear's float8 weight comes from.
+enum class Float8Weight : std::uint8_t {
+  // Cast from the high-precision weight at each use, forward and backward (as above).
+  kCastAtEachUse,
+  // All-gathered already in float8 by FSDP2 (torchao enable_fsdp_float8_all_gather:
+  // WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather casts the shard, fsdp_post_all_gather
+  // wraps the gathered bytes as a Float8TrainingTensor): Float8Linear finds the weight in float8
+  // (tensor_already_casted_to_fp8) and casts it neither in forward nor in backward. The cast is
+  // then FSDP's (sim/fsdp/fsdp2_schedule.cpp).
+  kAllGatheredInFloat8,
+};
+
 // Rewrites every eligible linear of `layer` as above (shapes from its GEMMs). The saved activations
 // do not change (torchao saves the high-precision input and weight: ctx.save_for_backward(
 // input_hp, weight_hp_t)); the transient peaks grow by the largest set of fp8 operands alive at
-// one GEMM. Attention-core indices are kept pointing at the same kernels.
-void convert_linears_to_float8(Layer& layer);
+// one GEMM (with the weight all-gathered in float8, the fp8 weight is the unsharded parameter,
+// not a temporary). Attention-core indices are kept pointing at the same kernels.
+void convert_linears_to_float8(Layer& layer, Float8Weight weight = Float8Weight::kCastAtEachUse);
 
 }  // namespace fsdpsim::models

@@ -10,6 +10,7 @@ std::vector<LinearModule> linear_modules(const Layer& layer) {
     m.name = k.linear_module;
     m.weight_numel = k.kernel.gemm.n * k.kernel.gemm.k;
     m.bias_numel = k.linear_bias ? k.kernel.gemm.n : 0;
+    m.float8 = k.kernel.dtype == Dtype::kFp8;
     out.push_back(std::move(m));
   }
   return out;

@@ -16,6 +16,7 @@ struct LinearModule {
   // (models/kernel_factory.hpp: Y[T,out] = X[T,in] W^T); the bias is out.
   std::int64_t weight_numel = 0;
   std::int64_t bias_numel = 0;
+  bool float8 = false;  // a torchao Float8Linear: its forward GEMM runs in fp8
 };
 
 // The linears whose forward GEMM the layer runs, in forward order (a tied LM head included:

@@ -28,7 +28,11 @@ Workload rewritten(Workload workload, const WorkloadOptions& options) {
     if (stored_bytes > compute_bytes) add_autocast_weight_casts(layer, stored_bytes, compute_bytes);
     // torchtitan converts every nn.Linear but the LM head ("output") to Float8Linear
     // (torchtitan float8 converter: module_filter_fn skips fqn "output").
-    if (options.float8_linears && layer.kind != LayerKind::kHead) convert_linears_to_float8(layer);
+    if (options.float8_linears && layer.kind != LayerKind::kHead) {
+      convert_linears_to_float8(layer, options.float8_all_gather
+                                           ? Float8Weight::kAllGatheredInFloat8
+                                           : Float8Weight::kCastAtEachUse);
+    }
     if (options.compiled && layer.kind == LayerKind::kBlock) fuse_for_compile(layer);
   }
   return workload;
@@ -82,6 +86,9 @@ std::string validate(const TransformerSpec& spec, const WorkloadOptions& options
   }
   if (options.decoder_seq_len > 0 && spec.family != ModelFamily::kT5) {
     return "decoder_seq_len applies to encoder-decoder models (t5) only";
+  }
+  if (options.float8_all_gather && !options.float8_linears) {
+    return "a float8 all-gather sends the weights of float8 linears; there are none";
   }
   const bool other_loss = options.loss != LossKernel::kCrossEntropyFp32;
   if (spec.family == ModelFamily::kCustom &&

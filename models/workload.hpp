@@ -141,6 +141,9 @@ struct WorkloadOptions {
   // torchao Float8Linear (tensorwise dynamic scaling) for every eligible linear but the LM head
   // (models/float8_linear.hpp). The GPU must have an fp8 rate; the app checks.
   bool float8_linears = false;
+  // With float8_linears: FSDP2 all-gathers their weights in float8, so the layers do not cast
+  // them (models/float8_linear.hpp, Float8Weight::kAllGatheredInFloat8).
+  bool float8_all_gather = false;
   // Dtype of the weights when forward runs (FSDP's param_dtype); when it is wider than
   // compute_dtype, autocast casts every linear's weight (models/autocast_weight_casts.hpp).
   // nullopt: the weights are in compute_dtype, or the caller prices the casts itself (DDP).

@@ -81,6 +81,13 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
     f.buffer_dtype = dtype_key(r, "buffer_dtype", "fp32");
   }
   f.cpu_offload = r.boolean("cpu_offload", false);
+  f.float8_all_gather = r.boolean("float8_all_gather", false);
+  f.precompute_float8_scale = r.boolean("precompute_float8_scale", false);
+  if (f.precompute_float8_scale && !f.float8_all_gather) {
+    throw ConfigError(file, "/fsdp/precompute_float8_scale",
+                      "precomputes the scales of a float8 all-gather, which float8_all_gather "
+                      "false turns off; it would do nothing");
+  }
   const std::string wrap = r.choice(
       "wrap_policy", {"transformer_block", "every_n_blocks", "whole_model", "block_and_linear"},
       "transformer_block");
@@ -142,6 +149,12 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                         fmt::format("FSDP1 prefetches one unit (forward_prefetch, "
                                     "backward_prefetch); {} is an FSDP2 (version 2) option",
                                     key));
+    }
+    if (f.float8_all_gather) {
+      throw ConfigError(file, "/fsdp/float8_all_gather",
+                        "torchao's float8 all-gather is an FSDP2 (version 2) extension "
+                        "(fsdp_pre_all_gather / fsdp_post_all_gather); FSDP1 all-gathers its "
+                        "FlatParameter in param_dtype");
     }
     for (const std::string& key : raf_keys) {
       if (!r.has(key)) continue;

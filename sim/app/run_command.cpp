@@ -132,6 +132,12 @@ fsdp:
                             [MixedPrecision.buffer_dtype]  default the module's (param_storage_dtype)
   cpu_offload               parameters and gradients on the host, optimizer on the CPU
                             [CPUOffload(offload_params=True) / CPUOffloadPolicy]     default false
+  float8_all_gather         FSDP2 with matmul_dtype fp8: the float8 linears' weights cast to
+                            float8 before the all-gather, gathered at one byte per element
+                            [torchao enable_fsdp_float8_all_gather]                 default false
+  precompute_float8_scale   with float8_all_gather: one amax all-reduce after each optimizer
+                            step instead of one per weight per all-gather
+                            [torchao precompute_float8_dynamic_scale_for_fsdp]      default false
   wrap_policy               transformer_block | every_n_blocks | whole_model | block_and_linear
                             [transformer_auto_wrap_policy / which modules fully_shard;
                             block_and_linear: ModuleWrapPolicy({Block, nn.Linear}), FSDP1 only]

@@ -262,6 +262,11 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                     "autocast_dtype sets the compute dtype",
                     dtype_name(compute), dtype_name(*s.training.matmul_dtype)));
   }
+  if (s.fsdp.float8_all_gather && !s.training.float8_linears()) {
+    throw ConfigError(f, "/fsdp/float8_all_gather",
+                      "all-gathers the weights of float8 linears in float8; it needs "
+                      "training.matmul_dtype fp8");
+  }
   if (s.training.float8_linears() && s.hardware.cluster.gpu.peak(Dtype::kFp8).value() <= 0.0) {
     throw ConfigError(
         f, "/training/matmul_dtype",

@@ -47,6 +47,7 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   options.loss = scenario.training.loss;
   options.logits_kept_by_loop = scenario.training.logits_kept_by_loop;
   options.float8_linears = scenario.training.float8_linears();
+  options.float8_all_gather = scenario.fsdp.float8_all_gather;
   options.compiled = scenario.training.compiled;
   options.allow_tf32 = scenario.training.allow_tf32;
   // DDP's schedule prices its autocast casts per layer itself (sim/fsdp/ddp_schedule.cpp);

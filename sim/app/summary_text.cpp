@@ -134,6 +134,9 @@ std::string parallelism_line(const Scenario& s) {
   if (f.forward_prefetch && f.forward_prefetch_modules > 1)
     line += fmt::format(" ({} modules ahead)", f.forward_prefetch_modules);
   if (f.cpu_offload) line += ", cpu_offload";
+  if (f.float8_all_gather)
+    line += f.precompute_float8_scale ? ", float8 all-gather (precomputed scales)"
+                                      : ", float8 all-gather";
   line +=
       fmt::format(", param {} / reduce {}", dtype_name(f.param_dtype), dtype_name(f.reduce_dtype));
   if (f.buffer_dtype) line += fmt::format(" / buffer {}", dtype_name(*f.buffer_dtype));

@@ -14,6 +14,9 @@
 // - Backward prefetch is explicit, one unit ahead in reverse post-forward order.
 // - Each reduce-scatter's input is kept until the next unit's reduction waits for it
 //   (ReduceScatterState).
+// - With torchao's float8 all-gather (fsdp.float8_all_gather), each Float8Linear weight's shard is
+//   cast to float8 on the copy-in stream before the all-gather (its fsdp_pre_all_gather, eager
+//   PyTorch in FSDP's hook), and the gathered and unsharded weights take one byte per element.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -22,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "models/linear_modules.hpp"
+#include "sim/fsdp/float8_all_gather.hpp"
 #include "sim/fsdp/fsdp_units.hpp"
 #include "sim/fsdp/gradient_divide.hpp"
 #include "sim/fsdp/schedule_flavours.hpp"
@@ -73,7 +77,8 @@ class Fsdp2Step final : private UnitHooks {
         reduce_scatter_(s_.add_stream("reduce_scatter")),
         all_reduce_(hsdp_ ? s_.add_stream("all_reduce") : reduce_scatter_),
         shard_pg_(s_.add_shard_group()),
-        replicate_pg_(s_.add_replicate_group()) {
+        replicate_pg_(s_.add_replicate_group()),
+        float8_(float8_weights(s_.workload(), units_, f_.float8_all_gather)) {
     // One communicator per post-forward group size a unit reshards to.
     for (std::size_t u = 0; u < units_.size(); ++u) {
       const std::int32_t k = reshard_after_forward(u);
@@ -120,7 +125,8 @@ class Fsdp2Step final : private UnitHooks {
     const bool from_post_forward = st.post_forward_shard;
     const std::int64_t group = from_post_forward ? reshard_after_forward(u) : shard_size_;
     const std::int64_t shard = (unit.numel + group - 1) / group;
-    const Bytes gathered = elements(shard * group, f_.param_dtype);
+    const UnitBytes bytes = unit_bytes(unit, float8_[u], f_.param_dtype);
+    const Bytes gathered = bytes.gathered(group);
     if (from_post_forward) {
       // The k-way shard was written on the compute stream: both all-gather streams wait for it
       // (_wait_all_gather_streams_on_event(_reshard_after_forward_event)).
@@ -134,10 +140,18 @@ class Fsdp2Step final : private UnitHooks {
     if (f_.cpu_offload && !from_post_forward) {
       s_.host_transfer(unit.name + ".h2d_shard", copy_in_, elements(shard, storage), phase(), g(u));
     }
-    const Bytes read =
-        from_post_forward ? elements(shard, f_.param_dtype) : elements(shard, storage);
-    s_.copy(unit.name + ".all_gather_copy_in", copy_in_, read + elements(shard, f_.param_dtype),
-            phase(), g(u));
+    if (from_post_forward) {
+      s_.copy(unit.name + ".all_gather_copy_in", copy_in_, 2 * bytes.shard(group), phase(), g(u));
+    } else {
+      // The float8 weights' shards first (fsdp_pre_all_gather), then every shard into the
+      // all-gather input: the others cast from their storage dtype, the float8 ones copied.
+      cast_float8_shards(u, group);
+      const std::int64_t high = (bytes.high_numel + group - 1) / group;
+      s_.copy(unit.name + ".all_gather_copy_in", copy_in_,
+              elements(high, storage) + elements(high, f_.param_dtype) +
+                  2 * elements((bytes.float8_numel + group - 1) / group, Dtype::kFp8),
+              phase(), g(u));
+    }
     s_.program().wait_stream(all_gather_, copy_in_);
     s_.collective(unit.name + ".all_gather", Collective::kAllGather, all_gather_,
                   from_post_forward ? post_forward_pgs_.at(reshard_after_forward(u)) : shard_pg_,
@@ -159,12 +173,11 @@ class Fsdp2Step final : private UnitHooks {
       previous_all_gather_.reset();
     }
     s_.program().wait_event(s_.compute(), st.all_gather_done);
-    st.unsharded_params =
-        s_.allocate(unit.name + ".unsharded_params", elements(unit.numel, f_.param_dtype),
-                    s_.compute(), MemoryCategory::kParameters);
+    const UnitBytes bytes = unit_bytes(unit, float8_[u], f_.param_dtype);
+    st.unsharded_params = s_.allocate(unit.name + ".unsharded_params", bytes.gathered(1),
+                                      s_.compute(), MemoryCategory::kParameters);
     s_.copy(unit.name + ".all_gather_copy_out", s_.compute(),
-            elements(unit.padded_numel, f_.param_dtype) + elements(unit.numel, f_.param_dtype),
-            phase(), g(u));
+            bytes.gathered(shard_size_) + bytes.gathered(1), phase(), g(u));
     if (st.post_forward_shard) {
       s_.free(st.post_forward_params);
       st.post_forward_shard = false;
@@ -211,13 +224,13 @@ class Fsdp2Step final : private UnitHooks {
     UnitState& st = state_[u];
     if (k == 0 || !st.unsharded) return;
     if (k > 1) {
-      // FSDPParam.to_sharded_post_forward: keep this rank's 1/k of the unsharded parameters.
-      const std::int64_t shard = (units_[u].numel + k - 1) / k;
-      st.post_forward_params =
-          s_.allocate(units_[u].name + ".post_forward_shard", elements(shard, f_.param_dtype),
-                      s_.compute(), MemoryCategory::kParameters);
-      s_.copy(units_[u].name + ".post_forward_reshard", s_.compute(),
-              2 * elements(shard, f_.param_dtype), Phase::kForward, g(u));
+      // FSDPParam.to_sharded_post_forward: keep this rank's 1/k of the unsharded parameters (of
+      // the float8 weights' gathered bytes too: all_gather_outputs[0].narrow(...).clone()).
+      const Bytes shard = unit_bytes(units_[u], float8_[u], f_.param_dtype).shard(k);
+      st.post_forward_params = s_.allocate(units_[u].name + ".post_forward_shard", shard,
+                                           s_.compute(), MemoryCategory::kParameters);
+      s_.copy(units_[u].name + ".post_forward_reshard", s_.compute(), 2 * shard, Phase::kForward,
+              g(u));
       st.post_forward_resharded = s_.program().record_event(s_.compute());
       st.post_forward_shard = true;
     }
@@ -386,6 +399,61 @@ class Fsdp2Step final : private UnitHooks {
     previous_reduce_scatter_ = HeldBuffer{input, scattered};
   }
 
+  // WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather for each float8 weight of unit u, on
+  // the copy-in stream (foreach_all_gather runs the pre-all-gather hooks under it), eager:
+  // without precomputed scales hp_tensor_to_float8_dynamic(reduce_amax=True) takes the shard's
+  // amax (torch.max(torch.abs(x))), all-reduces it with MAX (dist.all_reduce, which the copy-in
+  // stream then waits for) and turns it into a scale (amax_to_scale); then
+  // hp_tensor_and_scale_to_float8 casts: x.to(float32) * scale, clamp to the e4m3 range,
+  // .to(float8_e4m3fn) (torchao float8_training_tensor.py, _ToFloat8ConstrFunc; to_fp8_saturated).
+  // The all-reduce runs on the shard group's communicator, behind its all-gathers. The fp32
+  // temporaries are one weight's shard each and are not allocated here.
+  void cast_float8_shards(std::size_t u, std::int64_t group) {
+    const Dtype storage = in_.training.param_storage_dtype;
+    const std::int64_t e = dtype_bytes(storage);
+    std::size_t i = 0;
+    for (const std::int64_t numel : float8_[u].numels) {
+      const std::int64_t shard = (numel + group - 1) / group;
+      const std::string name = fmt::format("{}.float8_weight{}", units_[u].name, i++);
+      if (!f_.precompute_float8_scale) {
+        s_.copy(name + ".abs", copy_in_, Bytes(2 * e * shard), phase(), g(u));
+        s_.copy(name + ".amax", copy_in_, Bytes(e * shard + kFloat8ScaleBytes), phase(), g(u));
+        s_.collective(name + ".amax_all_reduce", Collective::kAllReduce, copy_in_, shard_pg_,
+                      Bytes(kFloat8ScaleBytes), phase(), g(u));
+        s_.copy(name + ".amax_to_scale", copy_in_, Bytes(2 * kFloat8ScaleBytes), phase(), g(u));
+      }
+      if (storage != Dtype::kFp32)
+        s_.copy(name + ".to_fp32", copy_in_, Bytes((e + 4) * shard), phase(), g(u));
+      s_.copy(name + ".scale", copy_in_, Bytes(8 * shard + kFloat8ScaleBytes), phase(), g(u));
+      s_.copy(name + ".clamp", copy_in_, Bytes(8 * shard), phase(), g(u));
+      s_.copy(name + ".to_float8", copy_in_, Bytes(5 * shard), phase(), g(u));
+    }
+  }
+
+  // torchao precompute_float8_dynamic_scale_for_fsdp after the optimizer step: the local amax of
+  // every float8 weight shard (torch._foreach_norm(weights, ord=inf)), stacked, made replicate
+  // by one MAX all-reduce over the shard group (DTensor's redistribution of the clamp), and the
+  // scales computed from it; each weight's scale is then a view of the result.
+  void precompute_float8_scales() {
+    const Dtype storage = in_.training.param_storage_dtype;
+    std::int64_t weights = 0;
+    std::int64_t shards = 0;
+    for (const Float8Weights& w : float8_) {
+      weights += static_cast<std::int64_t>(w.numels.size());
+      for (const std::int64_t numel : w.numels) shards += (numel + shard_size_ - 1) / shard_size_;
+    }
+    if (weights == 0) return;
+    const Bytes amaxes(weights * kFloat8ScaleBytes);
+    const engine::StreamId compute = s_.compute();
+    s_.multi_tensor("float8_scales.foreach_norm", compute, elements(shards, storage) + amaxes,
+                    Phase::kOptimizer, -1);
+    s_.copy("float8_scales.stack", compute, 2 * amaxes, Phase::kOptimizer, -1);
+    s_.collective("float8_scales.amax_all_reduce", Collective::kAllReduce, compute, shard_pg_,
+                  amaxes, Phase::kOptimizer, -1);
+    s_.copy("float8_scales.clamp", compute, 2 * amaxes, Phase::kOptimizer, -1);
+    s_.copy("float8_scales.scale", compute, 2 * amaxes, Phase::kOptimizer, -1);
+  }
+
   void micro_batch() {
     run_micro_batch(s_, units_, *this, in_backward_);
     // The root's post-backward final callback: the compute stream waits for the reductions.
@@ -404,6 +472,7 @@ class Fsdp2Step final : private UnitHooks {
     std::vector<std::pair<std::string, std::int64_t>> tensors;
     for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, u.shard_numel);
     s_.optimizer_step(tensors, GradientClipping{{shard_pg_}, /*foreach=*/true});
+    if (f_.precompute_float8_scale) precompute_float8_scales();
     for (UnitState& st : state_) {
       // zero_grad(set_to_none=True): FSDP2 never calls record_stream, so the block goes back at
       // once to the pool of the stream foreach_reduce made it on, whose next reduce-scatter waits
@@ -428,6 +497,7 @@ class Fsdp2Step final : private UnitHooks {
   ProcessGroup shard_pg_;
   ProcessGroup replicate_pg_;
   std::map<std::int32_t, ProcessGroup> post_forward_pgs_;  // by group size
+  std::vector<Float8Weights> float8_;  // by unit; empty lists without fsdp.float8_all_gather
   std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
   // The fp16 reduction's divisor before it (the data-parallel world: every rank, HSDP too).
   std::int64_t predivide_ = gradient_predivide_factor(in_.cluster.world_size());

@@ -125,6 +125,16 @@ struct FsdpConfig {
   // DDP only: DistributedDataParallel(broadcast_buffers), PyTorch's default true.
   bool ddp_broadcast_buffers = true;
   bool cpu_offload = false;  // CPUOffload(offload_params=True)
+  // FSDP2 with torchao float8 linears: each Float8Linear weight's shard is cast to float8 before
+  // the all-gather, which then moves one byte per element, and the linears use the gathered
+  // float8 weight without casting it again (torchao Float8LinearConfig
+  // enable_fsdp_float8_all_gather, WeightWithDynamicFloat8CastTensor; torchtitan
+  // --float8.enable_fsdp_float8_all_gather).
+  bool float8_all_gather = false;
+  // With it, every weight's scale comes from one amax all-reduce after each optimizer step
+  // (torchao precompute_float8_dynamic_scale_for_fsdp) instead of one all-reduce per weight at
+  // each all-gather (hp_tensor_to_float8_dynamic with reduce_amax).
+  bool precompute_float8_scale = false;
   WrapPolicy wrap_policy = WrapPolicy::kPerBlock;
   std::int32_t blocks_per_unit = 1;  // for kEveryNBlocks
   // DDP only: DistributedDataParallel(bucket_cap_mb). nullopt is PyTorch's None: 25 MiB buckets

@@ -90,6 +90,10 @@ TEST(Cli, VersionAndHelpExitZero) {
                            "param_dtype",
                            "reduce_dtype",
                            "cpu_offload",
+                           "float8_all_gather",
+                           "enable_fsdp_float8_all_gather",
+                           "precompute_float8_scale",
+                           "precompute_float8_dynamic_scale_for_fsdp",
                            "wrap_policy",
                            "blocks_per_unit",
                            "bucket_cap_mb",
@@ -733,6 +737,21 @@ INSTANTIATE_TEST_SUITE_P(
                     {"last_unit_reshard_after_forward", true}}}},
                  "/fsdp/last_unit_reshard_after_forward: SHARD_GRAD_OP keeps parameters after "
                  "forward; it contradicts last_unit_reshard_after_forward"},
+        BadInput{"float8_all_gather_fsdp1",
+                 {{"fsdp", {{"float8_all_gather", true}}}},
+                 "/fsdp/float8_all_gather: torchao's float8 all-gather is an FSDP2 (version 2) "
+                 "extension"},
+        BadInput{
+            "float8_all_gather_without_float8_linears",
+            {{"fsdp", {{"version", 2}, {"limit_all_gathers", false}, {"float8_all_gather", true}}}},
+            "/fsdp/float8_all_gather: all-gathers the weights of float8 linears in float8; it "
+            "needs training.matmul_dtype fp8"},
+        BadInput{
+            "precompute_without_float8_all_gather",
+            {{"fsdp",
+              {{"version", 2}, {"limit_all_gathers", false}, {"precompute_float8_scale", true}}}},
+            "/fsdp/precompute_float8_scale: precomputes the scales of a float8 all-gather, "
+            "which float8_all_gather false turns off; it would do nothing"},
         BadInput{"prefetch_modules_fsdp1",
                  {{"fsdp", {{"backward_prefetch_modules", 2}}}},
                  "/fsdp/backward_prefetch_modules: FSDP1 prefetches one unit (forward_prefetch, "

@@ -88,8 +88,8 @@ struct Knobs {
   }
 };
 
-Knobs run(const std::function<void(ScheduleInput&)>& configure) {
-  static const models::Workload workload = testing::tiny_workload();
+Knobs run_on(const models::Workload& workload,
+             const std::function<void(ScheduleInput&)>& configure) {
   Knobs k;
   k.input.workload = &workload;
   k.input.cluster = testing::tiny_cluster();
@@ -102,6 +102,11 @@ Knobs run(const std::function<void(ScheduleInput&)>& configure) {
   configure(k.input);
   k.out = simulate_step(k.input, {});
   return k;
+}
+
+Knobs run(const std::function<void(ScheduleInput&)>& configure) {
+  static const models::Workload workload = testing::tiny_workload();
+  return run_on(workload, configure);
 }
 
 // SHARD_GRAD_OP keeps parameters from forward to backward: no backward all-gather (3 instead
@@ -732,6 +737,70 @@ TEST(Knobs, Fsdp2Bf16StorageHalvesShardsGradientsAndAdamwStates) {
   };
   EXPECT_EQ(duration(fp32, "blocks.0.adamw"), us(140));
   EXPECT_EQ(duration(bf16, "blocks.0.adamw"), us(70));
+}
+
+// torchao's float8 all-gather on FSDP2 (2 GPUs, bf16 param_dtype, fp32 storage): the blocks'
+// "up" and "down" linears are Float8Linears (their forward GEMMs run in fp8), 500k elements each,
+// beside a 1000-element norm. A block's all-gather moves the norm in bf16 and the weights at one
+// byte: 1000 x 2 + 1M x 1 = 1,002,000 bytes instead of 2,002,000, and so much is unsharded.
+// Before it, each weight's 250k-element fp32 shard is cast on the copy-in stream: x * scale
+// (8 bytes per element), clamp (8) and .to(float8) (5): 1.25 MB for the last; without
+// precomputed scales first |x| (8), its max (4 + the fp32 amax) and a 4-byte MAX all-reduce per
+// weight, each time the block is all-gathered (forward and backward: 2 per weight, 8 in all).
+// The copy-in then writes the norm's 500-element shard (fp32 read, bf16 write: 3,000 bytes) and
+// copies the weights' fp8 shards (2 x 500k). With precomputed scales a single all-reduce after
+// the optimizer step carries the four weights' amaxes (16 bytes).
+TEST(Knobs, Fsdp2Float8AllGatherMovesFloat8WeightsAtOneByte) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_linear_workload();
+    for (models::Layer& layer : w.layers) {
+      if (layer.kind != models::LayerKind::kBlock) continue;
+      for (models::NamedKernel& k : layer.forward) {
+        if (k.linear == models::LinearPass::kForward) k.kernel.dtype = Dtype::kFp8;
+      }
+    }
+    return w;
+  }();
+  const auto configure = [](bool float8, bool precompute) {
+    return [float8, precompute](ScheduleInput& in) {
+      in.fsdp.version = 2;
+      in.fsdp.limit_all_gathers = false;
+      in.fsdp.param_dtype = Dtype::kBf16;
+      in.fsdp.reduce_dtype = Dtype::kBf16;
+      in.fsdp.float8_all_gather = float8;
+      in.fsdp.precompute_float8_scale = precompute;
+    };
+  };
+  const auto op_bytes = [](const Knobs& k, const std::string& name) {
+    return k.out.schedule.program.ops[k.first_index(name)].bytes.value();
+  };
+  const Knobs bf16 = run_on(workload, configure(false, false));
+  const Knobs dynamic = run_on(workload, configure(true, false));
+  const Knobs precomputed = run_on(workload, configure(true, true));
+  EXPECT_EQ(op_bytes(bf16, "blocks.0.all_gather"), 2'002'000);
+  EXPECT_EQ(bf16.tensor_bytes("blocks.0.unsharded_params"), 2'002'000);
+  EXPECT_EQ(bf16.count_suffix(".to_float8"), 0u);
+  for (const Knobs* k : {&dynamic, &precomputed}) {
+    EXPECT_EQ(op_bytes(*k, "blocks.0.all_gather"), 1'002'000);
+    EXPECT_EQ(k->tensor_bytes("blocks.0.unsharded_params"), 1'002'000);
+    EXPECT_EQ(op_bytes(*k, "blocks.1.float8_weight1.to_float8"), 1'250'000);
+    EXPECT_EQ(op_bytes(*k, "blocks.1.float8_weight1.clamp"), 2'000'000);
+    EXPECT_EQ(op_bytes(*k, "blocks.0.all_gather_copy_in"), 3'000 + 1'000'000);
+    EXPECT_EQ(k->count_suffix(".to_float8"), 8u);  // 2 weights x 2 blocks x (forward, backward)
+    // The root's embedding and head are no Float8Linears: gathered as before.
+    EXPECT_EQ(op_bytes(*k, "root.all_gather"), op_bytes(bf16, "root.all_gather"));
+  }
+  EXPECT_EQ(dynamic.count_suffix(".float8_weight0.amax_all_reduce"), 4u);
+  EXPECT_EQ(dynamic.count_suffix(".amax_all_reduce"), 8u);
+  EXPECT_EQ(op_bytes(dynamic, "blocks.0.float8_weight0.abs"), 2'000'000);
+  EXPECT_EQ(op_bytes(dynamic, "blocks.0.float8_weight0.amax"), 1'000'004);
+  EXPECT_EQ(op_bytes(dynamic, "blocks.0.float8_weight0.amax_all_reduce"), 4);
+  EXPECT_EQ(dynamic.count_suffix("float8_scales.amax_all_reduce"), 0u);
+  EXPECT_EQ(precomputed.count_suffix(".abs"), 0u);
+  EXPECT_EQ(precomputed.count_suffix(".amax_all_reduce"), 1u);
+  EXPECT_EQ(op_bytes(precomputed, "float8_scales.amax_all_reduce"), 16);
+  // foreach_norm reads the four weights' fp32 shards and writes their amaxes.
+  EXPECT_EQ(op_bytes(precomputed, "float8_scales.foreach_norm"), 4 * 250'000 * 4 + 16);
 }
 
 // NO_SHARD with a bf16 param_dtype over fp32 parameters: the low-precision copy is the unsharded

@@ -9,6 +9,7 @@
 
 #include "models/kernel_factory.hpp"
 #include "models/layer_draft.hpp"
+#include "models/linear_modules.hpp"
 #include "test_specs.hpp"
 
 namespace fsdpsim::models {
@@ -88,6 +89,35 @@ TEST(Float8Linear, BackwardCastsGradOutputInBothLayoutsAndRecastsWeightAndInput)
   EXPECT_EQ(layer.backward_transient_peak().value(), backward_peak.value() + 2 * 1024 + 512);
 }
 
+// With FSDP2's float8 all-gather the weight arrives in float8 (the unsharded parameter): no
+// weight cast in forward or backward, and no fp8 weight copy among the transients.
+TEST(Float8Linear, AWeightAllGatheredInFloat8IsNeverCast) {
+  Layer layer = one_linear(16, 32);
+  const Bytes forward_peak = layer.forward_transient_peak();
+  const Bytes backward_peak = layer.backward_transient_peak();
+  convert_linears_to_float8(layer, Float8Weight::kAllGatheredInFloat8);
+  const std::vector<std::string> forward = {"fc_amax_input", "fc_cast_input", "fc", "fc_bias"};
+  EXPECT_EQ(names(layer.forward), forward);
+  const std::vector<std::string> backward = {"fc_amax_grad_output",
+                                             "fc_cast_grad_output",
+                                             "fc_dgrad",
+                                             "fc_amax_input_bwd",
+                                             "fc_cast_input_bwd",
+                                             "fc_wgrad",
+                                             "fc_bgrad"};
+  EXPECT_EQ(names(layer.backward), backward);
+  // The GEMMs still read an fp8 W: 512 elements at one byte.
+  EXPECT_EQ(bytes(layer.forward, "fc"), 512 + 512 + 2 * 1024);
+  EXPECT_EQ(bytes(layer.backward, "fc_dgrad"), 1024 + 512 + 2 * 512);
+  // Transients: the fp8 X at the forward GEMM; dY in two layouts at the dgrad GEMM.
+  EXPECT_EQ(layer.forward_transient_peak().value(), forward_peak.value() + 512);
+  EXPECT_EQ(layer.backward_transient_peak().value(), backward_peak.value() + 2 * 1024);
+  // The linear reads as a float8 one to whoever sizes its weight (FSDP's all-gather).
+  ASSERT_EQ(linear_modules(layer).size(), 1u);
+  EXPECT_TRUE(linear_modules(layer).front().float8);
+  EXPECT_EQ(linear_modules(layer).front().weight_numel, 512);
+}
+
 TEST(Float8Linear, LinearsWithADimensionNotDivisibleBy16StayInBf16) {
   EXPECT_FALSE(float8_eligible(24, 32));
   EXPECT_TRUE(float8_eligible(16, 48));
@@ -95,6 +125,7 @@ TEST(Float8Linear, LinearsWithADimensionNotDivisibleBy16StayInBf16) {
   convert_linears_to_float8(layer);
   ASSERT_EQ(layer.forward.size(), 1u);
   EXPECT_EQ(layer.forward[0].kernel.dtype, Dtype::kBf16);
+  EXPECT_FALSE(linear_modules(layer).front().float8);
 }
 
 TEST(Float8Linear, WorkloadConvertsBlockLinearsButNotTheLmHead) {
