@@ -73,6 +73,19 @@ std::pair<double, double> median_per_doubling(const std::vector<ScalingPair>& pa
   return {median(measured), median(predicted)};
 }
 
+// The pairs of each source (the cluster and software that ran them), in source order.
+std::map<std::string, std::vector<ScalingPair>> by_source(const std::vector<ScalingPair>& pairs) {
+  std::map<std::string, std::vector<ScalingPair>> out;
+  for (const ScalingPair& p : pairs) out[p.fewer->c->get("source")].push_back(p);
+  return out;
+}
+
+nlohmann::json per_doubling_json(const std::vector<ScalingPair>& pairs) {
+  if (pairs.empty()) return nullptr;
+  const auto [measured, predicted] = median_per_doubling(pairs);
+  return {{"measured_change", measured}, {"predicted_change", predicted}};
+}
+
 }  // namespace
 
 std::string scaling_key(const ValidationCase& c, const nlohmann::json& scenario) {
@@ -142,14 +155,14 @@ nlohmann::json scaling_json(const std::vector<ScalingPair>& pairs) {
                      {"predicted_change", p.predicted_change},
                      {"error", p.error}});
   }
-  nlohmann::json doubling = nullptr;
-  if (!pairs.empty()) {
-    const auto [measured, predicted] = median_per_doubling(pairs);
-    doubling = {{"measured_change", measured}, {"predicted_change", predicted}};
+  nlohmann::json sources = nlohmann::json::object();
+  for (const auto& [source, own] : by_source(pairs)) {
+    sources[source] = {{"count", own.size()}, {"per_doubling", per_doubling_json(own)}};
   }
   return {{"pairs", pairs.size()},
-          {"per_doubling", doubling},
+          {"per_doubling", per_doubling_json(pairs)},
           {"by_factor", factors},
+          {"by_source", sources},
           {"cases", cases}};
 }
 
@@ -177,6 +190,14 @@ std::string scaling_markdown(const std::vector<ScalingPair>& pairs) {
       "\nPer doubling of the GPUs (each pair's change as the change per doubling that compounds "
       "to it, the median over the pairs): measured {}, predicted {}.\n",
       signed_percent(measured), signed_percent(predicted));
+  md +=
+      "\n| source | pairs | measured per doubling | predicted per doubling |\n"
+      "|---|---|---|---|\n";
+  for (const auto& [source, own] : by_source(pairs)) {
+    const auto [own_measured, own_predicted] = median_per_doubling(own);
+    md += fmt::format("| {} | {} | {} | {} |\n", markdown_cell(source), own.size(),
+                      signed_percent(own_measured), signed_percent(own_predicted));
+  }
   md +=
       "\n| fewer GPUs | more GPUs | GPUs | measured change | predicted change | error "
       "|\n|---|---|---|---|---|---|\n";

@@ -41,8 +41,8 @@ std::vector<ScalingPair> scaling_pairs(const std::vector<ValidationOutcome>& out
 // JSON key "scaling": pairs, per_doubling (measured_change, predicted_change: the median over
 // the pairs of each change as the change per doubling of the GPUs that compounds to it; null
 // without pairs), by_factor ("2", "4", ...: count, measured_change, predicted_change as means,
-// mean_error, mean_abs_error) and cases (fewer, more, gpus, measured_change,
-// predicted_change, error).
+// mean_error, mean_abs_error), by_source (count and per_doubling of each source's pairs) and
+// cases (fewer, more, gpus, measured_change, predicted_change, error).
 nlohmann::json scaling_json(const std::vector<ScalingPair>& pairs);
 
 // The markdown section "Scaling: the same run on more GPUs".

@@ -899,6 +899,10 @@ TEST(Validate, ScalingComparesTheSameRunOnMoreGpus) {
   const double doubling = 0.5 * (131438.0 / 133689.0 - 1.0 + std::sqrt(130026.0 / 133689.0) - 1.0);
   EXPECT_NEAR(scaling["per_doubling"]["measured_change"].get<double>(), doubling, 1e-12);
   EXPECT_EQ(scaling["by_factor"]["4"]["count"], 1);
+  // Both pairs are llm-foundry@c6cfb42's; the other source's copy has no pair.
+  ASSERT_EQ(scaling["by_source"].size(), 1u) << scaling["by_source"].dump();
+  EXPECT_EQ(scaling["by_source"]["llm-foundry@c6cfb42"]["count"], 2);
+  EXPECT_EQ(scaling["by_source"]["llm-foundry@c6cfb42"]["per_doubling"], scaling["per_doubling"]);
   EXPECT_NEAR(scaling["by_factor"]["4"]["mean_abs_error"].get<double>(),
               std::abs(wider["error"].get<double>()), 1e-12);
   const std::string text = test_support::read_file(md);
@@ -907,6 +911,7 @@ TEST(Validate, ScalingComparesTheSameRunOnMoreGpus) {
   EXPECT_NE(text.find("| 4 | 1 | -2.7% |", section), std::string::npos) << text;
   EXPECT_NE(text.find("| 16 -> 64 | -2.7% |", section), std::string::npos) << text;
   EXPECT_NE(text.find("Per doubling of the GPUs", section), std::string::npos) << text;
+  EXPECT_NE(text.find("| llm-foundry@c6cfb42 | 2 | -1.5% |", section), std::string::npos) << text;
   // Rows that are never the same run on other GPU counts: no pair, and the section says so.
   const auto [none, none_out] = run_fsdpsim("validate " + kData + "small_cases.csv --json -");
   ASSERT_EQ(none, 0) << none_out;
