@@ -79,6 +79,8 @@ class Fsdp2Step final : private UnitHooks {
         shard_pg_(s_.add_shard_group()),
         replicate_pg_(s_.add_replicate_group()),
         float8_(float8_weights(s_.workload(), units_, f_.float8_all_gather)) {
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      unit_bytes_.push_back(unit_bytes(units_[u], float8_[u], f_.param_dtype));
     // One communicator per post-forward group size a unit reshards to.
     for (std::size_t u = 0; u < units_.size(); ++u) {
       const std::int32_t k = reshard_after_forward(u);
@@ -125,7 +127,7 @@ class Fsdp2Step final : private UnitHooks {
     const bool from_post_forward = st.post_forward_shard;
     const std::int64_t group = from_post_forward ? reshard_after_forward(u) : shard_size_;
     const std::int64_t shard = (unit.numel + group - 1) / group;
-    const UnitBytes bytes = unit_bytes(unit, float8_[u], f_.param_dtype);
+    const UnitBytes& bytes = unit_bytes_[u];
     const Bytes gathered = bytes.gathered(group);
     if (from_post_forward) {
       // The k-way shard was written on the compute stream: both all-gather streams wait for it
@@ -173,7 +175,7 @@ class Fsdp2Step final : private UnitHooks {
       previous_all_gather_.reset();
     }
     s_.program().wait_event(s_.compute(), st.all_gather_done);
-    const UnitBytes bytes = unit_bytes(unit, float8_[u], f_.param_dtype);
+    const UnitBytes& bytes = unit_bytes_[u];
     st.unsharded_params = s_.allocate(unit.name + ".unsharded_params", bytes.gathered(1),
                                       s_.compute(), MemoryCategory::kParameters);
     s_.copy(unit.name + ".all_gather_copy_out", s_.compute(),
@@ -226,7 +228,7 @@ class Fsdp2Step final : private UnitHooks {
     if (k > 1) {
       // FSDPParam.to_sharded_post_forward: keep this rank's 1/k of the unsharded parameters (of
       // the float8 weights' gathered bytes too: all_gather_outputs[0].narrow(...).clone()).
-      const Bytes shard = unit_bytes(units_[u], float8_[u], f_.param_dtype).shard(k);
+      const Bytes shard = unit_bytes_[u].shard(k);
       st.post_forward_params = s_.allocate(units_[u].name + ".post_forward_shard", shard,
                                            s_.compute(), MemoryCategory::kParameters);
       s_.copy(units_[u].name + ".post_forward_reshard", s_.compute(), 2 * shard, Phase::kForward,
@@ -498,6 +500,7 @@ class Fsdp2Step final : private UnitHooks {
   ProcessGroup replicate_pg_;
   std::map<std::int32_t, ProcessGroup> post_forward_pgs_;  // by group size
   std::vector<Float8Weights> float8_;  // by unit; empty lists without fsdp.float8_all_gather
+  std::vector<UnitBytes> unit_bytes_;  // by unit: its parameters by the dtype they are gathered in
   std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
   // The fp16 reduction's divisor before it (the data-parallel world: every rank, HSDP too).
   std::int64_t predivide_ = gradient_predivide_factor(in_.cluster.world_size());
