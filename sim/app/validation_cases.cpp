@@ -81,7 +81,9 @@ const std::vector<std::string> kOtherColumns = {"source_detail",
                                                 "pcie_GBps",
                                                 "checkpoint_early_stop",
                                                 "memory_fraction",
-                                                "causal_mask_buffer"};
+                                                "causal_mask_buffer",
+                                                "float8_all_gather",
+                                                "precompute_float8_scale"};
 
 const std::set<std::string> kPresetGpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb",
                                            "h200-sxm-141gb"};
@@ -470,6 +472,10 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
     fsdp["forward_prefetch"] = boolean(file, c, "forward_prefetch");
   if (!c.get("limit_all_gathers").empty())
     fsdp["limit_all_gathers"] = boolean(file, c, "limit_all_gathers");
+  // The optional float8 all-gather columns (configs/validation/README.md); empty = false.
+  for (const char* column : {"float8_all_gather", "precompute_float8_scale"}) {
+    if (!c.get(column).empty()) fsdp[column] = boolean(file, c, column);
+  }
   // The optional wrap_policy column (configs/validation/README.md); empty = transformer_block.
   if (const std::string wrap = c.get("wrap_policy"); wrap == "block_and_linear") {
     if (version != 1) bad_cell(file, c, "wrap_policy", "block_and_linear only with fsdp_version 1");
@@ -542,9 +548,11 @@ std::string message_in_columns(const std::string& loader_message,
       {"/allocator/memory_fraction", "memory_fraction"},
       {"/fsdp/backward_prefetch", "backward_prefetch"},
       {"/fsdp/cpu_offload", "cpu_offload"},
+      {"/fsdp/float8_all_gather", "float8_all_gather"},
       {"/fsdp/forward_prefetch", "forward_prefetch"},
       {"/fsdp/limit_all_gathers", "limit_all_gathers"},
       {"/fsdp/param_dtype", "param_dtype"},
+      {"/fsdp/precompute_float8_scale", "precompute_float8_scale"},
       {"/fsdp/reduce_dtype", "reduce_dtype"},
       {"/fsdp/shard_group_size", "shard_group_size"},
       {"/fsdp/sharding_strategy", "sharding"},

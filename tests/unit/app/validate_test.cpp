@@ -1033,6 +1033,35 @@ TEST(Validate, MemoryFractionColumnCapsTheRowsAllocator) {
             j["cases"][0]["predicted_tokens_per_s_per_gpu"].get<double>());
 }
 
+// The optional float8 all-gather columns (float8_all_gather.csv: a Llama-1.5B on 8 H200 with
+// float8 linears under FSDP2): gathered in float8 with precomputed scales, the layers cast no
+// weight and the row is predicted faster than the same run gathering bf16 weights; on FSDP1,
+// which has no float8 all-gather, the row is skipped with the column named.
+TEST(Validate, Float8AllGatherColumnsReachTheFsdpSection) {
+  const fs::path out = test_support::temp_dir("validate", "float8_all_gather");
+  const auto [code, text] = run_fsdpsim("validate " + kData + "float8_all_gather.csv --json " +
+                                        (out / "report.json").string() + " --scenarios-out " +
+                                        (out / "scenarios").string());
+  ASSERT_EQ(code, 0) << text;
+  const nlohmann::json j = nlohmann::json::parse(test_support::read_file(out / "report.json"));
+  ASSERT_EQ(j["cases"].size(), 2U) << text;
+  EXPECT_GT(j["cases"][1]["predicted_tokens_per_s_per_gpu"].get<double>(),
+            j["cases"][0]["predicted_tokens_per_s_per_gpu"].get<double>());
+  const nlohmann::json gathered = nlohmann::json::parse(
+      test_support::read_file(out / "scenarios" / "llama-1.5b-8xh200-fp8-float8-all-gather.json"));
+  EXPECT_TRUE(gathered["fsdp"]["float8_all_gather"].get<bool>());
+  EXPECT_TRUE(gathered["fsdp"]["precompute_float8_scale"].get<bool>());
+  const nlohmann::json plain = nlohmann::json::parse(
+      test_support::read_file(out / "scenarios" / "llama-1.5b-8xh200-fp8-bf16-all-gather.json"));
+  EXPECT_FALSE(plain["fsdp"].contains("float8_all_gather"));
+  ASSERT_EQ(j["skipped_cases"].size(), 1U);
+  EXPECT_NE(j["skipped_cases"][0]["reason"].get<std::string>().find(
+                "column float8_all_gather: torchao's float8 all-gather is an FSDP2 (version 2) "
+                "extension"),
+            std::string::npos)
+      << j["skipped_cases"].dump();
+}
+
 // The H200 runs trained under allocator caps (configs/validation/measured-h200/retries): each
 // capped run that fit retried cudaMalloc, and what those retries added to its step (against the
 // same run uncapped) is what the presets' cudaMalloc/cudaFree costs price. Measured, the eight
