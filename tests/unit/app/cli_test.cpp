@@ -9,11 +9,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "sim/app/csv_records.hpp"
 #include "sim/app/json_file.hpp"
 #include "test_support.hpp"
 
@@ -21,6 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using fsdpsim::find_control_character;
+using fsdpsim::app::parse_csv_line;
 using fsdpsim::test_support::Outcome;
 using fsdpsim::test_support::read_file;
 using fsdpsim::test_support::run_fsdpsim;
@@ -243,9 +247,9 @@ TEST(Cli, AllocationsAccountForTheStepsMemory) {
   int frees = 0;
   std::set<std::string> streams;
   while (std::getline(in, line)) {
-    std::stringstream row(line);
-    std::vector<std::string> v;
-    for (std::string cell; std::getline(row, cell, ',');) v.push_back(cell);
+    const std::optional<std::vector<std::string>> fields = parse_csv_line(line);
+    ASSERT_TRUE(fields.has_value()) << line;
+    const std::vector<std::string>& v = *fields;
     ASSERT_EQ(v.size(), 6u) << line;
     if (allocations == 0 && frees == 0) {
       EXPECT_EQ(v[1], "alloc") << "the list starts with the step's first allocation";
