@@ -181,6 +181,35 @@ hardware::AllocationCosts fit_allocation_costs(const std::vector<AllocationTimin
   return hardware::AllocationCosts{line(malloc_s), line(free_s)};
 }
 
+GpuSpeedFit fit_gpu_speed(const GpuSpeedMeasurement& measured, std::vector<double>& speeds) {
+  if (measured.ranks.empty()) throw InputError("gpu_speed: no rank was timed");
+  const double rank0 = measured.ranks.front().median.value();
+  speeds.clear();
+  GpuSpeedFit out;
+  out.ranks = measured.ranks.size();
+  for (std::size_t r = 0; r < measured.ranks.size(); ++r) {
+    const double speed = rank0 / measured.ranks[r].median.value();
+    if (speed < hardware::kSlowestGpuSpeed || speed > 1.0 / hardware::kSlowestGpuSpeed) {
+      throw InputError(fmt::format(
+          "gpu_speed/ranks/{}: rank {} ran the GEMM in {:.4g} times rank 0's time; more than {:g} "
+          "times slower or faster is a broken GPU or a time in the wrong unit",
+          r, r, 1.0 / speed, 1.0 / hardware::kSlowestGpuSpeed));
+    }
+    speeds.push_back(speed);
+    if (speed < out.slowest || r == 0) {
+      out.slowest = speed;
+      out.slowest_rank = static_cast<std::int32_t>(r);
+      out.slowest_host = measured.ranks[r].host;
+    }
+    out.fastest = std::max(out.fastest, speed);
+  }
+  out.median = median(speeds);
+  const GemmShape& g = measured.shape;
+  out.rank0_tflops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
+                     static_cast<double>(g.k) * static_cast<double>(g.batch) / rank0 / 1e12;
+  return out;
+}
+
 ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& name) {
   ProfileFit out;
   out.curves = std::make_shared<hardware::CalibratedCurves>(name);
@@ -292,6 +321,11 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
   if (!profile.memory.allocations.empty()) {
     out.allocation_costs = fit_allocation_costs(profile.memory.allocations);
     out.curves->set_allocation_costs(*out.allocation_costs);
+  }
+  if (profile.gpu_speed) {
+    std::vector<double> speeds;
+    out.gpu_speed = fit_gpu_speed(*profile.gpu_speed, speeds);
+    out.curves->set_gpu_speeds(std::move(speeds));
   }
   return out;
 }

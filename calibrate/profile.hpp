@@ -96,6 +96,25 @@ struct MemoryMeasurements {
   std::vector<AllocationTiming> allocations;  // by size, for the caching allocator's device calls
 };
 
+// One GPU's time of the harness's held GEMM ("gpu-speed" phase).
+struct RankGemmTiming {
+  std::string host;
+  Seconds median{0.0};
+  std::optional<Seconds> min;
+  std::optional<Seconds> max;
+};
+
+// The harness's "gpu-speed" phase: one GEMM shape timed on every GPU of the job at once, after
+// `held` of it, to see how much slower than rank 0's (whose GEMM timings the profile holds)
+// each GPU runs under sustained load.
+struct GpuSpeedMeasurement {
+  Dtype dtype = Dtype::kBf16;
+  GemmShape shape{};
+  Seconds held{0.0};
+  std::int32_t repeats = 0;
+  std::vector<RankGemmTiming> ranks;  // rank i at index i
+};
+
 struct DeviceInfo {
   std::string name;                // cudaDeviceProp::name
   std::string compute_capability;  // "9.0"
@@ -130,6 +149,7 @@ struct CalibrationProfile {
   bool complete = true;  // false: a harness run that stopped early (what it measured is kept)
   std::vector<CollectiveSeries> collectives;
   std::vector<GemmPoint> gemms;
+  std::optional<GpuSpeedMeasurement> gpu_speed;
   MemoryMeasurements memory;
 };
 

@@ -252,4 +252,17 @@ std::optional<Seconds> calibrated_gemm_time(const GpuSpec& gpu, const Kernel& ke
   return t;
 }
 
+std::optional<Straggler> slowest_measured_gpu(const CalibratedCurves& curves,
+                                              std::int32_t world_size) {
+  const std::vector<double>& speeds = curves.gpu_speeds();
+  const auto end =
+      speeds.begin() + std::min<std::ptrdiff_t>(std::max(world_size, 0), std::ssize(speeds));
+  const auto slowest = std::min_element(speeds.begin(), end);
+  if (slowest == end || *slowest >= 1.0) return std::nullopt;
+  Straggler s;
+  s.rank = static_cast<std::int32_t>(slowest - speeds.begin());
+  s.compute_speed = *slowest;
+  return s;
+}
+
 }  // namespace fsdpsim::hardware

@@ -11,6 +11,7 @@
 // median, min and max over repeats, on this process's first GPU.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include "calibrate/harness/job.hpp"
@@ -28,5 +29,15 @@ void measure_gemms(Job& job, const Options& options, const Plan& plan, Results& 
 // GemmResult::under_nccl_us. Every rank runs the same collectives, so every rank must call it.
 void measure_gemms_under_nccl(Job& job, const Options& options, const Plan& plan, Results& results,
                               const std::function<void()>& save);
+
+// The "gpu-speed" phase: every local GPU holds kGpuSpeedShape's GEMM busy for kGpuSpeedHoldMs,
+// all at once (as training keeps every GPU of a node busy, under the node's power and cooling),
+// then times kGpuSpeedRepeats repeats of it; every rank's times reach rank 0 (Results::gpu_speed).
+// Every rank must call it.
+inline constexpr std::int64_t kGpuSpeedSide = 8192;  // m = n = k: ~1.1 TFLOP, milliseconds
+inline constexpr double kGpuSpeedHoldMs = 3000.0;
+inline constexpr int kGpuSpeedRepeats = 20;
+inline constexpr double kGpuSpeedRepeatMs = 25.0;  // a timed repeat lasts at least this long
+void measure_gpu_speed(Job& job, Results& results, const std::function<void()>& save);
 
 }  // namespace fsdpsim::harness

@@ -352,6 +352,42 @@ std::vector<float> Job::max_over_ranks(const std::vector<float>& values) {
   return out;
 }
 
+std::vector<float> Job::gather_over_ranks(const std::vector<float>& per_local_gpu) {
+  if (per_local_gpu.size() != gpus_.size()) {
+    throw HarnessError("gather_over_ranks: one value per local GPU");
+  }
+  std::vector<float> out;
+  out.reserve(static_cast<std::size_t>(world_size_));
+  // In slices of at most kMaxReduced ranks, the most one max_over_ranks call takes.
+  for (std::int32_t first = 0; first < world_size_; first += kMaxReduced) {
+    const std::int32_t count = std::min(kMaxReduced, world_size_ - first);
+    const DeviceGuard guard;
+    const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
+    std::vector<float> slice(static_cast<std::size_t>(count));
+    for (std::size_t i = 0; i < gpus_.size(); ++i) {
+      Gpu& g = gpus_[i];
+      std::fill(slice.begin(), slice.end(), 0.0F);
+      if (g.rank >= first && g.rank < first + count)
+        slice[static_cast<std::size_t>(g.rank - first)] = per_local_gpu[i];
+      FSDPSIM_CUDA(cudaSetDevice(g.device));
+      FSDPSIM_CUDA(cudaMemcpy(g.scratch, slice.data(), bytes, cudaMemcpyHostToDevice));
+    }
+    group_start();
+    for (Gpu& g : gpus_) {
+      FSDPSIM_NCCL(ncclAllReduce(g.scratch, g.scratch, static_cast<std::size_t>(count), ncclFloat,
+                                 ncclMax, g.world, g.stream));
+    }
+    group_end();
+    Gpu& front = gpus_.front();
+    FSDPSIM_CUDA(cudaSetDevice(front.device));
+    FSDPSIM_CUDA(
+        cudaMemcpyAsync(slice.data(), front.scratch, bytes, cudaMemcpyDeviceToHost, front.stream));
+    wait("gathering timings from every rank");
+    out.insert(out.end(), slice.begin(), slice.end());
+  }
+  return out;
+}
+
 namespace {
 
 // Waits for the GPU's streams, then frees its collective buffers.

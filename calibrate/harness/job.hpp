@@ -85,6 +85,10 @@ class Job {
   void barrier();
   // Element-wise maximum over all ranks of `values` (at most kMaxReduced); waits.
   std::vector<float> max_over_ranks(const std::vector<float>& values);
+  // One value per local GPU (by gpus() order, each >= 0) in, every rank's value out (by rank,
+  // world_size() of them): a max-over-ranks of vectors that are zero but at each GPU's own rank.
+  // Every rank must call it; waits.
+  std::vector<float> gather_over_ranks(const std::vector<float>& per_local_gpu);
   // NCCL launches from one thread for all local GPUs need a group.
   void group_start() const;
   void group_end() const;

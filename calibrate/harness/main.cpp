@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
     if (has_phase(options, "gemm")) measure_gemms(*job, options, plan, results, save);
     if (has_phase(options, "gemm-under-nccl"))
       measure_gemms_under_nccl(*job, options, plan, results, save);
+    if (has_phase(options, "gpu-speed")) measure_gpu_speed(*job, results, save);
     if (has_phase(options, "memory")) measure_memory(*job, results);
     results.complete = true;
     save();

@@ -16,7 +16,8 @@ struct Options {
   std::string rendezvous_dir;  // shared folder for the NCCL unique id file
   std::string rendezvous_tag;  // names the file; default from the job id
   double timeout_s = 300.0;
-  std::vector<std::string> phases{"collectives", "concurrent", "gemm", "gemm-under-nccl", "memory"};
+  std::vector<std::string> phases{"collectives",     "concurrent", "gemm",
+                                  "gemm-under-nccl", "gpu-speed",  "memory"};
   std::vector<std::string> collectives{"all_gather", "reduce_scatter", "all_reduce"};
   std::vector<std::string> dtypes{"bf16", "fp32"};
   std::vector<std::string> groups{"world", "intra", "inter", "shard"};

@@ -106,6 +106,29 @@ std::string to_json(const Results& r) {
     w.end_object();
   }
   w.end_array();
+  if (r.gpu_speed) {
+    const GpuSpeedResult& g = *r.gpu_speed;
+    w.key("gpu_speed").begin_object();
+    w.field("dtype", g.dtype);
+    w.field("m", g.m);
+    w.field("n", g.n);
+    w.field("k", g.k);
+    w.field("layout", "TN");
+    w.field("held_ms", g.held_ms);
+    w.field("repeats", std::int64_t{g.repeats});
+    w.key("ranks").begin_array();
+    for (const RankGemmResult& t : g.ranks) {
+      w.begin_object(true);
+      w.field("rank", std::int64_t{t.rank});
+      w.field("host", t.host);
+      w.field("time_us", t.median_us);
+      w.field("min_us", t.min_us);
+      w.field("max_us", t.max_us);
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+  }
   w.key("memory").begin_object();
   optional_field(w, "device_copy_GBps", r.device_copy_GBps);
   optional_field(w, "h2d_pinned_GBps", r.h2d_pinned_GBps);

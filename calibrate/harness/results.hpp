@@ -48,6 +48,27 @@ struct GemmResult {
   std::string source;  // "plan" or "grid"
 };
 
+// One GPU's time of the held GEMM of the "gpu-speed" phase (per launch).
+struct RankGemmResult {
+  std::int32_t rank = 0;
+  std::string host;
+  double median_us = 0.0;
+  double min_us = 0.0;
+  double max_us = 0.0;
+};
+
+// The "gpu-speed" phase: one GEMM shape timed on every GPU of the job at once, after `held_ms`
+// of it, `repeats` repeats each.
+struct GpuSpeedResult {
+  std::string dtype;
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  double held_ms = 0.0;
+  std::int32_t repeats = 0;
+  std::vector<RankGemmResult> ranks;  // by rank, every rank once
+};
+
 struct Results {
   std::string name;
   std::string created;
@@ -67,6 +88,7 @@ struct Results {
   bool complete = false;
   std::vector<SeriesResult> collectives;
   std::vector<GemmResult> gemms;
+  std::optional<GpuSpeedResult> gpu_speed;
   std::optional<double> device_copy_GBps;
   std::optional<double> h2d_pinned_GBps;
   std::optional<double> d2h_pinned_GBps;

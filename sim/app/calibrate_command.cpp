@@ -296,6 +296,18 @@ int fit_command(const CalibrateOptions& o) {
         "names measurements its links and peaks cannot have made, which a scenario on it "
         "refuses)\n";
   }
+  if (fit.gpu_speed) {
+    const calibrate::GpuSpeedFit& g = *fit.gpu_speed;
+    const calibrate::GpuSpeedMeasurement& m = *profile.gpu_speed;
+    out += fmt::format(
+        "\nGPU speed ({} {}x{}x{} GEMM on every GPU at once after {:.1f} s of it; rank 0 {:.0f} "
+        "TFLOP/s): {} ranks, median {:.3f} and fastest {:.3f} of rank 0's speed; slowest rank "
+        "{}{} at {:.3f}. A scenario with this calibration simulates the slowest of its ranks "
+        "as a straggler (hardware.stragglers replaces it; [] for none)\n",
+        dtype_name(m.dtype), m.shape.m, m.shape.n, m.shape.k, m.held.value(), g.rank0_tflops,
+        g.ranks, g.median, g.fastest, g.slowest_rank,
+        g.slowest_host.empty() ? std::string() : fmt::format(" ({})", g.slowest_host), g.slowest);
+  }
   const calibrate::MemoryMeasurements& m = profile.memory;
   if (m.device_copy || m.h2d_pinned || m.d2h_pinned || m.kernel_launch) {
     out += "\nmemory (not used by the cost models directly; set the matching scenario keys):\n";

@@ -201,6 +201,43 @@ GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
   return g;
 }
 
+// The harness's "gpu-speed" phase: every rank of the job once, in rank order.
+calibrate::GpuSpeedMeasurement gpu_speed_from_json(const nlohmann::json& value,
+                                                   const std::string& file) {
+  JsonObjectReader r(value, file, "/gpu_speed");
+  calibrate::GpuSpeedMeasurement g;
+  g.dtype = dtype_at(r, "dtype");
+  g.shape.m = r.positive_int_at_most("m", calibrate::kMaxGemmDimension);
+  g.shape.n = r.positive_int_at_most("n", calibrate::kMaxGemmDimension);
+  g.shape.k = r.positive_int_at_most("k", calibrate::kMaxGemmDimension);
+  (void)r.choice("layout", {"TN"}, "TN");
+  if (r.has("held_ms")) g.held = milliseconds(r.non_negative_number_at_most("held_ms", 8.64e7));
+  if (r.has("repeats")) g.repeats = r.non_negative_int32("repeats");
+  const nlohmann::json* ranks = array_child(r, "ranks");
+  if (ranks == nullptr || ranks->empty()) {
+    throw ConfigError(file, r.path_of("ranks"),
+                      "expected an array of every rank's {\"rank\", \"time_us\"}, found none");
+  }
+  for (std::size_t i = 0; i < ranks->size(); ++i) {
+    JsonObjectReader e((*ranks)[i], file, fmt::format("{}/{}", r.path_of("ranks"), i));
+    const std::int64_t rank = e.non_negative_int("rank");
+    if (rank != static_cast<std::int64_t>(i)) {
+      throw ConfigError(file, e.path_of("rank"),
+                        fmt::format("expected {} (every rank once, in order), found {}", i, rank));
+    }
+    calibrate::RankGemmTiming t;
+    t.host = e.string("host", "");
+    t.median = measured_us(e, "time_us");
+    t.min = optional_us(e, "min_us");
+    t.max = optional_us(e, "max_us");
+    check_spread(e, t.median, t.min, t.max);
+    e.finish({"host", "min_us", "max_us"});
+    g.ranks.push_back(std::move(t));
+  }
+  r.finish({"layout", "held_ms", "repeats"});
+  return g;
+}
+
 calibrate::AllocationTiming allocation_from_json(const nlohmann::json& value,
                                                  const std::string& file, const std::string& path) {
   JsonObjectReader r(value, file, path);
@@ -298,6 +335,7 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
     for (std::size_t i = 0; i < g->size(); ++i)
       p.gemms.push_back(gemm_from_json((*g)[i], file, fmt::format("/gemms/{}", i)));
   }
+  if (const nlohmann::json* g = r.child("gpu_speed")) p.gpu_speed = gpu_speed_from_json(*g, file);
   if (const nlohmann::json* m = r.child("memory")) {
     JsonObjectReader mr(*m, file, "/memory");
     p.memory.device_copy = optional_gbps(mr, "device_copy_GBps");
@@ -314,7 +352,7 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
                "allocations"});
   }
   r.finish({"name", "description", "created", "tool", "complete", "device", "software", "topology",
-            "sources", "notes", "collectives", "gemms", "memory"});
+            "sources", "notes", "collectives", "gemms", "gpu_speed", "memory"});
   return p;
 }
 
@@ -395,6 +433,28 @@ nlohmann::ordered_json profile_to_json(const CalibrationProfile& p) {
     gemms.push_back(e);
   }
   j["gemms"] = gemms;
+  if (p.gpu_speed) {
+    const calibrate::GpuSpeedMeasurement& g = *p.gpu_speed;
+    nlohmann::ordered_json speed;
+    speed["dtype"] = std::string(dtype_name(g.dtype));
+    speed["m"] = g.shape.m;
+    speed["n"] = g.shape.n;
+    speed["k"] = g.shape.k;
+    speed["layout"] = "TN";
+    speed["held_ms"] = round6(g.held.value() * 1e3);
+    if (g.repeats > 0) speed["repeats"] = g.repeats;
+    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+      nlohmann::ordered_json e;
+      e["rank"] = i;
+      if (!g.ranks[i].host.empty()) e["host"] = g.ranks[i].host;
+      e["time_us"] = round6(g.ranks[i].median.value() * 1e6);
+      add_spread(e, g.ranks[i].min, g.ranks[i].max, 0);
+      ranks.push_back(e);
+    }
+    speed["ranks"] = ranks;
+    j["gpu_speed"] = speed;
+  }
   nlohmann::ordered_json memory = nlohmann::ordered_json::object();
   if (p.memory.device_copy)
     memory["device_copy_GBps"] = round6(p.memory.device_copy->value() / 1e9);
@@ -479,6 +539,19 @@ nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
     j["allocation_costs"] = {{"malloc", cost(fit.allocation_costs->malloc)},
                              {"free", cost(fit.allocation_costs->free)}};
   }
+  if (fit.gpu_speed) {
+    const calibrate::GpuSpeedFit& g = *fit.gpu_speed;
+    nlohmann::ordered_json speeds = nlohmann::ordered_json::array();
+    for (const double v : fit.curves->gpu_speeds()) speeds.push_back(round6(v));
+    j["gpu_speed"] = {{"ranks", g.ranks},
+                      {"rank0_tflops", round6(g.rank0_tflops)},
+                      {"median", round6(g.median)},
+                      {"fastest", round6(g.fastest)},
+                      {"slowest", round6(g.slowest)},
+                      {"slowest_rank", g.slowest_rank},
+                      {"slowest_host", g.slowest_host},
+                      {"speeds", speeds}};
+  }
   return j;
 }
 
@@ -508,35 +581,50 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
   const auto at = [](const std::string& problem, const std::string& path) {
     return fmt::format("{} (the profile's {})", problem, path);
   };
-  for (std::size_t gi = 0; gi < profile.gemms.size(); ++gi) {
-    const calibrate::GemmPoint& g = profile.gemms[gi];
-    const auto gemm_path = [gi] { return fmt::format("/gemms/{}", gi); };
-    const double peak = gpu.peak(g.dtype).value();
-    if (!(peak > 0.0) || !(g.median.value() > 0.0)) continue;  // unsupported dtype: never priced
-    const double flops = 2.0 * static_cast<double>(g.shape.m) * static_cast<double>(g.shape.n) *
-                         static_cast<double>(g.shape.k) * static_cast<double>(g.shape.batch);
-    const double rate = flops / g.median.value();
+  // A GEMM of `shape` in `dtype` timed at `median`, at `path` in the profile.
+  const auto gemm_problem = [&](Dtype dtype, const GemmShape& shape, Seconds median,
+                                const std::string& path) -> std::string {
+    const double peak = gpu.peak(dtype).value();
+    if (!(peak > 0.0) || !(median.value() > 0.0)) return "";  // unsupported dtype: never priced
+    const double flops = 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
+                         static_cast<double>(shape.k) * static_cast<double>(shape.batch);
+    const double rate = flops / median.value();
     // "GEMM 4096x1024x512 (batch 2) tf32 in 15 us", for a message only.
-    const auto measured = [&g] {
-      return fmt::format(
-          "GEMM {}x{}x{}{} {} in {:.6g} us", g.shape.m, g.shape.n, g.shape.k,
-          g.shape.batch > 1 ? fmt::format(" (batch {})", g.shape.batch) : std::string(),
-          dtype_name(g.dtype), g.median.value() * 1e6);
-    };
+    const std::string measured =
+        fmt::format("GEMM {}x{}x{}{} {} in {:.6g} us", shape.m, shape.n, shape.k,
+                    shape.batch > 1 ? fmt::format(" (batch {})", shape.batch) : std::string(),
+                    dtype_name(dtype), median.value() * 1e6);
     if (rate > kPeakTolerance * peak) {
       return at(fmt::format("{} is {:.0f} TFLOP/s, above the {:.0f} TFLOP/s dense peak of the "
                             "scenario's GPU {}: a time in the wrong unit, or another GPU's "
                             "measurement",
-                            measured(), rate / 1e12, peak / 1e12, gpu.name),
-                gemm_path());
+                            measured, rate / 1e12, peak / 1e12, gpu.name),
+                path);
     }
     if (flops >= kLargeGemmFlops && rate < kSlowestShareOfLineRate * peak) {
-      return at(fmt::format("{} is {:.3g} TFLOP/s, under {:g} % of the {:.0f} TFLOP/s dense peak "
-                            "of the scenario's GPU {}: a time in the wrong unit (ns written as "
-                            "us?)",
-                            measured(), rate / 1e12, 100 * kSlowestShareOfLineRate, peak / 1e12,
-                            gpu.name),
-                gemm_path());
+      return at(
+          fmt::format("{} is {:.3g} TFLOP/s, under {:g} % of the {:.0f} TFLOP/s dense peak "
+                      "of the scenario's GPU {}: a time in the wrong unit (ns written as "
+                      "us?)",
+                      measured, rate / 1e12, 100 * kSlowestShareOfLineRate, peak / 1e12, gpu.name),
+          path);
+    }
+    return "";
+  };
+  for (std::size_t gi = 0; gi < profile.gemms.size(); ++gi) {
+    const calibrate::GemmPoint& g = profile.gemms[gi];
+    if (std::string problem =
+            gemm_problem(g.dtype, g.shape, g.median, fmt::format("/gemms/{}", gi));
+        !problem.empty())
+      return problem;
+  }
+  if (profile.gpu_speed) {
+    const calibrate::GpuSpeedMeasurement& g = *profile.gpu_speed;
+    for (std::size_t r = 0; r < g.ranks.size(); ++r) {
+      if (std::string problem = gemm_problem(g.dtype, g.shape, g.ranks[r].median,
+                                             fmt::format("/gpu_speed/ranks/{}", r));
+          !problem.empty())
+        return problem;
     }
   }
   const double limit = kMaxBusBandwidthOverNvlink * cluster.nvlink_bandwidth.value();
@@ -635,7 +723,7 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
     throw ConfigError(file.string(), "", e.what());
   }
   if (fit.curves->collectives().empty() && fit.curves->gemms().empty() &&
-      !fit.curves->allocation_costs()) {
+      !fit.curves->allocation_costs() && fit.curves->gpu_speeds().empty()) {
     throw ConfigError(
         file.string(), "",
         fmt::format(
@@ -649,13 +737,50 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
   return fit.curves;
 }
 
-std::string calibration_usage_line(const hardware::CalibratedCurves& curves) {
+namespace {
+
+// Whether `cluster`'s stragglers are `slowest` alone (hardware_json.cpp puts it there unless the
+// scenario lists its own).
+bool simulates(const hardware::ClusterSpec& cluster, const hardware::Straggler& slowest) {
+  return cluster.stragglers.size() == 1 && cluster.stragglers.front().rank == slowest.rank &&
+         cluster.stragglers.front().compute_speed == slowest.compute_speed &&
+         cluster.stragglers.front().host_speed == 1.0;
+}
+
+// What the measured GPU speeds did to `cluster`'s job, or "" when the profile has none.
+std::string gpu_speed_use(const hardware::CalibratedCurves& curves,
+                          const hardware::ClusterSpec& cluster) {
+  const std::vector<double>& speeds = curves.gpu_speeds();
+  if (speeds.empty()) return "";
+  const std::int32_t world = cluster.world_size();
+  const std::string timed = fmt::format(
+      "GPU speeds of {} ranks measured{}", speeds.size(),
+      std::ssize(speeds) < world
+          ? fmt::format(" (the job's other {} taken as fast as rank 0)", world - std::ssize(speeds))
+          : "");
+  const std::optional<hardware::Straggler> slowest = hardware::slowest_measured_gpu(curves, world);
+  if (!slowest) return fmt::format("{}: none of the job's is slower than rank 0", timed);
+  const bool applied = simulates(cluster, *slowest);
+  return fmt::format(
+      "{}: the job's slowest, rank {}, ran the held GEMM at {:.3f} of rank 0's speed{}", timed,
+      slowest->rank, slowest->compute_speed,
+      applied ? " and is simulated as a straggler of that compute speed (every collective waits "
+                "for it)"
+      : cluster.stragglers.empty() ? "; the scenario's hardware.stragglers ([]) leave it out"
+                                   : "; the scenario's hardware.stragglers are simulated instead");
+}
+
+}  // namespace
+
+std::string calibration_usage_line(const hardware::ClusterSpec& cluster) {
+  const hardware::CalibratedCurves& curves = *cluster.gpu.calibration;
   const hardware::CalibrationCounts n = curves.usage().counts();
+  const std::string speeds = gpu_speed_use(curves, cluster);
   return fmt::format(
       "costs      {} collectives and {} GEMMs from calibration {}, the rest from the fallback "
       "model "
       "({} collectives, {} GEMMs priced over the warm-up and the measured step); "
-      "cudaMalloc/cudaFree from {}{}{}",
+      "cudaMalloc/cudaFree from {}{}{}{}",
       n.collectives_calibrated, n.gemms_calibrated, curves.name(),
       n.collectives_calibrated + n.collectives_fallback, n.gemms_calibrated + n.gemms_fallback,
       curves.allocation_costs() ? "the calibration" : "the hardware preset",
@@ -664,20 +789,28 @@ std::string calibration_usage_line(const hardware::CalibratedCurves& curves) {
             "(ranks, ranks per node; the profile's curves do not extend to other scales): the "
             "model priced them all"
           : "",
+      speeds.empty() ? "" : fmt::format("\n           {}", speeds),
       curves.complete() ? ""
                         : "\n           the profile is incomplete (\"complete\": false): its "
                           "harness run stopped early, so some shapes may be missing from it");
 }
 
-nlohmann::json calibration_usage_json(const hardware::CalibratedCurves& curves) {
+nlohmann::json calibration_usage_json(const hardware::ClusterSpec& cluster) {
+  const hardware::CalibratedCurves& curves = *cluster.gpu.calibration;
   const hardware::CalibrationCounts n = curves.usage().counts();
-  return {{"profile", curves.name()},
-          {"collectives_calibrated", n.collectives_calibrated},
-          {"collectives_fallback", n.collectives_fallback},
-          {"gemms_calibrated", n.gemms_calibrated},
-          {"gemms_fallback", n.gemms_fallback},
-          {"allocation_costs_calibrated", curves.allocation_costs().has_value()},
-          {"profile_complete", curves.complete()}};
+  nlohmann::json out{{"profile", curves.name()},
+                     {"collectives_calibrated", n.collectives_calibrated},
+                     {"collectives_fallback", n.collectives_fallback},
+                     {"gemms_calibrated", n.gemms_calibrated},
+                     {"gemms_fallback", n.gemms_fallback},
+                     {"allocation_costs_calibrated", curves.allocation_costs().has_value()},
+                     {"gpu_speeds_measured", curves.gpu_speeds().size()},
+                     {"profile_complete", curves.complete()}};
+  if (const auto slowest = hardware::slowest_measured_gpu(curves, cluster.world_size()))
+    out["slowest_gpu"] = {{"rank", slowest->rank},
+                          {"compute_speed", round6(slowest->compute_speed)},
+                          {"simulated", simulates(cluster, *slowest)}};
+  return out;
 }
 
 }  // namespace fsdpsim::app

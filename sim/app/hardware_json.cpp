@@ -106,10 +106,6 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
   r.finish();
 }
 
-// Slower than every real GPU or host is not a straggler but a broken node; the bound also keeps
-// a rank's stretched operations within simulated time (sim_time.hpp).
-constexpr double kSlowestStraggler = 0.05;
-
 // The members of one "ranks" or "nodes" list, each below `count`.
 std::vector<std::int32_t> indices(const nlohmann::json& list, const std::string& file,
                                   const std::string& path, std::int32_t count, const char* what) {
@@ -150,10 +146,11 @@ std::vector<hardware::Straggler> parse_stragglers(const nlohmann::json& value,
     const auto speed = [&](const std::string& key) {
       if (!e.has(key)) return e.ignore(key), 1.0;
       const nlohmann::json& v = *e.child(key);
-      if (!v.is_number() || !(v.get<double>() >= kSlowestStraggler && v.get<double>() <= 1.0)) {
+      if (!v.is_number() ||
+          !(v.get<double>() >= hardware::kSlowestGpuSpeed && v.get<double>() <= 1.0)) {
         throw ConfigError(file, e.path_of(key),
-                          fmt::format("expected a number in [{}, 1], found {}", kSlowestStraggler,
-                                      describe_json_type(v)));
+                          fmt::format("expected a number in [{}, 1], found {}",
+                                      hardware::kSlowestGpuSpeed, describe_json_type(v)));
       }
       return v.get<double>();
     };
@@ -271,6 +268,13 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
   if (r.has("calibration")) {
     out.cluster.gpu.calibration = load_calibration(r.string("calibration"), file,
                                                    path + "/calibration", presets, &out.cluster);
+    // The measured GPU speeds make the job's slowest GPU a straggler, unless the scenario lists
+    // its own (an empty list: none).
+    if (!r.has("stragglers") && out.cluster.stragglers.empty()) {
+      if (const auto slowest = hardware::slowest_measured_gpu(*out.cluster.gpu.calibration,
+                                                              out.cluster.world_size()))
+        out.cluster.stragglers.push_back(*slowest);
+    }
   }
   return out;
 }

@@ -82,7 +82,7 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
     out["memory_rank"] = r.memory_rank;
   }
   if (cluster.gpu.calibration != nullptr) {
-    out["calibration"] = calibration_usage_json(*cluster.gpu.calibration);
+    out["calibration"] = calibration_usage_json(cluster);
   }
   return out;
 }

@@ -177,7 +177,7 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
       : t.logits_kept_by_loop == LogitsKeptByLoop::kFp32 ? ", fp32 logits kept by the loop"
                                                          : ", logits kept by the loop"));
   line(parallelism_line(s));
-  if (c.gpu.calibration != nullptr) line(calibration_usage_line(*c.gpu.calibration));
+  if (c.gpu.calibration != nullptr) line(calibration_usage_line(c));
   line("");
   line(fmt::format("step time            {:.4f} s", r.step_time.value()));
   line(fmt::format("throughput           {:.1f} tokens/s/GPU  ({:.0f} tokens/s in all)",
@@ -210,7 +210,9 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   if (!r.rank_classes.empty()) {
     line(fmt::format("  (rank {}, of the largest class below)", r.breakdown_rank));
     line("");
-    line("ranks (hardware.stragglers; ranks that behave alike are simulated once)");
+    line(
+        "ranks (hardware.stragglers, or the calibration's slowest GPU; ranks that behave alike "
+        "are simulated once)");
     line(fmt::format(
         "  first rank  ranks  compute  host   compute busy  exposed comm      idle  peak {}",
         r.models_reserved ? "reserved" : "allocated"));

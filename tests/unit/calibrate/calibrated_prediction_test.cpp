@@ -13,10 +13,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hardware/calibrated_curves.hpp"
 #include "hardware/cost_model.hpp"
+#include "sim/app/calibration_json.hpp"
 #include "sim/app/result_json.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
@@ -223,6 +225,77 @@ TEST(CalibratedAllocator, TimedDeviceCallsPriceRetriesBySize) {
   ASSERT_GT(preset.reserved.alloc_retries, 0);
   EXPECT_NEAR(on_lines.step_time.value(), preset.step_time.value(), 1e-6);
   EXPECT_GT(slow.step_time.value(), preset.step_time.value() + 0.1);
+  fs::remove_all(dir);
+}
+
+// A profile of GPU speeds alone (the harness's gpu-speed phase) on Llama-3.1-8B over one node of
+// 8 H100s: rank 5 ran the held GEMM in 2000 / 0.9 us against rank 0's 2000, so it runs at 0.9 of
+// rank 0's speed, and every collective waits for it. The step is compute-bound (its collectives
+// hide behind compute), so it takes close to 1 / 0.9 = 1.111 times as long, and never longer:
+// only compute slows. An explicit `hardware.stragglers: []` leaves the GPU out, and a profile
+// whose measured GPUs are none slower than rank 0 leaves the step as it was.
+TEST(CalibratedGpuSpeed, TheSlowestMeasuredGpuPacesTheJob) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_calibrated_gpu_speed_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto profile = [&dir](const std::string& name, const std::vector<double>& speeds) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (std::size_t r = 0; r < speeds.size(); ++r)
+      ranks.push_back({{"rank", r}, {"host", "n1"}, {"time_us", 2000.0 / speeds[r]}});
+    const fs::path file = dir / (name + ".json");
+    std::ofstream(file) << nlohmann::json{
+        {"schema_version", 1},
+        {"kind", "fsdpsim_calibration_profile"},
+        {"name", name},
+        {"device", {{"sm_count", 132}}},
+        {"gpu_speed",
+         {{"dtype", "bf16"}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"ranks", ranks}}}};
+    return file.string();
+  };
+  const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
+  const fs::path scenario = fs::path(FSDPSIM_SOURCE_DIR) / "scenarios/llama3_8b_8xh100.json";
+  const auto run = [&](std::vector<std::string> overrides) {
+    const Scenario s = load_scenario(scenario, overrides, presets);
+    return std::pair{s, simulate_scenario(s, false)};
+  };
+  const std::string slow_rank_5 = profile("slow5", {1.0, 1.01, 1.0, 1.02, 1.0, 0.9, 1.0, 1.01});
+  const double alone = run({}).second.result.step_time.value();
+  const auto [paced_scenario, paced] = run({"hardware.calibration=" + slow_rank_5});
+  ASSERT_EQ(paced_scenario.hardware.cluster.stragglers.size(), 1U);
+  EXPECT_EQ(paced_scenario.hardware.cluster.stragglers.front().rank, 5);
+  const double ratio = paced.result.step_time.value() / alone;
+  EXPECT_GT(ratio, 1.08);
+  EXPECT_LE(ratio, 1.0 / 0.9 + 1e-9);
+  ASSERT_EQ(paced.result.rank_classes.size(), 2U);
+  EXPECT_EQ(paced.result.rank_classes.back().first_rank, 5);
+  EXPECT_DOUBLE_EQ(paced.result.rank_classes.back().compute_speed, 0.9);
+  const std::string line = calibration_usage_line(paced_scenario.hardware.cluster);
+  EXPECT_NE(line.find("GPU speeds of 8 ranks measured: the job's slowest, rank 5, ran the held "
+                      "GEMM at 0.900 of rank 0's speed and is simulated as a straggler"),
+            std::string::npos)
+      << line;
+  const nlohmann::json usage = result_to_json(paced_scenario, paced).at("calibration");
+  EXPECT_EQ(usage.at("gpu_speeds_measured"), 8);
+  EXPECT_EQ(usage.at("slowest_gpu").at("rank"), 5);
+  EXPECT_EQ(usage.at("slowest_gpu").at("simulated"), true);
+
+  const auto [opted_out_scenario, opted_out] =
+      run({"hardware.calibration=" + slow_rank_5, "hardware.stragglers=[]"});
+  EXPECT_DOUBLE_EQ(opted_out.result.step_time.value(), alone);
+  EXPECT_NE(calibration_usage_line(opted_out_scenario.hardware.cluster)
+                .find("the scenario's hardware.stragglers ([]) leave it out"),
+            std::string::npos);
+
+  // Four GPUs measured, none slower than rank 0; the job's other four are taken as fast as it.
+  const auto [even_scenario, even] =
+      run({"hardware.calibration=" + profile("even", {1.0, 1.01, 1.0, 1.02})});
+  EXPECT_TRUE(even_scenario.hardware.cluster.stragglers.empty());
+  EXPECT_DOUBLE_EQ(even.result.step_time.value(), alone);
+  EXPECT_NE(calibration_usage_line(even_scenario.hardware.cluster)
+                .find("GPU speeds of 4 ranks measured (the job's other 4 taken as fast as rank "
+                      "0): none of the job's is slower than rank 0"),
+            std::string::npos)
+      << calibration_usage_line(even_scenario.hardware.cluster);
   fs::remove_all(dir);
 }
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
+#include <string>
 
 namespace fsdpsim::calibrate {
 namespace {
@@ -187,6 +189,49 @@ TEST(CalibrationFit, AllocationTimingsBecomeOneLinePerDeviceCall) {
   const ProfileFit fit = fit_profile(profile, "allocations only");
   ASSERT_TRUE(fit.curves->allocation_costs().has_value());
   EXPECT_NEAR(fit.curves->allocation_costs()->free.per_gib.value(), 200 * kUs, 1e-12);
+}
+
+// Four GPUs timed the held 8192^3 GEMM in 2000, 1980, 2500 and 2000 us: rank 0's time over each
+// rank's is 1, 1.0101, 0.8 and 1; rank 2 is the slowest; the median is 1; rank 0 ran it at
+// 2 x 8192^3 / 2 ms = 549.8 TFLOP/s. A job on ranks 0-1 has no GPU slower than rank 0; one on
+// ranks 0-3 (or more: the rest are taken as fast as rank 0) has rank 2 at 0.8.
+TEST(CalibrationFit, GpuSpeedsAreRankZerosTimeOverEachRanks) {
+  CalibrationProfile p;
+  GpuSpeedMeasurement g;
+  g.shape = GemmShape{8192, 8192, 8192, 1};
+  for (const double us : {2000.0, 1980.0, 2500.0, 2000.0})
+    g.ranks.push_back(RankGemmTiming{"n1", Seconds(us * kUs), std::nullopt, std::nullopt});
+  g.ranks[2].host = "n2";
+  p.gpu_speed = g;
+  const ProfileFit fit = fit_profile(p, "speeds");
+  ASSERT_TRUE(fit.gpu_speed.has_value());
+  EXPECT_EQ(fit.gpu_speed->ranks, 4U);
+  EXPECT_EQ(fit.gpu_speed->slowest_rank, 2);
+  EXPECT_EQ(fit.gpu_speed->slowest_host, "n2");
+  EXPECT_DOUBLE_EQ(fit.gpu_speed->slowest, 0.8);
+  EXPECT_NEAR(fit.gpu_speed->fastest, 2000.0 / 1980.0, 1e-12);
+  EXPECT_DOUBLE_EQ(fit.gpu_speed->median, 1.0);
+  EXPECT_NEAR(fit.gpu_speed->rank0_tflops, 2.0 * 8192.0 * 8192.0 * 8192.0 / 2e-3 / 1e12, 1e-9);
+  ASSERT_EQ(fit.curves->gpu_speeds().size(), 4U);
+  EXPECT_DOUBLE_EQ(fit.curves->gpu_speeds()[2], 0.8);
+  EXPECT_FALSE(hardware::slowest_measured_gpu(*fit.curves, 2).has_value());
+  for (const std::int32_t world : {3, 4, 64}) {
+    const std::optional<hardware::Straggler> s = hardware::slowest_measured_gpu(*fit.curves, world);
+    ASSERT_TRUE(s.has_value()) << world;
+    EXPECT_EQ(s->rank, 2);
+    EXPECT_DOUBLE_EQ(s->compute_speed, 0.8);
+    EXPECT_DOUBLE_EQ(s->host_speed, 1.0);
+  }
+  // A GPU 25 times slower than rank 0 is broken, or its time in the wrong unit.
+  p.gpu_speed->ranks[3].median = Seconds(50000.0 * kUs);
+  try {
+    (void)fit_profile(p, "broken");
+    ADD_FAILURE() << "a rank 25x slower was fitted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu_speed/ranks/3: rank 3 ran the GEMM in 25 times"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

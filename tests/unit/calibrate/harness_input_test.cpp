@@ -68,6 +68,20 @@ TEST(HarnessInput, OptionsAreNeverWrapped) {
   }
 }
 
+// Every phase is on by default, GPU speed included, and --phases picks some.
+TEST(HarnessInput, PhasesAreChosenByName) {
+  const Options all = parse({});
+  for (const char* phase :
+       {"collectives", "concurrent", "gemm", "gemm-under-nccl", "gpu-speed", "memory"}) {
+    EXPECT_TRUE(has_phase(all, phase)) << phase;
+  }
+  const Options speed = parse({"--phases", "gpu-speed"});
+  EXPECT_TRUE(has_phase(speed, "gpu-speed"));
+  EXPECT_FALSE(has_phase(speed, "gemm"));
+  EXPECT_NE(usage_error({"--phases", "gpu_speed"}).find("--phases"), std::string::npos);
+  EXPECT_NE(help_text().find("gpu-speed        every GPU of the job"), std::string::npos);
+}
+
 // The profile's name is text on one line (fsdpsim refuses a profile whose name is not, which
 // would surface only after the whole measurement); quoted values never reach the terminal raw.
 TEST(HarnessInput, NamesAndQuotedValuesAreText) {
