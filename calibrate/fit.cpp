@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 #include <tuple>
+#include <vector>
 
 namespace fsdpsim::calibrate {
 namespace {
@@ -181,32 +183,58 @@ hardware::AllocationCosts fit_allocation_costs(const std::vector<AllocationTimin
   return hardware::AllocationCosts{line(malloc_s), line(free_s)};
 }
 
-GpuSpeedFit fit_gpu_speed(const GpuSpeedMeasurement& measured, std::vector<double>& speeds) {
-  if (measured.ranks.empty()) throw InputError("gpu_speed: no rank was timed");
-  const double rank0 = measured.ranks.front().median.value();
+namespace {
+
+// Rank 0's time over each rank's, checked and summarized; `what` names the time in messages.
+SpeedSpread speeds_of(const std::vector<double>& seconds, const std::vector<std::string>& hosts,
+                      const char* what, std::vector<double>& speeds) {
   speeds.clear();
-  GpuSpeedFit out;
-  out.ranks = measured.ranks.size();
-  for (std::size_t r = 0; r < measured.ranks.size(); ++r) {
-    const double speed = rank0 / measured.ranks[r].median.value();
-    if (speed < hardware::kSlowestGpuSpeed || speed > 1.0 / hardware::kSlowestGpuSpeed) {
+  SpeedSpread out;
+  for (std::size_t r = 0; r < seconds.size(); ++r) {
+    const double speed = seconds.front() / seconds[r];
+    if (speed < hardware::kSlowestRankSpeed || speed > 1.0 / hardware::kSlowestRankSpeed) {
       throw InputError(fmt::format(
-          "gpu_speed/ranks/{}: rank {} ran the GEMM in {:.4g} times rank 0's time; more than {:g} "
-          "times slower or faster is a broken GPU or a time in the wrong unit",
-          r, r, 1.0 / speed, 1.0 / hardware::kSlowestGpuSpeed));
+          "rank_speeds/ranks/{}: rank {} took {:.4g} times rank 0's {}; more than {:g} times "
+          "slower or faster is a broken node or a time in the wrong unit",
+          r, r, 1.0 / speed, what, 1.0 / hardware::kSlowestRankSpeed));
     }
     speeds.push_back(speed);
     if (speed < out.slowest || r == 0) {
       out.slowest = speed;
       out.slowest_rank = static_cast<std::int32_t>(r);
-      out.slowest_host = measured.ranks[r].host;
+      out.slowest_host = hosts[r];
     }
     out.fastest = std::max(out.fastest, speed);
   }
   out.median = median(speeds);
+  return out;
+}
+
+}  // namespace
+
+RankSpeedFit fit_rank_speeds(const RankSpeedMeasurement& measured, std::vector<double>& gpu,
+                             std::vector<double>& host) {
+  if (measured.ranks.empty()) throw InputError("rank_speeds: no rank was timed");
+  std::vector<double> gemm_s;
+  std::vector<double> launch_s;
+  std::vector<std::string> hosts;
+  for (const RankTiming& t : measured.ranks) {
+    gemm_s.push_back(t.gemm.value());
+    if (t.launch) launch_s.push_back(t.launch->value());
+    hosts.push_back(t.host);
+  }
+  RankSpeedFit out;
+  out.ranks = measured.ranks.size();
+  out.gpu = speeds_of(gemm_s, hosts, "time on the held GEMM", gpu);
   const GemmShape& g = measured.shape;
   out.rank0_tflops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
-                     static_cast<double>(g.k) * static_cast<double>(g.batch) / rank0 / 1e12;
+                     static_cast<double>(g.k) * static_cast<double>(g.batch) / gemm_s.front() /
+                     1e12;
+  host.clear();
+  if (launch_s.size() == gemm_s.size()) {
+    out.host = speeds_of(launch_s, hosts, "time per kernel launch", host);
+    out.rank0_launch = Seconds(launch_s.front());
+  }
   return out;
 }
 
@@ -322,10 +350,11 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
     out.allocation_costs = fit_allocation_costs(profile.memory.allocations);
     out.curves->set_allocation_costs(*out.allocation_costs);
   }
-  if (profile.gpu_speed) {
-    std::vector<double> speeds;
-    out.gpu_speed = fit_gpu_speed(*profile.gpu_speed, speeds);
-    out.curves->set_gpu_speeds(std::move(speeds));
+  if (profile.rank_speeds) {
+    std::vector<double> gpu;
+    std::vector<double> host;
+    out.rank_speeds = fit_rank_speeds(*profile.rank_speeds, gpu, host);
+    out.curves->set_rank_speeds(std::move(gpu), std::move(host));
   }
   return out;
 }

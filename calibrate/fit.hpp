@@ -62,16 +62,24 @@ struct InterferenceFit {
   std::size_t points = 0;
 };
 
-// The harness's "gpu-speed" phase, summarized: each rank's speed is rank 0's time of the held
-// GEMM over its own (curves->gpu_speeds()), rank 0 = 1.
-struct GpuSpeedFit {
-  std::size_t ranks = 0;
+// Speeds next to rank 0's (rank 0 = 1) over the ranks of the harness's "rank-speed" phase.
+struct SpeedSpread {
   std::int32_t slowest_rank = 0;
   std::string slowest_host;
   double slowest = 1.0;
-  double fastest = 1.0;
   double median = 1.0;
-  double rank0_tflops = 0.0;  // the held GEMM on rank 0
+  double fastest = 1.0;
+};
+
+// The "rank-speed" phase, summarized: each GPU's speed is rank 0's time of the held GEMM over its
+// own, each host's rank 0's time per kernel launch over its own (curves->gpu_speeds(),
+// host_speeds()).
+struct RankSpeedFit {
+  std::size_t ranks = 0;
+  SpeedSpread gpu;
+  double rank0_tflops = 0.0;        // the held GEMM on rank 0
+  std::optional<SpeedSpread> host;  // when the launches were timed
+  std::optional<Seconds> rank0_launch;
 };
 
 struct ProfileFit {
@@ -82,12 +90,14 @@ struct ProfileFit {
   std::size_t gemms = 0;
   std::optional<double> gemm_slowdown_under_nccl;
   std::optional<hardware::AllocationCosts> allocation_costs;  // from memory.allocations
-  std::optional<GpuSpeedFit> gpu_speed;                       // from gpu_speed
+  std::optional<RankSpeedFit> rank_speeds;                    // from rank_speeds
 };
 
-// Each rank's speed on the held GEMM next to rank 0's, summarized; throws InputError naming the
-// rank when one is further from rank 0 than hardware::kSlowestGpuSpeed allows.
-GpuSpeedFit fit_gpu_speed(const GpuSpeedMeasurement& measured, std::vector<double>& speeds);
+// Each rank's GPU and host speed next to rank 0's, into `gpu` and `host` (empty when the
+// launches were not timed), summarized; throws InputError naming the rank when one is further
+// from rank 0 than hardware::kSlowestRankSpeed allows.
+RankSpeedFit fit_rank_speeds(const RankSpeedMeasurement& measured, std::vector<double>& gpu,
+                             std::vector<double>& host);
 
 // Least-squares lines time = fixed + per_gib * GiB through the timed cudaMalloc and cudaFree
 // calls, each coefficient clamped at >= 0 (no call takes less than nothing); needs two distinct

@@ -96,23 +96,26 @@ struct MemoryMeasurements {
   std::vector<AllocationTiming> allocations;  // by size, for the caching allocator's device calls
 };
 
-// One GPU's time of the harness's held GEMM ("gpu-speed" phase).
-struct RankGemmTiming {
+// One rank's times in the harness's "rank-speed" phase: the held GEMM on its GPU (per launch)
+// and an empty-kernel launch on its host (when timed).
+struct RankTiming {
   std::string host;
-  Seconds median{0.0};
-  std::optional<Seconds> min;
-  std::optional<Seconds> max;
+  Seconds gemm{0.0};
+  std::optional<Seconds> gemm_min;
+  std::optional<Seconds> gemm_max;
+  std::optional<Seconds> launch;
 };
 
-// The harness's "gpu-speed" phase: one GEMM shape timed on every GPU of the job at once, after
-// `held` of it, to see how much slower than rank 0's (whose GEMM timings the profile holds)
-// each GPU runs under sustained load.
-struct GpuSpeedMeasurement {
+// The harness's "rank-speed" phase: one GEMM shape timed on every GPU of the job at once, after
+// `held` of it, and kernel launches timed on every rank's host, to see how much slower than rank
+// 0 (whose GEMM timings the profile holds) each GPU and each host runs under load.
+struct RankSpeedMeasurement {
   Dtype dtype = Dtype::kBf16;
   GemmShape shape{};
   Seconds held{0.0};
   std::int32_t repeats = 0;
-  std::vector<RankGemmTiming> ranks;  // rank i at index i
+  std::int32_t launches = 0;
+  std::vector<RankTiming> ranks;  // rank i at index i
 };
 
 struct DeviceInfo {
@@ -149,7 +152,7 @@ struct CalibrationProfile {
   bool complete = true;  // false: a harness run that stopped early (what it measured is kept)
   std::vector<CollectiveSeries> collectives;
   std::vector<GemmPoint> gemms;
-  std::optional<GpuSpeedMeasurement> gpu_speed;
+  std::optional<RankSpeedMeasurement> rank_speeds;
   MemoryMeasurements memory;
 };
 

@@ -157,10 +157,14 @@ class CalibratedCurves {
   void set_allocation_costs(AllocationCosts costs) { allocation_costs_ = costs; }
   // false: the profile says the run that measured it stopped early (what it measured is kept).
   void set_complete(bool complete) { complete_ = complete; }
-  // Each rank's GPU speed on one held GEMM, as rank 0's time over its time (rank 0, whose GEMM
-  // timings the profile holds, is 1): the harness's "gpu-speed" phase. Each in
-  // [kSlowestGpuSpeed, 1 / kSlowestGpuSpeed].
-  void set_gpu_speeds(std::vector<double> speeds) { gpu_speeds_ = std::move(speeds); }
+  // Each rank's speed next to rank 0's (whose GEMM timings the profile holds; rank 0 is 1), from
+  // the harness's "rank-speed" phase: its GPU's on one held GEMM (rank 0's time over its own) and
+  // its host's on kernel launches (empty when the launches were not timed). Each in
+  // [kSlowestRankSpeed, 1 / kSlowestRankSpeed].
+  void set_rank_speeds(std::vector<double> gpu, std::vector<double> host) {
+    gpu_speeds_ = std::move(gpu);
+    host_speeds_ = std::move(host);
+  }
 
   [[nodiscard]] const std::string& name() const { return name_; }
   [[nodiscard]] bool complete() const { return complete_; }
@@ -175,6 +179,7 @@ class CalibratedCurves {
     return allocation_costs_;
   }
   [[nodiscard]] const std::vector<double>& gpu_speeds() const { return gpu_speeds_; }
+  [[nodiscard]] const std::vector<double>& host_speeds() const { return host_speeds_; }
 
   // The curve for a collective on a group shape, or nullptr. collective_time() gets bytes, not a
   // dtype, and NCCL moves bytes whatever their type, so the curve of the first dtype measured in
@@ -206,22 +211,23 @@ class CalibratedCurves {
   std::optional<double> gemm_slowdown_;
   std::optional<AllocationCosts> allocation_costs_;
   std::vector<double> gpu_speeds_;
+  std::vector<double> host_speeds_;
   bool complete_ = true;
   mutable CalibrationUsage usage_;
 };
 
-// The slowest a measured GPU may be next to rank 0's (a GPU 20x slower is broken, or its time
-// is in the wrong unit), and the slowest straggler a scenario may list (slower is not a
+// The slowest a measured GPU or host may be next to rank 0's (one 20x slower is broken, or its
+// time is in the wrong unit), and the slowest straggler a scenario may list (slower is not a
 // straggler but a broken node; the bound also keeps a rank's stretched operations within
 // simulated time, sim_time.hpp).
-inline constexpr double kSlowestGpuSpeed = 0.05;
+inline constexpr double kSlowestRankSpeed = 0.05;
 
-// The slowest GPU a job on ranks 0 .. world_size - 1 gets, from the measured GPU speeds: a
-// synchronous job runs at its slowest GPU's pace, since every collective waits for it (the second
-// slowest adds nothing while the slowest holds everyone). Ranks beyond those measured are taken as
-// fast as rank 0. nullopt when no measured rank of the job is slower than rank 0.
-std::optional<Straggler> slowest_measured_gpu(const CalibratedCurves& curves,
-                                              std::int32_t world_size);
+// The stragglers a job on ranks 0 .. world_size - 1 has by the measured rank speeds: its slowest
+// GPU (compute_speed) and its slowest host (host_speed), one straggler when they are the same
+// rank, none for a side where no rank of the job is slower than rank 0. A synchronous job runs at
+// its slowest rank's pace, since every collective waits for it (the second slowest adds nothing
+// while the slowest holds everyone). Ranks beyond those measured are taken as fast as rank 0.
+std::vector<Straggler> measured_stragglers(const CalibratedCurves& curves, std::int32_t world_size);
 
 // Largest ratio between a queried GEMM dimension and a measured one for the measurement to
 // stand in for the query (a generic grid at powers of two covers every shape within 2x).

@@ -377,19 +377,13 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
   save();
 }
 
-void measure_gpu_speed(Job& job, Results& results, const std::function<void()>& save) {
-  // GPUs of one model differ in speed under sustained load, by how their clocks settle under the
-  // power and temperature limits (Sinha et al., "Not All GPUs Are Created Equal", SC22, arXiv
-  // 2208.11035: 8 % average performance variation, up to 22 %, across the same-model GPUs of five
-  // large clusters). The shape is large
-  // enough to keep every SM busy in waves that round well on any GPU, in the dtype of training.
+HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
   std::vector<Gpu>& gpus = job.gpus();
   const bool bf16 = compute_capability(gpus.front()) >= 80;
   const GemmType& type = *gemm_type(bf16 ? "bf16" : "fp16");
-  const GemmResult shape{type.name, kGpuSpeedSide, kGpuSpeedSide, kGpuSpeedSide, 1, 0, 0, 0,
-                         0,         std::nullopt,  "gpu-speed"};
-  const std::string what = cat("GPU speed (", shape_text(shape), ")");
-  progress_line(job.root(), cat(what, ": every GPU, ", kGpuSpeedHoldMs / 1000.0, " s held"), false);
+  const GemmResult shape{type.name, plan.side, plan.side, plan.side,    1,     0,
+                         0,         0,         0,         std::nullopt, "held"};
+  const std::string what = cat("held GEMM ", shape_text(shape));
   std::vector<std::unique_ptr<Lt>> handles;
   std::vector<std::unique_ptr<Matmul>> matmuls;
   std::vector<Timing> timings;
@@ -399,16 +393,16 @@ void measure_gpu_speed(Job& job, Results& results, const std::function<void()>& 
     handles.push_back(std::make_unique<Lt>(g));
     matmuls.push_back(std::make_unique<Matmul>(handles.back()->handle, handles.back()->workspace,
                                                type, shape, g.stream));
-    Timing t = plan_timing(job, g, *matmuls.back(), kGpuSpeedRepeats, what);
-    t.inner = static_cast<int>(std::ceil(kGpuSpeedRepeatMs / t.one_ms));
-    t.repeats = kGpuSpeedRepeats;
+    Timing t = plan_timing(job, g, *matmuls.back(), plan.repeats, what);
+    t.inner = static_cast<int>(std::ceil(plan.repeat_ms / t.one_ms));
+    t.repeats = plan.repeats;
     timings.push_back(t);
   }
   // Every local GPU's hold and repeats are queued before any is waited for: they run together.
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     Gpu& g = gpus[i];
     FSDPSIM_CUDA(cudaSetDevice(g.device));
-    const int hold = static_cast<int>(std::ceil(kGpuSpeedHoldMs / timings[i].one_ms));
+    const int hold = static_cast<int>(std::ceil(plan.hold_ms / timings[i].one_ms));
     for (int h = 0; h < hold; ++h) matmuls[i]->enqueue(g.stream);
     for (int r = 0; r < timings[i].repeats; ++r) {
       FSDPSIM_CUDA(cudaEventRecord(g.start[static_cast<std::size_t>(r)], g.stream));
@@ -417,9 +411,7 @@ void measure_gpu_speed(Job& job, Results& results, const std::function<void()>& 
     }
   }
   job.wait(cat("timing ", what));
-  std::vector<float> median;
-  std::vector<float> min;
-  std::vector<float> max;
+  HeldGemm out{type.name, {}};
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     std::vector<double> us;
     for (int r = 0; r < timings[i].repeats; ++r) {
@@ -427,35 +419,9 @@ void measure_gpu_speed(Job& job, Results& results, const std::function<void()>& 
       us.push_back(static_cast<double>(elapsed_ms(gpus[i].start[at], gpus[i].stop[at])) * 1000.0 /
                    timings[i].inner);
     }
-    const Spread s = spread_of(us);
-    median.push_back(static_cast<float>(s.median));
-    min.push_back(static_cast<float>(s.min));
-    max.push_back(static_cast<float>(s.max));
+    out.per_local_gpu.push_back(spread_of(us));
   }
-  matmuls.clear();
-  handles.clear();
-  const std::vector<float> all_median = job.gather_over_ranks(median);
-  const std::vector<float> all_min = job.gather_over_ranks(min);
-  const std::vector<float> all_max = job.gather_over_ranks(max);
-  GpuSpeedResult out;
-  out.dtype = type.name;
-  out.m = out.n = out.k = kGpuSpeedSide;
-  out.held_ms = kGpuSpeedHoldMs;
-  out.repeats = kGpuSpeedRepeats;
-  for (std::int32_t rank = 0; rank < job.world_size(); ++rank) {
-    const auto at = static_cast<std::size_t>(rank);
-    out.ranks.push_back(
-        RankGemmResult{rank, job.hosts()[at], all_median[at], all_min[at], all_max[at]});
-  }
-  const auto [slowest, fastest] = std::minmax_element(
-      out.ranks.begin(), out.ranks.end(),
-      [](const RankGemmResult& a, const RankGemmResult& b) { return a.median_us > b.median_us; });
-  progress_line(job.root(),
-                cat(what, ": slowest rank ", slowest->rank, " (", slowest->host, ") ",
-                    slowest->median_us / fastest->median_us, "x the fastest's time"),
-                true);
-  results.gpu_speed = std::move(out);
-  save();
+  return out;
 }
 
 }  // namespace fsdpsim::harness

@@ -13,11 +13,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "calibrate/harness/job.hpp"
 #include "calibrate/harness/options.hpp"
 #include "calibrate/harness/plan_file.hpp"
 #include "calibrate/harness/results.hpp"
+#include "calibrate/harness/util.hpp"
 
 namespace fsdpsim::harness {
 
@@ -30,14 +33,19 @@ void measure_gemms(Job& job, const Options& options, const Plan& plan, Results& 
 void measure_gemms_under_nccl(Job& job, const Options& options, const Plan& plan, Results& results,
                               const std::function<void()>& save);
 
-// The "gpu-speed" phase: every local GPU holds kGpuSpeedShape's GEMM busy for kGpuSpeedHoldMs,
-// all at once (as training keeps every GPU of a node busy, under the node's power and cooling),
-// then times kGpuSpeedRepeats repeats of it; every rank's times reach rank 0 (Results::gpu_speed).
-// Every rank must call it.
-inline constexpr std::int64_t kGpuSpeedSide = 8192;  // m = n = k: ~1.1 TFLOP, milliseconds
-inline constexpr double kGpuSpeedHoldMs = 3000.0;
-inline constexpr int kGpuSpeedRepeats = 20;
-inline constexpr double kGpuSpeedRepeatMs = 25.0;  // a timed repeat lasts at least this long
-void measure_gpu_speed(Job& job, Results& results, const std::function<void()>& save);
+// One square GEMM (side^3, bf16; fp16 before compute capability 8.0) on every local GPU at once:
+// each GPU runs it back to back for `hold_ms`, then `repeats` timed repeats of at least
+// `repeat_ms` each. Per-launch microseconds per local GPU (gpus() order).
+struct HeldGemmPlan {
+  std::int64_t side = 8192;
+  double hold_ms = 3000.0;
+  int repeats = 20;  // at most kMaxRepeats
+  double repeat_ms = 25.0;
+};
+struct HeldGemm {
+  std::string dtype;
+  std::vector<Spread> per_local_gpu;
+};
+HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan);
 
 }  // namespace fsdpsim::harness

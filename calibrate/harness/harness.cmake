@@ -75,6 +75,7 @@ add_executable(fsdpsim-calibrate
   harness/collectives.cpp
   harness/gemm.cpp
   harness/memory.cpp
+  harness/rank_speed.cpp
   harness/progress.cpp
   harness/results.cpp
   harness/kernels.cu)

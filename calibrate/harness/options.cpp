@@ -13,7 +13,7 @@ namespace fsdpsim::harness {
 namespace {
 
 const std::vector<std::string> kPhases{"collectives",     "concurrent", "gemm",
-                                       "gemm-under-nccl", "gpu-speed",  "memory"};
+                                       "gemm-under-nccl", "rank-speed", "memory"};
 const std::vector<std::string> kCollectives{"all_gather", "reduce_scatter", "all_reduce"};
 const std::vector<std::string> kDtypes{"bf16", "fp16", "fp32"};
 const std::vector<std::string> kGemmDtypes{"bf16", "fp16", "fp32", "tf32", "fp8"};
@@ -76,9 +76,10 @@ What it measures (each phase can be chosen with --phases):
   gemm             cuBLASLt bf16, fp16, fp32, tf32 and fp8 (compute capability >= 8.9) GEMMs on
                    the shapes of --plan and on a grid (--gemm-grid), layout TN (nn.Linear).
   gemm-under-nccl  the same GEMMs while an all-gather runs: their slowdown.
-  gpu-speed        every GPU of the job, all at once, times one bf16 8192^3 GEMM (fp16 before
-                   compute capability 8.0) after 3 s of it: how much slower than rank 0's
-                   each GPU runs under sustained load (a job runs at its slowest GPU's pace).
+  rank-speed       every rank times kernel launches on its host, then every GPU of the job,
+                   all at once, one bf16 8192^3 GEMM (fp16 before compute capability 8.0) after
+                   3 s of it: how much slower than rank 0 each host and each GPU runs under
+                   load (a job runs at its slowest rank's pace).
   memory           device copy bandwidth, pinned host-to-device / device-to-host bandwidth,
                    kernel launch cost, cudaMalloc and cudaFree time by size (2 MiB-8 GiB).
 
@@ -95,7 +96,7 @@ Options:
                             $SLURM_JOB_ID.$SLURM_STEP_ID, else $MASTER_PORT)
   --timeout SECONDS         a rank that makes no progress for this long ends the run with a
                             clear error, exit code 3 (default 300)
-  --phases LIST             collectives,concurrent,gemm,gemm-under-nccl,gpu-speed,memory
+  --phases LIST             collectives,concurrent,gemm,gemm-under-nccl,rank-speed,memory
                             (default all)
   --collectives LIST        all_gather,reduce_scatter,all_reduce (default all)
   --dtypes LIST             collective dtypes: bf16,fp16,fp32 (default bf16,fp32)

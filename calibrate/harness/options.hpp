@@ -17,7 +17,7 @@ struct Options {
   std::string rendezvous_tag;  // names the file; default from the job id
   double timeout_s = 300.0;
   std::vector<std::string> phases{"collectives",     "concurrent", "gemm",
-                                  "gemm-under-nccl", "gpu-speed",  "memory"};
+                                  "gemm-under-nccl", "rank-speed", "memory"};
   std::vector<std::string> collectives{"all_gather", "reduce_scatter", "all_reduce"};
   std::vector<std::string> dtypes{"bf16", "fp32"};
   std::vector<std::string> groups{"world", "intra", "inter", "shard"};

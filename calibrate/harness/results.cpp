@@ -106,24 +106,26 @@ std::string to_json(const Results& r) {
     w.end_object();
   }
   w.end_array();
-  if (r.gpu_speed) {
-    const GpuSpeedResult& g = *r.gpu_speed;
-    w.key("gpu_speed").begin_object();
+  if (r.rank_speeds) {
+    const RankSpeedsResult& g = *r.rank_speeds;
+    w.key("rank_speeds").begin_object();
     w.field("dtype", g.dtype);
-    w.field("m", g.m);
-    w.field("n", g.n);
-    w.field("k", g.k);
+    w.field("m", g.side);
+    w.field("n", g.side);
+    w.field("k", g.side);
     w.field("layout", "TN");
     w.field("held_ms", g.held_ms);
     w.field("repeats", std::int64_t{g.repeats});
+    w.field("launches", std::int64_t{g.launches});
     w.key("ranks").begin_array();
-    for (const RankGemmResult& t : g.ranks) {
+    for (const RankSpeedResult& t : g.ranks) {
       w.begin_object(true);
       w.field("rank", std::int64_t{t.rank});
       w.field("host", t.host);
-      w.field("time_us", t.median_us);
-      w.field("min_us", t.min_us);
-      w.field("max_us", t.max_us);
+      w.field("gemm_us", t.gemm_us);
+      w.field("gemm_min_us", t.gemm_min_us);
+      w.field("gemm_max_us", t.gemm_max_us);
+      w.field("launch_us", t.launch_us);
       w.end_object();
     }
     w.end_array();

@@ -48,25 +48,26 @@ struct GemmResult {
   std::string source;  // "plan" or "grid"
 };
 
-// One GPU's time of the held GEMM of the "gpu-speed" phase (per launch).
-struct RankGemmResult {
+// One rank's times in the "rank-speed" phase: the held GEMM (per launch, on its GPU) and an
+// empty-kernel launch (its host).
+struct RankSpeedResult {
   std::int32_t rank = 0;
   std::string host;
-  double median_us = 0.0;
-  double min_us = 0.0;
-  double max_us = 0.0;
+  double gemm_us = 0.0;
+  double gemm_min_us = 0.0;
+  double gemm_max_us = 0.0;
+  double launch_us = 0.0;
 };
 
-// The "gpu-speed" phase: one GEMM shape timed on every GPU of the job at once, after `held_ms`
-// of it, `repeats` repeats each.
-struct GpuSpeedResult {
+// The "rank-speed" phase (rank_speed.hpp): a side^3 GEMM timed on every GPU of the job at once
+// after `held_ms` of it, `repeats` repeats each, and `launches` kernel launches timed per rank.
+struct RankSpeedsResult {
   std::string dtype;
-  std::int64_t m = 0;
-  std::int64_t n = 0;
-  std::int64_t k = 0;
+  std::int64_t side = 0;
   double held_ms = 0.0;
   std::int32_t repeats = 0;
-  std::vector<RankGemmResult> ranks;  // by rank, every rank once
+  std::int32_t launches = 0;
+  std::vector<RankSpeedResult> ranks;  // by rank, every rank once
 };
 
 struct Results {
@@ -88,7 +89,7 @@ struct Results {
   bool complete = false;
   std::vector<SeriesResult> collectives;
   std::vector<GemmResult> gemms;
-  std::optional<GpuSpeedResult> gpu_speed;
+  std::optional<RankSpeedsResult> rank_speeds;
   std::optional<double> device_copy_GBps;
   std::optional<double> h2d_pinned_GBps;
   std::optional<double> d2h_pinned_GBps;

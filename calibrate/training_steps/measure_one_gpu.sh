@@ -1,7 +1,7 @@
 #!/bin/bash
 # Measure one GPU machine in one go: build the calibration harness, train the runs of a runs file
 # with FSDP2 (measure_fsdp_steps.py), time attention (measure_attention.py), and run the harness's
-# GEMM, GPU-speed and memory phases on a plan. Each stage has its own time limit and its own
+# GEMM, rank-speed and memory phases on a plan. Each stage has its own time limit and its own
 # output, so one that fails or runs out of time keeps the others; the script ends with the stages
 # that failed and exits 1 if any did. Run from the repository root:
 #   calibrate/training_steps/measure_one_gpu.sh OUT_DIR [RUNS.json] [PLAN.txt] [GPU_PRESET]
@@ -75,7 +75,7 @@ if [ -z "$harness" ]; then
   echo "no fsdpsim-calibrate: the build failed (see $out/harness-build.log) and none is on the PATH"
   record harness 127
 else
-  timeout "${HARNESS_S:-120}" "$harness" --phases gemm,gpu-speed,memory --plan "$plan" --warmup 3 \
+  timeout "${HARNESS_S:-120}" "$harness" --phases gemm,rank-speed,memory --plan "$plan" --warmup 3 \
     --repeats 10 --timeout 100 -o "$out/calibration.json" 2>"$out/harness.log"
   record harness $?
   tail -n 5 "$out/harness.log"

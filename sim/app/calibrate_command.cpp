@@ -296,17 +296,28 @@ int fit_command(const CalibrateOptions& o) {
         "names measurements its links and peaks cannot have made, which a scenario on it "
         "refuses)\n";
   }
-  if (fit.gpu_speed) {
-    const calibrate::GpuSpeedFit& g = *fit.gpu_speed;
-    const calibrate::GpuSpeedMeasurement& m = *profile.gpu_speed;
+  if (fit.rank_speeds) {
+    const calibrate::RankSpeedFit& g = *fit.rank_speeds;
+    const calibrate::RankSpeedMeasurement& m = *profile.rank_speeds;
+    const auto spread = [](const calibrate::SpeedSpread& v) {
+      return fmt::format(
+          "median {:.3f}, fastest {:.3f}, slowest {:.3f} (rank {}{})", v.median, v.fastest,
+          v.slowest, v.slowest_rank,
+          v.slowest_host.empty() ? std::string() : fmt::format(", {}", v.slowest_host));
+    };
+    out += fmt::format("\nrank speeds ({} ranks; next to rank 0's, rank 0 = 1):\n", g.ranks);
     out += fmt::format(
-        "\nGPU speed ({} {}x{}x{} GEMM on every GPU at once after {:.1f} s of it; rank 0 {:.0f} "
-        "TFLOP/s): {} ranks, median {:.3f} and fastest {:.3f} of rank 0's speed; slowest rank "
-        "{}{} at {:.3f}. A scenario with this calibration simulates the slowest of its ranks "
-        "as a straggler (hardware.stragglers replaces it; [] for none)\n",
+        "  GPUs   {} GEMM {}x{}x{}, every GPU at once after {:.1f} s of it (rank 0 {:.0f} "
+        "TFLOP/s): {}\n",
         dtype_name(m.dtype), m.shape.m, m.shape.n, m.shape.k, m.held.value(), g.rank0_tflops,
-        g.ranks, g.median, g.fastest, g.slowest_rank,
-        g.slowest_host.empty() ? std::string() : fmt::format(" ({})", g.slowest_host), g.slowest);
+        spread(g.gpu));
+    if (g.host) {
+      out += fmt::format("  hosts  kernel launches (rank 0 {:.2f} us each): {}\n",
+                         g.rank0_launch->value() * 1e6, spread(*g.host));
+    }
+    out +=
+        "  A scenario with this calibration simulates its slowest GPU and slowest host as "
+        "stragglers (its own hardware.stragglers replace them; [] for none)\n";
   }
   const calibrate::MemoryMeasurements& m = profile.memory;
   if (m.device_copy || m.h2d_pinned || m.d2h_pinned || m.kernel_launch) {

@@ -1,6 +1,7 @@
 #include "sim/app/calibration_json.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -73,18 +74,24 @@ std::optional<Seconds> optional_us(JsonObjectReader& r, const std::string& key) 
   return measured_us(r, key);
 }
 
-// min <= median <= max when given (a spread that excludes its own median is a broken file).
+// min <= median <= max when given (a spread that excludes its own median is a broken file); the
+// keys are time_us, min_us and max_us unless `keys` names others.
+struct SpreadKeys {
+  const char* median = "time_us";
+  const char* min = "min_us";
+  const char* max = "max_us";
+};
 void check_spread(const JsonObjectReader& r, Seconds median, const std::optional<Seconds>& lo,
-                  const std::optional<Seconds>& hi) {
+                  const std::optional<Seconds>& hi, const SpreadKeys& keys = {}) {
   constexpr double kSlack = 1e-9;  // rounding of printed microseconds
   if (lo && lo->value() > median.value() * (1.0 + kSlack) + 1e-15) {
-    throw ConfigError(r.file(), r.path_of("min_us"),
-                      fmt::format("expected at most time_us = {:.6g}, found {:.6g}",
+    throw ConfigError(r.file(), r.path_of(keys.min),
+                      fmt::format("expected at most {} = {:.6g}, found {:.6g}", keys.median,
                                   median.value() * 1e6, lo->value() * 1e6));
   }
   if (hi && hi->value() < median.value() * (1.0 - kSlack) - 1e-15) {
-    throw ConfigError(r.file(), r.path_of("max_us"),
-                      fmt::format("expected at least time_us = {:.6g}, found {:.6g}",
+    throw ConfigError(r.file(), r.path_of(keys.max),
+                      fmt::format("expected at least {} = {:.6g}, found {:.6g}", keys.median,
                                   median.value() * 1e6, hi->value() * 1e6));
   }
 }
@@ -201,11 +208,11 @@ GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
   return g;
 }
 
-// The harness's "gpu-speed" phase: every rank of the job once, in rank order.
-calibrate::GpuSpeedMeasurement gpu_speed_from_json(const nlohmann::json& value,
-                                                   const std::string& file) {
-  JsonObjectReader r(value, file, "/gpu_speed");
-  calibrate::GpuSpeedMeasurement g;
+// The harness's "rank-speed" phase: every rank of the job once, in rank order.
+calibrate::RankSpeedMeasurement rank_speeds_from_json(const nlohmann::json& value,
+                                                      const std::string& file) {
+  JsonObjectReader r(value, file, "/rank_speeds");
+  calibrate::RankSpeedMeasurement g;
   g.dtype = dtype_at(r, "dtype");
   g.shape.m = r.positive_int_at_most("m", calibrate::kMaxGemmDimension);
   g.shape.n = r.positive_int_at_most("n", calibrate::kMaxGemmDimension);
@@ -213,10 +220,11 @@ calibrate::GpuSpeedMeasurement gpu_speed_from_json(const nlohmann::json& value,
   (void)r.choice("layout", {"TN"}, "TN");
   if (r.has("held_ms")) g.held = milliseconds(r.non_negative_number_at_most("held_ms", 8.64e7));
   if (r.has("repeats")) g.repeats = r.non_negative_int32("repeats");
+  if (r.has("launches")) g.launches = r.non_negative_int32("launches");
   const nlohmann::json* ranks = array_child(r, "ranks");
   if (ranks == nullptr || ranks->empty()) {
     throw ConfigError(file, r.path_of("ranks"),
-                      "expected an array of every rank's {\"rank\", \"time_us\"}, found none");
+                      "expected an array of every rank's {\"rank\", \"gemm_us\"}, found none");
   }
   for (std::size_t i = 0; i < ranks->size(); ++i) {
     JsonObjectReader e((*ranks)[i], file, fmt::format("{}/{}", r.path_of("ranks"), i));
@@ -225,16 +233,23 @@ calibrate::GpuSpeedMeasurement gpu_speed_from_json(const nlohmann::json& value,
       throw ConfigError(file, e.path_of("rank"),
                         fmt::format("expected {} (every rank once, in order), found {}", i, rank));
     }
-    calibrate::RankGemmTiming t;
+    calibrate::RankTiming t;
     t.host = e.string("host", "");
-    t.median = measured_us(e, "time_us");
-    t.min = optional_us(e, "min_us");
-    t.max = optional_us(e, "max_us");
-    check_spread(e, t.median, t.min, t.max);
-    e.finish({"host", "min_us", "max_us"});
+    t.gemm = measured_us(e, "gemm_us");
+    t.gemm_min = optional_us(e, "gemm_min_us");
+    t.gemm_max = optional_us(e, "gemm_max_us");
+    check_spread(e, t.gemm, t.gemm_min, t.gemm_max, {"gemm_us", "gemm_min_us", "gemm_max_us"});
+    t.launch = optional_us(e, "launch_us");
+    if (!g.ranks.empty() && t.launch.has_value() != g.ranks.front().launch.has_value()) {
+      throw ConfigError(file, e.path_of("launch_us"),
+                        fmt::format("expected launch_us on every rank or on none, as on rank 0, "
+                                    "found it {}",
+                                    t.launch ? "here" : "missing"));
+    }
+    e.finish({"host", "gemm_min_us", "gemm_max_us", "launch_us"});
     g.ranks.push_back(std::move(t));
   }
-  r.finish({"layout", "held_ms", "repeats"});
+  r.finish({"layout", "held_ms", "repeats", "launches"});
   return g;
 }
 
@@ -335,7 +350,8 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
     for (std::size_t i = 0; i < g->size(); ++i)
       p.gemms.push_back(gemm_from_json((*g)[i], file, fmt::format("/gemms/{}", i)));
   }
-  if (const nlohmann::json* g = r.child("gpu_speed")) p.gpu_speed = gpu_speed_from_json(*g, file);
+  if (const nlohmann::json* g = r.child("rank_speeds"))
+    p.rank_speeds = rank_speeds_from_json(*g, file);
   if (const nlohmann::json* m = r.child("memory")) {
     JsonObjectReader mr(*m, file, "/memory");
     p.memory.device_copy = optional_gbps(mr, "device_copy_GBps");
@@ -352,7 +368,7 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
                "allocations"});
   }
   r.finish({"name", "description", "created", "tool", "complete", "device", "software", "topology",
-            "sources", "notes", "collectives", "gemms", "gpu_speed", "memory"});
+            "sources", "notes", "collectives", "gemms", "rank_speeds", "memory"});
   return p;
 }
 
@@ -433,27 +449,31 @@ nlohmann::ordered_json profile_to_json(const CalibrationProfile& p) {
     gemms.push_back(e);
   }
   j["gemms"] = gemms;
-  if (p.gpu_speed) {
-    const calibrate::GpuSpeedMeasurement& g = *p.gpu_speed;
-    nlohmann::ordered_json speed;
-    speed["dtype"] = std::string(dtype_name(g.dtype));
-    speed["m"] = g.shape.m;
-    speed["n"] = g.shape.n;
-    speed["k"] = g.shape.k;
-    speed["layout"] = "TN";
-    speed["held_ms"] = round6(g.held.value() * 1e3);
-    if (g.repeats > 0) speed["repeats"] = g.repeats;
+  if (p.rank_speeds) {
+    const calibrate::RankSpeedMeasurement& g = *p.rank_speeds;
+    nlohmann::ordered_json speeds;
+    speeds["dtype"] = std::string(dtype_name(g.dtype));
+    speeds["m"] = g.shape.m;
+    speeds["n"] = g.shape.n;
+    speeds["k"] = g.shape.k;
+    speeds["layout"] = "TN";
+    speeds["held_ms"] = round6(g.held.value() * 1e3);
+    if (g.repeats > 0) speeds["repeats"] = g.repeats;
+    if (g.launches > 0) speeds["launches"] = g.launches;
     nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+      const calibrate::RankTiming& t = g.ranks[i];
       nlohmann::ordered_json e;
       e["rank"] = i;
-      if (!g.ranks[i].host.empty()) e["host"] = g.ranks[i].host;
-      e["time_us"] = round6(g.ranks[i].median.value() * 1e6);
-      add_spread(e, g.ranks[i].min, g.ranks[i].max, 0);
+      if (!t.host.empty()) e["host"] = t.host;
+      e["gemm_us"] = round6(t.gemm.value() * 1e6);
+      if (t.gemm_min) e["gemm_min_us"] = round6(t.gemm_min->value() * 1e6);
+      if (t.gemm_max) e["gemm_max_us"] = round6(t.gemm_max->value() * 1e6);
+      if (t.launch) e["launch_us"] = round6(t.launch->value() * 1e6);
       ranks.push_back(e);
     }
-    speed["ranks"] = ranks;
-    j["gpu_speed"] = speed;
+    speeds["ranks"] = ranks;
+    j["rank_speeds"] = speeds;
   }
   nlohmann::ordered_json memory = nlohmann::ordered_json::object();
   if (p.memory.device_copy)
@@ -539,18 +559,23 @@ nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
     j["allocation_costs"] = {{"malloc", cost(fit.allocation_costs->malloc)},
                              {"free", cost(fit.allocation_costs->free)}};
   }
-  if (fit.gpu_speed) {
-    const calibrate::GpuSpeedFit& g = *fit.gpu_speed;
-    nlohmann::ordered_json speeds = nlohmann::ordered_json::array();
-    for (const double v : fit.curves->gpu_speeds()) speeds.push_back(round6(v));
-    j["gpu_speed"] = {{"ranks", g.ranks},
-                      {"rank0_tflops", round6(g.rank0_tflops)},
-                      {"median", round6(g.median)},
-                      {"fastest", round6(g.fastest)},
-                      {"slowest", round6(g.slowest)},
-                      {"slowest_rank", g.slowest_rank},
-                      {"slowest_host", g.slowest_host},
-                      {"speeds", speeds}};
+  if (fit.rank_speeds) {
+    const calibrate::RankSpeedFit& g = *fit.rank_speeds;
+    const auto spread = [](const calibrate::SpeedSpread& v, const std::vector<double>& speeds) {
+      nlohmann::ordered_json all = nlohmann::ordered_json::array();
+      for (const double x : speeds) all.push_back(round6(x));
+      return nlohmann::ordered_json{
+          {"median", round6(v.median)},     {"fastest", round6(v.fastest)},
+          {"slowest", round6(v.slowest)},   {"slowest_rank", v.slowest_rank},
+          {"slowest_host", v.slowest_host}, {"speeds", all}};
+    };
+    nlohmann::ordered_json speeds{{"ranks", g.ranks}, {"rank0_tflops", round6(g.rank0_tflops)}};
+    speeds["gpu"] = spread(g.gpu, fit.curves->gpu_speeds());
+    if (g.host) {
+      speeds["rank0_launch_us"] = round6(g.rank0_launch->value() * 1e6);
+      speeds["host"] = spread(*g.host, fit.curves->host_speeds());
+    }
+    j["rank_speeds"] = speeds;
   }
   return j;
 }
@@ -618,11 +643,11 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
         !problem.empty())
       return problem;
   }
-  if (profile.gpu_speed) {
-    const calibrate::GpuSpeedMeasurement& g = *profile.gpu_speed;
+  if (profile.rank_speeds) {
+    const calibrate::RankSpeedMeasurement& g = *profile.rank_speeds;
     for (std::size_t r = 0; r < g.ranks.size(); ++r) {
-      if (std::string problem = gemm_problem(g.dtype, g.shape, g.ranks[r].median,
-                                             fmt::format("/gpu_speed/ranks/{}", r));
+      if (std::string problem = gemm_problem(g.dtype, g.shape, g.ranks[r].gemm,
+                                             fmt::format("/rank_speeds/ranks/{}", r));
           !problem.empty())
         return problem;
     }
@@ -739,35 +764,43 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
 
 namespace {
 
-// Whether `cluster`'s stragglers are `slowest` alone (hardware_json.cpp puts it there unless the
+// Whether `cluster`'s stragglers are `measured` (hardware_json.cpp puts them there unless the
 // scenario lists its own).
-bool simulates(const hardware::ClusterSpec& cluster, const hardware::Straggler& slowest) {
-  return cluster.stragglers.size() == 1 && cluster.stragglers.front().rank == slowest.rank &&
-         cluster.stragglers.front().compute_speed == slowest.compute_speed &&
-         cluster.stragglers.front().host_speed == 1.0;
+bool simulates(const hardware::ClusterSpec& cluster,
+               const std::vector<hardware::Straggler>& measured) {
+  return std::equal(cluster.stragglers.begin(), cluster.stragglers.end(), measured.begin(),
+                    measured.end(), [](const hardware::Straggler& a, const hardware::Straggler& b) {
+                      return a.rank == b.rank && a.compute_speed == b.compute_speed &&
+                             a.host_speed == b.host_speed;
+                    });
 }
 
-// What the measured GPU speeds did to `cluster`'s job, or "" when the profile has none.
-std::string gpu_speed_use(const hardware::CalibratedCurves& curves,
-                          const hardware::ClusterSpec& cluster) {
-  const std::vector<double>& speeds = curves.gpu_speeds();
-  if (speeds.empty()) return "";
+// What the measured rank speeds did to `cluster`'s job, or "" when the profile has none.
+std::string rank_speed_use(const hardware::CalibratedCurves& curves,
+                           const hardware::ClusterSpec& cluster) {
+  const std::vector<double>& gpu = curves.gpu_speeds();
+  if (gpu.empty()) return "";
   const std::int32_t world = cluster.world_size();
   const std::string timed = fmt::format(
-      "GPU speeds of {} ranks measured{}", speeds.size(),
-      std::ssize(speeds) < world
-          ? fmt::format(" (the job's other {} taken as fast as rank 0)", world - std::ssize(speeds))
+      "rank speeds of {} ranks measured ({}){}", gpu.size(),
+      curves.host_speeds().empty() ? "GPUs" : "GPUs and hosts",
+      std::ssize(gpu) < world
+          ? fmt::format(", the job's other {} taken as fast as rank 0", world - std::ssize(gpu))
           : "");
-  const std::optional<hardware::Straggler> slowest = hardware::slowest_measured_gpu(curves, world);
-  if (!slowest) return fmt::format("{}: none of the job's is slower than rank 0", timed);
-  const bool applied = simulates(cluster, *slowest);
+  const std::vector<hardware::Straggler> measured = hardware::measured_stragglers(curves, world);
+  if (measured.empty()) return fmt::format("{}: none of the job's is slower than rank 0", timed);
+  std::vector<std::string> slow;
+  for (const hardware::Straggler& s : measured) {
+    std::vector<std::string> parts;
+    if (s.compute_speed < 1.0) parts.push_back(fmt::format("GPU at {:.3f}", s.compute_speed));
+    if (s.host_speed < 1.0) parts.push_back(fmt::format("host at {:.3f}", s.host_speed));
+    slow.push_back(fmt::format("rank {}'s {}", s.rank, fmt::join(parts, " and ")));
+  }
   return fmt::format(
-      "{}: the job's slowest, rank {}, ran the held GEMM at {:.3f} of rank 0's speed{}", timed,
-      slowest->rank, slowest->compute_speed,
-      applied ? " and is simulated as a straggler of that compute speed (every collective waits "
-                "for it)"
-      : cluster.stragglers.empty() ? "; the scenario's hardware.stragglers ([]) leave it out"
-                                   : "; the scenario's hardware.stragglers are simulated instead");
+      "{}: the job's slowest, {} of rank 0's speed, {}", timed, fmt::join(slow, "; "),
+      simulates(cluster, measured) ? "simulated as stragglers (every collective waits for them)"
+      : cluster.stragglers.empty() ? "left out by the scenario's hardware.stragglers ([])"
+                                   : "replaced by the scenario's hardware.stragglers");
 }
 
 }  // namespace
@@ -775,7 +808,7 @@ std::string gpu_speed_use(const hardware::CalibratedCurves& curves,
 std::string calibration_usage_line(const hardware::ClusterSpec& cluster) {
   const hardware::CalibratedCurves& curves = *cluster.gpu.calibration;
   const hardware::CalibrationCounts n = curves.usage().counts();
-  const std::string speeds = gpu_speed_use(curves, cluster);
+  const std::string speeds = rank_speed_use(curves, cluster);
   return fmt::format(
       "costs      {} collectives and {} GEMMs from calibration {}, the rest from the fallback "
       "model "
@@ -804,12 +837,19 @@ nlohmann::json calibration_usage_json(const hardware::ClusterSpec& cluster) {
                      {"gemms_calibrated", n.gemms_calibrated},
                      {"gemms_fallback", n.gemms_fallback},
                      {"allocation_costs_calibrated", curves.allocation_costs().has_value()},
-                     {"gpu_speeds_measured", curves.gpu_speeds().size()},
+                     {"rank_speeds_measured", curves.gpu_speeds().size()},
                      {"profile_complete", curves.complete()}};
-  if (const auto slowest = hardware::slowest_measured_gpu(curves, cluster.world_size()))
-    out["slowest_gpu"] = {{"rank", slowest->rank},
-                          {"compute_speed", round6(slowest->compute_speed)},
-                          {"simulated", simulates(cluster, *slowest)}};
+  const std::vector<hardware::Straggler> measured =
+      hardware::measured_stragglers(curves, cluster.world_size());
+  if (!measured.empty()) {
+    nlohmann::json slow = nlohmann::json::array();
+    for (const hardware::Straggler& s : measured) {
+      slow.push_back({{"rank", s.rank},
+                      {"compute_speed", round6(s.compute_speed)},
+                      {"host_speed", round6(s.host_speed)}});
+    }
+    out["slowest_ranks"] = {{"ranks", slow}, {"simulated", simulates(cluster, measured)}};
+  }
   return out;
 }
 

@@ -147,10 +147,10 @@ std::vector<hardware::Straggler> parse_stragglers(const nlohmann::json& value,
       if (!e.has(key)) return e.ignore(key), 1.0;
       const nlohmann::json& v = *e.child(key);
       if (!v.is_number() ||
-          !(v.get<double>() >= hardware::kSlowestGpuSpeed && v.get<double>() <= 1.0)) {
+          !(v.get<double>() >= hardware::kSlowestRankSpeed && v.get<double>() <= 1.0)) {
         throw ConfigError(file, e.path_of(key),
                           fmt::format("expected a number in [{}, 1], found {}",
-                                      hardware::kSlowestGpuSpeed, describe_json_type(v)));
+                                      hardware::kSlowestRankSpeed, describe_json_type(v)));
       }
       return v.get<double>();
     };
@@ -268,12 +268,11 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
   if (r.has("calibration")) {
     out.cluster.gpu.calibration = load_calibration(r.string("calibration"), file,
                                                    path + "/calibration", presets, &out.cluster);
-    // The measured GPU speeds make the job's slowest GPU a straggler, unless the scenario lists
-    // its own (an empty list: none).
+    // The measured rank speeds make the job's slowest GPU and host stragglers, unless the scenario
+    // lists its own (an empty list: none).
     if (!r.has("stragglers") && out.cluster.stragglers.empty()) {
-      if (const auto slowest = hardware::slowest_measured_gpu(*out.cluster.gpu.calibration,
-                                                              out.cluster.world_size()))
-        out.cluster.stragglers.push_back(*slowest);
+      out.cluster.stragglers =
+          hardware::measured_stragglers(*out.cluster.gpu.calibration, out.cluster.world_size());
     }
   }
   return out;

@@ -228,27 +228,35 @@ TEST(CalibratedAllocator, TimedDeviceCallsPriceRetriesBySize) {
   fs::remove_all(dir);
 }
 
-// A profile of GPU speeds alone (the harness's gpu-speed phase) on Llama-3.1-8B over one node of
-// 8 H100s: rank 5 ran the held GEMM in 2000 / 0.9 us against rank 0's 2000, so it runs at 0.9 of
-// rank 0's speed, and every collective waits for it. The step is compute-bound (its collectives
-// hide behind compute), so it takes close to 1 / 0.9 = 1.111 times as long, and never longer:
-// only compute slows. An explicit `hardware.stragglers: []` leaves the GPU out, and a profile
-// whose measured GPUs are none slower than rank 0 leaves the step as it was.
-TEST(CalibratedGpuSpeed, TheSlowestMeasuredGpuPacesTheJob) {
+// A profile of rank speeds alone (the harness's rank-speed phase) on one node of 8 H100s. Rank 5
+// ran the held GEMM in 2000 / 0.9 us against rank 0's 2000, so its GPU runs at 0.9 of rank 0's
+// speed, and every collective waits for it. Llama-3.1-8B's step is compute-bound (its
+// collectives hide behind compute), so it takes close to 1 / 0.9 = 1.111 times as long, and
+// never longer: only compute slows. An explicit `hardware.stragglers: []` leaves the GPU out,
+// and a profile whose measured ranks are none slower than rank 0 leaves the step as it was.
+// A host that launches at half rank 0's speed (6 us a launch against 3) slows a CPU-bound step
+// (mpt-125m at 512 tokens: the GPU waits for the host 42 % of the step) by more than a third
+// and less than double.
+TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
   const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_calibrated_gpu_speed_" + std::to_string(::getpid()));
+      fs::temp_directory_path() / ("fsdpsim_calibrated_rank_speeds_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const auto profile = [&dir](const std::string& name, const std::vector<double>& speeds) {
+  const auto profile = [&dir](const std::string& name, const std::vector<double>& gpu,
+                              const std::vector<double>& host) {
     nlohmann::json ranks = nlohmann::json::array();
-    for (std::size_t r = 0; r < speeds.size(); ++r)
-      ranks.push_back({{"rank", r}, {"host", "n1"}, {"time_us", 2000.0 / speeds[r]}});
+    for (std::size_t r = 0; r < gpu.size(); ++r) {
+      ranks.push_back({{"rank", r},
+                       {"host", "n1"},
+                       {"gemm_us", 2000.0 / gpu[r]},
+                       {"launch_us", 3.0 / host[r]}});
+    }
     const fs::path file = dir / (name + ".json");
     std::ofstream(file) << nlohmann::json{
         {"schema_version", 1},
         {"kind", "fsdpsim_calibration_profile"},
         {"name", name},
         {"device", {{"sm_count", 132}}},
-        {"gpu_speed",
+        {"rank_speeds",
          {{"dtype", "bf16"}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"ranks", ranks}}}};
     return file.string();
   };
@@ -258,9 +266,11 @@ TEST(CalibratedGpuSpeed, TheSlowestMeasuredGpuPacesTheJob) {
     const Scenario s = load_scenario(scenario, overrides, presets);
     return std::pair{s, simulate_scenario(s, false)};
   };
-  const std::string slow_rank_5 = profile("slow5", {1.0, 1.01, 1.0, 1.02, 1.0, 0.9, 1.0, 1.01});
+  const std::vector<double> even(8, 1.0);
+  const std::string slow_gpu_5 =
+      profile("slow_gpu_5", {1.0, 1.01, 1.0, 1.02, 1.0, 0.9, 1.0, 1.01}, even);
   const double alone = run({}).second.result.step_time.value();
-  const auto [paced_scenario, paced] = run({"hardware.calibration=" + slow_rank_5});
+  const auto [paced_scenario, paced] = run({"hardware.calibration=" + slow_gpu_5});
   ASSERT_EQ(paced_scenario.hardware.cluster.stragglers.size(), 1U);
   EXPECT_EQ(paced_scenario.hardware.cluster.stragglers.front().rank, 5);
   const double ratio = paced.result.step_time.value() / alone;
@@ -270,32 +280,46 @@ TEST(CalibratedGpuSpeed, TheSlowestMeasuredGpuPacesTheJob) {
   EXPECT_EQ(paced.result.rank_classes.back().first_rank, 5);
   EXPECT_DOUBLE_EQ(paced.result.rank_classes.back().compute_speed, 0.9);
   const std::string line = calibration_usage_line(paced_scenario.hardware.cluster);
-  EXPECT_NE(line.find("GPU speeds of 8 ranks measured: the job's slowest, rank 5, ran the held "
-                      "GEMM at 0.900 of rank 0's speed and is simulated as a straggler"),
+  EXPECT_NE(line.find("rank speeds of 8 ranks measured (GPUs and hosts): the job's slowest, rank "
+                      "5's GPU at 0.900 of rank 0's speed, simulated as stragglers"),
             std::string::npos)
       << line;
   const nlohmann::json usage = result_to_json(paced_scenario, paced).at("calibration");
-  EXPECT_EQ(usage.at("gpu_speeds_measured"), 8);
-  EXPECT_EQ(usage.at("slowest_gpu").at("rank"), 5);
-  EXPECT_EQ(usage.at("slowest_gpu").at("simulated"), true);
+  EXPECT_EQ(usage.at("rank_speeds_measured"), 8);
+  EXPECT_EQ(usage.at("slowest_ranks").at("ranks").at(0).at("rank"), 5);
+  EXPECT_EQ(usage.at("slowest_ranks").at("simulated"), true);
 
   const auto [opted_out_scenario, opted_out] =
-      run({"hardware.calibration=" + slow_rank_5, "hardware.stragglers=[]"});
+      run({"hardware.calibration=" + slow_gpu_5, "hardware.stragglers=[]"});
   EXPECT_DOUBLE_EQ(opted_out.result.step_time.value(), alone);
   EXPECT_NE(calibration_usage_line(opted_out_scenario.hardware.cluster)
-                .find("the scenario's hardware.stragglers ([]) leave it out"),
+                .find("left out by the scenario's hardware.stragglers ([])"),
             std::string::npos);
 
-  // Four GPUs measured, none slower than rank 0; the job's other four are taken as fast as it.
-  const auto [even_scenario, even] =
-      run({"hardware.calibration=" + profile("even", {1.0, 1.01, 1.0, 1.02})});
-  EXPECT_TRUE(even_scenario.hardware.cluster.stragglers.empty());
-  EXPECT_DOUBLE_EQ(even.result.step_time.value(), alone);
-  EXPECT_NE(calibration_usage_line(even_scenario.hardware.cluster)
-                .find("GPU speeds of 4 ranks measured (the job's other 4 taken as fast as rank "
-                      "0): none of the job's is slower than rank 0"),
+  // Four ranks measured, none slower than rank 0; the job's other four are taken as fast as it.
+  const auto [fast_scenario, fast] = run(
+      {"hardware.calibration=" + profile("fast", {1.0, 1.01, 1.0, 1.02}, {1.0, 1.0, 1.1, 1.0})});
+  EXPECT_TRUE(fast_scenario.hardware.cluster.stragglers.empty());
+  EXPECT_DOUBLE_EQ(fast.result.step_time.value(), alone);
+  EXPECT_NE(calibration_usage_line(fast_scenario.hardware.cluster)
+                .find("rank speeds of 4 ranks measured (GPUs and hosts), the job's other 4 taken "
+                      "as fast as rank 0: none of the job's is slower than rank 0"),
             std::string::npos)
-      << calibration_usage_line(even_scenario.hardware.cluster);
+      << calibration_usage_line(fast_scenario.hardware.cluster);
+
+  // A slow host on a CPU-bound step.
+  const std::vector<std::string> small = {"model=mpt-125m", "training.seq_len=512"};
+  const double cpu_bound = run(small).second.result.step_time.value();
+  std::vector<std::string> slow_host = small;
+  slow_host.push_back("hardware.calibration=" +
+                      profile("slow_host_2", even, {1.0, 1.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0}));
+  const auto [host_scenario, host_paced] = run(slow_host);
+  ASSERT_EQ(host_scenario.hardware.cluster.stragglers.size(), 1U);
+  EXPECT_EQ(host_scenario.hardware.cluster.stragglers.front().rank, 2);
+  EXPECT_DOUBLE_EQ(host_scenario.hardware.cluster.stragglers.front().host_speed, 0.5);
+  const double host_ratio = host_paced.result.step_time.value() / cpu_bound;
+  EXPECT_GT(host_ratio, 1.33);
+  EXPECT_LT(host_ratio, 2.0);
   fs::remove_all(dir);
 }
 

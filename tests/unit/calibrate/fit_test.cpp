@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fsdpsim::calibrate {
 namespace {
@@ -191,44 +192,76 @@ TEST(CalibrationFit, AllocationTimingsBecomeOneLinePerDeviceCall) {
   EXPECT_NEAR(fit.curves->allocation_costs()->free.per_gib.value(), 200 * kUs, 1e-12);
 }
 
-// Four GPUs timed the held 8192^3 GEMM in 2000, 1980, 2500 and 2000 us: rank 0's time over each
-// rank's is 1, 1.0101, 0.8 and 1; rank 2 is the slowest; the median is 1; rank 0 ran it at
-// 2 x 8192^3 / 2 ms = 549.8 TFLOP/s. A job on ranks 0-1 has no GPU slower than rank 0; one on
-// ranks 0-3 (or more: the rest are taken as fast as rank 0) has rank 2 at 0.8.
-TEST(CalibrationFit, GpuSpeedsAreRankZerosTimeOverEachRanks) {
+// Four ranks timed the held 8192^3 GEMM in 2000, 1980, 2500 and 2000 us, and a kernel launch in
+// 3, 3, 3 and 4 us: GPU speeds (rank 0's time over each rank's) 1, 1.0101, 0.8 and 1, host
+// speeds 1, 1, 1 and 0.75. Rank 2 has the slowest GPU, rank 3 the slowest host; rank 0 ran the
+// GEMM at 2 x 8192^3 / 2 ms = 549.8 TFLOP/s. A job on ranks 0-1 has no rank slower than rank 0;
+// one on ranks 0-2 has rank 2's GPU; one on 0-3 (or more: the rest are taken as fast as rank 0)
+// also rank 3's host.
+TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
   CalibrationProfile p;
-  GpuSpeedMeasurement g;
+  RankSpeedMeasurement g;
   g.shape = GemmShape{8192, 8192, 8192, 1};
-  for (const double us : {2000.0, 1980.0, 2500.0, 2000.0})
-    g.ranks.push_back(RankGemmTiming{"n1", Seconds(us * kUs), std::nullopt, std::nullopt});
-  g.ranks[2].host = "n2";
-  p.gpu_speed = g;
+  const double gemm_us[] = {2000.0, 1980.0, 2500.0, 2000.0};
+  const double launch_us[] = {3.0, 3.0, 3.0, 4.0};
+  for (std::size_t r = 0; r < 4; ++r) {
+    g.ranks.push_back(RankTiming{r < 2 ? "n1" : "n2", Seconds(gemm_us[r] * kUs), std::nullopt,
+                                 std::nullopt, Seconds(launch_us[r] * kUs)});
+  }
+  p.rank_speeds = g;
   const ProfileFit fit = fit_profile(p, "speeds");
-  ASSERT_TRUE(fit.gpu_speed.has_value());
-  EXPECT_EQ(fit.gpu_speed->ranks, 4U);
-  EXPECT_EQ(fit.gpu_speed->slowest_rank, 2);
-  EXPECT_EQ(fit.gpu_speed->slowest_host, "n2");
-  EXPECT_DOUBLE_EQ(fit.gpu_speed->slowest, 0.8);
-  EXPECT_NEAR(fit.gpu_speed->fastest, 2000.0 / 1980.0, 1e-12);
-  EXPECT_DOUBLE_EQ(fit.gpu_speed->median, 1.0);
-  EXPECT_NEAR(fit.gpu_speed->rank0_tflops, 2.0 * 8192.0 * 8192.0 * 8192.0 / 2e-3 / 1e12, 1e-9);
+  ASSERT_TRUE(fit.rank_speeds.has_value());
+  const RankSpeedFit& f = *fit.rank_speeds;
+  EXPECT_EQ(f.ranks, 4U);
+  EXPECT_EQ(f.gpu.slowest_rank, 2);
+  EXPECT_EQ(f.gpu.slowest_host, "n2");
+  EXPECT_DOUBLE_EQ(f.gpu.slowest, 0.8);
+  EXPECT_NEAR(f.gpu.fastest, 2000.0 / 1980.0, 1e-12);
+  EXPECT_DOUBLE_EQ(f.gpu.median, 1.0);
+  EXPECT_NEAR(f.rank0_tflops, 2.0 * 8192.0 * 8192.0 * 8192.0 / 2e-3 / 1e12, 1e-9);
+  ASSERT_TRUE(f.host.has_value());
+  EXPECT_EQ(f.host->slowest_rank, 3);
+  EXPECT_DOUBLE_EQ(f.host->slowest, 0.75);
+  EXPECT_NEAR(f.rank0_launch->value(), 3e-6, 1e-15);
   ASSERT_EQ(fit.curves->gpu_speeds().size(), 4U);
   EXPECT_DOUBLE_EQ(fit.curves->gpu_speeds()[2], 0.8);
-  EXPECT_FALSE(hardware::slowest_measured_gpu(*fit.curves, 2).has_value());
-  for (const std::int32_t world : {3, 4, 64}) {
-    const std::optional<hardware::Straggler> s = hardware::slowest_measured_gpu(*fit.curves, world);
-    ASSERT_TRUE(s.has_value()) << world;
-    EXPECT_EQ(s->rank, 2);
-    EXPECT_DOUBLE_EQ(s->compute_speed, 0.8);
-    EXPECT_DOUBLE_EQ(s->host_speed, 1.0);
+  EXPECT_DOUBLE_EQ(fit.curves->host_speeds()[3], 0.75);
+
+  EXPECT_TRUE(hardware::measured_stragglers(*fit.curves, 2).empty());
+  const std::vector<hardware::Straggler> three = hardware::measured_stragglers(*fit.curves, 3);
+  ASSERT_EQ(three.size(), 1U);
+  EXPECT_EQ(three[0].rank, 2);
+  EXPECT_DOUBLE_EQ(three[0].compute_speed, 0.8);
+  EXPECT_DOUBLE_EQ(three[0].host_speed, 1.0);
+  for (const std::int32_t world : {4, 64}) {
+    const std::vector<hardware::Straggler> s = hardware::measured_stragglers(*fit.curves, world);
+    ASSERT_EQ(s.size(), 2U) << world;
+    EXPECT_EQ(s[1].rank, 3);
+    EXPECT_DOUBLE_EQ(s[1].compute_speed, 1.0);
+    EXPECT_DOUBLE_EQ(s[1].host_speed, 0.75);
   }
+  // The slowest GPU and the slowest host on one rank: one straggler, slow both ways.
+  p.rank_speeds->ranks[2].launch = Seconds(4.0 * kUs);
+  p.rank_speeds->ranks[3].launch = Seconds(3.0 * kUs);
+  const std::vector<hardware::Straggler> one =
+      hardware::measured_stragglers(*fit_profile(p, "one").curves, 8);
+  ASSERT_EQ(one.size(), 1U);
+  EXPECT_EQ(one[0].rank, 2);
+  EXPECT_DOUBLE_EQ(one[0].compute_speed, 0.8);
+  EXPECT_DOUBLE_EQ(one[0].host_speed, 0.75);
+  // Without launch times there are no host speeds.
+  for (RankTiming& t : p.rank_speeds->ranks) t.launch.reset();
+  const ProfileFit gpus_only = fit_profile(p, "gpus only");
+  EXPECT_FALSE(gpus_only.rank_speeds->host.has_value());
+  EXPECT_TRUE(gpus_only.curves->host_speeds().empty());
   // A GPU 25 times slower than rank 0 is broken, or its time in the wrong unit.
-  p.gpu_speed->ranks[3].median = Seconds(50000.0 * kUs);
+  p.rank_speeds->ranks[3].gemm = Seconds(50000.0 * kUs);
   try {
     (void)fit_profile(p, "broken");
     ADD_FAILURE() << "a rank 25x slower was fitted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("gpu_speed/ranks/3: rank 3 ran the GEMM in 25 times"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "rank_speeds/ranks/3: rank 3 took 25 times rank 0's time on the held GEMM"),
               std::string::npos)
         << e.what();
   }

@@ -68,18 +68,19 @@ TEST(HarnessInput, OptionsAreNeverWrapped) {
   }
 }
 
-// Every phase is on by default, GPU speed included, and --phases picks some.
+// Every phase is on by default, rank speeds included, and --phases picks some.
 TEST(HarnessInput, PhasesAreChosenByName) {
   const Options all = parse({});
   for (const char* phase :
-       {"collectives", "concurrent", "gemm", "gemm-under-nccl", "gpu-speed", "memory"}) {
+       {"collectives", "concurrent", "gemm", "gemm-under-nccl", "rank-speed", "memory"}) {
     EXPECT_TRUE(has_phase(all, phase)) << phase;
   }
-  const Options speed = parse({"--phases", "gpu-speed"});
-  EXPECT_TRUE(has_phase(speed, "gpu-speed"));
+  const Options speed = parse({"--phases", "rank-speed"});
+  EXPECT_TRUE(has_phase(speed, "rank-speed"));
   EXPECT_FALSE(has_phase(speed, "gemm"));
-  EXPECT_NE(usage_error({"--phases", "gpu_speed"}).find("--phases"), std::string::npos);
-  EXPECT_NE(help_text().find("gpu-speed        every GPU of the job"), std::string::npos);
+  EXPECT_NE(usage_error({"--phases", "rank_speed"}).find("--phases"), std::string::npos);
+  EXPECT_NE(help_text().find("rank-speed       every rank times kernel launches"),
+            std::string::npos);
 }
 
 // The profile's name is text on one line (fsdpsim refuses a profile whose name is not, which

@@ -59,13 +59,15 @@ calibrate::CalibrationProfile sample_profile() {
   g.median_under_nccl = Seconds(1.3e-4);
   g.source = "plan";
   p.gemms.push_back(g);
-  calibrate::GpuSpeedMeasurement speed;
-  speed.shape = GemmShape{8192, 8192, 8192, 1};
-  speed.held = Seconds(3.0);
-  speed.repeats = 20;
-  speed.ranks = {{"a", microseconds(2000.0), microseconds(1990.0), microseconds(2010.0)},
-                 {"b", microseconds(2100.0), std::nullopt, std::nullopt}};
-  p.gpu_speed = speed;
+  calibrate::RankSpeedMeasurement speeds;
+  speeds.shape = GemmShape{8192, 8192, 8192, 1};
+  speeds.held = Seconds(3.0);
+  speeds.repeats = 20;
+  speeds.launches = 10000;
+  speeds.ranks = {
+      {"a", microseconds(2000.0), microseconds(1990.0), microseconds(2010.0), microseconds(3.0)},
+      {"b", microseconds(2100.0), std::nullopt, std::nullopt, microseconds(3.5)}};
+  p.rank_speeds = speeds;
   p.memory.device_copy = gb_per_s(3000.0);
   p.memory.kernel_launch = microseconds(2.5);
   p.memory.allocations = {{mib(2), microseconds(40.0), microseconds(60.0)},
@@ -122,15 +124,17 @@ TEST(CalibrationProfileJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(q.gemms[0].dtype, Dtype::kTf32);
   EXPECT_EQ(q.gemms[0].shape.batch, 2);
   EXPECT_NEAR(q.gemms[0].median_under_nccl->value(), 1.3e-4, 1e-15);
-  ASSERT_TRUE(q.gpu_speed.has_value());
-  EXPECT_EQ(q.gpu_speed->shape.k, 8192);
-  EXPECT_NEAR(q.gpu_speed->held.value(), 3.0, 1e-12);
-  EXPECT_EQ(q.gpu_speed->repeats, 20);
-  ASSERT_EQ(q.gpu_speed->ranks.size(), 2U);
-  EXPECT_EQ(q.gpu_speed->ranks[1].host, "b");
-  EXPECT_NEAR(q.gpu_speed->ranks[1].median.value(), 2100e-6, 1e-15);
-  EXPECT_NEAR(q.gpu_speed->ranks[0].min->value(), 1990e-6, 1e-15);
-  EXPECT_FALSE(q.gpu_speed->ranks[1].max.has_value());
+  ASSERT_TRUE(q.rank_speeds.has_value());
+  EXPECT_EQ(q.rank_speeds->shape.k, 8192);
+  EXPECT_NEAR(q.rank_speeds->held.value(), 3.0, 1e-12);
+  EXPECT_EQ(q.rank_speeds->repeats, 20);
+  EXPECT_EQ(q.rank_speeds->launches, 10000);
+  ASSERT_EQ(q.rank_speeds->ranks.size(), 2U);
+  EXPECT_EQ(q.rank_speeds->ranks[1].host, "b");
+  EXPECT_NEAR(q.rank_speeds->ranks[1].gemm.value(), 2100e-6, 1e-15);
+  EXPECT_NEAR(q.rank_speeds->ranks[0].gemm_min->value(), 1990e-6, 1e-15);
+  EXPECT_FALSE(q.rank_speeds->ranks[1].gemm_max.has_value());
+  EXPECT_NEAR(q.rank_speeds->ranks[1].launch->value(), 3.5e-6, 1e-15);
   EXPECT_NEAR(q.memory.device_copy->value(), 3000e9, 1.0);
   EXPECT_NEAR(q.memory.kernel_launch->value(), 2.5e-6, 1e-15);
   ASSERT_EQ(q.memory.allocations.size(), 2U);
@@ -167,11 +171,10 @@ TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
       "reduce_scatter", "bf16", "world", 16, 8, "all_gather", {{1 << 20, 80.0, 70.0, 90.0, 20}}});
   r.gemms.push_back(
       harness::GemmResult{"bf16", 8192, 8192, 8192, 1, 1500.0, 1490.0, 1520.0, 25, 1700.0, "grid"});
-  r.gpu_speed = harness::GpuSpeedResult{
-      "bf16", 8192, 8192, 8192, 3000.0, 20, {{0, "n1", 1500.0, 1490.0, 1510.0}}};
-  for (std::int32_t rank = 1; rank < 16; ++rank) {
-    r.gpu_speed->ranks.push_back(
-        harness::RankGemmResult{rank, rank < 8 ? "n1" : "n2", 1520.0, 1500.0, 1600.0});
+  r.rank_speeds = harness::RankSpeedsResult{"bf16", 8192, 3000.0, 20, 10000, {}};
+  for (std::int32_t rank = 0; rank < 16; ++rank) {
+    r.rank_speeds->ranks.push_back(harness::RankSpeedResult{
+        rank, rank < 8 ? "n1" : "n2", rank == 0 ? 1500.0 : 1520.0, 1490.0, 1600.0, 2.5});
   }
   r.device_copy_GBps = 4000.0;
   r.h2d_pinned_GBps = 50.0;
@@ -188,11 +191,14 @@ TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
   EXPECT_EQ(p.collectives[1].concurrent_with, hardware::Collective::kAllGather);
   ASSERT_EQ(p.gemms.size(), 1U);
   EXPECT_NEAR(p.gemms[0].median_under_nccl->value(), 1700e-6, 1e-15);
-  ASSERT_TRUE(p.gpu_speed.has_value());
-  ASSERT_EQ(p.gpu_speed->ranks.size(), 16U);
-  EXPECT_EQ(p.gpu_speed->ranks[9].host, "n2");
-  EXPECT_NEAR(p.gpu_speed->ranks[0].median.value(), 1500e-6, 1e-15);
-  EXPECT_NEAR(p.gpu_speed->ranks[15].max->value(), 1600e-6, 1e-15);
+  ASSERT_TRUE(p.rank_speeds.has_value());
+  ASSERT_EQ(p.rank_speeds->ranks.size(), 16U);
+  EXPECT_EQ(p.rank_speeds->ranks[9].host, "n2");
+  EXPECT_EQ(p.rank_speeds->shape.m, 8192);
+  EXPECT_EQ(p.rank_speeds->launches, 10000);
+  EXPECT_NEAR(p.rank_speeds->ranks[0].gemm.value(), 1500e-6, 1e-15);
+  EXPECT_NEAR(p.rank_speeds->ranks[15].gemm_max->value(), 1600e-6, 1e-15);
+  EXPECT_NEAR(p.rank_speeds->ranks[3].launch->value(), 2.5e-6, 1e-15);
   EXPECT_NEAR(p.memory.h2d_pinned->value(), 50e9, 1.0);
   ASSERT_EQ(p.memory.allocations.size(), 2U);
   EXPECT_EQ(p.memory.allocations[1].bytes, mib(8));
@@ -262,18 +268,31 @@ TEST(CalibrationProfileJson, BadInputNamesFilePathExpectedAndFound) {
       << error_for(j);
 
   j = valid_json();
-  j["gpu_speed"]["ranks"][1]["rank"] = 0;
+  j["rank_speeds"]["ranks"][1]["rank"] = 0;
   EXPECT_EQ(error_for(j),
-            "bad.json: /gpu_speed/ranks/1/rank: expected 1 (every rank once, in order), found 0");
+            "bad.json: /rank_speeds/ranks/1/rank: expected 1 (every rank once, in order), found 0");
 
   j = valid_json();
-  j["gpu_speed"]["ranks"][0]["time_us"] = 0.0;
-  EXPECT_NE(error_for(j).find("bad.json: /gpu_speed/ranks/0/time_us: expected"), std::string::npos)
+  j["rank_speeds"]["ranks"][0]["gemm_us"] = 0.0;
+  EXPECT_NE(error_for(j).find("bad.json: /rank_speeds/ranks/0/gemm_us: expected"),
+            std::string::npos)
       << error_for(j);
 
   j = valid_json();
-  j["gpu_speed"]["ranks"] = nlohmann::json::array();
-  EXPECT_NE(error_for(j).find("bad.json: /gpu_speed/ranks: expected an array of every rank's"),
+  j["rank_speeds"]["ranks"][0]["gemm_max_us"] = 1000.0;
+  EXPECT_EQ(error_for(j),
+            "bad.json: /rank_speeds/ranks/0/gemm_max_us: expected at least gemm_us = 2000, found "
+            "1000");
+
+  j = valid_json();
+  j["rank_speeds"]["ranks"][1].erase("launch_us");
+  EXPECT_EQ(error_for(j),
+            "bad.json: /rank_speeds/ranks/1/launch_us: expected launch_us on every rank or on "
+            "none, as on rank 0, found it missing");
+
+  j = valid_json();
+  j["rank_speeds"]["ranks"] = nlohmann::json::array();
+  EXPECT_NE(error_for(j).find("bad.json: /rank_speeds/ranks: expected an array of every rank's"),
             std::string::npos)
       << error_for(j);
 
@@ -496,14 +515,14 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
   EXPECT_EQ(load_error(j, &cluster), "");
   EXPECT_EQ(load_error(j, nullptr), "");  // without a scenario's GPU there is nothing to compare
 
-  // The GPU-speed GEMM is checked the same way: 2 x 8192^3 in 1 ms is 1100 TFLOP/s.
+  // The rank-speed GEMM is checked the same way: 2 x 8192^3 in 1 ms is 1100 TFLOP/s.
   j = valid_json();
-  j["gpu_speed"]["ranks"][1]["time_us"] = 1000.0;
+  j["rank_speeds"]["ranks"][1]["gemm_us"] = 1000.0;
   EXPECT_NE(load_error(j, &cluster)
                 .find("GEMM 8192x8192x8192 bf16 in 1000 us is 1100 TFLOP/s, above the 989 "
                       "TFLOP/s dense peak of the scenario's GPU h100-sxm-80gb: a time in the "
                       "wrong unit, or another GPU's measurement (the profile's "
-                      "/gpu_speed/ranks/1)"),
+                      "/rank_speeds/ranks/1)"),
             std::string::npos)
       << load_error(j, &cluster);
 

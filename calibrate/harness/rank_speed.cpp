@@ -1,0 +1,90 @@
+#include "calibrate/harness/rank_speed.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "calibrate/harness/gemm.hpp"
+#include "calibrate/harness/kernels.hpp"
+#include "calibrate/harness/progress.hpp"
+
+namespace fsdpsim::harness {
+namespace {
+
+// Host microseconds per empty-kernel launch on each local GPU's stream, the median of
+// kLaunchRepeats repeats (each waited for, so that the launch queue never fills and blocks).
+std::vector<Spread> time_launches(Job& job) {
+  std::vector<Spread> out;
+  const DeviceGuard guard;
+  for (Gpu& g : job.gpus()) {
+    FSDPSIM_CUDA(cudaSetDevice(g.device));
+    for (int i = 0; i < kLaunchesPerRepeat; ++i) FSDPSIM_CUDA(launch_empty_kernel(g.stream));
+    job.wait("warming up kernel launches");
+    std::vector<double> us;
+    for (int r = 0; r < kLaunchRepeats; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < kLaunchesPerRepeat; ++i) FSDPSIM_CUDA(launch_empty_kernel(g.stream));
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      job.wait("timing kernel launches");
+      us.push_back(s / kLaunchesPerRepeat * 1e6);
+    }
+    out.push_back(spread_of(us));
+  }
+  return out;
+}
+
+std::vector<float> field(const std::vector<Spread>& spreads, double Spread::*member) {
+  std::vector<float> out;
+  for (const Spread& s : spreads) out.push_back(static_cast<float>(s.*member));
+  return out;
+}
+
+}  // namespace
+
+void measure_rank_speeds(Job& job, Results& results, const std::function<void()>& save) {
+  const HeldGemmPlan plan;
+  progress_line(job.root(),
+                cat("rank speeds: kernel launches, then a ", plan.side, "^3 GEMM on every GPU, ",
+                    plan.hold_ms / 1000.0, " s held"),
+                false);
+  const std::vector<Spread> launches = time_launches(job);
+  const HeldGemm gemm = time_held_gemm(job, plan);
+  const std::vector<float> gemm_us =
+      job.gather_over_ranks(field(gemm.per_local_gpu, &Spread::median));
+  const std::vector<float> gemm_min =
+      job.gather_over_ranks(field(gemm.per_local_gpu, &Spread::min));
+  const std::vector<float> gemm_max =
+      job.gather_over_ranks(field(gemm.per_local_gpu, &Spread::max));
+  const std::vector<float> launch_us = job.gather_over_ranks(field(launches, &Spread::median));
+  RankSpeedsResult out;
+  out.dtype = gemm.dtype;
+  out.side = plan.side;
+  out.held_ms = plan.hold_ms;
+  out.repeats = plan.repeats;
+  out.launches = kLaunchRepeats * kLaunchesPerRepeat;
+  for (std::int32_t rank = 0; rank < job.world_size(); ++rank) {
+    const auto at = static_cast<std::size_t>(rank);
+    out.ranks.push_back(RankSpeedResult{rank, job.hosts()[at], gemm_us[at], gemm_min[at],
+                                        gemm_max[at], launch_us[at]});
+  }
+  const auto slowest = [&out](double RankSpeedResult::*member) {
+    return *std::max_element(out.ranks.begin(), out.ranks.end(),
+                             [member](const RankSpeedResult& a, const RankSpeedResult& b) {
+                               return a.*member < b.*member;
+                             });
+  };
+  const RankSpeedResult gpu = slowest(&RankSpeedResult::gemm_us);
+  const RankSpeedResult host = slowest(&RankSpeedResult::launch_us);
+  progress_line(
+      job.root(),
+      cat("rank speeds: slowest GEMM rank ", gpu.rank, " (", gpu.host, ", ",
+          gpu.gemm_us / out.ranks.front().gemm_us, "x rank 0's time), slowest launches rank ",
+          host.rank, " (", host.host, ", ", host.launch_us / out.ranks.front().launch_us, "x)"),
+      true);
+  results.rank_speeds = std::move(out);
+  save();
+}
+
+}  // namespace fsdpsim::harness

@@ -1,0 +1,27 @@
+// The "rank-speed" phase: how fast every rank of the job runs next to rank 0, whose GEMM timings
+// the profile holds. GPUs of one model differ in speed under sustained load, by how their clocks
+// settle under the power and temperature limits (Sinha et al., "Not All GPUs Are Created Equal",
+// SC22, arXiv 2208.11035: 8 % average performance variation, up to 22 %, across the same-model
+// GPUs of five large clusters), and hosts differ in how fast they launch work; a synchronous job
+// runs at its slowest rank's pace, since every collective waits for it.
+//
+// Each rank times kernel launches on its host (idle GPUs, a queue that never fills), then every
+// GPU of the job runs one held GEMM at once (gemm.hpp, time_held_gemm: as training keeps every
+// GPU of a node busy, under the node's power and cooling); every rank's times reach rank 0
+// (Results::rank_speeds).
+#pragma once
+
+#include <functional>
+
+#include "calibrate/harness/job.hpp"
+#include "calibrate/harness/results.hpp"
+
+namespace fsdpsim::harness {
+
+inline constexpr int kLaunchRepeats = 20;
+inline constexpr int kLaunchesPerRepeat = 500;  // under CUDA's 1,024-entry launch queue
+
+// Every rank must call it.
+void measure_rank_speeds(Job& job, Results& results, const std::function<void()>& save);
+
+}  // namespace fsdpsim::harness
