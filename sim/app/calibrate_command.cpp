@@ -305,7 +305,8 @@ int fit_command(const CalibrateOptions& o) {
           v.slowest, v.slowest_rank,
           v.slowest_host.empty() ? std::string() : fmt::format(", {}", v.slowest_host));
     };
-    out += fmt::format("\nrank speeds ({} ranks; next to rank 0's, rank 0 = 1):\n", g.ranks);
+    out += fmt::format("\nrank speeds ({} rank{}; next to rank 0's, rank 0 = 1):\n", g.ranks,
+                       g.ranks == 1 ? "" : "s");
     out += fmt::format(
         "  GPUs   {} GEMM {}x{}x{}, every GPU at once after {:.1f} s of it (rank 0 {:.0f} "
         "TFLOP/s): {}\n",

@@ -782,7 +782,7 @@ std::string rank_speed_use(const hardware::CalibratedCurves& curves,
   if (gpu.empty()) return "";
   const std::int32_t world = cluster.world_size();
   const std::string timed = fmt::format(
-      "rank speeds of {} ranks measured ({}){}", gpu.size(),
+      "rank speeds of {} rank{} measured ({}){}", gpu.size(), gpu.size() == 1 ? "" : "s",
       curves.host_speeds().empty() ? "GPUs" : "GPUs and hosts",
       std::ssize(gpu) < world
           ? fmt::format(", the job's other {} taken as fast as rank 0", world - std::ssize(gpu))

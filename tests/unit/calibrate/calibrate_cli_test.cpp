@@ -125,6 +125,49 @@ TEST(CalibrateCli, BadProfileExitsTwoNamingFileAndPath) {
       << o.output;
 }
 
+// The rank speeds of four ranks (rank 2's GPU 25 % slower, rank 3's host 4/3 as slow as rank
+// 0's) as `calibrate fit` prints them, in the fit JSON too; a rank 25 times slower than rank 0 is
+// exit 2, naming the file and the rank.
+TEST(CalibrateCli, FitReportsTheRankSpeeds) {
+  const auto write = [](const std::string& name, double rank3_gemm_us) {
+    const fs::path file = temp_dir() / name;
+    std::ofstream(file) << R"({"schema_version": 1, "kind": "fsdpsim_calibration_profile",
+      "device": {"sm_count": 132}, "rank_speeds": {"dtype": "bf16", "m": 8192, "n": 8192,
+      "k": 8192, "held_ms": 3000, "ranks": [
+      {"rank": 0, "host": "n1", "gemm_us": 2000, "launch_us": 3},
+      {"rank": 1, "host": "n1", "gemm_us": 1980, "launch_us": 3},
+      {"rank": 2, "host": "n2", "gemm_us": 2500, "launch_us": 3},
+      {"rank": 3, "host": "n2", "gemm_us": )"
+                        << rank3_gemm_us << R"(, "launch_us": 4}]}})";
+    return file;
+  };
+  const fs::path speeds = write("rank_speeds.json", 2000.0);
+  const fs::path fit_json = temp_dir() / "rank_speeds_fit.json";
+  const Outcome o = run_fsdpsim("calibrate fit " + speeds.string() + " -o " + fit_json.string());
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("rank speeds (4 ranks; next to rank 0's, rank 0 = 1):\n"
+                          "  GPUs   bf16 GEMM 8192x8192x8192, every GPU at once after 3.0 s of it "
+                          "(rank 0 550 TFLOP/s): median 1.000, fastest 1.010, slowest 0.800 "
+                          "(rank 2, n2)\n"
+                          "  hosts  kernel launches (rank 0 3.00 us each): median 1.000, fastest "
+                          "1.000, slowest 0.750 (rank 3, n2)"),
+            std::string::npos)
+      << o.output;
+  std::ifstream in(fit_json);
+  const nlohmann::json fit = nlohmann::json::parse(in);
+  EXPECT_EQ(fit.at("rank_speeds").at("gpu").at("slowest_rank"), 2);
+  EXPECT_DOUBLE_EQ(fit.at("rank_speeds").at("host").at("slowest"), 0.75);
+  EXPECT_EQ(fit.at("rank_speeds").at("gpu").at("speeds").size(), 4U);
+
+  const fs::path broken = write("rank_speeds_broken.json", 50000.0);
+  const Outcome b = run_fsdpsim("calibrate fit " + broken.string());
+  EXPECT_EQ(b.exit_code, 2) << b.output;
+  EXPECT_NE(b.output.find("rank_speeds/ranks/3: rank 3 took 25 times rank 0's time on the held "
+                          "GEMM"),
+            std::string::npos)
+      << b.output;
+}
+
 TEST(CalibrateCli, ImportWritesAProfileThatFits) {
   const fs::path out = temp_dir() / "imported.json";
   const Outcome o =
