@@ -354,7 +354,10 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
     std::vector<double> gpu;
     std::vector<double> host;
     out.rank_speeds = fit_rank_speeds(*profile.rank_speeds, gpu, host);
-    out.curves->set_rank_speeds(std::move(gpu), std::move(host));
+    // Nodes as the harness laid the ranks out (node by node), when the profile says how many.
+    const std::int32_t per_node = profile.topology.gpus_per_node;
+    const bool whole_nodes = per_node > 0 && std::ssize(gpu) % per_node == 0;
+    out.curves->set_rank_speeds(std::move(gpu), std::move(host), whole_nodes ? per_node : 0);
   }
   return out;
 }

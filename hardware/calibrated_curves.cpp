@@ -253,34 +253,4 @@ std::optional<Seconds> calibrated_gemm_time(const GpuSpec& gpu, const Kernel& ke
   return t;
 }
 
-namespace {
-
-// The slowest of the first `world_size` speeds, if slower than rank 0's: (rank, speed).
-std::optional<std::pair<std::int32_t, double>> slowest_of(const std::vector<double>& speeds,
-                                                          std::int32_t world_size) {
-  const auto end =
-      speeds.begin() + std::min<std::ptrdiff_t>(std::max(world_size, 0), std::ssize(speeds));
-  const auto slowest = std::min_element(speeds.begin(), end);
-  if (slowest == end || *slowest >= 1.0) return std::nullopt;
-  return std::pair{static_cast<std::int32_t>(slowest - speeds.begin()), *slowest};
-}
-
-}  // namespace
-
-std::vector<Straggler> measured_stragglers(const CalibratedCurves& curves,
-                                           std::int32_t world_size) {
-  const auto gpu = slowest_of(curves.gpu_speeds(), world_size);
-  const auto host = slowest_of(curves.host_speeds(), world_size);
-  std::vector<Straggler> out;
-  if (gpu) out.push_back(Straggler{gpu->first, gpu->second, 1.0});
-  if (host && gpu && host->first == gpu->first) {
-    out.front().host_speed = host->second;
-  } else if (host) {
-    out.push_back(Straggler{host->first, 1.0, host->second});
-  }
-  std::sort(out.begin(), out.end(),
-            [](const Straggler& a, const Straggler& b) { return a.rank < b.rank; });
-  return out;
-}
-
 }  // namespace fsdpsim::hardware

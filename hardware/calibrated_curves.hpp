@@ -159,11 +159,14 @@ class CalibratedCurves {
   void set_complete(bool complete) { complete_ = complete; }
   // Each rank's speed next to rank 0's (whose GEMM timings the profile holds; rank 0 is 1), from
   // the harness's "rank-speed" phase: its GPU's on one held GEMM (rank 0's time over its own) and
-  // its host's on kernel launches (empty when the launches were not timed). Each in
-  // [kSlowestRankSpeed, 1 / kSlowestRankSpeed].
-  void set_rank_speeds(std::vector<double> gpu, std::vector<double> host) {
+  // its host's on kernel launches (empty when the launches were not timed), each in
+  // [kSlowestRankSpeed, 1 / kSlowestRankSpeed]; the measured ranks were `ranks_per_node` to a
+  // node (0: not known). rank_pacing.hpp makes stragglers of them.
+  void set_rank_speeds(std::vector<double> gpu, std::vector<double> host,
+                       std::int32_t ranks_per_node) {
     gpu_speeds_ = std::move(gpu);
     host_speeds_ = std::move(host);
+    speed_ranks_per_node_ = ranks_per_node;
   }
 
   [[nodiscard]] const std::string& name() const { return name_; }
@@ -180,6 +183,7 @@ class CalibratedCurves {
   }
   [[nodiscard]] const std::vector<double>& gpu_speeds() const { return gpu_speeds_; }
   [[nodiscard]] const std::vector<double>& host_speeds() const { return host_speeds_; }
+  [[nodiscard]] std::int32_t speed_ranks_per_node() const { return speed_ranks_per_node_; }
 
   // The curve for a collective on a group shape, or nullptr. collective_time() gets bytes, not a
   // dtype, and NCCL moves bytes whatever their type, so the curve of the first dtype measured in
@@ -212,6 +216,7 @@ class CalibratedCurves {
   std::optional<AllocationCosts> allocation_costs_;
   std::vector<double> gpu_speeds_;
   std::vector<double> host_speeds_;
+  std::int32_t speed_ranks_per_node_ = 0;
   bool complete_ = true;
   mutable CalibrationUsage usage_;
 };
@@ -221,13 +226,6 @@ class CalibratedCurves {
 // straggler but a broken node; the bound also keeps a rank's stretched operations within
 // simulated time, sim_time.hpp).
 inline constexpr double kSlowestRankSpeed = 0.05;
-
-// The stragglers a job on ranks 0 .. world_size - 1 has by the measured rank speeds: its slowest
-// GPU (compute_speed) and its slowest host (host_speed), one straggler when they are the same
-// rank, none for a side where no rank of the job is slower than rank 0. A synchronous job runs at
-// its slowest rank's pace, since every collective waits for it (the second slowest adds nothing
-// while the slowest holds everyone). Ranks beyond those measured are taken as fast as rank 0.
-std::vector<Straggler> measured_stragglers(const CalibratedCurves& curves, std::int32_t world_size);
 
 // Largest ratio between a queried GEMM dimension and a measured one for the measurement to
 // stand in for the query (a generic grid at powers of two covers every shape within 2x).

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "hardware/collective_cost.hpp"
+#include "hardware/rank_pacing.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
@@ -780,27 +781,40 @@ std::string rank_speed_use(const hardware::CalibratedCurves& curves,
                            const hardware::ClusterSpec& cluster) {
   const std::vector<double>& gpu = curves.gpu_speeds();
   if (gpu.empty()) return "";
-  const std::int32_t world = cluster.world_size();
-  const std::string timed = fmt::format(
-      "rank speeds of {} rank{} measured ({}){}", gpu.size(), gpu.size() == 1 ? "" : "s",
-      curves.host_speeds().empty() ? "GPUs" : "GPUs and hosts",
-      std::ssize(gpu) < world
-          ? fmt::format(", the job's other {} taken as fast as rank 0", world - std::ssize(gpu))
-          : "");
-  const std::vector<hardware::Straggler> measured = hardware::measured_stragglers(curves, world);
-  if (measured.empty()) return fmt::format("{}: none of the job's is slower than rank 0", timed);
+  const hardware::RankPacing pacing = hardware::rank_pacing(curves, cluster.world_size());
+  const std::string measured = fmt::format(
+      "rank speeds of {} rank{} {} measured ({})", gpu.size(), gpu.size() == 1 ? "" : "s",
+      curves.speed_ranks_per_node() > 0 ? fmt::format("on {} node{}", pacing.measured_nodes,
+                                                      pacing.measured_nodes == 1 ? "" : "s")
+                                        : "(nodes not known: each taken as a node of its own)",
+      curves.host_speeds().empty() ? "GPUs" : "GPUs and hosts");
+  const std::string job =
+      pacing.sampled
+          ? fmt::format(
+                "the job's {} node{}, placed at random among them, can expect on average "
+                "as their slowest",
+                pacing.job_nodes, pacing.job_nodes == 1 ? "" : "s")
+      : pacing.job_nodes > pacing.measured_nodes
+          ? fmt::format(
+                "the job's {} nodes hold the measured ones (the other {} taken to be like "
+                "them); its slowest,",
+                pacing.job_nodes, pacing.job_nodes - pacing.measured_nodes)
+          : "the job's slowest,";
+  if (pacing.stragglers.empty())
+    return fmt::format("{}: none of the job's is slower than rank 0", measured);
   std::vector<std::string> slow;
-  for (const hardware::Straggler& s : measured) {
+  for (const hardware::Straggler& s : pacing.stragglers) {
     std::vector<std::string> parts;
     if (s.compute_speed < 1.0) parts.push_back(fmt::format("GPU at {:.3f}", s.compute_speed));
     if (s.host_speed < 1.0) parts.push_back(fmt::format("host at {:.3f}", s.host_speed));
     slow.push_back(fmt::format("rank {}'s {}", s.rank, fmt::join(parts, " and ")));
   }
-  return fmt::format(
-      "{}: the job's slowest, {} of rank 0's speed, {}", timed, fmt::join(slow, "; "),
-      simulates(cluster, measured) ? "simulated as stragglers (every collective waits for them)"
-      : cluster.stragglers.empty() ? "left out by the scenario's hardware.stragglers ([])"
-                                   : "replaced by the scenario's hardware.stragglers");
+  return fmt::format("{}: {} {} of rank 0's speed, {}", measured, job, fmt::join(slow, "; "),
+                     simulates(cluster, pacing.stragglers)
+                         ? "simulated as stragglers (every collective waits for them)"
+                     : cluster.stragglers.empty()
+                         ? "left out by the scenario's hardware.stragglers ([])"
+                         : "replaced by the scenario's hardware.stragglers");
 }
 
 }  // namespace
@@ -839,16 +853,17 @@ nlohmann::json calibration_usage_json(const hardware::ClusterSpec& cluster) {
                      {"allocation_costs_calibrated", curves.allocation_costs().has_value()},
                      {"rank_speeds_measured", curves.gpu_speeds().size()},
                      {"profile_complete", curves.complete()}};
-  const std::vector<hardware::Straggler> measured =
-      hardware::measured_stragglers(curves, cluster.world_size());
-  if (!measured.empty()) {
+  const hardware::RankPacing pacing = hardware::rank_pacing(curves, cluster.world_size());
+  if (!pacing.stragglers.empty()) {
     nlohmann::json slow = nlohmann::json::array();
-    for (const hardware::Straggler& s : measured) {
+    for (const hardware::Straggler& s : pacing.stragglers) {
       slow.push_back({{"rank", s.rank},
                       {"compute_speed", round6(s.compute_speed)},
                       {"host_speed", round6(s.host_speed)}});
     }
-    out["slowest_ranks"] = {{"ranks", slow}, {"simulated", simulates(cluster, measured)}};
+    out["slowest_ranks"] = {{"ranks", slow},
+                            {"expected_over_placements", pacing.sampled},
+                            {"simulated", simulates(cluster, pacing.stragglers)}};
   }
   return out;
 }

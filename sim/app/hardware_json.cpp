@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "hardware/rank_pacing.hpp"
 #include "sim/app/calibration_json.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
@@ -272,7 +273,7 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
     // lists its own (an empty list: none).
     if (!r.has("stragglers") && out.cluster.stragglers.empty()) {
       out.cluster.stragglers =
-          hardware::measured_stragglers(*out.cluster.gpu.calibration, out.cluster.world_size());
+          hardware::rank_pacing(*out.cluster.gpu.calibration, out.cluster.world_size()).stragglers;
     }
   }
   return out;

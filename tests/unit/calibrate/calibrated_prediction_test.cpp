@@ -256,6 +256,7 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
         {"kind", "fsdpsim_calibration_profile"},
         {"name", name},
         {"device", {{"sm_count", 132}}},
+        {"topology", {{"nodes", 1}, {"gpus_per_node", gpu.size()}}},
         {"rank_speeds",
          {{"dtype", "bf16"}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"ranks", ranks}}}};
     return file.string();
@@ -280,8 +281,8 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
   EXPECT_EQ(paced.result.rank_classes.back().first_rank, 5);
   EXPECT_DOUBLE_EQ(paced.result.rank_classes.back().compute_speed, 0.9);
   const std::string line = calibration_usage_line(paced_scenario.hardware.cluster);
-  EXPECT_NE(line.find("rank speeds of 8 ranks measured (GPUs and hosts): the job's slowest, rank "
-                      "5's GPU at 0.900 of rank 0's speed, simulated as stragglers"),
+  EXPECT_NE(line.find("rank speeds of 8 ranks on 1 node measured (GPUs and hosts): the job's "
+                      "slowest, rank 5's GPU at 0.900 of rank 0's speed, simulated as stragglers"),
             std::string::npos)
       << line;
   const nlohmann::json usage = result_to_json(paced_scenario, paced).at("calibration");
@@ -296,14 +297,15 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
                 .find("left out by the scenario's hardware.stragglers ([])"),
             std::string::npos);
 
-  // Four ranks measured, none slower than rank 0; the job's other four are taken as fast as it.
+  // One node of four ranks measured, none slower than rank 0; the job's other node is taken to
+  // be like it.
   const auto [fast_scenario, fast] = run(
       {"hardware.calibration=" + profile("fast", {1.0, 1.01, 1.0, 1.02}, {1.0, 1.0, 1.1, 1.0})});
   EXPECT_TRUE(fast_scenario.hardware.cluster.stragglers.empty());
   EXPECT_DOUBLE_EQ(fast.result.step_time.value(), alone);
   EXPECT_NE(calibration_usage_line(fast_scenario.hardware.cluster)
-                .find("rank speeds of 4 ranks measured (GPUs and hosts), the job's other 4 taken "
-                      "as fast as rank 0: none of the job's is slower than rank 0"),
+                .find("rank speeds of 4 ranks on 1 node measured (GPUs and hosts): none of the "
+                      "job's is slower than rank 0"),
             std::string::npos)
       << calibration_usage_line(fast_scenario.hardware.cluster);
 

@@ -195,9 +195,7 @@ TEST(CalibrationFit, AllocationTimingsBecomeOneLinePerDeviceCall) {
 // Four ranks timed the held 8192^3 GEMM in 2000, 1980, 2500 and 2000 us, and a kernel launch in
 // 3, 3, 3 and 4 us: GPU speeds (rank 0's time over each rank's) 1, 1.0101, 0.8 and 1, host
 // speeds 1, 1, 1 and 0.75. Rank 2 has the slowest GPU, rank 3 the slowest host; rank 0 ran the
-// GEMM at 2 x 8192^3 / 2 ms = 549.8 TFLOP/s. A job on ranks 0-1 has no rank slower than rank 0;
-// one on ranks 0-2 has rank 2's GPU; one on 0-3 (or more: the rest are taken as fast as rank 0)
-// also rank 3's host.
+// GEMM at 2 x 8192^3 / 2 ms = 549.8 TFLOP/s.
 TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
   CalibrationProfile p;
   RankSpeedMeasurement g;
@@ -227,28 +225,12 @@ TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
   EXPECT_DOUBLE_EQ(fit.curves->gpu_speeds()[2], 0.8);
   EXPECT_DOUBLE_EQ(fit.curves->host_speeds()[3], 0.75);
 
-  EXPECT_TRUE(hardware::measured_stragglers(*fit.curves, 2).empty());
-  const std::vector<hardware::Straggler> three = hardware::measured_stragglers(*fit.curves, 3);
-  ASSERT_EQ(three.size(), 1U);
-  EXPECT_EQ(three[0].rank, 2);
-  EXPECT_DOUBLE_EQ(three[0].compute_speed, 0.8);
-  EXPECT_DOUBLE_EQ(three[0].host_speed, 1.0);
-  for (const std::int32_t world : {4, 64}) {
-    const std::vector<hardware::Straggler> s = hardware::measured_stragglers(*fit.curves, world);
-    ASSERT_EQ(s.size(), 2U) << world;
-    EXPECT_EQ(s[1].rank, 3);
-    EXPECT_DOUBLE_EQ(s[1].compute_speed, 1.0);
-    EXPECT_DOUBLE_EQ(s[1].host_speed, 0.75);
-  }
-  // The slowest GPU and the slowest host on one rank: one straggler, slow both ways.
-  p.rank_speeds->ranks[2].launch = Seconds(4.0 * kUs);
-  p.rank_speeds->ranks[3].launch = Seconds(3.0 * kUs);
-  const std::vector<hardware::Straggler> one =
-      hardware::measured_stragglers(*fit_profile(p, "one").curves, 8);
-  ASSERT_EQ(one.size(), 1U);
-  EXPECT_EQ(one[0].rank, 2);
-  EXPECT_DOUBLE_EQ(one[0].compute_speed, 0.8);
-  EXPECT_DOUBLE_EQ(one[0].host_speed, 0.75);
+  EXPECT_EQ(fit.curves->speed_ranks_per_node(), 0);  // the profile does not say
+  // Nodes of two ranks, as the profile's topology says.
+  p.topology.gpus_per_node = 2;
+  EXPECT_EQ(fit_profile(p, "two per node").curves->speed_ranks_per_node(), 2);
+  p.topology.gpus_per_node = 3;  // 4 ranks are not whole nodes of 3: not known
+  EXPECT_EQ(fit_profile(p, "three per node").curves->speed_ranks_per_node(), 0);
   // Without launch times there are no host speeds.
   for (RankTiming& t : p.rank_speeds->ranks) t.launch.reset();
   const ProfileFit gpus_only = fit_profile(p, "gpus only");

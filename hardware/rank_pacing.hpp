@@ -1,0 +1,37 @@
+// What a calibration's measured rank speeds (CalibratedCurves::gpu_speeds, host_speeds) make of
+// a job: the slowest GPU and the slowest host it can expect, as stragglers. A synchronous job
+// runs at its slowest rank's pace, since every collective waits for it (the second slowest adds
+// nothing while the slowest holds everyone), so these two are what the speeds cost.
+//
+// Nodes are the unit a job is given (the measurement's ranks per node; each rank alone when the
+// profile does not say). A job on at least as
+// many nodes as were measured holds the slowest measured GPU and host (its other nodes taken to
+// be like the measured ones, so none slower than their slowest). A job on fewer, placed on n of
+// the K measured nodes at random, can expect as its slowest the mean over every n-subset of the
+// subset's slowest: with the nodes' slowest speeds sorted, m_1 <= ... <= m_K, the k-th is the
+// subset's slowest in C(K - k, n - 1) of the C(K, n) subsets.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hardware/calibrated_curves.hpp"
+#include "hardware/gpu_spec.hpp"
+
+namespace fsdpsim::hardware {
+
+struct RankPacing {
+  std::int32_t measured_nodes = 0;
+  std::int32_t job_nodes = 0;  // the job's ranks in the measurement's nodes, rounded up
+  // Fewer job nodes than measured ones: the speeds are expectations over placements, and the
+  // stragglers sit on the job's first node, at the local rank of the slowest measured one.
+  bool sampled = false;
+  // Rank order; at most two (the slowest GPU, compute_speed < 1, and the slowest host,
+  // host_speed < 1), one when they share a rank; none for a side no slower than rank 0.
+  std::vector<Straggler> stragglers;
+};
+
+// The pacing of a job of `world_size` ranks; nothing when the calibration measured no rank speeds.
+RankPacing rank_pacing(const CalibratedCurves& curves, std::int32_t world_size);
+
+}  // namespace fsdpsim::hardware

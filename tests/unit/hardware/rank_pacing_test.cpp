@@ -1,0 +1,85 @@
+// hardware/rank_pacing.hpp by hand: four measured nodes of two ranks. GPU speeds by node
+// [1, 1], [1, 0.9], [0.96, 1], [1, 1.02]: the nodes' slowest, sorted, are 0.9, 0.96, 1, 1. Host
+// speeds all 1 but rank 6's, 0.8: the nodes' slowest 0.8, 1, 1, 1.
+#include "hardware/rank_pacing.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+namespace fsdpsim::hardware {
+namespace {
+
+std::unique_ptr<CalibratedCurves> measured(std::vector<double> host) {
+  auto c = std::make_unique<CalibratedCurves>("four nodes");
+  c->set_rank_speeds({1.0, 1.0, 1.0, 0.9, 0.96, 1.0, 1.0, 1.02}, std::move(host), 2);
+  return c;
+}
+
+const std::vector<double> kSlowHost6 = {1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.8, 1.0};
+
+void expect_straggler(const Straggler& s, std::int32_t rank, double compute, double host) {
+  EXPECT_EQ(s.rank, rank);
+  EXPECT_NEAR(s.compute_speed, compute, 1e-12);
+  EXPECT_NEAR(s.host_speed, host, 1e-12);
+}
+
+// On the measured nodes, or on more (the rest taken to be like them): the slowest GPU, rank 3 at
+// 0.9, and the slowest host, rank 6 at 0.8, as they are.
+TEST(RankPacing, AJobOnEveryMeasuredNodeHoldsTheSlowestAsMeasured) {
+  const auto curves = measured(kSlowHost6);
+  const CalibratedCurves& c = *curves;
+  for (const std::int32_t world : {8, 16, 64}) {
+    const RankPacing p = rank_pacing(c, world);
+    EXPECT_EQ(p.measured_nodes, 4);
+    EXPECT_EQ(p.job_nodes, world / 2);
+    EXPECT_FALSE(p.sampled);
+    ASSERT_EQ(p.stragglers.size(), 2U) << world;
+    expect_straggler(p.stragglers[0], 3, 0.9, 1.0);
+    expect_straggler(p.stragglers[1], 6, 1.0, 0.8);
+  }
+}
+
+// Two of the four nodes at random: each of the 6 pairs' slowest, averaged. The node of 0.9 is in
+// 3 pairs (w = 1/2), the 0.96 node is the slowest of 2 more (w = 1/3), a 1 of the last (w = 1/6):
+// 0.45 + 0.32 + 1/6 = 0.93667 for GPUs, 0.4 + 1/3 + 1/6 = 0.9 for hosts. One node at random: the
+// mean of the nodes' slowest, 0.965 and 0.95. The stragglers sit on the job's first node, at
+// the local rank of the slowest measured one (rank 3: local 1; rank 6: local 0).
+TEST(RankPacing, AJobOnFewerNodesExpectsTheMeanSlowestOverPlacements) {
+  const auto curves = measured(kSlowHost6);
+  const CalibratedCurves& c = *curves;
+  const RankPacing two = rank_pacing(c, 4);
+  EXPECT_TRUE(two.sampled);
+  EXPECT_EQ(two.job_nodes, 2);
+  ASSERT_EQ(two.stragglers.size(), 2U);
+  expect_straggler(two.stragglers[0], 0, 1.0, 0.9);
+  expect_straggler(two.stragglers[1], 1, 0.45 + 0.32 + 1.0 / 6.0, 1.0);
+  const RankPacing one = rank_pacing(c, 2);
+  ASSERT_EQ(one.stragglers.size(), 2U);
+  expect_straggler(one.stragglers[0], 0, 1.0, 0.95);
+  expect_straggler(one.stragglers[1], 1, 0.965, 1.0);
+  // A job of one rank: both on it.
+  const RankPacing rank = rank_pacing(c, 1);
+  ASSERT_EQ(rank.stragglers.size(), 1U);
+  expect_straggler(rank.stragglers[0], 0, 0.965, 0.95);
+}
+
+// Slowest GPU and host on one rank: one straggler, slow both ways. No launch times: GPUs alone.
+// Nothing slower than rank 0: no straggler; no rank speeds: nothing at all.
+TEST(RankPacing, OneRankSlowBothWaysIsOneStraggler) {
+  const RankPacing both = rank_pacing(*measured({1.0, 1.0, 1.0, 0.8, 1.0, 1.0, 1.0, 1.0}), 8);
+  ASSERT_EQ(both.stragglers.size(), 1U);
+  expect_straggler(both.stragglers[0], 3, 0.9, 0.8);
+  const RankPacing gpus = rank_pacing(*measured({}), 8);
+  ASSERT_EQ(gpus.stragglers.size(), 1U);
+  expect_straggler(gpus.stragglers[0], 3, 0.9, 1.0);
+  CalibratedCurves fast("fast");
+  fast.set_rank_speeds({1.0, 1.01, 1.0, 1.02}, {1.0, 1.0, 1.1, 1.0}, 1);
+  EXPECT_TRUE(rank_pacing(fast, 4).stragglers.empty());
+  EXPECT_TRUE(rank_pacing(CalibratedCurves("none"), 8).stragglers.empty());
+  EXPECT_EQ(rank_pacing(CalibratedCurves("none"), 8).measured_nodes, 0);
+}
+
+}  // namespace
+}  // namespace fsdpsim::hardware
