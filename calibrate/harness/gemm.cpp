@@ -398,16 +398,45 @@ HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
     t.repeats = plan.repeats;
     timings.push_back(t);
   }
-  // Every local GPU's hold and repeats are queued before any is waited for: they run together.
-  for (std::size_t i = 0; i < gpus.size(); ++i) {
+  // Every local GPU's hold and repeats are queued before any is waited for, one launch per GPU
+  // in turn: a launch into a full queue (CUDA's holds about a thousand) blocks this thread until
+  // that GPU frees a slot, so GPU by GPU would start the second only once the first had all but
+  // finished its hold.
+  struct Cursor {
+    int hold_left = 0;
+    int repeat = 0;
+    int in_repeat = -1;  // launches so far in this repeat; -1: its start event not yet recorded
+  };
+  std::vector<Cursor> cursors;
+  for (const Timing& t : timings)
+    cursors.push_back(Cursor{static_cast<int>(std::ceil(plan.hold_ms / t.one_ms))});
+  // Queues GPU i's next launch or event; false when it has queued everything.
+  const auto queue_next = [&](std::size_t i) {
     Gpu& g = gpus[i];
-    FSDPSIM_CUDA(cudaSetDevice(g.device));
-    const int hold = static_cast<int>(std::ceil(plan.hold_ms / timings[i].one_ms));
-    for (int h = 0; h < hold; ++h) matmuls[i]->enqueue(g.stream);
-    for (int r = 0; r < timings[i].repeats; ++r) {
-      FSDPSIM_CUDA(cudaEventRecord(g.start[static_cast<std::size_t>(r)], g.stream));
-      for (int l = 0; l < timings[i].inner; ++l) matmuls[i]->enqueue(g.stream);
-      FSDPSIM_CUDA(cudaEventRecord(g.stop[static_cast<std::size_t>(r)], g.stream));
+    Cursor& c = cursors[i];
+    if (c.hold_left > 0) {
+      matmuls[i]->enqueue(g.stream);
+      --c.hold_left;
+    } else if (c.repeat == timings[i].repeats) {
+      return false;
+    } else if (c.in_repeat < 0) {
+      FSDPSIM_CUDA(cudaEventRecord(g.start[static_cast<std::size_t>(c.repeat)], g.stream));
+      c.in_repeat = 0;
+    } else if (c.in_repeat < timings[i].inner) {
+      matmuls[i]->enqueue(g.stream);
+      ++c.in_repeat;
+    } else {
+      FSDPSIM_CUDA(cudaEventRecord(g.stop[static_cast<std::size_t>(c.repeat)], g.stream));
+      ++c.repeat;
+      c.in_repeat = -1;
+    }
+    return true;
+  };
+  for (bool queued = true; queued;) {
+    queued = false;
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      FSDPSIM_CUDA(cudaSetDevice(gpus[i].device));
+      queued = queue_next(i) || queued;
     }
   }
   job.wait(cat("timing ", what));
