@@ -34,4 +34,17 @@ struct RankPacing {
 // The pacing of a job of `world_size` ranks; nothing when the calibration measured no rank speeds.
 RankPacing rank_pacing(const CalibratedCurves& curves, std::int32_t world_size);
 
+// E[the largest of n independent standard normal draws], n >= 1, by quadrature of
+// x n phi(x) Phi(x)^(n-1): 0, 0.5642, 0.8463, 1.0294 for n = 1..4, 1.4236 for 8, 1.7660 for 16
+// (the expected normal order statistics tabulated by Harter, Biometrika 48, 1961).
+double expected_max_standard_normal(std::int32_t n);
+
+// `hardware.node_speed_spread`, a what-if without a measurement: nodes whose GPUs run at speeds
+// spread normally around the preset's, `spread` the coefficient of variation. A job on `nodes`
+// nodes runs at its slowest node's pace, expected at 1 - spread * expected_max_standard_normal(
+// nodes): the last node's ranks as stragglers of that compute speed (none on one node, whose
+// expected speed is the preset's); at least kSlowestRankSpeed.
+std::vector<Straggler> node_spread_stragglers(double spread, std::int32_t nodes,
+                                              std::int32_t gpus_per_node);
+
 }  // namespace fsdpsim::hardware

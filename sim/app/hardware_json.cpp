@@ -213,7 +213,7 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
   }
   if (const nlohmann::json* stragglers = r.child("stragglers"))
     c.stragglers = parse_stragglers(*stragglers, file, r.path_of("stragglers"), c);
-  r.finish({"nodes", "preset", "calibration"});
+  r.finish({"nodes", "preset", "calibration", "node_speed_spread"});
   if (const std::string problem = hardware::validate(c); !problem.empty())
     throw ConfigError(file, path, problem);
   return c;
@@ -222,7 +222,8 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
 // RFC 7386 merge of overrides into a preset, but objects only one level deep ("gpu", "node").
 void merge_overrides(nlohmann::json& preset, const nlohmann::json& overrides) {
   for (const auto& [key, v] : overrides.items()) {
-    if (key == "preset" || key == "nodes" || key == "calibration") continue;
+    if (key == "preset" || key == "nodes" || key == "calibration" || key == "node_speed_spread")
+      continue;
     if (v.is_object() && preset.contains(key) && preset[key].is_object()) {
       for (const auto& [inner, w] : v.items()) {
         if (w.is_object() && preset[key].contains(inner) && preset[key][inner].is_object()) {
@@ -275,6 +276,23 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
       out.cluster.stragglers =
           hardware::rank_pacing(*out.cluster.gpu.calibration, out.cluster.world_size()).stragglers;
     }
+  }
+  // A what-if: nodes whose GPU speeds spread normally; the job runs at its slowest's expected
+  // pace (hardware/rank_pacing.hpp). Slow ranks come from one description only.
+  if (r.has("node_speed_spread")) {
+    constexpr double kMaxSpread = 0.2;  // a fifth of the mean: past any cluster Sinha et al. saw
+    const double spread = r.non_negative_number_at_most("node_speed_spread", kMaxSpread);
+    if (r.has("stragglers") || !out.cluster.stragglers.empty()) {
+      throw ConfigError(file.string(), r.path_of("node_speed_spread"),
+                        out.cluster.gpu.calibration != nullptr &&
+                                !out.cluster.gpu.calibration->gpu_speeds().empty()
+                            ? "expected no node_speed_spread where the calibration measured the "
+                              "rank speeds (they say how the nodes differ), found one"
+                            : "expected node_speed_spread or stragglers, found both (each says "
+                              "which ranks are slow)");
+    }
+    out.cluster.stragglers =
+        hardware::node_spread_stragglers(spread, out.cluster.nodes, out.cluster.gpus_per_node);
   }
   return out;
 }

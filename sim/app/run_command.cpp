@@ -49,6 +49,9 @@ over param_dtype keeps it on every point).
   hardware.stragglers       slower ranks: [{"ranks": [5] or "nodes": [1], "compute_speed": 0.9,
                             "host_speed": 0.5}] (GPU kernels / CPU at that fraction of the
                             preset; every rank simulated, one per class of alike ranks)  default []
+  hardware.node_speed_spread
+                            what-if: the nodes' GPU speeds spread normally by this
+                            fraction; the job runs at its slowest node's pace       default 0
 training:
   global_batch              sequences per optimizer step, all GPUs                  required
   micro_batch               sequences per GPU per forward/backward                  default 1

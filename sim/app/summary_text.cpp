@@ -211,8 +211,8 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
     line(fmt::format("  (rank {}, of the largest class below)", r.breakdown_rank));
     line("");
     line(
-        "ranks (hardware.stragglers, or the calibration's slowest ranks; ranks that behave alike "
-        "are simulated once)");
+        "ranks (hardware.stragglers, node_speed_spread or the calibration's slowest ranks; ranks "
+        "that behave alike are simulated once)");
     line(fmt::format(
         "  first rank  ranks  compute  host   compute busy  exposed comm      idle  peak {}",
         r.models_reserved ? "reserved" : "allocated"));

@@ -1036,6 +1036,41 @@ TEST(Cli, StragglersAddARankTableAndRankClassesToTheResult) {
       << *names.begin();
 }
 
+// hardware.node_speed_spread 0.025 on 16 nodes: the slowest node is expected 1.765991 standard
+// deviations below the mean (Harter's table), at 1 - 0.025 x 1.765991 = 0.95585 of the preset's
+// speed; the last node's eight ranks carry it, and the compute-bound job runs at about its pace
+// (no slower: only compute slows). With stragglers too, or out of range: exit 2.
+TEST(Cli, ANodeSpeedSpreadRunsTheJobAtItsExpectedSlowestNode) {
+  const fs::path p = scenario_with("node_spread", {{"hardware", {{"node_speed_spread", 0.025}}}});
+  const Outcome json = run_fsdpsim("run " + p.string() + " --json -");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  const nlohmann::json r = nlohmann::json::parse(json.output);
+  ASSERT_EQ(r["rank_classes"].size(), 2U);
+  EXPECT_EQ(r["rank_classes"][1]["first_rank"], 120);
+  EXPECT_EQ(r["rank_classes"][1]["ranks"], 8);
+  EXPECT_NEAR(r["rank_classes"][1]["compute_speed"].get<double>(), 1.0 - 0.025 * 1.765991, 1e-5);
+  const Outcome uniform = run_fsdpsim("run " + kScenario + " --json -");
+  const double ratio = r["step_time_s"].get<double>() /
+                       nlohmann::json::parse(uniform.output)["step_time_s"].get<double>();
+  EXPECT_GT(ratio, 1.03);
+  EXPECT_LE(ratio, 1.0 / (1.0 - 0.025 * 1.765991) + 1e-4);
+
+  const fs::path both =
+      scenario_with("node_spread_and_stragglers",
+                    {{"hardware",
+                      {{"node_speed_spread", 0.025},
+                       {"stragglers", {{{"ranks", {3}}, {"compute_speed", 0.9}}}}}}});
+  const Outcome refused = run_fsdpsim("run " + both.string());
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("/hardware/node_speed_spread: expected node_speed_spread or "
+                                "stragglers, found both"),
+            std::string::npos)
+      << refused.output;
+  const Outcome range = run_fsdpsim("run " + kScenario + " --set hardware.node_speed_spread=0.3");
+  EXPECT_EQ(range.exit_code, 2) << range.output;
+  EXPECT_NE(range.output.find("/hardware/node_speed_spread"), std::string::npos) << range.output;
+}
+
 TEST(Cli, MalformedJsonNamesLineAndColumn) {
   const fs::path p = temp_dir() / "malformed.json";
   std::ofstream(p)

@@ -19,6 +19,7 @@
 #include "hardware/calibrated_curves.hpp"
 #include "hardware/cost_model.hpp"
 #include "sim/app/calibration_json.hpp"
+#include "sim/app/config_error.hpp"
 #include "sim/app/result_json.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
@@ -296,6 +297,19 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
   EXPECT_NE(calibration_usage_line(opted_out_scenario.hardware.cluster)
                 .find("left out by the scenario's hardware.stragglers ([])"),
             std::string::npos);
+
+  // Measured rank speeds say how the nodes differ: a hypothetical spread on top is refused.
+  try {
+    (void)load_scenario(scenario,
+                        {"hardware.calibration=" + slow_gpu_5, "hardware.node_speed_spread=0.02"},
+                        presets);
+    ADD_FAILURE() << "node_speed_spread was taken beside measured rank speeds";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected no node_speed_spread where the calibration "
+                                         "measured the rank speeds"),
+              std::string::npos)
+        << e.what();
+  }
 
   // One node of four ranks measured, none slower than rank 0; the job's other node is taken to
   // be like it.

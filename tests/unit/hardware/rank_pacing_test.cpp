@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
+#include <numbers>
 #include <vector>
 
 namespace fsdpsim::hardware {
@@ -79,6 +81,33 @@ TEST(RankPacing, OneRankSlowBothWaysIsOneStraggler) {
   EXPECT_TRUE(rank_pacing(fast, 4).stragglers.empty());
   EXPECT_TRUE(rank_pacing(CalibratedCurves("none"), 8).stragglers.empty());
   EXPECT_EQ(rank_pacing(CalibratedCurves("none"), 8).measured_nodes, 0);
+}
+
+// The expected largest of n standard normals, against Harter's tables (Biometrika 48, 1961) and
+// the exact 1 / sqrt(pi) for n = 2.
+TEST(RankPacing, ExpectedMaximaOfNormalsAreTheTabulatedOnes) {
+  EXPECT_DOUBLE_EQ(expected_max_standard_normal(1), 0.0);
+  EXPECT_NEAR(expected_max_standard_normal(2), 1.0 / std::sqrt(std::numbers::pi), 1e-6);
+  EXPECT_NEAR(expected_max_standard_normal(3), 0.846284, 1e-5);
+  EXPECT_NEAR(expected_max_standard_normal(4), 1.029375, 1e-5);
+  EXPECT_NEAR(expected_max_standard_normal(8), 1.423600, 1e-5);
+  EXPECT_NEAR(expected_max_standard_normal(16), 1.765991, 1e-5);
+  EXPECT_NEAR(expected_max_standard_normal(100), 2.507594, 1e-5);
+}
+
+// Eight nodes of eight GPUs spread by 2.5 %: the slowest is expected 1.4236 standard deviations
+// below the mean, at 1 - 0.025 x 1.4236 = 0.96441; the last node's eight ranks carry it. One node
+// is the preset's on average: no straggler; nor without a spread.
+TEST(RankPacing, ANodeSpreadSlowsTheLastNodeToTheExpectedSlowest) {
+  const std::vector<Straggler> eight = node_spread_stragglers(0.025, 8, 8);
+  ASSERT_EQ(eight.size(), 8U);
+  for (std::size_t g = 0; g < 8; ++g) {
+    EXPECT_EQ(eight[g].rank, 56 + static_cast<std::int32_t>(g));
+    EXPECT_NEAR(eight[g].compute_speed, 1.0 - 0.025 * 1.423600, 1e-6);  // the table's digits
+    EXPECT_DOUBLE_EQ(eight[g].host_speed, 1.0);
+  }
+  EXPECT_TRUE(node_spread_stragglers(0.025, 1, 8).empty());
+  EXPECT_TRUE(node_spread_stragglers(0.0, 8, 8).empty());
 }
 
 }  // namespace
