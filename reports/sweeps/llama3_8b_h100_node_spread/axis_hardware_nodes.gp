@@ -1,0 +1,22 @@
+# fsdpsim report: throughput and peak reserved memory against hardware.nodes.
+# From sweep.csv; data: points.tsv, best_hardware_nodes.tsv. Edit freely, then re-render with: gnuplot axis_hardware_nodes.gp
+if (!exists("outfile")) outfile = 'axis_hardware_nodes.svg'
+set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "white"
+set output outfile
+set datafile separator "\t"
+set multiplot layout 1,2 title 'hardware.nodes' font ",14"
+set xrange [-0.5:6.5]
+set xtics ('1' 0, '2' 1, '4' 2, '8' 3, '16' 4, '32' 5, '64' 6) rotate by -30 left
+set xlabel 'hardware.nodes'
+set yrange [0:*]
+set grid ytics lc rgb "#dddddd"
+set key below
+set title "throughput"
+set ylabel "tokens/s per GPU"
+plot "points.tsv" using (strcol(2) eq "ok" ? column(8) : 1/0):3 with points pt 7 ps 0.5 lc rgb "#6baed6" title "fits", \
+     "best_hardware_nodes.tsv" using 1:3 with linespoints lw 2 pt 7 ps 0.9 lc rgb "#08519c" title "best that fits"
+set title "peak reserved memory"
+set ylabel "peak reserved memory per GPU (GiB)"
+plot "points.tsv" using (strcol(2) eq "ok" ? column(8) : 1/0):4 with points pt 7 ps 0.5 lc rgb "#6baed6" title "fits", \
+     "best_hardware_nodes.tsv" using 1:4 with linespoints lw 2 pt 7 ps 0.9 lc rgb "#08519c" title "best that fits"
+unset multiplot
