@@ -1,8 +1,10 @@
 #include "calibrate/harness/gemm.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
+#include <thread>
 
 #include "calibrate/harness/kernels.hpp"
 #include "calibrate/harness/progress.hpp"
@@ -379,10 +381,22 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
 
 HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
   std::vector<Gpu>& gpus = job.gpus();
-  const bool bf16 = compute_capability(gpus.front()) >= 80;
-  const GemmType& type = *gemm_type(bf16 ? "bf16" : "fp16");
+  const int cc = compute_capability(gpus.front());
+  const GemmType& type = *gemm_type(cc >= 80 ? "bf16" : "fp16");
   const GemmResult shape{type.name, plan.side, plan.side, plan.side,    1,     0,
                          0,         0,         0,         std::nullopt, "held"};
+  // Every rank checks the same things of the same GPU model, so all stop together.
+  if (cc < type.min_cc) {
+    throw HarnessError(cat("the held GEMM needs compute capability ", type.min_cc / 10, ".",
+                           type.min_cc % 10, "; this GPU has ", cc / 10, ".", cc % 10,
+                           " (leave the rank-speed phase out with --phases)"));
+  }
+  if (2 * (operand_bytes(type, shape) + static_cast<std::int64_t>(kWorkspaceBytes)) >
+      job.free_memory()) {
+    throw HarnessError(cat("the held GEMM ", shape_text(shape), " needs ",
+                           operand_bytes(type, shape) >> 20,
+                           " MiB of operands; this GPU has too little free memory"));
+  }
   const std::string what = cat("held GEMM ", shape_text(shape));
   std::vector<std::unique_ptr<Lt>> handles;
   std::vector<std::unique_ptr<Matmul>> matmuls;
@@ -398,24 +412,50 @@ HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
     t.repeats = plan.repeats;
     timings.push_back(t);
   }
-  // Every local GPU's hold and repeats are queued before any is waited for, one launch per GPU
-  // in turn: a launch into a full queue (CUDA's holds about a thousand) blocks this thread until
-  // that GPU frees a slot, so GPU by GPU would start the second only once the first had all but
-  // finished its hold.
+  // Every local GPU's hold and repeats are queued before any is waited for, in turns, and no GPU
+  // gets more than kMaxQueued launches ahead of what it has finished (tracked by an event every
+  // kLaunchesPerMark launches): a launch into a full queue (CUDA's holds about a thousand) would
+  // block this thread on that GPU, so the others would start late, or run dry and idle between
+  // launches whenever it is the slowest.
+  constexpr int kLaunchesPerMark = 64;
+  constexpr int kMaxQueued = 512;
+  constexpr int kMarks = kMaxQueued / kLaunchesPerMark + 1;
   struct Cursor {
     int hold_left = 0;
     int repeat = 0;
     int in_repeat = -1;  // launches so far in this repeat; -1: its start event not yet recorded
+    std::int64_t queued = 0;    // launches queued
+    std::int64_t finished = 0;  // launches known to have finished
+    std::vector<cudaEvent_t> marks;
+    std::vector<std::int64_t> marked;  // `queued` when each mark was recorded
+    int oldest = 0;                    // ring of recorded marks not yet seen complete
+    int pending = 0;
   };
-  std::vector<Cursor> cursors;
-  for (const Timing& t : timings)
-    cursors.push_back(Cursor{static_cast<int>(std::ceil(plan.hold_ms / t.one_ms))});
+  std::vector<Cursor> cursors(gpus.size());
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    FSDPSIM_CUDA(cudaSetDevice(gpus[i].device));
+    cursors[i].hold_left = static_cast<int>(std::ceil(plan.hold_ms / timings[i].one_ms));
+    cursors[i].marks.resize(kMarks);
+    cursors[i].marked.resize(kMarks);
+    for (cudaEvent_t& e : cursors[i].marks)
+      FSDPSIM_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  const auto launch = [&](std::size_t i) {
+    Cursor& c = cursors[i];
+    matmuls[i]->enqueue(gpus[i].stream);
+    if (++c.queued % kLaunchesPerMark == 0) {
+      const int slot = (c.oldest + c.pending) % kMarks;
+      FSDPSIM_CUDA(cudaEventRecord(c.marks[static_cast<std::size_t>(slot)], gpus[i].stream));
+      c.marked[static_cast<std::size_t>(slot)] = c.queued;
+      ++c.pending;
+    }
+  };
   // Queues GPU i's next launch or event; false when it has queued everything.
   const auto queue_next = [&](std::size_t i) {
     Gpu& g = gpus[i];
     Cursor& c = cursors[i];
     if (c.hold_left > 0) {
-      matmuls[i]->enqueue(g.stream);
+      launch(i);
       --c.hold_left;
     } else if (c.repeat == timings[i].repeats) {
       return false;
@@ -423,7 +463,7 @@ HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
       FSDPSIM_CUDA(cudaEventRecord(g.start[static_cast<std::size_t>(c.repeat)], g.stream));
       c.in_repeat = 0;
     } else if (c.in_repeat < timings[i].inner) {
-      matmuls[i]->enqueue(g.stream);
+      launch(i);
       ++c.in_repeat;
     } else {
       FSDPSIM_CUDA(cudaEventRecord(g.stop[static_cast<std::size_t>(c.repeat)], g.stream));
@@ -432,14 +472,39 @@ HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
     }
     return true;
   };
-  for (bool queued = true; queued;) {
-    queued = false;
+  // How far GPU i has come, from its marks.
+  const auto catch_up = [&](std::size_t i) {
+    Cursor& c = cursors[i];
+    while (c.pending > 0) {
+      const cudaError_t q = cudaEventQuery(c.marks[static_cast<std::size_t>(c.oldest)]);
+      if (q == cudaErrorNotReady) break;
+      FSDPSIM_CUDA(q);
+      c.finished = c.marked[static_cast<std::size_t>(c.oldest)];
+      c.oldest = (c.oldest + 1) % kMarks;
+      --c.pending;
+    }
+  };
+  for (bool busy = true; busy;) {
+    busy = false;
+    bool progressed = false;
     for (std::size_t i = 0; i < gpus.size(); ++i) {
       FSDPSIM_CUDA(cudaSetDevice(gpus[i].device));
-      queued = queue_next(i) || queued;
+      catch_up(i);
+      Cursor& c = cursors[i];
+      bool more = true;
+      while (more && c.queued - c.finished < kMaxQueued && c.pending < kMarks - 1) {
+        more = queue_next(i);
+        progressed = progressed || more;
+      }
+      busy = busy || more;
     }
+    if (busy && !progressed) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   job.wait(cat("timing ", what));
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    FSDPSIM_CUDA(cudaSetDevice(gpus[i].device));
+    for (cudaEvent_t e : cursors[i].marks) FSDPSIM_CUDA(cudaEventDestroy(e));
+  }
   HeldGemm out{type.name, {}};
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     std::vector<double> us;

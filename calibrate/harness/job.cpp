@@ -363,14 +363,18 @@ std::vector<float> Job::gather_over_ranks(const std::vector<float>& per_local_gp
     const std::int32_t count = std::min(kMaxReduced, world_size_ - first);
     const DeviceGuard guard;
     const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
-    std::vector<float> slice(static_cast<std::size_t>(count));
+    // One host vector per GPU, alive until wait(): each copy is ordered on its GPU's stream
+    // before the all-reduce (a pageable cudaMemcpy may return before the data reaches the
+    // device, and the non-blocking stream would not wait for it).
+    std::vector<std::vector<float>> slices(gpus_.size(),
+                                           std::vector<float>(static_cast<std::size_t>(count)));
     for (std::size_t i = 0; i < gpus_.size(); ++i) {
       Gpu& g = gpus_[i];
-      std::fill(slice.begin(), slice.end(), 0.0F);
       if (g.rank >= first && g.rank < first + count)
-        slice[static_cast<std::size_t>(g.rank - first)] = per_local_gpu[i];
+        slices[i][static_cast<std::size_t>(g.rank - first)] = per_local_gpu[i];
       FSDPSIM_CUDA(cudaSetDevice(g.device));
-      FSDPSIM_CUDA(cudaMemcpy(g.scratch, slice.data(), bytes, cudaMemcpyHostToDevice));
+      FSDPSIM_CUDA(
+          cudaMemcpyAsync(g.scratch, slices[i].data(), bytes, cudaMemcpyHostToDevice, g.stream));
     }
     group_start();
     for (Gpu& g : gpus_) {
@@ -380,10 +384,11 @@ std::vector<float> Job::gather_over_ranks(const std::vector<float>& per_local_gp
     group_end();
     Gpu& front = gpus_.front();
     FSDPSIM_CUDA(cudaSetDevice(front.device));
-    FSDPSIM_CUDA(
-        cudaMemcpyAsync(slice.data(), front.scratch, bytes, cudaMemcpyDeviceToHost, front.stream));
+    std::vector<float> gathered(static_cast<std::size_t>(count));
+    FSDPSIM_CUDA(cudaMemcpyAsync(gathered.data(), front.scratch, bytes, cudaMemcpyDeviceToHost,
+                                 front.stream));
     wait("gathering timings from every rank");
-    out.insert(out.end(), slice.begin(), slice.end());
+    out.insert(out.end(), gathered.begin(), gathered.end());
   }
   return out;
 }

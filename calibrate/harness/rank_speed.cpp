@@ -49,7 +49,13 @@ void measure_rank_speeds(Job& job, Results& results, const std::function<void()>
                 cat("rank speeds: kernel launches, then a ", plan.side, "^3 GEMM on every GPU, ",
                     plan.hold_ms / 1000.0, " s held"),
                 false);
+  // Every rank starts each part together (the phase before ends with each rank on its own):
+  // the launches with the GPUs idle, the GEMM with every GPU of the job busy.
+  job.barrier();
+  job.wait("lining the ranks up for the launch timing");
   const std::vector<Spread> launches = time_launches(job);
+  job.barrier();
+  job.wait("lining the ranks up for the held GEMM");
   const HeldGemm gemm = time_held_gemm(job, plan);
   const std::vector<float> gemm_us =
       job.gather_over_ranks(field(gemm.per_local_gpu, &Spread::median));
