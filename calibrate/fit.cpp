@@ -187,16 +187,16 @@ namespace {
 
 // Rank 0's time over each rank's, checked and summarized; `what` names the time in messages.
 SpeedSpread speeds_of(const std::vector<double>& seconds, const std::vector<std::string>& hosts,
-                      const char* what, std::vector<double>& speeds) {
+                      const char* what, const char* key, std::vector<double>& speeds) {
   speeds.clear();
   SpeedSpread out;
   for (std::size_t r = 0; r < seconds.size(); ++r) {
     const double speed = seconds.front() / seconds[r];
     if (speed < hardware::kSlowestRankSpeed || speed > 1.0 / hardware::kSlowestRankSpeed) {
       throw InputError(fmt::format(
-          "rank_speeds/ranks/{}: rank {} took {:.4g} times rank 0's {}; more than {:g} times "
-          "slower or faster is a broken node or a time in the wrong unit",
-          r, r, 1.0 / speed, what, 1.0 / hardware::kSlowestRankSpeed));
+          "/rank_speeds/ranks/{}/{}: rank {} took {:.4g} times rank 0's {}; more than {:g} "
+          "times slower or faster is a broken node or a time in the wrong unit",
+          r, key, r, 1.0 / speed, what, 1.0 / hardware::kSlowestRankSpeed));
     }
     speeds.push_back(speed);
     if (speed < out.slowest || r == 0) {
@@ -225,14 +225,23 @@ RankSpeedFit fit_rank_speeds(const RankSpeedMeasurement& measured, std::vector<d
   }
   RankSpeedFit out;
   out.ranks = measured.ranks.size();
-  out.gpu = speeds_of(gemm_s, hosts, "time on the held GEMM", gpu);
+  out.gpu = speeds_of(gemm_s, hosts, "time on the held GEMM", "gemm_us", gpu);
   const GemmShape& g = measured.shape;
   out.rank0_tflops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
                      static_cast<double>(g.k) * static_cast<double>(g.batch) / gemm_s.front() /
                      1e12;
   host.clear();
   if (launch_s.size() == gemm_s.size()) {
-    out.host = speeds_of(launch_s, hosts, "time per kernel launch", host);
+    // A host is one machine: its ranks share its CPUs, so each rank takes its host's median
+    // (the slowest of many ranks' noisy medians would be slower than any host is).
+    std::map<std::string, std::vector<double>> by_host;
+    for (std::size_t r = 0; r < hosts.size(); ++r) {
+      if (!hosts[r].empty()) by_host[hosts[r]].push_back(launch_s[r]);
+    }
+    for (std::size_t r = 0; r < hosts.size(); ++r) {
+      if (!hosts[r].empty()) launch_s[r] = median(by_host[hosts[r]]);
+    }
+    out.host = speeds_of(launch_s, hosts, "time per kernel launch", "launch_us", host);
     out.rank0_launch = Seconds(launch_s.front());
   }
   return out;

@@ -72,8 +72,8 @@ struct SpeedSpread {
 };
 
 // The "rank-speed" phase, summarized: each GPU's speed is rank 0's time of the held GEMM over its
-// own, each host's rank 0's time per kernel launch over its own (curves->gpu_speeds(),
-// host_speeds()).
+// own, each host's rank 0's host's time per kernel launch over its own, a host's time the median
+// of its ranks' (curves->gpu_speeds(), host_speeds(): every rank of a host alike).
 struct RankSpeedFit {
   std::size_t ranks = 0;
   SpeedSpread gpu;

@@ -14,31 +14,54 @@ struct Slowest {
   double speed = 1.0;     // the job's slowest, or its expectation
 };
 
-// The slowest of `speeds` a job of `job_nodes` nodes gets (rank_pacing.hpp), if below 1.
+// The mean, over every n-subset of `values` (1 <= n <= their count K), of the subset's smallest:
+// with the values sorted, the k-th is the smallest in C(K - k, n - 1) of the C(K, n) subsets,
+// w_k = C(K - k, n - 1) / C(K, n): w_1 = n / K, w_{k+1} = w_k (K - k - n + 1) / (K - k).
+double expected_min_of_subset(std::vector<double> values, std::int32_t n) {
+  std::sort(values.begin(), values.end());
+  const auto count = static_cast<std::int32_t>(values.size());
+  const double K = count;
+  const double subset = n;
+  double weight = subset / K;
+  double expected = 0.0;
+  for (std::int32_t k = 1;; ++k) {
+    expected += weight * values[static_cast<std::size_t>(k - 1)];
+    if (k == count - n + 1) break;  // the later values are never a subset's smallest
+    weight *= (K - k - subset + 1) / (K - k);
+  }
+  return expected;
+}
+
+// The slowest of `speeds` (per_node to a node) a job of `world_size` ranks gets
+// (rank_pacing.hpp), if below 1; `sampled`: an expectation over placements.
 std::optional<Slowest> slowest_for(const std::vector<double>& speeds, std::int32_t per_node,
-                                   std::int32_t job_nodes) {
+                                   std::int32_t world_size, bool& sampled) {
   if (speeds.empty()) return std::nullopt;
-  const auto measured_nodes = static_cast<std::int32_t>(std::ssize(speeds) / per_node);
+  const auto measured = static_cast<std::int32_t>(std::ssize(speeds));
+  const std::int32_t measured_nodes = measured / per_node;
+  const std::int32_t job_nodes = (world_size + per_node - 1) / per_node;
   const auto slowest = std::min_element(speeds.begin(), speeds.end());
   Slowest out{static_cast<std::int32_t>(slowest - speeds.begin()), *slowest};
-  if (job_nodes < measured_nodes) {
+  const auto node = [&](std::int32_t k) {
+    const auto first = speeds.begin() + static_cast<std::ptrdiff_t>(k) * per_node;
+    return std::vector<double>(first, first + per_node);
+  };
+  sampled = world_size < per_node || job_nodes < measured_nodes;
+  if (world_size < per_node) {
+    // Part of one node, which one at random: the mean over the nodes of the expected slowest
+    // of `world_size` of its GPUs.
+    double sum = 0.0;
+    for (std::int32_t k = 0; k < measured_nodes; ++k)
+      sum += expected_min_of_subset(node(k), world_size);
+    out.speed = sum / measured_nodes;
+    out.rank = (out.rank % per_node) % world_size;
+  } else if (job_nodes < measured_nodes) {
     std::vector<double> node_slowest;
     for (std::int32_t k = 0; k < measured_nodes; ++k) {
-      const auto first = speeds.begin() + static_cast<std::ptrdiff_t>(k) * per_node;
-      node_slowest.push_back(*std::min_element(first, first + per_node));
+      const std::vector<double> v = node(k);
+      node_slowest.push_back(*std::min_element(v.begin(), v.end()));
     }
-    std::sort(node_slowest.begin(), node_slowest.end());
-    // w_k = C(K - k, n - 1) / C(K, n): w_1 = n / K, w_{k+1} = w_k (K - k - n + 1) / (K - k).
-    const double K = measured_nodes;
-    const double n = job_nodes;
-    double weight = n / K;
-    double expected = 0.0;
-    for (std::int32_t k = 1;; ++k) {
-      expected += weight * node_slowest[static_cast<std::size_t>(k - 1)];
-      if (k == measured_nodes - job_nodes + 1) break;  // the later nodes are never the slowest
-      weight *= (K - k - n + 1) / (K - k);
-    }
-    out.speed = expected;
+    out.speed = expected_min_of_subset(std::move(node_slowest), job_nodes);
     out.rank %= per_node;
   }
   if (out.speed >= 1.0) return std::nullopt;
@@ -53,12 +76,14 @@ RankPacing rank_pacing(const CalibratedCurves& curves, std::int32_t world_size) 
   if (gpu.empty()) return out;
   const std::int32_t per_node = std::max(curves.speed_ranks_per_node(), 1);
   out.measured_nodes = static_cast<std::int32_t>(std::ssize(gpu) / per_node);
-  out.job_nodes = (std::max(world_size, 1) + per_node - 1) / per_node;
-  out.sampled = out.job_nodes < out.measured_nodes;
-  const auto slow_gpu = slowest_for(gpu, per_node, out.job_nodes);
-  const auto slow_host = slowest_for(curves.host_speeds(), per_node, out.job_nodes);
-  // A straggler must be a rank of the job (a job smaller than one node holds its first ranks).
-  const auto place = [world_size](std::int32_t rank) { return rank % std::max(world_size, 1); };
+  const std::int32_t world = std::max(world_size, 1);
+  out.job_nodes = (world + per_node - 1) / per_node;
+  const auto slow_gpu = slowest_for(gpu, per_node, world, out.sampled);
+  bool host_sampled = false;
+  const auto slow_host = slowest_for(curves.host_speeds(), per_node, world, host_sampled);
+  // A straggler must be a rank of the job (a measured job larger than this one, on as many
+  // nodes, may have its slowest past this one's last rank).
+  const auto place = [world](std::int32_t rank) { return rank % world; };
   if (slow_gpu) out.stragglers.push_back(Straggler{place(slow_gpu->rank), slow_gpu->speed, 1.0});
   if (slow_host && slow_gpu && place(slow_host->rank) == place(slow_gpu->rank)) {
     out.stragglers.front().host_speed = slow_host->speed;

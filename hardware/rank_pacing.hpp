@@ -9,7 +9,8 @@
 // be like the measured ones, so none slower than their slowest). A job on fewer, placed on n of
 // the K measured nodes at random, can expect as its slowest the mean over every n-subset of the
 // subset's slowest: with the nodes' slowest speeds sorted, m_1 <= ... <= m_K, the k-th is the
-// subset's slowest in C(K - k, n - 1) of the C(K, n) subsets.
+// subset's slowest in C(K - k, n - 1) of the C(K, n) subsets. A job on part of one node, w of
+// its GPUs: the mean over the measured nodes of the same expectation over w of the node's GPUs.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +24,9 @@ namespace fsdpsim::hardware {
 struct RankPacing {
   std::int32_t measured_nodes = 0;
   std::int32_t job_nodes = 0;  // the job's ranks in the measurement's nodes, rounded up
-  // Fewer job nodes than measured ones: the speeds are expectations over placements, and the
-  // stragglers sit on the job's first node, at the local rank of the slowest measured one.
+  // Fewer job nodes than measured ones, or part of one node: the GPU speed is an expectation over
+  // placements, its straggler on the job's first node at the local rank of the slowest measured
+  // GPU (the host's likewise).
   bool sampled = false;
   // Rank order; at most two (the slowest GPU, compute_speed < 1, and the slowest host,
   // host_speed < 1), one when they share a rank; none for a side no slower than rank 0.

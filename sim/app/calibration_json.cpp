@@ -809,12 +809,12 @@ std::string rank_speed_use(const hardware::CalibratedCurves& curves,
     if (s.host_speed < 1.0) parts.push_back(fmt::format("host at {:.3f}", s.host_speed));
     slow.push_back(fmt::format("rank {}'s {}", s.rank, fmt::join(parts, " and ")));
   }
-  return fmt::format("{}: {} {} of rank 0's speed, {}", measured, job, fmt::join(slow, "; "),
-                     simulates(cluster, pacing.stragglers)
-                         ? "simulated as stragglers (every collective waits for them)"
-                     : cluster.stragglers.empty()
-                         ? "left out by the scenario's hardware.stragglers ([])"
-                         : "replaced by the scenario's hardware.stragglers");
+  return fmt::format(
+      "{}: {} {} of the measured rank 0's speed, {}", measured, job, fmt::join(slow, "; "),
+      simulates(cluster, pacing.stragglers)
+          ? "simulated as stragglers (every collective waits for them)"
+      : cluster.stragglers.empty() ? "left out by the scenario's hardware.stragglers ([])"
+                                   : "replaced by the scenario's hardware.stragglers");
 }
 
 }  // namespace

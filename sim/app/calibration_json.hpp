@@ -76,7 +76,7 @@ std::string calibration_beyond_hardware(const calibrate::CalibrationProfile& pro
 // What a simulation priced from the calibration and what from the fallback models (the
 // curves' usage counters): one summary line, and the result JSON's "calibration" object.
 // `cluster` carries the calibration (gpu.calibration set); the line also says what the profile's
-// rank speeds did to its job (hardware::measured_stragglers).
+// rank speeds did to its job (hardware::rank_pacing).
 std::string calibration_usage_line(const hardware::ClusterSpec& cluster);
 // (and its JSON: "rank_speeds_measured", and "slowest_ranks" when one of the job's is slower than
 // rank 0, with whether they are simulated as stragglers).

@@ -252,6 +252,11 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
     // to answer for, checked with the merged spec).
     nlohmann::json merged = parse_preset("hardware", file, path + "/preset", [&] {
       nlohmann::json preset = read_json_file(preset_file);
+      if (preset.is_object() && preset.contains("node_speed_spread")) {
+        throw ConfigError(preset_file.string(), "/node_speed_spread",
+                          "unknown key for a hardware preset: node_speed_spread is a what-if of "
+                          "the scenario's hardware section");
+      }
       parse_cluster(preset, preset_file.string(), "", 1);
       return preset;
     });
@@ -282,14 +287,14 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
   if (r.has("node_speed_spread")) {
     constexpr double kMaxSpread = 0.2;  // a fifth of the mean: past any cluster Sinha et al. saw
     const double spread = r.non_negative_number_at_most("node_speed_spread", kMaxSpread);
-    if (r.has("stragglers") || !out.cluster.stragglers.empty()) {
+    const bool measured = out.cluster.gpu.calibration != nullptr &&
+                          !out.cluster.gpu.calibration->gpu_speeds().empty();
+    if (measured || r.has("stragglers") || !out.cluster.stragglers.empty()) {
       throw ConfigError(file.string(), r.path_of("node_speed_spread"),
-                        out.cluster.gpu.calibration != nullptr &&
-                                !out.cluster.gpu.calibration->gpu_speeds().empty()
-                            ? "expected no node_speed_spread where the calibration measured the "
-                              "rank speeds (they say how the nodes differ), found one"
-                            : "expected node_speed_spread or stragglers, found both (each says "
-                              "which ranks are slow)");
+                        measured ? "expected no node_speed_spread where the calibration measured "
+                                   "the rank speeds (they say how the nodes differ), found one"
+                                 : "expected node_speed_spread or stragglers, found both (each "
+                                   "says which ranks are slow)");
     }
     out.cluster.stragglers =
         hardware::node_spread_stragglers(spread, out.cluster.nodes, out.cluster.gpus_per_node);

@@ -1069,6 +1069,19 @@ TEST(Cli, ANodeSpeedSpreadRunsTheJobAtItsExpectedSlowestNode) {
   const Outcome range = run_fsdpsim("run " + kScenario + " --set hardware.node_speed_spread=0.3");
   EXPECT_EQ(range.exit_code, 2) << range.output;
   EXPECT_NE(range.output.find("/hardware/node_speed_spread"), std::string::npos) << range.output;
+  // A what-if of the scenario, not a property of a GPU model: a preset with it is refused.
+  nlohmann::json preset = nlohmann::json::parse(
+      read_file(fs::path(FSDPSIM_CONFIGS_DIR) / "hardware" / "a100-sxm-80gb.json"));
+  preset["node_speed_spread"] = 0.02;
+  const fs::path preset_file = temp_dir() / "a100_with_spread.json";
+  std::ofstream(preset_file) << preset.dump();
+  const Outcome in_preset =
+      run_fsdpsim("run " + kScenario + " --set hardware.preset=" + preset_file.string());
+  EXPECT_EQ(in_preset.exit_code, 2) << in_preset.output;
+  EXPECT_NE(in_preset.output.find(preset_file.string() +
+                                  ": /node_speed_spread: unknown key for a hardware preset"),
+            std::string::npos)
+      << in_preset.output;
 }
 
 TEST(Cli, MalformedJsonNamesLineAndColumn) {

@@ -5,6 +5,7 @@
 // all-gather / reduce-scatter at equal busbw) says they take 1.1-1.5x what the ring model's
 // latency + bytes / (0.78 x 300 GB/s) says. The expectation is recomputed here from the
 // profile file's own numbers, independently of the fitting code.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -235,19 +236,21 @@ TEST(CalibratedAllocator, TimedDeviceCallsPriceRetriesBySize) {
 // collectives hide behind compute), so it takes close to 1 / 0.9 = 1.111 times as long, and
 // never longer: only compute slows. An explicit `hardware.stragglers: []` leaves the GPU out,
 // and a profile whose measured ranks are none slower than rank 0 leaves the step as it was.
-// A host that launches at half rank 0's speed (6 us a launch against 3) slows a CPU-bound step
-// (mpt-125m at 512 tokens: the GPU waits for the host 42 % of the step) by more than a third
-// and less than double.
+// A node whose host launches at half rank 0's speed (6 us a launch against 3) slows a CPU-bound
+// step (mpt-125m at 512 tokens: on one node the GPU waits for the host 42 % of the step) by more
+// than a third and less than double.
 TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
   const fs::path dir =
       fs::temp_directory_path() / ("fsdpsim_calibrated_rank_speeds_" + std::to_string(::getpid()));
   fs::create_directories(dir);
+  // Ranks eight to a node (one node when fewer), node k on host "n<k>".
   const auto profile = [&dir](const std::string& name, const std::vector<double>& gpu,
                               const std::vector<double>& host) {
+    const std::size_t per_node = std::min<std::size_t>(gpu.size(), 8);
     nlohmann::json ranks = nlohmann::json::array();
     for (std::size_t r = 0; r < gpu.size(); ++r) {
       ranks.push_back({{"rank", r},
-                       {"host", "n1"},
+                       {"host", fmt::format("n{}", r / per_node)},
                        {"gemm_us", 2000.0 / gpu[r]},
                        {"launch_us", 3.0 / host[r]}});
     }
@@ -257,7 +260,7 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
         {"kind", "fsdpsim_calibration_profile"},
         {"name", name},
         {"device", {{"sm_count", 132}}},
-        {"topology", {{"nodes", 1}, {"gpus_per_node", gpu.size()}}},
+        {"topology", {{"nodes", gpu.size() / per_node}, {"gpus_per_node", per_node}}},
         {"rank_speeds",
          {{"dtype", "bf16"}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"ranks", ranks}}}};
     return file.string();
@@ -283,7 +286,8 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
   EXPECT_DOUBLE_EQ(paced.result.rank_classes.back().compute_speed, 0.9);
   const std::string line = calibration_usage_line(paced_scenario.hardware.cluster);
   EXPECT_NE(line.find("rank speeds of 8 ranks on 1 node measured (GPUs and hosts): the job's "
-                      "slowest, rank 5's GPU at 0.900 of rank 0's speed, simulated as stragglers"),
+                      "slowest, rank 5's GPU at 0.900 of the measured rank 0's speed, simulated "
+                      "as stragglers"),
             std::string::npos)
       << line;
   const nlohmann::json usage = result_to_json(paced_scenario, paced).at("calibration");
@@ -317,21 +321,32 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
       {"hardware.calibration=" + profile("fast", {1.0, 1.01, 1.0, 1.02}, {1.0, 1.0, 1.1, 1.0})});
   EXPECT_TRUE(fast_scenario.hardware.cluster.stragglers.empty());
   EXPECT_DOUBLE_EQ(fast.result.step_time.value(), alone);
+  // Refused beside measured rank speeds even where none is slower than rank 0.
+  EXPECT_THROW(
+      (void)load_scenario(scenario,
+                          {"hardware.calibration=" + profile("fast_too", {1.0, 1.01}, {1.0, 1.0}),
+                           "hardware.node_speed_spread=0.02"},
+                          presets),
+      ConfigError);
   EXPECT_NE(calibration_usage_line(fast_scenario.hardware.cluster)
                 .find("rank speeds of 4 ranks on 1 node measured (GPUs and hosts): none of the "
                       "job's is slower than rank 0"),
             std::string::npos)
       << calibration_usage_line(fast_scenario.hardware.cluster);
 
-  // A slow host on a CPU-bound step.
-  const std::vector<std::string> small = {"model=mpt-125m", "training.seq_len=512"};
+  // A slow host on a CPU-bound step: two nodes, the second's host launching at half the speed of
+  // the first's (6 us against 3, every rank of it alike); the job runs at its first rank's pace.
+  const std::vector<std::string> small = {"model=mpt-125m", "training.seq_len=512",
+                                          "hardware.nodes=2", "training.global_batch=32"};
   const double cpu_bound = run(small).second.result.step_time.value();
+  std::vector<double> slow_second_host(16, 1.0);
+  std::fill(slow_second_host.begin() + 8, slow_second_host.end(), 0.5);
   std::vector<std::string> slow_host = small;
   slow_host.push_back("hardware.calibration=" +
-                      profile("slow_host_2", even, {1.0, 1.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0}));
+                      profile("slow_host_n1", std::vector<double>(16, 1.0), slow_second_host));
   const auto [host_scenario, host_paced] = run(slow_host);
   ASSERT_EQ(host_scenario.hardware.cluster.stragglers.size(), 1U);
-  EXPECT_EQ(host_scenario.hardware.cluster.stragglers.front().rank, 2);
+  EXPECT_EQ(host_scenario.hardware.cluster.stragglers.front().rank, 8);
   EXPECT_DOUBLE_EQ(host_scenario.hardware.cluster.stragglers.front().host_speed, 0.5);
   const double host_ratio = host_paced.result.step_time.value() / cpu_bound;
   EXPECT_GT(host_ratio, 1.33);

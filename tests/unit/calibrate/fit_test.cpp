@@ -193,9 +193,9 @@ TEST(CalibrationFit, AllocationTimingsBecomeOneLinePerDeviceCall) {
 }
 
 // Four ranks timed the held 8192^3 GEMM in 2000, 1980, 2500 and 2000 us, and a kernel launch in
-// 3, 3, 3 and 4 us: GPU speeds (rank 0's time over each rank's) 1, 1.0101, 0.8 and 1, host
-// speeds 1, 1, 1 and 0.75. Rank 2 has the slowest GPU, rank 3 the slowest host; rank 0 ran the
-// GEMM at 2 x 8192^3 / 2 ms = 549.8 TFLOP/s.
+// 3, 3, 3 and 4 us, each on a host of its own: GPU speeds (rank 0's time over each rank's) 1,
+// 1.0101, 0.8 and 1, host speeds 1, 1, 1 and 0.75. Rank 2 has the slowest GPU, rank 3 the slowest
+// host; rank 0 ran the GEMM at 2 x 8192^3 / 2 ms = 549.8 TFLOP/s.
 TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
   CalibrationProfile p;
   RankSpeedMeasurement g;
@@ -203,7 +203,7 @@ TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
   const double gemm_us[] = {2000.0, 1980.0, 2500.0, 2000.0};
   const double launch_us[] = {3.0, 3.0, 3.0, 4.0};
   for (std::size_t r = 0; r < 4; ++r) {
-    g.ranks.push_back(RankTiming{r < 2 ? "n1" : "n2", Seconds(gemm_us[r] * kUs), std::nullopt,
+    g.ranks.push_back(RankTiming{"h" + std::to_string(r), Seconds(gemm_us[r] * kUs), std::nullopt,
                                  std::nullopt, Seconds(launch_us[r] * kUs)});
   }
   p.rank_speeds = g;
@@ -212,7 +212,7 @@ TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
   const RankSpeedFit& f = *fit.rank_speeds;
   EXPECT_EQ(f.ranks, 4U);
   EXPECT_EQ(f.gpu.slowest_rank, 2);
-  EXPECT_EQ(f.gpu.slowest_host, "n2");
+  EXPECT_EQ(f.gpu.slowest_host, "h2");
   EXPECT_DOUBLE_EQ(f.gpu.slowest, 0.8);
   EXPECT_NEAR(f.gpu.fastest, 2000.0 / 1980.0, 1e-12);
   EXPECT_DOUBLE_EQ(f.gpu.median, 1.0);
@@ -231,6 +231,13 @@ TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
   EXPECT_EQ(fit_profile(p, "two per node").curves->speed_ranks_per_node(), 2);
   p.topology.gpus_per_node = 3;  // 4 ranks are not whole nodes of 3: not known
   EXPECT_EQ(fit_profile(p, "three per node").curves->speed_ranks_per_node(), 0);
+  // Ranks 2 and 3 on one host: it launches in the median of their 3 and 4 us, 3.5, so both run
+  // at 3 / 3.5 = 0.857 of rank 0's host, the first of them named the slowest.
+  p.rank_speeds->ranks[3].host = "h2";
+  const ProfileFit shared = fit_profile(p, "shared host");
+  EXPECT_EQ(shared.rank_speeds->host->slowest_rank, 2);
+  EXPECT_DOUBLE_EQ(shared.curves->host_speeds()[2], 3.0 / 3.5);
+  EXPECT_DOUBLE_EQ(shared.curves->host_speeds()[3], 3.0 / 3.5);
   // Without launch times there are no host speeds.
   for (RankTiming& t : p.rank_speeds->ranks) t.launch.reset();
   const ProfileFit gpus_only = fit_profile(p, "gpus only");
@@ -243,7 +250,8 @@ TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
     ADD_FAILURE() << "a rank 25x slower was fitted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(
-                  "rank_speeds/ranks/3: rank 3 took 25 times rank 0's time on the held GEMM"),
+                  "/rank_speeds/ranks/3/gemm_us: rank 3 took 25 times rank 0's time on the "
+                  "held GEMM"),
               std::string::npos)
         << e.what();
   }

@@ -61,10 +61,27 @@ TEST(RankPacing, AJobOnFewerNodesExpectsTheMeanSlowestOverPlacements) {
   ASSERT_EQ(one.stragglers.size(), 2U);
   expect_straggler(one.stragglers[0], 0, 1.0, 0.95);
   expect_straggler(one.stragglers[1], 1, 0.965, 1.0);
-  // A job of one rank: both on it.
+  // A job of one rank, part of a node: one GPU of the eight at random, the mean of them all,
+  // 7.88 / 8 = 0.985 for GPUs and 7.8 / 8 = 0.975 for hosts, both on its one rank.
   const RankPacing rank = rank_pacing(c, 1);
+  EXPECT_TRUE(rank.sampled);
   ASSERT_EQ(rank.stragglers.size(), 1U);
-  expect_straggler(rank.stragglers[0], 0, 0.965, 0.95);
+  expect_straggler(rank.stragglers[0], 0, 0.985, 0.975);
+}
+
+// One node of eight measured, its last GPU at 0.9: a job on four of its GPUs holds that one in
+// half of the C(8, 4) = 70 subsets, so it expects 0.5 x 0.9 + 0.5 x 1 = 0.95, at local rank 7 % 4.
+TEST(RankPacing, AJobOnPartOfANodeExpectsItsShareOfTheSlowGpu) {
+  CalibratedCurves c("one node");
+  c.set_rank_speeds({1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.9}, {}, 8);
+  const RankPacing half = rank_pacing(c, 4);
+  EXPECT_TRUE(half.sampled);
+  ASSERT_EQ(half.stragglers.size(), 1U);
+  expect_straggler(half.stragglers[0], 3, 0.95, 1.0);
+  const RankPacing whole = rank_pacing(c, 8);
+  EXPECT_FALSE(whole.sampled);
+  ASSERT_EQ(whole.stragglers.size(), 1U);
+  expect_straggler(whole.stragglers[0], 7, 0.9, 1.0);
 }
 
 // Slowest GPU and host on one rank: one straggler, slow both ways. No launch times: GPUs alone.
