@@ -924,6 +924,33 @@ TEST(Validate, ScalingComparesTheSameRunOnMoreGpus) {
       << none_text;
 }
 
+// `--set hardware.node_speed_spread` reaches every row: the one-node row is predicted as before,
+// the multi-node ones slower, and more so on more nodes (2, 4, 8 nodes: their slowest expected
+// 0.56, 1.03, 1.42 standard deviations below the mean), so the pairs lose more per doubling.
+TEST(Validate, ANodeSpeedSpreadSlowsTheMultiNodeRowsOnly) {
+  const auto predicted = [](const std::string& extra) {
+    const auto [code, out] =
+        run_fsdpsim("validate " + kData + "scaling_cases.csv --json -" + extra);
+    EXPECT_EQ(code, 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(out);
+    std::map<std::string, double> p;
+    for (const nlohmann::json& c : j["cases"])
+      p[c["case_id"]] = c["predicted_tokens_per_s_per_gpu"].get<double>();
+    return p;
+  };
+  std::map<std::string, double> uniform = predicted("");
+  std::map<std::string, double> spread = predicted(" --set hardware.node_speed_spread=0.03");
+  const std::string row = "lfc6cfb42-a10080-mpt125m-s2048-g";
+  EXPECT_DOUBLE_EQ(spread[row + "8-mb32-ac0-1"], uniform[row + "8-mb32-ac0-1"]);
+  double previous = 1.0;
+  for (const char* gpus : {"16", "32", "64"}) {
+    const double ratio = spread[row + gpus + "-mb32-ac0-1"] / uniform[row + gpus + "-mb32-ac0-1"];
+    EXPECT_LT(ratio, previous) << gpus;
+    previous = ratio;
+  }
+  EXPECT_GT(previous, 1.0 - 0.03 * 1.4236 - 1e-6);  // no slower than its slowest node
+}
+
 // A row whose simulated step does not fit is still compared (its step time is the over-memory
 // step's), and the markdown says so next to the prediction and in the header.
 TEST(Validate, OutOfMemoryPredictionsAreMarkedInTheMarkdown) {
