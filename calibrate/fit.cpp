@@ -74,6 +74,31 @@ hardware::CollectiveCurveKey key_of(const CollectiveSeries& s) {
   return hardware::CollectiveCurveKey{s.op, s.dtype, s.ranks, s.ranks_per_node};
 }
 
+// Rank 0's time over each rank's, checked and summarized; `what` names the time in messages.
+SpeedSpread speeds_of(const std::vector<double>& seconds, const std::vector<std::string>& hosts,
+                      const char* what, const char* key, std::vector<double>& speeds) {
+  speeds.clear();
+  SpeedSpread out;
+  for (std::size_t r = 0; r < seconds.size(); ++r) {
+    const double speed = seconds.front() / seconds[r];
+    if (speed < hardware::kSlowestRankSpeed || speed > 1.0 / hardware::kSlowestRankSpeed) {
+      throw InputError(fmt::format(
+          "/rank_speeds/ranks/{}/{}: rank {} took {:.4g} times rank 0's {}; more than {:g} "
+          "times slower or faster is a broken node or a time in the wrong unit",
+          r, key, r, 1.0 / speed, what, 1.0 / hardware::kSlowestRankSpeed));
+    }
+    speeds.push_back(speed);
+    if (speed < out.slowest || r == 0) {
+      out.slowest = speed;
+      out.slowest_rank = static_cast<std::int32_t>(r);
+      out.slowest_host = hosts[r];
+    }
+    out.fastest = std::max(out.fastest, speed);
+  }
+  out.median = median(speeds);
+  return out;
+}
+
 }  // namespace
 
 hardware::CollectiveCurve fit_curve(const std::vector<CollectivePoint>& points, CurveFit& fit) {
@@ -182,35 +207,6 @@ hardware::AllocationCosts fit_allocation_costs(const std::vector<AllocationTimin
   };
   return hardware::AllocationCosts{line(malloc_s), line(free_s)};
 }
-
-namespace {
-
-// Rank 0's time over each rank's, checked and summarized; `what` names the time in messages.
-SpeedSpread speeds_of(const std::vector<double>& seconds, const std::vector<std::string>& hosts,
-                      const char* what, const char* key, std::vector<double>& speeds) {
-  speeds.clear();
-  SpeedSpread out;
-  for (std::size_t r = 0; r < seconds.size(); ++r) {
-    const double speed = seconds.front() / seconds[r];
-    if (speed < hardware::kSlowestRankSpeed || speed > 1.0 / hardware::kSlowestRankSpeed) {
-      throw InputError(fmt::format(
-          "/rank_speeds/ranks/{}/{}: rank {} took {:.4g} times rank 0's {}; more than {:g} "
-          "times slower or faster is a broken node or a time in the wrong unit",
-          r, key, r, 1.0 / speed, what, 1.0 / hardware::kSlowestRankSpeed));
-    }
-    speeds.push_back(speed);
-    if (speed < out.slowest || r == 0) {
-      out.slowest = speed;
-      out.slowest_rank = static_cast<std::int32_t>(r);
-      out.slowest_host = hosts[r];
-    }
-    out.fastest = std::max(out.fastest, speed);
-  }
-  out.median = median(speeds);
-  return out;
-}
-
-}  // namespace
 
 RankSpeedFit fit_rank_speeds(const RankSpeedMeasurement& measured, std::vector<double>& gpu,
                              std::vector<double>& host) {

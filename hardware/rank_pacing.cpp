@@ -33,12 +33,11 @@ double expected_min_of_subset(std::vector<double> values, std::int32_t n) {
 }
 
 // The slowest of `speeds` (per_node to a node) a job of `world_size` ranks gets
-// (rank_pacing.hpp), if below 1; `sampled`: an expectation over placements.
+// (rank_pacing.hpp), if below 1.
 std::optional<Slowest> slowest_for(const std::vector<double>& speeds, std::int32_t per_node,
-                                   std::int32_t world_size, bool& sampled) {
+                                   std::int32_t world_size) {
   if (speeds.empty()) return std::nullopt;
-  const auto measured = static_cast<std::int32_t>(std::ssize(speeds));
-  const std::int32_t measured_nodes = measured / per_node;
+  const auto measured_nodes = static_cast<std::int32_t>(std::ssize(speeds) / per_node);
   const std::int32_t job_nodes = (world_size + per_node - 1) / per_node;
   const auto slowest = std::min_element(speeds.begin(), speeds.end());
   Slowest out{static_cast<std::int32_t>(slowest - speeds.begin()), *slowest};
@@ -46,7 +45,6 @@ std::optional<Slowest> slowest_for(const std::vector<double>& speeds, std::int32
     const auto first = speeds.begin() + static_cast<std::ptrdiff_t>(k) * per_node;
     return std::vector<double>(first, first + per_node);
   };
-  sampled = world_size < per_node || job_nodes < measured_nodes;
   if (world_size < per_node) {
     // Part of one node, which one at random: the mean over the nodes of the expected slowest
     // of `world_size` of its GPUs.
@@ -78,9 +76,9 @@ RankPacing rank_pacing(const CalibratedCurves& curves, std::int32_t world_size) 
   out.measured_nodes = static_cast<std::int32_t>(std::ssize(gpu) / per_node);
   const std::int32_t world = std::max(world_size, 1);
   out.job_nodes = (world + per_node - 1) / per_node;
-  const auto slow_gpu = slowest_for(gpu, per_node, world, out.sampled);
-  bool host_sampled = false;
-  const auto slow_host = slowest_for(curves.host_speeds(), per_node, world, host_sampled);
+  out.sampled = world < per_node || out.job_nodes < out.measured_nodes;
+  const auto slow_gpu = slowest_for(gpu, per_node, world);
+  const auto slow_host = slowest_for(curves.host_speeds(), per_node, world);
   // A straggler must be a rank of the job (a measured job larger than this one, on as many
   // nodes, may have its slowest past this one's last rank).
   const auto place = [world](std::int32_t rank) { return rank % world; };
