@@ -99,6 +99,36 @@ SpeedSpread speeds_of(const std::vector<double>& seconds, const std::vector<std:
   return out;
 }
 
+// Each rank's short time of the held GEMM over its held time, checked and summarized (every rank
+// has a short time where rank 0 has one: the profile reader checks that).
+SustainedFraction sustained_fractions(const RankSpeedMeasurement& measured) {
+  std::vector<double> fractions;
+  SustainedFraction out;
+  for (std::size_t r = 0; r < measured.ranks.size(); ++r) {
+    const RankTiming& t = measured.ranks[r];
+    const double fraction = t.gemm_short->value() / t.gemm.value();
+    if (fraction < hardware::kLowestSustainedGemmFraction ||
+        fraction > hardware::kHighestSustainedGemmFraction) {
+      throw InputError(fmt::format(
+          "/rank_speeds/ranks/{}/gemm_short_us: rank {} ran the held GEMM at {:.4g} of its short "
+          "rate; expected {:g} to {:g} (under load a GPU keeps less, up to timer noise: a held "
+          "time much shorter than the short one is swapped with it, one 4 times as long a "
+          "broken GPU or a time in the wrong unit)",
+          r, r, fraction, hardware::kLowestSustainedGemmFraction,
+          hardware::kHighestSustainedGemmFraction));
+    }
+    fractions.push_back(fraction);
+    if (fraction < out.lowest || r == 0) {
+      out.lowest = fraction;
+      out.lowest_rank = static_cast<std::int32_t>(r);
+    }
+    out.highest = r == 0 ? fraction : std::max(out.highest, fraction);
+  }
+  out.rank0 = fractions.front();
+  out.median = median(fractions);
+  return out;
+}
+
 }  // namespace
 
 hardware::CollectiveCurve fit_curve(const std::vector<CollectivePoint>& points, CurveFit& fit) {
@@ -240,6 +270,7 @@ RankSpeedFit fit_rank_speeds(const RankSpeedMeasurement& measured, std::vector<d
     out.host = speeds_of(launch_s, hosts, "time per kernel launch", "launch_us", host);
     out.rank0_launch = Seconds(launch_s.front());
   }
+  if (measured.ranks.front().gemm_short) out.sustained = sustained_fractions(measured);
   return out;
 }
 
@@ -363,6 +394,8 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
     const std::int32_t per_node = profile.topology.gpus_per_node;
     const bool whole_nodes = per_node > 0 && std::ssize(gpu) % per_node == 0;
     out.curves->set_rank_speeds(std::move(gpu), std::move(host), whole_nodes ? per_node : 0);
+    if (out.rank_speeds->sustained)
+      out.curves->set_sustained_gemm_fraction(out.rank_speeds->sustained->rank0);
   }
   return out;
 }

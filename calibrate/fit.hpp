@@ -74,11 +74,22 @@ struct SpeedSpread {
 // The "rank-speed" phase, summarized: each GPU's speed is rank 0's time of the held GEMM over its
 // own, each host's rank 0's host's time per kernel launch over its own, a host's time the median
 // of its ranks' (curves->gpu_speeds(), host_speeds(): every rank of a host alike).
+// What each GPU kept of its short GEMM rate under sustained load: its short time of the held
+// GEMM over its held time.
+struct SustainedFraction {
+  double rank0 = 1.0;  // curves->sustained_gemm_fraction(): the profile's GEMMs are rank 0's
+  double median = 1.0;
+  double lowest = 1.0;
+  std::int32_t lowest_rank = 0;
+  double highest = 1.0;
+};
+
 struct RankSpeedFit {
   std::size_t ranks = 0;
   SpeedSpread gpu;
-  double rank0_tflops = 0.0;        // the held GEMM on rank 0
-  std::optional<SpeedSpread> host;  // when the launches were timed
+  double rank0_tflops = 0.0;                   // the held GEMM on rank 0
+  std::optional<SustainedFraction> sustained;  // when the GEMM was also timed short
+  std::optional<SpeedSpread> host;             // when the launches were timed
   std::optional<Seconds> rank0_launch;
 };
 
@@ -95,7 +106,8 @@ struct ProfileFit {
 
 // Each rank's GPU and host speed next to rank 0's, into `gpu` and `host` (empty when the
 // launches were not timed), summarized; throws InputError naming the rank when one is further
-// from rank 0 than hardware::kSlowestRankSpeed allows.
+// from rank 0 than hardware::kSlowestRankSpeed allows, or kept a share of its short GEMM rate
+// outside [kLowestSustainedGemmFraction, kHighestSustainedGemmFraction].
 RankSpeedFit fit_rank_speeds(const RankSpeedMeasurement& measured, std::vector<double>& gpu,
                              std::vector<double>& host);
 

@@ -97,12 +97,14 @@ struct MemoryMeasurements {
 };
 
 // One rank's times in the harness's "rank-speed" phase: the held GEMM on its GPU (per launch)
-// and an empty-kernel launch on its host (when timed).
+// the same GEMM timed short before the hold (when timed), and an empty-kernel launch on its host
+// (when timed).
 struct RankTiming {
   std::string host;
   Seconds gemm{0.0};
   std::optional<Seconds> gemm_min;
   std::optional<Seconds> gemm_max;
+  std::optional<Seconds> gemm_short;
   std::optional<Seconds> launch;
 };
 

@@ -168,6 +168,11 @@ class CalibratedCurves {
     host_speeds_ = std::move(host);
     speed_ranks_per_node_ = ranks_per_node;
   }
+  // What rank 0's GPU kept of its short GEMM rate under sustained load (its short time of the
+  // held GEMM over its held time; the profile's GEMM timings are rank 0's, short), in
+  // [kLowestSustainedGemmFraction, kHighestSustainedGemmFraction]: the measured
+  // GpuSpec::sustained_compute_fraction.
+  void set_sustained_gemm_fraction(double fraction) { sustained_gemm_fraction_ = fraction; }
 
   [[nodiscard]] const std::string& name() const { return name_; }
   [[nodiscard]] bool complete() const { return complete_; }
@@ -184,6 +189,9 @@ class CalibratedCurves {
   [[nodiscard]] const std::vector<double>& gpu_speeds() const { return gpu_speeds_; }
   [[nodiscard]] const std::vector<double>& host_speeds() const { return host_speeds_; }
   [[nodiscard]] std::int32_t speed_ranks_per_node() const { return speed_ranks_per_node_; }
+  [[nodiscard]] std::optional<double> sustained_gemm_fraction() const {
+    return sustained_gemm_fraction_;
+  }
 
   // The curve for a collective on a group shape, or nullptr. collective_time() gets bytes, not a
   // dtype, and NCCL moves bytes whatever their type, so the curve of the first dtype measured in
@@ -217,6 +225,7 @@ class CalibratedCurves {
   std::vector<double> gpu_speeds_;
   std::vector<double> host_speeds_;
   std::int32_t speed_ranks_per_node_ = 0;
+  std::optional<double> sustained_gemm_fraction_;
   bool complete_ = true;
   mutable CalibrationUsage usage_;
 };
@@ -226,6 +235,14 @@ class CalibratedCurves {
 // straggler but a broken node; the bound also keeps a rank's stretched operations within
 // simulated time, sim_time.hpp).
 inline constexpr double kSlowestRankSpeed = 0.05;
+
+// Bounds of what a GPU may keep of its short GEMM rate under sustained load. An H200 at its
+// 700 W limit keeps 0.83-0.84 (reports/h200-measured.md, "Kernels held at the power limit"); a
+// quarter would be a GPU throttled far past its power limit (thermal slowdown) or a time in the
+// wrong unit. A GPU whose clock does not drop under load keeps 1, and a held time up to a tenth
+// shorter is timer noise; more means the short and held times were swapped.
+inline constexpr double kLowestSustainedGemmFraction = 0.25;
+inline constexpr double kHighestSustainedGemmFraction = 1.1;
 
 // Largest ratio between a queried GEMM dimension and a measured one for the measurement to
 // stand in for the query (a generic grid at powers of two covers every shape within 2x).

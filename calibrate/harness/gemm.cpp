@@ -401,13 +401,16 @@ HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
   std::vector<std::unique_ptr<Lt>> handles;
   std::vector<std::unique_ptr<Matmul>> matmuls;
   std::vector<Timing> timings;
+  HeldGemm out{type.name, {}, {}};
   const DeviceGuard guard;
   for (Gpu& g : gpus) {
     FSDPSIM_CUDA(cudaSetDevice(g.device));
     handles.push_back(std::make_unique<Lt>(g));
     matmuls.push_back(std::make_unique<Matmul>(handles.back()->handle, handles.back()->workspace,
                                                type, shape, g.stream));
-    Timing t = plan_timing(job, g, *matmuls.back(), plan.repeats, what);
+    Timing t = plan_timing(job, g, *matmuls.back(), plan.short_repeats, what);
+    out.short_per_local_gpu.push_back(
+        spread_of(run_timed(job, g, *matmuls.back(), t, plan.short_warmup, cat("short ", what))));
     t.inner = static_cast<int>(std::ceil(plan.repeat_ms / t.one_ms));
     t.repeats = plan.repeats;
     timings.push_back(t);
@@ -505,7 +508,6 @@ HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
     FSDPSIM_CUDA(cudaSetDevice(gpus[i].device));
     for (cudaEvent_t e : cursors[i].marks) FSDPSIM_CUDA(cudaEventDestroy(e));
   }
-  HeldGemm out{type.name, {}};
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     std::vector<double> us;
     for (int r = 0; r < timings[i].repeats; ++r) {

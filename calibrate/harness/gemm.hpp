@@ -35,16 +35,23 @@ void measure_gemms_under_nccl(Job& job, const Options& options, const Plan& plan
 
 // One square GEMM (side^3, bf16; fp16 before compute capability 8.0) on every local GPU at once:
 // each GPU runs it back to back for `hold_ms`, then `repeats` timed repeats of at least
-// `repeat_ms` each. Per-launch microseconds per local GPU (gpus() order).
+// `repeat_ms` each. Before the hold, each local GPU in turn times it short, as the "gemm" phase
+// times its shapes (`short_warmup` launches, then up to `short_repeats` repeats of at least
+// 0.2 ms): held over short is the share of a GEMM benchmark's rate the GPU keeps under sustained
+// load.
+// Per-launch microseconds per local GPU (gpus() order).
 struct HeldGemmPlan {
   std::int64_t side = 8192;
   double hold_ms = 3000.0;
   int repeats = 20;  // at most kMaxRepeats
   double repeat_ms = 25.0;
+  int short_warmup = 5;    // the "gemm" phase's --warmup
+  int short_repeats = 20;  // the "gemm" phase's --repeats, at most kMaxRepeats
 };
 struct HeldGemm {
   std::string dtype;
   std::vector<Spread> per_local_gpu;
+  std::vector<Spread> short_per_local_gpu;
 };
 HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan);
 

@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     if (has_phase(options, "gemm")) measure_gemms(*job, options, plan, results, save);
     if (has_phase(options, "gemm-under-nccl"))
       measure_gemms_under_nccl(*job, options, plan, results, save);
-    if (has_phase(options, "rank-speed")) measure_rank_speeds(*job, results, save);
+    if (has_phase(options, "rank-speed")) measure_rank_speeds(*job, options, results, save);
     if (has_phase(options, "memory")) measure_memory(*job, results);
     results.complete = true;
     save();

@@ -79,7 +79,9 @@ What it measures (each phase can be chosen with --phases):
   rank-speed       every rank times kernel launches on its host, then every GPU of the job,
                    all at once, one bf16 8192^3 GEMM (fp16 before compute capability 8.0) after
                    3 s of it: how much slower than rank 0 each host and each GPU runs under
-                   load (a job runs at its slowest rank's pace).
+                   load (a job runs at its slowest rank's pace). Each GPU first times the same
+                   GEMM short, as the gemm phase does (--warmup, --repeats): held over short is
+                   the share of a GEMM benchmark's rate it keeps under load.
   memory           device copy bandwidth, pinned host-to-device / device-to-host bandwidth,
                    kernel launch cost, cudaMalloc and cudaFree time by size (2 MiB-8 GiB).
 

@@ -43,8 +43,11 @@ std::vector<float> field(const std::vector<Spread>& spreads, double Spread::*mem
 
 }  // namespace
 
-void measure_rank_speeds(Job& job, Results& results, const std::function<void()>& save) {
-  const HeldGemmPlan plan;
+void measure_rank_speeds(Job& job, const Options& options, Results& results,
+                         const std::function<void()>& save) {
+  HeldGemmPlan plan;
+  plan.short_warmup = options.warmup;
+  plan.short_repeats = options.repeats;
   progress_line(job.root(),
                 cat("rank speeds: kernel launches, then a ", plan.side, "^3 GEMM on every GPU, ",
                     plan.hold_ms / 1000.0, " s held"),
@@ -63,6 +66,8 @@ void measure_rank_speeds(Job& job, Results& results, const std::function<void()>
       job.gather_over_ranks(field(gemm.per_local_gpu, &Spread::min));
   const std::vector<float> gemm_max =
       job.gather_over_ranks(field(gemm.per_local_gpu, &Spread::max));
+  const std::vector<float> gemm_short =
+      job.gather_over_ranks(field(gemm.short_per_local_gpu, &Spread::median));
   const std::vector<float> launch_us = job.gather_over_ranks(field(launches, &Spread::median));
   RankSpeedsResult out;
   out.dtype = gemm.dtype;
@@ -72,8 +77,8 @@ void measure_rank_speeds(Job& job, Results& results, const std::function<void()>
   out.launches = kLaunchRepeats * kLaunchesPerRepeat;
   for (std::int32_t rank = 0; rank < job.world_size(); ++rank) {
     const auto at = static_cast<std::size_t>(rank);
-    out.ranks.push_back(RankSpeedResult{rank, job.hosts()[at], gemm_us[at], gemm_min[at],
-                                        gemm_max[at], launch_us[at]});
+    out.ranks.push_back(RankSpeedResult{rank, job.hosts()[at], gemm_us[at], gemm_short[at],
+                                        gemm_min[at], gemm_max[at], launch_us[at]});
   }
   const auto slowest = [&out](double RankSpeedResult::*member) {
     return *std::max_element(out.ranks.begin(), out.ranks.end(),
@@ -87,7 +92,9 @@ void measure_rank_speeds(Job& job, Results& results, const std::function<void()>
       job.root(),
       cat("rank speeds: slowest GEMM rank ", gpu.rank, " (", gpu.host, ", ",
           gpu.gemm_us / out.ranks.front().gemm_us, "x rank 0's time), slowest launches rank ",
-          host.rank, " (", host.host, ", ", host.launch_us / out.ranks.front().launch_us, "x)"),
+          host.rank, " (", host.host, ", ", host.launch_us / out.ranks.front().launch_us,
+          "x); rank 0 kept ", out.ranks.front().gemm_short_us / out.ranks.front().gemm_us,
+          " of its short GEMM rate under load"),
       true);
   results.rank_speeds = std::move(out);
   save();

@@ -6,14 +6,17 @@
 // runs at its slowest rank's pace, since every collective waits for it.
 //
 // Each rank times kernel launches on its host (idle GPUs, a queue that never fills), then every
-// GPU of the job runs one held GEMM at once (gemm.hpp, time_held_gemm: as training keeps every
-// GPU of a node busy, under the node's power and cooling); every rank's times reach rank 0
-// (Results::rank_speeds).
+// GPU times one GEMM short, as the "gemm" phase times its shapes, and then runs it held, all at
+// once (gemm.hpp, time_held_gemm: as training keeps every GPU of a node busy, under the node's
+// power and cooling); every rank's times reach rank 0 (Results::rank_speeds). Held over short is
+// what a GPU keeps of a GEMM benchmark's rate under sustained load (an H200 at its 700 W limit:
+// 0.83-0.84, reports/h200-measured.md, "Kernels held at the power limit").
 #pragma once
 
 #include <functional>
 
 #include "calibrate/harness/job.hpp"
+#include "calibrate/harness/options.hpp"
 #include "calibrate/harness/results.hpp"
 
 namespace fsdpsim::harness {
@@ -22,6 +25,7 @@ inline constexpr int kLaunchRepeats = 20;
 inline constexpr int kLaunchesPerRepeat = 500;  // under CUDA's 1,024-entry launch queue
 
 // Every rank must call it.
-void measure_rank_speeds(Job& job, Results& results, const std::function<void()>& save);
+void measure_rank_speeds(Job& job, const Options& options, Results& results,
+                         const std::function<void()>& save);
 
 }  // namespace fsdpsim::harness

@@ -125,6 +125,7 @@ std::string to_json(const Results& r) {
       w.field("gemm_us", t.gemm_us);
       w.field("gemm_min_us", t.gemm_min_us);
       w.field("gemm_max_us", t.gemm_max_us);
+      w.field("gemm_short_us", t.gemm_short_us);
       w.field("launch_us", t.launch_us);
       w.end_object();
     }

@@ -48,12 +48,13 @@ struct GemmResult {
   std::string source;  // "plan" or "grid"
 };
 
-// One rank's times in the "rank-speed" phase: the held GEMM (per launch, on its GPU) and an
-// empty-kernel launch (its host).
+// One rank's times in the "rank-speed" phase: the held GEMM (per launch, on its GPU), the same
+// GEMM timed short before the hold, and an empty-kernel launch (its host).
 struct RankSpeedResult {
   std::int32_t rank = 0;
   std::string host;
   double gemm_us = 0.0;
+  double gemm_short_us = 0.0;
   double gemm_min_us = 0.0;
   double gemm_max_us = 0.0;
   double launch_us = 0.0;

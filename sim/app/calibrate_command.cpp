@@ -316,9 +316,19 @@ int fit_command(const CalibrateOptions& o) {
       out += fmt::format("  hosts  kernel launches (rank 0 {:.2f} us each): {}\n",
                          g.rank0_launch->value() * 1e6, spread(*g.host));
     }
-    out +=
+    if (g.sustained) {
+      const calibrate::SustainedFraction& f = *g.sustained;
+      out += fmt::format(
+          "  held / short: the share of its short GEMM rate each GPU kept under load: rank 0 "
+          "{:.3f}, median {:.3f}, lowest {:.3f} (rank {}), highest {:.3f}\n",
+          f.rank0, f.median, f.lowest, f.lowest_rank, f.highest);
+    }
+    out += fmt::format(
         "  A scenario with this calibration simulates its slowest GPU and slowest host as "
-        "stragglers (its own hardware.stragglers replace them; [] for none)\n";
+        "stragglers (its own hardware.stragglers replace them; [] for none){}\n",
+        g.sustained ? ", and runs every GEMM at rank 0's held / short share "
+                      "(hardware.gpu.sustained_compute_fraction, unless the scenario sets it)"
+                    : "");
   }
   const calibrate::MemoryMeasurements& m = profile.memory;
   if (m.device_copy || m.h2d_pinned || m.d2h_pinned || m.kernel_launch) {

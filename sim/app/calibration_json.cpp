@@ -240,14 +240,21 @@ calibrate::RankSpeedMeasurement rank_speeds_from_json(const nlohmann::json& valu
     t.gemm_min = optional_us(e, "gemm_min_us");
     t.gemm_max = optional_us(e, "gemm_max_us");
     check_spread(e, t.gemm, t.gemm_min, t.gemm_max, {"gemm_us", "gemm_min_us", "gemm_max_us"});
+    t.gemm_short = optional_us(e, "gemm_short_us");
     t.launch = optional_us(e, "launch_us");
-    if (!g.ranks.empty() && t.launch.has_value() != g.ranks.front().launch.has_value()) {
-      throw ConfigError(file, e.path_of("launch_us"),
-                        fmt::format("expected launch_us on every rank or on none, as on rank 0, "
-                                    "found it {}",
-                                    t.launch ? "here" : "missing"));
+    // Each optional time on every rank or on none, as on rank 0.
+    const auto as_rank0 = [&](const char* key, bool here, bool on_rank0) {
+      if (here == on_rank0) return;
+      throw ConfigError(
+          file, e.path_of(key),
+          fmt::format("expected {} on every rank or on none, as on rank 0, found it {}", key,
+                      here ? "here" : "missing"));
+    };
+    if (!g.ranks.empty()) {
+      as_rank0("gemm_short_us", t.gemm_short.has_value(), g.ranks.front().gemm_short.has_value());
+      as_rank0("launch_us", t.launch.has_value(), g.ranks.front().launch.has_value());
     }
-    e.finish({"host", "gemm_min_us", "gemm_max_us", "launch_us"});
+    e.finish({"host", "gemm_min_us", "gemm_max_us", "gemm_short_us", "launch_us"});
     g.ranks.push_back(std::move(t));
   }
   r.finish({"layout", "held_ms", "repeats", "launches"});
@@ -470,6 +477,7 @@ nlohmann::ordered_json profile_to_json(const CalibrationProfile& p) {
       e["gemm_us"] = round6(t.gemm.value() * 1e6);
       if (t.gemm_min) e["gemm_min_us"] = round6(t.gemm_min->value() * 1e6);
       if (t.gemm_max) e["gemm_max_us"] = round6(t.gemm_max->value() * 1e6);
+      if (t.gemm_short) e["gemm_short_us"] = round6(t.gemm_short->value() * 1e6);
       if (t.launch) e["launch_us"] = round6(t.launch->value() * 1e6);
       ranks.push_back(e);
     }
@@ -571,6 +579,13 @@ nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
           {"slowest_host", v.slowest_host}, {"speeds", all}};
     };
     nlohmann::ordered_json speeds{{"ranks", g.ranks}, {"rank0_tflops", round6(g.rank0_tflops)}};
+    if (g.sustained) {
+      speeds["sustained_gemm_fraction"] = {{"rank0", round6(g.sustained->rank0)},
+                                           {"median", round6(g.sustained->median)},
+                                           {"lowest", round6(g.sustained->lowest)},
+                                           {"lowest_rank", g.sustained->lowest_rank},
+                                           {"highest", round6(g.sustained->highest)}};
+    }
     speeds["gpu"] = spread(g.gpu, fit.curves->gpu_speeds());
     if (g.host) {
       speeds["rank0_launch_us"] = round6(g.rank0_launch->value() * 1e6);
@@ -647,8 +662,14 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
   if (profile.rank_speeds) {
     const calibrate::RankSpeedMeasurement& g = *profile.rank_speeds;
     for (std::size_t r = 0; r < g.ranks.size(); ++r) {
-      if (std::string problem = gemm_problem(g.dtype, g.shape, g.ranks[r].gemm,
-                                             fmt::format("/rank_speeds/ranks/{}", r));
+      const calibrate::RankTiming& t = g.ranks[r];
+      const std::string path = fmt::format("/rank_speeds/ranks/{}", r);
+      if (std::string problem = gemm_problem(g.dtype, g.shape, t.gemm, path + "/gemm_us");
+          !problem.empty())
+        return problem;
+      if (!t.gemm_short) continue;
+      if (std::string problem =
+              gemm_problem(g.dtype, g.shape, *t.gemm_short, path + "/gemm_short_us");
           !problem.empty())
         return problem;
     }
@@ -817,17 +838,41 @@ std::string rank_speed_use(const hardware::CalibratedCurves& curves,
                                    : "replaced by the scenario's hardware.stragglers");
 }
 
+// Whether `cluster`'s GPU runs its GEMMs at the fraction its calibration measured
+// (hardware_json.cpp puts it there unless the scenario sets its own).
+bool simulates_sustained_fraction(const hardware::ClusterSpec& cluster, double measured) {
+  return cluster.gpu.sustained_compute_fraction == std::min(1.0, measured);
+}
+
+// What the measured sustained GEMM rate did to `cluster`'s GEMMs, or "" when the profile has none.
+std::string sustained_fraction_use(const hardware::CalibratedCurves& curves,
+                                   const hardware::ClusterSpec& cluster) {
+  const std::optional<double> measured = curves.sustained_gemm_fraction();
+  if (!measured) return "";
+  const std::string kept =
+      fmt::format("rank 0 kept {:.3f} of its short GEMM rate under load{}", *measured,
+                  *measured > 1.0 ? " (above 1: timer noise, taken as 1)" : "");
+  if (simulates_sustained_fraction(cluster, *measured)) {
+    return fmt::format(
+        "{}: every GEMM runs at that share (hardware.gpu.sustained_compute_fraction)", kept);
+  }
+  return fmt::format(
+      "{}: replaced by the scenario's hardware.gpu.sustained_compute_fraction {:.3f}", kept,
+      cluster.gpu.sustained_compute_fraction);
+}
+
 }  // namespace
 
 std::string calibration_usage_line(const hardware::ClusterSpec& cluster) {
   const hardware::CalibratedCurves& curves = *cluster.gpu.calibration;
   const hardware::CalibrationCounts n = curves.usage().counts();
   const std::string speeds = rank_speed_use(curves, cluster);
+  const std::string sustained = sustained_fraction_use(curves, cluster);
   return fmt::format(
       "costs      {} collectives and {} GEMMs from calibration {}, the rest from the fallback "
       "model "
       "({} collectives, {} GEMMs priced over the warm-up and the measured step); "
-      "cudaMalloc/cudaFree from {}{}{}{}",
+      "cudaMalloc/cudaFree from {}{}{}{}{}",
       n.collectives_calibrated, n.gemms_calibrated, curves.name(),
       n.collectives_calibrated + n.collectives_fallback, n.gemms_calibrated + n.gemms_fallback,
       curves.allocation_costs() ? "the calibration" : "the hardware preset",
@@ -836,6 +881,7 @@ std::string calibration_usage_line(const hardware::ClusterSpec& cluster) {
             "(ranks, ranks per node; the profile's curves do not extend to other scales): the "
             "model priced them all"
           : "",
+      sustained.empty() ? "" : fmt::format("\n           {}", sustained),
       speeds.empty() ? "" : fmt::format("\n           {}", speeds),
       curves.complete() ? ""
                         : "\n           the profile is incomplete (\"complete\": false): its "
@@ -853,6 +899,11 @@ nlohmann::json calibration_usage_json(const hardware::ClusterSpec& cluster) {
                      {"allocation_costs_calibrated", curves.allocation_costs().has_value()},
                      {"rank_speeds_measured", curves.gpu_speeds().size()},
                      {"profile_complete", curves.complete()}};
+  if (const std::optional<double> measured = curves.sustained_gemm_fraction()) {
+    out["sustained_gemm_fraction"] = {
+        {"measured", round6(*measured)},
+        {"simulated", simulates_sustained_fraction(cluster, *measured)}};
+  }
   const hardware::RankPacing pacing = hardware::rank_pacing(curves, cluster.world_size());
   if (!pacing.stragglers.empty()) {
     nlohmann::json slow = nlohmann::json::array();

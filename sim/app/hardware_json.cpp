@@ -275,11 +275,21 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
   if (r.has("calibration")) {
     out.cluster.gpu.calibration = load_calibration(r.string("calibration"), file,
                                                    path + "/calibration", presets, &out.cluster);
+    const hardware::CalibratedCurves& curves = *out.cluster.gpu.calibration;
     // The measured rank speeds make the job's slowest GPU and host stragglers, unless the scenario
     // lists its own (an empty list: none).
     if (!r.has("stragglers") && out.cluster.stragglers.empty()) {
-      out.cluster.stragglers =
-          hardware::rank_pacing(*out.cluster.gpu.calibration, out.cluster.world_size()).stragglers;
+      out.cluster.stragglers = hardware::rank_pacing(curves, out.cluster.world_size()).stragglers;
+    }
+    // What rank 0 kept of its short GEMM rate under load replaces the preset's
+    // sustained_compute_fraction (the share the published runs fit), unless the scenario sets
+    // its own: the profile's GEMMs are rank 0's short timings, and kernel_time() divides them by
+    // it. Above 1 it is timer noise, a GPU that keeps its clock.
+    const nlohmann::json* gpu = r.child("gpu");
+    if (const auto measured = curves.sustained_gemm_fraction();
+        measured &&
+        (gpu == nullptr || !gpu->is_object() || !gpu->contains("sustained_compute_fraction"))) {
+      out.cluster.gpu.sustained_compute_fraction = std::min(1.0, *measured);
     }
   }
   // A what-if: nodes whose GPU speeds spread normally; the job runs at its slowest's expected

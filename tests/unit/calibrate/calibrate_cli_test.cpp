@@ -130,16 +130,21 @@ TEST(CalibrateCli, BadProfileExitsTwoNamingFileAndPath) {
 // them, in the fit JSON too; a rank 25 times slower than rank 0 is exit 2, naming the file and the
 // rank.
 TEST(CalibrateCli, FitReportsTheRankSpeeds) {
-  const auto write = [](const std::string& name, double rank3_gemm_us) {
+  // `extra` goes into every rank's entry (the short GEMM time).
+  const auto write = [](const std::string& name, double rank3_gemm_us,
+                        const std::string& extra = "") {
     const fs::path file = temp_dir() / name;
     std::ofstream(file) << R"({"schema_version": 1, "kind": "fsdpsim_calibration_profile",
       "device": {"sm_count": 132}, "rank_speeds": {"dtype": "bf16", "m": 8192, "n": 8192,
       "k": 8192, "held_ms": 3000, "ranks": [
-      {"rank": 0, "host": "n1", "gemm_us": 2000, "launch_us": 3},
-      {"rank": 1, "host": "n1", "gemm_us": 1980, "launch_us": 3},
-      {"rank": 2, "host": "n2", "gemm_us": 2500, "launch_us": 3},
+      {"rank": 0, "host": "n1", "gemm_us": 2000, "launch_us": 3)"
+                        << extra << R"(},
+      {"rank": 1, "host": "n1", "gemm_us": 1980, "launch_us": 3)"
+                        << extra << R"(},
+      {"rank": 2, "host": "n2", "gemm_us": 2500, "launch_us": 3)"
+                        << extra << R"(},
       {"rank": 3, "host": "n2", "gemm_us": )"
-                        << rank3_gemm_us << R"(, "launch_us": 4}]}})";
+                        << rank3_gemm_us << R"(, "launch_us": 4)" << extra << R"(}]}})";
     return file;
   };
   const fs::path speeds = write("rank_speeds.json", 2000.0);
@@ -159,6 +164,33 @@ TEST(CalibrateCli, FitReportsTheRankSpeeds) {
   EXPECT_EQ(fit.at("rank_speeds").at("gpu").at("slowest_rank"), 2);
   EXPECT_NEAR(fit.at("rank_speeds").at("host").at("slowest").get<double>(), 3.0 / 3.5, 1e-6);
   EXPECT_EQ(fit.at("rank_speeds").at("gpu").at("speeds").size(), 4U);
+  EXPECT_FALSE(fit.at("rank_speeds").contains("sustained_gemm_fraction"));
+
+  // Every rank timed the GEMM short in 1680 us: they kept 1680 over 2000, 1980, 2500 and 2000.
+  const fs::path with_short = write("rank_speeds_short.json", 2000.0, R"(, "gemm_short_us": 1680)");
+  const fs::path short_json = temp_dir() / "rank_speeds_short_fit.json";
+  const Outcome s =
+      run_fsdpsim("calibrate fit " + with_short.string() + " -o " + short_json.string());
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_NE(s.output.find("  held / short: the share of its short GEMM rate each GPU kept under "
+                          "load: rank 0 0.840, median 0.840, lowest 0.672 (rank 2), highest "
+                          "0.848\n"),
+            std::string::npos)
+      << s.output;
+  std::ifstream short_in(short_json);
+  const nlohmann::json short_fit = nlohmann::json::parse(short_in);
+  EXPECT_NEAR(short_fit.at("rank_speeds").at("sustained_gemm_fraction").at("rank0").get<double>(),
+              0.84, 1e-6);
+  EXPECT_EQ(short_fit.at("rank_speeds").at("sustained_gemm_fraction").at("lowest_rank"), 2);
+  // Short times longer than the held ones by half: swapped.
+  const Outcome swapped =
+      run_fsdpsim("calibrate fit " +
+                  write("rank_speeds_swapped.json", 2000.0, R"(, "gemm_short_us": 3000)").string());
+  EXPECT_EQ(swapped.exit_code, 2) << swapped.output;
+  EXPECT_NE(swapped.output.find("/rank_speeds/ranks/0/gemm_short_us: rank 0 ran the held GEMM at "
+                                "1.5 of its short rate"),
+            std::string::npos)
+      << swapped.output;
 
   const fs::path broken = write("rank_speeds_broken.json", 50000.0);
   const Outcome b = run_fsdpsim("calibrate fit " + broken.string());

@@ -25,6 +25,7 @@
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/summary_text.hpp"
+#include "sim/units/op_shapes.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -351,6 +352,89 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
   const double host_ratio = host_paced.result.step_time.value() / cpu_bound;
   EXPECT_GT(host_ratio, 1.33);
   EXPECT_LT(host_ratio, 2.0);
+  fs::remove_all(dir);
+}
+
+// A profile whose eight ranks on one H100 node also timed the held GEMM short, each keeping
+// `kept` of its short rate under load (2000 us held, 2000 x kept short). Rank 0's share replaces
+// the preset's sustained_compute_fraction, 0.84. At 0.6, a GEMM the model prices (the profile
+// has no GEMM timings) takes 0.84 / 0.6 = 1.4 times as long, and Llama-3.1-8B's step takes longer
+// but not 1.4 times as long (attention, norms and communication do not slow); at 0.84 the step
+// is the preset's. A scenario's own hardware.gpu.sustained_compute_fraction wins, and a held
+// GEMM timed faster than its short benchmark, within timer noise, keeps the full rate.
+TEST(CalibratedSustainedFraction, RankZerosHeldOverShortGemmReplacesThePresetsFraction) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_calibrated_sustained_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto profile = [&dir](const std::string& name, double kept) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (int r = 0; r < 8; ++r) {
+      ranks.push_back(
+          {{"rank", r}, {"host", "n0"}, {"gemm_us", 2000.0}, {"gemm_short_us", 2000.0 * kept}});
+    }
+    const fs::path file = dir / (name + ".json");
+    std::ofstream(file) << nlohmann::json{
+        {"schema_version", 1},
+        {"kind", "fsdpsim_calibration_profile"},
+        {"name", name},
+        {"device", {{"sm_count", 132}}},
+        {"topology", {{"nodes", 1}, {"gpus_per_node", 8}}},
+        {"rank_speeds",
+         {{"dtype", "bf16"}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"ranks", ranks}}}};
+    return file.string();
+  };
+  const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
+  const fs::path scenario = fs::path(FSDPSIM_SOURCE_DIR) / "scenarios/llama3_8b_8xh100.json";
+  const auto run = [&](std::vector<std::string> overrides) {
+    const Scenario s = load_scenario(scenario, overrides, presets);
+    return std::pair{s, simulate_scenario(s, false)};
+  };
+  const auto [preset_scenario, preset] = run({});
+  ASSERT_DOUBLE_EQ(preset_scenario.hardware.cluster.gpu.sustained_compute_fraction, 0.84);
+  const Kernel gemm = gemm_kernel(GemmShape{8192, 8192, 8192, 1}, Dtype::kBf16);
+  const double preset_gemm =
+      hardware::kernel_time(preset_scenario.hardware.cluster.gpu, gemm).value();
+
+  const auto [slow_scenario, slow] = run({"hardware.calibration=" + profile("kept_0_6", 0.6)});
+  const hardware::GpuSpec& slow_gpu = slow_scenario.hardware.cluster.gpu;
+  EXPECT_NEAR(slow_gpu.sustained_compute_fraction, 0.6, 1e-12);
+  EXPECT_NEAR(hardware::kernel_time(slow_gpu, gemm).value() / preset_gemm, 0.84 / 0.6, 1e-9);
+  const double ratio = slow.result.step_time.value() / preset.result.step_time.value();
+  EXPECT_GT(ratio, 1.2);
+  EXPECT_LT(ratio, 1.4);
+  const std::string line = calibration_usage_line(slow_scenario.hardware.cluster);
+  EXPECT_NE(line.find("rank 0 kept 0.600 of its short GEMM rate under load: every GEMM runs at "
+                      "that share (hardware.gpu.sustained_compute_fraction)"),
+            std::string::npos)
+      << line;
+  const nlohmann::json usage = result_to_json(slow_scenario, slow).at("calibration");
+  EXPECT_NEAR(usage.at("sustained_gemm_fraction").at("measured").get<double>(), 0.6, 1e-9);
+  EXPECT_EQ(usage.at("sustained_gemm_fraction").at("simulated"), true);
+
+  const auto [same_scenario, same] = run({"hardware.calibration=" + profile("kept_0_84", 0.84)});
+  EXPECT_NEAR(same.result.step_time.value(), preset.result.step_time.value(),
+              1e-9 * preset.result.step_time.value());
+
+  const auto [own_scenario, own] = run({"hardware.calibration=" + profile("kept_0_6_too", 0.6),
+                                        "hardware.gpu.sustained_compute_fraction=0.84"});
+  EXPECT_DOUBLE_EQ(own.result.step_time.value(), preset.result.step_time.value());
+  EXPECT_NE(calibration_usage_line(own_scenario.hardware.cluster)
+                .find("rank 0 kept 0.600 of its short GEMM rate under load: replaced by the "
+                      "scenario's hardware.gpu.sustained_compute_fraction 0.840"),
+            std::string::npos)
+      << calibration_usage_line(own_scenario.hardware.cluster);
+  EXPECT_EQ(result_to_json(own_scenario, own)
+                .at("calibration")
+                .at("sustained_gemm_fraction")
+                .at("simulated"),
+            false);
+
+  const auto [noisy_scenario, noisy] = run({"hardware.calibration=" + profile("kept_1_05", 1.05)});
+  EXPECT_DOUBLE_EQ(noisy_scenario.hardware.cluster.gpu.sustained_compute_fraction, 1.0);
+  EXPECT_NE(calibration_usage_line(noisy_scenario.hardware.cluster)
+                .find("rank 0 kept 1.050 of its short GEMM rate under load (above 1: timer noise, "
+                      "taken as 1)"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 

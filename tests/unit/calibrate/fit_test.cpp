@@ -204,7 +204,7 @@ TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
   const double launch_us[] = {3.0, 3.0, 3.0, 4.0};
   for (std::size_t r = 0; r < 4; ++r) {
     g.ranks.push_back(RankTiming{"h" + std::to_string(r), Seconds(gemm_us[r] * kUs), std::nullopt,
-                                 std::nullopt, Seconds(launch_us[r] * kUs)});
+                                 std::nullopt, std::nullopt, Seconds(launch_us[r] * kUs)});
   }
   p.rank_speeds = g;
   const ProfileFit fit = fit_profile(p, "speeds");
@@ -221,6 +221,8 @@ TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
   EXPECT_EQ(f.host->slowest_rank, 3);
   EXPECT_DOUBLE_EQ(f.host->slowest, 0.75);
   EXPECT_NEAR(f.rank0_launch->value(), 3e-6, 1e-15);
+  EXPECT_FALSE(f.sustained.has_value());  // the GEMM was not timed short
+  EXPECT_FALSE(fit.curves->sustained_gemm_fraction().has_value());
   ASSERT_EQ(fit.curves->gpu_speeds().size(), 4U);
   EXPECT_DOUBLE_EQ(fit.curves->gpu_speeds()[2], 0.8);
   EXPECT_DOUBLE_EQ(fit.curves->host_speeds()[3], 0.75);
@@ -252,6 +254,44 @@ TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
     EXPECT_NE(std::string(e.what()).find(
                   "/rank_speeds/ranks/3/gemm_us: rank 3 took 25 times rank 0's time on the "
                   "held GEMM"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The same four ranks, each also timing the GEMM short before the hold: 1680, 1680, 2000 and
+// 1700 us against 2000, 1980, 2500 and 2000 held, so they kept 0.84, 0.8485, 0.8 and 0.85 of
+// their short rate under load. Rank 0's 0.84 is what the profile's GEMMs (rank 0's, timed short)
+// are divided by; the median is (0.84 + 0.8485) / 2, the lowest rank 2's.
+TEST(CalibrationFit, HeldOverShortGemmIsTheSustainedFraction) {
+  CalibrationProfile p;
+  RankSpeedMeasurement g;
+  g.shape = GemmShape{8192, 8192, 8192, 1};
+  const double held_us[] = {2000.0, 1980.0, 2500.0, 2000.0};
+  const double short_us[] = {1680.0, 1680.0, 2000.0, 1700.0};
+  for (std::size_t r = 0; r < 4; ++r) {
+    g.ranks.push_back(RankTiming{"h" + std::to_string(r), Seconds(held_us[r] * kUs), std::nullopt,
+                                 std::nullopt, Seconds(short_us[r] * kUs), std::nullopt});
+  }
+  p.rank_speeds = g;
+  const ProfileFit fit = fit_profile(p, "sustained");
+  ASSERT_TRUE(fit.rank_speeds->sustained.has_value());
+  const SustainedFraction& f = *fit.rank_speeds->sustained;
+  EXPECT_NEAR(f.rank0, 0.84, 1e-12);
+  EXPECT_NEAR(f.median, (0.84 + 1680.0 / 1980.0) / 2.0, 1e-12);
+  EXPECT_NEAR(f.lowest, 0.8, 1e-12);
+  EXPECT_EQ(f.lowest_rank, 2);
+  EXPECT_NEAR(f.highest, 0.85, 1e-12);
+  ASSERT_TRUE(fit.curves->sustained_gemm_fraction().has_value());
+  EXPECT_NEAR(*fit.curves->sustained_gemm_fraction(), 0.84, 1e-12);
+  // A short time a fifth longer than the held one: the two were swapped.
+  p.rank_speeds->ranks[1].gemm_short = Seconds(1.2 * 1980.0 * kUs);
+  try {
+    (void)fit_profile(p, "swapped");
+    ADD_FAILURE() << "a held GEMM faster than its short timing was fitted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/rank_speeds/ranks/1/gemm_short_us: rank 1 ran the held "
+                                         "GEMM at 1.2 of its short rate; expected 0.25 to 1.1"),
               std::string::npos)
         << e.what();
   }

@@ -64,9 +64,10 @@ calibrate::CalibrationProfile sample_profile() {
   speeds.held = Seconds(3.0);
   speeds.repeats = 20;
   speeds.launches = 10000;
-  speeds.ranks = {
-      {"a", microseconds(2000.0), microseconds(1990.0), microseconds(2010.0), microseconds(3.0)},
-      {"b", microseconds(2100.0), std::nullopt, std::nullopt, microseconds(3.5)}};
+  speeds.ranks = {{"a", microseconds(2000.0), microseconds(1990.0), microseconds(2010.0),
+                   microseconds(1700.0), microseconds(3.0)},
+                  {"b", microseconds(2100.0), std::nullopt, std::nullopt, microseconds(1750.0),
+                   microseconds(3.5)}};
   p.rank_speeds = speeds;
   p.memory.device_copy = gb_per_s(3000.0);
   p.memory.kernel_launch = microseconds(2.5);
@@ -133,6 +134,7 @@ TEST(CalibrationProfileJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(q.rank_speeds->ranks[1].host, "b");
   EXPECT_NEAR(q.rank_speeds->ranks[1].gemm.value(), 2100e-6, 1e-15);
   EXPECT_NEAR(q.rank_speeds->ranks[0].gemm_min->value(), 1990e-6, 1e-15);
+  EXPECT_NEAR(q.rank_speeds->ranks[1].gemm_short->value(), 1750e-6, 1e-15);
   EXPECT_FALSE(q.rank_speeds->ranks[1].gemm_max.has_value());
   EXPECT_NEAR(q.rank_speeds->ranks[1].launch->value(), 3.5e-6, 1e-15);
   EXPECT_NEAR(q.memory.device_copy->value(), 3000e9, 1.0);
@@ -174,7 +176,7 @@ TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
   r.rank_speeds = harness::RankSpeedsResult{"bf16", 8192, 3000.0, 20, 10000, {}};
   for (std::int32_t rank = 0; rank < 16; ++rank) {
     r.rank_speeds->ranks.push_back(harness::RankSpeedResult{
-        rank, rank < 8 ? "n1" : "n2", rank == 0 ? 1500.0 : 1520.0, 1490.0, 1600.0, 2.5});
+        rank, rank < 8 ? "n1" : "n2", rank == 0 ? 1500.0 : 1520.0, 1260.0, 1490.0, 1600.0, 2.5});
   }
   r.device_copy_GBps = 4000.0;
   r.h2d_pinned_GBps = 50.0;
@@ -198,6 +200,7 @@ TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
   EXPECT_EQ(p.rank_speeds->launches, 10000);
   EXPECT_NEAR(p.rank_speeds->ranks[0].gemm.value(), 1500e-6, 1e-15);
   EXPECT_NEAR(p.rank_speeds->ranks[15].gemm_max->value(), 1600e-6, 1e-15);
+  EXPECT_NEAR(p.rank_speeds->ranks[15].gemm_short->value(), 1260e-6, 1e-15);
   EXPECT_NEAR(p.rank_speeds->ranks[3].launch->value(), 2.5e-6, 1e-15);
   EXPECT_NEAR(p.memory.h2d_pinned->value(), 50e9, 1.0);
   ASSERT_EQ(p.memory.allocations.size(), 2U);
@@ -289,6 +292,12 @@ TEST(CalibrationProfileJson, BadInputNamesFilePathExpectedAndFound) {
   EXPECT_EQ(error_for(j),
             "bad.json: /rank_speeds/ranks/1/launch_us: expected launch_us on every rank or on "
             "none, as on rank 0, found it missing");
+
+  j = valid_json();
+  j["rank_speeds"]["ranks"][0].erase("gemm_short_us");
+  EXPECT_EQ(error_for(j),
+            "bad.json: /rank_speeds/ranks/1/gemm_short_us: expected gemm_short_us on every rank "
+            "or on none, as on rank 0, found it here");
 
   j = valid_json();
   j["rank_speeds"]["ranks"] = nlohmann::json::array();
@@ -522,7 +531,7 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
                 .find("GEMM 8192x8192x8192 bf16 in 1000 us is 1100 TFLOP/s, above the 989 "
                       "TFLOP/s dense peak of the scenario's GPU h100-sxm-80gb: a time in the "
                       "wrong unit, or another GPU's measurement (the profile's "
-                      "/rank_speeds/ranks/1)"),
+                      "/rank_speeds/ranks/1/gemm_us)"),
             std::string::npos)
       << load_error(j, &cluster);
 
