@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "models/layer_draft.hpp"
 #include "models/transformer_spec.hpp"
@@ -14,16 +15,17 @@
 
 namespace fsdpsim::models::detail {
 
-std::int64_t gpt_embedding_numel(const TransformerSpec& spec);
-std::int64_t gpt_block_numel(const TransformerSpec& spec);
-std::int64_t gpt_head_numel(const TransformerSpec& spec);
+// Each layer's nn.Parameters' elements, in registration order (Layer::parameter_numels).
+std::vector<std::int64_t> gpt_embedding_parameters(const TransformerSpec& spec);
+std::vector<std::int64_t> gpt_block_parameters(const TransformerSpec& spec);
+std::vector<std::int64_t> gpt_head_parameters(const TransformerSpec& spec);
 Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& ctx);
 Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index);
 Layer build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx);
 
-std::int64_t llama_embedding_numel(const TransformerSpec& spec);
-std::int64_t llama_block_numel(const TransformerSpec& spec);
-std::int64_t llama_head_numel(const TransformerSpec& spec);
+std::vector<std::int64_t> llama_embedding_parameters(const TransformerSpec& spec);
+std::vector<std::int64_t> llama_block_parameters(const TransformerSpec& spec);
+std::vector<std::int64_t> llama_head_parameters(const TransformerSpec& spec);
 Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx);
 Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index);
 Layer build_llama_head(const TransformerSpec& spec, const BuildContext& ctx);

@@ -185,19 +185,22 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
 
 }  // namespace
 
-std::int64_t gpt_embedding_numel(const TransformerSpec& spec) {
-  return spec.vocab * spec.d_model + spec.max_seq_len * spec.d_model;
+std::vector<std::int64_t> gpt_embedding_parameters(const TransformerSpec& spec) {
+  return {spec.vocab * spec.d_model, spec.max_seq_len * spec.d_model};  // wte, wpe
 }
 
-std::int64_t gpt_block_numel(const TransformerSpec& spec) {
+std::vector<std::int64_t> gpt_block_parameters(const TransformerSpec& spec) {
   const std::int64_t d = spec.d_model;
   const std::int64_t f = spec.ffn_dim;
   const std::int64_t qkv_out = d + 2 * kv_width(spec);
-  return (d * qkv_out + qkv_out) + (d * d + d) + (d * f + f) + (f * d + d) + 4 * d;
+  // ln_1, c_attn, c_proj, ln_2, c_fc, mlp c_proj: a weight and a bias each.
+  return {d, d, d * qkv_out, qkv_out, d * d, d, d, d, d * f, f, f * d, d};
 }
 
-std::int64_t gpt_head_numel(const TransformerSpec& spec) {
-  return 2 * spec.d_model + (spec.tied_embeddings ? 0 : spec.vocab * spec.d_model);
+std::vector<std::int64_t> gpt_head_parameters(const TransformerSpec& spec) {
+  // ln_f weight and bias, lm_head weight unless tied to wte.
+  if (spec.tied_embeddings) return {spec.d_model, spec.d_model};
+  return {spec.d_model, spec.d_model, spec.vocab * spec.d_model};
 }
 
 Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& compute) {
@@ -207,7 +210,7 @@ Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& compu
   // F.embedding is on none of autocast's lists: its output, and so the residual stream, has the
   // weights' dtype.
   const BuildContext ctx = residual_context(compute);
-  LayerDraft draft("embedding", LayerKind::kEmbedding, gpt_embedding_numel(spec), 2);  // wte, wpe
+  LayerDraft draft("embedding", LayerKind::kEmbedding, gpt_embedding_parameters(spec));
   const std::int64_t d = spec.d_model;
   const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
   const std::int64_t positions = ctx.seq * d * ctx.element_bytes;
@@ -248,8 +251,8 @@ Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& compu
 }
 
 Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index) {
-  // ln_1, c_attn, c_proj, ln_2, c_fc, mlp c_proj: a weight and a bias each.
-  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock, gpt_block_numel(spec), 12);
+  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock,
+                   gpt_block_parameters(spec));
   block_forward(draft, spec, ctx);
   block_backward(draft, spec, ctx);
   // Full activation checkpointing keeps only the block input (torch.utils.checkpoint).
@@ -260,9 +263,7 @@ Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std:
 
 Layer build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx) {
   return build_head_layer(
-      {"ln_f", NormKind::kLayerNorm, spec.d_model, spec.vocab, gpt_head_numel(spec),
-       spec.tied_embeddings ? 2 : 3,  // ln_f weight and bias, lm_head weight unless tied
-       true},
+      {"ln_f", NormKind::kLayerNorm, spec.d_model, spec.vocab, gpt_head_parameters(spec), true},
       ctx);
 }
 

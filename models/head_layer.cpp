@@ -88,7 +88,7 @@ Layer finish_head(LayerDraft& draft, const HeadDims& dims, const BuildContext& c
 }  // namespace
 
 Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
-  LayerDraft draft("head", LayerKind::kHead, dims.numel, dims.parameter_tensors);
+  LayerDraft draft("head", LayerKind::kHead, dims.parameters);
   const std::int64_t t = ctx.tokens;
   const std::int64_t hidden = t * dims.d_model * ctx.element_bytes;
   const std::int64_t logits = t * dims.vocab * ctx.element_bytes;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/kernel_factory.hpp"
 #include "models/layer_draft.hpp"
@@ -15,8 +16,8 @@ struct HeadDims {
   NormKind norm = NormKind::kLayerNorm;
   std::int64_t d_model = 0;
   std::int64_t vocab = 0;
-  std::int64_t numel = 0;  // final norm, plus the LM head weight unless it is tied
-  std::int32_t parameter_tensors = 0;
+  // The nn.Parameters' elements: the final norm's, then the LM head weight's unless it is tied.
+  std::vector<std::int64_t> parameters;
   // The final norm reads the residual stream in ctx.residual_bytes (gpt, mpt: gpt_family.cpp);
   // when that is wider than the compute dtype, autocast casts the norm's output for the LM head.
   bool residual_input = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <numeric>
 #include <stdexcept>
 #include <utility>
 
@@ -62,6 +63,13 @@ LayerDraft::LayerDraft(std::string name, LayerKind kind, std::int64_t numel,
   layer_.kind = kind;
   layer_.numel = numel;
   layer_.parameter_tensors = parameter_tensors;
+}
+
+LayerDraft::LayerDraft(std::string name, LayerKind kind, std::vector<std::int64_t> parameter_numels)
+    : LayerDraft(std::move(name), kind,
+                 std::accumulate(parameter_numels.begin(), parameter_numels.end(), std::int64_t{0}),
+                 static_cast<std::int32_t>(parameter_numels.size())) {
+  layer_.parameter_numels = std::move(parameter_numels);
 }
 
 void LayerDraft::forward(NamedKernel kernel) {

@@ -63,6 +63,8 @@ class TransientTracker {
 class LayerDraft {
  public:
   LayerDraft(std::string name, LayerKind kind, std::int64_t numel, std::int32_t parameter_tensors);
+  // A layer whose nn.Parameters are known one by one (Layer::parameter_numels).
+  LayerDraft(std::string name, LayerKind kind, std::vector<std::int64_t> parameter_numels);
 
   void forward(NamedKernel kernel);
   void backward(NamedKernel kernel);

@@ -214,23 +214,28 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
 
 }  // namespace
 
-std::int64_t llama_embedding_numel(const TransformerSpec& spec) {
-  return spec.vocab * spec.d_model;
+std::vector<std::int64_t> llama_embedding_parameters(const TransformerSpec& spec) {
+  return {spec.vocab * spec.d_model};  // tok_embeddings
 }
 
-std::int64_t llama_block_numel(const TransformerSpec& spec) {
+std::vector<std::int64_t> llama_block_parameters(const TransformerSpec& spec) {
   const std::int64_t d = spec.d_model;
-  return 2 * d * d + 2 * d * kv_width(spec) + 3 * d * spec.ffn_dim + 2 * d;
+  const std::int64_t kv = d * kv_width(spec);
+  const std::int64_t ffn = d * spec.ffn_dim;
+  // attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3 (no biases).
+  return {d, d * d, kv, kv, d * d, d, ffn, ffn, ffn};
 }
 
-std::int64_t llama_head_numel(const TransformerSpec& spec) {
-  return spec.d_model + (spec.tied_embeddings ? 0 : spec.vocab * spec.d_model);
+std::vector<std::int64_t> llama_head_parameters(const TransformerSpec& spec) {
+  // norm weight, output weight unless tied to tok_embeddings.
+  if (spec.tied_embeddings) return {spec.d_model};
+  return {spec.d_model, spec.vocab * spec.d_model};
 }
 
 Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx) {
   // tok_embeddings: gather T rows (saves the ids); backward zero-fills the V x d gradient and
   // scatter-adds T rows into it.
-  LayerDraft draft("embedding", LayerKind::kEmbedding, llama_embedding_numel(spec), 1);
+  LayerDraft draft("embedding", LayerKind::kEmbedding, llama_embedding_parameters(spec));
   const std::int64_t hidden = ctx.tokens * spec.d_model * ctx.element_bytes;
   const std::int64_t ids = ctx.tokens * kIndexBytes;
   draft.forward(memory_bound_kernel("tok_embedding", ids + 2 * hidden, ctx));
@@ -241,9 +246,8 @@ Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx
 }
 
 Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index) {
-  // attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3 (no biases).
-  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock, llama_block_numel(spec),
-                   9);
+  LayerDraft draft("blocks." + std::to_string(index), LayerKind::kBlock,
+                   llama_block_parameters(spec));
   block_forward(draft, spec, ctx);
   block_backward(draft, spec, ctx);
   // Full activation checkpointing keeps only the block input (torch.utils.checkpoint).
@@ -252,9 +256,7 @@ Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, st
 
 Layer build_llama_head(const TransformerSpec& spec, const BuildContext& ctx) {
   return build_head_layer(
-      {"norm", NormKind::kRmsNorm, spec.d_model, spec.vocab, llama_head_numel(spec),
-       spec.tied_embeddings ? 1 : 2},  // norm weight, output weight unless tied
-      ctx);
+      {"norm", NormKind::kRmsNorm, spec.d_model, spec.vocab, llama_head_parameters(spec)}, ctx);
 }
 
 }  // namespace fsdpsim::models::detail

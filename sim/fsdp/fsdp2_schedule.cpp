@@ -46,7 +46,7 @@ struct UnitState {
   TensorId all_gather_output = 0;
   EventRef all_gather_done;
   bool unsharded = false;  // per-parameter unsharded tensors present
-  TensorId unsharded_params = 0;
+  std::vector<TensorId> unsharded_params;
   bool post_forward_shard = false;  // reshard_after_forward = k: the k-way shard kept
   TensorId post_forward_params = 0;
   EventRef post_forward_resharded;    // its copy done (FSDPParamGroup._reshard_after_forward_event)
@@ -79,8 +79,10 @@ class Fsdp2Step final : private UnitHooks {
         shard_pg_(s_.add_shard_group()),
         replicate_pg_(s_.add_replicate_group()),
         float8_(float8_weights(s_.workload(), units_, f_.float8_all_gather)) {
-    for (std::size_t u = 0; u < units_.size(); ++u)
+    for (std::size_t u = 0; u < units_.size(); ++u) {
       unit_bytes_.push_back(unit_bytes(units_[u], float8_[u], f_.param_dtype));
+      unsharded_tensors_.push_back(unsharded_tensor_bytes(u));
+    }
     // One communicator per post-forward group size a unit reshards to.
     for (std::size_t u = 0; u < units_.size(); ++u) {
       const std::int32_t k = reshard_after_forward(u);
@@ -106,6 +108,24 @@ class Fsdp2Step final : private UnitHooks {
 
  private:
   std::int32_t g(std::size_t u) const { return static_cast<std::int32_t>(u); }
+
+  // FSDPParam.init_all_gather_outputs / alloc_storage: each parameter's unsharded copy is a
+  // tensor of its own, its storage allocated at each unshard and freed (resize_(0)) at each
+  // reshard. One tensor for the unit where its parameters are not itemized, or where float8
+  // weights are gathered in another dtype than the rest.
+  std::vector<Bytes> unsharded_tensor_bytes(std::size_t u) const {
+    const std::vector<std::int64_t> numels = unit_parameter_numels(units_[u], s_.workload());
+    if (numels.empty() || unit_bytes_[u].float8_numel > 0) return {unit_bytes_[u].gathered(1)};
+    std::vector<Bytes> out;
+    for (const std::int64_t n : numels) out.push_back(elements(n, f_.param_dtype));
+    return out;
+  }
+
+  void free_unsharded(UnitState& st) {
+    for (const TensorId t : st.unsharded_params) s_.free(t);
+    st.unsharded_params.clear();
+    st.unsharded = false;
+  }
   Phase phase() const { return in_backward_ ? Phase::kBackward : Phase::kForward; }
   std::size_t root() const { return units_.size() - 1; }
   // fully_shard(reshard_after_forward=...) per unit: the root's defaults to False (FSDPState's
@@ -176,8 +196,10 @@ class Fsdp2Step final : private UnitHooks {
     }
     s_.program().wait_event(s_.compute(), st.all_gather_done);
     const UnitBytes& bytes = unit_bytes_[u];
-    st.unsharded_params = s_.allocate(unit.name + ".unsharded_params", bytes.gathered(1),
-                                      s_.compute(), MemoryCategory::kParameters);
+    for (const Bytes b : unsharded_tensors_[u]) {
+      st.unsharded_params.push_back(s_.allocate(unit.name + ".unsharded_params", b, s_.compute(),
+                                                MemoryCategory::kParameters));
+    }
     s_.copy(unit.name + ".all_gather_copy_out", s_.compute(),
             bytes.gathered(shard_size_) + bytes.gathered(1), phase(), g(u));
     if (st.post_forward_shard) {
@@ -236,8 +258,7 @@ class Fsdp2Step final : private UnitHooks {
       st.post_forward_resharded = s_.program().record_event(s_.compute());
       st.post_forward_shard = true;
     }
-    s_.free(st.unsharded_params);
-    st.unsharded = false;
+    free_unsharded(st);
   }
 
   void pre_backward(std::size_t u) override {
@@ -257,20 +278,18 @@ class Fsdp2Step final : private UnitHooks {
   // gradient the head's backward then makes first.
   void pre_backward_layer(std::size_t u, std::size_t layer) override {
     const models::Layer& l = s_.workload().layers[layer];
-    const std::int64_t numel = layer_gradient_numel(l, tied_numel_);
-    if (numel <= 0) return;
-    state_[u].grads.push_back(s_.allocate(l.name + ".param_grads", elements(numel, f_.param_dtype),
-                                          s_.compute(), MemoryCategory::kGradients));
+    for (const std::int64_t numel : layer_gradient_numels(l, tied_numel_)) {
+      state_[u].grads.push_back(s_.allocate(l.name + ".param_grads",
+                                            elements(numel, f_.param_dtype), s_.compute(),
+                                            MemoryCategory::kGradients));
+    }
   }
 
   void post_backward(std::size_t u) override {
     const FsdpUnit& unit = units_[u];
     UnitState& st = state_[u];
     s_.hook(unit.name + ".post_backward", unit.parameter_tensors);
-    if (st.unsharded) {  // reshard_after_backward (default True)
-      s_.free(st.unsharded_params);
-      st.unsharded = false;
-    }
+    if (st.unsharded) free_unsharded(st);  // reshard_after_backward (default True)
     const Dtype rd = f_.reduce_dtype;
     const bool had_accumulated = st.has_accumulated;
     const auto free_all = [this](std::vector<TensorId>& tensors) {
@@ -501,6 +520,7 @@ class Fsdp2Step final : private UnitHooks {
   std::map<std::int32_t, ProcessGroup> post_forward_pgs_;  // by group size
   std::vector<Float8Weights> float8_;  // by unit; empty lists without fsdp.float8_all_gather
   std::vector<UnitBytes> unit_bytes_;  // by unit: its parameters by the dtype they are gathered in
+  std::vector<std::vector<Bytes>> unsharded_tensors_;  // by unit: its unsharded parameters
   std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
   // The fp16 reduction's divisor before it (the data-parallel world: every rank, HSDP too).
   std::int64_t predivide_ = gradient_predivide_factor(in_.cluster.world_size());

@@ -111,6 +111,33 @@ std::int64_t layer_gradient_numel(const models::Layer& layer, std::int64_t tied_
   return layer.numel;
 }
 
+std::vector<std::int64_t> layer_gradient_numels(const models::Layer& layer,
+                                                std::int64_t tied_numel) {
+  const std::vector<std::int64_t>& own = layer.parameter_numels;
+  const bool tied_first = !own.empty() && own.front() == tied_numel;
+  if (own.empty() ||
+      (tied_numel > 0 && layer.kind == models::LayerKind::kEmbedding && !tied_first)) {
+    const std::int64_t numel = layer_gradient_numel(layer, tied_numel);
+    return numel > 0 ? std::vector<std::int64_t>{numel} : std::vector<std::int64_t>{};
+  }
+  std::vector<std::int64_t> out = own;
+  if (tied_numel > 0 && layer.kind == models::LayerKind::kHead) out.push_back(tied_numel);
+  if (tied_numel > 0 && layer.kind == models::LayerKind::kEmbedding) out.erase(out.begin());
+  return out;
+}
+
+std::vector<std::int64_t> unit_parameter_numels(const FsdpUnit& unit,
+                                                const models::Workload& workload) {
+  if (!wraps_whole_layers(unit, workload)) return {};
+  std::vector<std::int64_t> out;
+  for (const std::size_t l : unit.layers) {
+    const models::Layer& layer = workload.layers[l];
+    if (layer.numel > 0 && layer.parameter_numels.empty()) return {};
+    out.insert(out.end(), layer.parameter_numels.begin(), layer.parameter_numels.end());
+  }
+  return out;
+}
+
 bool wraps_whole_layers(const FsdpUnit& unit, const models::Workload& workload) {
   if (!unit.linear_module.empty()) return false;
   std::int64_t numel = 0;

@@ -43,6 +43,17 @@ std::int64_t block_unit_count(std::int64_t blocks, WrapPolicy policy, std::int32
 // makes that gradient first, and not at the embedding that owns it.
 std::int64_t layer_gradient_numel(const models::Layer& layer, std::int64_t tied_numel);
 
+// The same gradients one tensor per parameter, as autograd allocates them, where the layer
+// itemizes its parameters (models::Layer::parameter_numels; the tied table is the embedding's
+// first); else one tensor of layer_gradient_numel elements. Empty when there is no gradient.
+std::vector<std::int64_t> layer_gradient_numels(const models::Layer& layer,
+                                                std::int64_t tied_numel);
+
+// The elements of each parameter `unit` holds, in order, when it wraps whole layers that all
+// itemize their parameters; else empty (the unit's parameters taken as one tensor).
+std::vector<std::int64_t> unit_parameter_numels(const FsdpUnit& unit,
+                                                const models::Workload& workload);
+
 // Whether `unit` holds exactly the parameters of its layers: not a linear's unit, nor a block
 // whose linears are units of their own.
 bool wraps_whole_layers(const FsdpUnit& unit, const models::Workload& workload);

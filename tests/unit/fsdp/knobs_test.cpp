@@ -739,6 +739,54 @@ TEST(Knobs, Fsdp2Bf16StorageHalvesShardsGradientsAndAdamwStates) {
   EXPECT_EQ(duration(bf16, "blocks.0.adamw"), us(70));
 }
 
+// FSDP2 keeps each parameter's unsharded copy in a tensor of its own (FSDPParam's
+// all_gather_outputs, allocated at each unshard and freed at each reshard), and autograd makes
+// each parameter's gradient on its own. With blocks.0's 10M parameters itemized as 4M + 6M
+// (fp32: 16 and 24 MB), each unshard allocates those two and its backward their two gradients;
+// the root, whose embedding and head are not itemized, keeps one tensor of 40 MB, and FSDP1's
+// flat parameter stays one tensor.
+TEST(Knobs, Fsdp2AllocatesEachParametersUnshardedCopyAndGradientOnItsOwn) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    w.layers[1].parameter_numels = {4'000'000, 6'000'000};
+    w.layers[1].parameter_tensors = 2;
+    return w;
+  }();
+  const auto sizes = [](const Knobs& k, const std::string& name) {
+    std::vector<std::int64_t> out;
+    const engine::Program& p = k.out.schedule.program;
+    for (const engine::TensorInfo& t : p.tensors) {
+      if (p.names[t.name] == name) out.push_back(t.size.value());
+    }
+    return out;
+  };
+  const Knobs fsdp2 = run_on(workload, [](ScheduleInput& in) {
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+  });
+  const std::vector<std::int64_t> unsharded = sizes(fsdp2, "blocks.0.unsharded_params");
+  ASSERT_FALSE(unsharded.empty());
+  ASSERT_EQ(unsharded.size() % 2, 0u);
+  for (std::size_t i = 0; i < unsharded.size(); i += 2) {
+    EXPECT_EQ(unsharded[i], 16'000'000);
+    EXPECT_EQ(unsharded[i + 1], 24'000'000);
+  }
+  const std::vector<std::int64_t> grads = sizes(fsdp2, "blocks.0.param_grads");
+  ASSERT_FALSE(grads.empty());
+  ASSERT_EQ(grads.size() % 2, 0u);
+  for (std::size_t i = 0; i < grads.size(); i += 2) {
+    EXPECT_EQ(grads[i], 16'000'000);
+    EXPECT_EQ(grads[i + 1], 24'000'000);
+  }
+  for (const std::int64_t b : sizes(fsdp2, "blocks.1.unsharded_params")) EXPECT_EQ(b, 40'000'000);
+  for (const std::int64_t b : sizes(fsdp2, "root.unsharded_params")) EXPECT_EQ(b, 40'000'000);
+  EXPECT_FALSE(sizes(fsdp2, "root.unsharded_params").empty());
+  const Knobs fsdp1 = run_on(workload, [](ScheduleInput&) {});
+  const std::vector<std::int64_t> flat = sizes(fsdp1, "blocks.0._full_param_padded");
+  ASSERT_FALSE(flat.empty());
+  for (const std::int64_t b : flat) EXPECT_EQ(b, 40'000'000);
+}
+
 // torchao's float8 all-gather on FSDP2 (2 GPUs, bf16 param_dtype, fp32 storage): the blocks'
 // "up" and "down" linears are Float8Linears (their forward GEMMs run in fp8), 500k elements each,
 // beside a 1000-element norm. A block's all-gather moves the norm in bf16 and the weights at one

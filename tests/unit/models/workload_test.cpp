@@ -34,6 +34,35 @@ TEST(BuildWorkload, LaysOutEmbeddingBlocksAndHeadInForwardOrder) {
   EXPECT_EQ(block_count(testing::tiny_gpt()), 2);
 }
 
+// Each layer lists its nn.Parameters one by one, in registration order (FSDP2 allocates each
+// one's unsharded copy, autograd each one's gradient): Llama-3.1-8B's block is attention_norm,
+// wq, wk, wv (1024 wide: 8 KV heads of 128), wo, ffn_norm, w1, w2, w3; tiny_gpt's (d 64, ffn
+// 256, vocab 100, 8 positions) has a weight and a bias per norm and linear, and its embedding
+// wte and wpe. The lists sum to the layers' parameters.
+TEST(BuildWorkload, LayersItemizeTheirParametersInRegistrationOrder) {
+  const Workload llama = build_workload(testing::llama_3_1_8b(), testing::options(1, 8));
+  const std::int64_t d = 4096;
+  const std::int64_t kv = d * 1024;
+  const std::int64_t ffn = d * 14336;
+  EXPECT_EQ(llama.layers[0].parameter_numels, (std::vector<std::int64_t>{128256 * d}));
+  EXPECT_EQ(llama.layers[1].parameter_numels,
+            (std::vector<std::int64_t>{d, d * d, kv, kv, d * d, d, ffn, ffn, ffn}));
+  EXPECT_EQ(llama.layers.back().parameter_numels, (std::vector<std::int64_t>{d, 128256 * d}));
+  const Workload gpt = build_workload(testing::tiny_gpt(), testing::options(1, 8));
+  EXPECT_EQ(gpt.layers[0].parameter_numels, (std::vector<std::int64_t>{100 * 64, 8 * 64}));
+  EXPECT_EQ(gpt.layers[1].parameter_numels,
+            (std::vector<std::int64_t>{64, 64, 64 * 192, 192, 64 * 64, 64, 64, 64, 64 * 256, 256,
+                                       256 * 64, 64}));
+  for (const Workload* w : {&llama, &gpt}) {
+    for (const Layer& l : w->layers) {
+      std::int64_t sum = 0;
+      for (const std::int64_t n : l.parameter_numels) sum += n;
+      EXPECT_EQ(sum, l.numel) << l.name;
+      EXPECT_EQ(std::ssize(l.parameter_numels), l.parameter_tensors) << l.name;
+    }
+  }
+}
+
 // minGPT's CausalSelfAttention registers a block_size x block_size buffer in every block; a
 // spec without it (Megatron GPT, MPT, llama) has no buffers, and only gpt may ask for it.
 TEST(BuildWorkload, MinGptBlocksHoldTheirCausalMaskBuffer) {
