@@ -49,6 +49,14 @@ void BM_SimulateLinearWrappedStep(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateLinearWrappedStep)->Unit(benchmark::kMillisecond);
 
+// FSDP2 on Llama-2-7B (torchtitan's 8 H100 run): per-parameter unsharded copies and gradients,
+// each its own allocation, four streams, the last block kept unsharded after forward.
+void BM_SimulateFsdp2Step(benchmark::State& state) {
+  const app::Scenario s = load("scenarios/memory/torchtitan_llama2_7b_8xh100_fsdp2.json");
+  for (auto _ : state) benchmark::DoNotOptimize(app::simulate_scenario(s, false).result.step_time);
+}
+BENCHMARK(BM_SimulateFsdp2Step)->Unit(benchmark::kMillisecond);
+
 // DDP on T5 2.28B (the FSDP paper's Fig. 6a point, 8 A100): gradients bucketed parameter by
 // parameter from the kernel hooks, autocast casts and their recompute under full checkpointing.
 void BM_SimulateDdpStep(benchmark::State& state) {
