@@ -231,6 +231,30 @@ TEST(CalibratedAllocator, TimedDeviceCallsPriceRetriesBySize) {
   fs::remove_all(dir);
 }
 
+// A profile of the harness's rank-speed phase alone, written to dir/name.json: bf16 8192^3 GEMMs
+// on 132-SM GPUs (H100), `ranks` its per-rank entries, `per_node` ranks to a node.
+std::string write_rank_speed_profile(const fs::path& dir, const std::string& name,
+                                     const nlohmann::json& ranks, std::size_t per_node) {
+  const fs::path file = dir / (name + ".json");
+  std::ofstream(file) << nlohmann::json{
+      {"schema_version", 1},
+      {"kind", "fsdpsim_calibration_profile"},
+      {"name", name},
+      {"device", {{"sm_count", 132}}},
+      {"topology", {{"nodes", ranks.size() / per_node}, {"gpus_per_node", per_node}}},
+      {"rank_speeds",
+       {{"dtype", "bf16"}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"ranks", ranks}}}};
+  return file.string();
+}
+
+// Llama-3.1-8B on one node of 8 H100s with `overrides`: the scenario and its simulation.
+auto run_llama3_8b(const std::vector<std::string>& overrides) {
+  const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
+  const Scenario s = load_scenario(fs::path(FSDPSIM_SOURCE_DIR) / "scenarios/llama3_8b_8xh100.json",
+                                   overrides, presets);
+  return std::pair{s, simulate_scenario(s, false)};
+}
+
 // A profile of rank speeds alone (the harness's rank-speed phase) on one node of 8 H100s. Rank 5
 // ran the held GEMM in 2000 / 0.9 us against rank 0's 2000, so its GPU runs at 0.9 of rank 0's
 // speed, and every collective waits for it. Llama-3.1-8B's step is compute-bound (its
@@ -255,23 +279,11 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
                        {"gemm_us", 2000.0 / gpu[r]},
                        {"launch_us", 3.0 / host[r]}});
     }
-    const fs::path file = dir / (name + ".json");
-    std::ofstream(file) << nlohmann::json{
-        {"schema_version", 1},
-        {"kind", "fsdpsim_calibration_profile"},
-        {"name", name},
-        {"device", {{"sm_count", 132}}},
-        {"topology", {{"nodes", gpu.size() / per_node}, {"gpus_per_node", per_node}}},
-        {"rank_speeds",
-         {{"dtype", "bf16"}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"ranks", ranks}}}};
-    return file.string();
+    return write_rank_speed_profile(dir, name, ranks, per_node);
   };
   const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
   const fs::path scenario = fs::path(FSDPSIM_SOURCE_DIR) / "scenarios/llama3_8b_8xh100.json";
-  const auto run = [&](std::vector<std::string> overrides) {
-    const Scenario s = load_scenario(scenario, overrides, presets);
-    return std::pair{s, simulate_scenario(s, false)};
-  };
+  const auto run = run_llama3_8b;
   const std::vector<double> even(8, 1.0);
   const std::string slow_gpu_5 =
       profile("slow_gpu_5", {1.0, 1.01, 1.0, 1.02, 1.0, 0.9, 1.0, 1.01}, even);
@@ -372,23 +384,9 @@ TEST(CalibratedSustainedFraction, RankZerosHeldOverShortGemmReplacesThePresetsFr
       ranks.push_back(
           {{"rank", r}, {"host", "n0"}, {"gemm_us", 2000.0}, {"gemm_short_us", 2000.0 * kept}});
     }
-    const fs::path file = dir / (name + ".json");
-    std::ofstream(file) << nlohmann::json{
-        {"schema_version", 1},
-        {"kind", "fsdpsim_calibration_profile"},
-        {"name", name},
-        {"device", {{"sm_count", 132}}},
-        {"topology", {{"nodes", 1}, {"gpus_per_node", 8}}},
-        {"rank_speeds",
-         {{"dtype", "bf16"}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"ranks", ranks}}}};
-    return file.string();
+    return write_rank_speed_profile(dir, name, ranks, 8);
   };
-  const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
-  const fs::path scenario = fs::path(FSDPSIM_SOURCE_DIR) / "scenarios/llama3_8b_8xh100.json";
-  const auto run = [&](std::vector<std::string> overrides) {
-    const Scenario s = load_scenario(scenario, overrides, presets);
-    return std::pair{s, simulate_scenario(s, false)};
-  };
+  const auto run = run_llama3_8b;
   const auto [preset_scenario, preset] = run({});
   ASSERT_DOUBLE_EQ(preset_scenario.hardware.cluster.gpu.sustained_compute_fraction, 0.84);
   const Kernel gemm = gemm_kernel(GemmShape{8192, 8192, 8192, 1}, Dtype::kBf16);

@@ -764,20 +764,18 @@ TEST(Knobs, Fsdp2AllocatesEachParametersUnshardedCopyAndGradientOnItsOwn) {
     in.fsdp.version = 2;
     in.fsdp.limit_all_gathers = false;
   });
-  const std::vector<std::int64_t> unsharded = sizes(fsdp2, "blocks.0.unsharded_params");
-  ASSERT_FALSE(unsharded.empty());
-  ASSERT_EQ(unsharded.size() % 2, 0u);
-  for (std::size_t i = 0; i < unsharded.size(); i += 2) {
-    EXPECT_EQ(unsharded[i], 16'000'000);
-    EXPECT_EQ(unsharded[i + 1], 24'000'000);
-  }
-  const std::vector<std::int64_t> grads = sizes(fsdp2, "blocks.0.param_grads");
-  ASSERT_FALSE(grads.empty());
-  ASSERT_EQ(grads.size() % 2, 0u);
-  for (std::size_t i = 0; i < grads.size(); i += 2) {
-    EXPECT_EQ(grads[i], 16'000'000);
-    EXPECT_EQ(grads[i + 1], 24'000'000);
-  }
+  // Every allocation of `name` comes in pairs of 16 and 24 MB.
+  const auto expect_per_parameter = [&](const std::string& name) {
+    const std::vector<std::int64_t> all = sizes(fsdp2, name);
+    ASSERT_FALSE(all.empty()) << name;
+    ASSERT_EQ(all.size() % 2, 0u) << name;
+    for (std::size_t i = 0; i < all.size(); i += 2) {
+      EXPECT_EQ(all[i], 16'000'000) << name;
+      EXPECT_EQ(all[i + 1], 24'000'000) << name;
+    }
+  };
+  expect_per_parameter("blocks.0.unsharded_params");
+  expect_per_parameter("blocks.0.param_grads");
   for (const std::int64_t b : sizes(fsdp2, "blocks.1.unsharded_params")) EXPECT_EQ(b, 40'000'000);
   for (const std::int64_t b : sizes(fsdp2, "root.unsharded_params")) EXPECT_EQ(b, 40'000'000);
   EXPECT_FALSE(sizes(fsdp2, "root.unsharded_params").empty());
