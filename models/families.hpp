@@ -30,7 +30,7 @@ Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx
 Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index);
 Layer build_llama_head(const TransformerSpec& spec, const BuildContext& ctx);
 
-std::int64_t t5_head_numel(const TransformerSpec& spec);
+std::vector<std::int64_t> t5_head_parameters(const TransformerSpec& spec);
 std::int64_t t5_parameter_count(const TransformerSpec& spec);
 Workload build_t5_workload(const TransformerSpec& spec, const WorkloadOptions& options);
 

@@ -301,28 +301,34 @@ std::string block_name(bool decoder, std::int64_t index) {
   return std::string(decoder ? "decoder" : "encoder") + ".blocks." + std::to_string(index);
 }
 
-std::int32_t parameter_tensors(const TransformerSpec& spec, bool decoder, bool first) {
-  const std::int32_t ffn = spec.gated_ffn ? 4 : 3;  // wi (wi_0, wi_1), wo, layer_norm
-  const std::int32_t attention = 5;                 // q, k, v, o, layer_norm
-  return attention * (decoder ? 2 : 1) + ffn + (first ? 1 : 0);
-}
-
 }  // namespace
 
-std::int64_t t5_block_numel(const TransformerSpec& spec, bool decoder, bool first) {
+std::vector<std::int64_t> t5_block_parameters(const TransformerSpec& spec, bool decoder,
+                                              bool first) {
   const std::int64_t d = spec.d_model;
-  const std::int64_t attention = 4 * d * t5_inner(spec) + d;
-  const std::int64_t ffn = (spec.gated_ffn ? 3 : 2) * d * spec.ffn_dim + d;
-  const std::int64_t bias = first ? spec.relative_attention_num_buckets * spec.n_heads : 0;
-  return attention * (decoder ? 2 : 1) + ffn + bias;
+  const std::int64_t projection = d * t5_inner(spec);
+  const std::int64_t matrix = d * spec.ffn_dim;
+  std::vector<std::int64_t> out;
+  const auto add = [&out](std::int64_t numel, int copies) {
+    out.resize(out.size() + static_cast<std::size_t>(copies), numel);
+  };
+  add(projection, 4);  // SelfAttention q, k, v, o
+  if (first) add(spec.relative_attention_num_buckets * spec.n_heads, 1);
+  add(d, 1);  // its layer_norm
+  if (decoder) {
+    add(projection, 4);  // EncDecAttention q, k, v, o
+    add(d, 1);           // its layer_norm
+  }
+  add(matrix, spec.gated_ffn ? 3 : 2);  // wi (wi_0, wi_1), wo
+  add(d, 1);                            // its layer_norm
+  return out;
 }
 
 Layer build_t5_block(const TransformerSpec& spec, const BuildContext& enc, const BuildContext& dec,
                      bool decoder, std::int64_t index) {
   const Block b{spec, decoder ? dec : enc, enc, decoder, index == 0};
   LayerDraft draft(block_name(decoder, index), LayerKind::kBlock,
-                   t5_block_numel(spec, decoder, b.first),
-                   parameter_tensors(spec, decoder, b.first));
+                   t5_block_parameters(spec, decoder, b.first));
   // Forward: the stack's biases are alive across the block (created by the first block).
   TransientTracker& fwd = draft.forward_temps();
   if (!b.first) fwd.allocate(b.stack_bias_bytes());

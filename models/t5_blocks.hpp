@@ -32,9 +32,11 @@ namespace fsdpsim::models::detail {
 
 inline std::int64_t t5_inner(const TransformerSpec& spec) { return spec.n_heads * spec.d_kv; }
 
-// Parameters of one block (q, k, v, o: d_model x inner each; no biases; one T5LayerNorm weight
-// per sub-layer; FFN 2 or 3 matrices), plus the relative bias table in the first block.
-std::int64_t t5_block_numel(const TransformerSpec& spec, bool decoder, bool first);
+// Each nn.Parameter of one block in registration order (q, k, v, o: d_model x inner each, the
+// relative bias table in the first block, the self-attention's T5LayerNorm weight; the decoder's
+// cross-attention q, k, v, o and norm; the FFN's 2 or 3 matrices and norm; no biases).
+std::vector<std::int64_t> t5_block_parameters(const TransformerSpec& spec, bool decoder,
+                                              bool first);
 
 // `enc` is the encoder's context (seq = encoder length), `dec` the decoder's; an encoder block
 // uses only `enc`.

@@ -11,13 +11,15 @@
 //   decoder.blocks.i   T5Block with cross-attention
 //   head               decoder final_layer_norm + dropout, the d_model^-0.5 rescale when the LM
 //                      head is tied (v1.0), lm_head, cross-entropy
-// Parameters (no biases anywhere): shared V*d; per block see t5_block_numel; the relative bias
+// Parameters (no biases anywhere): shared V*d; per block see t5_block_parameters; the relative bias
 // (buckets x heads) in the first block of each stack only; a final T5LayerNorm weight d per
 // stack; lm_head V*d unless tied. t5-small 60,506,624 ... t5-11b 11,307,321,344 (HF
 // model.num_parameters(); tests/unit/models/t5_test.cpp).
 // Encoder length = WorkloadOptions::seq_len, decoder length = decoder_seq_len (0: the same).
+#include <numeric>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "models/families.hpp"
 #include "models/kernel_factory.hpp"
@@ -38,9 +40,9 @@ bool has_dropout(const TransformerSpec& spec) { return spec.dropout_rate > 0.0; 
 // decoder lookup runs between the decoder blocks, which sum the encoder output's gradient, and
 // the encoder's final norm, which consumes it).
 Layer build_lookup(const TransformerSpec& spec, const BuildContext& ctx, std::string name,
-                   std::int64_t numel, std::int32_t tensors, std::int64_t live_gradient,
+                   std::vector<std::int64_t> parameters, std::int64_t live_gradient,
                    bool adds_to_earlier_gradient) {
-  LayerDraft draft(std::move(name), LayerKind::kEmbedding, numel, tensors);
+  LayerDraft draft(std::move(name), LayerKind::kEmbedding, std::move(parameters));
   const std::int64_t hidden = ctx.tokens * spec.d_model * ctx.element_bytes;
   const std::int64_t ids = ctx.tokens * kIndexBytes;
   draft.forward(memory_bound_kernel("tok_embedding", ids + 2 * hidden, ctx));
@@ -88,7 +90,7 @@ void final_norm_backward(LayerDraft& draft, const TransformerSpec& spec, const B
 }
 
 Layer build_encoder_final(const TransformerSpec& spec, const BuildContext& enc) {
-  LayerDraft draft("encoder.final_norm", LayerKind::kUnwrapped, spec.d_model, 1);
+  LayerDraft draft("encoder.final_norm", LayerKind::kUnwrapped, {spec.d_model});
   const std::int64_t hidden = enc.tokens * spec.d_model * enc.element_bytes;
   final_norm_forward(draft, spec, enc);
   draft.save(hidden);  // the encoder output, kept by every decoder cross-attention k and v
@@ -102,7 +104,7 @@ Layer build_head(const TransformerSpec& spec, const BuildContext& dec) {
   const std::int64_t hidden = dec.tokens * d * dec.element_bytes;
   const std::int64_t logits = dec.tokens * spec.vocab * dec.element_bytes;
   const LinearDims lm_head{d, spec.vocab, false};
-  LayerDraft draft("head", LayerKind::kHead, t5_head_numel(spec), spec.tied_embeddings ? 1 : 2);
+  LayerDraft draft("head", LayerKind::kHead, t5_head_parameters(spec));
   TransientTracker& fwd = draft.forward_temps();
   final_norm_forward(draft, spec, dec);
   if (spec.tied_embeddings) {
@@ -145,16 +147,23 @@ Layer build_head(const TransformerSpec& spec, const BuildContext& dec) {
 
 }  // namespace
 
-std::int64_t t5_head_numel(const TransformerSpec& spec) {
-  return spec.d_model + (spec.tied_embeddings ? 0 : spec.vocab * spec.d_model);
+std::vector<std::int64_t> t5_head_parameters(const TransformerSpec& spec) {
+  // The decoder's final_layer_norm weight, lm_head unless tied to the shared table.
+  if (spec.tied_embeddings) return {spec.d_model};
+  return {spec.d_model, spec.vocab * spec.d_model};
 }
 
 std::int64_t t5_parameter_count(const TransformerSpec& spec) {
-  const std::int64_t encoder =
-      t5_block_numel(spec, false, true) + (spec.n_layers - 1) * t5_block_numel(spec, false, false);
-  const std::int64_t decoder = t5_block_numel(spec, true, true) +
-                               (spec.n_decoder_layers - 1) * t5_block_numel(spec, true, false);
-  return spec.vocab * spec.d_model + encoder + spec.d_model + decoder + t5_head_numel(spec);
+  const auto numel = [](const std::vector<std::int64_t>& parameters) {
+    return std::accumulate(parameters.begin(), parameters.end(), std::int64_t{0});
+  };
+  const auto block = [&](bool decoder, bool first) {
+    return numel(t5_block_parameters(spec, decoder, first));
+  };
+  const std::int64_t encoder = block(false, true) + (spec.n_layers - 1) * block(false, false);
+  const std::int64_t decoder = block(true, true) + (spec.n_decoder_layers - 1) * block(true, false);
+  return spec.vocab * spec.d_model + encoder + spec.d_model + decoder +
+         numel(t5_head_parameters(spec));
 }
 
 Workload build_t5_workload(const TransformerSpec& spec, const WorkloadOptions& options) {
@@ -164,7 +173,7 @@ Workload build_t5_workload(const TransformerSpec& spec, const WorkloadOptions& o
   const BuildContext dec = make_context(decoder_options);
   Workload w;
   w.layers.reserve(static_cast<std::size_t>(spec.n_layers + spec.n_decoder_layers) + 4);
-  w.layers.push_back(build_lookup(spec, enc, "embedding", spec.vocab * spec.d_model, 1, 0,
+  w.layers.push_back(build_lookup(spec, enc, "embedding", {spec.vocab * spec.d_model}, 0,
                                   /*adds_to_earlier_gradient=*/true));
   // Blocks after the first are identical but for their name: build one, copy it.
   const auto add_stack = [&](bool decoder, std::int64_t count) {
@@ -179,7 +188,7 @@ Workload build_t5_workload(const TransformerSpec& spec, const WorkloadOptions& o
   };
   add_stack(false, spec.n_layers);
   w.layers.push_back(build_encoder_final(spec, enc));
-  w.layers.push_back(build_lookup(spec, dec, "decoder.embedding", 0, 0,
+  w.layers.push_back(build_lookup(spec, dec, "decoder.embedding", {},
                                   enc.tokens * spec.d_model * enc.element_bytes,
                                   /*adds_to_earlier_gradient=*/spec.tied_embeddings));
   add_stack(true, spec.n_decoder_layers);

@@ -69,9 +69,9 @@ struct Layer {
   // Parameters owned by this layer (a tied weight is owned by the embedding).
   std::int64_t numel = 0;
   std::int32_t parameter_tensors = 0;  // nn.Parameters among them (FSDP's per-parameter CPU work)
-  // Each nn.Parameter's elements, in registration order, where the family itemizes them (gpt,
-  // mpt, llama; empty for t5 and custom): FSDP2 allocates each one's unsharded copy and autograd
-  // each one's gradient on its own. Sums to numel.
+  // Each nn.Parameter's elements, in registration order, where the family itemizes them (all but
+  // custom, whose layer lists give only a count and a total): FSDP2 allocates each one's unsharded
+  // copy and autograd each one's gradient on its own. Sums to numel.
   std::vector<std::int64_t> parameter_numels;
   std::vector<NamedKernel> forward;   // in execution order
   std::vector<NamedKernel> backward;  // in execution order (gradient kernels of this layer)

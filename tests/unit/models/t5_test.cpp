@@ -104,6 +104,23 @@ TEST(T5Workload, LaysOutStacksForBlockWrapping) {
   EXPECT_EQ(layer(w, "encoder.blocks.1").numel, 4 * 8 * 8 + 8 + 2 * 8 * 16 + 8);
   EXPECT_EQ(layer(w, "decoder.blocks.1").numel, 8 * 8 * 8 + 3 * 8 + 2 * 8 * 16);
   EXPECT_EQ(layer(w, "decoder.embedding").numel, 0);  // the shared table is the embedding's
+  // Parameter by parameter, as HF registers them: q, k, v, o (8 x 8), the relative bias in a
+  // stack's first block, the layer_norm; a decoder's cross-attention q, k, v, o and norm; wi, wo
+  // (8 x 16) and the FFN's norm.
+  const std::vector<std::int64_t> encoder_first = {64, 64, 64, 64, 64, 8, 128, 128, 8};
+  EXPECT_EQ(layer(w, "encoder.blocks.0").parameter_numels, encoder_first);
+  const std::vector<std::int64_t> decoder_later = {64, 64, 64, 64,  8,   64, 64,
+                                                   64, 64, 8,  128, 128, 8};
+  EXPECT_EQ(layer(w, "decoder.blocks.1").parameter_numels, decoder_later);
+  EXPECT_EQ(layer(w, "embedding").parameter_numels, std::vector<std::int64_t>{80});
+  EXPECT_TRUE(layer(w, "decoder.embedding").parameter_numels.empty());
+  EXPECT_EQ(layer(w, "head").parameter_numels, std::vector<std::int64_t>{8});  // tied lm_head
+  for (const Layer& l : w.layers) {
+    std::int64_t sum = 0;
+    for (const std::int64_t n : l.parameter_numels) sum += n;
+    EXPECT_EQ(sum, l.numel) << l.name;
+    EXPECT_EQ(std::ssize(l.parameter_numels), l.parameter_tensors) << l.name;
+  }
 }
 
 // Each lookup zero-fills a gradient of the whole shared table; autograd adds it to the one from
