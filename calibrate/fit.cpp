@@ -99,21 +99,27 @@ SpeedSpread speeds_of(const std::vector<double>& seconds, const std::vector<std:
   return out;
 }
 
-// Each rank's short time of the held GEMM over its held time, checked and summarized (every rank
-// has a short time where rank 0 has one: the profile reader checks that).
+// Each rank's short time of the held GEMM over its held time, checked and summarized. Every rank
+// must have a short time, as rank 0 has.
 SustainedFraction sustained_fractions(const RankSpeedMeasurement& measured) {
   std::vector<double> fractions;
   SustainedFraction out;
   for (std::size_t r = 0; r < measured.ranks.size(); ++r) {
     const RankTiming& t = measured.ranks[r];
+    if (!t.gemm_short) {
+      throw InputError(fmt::format(
+          "/rank_speeds/ranks/{}/gemm_short_us: missing, where rank 0 has one (on every rank or "
+          "on none)",
+          r));
+    }
     const double fraction = t.gemm_short->value() / t.gemm.value();
     if (fraction < hardware::kLowestSustainedGemmFraction ||
         fraction > hardware::kHighestSustainedGemmFraction) {
       throw InputError(fmt::format(
           "/rank_speeds/ranks/{}/gemm_short_us: rank {} ran the held GEMM at {:.4g} of its short "
-          "rate; expected {:g} to {:g} (under load a GPU keeps less, up to timer noise: a held "
-          "time much shorter than the short one is swapped with it, one 4 times as long a "
-          "broken GPU or a time in the wrong unit)",
+          "rate; expected {:g} to {:g} (under load a GPU keeps less, or as much within timer "
+          "noise: a held time much shorter than the short one means the two were swapped; one "
+          "over 4 times as long, a broken GPU or a time in the wrong unit)",
           r, r, fraction, hardware::kLowestSustainedGemmFraction,
           hardware::kHighestSustainedGemmFraction));
     }

@@ -96,7 +96,7 @@ struct MemoryMeasurements {
   std::vector<AllocationTiming> allocations;  // by size, for the caching allocator's device calls
 };
 
-// One rank's times in the harness's "rank-speed" phase: the held GEMM on its GPU (per launch)
+// One rank's times in the harness's "rank-speed" phase: the held GEMM on its GPU (per launch),
 // the same GEMM timed short before the hold (when timed), and an empty-kernel launch on its host
 // (when timed).
 struct RankTiming {

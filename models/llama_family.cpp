@@ -222,8 +222,9 @@ std::vector<std::int64_t> llama_block_parameters(const TransformerSpec& spec) {
   const std::int64_t d = spec.d_model;
   const std::int64_t kv = d * kv_width(spec);
   const std::int64_t ffn = d * spec.ffn_dim;
-  // attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3 (no biases).
-  return {d, d * d, kv, kv, d * d, d, ffn, ffn, ffn};
+  // As torchtitan's (and Meta's) TransformerBlock registers them: attention (wq, wk, wv, wo),
+  // feed_forward (w1, w2, w3), then attention_norm and ffn_norm; no biases.
+  return {d * d, kv, kv, d * d, ffn, ffn, ffn, d, d};
 }
 
 std::vector<std::int64_t> llama_head_parameters(const TransformerSpec& spec) {

@@ -176,7 +176,8 @@ struct Timing {
 };
 
 // One timed launch after two untimed ones: how many launches a repeat needs (>= kMinRepeatMs)
-// and how many repeats fit in kMaxShapeMs (at least 3, at most `max_repeats`).
+// and how many repeats fit in kMaxShapeMs (at least 3 where `max_repeats` allows, at most
+// `max_repeats`).
 Timing plan_timing(Job& job, Gpu& gpu, Matmul& m, int max_repeats, const std::string& what) {
   for (int w = 0; w < 2; ++w) m.enqueue(gpu.stream);
   FSDPSIM_CUDA(cudaEventRecord(gpu.start[0], gpu.stream));
@@ -186,8 +187,9 @@ Timing plan_timing(Job& job, Gpu& gpu, Matmul& m, int max_repeats, const std::st
   Timing t;
   t.one_ms = std::max(1e-3, static_cast<double>(elapsed_ms(gpu.start[0], gpu.stop[0])));
   t.inner = static_cast<int>(std::clamp(std::ceil(kMinRepeatMs / t.one_ms), 1.0, 64.0));
-  t.repeats = static_cast<int>(std::clamp(std::floor(kMaxShapeMs / (t.one_ms * t.inner)), 3.0,
-                                          static_cast<double>(max_repeats)));
+  const auto most = static_cast<double>(max_repeats);
+  t.repeats = static_cast<int>(
+      std::clamp(std::floor(kMaxShapeMs / (t.one_ms * t.inner)), std::min(3.0, most), most));
   return t;
 }
 
@@ -415,6 +417,9 @@ HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
     t.repeats = plan.repeats;
     timings.push_back(t);
   }
+  // Every GPU of the job starts the hold together, whatever its short timing took.
+  job.barrier();
+  job.wait("lining the ranks up for the hold");
   // Every local GPU's hold and repeats are queued before any is waited for, in turns, and no GPU
   // gets more than kMaxQueued launches ahead of what it has finished (tracked by an event every
   // kLaunchesPerMark launches): a launch into a full queue (CUDA's holds about a thousand) would

@@ -48,7 +48,7 @@ struct UnitState {
   bool unsharded = false;  // per-parameter unsharded tensors present
   std::vector<TensorId> unsharded_params;
   bool post_forward_shard = false;  // reshard_after_forward = k: the k-way shard kept
-  TensorId post_forward_params = 0;
+  std::vector<TensorId> post_forward_params;
   EventRef post_forward_resharded;    // its copy done (FSDPParamGroup._reshard_after_forward_event)
   std::vector<TensorId> grads;        // unsharded gradients (autograd, param_dtype), per layer
   std::vector<TensorId> accumulated;  // unsharded_accumulated_grad (set_requires_gradient_sync)
@@ -81,7 +81,14 @@ class Fsdp2Step final : private UnitHooks {
         float8_(float8_weights(s_.workload(), units_, f_.float8_all_gather)) {
     for (std::size_t u = 0; u < units_.size(); ++u) {
       unit_bytes_.push_back(unit_bytes(units_[u], float8_[u], f_.param_dtype));
-      unsharded_tensors_.push_back(unsharded_tensor_bytes(u));
+      // Float8 weights are gathered in float8 beside the rest in param_dtype: those units keep
+      // their parameters as one tensor.
+      unit_parameters_.push_back(unit_bytes_.back().float8_numel > 0
+                                     ? std::vector<std::int64_t>{}
+                                     : unit_parameter_numels(units_[u], s_.workload()));
+      unsharded_tensors_.push_back(
+          per_parameter(u, unit_bytes_.back().gathered(1),
+                        [this](std::int64_t n) { return elements(n, f_.param_dtype); }));
     }
     // One communicator per post-forward group size a unit reshards to.
     for (std::size_t u = 0; u < units_.size(); ++u) {
@@ -109,21 +116,33 @@ class Fsdp2Step final : private UnitHooks {
  private:
   std::int32_t g(std::size_t u) const { return static_cast<std::int32_t>(u); }
 
-  // FSDPParam.init_all_gather_outputs / alloc_storage: each parameter's unsharded copy is a
-  // tensor of its own, its storage allocated at each unshard and freed (resize_(0)) at each
-  // reshard. One tensor for the unit where its parameters are not itemized, or where float8
-  // weights are gathered in another dtype than the rest.
-  std::vector<Bytes> unsharded_tensor_bytes(std::size_t u) const {
-    const std::vector<std::int64_t> numels = unit_parameter_numels(units_[u], s_.workload());
-    if (numels.empty() || unit_bytes_[u].float8_numel > 0) return {unit_bytes_[u].gathered(1)};
+  // FSDP2 keeps its per-parameter state in a tensor per parameter (FSDPParam): the unsharded copy
+  // (init_all_gather_outputs, alloc_storage at each unshard, resize_(0) at each reshard), the
+  // post-forward shard (to_sharded_post_forward) and the gradient kept in reduce_dtype under
+  // no_sync (to_accumulated_grad_if_needed). The sizes of unit u's tensors, `bytes_of(numel)`
+  // for each parameter, or `whole` where its parameters are one tensor (unit_parameters_).
+  template <class BytesOf>
+  std::vector<Bytes> per_parameter(std::size_t u, Bytes whole, BytesOf bytes_of) const {
+    if (unit_parameters_[u].empty()) return {whole};
     std::vector<Bytes> out;
-    for (const std::int64_t n : numels) out.push_back(elements(n, f_.param_dtype));
+    for (const std::int64_t n : unit_parameters_[u]) out.push_back(bytes_of(n));
     return out;
   }
 
+  std::vector<TensorId> allocate_each(const std::string& name, const std::vector<Bytes>& sizes,
+                                      MemoryCategory category) {
+    std::vector<TensorId> out;
+    for (const Bytes b : sizes) out.push_back(s_.allocate(name, b, s_.compute(), category));
+    return out;
+  }
+
+  void free_all(std::vector<TensorId>& tensors) {
+    for (const TensorId t : tensors) s_.free(t);
+    tensors.clear();
+  }
+
   void free_unsharded(UnitState& st) {
-    for (const TensorId t : st.unsharded_params) s_.free(t);
-    st.unsharded_params.clear();
+    free_all(st.unsharded_params);
     st.unsharded = false;
   }
   Phase phase() const { return in_backward_ ? Phase::kBackward : Phase::kForward; }
@@ -196,14 +215,12 @@ class Fsdp2Step final : private UnitHooks {
     }
     s_.program().wait_event(s_.compute(), st.all_gather_done);
     const UnitBytes& bytes = unit_bytes_[u];
-    for (const Bytes b : unsharded_tensors_[u]) {
-      st.unsharded_params.push_back(s_.allocate(unit.name + ".unsharded_params", b, s_.compute(),
-                                                MemoryCategory::kParameters));
-    }
+    st.unsharded_params = allocate_each(unit.name + ".unsharded_params", unsharded_tensors_[u],
+                                        MemoryCategory::kParameters);
     s_.copy(unit.name + ".all_gather_copy_out", s_.compute(),
             bytes.gathered(shard_size_) + bytes.gathered(1), phase(), g(u));
     if (st.post_forward_shard) {
-      s_.free(st.post_forward_params);
+      free_all(st.post_forward_params);
       st.post_forward_shard = false;
     }
     const EventRef copied = s_.program().record_event(s_.compute());
@@ -251,8 +268,12 @@ class Fsdp2Step final : private UnitHooks {
       // FSDPParam.to_sharded_post_forward: keep this rank's 1/k of the unsharded parameters (of
       // the float8 weights' gathered bytes too: all_gather_outputs[0].narrow(...).clone()).
       const Bytes shard = unit_bytes_[u].shard(k);
-      st.post_forward_params = s_.allocate(units_[u].name + ".post_forward_shard", shard,
-                                           s_.compute(), MemoryCategory::kParameters);
+      st.post_forward_params = allocate_each(
+          units_[u].name + ".post_forward_shard",
+          per_parameter(
+              u, shard,
+              [this, k](std::int64_t n) { return elements((n + k - 1) / k, f_.param_dtype); }),
+          MemoryCategory::kParameters);
       s_.copy(units_[u].name + ".post_forward_reshard", s_.compute(), 2 * shard, Phase::kForward,
               g(u));
       st.post_forward_resharded = s_.program().record_event(s_.compute());
@@ -292,10 +313,6 @@ class Fsdp2Step final : private UnitHooks {
     if (st.unsharded) free_unsharded(st);  // reshard_after_backward (default True)
     const Dtype rd = f_.reduce_dtype;
     const bool had_accumulated = st.has_accumulated;
-    const auto free_all = [this](std::vector<TensorId>& tensors) {
-      for (const TensorId t : tensors) s_.free(t);
-      tensors.clear();
-    };
     std::vector<TensorId> grads = std::move(st.grads);
     st.grads.clear();
     if (had_accumulated) {
@@ -312,9 +329,11 @@ class Fsdp2Step final : private UnitHooks {
         st.accumulated = std::move(grads);
       } else if (rd != f_.param_dtype) {
         // FSDPParam.to_accumulated_grad_if_needed: keep the gradient in reduce_dtype.
-        st.accumulated.push_back(s_.allocate(unit.name + ".accumulated_grad",
-                                             elements(unit.numel, rd), s_.compute(),
-                                             MemoryCategory::kGradients));
+        st.accumulated =
+            allocate_each(unit.name + ".accumulated_grad",
+                          per_parameter(u, elements(unit.numel, rd),
+                                        [rd](std::int64_t n) { return elements(n, rd); }),
+                          MemoryCategory::kGradients);
         s_.copy(unit.name + ".grad_to_reduce_dtype", s_.compute(),
                 elements(unit.numel, f_.param_dtype) + elements(unit.numel, rd), Phase::kBackward,
                 g(u));
@@ -520,7 +539,10 @@ class Fsdp2Step final : private UnitHooks {
   std::map<std::int32_t, ProcessGroup> post_forward_pgs_;  // by group size
   std::vector<Float8Weights> float8_;  // by unit; empty lists without fsdp.float8_all_gather
   std::vector<UnitBytes> unit_bytes_;  // by unit: its parameters by the dtype they are gathered in
-  std::vector<std::vector<Bytes>> unsharded_tensors_;  // by unit: its unsharded parameters
+  // By unit: its parameters' elements one by one, empty where they are one tensor (not itemized,
+  // or float8 weights gathered beside the rest); the sizes of its unsharded copies.
+  std::vector<std::vector<std::int64_t>> unit_parameters_;
+  std::vector<std::vector<Bytes>> unsharded_tensors_;
   std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
   // The fp16 reduction's divisor before it (the data-parallel world: every rank, HSDP too).
   std::int64_t predivide_ = gradient_predivide_factor(in_.cluster.world_size());

@@ -427,6 +427,12 @@ TEST(CalibratedSustainedFraction, RankZerosHeldOverShortGemmReplacesThePresetsFr
                 .at("simulated"),
             false);
 
+  // A scenario's gpu section that sets other keys leaves the measured share in place.
+  const auto [other_key_scenario, other_key] =
+      run({"hardware.calibration=" + profile("kept_0_6_again", 0.6),
+           "hardware.gpu.memory_efficiency=0.8"});
+  EXPECT_NEAR(other_key_scenario.hardware.cluster.gpu.sustained_compute_fraction, 0.6, 1e-12);
+
   const auto [noisy_scenario, noisy] = run({"hardware.calibration=" + profile("kept_1_05", 1.05)});
   EXPECT_DOUBLE_EQ(noisy_scenario.hardware.cluster.gpu.sustained_compute_fraction, 1.0);
   EXPECT_NE(calibration_usage_line(noisy_scenario.hardware.cluster)

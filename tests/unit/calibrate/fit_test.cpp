@@ -295,6 +295,17 @@ TEST(CalibrationFit, HeldOverShortGemmIsTheSustainedFraction) {
               std::string::npos)
         << e.what();
   }
+  // A rank without the short time that rank 0 has (a measurement built by hand, not read).
+  p.rank_speeds->ranks[1].gemm_short.reset();
+  try {
+    (void)fit_profile(p, "one missing");
+    ADD_FAILURE() << "a rank without a short time was fitted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/rank_speeds/ranks/1/gemm_short_us: missing, where rank "
+                                         "0 has one"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -776,6 +776,7 @@ TEST(Knobs, Fsdp2AllocatesEachParametersUnshardedCopyAndGradientOnItsOwn) {
   };
   expect_per_parameter("blocks.0.unsharded_params");
   expect_per_parameter("blocks.0.param_grads");
+  EXPECT_FALSE(sizes(fsdp2, "blocks.1.unsharded_params").empty());
   for (const std::int64_t b : sizes(fsdp2, "blocks.1.unsharded_params")) EXPECT_EQ(b, 40'000'000);
   for (const std::int64_t b : sizes(fsdp2, "root.unsharded_params")) EXPECT_EQ(b, 40'000'000);
   EXPECT_FALSE(sizes(fsdp2, "root.unsharded_params").empty());
@@ -783,6 +784,28 @@ TEST(Knobs, Fsdp2AllocatesEachParametersUnshardedCopyAndGradientOnItsOwn) {
   const std::vector<std::int64_t> flat = sizes(fsdp1, "blocks.0._full_param_padded");
   ASSERT_FALSE(flat.empty());
   for (const std::int64_t b : flat) EXPECT_EQ(b, 40'000'000);
+}
+
+// Per-parameter gradients with a tied table (100 elements, the embedding's first parameter):
+// the head's backward makes its gradient, after the head's own (a norm of 5); the embedding
+// makes only its other parameters' (20). A layer that does not list its parameters makes one.
+TEST(Knobs, TiedTableGradientIsMadeAtTheHead) {
+  models::Layer embedding;
+  embedding.kind = models::LayerKind::kEmbedding;
+  embedding.numel = 120;
+  embedding.parameter_numels = {100, 20};
+  models::Layer head;
+  head.kind = models::LayerKind::kHead;
+  head.numel = 5;
+  head.parameter_numels = {5};
+  EXPECT_EQ(layer_gradient_numels(embedding, 100), std::vector<std::int64_t>{20});
+  EXPECT_EQ(layer_gradient_numels(head, 100), (std::vector<std::int64_t>{5, 100}));
+  EXPECT_EQ(layer_gradient_numels(head, 0), std::vector<std::int64_t>{5});
+  head.parameter_numels.clear();
+  EXPECT_EQ(layer_gradient_numels(head, 100), std::vector<std::int64_t>{105});
+  embedding.parameter_numels = {100};
+  embedding.numel = 100;
+  EXPECT_TRUE(layer_gradient_numels(embedding, 100).empty());
 }
 
 // torchao's float8 all-gather on FSDP2 (2 GPUs, bf16 param_dtype, fp32 storage): the blocks'

@@ -35,8 +35,9 @@ TEST(BuildWorkload, LaysOutEmbeddingBlocksAndHeadInForwardOrder) {
 }
 
 // Each layer lists its nn.Parameters one by one, in registration order (FSDP2 allocates each
-// one's unsharded copy, autograd each one's gradient): Llama-3.1-8B's block is attention_norm,
-// wq, wk, wv (1024 wide: 8 KV heads of 128), wo, ffn_norm, w1, w2, w3; tiny_gpt's (d 64, ffn
+// one's unsharded copy, autograd each one's gradient): Llama-3.1-8B's block is wq, wk, wv (1024
+// wide: 8 KV heads of 128), wo, w1, w2, w3, then attention_norm and ffn_norm (torchtitan's
+// TransformerBlock registers its norms after its attention and feed-forward); tiny_gpt's (d 64, ffn
 // 256, vocab 100, 8 positions) has a weight and a bias per norm and linear, and its embedding
 // wte and wpe. The lists sum to the layers' parameters.
 TEST(BuildWorkload, LayersItemizeTheirParametersInRegistrationOrder) {
@@ -46,7 +47,7 @@ TEST(BuildWorkload, LayersItemizeTheirParametersInRegistrationOrder) {
   const std::int64_t ffn = d * 14336;
   EXPECT_EQ(llama.layers[0].parameter_numels, (std::vector<std::int64_t>{128256 * d}));
   EXPECT_EQ(llama.layers[1].parameter_numels,
-            (std::vector<std::int64_t>{d, d * d, kv, kv, d * d, d, ffn, ffn, ffn}));
+            (std::vector<std::int64_t>{d * d, kv, kv, d * d, ffn, ffn, ffn, d, d}));
   EXPECT_EQ(llama.layers.back().parameter_numels, (std::vector<std::int64_t>{d, 128256 * d}));
   const Workload gpt = build_workload(testing::tiny_gpt(), testing::options(1, 8));
   EXPECT_EQ(gpt.layers[0].parameter_numels, (std::vector<std::int64_t>{100 * 64, 8 * 64}));
