@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -164,9 +165,11 @@ std::string percent(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
 // either way); the last row pools every dtype. The model runs without the preset's
 // sustained_compute_fraction (it stands for what a training run adds to a kernel benchmark: clocks
 // under the power cap over minutes, NCCL traffic; the harness times GEMMs alone) and without any
-// calibration.
+// calibration. `sustained`: the share of its short GEMM rate rank 0 kept under load, when the
+// profile measured it, set next to that preset fraction.
 std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
                                  const std::string& preset, const std::string& configs_dir,
+                                 std::optional<double> sustained,
                                  std::set<std::filesystem::path>& inputs) {
   PresetLocator presets{default_configs_dir(configs_dir)};
   presets.files_resolved = &inputs;
@@ -175,6 +178,7 @@ std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
           .cluster;
   hardware::GpuSpec gpu = cluster.gpu;
   gpu.calibration = nullptr;
+  const double preset_sustained = gpu.sustained_compute_fraction;
   gpu.sustained_compute_fraction = 1.0;
   std::map<Dtype, std::vector<double>> ratios;
   std::map<Dtype, std::size_t> not_compared;  // dtypes the preset's GPU lacks
@@ -219,6 +223,12 @@ std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
     out += "  (no GEMM of a dtype the preset's GPU has)\n";
   } else if (ratios.size() > 1) {
     row("all", pooled);
+  }
+  if (sustained) {
+    out += fmt::format(
+        "  sustained: rank 0 kept {:.3f} of its short GEMM rate under load, where the preset's "
+        "sustained_compute_fraction is {:.3f}; a scenario with this profile uses {:.3f}\n",
+        *sustained, preset_sustained, std::min(1.0, *sustained));
   }
   return out;
 }
@@ -289,7 +299,11 @@ int fit_command(const CalibrateOptions& o) {
   // The profile and the --against preset are inputs the fit must not overwrite.
   std::set<std::filesystem::path> inputs{o.profile};
   if (!o.against.empty()) {
-    out += gemms_against_preset(profile, o.against, o.configs_dir, inputs);
+    out += gemms_against_preset(profile, o.against, o.configs_dir,
+                                fit.rank_speeds && fit.rank_speeds->sustained
+                                    ? std::optional<double>(fit.rank_speeds->sustained->rank0)
+                                    : std::nullopt,
+                                inputs);
   } else {
     out +=
         "  (not checked against a GPU: `--against PRESET` compares the GEMMs with its model and "

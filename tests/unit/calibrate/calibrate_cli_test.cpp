@@ -182,6 +182,15 @@ TEST(CalibrateCli, FitReportsTheRankSpeeds) {
   EXPECT_NEAR(short_fit.at("rank_speeds").at("sustained_gemm_fraction").at("rank0").get<double>(),
               0.84, 1e-6);
   EXPECT_EQ(short_fit.at("rank_speeds").at("sustained_gemm_fraction").at("lowest_rank"), 2);
+  // Against a preset, the measured share is set next to the preset's fraction.
+  const Outcome against =
+      run_fsdpsim("calibrate fit " + with_short.string() + " --against h100-sxm-80gb");
+  EXPECT_EQ(against.exit_code, 0) << against.output;
+  EXPECT_NE(against.output.find("  sustained: rank 0 kept 0.840 of its short GEMM rate under load, "
+                                "where the preset's sustained_compute_fraction is 0.840; a "
+                                "scenario with this profile uses 0.840\n"),
+            std::string::npos)
+      << against.output;
   // Short times longer than the held ones by half: swapped.
   const Outcome swapped =
       run_fsdpsim("calibrate fit " +
