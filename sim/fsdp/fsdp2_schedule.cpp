@@ -57,6 +57,13 @@ struct UnitState {
   TensorId grad_shard = 0;  // the sharded gradient on the GPU (none under CPU offload)
 };
 
+// The sizes of a unit's tensors that FSDP2 keeps per parameter (Fsdp2Step::unit_tensors).
+struct UnitTensors {
+  std::vector<Bytes> unsharded;     // the unsharded copies, in param_dtype
+  std::vector<Bytes> post_forward;  // this rank's 1/k of each (k = reshard_after_forward > 1)
+  std::vector<Bytes> accumulated;   // the gradients kept in reduce_dtype under no_sync
+};
+
 struct HeldBuffer {  // AllGatherState / ReduceScatterState
   TensorId tensor = 0;
   EventRef event;
@@ -81,14 +88,12 @@ class Fsdp2Step final : private UnitHooks {
         float8_(float8_weights(s_.workload(), units_, f_.float8_all_gather)) {
     for (std::size_t u = 0; u < units_.size(); ++u) {
       unit_bytes_.push_back(unit_bytes(units_[u], float8_[u], f_.param_dtype));
-      // Float8 weights are gathered in float8 beside the rest in param_dtype: those units keep
-      // their parameters as one tensor.
-      unit_parameters_.push_back(unit_bytes_.back().float8_numel > 0
-                                     ? std::vector<std::int64_t>{}
-                                     : unit_parameter_numels(units_[u], s_.workload()));
-      unsharded_tensors_.push_back(
-          per_parameter(u, unit_bytes_.back().gathered(1),
-                        [this](std::int64_t n) { return elements(n, f_.param_dtype); }));
+      unit_tensors_.push_back(unit_tensors(u));
+    }
+    for (const models::Layer& l : s_.workload().layers) {
+      std::vector<Bytes>& sizes = layer_gradients_.emplace_back();
+      for (const std::int64_t n : layer_gradient_numels(l, tied_numel_))
+        sizes.push_back(elements(n, f_.param_dtype));
     }
     // One communicator per post-forward group size a unit reshards to.
     for (std::size_t u = 0; u < units_.size(); ++u) {
@@ -119,21 +124,35 @@ class Fsdp2Step final : private UnitHooks {
   // FSDP2 keeps its per-parameter state in a tensor per parameter (FSDPParam): the unsharded copy
   // (init_all_gather_outputs, alloc_storage at each unshard, resize_(0) at each reshard), the
   // post-forward shard (to_sharded_post_forward) and the gradient kept in reduce_dtype under
-  // no_sync (to_accumulated_grad_if_needed). The sizes of unit u's tensors, `bytes_of(numel)`
-  // for each parameter, or `whole` where its parameters are one tensor (unit_parameters_).
-  template <class BytesOf>
-  std::vector<Bytes> per_parameter(std::size_t u, Bytes whole, BytesOf bytes_of) const {
-    if (unit_parameters_[u].empty()) return {whole};
-    std::vector<Bytes> out;
-    for (const std::int64_t n : unit_parameters_[u]) out.push_back(bytes_of(n));
+  // no_sync (to_accumulated_grad_if_needed). One tensor each for the unit where its parameters
+  // are not itemized (unit_parameter_numels), or where float8 weights are gathered in float8
+  // beside the rest in param_dtype.
+  UnitTensors unit_tensors(std::size_t u) const {
+    const UnitBytes& bytes = unit_bytes_[u];
+    const std::int32_t k = reshard_after_forward(u);
+    const Dtype rd = f_.reduce_dtype;
+    const std::vector<std::int64_t> numels = bytes.float8_numel > 0
+                                                 ? std::vector<std::int64_t>{}
+                                                 : unit_parameter_numels(units_[u], s_.workload());
+    UnitTensors out;
+    if (numels.empty()) {
+      out.unsharded = {bytes.gathered(1)};
+      if (k > 1) out.post_forward = {bytes.shard(k)};
+      out.accumulated = {elements(units_[u].numel, rd)};
+      return out;
+    }
+    for (const std::int64_t n : numels) {
+      out.unsharded.push_back(elements(n, f_.param_dtype));
+      if (k > 1) out.post_forward.push_back(elements((n + k - 1) / k, f_.param_dtype));
+      out.accumulated.push_back(elements(n, rd));
+    }
     return out;
   }
 
-  std::vector<TensorId> allocate_each(const std::string& name, const std::vector<Bytes>& sizes,
-                                      MemoryCategory category) {
-    std::vector<TensorId> out;
-    for (const Bytes b : sizes) out.push_back(s_.allocate(name, b, s_.compute(), category));
-    return out;
+  // Allocates a tensor of each size on the compute stream, appended to `into`.
+  void allocate_each(const std::string& name, const std::vector<Bytes>& sizes,
+                     MemoryCategory category, std::vector<TensorId>& into) {
+    for (const Bytes b : sizes) into.push_back(s_.allocate(name, b, s_.compute(), category));
   }
 
   void free_all(std::vector<TensorId>& tensors) {
@@ -215,8 +234,8 @@ class Fsdp2Step final : private UnitHooks {
     }
     s_.program().wait_event(s_.compute(), st.all_gather_done);
     const UnitBytes& bytes = unit_bytes_[u];
-    st.unsharded_params = allocate_each(unit.name + ".unsharded_params", unsharded_tensors_[u],
-                                        MemoryCategory::kParameters);
+    allocate_each(unit.name + ".unsharded_params", unit_tensors_[u].unsharded,
+                  MemoryCategory::kParameters, st.unsharded_params);
     s_.copy(unit.name + ".all_gather_copy_out", s_.compute(),
             bytes.gathered(shard_size_) + bytes.gathered(1), phase(), g(u));
     if (st.post_forward_shard) {
@@ -268,12 +287,8 @@ class Fsdp2Step final : private UnitHooks {
       // FSDPParam.to_sharded_post_forward: keep this rank's 1/k of the unsharded parameters (of
       // the float8 weights' gathered bytes too: all_gather_outputs[0].narrow(...).clone()).
       const Bytes shard = unit_bytes_[u].shard(k);
-      st.post_forward_params = allocate_each(
-          units_[u].name + ".post_forward_shard",
-          per_parameter(
-              u, shard,
-              [this, k](std::int64_t n) { return elements((n + k - 1) / k, f_.param_dtype); }),
-          MemoryCategory::kParameters);
+      allocate_each(units_[u].name + ".post_forward_shard", unit_tensors_[u].post_forward,
+                    MemoryCategory::kParameters, st.post_forward_params);
       s_.copy(units_[u].name + ".post_forward_reshard", s_.compute(), 2 * shard, Phase::kForward,
               g(u));
       st.post_forward_resharded = s_.program().record_event(s_.compute());
@@ -298,12 +313,10 @@ class Fsdp2Step final : private UnitHooks {
   // embedding gradient at the end, unless the head is tied to the embedding's table, whose
   // gradient the head's backward then makes first.
   void pre_backward_layer(std::size_t u, std::size_t layer) override {
-    const models::Layer& l = s_.workload().layers[layer];
-    for (const std::int64_t numel : layer_gradient_numels(l, tied_numel_)) {
-      state_[u].grads.push_back(s_.allocate(l.name + ".param_grads",
-                                            elements(numel, f_.param_dtype), s_.compute(),
-                                            MemoryCategory::kGradients));
-    }
+    const std::vector<Bytes>& sizes = layer_gradients_[layer];
+    if (sizes.empty()) return;
+    allocate_each(s_.workload().layers[layer].name + ".param_grads", sizes,
+                  MemoryCategory::kGradients, state_[u].grads);
   }
 
   void post_backward(std::size_t u) override {
@@ -329,11 +342,8 @@ class Fsdp2Step final : private UnitHooks {
         st.accumulated = std::move(grads);
       } else if (rd != f_.param_dtype) {
         // FSDPParam.to_accumulated_grad_if_needed: keep the gradient in reduce_dtype.
-        st.accumulated =
-            allocate_each(unit.name + ".accumulated_grad",
-                          per_parameter(u, elements(unit.numel, rd),
-                                        [rd](std::int64_t n) { return elements(n, rd); }),
-                          MemoryCategory::kGradients);
+        allocate_each(unit.name + ".accumulated_grad", unit_tensors_[u].accumulated,
+                      MemoryCategory::kGradients, st.accumulated);
         s_.copy(unit.name + ".grad_to_reduce_dtype", s_.compute(),
                 elements(unit.numel, f_.param_dtype) + elements(unit.numel, rd), Phase::kBackward,
                 g(u));
@@ -539,10 +549,8 @@ class Fsdp2Step final : private UnitHooks {
   std::map<std::int32_t, ProcessGroup> post_forward_pgs_;  // by group size
   std::vector<Float8Weights> float8_;  // by unit; empty lists without fsdp.float8_all_gather
   std::vector<UnitBytes> unit_bytes_;  // by unit: its parameters by the dtype they are gathered in
-  // By unit: its parameters' elements one by one, empty where they are one tensor (not itemized,
-  // or float8 weights gathered beside the rest); the sizes of its unsharded copies.
-  std::vector<std::vector<std::int64_t>> unit_parameters_;
-  std::vector<std::vector<Bytes>> unsharded_tensors_;
+  std::vector<UnitTensors> unit_tensors_;            // by unit
+  std::vector<std::vector<Bytes>> layer_gradients_;  // by layer: the gradients its backward makes
   std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
   // The fp16 reduction's divisor before it (the data-parallel world: every rank, HSDP too).
   std::int64_t predivide_ = gradient_predivide_factor(in_.cluster.world_size());
