@@ -16,11 +16,21 @@ FlopDefinition flop_definition(const ValidationCase& c, const Scenario& s) {
       s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kFull;
   FlopDefinition d;
   const bool h100_class = c.get("gpu").rfind('h', 0) == 0;
-  if (source.rfind("llm-foundry", 0) == 0 || source == "kempnerforge") {
-    // MFU = tok/s x (6N + 12 L d s) / peak; HFU = 4/3 MFU with activation checkpointing.
+  if (source.rfind("llm-foundry", 0) == 0 || source == "kempnerforge" ||
+      source.rfind("fms-fsdp", 0) == 0) {
+    // MFU = tok/s x (6N + 12 L d s) / peak (fms-fsdp: nanoGPT's and PaLM's count, the same);
+    // HFU adds the recompute, a third of the model's FLOPs for each block re-run: 4/3 MFU with
+    // every block checkpointed (llm-foundry), 1 + 1/(3n) with every n-th (fms-fsdp's selective
+    // checkpointing, whose HFU PyTorch's FLOP counter measured).
     const auto n = static_cast<double>(models::parameter_count(s.model));
     d.model_per_token = 6.0 * n + 12.0 * l * h * seq;
-    d.hardware_per_token = d.model_per_token * (recompute ? 4.0 / 3.0 : 1.0);
+    double rerun = recompute ? 1.0 : 0.0;
+    if (s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kSelective) {
+      const std::int64_t every = s.training.checkpoint_every_n_blocks;
+      const std::int64_t blocks = s.model.n_layers;
+      rerun = static_cast<double>((blocks + every - 1) / every) / static_cast<double>(blocks);
+    }
+    d.hardware_per_token = d.model_per_token * (1.0 + rerun / 3.0);
     d.peak_tflops = c.get("matmul_dtype") == "fp8" ? 1979.0 : (h100_class ? 989.0 : 312.0);
   } else {
     // Megatron-LM (Narayanan et al. 2021, eq. 3): 96 B s l h^2 (1 + s/6h + V/16lh) per

@@ -41,6 +41,28 @@ TEST(ValidationFlops, EveryPublishedRowsTokensGiveTheUtilizationItPrints) {
   EXPECT_EQ(hfu_rows, 449);
 }
 
+// fms-fsdp's HFU counts the recompute its checkpointing runs (PyTorch's FLOP counter): nothing for
+// the 7B rows, half the blocks' forward for the 13B rows (every 2nd block: 7/6 of the MFU's
+// count), every block's for the 34B and 70B rows (4/3). The printed HFU over the printed MFU
+// agrees within the two digits they are printed to.
+TEST(ValidationFlops, FmsFsdpHardwareFlopsCountTheBlocksItRecomputes) {
+  const std::string cases = std::string(FSDPSIM_CONFIGS_DIR) + "/validation/fms-fsdp/cases.csv";
+  int rows = 0;
+  for (const ValidationCase& c : read_validation_cases(cases)) {
+    const CaseScenario built = scenario_for_case(c, cases);
+    ASSERT_FALSE(built.document.is_null()) << built.skip_reason;
+    const FlopDefinition d =
+        flop_definition(c, scenario_from_json(built.document, cases, {}, kPresets));
+    const std::string& ac = c.get("act_ckpt");
+    const double expected = ac == "full" ? 4.0 / 3.0 : ac == "selective" ? 7.0 / 6.0 : 1.0;
+    EXPECT_DOUBLE_EQ(d.hardware_per_token / d.model_per_token, expected) << c.get("case_id");
+    EXPECT_NEAR(*c.number("measured_hfu") / *c.number("measured_mfu") / expected, 1.0, 0.04)
+        << c.get("case_id");
+    ++rows;
+  }
+  EXPECT_EQ(rows, 8);
+}
+
 TEST(ValidationFlops, TflopsAndUtilizationShareOneCount) {
   const FlopDefinition d{6.0e9, 8.0e9, 312.0};  // 1B-parameter-like count, A100 peak
   EXPECT_DOUBLE_EQ(model_tflops(d, 1000.0), 6.0);
