@@ -258,10 +258,7 @@ RankSpeedFit fit_rank_speeds(const RankSpeedMeasurement& measured, std::vector<d
   RankSpeedFit out;
   out.ranks = measured.ranks.size();
   out.gpu = speeds_of(gemm_s, hosts, "time on the held GEMM", "gemm_us", gpu);
-  const GemmShape& g = measured.shape;
-  out.rank0_tflops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
-                     static_cast<double>(g.k) * static_cast<double>(g.batch) / gemm_s.front() /
-                     1e12;
+  out.rank0_tflops = gemm_flops(measured.shape) / gemm_s.front() / 1e12;
   host.clear();
   if (launch_s.size() == gemm_s.size()) {
     // A host is one machine: its ranks share its CPUs, so each rank takes its host's median

@@ -48,8 +48,7 @@ double log_distance(const GemmKey& a, const GemmKey& b) {
 Seconds model_gemm_time(const GpuSpec& gpu, const Kernel& kernel, const GemmKey& shape) {
   Kernel k = kernel;
   k.gemm = GemmShape{shape.m, shape.n, shape.k, shape.batch};
-  k.flops = Flops(2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
-                  static_cast<double>(shape.k) * static_cast<double>(shape.batch));
+  k.flops = Flops(gemm_flops(k.gemm));
   const double from = gemm_elements(kernel.gemm.m, kernel.gemm.n, kernel.gemm.k) *
                       static_cast<double>(kernel.gemm.batch);
   const double to = gemm_elements(shape.m, shape.n, shape.k) * static_cast<double>(shape.batch);

@@ -199,11 +199,7 @@ GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
   if (r.has("repeats")) g.repeats = r.non_negative_int32("repeats");
   if (r.has("under_nccl_time_us")) g.median_under_nccl = measured_us(r, "under_nccl_time_us");
   g.source = r.string("source", "");
-  check_derived_rate(r, "tflops",
-                     2.0 * static_cast<double>(g.shape.m) * static_cast<double>(g.shape.n) *
-                         static_cast<double>(g.shape.k) * static_cast<double>(g.shape.batch) /
-                         g.median.value() / 1e12,
-                     "TFLOP/s");
+  check_derived_rate(r, "tflops", gemm_flops(g.shape) / g.median.value() / 1e12, "TFLOP/s");
   r.finish(
       {"batch", "layout", "min_us", "max_us", "repeats", "under_nccl_time_us", "source", "tflops"});
   return g;
@@ -627,8 +623,7 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
                                 const std::string& path) -> std::string {
     const double peak = gpu.peak(dtype).value();
     if (!(peak > 0.0) || !(median.value() > 0.0)) return "";  // unsupported dtype: never priced
-    const double flops = 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
-                         static_cast<double>(shape.k) * static_cast<double>(shape.batch);
+    const double flops = gemm_flops(shape);
     const double rate = flops / median.value();
     // "GEMM 4096x1024x512 (batch 2) tf32 in 15 us", for a message only.
     const std::string measured =

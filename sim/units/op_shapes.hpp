@@ -17,6 +17,12 @@ struct GemmShape {
   std::int64_t batch = 1;
 };
 
+// A GEMM's FLOPs: 2 x m x n x k per matrix product (a multiply and an add each).
+inline double gemm_flops(const GemmShape& s) {
+  return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) *
+         static_cast<double>(s.batch);
+}
+
 // Which fused-attention kernel runs (hardware/kernel_time.cpp prices each against
 // FlashAttention-2).
 enum class FlashKernel : std::uint8_t {
@@ -99,8 +105,7 @@ inline Kernel gemm_kernel(GemmShape shape, Dtype dtype) {
   k.kind = KernelKind::kGemm;
   k.dtype = dtype;
   k.gemm = shape;
-  k.flops = Flops(2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
-                  static_cast<double>(shape.k) * static_cast<double>(shape.batch));
+  k.flops = Flops(gemm_flops(shape));
   k.bytes = Bytes((shape.m * shape.k + shape.k * shape.n + shape.m * shape.n) * shape.batch *
                   dtype_bytes(dtype));
   return k;
