@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <numeric>
 #include <stdexcept>
 #include <utility>
 
@@ -66,8 +65,7 @@ LayerDraft::LayerDraft(std::string name, LayerKind kind, std::int64_t numel,
 }
 
 LayerDraft::LayerDraft(std::string name, LayerKind kind, std::vector<std::int64_t> parameter_numels)
-    : LayerDraft(std::move(name), kind,
-                 std::accumulate(parameter_numels.begin(), parameter_numels.end(), std::int64_t{0}),
+    : LayerDraft(std::move(name), kind, total_numel(parameter_numels),
                  static_cast<std::int32_t>(parameter_numels.size())) {
   layer_.parameter_numels = std::move(parameter_numels);
 }

@@ -16,7 +16,6 @@
 // stack; lm_head V*d unless tied. t5-small 60,506,624 ... t5-11b 11,307,321,344 (HF
 // model.num_parameters(); tests/unit/models/t5_test.cpp).
 // Encoder length = WorkloadOptions::seq_len, decoder length = decoder_seq_len (0: the same).
-#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -154,16 +153,13 @@ std::vector<std::int64_t> t5_head_parameters(const TransformerSpec& spec) {
 }
 
 std::int64_t t5_parameter_count(const TransformerSpec& spec) {
-  const auto numel = [](const std::vector<std::int64_t>& parameters) {
-    return std::accumulate(parameters.begin(), parameters.end(), std::int64_t{0});
-  };
   const auto block = [&](bool decoder, bool first) {
-    return numel(t5_block_parameters(spec, decoder, first));
+    return total_numel(t5_block_parameters(spec, decoder, first));
   };
   const std::int64_t encoder = block(false, true) + (spec.n_layers - 1) * block(false, false);
   const std::int64_t decoder = block(true, true) + (spec.n_decoder_layers - 1) * block(true, false);
   return spec.vocab * spec.d_model + encoder + spec.d_model + decoder +
-         numel(t5_head_parameters(spec));
+         total_numel(t5_head_parameters(spec));
 }
 
 Workload build_t5_workload(const TransformerSpec& spec, const WorkloadOptions& options) {

@@ -4,7 +4,6 @@
 // the float8 and torch.compile rewrites the options ask for.
 #include "models/workload.hpp"
 
-#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -39,23 +38,19 @@ Workload rewritten(Workload workload, const WorkloadOptions& options) {
   return workload;
 }
 
-std::int64_t sum(const std::vector<std::int64_t>& numels) {
-  return std::accumulate(numels.begin(), numels.end(), std::int64_t{0});
-}
-
 std::int64_t embedding_numel(const TransformerSpec& spec) {
-  return sum(is_llama(spec) ? detail::llama_embedding_parameters(spec)
-                            : detail::gpt_embedding_parameters(spec));
+  return total_numel(is_llama(spec) ? detail::llama_embedding_parameters(spec)
+                                    : detail::gpt_embedding_parameters(spec));
 }
 
 std::int64_t block_numel(const TransformerSpec& spec) {
-  return sum(is_llama(spec) ? detail::llama_block_parameters(spec)
-                            : detail::gpt_block_parameters(spec));
+  return total_numel(is_llama(spec) ? detail::llama_block_parameters(spec)
+                                    : detail::gpt_block_parameters(spec));
 }
 
 std::int64_t head_numel(const TransformerSpec& spec) {
-  return sum(is_llama(spec) ? detail::llama_head_parameters(spec)
-                            : detail::gpt_head_parameters(spec));
+  return total_numel(is_llama(spec) ? detail::llama_head_parameters(spec)
+                                    : detail::gpt_head_parameters(spec));
 }
 
 }  // namespace

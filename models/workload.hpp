@@ -130,6 +130,11 @@ struct Layer {
   std::vector<std::int64_t> buffers;
 };
 
+// The elements of a list of parameters (Layer::parameter_numels).
+inline std::int64_t total_numel(const std::vector<std::int64_t>& parameter_numels) {
+  return std::accumulate(parameter_numels.begin(), parameter_numels.end(), std::int64_t{0});
+}
+
 struct WorkloadOptions {
   std::int64_t micro_batch = 1;        // sequences per rank per micro-step
   std::int64_t seq_len = 0;            // tokens per sequence (t5: the encoder's)
