@@ -28,7 +28,7 @@ FlopDefinition flop_definition(const ValidationCase& c, const Scenario& s) {
     if (s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kSelective) {
       const std::int64_t every = s.training.checkpoint_every_n_blocks;
       const std::int64_t blocks = s.model.n_layers;
-      rerun = static_cast<double>((blocks + every - 1) / every) / static_cast<double>(blocks);
+      rerun = static_cast<double>(blocks / every) / static_cast<double>(blocks);
     }
     d.hardware_per_token = d.model_per_token * (1.0 + rerun / 3.0);
     d.peak_tflops = c.get("matmul_dtype") == "fp8" ? 1979.0 : (h100_class ? 989.0 : 312.0);

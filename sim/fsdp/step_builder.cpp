@@ -274,10 +274,13 @@ CheckpointMode StepBuilder::checkpoint_mode(std::size_t layer) const {
     case ActivationCheckpointing::kFull:
       return CheckpointMode::kWholeLayer;
     case ActivationCheckpointing::kSelective:
-      // Every n-th block, counting from the first (apply_activation_checkpointing with a
-      // check_fn that selects block indices divisible by n, as torchtitan's "selective" mode).
-      return block % in_.training.checkpoint_every_n_blocks == 0 ? CheckpointMode::kWholeLayer
-                                                                 : CheckpointMode::kSave;
+      // Every n-th block: the n-th, the 2n-th, ... (the check_fn of torchtitan's per-layer
+      // selective mode and of fms-fsdp's apply_fsdp_checkpointing counts blocks from 1 and wraps
+      // those whose count is divisible by n; torchtitan/parallelisms/parallelize_llama.py
+      // @395a52627, fms_fsdp/policies/ac_handler.py @5e522b4).
+      return (block + 1) % in_.training.checkpoint_every_n_blocks == 0
+                 ? CheckpointMode::kWholeLayer
+                 : CheckpointMode::kSave;
     case ActivationCheckpointing::kAttention:
       return CheckpointMode::kAttentionCore;
   }
