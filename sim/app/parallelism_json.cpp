@@ -248,11 +248,13 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                     t.micro_batch, std::max(t.seq_len, t.decoder_seq_len)));
   }
   const std::string ac =
-      r.choice("activation_checkpointing", {"none", "full", "selective", "attention"}, "none");
-  t.activation_checkpointing = ac == "full"        ? fsdp::ActivationCheckpointing::kFull
-                               : ac == "selective" ? fsdp::ActivationCheckpointing::kSelective
-                               : ac == "attention" ? fsdp::ActivationCheckpointing::kAttention
-                                                   : fsdp::ActivationCheckpointing::kNone;
+      r.choice("activation_checkpointing",
+               {"none", "full", "selective", "selective_op", "attention"}, "none");
+  t.activation_checkpointing = ac == "full"           ? fsdp::ActivationCheckpointing::kFull
+                               : ac == "selective"    ? fsdp::ActivationCheckpointing::kSelective
+                               : ac == "selective_op" ? fsdp::ActivationCheckpointing::kSelectiveOp
+                               : ac == "attention"    ? fsdp::ActivationCheckpointing::kAttention
+                                                      : fsdp::ActivationCheckpointing::kNone;
   t.checkpoint_every_n_blocks = r.positive_int32("checkpoint_every_n_blocks", 2);
   if (r.has("checkpoint_every_n_blocks") &&
       t.activation_checkpointing != fsdp::ActivationCheckpointing::kSelective) {
@@ -270,6 +272,12 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
   }
   // DeepSpeed checkpoints with its own reentrant implementation, which re-runs whole blocks.
   const bool deepspeed = parallelism == fsdp::Parallelism::kDeepSpeedZero3;
+  if (deepspeed && t.activation_checkpointing == fsdp::ActivationCheckpointing::kSelectiveOp) {
+    throw ConfigError(file, "/training/activation_checkpointing",
+                      "expected none, full, selective or attention with parallelism "
+                      "deepspeed_zero3, found selective_op: an op policy needs PyTorch's "
+                      "non-reentrant checkpoint, and DeepSpeed's is reentrant");
+  }
   t.checkpoint_early_stop = r.boolean("checkpoint_early_stop", !deepspeed);
   if (deepspeed && t.checkpoint_early_stop) {
     throw ConfigError(file, "/training/checkpoint_early_stop",

@@ -58,8 +58,10 @@ training:
   seq_len                   tokens per sequence (t5: encoder; custom: tokens per    required
                             sample, 1 for non-sequence models)
   decoder_seq_len           t5 decoder tokens per sequence                          default seq_len
-  activation_checkpointing  none | full | selective | attention                     default none
+  activation_checkpointing  none | full | selective | selective_op | attention      default none
                             [checkpoint_wrapper on every block | on every n-th block |
+                            on every block under torchtitan's op policy: keep every
+                            other mm's output and SDPA's, recompute the rest |
                             recompute only the attention core (selective recomputation)]
   checkpoint_every_n_blocks n for selective                                         default 2
   checkpoint_early_stop     a whole block's recompute stops after the last tensor its

@@ -198,6 +198,12 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                         "attention recomputes the attention core of a block; a custom model's "
                         "units have none (full or selective recompute whole units)");
     }
+    if (s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kSelectiveOp) {
+      throw ConfigError(f, "/training/activation_checkpointing",
+                        "selective_op saves the outputs of a block's mm and attention ops; a "
+                        "custom model's units are opaque, with none of their own (full or "
+                        "selective recompute whole units)");
+    }
     if (s.fsdp.wrap_policy == fsdp::WrapPolicy::kBlockAndLinear) {
       throw ConfigError(f, "/fsdp/wrap_policy",
                         "block_and_linear wraps each nn.Linear; a custom model's units are "

@@ -77,6 +77,8 @@ const char* checkpointing_name(fsdp::ActivationCheckpointing ac) {
       return "selective";
     case fsdp::ActivationCheckpointing::kAttention:
       return "attention";
+    case fsdp::ActivationCheckpointing::kSelectiveOp:
+      return "selective_op";
   }
   return "?";
 }

@@ -388,8 +388,8 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
     allocator["memory_fraction"] = *fraction;
   }
   const std::string ac = c.get("act_ckpt");
-  if (ac != "none" && ac != "full" && ac != "selective")
-    bad_cell(file, c, "act_ckpt", "none, full or selective");
+  if (ac != "none" && ac != "full" && ac != "selective" && ac != "selective_op")
+    bad_cell(file, c, "act_ckpt", "none, full, selective or selective_op");
   nlohmann::json training = {
       {"global_batch", micro * gpus * accumulation},
       {"micro_batch", micro},

@@ -338,9 +338,7 @@ class DdpStep final : private KernelHooks {
     }
   }
 
-  bool recomputes(std::size_t layer) const {
-    return s_.checkpoint_mode(layer) == CheckpointMode::kWholeLayer;
-  }
+  bool recomputes(std::size_t layer) const { return reruns_forward(s_.checkpoint_mode(layer)); }
 
   std::int32_t group(std::size_t bucket) const {
     return static_cast<std::int32_t>(pieces_[buckets_[bucket].pieces.front()].layer);

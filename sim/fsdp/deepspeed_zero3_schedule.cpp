@@ -264,7 +264,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
     for (std::size_t i = layers.size(); i-- > 0;) {
       const LayerModules& lm = layer_modules_[i];
       if (lm.rest) trace_.push_back({*lm.rest});
-      if (s_.checkpoint_mode(i) == CheckpointMode::kWholeLayer) {
+      if (reruns_forward(s_.checkpoint_mode(i))) {
         for (const std::size_t m : lm.forward_linears) trace_.push_back({m});
       }
       for (const std::size_t m : lm.backward_linears) trace_.push_back({m});

@@ -52,6 +52,9 @@ enum class ActivationCheckpointing : std::uint8_t {
   kFull,       // checkpoint_wrapper around every transformer block
   kSelective,  // checkpoint_wrapper around every n-th block (checkpoint_every_n_blocks)
   kAttention,  // op-level: only the attention core is recomputed (selective recomputation)
+  // op-level, torchtitan's selective_ac_option "op": every block keeps its input, every other
+  // mm's output and SDPA's output, and recomputes the rest (models/op_checkpoint_policy.hpp)
+  kSelectiveOp,
 };
 
 enum class Optimizer : std::uint8_t {

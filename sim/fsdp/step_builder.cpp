@@ -62,6 +62,10 @@ StepBuilder::StepBuilder(const ScheduleInput& input)
     block_number_.push_back(l.kind == models::LayerKind::kBlock ? blocks++ : -1);
     recompute_end_.push_back(recompute_end(l, early_stop));
   }
+  if (in_.training.activation_checkpointing == ActivationCheckpointing::kSelectiveOp) {
+    for (const models::Layer& l : w_.layers)
+      op_plans_.push_back(models::torchtitan_op_checkpoint_plan(l));
+  }
   price_layer_kernels();
 }
 
@@ -283,17 +287,28 @@ CheckpointMode StepBuilder::checkpoint_mode(std::size_t layer) const {
                  : CheckpointMode::kSave;
     case ActivationCheckpointing::kAttention:
       return CheckpointMode::kAttentionCore;
+    case ActivationCheckpointing::kSelectiveOp:
+      return CheckpointMode::kOpPolicy;
   }
   return CheckpointMode::kSave;
 }
 
 void StepBuilder::run_forward_kernels(std::size_t layer, std::size_t begin, std::size_t end,
-                                      Phase phase, std::int32_t group) {
+                                      Phase phase, std::int32_t group,
+                                      const std::vector<std::uint8_t>* skip) {
   const char* pass = phase == Phase::kRecompute ? "recompute" : "fwd";
   const models::Layer& l = w_.layers[layer];
   const KernelDurations* durations =
       forward_durations_.empty() ? nullptr : forward_durations_[layer].data();
   for (std::size_t i = begin; i < end; ++i) {
+    if (skip != nullptr && (*skip)[i] != 0) {
+      // The module still runs (its hooks fire); its op returns the saved output, no kernel.
+      if (kernel_hooks_ != nullptr) {
+        kernel_hooks_->before_kernel(layer, l.forward[i], phase);
+        kernel_hooks_->after_kernel(layer, l.forward[i], phase);
+      }
+      continue;
+    }
     hooked_kernel(layer, pass, l.forward[i], durations != nullptr ? durations + i : nullptr, phase,
                   group);
   }
@@ -308,6 +323,9 @@ Bytes StepBuilder::saved_bytes(std::size_t layer) const {
       return l.saved_activations_checkpointed;
     case CheckpointMode::kAttentionCore:
       return l.saved_activations - l.attention_core_saved;
+    case CheckpointMode::kOpPolicy:
+      // The checkpoint's input, and the policy's cache of saved outputs.
+      return l.saved_activations_checkpointed + op_plans_[layer].saved_bytes;
   }
   return l.saved_activations;
 }
@@ -369,16 +387,23 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, TensorId
   TensorId recomputed = 0;
   if (mode != CheckpointMode::kSave) {
     // torch.utils.checkpoint re-runs the forward (or the checkpointed region) right before the
-    // gradient kernels need its tensors, a whole layer up to where it may stop early.
-    const bool whole = mode == CheckpointMode::kWholeLayer;
-    recomputed =
-        allocate(l.name + ".recomputed", whole ? l.saved_activations : l.attention_core_saved,
-                 compute_, MemoryCategory::kActivations);
+    // gradient kernels need its tensors, a whole layer up to where it may stop early. Under the
+    // op policy the re-run skips the kernels whose saved outputs it returns; what it makes is
+    // what autograd saves less what the policy kept (a tensor both hold is counted once).
+    const bool whole = reruns_forward(mode);
+    const std::vector<std::uint8_t>* skip = nullptr;
+    Bytes bytes = l.attention_core_saved;
+    if (mode == CheckpointMode::kWholeLayer) bytes = l.saved_activations;
+    if (mode == CheckpointMode::kOpPolicy) {
+      skip = &op_plans_[layer].saved_output;
+      bytes = std::max(Bytes(0), l.saved_activations - op_plans_[layer].saved_bytes);
+    }
+    recomputed = allocate(l.name + ".recomputed", bytes, compute_, MemoryCategory::kActivations);
     const TransientIds temps =
         allocate_transients(l.name + ".recompute_temp", l.forward_transient_tensors);
     run_forward_kernels(layer, whole ? 0 : l.attention_forward_begin,
                         whole ? recompute_end_[layer] : l.attention_forward_end, Phase::kRecompute,
-                        group);
+                        group, skip);
     free_transients(temps);
     recomputed_any = true;
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hardware/cost_model.hpp"
+#include "models/op_checkpoint_policy.hpp"
 #include "sim/engine/program_builder.hpp"
 #include "sim/fsdp/fsdp_units.hpp"
 #include "sim/fsdp/schedule.hpp"
@@ -36,7 +37,14 @@ enum class CheckpointMode : std::uint8_t {
   kSave,           // autograd saves everything
   kWholeLayer,     // checkpoint_wrapper: keep the input, re-run the forward in backward
   kAttentionCore,  // keep all but the attention core's tensors, re-run the core in backward
+  kOpPolicy,       // keep the input and the outputs the op policy saves, re-run the other kernels
 };
+
+// Whether backward re-runs the layer's forward from its first kernel (its modules' forward hooks
+// and autocast's weight casts fire again), whatever the recompute skips.
+constexpr bool reruns_forward(CheckpointMode mode) {
+  return mode == CheckpointMode::kWholeLayer || mode == CheckpointMode::kOpPolicy;
+}
 
 // Called around each kernel that forward_layer and backward_layer launch, for runtimes whose hooks
 // fire per module inside a layer (DeepSpeed ZeRO-3 fetches each linear's weight before it runs).
@@ -166,8 +174,10 @@ class StepBuilder {
   // A copy-kind op moving `bytes` in `duration` (copy, multi_tensor, host_transfer).
   engine::OpId byte_mover(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,
                           std::int32_t group, Seconds duration);
+  // Runs forward kernels [begin, end) of `layer`, but those `skip` marks (one flag per forward
+  // kernel; null: none).
   void run_forward_kernels(std::size_t layer, std::size_t begin, std::size_t end, Phase phase,
-                           std::int32_t group);
+                           std::int32_t group, const std::vector<std::uint8_t>* skip = nullptr);
   // A kernel's device time alone and while a collective holds NCCL's SMs (contended_duration).
   struct KernelDurations {
     SimTime alone;
@@ -202,6 +212,9 @@ class StepBuilder {
   std::vector<std::int32_t> block_number_;  // per layer: index among blocks, -1 otherwise
   // Per layer: how many of its forward kernels a whole-layer recompute runs.
   std::vector<std::size_t> recompute_end_;
+  // Per layer under activation_checkpointing selective_op: what the op policy saves (blocks only;
+  // empty otherwise).
+  std::vector<models::OpCheckpointPlan> op_plans_;
   Flops model_flops_{0.0};
   Flops hardware_flops_{0.0};  // every kernel as executed, recompute included
   Bytes inter_node_bytes_{0};

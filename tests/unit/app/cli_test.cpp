@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -183,6 +184,30 @@ TEST(Cli, SetOverridesChangeTheResult) {
   const auto b = nlohmann::json::parse(changed.output);
   EXPECT_EQ(b["tokens_per_step_per_gpu"], 2 * a["tokens_per_step_per_gpu"].get<int>());
   EXPECT_NE(a["step_time_s"], b["step_time_s"]);
+}
+
+// torchtitan's op policy sits between no checkpointing and full: it recomputes less than a whole
+// block (three of seven linears, the norms and elementwise ops) and keeps more than its input
+// (four linears' outputs and the attention's).
+TEST(Cli, OpPolicyCheckpointingLiesBetweenNoneAndFull) {
+  std::map<std::string, nlohmann::json> results;
+  for (const char* ac : {"none", "selective_op", "full"}) {
+    const Outcome o = run_fsdpsim("run " + kLlamaScenario +
+                                  " --json - --set training.activation_checkpointing=" + ac);
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    results[ac] = nlohmann::json::parse(o.output);
+  }
+  const auto step = [&](const char* ac) { return results[ac]["step_time_s"].get<double>(); };
+  const auto peak = [&](const char* ac) {
+    return results[ac]["peak_mem_allocated_gib"].get<double>();
+  };
+  EXPECT_LT(step("none"), step("selective_op"));
+  EXPECT_LT(step("selective_op"), step("full"));
+  EXPECT_LT(peak("full"), peak("selective_op"));
+  EXPECT_LT(peak("selective_op"), peak("none"));
+  const Outcome text = run_fsdpsim("run " + kLlamaScenario +
+                                   " --set training.activation_checkpointing=selective_op");
+  EXPECT_NE(text.output.find("checkpointing selective_op"), std::string::npos) << text.output;
 }
 
 TEST(Cli, TraceIsChromeTraceEventJson) {
@@ -717,6 +742,14 @@ INSTANTIATE_TEST_SUITE_P(
                     {"checkpoint_early_stop", nullptr},
                     {"activation_checkpointing", "attention"}}}},
                  "/training/activation_checkpointing: attention recomputes the attention core"},
+        BadInput{"op_checkpointing_custom_model",
+                 {{"model", "regnet-9b"},
+                  {"training",
+                   {{"flash_attention", nullptr},
+                    {"checkpoint_early_stop", nullptr},
+                    {"activation_checkpointing", "selective_op"}}}},
+                 "/training/activation_checkpointing: selective_op saves the outputs of a "
+                 "block's mm and attention ops; a custom model's units are opaque"},
         BadInput{"block_and_linear_custom_model",
                  {{"model", "regnet-9b"},
                   {"training", {{"flash_attention", nullptr}}},

@@ -68,6 +68,10 @@ TEST(DeepSpeedJson, RejectsWhatItDoesNotModelWithFileAndPath) {
   EXPECT_EQ(error_of({{"fsdp", {{"param_dtype", "fp32"}}}}).rfind("ds.json: /fsdp:", 0), 0u);
   EXPECT_EQ(error_of({{"training", {{"no_sync", true}}}}).rfind("ds.json: /training/no_sync", 0),
             0u);
+  EXPECT_EQ(error_of({{"training", {{"activation_checkpointing", "selective_op"}}}}),
+            "ds.json: /training/activation_checkpointing: expected none, full, selective or "
+            "attention with parallelism deepspeed_zero3, found selective_op: an op policy needs "
+            "PyTorch's non-reentrant checkpoint, and DeepSpeed's is reentrant");
 }
 
 TEST(DeepSpeedRun, SummaryNamesTheRuntimeAndItsSettings) {

@@ -178,7 +178,7 @@ TEST(ModelFamilies, CustomScenarioReportsSamplesAsTokensWithSeqLenOne) {
 }
 
 TEST(ModelFamilies, T5RunsWithEveryCheckpointingModeAndWrapPolicy) {
-  for (const char* ac : {"none", "full", "selective", "attention"}) {
+  for (const char* ac : {"none", "full", "selective", "selective_op", "attention"}) {
     for (const char* wrap :
          {"transformer_block", "every_n_blocks", "whole_model", "block_and_linear"}) {
       nlohmann::json s = t5_scenario();

@@ -1,0 +1,62 @@
+// torchtitan's op-level selective checkpointing policy on real blocks: which forward kernels keep
+// their output, and the bytes they keep, worked out from the block's shapes.
+#include "models/op_checkpoint_policy.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "test_specs.hpp"
+
+namespace fsdpsim::models {
+namespace {
+
+std::vector<std::string> saved_kernels(const Layer& layer) {
+  const OpCheckpointPlan plan = torchtitan_op_checkpoint_plan(layer);
+  EXPECT_EQ(plan.saved_output.size(), layer.forward.size());
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < layer.forward.size(); ++i) {
+    if (plan.saved_output[i] != 0) names.push_back(layer.forward[i].name);
+  }
+  return names;
+}
+
+// A Llama block runs seven mm: q (1), k (2), v (3), o (4), gate = w1 (5), up = w3 (6), down = w2
+// (7). The odd ones are saved, with SDPA's output and log-sum-exp. Llama 3.1 8B, one sequence of
+// 1024 tokens in bf16: q and down 1024 x 4096 x 2 bytes each, v 1024 x 1024 x 2, gate
+// 1024 x 14336 x 2, attention 32 heads x 1024 x (128 x 2 + 4).
+TEST(OpCheckpointPolicy, LlamaBlockKeepsEveryOtherMmAndTheAttention) {
+  const Workload w = build_workload(testing::llama_3_1_8b(), testing::options(1, 1024));
+  const Layer& block = w.layers[1];
+  ASSERT_EQ(block.kind, LayerKind::kBlock);
+  EXPECT_EQ(saved_kernels(block), (std::vector<std::string>{"q", "v", "attn", "gate", "down"}));
+  const std::int64_t t = 1024;
+  const std::int64_t expected =
+      t * 4096 * 2 + t * 1024 * 2 + 32 * t * (128 * 2 + 4) + t * 14336 * 2 + t * 4096 * 2;
+  EXPECT_EQ(torchtitan_op_checkpoint_plan(block).saved_bytes.value(), expected);
+}
+
+// Float8 linears run torch._scaled_mm, which is not aten.mm: none is saved or counted, only the
+// attention is kept.
+TEST(OpCheckpointPolicy, Float8LinearsAreRecomputed) {
+  WorkloadOptions o = testing::options(1, 1024);
+  o.float8_linears = true;
+  const Workload w = build_workload(testing::llama_3_1_8b(), o);
+  EXPECT_EQ(saved_kernels(w.layers[1]), (std::vector<std::string>{"attn"}));
+}
+
+// Linears with a bias run addmm (MPT's), an unfused attention bmm and softmax: the policy saves
+// nothing of them, and a block is recomputed whole from its input.
+TEST(OpCheckpointPolicy, AddmmAndUnfusedAttentionAreRecomputed) {
+  const Workload mpt =
+      build_workload(testing::mpt_spec(2, 256, 4, 1000, 512), testing::options(1, 512));
+  EXPECT_EQ(saved_kernels(mpt.layers[1]), (std::vector<std::string>{"attn"}));
+  const Workload unfused =
+      build_workload(testing::mpt_spec(2, 256, 4, 1000, 512), testing::options(1, 512, false));
+  EXPECT_TRUE(saved_kernels(unfused.layers[1]).empty());
+  EXPECT_EQ(torchtitan_op_checkpoint_plan(unfused.layers[1]).saved_bytes.value(), 0);
+}
+
+}  // namespace
+}  // namespace fsdpsim::models
