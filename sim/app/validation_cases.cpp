@@ -83,7 +83,9 @@ const std::vector<std::string> kOtherColumns = {"source_detail",
                                                 "memory_fraction",
                                                 "causal_mask_buffer",
                                                 "float8_all_gather",
-                                                "precompute_float8_scale"};
+                                                "precompute_float8_scale",
+                                                "last_unit_reshard_after_forward",
+                                                "optimizer_impl"};
 
 const std::set<std::string> kPresetGpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb",
                                            "h200-sxm-141gb"};
@@ -455,6 +457,13 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
       bad_cell(file, c, "param_storage_dtype", "fp32, bf16 or fp16");
     training["param_storage_dtype"] = storage;
   }
+  // The optional optimizer_impl column (configs/validation/README.md); empty = foreach.
+  if (const std::string impl = c.get("optimizer_impl");
+      impl == "foreach" || impl == "fused" || impl == "for_loop") {
+    training["optimizer_impl"] = impl;
+  } else if (!impl.empty()) {
+    bad_cell(file, c, "optimizer_impl", "foreach, fused or for_loop");
+  }
   const std::int64_t version = positive_int(file, c, "fsdp_version");
   nlohmann::json fsdp = {{"version", version},
                          {"sharding_strategy", c.get("sharding")},
@@ -475,6 +484,15 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   // The optional float8 all-gather columns (configs/validation/README.md); empty = false.
   for (const char* column : {"float8_all_gather", "precompute_float8_scale"}) {
     if (!c.get(column).empty()) fsdp[column] = boolean(file, c, column);
+  }
+  // The optional last_unit_reshard_after_forward column (configs/validation/README.md); empty =
+  // the other units' (true).
+  if (!c.get("last_unit_reshard_after_forward").empty()) {
+    if (version != 2) {
+      bad_cell(file, c, "last_unit_reshard_after_forward",
+               "empty with fsdp_version 1 (an FSDP2 fully_shard argument)");
+    }
+    fsdp["last_unit_reshard_after_forward"] = boolean(file, c, "last_unit_reshard_after_forward");
   }
   // The optional wrap_policy column (configs/validation/README.md); empty = transformer_block.
   if (const std::string wrap = c.get("wrap_policy"); wrap == "block_and_linear") {
@@ -550,6 +568,7 @@ std::string message_in_columns(const std::string& loader_message,
       {"/fsdp/cpu_offload", "cpu_offload"},
       {"/fsdp/float8_all_gather", "float8_all_gather"},
       {"/fsdp/forward_prefetch", "forward_prefetch"},
+      {"/fsdp/last_unit_reshard_after_forward", "last_unit_reshard_after_forward"},
       {"/fsdp/limit_all_gathers", "limit_all_gathers"},
       {"/fsdp/param_dtype", "param_dtype"},
       {"/fsdp/precompute_float8_scale", "precompute_float8_scale"},
@@ -583,6 +602,7 @@ std::string message_in_columns(const std::string& loader_message,
       {"/training/micro_batch", "micro_batch"},
       {"/training/no_sync", "no_sync"},
       {"/training/optimizer", "optimizer"},
+      {"/training/optimizer_impl", "optimizer_impl"},
       {"/training/param_storage_dtype", "param_storage_dtype"},
       {"/training/seq_len", "seq_len"}};
   std::string_view message = loader_message;

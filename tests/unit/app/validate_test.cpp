@@ -233,6 +233,11 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
        "\"fast\""},
       {"bad_memory_fraction.csv",
        "line 2, column memory_fraction: expected a fraction in (0, 1], found \"1.5\""},
+      {"bad_optimizer_impl.csv",
+       "line 2, column optimizer_impl: expected foreach, fused or for_loop, found \"adam\""},
+      {"bad_last_unit_raf.csv",
+       "line 2, column last_unit_reshard_after_forward: expected empty with fsdp_version 1 (an "
+       "FSDP2 fully_shard argument), found \"false\""},
       // Every missing column in one message, not one per run.
       {"missing_column.csv",
        "line 1: required columns are missing: \"model_family\", \"n_layers\", \"d_model\", "},
@@ -1087,6 +1092,30 @@ TEST(Validate, Float8AllGatherColumnsReachTheFsdpSection) {
                 "extension"),
             std::string::npos)
       << j["skipped_cases"].dump();
+}
+
+// The optional columns of a torchtitan run's training loop (fsdp2_loop_columns.csv: the same
+// Llama-1.5B run on 8 H200 twice): the last block kept unsharded after forward and fused AdamW
+// reach the scenario, and the second row, which skips the last block's backward all-gather and
+// the foreach optimizer's extra passes, is predicted faster; empty cells leave both keys out.
+TEST(Validate, TrainingLoopColumnsReachTheScenario) {
+  const fs::path out = test_support::temp_dir("validate", "fsdp2_loop_columns");
+  const auto [code, text] = run_fsdpsim("validate " + kData + "fsdp2_loop_columns.csv --json " +
+                                        (out / "report.json").string() + " --scenarios-out " +
+                                        (out / "scenarios").string());
+  ASSERT_EQ(code, 0) << text;
+  const nlohmann::json j = nlohmann::json::parse(test_support::read_file(out / "report.json"));
+  ASSERT_EQ(j["cases"].size(), 2U) << text;
+  EXPECT_GT(j["cases"][1]["predicted_tokens_per_s_per_gpu"].get<double>(),
+            j["cases"][0]["predicted_tokens_per_s_per_gpu"].get<double>());
+  const nlohmann::json torchtitan = nlohmann::json::parse(
+      test_support::read_file(out / "scenarios" / "llama-1.5b-8xh200-torchtitan-loop.json"));
+  EXPECT_FALSE(torchtitan["fsdp"]["last_unit_reshard_after_forward"].get<bool>());
+  EXPECT_EQ(torchtitan["training"]["optimizer_impl"], "fused");
+  const nlohmann::json defaults = nlohmann::json::parse(
+      test_support::read_file(out / "scenarios" / "llama-1.5b-8xh200-defaults.json"));
+  EXPECT_FALSE(defaults["fsdp"].contains("last_unit_reshard_after_forward"));
+  EXPECT_FALSE(defaults["training"].contains("optimizer_impl"));
 }
 
 // The H200 runs trained under allocator caps (configs/validation/measured-h200/retries): each
