@@ -17,8 +17,10 @@ FlopDefinition flop_definition(const ValidationCase& c, const Scenario& s) {
   FlopDefinition d;
   const bool h100_class = c.get("gpu").rfind('h', 0) == 0;
   if (source.rfind("llm-foundry", 0) == 0 || source == "kempnerforge" ||
-      source.rfind("fms-fsdp", 0) == 0) {
-    // MFU = tok/s x (6N + 12 L d s) / peak (fms-fsdp: nanoGPT's and PaLM's count, the same);
+      source.rfind("fms-fsdp", 0) == 0 || source.rfind("torchtitan", 0) == 0) {
+    // MFU = tok/s x (6N + 12 L d s) / peak (fms-fsdp: nanoGPT's and PaLM's count, the same;
+    // torchtitan's get_num_flop_per_token of April 2024 too, N with the embedding: train.py
+    // @1ea476e);
     // HFU adds the recompute, a third of the model's FLOPs for each block re-run: 4/3 MFU with
     // every block checkpointed (llm-foundry), 1 + 1/(3n) with every n-th (fms-fsdp's selective
     // checkpointing, whose HFU PyTorch's FLOP counter measured).

@@ -63,6 +63,30 @@ TEST(ValidationFlops, FmsFsdpHardwareFlopsCountTheBlocksItRecomputes) {
   EXPECT_EQ(rows, 8);
 }
 
+// torchtitan's MFU of April 2024 (train.py and utils.py @1ea476e): wps x (6N + 12 L H Q T) /
+// 312e12, N every parameter, the embedding and output included. Llama 3 8B at 8192 tokens:
+// 6 x 8,030,261,248 + 12 x 32 x 4096 x 8192 = 61.07 GFLOP per token; each printed MFU is its
+// printed wps under that count, to the digit it is printed to.
+TEST(ValidationFlops, TorchtitanMfuCountsEveryParameter) {
+  const std::string cases = std::string(FSDPSIM_CONFIGS_DIR) + "/validation/torchtitan/cases.csv";
+  int rows = 0;
+  for (const ValidationCase& c : read_validation_cases(cases)) {
+    if (c.get("measured_mfu").empty()) continue;
+    const CaseScenario built = scenario_for_case(c, cases);
+    ASSERT_FALSE(built.document.is_null()) << built.skip_reason;
+    const FlopDefinition d =
+        flop_definition(c, scenario_from_json(built.document, cases, {}, kPresets));
+    if (c.get("case_id") == "tt-a10080-llama3-8b-s8192-g64-mb1-acs-1") {
+      EXPECT_DOUBLE_EQ(d.model_per_token, 6.0 * 8'030'261'248.0 + 12.0 * 32 * 4096 * 8192);
+    }
+    EXPECT_NEAR(mfu(d, *c.number("measured_tokens_per_s_per_gpu")), *c.number("measured_mfu"),
+                0.0005)
+        << c.get("case_id");
+    ++rows;
+  }
+  EXPECT_EQ(rows, 8);
+}
+
 TEST(ValidationFlops, TflopsAndUtilizationShareOneCount) {
   const FlopDefinition d{6.0e9, 8.0e9, 312.0};  // 1B-parameter-like count, A100 peak
   EXPECT_DOUBLE_EQ(model_tflops(d, 1000.0), 6.0);
