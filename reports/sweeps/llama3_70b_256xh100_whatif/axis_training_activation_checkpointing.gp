@@ -5,13 +5,13 @@ set terminal svg size 1100,460 noenhanced font "Helvetica,12" background rgb "wh
 set output outfile
 set datafile separator "\t"
 set multiplot layout 1,2 title 'training.activation_checkpointing' font ",14"
-set xrange [-0.5:1.5]
-set xtics ('full' 0, 'none' 1)
+set xrange [-0.5:2.5]
+set xtics ('full' 0, 'selective_op' 1, 'none' 2)
 set xlabel 'training.activation_checkpointing'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
 set key below
-set label 2 "nothing fits" at 1, graph 0.06 center textcolor rgb "#de2d26"
+set label 3 "nothing fits" at 2, graph 0.06 center textcolor rgb "#de2d26"
 set title "throughput"
 set ylabel "tokens/s per GPU"
 plot "points.tsv" using (strcol(2) eq "ok" ? column(12) : 1/0):3 with points pt 7 ps 0.5 lc rgb "#6baed6" title "fits", \
