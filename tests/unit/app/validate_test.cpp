@@ -1065,27 +1065,40 @@ TEST(Validate, MemoryFractionColumnCapsTheRowsAllocator) {
             j["cases"][0]["predicted_tokens_per_s_per_gpu"].get<double>());
 }
 
+// `validate` on the test data file NAME.csv, with its report JSON and the scenario of each row
+// (--scenarios-out) written into a folder of their own.
+struct ValidatedRows {
+  nlohmann::json report;
+  fs::path scenarios;
+  [[nodiscard]] nlohmann::json scenario(const std::string& case_id) const {
+    return nlohmann::json::parse(test_support::read_file(scenarios / (case_id + ".json")));
+  }
+};
+
+ValidatedRows validate_with_scenarios(const std::string& name) {
+  const fs::path out = test_support::temp_dir("validate", name);
+  const auto [code, text] =
+      run_fsdpsim("validate " + kData + name + ".csv --json " + (out / "report.json").string() +
+                  " --scenarios-out " + (out / "scenarios").string());
+  EXPECT_EQ(code, 0) << text;
+  return {nlohmann::json::parse(test_support::read_file(out / "report.json")), out / "scenarios"};
+}
+
 // The optional float8 all-gather columns (float8_all_gather.csv: a Llama-1.5B on 8 H200 with
 // float8 linears under FSDP2): gathered in float8 with precomputed scales, the layers cast no
 // weight and the row is predicted faster than the same run gathering bf16 weights; on FSDP1,
 // which has no float8 all-gather, the row is skipped with the column named.
 TEST(Validate, Float8AllGatherColumnsReachTheFsdpSection) {
-  const fs::path out = test_support::temp_dir("validate", "float8_all_gather");
-  const auto [code, text] = run_fsdpsim("validate " + kData + "float8_all_gather.csv --json " +
-                                        (out / "report.json").string() + " --scenarios-out " +
-                                        (out / "scenarios").string());
-  ASSERT_EQ(code, 0) << text;
-  const nlohmann::json j = nlohmann::json::parse(test_support::read_file(out / "report.json"));
-  ASSERT_EQ(j["cases"].size(), 2U) << text;
+  const ValidatedRows v = validate_with_scenarios("float8_all_gather");
+  const nlohmann::json& j = v.report;
+  ASSERT_EQ(j["cases"].size(), 2U) << j.dump();
   EXPECT_GT(j["cases"][1]["predicted_tokens_per_s_per_gpu"].get<double>(),
             j["cases"][0]["predicted_tokens_per_s_per_gpu"].get<double>());
-  const nlohmann::json gathered = nlohmann::json::parse(
-      test_support::read_file(out / "scenarios" / "llama-1.5b-8xh200-fp8-float8-all-gather.json"));
+  const nlohmann::json gathered = v.scenario("llama-1.5b-8xh200-fp8-float8-all-gather");
   EXPECT_TRUE(gathered["fsdp"]["float8_all_gather"].get<bool>());
   EXPECT_TRUE(gathered["fsdp"]["precompute_float8_scale"].get<bool>());
-  const nlohmann::json plain = nlohmann::json::parse(
-      test_support::read_file(out / "scenarios" / "llama-1.5b-8xh200-fp8-bf16-all-gather.json"));
-  EXPECT_FALSE(plain["fsdp"].contains("float8_all_gather"));
+  EXPECT_FALSE(
+      v.scenario("llama-1.5b-8xh200-fp8-bf16-all-gather")["fsdp"].contains("float8_all_gather"));
   ASSERT_EQ(j["skipped_cases"].size(), 1U);
   EXPECT_NE(j["skipped_cases"][0]["reason"].get<std::string>().find(
                 "column float8_all_gather: torchao's float8 all-gather is an FSDP2 (version 2) "
@@ -1099,21 +1112,15 @@ TEST(Validate, Float8AllGatherColumnsReachTheFsdpSection) {
 // reach the scenario, and the second row, which skips the last block's backward all-gather and
 // the foreach optimizer's extra passes, is predicted faster; empty cells leave both keys out.
 TEST(Validate, TrainingLoopColumnsReachTheScenario) {
-  const fs::path out = test_support::temp_dir("validate", "fsdp2_loop_columns");
-  const auto [code, text] = run_fsdpsim("validate " + kData + "fsdp2_loop_columns.csv --json " +
-                                        (out / "report.json").string() + " --scenarios-out " +
-                                        (out / "scenarios").string());
-  ASSERT_EQ(code, 0) << text;
-  const nlohmann::json j = nlohmann::json::parse(test_support::read_file(out / "report.json"));
-  ASSERT_EQ(j["cases"].size(), 2U) << text;
+  const ValidatedRows v = validate_with_scenarios("fsdp2_loop_columns");
+  const nlohmann::json& j = v.report;
+  ASSERT_EQ(j["cases"].size(), 2U) << j.dump();
   EXPECT_GT(j["cases"][1]["predicted_tokens_per_s_per_gpu"].get<double>(),
             j["cases"][0]["predicted_tokens_per_s_per_gpu"].get<double>());
-  const nlohmann::json torchtitan = nlohmann::json::parse(
-      test_support::read_file(out / "scenarios" / "llama-1.5b-8xh200-torchtitan-loop.json"));
+  const nlohmann::json torchtitan = v.scenario("llama-1.5b-8xh200-torchtitan-loop");
   EXPECT_FALSE(torchtitan["fsdp"]["last_unit_reshard_after_forward"].get<bool>());
   EXPECT_EQ(torchtitan["training"]["optimizer_impl"], "fused");
-  const nlohmann::json defaults = nlohmann::json::parse(
-      test_support::read_file(out / "scenarios" / "llama-1.5b-8xh200-defaults.json"));
+  const nlohmann::json defaults = v.scenario("llama-1.5b-8xh200-defaults");
   EXPECT_FALSE(defaults["fsdp"].contains("last_unit_reshard_after_forward"));
   EXPECT_FALSE(defaults["training"].contains("optimizer_impl"));
 }
