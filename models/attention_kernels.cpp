@@ -22,6 +22,8 @@
 // (5*a*s^2*b bytes with fp16 and dropout), plus the s x s bool causal mask masked_fill keeps.
 #include "models/attention_kernels.hpp"
 
+#include <utility>
+
 #include "models/kernel_factory.hpp"
 
 namespace fsdpsim::models::detail {
@@ -92,8 +94,10 @@ void flash_forward(LayerDraft& draft, const AttentionDims& dims, const BuildCont
   const std::int64_t o = q_bytes(dims, ctx);
   if (ctx.unpad_attention) unpad_attention_inputs(draft, dims, ctx);
   // Reads Q, K, V; writes O and the log-sum-exp.
-  draft.forward(flash_kernel("attn", dims, ctx, false, flash_forward_flops(dims, ctx),
-                             qkv_bytes(dims, ctx) + o + lse_bytes(dims, ctx)));
+  NamedKernel forward = flash_kernel("attn", dims, ctx, false, flash_forward_flops(dims, ctx),
+                                     qkv_bytes(dims, ctx) + o + lse_bytes(dims, ctx));
+  forward.output_bytes = o + lse_bytes(dims, ctx);
+  draft.forward(std::move(forward));
   draft.save(o + lse_bytes(dims, ctx));
   if (ctx.unpad_attention) {
     // pad_input: zeros of the padded output, then index_put of the rows. The kernel keeps its

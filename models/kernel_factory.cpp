@@ -38,6 +38,7 @@ NamedKernel linear_forward(std::string name, LinearDims dims, const BuildContext
   k.linear_module = std::move(name);
   k.linear = LinearPass::kForward;
   k.linear_bias = dims.bias;
+  k.output_bytes = ctx.tokens * dims.out * ctx.element_bytes;
   return k;
 }
 

@@ -61,6 +61,10 @@ struct NamedKernel {
   // skips (flash_forward_flops counts the same half), so that a model's FLOPs do not depend on
   // its attention kernel. Hardware FLOPs (HFU) count all of it.
   double model_flops_fraction = 1.0;
+  // Bytes of the tensors the op returns, for an op-level checkpoint policy that keeps them
+  // (models/op_checkpoint_policy.hpp): a linear's forward output (in the activations' dtype,
+  // float8 linears included), a fused attention's output and log-sum-exp. 0 for other kernels.
+  std::int64_t output_bytes = 0;
 };
 
 struct Layer {

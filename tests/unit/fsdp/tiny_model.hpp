@@ -53,12 +53,14 @@ inline models::Workload tiny_workload() {
 }
 
 // A linear's forward GEMM (a memory-bound kernel of `microseconds` on the ideal GPU, 0.1 GFLOP)
-// with the GEMM shape of nn.Linear(in, out) over 8 tokens: its weight is out x in.
+// with the GEMM shape of nn.Linear(in, out) over 8 tokens: its weight is out x in, its output
+// 8 x out in bf16.
 inline models::NamedKernel tiny_linear(std::string name, std::int64_t out, std::int64_t in,
                                        std::int64_t microseconds) {
   models::NamedKernel k{name, tiny_kernel(microseconds, 0.1)};
   k.kernel.gemm = GemmShape{8, out, in, 1};
   k.linear = models::LinearPass::kForward;
+  k.output_bytes = 8 * out * 2;
   k.linear_module = std::move(name);
   return k;
 }

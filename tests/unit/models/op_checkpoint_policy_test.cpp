@@ -37,13 +37,19 @@ TEST(OpCheckpointPolicy, LlamaBlockKeepsEveryOtherMmAndTheAttention) {
   EXPECT_EQ(torchtitan_op_checkpoint_plan(block).saved_bytes.value(), expected);
 }
 
-// Float8 linears run torch._scaled_mm, which is not aten.mm: none is saved or counted, only the
-// attention is kept.
-TEST(OpCheckpointPolicy, Float8LinearsAreRecomputed) {
+// A float8 linear's matmul is aten.mm to the policy (the dispatch mode sees it before the
+// Float8Tensor turns it into _scaled_mm): the same kernels are kept, with the same bf16 outputs,
+// though the block now runs the float8 casts before each linear.
+TEST(OpCheckpointPolicy, Float8LinearsCountAsMm) {
   WorkloadOptions o = testing::options(1, 1024);
+  const Workload plain = build_workload(testing::llama_3_1_8b(), o);
   o.float8_linears = true;
   const Workload w = build_workload(testing::llama_3_1_8b(), o);
-  EXPECT_EQ(saved_kernels(w.layers[1]), (std::vector<std::string>{"attn"}));
+  EXPECT_GT(w.layers[1].forward.size(), plain.layers[1].forward.size());
+  EXPECT_EQ(saved_kernels(w.layers[1]),
+            (std::vector<std::string>{"q", "v", "attn", "gate", "down"}));
+  EXPECT_EQ(torchtitan_op_checkpoint_plan(w.layers[1]).saved_bytes,
+            torchtitan_op_checkpoint_plan(plain.layers[1]).saved_bytes);
 }
 
 // Linears with a bias run addmm (MPT's), an unfused attention bmm and softmax: the policy saves
