@@ -16,6 +16,15 @@
 // one backward kernel reads them and the loss gradient and writes the logits gradient in the
 // logits' dtype (inplace_backward=False, the default). No fp32 [T, V] tensor exists.
 //
+// torchtitan from 2025 compiles its loss, F.cross_entropy(pred.flatten(0, 1).float(), labels),
+// when it compiles the model (torchtitan/components/loss.py build_cross_entropy_loss @e7c0cae).
+// AOTAutograd's min-cut partitioner then keeps the graph's input, the bf16 logits, and the
+// per-token reductions rather than the fp32 log-probabilities, since the upcast and the
+// log-softmax are pointwise around those reductions and cheap to recompute, and Inductor fuses
+// upcast, log-softmax and NLL into a forward reduction over each row and their backward into one
+// kernel writing the gradient in the logits' dtype: the fused kernel's tensors and traffic, which
+// it is priced and sized as, under kernel names of its own.
+//
 // Training code that neither upcasts nor autocasts (KempnerForge's scripts/train.py:
 // F.cross_entropy(logits.view(-1, V), labels) on the bf16 output of a bf16 model) runs the same
 // log_softmax + nll_loss on the compute-dtype logits: log_softmax writes and saves its output in
@@ -113,13 +122,15 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
   const bool loop_keeps_logits = ctx.logits_kept_by_loop == LogitsKeptByLoop::kComputeDtype;
   const std::int64_t logits_temporary = loop_keeps_logits ? 0 : logits;
   if (loop_keeps_logits) draft.loop_keeps_last_output(logits);
-  if (ctx.loss == LossKernel::kFusedCrossEntropy) {
+  if (ctx.loss == LossKernel::kFusedCrossEntropy || ctx.loss == LossKernel::kCompiledCrossEntropy) {
+    const std::string name = ctx.loss == LossKernel::kFusedCrossEntropy ? "fused_cross_entropy"
+                                                                        : "compiled_cross_entropy";
     const std::int64_t per_token = t * (kIndexBytes + 2 * kStatBytes);  // labels, loss, lse
-    draft.forward(memory_bound_kernel("fused_cross_entropy", logits + per_token, ctx));
+    draft.forward(memory_bound_kernel(name, logits + per_token, ctx));
     // Logits (unless the loop keeps them anyway), labels, log-sum-exp.
     draft.save(logits_temporary + t * (kIndexBytes + kStatBytes));
     TransientTracker& bwd = draft.backward_temps();
-    draft.backward(memory_bound_kernel("fused_cross_entropy_bwd", 2 * logits + per_token, ctx));
+    draft.backward(memory_bound_kernel(name + "_bwd", 2 * logits + per_token, ctx));
     bwd.allocate(logits);
     return finish_head(draft, dims, ctx, logits);
   }

@@ -306,8 +306,11 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                                           : FlashKernel::kFlash2;
   }
   const std::string loss = r.choice(
-      "loss", {"cross_entropy", "cross_entropy_no_upcast", "fused_cross_entropy"}, "cross_entropy");
+      "loss",
+      {"cross_entropy", "cross_entropy_no_upcast", "fused_cross_entropy", "compiled_cross_entropy"},
+      "cross_entropy");
   t.loss = loss == "fused_cross_entropy"       ? LossKernel::kFusedCrossEntropy
+           : loss == "compiled_cross_entropy"  ? LossKernel::kCompiledCrossEntropy
            : loss == "cross_entropy_no_upcast" ? LossKernel::kCrossEntropy
                                                : LossKernel::kCrossEntropyFp32;
   const std::string kept =

@@ -94,7 +94,9 @@ training:
                             cross_entropy_no_upcast [F.cross_entropy on the compute-dtype
                             logits, no .float() or autocast] |
                             fused_cross_entropy [flash_attn.losses.cross_entropy, llm-foundry's
-                            default loss_fn]                                        default cross_entropy
+                            default loss_fn] |
+                            compiled_cross_entropy [cross_entropy under torch.compile,
+                            torchtitan's compiled loss]                             default cross_entropy
   logits_kept_by_loop       none | compute_dtype | fp32: the training loop holds the logits until
                             its next forward [Composer's state.outputs; `pred = model(x)`
                             without `del pred`; fp32: the model returns .float()]  default none

@@ -399,12 +399,14 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
       {"activation_checkpointing", ac},
       {"optimizer", c.get("optimizer").empty() ? "adamw" : c.get("optimizer")}};
   // The optional loss column (configs/validation/README.md); empty = F.cross_entropy.
-  if (const std::string loss = c.get("loss"); loss == "cross_entropy" ||
-                                              loss == "cross_entropy_no_upcast" ||
-                                              loss == "fused_cross_entropy") {
+  if (const std::string loss = c.get("loss");
+      loss == "cross_entropy" || loss == "cross_entropy_no_upcast" ||
+      loss == "fused_cross_entropy" || loss == "compiled_cross_entropy") {
     training["loss"] = loss;
   } else if (!loss.empty()) {
-    bad_cell(file, c, "loss", "cross_entropy, cross_entropy_no_upcast or fused_cross_entropy");
+    bad_cell(file, c, "loss",
+             "cross_entropy, cross_entropy_no_upcast, fused_cross_entropy or "
+             "compiled_cross_entropy");
   }
   // The optional logits_kept_by_loop column (configs/validation/README.md); empty = none.
   if (const std::string kept = c.get("logits_kept_by_loop");

@@ -40,6 +40,9 @@ enum class LossKernel : std::uint8_t {
   kCrossEntropyFp32,   // F.cross_entropy on logits upcast to fp32 (pred.float(), or autocast)
   kCrossEntropy,       // F.cross_entropy on the compute-dtype logits: no fp32 [T, V] tensor
   kFusedCrossEntropy,  // flash-attn's xentropy kernel (flash_attn/losses/cross_entropy.py)
+  // F.cross_entropy(pred.float()) under torch.compile (torchtitan's build_cross_entropy_loss with
+  // training.compile, 2025): Inductor's kernels keep and write what the fused kernel does.
+  kCompiledCrossEntropy,
 };
 
 // Whether the training loop keeps a reference to the model's output, the logits, after the loss

@@ -144,6 +144,25 @@ TEST(TransientPeak, FusedCrossEntropyKeepsOnlyComputeDtypeLogits) {
   EXPECT_EQ(head.forward[head.forward.size() - 1].name, "fused_cross_entropy");
 }
 
+// torchtitan's compiled loss (cross_entropy on the upcast logits under torch.compile) keeps and
+// moves what the fused kernel does: the bf16 logits and per-token statistics, one forward
+// reduction and one backward kernel, under names of its own.
+TEST(TransientPeak, CompiledCrossEntropyKeepsWhatTheFusedKernelKeeps) {
+  WorkloadOptions fused = testing::options(kB, kS, true);
+  fused.loss = LossKernel::kFusedCrossEntropy;
+  WorkloadOptions compiled = fused;
+  compiled.loss = LossKernel::kCompiledCrossEntropy;
+  const Layer f = build_workload(mpt(), fused).layers.back();
+  const Layer c = build_workload(mpt(), compiled).layers.back();
+  EXPECT_EQ(c.saved_activations, f.saved_activations);
+  EXPECT_EQ(c.forward_transient_peak(), f.forward_transient_peak());
+  EXPECT_EQ(c.backward_transient_peak(), f.backward_transient_peak());
+  EXPECT_EQ(testing::find_kernel(c.forward, "compiled_cross_entropy").kernel.bytes,
+            testing::find_kernel(f.forward, "fused_cross_entropy").kernel.bytes);
+  EXPECT_EQ(testing::find_kernel(c.backward, "compiled_cross_entropy_bwd").kernel.bytes,
+            testing::find_kernel(f.backward, "fused_cross_entropy_bwd").kernel.bytes);
+}
+
 TEST(ActivationMemory, Fp32WeightsUnderAutocastKeepTheResidualStreamInFp32) {
   // Composer's DEFAULT precision: fp32 weights, bf16 autocast. The embedding output, the
   // residual adds and the LayerNorms are fp32 (r = 4); the linears read bf16 casts (e = 2).
