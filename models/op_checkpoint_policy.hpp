@@ -15,7 +15,7 @@
 // tensor subclass's __torch_dispatch__, so the mode sees mm on Float8Tensors, which only below it
 // become torch._scaled_mm; the bf16 output is what it keeps. (torchtitan's December 2024 table
 // agrees: Llama 3.1 8B reserves 76.8 and 61.8 GiB with float8 and 77.0 and 62.0 without, where
-// a policy that saved no float8 GEMM would free about a quarter of it.) An nn.Linear with a bias
+// a policy that saved no float8 GEMM would free about a third of it.) An nn.Linear with a bias
 // runs addmm, and cuDNN's SDPA, flash-attn's own kernels and an unfused attention's bmm are other
 // ops: none is in the list, so they are recomputed and do not advance the counter. The float8
 // amax reductions, whose scalar results torchtitan also keeps (aten.max), are recomputed here.
