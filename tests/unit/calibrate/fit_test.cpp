@@ -192,21 +192,33 @@ TEST(CalibrationFit, AllocationTimingsBecomeOneLinePerDeviceCall) {
   EXPECT_NEAR(fit.curves->allocation_costs()->free.per_gib.value(), 200 * kUs, 1e-12);
 }
 
+// The rank-speed phase's 8192^3 GEMM on four ranks, each on a host of its own (h0-h3): held for
+// `held_us`, and where given timed short first (`short_us`) and a kernel launch (`launch_us`).
+RankSpeedMeasurement four_ranks(const std::vector<double>& held_us,
+                                const std::vector<double>& short_us,
+                                const std::vector<double>& launch_us) {
+  const auto timed = [](const std::vector<double>& us, std::size_t r) -> std::optional<Seconds> {
+    if (us.empty()) return std::nullopt;
+    return Seconds(us[r] * kUs);
+  };
+  RankSpeedMeasurement g;
+  g.shape = GemmShape{8192, 8192, 8192, 1};
+  for (std::size_t r = 0; r < held_us.size(); ++r) {
+    std::string host = "h";
+    host += std::to_string(r);
+    g.ranks.push_back(RankTiming{host, Seconds(held_us[r] * kUs), std::nullopt, std::nullopt,
+                                 timed(short_us, r), timed(launch_us, r)});
+  }
+  return g;
+}
+
 // Four ranks timed the held 8192^3 GEMM in 2000, 1980, 2500 and 2000 us, and a kernel launch in
 // 3, 3, 3 and 4 us, each on a host of its own: GPU speeds (rank 0's time over each rank's) 1,
 // 1.0101, 0.8 and 1, host speeds 1, 1, 1 and 0.75. Rank 2 has the slowest GPU, rank 3 the slowest
 // host; rank 0 ran the GEMM at 2 x 8192^3 / 2 ms = 549.8 TFLOP/s.
 TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
   CalibrationProfile p;
-  RankSpeedMeasurement g;
-  g.shape = GemmShape{8192, 8192, 8192, 1};
-  const double gemm_us[] = {2000.0, 1980.0, 2500.0, 2000.0};
-  const double launch_us[] = {3.0, 3.0, 3.0, 4.0};
-  for (std::size_t r = 0; r < 4; ++r) {
-    g.ranks.push_back(RankTiming{"h" + std::to_string(r), Seconds(gemm_us[r] * kUs), std::nullopt,
-                                 std::nullopt, std::nullopt, Seconds(launch_us[r] * kUs)});
-  }
-  p.rank_speeds = g;
+  p.rank_speeds = four_ranks({2000.0, 1980.0, 2500.0, 2000.0}, {}, {3.0, 3.0, 3.0, 4.0});
   const ProfileFit fit = fit_profile(p, "speeds");
   ASSERT_TRUE(fit.rank_speeds.has_value());
   const RankSpeedFit& f = *fit.rank_speeds;
@@ -265,15 +277,8 @@ TEST(CalibrationFit, RankSpeedsAreRankZerosTimeOverEachRanks) {
 // are divided by; the median is (0.84 + 0.8485) / 2, the lowest rank 2's.
 TEST(CalibrationFit, HeldOverShortGemmIsTheSustainedFraction) {
   CalibrationProfile p;
-  RankSpeedMeasurement g;
-  g.shape = GemmShape{8192, 8192, 8192, 1};
-  const double held_us[] = {2000.0, 1980.0, 2500.0, 2000.0};
-  const double short_us[] = {1680.0, 1680.0, 2000.0, 1700.0};
-  for (std::size_t r = 0; r < 4; ++r) {
-    g.ranks.push_back(RankTiming{"h" + std::to_string(r), Seconds(held_us[r] * kUs), std::nullopt,
-                                 std::nullopt, Seconds(short_us[r] * kUs), std::nullopt});
-  }
-  p.rank_speeds = g;
+  p.rank_speeds =
+      four_ranks({2000.0, 1980.0, 2500.0, 2000.0}, {1680.0, 1680.0, 2000.0, 1700.0}, {});
   const ProfileFit fit = fit_profile(p, "sustained");
   ASSERT_TRUE(fit.rank_speeds->sustained.has_value());
   const SustainedFraction& f = *fit.rank_speeds->sustained;
