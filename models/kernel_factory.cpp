@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "models/eager_rms_norm.hpp"
+
 namespace fsdpsim::models::detail {
 namespace {
 
@@ -68,6 +70,10 @@ void append_linear_backward(LayerDraft& draft, const std::string& name, LinearDi
 
 void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
                          std::int64_t width, const BuildContext& ctx) {
+  if (kind == NormKind::kEagerRmsNorm || kind == NormKind::kEagerT5RmsNorm) {
+    append_eager_rms_norm_forward(draft, name, kind, width, ctx);
+    return;
+  }
   const std::int64_t act = ctx.tokens * width * ctx.element_bytes;
   const std::int64_t stats = ctx.tokens * norm_stats_per_token(kind) * kStatBytes;
   const std::int64_t params = norm_param_vectors(kind) * width * ctx.element_bytes;
@@ -82,6 +88,10 @@ void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind ki
 
 void append_norm_backward(LayerDraft& draft, const std::string& name, NormKind kind,
                           std::int64_t width, const BuildContext& ctx, std::int64_t dx_handoff) {
+  if (kind == NormKind::kEagerRmsNorm || kind == NormKind::kEagerT5RmsNorm) {
+    append_eager_rms_norm_backward(draft, name, kind, width, ctx);
+    return;
+  }
   const std::int64_t act = ctx.tokens * width * ctx.element_bytes;
   const std::int64_t stats = ctx.tokens * norm_stats_per_token(kind) * kStatBytes;
   const std::int64_t params = norm_param_vectors(kind) * width * ctx.element_bytes;

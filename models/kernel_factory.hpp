@@ -49,19 +49,24 @@ void append_linear_backward(LayerDraft& draft, const std::string& name, LinearDi
                             const BuildContext& ctx);
 
 enum class NormKind : std::uint8_t {
-  kLayerNorm,  // weight + bias, saves mean and rstd
-  kRmsNorm,    // weight only, saves rstd
+  kLayerNorm,       // weight + bias, saves mean and rstd
+  kRmsNorm,         // weight only, saves rstd
+  kEagerRmsNorm,    // the Llama reference RMSNorm run op by op (models/eager_rms_norm.hpp)
+  kEagerT5RmsNorm,  // HF T5LayerNorm run op by op (models/eager_rms_norm.hpp)
 };
 
-// Norm over the last dimension `width` of T tokens as PyTorch runs it
-// (aten/src/ATen/native/cuda/layer_norm_kernel.cu; RMSNorm the same kernels without the mean):
-// one kernel forward, two backward, each priced at its own share of HBM bandwidth (NormPass).
-// Forward saves the input and the fp32 statistics; the output is saved by whichever op consumes
-// it (the caller).
+// Norm over the last dimension `width` of T tokens. kLayerNorm and kRmsNorm as PyTorch's fused
+// kernels run it (aten/src/ATen/native/cuda/layer_norm_kernel.cu; RMSNorm the same kernels
+// without the mean, as nn.RMSNorm from PyTorch 2.8, apex's FusedRMSNorm and torchtitan's Triton
+// fused_rmsnorm do): one kernel forward, two backward, each priced at its own share of HBM
+// bandwidth (NormPass). Forward saves the input and the fp32 statistics; the output is saved by
+// whichever op consumes it (the caller). The eager kinds run models/eager_rms_norm.cpp's kernels
+// under the same bookkeeping.
 void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
                          std::int64_t width, const BuildContext& ctx);
 // <name>_bwd, the input gradient: reads dy, x, stats, weight; writes dx (handed off to the
-// memory-bound kernels after it when dx_handoff > 0, NamedKernel::handoff_bytes). Then
+// memory-bound kernels after it when dx_handoff > 0, NamedKernel::handoff_bytes; eager kinds,
+// which no compiled region holds, hand nothing off). Then
 // <name>_bwd_weight, a column reduction that reads dy and x again and writes the weight (and
 // bias) gradients (layer_norm_backward_cuda launches GammaBetaBackward after the dx kernel).
 void append_norm_backward(LayerDraft& draft, const std::string& name, NormKind kind,

@@ -21,6 +21,7 @@ BuildContext make_context(const WorkloadOptions& options) {
   ctx.flash_kernel = options.flash_kernel;
   ctx.unpad_attention = options.unpad_attention;
   ctx.loss = options.loss;
+  ctx.rms_norm = options.rms_norm;
   ctx.logits_kept_by_loop = options.logits_kept_by_loop;
   ctx.compiled = options.compiled;
   return ctx;

@@ -32,6 +32,7 @@ struct BuildContext {
   FlashKernel flash_kernel = FlashKernel::kFlash2;
   bool unpad_attention = false;  // WorkloadOptions::unpad_attention
   LossKernel loss = LossKernel::kCrossEntropyFp32;
+  std::optional<RmsNormKernel> rms_norm;  // WorkloadOptions::rms_norm
   LogitsKeptByLoop logits_kept_by_loop = LogitsKeptByLoop::kNone;
   // torch.compile of the blocks: builders write the kernels Inductor generates where they differ
   // from eager's (models/llama_family.cpp); compile_fusion.cpp then fuses the remaining runs.

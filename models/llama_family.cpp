@@ -6,8 +6,10 @@
 // gate (w1) and up (w3) d*ffn each, down (w2) ffn*d, two RMSNorm weights d each.
 // Model: embedding V*d, final RMSNorm d, untied LM head V*d (Llama-3.1-8B: 8,030,261,248).
 //
-// Kernel choices: separate q/k/v projections (torchtitan, HF); fused RMSNorm saving its input
-// and fp32 rstd (nn.RMSNorm); no dropout. RoPE, SwiGLU and GQA as torchtitan's
+// Kernel choices: separate q/k/v projections (torchtitan, HF); RMSNorm fused, saving its input
+// and fp32 rstd (nn.RMSNorm from PyTorch 2.8), or with WorkloadOptions::rms_norm eager, op by op
+// (models/eager_rms_norm.hpp; HF's LlamaRMSNorm, torchtitan's norms.RMSNorm until 2025, fms);
+// no dropout. RoPE, SwiGLU and GQA as torchtitan's
 // torchtitan/models/llama3/model.py runs them:
 //  * eager: apply_rotary_emb is x.float() -> view_as_complex * freqs_cis -> view_as_real ->
 //    type_as(x), three kernels over q and k with fp32 in the middle (the multiply saves only
@@ -18,7 +20,8 @@
 //    reshape), so SDPA saves the repeated K and V and backward sums their gradients per kv head.
 //  * compiled (torch.compile of each block, models/compile_fusion.hpp): Inductor generates one
 //    RoPE kernel over q and k and one SwiGLU kernel that saves gate and up and recomputes silu
-//    in backward; K and V stay at the kv-head width.
+//    in backward; K and V stay at the kv-head width; the norms are its fused kernels whatever
+//    the module's code (the final norm, outside the blocks, stays as the module runs it).
 #include <string>
 
 #include "models/attention_kernels.hpp"
@@ -73,6 +76,15 @@ void rope(Emit emit, TransientTracker& temps, const std::string& name, const Tra
   temps.release(wide);
 }
 
+bool eager_rms_norm(const BuildContext& ctx) {
+  return ctx.rms_norm.value_or(RmsNormKernel::kFused) == RmsNormKernel::kEager;
+}
+
+// The block's two RMSNorms.
+NormKind block_norm(const BuildContext& ctx) {
+  return eager_rms_norm(ctx) && !ctx.compiled ? NormKind::kEagerRmsNorm : NormKind::kRmsNorm;
+}
+
 bool repeats_kv(const TransformerSpec& spec, const BuildContext& ctx) {
   return !ctx.compiled && ctx.flash_attention && spec.n_kv_heads < spec.n_heads;
 }
@@ -91,7 +103,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   TransientTracker& temps = draft.forward_temps();
   const auto forward = [&](NamedKernel k) { draft.forward(std::move(k)); };
 
-  append_norm_forward(draft, "rmsnorm1", NormKind::kRmsNorm, d, ctx);  // saves the block input
+  append_norm_forward(draft, "rmsnorm1", block_norm(ctx), d, ctx);  // saves the block input
   draft.save_rematerializable(hidden);  // rmsnorm1 output, the input of q, k and v (one tensor)
   draft.forward(linear_forward("q", {d, d, false}, ctx));
   draft.forward(linear_forward("k", {d, kv_width(spec), false}, ctx));
@@ -115,7 +127,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   temps.allocate(hidden);
   draft.forward(add_kernel("residual1", d, ctx));
   temps.release(hidden);  // h is saved by rmsnorm2 below
-  append_norm_forward(draft, "rmsnorm2", NormKind::kRmsNorm, d, ctx);
+  append_norm_forward(draft, "rmsnorm2", block_norm(ctx), d, ctx);
   draft.save_rematerializable(hidden);  // rmsnorm2 output, the input of gate and up
   draft.forward(linear_forward("gate", {d, f, false}, ctx));
   draft.forward(linear_forward("up", {d, f, false}, ctx));
@@ -177,7 +189,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   // Autograd sums the two gradients of rmsnorm2's output (input_buffer.cpp).
   draft.backward(handed_off(add_kernel("mlp_in_grad_sum", d, ctx), hidden));
   temps.release(hidden);
-  append_norm_backward(draft, "rmsnorm2", NormKind::kRmsNorm, d, ctx, hidden);
+  append_norm_backward(draft, "rmsnorm2", block_norm(ctx), d, ctx, hidden);
   temps.allocate(hidden);  // gradient of h ...
   temps.release(hidden);
   draft.backward(add_kernel("residual2_grad", d, ctx));  // ... plus the residual path's
@@ -206,7 +218,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   temps.release(hidden);  // dq
   draft.backward(handed_off(add_kernel("attn_in_grad_sum_q", d, ctx), hidden));
   temps.release(hidden);
-  append_norm_backward(draft, "rmsnorm1", NormKind::kRmsNorm, d, ctx, hidden);
+  append_norm_backward(draft, "rmsnorm1", block_norm(ctx), d, ctx, hidden);
   temps.release(hidden);  // rmsnorm1's input gradient becomes the block's input gradient ...
   draft.backward(add_kernel("residual1_grad", d, ctx));
   temps.release(hidden);  // ... once the gradient of h is accumulated into it
@@ -256,8 +268,9 @@ Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, st
 }
 
 Layer build_llama_head(const TransformerSpec& spec, const BuildContext& ctx) {
-  return build_head_layer(
-      {"norm", NormKind::kRmsNorm, spec.d_model, spec.vocab, llama_head_parameters(spec)}, ctx);
+  const NormKind norm = eager_rms_norm(ctx) ? NormKind::kEagerRmsNorm : NormKind::kRmsNorm;
+  return build_head_layer({"norm", norm, spec.d_model, spec.vocab, llama_head_parameters(spec)},
+                          ctx);
 }
 
 }  // namespace fsdpsim::models::detail

@@ -10,7 +10,6 @@
 
 #include "models/kernel_factory.hpp"
 #include "models/t5_attention.hpp"
-#include "models/t5_layer_norm.hpp"
 
 namespace fsdpsim::models::detail {
 namespace {
@@ -72,8 +71,9 @@ void residual_forward(LayerDraft& draft, const Block& b, const std::string& pref
 // Precondition: the normalized input's gradient is allocated; releases it.
 void norm_and_residual_backward(LayerDraft& draft, const Block& b, const std::string& prefix) {
   TransientTracker& temps = draft.backward_temps();
-  append_t5_norm_backward(draft, prefix + "_norm", b.spec.d_model, b.ctx);
-  temps.release(b.hidden());  // the normalized input's gradient
+  append_norm_backward(draft, prefix + "_norm", t5_norm(b.ctx), b.spec.d_model, b.ctx, 0);
+  temps.allocate(b.hidden());  // the norm's input gradient
+  temps.release(b.hidden());   // the normalized input's gradient
   draft.backward(add_kernel(prefix + "_residual_grad", b.spec.d_model, b.ctx));
   temps.release(b.hidden());  // the norm's input gradient, summed into the residual path
 }
@@ -114,7 +114,7 @@ void cross_bias_forward(LayerDraft& draft, const Block& b) {
 void self_attention_forward(LayerDraft& draft, const Block& b) {
   const std::int64_t d = b.spec.d_model;
   const std::int64_t inner = t5_inner(b.spec);
-  append_t5_norm_forward(draft, "self_attn_norm", d, b.ctx);
+  append_norm_forward(draft, "self_attn_norm", t5_norm(b.ctx), d, b.ctx);
   draft.save(b.hidden());  // the normalized input, kept by q, k and v
   draft.forward(linear_forward("q", {d, inner, false}, b.ctx));
   draft.forward(linear_forward("k", {d, inner, false}, b.ctx));
@@ -129,7 +129,7 @@ void self_attention_forward(LayerDraft& draft, const Block& b) {
 void cross_attention_forward(LayerDraft& draft, const Block& b) {
   const std::int64_t d = b.spec.d_model;
   const std::int64_t inner = t5_inner(b.spec);
-  append_t5_norm_forward(draft, "cross_attn_norm", d, b.ctx);
+  append_norm_forward(draft, "cross_attn_norm", t5_norm(b.ctx), d, b.ctx);
   draft.save(b.hidden());  // the normalized input, kept by q
   // k and v project the encoder output (saved once, by the encoder's final-norm layer).
   draft.forward(linear_forward("cross_q", {d, inner, false}, b.ctx));
@@ -147,7 +147,7 @@ void ffn_forward(LayerDraft& draft, const Block& b) {
   const std::int64_t f = b.spec.ffn_dim;
   const std::int64_t ffn = b.ffn_bytes();
   TransientTracker& temps = draft.forward_temps();
-  append_t5_norm_forward(draft, "ff_norm", d, b.ctx);
+  append_norm_forward(draft, "ff_norm", t5_norm(b.ctx), d, b.ctx);
   draft.save(b.hidden());  // the normalized input, kept by wi (wi_0, wi_1)
   if (b.spec.gated_ffn) {
     // T5DenseGatedActDense: gelu_new(wi_0(x)) * wi_1(x). gelu_new (NewGELUActivation) is about

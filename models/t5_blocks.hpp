@@ -25,12 +25,21 @@
 
 #include <cstdint>
 
+#include "models/kernel_factory.hpp"
 #include "models/layer_draft.hpp"
 #include "models/transformer_spec.hpp"
 
 namespace fsdpsim::models::detail {
 
 inline std::int64_t t5_inner(const TransformerSpec& spec) { return spec.n_heads * spec.d_kv; }
+
+// T5LayerNorm as transformers runs it: eagerly, unless WorkloadOptions::rms_norm says fused
+// (apex's FusedRMSNorm, which modeling_t5.py swaps in when apex is installed).
+inline NormKind t5_norm(const BuildContext& ctx) {
+  return ctx.rms_norm.value_or(RmsNormKernel::kEager) == RmsNormKernel::kEager
+             ? NormKind::kEagerT5RmsNorm
+             : NormKind::kRmsNorm;
+}
 
 // Each nn.Parameter of one block in registration order (q, k, v, o: d_model x inner each, the
 // relative bias table in the first block, the self-attention's T5LayerNorm weight; the decoder's

@@ -23,7 +23,6 @@
 #include "models/families.hpp"
 #include "models/kernel_factory.hpp"
 #include "models/t5_blocks.hpp"
-#include "models/t5_layer_norm.hpp"
 
 namespace fsdpsim::models::detail {
 namespace {
@@ -65,7 +64,7 @@ Layer build_lookup(const TransformerSpec& spec, const BuildContext& ctx, std::st
 // T5LayerNorm then dropout, the start of a stack's end (encoder final norm, head).
 void final_norm_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildContext& ctx) {
   const std::int64_t hidden = ctx.tokens * spec.d_model * ctx.element_bytes;
-  append_t5_norm_forward(draft, "final_norm", spec.d_model, ctx);
+  append_norm_forward(draft, "final_norm", t5_norm(ctx), spec.d_model, ctx);
   if (has_dropout(spec)) {
     draft.forward_temps().allocate(hidden);
     draft.forward(dropout_forward("final_dropout", spec.d_model, ctx));
@@ -83,8 +82,9 @@ void final_norm_backward(LayerDraft& draft, const TransformerSpec& spec, const B
     temps.allocate(hidden);
     temps.release(hidden);
   }
-  append_t5_norm_backward(draft, "final_norm", spec.d_model, ctx);
-  temps.release(hidden);  // the norm's input gradient is the layer's input gradient
+  append_norm_backward(draft, "final_norm", t5_norm(ctx), spec.d_model, ctx, 0);
+  temps.allocate(hidden);  // the norm's input gradient
+  temps.release(hidden);   // the norm's input gradient is the layer's input gradient
   temps.release(hidden);
 }
 

@@ -313,6 +313,10 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
            : loss == "compiled_cross_entropy"  ? LossKernel::kCompiledCrossEntropy
            : loss == "cross_entropy_no_upcast" ? LossKernel::kCrossEntropy
                                                : LossKernel::kCrossEntropyFp32;
+  if (r.has("rms_norm")) {
+    t.rms_norm = r.choice("rms_norm", {"fused", "eager"}) == "eager" ? RmsNormKernel::kEager
+                                                                     : RmsNormKernel::kFused;
+  }
   const std::string kept =
       r.choice("logits_kept_by_loop", {"none", "compute_dtype", "fp32"}, "none");
   t.logits_kept_by_loop = kept == "compute_dtype" ? LogitsKeptByLoop::kComputeDtype

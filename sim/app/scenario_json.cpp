@@ -167,6 +167,13 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                       "HF T5 attention is unfused (it adds a relative position bias to the scores, "
                       "which FlashAttention does not take); drop the key or set it to false");
   }
+  if (s.training.rms_norm && s.model.family != models::ModelFamily::kLlama &&
+      s.model.family != models::ModelFamily::kT5) {
+    throw ConfigError(f, "/training/rms_norm",
+                      fmt::format("applies to models that normalize with RMSNorm (llama, t5); {} "
+                                  "has none",
+                                  s.model.name));
+  }
   const bool custom = s.model.family == models::ModelFamily::kCustom;
   for (const auto& [key, on] :
        {std::pair<const char*, bool>{"matmul_dtype", s.training.float8_linears()},

@@ -45,6 +45,7 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   options.flash_kernel = scenario.training.flash_kernel;
   options.unpad_attention = scenario.training.unpad_attention;
   options.loss = scenario.training.loss;
+  options.rms_norm = scenario.training.rms_norm;
   options.logits_kept_by_loop = scenario.training.logits_kept_by_loop;
   options.float8_linears = scenario.training.float8_linears();
   options.float8_all_gather = scenario.fsdp.float8_all_gather;

@@ -85,7 +85,8 @@ const std::vector<std::string> kOtherColumns = {"source_detail",
                                                 "float8_all_gather",
                                                 "precompute_float8_scale",
                                                 "last_unit_reshard_after_forward",
-                                                "optimizer_impl"};
+                                                "optimizer_impl",
+                                                "rms_norm"};
 
 const std::set<std::string> kPresetGpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb",
                                            "h200-sxm-141gb"};
@@ -408,6 +409,12 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
              "cross_entropy, cross_entropy_no_upcast, fused_cross_entropy or "
              "compiled_cross_entropy");
   }
+  // The optional rms_norm column (configs/validation/README.md); empty = the family's own.
+  if (const std::string norm = c.get("rms_norm"); norm == "fused" || norm == "eager") {
+    training["rms_norm"] = norm;
+  } else if (!norm.empty()) {
+    bad_cell(file, c, "rms_norm", "fused or eager");
+  }
   // The optional logits_kept_by_loop column (configs/validation/README.md); empty = none.
   if (const std::string kept = c.get("logits_kept_by_loop");
       kept == "none" || kept == "compute_dtype" || kept == "fp32") {
@@ -606,6 +613,7 @@ std::string message_in_columns(const std::string& loader_message,
       {"/training/optimizer", "optimizer"},
       {"/training/optimizer_impl", "optimizer_impl"},
       {"/training/param_storage_dtype", "param_storage_dtype"},
+      {"/training/rms_norm", "rms_norm"},
       {"/training/seq_len", "seq_len"}};
   std::string_view message = loader_message;
   const std::string prefix = file.string() + ": ";

@@ -167,6 +167,8 @@ struct TrainingConfig {
   bool flash_attention = true;
   FlashKernel flash_kernel = FlashKernel::kFlash2;  // which fused kernel, when flash_attention
   LossKernel loss = LossKernel::kCrossEntropyFp32;  // the loss kernels (models/head_layer.cpp)
+  // How the RMSNorms run (models/eager_rms_norm.hpp); nullopt: as the model family's code does.
+  std::optional<RmsNormKernel> rms_norm;
   // Whether the training loop holds the logits until its next forward (models/head_layer.cpp).
   LogitsKeptByLoop logits_kept_by_loop = LogitsKeptByLoop::kNone;
   // torch.autocast(dtype=...) around forward: the math dtype of GEMMs and activations when it

@@ -45,6 +45,13 @@ enum class LossKernel : std::uint8_t {
   kCompiledCrossEntropy,
 };
 
+// How an RMSNorm runs (models/eager_rms_norm.hpp).
+enum class RmsNormKernel : std::uint8_t {
+  kFused,  // one kernel per pass: nn.RMSNorm from PyTorch 2.8, apex FusedRMSNorm, Triton kernels
+  kEager,  // the reference Python op by op: HF LlamaRMSNorm and T5LayerNorm, torchtitan's and
+           // fms's RMSNorm modules, nn.RMSNorm before PyTorch 2.8
+};
+
 // Whether the training loop keeps a reference to the model's output, the logits, after the loss
 // has read them: until the next forward returns and the name is bound to the new output
 // (models/head_layer.cpp).

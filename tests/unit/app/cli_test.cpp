@@ -210,6 +210,23 @@ TEST(Cli, OpPolicyCheckpointingLiesBetweenNoneAndFull) {
   EXPECT_NE(text.output.find("checkpointing selective_op"), std::string::npos) << text.output;
 }
 
+TEST(Cli, EagerRmsNormSlowsALlamaStepAndIsRefusedWithoutRmsNorm) {
+  const Outcome fused = run_fsdpsim("run " + kLlamaScenario + " --json -");
+  const Outcome eager =
+      run_fsdpsim("run " + kLlamaScenario + " --json - --set training.rms_norm=eager");
+  ASSERT_EQ(fused.exit_code, 0) << fused.output;
+  ASSERT_EQ(eager.exit_code, 0) << eager.output;
+  EXPECT_GT(nlohmann::json::parse(eager.output)["step_time_s"].get<double>(),
+            nlohmann::json::parse(fused.output)["step_time_s"].get<double>());
+  // minGPT normalizes with nn.LayerNorm: the key would change nothing, so it is refused.
+  const Outcome gpt = run_fsdpsim("run " + kScenario + " --set training.rms_norm=eager");
+  EXPECT_EQ(gpt.exit_code, 2) << gpt.output;
+  EXPECT_NE(gpt.output.find("/training/rms_norm: applies to models that normalize with RMSNorm "
+                            "(llama, t5)"),
+            std::string::npos)
+      << gpt.output;
+}
+
 TEST(Cli, TraceIsChromeTraceEventJson) {
   const fs::path trace = temp_dir() / "t.trace.json";
   ASSERT_EQ(run_fsdpsim("run " + kScenario + " --trace " + trace.string()).exit_code, 0);

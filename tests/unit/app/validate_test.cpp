@@ -235,6 +235,7 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
        "line 2, column memory_fraction: expected a fraction in (0, 1], found \"1.5\""},
       {"bad_optimizer_impl.csv",
        "line 2, column optimizer_impl: expected foreach, fused or for_loop, found \"adam\""},
+      {"bad_rms_norm.csv", "line 2, column rms_norm: expected fused or eager, found \"apex\""},
       {"bad_last_unit_raf.csv",
        "line 2, column last_unit_reshard_after_forward: expected empty with fsdp_version 1 (an "
        "FSDP2 fully_shard argument), found \"false\""},
@@ -1123,6 +1124,19 @@ TEST(Validate, TrainingLoopColumnsReachTheScenario) {
   const nlohmann::json defaults = v.scenario("llama-1.5b-8xh200-defaults");
   EXPECT_FALSE(defaults["fsdp"].contains("last_unit_reshard_after_forward"));
   EXPECT_FALSE(defaults["training"].contains("optimizer_impl"));
+}
+
+// The optional rms_norm column (rms_norm.csv: the Llama-1.5B run on 8 H200, then the same with
+// the reference RMSNorm op by op): eager reaches the scenario and is predicted slower; empty
+// leaves the family's default.
+TEST(Validate, RmsNormColumnReachesTheScenario) {
+  const ValidatedRows v = validate_with_scenarios("rms_norm");
+  const nlohmann::json& j = v.report;
+  ASSERT_EQ(j["cases"].size(), 2U) << j.dump();
+  EXPECT_LT(j["cases"][1]["predicted_tokens_per_s_per_gpu"].get<double>(),
+            j["cases"][0]["predicted_tokens_per_s_per_gpu"].get<double>());
+  EXPECT_EQ(v.scenario("llama-1.5b-8xh200-eager-rmsnorm")["training"]["rms_norm"], "eager");
+  EXPECT_FALSE(v.scenario("llama-1.5b-8xh200-fused-rmsnorm")["training"].contains("rms_norm"));
 }
 
 // The H200 runs trained under allocator caps (configs/validation/measured-h200/retries): each

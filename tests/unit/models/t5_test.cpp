@@ -237,6 +237,37 @@ TEST(T5Workload, DecoderSeqLenIsValidatedAndT5Only) {
   EXPECT_NE(validate(testing::tiny_gpt(), o).find("t5"), std::string::npos);
 }
 
+TEST(T5Workload, T5LayerNormRunsEagerlyUnlessApexFusesIt) {
+  // transformers runs T5LayerNorm op by op (the default, and what rms_norm eager asks for);
+  // with apex installed modeling_t5.py swaps in FusedRMSNorm: one kernel forward, two backward.
+  WorkloadOptions eager = testing::options(1, 4);
+  eager.rms_norm = RmsNormKernel::kEager;
+  WorkloadOptions fused = testing::options(1, 4);
+  fused.rms_norm = RmsNormKernel::kFused;
+  const Workload by_default = build_workload(tiny_t5(), testing::options(1, 4));
+  const Workload e = build_workload(tiny_t5(), eager);
+  const Workload f = build_workload(tiny_t5(), fused);
+  const auto norm_kernels = [](const Workload& w, const std::string& layer_name) {
+    std::vector<std::string> out;
+    for (const NamedKernel& k : layer(w, layer_name).forward) {
+      if (k.name.rfind("self_attn_norm", 0) == 0) out.push_back(k.name);
+    }
+    return out;
+  };
+  const std::vector<std::string> op_by_op = {
+      "self_attn_norm_to_fp32",         "self_attn_norm_pow",   "self_attn_norm_mean",
+      "self_attn_norm_add_eps",         "self_attn_norm_rsqrt", "self_attn_norm_mul",
+      "self_attn_norm_to_weight_dtype", "self_attn_norm_weight"};
+  EXPECT_EQ(norm_kernels(by_default, "encoder.blocks.0"), op_by_op);
+  EXPECT_EQ(norm_kernels(e, "encoder.blocks.0"), op_by_op);
+  EXPECT_EQ(norm_kernels(f, "encoder.blocks.0"), std::vector<std::string>{"self_attn_norm"});
+  // The multiply keeps the bf16 input and the pow its fp32 copy; the fused kernel the input.
+  const std::int64_t x32 = 4 * 8 * 4;
+  EXPECT_EQ(layer(e, "encoder.blocks.0").saved_activations.value() -
+                layer(f, "encoder.blocks.0").saved_activations.value(),
+            2 * (x32 + 4 * 8 * 2));
+}
+
 TEST(T5Spec, ValidationNamesTheBadField) {
   TransformerSpec s = tiny_t5();
   s.d_kv = 0;
