@@ -115,18 +115,35 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
       skip(built.skip_reason);
       continue;
     }
+    // A row the loader or the simulation refuses as it stands is malformed (settings that
+    // contradict each other, values out of range): an error naming its line and column. One
+    // that only a --set, --calibration or --fit value makes invalid is skipped: that what-if
+    // does not apply to it.
+    const auto refuse_or_skip = [&](const std::string& reason) {
+      if (!overrides.empty()) {
+        try {
+          (void)simulate_scenario(scenario_from_json(built.document, file, {}, presets, {}), false);
+          skip(reason);
+          return;
+        } catch (const ConfigError&) {  // the row's own cells: reported below
+        }
+      }
+      const bool names_column = reason.rfind("column ", 0) == 0;
+      throw ConfigError(
+          fmt::format("{}: line {}{} {}", file.string(), c.line, names_column ? "," : ":", reason));
+    };
     Scenario scenario;
     try {
       scenario = scenario_from_json(built.document, file, overrides, presets, origins);
     } catch (const ConfigError& error) {
-      skip(message_in_columns(error.what(), file));  // the skipped entry names the line
+      refuse_or_skip(message_in_columns(error.what(), file));
       continue;
     }
     fsdp::StepResult r;
     try {
       r = simulate_scenario(scenario, false).result;
-    } catch (const ConfigError& error) {  // rates or sizes out of range (an override, say)
-      skip(fmt::format("line {}: {}", c.line, error.what()));
+    } catch (const ConfigError& error) {  // rates or sizes out of range
+      refuse_or_skip(message_in_columns(error.what(), file));
       continue;
     }
     const FlopDefinition def = flop_definition(c, scenario);

@@ -236,6 +236,10 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
       {"bad_optimizer_impl.csv",
        "line 2, column optimizer_impl: expected foreach, fused or for_loop, found \"adam\""},
       {"bad_rms_norm.csv", "line 2, column rms_norm: expected fused or eager, found \"apex\""},
+      // Cells the scenario loader refuses together: the row is malformed, not skipped.
+      {"bad_float8_fsdp1.csv",
+       "line 2, column float8_all_gather: torchao's float8 all-gather is an FSDP2 (version 2) "
+       "extension"},
       {"bad_last_unit_raf.csv",
        "line 2, column last_unit_reshard_after_forward: expected empty with fsdp_version 1 (an "
        "FSDP2 fully_shard argument), found \"false\""},
@@ -580,10 +584,31 @@ TEST(Validate, ARejectedRowNamesItsColumn) {
       variant_csv("version3.csv", {{"fsdp_version", "3"}, {"case_id", "two\nlines"}});
   const auto [code, out] = run_fsdpsim("validate " + csv.string());
   EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(
-      out.find("skipped two<U+000A>lines (line 2): column fsdp_version: expected 1 or 2, found 3"),
-      std::string::npos)
+  EXPECT_NE(out.find(csv.string() + ": line 2, column fsdp_version: expected 1 or 2, found 3"),
+            std::string::npos)
       << out;
+}
+
+// A malformed row among good ones is still an error: a --max-mape gate must not pass on the
+// rows that happen to be well formed. A row that only a --set makes invalid is skipped instead:
+// that what-if does not apply to it (float8 linears on an A100).
+TEST(Validate, AMalformedRowAmongGoodOnesIsAnError) {
+  const fs::path bad = variant_csv("version3_row.csv", {{"fsdp_version", "3"}, {"case_id", "v3"}});
+  const std::string bad_text = test_support::read_file(bad);
+  const fs::path csv = test_support::temp_dir("validate") / "good_and_bad.csv";
+  std::ofstream(csv) << test_support::read_file(kData + "small_cases.csv")
+                     << bad_text.substr(bad_text.find('\n') + 1);
+  const auto [code, out] = run_fsdpsim("validate " + csv.string() + " --max-mape 1");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find(": line 6, column fsdp_version: expected 1 or 2, found 3"), std::string::npos)
+      << out;
+  const auto [fp8_code, fp8] = run_fsdpsim("validate " + kData +
+                                           "small_cases.csv --set training.matmul_dtype=fp8");
+  EXPECT_EQ(fp8_code, 0) << fp8;
+  EXPECT_NE(fp8.find("validated 2 cases (2 skipped)"), std::string::npos) << fp8;
+  EXPECT_NE(fp8.find("(line 4): column matmul_dtype: float8 linears need fp8 tensor cores"),
+            std::string::npos)
+      << fp8;
 }
 
 // A cell the scenario loader refuses is named by its column too: an MPT row asking for minGPT's
@@ -598,7 +623,7 @@ TEST(Validate, AMaskBufferOnAnMptRowNamesItsColumn) {
   std::ofstream(csv) << header << ",causal_mask_buffer\n" << row << ",true\n";
   const auto [code, out] = run_fsdpsim("validate " + csv.string());
   EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("(line 2): column causal_mask_buffer: minGPT's per-block causal mask "
+  EXPECT_NE(out.find("line 2, column causal_mask_buffer: minGPT's per-block causal mask "
                      "buffer: expected false (or no key) for a model that is not family gpt"),
             std::string::npos)
       << out;
@@ -1087,8 +1112,8 @@ ValidatedRows validate_with_scenarios(const std::string& name) {
 
 // The optional float8 all-gather columns (float8_all_gather.csv: a Llama-1.5B on 8 H200 with
 // float8 linears under FSDP2): gathered in float8 with precomputed scales, the layers cast no
-// weight and the row is predicted faster than the same run gathering bf16 weights; on FSDP1,
-// which has no float8 all-gather, the row is skipped with the column named.
+// weight and the row is predicted faster than the same run gathering bf16 weights (on FSDP1,
+// which has no float8 all-gather, the row is malformed: MalformedRowsNameTheLineAndColumn).
 TEST(Validate, Float8AllGatherColumnsReachTheFsdpSection) {
   const ValidatedRows v = validate_with_scenarios("float8_all_gather");
   const nlohmann::json& j = v.report;
@@ -1100,12 +1125,6 @@ TEST(Validate, Float8AllGatherColumnsReachTheFsdpSection) {
   EXPECT_TRUE(gathered["fsdp"]["precompute_float8_scale"].get<bool>());
   EXPECT_FALSE(
       v.scenario("llama-1.5b-8xh200-fp8-bf16-all-gather")["fsdp"].contains("float8_all_gather"));
-  ASSERT_EQ(j["skipped_cases"].size(), 1U);
-  EXPECT_NE(j["skipped_cases"][0]["reason"].get<std::string>().find(
-                "column float8_all_gather: torchao's float8 all-gather is an FSDP2 (version 2) "
-                "extension"),
-            std::string::npos)
-      << j["skipped_cases"].dump();
 }
 
 // The optional columns of a torchtitan run's training loop (fsdp2_loop_columns.csv: the same
