@@ -214,6 +214,14 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
                            "most " +
                            std::to_string(kMaxRankClasses) + " are: use fewer distinct speeds");
   }
+  if (classes.count() * program.ops.size() > kMaxRankClassOps) {
+    throw RankClassesError(
+        "the stragglers make " + std::to_string(classes.count()) +
+        " classes of ranks that behave alike, each replaying the step's " +
+        std::to_string(program.ops.size()) + " ops on its own; at most " +
+        std::to_string(kMaxRankClassOps) +
+        " class-ops are simulated: use fewer distinct speeds or fewer micro-batches per step");
+  }
   std::vector<std::unique_ptr<memory::MemoryModel>> models;
   std::vector<engine::MemoryObserver*> observers;
   for (std::size_t k = 0; k < classes.count(); ++k) {

@@ -35,6 +35,24 @@ TEST(Stragglers, MoreClassesThanTheLimitAreRefused) {
   EXPECT_EQ(simulate_step(in, {}).result.rank_classes.size(), kMaxRankClasses);
 }
 
+// ... and so are classes that would each replay a long step: 1,024 classes of 1,024 micro-batches
+// of the tiny model are more class-ops than kMaxRankClassOps, 1,024 classes of one micro-batch
+// are not (the test above).
+TEST(Stragglers, ClassesTimesOpsPastTheBudgetAreRefused) {
+  std::vector<hardware::Straggler> slow;
+  for (std::int32_t r = 0; r < 1023; ++r) slow.push_back({r, 0.5 + 0.4 * r / 1023, 1.0});
+  ScheduleInput in = input(slow);
+  in.cluster.gpus_per_node = 8;
+  in.cluster.nodes = 130;
+  in.training.global_batch = 1040 * 1024;
+  try {
+    (void)simulate_step(in, {});
+    ADD_FAILURE() << "expected RankClassesError";
+  } catch (const RankClassesError& e) {
+    EXPECT_NE(std::string(e.what()).find("class-ops are simulated"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Stragglers, RanksListedAtFullSpeedChangeNothing) {
   const StepResult uniform = simulate_step(input({}), {}).result;
   const StepResult listed = simulate_step(input({{1, 1.0, 1.0}}), {}).result;
