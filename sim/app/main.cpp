@@ -2,6 +2,7 @@
 // 0 ok, 1 internal error, 2 bad usage or bad input, 3 a check that ran but failed.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <new>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -114,6 +115,14 @@ int main(int argc, char** argv) {
   } catch (const fsdpsim::app::ConfigError& e) {
     // Messages echo command-line text, which nothing else has checked for escape sequences.
     std::cerr << "error: " << fsdpsim::escape_control_characters(e.what()) << "\n";
+    return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    // A scenario within every size bound can still need more than this machine gives (tens of
+    // GiB at 1,024 micro-batches of a deep model, reports/performance.md): a limit of the input
+    // on this machine, said as such, not a crash.
+    std::cerr << "error: out of host memory: simulating this needs more memory than the "
+                 "machine gives the process; fewer micro-batches per step (global_batch), layers "
+                 "or straggler classes make the simulation smaller\n";
     return kExitBadInput;
   } catch (const fsdpsim::engine::DeadlockError& e) {
     std::cerr << "internal error: " << fsdpsim::escape_control_characters(e.what()) << "\n";

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 #include <system_error>
@@ -220,6 +221,14 @@ PointOutcome run_point(const SweepPlan& plan, std::int64_t index) {
     // The reason may quote a file's bytes (a preset that is not UTF-8): escaped, it can go into
     // the JSON lines, the CSV and the markdown.
     out.row.reason = escape_control_characters(reason_without_file(e.what(), plan.scenario));
+    line = {{"status", "skipped"}, {"reason", out.row.reason}};
+  } catch (const std::bad_alloc&) {
+    // One point too large for this machine's memory does not cost the others their rows; its
+    // memory is given back as the exception unwinds.
+    out.row.status = PointStatus::kSkipped;
+    out.row.reason =
+        "out of host memory: simulating this point needs more memory than the "
+        "machine gives the process";
     line = {{"status", "skipped"}, {"reason", out.row.reason}};
   }
   if (line.contains("schema")) {

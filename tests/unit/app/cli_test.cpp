@@ -227,6 +227,27 @@ TEST(Cli, EagerRmsNormSlowsALlamaStepAndIsRefusedWithoutRmsNorm) {
       << gpt.output;
 }
 
+// A scenario within every size bound can need more memory than the machine gives: 1,024
+// micro-batches of GPT-175B under a 1.5 GB address-space limit. run says so (exit 2), and a sweep
+// keeps its other points. (AddressSanitizer reserves terabytes of address space and aborts
+// rather than throwing, so the sanitizer build skips this.)
+TEST(Cli, OutOfHostMemoryIsAnErrorAndASweepKeepsItsOtherPoints) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ulimit -v and AddressSanitizer do not mix";
+#endif
+  const std::string limit = "ulimit -v 1500000 && ";
+  const Outcome run =
+      run_fsdpsim("run " + kScenario + " --set training.global_batch=131072", limit);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("error: out of host memory"), std::string::npos) << run.output;
+  const Outcome sweep =
+      run_fsdpsim("sweep " + kScenario + " --grid training.global_batch=128,131072 --out -", limit);
+  EXPECT_EQ(sweep.exit_code, 0) << sweep.output;
+  EXPECT_NE(sweep.output.find("\n0,128,ok,"), std::string::npos) << sweep.output;
+  EXPECT_NE(sweep.output.find("\n1,131072,skipped,out of host memory"), std::string::npos)
+      << sweep.output;
+}
+
 TEST(Cli, TraceIsChromeTraceEventJson) {
   const fs::path trace = temp_dir() / "t.trace.json";
   ASSERT_EQ(run_fsdpsim("run " + kScenario + " --trace " + trace.string()).exit_code, 0);
