@@ -257,6 +257,13 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                           "gradients in every micro-batch and steps with its FusedAdam");
       }
     }
+    if (s.fsdp.deepspeed.register_external_embedding && !s.model.tied_embeddings) {
+      throw ConfigError(
+          f, "/deepspeed/register_external_embedding",
+          fmt::format("registers the token embedding that a tied LM head reuses; {} has an untied "
+                      "head (model key tied_embeddings), so there is nothing to register",
+                      s.model.name));
+    }
   }
   const bool learned_positions =
       s.model.family == models::ModelFamily::kGpt || s.model.family == models::ModelFamily::kMpt;

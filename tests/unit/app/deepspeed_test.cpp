@@ -42,6 +42,7 @@ TEST(DeepSpeedJson, ReadsTheZeroOptimizationKeysWithDeepSpeedsDefaults) {
   EXPECT_EQ(s.fsdp.deepspeed.reduce_bucket_size, 500'000'000);
   EXPECT_FALSE(s.fsdp.deepspeed.register_external_embedding);
   nlohmann::json tuned = scenario();
+  tuned["model"] = {{"preset", "gpt-175b"}, {"tied_embeddings", true}};
   tuned["deepspeed"] = {{"stage3_prefetch_bucket_size", 1000},
                         {"stage3_max_reuse_distance", 5},
                         {"register_external_embedding", true}};
@@ -68,6 +69,11 @@ TEST(DeepSpeedJson, RejectsWhatItDoesNotModelWithFileAndPath) {
   EXPECT_EQ(error_of({{"fsdp", {{"param_dtype", "fp32"}}}}).rfind("ds.json: /fsdp:", 0), 0u);
   EXPECT_EQ(error_of({{"training", {{"no_sync", true}}}}).rfind("ds.json: /training/no_sync", 0),
             0u);
+  // An untied head reads no embedding: registering it would change nothing.
+  EXPECT_EQ(error_of({{"deepspeed", {{"register_external_embedding", true}}}}),
+            "ds.json: /deepspeed/register_external_embedding: registers the token embedding that "
+            "a tied LM head reuses; gpt-175b has an untied head (model key tied_embeddings), so "
+            "there is nothing to register");
   EXPECT_EQ(error_of({{"training", {{"activation_checkpointing", "selective_op"}}}}),
             "ds.json: /training/activation_checkpointing: expected none, full, selective or "
             "attention with parallelism deepspeed_zero3, found selective_op: an op policy needs "
