@@ -96,6 +96,35 @@ FitRequest parse_fit(const std::string& text) {
   return r;
 }
 
+// Measurements no run on the row's GPU can have made: model FLOPs (under the row's count) or
+// TFLOPS above the GPU's densest peak, a peak memory above the device's. An error naming the
+// line and column, as a malformed cell is.
+void check_measurements_fit_the_gpu(const ValidationCase& c, const Scenario& scenario,
+                                    const FlopDefinition& def, const std::filesystem::path& file) {
+  const hardware::GpuSpec& gpu = scenario.hardware.cluster.gpu;
+  double densest = 0.0;
+  for (const FlopsPerSec peak : gpu.peak_dense) densest = std::max(densest, peak.value() / 1e12);
+  const auto refuse = [&](const char* column, const std::string& expected) {
+    throw ConfigError(fmt::format("{}: line {}, column {}: expected {}, found \"{}\"",
+                                  file.string(), c.line, column, expected, c.get(column)));
+  };
+  if (const auto tokens = c.number("measured_tokens_per_s_per_gpu");
+      tokens && model_tflops(def, *tokens) > densest) {
+    refuse("measured_tokens_per_s_per_gpu",
+           fmt::format("a rate whose FLOPs under the row's count stay within {}'s densest peak, "
+                       "{:g} TFLOP/s (this one needs {:.4g})",
+                       gpu.name, densest, model_tflops(def, *tokens)));
+  }
+  for (const char* column : {"measured_model_tflops_per_gpu", "measured_hardware_tflops_per_gpu"}) {
+    if (const auto tflops = c.number(column); tflops && *tflops > densest)
+      refuse(column, fmt::format("at most {}'s densest peak, {:g} TFLOP/s", gpu.name, densest));
+  }
+  for (const char* column : {"measured_peak_mem_gib", "measured_peak_reserved_gib"}) {
+    if (const auto gib = c.number(column); gib && *gib > to_gib(gpu.hbm))
+      refuse(column, fmt::format("at most {}'s memory, {:.2f} GiB", gpu.name, to_gib(gpu.hbm)));
+  }
+}
+
 struct Evaluation {
   std::vector<ValidationOutcome> outcomes;
   nlohmann::json skipped = nlohmann::json::array();
@@ -147,6 +176,7 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
       continue;
     }
     const FlopDefinition def = flop_definition(c, scenario);
+    check_measurements_fit_the_gpu(c, scenario, def, file);
     ValidationOutcome o;
     o.c = &c;
     o.size_bucket = size_bucket(static_cast<double>(models::parameter_count(scenario.model)) / 1e9);
@@ -305,15 +335,16 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
                   "(e.g. 0.10)")
       ->check(CLI::Validator(
           [](const std::string& text) {
+            // Above 1 is a percentage written as one (10 for 10 %): a gate that never fires.
+            const std::string expected =
+                "expected a positive fraction of at most 1 (0.10 = 10%), found " + text;
             double v = 0.0;
             try {
               v = std::stod(text);
             } catch (const std::exception&) {
-              return std::string("expected a positive fraction (0.10 = 10%), found ") + text;
+              return expected;
             }
-            return v > 0.0 && std::isfinite(v)
-                       ? std::string()
-                       : std::string("expected a positive fraction (0.10 = 10%), found ") + text;
+            return v > 0.0 && v <= 1.0 ? std::string() : expected;
           },
           "FRACTION", "positive fraction"));
   return cmd;

@@ -279,6 +279,15 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
        {"global_batch", "grad_accum", "shard_group_size", "n_kv_heads", "ffn_dim"}) {
     if (!c.get(column).empty()) (void)positive_int(file, c, column);
   }
+  // The caching allocator's segments hold every allocated block.
+  if (const auto allocated = optional_positive(file, c, "measured_peak_mem_gib"),
+      reserved = optional_positive(file, c, "measured_peak_reserved_gib");
+      allocated && reserved && *reserved < *allocated) {
+    bad_cell(file, c, "measured_peak_reserved_gib",
+             fmt::format("at least measured_peak_mem_gib ({}): reserved memory holds every "
+                         "allocated block",
+                         c.get("measured_peak_mem_gib")));
+  }
   // MFU and HFU are fractions of the peak (0.41 = 41 %): above 1 is a percentage or a typo.
   for (const char* column : {"measured_mfu", "measured_hfu"}) {
     if (const auto v = optional_positive(file, c, column); v && *v > 1.0)
@@ -316,6 +325,9 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   const std::int64_t gpus = gpus_given ? positive_int(file, c, "gpus") : per_node;
   if (gpus > hardware::kMaxWorldSize)
     bad_cell(file, c, "gpus", fmt::format("at most {} GPUs", hardware::kMaxWorldSize));
+  if (per_node > hardware::kMaxWorldSize) {
+    bad_cell(file, c, "gpus_per_node", fmt::format("at most {} GPUs", hardware::kMaxWorldSize));
+  }
   if (gpus < per_node) per_node = gpus;  // a job on part of one node
   if (gpus % per_node != 0)
     bad_cell(file, c, "gpus", fmt::format("a multiple of gpus_per_node ({})", per_node));

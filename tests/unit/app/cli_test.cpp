@@ -1558,7 +1558,8 @@ TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
        "expected UTF-8 text, found the byte 0xFF at byte 1"},
       // CLI11's own messages quote what they could not convert.
       {"validate " + csv.string() + " --max-mape \"$(printf '\\033')]0;title\"",
-       "--max-mape: expected a positive fraction (0.10 = 10%), found <U+001B>]0;title"},
+       "--max-mape: expected a positive fraction of at most 1 (0.10 = 10%), found "
+       "<U+001B>]0;title"},
       {"run " + kScenario + " \"--bogus$(printf '\\033')[2J\"", "--bogus<U+001B>[2J"}};
   for (const auto& [command, message] : bad) {
     const Outcome o = run_fsdpsim(command);

@@ -589,6 +589,41 @@ TEST(Validate, ARejectedRowNamesItsColumn) {
       << out;
 }
 
+// Measurements no run could have made are malformed cells too: a throughput whose FLOPs pass
+// the GPU's densest peak, TFLOPS or memory above the GPU's, reserved memory below allocated, a
+// node larger than any job.
+TEST(Validate, MeasurementsBeyondTheGpuNameTheirColumn) {
+  const std::pair<std::map<std::string, std::string>, const char*> cases[] = {
+      {{{"measured_tokens_per_s_per_gpu", "1e15"}},
+       "line 2, column measured_tokens_per_s_per_gpu: expected a rate whose FLOPs under the row's "
+       "count stay within h100-sxm-80gb's densest peak, 1979 TFLOP/s"},
+      {{{"measured_model_tflops_per_gpu", "2500"}},
+       "line 2, column measured_model_tflops_per_gpu: expected at most h100-sxm-80gb's densest "
+       "peak, 1979 TFLOP/s, found \"2500\""},
+      {{{"measured_peak_mem_gib", "1e15"}},
+       "line 2, column measured_peak_mem_gib: expected at most h100-sxm-80gb's memory"},
+      {{{"gpus_per_node", "1e15"}}, "line 2, column gpus_per_node: expected at most 1048576 GPUs"}};
+  int i = 0;
+  for (const auto& [changes, message] : cases) {
+    const fs::path csv = variant_csv("beyond" + std::to_string(i++) + ".csv", changes);
+    const auto [code, out] = run_fsdpsim("validate " + csv.string());
+    EXPECT_EQ(code, 2) << out;
+    EXPECT_NE(out.find(message), std::string::npos) << out;
+  }
+  const std::string text =
+      test_support::read_file(variant_csv("allocated50.csv", {{"measured_peak_mem_gib", "50"}}));
+  const std::size_t end_of_header = text.find('\n');
+  const fs::path csv = test_support::temp_dir("validate") / "reserved_below_allocated.csv";
+  std::ofstream(csv) << text.substr(0, end_of_header) << ",measured_peak_reserved_gib\n"
+                     << text.substr(end_of_header + 1, text.size() - end_of_header - 2) << ",40\n";
+  const auto [code, out] = run_fsdpsim("validate " + csv.string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 2, column measured_peak_reserved_gib: expected at least "
+                     "measured_peak_mem_gib"),
+            std::string::npos)
+      << out;
+}
+
 // A malformed row among good ones is still an error: a --max-mape gate must not pass on the
 // rows that happen to be well formed. A row that only a --set makes invalid is skipped instead:
 // that what-if does not apply to it (float8 linears on an A100).
@@ -602,8 +637,8 @@ TEST(Validate, AMalformedRowAmongGoodOnesIsAnError) {
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find(": line 6, column fsdp_version: expected 1 or 2, found 3"), std::string::npos)
       << out;
-  const auto [fp8_code, fp8] = run_fsdpsim("validate " + kData +
-                                           "small_cases.csv --set training.matmul_dtype=fp8");
+  const auto [fp8_code, fp8] =
+      run_fsdpsim("validate " + kData + "small_cases.csv --set training.matmul_dtype=fp8");
   EXPECT_EQ(fp8_code, 0) << fp8;
   EXPECT_NE(fp8.find("validated 2 cases (2 skipped)"), std::string::npos) << fp8;
   EXPECT_NE(fp8.find("(line 4): column matmul_dtype: float8 linears need fp8 tensor cores"),
@@ -745,10 +780,12 @@ TEST(Validate, NothingToValidateOrABadOptionExitsTwo) {
   const auto [code5, out5] = run_fsdpsim("validate /dev/zero");
   EXPECT_EQ(code5, 2) << out5;
   EXPECT_NE(out5.find("/dev/zero: expected a regular file"), std::string::npos) << out5;
-  for (const char* bad : {"-1", "nan", "0"}) {
+  for (const char* bad : {"-1", "nan", "0", "10", "inf"}) {
     const auto [code4, out4] = run_fsdpsim("validate " + cases + " --max-mape " + bad);
     EXPECT_EQ(code4, 2) << bad << ": " << out4;
-    EXPECT_NE(out4.find("expected a positive fraction"), std::string::npos) << out4;
+    EXPECT_NE(out4.find("expected a positive fraction of at most 1 (0.10 = 10%)"),
+              std::string::npos)
+        << out4;
   }
 }
 
