@@ -124,7 +124,7 @@ CollectivePoint point_from_json(const nlohmann::json& value, const std::string& 
   p.min = optional_us(r, "min_us");
   p.max = optional_us(r, "max_us");
   check_spread(r, p.median, p.min, p.max);
-  if (r.has("repeats")) p.repeats = r.non_negative_int32("repeats");
+  if (r.has("repeats")) p.repeats = r.positive_int32("repeats");
   const double algbw = static_cast<double>(p.bytes.value()) / p.median.value() / 1e9;
   check_derived_rate(r, "algbw_GBps", algbw, "GB/s");
   check_derived_rate(r, "busbw_GBps", algbw * busbw_factor, "GB/s");
@@ -196,7 +196,7 @@ GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
   g.min = optional_us(r, "min_us");
   g.max = optional_us(r, "max_us");
   check_spread(r, g.median, g.min, g.max);
-  if (r.has("repeats")) g.repeats = r.non_negative_int32("repeats");
+  if (r.has("repeats")) g.repeats = r.positive_int32("repeats");
   if (r.has("under_nccl_time_us")) g.median_under_nccl = measured_us(r, "under_nccl_time_us");
   g.source = r.string("source", "");
   check_derived_rate(r, "tflops", gemm_flops(g.shape) / g.median.value() / 1e12, "TFLOP/s");
@@ -216,8 +216,8 @@ calibrate::RankSpeedMeasurement rank_speeds_from_json(const nlohmann::json& valu
   g.shape.k = r.positive_int_at_most("k", calibrate::kMaxGemmDimension);
   (void)r.choice("layout", {"TN"}, "TN");
   if (r.has("held_ms")) g.held = milliseconds(r.non_negative_number_at_most("held_ms", 8.64e7));
-  if (r.has("repeats")) g.repeats = r.non_negative_int32("repeats");
-  if (r.has("launches")) g.launches = r.non_negative_int32("launches");
+  if (r.has("repeats")) g.repeats = r.positive_int32("repeats");
+  if (r.has("launches")) g.launches = r.positive_int32("launches");
   const nlohmann::json* ranks = array_child(r, "ranks");
   if (ranks == nullptr || ranks->empty()) {
     throw ConfigError(file, r.path_of("ranks"),
@@ -264,6 +264,21 @@ calibrate::AllocationTiming allocation_from_json(const nlohmann::json& value,
   t.bytes = Bytes(r.positive_int_at_most("bytes", calibrate::kMaxMeasuredBytes));
   t.malloc = measured_us(r, "malloc_us");
   t.free = measured_us(r, "free_us");
+  // cudaMalloc and cudaFree of a segment take tens of us plus about 0.1-0.6 ms per GiB on an H200
+  // (configs/hardware/h200-sxm-141gb.json): a second plus 100 ms per GiB is a time in the wrong
+  // unit, and would price every cudaMalloc retry as minutes.
+  const double gib = static_cast<double>(t.bytes.value()) / static_cast<double>(1LL << 30);
+  const double slowest_us = 1e6 + 1e5 * gib;
+  for (const auto& [key, time] :
+       {std::pair<const char*, Seconds>{"malloc_us", t.malloc}, {"free_us", t.free}}) {
+    if (time.value() * 1e6 > slowest_us) {
+      throw ConfigError(file, r.path_of(key),
+                        fmt::format("expected at most {:.6g} us for {} bytes (1 s plus 100 ms per "
+                                    "GiB: a cudaMalloc or cudaFree takes tens of us plus under a "
+                                    "ms per GiB), found {:.6g}: a time in the wrong unit?",
+                                    slowest_us, t.bytes.value(), time.value() * 1e6));
+    }
+  }
   r.finish();
   return t;
 }
@@ -337,8 +352,15 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
   }
   if (const nlohmann::json* t = r.child("topology")) {
     JsonObjectReader tr(*t, file, "/topology");
-    if (tr.has("nodes")) p.topology.nodes = tr.non_negative_int32("nodes");
-    if (tr.has("gpus_per_node")) p.topology.gpus_per_node = tr.non_negative_int32("gpus_per_node");
+    // Sizes a job can have (hardware::kMaxWorldSize GPUs at most).
+    if (tr.has("nodes")) {
+      p.topology.nodes =
+          static_cast<std::int32_t>(tr.positive_int_at_most("nodes", hardware::kMaxWorldSize));
+    }
+    if (tr.has("gpus_per_node")) {
+      p.topology.gpus_per_node = static_cast<std::int32_t>(
+          tr.positive_int_at_most("gpus_per_node", hardware::kMaxWorldSize));
+    }
     p.topology.hosts = string_array(tr, "hosts");
     p.topology.interconnect = tr.string("interconnect", "");
     tr.finish({"nodes", "gpus_per_node", "hosts", "interconnect"});
@@ -354,14 +376,33 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
     for (std::size_t i = 0; i < g->size(); ++i)
       p.gemms.push_back(gemm_from_json((*g)[i], file, fmt::format("/gemms/{}", i)));
   }
-  if (const nlohmann::json* g = r.child("rank_speeds"))
+  if (const nlohmann::json* g = r.child("rank_speeds")) {
     p.rank_speeds = rank_speeds_from_json(*g, file);
+    // The harness lays the ranks out node by node: topology says how many make a node (a job on
+    // part of one node is one node; calibrate/fit.cpp takes no node unit then).
+    const auto ranks = static_cast<std::int64_t>(p.rank_speeds->ranks.size());
+    const std::int64_t per_node = p.topology.gpus_per_node;
+    if (per_node > 0 && ranks > per_node && ranks % per_node != 0) {
+      throw ConfigError(file, "/topology/gpus_per_node",
+                        fmt::format("expected a divisor of the {} ranks rank_speeds measured (the "
+                                    "ranks are laid out node by node), found {}",
+                                    ranks, per_node));
+    }
+  }
   if (const nlohmann::json* m = r.child("memory")) {
     JsonObjectReader mr(*m, file, "/memory");
     p.memory.device_copy = optional_gbps(mr, "device_copy_GBps");
     p.memory.h2d_pinned = optional_gbps(mr, "h2d_pinned_GBps");
     p.memory.d2h_pinned = optional_gbps(mr, "d2h_pinned_GBps");
     p.memory.kernel_launch = optional_us(mr, "kernel_launch_us");
+    // An empty kernel's launch takes microseconds of host time (4.4 us on our H200's host).
+    constexpr double kSlowestLaunchUs = 1e4;
+    if (p.memory.kernel_launch && p.memory.kernel_launch->value() * 1e6 > kSlowestLaunchUs) {
+      throw ConfigError(file, mr.path_of("kernel_launch_us"),
+                        fmt::format("expected at most {:g} us (a launch takes microseconds), "
+                                    "found {:.6g}",
+                                    kSlowestLaunchUs, p.memory.kernel_launch->value() * 1e6));
+    }
     if (const nlohmann::json* a = array_child(mr, "allocations")) {
       for (std::size_t i = 0; i < a->size(); ++i) {
         p.memory.allocations.push_back(
@@ -651,6 +692,11 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
     const calibrate::GemmPoint& g = profile.gemms[gi];
     if (std::string problem =
             gemm_problem(g.dtype, g.shape, g.median, fmt::format("/gemms/{}", gi));
+        !problem.empty())
+      return problem;
+    if (!g.median_under_nccl) continue;
+    if (std::string problem = gemm_problem(g.dtype, g.shape, *g.median_under_nccl,
+                                           fmt::format("/gemms/{}/under_nccl_time_us", gi));
         !problem.empty())
       return problem;
   }

@@ -387,6 +387,39 @@ TEST(CalibrationProfileJson, BadInputNamesFilePathExpectedAndFound) {
             "1.0 x1 link moves 0.25), found 0.004");
   j["memory"] = {{"h2d_pinned_GBps", 0.5}};
   EXPECT_EQ(error_for(j), "");
+  // Counts of nothing, and sizes no job has: refused, not read as "unknown".
+  j = valid_json();
+  j["gemms"][0]["repeats"] = 0;
+  EXPECT_EQ(error_for(j),
+            "bad.json: /gemms/0/repeats: expected a positive integer, found the number 0");
+  j = valid_json();
+  j["topology"]["gpus_per_node"] = 1000000000;
+  EXPECT_NE(error_for(j).find("bad.json: /topology/gpus_per_node: expected"), std::string::npos)
+      << error_for(j);
+  // The harness lays the ranks out node by node: 2 ranks on nodes of 1 GPU (or of 8, part of
+  // one node) are whole nodes, 3 ranks on nodes of 2 are not.
+  j = valid_json();
+  j["topology"]["gpus_per_node"] = 1;
+  EXPECT_EQ(error_for(j), "");
+  j["rank_speeds"]["ranks"].push_back(j["rank_speeds"]["ranks"][1]);
+  j["rank_speeds"]["ranks"][2]["rank"] = 2;
+  j["topology"]["gpus_per_node"] = 2;
+  EXPECT_EQ(error_for(j),
+            "bad.json: /topology/gpus_per_node: expected a divisor of the 3 ranks rank_speeds "
+            "measured (the ranks are laid out node by node), found 2");
+  // Allocator and launch times a GPU's host cannot take: a time in the wrong unit.
+  j = valid_json();
+  j["memory"] = {{"kernel_launch_us", 1e9}};
+  EXPECT_EQ(error_for(j),
+            "bad.json: /memory/kernel_launch_us: expected at most 10000 us (a launch takes "
+            "microseconds), found 1e+09");
+  j["memory"] = {{"allocations", {{{"bytes", 1 << 30}, {"malloc_us", 1e10}, {"free_us", 700}}}}};
+  EXPECT_NE(error_for(j).find("bad.json: /memory/allocations/0/malloc_us: expected at most "
+                              "1.1e+06 us for 1073741824 bytes"),
+            std::string::npos)
+      << error_for(j);
+  j["memory"]["allocations"][0]["malloc_us"] = 200;
+  EXPECT_EQ(error_for(j), "");
   // 0 SMs is not "unknown" (leave the key out): it would turn the check against the GPU off.
   j = valid_json();
   j["device"]["sm_count"] = 0;
@@ -534,6 +567,17 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
                       "/rank_speeds/ranks/1/gemm_us)"),
             std::string::npos)
       << load_error(j, &cluster);
+
+  // A GEMM's time under NCCL is held to the same bounds: 2 x 8192^3 in 1.5 s is 0.7 TFLOP/s,
+  // under 1 % of the bf16 peak (ns written as us).
+  j = valid_json();
+  j["gemms"][0] = {{"dtype", "bf16"}, {"m", 8192},         {"n", 8192},
+                   {"k", 8192},       {"time_us", 1500.0}, {"under_nccl_time_us", 1.5e6}};
+  EXPECT_NE(load_error(j, &cluster).find("(the profile's /gemms/0/under_nccl_time_us)"),
+            std::string::npos)
+      << load_error(j, &cluster);
+  j["gemms"][0]["under_nccl_time_us"] = 1800.0;
+  EXPECT_EQ(load_error(j, &cluster), "");
 
   j = valid_json();
   // 15/16 x 1 GiB in 1 ms is 1007 GB/s of bus bandwidth, over 2 x 450. (The bandwidths derived
