@@ -155,6 +155,12 @@ std::optional<Columns> parse_column_header(const std::vector<std::string_view>& 
   return c;
 }
 
+// "an all_gather", "a reduce_scatter": the collective's name for a message.
+std::string with_article(hardware::Collective op) {
+  const std::string_view name = collective_name(op);
+  return fmt::format("{} {}", name.front() == 'a' ? "an" : "a", name);
+}
+
 struct Row {
   std::size_t line = 0;
   std::int64_t bytes = 0;
@@ -162,6 +168,9 @@ struct Row {
   double time_us = 0.0;
   double algbw_gbps = 0.0;
   double busbw_gbps = 0.0;
+  // The redop column: a reduction (sum) or none (all_gather, broadcast); unset where the log has
+  // no such column or prints '-'.
+  std::optional<bool> reduces;
 };
 
 struct Table {
@@ -404,6 +413,16 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
                word(c.wrong[p])));
     }
   }
+  // Wrong data in the variant not imported says the run itself went wrong (the same buffers,
+  // communicator and links): its other timings are no measurement either.
+  if (c.wrong[other] >= 0 && word(c.wrong[other]) != "N/A" && !c.wrong_is_deviation &&
+      number_at(c.wrong[other], "#wrong") > 0.0) {
+    fail(number,
+         fmt::format("{} wrong elements in the {} columns: the collective returned wrong "
+                     "data in this run, so its timings are not a measurement to "
+                     "calibrate with",
+                     word(c.wrong[other]), options_.in_place ? "out-of-place" : "in-place"));
+  }
   if (!(r.time_us > 0.0)) fail(number, "a time of 0 us");
   const std::string_view type = word(c.type);
   const auto dtype = dtype_of(type);
@@ -417,6 +436,7 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
       ++skipped_[fmt::format("redop {}", op)];
       return;
     }
+    if (op != "-") r.reduces = op == "sum";
   }
   r.dtype = *dtype;
   t.rows.push_back(r);
@@ -454,6 +474,18 @@ void Parser::finish_table(const Section& section, const Table& table) {
     fail(table.header_line,
          "cannot tell which collective this table measured (no '# Collective test starting' "
          "line and the file name does not say); pass --collective");
+  }
+  // The redop column says whether the rows reduced: an all_gather's 'none' read as a
+  // reduce_scatter (they share busbw / algbw) would pass every other check.
+  const bool reducing =
+      *op == hardware::Collective::kReduceScatter || *op == hardware::Collective::kAllReduce;
+  for (const Row& r : table.rows) {
+    if (r.reduces && *r.reduces != reducing) {
+      fail(r.line, fmt::format("redop {}, but the table is read as {}, which {}: the log is "
+                               "another collective's; check --collective and the file name",
+                               *r.reduces ? "sum" : "none", with_article(*op),
+                               reducing ? "reduces" : "does not reduce"));
+    }
   }
   // How many ranks, and how many per node.
   std::int32_t ranks = 0;
@@ -515,10 +547,10 @@ void Parser::finish_table(const Section& section, const Table& table) {
     if (std::fabs(r.busbw_gbps - expected) > rounding + kBusbwRatioTolerance * expected) {
       const double ratio = r.algbw_gbps > 0.0 ? r.busbw_gbps / r.algbw_gbps : 0.0;
       fail(r.line,
-           fmt::format("busbw / algbw = {:.3f}, but an {} over {} ranks has {:.3f} (nccl-tests "
+           fmt::format("busbw / algbw = {:.3f}, but {} over {} ranks has {:.3f} (nccl-tests "
                        "doc/PERFORMANCE.md); the log is not what it is read as: check --collective "
                        "and --ranks",
-                       ratio, collective_name(*op), ranks, factor));
+                       ratio, with_article(*op), ranks, factor));
     }
   }
   // One series per dtype, in the order the dtypes first appear.

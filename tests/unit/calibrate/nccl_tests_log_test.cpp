@@ -195,6 +195,14 @@ TEST(NcclTestsLog, WrongElementsAreAnError) {
   const std::string e =
       error_of([&] { (void)parse_nccl_tests_log(log_with("all_reduce_perf", rows), "w.log", {}); });
   EXPECT_NE(e.find("w.log:12: 12 wrong elements"), std::string::npos) << e;
+  // Wrong data in the in-place run of the same row is the run's too, out-of-place imported or not.
+  const std::string in_place_wrong =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    "
+      "20.00   52.43   52.43       3\n";
+  const std::string w = error_of([&] {
+    (void)parse_nccl_tests_log(log_with("all_reduce_perf", in_place_wrong), "w.log", {});
+  });
+  EXPECT_NE(w.find("w.log:12: 3 wrong elements in the in-place columns"), std::string::npos) << w;
 }
 
 // Before nccl-tests 2.10 the "error" column was the largest deviation from the expected values,
@@ -388,17 +396,36 @@ TEST(NcclTestsLog, RanksOnDifferentGpusAreAnError) {
 }
 
 TEST(NcclTestsLog, MislabelledCollectivesAreCaughtByTheBusbwFactor) {
-  // An all-reduce on 2 ranks has busbw = algbw; read as an all-gather (factor 1/2) it cannot be.
+  // An all-reduce on 2 ranks has busbw = algbw; read as a reduce-scatter (factor 1/2) it cannot
+  // be.
   const std::string rows =
       "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    "
       "20.00   52.43   52.43       0\n";
   NcclTestsImportOptions o;
-  o.collective = hardware::Collective::kAllGather;
+  o.collective = hardware::Collective::kReduceScatter;
   const std::string e =
       error_of([&] { (void)parse_nccl_tests_log(log_with("", rows), "m.log", o); });
-  EXPECT_NE(e.find("m.log:11: busbw / algbw = 1.000, but an all_gather over 2 ranks has 0.500"),
+  EXPECT_NE(e.find("m.log:11: busbw / algbw = 1.000, but a reduce_scatter over 2 ranks has 0.500"),
             std::string::npos)
       << e;
+  // Read as an all-gather, its redop says so first: an all-gather reduces nothing (and an
+  // all-gather's 'none' read as a reduce-scatter, whose busbw / algbw it shares, likewise).
+  o.collective = hardware::Collective::kAllGather;
+  const std::string g =
+      error_of([&] { (void)parse_nccl_tests_log(log_with("", rows), "m.log", o); });
+  EXPECT_NE(g.find("m.log:11: redop sum, but the table is read as an all_gather, which does not "
+                   "reduce"),
+            std::string::npos)
+      << g;
+  std::string gathered = rows;
+  gathered.replace(gathered.find("sum "), 4, "none");
+  o.collective = hardware::Collective::kReduceScatter;
+  const std::string r =
+      error_of([&] { (void)parse_nccl_tests_log(log_with("", gathered), "m.log", o); });
+  EXPECT_NE(r.find("m.log:11: redop none, but the table is read as a reduce_scatter, which "
+                   "reduces"),
+            std::string::npos)
+      << r;
   // With the log's own word against the option: a contradiction.
   const std::string c =
       error_of([&] { (void)parse_nccl_tests_log(log_with("all_reduce_perf", rows), "m.log", o); });
