@@ -284,13 +284,18 @@ std::pair<double, double> fit_parameter(const FitRequest& fit,
 void require_file_name(const ValidationCase& c, const std::filesystem::path& file) {
   constexpr std::size_t kLongestName = 200;  // + ".json" and the staging name, under NAME_MAX
   const std::string& id = c.get("case_id");
-  const bool plain = id.find_first_of(std::string("/\\\0", 3)) == std::string::npos &&
+  // Control characters (a line break, a tab, an escape) make names no shell lists plainly.
+  const bool control = std::any_of(id.begin(), id.end(), [](char ch) {
+    const auto byte = static_cast<unsigned char>(ch);
+    return byte < 0x20 || byte == 0x7F;
+  });
+  const bool plain = id.find_first_of(std::string("/\\\0", 3)) == std::string::npos && !control &&
                      id.front() != '.' && id.size() <= kLongestName;
   if (!plain) {
     throw ConfigError(fmt::format(
         "{}: line {}, column case_id: --scenarios-out names each file after its case_id, "
-        "expected a file name (no '/' or '\\', not starting with '.', at most {} bytes), "
-        "found \"{}\"",
+        "expected a file name (no '/', '\\' or control characters, not starting with '.', at "
+        "most {} bytes), found \"{}\"",
         file.string(), c.line, kLongestName, id));
   }
 }

@@ -676,6 +676,15 @@ TEST(Validate, ScenariosOutWritesOnlyInsideItsFolder) {
             std::string::npos)
       << out;
   EXPECT_FALSE(fs::exists(dir / "escaped.json"));
+  // A line break in the id would make a file name no listing shows plainly.
+  const fs::path broken = variant_csv("broken_id.csv", {{"case_id", "a\nb"}});
+  const auto [broken_code, broken_out] =
+      run_fsdpsim("validate " + broken.string() + " --scenarios-out " + (dir / "inner").string());
+  EXPECT_EQ(broken_code, 2) << broken_out;
+  EXPECT_NE(broken_out.find("line 2, column case_id: --scenarios-out names each file after its "
+                            "case_id, expected a file name (no '/', '\\' or control characters"),
+            std::string::npos)
+      << broken_out;
   // '-' means stdout for --json; a folder of files cannot go there.
   const auto [dash, dash_out] =
       run_fsdpsim("validate " + kData + "small_cases.csv --scenarios-out -");
