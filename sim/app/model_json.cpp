@@ -85,9 +85,9 @@ models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const st
   l.name = r.name("name");
   l.count = r.positive_int_at_most("count", size_bounds::kLayers, 1);
   l.params = count_or(r, "params", 0, size_bounds::kCustomParams);
-  // A weight and a bias (or a norm's weight and bias) unless stated.
-  l.parameter_tensors =
-      static_cast<std::int32_t>(count_or(r, "parameter_tensors", l.params > 0 ? 2 : 0, 1 << 20));
+  // A weight and a bias (or a norm's weight and bias) unless stated; each holds a parameter.
+  l.parameter_tensors = static_cast<std::int32_t>(
+      count_or(r, "parameter_tensors", std::min<std::int64_t>(l.params, 2), 1 << 20));
   if (l.params > 0 && l.parameter_tensors == 0) {
     throw ConfigError(file, r.path_of("parameter_tensors"),
                       "expected a positive integer when params is positive, found 0");
@@ -97,6 +97,12 @@ models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const st
                       fmt::format("expected 0 (or no key) when params is 0, found {}: tensors "
                                   "need parameters to hold",
                                   l.parameter_tensors));
+  }
+  if (l.parameter_tensors > l.params) {
+    throw ConfigError(file, r.path_of("parameter_tensors"),
+                      fmt::format("expected at most params ({}): each tensor holds at least one "
+                                  "parameter, found {}",
+                                  l.params, l.parameter_tensors));
   }
   l.forward_flops_per_sample = number_or(r, "forward_flops_per_sample", 0.0);
   // Backward = 2x forward: input and weight gradients (Kaplan et al. 2020, Sec. 2.1).
@@ -165,6 +171,12 @@ void parse_custom(JsonObjectReader& r, models::TransformerSpec& s) {
                       "expected at most {} in all",
                       kernels_per_forward, size_bounds::kCustomKernelsPerForward));
     }
+  }
+  if (std::all_of(s.custom_layers.begin(), s.custom_layers.end(),
+                  [](const models::CustomLayerSpec& l) { return l.params == 0; })) {
+    throw ConfigError(r.file(), r.path_of("layers"),
+                      "expected a layer with params: a model of no parameters has nothing to "
+                      "shard, gather or reduce");
   }
 }
 

@@ -107,6 +107,16 @@ TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
             "bad.json: /model/layers/1/parameter_tensors: expected 0 (or no key) when params is "
             "0, found 3: tensors need parameters to hold");
   EXPECT_EQ(layer_error({{"params", 0}}), "accepted");  // no parameters, no tensors by default
+  EXPECT_EQ(layer_error({{"params", 2}, {"parameter_tensors", 5}}),
+            "bad.json: /model/layers/1/parameter_tensors: expected at most params (2): each "
+            "tensor holds at least one parameter, found 5");
+  EXPECT_EQ(layer_error({{"params", 1}}), "accepted");  // one tensor by default, not two
+  // A model whose every layer has no parameter gives FSDP nothing to do.
+  nlohmann::json bare = custom_scenario();
+  bare["model"]["layers"] = {{{"name", "z"}}};
+  EXPECT_EQ(error_of(bare, nlohmann::json::object()),
+            "bad.json: /model/layers: expected a layer with params: a model of no parameters has "
+            "nothing to shard, gather or reduce");
   EXPECT_EQ(layer_error({{"name", "stem"}}),
             "bad.json: /model/layers/1/name: \"stem\" names layers/0 too; each layer needs a "
             "name of its own (use count for repeats)");
