@@ -507,7 +507,7 @@ def forward_backward_rate(forward, backward):
     return 3.5 / (1 / forward + 2.5 / backward)
 
 
-def held_runs(folder, preset, short_gemm):
+def held_runs(folder, preset, short_gemm, short_fp8_gemm):
     """Each kernel held at the power limit (measure_sustained_compute.py), GEMMs first: its
     kind, description, windows' rates, clocks and power, the short benchmarks' rates of the
     same kernel, and the preset's fraction for it."""
@@ -528,9 +528,10 @@ def held_runs(folder, preset, short_gemm):
                "rates": [w["tflops"] for w in windows],
                "clocks": [w["sm_clock_mhz"] for w in windows if "sm_clock_mhz" in w],
                "power": [w["power_w"] for w in windows if "power_w" in w]}
-        if kernel == "gemm":
-            run["what"] = f"GEMM {data['size']}^3"
-            run["short"] = [short_gemm]
+        if kernel in ("gemm", "gemm_fp8"):
+            fp8 = kernel == "gemm_fp8"
+            run["what"] = f"{'fp8 ' if fp8 else ''}GEMM {data['size']}^3"
+            run["short"] = [short_fp8_gemm if fp8 else short_gemm]
             run["fraction"] = preset["sustained_compute_fraction"]
         else:
             fwd, bwd = preset_attention_rates(preset, kernel, data["shape"][2])
@@ -548,7 +549,11 @@ def sustained_section(folder, preset):
     harness = [g["tflops"] for g in json.load(open(DATA / "retries/calibration.json"))["gemms"]
                if g["dtype"] == "bf16" and min(g["m"], g["n"], g["k"]) >= 2048]
     short_gemm = statistics.median(harness)
-    runs = held_runs(folder, preset, short_gemm)
+    # The float8 GEMMs' short benchmarks: the H200 profile's fp8 GEMMs of at least 2,048 a side.
+    profile = json.load(open(ROOT / "configs/calibration/h200-sxm-141gb-measured.json"))
+    short_fp8_gemm = statistics.median(g["tflops"] for g in profile["gemms"]
+                                       if g["dtype"] == "fp8" and min(g["m"], g["n"], g["k"]) >= 2048)
+    runs = held_runs(folder, preset, short_gemm, short_fp8_gemm)
     lines = ["## Kernels held at the power limit", "",
              "`measure_sustained_compute.py` (`kernels/sustained-*.json`): one kind of kernel "
              "back to back on random bf16 data for a minute or two, its TFLOP/s in every 5 s "

@@ -4,9 +4,11 @@
 fsdpsim slows GEMM and attention kernels by the GPU preset's `sustained_compute_fraction`
 (fitted on published multi-GPU runs), in part for the SM clock a GPU holds under its power cap
 over a long run, which a short benchmark does not see. This measures that part on one GPU, per
-kind of kernel (--kernel): `gemm`, --size cubed bf16 products; `flash` or `cudnn`, causal
-F.scaled_dot_product_attention forward and backward of bf16 q, k, v of --shape on that SDPA
-backend. It reports the achieved TFLOP/s per --window, with the SM clock, power draw, power
+kind of kernel (--kernel): `gemm`, --size cubed bf16 products; `gemm_fp8`, the same in float8
+as torchao's Float8Linear runs them (torch._scaled_mm of e4m3 operands with tensorwise scales,
+bf16 out), whose rate and power draw at the limit the bf16 run does not tell; `flash` or
+`cudnn`, causal F.scaled_dot_product_attention forward and backward of bf16 q, k, v of --shape on
+that SDPA backend. It reports the achieved TFLOP/s per --window, with the SM clock, power draw, power
 limit, temperature and whether the software power cap is holding the clock down, as nvidia-smi
 reports them at the end of each window. Attention counts the causal half of the 4*b*h*s^2*d
 forward FLOPs and 2.5 times that for backward (FlashAttention-2 paper, Sec. 4.1). With --duty D
@@ -16,6 +18,7 @@ TFLOP/s are then those of the compute calls alone (CUDA events around each batch
 much of the clock a lighter load keeps.
 
     python3 measure_sustained_compute.py --json sustained_gemm.json
+    python3 measure_sustained_compute.py --kernel gemm_fp8 --json sustained_gemm_fp8.json
     python3 measure_sustained_compute.py --duty 0.6 --seconds 30 --json duty60.json
     python3 measure_sustained_compute.py --kernel flash --shape 4,32,8192,128 --json flash.json
 """
@@ -76,6 +79,16 @@ def compute_call(args):
         b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
         return (lambda: torch.matmul(a, b, out=c)), 2.0 * n ** 3, {"size": n}
+    if args.kernel == "gemm_fp8":
+        n = args.size
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        # cuBLASLt's float8 GEMM takes its second operand column-major.
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+        scale = torch.ones((), device="cuda")
+
+        def scaled_mm():
+            return torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+        return scaled_mm, 2.0 * n ** 3, {"size": n}
     from torch.nn.attention import sdpa_kernel  # noqa: E402 (torch 2.3 or later)
     batch, heads, seq, head_dim = args.shape
     q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
@@ -93,7 +106,7 @@ def compute_call(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", required=True)
-    parser.add_argument("--kernel", choices=["gemm", "flash", "cudnn"], default="gemm")
+    parser.add_argument("--kernel", choices=["gemm", "gemm_fp8", "flash", "cudnn"], default="gemm")
     parser.add_argument("--size", type=int, default=8192, help="gemm: the products' size")
     parser.add_argument("--shape", type=shape, default=(4, 32, 8192, 128),
                         help="flash, cudnn: BATCH,HEADS,SEQ,HEAD_DIM")
@@ -146,7 +159,8 @@ def main():
         windows.append(window)
         print(json.dumps(window), flush=True)
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "kernel": args.kernel, **what, "dtype": "bf16", "data": "random normal",
+              "kernel": args.kernel, **what,
+              "dtype": "fp8" if args.kernel == "gemm_fp8" else "bf16", "data": "random normal",
               "duty": args.duty, "copies_per_batch": copies, "windows": windows}
     with open(f"{args.json}.tmp", "w") as f:
         json.dump(result, f, indent=1)
