@@ -103,7 +103,8 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   TransientTracker& temps = draft.forward_temps();
   const auto forward = [&](NamedKernel k) { draft.forward(std::move(k)); };
 
-  append_norm_forward(draft, "rmsnorm1", block_norm(ctx), d, ctx);  // saves the block input
+  // Saves the block input (eager: its fp32 copy, the rsqrt and the normalized input).
+  append_norm_forward(draft, "rmsnorm1", block_norm(ctx), d, ctx);
   draft.save_rematerializable(hidden);  // rmsnorm1 output, the input of q, k and v (one tensor)
   draft.forward(linear_forward("q", {d, d, false}, ctx));
   draft.forward(linear_forward("k", {d, kv_width(spec), false}, ctx));
