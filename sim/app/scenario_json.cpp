@@ -375,8 +375,16 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
       const std::string& o = overrides[i];
       std::string path = "/" + o.substr(0, o.find('='));
       std::replace(path.begin(), path.end(), '.', '/');
-      // ": /path:" leads a message about the value; ": /path)" ends one about the file it names.
-      if (what.find(": " + path + ":") != std::string::npos ||
+      // ": /path:" leads a message about the value; ": /path)" ends one about the file it names;
+      // an unknown key the override created may be one of its parents (--set bogus.x=1: /bogus).
+      bool created_unknown_key = false;
+      for (std::size_t end = path.find('/', 1); !created_unknown_key;
+           end = path.find('/', end + 1)) {
+        created_unknown_key =
+            what.find(": " + path.substr(0, end) + ": unknown key") != std::string::npos;
+        if (end == std::string::npos) break;
+      }
+      if (created_unknown_key || what.find(": " + path + ":") != std::string::npos ||
           what.find(": " + path + ")") != std::string::npos) {
         throw ConfigError(
             fmt::format("{} (the value comes from {})", what, described_override(o, i, origins)));

@@ -1255,7 +1255,10 @@ TEST(Cli, OptionsThatWouldDoNothingAreRefused) {
       {"sweep " + kScenario + " --grid training.micro_batch=1,2 --top -1",
        "--top: expected a number of rows >= 0 (0 = all), found \"-1\""},
       {"run " + kScenario + " --set training.micro_batch=2 --set training.micro_batch=x",
-       "(the value comes from --set training.micro_batch=x)"}};
+       "(the value comes from --set training.micro_batch=x)"},
+      // A key the --set created under an unknown section: the section is named, and the --set.
+      {"run " + kScenario + " --set bogus.x=1",
+       "/bogus: unknown key (the value comes from --set bogus.x=1)"}};
   for (const auto& [command, message] : bad) {
     const Outcome o = run_fsdpsim(command);
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
