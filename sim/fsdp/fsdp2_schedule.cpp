@@ -434,8 +434,9 @@ class Fsdp2Step final : private UnitHooks {
       if (accumulate) {
         s_.program().cpu_synchronize(s_.program().record_event(post_reduce),
                                      unit.name + ".d2h_grad (blocking)");
-        s_.program().cpu_work(unit.name + ".accumulate_grad_on_host",
-                              to_sim_time(3.0 * shard_bytes / s_.host_bandwidth_per_rank()));
+        const std::string work = unit.name + ".accumulate_grad_on_host";
+        s_.program().cpu_work(work,
+                              to_sim_time(work, 3.0 * shard_bytes / s_.host_bandwidth_per_rank()));
       }
       drop_output(grad_output);
     } else if (accumulate) {

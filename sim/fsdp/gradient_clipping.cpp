@@ -63,13 +63,15 @@ void StepBuilder::clip_gradients(const std::vector<std::pair<std::string, std::i
     std::int64_t total = 0;
     for (const auto& [name, numel] : numels) total += numel;
     b_.cpu_work("clip_grad_norm.cpu_norm",
-                to_sim_time(elements(kNormPasses * total, grad_dtype) / per_rank));
+                to_sim_time("clip_grad_norm.cpu_norm",
+                            elements(kNormPasses * total, grad_dtype) / per_rank));
     host_transfer("clip_grad_norm.to_device", compute_, norm_scalar, Phase::kOptimizer,
                   group(numels.size() - 1));
     all_reduce_norm();
     b_.cpu_synchronize(b_.record_event(compute_), "clip_grad_norm.cpu");
     b_.cpu_work("clip_grad_norm.cpu_scale",
-                to_sim_time(elements(kScalePasses * total, grad_dtype) / per_rank));
+                to_sim_time("clip_grad_norm.cpu_scale",
+                            elements(kScalePasses * total, grad_dtype) / per_rank));
     return;
   }
 

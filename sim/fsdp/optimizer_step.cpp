@@ -148,8 +148,8 @@ BytesPerSec StepBuilder::host_bandwidth_per_rank() const {
 void StepBuilder::cpu_optimizer(std::int64_t numel) {
   const bool sgd = in_.training.optimizer == Optimizer::kSgd;
   const Bytes bytes = optimizer_passes(sgd ? kSgdPasses : kCpuAdamwPasses, numel);
-  b_.cpu_work(sgd ? "optimizer.cpu_sgd" : "optimizer.cpu_adamw",
-              to_sim_time(bytes / host_bandwidth_per_rank()));
+  const char* name = sgd ? "optimizer.cpu_sgd" : "optimizer.cpu_adamw";
+  b_.cpu_work(name, to_sim_time(name, bytes / host_bandwidth_per_rank()));
 }
 
 }  // namespace fsdpsim::fsdp

@@ -21,16 +21,6 @@ namespace {
 
 constexpr std::uint8_t tag(Phase p) { return static_cast<std::uint8_t>(p); }
 
-// to_sim_time, its range error naming the operation: which kernel or collective, so that a
-// rate or size out of range can be traced to the model layer or the link it comes from.
-SimTime timed(std::string_view operation, Seconds duration) {
-  try {
-    return to_sim_time(duration);
-  } catch (const SimTimeRangeError& e) {
-    throw SimTimeRangeError(std::string(operation) + ": " + e.what());
-  }
-}
-
 // How many forward kernels re-run when a checkpoint recomputes the whole layer. With early stop
 // the recompute ends at models::Layer::recompute_early_stop_kernel; a torchao Float8Linear GEMM
 // runs inside an autograd.Function, whose ctx.save_for_backward packs after its forward, so that
@@ -218,7 +208,7 @@ OpId StepBuilder::byte_mover(std::string_view name, StreamId stream, Bytes bytes
   spec.kind = OpKind::kCopy;
   spec.phase = tag(phase);
   spec.group = group;
-  spec.duration = timed(name, duration);
+  spec.duration = to_sim_time(name, duration);
   spec.launch_cost = launch_cost_;
   spec.bytes = bytes;
   return b_.launch(spec);
@@ -233,9 +223,9 @@ OpId StepBuilder::collective(std::string_view name, hardware::Collective op, Str
   spec.kind = OpKind::kCommunication;
   spec.phase = tag(phase);
   spec.group = group;
-  spec.duration = timed(name, hardware::collective_time(in_.cluster, op, pg.ranks, bytes));
+  spec.duration = to_sim_time(name, hardware::collective_time(in_.cluster, op, pg.ranks, bytes));
   spec.network_time =
-      timed(name, hardware::collective_network_time(in_.cluster, op, pg.ranks, bytes));
+      to_sim_time(name, hardware::collective_network_time(in_.cluster, op, pg.ranks, bytes));
   if (pg.ranks.ranks_per_node < pg.ranks.ranks) {
     inter_node_bytes_ += Bytes(static_cast<std::int64_t>(
         hardware::ring_wire_factor(op, pg.ranks.ranks) * static_cast<double>(bytes.value())));
@@ -248,7 +238,7 @@ OpId StepBuilder::collective(std::string_view name, hardware::Collective op, Str
 void StepBuilder::hook(std::string_view name, std::int32_t parameter_tensors) {
   const Seconds cost =
       in_.cluster.fsdp_hook_overhead + in_.cluster.fsdp_parameter_overhead * parameter_tensors;
-  if (cost.value() > 0.0) b_.cpu_work(name, timed(name, cost));
+  if (cost.value() > 0.0) b_.cpu_work(name, to_sim_time(name, cost));
 }
 
 TensorId StepBuilder::allocate(std::string_view name, Bytes size, StreamId stream,

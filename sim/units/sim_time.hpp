@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "sim/units/units.hpp"
 
@@ -62,6 +63,16 @@ inline SimTime to_sim_time(Seconds s) {
                             " s, longer than the one day fsdpsim simulates per operation");
   }
   return SimTime::from_picoseconds(static_cast<std::int64_t>(std::llround(s.value() * 1e12)));
+}
+
+// to_sim_time, its range error naming the operation (a kernel, a collective, host work), so that
+// a rate or size out of range can be traced to the model layer, link or host rate it comes from.
+inline SimTime to_sim_time(std::string_view operation, Seconds s) {
+  try {
+    return to_sim_time(s);
+  } catch (const SimTimeRangeError& e) {
+    throw SimTimeRangeError(std::string(operation) + ": " + e.what());
+  }
 }
 
 inline constexpr Seconds to_seconds(SimTime t) { return Seconds(t.seconds()); }
