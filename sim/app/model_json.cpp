@@ -234,6 +234,15 @@ models::TransformerSpec model_from_json(const nlohmann::json& value,
       return preset;
     });
     for (const auto& [key, v] : value.items()) {
+      // Overrides change a preset's sizes; another family is another model, not a variant.
+      if (key == "family" && v != merged.value("family", nlohmann::json())) {
+        throw ConfigError(file.string(), path + "/family",
+                          fmt::format("expected {} (the family of preset {}) or no key, found {}: "
+                                      "describe a model of another family in full, without "
+                                      "\"preset\"",
+                                      merged.value("family", nlohmann::json()).dump(),
+                                      reference.get<std::string>(), v.dump()));
+      }
       if (key != "preset") merged[key] = v;
     }
     return parse_spec(merged, file.string(), path);

@@ -384,7 +384,9 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
             what.find(": " + path.substr(0, end) + ": unknown key") != std::string::npos;
         if (end == std::string::npos) break;
       }
+      // An error inside a value the override gave (an object: --set 'model={...}') is its too.
       if (created_unknown_key || what.find(": " + path + ":") != std::string::npos ||
+          what.find(": " + path + "/") != std::string::npos ||
           what.find(": " + path + ")") != std::string::npos) {
         throw ConfigError(
             fmt::format("{} (the value comes from {})", what, described_override(o, i, origins)));

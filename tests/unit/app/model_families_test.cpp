@@ -89,6 +89,17 @@ TEST(T5Json, DecoderSeqLenIsForT5AndFlashAttentionIsRefused) {
   EXPECT_EQ(error_of(t5_scenario(), {{"training", {{"flash_attention", false}}}}), "accepted");
 }
 
+// Overrides change a preset's sizes; a family of its own is another model, given in full.
+TEST(ModelJson, APresetOverrideKeepsItsFamily) {
+  nlohmann::json s = t5_scenario();
+  s["model"] = {{"preset", "t5-small"}, {"family", "llama"}};
+  EXPECT_EQ(error_of(s, nlohmann::json::object()),
+            "bad.json: /model/family: expected \"t5\" (the family of preset t5-small) or no key, "
+            "found \"llama\": describe a model of another family in full, without \"preset\"");
+  s["model"]["family"] = "t5";
+  EXPECT_EQ(error_of(s, nlohmann::json::object()), "accepted");
+}
+
 TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
   EXPECT_EQ(layer_error({{"params", -1}}),
             "bad.json: /model/layers/1/params: expected a non-negative integer, found the "
