@@ -538,6 +538,15 @@ int validate_command(const ValidateOptions& options) {
           outcomes.size(), skipped.size(), percent(tflops.mape), percent(tflops.median_ape),
           percent(tflops.max_ape), tflops.count);
     }
+    // A row predicted out of memory ran in fact: its error is of a step that would fail.
+    const auto oom = std::count_if(outcomes.begin(), outcomes.end(),
+                                   [](const ValidationOutcome& o) { return o.status == "oom"; });
+    if (oom > 0) {
+      summary << fmt::format(
+          "{} of them predicted out of memory (their errors compare a step fsdpsim finds does not "
+          "fit; the markdown marks them)\n",
+          oom);
+    }
   }
   print_skipped();
   if (options.max_mape > 0.0 && token_summary.mape > options.max_mape) {

@@ -624,6 +624,19 @@ TEST(Validate, MeasurementsBeyondTheGpuNameTheirColumn) {
       << out;
 }
 
+// A row predicted out of memory is compared all the same (it ran), and the terminal says how
+// many such rows the summary holds.
+TEST(Validate, TheSummarySaysHowManyRowsArePredictedOutOfMemory) {
+  const fs::path csv = variant_csv("oom.csv", {{"micro_batch", "64"}, {"global_batch", ""}});
+  const auto [code, out] = run_fsdpsim("validate " + csv.string());
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("validated 1 cases (0 skipped)"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n1 of them predicted out of memory"), std::string::npos) << out;
+  const auto [fits_code, fits] = run_fsdpsim("validate " + kData + "small_cases.csv");
+  EXPECT_EQ(fits_code, 0) << fits;
+  EXPECT_EQ(fits.find("predicted out of memory"), std::string::npos) << fits;
+}
+
 // A malformed row among good ones is still an error: a --max-mape gate must not pass on the
 // rows that happen to be well formed. A row that only a --set makes invalid is skipped instead:
 // that what-if does not apply to it (float8 linears on an A100).
