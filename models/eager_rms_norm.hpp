@@ -3,9 +3,9 @@
 // kernel_factory's NormKind::kRmsNorm). Two forms (NormKind):
 //  * kEagerRmsNorm, the Llama reference: Meta's llama model.py and torchtitan's norms.RMSNorm
 //    (`self._norm(x.float()).type_as(x) * self.weight`), HF transformers' LlamaRMSNorm, fms's
-//    LayerNormParameterized(use_high_precision_pow=True), and F.rms_norm / nn.RMSNorm before
-//    PyTorch 2.8 (a CompositeImplicitAutograd op until pytorch/pytorch#153666 gave it a fused
-//    CUDA kernel, `_fused_rms_norm`):
+//    LayerNormParameterized(use_high_precision_pow=True), and F.rms_norm / nn.RMSNorm until
+//    pytorch/pytorch#153666 (2025) gave them a fused CUDA kernel, `_fused_rms_norm` (before, a
+//    CompositeImplicitAutograd op):
 //      x32 = x.float();  r = rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
 //      y = (x32 * r).type_as(x);  return weight * y
 //    Autograd keeps x32 (pow and the multiply save it), r (rsqrt saves its result, the multiply

@@ -57,8 +57,8 @@ enum class NormKind : std::uint8_t {
 
 // Norm over the last dimension `width` of T tokens. kLayerNorm and kRmsNorm as PyTorch's fused
 // kernels run it (aten/src/ATen/native/cuda/layer_norm_kernel.cu; RMSNorm the same kernels
-// without the mean, as nn.RMSNorm from PyTorch 2.8, apex's FusedRMSNorm and torchtitan's Triton
-// fused_rmsnorm do): one kernel forward, two backward, each priced at its own share of HBM
+// without the mean, as nn.RMSNorm with its 2025 fused kernel, apex's FusedRMSNorm and torchtitan's
+// Triton fused_rmsnorm do): one kernel forward, two backward, each priced at its own share of HBM
 // bandwidth (NormPass). Forward saves the input and the fp32 statistics; the output is saved by
 // whichever op consumes it (the caller). The eager kinds run models/eager_rms_norm.cpp's kernels
 // under the same bookkeeping.

@@ -7,10 +7,10 @@
 // Model: embedding V*d, final RMSNorm d, untied LM head V*d (Llama-3.1-8B: 8,030,261,248).
 //
 // Kernel choices: separate q/k/v projections (torchtitan, HF); RMSNorm fused, saving its input
-// and fp32 rstd (nn.RMSNorm from PyTorch 2.8), or with WorkloadOptions::rms_norm eager, op by op
-// (models/eager_rms_norm.hpp; HF's LlamaRMSNorm, torchtitan's norms.RMSNorm until 2025, fms);
-// no dropout. RoPE, SwiGLU and GQA as torchtitan's
-// torchtitan/models/llama3/model.py runs them:
+// and fp32 rstd (nn.RMSNorm with its 2025 fused kernel), or with WorkloadOptions::rms_norm eager,
+// op by op (models/eager_rms_norm.hpp; HF's LlamaRMSNorm, torchtitan's norms.RMSNorm until 2025,
+// fms); no dropout. RoPE, SwiGLU and GQA as torchtitan's torchtitan/models/llama3/model.py runs
+// them:
 //  * eager: apply_rotary_emb is x.float() -> view_as_complex * freqs_cis -> view_as_real ->
 //    type_as(x), three kernels over q and k with fp32 in the middle (the multiply saves only
 //    freqs_cis, a buffer, since its other operand is what needs the gradient: no activation);

@@ -149,7 +149,8 @@ struct WorkloadOptions {
   // The loss kernels on the logits (models/head_layer.cpp).
   LossKernel loss = LossKernel::kCrossEntropyFp32;
   // How the RMSNorms run; nullopt: as the family's reference code runs them (llama: fused,
-  // nn.RMSNorm from PyTorch 2.8; t5: eager, HF T5LayerNorm). No effect on LayerNorm families.
+  // nn.RMSNorm with its 2025 fused kernel; t5: eager, HF T5LayerNorm). No effect on LayerNorm
+  // families.
   std::optional<RmsNormKernel> rms_norm;
   // Whether the training loop keeps the logits past the loss (models/head_layer.cpp); gpt, mpt
   // and llama heads only.

@@ -97,11 +97,12 @@ training:
                             default loss_fn] |
                             compiled_cross_entropy [cross_entropy under torch.compile,
                             torchtitan's compiled loss]                             default cross_entropy
-  rms_norm                  llama, t5: fused [one kernel a pass: nn.RMSNorm from PyTorch 2.8,
-                            apex FusedRMSNorm, torchtitan's fused_rmsnorm] | eager [the
-                            reference code op by op in fp32: HF LlamaRMSNorm and T5LayerNorm,
-                            torchtitan's and fms's RMSNorm, nn.RMSNorm before 2.8]; compiled
-                            blocks fuse their norms either way      default llama fused, t5 eager
+  rms_norm                  llama, t5: fused [one kernel a pass: nn.RMSNorm since its fused
+                            CUDA kernel (2025), apex FusedRMSNorm, torchtitan's fused_rmsnorm]
+                            | eager [the reference code op by op in fp32: HF LlamaRMSNorm and
+                            T5LayerNorm, torchtitan's and fms's RMSNorm, nn.RMSNorm before
+                            that kernel]; compiled blocks fuse their norms either way
+                                                                default llama fused, t5 eager
   logits_kept_by_loop       none | compute_dtype | fp32: the training loop holds the logits until
                             its next forward [Composer's state.outputs; `pred = model(x)`
                             without `del pred`; fp32: the model returns .float()]  default none

@@ -47,9 +47,10 @@ enum class LossKernel : std::uint8_t {
 
 // How an RMSNorm runs (models/eager_rms_norm.hpp).
 enum class RmsNormKernel : std::uint8_t {
-  kFused,  // one kernel per pass: nn.RMSNorm from PyTorch 2.8, apex FusedRMSNorm, Triton kernels
+  kFused,  // one kernel per pass: nn.RMSNorm since its 2025 fused kernel, apex FusedRMSNorm,
+           // Triton kernels
   kEager,  // the reference Python op by op: HF LlamaRMSNorm and T5LayerNorm, torchtitan's and
-           // fms's RMSNorm modules, nn.RMSNorm before PyTorch 2.8
+           // fms's RMSNorm modules, nn.RMSNorm before that kernel
 };
 
 // Whether the training loop keeps a reference to the model's output, the logits, after the loss
