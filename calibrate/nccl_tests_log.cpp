@@ -396,32 +396,27 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
                              "disagree",
                              algbw, quoted(word(c.algbw[p]))));
   }
-  if (c.wrong[p] >= 0 && word(c.wrong[p]) != "N/A" && c.wrong_is_deviation) {
-    const double bound = largest_accepted_deviation(word(c.type));
-    if (number_at(c.wrong[p], "error") > bound) {
-      fail(number, fmt::format("an error (largest deviation from the expected values) of {}, "
-                               "above nccl-tests' bound {:g} for {}: the collective returned "
-                               "wrong data, so this timing is not a measurement to calibrate with",
-                               word(c.wrong[p]), bound, word(c.type)));
+  // Wrong data in either variant: the imported one's timing is then no measurement, and the
+  // other's says the run itself went wrong (the same buffers, communicator and links).
+  for (const std::size_t v : {p, other}) {
+    if (c.wrong[v] < 0 || word(c.wrong[v]) == "N/A") continue;
+    const std::string where =
+        v == p ? std::string()
+               : fmt::format(" in the {} columns", v == 1 ? "in-place" : "out-of-place");
+    if (c.wrong_is_deviation) {
+      const double bound = largest_accepted_deviation(word(c.type));
+      if (number_at(c.wrong[v], "error") > bound) {
+        fail(number, fmt::format("an error (largest deviation from the expected values) of {}{}, "
+                                 "above nccl-tests' bound {:g} for {}: the collective returned "
+                                 "wrong data, so this timing is not a measurement to calibrate "
+                                 "with",
+                                 word(c.wrong[v]), where, bound, word(c.type)));
+      }
+    } else if (number_at(c.wrong[v], "#wrong") > 0.0) {
+      fail(number, fmt::format("{} wrong elements{}: the collective returned wrong data, so this "
+                               "timing is not a measurement to calibrate with",
+                               word(c.wrong[v]), where));
     }
-  } else if (c.wrong[p] >= 0 && word(c.wrong[p]) != "N/A") {
-    if (number_at(c.wrong[p], "#wrong") > 0.0) {
-      fail(number,
-           fmt::format(
-               "{} wrong elements: the collective returned wrong data, so this timing is not "
-               "a measurement to calibrate with",
-               word(c.wrong[p])));
-    }
-  }
-  // Wrong data in the variant not imported says the run itself went wrong (the same buffers,
-  // communicator and links): its other timings are no measurement either.
-  if (c.wrong[other] >= 0 && word(c.wrong[other]) != "N/A" && !c.wrong_is_deviation &&
-      number_at(c.wrong[other], "#wrong") > 0.0) {
-    fail(number,
-         fmt::format("{} wrong elements in the {} columns: the collective returned wrong "
-                     "data in this run, so its timings are not a measurement to "
-                     "calibrate with",
-                     word(c.wrong[other]), options_.in_place ? "out-of-place" : "in-place"));
   }
   if (!(r.time_us > 0.0)) fail(number, "a time of 0 us");
   const std::string_view type = word(c.type);

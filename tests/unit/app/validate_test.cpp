@@ -637,6 +637,30 @@ TEST(Validate, TheSummarySaysHowManyRowsArePredictedOutOfMemory) {
   EXPECT_EQ(fits.find("predicted out of memory"), std::string::npos) << fits;
 }
 
+// The measurements are the row's, made on its own GPU: a what-if that shrinks the GPU below them
+// is simulated, not taken for a malformed row. A row malformed in itself is named by its own
+// cell, whatever a bad --set also says.
+TEST(Validate, WhatIfsAreCheckedApartFromTheRowsOwnCells) {
+  const fs::path csv = variant_csv("mem50.csv", {{"measured_peak_mem_gib", "50"}});
+  const auto [code, out] =
+      run_fsdpsim("validate " + csv.string() + " --set hardware.gpu.hbm_bytes=42949672960");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("validated 1 cases (0 skipped)"), std::string::npos) << out;
+  std::ifstream in(kData + "small_cases.csv");
+  std::string header;
+  std::string row;
+  std::getline(in, header);
+  std::getline(in, row);
+  const fs::path bad = test_support::temp_dir("validate") / "mpt_eager_norm.csv";
+  std::ofstream(bad) << header << ",rms_norm\n" << row << ",eager\n";
+  const auto [bad_code, bad_out] =
+      run_fsdpsim("validate " + bad.string() + " --set training.flash_attention=banana");
+  EXPECT_EQ(bad_code, 2) << bad_out;
+  EXPECT_NE(bad_out.find("line 2, column rms_norm: applies to models that normalize with RMSNorm"),
+            std::string::npos)
+      << bad_out;
+}
+
 // A malformed row among good ones is still an error: a --max-mape gate must not pass on the
 // rows that happen to be well formed. A row that only a --set makes invalid is skipped instead:
 // that what-if does not apply to it (float8 linears on an A100).

@@ -231,6 +231,16 @@ TEST(NcclTestsLog, AnOldErrorColumnIsADeviationWithinNcclTestsBound) {
                    "above nccl-tests' bound 1e-05 for float"),
             std::string::npos)
       << e;
+  // In the in-place columns, not imported, it is the run's all the same.
+  const std::string in_place =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43   0e+00    "
+      "20.00   52.43   52.43   3e-02\n";
+  const std::string i =
+      error_of([&] { (void)parse_nccl_tests_log(old_log(in_place), "old.log", {}); });
+  EXPECT_NE(i.find("old.log:12: an error (largest deviation from the expected values) of 3e-02 "
+                   "in the in-place columns, above nccl-tests' bound 1e-05 for float"),
+            std::string::npos)
+      << i;
 }
 
 // Rows no real run prints: a size past 2^50 (whose rates would overflow), a time under a
