@@ -476,12 +476,12 @@ def norms_section(folder, preset, measured):
             kind = r["kind"]  # layer_norm, rms_norm or eager_rms_norm
             act = r["rows"] * r["width"] * 2
             if kind == "eager_rms_norm":
-                # models/eager_rms_norm.cpp: 38 and 64 bytes per element (19 and 32 passes of
+                # models/eager_rms_norm.cpp: 36 and 92 bytes per element (18 and 46 passes of
                 # the bf16 input), each kernel streaming at memory_efficiency.
                 rate = peak * preset["memory_efficiency"]
                 lines.append(f"| {kind} | {r['rows']} | {r['width']} | "
-                             f"{r['forward_s'] * 1e6:.0f} | {19 * act / rate * 1e6:.0f} | "
-                             f"{r['backward_s'] * 1e6:.0f} | {32 * act / rate * 1e6:.0f} |")
+                             f"{r['forward_s'] * 1e6:.0f} | {18 * act / rate * 1e6:.0f} | "
+                             f"{r['backward_s'] * 1e6:.0f} | {46 * act / rate * 1e6:.0f} |")
                 continue
             stat_vectors = 2 if kind == "layer_norm" else 1
             stats = r["rows"] * stat_vectors * 4

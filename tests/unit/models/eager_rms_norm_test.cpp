@@ -52,23 +52,39 @@ TEST(EagerRmsNorm, ForwardRunsEachLineOfTheReferenceModule) {
       {"rmsnorm1_rsqrt", 2 * kRow},    {"rmsnorm1_mul", 2 * kX32 + kRow},
       {"rmsnorm1_type_as", kX32 + kX}, {"rmsnorm1_weight", 2 * kX + kWeight}};
   EXPECT_EQ(kernels_of(w.layers[1].forward, "rmsnorm1"), expected);
+  std::int64_t forward = 0;
+  for (const NamedBytes& k : expected) forward += k.bytes;
+  EXPECT_EQ(forward - kWeight - 6 * kRow, 36 * (kX / 2));  // 36 bytes per element
 }
 
-TEST(EagerRmsNorm, BackwardSumsBothGradientsOfTheFp32Copy) {
-  // weight * y (two), type_as, the multiply (two), rsqrt, mean, pow, then autograd's sum of the
-  // multiply's and pow's gradients of x32 and the cast back to bf16.
+TEST(EagerRmsNorm, BackwardRunsAutogradsFormulasKernelByKernel) {
+  // derivatives.yaml / FunctionsManual.cpp, last op first: weight * y (dy * y over every token,
+  // then summed to the weight's shape; dy * weight), type_as, the multiply (g * r; g * x32 summed
+  // over the row), rsqrt (-0.5 * grad * result.pow(3)), mean (expanded, divided), pow(2)
+  // (grad * (2 * x32.pow(1)), pow by 1 a copy), then autograd's sum of the two gradients of x32
+  // and the cast back to bf16.
   const Workload w = build_workload(testing::llama_3_1_8b(), eager_options());
-  const std::vector<NamedBytes> expected = {{"rmsnorm1_weight_dgrad", 2 * kX + kWeight},
-                                            {"rmsnorm1_weight_wgrad", 2 * kX + kWeight},
+  const std::vector<NamedBytes> expected = {{"rmsnorm1_weight_wgrad_mul", 3 * kX},
+                                            {"rmsnorm1_weight_dgrad", 2 * kX + kWeight},
+                                            {"rmsnorm1_weight_wgrad_sum", kX + kWeight},
                                             {"rmsnorm1_type_as_bwd", kX + kX32},
                                             {"rmsnorm1_mul_dgrad_x", 2 * kX32 + kRow},
-                                            {"rmsnorm1_mul_dgrad_rsqrt", 2 * kX32 + kRow},
-                                            {"rmsnorm1_rsqrt_bwd", 3 * kRow},
+                                            {"rmsnorm1_mul_dgrad_rsqrt_mul", 3 * kX32},
+                                            {"rmsnorm1_mul_dgrad_rsqrt_sum", kX32 + kRow},
+                                            {"rmsnorm1_rsqrt_bwd_scale", 2 * kRow},
+                                            {"rmsnorm1_rsqrt_bwd_pow", 2 * kRow},
+                                            {"rmsnorm1_rsqrt_bwd_mul", 3 * kRow},
                                             {"rmsnorm1_mean_bwd", kRow + kX32},
-                                            {"rmsnorm1_pow_bwd", 3 * kX32},
+                                            {"rmsnorm1_pow_bwd_copy", 2 * kX32},
+                                            {"rmsnorm1_pow_bwd_scale", 2 * kX32},
+                                            {"rmsnorm1_pow_bwd_mul", 3 * kX32},
                                             {"rmsnorm1_grad_sum", 3 * kX32},
                                             {"rmsnorm1_to_fp32_bwd", kX32 + kX}};
   EXPECT_EQ(kernels_of(w.layers[1].backward, "rmsnorm1"), expected);
+  // 92 bytes per element (kX / 2 elements), forward 36: against the fused kernel's 10 and 4.
+  std::int64_t backward = 0;
+  for (const NamedBytes& k : expected) backward += k.bytes;
+  EXPECT_EQ(backward - 2 * kWeight - 10 * kRow, 92 * (kX / 2));
 }
 
 TEST(EagerRmsNorm, KeepsTheFp32CopyWhereTheFusedKernelKeepsTheInput) {
@@ -99,12 +115,12 @@ TEST(EagerRmsNorm, CompiledBlocksFuseTheirNormsButTheFinalNormStaysEager) {
 }
 
 TEST(EagerRmsNorm, Fp32ComputeRunsNoCasts) {
-  // In fp32, x.float() and type_as return their input: six forward kernels, eight backward.
+  // In fp32, x.float() and type_as return their input: six forward kernels, fourteen backward.
   WorkloadOptions o = eager_options();
   o.compute_dtype = Dtype::kFp32;
   const Workload w = build_workload(testing::llama_3_1_8b(), o);
   EXPECT_EQ(kernels_of(w.layers[1].forward, "rmsnorm1").size(), 6U);
-  EXPECT_EQ(kernels_of(w.layers[1].backward, "rmsnorm1").size(), 8U);
+  EXPECT_EQ(kernels_of(w.layers[1].backward, "rmsnorm1").size(), 14U);
 }
 
 }  // namespace
