@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -347,8 +349,8 @@ TEST(Validate, CellsThatAreNotTheirColumnsValuesAreErrors) {
       << out2;
 }
 
-// small_cases.csv's header and first row with some cells changed, written as DIR/name; `rows`
-// copies of the row (changes apply to every copy).
+// small_cases.csv's header and first row with some cells changed (a column it lacks is added),
+// written as DIR/name; `rows` copies of the row (changes apply to every copy).
 fs::path variant_csv(const std::string& name, const std::map<std::string, std::string>& changes,
                      int rows = 1, const std::string& line_end = "\n") {
   std::ifstream in(kData + "small_cases.csv");
@@ -360,6 +362,11 @@ fs::path variant_csv(const std::string& name, const std::map<std::string, std::s
   auto row = parse_csv_line(row_line);
   for (std::size_t i = 0; i < header->size(); ++i) {
     if (const auto it = changes.find((*header)[i]); it != changes.end()) (*row)[i] = it->second;
+  }
+  for (const auto& [column, cell] : changes) {
+    if (std::find(header->begin(), header->end(), column) != header->end()) continue;
+    header_line += "," + column;
+    row->push_back(cell);
   }
   std::string text = header_line + line_end;
   for (int r = 0; r < rows; ++r) {
@@ -381,15 +388,7 @@ fs::path variant_csv(const std::string& name, const std::map<std::string, std::s
 
 // small_cases.csv's header and first row with one more column, `column`, holding `cell`.
 fs::path with_column(const std::string& name, const std::string& column, const std::string& cell) {
-  std::ifstream in(kData + "small_cases.csv");
-  std::string header_line;
-  std::string row_line;
-  std::getline(in, header_line);
-  std::getline(in, row_line);
-  const fs::path file = test_support::temp_dir("validate") / name;
-  std::ofstream(file, std::ios::binary) << header_line << ',' << column << '\n'
-                                        << row_line << ',' << cell << '\n';
-  return file;
+  return variant_csv(name, {{column, cell}});
 }
 
 // The optional logits_kept_by_loop column sets training.logits_kept_by_loop; another value
@@ -610,12 +609,9 @@ TEST(Validate, MeasurementsBeyondTheGpuNameTheirColumn) {
     EXPECT_EQ(code, 2) << out;
     EXPECT_NE(out.find(message), std::string::npos) << out;
   }
-  const std::string text =
-      test_support::read_file(variant_csv("allocated50.csv", {{"measured_peak_mem_gib", "50"}}));
-  const std::size_t end_of_header = text.find('\n');
-  const fs::path csv = test_support::temp_dir("validate") / "reserved_below_allocated.csv";
-  std::ofstream(csv) << text.substr(0, end_of_header) << ",measured_peak_reserved_gib\n"
-                     << text.substr(end_of_header + 1, text.size() - end_of_header - 2) << ",40\n";
+  const fs::path csv =
+      variant_csv("reserved_below_allocated.csv",
+                  {{"measured_peak_mem_gib", "50"}, {"measured_peak_reserved_gib", "40"}});
   const auto [code, out] = run_fsdpsim("validate " + csv.string());
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("line 2, column measured_peak_reserved_gib: expected at least "
@@ -646,13 +642,7 @@ TEST(Validate, WhatIfsAreCheckedApartFromTheRowsOwnCells) {
       run_fsdpsim("validate " + csv.string() + " --set hardware.gpu.hbm_bytes=42949672960");
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("validated 1 cases (0 skipped)"), std::string::npos) << out;
-  std::ifstream in(kData + "small_cases.csv");
-  std::string header;
-  std::string row;
-  std::getline(in, header);
-  std::getline(in, row);
-  const fs::path bad = test_support::temp_dir("validate") / "mpt_eager_norm.csv";
-  std::ofstream(bad) << header << ",rms_norm\n" << row << ",eager\n";
+  const fs::path bad = with_column("mpt_eager_norm.csv", "rms_norm", "eager");
   const auto [bad_code, bad_out] =
       run_fsdpsim("validate " + bad.string() + " --set training.flash_attention=banana");
   EXPECT_EQ(bad_code, 2) << bad_out;
@@ -686,13 +676,7 @@ TEST(Validate, AMalformedRowAmongGoodOnesIsAnError) {
 // A cell the scenario loader refuses is named by its column too: an MPT row asking for minGPT's
 // mask buffer.
 TEST(Validate, AMaskBufferOnAnMptRowNamesItsColumn) {
-  std::ifstream in(kData + "small_cases.csv");
-  std::string header;
-  std::string row;
-  std::getline(in, header);
-  std::getline(in, row);
-  const fs::path csv = test_support::temp_dir("validate") / "mpt_mask.csv";
-  std::ofstream(csv) << header << ",causal_mask_buffer\n" << row << ",true\n";
+  const fs::path csv = with_column("mpt_mask.csv", "causal_mask_buffer", "true");
   const auto [code, out] = run_fsdpsim("validate " + csv.string());
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("line 2, column causal_mask_buffer: minGPT's per-block causal mask "
