@@ -7,6 +7,11 @@
 namespace fsdpsim::models::detail {
 namespace {
 
+// The kinds models/eager_rms_norm.cpp runs op by op.
+bool runs_eagerly(NormKind kind) {
+  return kind == NormKind::kEagerRmsNorm || kind == NormKind::kEagerT5RmsNorm;
+}
+
 std::int64_t norm_param_vectors(NormKind kind) { return kind == NormKind::kLayerNorm ? 2 : 1; }
 std::int64_t norm_stats_per_token(NormKind kind) { return kind == NormKind::kLayerNorm ? 2 : 1; }
 
@@ -70,7 +75,7 @@ void append_linear_backward(LayerDraft& draft, const std::string& name, LinearDi
 
 void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
                          std::int64_t width, const BuildContext& ctx) {
-  if (kind == NormKind::kEagerRmsNorm || kind == NormKind::kEagerT5RmsNorm) {
+  if (runs_eagerly(kind)) {
     append_eager_rms_norm_forward(draft, name, kind, width, ctx);
     return;
   }
@@ -88,7 +93,7 @@ void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind ki
 
 void append_norm_backward(LayerDraft& draft, const std::string& name, NormKind kind,
                           std::int64_t width, const BuildContext& ctx, std::int64_t dx_handoff) {
-  if (kind == NormKind::kEagerRmsNorm || kind == NormKind::kEagerT5RmsNorm) {
+  if (runs_eagerly(kind)) {
     append_eager_rms_norm_backward(draft, name, kind, width, ctx);
     return;
   }
