@@ -1523,17 +1523,16 @@ TEST(Cli, ATimeOutOfRangeNamesTheOverridesItRanWith) {
                 "--set hardware.gpu.hbm_bandwidth_GBps=1e-300)"),
             std::string::npos)
       << run.output;
-  // Host work is named too: the CPU AdamW of an offloaded step.
-  const Outcome host = run_fsdpsim("run " + kScenario +
-                                   " --set hardware.node.host_memory_GBps=1e-300 --set "
-                                   "fsdp.cpu_offload=true");
-  EXPECT_EQ(host.exit_code, 2) << host.output;
-  EXPECT_NE(host.output.find("optimizer.cpu_adamw: an operation would last"), std::string::npos)
-      << host.output;
-  const Outcome link = run_fsdpsim("run " + kScenario + " --set hardware.node.nvlink_GBps=1e-7");
-  EXPECT_EQ(link.exit_code, 2) << link.output;
-  EXPECT_NE(link.output.find(".all_gather: an operation would last"), std::string::npos)
-      << link.output;
+  // A collective, and host work (the CPU AdamW of an offloaded step), are named too.
+  const std::pair<const char*, const char*> named[] = {
+      {" --set hardware.node.nvlink_GBps=1e-7", ".all_gather: an operation would last"},
+      {" --set hardware.node.host_memory_GBps=1e-300 --set fsdp.cpu_offload=true",
+       "optimizer.cpu_adamw: an operation would last"}};
+  for (const auto& [sets, operation] : named) {
+    const Outcome o = run_fsdpsim("run " + kScenario + sets);
+    EXPECT_EQ(o.exit_code, 2) << o.output;
+    EXPECT_NE(o.output.find(operation), std::string::npos) << o.output;
+  }
   const Outcome sweep = run_fsdpsim("sweep " + kScenario +
                                     " --grid hardware.gpu.hbm_bandwidth_GBps=1e-300,2039 --out -");
   EXPECT_NE(sweep.output.find("(run with --grid hardware.gpu.hbm_bandwidth_GBps=1e-300)"),
