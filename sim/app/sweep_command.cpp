@@ -526,9 +526,9 @@ int sweep_command(const SweepOptions& options) {
                                   "scenario{} (the first: {}); no output was written",
                                   skipped, skipped == 1 ? "" : "s", reasons.front()));
   }
-  write_outputs(outputs, plan.input_files);
   if (!options.trace_path.empty() && !interrupted)
-    write_sweep_point_trace(plan, options.trace_row, options.trace_path);
+    outputs.push_back({options.trace_path, sweep_point_trace(plan, options.trace_row)});
+  write_outputs(outputs, plan.input_files);
 
   const bool stdout_taken = options.csv_path == "-" || options.jsonl_path == "-" ||
                             options.md_path == "-" || options.trace_path == "-";

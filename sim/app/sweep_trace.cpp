@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "sim/app/config_error.hpp"
-#include "sim/app/json_file.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/trace_json.hpp"
@@ -41,10 +40,8 @@ void check_trace_row(const SweepPlan& plan, std::int64_t row) {
   point_scenario(plan, row);
 }
 
-void write_sweep_point_trace(const SweepPlan& plan, std::int64_t row, const std::string& path) {
-  const Scenario scenario = point_scenario(plan, row);
-  write_output(path, trace_json(simulate_scenario(scenario, /*record_memory=*/true)),
-               plan.input_files);
+std::string sweep_point_trace(const SweepPlan& plan, std::int64_t row) {
+  return trace_json(simulate_scenario(point_scenario(plan, row), /*record_memory=*/true));
 }
 
 }  // namespace fsdpsim::app

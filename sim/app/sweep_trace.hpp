@@ -13,7 +13,8 @@ namespace fsdpsim::app {
 // scenario loads. Throws ConfigError (exit code 2) naming the row and the reason otherwise.
 void check_trace_row(const SweepPlan& plan, std::int64_t row);
 
-// Simulates point `row` of the plan and writes its trace to `path` atomically ("-": stdout).
-void write_sweep_point_trace(const SweepPlan& plan, std::int64_t row, const std::string& path);
+// Simulates point `row` of the plan again and returns its trace JSON, for the sweep to write with
+// its other outputs (all or none).
+std::string sweep_point_trace(const SweepPlan& plan, std::int64_t row);
 
 }  // namespace fsdpsim::app
