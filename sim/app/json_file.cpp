@@ -16,6 +16,7 @@
 #include <iostream>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -326,10 +327,51 @@ void write_file(const fs::path& file, const std::string& content, const std::str
   if (!out) cannot_write(shown);
 }
 
+// The descriptor an output path names when it is one of this process's own streams: '-' and
+// /dev/stdout are 1, /dev/stderr 2, /dev/fd/N and /proc/self/fd/N are N. Such an output is
+// written to the descriptor as it stands, never opened again: an open of /dev/stdout reaches the
+// file the shell redirected stdout to, and would truncate it (a '>>' log) or, being a regular
+// file, have a staged copy renamed over it, losing what the command printed there.
+std::optional<int> own_stream(const std::string& path) {
+  if (path == "-" || path == "/dev/stdout") return STDOUT_FILENO;
+  if (path == "/dev/stderr") return STDERR_FILENO;
+  for (const std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (path.size() <= prefix.size() || path.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = path.substr(prefix.size());
+    constexpr std::size_t kMaxDigits = 9;
+    if (digits.size() > kMaxDigits ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::nullopt;
+    return std::stoi(digits);
+  }
+  return std::nullopt;
+}
+
+// Writes `content` to descriptor `fd` (after what std::cout and std::cerr hold, so that their
+// text and this stay in order); `shown` names it in the error.
+void write_stream(int fd, const std::string& content, const std::string& shown) {
+  std::cout.flush();
+  std::cerr.flush();
+  if (fd == STDOUT_FILENO) {  // a failure shows when the command checks stdout on its way out
+    std::cout << content;
+    std::cout.flush();
+    return;
+  }
+  std::size_t done = 0;
+  while (done < content.size()) {
+    errno = 0;
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) cannot_write(shown);
+    done += static_cast<std::size_t>(n);
+  }
+}
+
 struct Staged {
   const OutputFile* file = nullptr;
   fs::path target;
-  fs::path temporary;  // empty: written in place (stdout, a device, a FIFO)
+  fs::path temporary;  // empty: written in place (a device, a FIFO) or to a stream of our own
+  std::optional<int> stream;  // own_stream(path): written last, to that descriptor
 };
 
 }  // namespace
@@ -390,13 +432,19 @@ void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::
                                                : "the input " + input.string()));
       }
     }
-    const std::string place = path == "-" ? path : output_place(path);
+    const std::optional<int> stream = own_stream(path);
+    const std::string place = stream ? fmt::format("fd {}", *stream) : output_place(path);
     if (!places.insert(place).second) {
       throw ConfigError(path, "",
-                        path == "-" ? "is given for two outputs; stdout can take one"
-                                    : "is given for two outputs; each needs a file of its own");
+                        stream ? fmt::format("is given for two outputs; {} can take one",
+                                             *stream == STDOUT_FILENO ? "stdout" : place)
+                               : "is given for two outputs; each needs a file of its own");
     }
-    if (path == "-") continue;
+    if (stream) {
+      if (*stream != STDOUT_FILENO && ::fcntl(*stream, F_GETFD) == -1)
+        throw ConfigError(fmt::format("cannot write {}: the descriptor is not open", path));
+      continue;
+    }
     const fs::file_status status = fs::status(path, ec);  // through symbolic links
     if (fs::is_directory(status))
       throw ConfigError(path, "", "is a folder; expected the path of a file to write");
@@ -424,7 +472,7 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   // A FIFO's write waits for its reader as long as it takes: Ctrl-C must still get through.
   const bool may_wait = std::any_of(paths.begin(), paths.end(), [](const std::string& path) {
     std::error_code ec;
-    return path != "-" && fs::is_fifo(fs::status(path, ec));
+    return !own_stream(path) && fs::is_fifo(fs::status(path, ec));
   });
   std::optional<DeferredTerminationSignals> deferred;
   if (!may_wait) deferred.emplace();
@@ -438,7 +486,8 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   for (const OutputFile& file : files) {
     Staged s;
     s.file = &file;
-    if (file.path != "-") {
+    s.stream = own_stream(file.path);
+    if (!s.stream) {
       std::error_code ec;
       const fs::path path(file.path);
       const fs::file_status status = fs::status(path, ec);  // through symbolic links
@@ -473,7 +522,7 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   // gone), while every staged file can still be discarded; then the renames into place; stdout
   // last, so that nothing is printed for outputs that did not land.
   for (const Staged& s : staged) {
-    if (s.file->path == "-" || !s.temporary.empty()) continue;
+    if (s.stream || !s.temporary.empty()) continue;
     try {
       write_file(s.target, s.file->content, s.file->path);
     } catch (const ConfigError&) {
@@ -527,9 +576,7 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   }
   remove_backups();
   for (const Staged& s : staged) {
-    if (s.file->path != "-") continue;
-    std::cout << s.file->content;
-    std::cout.flush();
+    if (s.stream) write_stream(*s.stream, s.file->content, s.file->path);
   }
 }
 

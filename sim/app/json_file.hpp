@@ -48,10 +48,12 @@ struct OutputFile {
 // Writes every file or none: each is first written to a temporary file in its folder, and only
 // when all are written are they renamed into place, so a reader never sees half a file and a
 // failed run leaves the old files as they were. A symbolic link is written through to the file
-// it names (as a shell redirect does); a device or FIFO (/dev/stdout, a pipe) is written in
-// place, after the others are staged. Throws ConfigError (exit code 2) naming the path when one
-// cannot be written, and before writing anything when one is the same file as one of `inputs`
-// (the files the command read: a scenario, a profile, a log), which it would destroy.
+// it names (as a shell redirect does); a device or FIFO (a pipe) is written in place, after the
+// others are staged. The process's own streams ('-', /dev/stdout, /dev/stderr, /dev/fd/N) are
+// written last, to their descriptors, as they stand (never reopened, truncated or replaced). Throws
+// ConfigError (exit code 2) naming the path when one cannot be written, and before writing anything
+// when one is the same file as one of `inputs` (the files the command read: a scenario, a profile,
+// a log), which it would destroy.
 void write_outputs(const std::vector<OutputFile>& files,
                    const std::vector<std::filesystem::path>& inputs = {});
 

@@ -1288,6 +1288,50 @@ TEST(Cli, AnOutputThatCannotBeWrittenKeepsTheOthersOut) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
 }
 
+// A sweep's trace lands with its table or neither does: the trace of a point failing to write
+// (a full device) leaves the table that was there before.
+TEST(Cli, ASweepTraceThatCannotBeWrittenKeepsTheTableOut) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const fs::path csv = temp_dir() / "kept_table.csv";
+  std::ofstream(csv) << "before\n";
+  const Outcome o = run_fsdpsim("sweep " + kScenario +
+                                " --set model.n_layers=2 --grid training.micro_batch=1,2 --out " +
+                                csv.string() + " --trace-row 0 --trace /dev/full");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("cannot write /dev/full"), std::string::npos) << o.output;
+  EXPECT_EQ(read_file(csv), "before\n");
+}
+
+// /dev/stdout, /dev/stderr and /dev/fd/N are this process's own streams, written as they stand:
+// a log the shell appends stdout to keeps what it held and gets the summary and the JSON, where
+// reopening the path had replaced the log with the JSON alone.
+TEST(Cli, OutputsToTheProcesssOwnStreamsAreWrittenAsStreams) {
+  const fs::path log = temp_dir() / "appended.log";
+  std::ofstream(log) << "before\n";
+  const Outcome appended = run_fsdpsim("run " + kScenario + " --set model.n_layers=2 --json " +
+                                       "/dev/stdout >> " + log.string());
+  EXPECT_EQ(appended.exit_code, 0) << appended.output;
+  const std::string text = read_file(log);
+  EXPECT_EQ(text.rfind("before\n", 0), 0U) << text;
+  EXPECT_NE(text.find("\"step_time_s\""), std::string::npos) << text;
+  EXPECT_NE(text.find("step time"), std::string::npos) << text;
+
+  const fs::path fd3 = temp_dir() / "fd3.json";
+  const Outcome descriptor = run_fsdpsim(
+      "run " + kScenario + " --set model.n_layers=2 --json /dev/fd/3 3>" + fd3.string());
+  EXPECT_EQ(descriptor.exit_code, 0) << descriptor.output;
+  EXPECT_NE(read_file(fd3).find("\"step_time_s\""), std::string::npos);
+
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"--json /dev/stdout --trace -", "is given for two outputs; stdout can take one"},
+      {"--json /dev/fd/9", "cannot write /dev/fd/9: the descriptor is not open"}};
+  for (const auto& [outputs, message] : refused) {
+    const Outcome o = run_fsdpsim("run " + kScenario + " " + outputs);
+    EXPECT_EQ(o.exit_code, 2) << outputs << "\n" << o.output;
+    EXPECT_NE(o.output.find(message), std::string::npos) << outputs << "\n" << o.output;
+  }
+}
+
 // A rename into place that fails after others succeeded (here: onto a file made immutable) puts
 // the outputs already renamed back as they were: the file they replaced comes back, a new one
 // goes.
