@@ -199,5 +199,16 @@ TEST(KernelTime, CudnnAttentionRunsAtItsPresetSpeedupPerPass) {
   }
 }
 
+// A speedup no GPU has (10x FlashAttention-2 at 0.35 of peak) is capped at the dtype's peak: no
+// kernel runs faster, and MFU could otherwise pass 100 %.
+TEST(KernelTime, AttentionNeverRunsAboveItsDtypesPeak) {
+  GpuSpec gpu = testing::load_preset("h200-sxm-141gb").gpu;
+  gpu.cudnn_attention_forward_speedup = 10.0;
+  Kernel kernel = attention_kernel(8, 32, 8192, 128, /*backward=*/false);
+  kernel.attention.kernel = FlashKernel::kCudnn;
+  EXPECT_DOUBLE_EQ(kernel_time(gpu, kernel).value(),
+                   kernel.flops.value() / gpu.peak(kernel.dtype).value());
+}
+
 }  // namespace
 }  // namespace fsdpsim::hardware
