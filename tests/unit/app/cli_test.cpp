@@ -672,6 +672,11 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"node", {{"gpus_per_node", 0}}}}}},
                  "/hardware/node/gpus_per_node: expected a positive integer"},
         BadInput{"missing_preset", {{"model", "gpt-9000"}}, "unknown models preset \"gpt-9000\""},
+        // MFU divides by the GEMMs' dtype peak: a narrower type's below a wider one's is refused.
+        BadInput{"fp8_peak_below_bf16",
+                 {{"hardware", {{"gpu", {{"peak_dense_tflops", {{"fp8", 100}}}}}}}},
+                 "/hardware/gpu/peak_dense_tflops/fp8: expected 0 (none) or at least the bf16 "
+                 "peak"},
         // A preset of another kind is the naming file's mistake: the error says where it was named.
         BadInput{
             "preset_of_another_kind",
