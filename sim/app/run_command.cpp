@@ -30,8 +30,8 @@ Defaults are PyTorch's; the PyTorch name of each knob is in brackets. A key the 
 scenario makes do nothing (checkpoint_every_n_blocks without selective, checkpoint_early_stop
 without full or selective, blocks_per_unit without every_n_blocks, max_inflight_all_gathers
 without the limiter, allocator keys with enabled false, garbage_collection_threshold without
-memory_fraction, attention and linear knobs on a custom model, optimizer_impl with CPU offload)
-is refused rather than ignored; so is a --set that a later override would wipe out.
+memory_fraction, attention and linear knobs on a custom model, optimizer_impl with CPU offload,
+buffer_dtype and broadcast_buffers on a model without buffers) is refused rather than ignored; so is a --set that a later override would wipe out.
 allow_tf32 is the exception: a backend switch, as in PyTorch, that only fp32 GEMMs read (a sweep
 over param_dtype keeps it on every point).
   parallelism               fsdp | ddp (DistributedDataParallel baseline) |
@@ -84,8 +84,9 @@ training:
                             and AdamW states (FSDP only) [model.to(dtype) before
                             wrapping; FSDPParam.orig_dtype, FSDP1's FlatParameter]  default fp32
   optimizer                 adamw [torch.optim.AdamW] | sgd [torch.optim.SGD]       default adamw
-  optimizer_impl            foreach | fused | for_loop: AdamW on the GPU            default foreach
-                            [foreach=None (the CUDA default) | fused=True | foreach=False]
+  optimizer_impl            foreach | fused | for_loop: the GPU optimizer's loop    default foreach
+                            [foreach=None (the CUDA default) | fused=True | foreach=False];
+                            SGD's fused and foreach kernels make the same single pass
   flash_attention           fused attention kernel [scaled_dot_product_attention]   default true
   flash_kernel              flash2 [flash-attn 2, SDPA flash] | flash1 [flash-attn 1.x] |
                             triton [flash_attn_triton; llm-foundry attn_impl triton] |

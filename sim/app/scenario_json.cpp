@@ -156,6 +156,21 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                     size_bounds::kLayerPassesPerStep));
   }
   check_per_unit_reshard(s, r.child("fsdp"), f);
+  // The only module buffer fsdpsim models is gpt's causal mask (model.causal_mask_buffer,
+  // models::has_buffers): on any other model the buffers' dtype and broadcast change nothing.
+  if (!models::has_buffers(s.model)) {
+    const auto refuse_if_given = [&](const char* section, const char* key, const char* what) {
+      const nlohmann::json* parent = r.child(section);
+      if (parent == nullptr || !parent->is_object() || !parent->contains(key)) return;
+      throw ConfigError(
+          f, fmt::format("/{}/{}", section, key),
+          fmt::format("{} the model's buffers, and {} holds none that fsdpsim models (only gpt's "
+                      "causal-mask buffer, model.causal_mask_buffer): it would change nothing",
+                      what, s.model.name));
+    };
+    refuse_if_given("fsdp", "buffer_dtype", "sets the dtype of");
+    refuse_if_given("ddp", "broadcast_buffers", "broadcasts");
+  }
   if (s.training.decoder_seq_len > 0 && s.model.family != models::ModelFamily::kT5) {
     throw ConfigError(f, "/training/decoder_seq_len",
                       fmt::format("applies to encoder-decoder models (t5); {} has no decoder input",

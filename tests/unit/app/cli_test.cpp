@@ -672,6 +672,18 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"node", {{"gpus_per_node", 0}}}}}},
                  "/hardware/node/gpus_per_node: expected a positive integer"},
         BadInput{"missing_preset", {{"model", "gpt-9000"}}, "unknown models preset \"gpt-9000\""},
+        // Buffer settings on a model with no buffers fsdpsim models would change nothing.
+        BadInput{"buffer_dtype_without_buffers",
+                 {{"model", "llama-3.1-8b"}, {"fsdp", {{"buffer_dtype", "bf16"}}}},
+                 "/fsdp/buffer_dtype: sets the dtype of the model's buffers, and llama-3.1-8b "
+                 "holds none"},
+        BadInput{"broadcast_buffers_without_buffers",
+                 {{"model", "llama-3.1-8b"},
+                  {"parallelism", "ddp"},
+                  {"fsdp", nullptr},
+                  {"ddp", {{"broadcast_buffers", false}}}},
+                 "/ddp/broadcast_buffers: broadcasts the model's buffers, and llama-3.1-8b holds "
+                 "none"},
         // MFU divides by the GEMMs' dtype peak: a narrower type's below a wider one's is refused.
         BadInput{"fp8_peak_below_bf16",
                  {{"hardware", {{"gpu", {{"peak_dense_tflops", {{"fp8", 100}}}}}}}},
