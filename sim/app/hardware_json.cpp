@@ -235,6 +235,19 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
   if (const nlohmann::json* stragglers = r.child("stragglers"))
     c.stragglers = parse_stragglers(*stragglers, file, r.path_of("stragglers"), c);
   r.finish({"nodes", "preset", "calibration", "node_speed_spread"});
+  // Bounds between keys, at the key that breaks them, with the other key's path and value.
+  if (c.gpu.runtime_reserved >= c.gpu.hbm) {
+    throw ConfigError(file, path + "/gpu/runtime_reserved_GiB",
+                      fmt::format("expected less than the device's memory ({}/gpu/hbm_bytes: {} "
+                                  "B), found {} GiB",
+                                  path, c.gpu.hbm.value(), to_gib(c.gpu.runtime_reserved)));
+  }
+  if (c.nccl_channels >= c.gpu.sm_count) {
+    throw ConfigError(file, path + "/node/nccl_channels",
+                      fmt::format("expected fewer than the GPU's SMs ({}/gpu/sm_count: {}), the "
+                                  "channels' kernels run on SMs of their own, found {}",
+                                  path, c.gpu.sm_count, c.nccl_channels));
+  }
   if (const std::string problem = hardware::validate(c); !problem.empty())
     throw ConfigError(file, path, problem);
   return c;

@@ -312,8 +312,9 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
   if (s.hardware.cluster.gpu.peak(compute).value() <= 0.0) {
     throw ConfigError(
         f, s.training.autocast_dtype ? "/training/autocast_dtype" : "/fsdp/param_dtype",
-        fmt::format("{} has no {} peak in its hardware description", s.hardware.cluster.gpu.name,
-                    dtype_name(s.training.compute_dtype(s.fsdp.param_dtype))));
+        fmt::format("{} has no {} peak in its hardware description "
+                    "(/hardware/gpu/peak_dense_tflops/{}: 0)",
+                    s.hardware.cluster.gpu.name, dtype_name(compute), dtype_name(compute)));
   }
   const Dtype gemm = s.training.gemm_peak_dtype(s.fsdp.param_dtype);
   if (s.hardware.cluster.gpu.peak(gemm).value() <= 0.0) {
@@ -399,8 +400,11 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
             what.find(": " + path.substr(0, end) + ": unknown key") != std::string::npos;
         if (end == std::string::npos) break;
       }
-      // An error inside a value the override gave (an object: --set 'model={...}') is its too.
+      // An error inside a value the override gave (an object: --set 'model={...}') is its too,
+      // and so is one that names the override's key with its value, "(/path: value)", as the
+      // other side of a bound between two keys.
       if (created_unknown_key || what.find(": " + path + ":") != std::string::npos ||
+          what.find("(" + path + ":") != std::string::npos ||
           what.find(": " + path + "/") != std::string::npos ||
           what.find(": " + path + ")") != std::string::npos) {
         throw ConfigError(

@@ -1398,6 +1398,32 @@ TEST(Cli, AnEmptyConfigsFolderIsRefused) {
       "--configs: expected a path or name, found an empty string");
 }
 
+// A bound between two keys is reported at the key that breaks it, with the other key's path and
+// value, and the --set that gave either is named.
+TEST(Cli, ABoundBetweenTwoKeysNamesBothAndTheSet) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"hardware.gpu.hbm_bytes=1",
+       "/hardware/gpu/runtime_reserved_GiB: expected less than the device's memory "
+       "(/hardware/gpu/hbm_bytes: 1 B), found 1.5 GiB (the value comes from --set "
+       "hardware.gpu.hbm_bytes=1)"},
+      {"hardware.gpu.sm_count=1",
+       "/hardware/node/nccl_channels: expected fewer than the GPU's SMs (/hardware/gpu/sm_count: "
+       "1)"},
+      {"hardware.gpu.peak_dense_tflops.bf16=0",
+       "/fsdp/param_dtype: h100-sxm-80gb has no bf16 peak in its hardware description "
+       "(/hardware/gpu/peak_dense_tflops/bf16: 0) (the value comes from --set "
+       "hardware.gpu.peak_dense_tflops.bf16=0)"}};
+  for (const auto& [set, message] : cases) {
+    const Outcome o = run_fsdpsim("run " + kLlamaScenario + " --set " + set);
+    EXPECT_EQ(o.exit_code, 2) << set << "\n" << o.output;
+    EXPECT_NE(o.output.find(message), std::string::npos) << set << "\n" << o.output;
+  }
+  const Outcome sm = run_fsdpsim("run " + kLlamaScenario + " --set hardware.gpu.sm_count=1");
+  EXPECT_NE(sm.output.find("(the value comes from --set hardware.gpu.sm_count=1)"),
+            std::string::npos)
+      << sm.output;
+}
+
 // An output written over one of the command's inputs would destroy it: refused before anything
 // is written, whatever the command and whatever name reaches the input.
 TEST(Cli, AnOutputOverAnInputIsRefused) {
