@@ -531,7 +531,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
       cal->add_subcommand("plan",
                           "List the GEMM shapes and collectives a scenario prices (-o: a plan "
                           "file for fsdpsim-calibrate --plan)");
-  plan->add_option("scenario", o.scenario, "Scenario JSON file")->required();
+  plan->add_option("scenario", o.scenario, "Scenario JSON file")->required()->check(non_empty());
   plan->add_option("--set", o.overrides, "Override a scenario key")->type_name("KEY=VALUE");
   plan->add_option("-o,--output", o.plan_output,
                    "Write the plan for fsdpsim-calibrate --plan ('-' for stdout)")
@@ -546,7 +546,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
       cal->add_subcommand("fit",
                           "Fit a calibration profile into the cost models' curves and report the "
                           "fit error");
-  fit->add_option("profile", o.profile, "Calibration profile JSON")->required();
+  fit->add_option("profile", o.profile, "Calibration profile JSON")->required()->check(non_empty());
   fit->add_option("--against", o.against,
                   "Compare the measured GEMMs with this hardware preset's model (a name or path)")
       ->type_name("PRESET")
@@ -562,7 +562,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   CLI::App* imp = cal->add_subcommand("import-nccl-tests",
                                       "Read nccl-tests output (all_gather_perf, "
                                       "reduce_scatter_perf, all_reduce_perf) into a profile");
-  imp->add_option("logs", o.logs, "nccl-tests output files")->required();
+  imp->add_option("logs", o.logs, "nccl-tests output files")->required()->check(non_empty());
   imp->add_option("-o,--output", o.import_output, "Profile JSON to write ('-' for stdout)")
       ->required()
       ->type_name("PATH|-")

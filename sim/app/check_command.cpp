@@ -301,7 +301,8 @@ CLI::App* add_check_command(CLI::App& app, CheckOptions& options) {
   check
       ->add_option("paths", options.paths,
                    "Scenario files or folders (searched recursively for *.json)")
-      ->required();
+      ->required()
+      ->check(non_empty());
   check->add_option("--junit", options.junit_path, "Write a JUnit XML report to PATH")
       ->type_name("PATH")
       ->check(non_empty());

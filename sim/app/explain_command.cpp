@@ -32,7 +32,9 @@ CLI::App* add_explain_command(CLI::App& app, ExplainOptions& options) {
   CLI::App* explain = app.add_subcommand(
       "explain",
       "Explain a scenario's step: critical path, exposed communication per unit, diagnosis");
-  explain->add_option("scenario", options.scenario, "Scenario JSON file")->required();
+  explain->add_option("scenario", options.scenario, "Scenario JSON file")
+      ->required()
+      ->check(non_empty());
   explain
       ->add_option("--set", options.overrides,
                    "Override a scenario key, e.g. --set training.micro_batch=2")

@@ -105,7 +105,8 @@ CLI::App* add_merge_command(CLI::App& app, MergeOptions& options) {
   CLI::App* merge =
       app.add_subcommand("merge", "Join the CSV slices of a sharded sweep (sweep --shard K/N)");
   merge->add_option("inputs", options.inputs, "CSV files written by fsdpsim sweep --out")
-      ->required();
+      ->required()
+      ->check(non_empty());
   merge->add_option("--out", options.csv_path, "Write the merged CSV to PATH (default '-', stdout)")
       ->type_name("PATH|-")
       ->check(non_empty());

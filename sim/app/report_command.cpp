@@ -57,7 +57,9 @@ std::string read_plot(const fs::path& svg) {
 CLI::App* add_report_command(CLI::App& app, ReportOptions& options) {
   CLI::App* report = app.add_subcommand(
       "report", "Plot a sweep table (SVG via gnuplot) with a markdown index of the best points");
-  report->add_option("csv", options.csv_path, "Sweep table CSV (fsdpsim sweep --out)")->required();
+  report->add_option("csv", options.csv_path, "Sweep table CSV (fsdpsim sweep --out)")
+      ->required()
+      ->check(non_empty());
   report
       ->add_option("--out", options.out_dir, "Folder to write the report into (created if missing)")
       ->type_name("DIR")

@@ -328,7 +328,9 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
 CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
   CLI::App* run =
       app.add_subcommand("run", "Simulate one training step of a scenario and report it");
-  run->add_option("scenario", options.scenario, "Scenario JSON file")->required();
+  run->add_option("scenario", options.scenario, "Scenario JSON file")
+      ->required()
+      ->check(non_empty());
   run->add_option("--set", options.overrides,
                   "Override a scenario key, e.g. --set training.micro_batch=2")
       ->type_name("KEY=VALUE");

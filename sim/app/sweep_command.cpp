@@ -395,7 +395,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
   sweep
       ->add_option("scenario", options.scenario,
                    "Scenario JSON file (its optional \"sweep\" block adds axes)")
-      ->required();
+      ->required()
+      ->check(non_empty());
   sweep
       ->add_option("--grid", options.grid,
                    "An axis of the grid, e.g. --grid training.micro_batch=1,2,4")

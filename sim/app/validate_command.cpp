@@ -316,7 +316,8 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
       "validate", "Simulate measured runs from a CSV and report the prediction error");
   cmd->add_option("cases", options.cases,
                   "CSV of measured runs (columns of configs/validation/README.md)")
-      ->required();
+      ->required()
+      ->check(non_empty());
   cmd->add_option("--set", options.overrides, "Override a scenario key in every case")
       ->type_name("KEY=VALUE");
   cmd->add_option("--calibration", options.calibration,

@@ -1398,6 +1398,29 @@ TEST(Cli, AnEmptyConfigsFolderIsRefused) {
       "--configs: expected a path or name, found an empty string");
 }
 
+// An empty input path is refused by name, not read as a file called "" ("cannot open the file").
+TEST(Cli, AnEmptyInputPathIsRefused) {
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"run ''", "scenario"},
+      {"explain ''", "scenario"},
+      {"sweep ''", "scenario"},
+      {"check " + kScenario + " ''", "paths"},
+      {"validate ''", "cases"},
+      {"merge ''", "inputs"},
+      {"report '' --out " + (temp_dir() / "empty_report").string(), "csv"},
+      {"calibrate plan ''", "scenario"},
+      {"calibrate fit ''", "profile"},
+      {"calibrate import-nccl-tests '' -o x.json --gpu h100-sxm-80gb", "logs"}};
+  for (const auto& [command, option] : commands) {
+    const Outcome o = run_fsdpsim(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find(option + ": expected a path or name, found an empty string"),
+              std::string::npos)
+        << command << "\n"
+        << o.output;
+  }
+}
+
 // A bound between two keys is reported at the key that breaks it, with the other key's path and
 // value, and the --set that gave either is named.
 TEST(Cli, ABoundBetweenTwoKeysNamesBothAndTheSet) {
