@@ -120,7 +120,7 @@ std::filesystem::path parse_baseline(const nlohmann::json& block,
           fmt::format("expected a relative tolerance from 0 to 1 (0.05 = 5%), found {}",
                       describe_json_type(t)));
     }
-    tolerance = t.get<double>();
+    tolerance = t.get<double>() + 0.0;  // -0 is 0 ("within -0%" otherwise)
   }
   std::vector<std::string> keys = kDefaultBaselineKeys;
   if (block.contains("keys")) {

@@ -236,6 +236,10 @@ TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
   EXPECT_TRUE(r[1].passed);
   EXPECT_FALSE(r[2].passed);
   EXPECT_EQ(r[2].detail, "breakdown.idle_s = 0.6, expected within 5% of baseline 0.5 (+20.00%)");
+  // A tolerance of -0 is 0, not "-0%".
+  const Expectations exact = parse_expectations(
+      {{"baseline", "base.json"}, {"tolerance", -0.0}, {"keys", {"step_time_s"}}}, scenario);
+  EXPECT_EQ(evaluate_expectations(exact, result)[0].name, "step_time_s within 0% of baseline");
   EXPECT_NE(config_error({{"baseline", "base.json"}, {"keys", {"tokens_per_s"}}}, scenario)
                 .find("/expect/keys/0: the baseline"),
             std::string::npos);
