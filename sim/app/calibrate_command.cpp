@@ -152,7 +152,7 @@ int plan_command(const CalibrateOptions& o) {
     }
     write_output(o.plan_output, plan, {inputs.begin(), inputs.end()});
   }
-  if (o.plan_output != "-") std::cout << text;
+  if (!writes_stdout(o.plan_output)) std::cout << text;
   return 0;
 }
 
@@ -384,7 +384,7 @@ int fit_command(const CalibrateOptions& o) {
   if (!o.fit_output.empty())
     write_output(o.fit_output, fit_to_json(fit, o.profile).dump(2) + "\n",
                  {inputs.begin(), inputs.end()});
-  if (o.fit_output != "-") std::cout << out;
+  if (!writes_stdout(o.fit_output)) std::cout << out;
   return 0;
 }
 
@@ -456,7 +456,7 @@ int import_command(const CalibrateOptions& o) {
   std::vector<std::string> notes;
   // Unnamed: after the output file, or after the first log when the profile goes to stdout.
   const std::string name = !o.name.empty() ? o.name
-                           : o.import_output == "-"
+                           : writes_stdout(o.import_output)
                                ? std::filesystem::path(o.logs.front()).stem().string()
                                : std::filesystem::path(o.import_output).stem().string();
   require_option_text("--name", name);
@@ -500,7 +500,7 @@ int import_command(const CalibrateOptions& o) {
       profile_to_json(profile).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   files.insert(files.end(), gpu_preset.begin(), gpu_preset.end());
   write_output(o.import_output, json, files);
-  std::ostream& report = o.import_output == "-" ? std::cerr : std::cout;
+  std::ostream& report = writes_stdout(o.import_output) ? std::cerr : std::cout;
   report << fmt::format("imported {} series ({} sizes) from {} log(s) into {}\n",
                         profile.collectives.size(), points, o.logs.size(), o.import_output);
   for (const calibrate::CollectiveSeries& s : profile.collectives) {

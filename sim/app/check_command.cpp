@@ -341,7 +341,7 @@ int check_command(const CheckOptions& options) {
   }
   // File names come from the folders searched, and may hold escape sequences.
   // With the JUnit XML on stdout, the text report goes to stderr.
-  (options.junit_path == "-" ? std::cerr : std::cout)
+  (writes_stdout(options.junit_path) ? std::cerr : std::cout)
       << escape_control_characters(check_report(checks));
   std::cout.flush();
   if (!options.junit_path.empty()) {

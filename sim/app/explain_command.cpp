@@ -70,7 +70,7 @@ int explain_command(const ExplainOptions& options) {
   const Explanation explanation = explain_step(scenario, output);
   if (!options.json_path.empty())
     write_output(options.json_path, explanation_json(explanation).dump(2) + "\n", input_files);
-  if (options.json_path != "-") std::cout << explanation_text(explanation, options.top);
+  if (!writes_stdout(options.json_path)) std::cout << explanation_text(explanation, options.top);
   return 0;
 }
 

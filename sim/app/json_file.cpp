@@ -580,6 +580,8 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   }
 }
 
+bool writes_stdout(const std::string& path) { return own_stream(path) == STDOUT_FILENO; }
+
 void write_output(const std::string& path, const std::string& content,
                   const std::vector<fs::path>& inputs) {
   write_outputs({OutputFile{path, content}}, inputs);

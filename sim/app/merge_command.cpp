@@ -150,7 +150,8 @@ int merge_command(const MergeOptions& options) {
         {options.md_path, sweep_markdown(table, "fsdpsim sweep (merged slices)", options.top)});
   }
   write_outputs(outputs, {options.inputs.begin(), options.inputs.end()});
-  std::ostream& summary = (csv_path == "-" || options.md_path == "-") ? std::cerr : std::cout;
+  std::ostream& summary =
+      (writes_stdout(csv_path) || writes_stdout(options.md_path)) ? std::cerr : std::cout;
   summary << sweep_summary_text(table);
   return 0;
 }

@@ -414,9 +414,10 @@ int run_command(const RunOptions& options) {
   write_outputs(outputs, input_files);
   // The summary is for a person: with the result JSON on stdout there is none, and with a trace,
   // a memory timeline or the allocations there it goes to stderr, so that stdout stays that file.
-  if (options.json_path != "-") {
-    const bool stdout_taken = options.trace_path == "-" || options.memory_timeline_path == "-" ||
-                              options.allocations_path == "-";
+  if (!writes_stdout(options.json_path)) {
+    const bool stdout_taken = writes_stdout(options.trace_path) ||
+                              writes_stdout(options.memory_timeline_path) ||
+                              writes_stdout(options.allocations_path);
     (stdout_taken ? std::cerr : std::cout) << summary_text(scenario, output);
   }
   if (options.timing) {

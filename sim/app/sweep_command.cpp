@@ -531,8 +531,8 @@ int sweep_command(const SweepOptions& options) {
     outputs.push_back({options.trace_path, sweep_point_trace(plan, options.trace_row)});
   write_outputs(outputs, plan.input_files);
 
-  const bool stdout_taken = options.csv_path == "-" || options.jsonl_path == "-" ||
-                            options.md_path == "-" || options.trace_path == "-";
+  const bool stdout_taken = writes_stdout(options.csv_path) || writes_stdout(options.jsonl_path) ||
+                            writes_stdout(options.md_path) || writes_stdout(options.trace_path);
   std::ostream& summary = stdout_taken ? std::cerr : std::cout;
   summary << sweep_summary_text(run.table);
   summary.flush();

@@ -529,8 +529,8 @@ int validate_command(const ValidateOptions& options) {
     throw;
   }
   // The summary goes to stderr when stdout carries an output; `--json -` is read by a program.
-  std::ostream& summary = options.md_path == "-" ? std::cerr : std::cout;
-  if (options.json_path != "-") {
+  std::ostream& summary = writes_stdout(options.md_path) ? std::cerr : std::cout;
+  if (!writes_stdout(options.json_path)) {
     if (fitted) {
       summary << fmt::format("fitted {} = {:.4f} (tokens/s MAPE {} on {} cases)\n", fit_key,
                              fitted->first, percent(fitted->second), token_summary.count);
