@@ -187,7 +187,10 @@ class DdpStep final : private KernelHooks {
           lp.ready_after_kernel[last] = p;
         }
       }
-      if (l.kind == models::LayerKind::kEmbedding && tied > 0) {
+      // The table is one parameter, held by the layer whose numel counts it: T5's decoder
+      // lookup reads the encoder's table and holds none of its own.
+      if (l.kind == models::LayerKind::kEmbedding && tied > 0 && l.numel >= tied) {
+        if (tied_piece_) throw std::logic_error("ddp: two layers hold the tied table");
         tied_piece_ = add_piece(l.name + ".tied", i, tied, true);
         lp.ready_at_end.push_back(*tied_piece_);
         rest -= tied;

@@ -168,6 +168,30 @@ TEST(Ddp, ATiedTableIsCastWhereTheHeadReadsIt) {
   }
 }
 
+// T5's decoder looks up the encoder's table and holds no parameters of its own: the table is one
+// gradient, reduced once, and nothing casts or frees a copy for the decoder's lookup.
+TEST(Ddp, ASecondLookupOfTheTiedTableHoldsNoGradientOfItsOwn) {
+  models::Workload w;
+  models::Layer decoder_lookup = testing::tiny_embedding(0);
+  decoder_lookup.name = "decoder.embedding";
+  decoder_lookup.parameter_tensors = 0;
+  models::Layer head;
+  head.name = "head";
+  head.kind = models::LayerKind::kHead;
+  head.forward = {testing::tiny_linear("lm_head", 1000, 1000, 10)};
+  head.backward = {testing::tiny_linear_grad("lm_head", models::LinearPass::kInputGrad),
+                   testing::tiny_linear_grad("lm_head", models::LinearPass::kWeightGrad)};
+  w.layers = {testing::tiny_embedding(1'000'000), decoder_lookup, head};
+  w.total_numel = 1'000'000;
+  ScheduleInput in = input(w);
+  in.fsdp.param_dtype = Dtype::kBf16;
+  const SimulationOutput out = simulate_step(in, {});
+  EXPECT_EQ(testing::count_ops_ending_in(out, ".copy_to_bucket"),
+            (std::map<std::string, int>{{"embedding.tied", 1}}));
+  EXPECT_EQ(testing::count_ops_ending_in(out, ".grad_to_fp32"),
+            (std::map<std::string, int>{{"embedding.tied", 1}}));
+}
+
 // Under full checkpointing a block's forward runs without saving its casts: they stay in
 // autocast's cache until the forward ends, and the recompute casts again, keeping those copies
 // until each linear's gradient is in.
