@@ -1,6 +1,7 @@
 #include "sim/engine/program_builder.hpp"
 
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace fsdpsim::engine {
@@ -23,6 +24,7 @@ void ProgramBuilder::reserve_repeats(std::size_t times) {
   program_.deps.reserve(program_.deps.size() * times);
   program_.cpu.reserve(program_.cpu.size() * times);
   program_.tensors.reserve(program_.tensors.size() * times);
+  freed_.reserve(freed_.size() * times);
 }
 
 std::uint32_t ProgramBuilder::intern(std::string_view name) { return program_.names.intern(name); }
@@ -89,10 +91,16 @@ TensorId ProgramBuilder::allocate(std::string_view name, Bytes size, StreamId st
   const auto id = static_cast<TensorId>(program_.tensors.size());
   program_.tensors.push_back(TensorInfo{intern(name), size, stream, category});
   program_.cpu.push_back(CpuStep{CpuStepKind::kAlloc, id, kNoOp, 0, SimTime{}});
+  freed_.push_back(false);
   return id;
 }
 
 void ProgramBuilder::free(TensorId tensor, EventRef until) {
+  if (freed_.at(tensor)) {
+    throw std::logic_error("engine: " + std::string(program_.names[program_.tensors[tensor].name]) +
+                           " is freed twice");
+  }
+  freed_[tensor] = true;
   // The caching allocator ignores a use recorded on the block's own stream (recordStream in
   // c10/cuda/CUDACachingAllocator.cpp: "ignore uses on the allocation stream, since those don't
   // require any special synchronization"): the block is reusable at once, in that stream's order.

@@ -50,6 +50,7 @@ class ProgramBuilder {
   void cpu_work(std::string_view name, SimTime duration);
   TensorId allocate(std::string_view name, Bytes size, StreamId stream, std::uint8_t category);
   // Drops the last reference; the block is reusable once `until` completes (record_stream).
+  // Freeing a tensor twice is a schedule bug (std::logic_error): the memory would drift.
   void free(TensorId tensor, EventRef until = {});
 
   // Reserves room for `times` times what the program holds now: a builder that is about to
@@ -66,6 +67,7 @@ class ProgramBuilder {
   Program program_;
   std::vector<OpId> last_op_on_stream_;           // per stream, kNoOp if none
   std::vector<std::vector<OpId>> pending_waits_;  // per stream, consumed by the next launch
+  std::vector<bool> freed_;                       // per tensor
 };
 
 }  // namespace fsdpsim::engine

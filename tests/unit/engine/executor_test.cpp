@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "sim/engine/op_graph.hpp"
 #include "sim/engine/program_builder.hpp"
 
@@ -35,6 +37,21 @@ class RecordingMemory final : public MemoryObserver {
   std::vector<std::pair<SimTime, std::int64_t>> log;
   std::vector<std::pair<SimTime, std::int64_t>> freed;
 };
+
+// A tensor freed twice is a schedule bug: the builder refuses it, naming the tensor, rather than
+// letting the memory drift down by its size every step.
+TEST(ProgramBuilder, FreeingATensorTwiceIsABug) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  const TensorId t = b.allocate("embedding.saved", Bytes(64), s, 0);
+  b.free(t);
+  try {
+    b.free(t);
+    ADD_FAILURE() << "a second free was accepted";
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(), "engine: embedding.saved is freed twice");
+  }
+}
 
 TEST(Executor, OpsOnOneStreamRunBackToBack) {
   ProgramBuilder b;
