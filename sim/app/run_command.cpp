@@ -192,12 +192,10 @@ Exit codes: 0 ok (an out-of-memory prediction is a result), 1 internal error, 2 
 // GPU's measured_start.
 std::string memory_timeline_csv(const fsdp::SimulationOutput& output) {
   std::string csv = "time_s,allocated_gib,active_gib,reserved_gib\n";
-  // Without the allocator model, reserved memory is given as its lower bound, the active memory,
-  // as the result JSON gives it.
   const bool modelled = output.result.models_reserved;
   const auto row = [&csv, modelled](SimTime time, const memory::MemorySample& m) {
     csv += fmt::format("{:.9f},{:.6f},{:.6f},{:.6f}\n", time.seconds(), to_gib(m.allocated),
-                       to_gib(m.active), to_gib(modelled ? m.reserved : m.active));
+                       to_gib(m.active), to_gib(m.shown_reserved(modelled)));
   };
   const std::vector<memory::MemorySample>& samples = output.memory_samples;
   const auto first = std::find_if(

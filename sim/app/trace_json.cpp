@@ -225,7 +225,9 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
   for (const memory::MemorySample& m : output.memory_samples) {
     w.begin_object();
     w.key("args").begin_object().field("active", to_gib(m.active));
-    w.field("allocated", to_gib(m.allocated)).field("reserved", to_gib(m.reserved)).end_object();
+    w.field("allocated", to_gib(m.allocated))
+        .field("reserved", to_gib(m.shown_reserved(r.models_reserved)))
+        .end_object();
     w.field("name", "memory (GiB)").field("ph", "C").field("pid", memory_pid);
     w.field("ts", m.time.microseconds()).end_object();
   }

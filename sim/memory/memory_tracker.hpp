@@ -22,6 +22,12 @@ struct MemorySample {
   Bytes allocated;
   Bytes active;
   Bytes reserved;  // zero without an allocator model
+
+  // What the outputs show as reserved: the allocator model's, or without one its lower bound,
+  // the active memory (as the result's peak_mem_reserved_gib).
+  [[nodiscard]] Bytes shown_reserved(bool models_reserved) const {
+    return models_reserved ? reserved : active;
+  }
 };
 
 // A tensor allocated or freed by the CPU, in program order: what PyTorch's memory history

@@ -264,6 +264,19 @@ TEST(TraceFormat, DdpTraceIsValid) {
   EXPECT_GE(stats_of(trace).flows["waits for"], 1U);
 }
 
+// Without the allocator model the memory counter's reserved is its lower bound, the active
+// memory, as in the memory timeline and the result; it read 0.
+TEST(TraceFormat, WithoutTheAllocatorReservedIsTheActiveMemory) {
+  const nlohmann::json trace = run_trace("no_allocator", {{"allocator", {{"enabled", false}}}});
+  std::size_t counters = 0;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] != "C") continue;
+    ++counters;
+    EXPECT_EQ(e["args"]["reserved"], e["args"]["active"]) << e.dump();
+  }
+  EXPECT_GT(counters, 10U);
+}
+
 TEST(TraceFormat, CpuBoundStepsShowLaunchArrows) {
   // A 125M model with short sequences: the GPU waits for kernel launches.
   const nlohmann::json trace =
