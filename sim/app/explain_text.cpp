@@ -90,13 +90,17 @@ void communication_section(const Explanation& e, std::size_t top, std::string& o
       "the step's exposed communication)\n",
       format_time(c.busy_wall), format_time(c.exposed_wall));
   if (!c.causes.empty()) {
-    out += "  exposed by cause:";
-    for (std::size_t i = 0; i < std::min<std::size_t>(c.causes.size(), 4); ++i) {
+    // Each collective's own exposed time, as in the rows above: concurrent ones each count.
+    out += "  exposed by cause (each collective's own, as the rows above):";
+    const std::size_t shown = rows(c.causes.size(), top);
+    for (std::size_t i = 0; i < shown; ++i) {
       const ExposedCause& cause = c.causes[i];
       out +=
           fmt::format("{} {} {} ({}) {}", i == 0 ? "" : ",", cause.phase, cause.collective,
                       cause.inter_node ? "inter-node" : "intra-node", format_time(cause.exposed));
     }
+    if (shown < c.causes.size())
+      out += fmt::format(" ({} more; --top 0 lists all)", c.causes.size() - shown);
     out += "\n";
   }
 }

@@ -251,6 +251,18 @@ TEST(ExplainCommand, PrintsDiagnosisCriticalPathAndUnits) {
   }
 }
 
+// --top limits the exposed causes like every other list, and 0 lists them all (DeepSpeed 0.3's
+// GPT-175B has five: backward all-reduce and all-gather, forward all-gather, the optimizer's).
+TEST(ExplainCommand, TopLimitsTheExposedCausesAndZeroListsAll) {
+  const std::string scenario =
+      std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/deepspeed/gpt175b_384xa100.json";
+  const Outcome all = run_fsdpsim("explain " + scenario + " --top 0");
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_NE(all.output.find("optimizer all-reduce"), std::string::npos) << all.output;
+  const Outcome two = run_fsdpsim("explain " + scenario + " --top 2");
+  EXPECT_NE(two.output.find("(3 more; --top 0 lists all)"), std::string::npos) << two.output;
+}
+
 TEST(ExplainCommand, JsonHasTheCriticalPathOfTheWholeStepAndEveryUnit) {
   const fs::path scenario = tiny_scenario("explain_json");
   const Outcome o = run_fsdpsim("explain " + scenario.string() + " --json -");
