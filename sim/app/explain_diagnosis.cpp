@@ -28,10 +28,13 @@ std::string diagnose(const DiagnosisInput& in) {
         in.also_exposed_collective.empty()
             ? in.top_exposed_collective
             : fmt::format("{} and {}", in.top_exposed_collective, in.also_exposed_collective);
-    return fmt::format("communication-bound: {} is {} bound on the {}: {} of the step exposed",
-                       in.top_exposed_phase, collectives,
-                       in.top_exposed_inter_node ? "inter-node link" : "intra-node link (NVLink)",
-                       percent(exposed));
+    // The share is the whole step's exposed communication, every phase's, not the phase's.
+    return fmt::format(
+        "communication-bound: {} is {} bound on the {}; exposed communication in all phases: {} "
+        "of the step",
+        in.top_exposed_phase, collectives,
+        in.top_exposed_inter_node ? "inter-node link" : "intra-node link (NVLink)",
+        percent(exposed));
   }
   if (compute >= kComputeBound) {
     return fmt::format("compute-bound: {} of the step on the compute stream; {}", percent(compute),

@@ -178,16 +178,14 @@ TEST(ExplainDiagnosis, CommunicationBoundNamesPhaseCollectiveAndLink) {
   in.top_exposed_phase = "backward";
   in.top_exposed_collective = "all-gather";
   in.top_exposed_inter_node = true;
-  EXPECT_EQ(
-      diagnose(in),
-      "communication-bound: backward is all-gather bound on the inter-node link: 38.0% of the step "
-      "exposed");
+  EXPECT_EQ(diagnose(in),
+            "communication-bound: backward is all-gather bound on the inter-node link; exposed "
+            "communication in all phases: 38.0% of the step");
   in.also_exposed_collective = "reduce-scatter";
   in.top_exposed_inter_node = false;
   EXPECT_EQ(diagnose(in),
             "communication-bound: backward is all-gather and reduce-scatter bound on the "
-            "intra-node link (NVLink): "
-            "38.0% of the step exposed");
+            "intra-node link (NVLink); exposed communication in all phases: 38.0% of the step");
 }
 
 TEST(ExplainDiagnosis, CpuBoundWhenTheCriticalPathRunsOnTheCpuAndTheGpuIdles) {
