@@ -1,4 +1,4 @@
-// fsdpsim: the command line. Only here are errors mapped to exit codes (DESIGN.md):
+// fsdpsim: the command line. Only here are errors mapped to exit codes (README.md, "Exit codes"):
 // 0 ok, 1 internal error, 2 bad usage or bad input, 3 a check that ran but failed.
 #include <CLI/CLI.hpp>
 #include <iostream>

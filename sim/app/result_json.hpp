@@ -1,5 +1,6 @@
-// The result JSON: stable, unit-suffixed keys (DESIGN.md "Contracts") that scripts and checks
-// rely on. Deterministic: the same scenario gives byte-identical output (no wall-clock values).
+// The result JSON: stable, unit-suffixed keys (listed in README.md, after the first --json
+// example) that scripts and checks rely on. Deterministic: the same scenario gives
+// byte-identical output (no wall-clock values).
 #pragma once
 
 #include <nlohmann/json.hpp>
