@@ -200,17 +200,28 @@ class Fsdp2Step final : private UnitHooks {
     if (f_.cpu_offload && !from_post_forward) {
       s_.host_transfer(unit.name + ".h2d_shard", copy_in_, elements(shard, storage), phase(), g(u));
     }
-    if (from_post_forward) {
-      s_.copy(unit.name + ".all_gather_copy_in", copy_in_, 2 * bytes.shard(group), phase(), g(u));
+    // FSDPParam.param_dtype is None where it equals the storage dtype (init_dtype_attrs). Where
+    // it is not, _get_param_all_gather_inputs first copies the shards, casting, into one
+    // param_dtype buffer (torch._foreach_copy_ into flat_foreach_copy_input), and
+    // all_gather_copy_in copies that buffer into the all-gather input: two passes, the buffer
+    // alive between them, for the post-forward shards too. Under CPU offload (use_foreach_copy)
+    // and for the float8 weights (fsdp_pre_all_gather) all_gather_copy_in takes the shards as
+    // they are, casting as it copies.
+    const std::int64_t high = (bytes.high_numel + group - 1) / group;
+    const Bytes float8_copy = 2 * elements((bytes.float8_numel + group - 1) / group, Dtype::kFp8);
+    const Dtype held = from_post_forward ? f_.param_dtype : storage;  // the shards' dtype
+    if (!from_post_forward) cast_float8_shards(u, group);  // fsdp_pre_all_gather
+    if (f_.param_dtype != storage && !f_.cpu_offload) {
+      const Bytes cast = elements(high, f_.param_dtype);
+      const TensorId input = s_.allocate(unit.name + ".all_gather_cast_input", cast, copy_in_,
+                                         MemoryCategory::kParameters);
+      s_.copy(unit.name + ".all_gather_cast", copy_in_, elements(high, held) + cast, phase(),
+              g(u));
+      s_.copy(unit.name + ".all_gather_copy_in", copy_in_, 2 * cast + float8_copy, phase(), g(u));
+      s_.free(input);
     } else {
-      // The float8 weights' shards first (fsdp_pre_all_gather), then every shard into the
-      // all-gather input: the others cast from their storage dtype, the float8 ones copied.
-      cast_float8_shards(u, group);
-      const std::int64_t high = (bytes.high_numel + group - 1) / group;
       s_.copy(unit.name + ".all_gather_copy_in", copy_in_,
-              elements(high, storage) + elements(high, f_.param_dtype) +
-                  2 * elements((bytes.float8_numel + group - 1) / group, Dtype::kFp8),
-              phase(), g(u));
+              elements(high, held) + elements(high, f_.param_dtype) + float8_copy, phase(), g(u));
     }
     s_.program().wait_stream(all_gather_, copy_in_);
     s_.collective(unit.name + ".all_gather", Collective::kAllGather, all_gather_,

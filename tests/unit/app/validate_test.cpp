@@ -1227,9 +1227,10 @@ TEST(Validate, RmsNormColumnReachesTheScenario) {
 
 // The H200 runs trained under allocator caps (configs/validation/measured-h200/retries): each
 // capped run that fit retried cudaMalloc, and what those retries added to its step (against the
-// same run uncapped) is what the presets' cudaMalloc/cudaFree costs price. Measured, the eight
-// capped runs' steps grew by 210 ms in all; priced at a flat 100 us per device call (the
-// presets before the H200's allocator calls were timed) they grew by about 40 ms.
+// same run uncapped) is what the presets' cudaMalloc/cudaFree costs price. Measured, the nine
+// capped runs that fit (fsdpsim finds room for all nine) grew by 222.6 ms in all; priced at a
+// flat 100 us per device call (the presets before the H200's allocator calls were timed) the
+// eight it then found room for grew by about 40 ms.
 TEST(Validate, CappedH200RunsPayWhatTheirRetriesCost) {
   const auto [code, out] = run_fsdpsim("validate " + std::string(FSDPSIM_CONFIGS_DIR) +
                                        "/validation/measured-h200/retries/steps.csv --json -");
@@ -1255,8 +1256,8 @@ TEST(Validate, CappedH200RunsPayWhatTheirRetriesCost) {
                         base["step_time_s"]["predicted"].get<double>();
     ++capped;
   }
-  EXPECT_EQ(capped, 8);
-  EXPECT_NEAR(measured_growth, 0.210, 0.001);
+  EXPECT_EQ(capped, 9);
+  EXPECT_NEAR(measured_growth, 0.2226, 0.001);
   EXPECT_NEAR(predicted_growth, measured_growth, 0.25 * measured_growth);
 }
 

@@ -560,6 +560,35 @@ TEST(Knobs, Fsdp2CopiesInAndOutAroundEachAllGather) {
   EXPECT_EQ(k.out.result.memory.peak_allocated, k.out.result.memory.peak_active);
 }
 
+// Where param_dtype differs from the storage dtype, FSDP2 casts each unit's shards into one
+// param_dtype buffer (_get_param_all_gather_inputs' _foreach_copy_) that all_gather_copy_in then
+// copies: a blocks.N shard of 5M fp32 elements is read (20 MB) and written in bf16 (10 MB), and
+// the 10 MB buffer is copied into the all-gather input. Where the dtypes agree, FSDPParam's
+// param_dtype is None and the shards go to all_gather_copy_in as they are.
+TEST(Knobs, Fsdp2CastsTheShardsIntoAParamDtypeBufferBeforeTheCopyIn) {
+  const auto with = [](Dtype storage, Dtype param) {
+    return run([storage, param](ScheduleInput& in) {
+      in.fsdp.version = 2;
+      in.fsdp.limit_all_gathers = false;
+      in.training.param_storage_dtype = storage;
+      in.fsdp.param_dtype = param;
+    });
+  };
+  const auto op_bytes = [](const Knobs& k, const std::string& name) {
+    return k.out.schedule.program.ops[k.first_index(name)].bytes.value();
+  };
+  const Knobs mixed = with(Dtype::kFp32, Dtype::kBf16);
+  EXPECT_EQ(op_bytes(mixed, "blocks.0.all_gather_cast"), 30'000'000);
+  EXPECT_EQ(op_bytes(mixed, "blocks.0.all_gather_copy_in"), 20'000'000);
+  EXPECT_EQ(mixed.tensor_bytes("blocks.0.all_gather_cast_input"), 10'000'000);
+  for (const Dtype d : {Dtype::kFp32, Dtype::kBf16}) {
+    const Knobs same = with(d, d);
+    EXPECT_EQ(same.count_suffix(".all_gather_cast"), 0u) << dtype_name(d);
+    EXPECT_EQ(op_bytes(same, "blocks.0.all_gather_copy_in"), 2 * 5'000'000 * dtype_bytes(d))
+        << dtype_name(d);
+  }
+}
+
 // Two FSDP2 steps (a caching allocator makes simulate_step run a warm-up step): launches cost
 // nothing, so the CPU issues the measured step while the GPU still runs the warm-up step's
 // AdamW over the three 20 MB fp32 gradient shards. zero_grad drops them with no record_stream,
@@ -882,7 +911,10 @@ TEST(Knobs, Fsdp2Float8AllGatherMovesFloat8WeightsAtOneByte) {
     EXPECT_EQ(k->tensor_bytes("blocks.0.unsharded_params"), 1'002'000);
     EXPECT_EQ(op_bytes(*k, "blocks.1.float8_weight1.to_float8"), 1'250'000);
     EXPECT_EQ(op_bytes(*k, "blocks.1.float8_weight1.clamp"), 2'000'000);
-    EXPECT_EQ(op_bytes(*k, "blocks.0.all_gather_copy_in"), 3'000 + 1'000'000);
+    // The other shards are cast into a bf16 buffer first (fp32 -> bf16, 500 x 6 B), which
+    // all_gather_copy_in copies (500 x 4 B) beside the float8 weights (500'000 x 1 B x 2).
+    EXPECT_EQ(op_bytes(*k, "blocks.0.all_gather_cast"), 3'000);
+    EXPECT_EQ(op_bytes(*k, "blocks.0.all_gather_copy_in"), 2'000 + 1'000'000);
     EXPECT_EQ(k->count_suffix(".to_float8"), 8u);  // 2 weights x 2 blocks x (forward, backward)
     // The root's embedding and head are no Float8Linears: gathered as before.
     EXPECT_EQ(op_bytes(*k, "root.all_gather"), op_bytes(bf16, "root.all_gather"));
