@@ -210,13 +210,12 @@ class Fsdp2Step final : private UnitHooks {
     const std::int64_t high = (bytes.high_numel + group - 1) / group;
     const Bytes float8_copy = 2 * elements((bytes.float8_numel + group - 1) / group, Dtype::kFp8);
     const Dtype held = from_post_forward ? f_.param_dtype : storage;  // the shards' dtype
-    if (!from_post_forward) cast_float8_shards(u, group);  // fsdp_pre_all_gather
+    if (!from_post_forward) cast_float8_shards(u, group);             // fsdp_pre_all_gather
     if (f_.param_dtype != storage && !f_.cpu_offload) {
       const Bytes cast = elements(high, f_.param_dtype);
       const TensorId input = s_.allocate(unit.name + ".all_gather_cast_input", cast, copy_in_,
                                          MemoryCategory::kParameters);
-      s_.copy(unit.name + ".all_gather_cast", copy_in_, elements(high, held) + cast, phase(),
-              g(u));
+      s_.copy(unit.name + ".all_gather_cast", copy_in_, elements(high, held) + cast, phase(), g(u));
       s_.copy(unit.name + ".all_gather_copy_in", copy_in_, 2 * cast + float8_copy, phase(), g(u));
       s_.free(input);
     } else {
