@@ -129,8 +129,9 @@ TEST(Ddp, AutocastCastsTheLinearsAndAccumulatesGradients) {
 // head's share of the table's gradient comes back through the cast right after the linear's
 // gradient kernels and is held (4 MB) until the embedding's backward has added its own, when
 // AccumulateGrad takes it as .grad.
-TEST(Ddp, ATiedTableIsCastWhereTheHeadReadsIt) {
-  models::Workload w;
+// A head of a 2,000-parameter norm and an lm_head linear whose weight is the embedding's
+// 1000 x 1000 table.
+models::Layer tied_head() {
   models::Layer head;
   head.name = "head";
   head.kind = models::LayerKind::kHead;
@@ -142,7 +143,12 @@ TEST(Ddp, ATiedTableIsCastWhereTheHeadReadsIt) {
   head.backward = {testing::tiny_linear_grad("lm_head", models::LinearPass::kInputGrad),
                    testing::tiny_linear_grad("lm_head", models::LinearPass::kWeightGrad),
                    {"norm_bwd", testing::tiny_kernel(10, 0.0)}};
-  w.layers = {testing::tiny_embedding(1'000'000), head};
+  return head;
+}
+
+TEST(Ddp, ATiedTableIsCastWhereTheHeadReadsIt) {
+  models::Workload w;
+  w.layers = {testing::tiny_embedding(1'000'000), tied_head()};
   w.total_numel = 1'002'000;
   ScheduleInput in = input(w);
   in.fsdp.param_dtype = Dtype::kBf16;
@@ -175,19 +181,13 @@ TEST(Ddp, ASecondLookupOfTheTiedTableHoldsNoGradientOfItsOwn) {
   models::Layer decoder_lookup = testing::tiny_embedding(0);
   decoder_lookup.name = "decoder.embedding";
   decoder_lookup.parameter_tensors = 0;
-  models::Layer head;
-  head.name = "head";
-  head.kind = models::LayerKind::kHead;
-  head.forward = {testing::tiny_linear("lm_head", 1000, 1000, 10)};
-  head.backward = {testing::tiny_linear_grad("lm_head", models::LinearPass::kInputGrad),
-                   testing::tiny_linear_grad("lm_head", models::LinearPass::kWeightGrad)};
-  w.layers = {testing::tiny_embedding(1'000'000), decoder_lookup, head};
-  w.total_numel = 1'000'000;
+  w.layers = {testing::tiny_embedding(1'000'000), decoder_lookup, tied_head()};
+  w.total_numel = 1'002'000;
   ScheduleInput in = input(w);
   in.fsdp.param_dtype = Dtype::kBf16;
   const SimulationOutput out = simulate_step(in, {});
   EXPECT_EQ(testing::count_ops_ending_in(out, ".copy_to_bucket"),
-            (std::map<std::string, int>{{"embedding.tied", 1}}));
+            (std::map<std::string, int>{{"embedding.tied", 1}, {"head", 1}}));
   EXPECT_EQ(testing::count_ops_ending_in(out, ".grad_to_fp32"),
             (std::map<std::string, int>{{"embedding.tied", 1}}));
 }
