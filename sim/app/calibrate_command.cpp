@@ -454,9 +454,9 @@ int import_command(const CalibrateOptions& o) {
     }
   }
   std::vector<std::string> notes;
-  // Unnamed: after the output file, or after the first log when the profile goes to stdout.
+  // Unnamed: after the output file, or after the first log when the profile goes to a stream.
   const std::string name = !o.name.empty() ? o.name
-                           : writes_stdout(o.import_output)
+                           : writes_own_stream(o.import_output)
                                ? std::filesystem::path(o.logs.front()).stem().string()
                                : std::filesystem::path(o.import_output).stem().string();
   require_option_text("--name", name);

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -338,13 +339,33 @@ std::optional<int> own_stream(const std::string& path) {
   for (const std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
     if (path.size() <= prefix.size() || path.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string digits = path.substr(prefix.size());
+    // As the kernel names them: no sign, no leading zero ("/dev/fd/01" is no entry).
     constexpr std::size_t kMaxDigits = 9;
-    if (digits.size() > kMaxDigits ||
+    if (digits.size() > kMaxDigits || (digits.size() > 1 && digits.front() == '0') ||
         !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return std::nullopt;
     return std::stoi(digits);
   }
   return std::nullopt;
+}
+
+// Where a stream of our own writes, as a place to compare with the other outputs' and the
+// inputs: the file the descriptor is open on (a shell redirect's), else the descriptor itself
+// (a pipe, a terminal).
+std::string stream_place(int fd) {
+  struct stat st {};
+  std::error_code ec;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const fs::path file = fs::read_symlink(fmt::format("/proc/self/fd/{}", fd), ec);
+    if (!ec) return fs::weakly_canonical(file, ec).string();
+  }
+  return fmt::format("fd {}", fd);
+}
+
+// A pipe, socket or terminal takes a write only as fast as its reader reads.
+bool may_block(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
 // Writes `content` to descriptor `fd` (after what std::cout and std::cerr hold, so that their
@@ -371,7 +392,7 @@ struct Staged {
   const OutputFile* file = nullptr;
   fs::path target;
   fs::path temporary;  // empty: written in place (a device, a FIFO) or to a stream of our own
-  std::optional<int> stream;  // own_stream(path): written last, to that descriptor
+  std::optional<int> stream;  // own_stream(path): written to that descriptor, stdout last
 };
 
 }  // namespace
@@ -423,8 +444,13 @@ void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::
   for (const std::string& path : paths) {
     if (path.empty()) continue;
     std::error_code ec;
+    const std::optional<int> stream = own_stream(path);
+    if (stream && *stream != STDOUT_FILENO && ::fcntl(*stream, F_GETFD) == -1)
+      throw ConfigError(fmt::format("cannot write {}: the descriptor is not open", path));
+    // A stream open on a file is that file (`--json - >> scenario.json` would append to it).
+    const std::string place = stream ? stream_place(*stream) : output_place(path);
     for (const fs::path& input : inputs) {
-      if (path != "-" && fs::equivalent(path, input, ec)) {
+      if (fs::equivalent(stream ? fs::path(place) : fs::path(path), input, ec)) {
         throw ConfigError(
             path, "",
             fmt::format("is {}; writing the output there would destroy it",
@@ -432,19 +458,13 @@ void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::
                                                : "the input " + input.string()));
       }
     }
-    const std::optional<int> stream = own_stream(path);
-    const std::string place = stream ? fmt::format("fd {}", *stream) : output_place(path);
     if (!places.insert(place).second) {
       throw ConfigError(path, "",
-                        stream ? fmt::format("is given for two outputs; {} can take one",
-                                             *stream == STDOUT_FILENO ? "stdout" : place)
-                               : "is given for two outputs; each needs a file of its own");
+                        stream && *stream == STDOUT_FILENO
+                            ? "is given for two outputs; stdout can take one"
+                            : "is given for two outputs; each needs a file of its own");
     }
-    if (stream) {
-      if (*stream != STDOUT_FILENO && ::fcntl(*stream, F_GETFD) == -1)
-        throw ConfigError(fmt::format("cannot write {}: the descriptor is not open", path));
-      continue;
-    }
+    if (stream) continue;
     const fs::file_status status = fs::status(path, ec);  // through symbolic links
     if (fs::is_directory(status))
       throw ConfigError(path, "", "is a folder; expected the path of a file to write");
@@ -472,7 +492,9 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   // A FIFO's write waits for its reader as long as it takes: Ctrl-C must still get through.
   const bool may_wait = std::any_of(paths.begin(), paths.end(), [](const std::string& path) {
     std::error_code ec;
-    return !own_stream(path) && fs::is_fifo(fs::status(path, ec));
+    const std::optional<int> stream = own_stream(path);
+    if (stream) return *stream != STDOUT_FILENO && may_block(*stream);
+    return fs::is_fifo(fs::status(path, ec));
   });
   std::optional<DeferredTerminationSignals> deferred;
   if (!may_wait) deferred.emplace();
@@ -519,12 +541,17 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
     staged.push_back(std::move(s));
   }
   // Publishing: first what is written in place and may fail (a full device, a FIFO's reader
-  // gone), while every staged file can still be discarded; then the renames into place; stdout
-  // last, so that nothing is printed for outputs that did not land.
+  // gone, a descriptor of our own other than stdout), while every staged file can still be
+  // discarded; then the renames into place; stdout last, so that nothing is printed for outputs
+  // that did not land.
   for (const Staged& s : staged) {
-    if (s.stream || !s.temporary.empty()) continue;
+    if (!s.temporary.empty() || (s.stream && *s.stream == STDOUT_FILENO)) continue;
     try {
-      write_file(s.target, s.file->content, s.file->path);
+      if (s.stream) {
+        write_stream(*s.stream, s.file->content, s.file->path);
+      } else {
+        write_file(s.target, s.file->content, s.file->path);
+      }
     } catch (const ConfigError&) {
       discard(0);
       throw;
@@ -576,11 +603,14 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   }
   remove_backups();
   for (const Staged& s : staged) {
-    if (s.stream) write_stream(*s.stream, s.file->content, s.file->path);
+    if (s.stream && *s.stream == STDOUT_FILENO)
+      write_stream(*s.stream, s.file->content, s.file->path);
   }
 }
 
 bool writes_stdout(const std::string& path) { return own_stream(path) == STDOUT_FILENO; }
+
+bool writes_own_stream(const std::string& path) { return own_stream(path).has_value(); }
 
 void write_output(const std::string& path, const std::string& content,
                   const std::vector<fs::path>& inputs) {

@@ -50,7 +50,8 @@ struct OutputFile {
 // failed run leaves the old files as they were. A symbolic link is written through to the file
 // it names (as a shell redirect does); a device or FIFO (a pipe) is written in place, after the
 // others are staged. The process's own streams ('-', /dev/stdout, /dev/stderr, /dev/fd/N) are
-// written last, to their descriptors, as they stand (never reopened, truncated or replaced). Throws
+// written to their descriptors as they stand (never reopened, truncated or replaced), stdout
+// last; one open on a file counts as that file for the checks below. Throws
 // ConfigError (exit code 2) naming the path when one cannot be written, and before writing anything
 // when one is the same file as one of `inputs` (the files the command read: a scenario, a profile,
 // a log), which it would destroy.
@@ -65,6 +66,9 @@ void check_outputs(const std::vector<std::string>& paths,
 // Whether writing `path` writes this process's stdout ('-', /dev/stdout, /dev/fd/1): the
 // command then prints its summary for a person to stderr, keeping stdout that output alone.
 bool writes_stdout(const std::string& path);
+// Whether `path` is one of this process's own streams ('-', /dev/stdout, /dev/stderr, /dev/fd/N):
+// it names no file to take a name from.
+bool writes_own_stream(const std::string& path);
 
 void write_output(const std::string& path, const std::string& content,
                   const std::vector<std::filesystem::path>& inputs = {});

@@ -1338,9 +1338,23 @@ TEST(Cli, OutputsToTheProcesssOwnStreamsAreWrittenAsStreams) {
   EXPECT_EQ(descriptor.exit_code, 0) << descriptor.output;
   EXPECT_NE(read_file(fd3).find("\"step_time_s\""), std::string::npos);
 
+  // A descriptor that refuses the write (read-only here) fails before the files land.
+  const fs::path kept_out = temp_dir() / "not_landed.json";
+  fs::remove(kept_out);
+  const Outcome read_only = run_fsdpsim("run " + kScenario + " --set model.n_layers=2 --json " +
+                                        "/dev/fd/3 --trace " + kept_out.string() + " 3</dev/null");
+  EXPECT_EQ(read_only.exit_code, 2) << read_only.output;
+  EXPECT_FALSE(fs::exists(kept_out));
+  // stdout redirected to a file is that file: a second output to it is refused.
+  const fs::path same = temp_dir() / "stdout_file.json";
+  const Outcome twice = run_fsdpsim("run " + kScenario + " --json /dev/stdout --memory-timeline " +
+                                    same.string() + " > " + same.string());
+  EXPECT_EQ(twice.exit_code, 2);
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--json /dev/stdout --trace -", "is given for two outputs; stdout can take one"},
-      {"--json /dev/fd/9", "cannot write /dev/fd/9: the descriptor is not open"}};
+      {"--json /dev/fd/9", "cannot write /dev/fd/9: the descriptor is not open"},
+      // The kernel names descriptors without leading zeros: a path like any other.
+      {"--json /dev/fd/01", "cannot write /dev/fd/01: No such file or directory"}};
   for (const auto& [outputs, message] : refused) {
     const Outcome o = run_fsdpsim("run " + kScenario + " " + outputs);
     EXPECT_EQ(o.exit_code, 2) << outputs << "\n" << o.output;
