@@ -481,6 +481,14 @@ int sweep_command(const SweepOptions& options) {
 
   const SweepRun run = run_sweep(plan, jobs, &InterruptGuard::flag(), progress);
   const bool interrupted = run.stopped;
+  // The trace's point is simulated again while a signal still only raises the flag: a Ctrl-C
+  // then costs the trace, not the table of a grid that may have taken hours.
+  std::optional<std::string> trace;
+  if (!options.trace_path.empty() && !interrupted) {
+    std::string content = sweep_point_trace(plan, options.trace_row);
+    if (!InterruptGuard::flag().load()) trace = std::move(content);
+  }
+  const bool trace_interrupted = !options.trace_path.empty() && !interrupted && !trace;
   // The grid has stopped: a signal from here on ends the command as usual (write_outputs holds it
   // back until its files are all in place or all discarded), and an output that waits, a FIFO
   // nobody reads, can be interrupted.
@@ -527,8 +535,7 @@ int sweep_command(const SweepOptions& options) {
                                   "scenario{} (the first: {}); no output was written",
                                   skipped, skipped == 1 ? "" : "s", reasons.front()));
   }
-  if (!options.trace_path.empty() && !interrupted)
-    outputs.push_back({options.trace_path, sweep_point_trace(plan, options.trace_row)});
+  if (trace) outputs.push_back({options.trace_path, *trace});
   write_outputs(outputs, plan.input_files);
 
   const bool stdout_taken = writes_stdout(options.csv_path) || writes_stdout(options.jsonl_path) ||
@@ -547,6 +554,13 @@ int sweep_command(const SweepOptions& options) {
   if (interrupted) {
     std::cerr << fmt::format("interrupted: wrote the {} of {} points that finished\n",
                              run.table.rows.size(), plan.indices.size());
+    return InterruptGuard::exit_code();
+  }
+  if (trace_interrupted) {
+    std::cerr << fmt::format(
+        "interrupted: wrote every point; the trace of point {} was not "
+        "written\n",
+        options.trace_row);
     return InterruptGuard::exit_code();
   }
   return 0;
