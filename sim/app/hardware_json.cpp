@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <string>
-#include <utility>
 
 #include "hardware/rank_pacing.hpp"
 #include "sim/app/calibration_json.hpp"
@@ -41,20 +40,26 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
   p.finish();
   // A narrower type's tensor cores are never slower than a wider one's (datasheets: A100 19.5 /
   // 156 / 312 / 312, H100 67 / 494.5 / 989 / 989 / 1979), and MFU divides by the rate of the
-  // type the GEMMs run in, so a narrower peak below a wider one would put it above 100 %.
-  const std::pair<Dtype, Dtype> narrower_than[] = {{Dtype::kTf32, Dtype::kFp32},
-                                                   {Dtype::kBf16, Dtype::kTf32},
-                                                   {Dtype::kFp16, Dtype::kTf32},
-                                                   {Dtype::kFp8, Dtype::kBf16},
-                                                   {Dtype::kFp8, Dtype::kFp16}};
-  for (const auto& [narrow, wide] : narrower_than) {
-    const double narrow_peak = gpu.peak(narrow).value();
-    const double wide_peak = gpu.peak(wide).value();
-    if (narrow_peak > 0.0 && narrow_peak < wide_peak) {
+  // type the GEMMs run in, so a narrower peak below a wider one would put it above 100 %. Every
+  // pair of given (non-zero) peaks is compared, whatever is missing between them.
+  // Ranks from widest to narrowest; each narrower peak is checked against the nearest wider
+  // ones first, so the message names the bound it breaks most directly.
+  const auto rank = [](Dtype d) {
+    return d == Dtype::kFp32 ? 0 : d == Dtype::kTf32 ? 1 : d == Dtype::kFp8 ? 3 : 2;
+  };
+  const Dtype narrowest_first[] = {Dtype::kFp8, Dtype::kBf16, Dtype::kFp16, Dtype::kTf32,
+                                   Dtype::kFp32};
+  for (const Dtype narrow : narrowest_first) {
+    for (const Dtype wide : narrowest_first) {
+      const double narrow_peak = gpu.peak(narrow).value();
+      const double wide_peak = gpu.peak(wide).value();
+      if (rank(wide) >= rank(narrow) || narrow_peak <= 0.0 || narrow_peak >= wide_peak) continue;
       throw ConfigError(file, path + "/peak_dense_tflops/" + std::string(dtype_name(narrow)),
-                        fmt::format("expected 0 (none) or at least the {} peak, {} TFLOP/s (a "
-                                    "narrower type is never slower), found {}",
-                                    dtype_name(wide), wide_peak / 1e12, narrow_peak / 1e12));
+                        fmt::format("expected 0 (none) or at least the {} peak ({}/"
+                                    "peak_dense_tflops/{}: {} TFLOP/s): a narrower type is "
+                                    "never slower, found {}",
+                                    dtype_name(wide), path, dtype_name(wide), wide_peak / 1e12,
+                                    narrow_peak / 1e12));
     }
   }
   gpu.hbm = Bytes(r.positive_int_at_most("hbm_bytes", size_bounds::kMemoryBytes));

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "models/workload.hpp"
 #include "sim/app/allocator_json.hpp"
@@ -302,6 +303,23 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                       "all-gathers the weights of float8 linears in float8; it needs "
                       "training.matmul_dtype fp8");
   }
+  // FSDPParam.all_gather_inputs raises NotImplementedError for a tensor with
+  // fsdp_pre_all_gather (the float8 weights) in SHARDED_POST_FORWARD: no k-rank resharding.
+  if (s.fsdp.float8_all_gather) {
+    const std::pair<const char*, std::int32_t> resharding[] = {
+        {"reshard_after_forward", s.fsdp.reshard_after_forward},
+        {"last_unit_reshard_after_forward", s.fsdp.last_unit_reshard_after_forward.value_or(1)}};
+    for (const auto& [key, k] : resharding) {
+      if (k > 1) {
+        throw ConfigError(f, fmt::format("/fsdp/{}", key),
+                          fmt::format("expected true or false with fsdp.float8_all_gather, found "
+                                      "{}: FSDP2 cannot all-gather float8 weights from a {}-rank "
+                                      "post-forward shard (NotImplementedError in "
+                                      "FSDPParam.all_gather_inputs)",
+                                      k, k));
+      }
+    }
+  }
   if (s.training.float8_linears() && s.hardware.cluster.gpu.peak(Dtype::kFp8).value() <= 0.0) {
     throw ConfigError(
         f, "/training/matmul_dtype",
@@ -386,11 +404,15 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   } catch (const ConfigError& e) {
     // An error at a key an override set says where the value came from.
     const std::string what = e.what();
-    // The last override of a key is the one that holds.
-    for (std::size_t i = overrides.size(); i-- > 0;) {
+    const auto override_path = [&](std::size_t i) {
       const std::string& o = overrides[i];
       std::string path = "/" + o.substr(0, o.find('='));
       std::replace(path.begin(), path.end(), '.', '/');
+      return path;
+    };
+    // The last override of a key is the one that holds.
+    for (std::size_t i = overrides.size(); i-- > 0;) {
+      const std::string path = override_path(i);
       // ": /path:" leads a message about the value; ": /path)" ends one about the file it names;
       // an unknown key the override created may be one of its parents (--set bogus.x=1: /bogus).
       bool created_unknown_key = false;
@@ -400,15 +422,21 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
             what.find(": " + path.substr(0, end) + ": unknown key") != std::string::npos;
         if (end == std::string::npos) break;
       }
-      // An error inside a value the override gave (an object: --set 'model={...}') is its too,
-      // and so is one that names the override's key with its value, "(/path: value)", as the
-      // other side of a bound between two keys.
+      // An error inside a value the override gave (an object: --set 'model={...}') is its too.
       if (created_unknown_key || what.find(": " + path + ":") != std::string::npos ||
-          what.find("(" + path + ":") != std::string::npos ||
           what.find(": " + path + "/") != std::string::npos ||
           what.find(": " + path + ")") != std::string::npos) {
-        throw ConfigError(
-            fmt::format("{} (the value comes from {})", what, described_override(o, i, origins)));
+        throw ConfigError(fmt::format("{} (the value comes from {})", what,
+                                      described_override(overrides[i], i, origins)));
+      }
+    }
+    // Else one that names the override's key with its value, "(/path: value)", as the other
+    // side of a bound between two keys.
+    for (std::size_t i = overrides.size(); i-- > 0;) {
+      const std::string path = override_path(i);
+      if (what.find("(" + path + ":") != std::string::npos) {
+        throw ConfigError(fmt::format("{} ({} comes from {})", what, path,
+                                      described_override(overrides[i], i, origins)));
       }
     }
     throw;

@@ -1440,24 +1440,50 @@ TEST(Cli, ABoundBetweenTwoKeysNamesBothAndTheSet) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"hardware.gpu.hbm_bytes=1",
        "/hardware/gpu/runtime_reserved_GiB: expected less than the device's memory "
-       "(/hardware/gpu/hbm_bytes: 1 B), found 1.5 GiB (the value comes from --set "
+       "(/hardware/gpu/hbm_bytes: 1 B), found 1.5 GiB (/hardware/gpu/hbm_bytes comes from --set "
        "hardware.gpu.hbm_bytes=1)"},
+      {"hardware.gpu.peak_dense_tflops.fp32=600",
+       "/hardware/gpu/peak_dense_tflops/tf32: expected 0 (none) or at least the fp32 peak "
+       "(/hardware/gpu/peak_dense_tflops/fp32: 600 TFLOP/s): a narrower type is never slower, "
+       "found 494.5 (/hardware/gpu/peak_dense_tflops/fp32 comes from --set "
+       "hardware.gpu.peak_dense_tflops.fp32=600)"},
       {"hardware.gpu.sm_count=1",
        "/hardware/node/nccl_channels: expected fewer than the GPU's SMs (/hardware/gpu/sm_count: "
        "1)"},
       {"hardware.gpu.peak_dense_tflops.bf16=0",
        "/fsdp/param_dtype: h100-sxm-80gb has no bf16 peak in its hardware description "
-       "(/hardware/gpu/peak_dense_tflops/bf16: 0) (the value comes from --set "
-       "hardware.gpu.peak_dense_tflops.bf16=0)"}};
+       "(/hardware/gpu/peak_dense_tflops/bf16: 0) (/hardware/gpu/peak_dense_tflops/bf16 comes "
+       "from --set hardware.gpu.peak_dense_tflops.bf16=0)"}};
   for (const auto& [set, message] : cases) {
     const Outcome o = run_fsdpsim("run " + kLlamaScenario + " --set " + set);
     EXPECT_EQ(o.exit_code, 2) << set << "\n" << o.output;
     EXPECT_NE(o.output.find(message), std::string::npos) << set << "\n" << o.output;
   }
   const Outcome sm = run_fsdpsim("run " + kLlamaScenario + " --set hardware.gpu.sm_count=1");
-  EXPECT_NE(sm.output.find("(the value comes from --set hardware.gpu.sm_count=1)"),
+  EXPECT_NE(sm.output.find("(/hardware/gpu/sm_count comes from --set hardware.gpu.sm_count=1)"),
             std::string::npos)
       << sm.output;
+  // The key that breaks the bound is named first, whatever order the --set options come in.
+  const Outcome both = run_fsdpsim("run " + kLlamaScenario +
+                                   " --set hardware.node.nccl_channels=200 --set "
+                                   "hardware.gpu.sm_count=132");
+  EXPECT_NE(both.output.find("found 200 (the value comes from --set "
+                             "hardware.node.nccl_channels=200)"),
+            std::string::npos)
+      << both.output;
+}
+
+// FSDP2 cannot all-gather float8 weights from a k-rank post-forward shard (NotImplementedError in
+// FSDPParam.all_gather_inputs): a float8 all-gather with reshard_after_forward k is refused.
+TEST(Cli, AFloat8AllGatherCannotReshardToKRanks) {
+  const Outcome o = run_fsdpsim("run " + kLlamaScenario +
+                                " --set fsdp.version=2 --set training.matmul_dtype=fp8 --set "
+                                "fsdp.float8_all_gather=true --set fsdp.reshard_after_forward=4");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("/fsdp/reshard_after_forward: expected true or false with "
+                          "fsdp.float8_all_gather, found 4"),
+            std::string::npos)
+      << o.output;
 }
 
 // An output written over one of the command's inputs would destroy it: refused before anything
