@@ -195,23 +195,28 @@ class Fsdp2Step final : private UnitHooks {
     }
     st.all_gather_output = s_.allocate(unit.name + ".all_gather_output", gathered, copy_in_,
                                        MemoryCategory::kParameters);
-    // The sharded parameters are in their storage dtype (FSDPParam.orig_dtype).
+    // The sharded parameters are in their storage dtype (FSDPParam.orig_dtype). Offloaded,
+    // FSDPParam.all_gather_inputs first copies the shard to the device, into a tensor of its own.
     const Dtype storage = in_.training.param_storage_dtype;
+    std::optional<TensorId> on_device;
     if (f_.cpu_offload && !from_post_forward) {
+      on_device = s_.allocate(unit.name + ".h2d_shard", elements(shard, storage), copy_in_,
+                              MemoryCategory::kParameters);
       s_.host_transfer(unit.name + ".h2d_shard", copy_in_, elements(shard, storage), phase(), g(u));
     }
     // FSDPParam.param_dtype is None where it equals the storage dtype (init_dtype_attrs). Where
-    // it is not, _get_param_all_gather_inputs first copies the shards, casting, into one
-    // param_dtype buffer (torch._foreach_copy_ into flat_foreach_copy_input), and
-    // all_gather_copy_in copies that buffer into the all-gather input: two passes, the buffer
-    // alive between them, for the post-forward shards too. Under CPU offload (use_foreach_copy)
-    // and for the float8 weights (fsdp_pre_all_gather) all_gather_copy_in takes the shards as
-    // they are, casting as it copies.
+    // it is not, the shards are cast into param_dtype memory of their own before
+    // all_gather_copy_in copies them into the all-gather input: two passes, the cast's buffer
+    // alive between them. _get_param_all_gather_inputs casts them all into one buffer
+    // (torch._foreach_copy_ into flat_foreach_copy_input), for the post-forward shards too;
+    // offloaded, FSDPParam.all_gather_inputs casts each (_to_dtype_if_needed), and the
+    // post-forward shards, already in param_dtype on the device, go as they are. The float8
+    // weights (fsdp_pre_all_gather) are cast by cast_float8_shards and copied as they are.
     const std::int64_t high = (bytes.high_numel + group - 1) / group;
     const Bytes float8_copy = 2 * elements((bytes.float8_numel + group - 1) / group, Dtype::kFp8);
     const Dtype held = from_post_forward ? f_.param_dtype : storage;  // the shards' dtype
     if (!from_post_forward) cast_float8_shards(u, group);             // fsdp_pre_all_gather
-    if (f_.param_dtype != storage && !f_.cpu_offload) {
+    if (held != f_.param_dtype || (f_.param_dtype != storage && !f_.cpu_offload)) {
       const Bytes cast = elements(high, f_.param_dtype);
       const TensorId input = s_.allocate(unit.name + ".all_gather_cast_input", cast, copy_in_,
                                          MemoryCategory::kParameters);
@@ -222,6 +227,7 @@ class Fsdp2Step final : private UnitHooks {
       s_.copy(unit.name + ".all_gather_copy_in", copy_in_,
               elements(high, held) + elements(high, f_.param_dtype) + float8_copy, phase(), g(u));
     }
+    if (on_device) s_.free(*on_device);
     s_.program().wait_stream(all_gather_, copy_in_);
     s_.collective(unit.name + ".all_gather", Collective::kAllGather, all_gather_,
                   from_post_forward ? post_forward_pgs_.at(reshard_after_forward(u)) : shard_pg_,

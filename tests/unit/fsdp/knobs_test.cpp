@@ -587,6 +587,17 @@ TEST(Knobs, Fsdp2CastsTheShardsIntoAParamDtypeBufferBeforeTheCopyIn) {
     EXPECT_EQ(op_bytes(same, "blocks.0.all_gather_copy_in"), 2 * 5'000'000 * dtype_bytes(d))
         << dtype_name(d);
   }
+  // Offloaded, the shard is first copied to the device into a tensor of its own (20 MB), then
+  // cast (FSDPParam.all_gather_inputs: .to(device), then _to_dtype_if_needed), then copied in.
+  const Knobs offloaded = run([](ScheduleInput& in) {
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+    in.fsdp.param_dtype = Dtype::kBf16;
+    in.fsdp.cpu_offload = true;
+  });
+  EXPECT_EQ(offloaded.tensor_bytes("blocks.0.h2d_shard"), 20'000'000);
+  EXPECT_EQ(op_bytes(offloaded, "blocks.0.all_gather_cast"), 30'000'000);
+  EXPECT_EQ(op_bytes(offloaded, "blocks.0.all_gather_copy_in"), 20'000'000);
 }
 
 // Two FSDP2 steps (a caching allocator makes simulate_step run a warm-up step): launches cost
