@@ -31,7 +31,8 @@ scenario makes do nothing (checkpoint_every_n_blocks without selective, checkpoi
 without full or selective, blocks_per_unit without every_n_blocks, max_inflight_all_gathers
 without the limiter, allocator keys with enabled false, garbage_collection_threshold without
 memory_fraction, attention and linear knobs on a custom model, optimizer_impl with CPU offload,
-buffer_dtype and broadcast_buffers on a model without buffers) is refused rather than ignored; so is a --set that a later override would wipe out.
+buffer_dtype and broadcast_buffers on a model without buffers) is refused rather than ignored;
+so is a --set that a later override would wipe out.
 allow_tf32 is the exception: a backend switch, as in PyTorch, that only fp32 GEMMs read (a sweep
 over param_dtype keeps it on every point).
   parallelism               fsdp | ddp (DistributedDataParallel baseline) |

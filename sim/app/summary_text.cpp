@@ -250,7 +250,7 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
                               memory::category_name(static_cast<memory::MemoryCategory>(i)),
                               to_gib(r.memory.peak_active_by_category[i]));
   }
-  line(fmt::format("  at peak active (GiB)  {}", categories));
+  line(fmt::format("  at peak active (GiB) {}", categories));
   line("");
   line(r.out_of_memory
            ? fmt::format("status               OUT OF MEMORY: {}", r.oom_reason)
