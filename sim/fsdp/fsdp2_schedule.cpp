@@ -216,7 +216,7 @@ class Fsdp2Step final : private UnitHooks {
     const Bytes float8_copy = 2 * elements((bytes.float8_numel + group - 1) / group, Dtype::kFp8);
     const Dtype held = from_post_forward ? f_.param_dtype : storage;  // the shards' dtype
     if (!from_post_forward) cast_float8_shards(u, group);             // fsdp_pre_all_gather
-    if (held != f_.param_dtype || (f_.param_dtype != storage && !f_.cpu_offload)) {
+    if (f_.param_dtype != storage && !(f_.cpu_offload && from_post_forward)) {
       const Bytes cast = elements(high, f_.param_dtype);
       const TensorId input = s_.allocate(unit.name + ".all_gather_cast_input", cast, copy_in_,
                                          MemoryCategory::kParameters);
