@@ -362,7 +362,7 @@ std::string stream_place(int fd) {
   return fmt::format("fd {}", fd);
 }
 
-// A pipe, socket or terminal takes a write only as fast as its reader reads.
+// A pipe or socket takes a write only as fast as its reader reads.
 bool may_block(int fd) {
   struct stat st {};
   return ::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
@@ -393,6 +393,8 @@ struct Staged {
   fs::path target;
   fs::path temporary;  // empty: written in place (a device, a FIFO) or to a stream of our own
   std::optional<int> stream;  // own_stream(path): written to that descriptor, stdout last
+
+  [[nodiscard]] bool to_stdout() const { return stream == STDOUT_FILENO; }
 };
 
 }  // namespace
@@ -445,7 +447,7 @@ void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::
     if (path.empty()) continue;
     std::error_code ec;
     const std::optional<int> stream = own_stream(path);
-    if (stream && *stream != STDOUT_FILENO && ::fcntl(*stream, F_GETFD) == -1)
+    if (stream && stream != STDOUT_FILENO && ::fcntl(*stream, F_GETFD) == -1)
       throw ConfigError(fmt::format("cannot write {}: the descriptor is not open", path));
     // A stream open on a file is that file (`--json - >> scenario.json` would append to it).
     const std::string place = stream ? stream_place(*stream) : output_place(path);
@@ -460,7 +462,7 @@ void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::
     }
     if (!places.insert(place).second) {
       throw ConfigError(path, "",
-                        stream && *stream == STDOUT_FILENO
+                        stream == STDOUT_FILENO
                             ? "is given for two outputs; stdout can take one"
                             : "is given for two outputs; each needs a file of its own");
     }
@@ -545,7 +547,7 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   // discarded; then the renames into place; stdout last, so that nothing is printed for outputs
   // that did not land.
   for (const Staged& s : staged) {
-    if (!s.temporary.empty() || (s.stream && *s.stream == STDOUT_FILENO)) continue;
+    if (!s.temporary.empty() || s.to_stdout()) continue;
     try {
       if (s.stream) {
         write_stream(*s.stream, s.file->content, s.file->path);
@@ -603,8 +605,7 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   }
   remove_backups();
   for (const Staged& s : staged) {
-    if (s.stream && *s.stream == STDOUT_FILENO)
-      write_stream(*s.stream, s.file->content, s.file->path);
+    if (s.to_stdout()) write_stream(STDOUT_FILENO, s.file->content, s.file->path);
   }
 }
 
