@@ -103,11 +103,13 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
   Phase phase() const { return in_backward_ ? Phase::kBackward : Phase::kForward; }
 
   // The pre-forward order (_ExecOrderData.handles_pre_forward_order, what forward prefetch
-  // follows): the root, then each block's unit before the units of its linears. units_ is in
-  // post-forward order, where a block's linears come first. Units of linears get their hooks
-  // from the kernels (KernelHooks).
+  // follows): the root, then each block's unit before the units of its linears, of the units
+  // that hold parameters (record_pre_forward records handles only). units_ is in post-forward
+  // order, where a block's linears come first. Units of linears get their hooks from the
+  // kernels (KernelHooks).
   void index_units() {
-    std::vector<std::size_t> order{root()};
+    std::vector<std::size_t> order;
+    if (units_[root()].holds_parameters()) order.push_back(root());
     std::vector<std::size_t> linears;
     linear_units_.resize(s_.workload().layers.size());
     for (std::size_t u = 0; u < root(); ++u) {
@@ -116,7 +118,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
         linear_units_[units_[u].layers.front()].emplace_back(units_[u].linear_module, u);
         continue;
       }
-      order.push_back(u);
+      if (units_[u].holds_parameters()) order.push_back(u);
       order.insert(order.end(), linears.begin(), linears.end());
       linears.clear();
     }
@@ -275,6 +277,17 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     st.prefetched = true;
   }
 
+  // Backward prefetch's target (_get_handle_to_prefetch): the unit before u in post-forward
+  // order, which records handles only (_ExecOrderData.record_post_forward).
+  void prefetch_before(std::size_t u) {
+    while (u > 0) {
+      if (units_[--u].holds_parameters()) {
+        prefetch(u, true);
+        return;
+      }
+    }
+  }
+
   // _pre_forward: unshard unless prefetched, wait for it, then forward prefetch of the next unit
   // in pre-forward order (root first, then blocks).
   void pre_forward(std::size_t u) override {
@@ -291,7 +304,8 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
         }
       }
     }
-    // _pre_forward_unshard.
+    // _pre_forward_unshard returns at once without a handle.
+    if (!units_[u].holds_parameters()) return;
     if (!state_[u].prefetched) unshard(u);
     state_[u].needs_pre_forward_unshard = false;
     s_.program().wait_stream(s_.compute(), unshard_);
@@ -302,22 +316,25 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
   void post_forward(std::size_t u) override {
     if (units_[u].linear_module.empty()) leave_linear();
     s_.hook(units_[u].name + ".post_forward", units_[u].parameter_tensors);
+    if (!units_[u].holds_parameters()) return;  // _post_forward_reshard: no handle, no reshard
     reshard(u, !units_[u].is_root && reshards_after_forward(strategy_));
     // _register_pre_backward_hooks: its outputs require gradients, so its pre-backward unshards.
     state_[u].needs_pre_backward_unshard = true;
   }
 
   // _pre_backward_hook: unshard unless prefetched, wait, then BACKWARD_PRE prefetch of the unit
-  // before this one in post-forward order (_get_handle_to_prefetch).
+  // before this one in post-forward order (_get_handle_to_prefetch). Without a handle it returns
+  // after queueing the root's final callback (micro_batch).
   void pre_backward(std::size_t u) override {
     s_.hook(units_[u].name + ".pre_backward", units_[u].parameter_tensors);
+    if (!units_[u].holds_parameters()) return;
     if (state_[u].needs_pre_backward_unshard) {
       if (!state_[u].prefetched) unshard(u);
       s_.program().wait_stream(s_.compute(), unshard_);
     }
     // "to ensure that a mistargeted prefetch does not actually unshard these handles".
     state_[u].needs_pre_backward_unshard = false;
-    if (f_.backward_prefetch == BackwardPrefetch::kBackwardPre && u > 0) prefetch(u - 1, true);
+    if (f_.backward_prefetch == BackwardPrefetch::kBackwardPre) prefetch_before(u);
     // The unsharded gradient accumulates as per-parameter gradients (autograd, compute stream)
     // until SplitWithSizesBackward concatenates them into flat_param.grad: made layer by layer
     // (pre_backward_layer) where the unit wraps whole layers, else all at once here.
@@ -340,9 +357,10 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
                                                MemoryCategory::kGradients));
   }
 
-  // _post_backward_hook.
+  // _post_backward_hook, registered on the FlatParameter's AccumulateGrad: none without a handle.
   void post_backward(std::size_t u) override {
     if (units_[u].linear_module.empty()) leave_linear();
+    if (!units_[u].holds_parameters()) return;
     const FsdpUnit& unit = units_[u];
     UnitState& st = state_[u];
     s_.hook(unit.name + ".post_backward", unit.parameter_tensors);
@@ -366,7 +384,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     // reshards after forward), then BACKWARD_POST prefetch.
     reshard(u, sync_gradients_ || reshards_after_forward(strategy_));
     // The root's target, the last block, ran its pre-backward first: nothing to prefetch.
-    if (f_.backward_prefetch == BackwardPrefetch::kBackwardPost && u > 0) prefetch(u - 1, true);
+    if (f_.backward_prefetch == BackwardPrefetch::kBackwardPost) prefetch_before(u);
     if (!sync_gradients_) return;  // inside no_sync: the unsharded gradient waits
     const TensorId grad = st.has_kept_grad ? st.kept_grad : flat_grad;
     reduce(u, grad);

@@ -97,6 +97,7 @@ class Fsdp2Step final : private UnitHooks {
     }
     // One communicator per post-forward group size a unit reshards to.
     for (std::size_t u = 0; u < units_.size(); ++u) {
+      if (!units_[u].holds_parameters()) continue;
       const std::int32_t k = reshard_after_forward(u);
       if (k > 1 && !post_forward_pgs_.contains(k)) {
         post_forward_pgs_.emplace(
@@ -178,9 +179,10 @@ class Fsdp2Step final : private UnitHooks {
   // FSDPParamGroup.unshard: copy-in (cast to param_dtype into the all-gather buffer) in the
   // copy-in stream, all-gather in the all-gather stream. From the post-forward k-way shard the
   // all-gather runs over the k ranks that hold it.
+  // A unit without an FSDPParamGroup has nothing to gather (_prefetch_unshard skips it).
   void unshard(std::size_t u) {
     UnitState& st = state_[u];
-    if (st.all_gathered || st.unsharded) return;
+    if (st.all_gathered || st.unsharded || !units_[u].holds_parameters()) return;
     const FsdpUnit& unit = units_[u];
     const bool from_post_forward = st.post_forward_shard;
     const std::int64_t group = from_post_forward ? reshard_after_forward(u) : shard_size_;
@@ -313,15 +315,23 @@ class Fsdp2Step final : private UnitHooks {
     free_unsharded(st);
   }
 
+  // FSDPState._pre_backward: FSDPParamGroup.pre_backward, none without a parameter group.
   void pre_backward(std::size_t u) override {
     s_.hook(units_[u].name + ".pre_backward", units_[u].parameter_tensors);
+    if (!units_[u].holds_parameters()) return;
     unshard(u);
     wait_for_unshard(u);
     // _backward_prefetch: the unit before this one in post-forward order (always: nothing turns
     // FSDP2's default backward prefetch off), or the n before it that
-    // set_modules_to_backward_prefetch lists.
-    const auto n = static_cast<std::size_t>(f_.backward_prefetch_modules);
-    for (std::size_t back = 1; back <= std::min(n, u); ++back) unshard(u - back);
+    // set_modules_to_backward_prefetch lists; the order holds parameter groups only
+    // (FSDPParamGroup.post_forward appends to comm_ctx.post_forward_order).
+    auto n = static_cast<std::size_t>(f_.backward_prefetch_modules);
+    for (std::size_t v = u; v > 0 && n > 0;) {
+      if (units_[--v].holds_parameters()) {
+        unshard(v);
+        --n;
+      }
+    }
   }
 
   // Autograd makes each parameter's gradient when its layer's backward computes it (no
@@ -335,7 +345,9 @@ class Fsdp2Step final : private UnitHooks {
                   MemoryCategory::kGradients, state_[u].grads);
   }
 
+  // FSDPParamGroup.post_backward (RegisterPostBackwardFunction): none without a parameter group.
   void post_backward(std::size_t u) override {
+    if (!units_[u].holds_parameters()) return;
     const FsdpUnit& unit = units_[u];
     UnitState& st = state_[u];
     s_.hook(unit.name + ".post_backward", unit.parameter_tensors);

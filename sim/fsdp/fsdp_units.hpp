@@ -25,6 +25,16 @@ struct FsdpUnit {
   // The nn.Linear this unit wraps (NamedKernel::linear_module), inside its one layer; its hooks
   // fire around that linear's kernels, not the layer's. Empty: the unit wraps whole layers.
   std::string linear_module;
+
+  // Whether FSDP manages parameters here: it makes a FlatParamHandle (FSDP1) or an
+  // FSDPParamGroup (FSDP2) only for a module that holds parameters of its own
+  // (_init_param_handle_from_params returns on an empty list,
+  // torch/distributed/fsdp/_init_utils.py; fully_shard's `if params:`,
+  // torch/distributed/fsdp/_fully_shard/_fully_shard.py). Without one the unit's forward and
+  // pre-backward hooks still run (the root's lazy init and stream waits among them), but nothing is
+  // gathered, freed, reduced, prefetched or stepped, and the unit is in neither execution order
+  // that prefetching follows.
+  bool holds_parameters() const { return numel > 0; }
 };
 
 // Units in post-forward order as FSDP records it: block units in order, each after the units

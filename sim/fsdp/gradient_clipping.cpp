@@ -78,6 +78,7 @@ void StepBuilder::clip_gradients(const std::vector<std::pair<std::string, std::i
   // One kernel per gradient (FSDP1) or multi_tensor_apply launches over them (foreach).
   const auto per_gradient = [&](const char* op, std::int64_t passes) {
     for (std::size_t i = 0; i < numels.size(); ++i) {
+      if (numels[i].second == 0) continue;
       const std::string name = numels[i].first + ".clip_grad_norm." + op;
       const Bytes bytes = elements(passes * numels[i].second, grad_dtype);
       if (how.foreach) {

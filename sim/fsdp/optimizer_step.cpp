@@ -59,6 +59,7 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
   const auto group = [](std::size_t i) { return static_cast<std::int32_t>(i); };
   if (in_.training.optimizer == Optimizer::kSgd) {
     for (std::size_t i = 0; i < numels.size(); ++i) {
+      if (numels[i].second == 0) continue;
       const std::string name = numels[i].first + ".sgd";
       const Bytes bytes = optimizer_passes(kSgdPasses, numels[i].second);
       if (in_.training.optimizer_impl == OptimizerImpl::kForLoop) {
@@ -72,6 +73,7 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
   switch (in_.training.optimizer_impl) {
     case OptimizerImpl::kFused:
       for (std::size_t i = 0; i < numels.size(); ++i) {
+        if (numels[i].second == 0) continue;
         multi_tensor(numels[i].first + ".adamw", compute_,
                      optimizer_passes(kFusedAdamwPasses, numels[i].second), Phase::kOptimizer,
                      group(i));
@@ -85,12 +87,14 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
       for (std::size_t k = 0; k < kAdamwKernels.size(); ++k) {
         if (k == kSqrt) {
           for (const auto& [name, numel] : numels) {
+            if (numel == 0) continue;
             temps.push_back(allocate("optimizer.exp_avg_sq_sqrt",
                                      elements(numel, in_.training.param_storage_dtype), compute_,
                                      MemoryCategory::kOptimizerState));
           }
         }
         for (std::size_t i = 0; i < numels.size(); ++i) {
+          if (numels[i].second == 0) continue;
           multi_tensor(numels[i].first + ".adamw." + std::string(kAdamwKernels[k].name), compute_,
                        optimizer_passes(kAdamwKernels[k].passes, numels[i].second),
                        Phase::kOptimizer, group(i));
@@ -105,6 +109,7 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
       // after addcdiv_.
       for (std::size_t i = 0; i < numels.size(); ++i) {
         const auto& [name, numel] = numels[i];
+        if (numel == 0) continue;
         TensorId sqrt = 0;
         TensorId denom = 0;
         for (std::size_t k = 0; k < kAdamwKernels.size(); ++k) {

@@ -114,7 +114,8 @@ class StepBuilder {
 
   // The training's optimizer step (AdamW as training.optimizer_impl says, or SGD) over tensors
   // of `numels` elements each in training.param_storage_dtype, on the compute stream
-  // (optimizer_step.cpp).
+  // (optimizer_step.cpp). Each op's group is its entry's index (the unit); an entry of 0
+  // elements (a unit without parameters) has no tensor for the optimizer, and launches nothing.
   void gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels);
   // Bytes of `passes` reads and writes over `numel` elements of the parameters' storage dtype.
   [[nodiscard]] Bytes optimizer_passes(std::int64_t passes, std::int64_t numel) const;
@@ -124,7 +125,7 @@ class StepBuilder {
   [[nodiscard]] BytesPerSec host_bandwidth_per_rank() const;
   // clip_grad_norm_ over per-unit gradients of `numels` elements (gradient_clipping.cpp): the
   // local norm, its all-reduce, and the scaling; on the GPU, or on the host for offloaded
-  // gradients (the caller has synchronized with the GPU).
+  // gradients (the caller has synchronized with the GPU). Entries of 0 elements, as above.
   void clip_gradients(const std::vector<std::pair<std::string, std::int64_t>>& numels,
                       const GradientClipping& how, bool on_host);
   // The optimizer step over per-unit tensors of `numels` elements, after clipping them as `how`

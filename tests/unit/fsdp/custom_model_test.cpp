@@ -102,5 +102,61 @@ TEST(CustomModel, RootHooksRunWhenTheRootHasNoLayers) {
   }
 }
 
+// PyTorch makes no FlatParamHandle (FSDP1) or FSDPParamGroup (FSDP2) for a module without
+// parameters of its own: the root of a model made only of units, or a unit that holds none (a
+// pooling stage). Their hooks run, but they gather, reduce and step nothing, and the rate
+// limiter and backward prefetch pass them by. Units u0..u3 (embedding, two blocks, head; the
+// param-less pool after the blocks), limit 2, BACKWARD_PRE. Cold step, queue empty: the forward
+// pops at u2 and u3, the backward at u3's unshard, at its prefetch of u2 (no: one event left),
+// u2's of u1 and u1's of u0: 5. The step after starts from the backward's [g2, g1, g0]: the
+// forward pops 4, the backward 4 (u3, and the prefetches of u2, u1, u0): 8. In all 13.
+TEST(CustomModel, UnitsWithoutParametersHaveNoHandle) {
+  models::TransformerSpec spec = tiny_custom();
+  for (models::CustomLayerSpec& l : spec.custom_layers) l.fsdp_unit = true;
+  spec.custom_layers.insert(spec.custom_layers.begin() + 2, unit("pool", 0, 1'000'000, true));
+  models::WorkloadOptions options;
+  options.seq_len = 1;
+  const models::Workload workload = models::build_workload(spec, options);
+  for (const std::int32_t version : {1, 2}) {
+    ScheduleInput in;
+    in.workload = &workload;
+    in.cluster = testing::tiny_cluster();
+    in.cluster.fsdp_hook_overhead = microseconds(1.0);  // hooks on the CPU's timeline
+    in.fsdp.version = version;
+    in.fsdp.limit_all_gathers = version == 1;
+    in.training.global_batch = 2;
+    in.training.seq_len = 1;
+    SimulationOptions warm;
+    warm.warm_up = true;
+    const SimulationOutput out = simulate_step(in, warm);
+    const engine::Program& p = out.schedule.program;
+    std::size_t collectives = 0;
+    for (const engine::Op& op : p.ops) {
+      const std::string_view name = p.names[op.name];
+      const bool pool_kernel = name.starts_with("pool.fwd.") || name.starts_with("pool.bwd.");
+      EXPECT_FALSE(name.starts_with("root.") || (name.starts_with("pool.") && !pool_kernel))
+          << "FSDP" << version << ": " << name;
+      if (op.kind == engine::OpKind::kCommunication) {
+        EXPECT_GT(op.bytes.value(), 0) << "FSDP" << version << ": " << name;
+        ++collectives;
+      }
+    }
+    // 4 units x (forward all-gather, backward all-gather, reduce-scatter) x 2 steps.
+    EXPECT_EQ(collectives, 24u) << "FSDP" << version;
+    std::size_t limiter_waits = 0;
+    std::size_t root_hooks = 0;
+    for (const engine::CpuStep& step : p.cpu) {
+      if (step.kind != engine::CpuStepKind::kWork && step.kind != engine::CpuStepKind::kWait)
+        continue;
+      const std::string_view name = p.names[step.name];
+      limiter_waits += name == "rate_limiter";
+      root_hooks += name.starts_with("root.");
+    }
+    EXPECT_EQ(limiter_waits, version == 1 ? 13u : 0u);
+    // pre_forward, post_forward, pre_backward in each step; no post_backward hook.
+    EXPECT_EQ(root_hooks, 6u) << "FSDP" << version;
+  }
+}
+
 }  // namespace
 }  // namespace fsdpsim::fsdp
