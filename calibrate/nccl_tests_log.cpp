@@ -221,6 +221,9 @@ class Parser {
   NcclTestsLog out_;
   std::size_t tables_seen_ = 0;
   std::map<std::string, std::int64_t> skipped_;
+  // Rows of size 0: a message of less than one element per rank (all_gather_perf -b 8 -g 8),
+  // which nccl-tests still launches and times; nothing moves, so there is nothing to calibrate.
+  std::int64_t empty_rows_ = 0;
 };
 
 void Parser::header_line(std::size_t number, std::string_view body) {
@@ -357,9 +360,13 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
     return *v;
   };
   const auto bytes = to_int(word(c.size));
-  if (!bytes || *bytes <= 0 || *bytes > kMaxMeasuredBytes) {
+  if (!bytes || *bytes < 0 || *bytes > kMaxMeasuredBytes) {
     fail(number,
-         fmt::format("expected a size in bytes from 1 to 2^50, found {}", quoted(word(c.size))));
+         fmt::format("expected a size in bytes from 0 to 2^50, found {}", quoted(word(c.size))));
+  }
+  if (*bytes == 0) {
+    ++empty_rows_;
+    return;
   }
   if (c.elements >= 0) {
     const auto elements = to_int(word(c.elements));
@@ -452,7 +459,7 @@ void Parser::finish_table(const Section& section, const Table& table) {
                                      table.header_line, table.rows.size()));
   }
   if (table.rows.empty()) {
-    if (skipped_.empty())
+    if (skipped_.empty() && empty_rows_ == 0)
       fail(table.last_line,
            fmt::format("the result table that starts on line {} has no rows", table.header_line));
     return;
@@ -680,10 +687,16 @@ NcclTestsLog Parser::run() {
                     "redop sum)",
                     file_, count, what));
   }
+  if (empty_rows_ > 0) {
+    out_.notes.push_back(
+        fmt::format("{}: skipped {} rows of size 0 (less than one element per "
+                    "rank: nothing moved, nothing to calibrate)",
+                    file_, empty_rows_));
+  }
   if (out_.series.empty()) {
     throw InputError(
         fmt::format("{}: no rows fsdpsim can use (only {} rows, which it does not calibrate)",
-                    file_, skipped_.empty() ? "empty" : skipped_.begin()->first));
+                    file_, skipped_.empty() ? "size 0" : skipped_.begin()->first));
   }
   return out_;
 }

@@ -243,6 +243,31 @@ TEST(NcclTestsLog, AnOldErrorColumnIsADeviationWithinNcclTestsBound) {
       << i;
 }
 
+// all_gather_perf -b 8 -g 8 starts below one float per rank: nccl-tests prints (and times) rows
+// of size 0, which move nothing. They are skipped with a note, the rest imported.
+TEST(NcclTestsLog, RowsOfSizeZeroAreSkippedWithANote) {
+  const std::string rows =
+      "           0             0     float    none      -1     0.19    0.00    0.00       0     "
+      "0.18    0.00    0.00       0\n"
+      "     1048576        131072     float    none      -1    20.00   52.43   26.21       0    "
+      "20.00   52.43   26.21       0\n";
+  const NcclTestsLog log = parse_nccl_tests_log(log_with("all_gather_perf", rows), "ag.log", {});
+  ASSERT_EQ(log.series.size(), 1U);
+  EXPECT_EQ(log.series.front().points.size(), 1U);
+  ASSERT_EQ(log.notes.size(), 1U);
+  EXPECT_EQ(log.notes.front(),
+            "ag.log: skipped 1 rows of size 0 (less than one element per rank: "
+            "nothing moved, nothing to calibrate)");
+  const std::string only_empty = error_of([] {
+    (void)parse_nccl_tests_log(
+        log_with("all_gather_perf", "0 0 float none -1 0.19 0.00 0.00 0 0.18 0.00 0.00 0\n"),
+        "e.log", {});
+  });
+  EXPECT_EQ(only_empty,
+            "e.log: no rows fsdpsim can use (only size 0 rows, which it does not "
+            "calibrate)");
+}
+
 // Rows no real run prints: a size past 2^50 (whose rates would overflow), a time under a
 // nanosecond, a time that contradicts the row's algbw (size / time, as nccl-tests computes it).
 TEST(NcclTestsLog, ImplausibleOrInconsistentRowsAreErrors) {
@@ -252,7 +277,7 @@ TEST(NcclTestsLog, ImplausibleOrInconsistentRowsAreErrors) {
   };
   EXPECT_NE(error_for("9223372036854775807 2305843009213693951 float sum -1 1e9 9223.37 "
                       "16139.9 0 1e9 9223.37 16139.9 0")
-                .find("r.log:12: expected a size in bytes from 1 to 2^50"),
+                .find("r.log:12: expected a size in bytes from 0 to 2^50"),
             std::string::npos);
   EXPECT_NE(error_for("1048576 262144 float sum -1 1e-310 52.43 52.43 0 20.00 52.43 52.43 0")
                 .find("r.log:12: expected a time of 0.001 us (1 ns) to 8.64e+10 us (a day)"),
