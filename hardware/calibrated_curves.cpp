@@ -232,16 +232,35 @@ std::optional<Seconds> CalibratedCurves::gemm_time_sharing(const GpuSpec& model_
 
 // ---- entry points -------------------------------------------------------------------------
 
+namespace {
+
+// The measured curve that prices `bytes` of `op` over `group`, if any. Above a latency-bound
+// sweep's largest size the curve knows no bandwidth.
+const CollectiveCurve* usable_curve(const CalibratedCurves& calibration, Collective op,
+                                    CommGroup group, Bytes bytes) {
+  const CollectiveCurve* curve = calibration.find_collective(op, group);
+  const bool usable = curve != nullptr &&
+                      (bytes <= curve->knots().back().bytes || curve->reaches_bandwidth_regime());
+  return usable ? curve : nullptr;
+}
+
+}  // namespace
+
 std::optional<Seconds> calibrated_collective_time(const GpuSpec& gpu, Collective op,
                                                   CommGroup group, Bytes bytes) {
   if (gpu.calibration == nullptr) return std::nullopt;
-  const CollectiveCurve* curve = gpu.calibration->find_collective(op, group);
-  // Above a latency-bound sweep's largest size the curve knows no bandwidth.
-  const bool usable = curve != nullptr &&
-                      (bytes <= curve->knots().back().bytes || curve->reaches_bandwidth_regime());
+  const CollectiveCurve* curve = usable_curve(*gpu.calibration, op, group, bytes);
   gpu.calibration->usage().record_collective(
-      usable, CollectiveQuery{op, group.ranks, group.ranks_per_node, bytes});
-  if (!usable) return std::nullopt;
+      curve != nullptr, CollectiveQuery{op, group.ranks, group.ranks_per_node, bytes});
+  if (curve == nullptr) return std::nullopt;
+  return curve->time(bytes);
+}
+
+std::optional<Seconds> calibrated_collective_time_uncounted(const GpuSpec& gpu, Collective op,
+                                                            CommGroup group, Bytes bytes) {
+  if (gpu.calibration == nullptr) return std::nullopt;
+  const CollectiveCurve* curve = usable_curve(*gpu.calibration, op, group, bytes);
+  if (curve == nullptr) return std::nullopt;
   return curve->time(bytes);
 }
 

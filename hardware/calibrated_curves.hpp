@@ -254,5 +254,9 @@ inline constexpr double kGemmNeighbourRatio = 2.0;
 std::optional<Seconds> calibrated_collective_time(const GpuSpec& gpu, Collective op,
                                                   CommGroup group, Bytes bytes);
 std::optional<Seconds> calibrated_gemm_time(const GpuSpec& gpu, const Kernel& kernel);
+// The same collective cost, not counted: a second question about a collective that
+// collective_time() priced (collective_network_time, its part spent on the NICs).
+std::optional<Seconds> calibrated_collective_time_uncounted(const GpuSpec& gpu, Collective op,
+                                                            CommGroup group, Bytes bytes);
 
 }  // namespace fsdpsim::hardware

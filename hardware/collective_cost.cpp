@@ -238,7 +238,7 @@ Seconds collective_network_time(const ClusterSpec& cluster, Collective op, CommG
   if (group.ranks == 1 || bytes.value() == 0 || !network_bounds(cluster, group)) {
     return Seconds(0.0);
   }
-  if (const auto measured = calibrated_collective_time(cluster.gpu, op, group, bytes)) {
+  if (const auto measured = calibrated_collective_time_uncounted(cluster.gpu, op, group, bytes)) {
     return Seconds(std::max(0.0, (*measured - collective_latency(cluster, op, group)).value()));
   }
   const Phases phases = modelled_phases(cluster, op, group, bytes);

@@ -141,6 +141,25 @@ TEST(CalibratedCurves, CollectiveTimeUsesTheCurveOfItsGroupAndCountsIt) {
   EXPECT_EQ(n.gemms_calibrated + n.gemms_fallback, 0);
 }
 
+// The NICs' share of a measured collective across nodes comes from the same curve, and the
+// question is not counted again: the usage counts each collective once.
+TEST(CalibratedCurves, TheNetworkShareOfAMeasuredCollectiveIsNotCountedAgain) {
+  ClusterSpec c = one_node();
+  c.nodes = 4;
+  auto curves = std::make_shared<CalibratedCurves>("test");
+  curves->add_collective(CollectiveCurveKey{Collective::kAllGather, Dtype::kBf16, 32, 8},
+                         three_knot_curve());
+  c.gpu.calibration = curves;
+  const CommGroup world{32, 8};
+  EXPECT_DOUBLE_EQ(collective_time(c, Collective::kAllGather, world, kMiB * 4).value(), 200 * kUs);
+  const Seconds network = collective_network_time(c, Collective::kAllGather, world, kMiB * 4);
+  EXPECT_GT(network.value(), 0.0);
+  EXPECT_LT(network.value(), 200 * kUs);
+  const CalibrationCounts n = curves->usage().counts();
+  EXPECT_EQ(n.collectives_calibrated, 1);
+  EXPECT_EQ(n.collectives_fallback, 0);
+}
+
 // A sweep that stops in the latency regime (its largest time under twice its smallest) knows no
 // bandwidth: above its largest size the ring model prices the collective, below it the curve.
 TEST(CalibratedCurves, ALatencyBoundSweepIsNotExtrapolatedUpward) {
