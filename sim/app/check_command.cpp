@@ -10,6 +10,7 @@
 
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
+#include "sim/app/interrupt_guard.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/junit_xml.hpp"
 #include "sim/app/result_json.hpp"
@@ -45,8 +46,9 @@ validated (a misspelled key is an error, as in run) but not simulated, and repor
 A file named on the command line must be a scenario, and so must a file with an "expect" block.
 
 Exit codes: 0 every check passed, 1 internal error, 2 bad usage, a bad scenario / expect block
-or a path that cannot be read (the other scenarios are still checked and reported) or nothing
-checked at all, 3 a check failed.)";
+or a path that cannot be read, a scenario too large for the machine's memory (the other scenarios
+are still checked and reported) or nothing checked at all, 3 a check failed, 130 interrupted
+(143 terminated): the scenarios checked by then are reported and the JUnit XML written.)";
 
 bool is_scenario(const nlohmann::json& document) {
   return document.is_object() && document.contains("schema_version") && document.contains("model");
@@ -62,7 +64,8 @@ std::string one_line(const std::string& text) { return escape_control_characters
 // Nothing was checked and nothing was bad input: the run cannot pass (exit 2), and says why.
 bool nothing_was_checked(const std::vector<ScenarioCheck>& checks) {
   return std::none_of(checks.begin(), checks.end(), [](const ScenarioCheck& c) {
-    return c.status == ScenarioCheckStatus::kChecked || c.status == ScenarioCheckStatus::kError;
+    return c.status == ScenarioCheckStatus::kChecked || c.status == ScenarioCheckStatus::kError ||
+           c.status == ScenarioCheckStatus::kInterrupted;
   });
 }
 
@@ -156,6 +159,11 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
                                   const PresetLocator& presets) {
   ScenarioCheck check;
   check.file = file.string();
+  const auto fail = [&check](std::string message) {
+    check.status = ScenarioCheckStatus::kError;
+    check.error = std::move(message);
+    check.results.clear();
+  };
   try {
     const nlohmann::json document = read_json_file(file);
     if (!is_scenario(document)) {
@@ -185,12 +193,19 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
     check.baseline = scenario.expectations->baseline;
     check.status = ScenarioCheckStatus::kChecked;
   } catch (const ConfigError& e) {
-    check.status = ScenarioCheckStatus::kError;
     // Errors in a preset or baseline name that file; say which scenario led there.
     const std::string message = e.what();
-    check.error =
-        message.rfind(check.file, 0) == 0 ? message : fmt::format("{}: {}", check.file, message);
-    check.results.clear();
+    fail(message.rfind(check.file, 0) == 0 ? message : fmt::format("{}: {}", check.file, message));
+  } catch (const std::bad_alloc&) {
+    // One scenario too large for this machine's memory (given back as the exception unwinds)
+    // does not cost the others their report.
+    fail(
+        fmt::format("{}: out of host memory: simulating this scenario needs more memory than "
+                    "the machine gives the process",
+                    check.file));
+  } catch (const std::exception& e) {
+    fail(fmt::format("{}: internal error: {}", check.file, e.what()));
+    check.internal = true;
   }
   return check;
 }
@@ -201,6 +216,8 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
   std::size_t passed = 0;
   std::size_t failed = 0;
   std::size_t errors = 0;
+  std::size_t internal_errors = 0;
+  std::size_t interrupted = 0;
   std::size_t not_scenarios = 0;
   std::vector<std::string> without_expect;
   for (const ScenarioCheck& c : checks) {
@@ -213,7 +230,7 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
         }
         break;
       case ScenarioCheckStatus::kError:
-        ++errors;
+        ++(c.internal ? internal_errors : errors);
         out += fmt::format("ERROR {}\n", one_line(c.error));
         break;
       case ScenarioCheckStatus::kNoExpect:
@@ -222,6 +239,9 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
       case ScenarioCheckStatus::kNotScenario:
         ++not_scenarios;
         break;
+      case ScenarioCheckStatus::kInterrupted:
+        ++interrupted;
+        break;
     }
   }
   out +=
@@ -229,6 +249,14 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
                   plural(passed + failed, "check", "checks"), passed, failed);
   if (errors > 0)
     out += fmt::format("; {} with bad input", plural(errors, "scenario", "scenarios"));
+  if (internal_errors > 0) {
+    out += fmt::format("; {} fsdpsim failed on (internal error)",
+                       plural(internal_errors, "scenario", "scenarios"));
+  }
+  if (interrupted > 0) {
+    out +=
+        fmt::format("; interrupted before {} could be read", plural(interrupted, "file", "files"));
+  }
   if (!without_expect.empty()) {
     out += fmt::format("; skipped {} without an expect block",
                        plural(without_expect.size(), "scenario", "scenarios"));
@@ -264,6 +292,10 @@ std::string check_junit_xml(const std::vector<ScenarioCheck>& checks) {
         suite.cases.push_back(
             {c.file, "expectations", JunitOutcome::kSkipped, "the scenario has no expect block"});
         break;
+      case ScenarioCheckStatus::kInterrupted:
+        suite.cases.push_back({c.file, "expectations", JunitOutcome::kSkipped,
+                               "not checked: fsdpsim check was interrupted first"});
+        break;
       case ScenarioCheckStatus::kChecked:
       case ScenarioCheckStatus::kNotScenario:
         break;
@@ -285,6 +317,11 @@ std::string check_junit_xml(const std::vector<ScenarioCheck>& checks) {
 }
 
 int check_exit_code(const std::vector<ScenarioCheck>& checks) {
+  if (std::any_of(checks.begin(), checks.end(), [](const ScenarioCheck& c) {
+        return c.status == ScenarioCheckStatus::kError && c.internal;
+      })) {
+    return kExitCheckInternalError;
+  }
   bool failed = false;
   for (const ScenarioCheck& c : checks) {
     if (c.status == ScenarioCheckStatus::kError) return 2;
@@ -325,7 +362,18 @@ int check_command(const CheckOptions& options) {
   const CheckInputs found = find_check_files(options.paths);
   std::vector<ScenarioCheck> checks = found.unreadable;
   check_outputs({options.junit_path}, found.files);  // before every scenario is simulated
+  // Ctrl-C or SIGTERM (a CI job's time limit) stops before the next scenario: those checked by
+  // then are reported and the JUnit XML is written.
+  const InterruptGuard guard;
+  bool interrupted = false;
   for (const fs::path& file : found.files) {
+    if (InterruptGuard::flag().load()) {
+      ScenarioCheck& skipped = checks.emplace_back();
+      skipped.file = file.string();
+      skipped.status = ScenarioCheckStatus::kInterrupted;
+      interrupted = true;
+      continue;
+    }
     checks.push_back(check_scenario_file(file, options.overrides, presets));
     // Files found in a folder may be other JSON (results, profiles); a file named on the
     // command line must be a scenario.
@@ -352,7 +400,7 @@ int check_command(const CheckOptions& options) {
     }
     write_output(options.junit_path, check_junit_xml(checks), inputs);
   }
-  return check_exit_code(checks);
+  return interrupted ? InterruptGuard::exit_code() : check_exit_code(checks);
 }
 
 }  // namespace fsdpsim::app

@@ -2,7 +2,8 @@
 // as PASS or FAIL, for CI. Files or folders (searched recursively for *.json); JSON files that are
 // not scenarios (no schema_version + model, e.g. recorded results) and scenarios without `expect`
 // are skipped and counted. Exit code 0 when every check passes, 3 when one fails, 2 when a
-// scenario or its expect block is bad input (the others still run and are reported).
+// scenario or its expect block is bad input (the others still run and are reported), 1 when
+// fsdpsim fails on one (likewise).
 #pragma once
 
 #include <filesystem>
@@ -19,6 +20,7 @@ class App;
 namespace fsdpsim::app {
 
 inline constexpr int kExitCheckFailed = 3;
+inline constexpr int kExitCheckInternalError = 1;
 
 struct CheckOptions {
   std::vector<std::string> paths;      // scenario files or folders
@@ -27,13 +29,15 @@ struct CheckOptions {
   std::string configs_dir;             // --configs DIR
 };
 
-enum class ScenarioCheckStatus { kChecked, kNoExpect, kNotScenario, kError };
+// kInterrupted: not read, because Ctrl-C or SIGTERM stopped the command first.
+enum class ScenarioCheckStatus { kChecked, kNoExpect, kNotScenario, kError, kInterrupted };
 
 struct ScenarioCheck {
   std::string file;
   ScenarioCheckStatus status = ScenarioCheckStatus::kError;
   std::vector<CheckResult> results;  // kChecked only
-  std::string error;                 // kError only: the bad-input message
+  std::string error;                 // kError only: the message
+  bool internal = false;             // kError only: fsdpsim failed, not the input
   std::filesystem::path baseline;    // the expect block's baseline file, if any
 };
 
@@ -60,15 +64,19 @@ std::string check_report(const std::vector<ScenarioCheck>& checks);
 
 // JUnit XML: one testsuite per scenario, one testcase per check (classname = scenario file, name
 // = check), <failure> on a failed check, <error> for a bad scenario or path, <skipped> for a
-// scenario without expectations; with nothing checked, an <error> that says so.
+// scenario without expectations or not reached before an interrupt; with nothing checked, an
+// <error> that says so.
 std::string check_junit_xml(const std::vector<ScenarioCheck>& checks);
 
-// 0 all passed, 3 a check failed, 2 a scenario or path was bad input or nothing was checked.
+// 0 all passed, 3 a check failed, 2 a scenario or path was bad input or nothing was checked, 1
+// fsdpsim failed on a scenario (internal error).
 int check_exit_code(const std::vector<ScenarioCheck>& checks);
 
 CLI::App* add_check_command(CLI::App& app, CheckOptions& options);
 
-// Returns the process exit code; throws ConfigError when the JUnit path is not a usable output.
+// Returns the process exit code (130 / 143 when interrupted: the scenarios checked by then are
+// reported and the JUnit XML written); throws ConfigError when the JUnit path is not a usable
+// output.
 int check_command(const CheckOptions& options);
 
 }  // namespace fsdpsim::app

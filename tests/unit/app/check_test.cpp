@@ -91,6 +91,12 @@ TEST(CheckExpectations, BoundsEqualityAndDottedPathsPassAndFail) {
   EXPECT_EQ(implied[0].name, "status == \"ok\" (implied)");
   EXPECT_NE(implied[0].detail.find("peak 83.1 GiB > 79.2 GiB usable"), std::string::npos);
   EXPECT_TRUE(implied[1].passed);
+  // On a step that fits it is the same test, passing.
+  const std::vector<CheckResult> fits = evaluate_expectations(
+      parse_expectations({{"tokens_per_s_per_gpu", {{"min", 3000}}}}, "s.json"), kResult);
+  ASSERT_EQ(fits.size(), 2U);
+  EXPECT_TRUE(fits[0].passed);
+  EXPECT_EQ(fits[0].name, implied[0].name);
   const std::vector<CheckResult> expected_oom = evaluate_expectations(
       parse_expectations({{"status", "oom"}, {"tokens_per_s_per_gpu", {{"min", 3000}}}}, "s.json"),
       oom);
@@ -239,7 +245,8 @@ TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
   // A tolerance of -0 is 0, not "-0%".
   const Expectations exact = parse_expectations(
       {{"baseline", "base.json"}, {"tolerance", -0.0}, {"keys", {"step_time_s"}}}, scenario);
-  EXPECT_EQ(evaluate_expectations(exact, result)[0].name, "step_time_s within 0% of baseline");
+  // (Its keys leave out the status: the implied check that the step fits comes first.)
+  EXPECT_EQ(evaluate_expectations(exact, result)[1].name, "step_time_s within 0% of baseline");
   EXPECT_NE(config_error({{"baseline", "base.json"}, {"keys", {"tokens_per_s"}}}, scenario)
                 .find("/expect/keys/0: the baseline"),
             std::string::npos);
@@ -399,15 +406,21 @@ TEST(CheckCommand, PassingScenariosExitZero) {
       << o.output;
   EXPECT_NE(
       o.output.find(
-          "check: 2 scenarios, 3 checks: 3 passed, 0 failed; skipped 1 scenario without an expect "
+          "check: 2 scenarios, 4 checks: 4 passed, 0 failed; skipped 1 scenario without an expect "
           "block; skipped 1 JSON file that is not a scenario"),
       std::string::npos)
+      << o.output;
+  // A block without "status" expects the step to fit: a check of its own, passing or not.
+  EXPECT_NE(o.output.find("PASS " + (dir / "nested" / "fits.json").string() +
+                          " status = \"ok\" (implied: a block without \"status\" expects the "
+                          "step to fit)"),
+            std::string::npos)
       << o.output;
   std::string why;
   const std::string xml = read_file(junit);
   EXPECT_TRUE(well_formed(xml, why)) << why << "\n" << xml;
   // The scenario without expectations is a skipped test case, so CI shows it was not gated.
-  EXPECT_NE(xml.find("tests=\"4\" failures=\"0\" errors=\"0\" skipped=\"1\""), std::string::npos)
+  EXPECT_NE(xml.find("tests=\"5\" failures=\"0\" errors=\"0\" skipped=\"1\""), std::string::npos)
       << xml;
   EXPECT_NE(
       xml.find("classname=\"" + (dir / "no_expect.json").string() +
@@ -437,6 +450,41 @@ TEST(CheckCommand, AnExpectBlockInAFileThatIsNotAScenarioIsAnError) {
             std::string::npos)
       << o.output;
   EXPECT_NE(o.output.find("PASS " + (dir / "good.json").string()), std::string::npos) << o.output;
+}
+
+// SIGTERM (a CI job's time limit) or Ctrl-C stops check before its next scenario: the checks
+// done are reported and the JUnit XML written, each scenario not reached a skipped test case.
+// The signal comes while the second of three scenarios (some seconds of 512 micro-batches)
+// runs; it finishes, the third is not read.
+TEST(CheckCommand, AnInterruptedCheckReportsWhatItChecked) {
+  const fs::path dir = temp_dir("interrupted");
+  const fs::path first = tiny_scenario(dir, "a_fast", {{"expect", {{"status", "ok"}}}});
+  const fs::path second = test_support::write_scenario(
+      dir, "b_slow",
+      nlohmann::json::parse(
+          read_file(fs::path(FSDPSIM_SOURCE_DIR) / "scenarios/paper/gpt175b_128xa100_bs1.json")),
+      {{"training", {{"global_batch", 65536}}}, {"expect", {{"status", "ok"}}}});
+  const fs::path third = tiny_scenario(dir, "c_fast", {{"expect", {{"status", "ok"}}}});
+  const fs::path junit = dir / "report.xml";
+  const Outcome o = run_fsdpsim("check " + dir.string() + " --junit " + junit.string() +
+                                " 2>&1 & p=$!; sleep 1; kill -TERM $p; wait $p");
+  EXPECT_EQ(o.exit_code, 143) << o.output;
+  EXPECT_NE(o.output.find("PASS " + first.string() + " status = \"ok\""), std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("PASS " + second.string() + " status = \"ok\""), std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("check: 2 scenarios, 3 checks: 3 passed, 0 failed; interrupted before 1 "
+                          "file could be read"),
+            std::string::npos)
+      << o.output;
+  const std::string xml = read_file(junit);
+  std::string why;
+  EXPECT_TRUE(well_formed(xml, why)) << why << "\n" << xml;
+  EXPECT_NE(xml.find("classname=\"" + third.string() +
+                     "\" name=\"expectations\">\n      <skipped message=\"not checked: fsdpsim "
+                     "check was interrupted first\"/>"),
+            std::string::npos)
+      << xml;
 }
 
 TEST(CheckCommand, AFailedCheckExitsThreeAndIsAJunitFailure) {

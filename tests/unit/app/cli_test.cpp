@@ -241,6 +241,19 @@ TEST(Cli, OutOfHostMemoryIsAnErrorAndASweepKeepsItsOtherPoints) {
   EXPECT_NE(sweep.output.find("\n0,128,ok,"), std::string::npos) << sweep.output;
   EXPECT_NE(sweep.output.find("\n1,131072,skipped,out of host memory"), std::string::npos)
       << sweep.output;
+  // check reports that scenario as an error and still checks and reports the others.
+  const fs::path small = scenario_with("check_small", {{"expect", {{"status", "ok"}}}});
+  const fs::path huge = scenario_with(
+      "check_huge", {{"training", {{"global_batch", 131072}}}, {"expect", {{"status", "ok"}}}});
+  const fs::path junit = temp_dir() / "check_oom.xml";
+  const Outcome check = run_fsdpsim(
+      "check " + small.string() + " " + huge.string() + " --junit " + junit.string(), limit);
+  EXPECT_EQ(check.exit_code, 2) << check.output;
+  EXPECT_NE(check.output.find("PASS " + small.string() + " status = \"ok\""), std::string::npos)
+      << check.output;
+  EXPECT_NE(check.output.find("ERROR " + huge.string() + ": out of host memory"), std::string::npos)
+      << check.output;
+  EXPECT_NE(read_file(junit).find("errors=\"1\""), std::string::npos);
 }
 
 TEST(Cli, TraceIsChromeTraceEventJson) {
