@@ -143,6 +143,17 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                            "off; it would do nothing");
   }
   if (!v2) {
+    // NO_SHARD gathers nothing and never frees its parameters, so _reshard enqueues no free event
+    // and the limiter never waits (torch/distributed/fsdp/_runtime_utils.py _reshard, _unshard).
+    if (f.sharding_strategy == ShardingStrategy::kNoShard) {
+      for (const char* key : {"max_inflight_all_gathers", "limit_all_gathers"}) {
+        if (!r.has(key) || (key == std::string_view("limit_all_gathers") && !f.limit_all_gathers))
+          continue;
+        throw ConfigError(file, fmt::format("/fsdp/{}", key),
+                          "sets the rate limiter, which waits for the frees of unsharded "
+                          "parameters; NO_SHARD never frees them, so it would do nothing");
+      }
+    }
     for (const char* key : {"forward_prefetch_modules", "backward_prefetch_modules"}) {
       if (!r.has(key)) continue;
       throw ConfigError(file, fmt::format("/fsdp/{}", key),

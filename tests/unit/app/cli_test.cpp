@@ -976,6 +976,13 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"fsdp", {{"limit_all_gathers", false}, {"max_inflight_all_gathers", 4}}}},
                  "/fsdp/max_inflight_all_gathers: is the depth of the rate limiter, which "
                  "limit_all_gathers false turns off"},
+        BadInput{"limiter_with_no_shard",
+                 {{"fsdp", {{"sharding_strategy", "NO_SHARD"}, {"limit_all_gathers", true}}}},
+                 "/fsdp/limit_all_gathers: sets the rate limiter, which waits for the frees of "
+                 "unsharded parameters; NO_SHARD never frees them, so it would do nothing"},
+        BadInput{"inflight_with_no_shard",
+                 {{"fsdp", {{"sharding_strategy", "NO_SHARD"}, {"max_inflight_all_gathers", 4}}}},
+                 "/fsdp/max_inflight_all_gathers: sets the rate limiter"},
         BadInput{"inflight_with_fsdp2",
                  {{"fsdp",
                    {{"version", 2},
