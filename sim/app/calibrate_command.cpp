@@ -401,11 +401,18 @@ std::string device_name_mismatch(const std::string& device, const std::string& p
     return text;
   };
   const std::string upper = upper_of(device);
-  const auto word_at = [&upper](const std::string& word) {
+  // Whether `word` starts a word of the name ("H200" in "NVIDIA H200", not in "GH200"), and
+  // with `whole` also ends one ("NVL" in "H100 NVL").
+  const auto word_at = [&upper](const std::string& word, bool whole = false) {
+    const auto boundary = [&upper](std::size_t i) {
+      return std::isalnum(static_cast<unsigned char>(upper[i])) == 0;
+    };
     for (std::size_t at = upper.find(word); at != std::string::npos;
          at = upper.find(word, at + 1)) {
-      const bool starts = at == 0 || std::isalnum(static_cast<unsigned char>(upper[at - 1])) == 0;
-      if (starts) return true;  // "H200" in "NVIDIA H200", not in "GH200"
+      const std::size_t end = at + word.size();
+      if ((at == 0 || boundary(at - 1)) && (!whole || end == upper.size() || boundary(end))) {
+        return true;
+      }
     }
     return false;
   };
@@ -429,6 +436,18 @@ std::string device_name_mismatch(const std::string& device, const std::string& p
       std::isdigit(static_cast<unsigned char>(upper[gb - 1])) != 0 && !word_at(memory)) {
     return fmt::format("the logs ran on {}, whose memory is not the {} of {}", device, memory,
                        preset);
+  }
+  // The form factor: an SXM preset's NVLink, power limit and SMs are not those of a PCIe card,
+  // an NVL card or a MIG slice of the same GPU.
+  if (std::find(parts.begin(), parts.end(), "SXM") != parts.end()) {
+    for (const auto& [word, what] : {std::pair<std::string, const char*>{"PCIE", "a PCIe card"},
+                                     {"NVL", "an NVL card"},
+                                     {"MIG", "a MIG slice"}}) {
+      if (word_at(word, /*whole=*/true)) {
+        return fmt::format("the logs ran on {}, {}, not on the SXM module of {}", device, what,
+                           preset);
+      }
+    }
   }
   return "";
 }

@@ -260,6 +260,26 @@ TEST(CalibrateCli, ImportWritesAProfileThatFits) {
     EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
     EXPECT_NE(wrong.output.find("--gpu " + preset + ": " + why), std::string::npos) << wrong.output;
   }
+  // Nor a PCIe card or a MIG slice of that GPU, whose links, power and SMs are not the SXM
+  // module's.
+  for (const auto& [device, what] :
+       {std::pair<std::string, std::string>{"A100-PCIE-80GB", "a PCIe card"},
+        {"A100-SXM4-80GB MIG 3g.40gb", "a MIG slice"}}) {
+    std::string log = read_file(kLogs + "a100_8gpu_all_reduce_perf.log");
+    for (std::size_t at = log.find("A100-SXM4-80GB"); at != std::string::npos;
+         at = log.find("A100-SXM4-80GB", at + device.size())) {
+      log.replace(at, std::string("A100-SXM4-80GB").size(), device);
+    }
+    const fs::path renamed = temp_dir() / "renamed_all_reduce_perf.log";
+    std::ofstream(renamed) << log;
+    const Outcome wrong = run_fsdpsim("calibrate import-nccl-tests " + renamed.string() + " -o " +
+                                      out.string() + " --gpu a100-sxm-80gb");
+    EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
+    EXPECT_NE(wrong.output.find("--gpu a100-sxm-80gb: the logs ran on NVIDIA " + device + ", " +
+                                what + ", not on the SXM module of a100-sxm-80gb"),
+              std::string::npos)
+        << wrong.output;
+  }
   // A preset that does not exist is named as the option's value, with the ones that do.
   const Outcome unknown =
       run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
