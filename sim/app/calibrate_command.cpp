@@ -284,7 +284,10 @@ int fit_command(const CalibrateOptions& o) {
       out += fmt::format("  {}: {}\n", s.what, s.why);
   }
   if (!fit.interference.empty()) {
-    out += "\ninterference (time alongside another collective / time alone, median over sizes):\n";
+    out +=
+        "\ninterference (time alongside another collective / time alone, median over sizes; not "
+        "used by the\ncost models, which share the NICs between concurrent collectives by their "
+        "own model):\n";
     for (const calibrate::InterferenceFit& i : fit.interference) {
       out +=
           fmt::format("  {} on {}/{} alongside {}: x{:.2f} ({} sizes)\n",

@@ -918,9 +918,10 @@ std::string calibration_usage_line(const hardware::ClusterSpec& cluster) {
       n.collectives_calibrated + n.collectives_fallback, n.gemms_calibrated + n.gemms_fallback,
       curves.allocation_costs() ? "the calibration" : "the hardware preset",
       n.collectives_calibrated == 0 && n.collectives_fallback > 0
-          ? "\n           no collective of this step has a measured curve of its group shape "
-            "(ranks, ranks per node; the profile's curves do not extend to other scales): the "
-            "model priced them all"
+          ? "\n           no collective of this step was priced by a measured curve: none has its "
+            "group shape (ranks, ranks per node; the profile's curves do not extend to other "
+            "scales), or its curve stops in the latency regime below its sizes (`calibrate fit` "
+            "names such curves); the model priced them all"
           : "",
       sustained.empty() ? "" : fmt::format("\n           {}", sustained),
       speeds.empty() ? "" : fmt::format("\n           {}", speeds),
