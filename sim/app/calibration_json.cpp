@@ -746,6 +746,28 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
             point_path());
       }
       const bool intra_node = s.ranks_per_node >= s.ranks;
+      if (!intra_node && cluster.nic_bandwidth_per_node.value() > 0.0) {
+        // In a ring over n ranks, g per node, each node takes in (n - g) / n of the buffer
+        // through its NICs, all of them at most (nccl_costs.md "Ring across nodes"), so busbw
+        // (the buffer's (n - 1) / n over the time) is at most the node's NIC rate times
+        // (n - 1) / (n - g); twice that for an all-reduce, whose tree or in-network reduction
+        // can pass a ring (two-node trees do, nccl_costs.md "Algorithms").
+        const auto n = static_cast<double>(s.ranks);
+        const double ring =
+            cluster.nic_bandwidth_per_node.value() * (n - 1.0) / (n - s.ranks_per_node);
+        const double nic_limit =
+            kPeakTolerance * (s.op == hardware::Collective::kAllReduce ? 2.0 * ring : ring);
+        if (busbw > nic_limit) {
+          return at(fmt::format("{}, is {:.0f} GB/s of bus bandwidth, more than the scenario's "
+                                "network can carry ({:.0f} GB/s for {} ranks, {} per node, with "
+                                "{:.0f} Gb/s of NICs per node, hardware.node.nic_Gbps_per_node): "
+                                "the profile was measured on a faster network; set the "
+                                "cluster's NIC bandwidth, or use a profile of this one",
+                                measured(), busbw / 1e9, nic_limit / 1e9, s.ranks, s.ranks_per_node,
+                                cluster.nic_bandwidth_per_node.value() * 8e-9),
+                    point_path());
+        }
+      }
       const double line_rate =
           intra_node ? cluster.nvlink_bandwidth.value() : cluster.nic_bandwidth_per_node.value();
       // Large in all and per rank: a ring's hop latency (per rank) is then a small part of it.

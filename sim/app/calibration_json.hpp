@@ -52,8 +52,11 @@ std::string calibration_device_mismatch(const calibrate::DeviceInfo& device,
 // GEMM faster than the GPU's dense peak for its dtype (by more than kPeakTolerance: rounding of
 // the timer), or a collective whose bus bandwidth exceeds twice the NVLink line rate (NVLink
 // SHARP all-reduce reaches about 1.07x of it on H100, NCCL 2.18 release notes / nccl-tests
-// results; nothing reaches 2x). Such numbers are a unit slip (ms written as us) or another
-// machine's, and would give an MFU above 100 %. The other way, a large GEMM (kLargeGemmFlops and
+// results; nothing reaches 2x), or, across nodes, more than the scenario's NICs can carry (a
+// ring's busbw is at most their rate times (n - 1) / (n - g) for n ranks, g per node; twice that
+// for an all-reduce, kPeakTolerance on top). Such numbers are a unit slip (ms written as us) or
+// another machine's (a faster network's: the scenario's own NIC setting would then do nothing),
+// and would give an MFU above 100 %. The other way, a large GEMM (kLargeGemmFlops and
 // up) under kSlowestShareOfLineRate of the dense peak, or a large collective (kLargeCollective
 // bytes and up, kLargeCollectiveShare per rank) under that share of its link's line rate (NVLink
 // inside a node, the node's NICs across nodes), is a time or size in the wrong unit (ns written as

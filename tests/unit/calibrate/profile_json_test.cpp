@@ -592,6 +592,25 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
             std::string::npos)
       << load_error(j, &cluster);
 
+  // Across nodes, the scenario's NICs bound it: a ring over 16 ranks, 8 per node, takes in half
+  // the buffer through each node's NICs, so its busbw is at most 15/8 of their rate (x1.05).
+  // valid_json's 1 GiB in 20 ms is 50 GB/s: over 100 Gb/s NICs per node (24.6 GB/s), not over
+  // 8 x 400 Gb/s.
+  j = valid_json();
+  hardware::ClusterSpec slow_network = cluster;
+  slow_network.nic_bandwidth_per_node = gbit_per_s(100.0);
+  EXPECT_NE(load_error(j, &slow_network)
+                .find("reduce_scatter on 16 ranks, 1073741824 bytes in 20000 us, is 50 GB/s of "
+                      "bus bandwidth, more than the scenario's network can carry (25 GB/s for 16 "
+                      "ranks, 8 per node, with 100 Gb/s of NICs per node, "
+                      "hardware.node.nic_Gbps_per_node): the profile was measured on a faster "
+                      "network; set the cluster's NIC bandwidth, or use a profile of this one "
+                      "(the profile's /collectives/0/points/1)"),
+            std::string::npos)
+      << load_error(j, &slow_network);
+  slow_network.nic_bandwidth_per_node = gbit_per_s(3200.0);
+  EXPECT_EQ(load_error(j, &slow_network), "");
+
   // A thousandfold too slow (ns written as us): refused too, where the size makes latency moot.
   j = valid_json();
   j["collectives"][0]["points"][1]["time_us"] = 5e6;
