@@ -170,6 +170,10 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
       continue;
     }
     fsdp::StepResult r;
+    // The profile's usage counters are shared by the rows, simulated one after another.
+    const hardware::CalibratedCurves* curves = scenario.hardware.cluster.gpu.calibration.get();
+    const hardware::CalibrationCounts before =
+        curves != nullptr ? curves->usage().counts() : hardware::CalibrationCounts{};
     try {
       r = simulate_scenario(scenario, false).result;
     } catch (const ConfigError& error) {  // rates or sizes out of range
@@ -197,6 +201,14 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
     }
     o.status = r.out_of_memory ? "oom" : "ok";
     o.alloc_retries = r.reserved.alloc_retries;
+    if (curves != nullptr) {
+      const hardware::CalibrationCounts after = curves->usage().counts();
+      o.calibration =
+          hardware::CalibrationCounts{after.collectives_calibrated - before.collectives_calibrated,
+                                      after.collectives_fallback - before.collectives_fallback,
+                                      after.gemms_calibrated - before.gemms_calibrated,
+                                      after.gemms_fallback - before.gemms_fallback};
+    }
     o.scaling_key = scaling_key(c, built.document);
     const double tokens = r.tokens_per_s_per_gpu;
     if (const auto m = c.number("measured_model_tflops_per_gpu")) {
@@ -384,6 +396,7 @@ int validate_command(const ValidateOptions& options) {
   // resolved from the working directory and checked once. The last --set of it holds, as for
   // any key; --calibration and --set both naming one is refused.
   std::string calibration = options.calibration;
+  bool calibration_complete = true;
   for (const std::string& o : options.overrides) {
     if (o.rfind("hardware.calibration=", 0) != 0) {
       overrides.push_back(o);
@@ -413,7 +426,8 @@ int validate_command(const ValidateOptions& options) {
     // directory's), not the CSV's folder's.
     const std::filesystem::path profile =
         std::filesystem::absolute(presets.resolve("calibration", calibration, "--calibration", ""));
-    (void)load_calibration(profile.string(), "--calibration", "", presets);
+    calibration_complete =
+        load_calibration(profile.string(), "--calibration", "", presets)->complete();
     overrides.push_back("hardware.calibration=" + profile.string());
     origins.emplace_back("--calibration");
   }
@@ -500,6 +514,7 @@ int validate_command(const ValidateOptions& options) {
   context.cases_file = file.filename().string();
   context.where = options.where;
   context.calibration = calibration;
+  context.calibration_complete = calibration_complete;
   for (const std::string& column : options.group_by) {
     if (std::find(context.group_by.begin(), context.group_by.end(), column) ==
         context.group_by.end())
@@ -547,6 +562,10 @@ int validate_command(const ValidateOptions& options) {
           "{}, median {}, max {} ({} cases)\n",
           outcomes.size(), skipped.size(), percent(tflops.mape), percent(tflops.median_ape),
           percent(tflops.max_ape), tflops.count);
+    }
+    if (!calibration_complete) {
+      summary << "note: the calibration profile is incomplete (\"complete\": false): the harness "
+                 "run that wrote it stopped early, so some shapes may be missing from it\n";
     }
     // A row predicted out of memory ran in fact: its error is of a step that would fail.
     const auto oom = std::count_if(outcomes.begin(), outcomes.end(),

@@ -206,6 +206,42 @@ std::vector<std::string> keys(const ValidationGroups& groups) {
 
 // An upper bound as a percentage: rounded up at two decimals, never down (a gap of 0.14 % is
 // not "within 0.1 %").
+// How much of the rows the calibration profile priced: the rows of which it priced no
+// collective or no GEMM (every one the model's), named up to a few.
+std::string calibration_coverage(const std::vector<ValidationOutcome>& outcomes) {
+  static constexpr std::size_t kNamed = 5;
+  std::size_t rows = 0;
+  std::vector<std::string> no_collective;
+  std::vector<std::string> no_gemm;
+  for (const ValidationOutcome& o : outcomes) {
+    if (!o.calibration) continue;
+    ++rows;
+    const hardware::CalibrationCounts& n = *o.calibration;
+    if (n.collectives_calibrated == 0 && n.collectives_fallback > 0)
+      no_collective.push_back(o.c->get("case_id"));
+    if (n.gemms_calibrated == 0 && n.gemms_fallback > 0) no_gemm.push_back(o.c->get("case_id"));
+  }
+  if (rows == 0) return "";
+  // "none", "all", or "2: `a`, `b`".
+  const auto which = [rows](const std::vector<std::string>& ids) -> std::string {
+    if (ids.empty()) return "none";
+    if (ids.size() == rows) return "all";
+    std::vector<std::string> shown;
+    for (std::size_t i = 0; i < std::min(ids.size(), kNamed); ++i)
+      shown.push_back(fmt::format("`{}`", markdown_cell(ids[i])));
+    return fmt::format("{} ({}{})", ids.size(), fmt::join(shown, ", "),
+                       ids.size() > kNamed ? fmt::format(" and {} more", ids.size() - kNamed) : "");
+  };
+  const std::string out = fmt::format(
+      "Of the {} rows, the model priced every collective of {}{} and every GEMM of {}", rows,
+      which(no_collective),
+      no_collective.empty() ? ""
+                            : " (the profile has no curve of their group shapes, or its curves "
+                              "stop below their sizes)",
+      which(no_gemm));
+  return out + " (each row's counts: `calibration` in the JSON's cases).";
+}
+
 std::string bound_percent(double fraction) {
   return fmt::format("{:.2f}%", std::ceil(fraction * 10000.0) / 100.0);
 }
@@ -305,6 +341,12 @@ nlohmann::json ValidationReport::json() const {
       row["measured_tokens_per_s_per_gpu"] = *o.measured_tokens;
       row["error"] = o.predicted_tokens / *o.measured_tokens - 1.0;
     }
+    if (o.calibration) {
+      row["calibration"] = {{"collectives_calibrated", o.calibration->collectives_calibrated},
+                            {"collectives_fallback", o.calibration->collectives_fallback},
+                            {"gemms_calibrated", o.calibration->gemms_calibrated},
+                            {"gemms_fallback", o.calibration->gemms_fallback}};
+    }
     for (const auto& [key, pair] :
          {std::pair{"step_time_s", &o.step_time_s}, std::pair{"model_tflops", &o.model_tflops},
           std::pair{"hardware_tflops", &o.hardware_tflops}, std::pair{"mfu", &o.mfu},
@@ -343,8 +385,13 @@ std::string ValidationReport::markdown() const {
   if (!context.calibration.empty()) {
     md += fmt::format(
         "Every row is priced with the calibration profile `{}` (collectives and GEMMs it measured; "
-        "the model for the rest); rows of another GPU are skipped.\n\n",
-        context.calibration);
+        "the model for the rest); rows of another GPU are skipped.{} {}\n\n",
+        context.calibration,
+        context.calibration_complete
+            ? ""
+            : " The profile is incomplete (\"complete\": false): the harness run that wrote it "
+              "stopped early, so some shapes may be missing from it.",
+        calibration_coverage(outcomes));
   }
   if (context.fit) {
     md += fmt::format("Fitted on these rows: {} = {:.4f} (tokens/s MAPE {}).\n\n", context.fit->key,

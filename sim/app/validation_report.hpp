@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "hardware/calibrated_curves.hpp"
 #include "sim/app/validation_cases.hpp"
 #include "sim/app/validation_stats.hpp"
 
@@ -45,6 +46,9 @@ struct ValidationOutcome {
   // cudaMalloc retries of the predicted step (the caching allocator freed its cache and tried
   // again), 0 where the allocator is not modelled.
   std::int64_t alloc_retries = 0;
+  // With a calibration profile, what it priced of this row (warm-up and measured step) and what
+  // the model priced: a row whose group shapes the profile did not measure is the model's.
+  std::optional<hardware::CalibrationCounts> calibration;
   // The row's scenario without its GPU count (validation_scaling.hpp): rows with equal keys are
   // the same run on different GPU counts.
   std::string scaling_key;
@@ -61,6 +65,7 @@ struct ValidationContext {
   std::string cases_file;             // the CSV's file name
   std::vector<std::string> where;     // --where, as given
   std::string calibration;            // the profile every row was priced with, as given; "" none
+  bool calibration_complete = true;   // false: the harness run that wrote it stopped early
   std::vector<std::string> group_by;  // --group-by columns, each once
   std::optional<ValidationFit> fit;
 };

@@ -198,6 +198,21 @@ std::string scaling_markdown(const std::vector<ScalingPair>& pairs) {
     md += fmt::format("| {} | {} | {} | {} |\n", markdown_cell(source), own.size(),
                       signed_percent(own_measured), signed_percent(own_predicted));
   }
+  // With a calibration profile, one row of a pair can be priced by measured curves and the other
+  // by the model (a group shape the profile did not measure): its error then mixes the two.
+  const auto measured_collectives = [](const ValidationOutcome& o) {
+    return o.calibration && o.calibration->collectives_calibrated > 0;
+  };
+  const auto mixed = std::count_if(pairs.begin(), pairs.end(), [&](const ScalingPair& p) {
+    return p.fewer->calibration && measured_collectives(*p.fewer) != measured_collectives(*p.more);
+  });
+  if (mixed > 0) {
+    md += fmt::format(
+        "\n{} of the {} pairs compare a row whose collectives the calibration profile priced with "
+        "one whose collectives the model priced (a group shape the profile did not measure): "
+        "their errors mix the profile's and the model's.\n",
+        mixed, pairs.size());
+  }
   md +=
       "\n| fewer GPUs | more GPUs | GPUs | measured change | predicted change | error "
       "|\n|---|---|---|---|---|---|\n";

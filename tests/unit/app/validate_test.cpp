@@ -1418,8 +1418,14 @@ TEST(Validate, CalibrationPathIsRelativeToTheWorkingDirectory) {
   const nlohmann::json j = nlohmann::json::parse(out);
   EXPECT_EQ(j["skipped"], 0) << j["skipped_cases"].dump(1);
   EXPECT_EQ(j["evaluated"], 7);
-  // The report says which profile priced the rows; without one, none.
+  // The report says which profile priced the rows, and what it priced of each (one GPU: no
+  // collective; its GEMMs measured); without one, none.
   EXPECT_EQ(j["calibration"], relative.string());
+  for (const nlohmann::json& c : j["cases"]) {
+    EXPECT_GT(c["calibration"]["gemms_calibrated"].get<int>(), 0) << c.dump();
+    EXPECT_EQ(c["calibration"]["collectives_calibrated"], 0) << c.dump();
+    EXPECT_EQ(c["calibration"]["collectives_fallback"], 0) << c.dump();
+  }
   const auto [plain_code, plain_out] = run_fsdpsim("validate " + std::string(FSDPSIM_CONFIGS_DIR) +
                                                    "/validation/measured-h200/steps.csv --json -");
   ASSERT_EQ(plain_code, 0) << plain_out;
@@ -1452,6 +1458,50 @@ TEST(Validate, CalibrationPathIsRelativeToTheWorkingDirectory) {
   EXPECT_EQ(empty_code, 2) << empty_out;
   EXPECT_NE(empty_out.find("expected a profile name or path, found \"\""), std::string::npos)
       << empty_out;
+}
+
+// A profile measured on one node prices the 8-GPU rows' collectives, not those of rows across
+// nodes: each case says what the profile priced, the markdown names the rows it priced no
+// collective of, and the scaling pairs that mix the two.
+TEST(Validate, EachRowSaysWhatTheCalibrationPriced) {
+  const fs::path dir = test_support::temp_dir("validate", "calibration_coverage");
+  const fs::path md = dir / "v.md";
+  const auto [code, out] =
+      run_fsdpsim("validate " + std::string(FSDPSIM_CONFIGS_DIR) +
+                  "/validation/cases.csv --where gpu=a100-sxm-80gb --where "
+                  "source=llm-foundry@fe973f0 --calibration a100-sxm-80gb --json - --md " +
+                  md.string());
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  std::size_t one_node = 0;
+  std::size_t across_nodes = 0;
+  for (const nlohmann::json& c : j["cases"]) {
+    const nlohmann::json& n = c["calibration"];
+    const bool multi_node = c["case_id"].get<std::string>().find("-g8-") == std::string::npos;
+    EXPECT_EQ(n["gemms_calibrated"], 0) << c.dump();  // the profile has no GEMM
+    EXPECT_GT(n["gemms_fallback"].get<int>(), 0) << c.dump();
+    if (multi_node) {
+      ++across_nodes;
+      EXPECT_EQ(n["collectives_calibrated"], 0) << c.dump();
+      EXPECT_GT(n["collectives_fallback"].get<int>(), 0) << c.dump();
+    } else {
+      ++one_node;
+      EXPECT_GT(n["collectives_calibrated"].get<int>(), 0) << c.dump();
+      EXPECT_EQ(n["collectives_fallback"], 0) << c.dump();
+    }
+  }
+  EXPECT_GT(one_node, 0U);
+  EXPECT_GT(across_nodes, 0U);
+  const std::string text = test_support::read_file(md);
+  EXPECT_NE(text.find(fmt::format("Of the {} rows, the model priced every collective of {} (`",
+                                  one_node + across_nodes, across_nodes)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("and every GEMM of all"), std::string::npos) << text;
+  EXPECT_NE(text.find("pairs compare a row whose collectives the calibration profile priced with "
+                      "one whose collectives the model priced"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Validate, OwnGemmMeasurementsPredictOwnStepsNoWorseThanThePreset) {
