@@ -828,7 +828,10 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
   }
   calibrate::ProfileFit fit;
   try {
-    fit = calibrate::fit_profile(profile, reference);
+    // A preset keeps its name; a path is named as it resolved (relative to the file that names
+    // it), so that `run`'s costs line says which file priced the step.
+    fit = calibrate::fit_profile(profile,
+                                 file.stem().string() == reference ? reference : file.string());
   } catch (const calibrate::InputError& e) {
     throw ConfigError(file.string(), "", e.what());
   }

@@ -406,6 +406,16 @@ TEST(CalibrateCli, RunSaysWhichCostsCameFromTheProfile) {
                                    " --set hardware.calibration=" + partial.string());
   EXPECT_NE(text.output.find("the profile is incomplete (\"complete\": false)"), std::string::npos)
       << text.output;
+  // A profile named by a relative path is the scenario's folder's; the costs line names the file
+  // it resolved to, wherever the command runs.
+  const fs::path beside = scenario_file().parent_path() / "beside_scenario.json";
+  std::ofstream(beside) << profile.dump(2);
+  const Outcome relative = run_fsdpsim(
+      "run " + scenario_file().string() + " --set hardware.calibration=beside_scenario.json",
+      "cd / && ");
+  EXPECT_NE(relative.output.find(" GEMMs from calibration " + beside.string() + ", the rest"),
+            std::string::npos)
+      << relative.output;
   const Outcome bad =
       run_fsdpsim("run " + scenario_file().string() + " --set hardware.calibration=a100-sxm-80g");
   EXPECT_EQ(bad.exit_code, 2);
