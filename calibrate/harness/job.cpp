@@ -68,11 +68,23 @@ LaunchEnv launch_env() {
   return LaunchEnv{};
 }
 
+// Whether the launcher's environment, not this process alone, makes the ranks.
+bool uses_environment(const Options& options, const LaunchEnv& e) {
+  return options.launch == LaunchMode::kEnvironment ||
+         (options.launch == LaunchMode::kAuto && !e.launcher.empty() && e.world > 1);
+}
+
 // torchrun's rendezvous id first: torchrun started on each node by its own `srun` step, inside
-// one Slurm job, has the same --rdzv-id everywhere but a different SLURM_STEP_ID per node.
+// one Slurm job, has the same --rdzv-id everywhere but a different SLURM_STEP_ID per node. An
+// elastic restart keeps the run id and counts up TORCHELASTIC_RESTART_COUNT: the attempt is in
+// the tag, so that a rank never reads the id file a failed attempt's rank 0 left behind.
 std::string rendezvous_tag(const Options& o) {
   if (!o.rendezvous_tag.empty()) return o.rendezvous_tag;
-  if (!env("TORCHELASTIC_RUN_ID").empty()) return cat("torchrun-", env("TORCHELASTIC_RUN_ID"));
+  if (!env("TORCHELASTIC_RUN_ID").empty()) {
+    const std::string restart = env("TORCHELASTIC_RESTART_COUNT");
+    return cat("torchrun-", env("TORCHELASTIC_RUN_ID"),
+               restart.empty() ? std::string() : cat(".", restart));
+  }
   if (!env("SLURM_JOB_ID").empty())
     return cat("slurm-", env("SLURM_JOB_ID"), ".", env("SLURM_STEP_ID"));
   if (!env("MASTER_PORT").empty()) return cat("port-", env("MASTER_PORT"));
@@ -124,6 +136,11 @@ ncclUniqueId exchange_unique_id(const Options& o, int rank, Heartbeat& heartbeat
 
 }  // namespace
 
+bool launched_as_root(const Options& options) {
+  const LaunchEnv e = launch_env();
+  return !uses_environment(options, e) || e.rank == 0;
+}
+
 Job::Job(const Options& options, Heartbeat& heartbeat) : heartbeat_(heartbeat) {
   int devices = 0;
   const cudaError_t status = cudaGetDeviceCount(&devices);
@@ -137,9 +154,7 @@ Job::Job(const Options& options, Heartbeat& heartbeat) : heartbeat_(heartbeat) {
         "nccl-tests logs without one"));
   }
   const LaunchEnv e = launch_env();
-  const bool use_env = options.launch == LaunchMode::kEnvironment ||
-                       (options.launch == LaunchMode::kAuto && !e.launcher.empty() && e.world > 1);
-  if (use_env) {
+  if (uses_environment(options, e)) {
     if (e.launcher.empty()) {
       throw UsageError(
           "--launch env: none of RANK/WORLD_SIZE/LOCAL_RANK, "

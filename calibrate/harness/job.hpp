@@ -50,6 +50,11 @@ struct Group {
   bool owns_comms = true;
 };
 
+// Whether this process is rank 0, the one that writes the profile (a single-process run always
+// is), from the launcher's environment alone: known before any NCCL communicator forms. Throws
+// UsageError as Job does for an incomplete launch environment.
+bool launched_as_root(const Options& options);
+
 class Job {
  public:
   // Throws UsageError when there is no usable GPU or the launch environment is incomplete.

@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
         }
       }
     }
+    if (launched_as_root(options)) check_writable(options.output);
     heartbeat.start_watchdog(options.timeout_s, options.output);
     job = std::make_unique<Job>(options, heartbeat);
     describe(*job, options, results);

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include "calibrate/harness/json_writer.hpp"
 #include "calibrate/harness/util.hpp"
@@ -153,11 +155,33 @@ std::string to_json(const Results& r) {
   return w.str() + "\n";
 }
 
-void write_atomically(const std::string& path, const std::string& content) {
+namespace {
+
+// The temporary file write_atomically writes before its rename, in the output's folder.
+std::string temporary_for(const std::string& path) {
   const std::size_t slash = path.find_last_of('/');
   const std::string folder = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
   const std::string file = slash == std::string::npos ? path : path.substr(slash + 1);
-  const std::string temporary = cat(folder, ".", file, ".", ::getpid(), ".tmp");
+  return cat(folder, ".", file, ".", ::getpid(), ".tmp");
+}
+
+}  // namespace
+
+void check_writable(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(cat("-o ", path, ": is a folder; name the profile file to write"));
+  const std::string temporary = temporary_for(path);
+  const bool writable = std::ofstream(temporary, std::ios::binary | std::ios::trunc).good();
+  std::remove(temporary.c_str());
+  if (!writable) {
+    throw UsageError(cat("-o ", path, ": cannot write ", temporary,
+                         " (does the folder exist and is it writable?)"));
+  }
+}
+
+void write_atomically(const std::string& path, const std::string& content) {
+  const std::string temporary = temporary_for(path);
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out << content;

@@ -105,4 +105,9 @@ std::string to_json(const Results& results);
 // reader never sees half a profile. Throws HarnessError naming the path.
 void write_atomically(const std::string& path, const std::string& content);
 
+// Refuses (UsageError naming -o) an output write_atomically could not write: a folder that does
+// not exist or is not writable, or a path that is a folder. Checked before the measurements
+// start, so that a typo costs no NCCL start-up on every node.
+void check_writable(const std::string& path);
+
 }  // namespace fsdpsim::harness

@@ -11,6 +11,7 @@
 
 #include "calibrate/harness/options.hpp"
 #include "calibrate/harness/plan_file.hpp"
+#include "calibrate/harness/results.hpp"
 #include "calibrate/harness/util.hpp"
 
 namespace fsdpsim::harness {
@@ -32,6 +33,30 @@ std::string usage_error(const std::vector<std::string>& args) {
     return e.what();
   }
   return "";
+}
+
+// -o is checked before any measurement (and NCCL's start on every node): a folder that does not
+// exist, or a folder named as the file, is a usage error; a good path is left as it was.
+TEST(HarnessInput, AnOutputThatCannotBeWrittenIsRefusedFirst) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fsdpsim_harness_output_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto error_of = [](const std::string& path) {
+    try {
+      check_writable(path);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string missing = (dir / "no_such_folder" / "p.json").string();
+  EXPECT_NE(error_of(missing).find("-o " + missing + ": cannot write "), std::string::npos)
+      << error_of(missing);
+  EXPECT_EQ(error_of(dir.string()),
+            "-o " + dir.string() + ": is a folder; name the profile file to write");
+  EXPECT_EQ(error_of((dir / "p.json").string()), "");
+  EXPECT_TRUE(fs::is_empty(dir));  // nothing left behind
+  fs::remove_all(dir);
 }
 
 TEST(HarnessInput, SizesAreWholeAndAtMostOnePebibyte) {
