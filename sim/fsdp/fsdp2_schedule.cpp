@@ -338,11 +338,36 @@ class Fsdp2Step final : private UnitHooks {
   // FlatParameter to concat into): the root's LM head gradient at the start of backward, its
   // embedding gradient at the end, unless the head is tied to the embedding's table, whose
   // gradient the head's backward then makes first.
+  //
+  // Under no_sync with reduce_dtype equal to param_dtype, to_accumulated_grad_if_needed left each
+  // unsharded parameter's .grad in place, so the next backward's AccumulateGrad adds every new
+  // gradient into it as autograd makes it (variable_grad += new_grad, torch/csrc/autograd/
+  // functions/accumulate_grad.h), and frees it: one parameter's gradient in flight at a time,
+  // here the layer's largest, held through its backward, and the adds after it.
   void pre_backward_layer(std::size_t u, std::size_t layer) override {
     const std::vector<Bytes>& sizes = layer_gradients_[layer];
     if (sizes.empty()) return;
-    allocate_each(s_.workload().layers[layer].name + ".param_grads", sizes,
-                  MemoryCategory::kGradients, state_[u].grads);
+    const std::string& name = s_.workload().layers[layer].name;
+    if (adds_in_place(u)) {
+      state_[u].grads.push_back(s_.allocate(name + ".param_grad_in_flight",
+                                            *std::max_element(sizes.begin(), sizes.end()),
+                                            s_.compute(), MemoryCategory::kGradients));
+      return;
+    }
+    allocate_each(name + ".param_grads", sizes, MemoryCategory::kGradients, state_[u].grads);
+  }
+
+  void post_backward_layer(std::size_t u, std::size_t layer) override {
+    if (!adds_in_place(u) || layer_gradients_[layer].empty()) return;
+    const std::string& name = s_.workload().layers[layer].name;
+    for (const Bytes b : layer_gradients_[layer])
+      s_.copy(name + ".accumulate_grad", s_.compute(), 3 * b, Phase::kBackward, g(u));
+    free_all(state_[u].grads);
+  }
+
+  // Whether AccumulateGrad adds unit u's new gradients into the ones kept under no_sync.
+  bool adds_in_place(std::size_t u) const {
+    return state_[u].has_accumulated && f_.reduce_dtype == f_.param_dtype;
   }
 
   // FSDPParamGroup.post_backward (RegisterPostBackwardFunction): none without a parameter group.
@@ -357,10 +382,13 @@ class Fsdp2Step final : private UnitHooks {
     std::vector<TensorId> grads = std::move(st.grads);
     st.grads.clear();
     if (had_accumulated) {
-      // The new gradient is added into the accumulated one.
-      s_.copy(unit.name + ".accumulate_unsharded_grad", s_.compute(),
-              elements(unit.numel, f_.param_dtype) + 2 * elements(unit.numel, rd), Phase::kBackward,
-              g(u));
+      // accumulate_unsharded_grad_if_needed adds the new gradient into the one kept in
+      // reduce_dtype; in param_dtype AccumulateGrad has added them already (post_backward_layer).
+      if (rd != f_.param_dtype) {
+        s_.copy(unit.name + ".accumulate_unsharded_grad", s_.compute(),
+                elements(unit.numel, f_.param_dtype) + 2 * elements(unit.numel, rd),
+                Phase::kBackward, g(u));
+      }
       free_all(grads);
       grads = std::move(st.accumulated);
       st.accumulated.clear();

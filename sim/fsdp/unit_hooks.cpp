@@ -33,6 +33,7 @@ void run_micro_batch(StepBuilder& s, const std::vector<FsdpUnit>& units, UnitHoo
         std::find(unit_layers.begin(), unit_layers.end(), layer) - unit_layers.begin());
     hooks.pre_backward_layer(u, layer);
     s.backward_layer(layer, static_cast<std::int32_t>(u), saved[u][position]);
+    hooks.post_backward_layer(u, layer);
     if (layer == unit_layers.front()) hooks.post_backward(u);
   }
   if (layerless_root) hooks.post_backward(root);

@@ -23,6 +23,8 @@ class UnitHooks {
   // Before the backward of each layer of `unit` (after pre_backward for its last layer): where
   // autograd makes that layer's parameter gradients, for a runtime that has no flat parameter.
   virtual void pre_backward_layer(std::size_t /*unit*/, std::size_t /*layer*/) {}
+  // After the backward of each layer of `unit` (before post_backward for its first layer).
+  virtual void post_backward_layer(std::size_t /*unit*/, std::size_t /*layer*/) {}
 };
 
 // Forward then backward of every layer of the workload, each unit's layers tagged with its index.

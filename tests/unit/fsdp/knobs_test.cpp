@@ -560,6 +560,45 @@ TEST(Knobs, Fsdp2CopiesInAndOutAroundEachAllGather) {
   EXPECT_EQ(k.out.result.memory.peak_allocated, k.out.result.memory.peak_active);
 }
 
+// FSDP2 under no_sync: with reduce_dtype equal to param_dtype each parameter keeps its .grad,
+// and the next backward's AccumulateGrad adds every new gradient into it as autograd makes it:
+// one parameter's gradient in flight (the layer's largest, 6M x 4 B here), one add per
+// parameter. With reduce_dtype wider, the kept gradient is a reduce_dtype copy
+// (to_accumulated_grad_if_needed) and the new ones are made beside it, whole, then added into it
+// by accumulate_unsharded_grad_if_needed.
+TEST(Knobs, Fsdp2AccumulatesInPlaceWhenReduceDtypeIsParamDtype) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    for (models::Layer& l : w.layers) {
+      if (l.kind == models::LayerKind::kBlock) {
+        l.parameter_numels = {6'000'000, 4'000'000};
+        l.parameter_tensors = 2;
+      }
+    }
+    return w;
+  }();
+  const auto accumulate = [](Dtype param, Dtype reduce) {
+    return run_on(workload, [param, reduce](ScheduleInput& in) {
+      in.fsdp.version = 2;
+      in.fsdp.limit_all_gathers = false;
+      in.fsdp.param_dtype = param;
+      in.fsdp.reduce_dtype = reduce;
+      in.training.global_batch = 4;
+      in.training.no_sync = true;
+    });
+  };
+  const Knobs in_place = accumulate(Dtype::kFp32, Dtype::kFp32);
+  EXPECT_EQ(in_place.tensor_bytes("blocks.0.param_grad_in_flight"), 24'000'000);
+  EXPECT_EQ(in_place.count_suffix("blocks.0.accumulate_grad"), 2u);
+  EXPECT_EQ(in_place.out.schedule.program.ops[in_place.first_index("blocks.0.accumulate_grad")]
+                .bytes.value(),
+            3 * 24'000'000);
+  EXPECT_EQ(in_place.count_suffix(".accumulate_unsharded_grad"), 0u);
+  const Knobs upcast = accumulate(Dtype::kBf16, Dtype::kFp32);
+  EXPECT_EQ(upcast.count_suffix(".param_grad_in_flight"), 0u);
+  EXPECT_EQ(upcast.count_suffix("blocks.0.accumulate_unsharded_grad"), 1u);
+}
+
 // Where param_dtype differs from the storage dtype, FSDP2 casts each unit's shards into one
 // param_dtype buffer (_get_param_all_gather_inputs' _foreach_copy_) that all_gather_copy_in then
 // copies: a blocks.N shard of 5M fp32 elements is read (20 MB) and written in bf16 (10 MB), and
