@@ -38,6 +38,19 @@ models::TransformerSpec tiny_custom() {
   return s;
 }
 
+// tiny_custom with every layer a unit of its own: the root holds no layer.
+models::TransformerSpec every_layer_a_unit() {
+  models::TransformerSpec spec = tiny_custom();
+  for (models::CustomLayerSpec& l : spec.custom_layers) l.fsdp_unit = true;
+  return spec;
+}
+
+models::Workload one_token_workload(const models::TransformerSpec& spec) {
+  models::WorkloadOptions options;
+  options.seq_len = 1;
+  return models::build_workload(spec, options);
+}
+
 StepResult simulate(const models::Workload& workload) {
   ScheduleInput in;
   in.workload = &workload;
@@ -69,11 +82,7 @@ TEST(CustomModel, StepMatchesTheHandCheckedTinyWorkload) {
 // and last (FSDP1 and FSDP2): the root's pre-forward makes the all-gather streams wait for the
 // previous step's optimizer, which updates the shards they read.
 TEST(CustomModel, RootHooksRunWhenTheRootHasNoLayers) {
-  models::TransformerSpec spec = tiny_custom();
-  for (models::CustomLayerSpec& l : spec.custom_layers) l.fsdp_unit = true;
-  models::WorkloadOptions options;
-  options.seq_len = 1;
-  const models::Workload workload = models::build_workload(spec, options);
+  const models::Workload workload = one_token_workload(every_layer_a_unit());
   for (const std::int32_t version : {1, 2}) {
     ScheduleInput in;
     in.workload = &workload;
@@ -111,12 +120,9 @@ TEST(CustomModel, RootHooksRunWhenTheRootHasNoLayers) {
 // u2's of u1 and u1's of u0: 5. The step after starts from the backward's [g2, g1, g0]: the
 // forward pops 4, the backward 4 (u3, and the prefetches of u2, u1, u0): 8. In all 13.
 TEST(CustomModel, UnitsWithoutParametersHaveNoHandle) {
-  models::TransformerSpec spec = tiny_custom();
-  for (models::CustomLayerSpec& l : spec.custom_layers) l.fsdp_unit = true;
+  models::TransformerSpec spec = every_layer_a_unit();
   spec.custom_layers.insert(spec.custom_layers.begin() + 2, unit("pool", 0, 1'000'000, true));
-  models::WorkloadOptions options;
-  options.seq_len = 1;
-  const models::Workload workload = models::build_workload(spec, options);
+  const models::Workload workload = one_token_workload(spec);
   for (const std::int32_t version : {1, 2}) {
     ScheduleInput in;
     in.workload = &workload;
