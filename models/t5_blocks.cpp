@@ -142,6 +142,79 @@ void cross_attention_forward(LayerDraft& draft, const Block& b) {
   residual_forward(draft, b, "cross_attn");
 }
 
+// gelu_new (NewGELUActivation, transformers/activations.py), as eager PyTorch runs it:
+// 0.5 * x * (1.0 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3.0)))), eight elementwise kernels
+// in Python's order, 0.5 * x first, each reading and writing whole T x ffn_dim tensors (2 passes,
+// 3 for the two binary ones). Autograd keeps x (for pow: wi_0's output, saved by the caller),
+// tanh's result t, and both factors of the last product, 0.5 * x and 1 + t; x^3 and the sums in
+// between are temporaries. The output is left to the caller.
+void gelu_new_forward(LayerDraft& draft, const Block& b) {
+  const std::int64_t ffn = b.ffn_bytes();
+  TransientTracker& temps = draft.forward_temps();
+  const auto kernel = [&](const std::string& op, std::int64_t passes) {
+    draft.forward(memory_bound_kernel("gelu_new_" + op, passes * ffn, b.ctx));
+  };
+  kernel("half_x", 2);
+  draft.save(ffn);  // 0.5 * x
+  kernel("pow", 2);
+  temps.allocate(ffn);  // x^3
+  kernel("scale_cube", 2);
+  temps.allocate(ffn);
+  temps.release(ffn);  // x^3
+  kernel("add_x", 3);
+  temps.allocate(ffn);
+  temps.release(ffn);  // 0.044715 * x^3
+  kernel("scale", 2);
+  temps.allocate(ffn);
+  temps.release(ffn);  // x + 0.044715 * x^3
+  kernel("tanh", 2);
+  draft.save(ffn);  // t
+  temps.release(ffn);
+  kernel("one_plus", 2);
+  draft.save(ffn);  // 1 + t
+  kernel("mul", 3);
+}
+
+// Its backward, node by node in autograd's order (last forward op first): the product's two
+// gradients; tanh_backward; the two scalar multiplies; pow_backward (pow(x, 2), * 3, * grad);
+// autograd adding x's gradient through pow, then through 0.5 * x, into the one through the sum
+// (InputBuffer::accumulate). 11 kernels, 28 passes. Takes the output's gradient as a temporary
+// and leaves x's gradient as one.
+void gelu_new_backward(LayerDraft& draft, const Block& b) {
+  const std::int64_t ffn = b.ffn_bytes();
+  TransientTracker& temps = draft.backward_temps();
+  const auto kernel = [&](const std::string& op, std::int64_t passes) {
+    draft.backward(memory_bound_kernel("gelu_new_" + op + "_bwd", passes * ffn, b.ctx));
+  };
+  kernel("mul_other", 3);  // grad * 0.5x: the gradient of 1 + t
+  temps.allocate(ffn);
+  kernel("mul_self", 3);  // grad * (1 + t): the gradient of 0.5 * x, held to the end
+  temps.allocate(ffn);
+  temps.release(ffn);  // the output's gradient
+  kernel("tanh", 3);
+  temps.allocate(ffn);
+  temps.release(ffn);  // 1 + t's
+  kernel("scale", 2);
+  temps.allocate(ffn);
+  temps.release(ffn);  // the gradient of x + 0.044715 * x^3: x's first, and the cube's
+  kernel("scale_cube", 2);
+  temps.allocate(ffn);  // x^3's
+  kernel("pow_square", 2);
+  temps.allocate(ffn);
+  kernel("pow_times_three", 2);
+  temps.allocate(ffn);
+  temps.release(ffn);  // x^2
+  kernel("pow_grad", 3);
+  temps.allocate(ffn);
+  temps.release(2 * ffn);  // 3 * x^2 and x^3's gradient
+  kernel("accumulate_pow", 3);
+  temps.release(ffn);  // added in place into x's gradient
+  kernel("half_x", 2);
+  temps.allocate(ffn);
+  kernel("accumulate_half_x", 3);
+  temps.release(2 * ffn);  // 0.5 * x's gradient and x's contribution through it
+}
+
 void ffn_forward(LayerDraft& draft, const Block& b) {
   const std::int64_t d = b.spec.d_model;
   const std::int64_t f = b.spec.ffn_dim;
@@ -150,12 +223,11 @@ void ffn_forward(LayerDraft& draft, const Block& b) {
   append_norm_forward(draft, "ff_norm", t5_norm(b.ctx), d, b.ctx);
   draft.save(b.hidden());  // the normalized input, kept by wi (wi_0, wi_1)
   if (b.spec.gated_ffn) {
-    // T5DenseGatedActDense: gelu_new(wi_0(x)) * wi_1(x). gelu_new (NewGELUActivation) is about
-    // 8 eager elementwise ops, counted as one unary kernel.
+    // T5DenseGatedActDense: gelu_new(wi_0(x)) * wi_1(x).
     draft.forward(linear_forward("wi_0", {d, f, false}, b.ctx));
     draft.save(ffn);  // the GELU input
-    draft.forward(unary_forward("gelu_new", f, b.ctx));
-    draft.save(ffn);  // kept by the product
+    gelu_new_forward(draft, b);
+    draft.save(ffn);  // its output, kept by the product
     draft.forward(linear_forward("wi_1", {d, f, false}, b.ctx));
     draft.save(ffn);  // kept by the product
     draft.forward(memory_bound_kernel("gate_mul", 3 * ffn, b.ctx));
@@ -216,9 +288,7 @@ void ffn_backward(LayerDraft& draft, const Block& b) {
     append_linear_backward(draft, "wi_1", {d, f, false}, b.ctx);
     temps.allocate(b.hidden());
     temps.release(ffn);
-    draft.backward(unary_backward("gelu_new_bwd", f, b.ctx));
-    temps.allocate(ffn);
-    temps.release(ffn);
+    gelu_new_backward(draft, b);
     append_linear_backward(draft, "wi_0", {d, f, false}, b.ctx);
     temps.allocate(b.hidden());
     temps.release(ffn);

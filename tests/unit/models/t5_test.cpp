@@ -268,6 +268,55 @@ TEST(T5Workload, T5LayerNormRunsEagerlyUnlessApexFusesIt) {
             2 * (x32 + 4 * 8 * 2));
 }
 
+// v1.1's gelu_new runs op by op (transformers' NewGELUActivation is Python arithmetic): eight
+// forward kernels (18 passes over the T x d_ff tensor) that keep t, 0.5 * x and 1 + t beside x,
+// and eleven backward kernels (28 passes) in autograd's order.
+TEST(T5Workload, GatedGeluNewRunsOpByOp) {
+  TransformerSpec gated = tiny_t5();
+  gated.gated_ffn = true;
+  const Workload w = build_workload(gated, testing::options(1, 4));
+  const Layer& block = layer(w, "encoder.blocks.1");
+  const std::int64_t ffn = 4 * 16 * 2;  // 4 tokens x d_ff 16, bf16
+  const auto gelu = [](const std::vector<NamedKernel>& kernels, std::int64_t& bytes) {
+    std::vector<std::string> names;
+    bytes = 0;
+    for (const NamedKernel& k : kernels) {
+      if (k.name.rfind("gelu_new_", 0) != 0) continue;
+      names.push_back(k.name);
+      bytes += k.kernel.bytes.value();
+    }
+    return names;
+  };
+  std::int64_t forward_bytes = 0;
+  const std::vector<std::string> forward = {
+      "gelu_new_half_x", "gelu_new_pow",  "gelu_new_scale_cube", "gelu_new_add_x",
+      "gelu_new_scale",  "gelu_new_tanh", "gelu_new_one_plus",   "gelu_new_mul"};
+  EXPECT_EQ(gelu(block.forward, forward_bytes), forward);
+  EXPECT_EQ(forward_bytes, 18 * ffn);
+  std::int64_t backward_bytes = 0;
+  const std::vector<std::string> backward = {"gelu_new_mul_other_bwd",
+                                             "gelu_new_mul_self_bwd",
+                                             "gelu_new_tanh_bwd",
+                                             "gelu_new_scale_bwd",
+                                             "gelu_new_scale_cube_bwd",
+                                             "gelu_new_pow_square_bwd",
+                                             "gelu_new_pow_times_three_bwd",
+                                             "gelu_new_pow_grad_bwd",
+                                             "gelu_new_accumulate_pow_bwd",
+                                             "gelu_new_half_x_bwd",
+                                             "gelu_new_accumulate_half_x_bwd"};
+  EXPECT_EQ(gelu(block.backward, backward_bytes), backward);
+  EXPECT_EQ(backward_bytes, 28 * ffn);
+  // Saved against v1.0's block (relu): its relu output, the dropout mask and the wo input; the
+  // gated block keeps wi_0's output, 0.5 * x, t, 1 + t, the gelu output and wi_1's output for
+  // the product, then the same mask and wo input: 5 tensors more.
+  TransformerSpec relu = gated;
+  relu.gated_ffn = false;
+  const Layer& plain = layer(build_workload(relu, testing::options(1, 4)), "encoder.blocks.1");
+  EXPECT_EQ(block.saved_activations.value() - plain.saved_activations.value(), 5 * ffn);
+  EXPECT_GE(block.backward_transient_peak().value(), 5 * ffn);
+}
+
 TEST(T5Spec, ValidationNamesTheBadField) {
   TransformerSpec s = tiny_t5();
   s.d_kv = 0;
