@@ -94,7 +94,9 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
   if (address_.size() <= tensor) {
     address_.resize(tensor + 1, -1);
     pending_.resize(tensor + 1, false);
+    block_size_.resize(tensor + 1, Bytes(0));
   }
+  block_size_[tensor] = info.size;
   engine::AllocationOutcome outcome;
   // After the first failure the step can no longer run; it goes on as if the device had room, so
   // its time is that of the step on a large enough device rather than one freed cache, device
@@ -119,6 +121,7 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
       }
     } else {
       address_[tensor] = r.address;
+      block_size_[tensor] = r.size;
     }
     // release_block's cudaFree synchronizes the device (c10/cuda/CUDACachingAllocator.cpp,
     // DeviceCachingAllocator::release_block; CUDA Runtime API: cudaFree is synchronous); an
@@ -134,8 +137,15 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     reserved_.device_frees = now.frees - calls_at_measure_.frees;
   }
   note_reserved(time);
-  tracker_.on_allocate(time, tensor, info);
+  tracker_.on_allocate(time, tensor, as_counted(tensor, info));
   return outcome;
+}
+
+engine::TensorInfo MemoryModel::as_counted(engine::TensorId tensor,
+                                           const engine::TensorInfo& info) const {
+  engine::TensorInfo counted = info;
+  counted.size = block_size_[tensor];
+  return counted;
 }
 
 void MemoryModel::on_free(SimTime time, engine::TensorId tensor, const engine::TensorInfo& info,
@@ -145,7 +155,7 @@ void MemoryModel::on_free(SimTime time, engine::TensorId tensor, const engine::T
     pending_[tensor] = release_pending;
   }
   note_reserved(time);
-  tracker_.on_free(time, tensor, info, release_pending);
+  tracker_.on_free(time, tensor, as_counted(tensor, info), release_pending);
 }
 
 void MemoryModel::on_release(SimTime time, engine::TensorId tensor,
@@ -156,7 +166,7 @@ void MemoryModel::on_release(SimTime time, engine::TensorId tensor,
   }
   if (allocator_) address_[tensor] = -1;
   note_reserved(time);
-  tracker_.on_release(time, tensor, info);
+  tracker_.on_release(time, tensor, as_counted(tensor, info));
 }
 
 }  // namespace fsdpsim::memory

@@ -88,6 +88,13 @@ class MemoryModel final : public engine::MemoryObserver {
   std::optional<CachingAllocator> allocator_;
   std::vector<std::int64_t> address_;  // per tensor, -1 when not in the allocator
   std::vector<bool> pending_;          // per tensor: freed with a pending stream use
+  // Per tensor, the block the allocator gave it: the request rounded up, or a whole cached block.
+  // PyTorch's allocated and active statistics count these sizes (alloc_found_block adds
+  // block->size; requested_bytes keeps the sizes asked for), so the tracker does too.
+  std::vector<Bytes> block_size_;
+  // `info` with the size of the block `tensor` occupies (the requested size without one).
+  [[nodiscard]] engine::TensorInfo as_counted(engine::TensorId tensor,
+                                              const engine::TensorInfo& info) const;
   // A malloc that needs a synchronize first: the device calls already made when it stopped
   // (release_available_cached_blocks' cudaFree), priced with the rest once it goes through.
   std::optional<DeviceCalls> calls_before_synchronize_;

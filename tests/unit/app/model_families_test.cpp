@@ -250,7 +250,7 @@ TEST(UnpadAttentionJson, NeedsAFusedKernelAndEagerMode) {
 }
 
 // training.logits_kept_by_loop: refused for t5's head; an mpt scenario takes it, prints it on
-// its training line, and peaks higher by at least the kept bf16 logits.
+// its training line, and peaks higher by about the kept bf16 logits.
 TEST(LogitsKeptByLoopJson, T5RefusesItAnMptScenarioPrintsAndCountsIt) {
   EXPECT_EQ(error_of(t5_scenario(), {{"training", {{"logits_kept_by_loop", "compute_dtype"}}}})
                 .rfind("bad.json: /training/logits_kept_by_loop: logits kept by the training "
@@ -271,7 +271,9 @@ TEST(LogitsKeptByLoopJson, T5RefusesItAnMptScenarioPrintsAndCountsIt) {
   const double kept = peak("compute_dtype");
   const auto tokens =
       mpt["training"]["micro_batch"].get<double>() * mpt["training"]["seq_len"].get<double>();
-  EXPECT_GE(kept - none, tokens * 50368 * 2 / (1024.0 * 1024 * 1024) - 1e-5);
+  // Allocated memory counts the allocator's blocks, and a large block whose remainder is 1 MiB or
+  // less is handed out whole (should_split): either peak may hold up to that much more.
+  EXPECT_GE(kept - none, (tokens * 50368 * 2 - (1 << 20)) / (1024.0 * 1024 * 1024));
   const fs::path file = test_support::write_scenario(
       dir, "text", mpt, {{"training", {{"logits_kept_by_loop", "compute_dtype"}}}});
   const auto [code, out] = test_support::run_fsdpsim("run " + file.string());

@@ -229,6 +229,26 @@ TEST(MemoryModel, BaselineOccupiesTheAllocatorBeforeTheStep) {
             engine::AllocationStatus::kOutOfMemory);
 }
 
+// torch.cuda.max_memory_allocated() counts the blocks handed out (alloc_found_block adds
+// block->size), not the sizes asked for: 1000 bytes take a 1024-byte block of the small pool;
+// 19.5 MiB take a whole 20 MiB segment (splitting would leave 0.5 MiB, under the 1 MiB a large
+// block must keep: should_split). Without an allocator model, the sizes asked for.
+TEST(MemoryModel, AllocatedAndActiveCountTheAllocatorsBlocks) {
+  MemoryModel m(options(mib(100)));
+  ASSERT_EQ(m.on_allocate(SimTime{}, 0, tensor(Bytes(1000), 0)).status,
+            engine::AllocationStatus::kAllocated);
+  EXPECT_EQ(m.stats().peak_allocated.value(), 1024);
+  const auto large = tensor(mib(19) + Bytes(512 * 1024), 0);
+  ASSERT_EQ(m.on_allocate(SimTime{}, 1, large).status, engine::AllocationStatus::kAllocated);
+  EXPECT_EQ(m.stats().peak_allocated, Bytes(1024) + mib(20));
+  EXPECT_EQ(m.stats().peak_active, Bytes(1024) + mib(20));
+  m.on_free(SimTime{}, 1, large, /*release_pending=*/false);
+  MemoryModel without(MemoryModelOptions{});
+  (void)without.on_allocate(SimTime{}, 0, tensor(Bytes(1000), 0));
+  (void)without.on_allocate(SimTime{}, 1, large);
+  EXPECT_EQ(without.stats().peak_allocated, Bytes(1000) + mib(19) + Bytes(512 * 1024));
+}
+
 TEST(MemoryModel, WithoutAnAllocatorOnlyLifetimesAreCounted) {
   MemoryModelOptions o;
   MemoryModel m(o);
