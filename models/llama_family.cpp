@@ -131,13 +131,15 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   append_norm_forward(draft, "rmsnorm2", block_norm(ctx), d, ctx);
   draft.save_rematerializable(hidden);  // rmsnorm2 output, the input of gate and up
   draft.forward(linear_forward("gate", {d, f, false}, ctx));
-  draft.forward(linear_forward("up", {d, f, false}, ctx));
-  draft.save(2 * inner);  // gate (silu's input) and up (the multiply's other operand)
   if (ctx.compiled) {
+    draft.forward(linear_forward("up", {d, f, false}, ctx));
+    draft.save(2 * inner);  // gate (silu's input) and up (the multiply's other operand)
     draft.forward(memory_bound_kernel("swiglu", 3 * inner, ctx));
   } else {
+    // F.silu(self.w1(x)) * self.w3(x): Python evaluates the silu before w3.
     draft.forward(memory_bound_kernel("silu", 2 * inner, ctx));
-    draft.save(inner);  // silu(gate), kept by the multiply
+    draft.forward(linear_forward("up", {d, f, false}, ctx));
+    draft.save(3 * inner);  // gate (silu's input), silu(gate) and up, kept by the multiply
     draft.forward(memory_bound_kernel("swiglu_mul", 3 * inner, ctx));
   }
   draft.save_rematerializable(inner);  // swiglu output: down input
@@ -164,26 +166,31 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   const auto backward = [&](NamedKernel k) { draft.backward(std::move(k)); };
 
   append_linear_backward(draft, "down", {f, d, false}, ctx);
-  temps.allocate(inner);
+  temps.allocate(inner);  // d(out)
   if (ctx.compiled) {
     // Reads d(swiglu out), gate and up; writes d(gate) and d(up).
     draft.backward(memory_bound_kernel("swiglu_bwd", 5 * inner, ctx));
     temps.allocate(2 * inner);
+    temps.release(inner);  // d(out)
+    append_linear_backward(draft, "up", {d, f, false}, ctx);
+    temps.allocate(hidden);
+    temps.release(inner);  // d(up)
   } else {
-    // MulBackward0: d(silu) = d(out) * up and d(up) = d(out) * silu(gate); then
-    // silu_backward(d(silu), gate).
+    // MulBackward0: d(silu) = d(out) * up and d(up) = d(out) * silu(gate); d(out) goes when it
+    // returns. Autograd then runs w3's backward (the later of the two in forward: the higher
+    // sequence number) before SiluBackward: silu_backward(d(silu), gate).
     draft.backward(memory_bound_kernel("swiglu_mul_bwd_silu", 3 * inner, ctx));
     temps.allocate(inner);
     draft.backward(memory_bound_kernel("swiglu_mul_bwd_up", 3 * inner, ctx));
     temps.allocate(inner);
+    temps.release(inner);  // d(out)
+    append_linear_backward(draft, "up", {d, f, false}, ctx);
+    temps.allocate(hidden);
+    temps.release(inner);  // d(up)
     draft.backward(memory_bound_kernel("silu_bwd", 3 * inner, ctx));
     temps.allocate(inner);
     temps.release(inner);  // d(silu)
   }
-  temps.release(inner);
-  append_linear_backward(draft, "up", {d, f, false}, ctx);
-  temps.allocate(hidden);
-  temps.release(inner);
   append_linear_backward(draft, "gate", {d, f, false}, ctx);
   temps.allocate(hidden);
   temps.release(inner);

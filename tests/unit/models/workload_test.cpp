@@ -133,15 +133,15 @@ TEST(BuildWorkload, LlamaBlockRunsTorchtitansEagerKernelsInOrder) {
   const std::vector<std::string> expected = {
       "rmsnorm1",      "q",         "k",    "v",          "rope_upcast", "rope_mul",
       "rope_downcast", "repeat_kv", "attn", "o",          "residual1",   "rmsnorm2",
-      "gate",          "up",        "silu", "swiglu_mul", "down",        "residual2"};
+      "gate",          "silu",      "up",   "swiglu_mul", "down",        "residual2"};
   EXPECT_EQ(names(w.layers[1].forward), expected);
   const std::vector<std::string> expected_backward = {"down_dgrad",
                                                       "down_wgrad",
                                                       "swiglu_mul_bwd_silu",
                                                       "swiglu_mul_bwd_up",
-                                                      "silu_bwd",
                                                       "up_dgrad",
                                                       "up_wgrad",
+                                                      "silu_bwd",
                                                       "gate_dgrad",
                                                       "gate_wgrad",
                                                       "mlp_in_grad_sum",
@@ -167,6 +167,15 @@ TEST(BuildWorkload, LlamaBlockRunsTorchtitansEagerKernelsInOrder) {
                                                       "rmsnorm1_bwd_weight",
                                                       "residual1_grad"};
   EXPECT_EQ(names(w.layers[1].backward), expected_backward);
+}
+
+// The MLP's backward holds at most three T x ffn tensors: MulBackward0 makes d(silu) and d(up)
+// from d(out), which goes when it returns; w3's backward frees d(up) before SiluBackward makes
+// d(gate) from d(silu).
+TEST(BuildWorkload, LlamaMlpBackwardHoldsThreeIntermediateGradients) {
+  const Workload w = build_workload(testing::llama_3_1_8b(), testing::options(1, 16));
+  const std::int64_t inner = 16 * 14336 * 2;
+  EXPECT_EQ(w.layers[1].backward_transient_peak().value(), 3 * inner);
 }
 
 TEST(BuildWorkload, NormsRunPyTorchsThreeKernelsEachAtItsOwnRate) {
