@@ -426,6 +426,7 @@ fsdp::FsdpConfig parallel_config_from_json(const nlohmann::json* fsdp, const nlo
             "bucket_cap_mb", static_cast<double>(size_bounds::kMemoryMiB));
       }
       f.ddp_broadcast_buffers = r.boolean("broadcast_buffers", true);
+      f.ddp_gradient_as_bucket_view = r.boolean("gradient_as_bucket_view", false);
       r.finish();
     }
     return f;

@@ -164,6 +164,8 @@ is fp32 by default, DDP all-reducing the fp32 gradients, and bf16/fp16 selects t
                             first too; absent: PyTorch's None, 25 MiB after a first of 1 MiB
   broadcast_buffers         broadcast the model's buffers from rank 0 before a forward
                             [DistributedDataParallel(broadcast_buffers)]            default true
+  gradient_as_bucket_view   .grad views the buckets: no separate gradients, no copy back
+                            [DistributedDataParallel(gradient_as_bucket_view)]      default false
 deepspeed (with parallelism deepspeed_zero3, DeepSpeed 0.3.12-0.4.0's zero_optimization keys;
 fsdp.param_dtype fp16 | bf16 is the modules' dtype, default fp16):
   version                   0.3                                                     default 0.3

@@ -93,7 +93,8 @@ std::string parallelism_line(const Scenario& s) {
                                 : f.ddp_broadcast_buffers
                                     ? std::string(", buffers broadcast before synced forwards")
                                     : std::string(", buffers not broadcast");
-    return fmt::format("ddp        buckets {}, autocast {}, all-reduce {}{}", buckets,
+    return fmt::format("ddp        buckets {}{}, autocast {}, all-reduce {}{}", buckets,
+                       f.ddp_gradient_as_bucket_view ? " (.grad as their views)" : "",
                        dtype_name(f.param_dtype), dtype_name(f.reduce_dtype), buffers);
   }
   if (s.training.parallelism == fsdp::Parallelism::kDeepSpeedZero3) {

@@ -2,6 +2,11 @@
 // torch/nn/parallel/distributed.py and torch/csrc/distributed/c10d/reducer.cpp:
 // - Full replicas: fp32 parameters, fp32 gradients, AdamW states, and the Reducer's flat bucket
 //   buffers (gradient_as_bucket_view=False, the default: gradients are copied into them).
+// - gradient_as_bucket_view=True: mark_variable_ready_dense copies a gradient into its bucket
+//   and then points .grad at the bucket view, so the gradient it copied goes and nothing is
+//   copied back (finalize_bucket_dense); a later gradient of the step is added by AccumulateGrad
+//   straight into the view, which the Reducer divides in place. zero_grad(set_to_none=True)
+//   drops the views, so each step's first gradient is copied again.
 // - Gradients become ready parameter by parameter: a linear's weight (and bias) once its
 //   gradient kernels have run, a layer's other parameters (norms, embedding tables) at the end
 //   of its backward. Each one's AccumulateGrad runs, then the Reducer's autograd hook copies it
@@ -118,6 +123,7 @@ class DdpStep final : private KernelHooks {
     if (f_.ddp_broadcast_buffers) make_buffer_buckets();
     grads_.resize(pieces_.size());
     has_grad_.assign(pieces_.size(), false);
+    grad_is_bucket_view_.assign(pieces_.size(), false);
     cast_copies_.resize(pieces_.size());
     reduced_.resize(buckets_.size());
     s_.set_kernel_hooks(this);
@@ -335,6 +341,7 @@ class DdpStep final : private KernelHooks {
       // finalize_backward: each bucket's wait, then its copy back into .grad.
       for (std::size_t b = 0; b < buckets_.size(); ++b) {
         s_.program().wait_event(s_.compute(), reduced_[b]);
+        if (f_.ddp_gradient_as_bucket_view) continue;  // .grad is the bucket
         s_.copy("bucket." + std::to_string(b) + ".copy_to_grads", s_.compute(),
                 Bytes(8 * buckets_[b].numel), Phase::kBackward, group(b));
       }
@@ -402,6 +409,23 @@ class DdpStep final : private KernelHooks {
     const Bytes grad_bytes = elements(piece.numel, Dtype::kFp32);
     const bool first = !has_grad_[p];
     const bool tied = tied_piece_ == p;
+    if (grad_is_bucket_view_[p]) {
+      // AccumulateGrad adds into .grad, the bucket view; the Reducer divides it in place (a
+      // compress hook divides the whole bucket instead).
+      const TensorId added = tied ? tied_share_
+                                  : s_.allocate(piece.name + ".new_grad", grad_bytes, s_.compute(),
+                                                MemoryCategory::kGradients);
+      if (piece.cast && !tied) gradient_to_fp32(p);
+      s_.copy(piece.name + ".accumulate_grad", s_.compute(), 3 * grad_bytes, Phase::kBackward, g);
+      s_.free(added);
+      if (!sync_) return;
+      if (f_.reduce_dtype == Dtype::kFp32) {
+        s_.copy(piece.name + ".divide_in_bucket", s_.compute(), 2 * grad_bytes, Phase::kBackward,
+                g);
+      }
+      if (++ready_[piece.bucket] == buckets_[piece.bucket].pieces.size()) all_reduce(piece.bucket);
+      return;
+    }
     const TensorId grad = tied ? tied_share_
                                : s_.allocate(piece.name + (first ? ".grad" : ".new_grad"),
                                              grad_bytes, s_.compute(), MemoryCategory::kGradients);
@@ -415,6 +439,11 @@ class DdpStep final : private KernelHooks {
     }
     if (!sync_) return;
     s_.copy(piece.name + ".copy_to_bucket", s_.compute(), 2 * grad_bytes, Phase::kBackward, g);
+    if (f_.ddp_gradient_as_bucket_view) {  // grad = bucket_view: the copied gradient goes
+      s_.free(grads_[p]);
+      has_grad_[p] = false;
+      grad_is_bucket_view_[p] = true;
+    }
     if (++ready_[piece.bucket] == buckets_[piece.bucket].pieces.size()) all_reduce(piece.bucket);
   }
 
@@ -460,6 +489,7 @@ class DdpStep final : private KernelHooks {
     for (std::size_t p = 0; p < grads_.size(); ++p) {
       if (has_grad_[p]) s_.free(grads_[p]);  // made and read on the compute stream
       has_grad_[p] = false;
+      grad_is_bucket_view_[p] = false;  // zero_grad(set_to_none=True) drops the views too
     }
   }
 
@@ -477,6 +507,7 @@ class DdpStep final : private KernelHooks {
   std::vector<BufferBucket> buffer_buckets_;  // empty without buffers or broadcast_buffers
   std::vector<TensorId> grads_;               // per piece: its .grad
   std::vector<bool> has_grad_;                // per piece
+  std::vector<bool> grad_is_bucket_view_;     // per piece: .grad is its bucket's view
   std::vector<TensorId> cast_copies_;         // per cast piece: its autocast copy
   std::vector<std::size_t> ready_;            // per bucket: gradients in it this micro-batch
   std::vector<engine::EventRef> reduced_;     // per bucket: its all-reduce done, on the NCCL stream

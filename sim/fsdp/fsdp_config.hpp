@@ -127,6 +127,8 @@ struct FsdpConfig {
   std::optional<Dtype> buffer_dtype;
   // DDP only: DistributedDataParallel(broadcast_buffers), PyTorch's default true.
   bool ddp_broadcast_buffers = true;
+  // DDP only: DistributedDataParallel(gradient_as_bucket_view), PyTorch's default false.
+  bool ddp_gradient_as_bucket_view = false;
   bool cpu_offload = false;  // CPUOffload(offload_params=True)
   // FSDP2 with torchao float8 linears: each Float8Linear weight's shard is cast to float8 before
   // the all-gather, which then moves one byte per element, and the linears use the gathered

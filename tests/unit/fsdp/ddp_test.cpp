@@ -92,6 +92,39 @@ TEST(Ddp, AnExplicitBucketCapAppliesToTheFirstBucket) {
   EXPECT_GE(span(ops, "bucket.0.all_reduce").first, span(ops, "embedding.copy_to_bucket").second);
 }
 
+// gradient_as_bucket_view: each gradient is copied into its bucket as before, then .grad is the
+// bucket's view and the copy goes: nothing is copied back, so AdamW starts when bucket 1's
+// all-reduce ends (454.308 + 72.856 us), and the step holds no gradients beside the buckets
+// when the optimizer runs. A second micro-batch of the step (no no_sync)
+// adds its gradients into the views (12 B per element), which the Reducer divides in place.
+TEST(Ddp, GradientsAsBucketViewsAreNotCopiedBack) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = input(w);
+  const SimulationOutput copied = simulate_step(in, {});
+  in.fsdp.ddp_gradient_as_bucket_view = true;
+  const SimulationOutput views = simulate_step(in, {});
+  EXPECT_TRUE(testing::ops_ending_in(views, ".copy_to_grads").empty());
+  EXPECT_EQ(views.timeline.makespan, us(527.164));
+  // The copied step peaks at the optimizer with every gradient; the views step in backward, with
+  // one gradient in flight (a linear's 500k x 4 B before its copy) beside 2 MB of activations.
+  const auto gradients = [](const SimulationOutput& o) {
+    return o.result.memory
+        .peak_active_by_category[static_cast<std::size_t>(memory::MemoryCategory::kGradients)]
+        .value();
+  };
+  EXPECT_EQ(gradients(copied), 2'602'000 * 4);
+  EXPECT_EQ(gradients(views), 500'000 * 4);
+  EXPECT_EQ(
+      copied.result.memory.peak_allocated.value() - views.result.memory.peak_allocated.value(),
+      2'602'000 * 4 - 500'000 * 4 - 2'000'000);
+  in.training.global_batch = 4;
+  const SimulationOutput two = simulate_step(in, {});
+  EXPECT_EQ(testing::count_ops_ending_in(two, ".copy_to_bucket").size(), 8u);
+  EXPECT_EQ(testing::count_ops_ending_in(two, ".copy_to_bucket").at("embedding"), 1);
+  EXPECT_EQ(testing::count_ops_ending_in(two, ".divide_in_bucket").at("embedding"), 1);
+  EXPECT_EQ(testing::count_ops_ending_in(two, ".accumulate_grad").at("embedding"), 1);
+}
+
 // bf16 autocast, two micro-batches under no_sync: each forward casts the linears' weights its
 // layer reads (blocks.0: 1M elements x (4 + 2) B, 6 us; head.proj), not the norms or the
 // embedding table; each linear's gradient comes back through ToCopyBackward0 (2 + 4 B per
