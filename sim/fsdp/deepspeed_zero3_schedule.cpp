@@ -203,6 +203,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
         if (is_tied) {
           if (!embedding_table_)
             throw std::logic_error("deepspeed zero3: tied weight without table");
+          tied_head_ = std::make_pair(i, linear.name);
           if (c_.register_external_embedding) continue;
           owned.push_back(*embedding_table_);
         } else {
@@ -333,12 +334,26 @@ class DeepSpeedZero3Step final : private KernelHooks {
         pre_hook(it->second, phase == Phase::kRecompute ? Phase::kBackward : phase);
       return;
     }
+    if (phase == Phase::kBackward) tied_head_backward(layer, k);
     const auto it = lm.linear.find(backward_linear_name(k));
     if (phase != Phase::kBackward || it == lm.linear.end()) return;
     if (backward_module_ == it->second) return;
     if (backward_module_) post_backward(*backward_module_, layer);
     backward_module_ = it->second;
     pre_backward(it->second);
+  }
+
+  // The tied LM head's backward, the first of the step, makes the full fp16 gradient of the
+  // embedding's table; autograd holds it until the lookup's gradient is added at the end of
+  // backward, when the embedding module's hooks see it (pre_backward).
+  void tied_head_backward(std::size_t layer, const models::NamedKernel& k) {
+    if (!tied_head_ || tied_head_->first != layer || backward_linear_name(k) != tied_head_->second)
+      return;
+    Param& table = params_[*embedding_table_];
+    if (table.has_grad) return;
+    table.grad = s_.allocate(table.name + ".grad", elements(table.numel, dtype_), s_.compute(),
+                             MemoryCategory::kGradients);
+    table.has_grad = true;
   }
 
   void after_kernel(std::size_t layer, const models::NamedKernel& k, Phase /*phase*/) override {
@@ -379,6 +394,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
     if (modules_[m].owns_grads) {
       for (const std::size_t p : modules_[m].params) {
         Param& param = params_[p];
+        if (param.has_grad) continue;  // the tied table's, made by the head (tied_head_backward)
         param.grad = s_.allocate(param.name + ".grad", elements(param.numel, dtype_), s_.compute(),
                                  MemoryCategory::kGradients);
         param.has_grad = true;
@@ -639,7 +655,9 @@ class DeepSpeedZero3Step final : private KernelHooks {
   std::vector<Module> modules_;
   std::vector<LayerModules> layer_modules_;
   std::optional<std::size_t> embedding_table_;  // the tied LM head's weight, if any
-  std::optional<std::size_t> model_module_;     // the model, with register_external_embedding
+  // The tied LM head: its layer and linear (models::LinearModule::name).
+  std::optional<std::pair<std::size_t, std::string>> tied_head_;
+  std::optional<std::size_t> model_module_;  // the model, with register_external_embedding
   std::vector<Use> trace_;
   std::vector<std::int64_t> numel_before_;  // per trace position: elements of the calls before
   std::vector<std::size_t> last_call_;      // per module: its latest call's trace position

@@ -193,6 +193,34 @@ TEST(DeepSpeedZero3, ATiedHeadReadsTheTokenTable) {
   EXPECT_EQ(count.at("embedding.word_embeddings"), 4);
 }
 
+// The head's backward, the step's first, makes the token table's whole gradient, which autograd
+// holds until the lookup's is added at the end of backward: it is allocated before blocks.1's
+// backward starts, however the table is registered.
+TEST(DeepSpeedZero3, TheTiedTablesGradientComesWithTheHeadsBackward) {
+  const models::Workload w = tied_workload();
+  for (const bool external : {false, true}) {
+    ScheduleInput in = input(w);
+    in.fsdp.deepspeed.register_external_embedding = external;
+    const SimulationOutput out = simulate_step(in, {});
+    const engine::Program& p = out.schedule.program;
+    std::size_t table_grad = p.cpu.size();
+    std::size_t blocks_backward = p.cpu.size();
+    for (std::size_t i = 0; i < p.cpu.size(); ++i) {
+      const engine::CpuStep& step = p.cpu[i];
+      if (step.kind == engine::CpuStepKind::kAlloc &&
+          p.names[p.tensors[step.target].name] == "embedding.word_embeddings.grad") {
+        table_grad = std::min(table_grad, i);
+      }
+      if (step.kind == engine::CpuStepKind::kLaunch &&
+          p.names[p.ops[step.target].name] == "blocks.1.bwd.down_dgrad") {
+        blocks_backward = std::min(blocks_backward, i);
+      }
+    }
+    ASSERT_LT(blocks_backward, p.cpu.size()) << external;
+    EXPECT_LT(table_grad, blocks_backward) << external;
+  }
+}
+
 // register_external_parameter(model, table): the model's pre-forward hook gathers the table
 // before anything else, and nothing releases it before the step ends (the model's post-forward
 // keeps it for its pre-backward, which follows at once; no post-backward fires), so it is
