@@ -552,6 +552,13 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
     // with the word embeddings' weight (parallel_lm_logits) and, until 2021-04-18, registered it
     // as an external parameter of the model.
     model["tied_embeddings"] = true;
+    // The port's examples/ds_zero_stage_3_config.json (commit 2cd968f2); its persistence
+    // threshold key is misspelled (stage3_param_persitance_threshold), so DeepSpeed's default
+    // holds, and its contiguous_gradients (true) is not modelled.
+    constexpr double kPortMaxLiveParameters = 1e8;
+    constexpr double kPortMaxReuseDistance = 1e8;
+    constexpr double kPortPrefetchBucketSize = 2.5e7;
+    constexpr double kPortReduceBucketSize = 5e7;
     out.document = {{"schema_version", 1},
                     {"name", one_line(c.get("case_id"))},
                     {"parallelism", "deepspeed_zero3"},
@@ -559,7 +566,12 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
                     {"hardware", hardware},
                     {"training", training},
                     {"fsdp", {{"param_dtype", c.get("param_dtype")}}},
-                    {"deepspeed", {{"register_external_embedding", true}}}};
+                    {"deepspeed",
+                     {{"register_external_embedding", true},
+                      {"stage3_max_live_parameters", kPortMaxLiveParameters},
+                      {"stage3_max_reuse_distance", kPortMaxReuseDistance},
+                      {"stage3_prefetch_bucket_size", kPortPrefetchBucketSize},
+                      {"reduce_bucket_size", kPortReduceBucketSize}}}};
     if (!allocator.empty()) out.document["allocator"] = allocator;
     return out;
   } else if (!runtime.empty() && runtime != "torch") {
