@@ -312,7 +312,8 @@ TEST(T5Workload, GatedGeluNewRunsOpByOp) {
   // the product, then the same mask and wo input: 5 tensors more.
   TransformerSpec relu = gated;
   relu.gated_ffn = false;
-  const Layer& plain = layer(build_workload(relu, testing::options(1, 4)), "encoder.blocks.1");
+  const Workload relu_workload = build_workload(relu, testing::options(1, 4));
+  const Layer& plain = layer(relu_workload, "encoder.blocks.1");
   EXPECT_EQ(block.saved_activations.value() - plain.saved_activations.value(), 5 * ffn);
   EXPECT_GE(block.backward_transient_peak().value(), 5 * ffn);
 }
