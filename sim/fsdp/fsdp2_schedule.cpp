@@ -359,9 +359,12 @@ class Fsdp2Step final : private UnitHooks {
 
   void post_backward_layer(std::size_t u, std::size_t layer) override {
     if (!adds_in_place(u) || layer_gradients_[layer].empty()) return;
-    const std::string& name = s_.workload().layers[layer].name;
+    const models::Layer& l = s_.workload().layers[layer];
     for (const Bytes b : layer_gradients_[layer])
-      s_.copy(name + ".accumulate_grad", s_.compute(), 3 * b, Phase::kBackward, g(u));
+      s_.copy(l.name + ".accumulate_grad", s_.compute(), 3 * b, Phase::kBackward, g(u));
+    // The head's share of a tied table's gradient waits in autograd until the lookup's is added
+    // in the embedding's backward (the same unit's), which frees it, or post_backward does.
+    if (tied_numel_ > 0 && l.kind == models::LayerKind::kHead) return;
     free_all(state_[u].grads);
   }
 

@@ -599,6 +599,48 @@ TEST(Knobs, Fsdp2AccumulatesInPlaceWhenReduceDtypeIsParamDtype) {
   EXPECT_EQ(upcast.count_suffix("blocks.0.accumulate_unsharded_grad"), 1u);
 }
 
+// With a tied table the head's share of its gradient is in flight from the head's backward until
+// the lookup's is added in the embedding's backward (autograd's input buffer), where it goes.
+TEST(Knobs, Fsdp2HoldsATiedTablesGradientUntilTheLookupsIsAdded) {
+  models::TransformerSpec spec;
+  spec.name = "tiny-mpt";
+  spec.family = models::ModelFamily::kMpt;
+  spec.n_layers = 2;
+  spec.d_model = 64;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 4;
+  spec.ffn_dim = 256;
+  spec.vocab = 1000;
+  spec.max_seq_len = 8;
+  spec.tied_embeddings = true;
+  models::WorkloadOptions options;
+  options.seq_len = 8;
+  static const models::Workload workload = models::build_workload(spec, options);
+  const Knobs k = run_on(workload, [](ScheduleInput& in) {
+    in.cluster.gpu.norm_memory_efficiency = {1.0, 1.0, 1.0, 1.0, 1.0};  // tiny GPU: norms priced
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+    in.training.global_batch = 4;
+    in.training.no_sync = true;
+  });
+  const engine::Program& p = k.out.schedule.program;
+  std::size_t freed = 0;
+  std::size_t lookup_backward = 0;
+  for (std::size_t i = 0; i < p.cpu.size(); ++i) {
+    const engine::CpuStep& step = p.cpu[i];
+    if (step.kind == engine::CpuStepKind::kFree &&
+        p.names[p.tensors[step.target].name] == "head.param_grad_in_flight") {
+      freed = i;
+    }
+    if (step.kind == engine::CpuStepKind::kLaunch &&
+        p.names[p.ops[step.target].name].starts_with("embedding.bwd")) {
+      lookup_backward = i;
+    }
+  }
+  ASSERT_GT(freed, 0u);
+  EXPECT_GT(freed, lookup_backward);  // the last micro-batch's, after its lookup's backward
+}
+
 // Where param_dtype differs from the storage dtype, FSDP2 casts each unit's shards into one
 // param_dtype buffer (_get_param_all_gather_inputs' _foreach_copy_) that all_gather_copy_in then
 // copies: a blocks.N shard of 5M fp32 elements is read (20 MB) and written in bf16 (10 MB), and
