@@ -96,7 +96,10 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     pending_.resize(tensor + 1, false);
     block_size_.resize(tensor + 1, Bytes(0));
   }
-  block_size_[tensor] = info.size;
+  // Without a block (the allocator not modelled, or the step already out of memory), the
+  // request; rounded as the allocator would round it once it is modelled.
+  block_size_[tensor] =
+      allocator_ && info.size.value() > 0 ? allocator_->round_size(info.size) : info.size;
   engine::AllocationOutcome outcome;
   // After the first failure the step can no longer run; it goes on as if the device had room, so
   // its time is that of the step on a large enough device rather than one freed cache, device

@@ -243,6 +243,15 @@ TEST(MemoryModel, AllocatedAndActiveCountTheAllocatorsBlocks) {
   EXPECT_EQ(m.stats().peak_allocated, Bytes(1024) + mib(20));
   EXPECT_EQ(m.stats().peak_active, Bytes(1024) + mib(20));
   m.on_free(SimTime{}, 1, large, /*release_pending=*/false);
+  // Once the step is out of memory its tensors get no blocks; they count rounded as the
+  // allocator rounds them (a 90 MiB segment, then 20 MiB that do not fit, then 1000 B).
+  MemoryModel full(options(mib(100)));
+  ASSERT_EQ(full.on_allocate(SimTime{}, 0, tensor(mib(90), 0)).status,
+            engine::AllocationStatus::kAllocated);
+  ASSERT_EQ(full.on_allocate(SimTime{}, 1, tensor(mib(20), 0)).status,
+            engine::AllocationStatus::kOutOfMemory);
+  (void)full.on_allocate(SimTime{}, 2, tensor(Bytes(1000), 0));
+  EXPECT_EQ(full.stats().peak_allocated, mib(110) + Bytes(1024));
   MemoryModel without(MemoryModelOptions{});
   (void)without.on_allocate(SimTime{}, 0, tensor(Bytes(1000), 0));
   (void)without.on_allocate(SimTime{}, 1, large);
