@@ -48,7 +48,8 @@ A file named on the command line must be a scenario, and so must a file with an 
 Exit codes: 0 every check passed, 1 internal error, 2 bad usage, a bad scenario / expect block
 or a path that cannot be read, a scenario too large for the machine's memory (the other scenarios
 are still checked and reported) or nothing checked at all, 3 a check failed, 130 interrupted
-(143 terminated): the scenarios checked by then are reported and the JUnit XML written.)";
+(143 terminated): the scenarios checked by then are reported and the JUnit XML written (a second
+signal ends it at once).)";
 
 bool is_scenario(const nlohmann::json& document) {
   return document.is_object() && document.contains("schema_version") && document.contains("model");
@@ -400,7 +401,9 @@ int check_command(const CheckOptions& options) {
     }
     write_output(options.junit_path, check_junit_xml(checks), inputs);
   }
-  return interrupted ? InterruptGuard::exit_code() : check_exit_code(checks);
+  // A signal during the last scenario skipped nothing, but the run was interrupted all the same.
+  return interrupted || InterruptGuard::flag().load() ? InterruptGuard::exit_code()
+                                                      : check_exit_code(checks);
 }
 
 }  // namespace fsdpsim::app

@@ -12,6 +12,13 @@ static_assert(std::atomic<bool>::is_always_lock_free);
 static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void on_interrupt(int signal) {
+  // A second signal ends the process as it would have without the guard (signal and raise are
+  // async-signal-safe).
+  if (g_interrupted.load()) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return;
+  }
   int none = 0;
   g_signal.compare_exchange_strong(none, signal);
   g_interrupted.store(true);

@@ -2,7 +2,9 @@
 // stop cleanly: while an InterruptGuard lives, either signal only raises a flag that the command
 // polls; it then finishes what must be finished (sweep writes the rows done so far, report
 // removes its scratch folder) and exits 128 + the signal's number, as a shell reports it. A
-// signal the process was started ignoring (nohup, a shell's background job) stays ignored.
+// second signal ends the process at once, as without the guard (what runs too long to poll the
+// flag can still be stopped). A signal the process was started ignoring (nohup, a shell's
+// background job) stays ignored.
 #pragma once
 
 #include <atomic>
