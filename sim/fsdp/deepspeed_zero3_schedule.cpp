@@ -473,11 +473,9 @@ class DeepSpeedZero3Step final : private KernelHooks {
     s_.copy(param.name + ".copy_shard", comm_, 2 * piece, phase_, group);
     const TensorId flat =
         s_.allocate(param.name + ".flat", full, comm_, MemoryCategory::kCommunication);
-    s_.collective(param.name + ".all_gather", Collective::kAllGather, comm_, world_, full, phase_,
-                  group);
-    per_rank_copies(
-        param.name + ".copy_out", comm_, piece,
-        hardware::collective_time(in_.cluster, Collective::kAllGather, world_.ranks, full), group);
+    const engine::OpId gather = s_.collective(param.name + ".all_gather", Collective::kAllGather,
+                                              comm_, world_, full, phase_, group);
+    per_rank_copies(param.name + ".copy_out", comm_, piece, duration_of(gather), group);
     s_.free(flat, s_.program().record_event(comm_));
     param.in_flight = true;
     in_flight_.push_back(p);
@@ -489,6 +487,12 @@ class DeepSpeedZero3Step final : private KernelHooks {
   // run before they are launched: end = max(collective + world x copy, world x launch + copy)
   // after the collective's start, taken as its issue (exact for _allgather_param, whose CPU has
   // just synchronized; pass a zero collective for copies after no collective).
+  // A launched op's device time (priced once: a second collective_time() would count the
+  // collective again in a calibration's usage).
+  Seconds duration_of(engine::OpId op) {
+    return Seconds(s_.program().program().ops[op].duration.seconds());
+  }
+
   void per_rank_copies(const std::string& name, StreamId stream, Bytes piece, Seconds collective,
                        std::int32_t group) {
     Kernel k;
@@ -629,11 +633,10 @@ class DeepSpeedZero3Step final : private KernelHooks {
     s_.program().cpu_work("persistent.rank_views",
                           to_sim_time(kPythonViewOp * static_cast<double>(world_size_)));
     phase_ = Phase::kOptimizer;
-    s_.collective("persistent.all_gather", Collective::kAllGather, compute, world_, full,
-                  Phase::kOptimizer, -1);
-    per_rank_copies(
-        "persistent.copy_out", compute, elements(pieces, dtype_),
-        hardware::collective_time(in_.cluster, Collective::kAllGather, world_.ranks, full), -1);
+    const engine::OpId gather = s_.collective("persistent.all_gather", Collective::kAllGather,
+                                              compute, world_, full, Phase::kOptimizer, -1);
+    per_rank_copies("persistent.copy_out", compute, elements(pieces, dtype_), duration_of(gather),
+                    -1);
     for (const std::size_t p : persistent) {
       s_.program().cpu_work(params_[p].name + ".rank_views",
                             to_sim_time(kPythonViewOp * 3.0 * static_cast<double>(world_size_)));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "hardware/calibrated_curves.hpp"
 #include "measured_ops.hpp"
 #include "sim/fsdp/simulation.hpp"
 #include "tiny_model.hpp"
@@ -219,6 +220,30 @@ TEST(DeepSpeedZero3, TheTiedTablesGradientComesWithTheHeadsBackward) {
     ASSERT_LT(blocks_backward, p.cpu.size()) << external;
     EXPECT_LT(table_grad, blocks_backward) << external;
   }
+}
+
+// A calibration profile counts each collective it is asked about once: the per-rank copies
+// after an all-gather take its duration from the launched op, not from a second query.
+TEST(DeepSpeedZero3, CalibrationCountsEachCollectiveOnce) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = input(w);
+  auto curves = std::make_shared<hardware::CalibratedCurves>("test");
+  for (const hardware::Collective op :
+       {hardware::Collective::kAllGather, hardware::Collective::kAllReduce}) {
+    curves->add_collective(hardware::CollectiveCurveKey{op, Dtype::kFp16, 2, 2},
+                           hardware::CollectiveCurve({{Bytes(1 << 10), Seconds(10e-6)},
+                                                      {Bytes(1 << 20), Seconds(20e-6)},
+                                                      {Bytes(1 << 30), Seconds(2e-3)}},
+                                                     1e-9, 1e-12));
+  }
+  in.cluster.gpu.calibration = curves;
+  const SimulationOutput out = simulate_step(in, {});
+  std::int64_t collectives = 0;
+  for (const engine::Op& op : out.schedule.program.ops)
+    collectives += op.kind == engine::OpKind::kCommunication;
+  const hardware::CalibrationCounts n = curves->usage().counts();
+  EXPECT_GT(collectives, 0);
+  EXPECT_EQ(n.collectives_calibrated + n.collectives_fallback, collectives);
 }
 
 // register_external_parameter(model, table): the model's pre-forward hook gathers the table
