@@ -75,16 +75,11 @@ bool uses_environment(const Options& options, const LaunchEnv& e) {
 }
 
 // torchrun's rendezvous id first: torchrun started on each node by its own `srun` step, inside
-// one Slurm job, has the same --rdzv-id everywhere but a different SLURM_STEP_ID per node. An
-// elastic restart keeps the run id and counts up TORCHELASTIC_RESTART_COUNT: the attempt is in
-// the tag, so that a rank never reads the id file a failed attempt's rank 0 left behind.
+// one Slurm job, has the same --rdzv-id everywhere but a different SLURM_STEP_ID per node. (Not
+// TORCHELASTIC_RESTART_COUNT: the agents do not keep it in step, torch/distributed/elastic.)
 std::string rendezvous_tag(const Options& o) {
   if (!o.rendezvous_tag.empty()) return o.rendezvous_tag;
-  if (!env("TORCHELASTIC_RUN_ID").empty()) {
-    const std::string restart = env("TORCHELASTIC_RESTART_COUNT");
-    return cat("torchrun-", env("TORCHELASTIC_RUN_ID"),
-               restart.empty() ? std::string() : cat(".", restart));
-  }
+  if (!env("TORCHELASTIC_RUN_ID").empty()) return cat("torchrun-", env("TORCHELASTIC_RUN_ID"));
   if (!env("SLURM_JOB_ID").empty())
     return cat("slurm-", env("SLURM_JOB_ID"), ".", env("SLURM_STEP_ID"));
   if (!env("MASTER_PORT").empty()) return cat("port-", env("MASTER_PORT"));

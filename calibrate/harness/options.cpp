@@ -94,8 +94,8 @@ Options:
                             the launcher's variables; auto (default): env when they are set
   --rendezvous DIR          shared folder for the NCCL unique id file (default
                             $FSDPSIM_RENDEZVOUS_DIR, else the current folder)
-  --rendezvous-tag TAG      names that file (default torchrun's $TORCHELASTIC_RUN_ID and
-                            restart count, else $SLURM_JOB_ID.$SLURM_STEP_ID, else $MASTER_PORT)
+  --rendezvous-tag TAG      names that file (default torchrun's $TORCHELASTIC_RUN_ID, else
+                            $SLURM_JOB_ID.$SLURM_STEP_ID, else $MASTER_PORT)
   --timeout SECONDS         a rank that makes no progress for this long ends the run with a
                             clear error, exit code 3 (default 300)
   --phases LIST             collectives,concurrent,gemm,gemm-under-nccl,rank-speed,memory
