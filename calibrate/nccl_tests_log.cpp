@@ -178,6 +178,7 @@ struct Table {
   std::size_t last_line = 0;
   Columns columns;
   std::vector<Row> rows;
+  std::int64_t empty_rows = 0;  // rows of size 0 (Parser::empty_rows_)
   bool footer = false;
 };
 
@@ -366,6 +367,7 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
   }
   if (*bytes == 0) {
     ++empty_rows_;
+    ++t.empty_rows;
     return;
   }
   if (c.elements >= 0) {
@@ -459,7 +461,7 @@ void Parser::finish_table(const Section& section, const Table& table) {
                                      table.header_line, table.rows.size()));
   }
   if (table.rows.empty()) {
-    if (skipped_.empty() && empty_rows_ == 0)
+    if (skipped_.empty() && table.empty_rows == 0)
       fail(table.last_line,
            fmt::format("the result table that starts on line {} has no rows", table.header_line));
     return;

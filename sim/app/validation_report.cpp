@@ -204,8 +204,6 @@ std::vector<std::string> keys(const ValidationGroups& groups) {
   return k;
 }
 
-// An upper bound as a percentage: rounded up at two decimals, never down (a gap of 0.14 % is
-// not "within 0.1 %").
 // How much of the rows the calibration profile priced: the rows of which it priced no
 // collective or no GEMM (every one the model's), named up to a few.
 std::string calibration_coverage(const std::vector<ValidationOutcome>& outcomes) {
@@ -242,6 +240,8 @@ std::string calibration_coverage(const std::vector<ValidationOutcome>& outcomes)
   return out + " (each row's counts: `calibration` in the JSON's cases).";
 }
 
+// An upper bound as a percentage: rounded up at two decimals, never down (a gap of 0.14 % is
+// not "within 0.1 %").
 std::string bound_percent(double fraction) {
   return fmt::format("{:.2f}%", std::ceil(fraction * 10000.0) / 100.0);
 }
