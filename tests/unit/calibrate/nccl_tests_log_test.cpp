@@ -266,6 +266,13 @@ TEST(NcclTestsLog, RowsOfSizeZeroAreSkippedWithANote) {
   EXPECT_EQ(only_empty,
             "e.log: no rows fsdpsim can use (only size 0 rows, which it does not "
             "calibrate)");
+  // Size-0 rows excuse only their own table: a later table with no rows at all is an error.
+  const std::string then_empty = error_of([&] {
+    (void)parse_nccl_tests_log(
+        log_with("all_gather_perf", rows) + log_with("reduce_scatter_perf", ""), "two.log", {});
+  });
+  EXPECT_NE(then_empty.find("two.log:"), std::string::npos) << then_empty;
+  EXPECT_NE(then_empty.find("has no rows"), std::string::npos) << then_empty;
 }
 
 // Rows no real run prints: a size past 2^50 (whose rates would overflow), a time under a
