@@ -13,6 +13,7 @@
 
 #include "sim/fsdp/fsdp_units.hpp"
 #include "sim/fsdp/simulation.hpp"
+#include "tests/unit/models/test_specs.hpp"
 #include "tiny_model.hpp"
 
 namespace fsdpsim::fsdp {
@@ -602,20 +603,11 @@ TEST(Knobs, Fsdp2AccumulatesInPlaceWhenReduceDtypeIsParamDtype) {
 // With a tied table the head's share of its gradient is in flight from the head's backward until
 // the lookup's is added in the embedding's backward (autograd's input buffer), where it goes.
 TEST(Knobs, Fsdp2HoldsATiedTablesGradientUntilTheLookupsIsAdded) {
-  models::TransformerSpec spec;
-  spec.name = "tiny-mpt";
-  spec.family = models::ModelFamily::kMpt;
-  spec.n_layers = 2;
-  spec.d_model = 64;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 4;
-  spec.ffn_dim = 256;
-  spec.vocab = 1000;
-  spec.max_seq_len = 8;
-  spec.tied_embeddings = true;
   models::WorkloadOptions options;
   options.seq_len = 8;
-  static const models::Workload workload = models::build_workload(spec, options);
+  // 2 layers, d 64, 4 heads, vocab 1000, its embedding tied to the head.
+  static const models::Workload workload =
+      models::build_workload(models::testing::mpt_spec(2, 64, 4, 1000, 8), options);
   const Knobs k = run_on(workload, [](ScheduleInput& in) {
     in.cluster.gpu.norm_memory_efficiency = {1.0, 1.0, 1.0, 1.0, 1.0};  // tiny GPU: norms priced
     in.fsdp.version = 2;
