@@ -366,13 +366,11 @@ int check_command(const CheckOptions& options) {
   // Ctrl-C or SIGTERM (a CI job's time limit) stops before the next scenario: those checked by
   // then are reported and the JUnit XML is written.
   const InterruptGuard guard;
-  bool interrupted = false;
   for (const fs::path& file : found.files) {
     if (InterruptGuard::flag().load()) {
       ScenarioCheck& skipped = checks.emplace_back();
       skipped.file = file.string();
       skipped.status = ScenarioCheckStatus::kInterrupted;
-      interrupted = true;
       continue;
     }
     checks.push_back(check_scenario_file(file, options.overrides, presets));
@@ -401,9 +399,8 @@ int check_command(const CheckOptions& options) {
     }
     write_output(options.junit_path, check_junit_xml(checks), inputs);
   }
-  // A signal during the last scenario skipped nothing, but the run was interrupted all the same.
-  return interrupted || InterruptGuard::flag().load() ? InterruptGuard::exit_code()
-                                                      : check_exit_code(checks);
+  // Interrupted, whether or not a scenario was left unread (a signal during the last one).
+  return InterruptGuard::flag().load() ? InterruptGuard::exit_code() : check_exit_code(checks);
 }
 
 }  // namespace fsdpsim::app
