@@ -394,6 +394,7 @@ fsdp::DeepSpeedZero3Config deepspeed_from_json(const nlohmann::json& value,
   c.max_live_parameters = r.positive_int("stage3_max_live_parameters", c.max_live_parameters);
   c.max_reuse_distance = r.positive_int("stage3_max_reuse_distance", c.max_reuse_distance);
   c.reduce_bucket_size = r.positive_int("reduce_bucket_size", c.reduce_bucket_size);
+  c.contiguous_gradients = r.boolean("contiguous_gradients", c.contiguous_gradients);
   c.register_external_embedding =
       r.boolean("register_external_embedding", c.register_external_embedding);
   r.finish();

@@ -174,6 +174,8 @@ fsdp.param_dtype fp16 | bf16 is the modules' dtype, default fp16):
   stage3_max_live_parameters                                                       default 1e9
   stage3_max_reuse_distance                                                        default 1e9
   reduce_bucket_size                                                               default 500000000
+  contiguous_gradients      copy each gradient into a bucket buffer and reduce-scatter it
+                            parameter by parameter, else all-reduce each bucket     default false
   register_external_embedding  the model registers its tied token embedding as an external
                             parameter of the whole model [deepspeed.zero.register_external_parameter;
                             Megatron-LM-v1.1.5-ZeRO3, 2021-03]: gathered all step   default false

@@ -23,11 +23,22 @@
 //   run before its next use hold fewer than stage3_max_reuse_distance elements (_keep_for_later);
 //   releasing sets param.data to torch.ones(1).half().to(device), a blocking copy after which the
 //   CPU has waited for the compute stream.
-// - Gradients: contiguous_gradients is off by default for stage 3, so each parameter's fp16
-//   gradient joins an IPG bucket; when the next would overflow reduce_bucket_size, the CPU waits
-//   for the previous bucket (overlap_comm: reduction_stream.synchronize()), keeps this rank's
-//   partition of each of its gradients (partition_previous_reduced_grads), and flattens, divides
-//   and all-reduces the bucket on the reduction stream (buffered_reduce_fallback).
+// - Gradients: each parameter's fp16 gradient joins an IPG bucket when its AccumulateGrad hook
+//   fires; when the next would overflow reduce_bucket_size, the CPU waits for the previous bucket
+//   (overlap_comm, stage 3's default: reduction_stream.synchronize()), keeps this rank's
+//   partition of each of its gradients (partition_previous_reduced_grads), then reduces the
+//   bucket on the reduction stream. Neither path makes the reduction stream wait for the compute
+//   stream that made the gradients (the fetches' device synchronizes usually have).
+//   With contiguous_gradients off (stage 3's default) the bucket is flattened, divided and
+//   all-reduced (buffered_reduce_fallback, allreduce_and_copy). With it on, backward() allocates
+//   two reduce_bucket_size buffers; each gradient up to that size is copied into the current one
+//   on the compute stream (a larger one stays where it is, alone in its bucket); the reduction
+//   divides the whole buffer (and a large gradient), then reduce-scatters each parameter on its
+//   own (average_tensor with reduce_scatter, its default; partition_parameters.py
+//   _reduce_scatter_gradient): one narrow per rank from Python, and PyTorch 1.8's
+//   ProcessGroupNCCL::reduce_scatter copies the list of per-rank inputs into a flat buffer, one
+//   copy_ per rank, before ncclReduceScatter. The buffers go at the end of backward
+//   (_release_ipg_buffers).
 // - Step: the overflow check (x.float().sum() of every gradient partition, read on the host, and
 //   an all-reduce of the flag), the gradient norm, an fp32 copy of the gradient partition,
 //   unscaling, Adam on the fp32 partition (DeepSpeed's FusedAdam, one multi-tensor kernel), the
@@ -36,6 +47,7 @@
 // module holding its other parameters (norms, embeddings, biases are persistent at any size that
 // matters), hooked at the layer's start and end. A tied LM head reads the embedding's weight.
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
@@ -74,6 +86,9 @@ struct Param {
   TensorId full = 0;
   TensorId grad = 0;
   bool has_grad = false;
+  // contiguous_gradients: the gradient was copied into an IPG buffer and `grad` freed; .grad is
+  // a view of the buffer.
+  bool grad_in_buffer = false;
   // ds_active_sub_modules: modules between their pre- and post-hooks that use it. It is released
   // only when none is.
   std::int32_t active_modules = 0;
@@ -300,6 +315,14 @@ class DeepSpeedZero3Step final : private KernelHooks {
       if (lm.rest) post_hook(*lm.rest);
     }
     if (model_module_) post_hook(*model_module_);
+    // FP16_DeepSpeedZeroOptimizer_Stage3.backward: the two IPG buffers (overlap_comm) before
+    // loss.backward().
+    if (c_.contiguous_gradients) {
+      for (TensorId& buffer : ipg_buffers_) {
+        buffer = s_.allocate("ipg_buffer", elements(c_.reduce_bucket_size, dtype_), s_.compute(),
+                             MemoryCategory::kCommunication);
+      }
+    }
     // The model's pre-backward hook (on the loss) fires first; its post-backward never does, as
     // no input of the model requires a gradient (PostBackwardFunction on token ids).
     if (model_module_) pre_backward(*model_module_);
@@ -316,6 +339,10 @@ class DeepSpeedZero3Step final : private KernelHooks {
     s_.program().cpu_synchronize(s_.program().record_event(reduction_),
                                  "reduction_stream.synchronize");
     partition_previous_reduced_grads();
+    // _release_ipg_buffers.
+    if (c_.contiguous_gradients) {
+      for (const TensorId buffer : ipg_buffers_) s_.free(buffer);
+    }
     // _partition_all_parameters: what was kept for a later use is released.
     for (Param& p : params_) {
       p.active_modules = 0;
@@ -404,10 +431,15 @@ class DeepSpeedZero3Step final : private KernelHooks {
   }
 
   // The module's gradients are ready (reduce_ready_partitions_and_remove_grads), then
-  // post_sub_module_backward_function.
+  // post_sub_module_backward_function, which fires on the gradient of the module's input
+  // (PostBackwardFunction): autograd runs AccumulateGrad nodes first (their sequence number is
+  // UINT64_MAX, torch/csrc/autograd/functions/accumulate_grad.cpp). A linear's bias gradient is
+  // made before its weight's (the bias add's backward, or addmm's first input, comes first), so
+  // its parameters report last to first.
   void post_backward(std::size_t m, std::size_t layer) {
     if (modules_[m].owns_grads) {
-      for (const std::size_t p : modules_[m].params) gradient_ready(p, layer);
+      const std::vector<std::size_t>& params = modules_[m].params;
+      for (auto p = params.rbegin(); p != params.rend(); ++p) gradient_ready(*p, layer);
     }
     post_hook(m);
   }
@@ -528,23 +560,41 @@ class DeepSpeedZero3Step final : private KernelHooks {
 
   // reduce_independent_p_g_buckets_and_remove_grads.
   void gradient_ready(std::size_t p, std::size_t layer) {
-    const Param& param = params_[p];
+    Param& param = params_[p];
     if (bucket_numel_ + param.numel > c_.reduce_bucket_size) reduce_ipg_grads();
+    if (c_.contiguous_gradients && param.numel <= c_.reduce_bucket_size) {
+      // new_grad_tensor.copy_(param.grad.view(-1)); param.grad.data = new_grad_tensor.data.
+      s_.copy(param.name + ".grad_to_ipg_buffer", s_.compute(), 2 * elements(param.numel, dtype_),
+              Phase::kBackward, g(layer));
+      s_.free(param.grad);
+      param.grad_in_buffer = true;
+    }
     bucket_.push_back(p);
     bucket_numel_ += param.numel;
     bucket_layer_ = layer;
   }
 
-  // reduce_ipg_grads with overlap_comm and contiguous_gradients off.
+  // reduce_ipg_grads (overlap_comm).
   void reduce_ipg_grads() {
     s_.program().cpu_synchronize(s_.program().record_event(reduction_),
                                  "reduction_stream.synchronize");
     partition_previous_reduced_grads();
     if (bucket_.empty()) return;
+    if (c_.contiguous_gradients) {
+      average_tensor();
+    } else {
+      all_reduce_bucket();
+    }
+    previous_ = bucket_;
+    bucket_.clear();
+    bucket_numel_ = 0;
+  }
+
+  // buffered_reduce_fallback -> allreduce_and_copy on the reduction stream: flatten, divide,
+  // all-reduce, copy each gradient back.
+  void all_reduce_bucket() {
     const std::int32_t group = g(bucket_layer_);
     const Bytes bytes = elements(bucket_numel_, dtype_);
-    // The gradients come from the compute stream.
-    s_.program().wait_stream(reduction_, s_.compute());
     const TensorId flat =
         s_.allocate("ipg_bucket.flat", bytes, reduction_, MemoryCategory::kCommunication);
     s_.copy("ipg_bucket.flatten", reduction_, 2 * bytes, Phase::kBackward, group);
@@ -556,20 +606,59 @@ class DeepSpeedZero3Step final : private KernelHooks {
               2 * elements(params_[p].numel, dtype_), Phase::kBackward, group);
     }
     s_.free(flat, s_.program().record_event(reduction_));
-    previous_ = bucket_;
-    bucket_.clear();
-    bucket_numel_ = 0;
+  }
+
+  // average_tensor with reduce_scatter on the reduction stream: div_ of the whole IPG buffer
+  // (however full) and of a gradient too large for it, then _reduce_scatter_gradients.
+  void average_tensor() {
+    const std::int32_t group = g(bucket_layer_);
+    s_.copy("ipg_buffer.div", reduction_, 2 * elements(c_.reduce_bucket_size, dtype_),
+            Phase::kBackward, group);
+    for (const std::size_t p : bucket_) {
+      if (params_[p].grad_in_buffer) continue;
+      s_.copy(params_[p].name + ".grad_div", reduction_, 2 * elements(params_[p].numel, dtype_),
+              Phase::kBackward, group);
+    }
+    for (const std::size_t p : bucket_) reduce_scatter_gradient(p, group);
+  }
+
+  // _reduce_scatter_gradient: a narrow of the gradient per rank (a zero-padded copy for a rank
+  // whose piece runs past its end), then ProcessGroupNCCL::reduce_scatter of that list: a flat
+  // input, one copy_ per rank into it, ncclReduceScatter into this rank's piece of the gradient.
+  void reduce_scatter_gradient(std::size_t p, std::int32_t group) {
+    const Param& param = params_[p];
+    const Bytes piece = elements(param.partition, dtype_);
+    const Bytes full = elements(param.partition * world_size_, dtype_);
+    s_.program().cpu_work(param.name + ".grad_rank_views",
+                          to_sim_time(kPythonViewOp * static_cast<double>(world_size_)));
+    TensorId padded = 0;
+    const bool pads = param.partition * world_size_ != param.numel;
+    if (pads) {
+      padded = s_.allocate(param.name + ".grad_padded_piece", piece, reduction_,
+                           MemoryCategory::kCommunication);
+      s_.copy(param.name + ".grad_pad_piece", reduction_, 2 * piece, Phase::kBackward, group);
+    }
+    const TensorId flat =
+        s_.allocate(param.name + ".grad_flat", full, reduction_, MemoryCategory::kCommunication);
+    per_rank_copies(param.name + ".grad_flatten", reduction_, piece, Seconds(0.0), group);
+    s_.collective(param.name + ".reduce_scatter", Collective::kReduceScatter, reduction_, world_,
+                  full, Phase::kBackward, group);
+    const EventRef done = s_.program().record_event(reduction_);
+    s_.free(flat, done);
+    if (pads) s_.free(padded, done);
   }
 
   // partition_previous_reduced_grads: this rank's piece of each reduced gradient into
-  // grads_in_partition; the full gradient is dropped.
+  // grads_in_partition; the full gradient is dropped (a view of an IPG buffer frees nothing).
   void partition_previous_reduced_grads() {
     for (const std::size_t p : previous_) {
       Param& param = params_[p];
       s_.copy(param.name + ".grad_partition", reduction_, 2 * elements(param.partition, dtype_),
               Phase::kBackward, -1);
-      if (param.has_grad) s_.free(param.grad, s_.program().record_event(reduction_));
+      if (param.has_grad && !param.grad_in_buffer)
+        s_.free(param.grad, s_.program().record_event(reduction_));
       param.has_grad = false;
+      param.grad_in_buffer = false;
     }
     previous_.clear();
   }
@@ -673,6 +762,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
   std::int64_t bucket_numel_ = 0;
   std::size_t bucket_layer_ = 0;
   std::vector<std::size_t> previous_;
+  std::array<TensorId, 2> ipg_buffers_{};  // contiguous_gradients, during backward
 };
 
 }  // namespace

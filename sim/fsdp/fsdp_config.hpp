@@ -28,6 +28,10 @@ struct DeepSpeedZero3Config {
   std::int64_t max_live_parameters = 1'000'000'000;    // stage3_max_live_parameters
   std::int64_t max_reuse_distance = 1'000'000'000;     // stage3_max_reuse_distance
   std::int64_t reduce_bucket_size = 500'000'000;       // reduce_bucket_size
+  // contiguous_gradients (stage 3's default in 0.3.13, ZERO3_OPTIMIZATION_CONTIGUOUS_GRADIENTS_
+  // DEFAULT, is false): each gradient is copied into one of two reduce_bucket_size buffers and
+  // reduce-scattered parameter by parameter, instead of the buckets being all-reduced.
+  bool contiguous_gradients = false;
   // The model code registers its token embedding, which the LM head reuses, as an external
   // parameter of the whole model (deepspeed.zero.register_external_parameter, as DeepSpeedExamples'
   // Megatron-LM-v1.1.5-ZeRO3 port did from 2021-03-08 to 2021-04-18): gathered when the model's

@@ -41,15 +41,18 @@ TEST(DeepSpeedJson, ReadsTheZeroOptimizationKeysWithDeepSpeedsDefaults) {
   EXPECT_EQ(s.fsdp.deepspeed.param_persistence_threshold, 100'000);
   EXPECT_EQ(s.fsdp.deepspeed.reduce_bucket_size, 500'000'000);
   EXPECT_FALSE(s.fsdp.deepspeed.register_external_embedding);
+  EXPECT_FALSE(s.fsdp.deepspeed.contiguous_gradients);
   nlohmann::json tuned = scenario();
   tuned["model"] = {{"preset", "gpt-175b"}, {"tied_embeddings", true}};
   tuned["deepspeed"] = {{"stage3_prefetch_bucket_size", 1000},
                         {"stage3_max_reuse_distance", 5},
-                        {"register_external_embedding", true}};
+                        {"register_external_embedding", true},
+                        {"contiguous_gradients", true}};
   const Scenario t = scenario_from_json(tuned, "ds.json", {}, kPresets);
   EXPECT_EQ(t.fsdp.deepspeed.prefetch_bucket_size, 1000);
   EXPECT_EQ(t.fsdp.deepspeed.max_reuse_distance, 5);
   EXPECT_TRUE(t.fsdp.deepspeed.register_external_embedding);
+  EXPECT_TRUE(t.fsdp.deepspeed.contiguous_gradients);
 }
 
 TEST(DeepSpeedJson, RejectsWhatItDoesNotModelWithFileAndPath) {

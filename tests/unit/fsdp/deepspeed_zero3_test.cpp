@@ -151,6 +151,110 @@ TEST(DeepSpeedZero3, GradientBucketsAreAllReducedAfterTheCpuWaitsForThePreviousO
   EXPECT_GE(cpu_waits(out, "reduction_stream.synchronize"), 6);
 }
 
+// Neither reduction path makes the reduction stream wait for the compute stream (DeepSpeed
+// 0.3.13 has no wait_stream there; 0.6 added one): with every weight kept from forward (the
+// default reuse distance) no fetch synchronizes the device in backward, so the bucket holding
+// proj's gradient, reduced when down's weight overflows it, is flattened while down's weight
+// gradient is still being computed.
+TEST(DeepSpeedZero3, TheReductionStreamDoesNotWaitForTheComputeStream) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.deepspeed.reduce_bucket_size = 600'000;
+  const std::vector<testing::Op> ops = testing::measured_ops(simulate_step(in, {}));
+  const testing::Op* flatten = nullptr;
+  for (const testing::Op& op : ops) {
+    if (op.name == "ipg_bucket.flatten") {
+      flatten = &op;
+      break;
+    }
+  }
+  ASSERT_NE(flatten, nullptr);
+  EXPECT_LT(flatten->timing.start, testing::op_named(ops, "blocks.1.bwd.down_wgrad").timing.end);
+}
+
+// The parameters reduce-scattered in one step, in issue order.
+std::vector<std::string> reduce_scatters(const SimulationOutput& out) {
+  return testing::ops_ending_in(out, ".reduce_scatter");
+}
+
+// The tiny model with a 1000-element bias on each block's "down" linear (500 x 1000).
+models::Workload biased_workload() {
+  models::Workload w = testing::tiny_linear_workload();
+  for (models::Layer& l : w.layers) {
+    if (l.kind != models::LayerKind::kBlock) continue;
+    l.forward[2].linear_bias = true;
+    l.numel += 1'000;
+    l.parameter_tensors += 1;
+    w.total_numel += 1'000;
+  }
+  return w;
+}
+
+// contiguous_gradients (with reduce_scatter, its default): the buckets fill as before (a
+// 600k-element bucket, backward order proj 200k | down 500k | up 500k + norm 1k | ... |
+// embedding 400k), but each parameter of a bucket is reduce-scattered on its own and nothing is
+// all-reduced. Before each reduce-scatter ProcessGroupNCCL copies the per-rank pieces into a flat
+// input: one launch per rank, 2 x 10 us of CPU.
+TEST(DeepSpeedZero3, ContiguousGradientsAreReduceScatteredOneParameterAtATime) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.deepspeed.reduce_bucket_size = 600'000;
+  in.fsdp.deepspeed.contiguous_gradients = true;
+  in.cluster.kernel_launch_overhead = microseconds(10.0);
+  const SimulationOutput out = simulate_step(in, {});
+  EXPECT_EQ(
+      reduce_scatters(out),
+      (std::vector<std::string>{"head.proj.weight", "blocks.1.down.weight", "blocks.1.up.weight",
+                                "blocks.1.param0", "blocks.0.down.weight", "blocks.0.up.weight",
+                                "blocks.0.param0", "embedding.param0"}));
+  for (const testing::Op& op : testing::measured_ops(out))
+    EXPECT_NE(op.name, "ipg_bucket.all_reduce");
+  const std::vector<testing::Op> ops = testing::measured_ops(out);
+  EXPECT_DOUBLE_EQ(
+      testing::op_named(ops, "blocks.0.up.weight.grad_flatten").launch_cost.microseconds(), 20.0);
+}
+
+// backward() allocates two reduce_bucket_size fp16 buffers (overlap_comm) and the epilogue drops
+// them; each gradient up to the bucket size is copied into one, a larger one (here the 500k
+// weights against a 450k bucket) stays where autograd made it.
+TEST(DeepSpeedZero3, ContiguousGradientsCopyAllButTheLargestIntoTwoBucketBuffers) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.deepspeed.reduce_bucket_size = 450'000;
+  in.fsdp.deepspeed.contiguous_gradients = true;
+  const SimulationOutput out = simulate_step(in, {});
+  const engine::Program& p = out.schedule.program;
+  int allocated = 0;
+  int freed = 0;
+  for (const engine::CpuStep& step : p.cpu) {
+    if (step.kind != engine::CpuStepKind::kAlloc && step.kind != engine::CpuStepKind::kFree)
+      continue;
+    if (p.names[p.tensors[step.target].name] != "ipg_buffer") continue;
+    EXPECT_EQ(p.tensors[step.target].size.value(), 2 * 450'000);
+    (step.kind == engine::CpuStepKind::kAlloc ? allocated : freed) += 1;
+  }
+  EXPECT_EQ(allocated, 2);
+  EXPECT_EQ(freed, 2);
+  EXPECT_EQ(testing::ops_ending_in(out, ".grad_to_ipg_buffer"),
+            (std::vector<std::string>{"head.proj.weight", "blocks.1.param0", "blocks.0.param0",
+                                      "embedding.param0"}));
+}
+
+// Autograd makes a linear's bias gradient before its weight's, and each AccumulateGrad hook
+// adds its parameter to the bucket: with a 600k-element bucket, proj (200k) and down's bias (1k)
+// fill it, down's weight (500k) overflows it, so the bias goes with proj, before the weight.
+TEST(DeepSpeedZero3, ABiasJoinsTheBucketBeforeItsWeight) {
+  const models::Workload w = biased_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.deepspeed.reduce_bucket_size = 600'000;
+  in.fsdp.deepspeed.contiguous_gradients = true;
+  const std::vector<std::string> order = reduce_scatters(simulate_step(in, {}));
+  ASSERT_GE(order.size(), 3u);
+  EXPECT_EQ(order[0], "head.proj.weight");
+  EXPECT_EQ(order[1], "blocks.1.down.bias");
+  EXPECT_EQ(order[2], "blocks.1.down.weight");
+}
+
 // The memory alive before the step: per element of the rank's partitions (ceil(numel / 2) of
 // every parameter) fp16 and fp32 copies (6 B), Adam's two fp32 moments (8 B) and the fp16
 // gradient partition (2 B); the persistent norms whole in fp16.
