@@ -554,7 +554,7 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
     model["tied_embeddings"] = true;
     // The port's examples/ds_zero_stage_3_config.json (commit 2cd968f2); its persistence
     // threshold key is misspelled (stage3_param_persitance_threshold), so DeepSpeed's default
-    // holds, and its contiguous_gradients (true) is not modelled.
+    // holds. It sets overlap_comm (stage 3's default) and contiguous_gradients.
     constexpr double kPortMaxLiveParameters = 1e8;
     constexpr double kPortMaxReuseDistance = 1e8;
     constexpr double kPortPrefetchBucketSize = 2.5e7;
@@ -571,7 +571,8 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
                       {"stage3_max_live_parameters", kPortMaxLiveParameters},
                       {"stage3_max_reuse_distance", kPortMaxReuseDistance},
                       {"stage3_prefetch_bucket_size", kPortPrefetchBucketSize},
-                      {"reduce_bucket_size", kPortReduceBucketSize}}}};
+                      {"reduce_bucket_size", kPortReduceBucketSize},
+                      {"contiguous_gradients", true}}}};
     if (!allocator.empty()) out.document["allocator"] = allocator;
     return out;
   } else if (!runtime.empty() && runtime != "torch") {

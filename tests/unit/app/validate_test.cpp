@@ -952,6 +952,8 @@ TEST(ValidationCases, OptionalColumnsReachTheScenario) {
       EXPECT_TRUE(s.document["model"].value("tied_embeddings", false)) << c.get("case_id");
       EXPECT_TRUE(s.document["deepspeed"].value("register_external_embedding", false))
           << c.get("case_id");
+      // The port's ds_zero_stage_3_config.json sets contiguous_gradients.
+      EXPECT_TRUE(s.document["deepspeed"].value("contiguous_gradients", false)) << c.get("case_id");
     }
     deepspeed += megatron ? 1 : 0;
     // minGPT (the paper's and the blog's GPTs) keeps a causal mask buffer in every block.
