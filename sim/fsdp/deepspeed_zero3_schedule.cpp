@@ -45,7 +45,9 @@
 //   fp16 partition copied from it, and the persistent parameters' re-gather.
 // Modules are the layers' linears (each fetches its weight before its GEMM) and, per layer, one
 // module holding its other parameters (norms, embeddings, biases are persistent at any size that
-// matters), hooked at the layer's start and end. A tied LM head reads the embedding's weight.
+// matters), hooked at the layer's start and end, so their gradients join the bucket when the
+// layer's backward ends (in Megatron's layer each norm's comes between the linears'). A tied LM
+// head reads the embedding's weight.
 #include <algorithm>
 #include <array>
 #include <optional>
@@ -99,6 +101,7 @@ struct Module {
   std::vector<std::size_t> params;
   std::int64_t numel = 0;  // every parameter it owns (what reuse distances count)
   bool owns_grads = true;  // false for a tied head or the model: the embedding owns that gradient
+  std::optional<std::size_t> bias;  // a linear's bias, whose gradient comes before its GEMMs run
 };
 
 // One pre-hook call in the module trace (PrefetchCoordinator.sub_module_trace): the module, and
@@ -226,12 +229,15 @@ class DeepSpeedZero3Step final : private KernelHooks {
           left -= weight;
           --tensors_left;
         }
+        std::optional<std::size_t> bias_param;
         if (bias > 0) {
-          owned.push_back(add_param(l.name + "." + linear.name + ".bias", i, bias));
+          bias_param = add_param(l.name + "." + linear.name + ".bias", i, bias);
+          owned.push_back(*bias_param);
           left -= bias;
           --tensors_left;
         }
         const std::size_t m = add_module(l.name + "." + linear.name, owned, !is_tied);
+        modules_[m].bias = bias_param;
         lm.linear[linear.name] = m;
         lm.forward_linears.push_back(m);
       }
@@ -334,7 +340,14 @@ class DeepSpeedZero3Step final : private KernelHooks {
       backward_module_.reset();
       if (lm.rest) post_backward(*lm.rest, i);
     }
-    // independent_gradient_partition_epilogue: the last bucket, then its partitions.
+    // FP16_DeepSpeedZeroOptimizer_Stage3.backward, after loss.backward():
+    // _partition_all_parameters releases what was kept for a later use.
+    for (Param& p : params_) {
+      p.active_modules = 0;
+      release(p);
+    }
+    // Then the engine's allreduce_gradients: independent_gradient_partition_epilogue, the last
+    // bucket, then its partitions.
     reduce_ipg_grads();
     s_.program().cpu_synchronize(s_.program().record_event(reduction_),
                                  "reduction_stream.synchronize");
@@ -342,11 +355,6 @@ class DeepSpeedZero3Step final : private KernelHooks {
     // _release_ipg_buffers.
     if (c_.contiguous_gradients) {
       for (const TensorId buffer : ipg_buffers_) s_.free(buffer);
-    }
-    // _partition_all_parameters: what was kept for a later use is released.
-    for (Param& p : params_) {
-      p.active_modules = 0;
-      release(p);
     }
     if (step_ != trace_.size()) throw std::logic_error("deepspeed zero3: module trace mismatch");
   }
@@ -428,18 +436,26 @@ class DeepSpeedZero3Step final : private KernelHooks {
       }
     }
     pre_hook(m, Phase::kBackward);
+    // A linear's bias gradient is ready before its GEMMs run: on Megatron's [s, b, h] inputs
+    // PyTorch 1.8's F.linear is a matmul then add_(bias), or the bias is an output of the module
+    // (skip_bias_add) added outside it, so the add's backward comes first and its AccumulateGrad
+    // (sequence number UINT64_MAX, run as soon as it is ready,
+    // torch/csrc/autograd/functions/accumulate_grad.cpp) reports the bias right after the
+    // module's pre-backward fetch.
+    const Module& module = modules_[m];
+    if (module.owns_grads && module.bias) gradient_ready(*module.bias, params_[*module.bias].layer);
   }
 
-  // The module's gradients are ready (reduce_ready_partitions_and_remove_grads), then
+  // The module's other gradients are ready (reduce_ready_partitions_and_remove_grads), then
   // post_sub_module_backward_function, which fires on the gradient of the module's input
-  // (PostBackwardFunction): autograd runs AccumulateGrad nodes first (their sequence number is
-  // UINT64_MAX, torch/csrc/autograd/functions/accumulate_grad.cpp). A linear's bias gradient is
-  // made before its weight's (the bias add's backward, or addmm's first input, comes first), so
-  // its parameters report last to first.
+  // (PostBackwardFunction, registered before the module's own ops and so run after their
+  // AccumulateGrads).
   void post_backward(std::size_t m, std::size_t layer) {
-    if (modules_[m].owns_grads) {
-      const std::vector<std::size_t>& params = modules_[m].params;
-      for (auto p = params.rbegin(); p != params.rend(); ++p) gradient_ready(*p, layer);
+    const Module& module = modules_[m];
+    if (module.owns_grads) {
+      for (const std::size_t p : module.params) {
+        if (p != module.bias) gradient_ready(p, layer);
+      }
     }
     post_hook(m);
   }
@@ -622,15 +638,16 @@ class DeepSpeedZero3Step final : private KernelHooks {
     for (const std::size_t p : bucket_) reduce_scatter_gradient(p, group);
   }
 
-  // _reduce_scatter_gradient: a narrow of the gradient per rank (a zero-padded copy for a rank
-  // whose piece runs past its end), then ProcessGroupNCCL::reduce_scatter of that list: a flat
-  // input, one copy_ per rank into it, ncclReduceScatter into this rank's piece of the gradient.
+  // _reduce_scatter_gradient: param.grad.view(-1).narrow(...) per rank, two Python ops (a
+  // zero-padded copy for a rank whose piece runs past its end), then
+  // ProcessGroupNCCL::reduce_scatter of that list: a flat input, one copy_ per rank into it,
+  // ncclReduceScatter into this rank's piece of the gradient.
   void reduce_scatter_gradient(std::size_t p, std::int32_t group) {
     const Param& param = params_[p];
     const Bytes piece = elements(param.partition, dtype_);
     const Bytes full = elements(param.partition * world_size_, dtype_);
     s_.program().cpu_work(param.name + ".grad_rank_views",
-                          to_sim_time(kPythonViewOp * static_cast<double>(world_size_)));
+                          to_sim_time(kPythonViewOp * 2.0 * static_cast<double>(world_size_)));
     TensorId padded = 0;
     const bool pads = param.partition * world_size_ != param.numel;
     if (pads) {

@@ -10,6 +10,7 @@
 // 0.5 us at 1 TB/s; each rank's piece is 0.5 MB.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -255,6 +256,24 @@ TEST(DeepSpeedZero3, ABiasJoinsTheBucketBeforeItsWeight) {
   EXPECT_EQ(order[2], "blocks.1.down.weight");
 }
 
+// The bias's gradient is ready as soon as the module's pre-backward fetch returns, before its
+// GEMMs: with a 200k-element bucket that proj's gradient fills, down's bias flushes it, so
+// proj's reduce-scatter is issued before down's first gradient GEMM.
+TEST(DeepSpeedZero3, ABiasFlushesTheBucketBeforeItsLinearsGemms) {
+  const models::Workload w = biased_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.deepspeed.reduce_bucket_size = 200'000;
+  in.fsdp.deepspeed.contiguous_gradients = true;
+  std::vector<std::string> issued;
+  for (const testing::Op& op : testing::measured_ops(simulate_step(in, {})))
+    issued.push_back(op.name);
+  const auto at = [&](const std::string& name) {
+    return std::find(issued.begin(), issued.end(), name) - issued.begin();
+  };
+  EXPECT_LT(at("head.proj.weight.reduce_scatter"), at("blocks.1.bwd.down_dgrad"));
+  EXPECT_LT(at("blocks.1.bwd.down_dgrad"), static_cast<std::ptrdiff_t>(issued.size()));
+}
+
 // The memory alive before the step: per element of the rank's partitions (ceil(numel / 2) of
 // every parameter) fp16 and fp32 copies (6 B), Adam's two fp32 moments (8 B) and the fp16
 // gradient partition (2 B); the persistent norms whole in fp16.
@@ -369,6 +388,33 @@ TEST(DeepSpeedZero3, AnExternalTokenTableStaysGatheredAllStepAndBlocksPrefetch) 
   const testing::Op& up = testing::op_named(ops, "blocks.0.fwd.up");
   const testing::Op& down_gather = testing::op_named(ops, "blocks.0.down.weight.all_gather");
   EXPECT_GE(down_gather.timing.start, up.timing.end);  // not prefetched beside "up"
+}
+
+// After loss.backward() the optimizer releases what was kept (_partition_all_parameters, each
+// release waiting for the compute stream) before the engine's allreduce_gradients reduces the
+// last bucket. An external token table is kept all step, so its release is the step's last, and
+// it comes before the last reduce-scatter is launched.
+TEST(DeepSpeedZero3, KeptParametersAreReleasedBeforeTheLastBucketIsReduced) {
+  const models::Workload w = tied_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.deepspeed.register_external_embedding = true;
+  in.fsdp.deepspeed.reduce_bucket_size = 600'000;
+  in.fsdp.deepspeed.contiguous_gradients = true;
+  const SimulationOutput out = simulate_step(in, {});
+  const engine::Program& p = out.schedule.program;
+  std::size_t last_release = 0;
+  std::size_t last_reduce = 0;
+  for (std::size_t i = 0; i < p.cpu.size(); ++i) {
+    const engine::CpuStep& step = p.cpu[i];
+    if (step.kind == engine::CpuStepKind::kWait &&
+        p.names[step.name] == "partition: ones(1).to(device)")
+      last_release = i;
+    if (step.kind == engine::CpuStepKind::kLaunch &&
+        p.names[p.ops[step.target].name].ends_with(".reduce_scatter"))
+      last_reduce = i;
+  }
+  ASSERT_GT(last_release, 0u);
+  EXPECT_LT(last_release, last_reduce);
 }
 
 }  // namespace
