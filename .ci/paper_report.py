@@ -653,6 +653,7 @@ def blog(out, rows, sections):
                 f"{d['hardware_tflops_per_gpu']:.0f} TFLOPS/GPU, is given for completeness only)")
 
     shard_1t = d1t["parameters"] / d1t["world_size"] * 2 / 2**30  # fp16 _saved_grad_shard
+    heads128 = load_run(out, "whatif_blog2022_gpt1t_128_heads")
     sections.append(f"""## 7. The 2022 PyTorch blog: GPT-175B and GPT-1T on A100-40GB
 
 Blog "Introducing PyTorch Fully Sharded Data Parallel (FSDP) API" (March 2022), [V]: AWS, 8
@@ -685,6 +686,17 @@ heads and the gathered linears with their unsharded gradients. PyTorch 1.10's pr
 copied each reduced shard to the host at once and let the GPU copy go; fsdpsim models PyTorch 2.x,
 and without those {shard_1t:.1f} GiB the step would still need {d1t['peak_mem_allocated_gib'] - shard_1t:.0f} GiB. The allocator stall the blog names as
 GPT-1T's bottleneck belongs to a run that fits.
+
+The authors' trainer of the time (`mrshenli/ptd_benchmark`, whose `trainer.py` writes the
+blog's TFLOP/s formula; `models.py` at 62f8c89, 2022-01-26) differs from that description in
+ways that move memory: its `GPT1TConfig` has 128 attention heads, not Megatron-2's 160; it wraps
+each block's attention module (its four linears), each MLP linear and each LayerNorm, and also the
+embedding, the final norm and the head, so the root holds no parameters; its loss is
+`out.sum()`; backward prefetch is off unless asked for. With 128 heads alone (a what-if,
+`--set model.n_heads=128 --set model.n_kv_heads=128`) GPT-1T's peak allocated memory falls from
+{d1t['peak_mem_allocated_gib']:.1f} to {heads128['peak_mem_allocated_gib']:.1f} GiB and the step is {'out of memory' if heads128['status'] == 'oom' else 'within the device'}; the
+blog's run, whichever code it used, fitted at batch 4 ("maximum GPU memory utilization was
+reached with a batch size of 4").
 """)
 
 
