@@ -122,6 +122,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
       order.insert(order.end(), linears.begin(), linears.end());
       linears.clear();
     }
+    order.insert(order.end(), linears.begin(), linears.end());  // the root's: the LM head's
     next_pre_forward_.assign(units_.size(), std::nullopt);
     for (std::size_t i = 0; i + 1 < order.size(); ++i) next_pre_forward_[order[i]] = order[i + 1];
     if (std::any_of(units_.begin(), units_.end(),
@@ -346,11 +347,13 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
   }
 
   // Autograd makes a layer's parameter gradients when its backward computes them: the root's LM
-  // head gradient at the start of backward, its untied embedding gradient at the end.
+  // head gradient at the start of backward, its untied embedding gradient at the end; those of
+  // linears in units of their own are theirs.
   void pre_backward_layer(std::size_t u, std::size_t layer) override {
     if (!wraps_whole_layers(units_[u], s_.workload())) return;
     const models::Layer& l = s_.workload().layers[layer];
-    const std::int64_t numel = layer_gradient_numel(l, tied_numel_);
+    std::int64_t numel = layer_gradient_numel(l, tied_numel_);
+    for (const auto& [name, linear] : linear_units_[layer]) numel -= units_[linear].numel;
     if (numel <= 0) return;
     state_[u].grad_views.push_back(s_.allocate(l.name + ".grad_views",
                                                elements(numel, f_.param_dtype), s_.compute(),

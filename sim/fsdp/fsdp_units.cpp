@@ -21,31 +21,37 @@ void add_layer(FsdpUnit& unit, const models::Workload& workload, std::size_t lay
   unit.parameter_tensors += workload.layers[layer].parameter_tensors;
 }
 
-// The units of each linear of block `layer` (its weight and bias), then the block's unit with
-// the rest of its parameters, in the order their forwards return.
-void add_block_and_linears(std::vector<FsdpUnit>& units, const models::Workload& workload,
-                           std::size_t layer) {
-  const models::Layer& block = workload.layers[layer];
-  FsdpUnit rest;
-  rest.name = block.name;
-  rest.layers.push_back(layer);
-  rest.numel = block.numel;
-  rest.parameter_tensors = block.parameter_tensors;
-  for (const models::LinearModule& linear : models::linear_modules(block)) {
+// A unit for each linear of `layer` (its weight and bias), in forward order, taken out of
+// `owner`, the unit that holds the rest of the layer.
+void add_linears(std::vector<FsdpUnit>& units, const models::Workload& workload, std::size_t layer,
+                 FsdpUnit& owner) {
+  const models::Layer& l = workload.layers[layer];
+  for (const models::LinearModule& linear : models::linear_modules(l)) {
     FsdpUnit u;
-    u.name = block.name + "." + linear.name;
+    u.name = l.name + "." + linear.name;
     u.layers.push_back(layer);
     u.linear_module = linear.name;
     u.numel = linear.weight_numel + linear.bias_numel;
     u.parameter_tensors = linear.bias_numel > 0 ? 2 : 1;
-    rest.numel -= u.numel;
-    rest.parameter_tensors -= u.parameter_tensors;
+    owner.numel -= u.numel;
+    owner.parameter_tensors -= u.parameter_tensors;
+    owner.nested_linear_numel += u.numel;
     units.push_back(std::move(u));
   }
-  if (rest.numel < 0 || rest.parameter_tensors < 0) {
-    throw std::logic_error("make_units: the linears of " + block.name +
-                           " hold more parameters than the block");
+  if (owner.numel < 0 || owner.parameter_tensors < 0) {
+    throw std::logic_error("make_units: the linears of " + l.name +
+                           " hold more parameters than the layer");
   }
+}
+
+// The units of each linear of block `layer`, then the block's unit with the rest of its
+// parameters, in the order their forwards return.
+void add_block_and_linears(std::vector<FsdpUnit>& units, const models::Workload& workload,
+                           std::size_t layer) {
+  FsdpUnit rest;
+  rest.name = workload.layers[layer].name;
+  add_layer(rest, workload, layer);
+  add_linears(units, workload, layer, rest);
   units.push_back(std::move(rest));
 }
 
@@ -59,10 +65,16 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy po
   root.is_root = true;
   const std::int32_t per_unit = policy == WrapPolicy::kEveryNBlocks ? blocks_per_unit : 1;
   std::int32_t in_current = 0;
+  // ModuleWrapPolicy({Block, nn.Linear}) wraps the LM head's nn.Linear too, unless it is tied
+  // to the embedding's table, which a unit of its own would take from the root's lookup.
+  const bool wrap_head_linear =
+      policy == WrapPolicy::kBlockAndLinear && models::tied_weight_numel(workload) == 0;
   for (std::size_t i = 0; i < workload.layers.size(); ++i) {
     const models::Layer& layer = workload.layers[i];
     if (layer.kind != models::LayerKind::kBlock || policy == WrapPolicy::kWholeModel) {
       add_layer(root, workload, i);
+      if (wrap_head_linear && layer.kind == models::LayerKind::kHead)
+        add_linears(units, workload, i, root);
       continue;
     }
     if (policy == WrapPolicy::kBlockAndLinear) {
@@ -128,7 +140,7 @@ std::vector<std::int64_t> layer_gradient_numels(const models::Layer& layer,
 
 std::vector<std::int64_t> unit_parameter_numels(const FsdpUnit& unit,
                                                 const models::Workload& workload) {
-  if (!wraps_whole_layers(unit, workload)) return {};
+  if (!wraps_whole_layers(unit, workload) || unit.nested_linear_numel > 0) return {};
   std::vector<std::int64_t> out;
   for (const std::size_t l : unit.layers) {
     const models::Layer& layer = workload.layers[l];
@@ -142,7 +154,7 @@ bool wraps_whole_layers(const FsdpUnit& unit, const models::Workload& workload) 
   if (!unit.linear_module.empty()) return false;
   std::int64_t numel = 0;
   for (const std::size_t layer : unit.layers) numel += workload.layers[layer].numel;
-  return numel == unit.numel;
+  return numel == unit.numel + unit.nested_linear_numel;
 }
 
 }  // namespace fsdpsim::fsdp

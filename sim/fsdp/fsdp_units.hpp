@@ -25,6 +25,9 @@ struct FsdpUnit {
   // The nn.Linear this unit wraps (NamedKernel::linear_module), inside its one layer; its hooks
   // fire around that linear's kernels, not the layer's. Empty: the unit wraps whole layers.
   std::string linear_module;
+  // Parameters of its layers that units of their own hold: the linears of a block, or the LM
+  // head's, wrapped by ModuleWrapPolicy({Block, nn.Linear}).
+  std::int64_t nested_linear_numel = 0;
 
   // Whether FSDP manages parameters here: it makes a FlatParamHandle (FSDP1) or an
   // FSDPParamGroup (FSDP2) only for a module that holds parameters of its own
@@ -38,8 +41,8 @@ struct FsdpUnit {
 };
 
 // Units in post-forward order as FSDP records it: block units in order, each after the units
-// of its linears, then the root (whose forward returns last). Preconditions:
-// shard_group_size > 0, blocks_per_unit > 0.
+// of its linears, then (block_and_linear, untied) the LM head's linear, then the root (whose
+// forward returns last). Preconditions: shard_group_size > 0, blocks_per_unit > 0.
 std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy policy,
                                  std::int32_t blocks_per_unit, std::int64_t shard_group_size);
 
@@ -64,8 +67,8 @@ std::vector<std::int64_t> layer_gradient_numels(const models::Layer& layer,
 std::vector<std::int64_t> unit_parameter_numels(const FsdpUnit& unit,
                                                 const models::Workload& workload);
 
-// Whether `unit` holds exactly the parameters of its layers: not a linear's unit, nor a block
-// whose linears are units of their own.
+// Whether `unit` holds the parameters of its layers, but for those of linears wrapped in units of
+// their own (FsdpUnit::nested_linear_numel): not a linear's unit.
 bool wraps_whole_layers(const FsdpUnit& unit, const models::Workload& workload);
 
 // For each of `layers` layers, the index of the unit that wraps it whole (a linear's unit wraps
