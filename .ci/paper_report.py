@@ -670,7 +670,8 @@ With PyTorch FSDP on AWS", 2022) describes them. PyTorch 1.10 with "all experime
 including SGD optimizer": that prototype FSDP has no MixedPrecision, so the modules were fp16 and
 the parameters, their gradient shards and the reduction are fp16 (`training.param_storage_dtype`).
 Each decoder linear is an FSDP unit of its own, nested in its block's unit ("the decoder's linear
-layers were wrapped using FSDP"; `fsdp.wrap_policy: block_and_linear`): a GPT-1T block's unsharded
+layers were wrapped using FSDP"; `fsdp.wrap_policy: block_and_linear`, which, as PyTorch's
+`ModuleWrapPolicy({{Block, nn.Linear}})`, also wraps the LM head's linear): a GPT-1T block's unsharded
 fp16 parameters are 15.7 GB, its largest linear 5.2 GB. Each block's input is kept in host memory
 ("we also offloaded outer activations of transformer layers to CPUs", with `save_on_cpu` hooks;
 `training.offload_activations`): those inputs alone are 22.5 GiB for 175B (96 blocks x 20 x 512 x
@@ -691,8 +692,8 @@ The authors' trainer of the time (`mrshenli/ptd_benchmark`, whose `trainer.py` w
 blog's TFLOP/s formula; `models.py` at 62f8c89, 2022-01-26) differs from that description in
 ways that move memory: its `GPT1TConfig` has 128 attention heads, not Megatron-2's 160; it wraps
 each block's attention module (its four linears), each MLP linear and each LayerNorm, and also the
-embedding, the final norm and the head, so the root holds no parameters; its loss is
-`out.sum()`; backward prefetch is off unless asked for. With 128 heads alone (a what-if,
+embedding and the final norm, which `block_and_linear` leaves to the root (2.4 GiB of the GPT-1T
+embedding gathered all step); its loss is `out.sum()`; backward prefetch is off unless asked for. With 128 heads alone (a what-if,
 `--set model.n_heads=128 --set model.n_kv_heads=128`) GPT-1T's peak allocated memory falls from
 {d1t['peak_mem_allocated_gib']:.1f} to {heads128['peak_mem_allocated_gib']:.1f} GiB and the step is {'out of memory' if heads128['status'] == 'oom' else 'within the device'}; the
 blog's run, whichever code it used, fitted at batch 4 ("maximum GPU memory utilization was
