@@ -140,7 +140,7 @@ fsdp:
                             default policy: false for its last block)  default reshard_after_forward
   root_reshard_after_forward
                             FSDP2: the same for the root, given explicitly [fully_shard(model,
-                            reshard_after_forward=...)]                             default false
+                            reshard_after_forward=...), honoured since pytorch#155319] default false
   param_dtype               bf16 | fp16 | fp32 [MixedPrecision(Policy).param_dtype] default bf16
   reduce_dtype              bf16 | fp16 | fp32 [MixedPrecision(Policy).reduce_dtype] default param_dtype
   buffer_dtype              FSDP1: bf16 | fp16 | fp32, the model buffers' dtype

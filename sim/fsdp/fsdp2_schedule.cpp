@@ -8,9 +8,9 @@
 // - No record_stream: a buffer used on another stream is freed only after the consuming streams
 //   waited for an event, so frees are stream-ordered and memory is released deterministically.
 // - Four streams: all-gather copy-in, all-gather, reduce-scatter, all-reduce (HSDP).
-// - Forward prefetch is implicit: the next all-gather runs on its own streams; it waits only for
-//   the copy-out of the unit before, whose all-gather output is kept until then
-//   (AllGatherState). No rate limiter, no CPU synchronization.
+// - Forward prefetch is implicit: the next all-gather runs on its own streams, which wait for the
+//   copy-out event of the unit before the one computing (each unit's all-gather output is kept
+//   until the next unit's copy-out, AllGatherState). No rate limiter, no CPU synchronization.
 // - Backward prefetch is explicit, one unit ahead in reverse post-forward order.
 // - Each reduce-scatter's input is kept until the next unit's reduction waits for it
 //   (ReduceScatterState).
