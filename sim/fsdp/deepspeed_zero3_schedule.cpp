@@ -35,7 +35,7 @@
 //   on the compute stream (a larger one stays where it is, alone in its bucket); the reduction
 //   divides the whole buffer (and a large gradient), then reduce-scatters each parameter on its
 //   own (average_tensor with reduce_scatter, its default; partition_parameters.py
-//   _reduce_scatter_gradient): one narrow per rank from Python, and PyTorch 1.8's
+//   _reduce_scatter_gradient): a view and a narrow per rank from Python, and PyTorch 1.8's
 //   ProcessGroupNCCL::reduce_scatter copies the list of per-rank inputs into a flat buffer, one
 //   copy_ per rank, before ncclReduceScatter. The buffers go at the end of backward
 //   (_release_ipg_buffers).
@@ -638,22 +638,30 @@ class DeepSpeedZero3Step final : private KernelHooks {
     for (const std::size_t p : bucket_) reduce_scatter_gradient(p, group);
   }
 
-  // _reduce_scatter_gradient: param.grad.view(-1).narrow(...) per rank, two Python ops (a
-  // zero-padded copy for a rank whose piece runs past its end), then
-  // ProcessGroupNCCL::reduce_scatter of that list: a flat input, one copy_ per rank into it,
-  // ncclReduceScatter into this rank's piece of the gradient.
+  // _reduce_scatter_gradient: for each rank, param.grad.view(-1).narrow(...), two Python ops,
+  // where its piece lies inside the gradient, else torch.zeros of a piece (with the gradient's
+  // tail copied in for the piece that straddles its end); then ProcessGroupNCCL::reduce_scatter
+  // of that list: a flat input, one copy_ per rank into it, ncclReduceScatter into this rank's
+  // piece of the gradient.
   void reduce_scatter_gradient(std::size_t p, std::int32_t group) {
     const Param& param = params_[p];
     const Bytes piece = elements(param.partition, dtype_);
     const Bytes full = elements(param.partition * world_size_, dtype_);
+    const std::int64_t inside = param.numel / param.partition;
+    const std::int64_t tail = param.numel - inside * param.partition;
+    const std::int64_t zeroed = world_size_ - inside;
     s_.program().cpu_work(param.name + ".grad_rank_views",
-                          to_sim_time(kPythonViewOp * 2.0 * static_cast<double>(world_size_)));
-    TensorId padded = 0;
-    const bool pads = param.partition * world_size_ != param.numel;
-    if (pads) {
-      padded = s_.allocate(param.name + ".grad_padded_piece", piece, reduction_,
-                           MemoryCategory::kCommunication);
-      s_.copy(param.name + ".grad_pad_piece", reduction_, 2 * piece, Phase::kBackward, group);
+                          to_sim_time(kPythonViewOp * 2.0 * static_cast<double>(inside)));
+    TensorId zeros = 0;
+    if (zeroed > 0) {
+      // The zeroed pieces as one block (each is its own small allocation in PyTorch).
+      zeros = s_.allocate(param.name + ".grad_zero_pieces", Bytes(piece.value() * zeroed),
+                          reduction_, MemoryCategory::kCommunication);
+      launches(param.name + ".grad_zero_pieces", reduction_, piece, zeroed, group);
+      if (tail > 0) {
+        s_.copy(param.name + ".grad_tail", reduction_, 2 * elements(tail, dtype_), Phase::kBackward,
+                group);
+      }
     }
     const TensorId flat =
         s_.allocate(param.name + ".grad_flat", full, reduction_, MemoryCategory::kCommunication);
@@ -662,7 +670,27 @@ class DeepSpeedZero3Step final : private KernelHooks {
                   full, Phase::kBackward, group);
     const EventRef done = s_.program().record_event(reduction_);
     s_.free(flat, done);
-    if (pads) s_.free(padded, done);
+    if (zeroed > 0) s_.free(zeros, done);
+  }
+
+  // `count` memory-bound kernels writing `bytes` each on `stream` (torch.zeros from Python), as
+  // one op whose launch costs the CPU `count` eager-op launches and whose device time is theirs.
+  void launches(const std::string& name, StreamId stream, Bytes bytes, std::int64_t count,
+                std::int32_t group) {
+    Kernel k;
+    k.kind = KernelKind::kMemoryBound;
+    k.bytes = bytes;
+    const double n = static_cast<double>(count);
+    LaunchSpec spec;
+    spec.name = name;
+    spec.stream = stream;
+    spec.kind = OpKind::kCopy;
+    spec.phase = static_cast<std::uint8_t>(phase_);
+    spec.group = group;
+    spec.duration = to_sim_time(hardware::kernel_time(in_.cluster.gpu, k) * n);
+    spec.launch_cost = to_sim_time(in_.cluster.kernel_launch_overhead * n);
+    spec.bytes = Bytes(bytes.value() * count);
+    s_.program().launch(spec);
   }
 
   // partition_previous_reduced_grads: this rank's piece of each reduced gradient into

@@ -215,6 +215,34 @@ TEST(DeepSpeedZero3, ContiguousGradientsAreReduceScatteredOneParameterAtATime) {
       testing::op_named(ops, "blocks.0.up.weight.grad_flatten").launch_cost.microseconds(), 20.0);
 }
 
+// _reduce_scatter_gradient gives each rank a view of its piece of the gradient, and a rank whose
+// piece lies past the gradient's end a torch.zeros of one: on 1200 ranks the 1000-element norm
+// has one-element pieces, so 200 ranks get zeros (200 launches of 10 us), none a tail copy; on 3
+// ranks its pieces are 334 elements, the third straddles the end: one zeroed piece, and the last
+// 332 elements copied into it.
+TEST(DeepSpeedZero3, RanksPastAGradientsEndReduceScatterZeroedPieces) {
+  const models::Workload w = testing::tiny_linear_workload();
+  ScheduleInput in = input(w);
+  in.fsdp.deepspeed.contiguous_gradients = true;
+  in.cluster.kernel_launch_overhead = microseconds(10.0);
+  in.cluster.nodes = 600;
+  in.training.global_batch = 1200;
+  std::vector<testing::Op> ops = testing::measured_ops(simulate_step(in, {}));
+  EXPECT_DOUBLE_EQ(
+      testing::op_named(ops, "blocks.0.param0.grad_zero_pieces").launch_cost.microseconds(),
+      2000.0);
+  EXPECT_TRUE(std::none_of(ops.begin(), ops.end(), [](const testing::Op& op) {
+    return op.name == "blocks.0.param0.grad_tail";
+  }));
+  in.cluster.nodes = 1;
+  in.cluster.gpus_per_node = 3;
+  in.training.global_batch = 3;
+  ops = testing::measured_ops(simulate_step(in, {}));
+  EXPECT_DOUBLE_EQ(
+      testing::op_named(ops, "blocks.0.param0.grad_zero_pieces").launch_cost.microseconds(), 10.0);
+  EXPECT_NO_THROW(testing::op_named(ops, "blocks.0.param0.grad_tail"));
+}
+
 // backward() allocates two reduce_bucket_size fp16 buffers (overlap_comm) and the epilogue drops
 // them; each gradient up to the bucket size is copied into one, a larger one (here the 500k
 // weights against a 450k bucket) stays where autograd made it.
