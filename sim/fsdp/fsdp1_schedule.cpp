@@ -349,15 +349,23 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
   // Autograd makes a layer's parameter gradients when its backward computes them: the root's LM
   // head gradient at the start of backward, its untied embedding gradient at the end; those of
   // linears in units of their own are theirs.
+  // One tensor per parameter where the layer itemizes them (layer_gradient_numels), as each
+  // weight-gradient GEMM makes its own; the rest of a layer whose linears have units of their own
+  // as one.
   void pre_backward_layer(std::size_t u, std::size_t layer) override {
     if (!wraps_whole_layers(units_[u], s_.workload())) return;
     const models::Layer& l = s_.workload().layers[layer];
-    std::int64_t numel = layer_gradient_numel(l, tied_numel_);
-    for (const auto& [name, linear] : linear_units_[layer]) numel -= units_[linear].numel;
-    if (numel <= 0) return;
-    state_[u].grad_views.push_back(s_.allocate(l.name + ".grad_views",
-                                               elements(numel, f_.param_dtype), s_.compute(),
-                                               MemoryCategory::kGradients));
+    std::vector<std::int64_t> numels = layer_gradient_numels(l, tied_numel_);
+    if (!linear_units_[layer].empty()) {
+      std::int64_t rest = layer_gradient_numel(l, tied_numel_);
+      for (const auto& [name, linear] : linear_units_[layer]) rest -= units_[linear].numel;
+      numels = rest > 0 ? std::vector<std::int64_t>{rest} : std::vector<std::int64_t>{};
+    }
+    for (const std::int64_t numel : numels) {
+      state_[u].grad_views.push_back(s_.allocate(l.name + ".grad_views",
+                                                 elements(numel, f_.param_dtype), s_.compute(),
+                                                 MemoryCategory::kGradients));
+    }
   }
 
   // _post_backward_hook, registered on the FlatParameter's AccumulateGrad: none without a handle.

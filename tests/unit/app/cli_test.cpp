@@ -345,7 +345,11 @@ TEST(Cli, AllocationsAccountForTheStepsMemory) {
   EXPECT_TRUE(streams.count("compute")) << "activations on the compute stream";
   EXPECT_GT(streams.size(), 1u) << "collective buffers on their own streams";
   EXPECT_GT(timeline_peak - timeline_end, 1.0);
-  EXPECT_NEAR((peak - live) / kGiB, timeline_peak - timeline_end, 1e-4);
+  // The timeline counts whole allocator blocks: a request rounds up to 512 B, and a cached block
+  // less than 1 MiB larger than it is not split (CUDACachingAllocator.cpp round_size,
+  // should_split), so the timeline's peak may exceed the requests' by a little.
+  EXPECT_GE(timeline_peak - timeline_end, (peak - live) / kGiB - 1e-6);
+  EXPECT_LT(timeline_peak - timeline_end, (peak - live) / kGiB + 1e-2);
   // One step's outputs are the scenario's; the micro-batch search has none.
   EXPECT_EQ(run_fsdpsim("run " + kScenario + " --max-micro-batch --allocations " + csv.string())
                 .exit_code,
