@@ -137,7 +137,9 @@ def gpt175b(out, rows, sections):
     # paper's 18.6 points.
     ok_time = within(share, 0.8556) and share - max(share_others) >= (0.8556 - 0.67) / 2
     rows.append(("GPT-175B, 128 GPUs, batch 2: allocator defragmentation", "reserved hit 80 GB [V]",
-                 (f"{anomaly['num_alloc_retries']} cudaMalloc retry, the only point with one; "
+                 (f"{anomaly['num_alloc_retries']} cudaMalloc "
+                  f"{'retry' if anomaly['num_alloc_retries'] == 1 else 'retries'} per step, "
+                  "the only point with any; "
                   if retries_only_there else
                   f"no cudaMalloc retry ({sum(p['num_alloc_retries'] for p in others)} at the other points); ") +
                  f"{anomaly['peak_mem_reserved_gib']:.1f} GiB = {reserved_gb:.1f} GB reserved", verdict(ok_mem)))
@@ -198,8 +200,9 @@ def defrag_text(anomaly, reserved_gb, share):
         head = ("The defragmentation anomaly is half reproduced. The memory side comes out of the "
                 "caching-allocator model: the 128-GPU batch-2 point, the one with the most allocated "
                 f"memory ({gib(anomaly['peak_mem_allocated_gib'])}), is the only one whose allocator "
-                f"runs out of cache, frees it and retries a cudaMalloc, with {memory}. The time side "
-                "is not: one retry per step costs milliseconds in fsdpsim (a device synchronisation "
+                f"runs out of cache, frees it and retries a cudaMalloc "
+                f"({anomaly['num_alloc_retries']} per step), with {memory}. The time side "
+                "is not: each retry costs milliseconds in fsdpsim (a device synchronisation "
                 "and the cudaFree/cudaMalloc calls), so the backward share stays at ")
     else:
         head = ("The defragmentation anomaly is not reproduced. The 128-GPU batch-2 point, the one "
