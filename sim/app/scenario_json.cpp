@@ -145,6 +145,20 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                     "is one micro-batch of {} x {} GPUs, so it would do nothing",
                     s.training.global_batch, s.training.micro_batch, world));
   }
+  // FlatParamHandle.prepare_gradient_for_backward (torch/distributed/fsdp/_flat_param.py):
+  // "Gradient accumulation outside no_sync() does not work with CPU offloading"; the next
+  // backward asserts that the sharded gradient, by then on the host, is on the GPU.
+  if (s.training.parallelism == fsdp::Parallelism::kFsdp && s.fsdp.version == 1 &&
+      s.fsdp.cpu_offload && s.training.global_batch > per_step && !s.training.no_sync) {
+    throw ConfigError(
+        f, "/fsdp/cpu_offload",
+        fmt::format("FSDP1 with CPU offload cannot accumulate gradients across micro-batches "
+                    "outside no_sync (PyTorch's prepare_gradient_for_backward fails on the "
+                    "offloaded gradient); global_batch {} is {} micro-batches of {} x {} GPUs: "
+                    "set training.no_sync or one micro-batch per step",
+                    s.training.global_batch, s.training.global_batch / per_step,
+                    s.training.micro_batch, world));
+  }
   std::int64_t layers = s.model.n_layers + s.model.n_decoder_layers;
   for (const models::CustomLayerSpec& l : s.model.custom_layers) layers += l.count;
   const std::int64_t micro_batches = s.training.global_batch / per_step;

@@ -525,6 +525,12 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     if (f_.cpu_offload && sync_gradients_) {
       s_.program().cpu_synchronize(s_.program().record_event(s_.compute()),
                                    "offload_grads_synchronize");
+      // _finalize_params -> prepare_gradient_for_optim: flat_param.grad becomes the host copy
+      // and the GPU gradient (_saved_grad_shard, or NO_SHARD's .grad) is dropped.
+      for (UnitState& st : state_) {
+        if (st.has_grad) s_.free(st.grad);
+        st.has_grad = false;
+      }
     }
   }
 

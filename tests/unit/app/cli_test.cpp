@@ -830,6 +830,10 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"fsdp", {{"cpu_offload", true}}}, {"training", {{"optimizer_impl", "fused"}}}},
                  "/training/optimizer_impl: picks the GPU optimizer's implementation; with CPU "
                  "offload"},
+        BadInput{"cpu_offload_accumulating_outside_no_sync",
+                 {{"fsdp", {{"cpu_offload", true}}}, {"training", {{"global_batch", 256}}}},
+                 "/fsdp/cpu_offload: FSDP1 with CPU offload cannot accumulate gradients across "
+                 "micro-batches outside no_sync"},
         BadInput{"last_unit_raf_fsdp1",
                  {{"fsdp", {{"last_unit_reshard_after_forward", false}}}},
                  "/fsdp/last_unit_reshard_after_forward: FSDP1 derives it from sharding_strategy"},
