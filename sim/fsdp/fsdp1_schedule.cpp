@@ -502,11 +502,15 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
             Phase::kBackward, g(u));
   }
 
-  // _offload_grad: non-blocking D2H into the pinned _cpu_grad.
+  // _offload_grad: D2H into the pinned _cpu_grad, non-blocking only for sharded strategies
+  // (`non_blocking = handle.uses_sharded_strategy and ...`): under NO_SHARD the CPU waits for it.
   void offload_grad(std::size_t u, StreamId stream, std::int64_t numel) {
     if (!f_.cpu_offload) return;
     s_.host_transfer(units_[u].name + ".d2h_grad", stream, elements(numel, storage()),
                      Phase::kBackward, g(u));
+    if (!sharded()) {
+      s_.program().cpu_synchronize(s_.program().record_event(stream), "blocking d2h_grad");
+    }
   }
 
   void micro_batch() {

@@ -365,6 +365,25 @@ TEST(Knobs, NoSyncReducesOnlyOnTheLastMicroBatch) {
             sync.out.result.breakdown.communication_busy);
 }
 
+// _offload_grad copies NO_SHARD's gradient to the host with non_blocking=False (only sharded
+// strategies copy without blocking): the CPU waits for each unit's copy in its post-backward
+// hook, three per step; FULL_SHARD's copies never block it.
+TEST(Knobs, NoShardOffloadBlocksTheCpuOnEachGradientCopy) {
+  const auto offloaded = [](ShardingStrategy strategy) {
+    return run([strategy](ScheduleInput& in) {
+      in.fsdp.cpu_offload = true;
+      in.fsdp.sharding_strategy = strategy;
+    });
+  };
+  EXPECT_EQ(offloaded(ShardingStrategy::kNoShard)
+                .cpu_steps(engine::CpuStepKind::kWait, "blocking d2h_grad")
+                .size(),
+            3u);
+  EXPECT_TRUE(offloaded(ShardingStrategy::kFullShard)
+                  .cpu_steps(engine::CpuStepKind::kWait, "blocking d2h_grad")
+                  .empty());
+}
+
 // FSDP1 with CPU offload: after every backward that reduced gradients the CPU waits for the GPU
 // (_post_backward_final_callback), so it cannot start the next micro-batch early: one micro-batch
 // synchronizes once, and so do 3 under no_sync (only the last one reduces). Then
