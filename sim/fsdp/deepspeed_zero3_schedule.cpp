@@ -550,15 +550,23 @@ class DeepSpeedZero3Step final : private KernelHooks {
     const Seconds copy = hardware::kernel_time(in_.cluster.gpu, k);
     const Seconds launches = in_.cluster.kernel_launch_overhead * n;
     const Seconds end = std::max(collective + copy * n, launches + copy);
+    launch_batch(name, stream, group, end - std::max(collective, launches), launches,
+                 Bytes(2 * piece.value() * world_size_));
+  }
+
+  // One op standing for kernels the CPU launches back to back: `launch_cost` of CPU time, then
+  // `duration` on `stream`.
+  void launch_batch(const std::string& name, StreamId stream, std::int32_t group, Seconds duration,
+                    Seconds launch_cost, Bytes bytes) {
     LaunchSpec spec;
     spec.name = name;
     spec.stream = stream;
     spec.kind = OpKind::kCopy;
     spec.phase = static_cast<std::uint8_t>(phase_);
     spec.group = group;
-    spec.duration = to_sim_time(end - std::max(collective, launches));
-    spec.launch_cost = to_sim_time(launches);
-    spec.bytes = Bytes(2 * piece.value() * world_size_);
+    spec.duration = to_sim_time(duration);
+    spec.launch_cost = to_sim_time(launch_cost);
+    spec.bytes = bytes;
     s_.program().launch(spec);
   }
 
@@ -657,7 +665,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
       // The zeroed pieces as one block (each is its own small allocation in PyTorch).
       zeros = s_.allocate(param.name + ".grad_zero_pieces", Bytes(piece.value() * zeroed),
                           reduction_, MemoryCategory::kCommunication);
-      launches(param.name + ".grad_zero_pieces", reduction_, piece, zeroed, group);
+      zero_fills(param.name + ".grad_zero_pieces", reduction_, piece, zeroed, group);
       if (tail > 0) {
         s_.copy(param.name + ".grad_tail", reduction_, 2 * elements(tail, dtype_), Phase::kBackward,
                 group);
@@ -673,24 +681,16 @@ class DeepSpeedZero3Step final : private KernelHooks {
     if (zeroed > 0) s_.free(zeros, done);
   }
 
-  // `count` memory-bound kernels writing `bytes` each on `stream` (torch.zeros from Python), as
-  // one op whose launch costs the CPU `count` eager-op launches and whose device time is theirs.
-  void launches(const std::string& name, StreamId stream, Bytes bytes, std::int64_t count,
-                std::int32_t group) {
+  // `count` memory-bound kernels writing `bytes` each on `stream` (torch.zeros from Python): as
+  // many eager-op launches of CPU time, and their device time.
+  void zero_fills(const std::string& name, StreamId stream, Bytes bytes, std::int64_t count,
+                  std::int32_t group) {
     Kernel k;
     k.kind = KernelKind::kMemoryBound;
     k.bytes = bytes;
     const double n = static_cast<double>(count);
-    LaunchSpec spec;
-    spec.name = name;
-    spec.stream = stream;
-    spec.kind = OpKind::kCopy;
-    spec.phase = static_cast<std::uint8_t>(phase_);
-    spec.group = group;
-    spec.duration = to_sim_time(hardware::kernel_time(in_.cluster.gpu, k) * n);
-    spec.launch_cost = to_sim_time(in_.cluster.kernel_launch_overhead * n);
-    spec.bytes = Bytes(bytes.value() * count);
-    s_.program().launch(spec);
+    launch_batch(name, stream, group, hardware::kernel_time(in_.cluster.gpu, k) * n,
+                 in_.cluster.kernel_launch_overhead * n, Bytes(bytes.value() * count));
   }
 
   // partition_previous_reduced_grads: this rank's piece of each reduced gradient into
