@@ -346,12 +346,11 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     }
   }
 
-  // Autograd makes a layer's parameter gradients when its backward computes them: the root's LM
-  // head gradient at the start of backward, its untied embedding gradient at the end; those of
-  // linears in units of their own are theirs.
-  // One tensor per parameter where the layer itemizes them (layer_gradient_numels), as each
-  // weight-gradient GEMM makes its own; the rest of a layer whose linears have units of their own
-  // as one.
+  // Autograd makes a layer's parameter gradients when its backward computes them (the root's LM
+  // head gradient at the start of backward, its untied embedding gradient at the end), one tensor
+  // per parameter where the layer itemizes them (layer_gradient_numels), as each weight-gradient
+  // GEMM makes its own. Linears with units of their own make theirs; the rest of such a layer is
+  // taken as one tensor.
   void pre_backward_layer(std::size_t u, std::size_t layer) override {
     if (!wraps_whole_layers(units_[u], s_.workload())) return;
     const models::Layer& l = s_.workload().layers[layer];
