@@ -37,7 +37,9 @@
 // + nInterSteps * interLat, nsteps = n-1 or 2(n-1), nInterSteps = nodes-1 or 2(nodes-1). Only
 // the ring's node crossings pay the network latency: the latency is the first chunk's path
 // around the pipelined ring. The preset constants are NCCL's LL128 ring row (see
-// configs/hardware/*.json "sources").
+// configs/hardware/*.json "sources"). A ring with one rank per node (hybrid sharding's
+// replicate group) pays the tree's network hop latency at each step instead (NCCL >= 2.23.4:
+// "With ppn=1 latencies are fully exposed, use the Tree network latency").
 //
 // All-reduce across nodes may also run NCCL's tree (a double binary tree across nodes, a chain
 // inside each; NCCL 2.4+), and NCCL times both and runs the faster (src/graph/tuning.cc,
@@ -215,9 +217,14 @@ Seconds collective_latency(const ClusterSpec& cluster, Collective op, CommGroup 
   const std::int64_t steps = ring_steps(op, group.ranks);
   const std::int64_t inter_steps = ring_steps(op, nodes);  // 0 inside one node
   const std::int64_t intra_steps = steps - inter_steps;
+  // "With ppn=1 latencies are fully exposed, use the Tree network latency" (tuning.cc since NCCL
+  // 2.23.4): a ring with one rank per node, as hybrid sharding's replicate group, pays the tree's
+  // network hop at every step.
+  const Seconds inter_hop =
+      group.ranks_per_node == 1 ? kTreeNetworkHopLatency : cluster.network_hop_latency;
   return cluster.collective_base_latency +
          cluster.nvlink_hop_latency * static_cast<double>(intra_steps) +
-         cluster.network_hop_latency * static_cast<double>(inter_steps);
+         inter_hop * static_cast<double>(inter_steps);
 }
 
 Seconds collective_time(const ClusterSpec& cluster, Collective op, CommGroup group, Bytes bytes) {

@@ -197,6 +197,16 @@ TEST(CollectiveCost, OneRankPerNodeGetsOneNic) {
   EXPECT_NEAR(ring_bus_bandwidth(h200, {2, 1}).value(), 48e9, 1e6);  // NDR: 48-49 (nccl-tests#267)
 }
 
+// NCCL >= 2.23.4 (src/graph/tuning.cc, "With ppn=1 latencies are fully exposed, use the Tree
+// network latency"): a ring with one rank per node pays the tree's 8.5 us per network step
+// instead of the ring's 4.0. All-gather over 8 nodes: 14 + 7 x 8.5 = 73.5 us with one rank per
+// node; with two, 14 + 8 x 1.9 (NVLink steps) + 7 x 4.0 = 57.2 us.
+TEST(CollectiveCost, OneRankPerNodeRingsPayTheTreeNetworkLatency) {
+  const ClusterSpec h100 = testing::load_preset("h100-sxm-80gb", 8);
+  EXPECT_NEAR(collective_latency(h100, Collective::kAllGather, {8, 1}).value(), 73.5e-6, 1e-12);
+  EXPECT_NEAR(collective_latency(h100, Collective::kAllGather, {16, 2}).value(), 57.2e-6, 1e-12);
+}
+
 TEST(CollectiveCost, LatencyDominatesSmallMessages) {
   // 8x A100 all-reduce of 32 KiB: 43.8 us measured (nccl_reference.csv, time_us=43.83).
   const auto rows = select([](const NcclReferenceRow& r) {
