@@ -530,10 +530,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
                                    "offload_grads_synchronize");
       // _finalize_params -> prepare_gradient_for_optim: flat_param.grad becomes the host copy
       // and the GPU gradient (_saved_grad_shard, or NO_SHARD's .grad) is dropped.
-      for (UnitState& st : state_) {
-        if (st.has_grad) s_.free(st.grad);
-        st.has_grad = false;
-      }
+      drop_gradients();
     }
   }
 
@@ -550,6 +547,11 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     // and, with HSDP, the reduce-scatter output), so each block goes back at once to the pool of
     // the stream it was made on; that stream's next work waits for the compute stream anyway
     // (_post_backward_hook: post_backward_stream.wait_stream(current_stream)).
+    drop_gradients();
+  }
+
+  // Frees every unit's kept gradient (a shard, or NO_SHARD's whole .grad) on the CPU's timeline.
+  void drop_gradients() {
     for (UnitState& st : state_) {
       if (st.has_grad) s_.free(st.grad);
       st.has_grad = false;
