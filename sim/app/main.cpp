@@ -5,6 +5,7 @@
 #include <new>
 #if defined(__GLIBC__)
 #include <malloc.h>
+#include <sys/resource.h>
 #endif
 
 #include "sim/app/calibrate_command.hpp"
@@ -30,18 +31,24 @@ constexpr int kExitBadInput = 2;
 // pages in again: ~9 % of `fsdpsim validate`'s CPU time was the kernel's (reports/performance.md).
 // Keeping 256 MiB of slack at the top of each heap (M_TOP_PAD) lets the next simulation reuse
 // those pages (validate on the published cases: 1.1 s of kernel time -> 0.1 s, peak resident
-// 179 -> 189 MB).
+// 179 -> 189 MB). The pad is part of every heap extension, the first included, so under an
+// address-space or data limit that leaves no room for it (ulimit -v, a container's limit) the
+// very first allocation would fail: there the default stays.
 void keep_freed_memory_for_the_next_simulation() {
 #if defined(__GLIBC__)
   constexpr int kHeapTopPad = 256 << 20;
+  constexpr rlim_t kRoomForThePad = rlim_t{4} * kHeapTopPad;
+  for (const int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit limit{};
+    if (getrlimit(resource, &limit) != 0) return;
+    if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < kRoomForThePad) return;
+  }
   mallopt(M_TOP_PAD, kHeapTopPad);
 #endif
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  keep_freed_memory_for_the_next_simulation();
+// The command line parsed and its command run, each error mapped to its exit code.
+int parse_and_run(int argc, char** argv) {
   CLI::App app{
       "fsdpsim: predict PyTorch FSDP training step time, throughput and memory by simulation"};
   app.set_version_flag("--version", std::string("fsdpsim ") + FSDPSIM_VERSION);
@@ -130,5 +137,19 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "internal error: " << fsdpsim::escape_control_characters(e.what()) << "\n";
     return kExitInternal;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  keep_freed_memory_for_the_next_simulation();
+  try {
+    return parse_and_run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    // Building the command line's parser is the one step outside parse_and_run's own handlers.
+    std::cerr << "error: out of host memory before any command ran: the process may allocate "
+                 "too little (ulimit -v, a container's memory limit)\n";
+    return kExitBadInput;
   }
 }
