@@ -131,6 +131,24 @@ fs::path identity(const fs::path& file) {
   return ec ? file.lexically_normal() : canonical;
 }
 
+// The baseline file a scenario's expect block names (with --set applied), if it names one as a
+// string: known before the scenario is loaded, so that the JUnit XML cannot be written over it
+// when the load fails (an expectation out of range, a bad key elsewhere).
+fs::path named_baseline(nlohmann::json document, const fs::path& file,
+                        const std::vector<std::string>& overrides) {
+  try {
+    for (const std::string& o : overrides) apply_override(document, o);
+  } catch (const ConfigError&) {
+    return {};  // load_scenario reports the malformed override
+  }
+  const auto expect = document.is_object() ? document.find("expect") : document.end();
+  if (expect == document.end() || !expect->is_object()) return {};
+  const auto baseline = expect->find("baseline");
+  if (baseline == expect->end() || !baseline->is_string() || baseline->get<std::string>().empty())
+    return {};
+  return file.parent_path() / baseline->get<std::string>();
+}
+
 }  // namespace
 
 CheckInputs find_check_files(const std::vector<std::string>& paths) {
@@ -167,6 +185,7 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
   };
   try {
     const nlohmann::json document = read_json_file(file);
+    check.baseline = named_baseline(document, file, overrides);
     if (!is_scenario(document)) {
       // An expect block says the file was meant to be checked: a misspelled schema_version or
       // model would otherwise turn its checks off in silence.
@@ -191,7 +210,6 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
     const nlohmann::json result =
         result_to_json(scenario, simulate_scenario(scenario, /*record_memory=*/false));
     check.results = evaluate_expectations(*scenario.expectations, result);
-    check.baseline = scenario.expectations->baseline;
     check.status = ScenarioCheckStatus::kChecked;
   } catch (const ConfigError& e) {
     // Errors in a preset or baseline name that file; say which scenario led there.

@@ -514,6 +514,28 @@ TEST(CheckCommand, AFailedCheckExitsThreeAndIsAJunitFailure) {
       run_fsdpsim("check " + s.string() + " --set expect.tokens_per_s_per_gpu.min=1").exit_code, 0);
 }
 
+// The JUnit XML is never written over a baseline, even one a scenario that fails to load names
+// (its tolerance out of range, here; given as --set too): the baseline was known as an input only
+// once the expect block had loaded, so such a run replaced the recorded result with the XML.
+TEST(CheckCommand, TheJunitXmlNeverReplacesABaselineOfAScenarioThatFailsToLoad) {
+  const fs::path dir = temp_dir("baseline_input");
+  const fs::path plain = tiny_scenario(dir, "plain", nlohmann::json::object());
+  const fs::path baseline = dir / "plain.result.json";
+  ASSERT_EQ(run_fsdpsim("run " + plain.string() + " --json " + baseline.string()).exit_code, 0);
+  const std::string recorded = read_file(baseline);
+  const fs::path bad = tiny_scenario(
+      dir, "bad", {{"expect", {{"baseline", baseline.filename().string()}, {"tolerance", 2}}}});
+  Outcome o = run_fsdpsim("check " + bad.string() + " --junit " + baseline.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("is one of this command's inputs"), std::string::npos) << o.output;
+  EXPECT_EQ(read_file(baseline), recorded);
+  o = run_fsdpsim("check " + plain.string() +
+                  " --set expect.baseline=" + baseline.filename().string() +
+                  " --set expect.tolerance=2 --junit " + baseline.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_EQ(read_file(baseline), recorded);
+}
+
 // A gate on num_alloc_retries (README "Scenario checks in CI"): at 30 % of its H100 the 2-layer
 // model fits micro-batch 3 only by retrying cudaMalloc, micro-batch 2 without.
 TEST(CheckCommand, ARetryGateFailsAConfigThatFitsOnlyByFlushingTheCache) {
