@@ -78,12 +78,18 @@ std::string loose_name(const std::string& name) {
 
 }  // namespace
 
-std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
-  // The same name but for case, spaces or hyphens: surely the one meant.
+std::string same_name_but_for_case(const std::string& word,
+                                   const std::vector<std::string>& candidates) {
   const std::string loose = loose_name(word);
   for (const std::string& c : candidates) {
     if (loose_name(c) == loose) return c;
   }
+  return "";
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  // The same name but for case, spaces or hyphens: surely the one meant.
+  if (std::string same = same_name_but_for_case(word, candidates); !same.empty()) return same;
   std::string best;
   std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
   for (const std::string& c : candidates) {

@@ -13,6 +13,11 @@
 
 namespace fsdpsim::app {
 
+// The candidate that is `word` but for case, spaces or hyphens ("H100-SXM-80GB" for
+// h100-sxm-80gb, "Memory Fraction" for memory_fraction), or "" when none is.
+std::string same_name_but_for_case(const std::string& word,
+                                   const std::vector<std::string>& candidates);
+
 // The closest of `candidates` to `word` if it is plausibly a typo, else the one candidate that
 // has `word` as whole '_'-separated words ("sharding" -> "sharding_strategy"), else empty.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);

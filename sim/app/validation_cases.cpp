@@ -302,9 +302,16 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   check_choice(file, c, "matmul_dtype", {"fp32", "tf32", "bf16", "fp16", "fp8"}, true);
   check_choice(file, c, "optimizer", {"adamw", "sgd"}, true);
   const std::string gpu = c.get("gpu");
+  const std::vector<std::string> preset_gpus(kPresetGpus.begin(), kPresetGpus.end());
+  if (gpu.empty()) bad_cell(file, c, "gpu", "a GPU, e.g. a hardware preset's name");
+  // A preset's name but for case, spaces or hyphens is a typo, not another GPU: skipped, its row
+  // would leave the errors (and a --max-mape gate) without a word but a line on stderr.
+  if (const std::string meant = same_name_but_for_case(gpu, preset_gpus);
+      !meant.empty() && meant != gpu) {
+    bad_cell(file, c, "gpu", fmt::format("the preset's name as written, \"{}\"", meant));
+  }
   if (kPresetGpus.count(gpu) == 0) {
-    const std::string hint =
-        did_you_mean(gpu, std::vector<std::string>(kPresetGpus.begin(), kPresetGpus.end()));
+    const std::string hint = did_you_mean(gpu, preset_gpus);
     out.skip_reason =
         fmt::format("column gpu: GPU \"{}\" has no hardware preset{}", gpu,
                     hint.empty() ? std::string() : fmt::format(" (did you mean \"{}\"?)", hint));

@@ -267,6 +267,23 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
   EXPECT_NE(out.find("line 1: required column is missing: \"gpu\" (found \" gpu\")"),
             std::string::npos)
       << out;
+  // A GPU without a preset is skipped (a user's own GPU), but a preset's name in other case is
+  // a typo and an empty cell no GPU: skipped, their rows would drop out of a --max-mape gate.
+  for (const auto& [gpu, message] : std::vector<std::pair<std::string, std::string>>{
+           {"A100-SXM-80GB",
+            "column gpu: expected the preset's name as written, "
+            "\"a100-sxm-80gb\", found \"A100-SXM-80GB\""},
+           {"", "column gpu: expected a GPU, e.g. a hardware preset's name, found \"\""}}) {
+    const fs::path typo = test_support::temp_dir("validate") / "gpu_typo.csv";
+    std::string text = test_support::read_file(kData + "small_cases.csv");
+    const std::size_t at = text.find(",a100-sxm-80gb,");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 15, "," + gpu + ",");
+    std::ofstream(typo) << text;
+    const auto [typo_code, typo_out] = run_fsdpsim("validate " + typo.string());
+    EXPECT_EQ(typo_code, 2) << typo_out;
+    EXPECT_NE(typo_out.find(message), std::string::npos) << typo_out;
+  }
 }
 
 // Every row's cells are checked: a row that --where leaves out or that is skipped (no GPU
