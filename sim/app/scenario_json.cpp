@@ -246,6 +246,25 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                         "block_and_linear wraps each nn.Linear; a custom model's units are "
                         "opaque, with no linears of their own to wrap");
     }
+    // Layers with fsdp_unit false stay in the root unit and are never checkpointed: with no
+    // other layer, checkpointing and the wrap policy have no block to act on.
+    const bool has_blocks =
+        std::any_of(s.model.custom_layers.begin(), s.model.custom_layers.end(),
+                    [](const models::CustomLayerSpec& l) { return l.fsdp_unit && l.count > 0; });
+    const nlohmann::json* fsdp_section = r.child("fsdp");
+    if (!has_blocks &&
+        s.training.activation_checkpointing != fsdp::ActivationCheckpointing::kNone) {
+      throw ConfigError(f, "/training/activation_checkpointing",
+                        "recomputes blocks (layers with fsdp_unit true); every layer of this "
+                        "custom model has fsdp_unit false, so it would do nothing");
+    }
+    if (!has_blocks && fsdp_section != nullptr && fsdp_section->is_object() &&
+        fsdp_section->contains("wrap_policy")) {
+      throw ConfigError(f, "/fsdp/wrap_policy",
+                        "groups blocks (layers with fsdp_unit true) into units; every layer of "
+                        "this custom model has fsdp_unit false and stays in the root unit, so it "
+                        "would do nothing");
+    }
   }
   if (s.fsdp.cpu_offload && training->contains("optimizer_impl")) {
     throw ConfigError(f, "/training/optimizer_impl",

@@ -164,6 +164,21 @@ TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
             "bad.json: /model/layers/1: the layers up to this one launch 524290 kernels per "
             "forward (count x kernels); expected at most 524288 in all");
   EXPECT_EQ(layer_error({{"kernels", 131071}}), "accepted");
+  // Layers with fsdp_unit false stay in the root and are never recomputed: with no other
+  // layer, checkpointing and a wrap policy would change nothing.
+  nlohmann::json rootless = custom_scenario();
+  for (nlohmann::json& l : rootless["model"]["layers"]) l["fsdp_unit"] = false;
+  EXPECT_EQ(error_of(rootless, nlohmann::json::object()), "accepted");
+  EXPECT_EQ(error_of(rootless, {{"training", {{"activation_checkpointing", "full"}}}}),
+            "bad.json: /training/activation_checkpointing: recomputes blocks (layers with "
+            "fsdp_unit true); every layer of this custom model has fsdp_unit false, so it would "
+            "do nothing");
+  EXPECT_EQ(error_of(rootless, {{"fsdp", {{"wrap_policy", "whole_model"}}}}),
+            "bad.json: /fsdp/wrap_policy: groups blocks (layers with fsdp_unit true) into units; "
+            "every layer of this custom model has fsdp_unit false and stays in the root unit, so "
+            "it would do nothing");
+  EXPECT_EQ(error_of(custom_scenario(), {{"training", {{"activation_checkpointing", "full"}}}}),
+            "accepted");
 }
 
 TEST(ModelFamiliesCli, BadT5ModelExitsWithTwo) {
