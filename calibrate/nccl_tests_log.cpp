@@ -171,6 +171,7 @@ struct Row {
   // The redop column: a reduction (sum) or none (all_gather, broadcast); unset where the log has
   // no such column or prints '-'.
   std::optional<bool> reduces;
+  std::optional<std::int64_t> elements;  // the count column, where the log has one
 };
 
 struct Table {
@@ -370,8 +371,9 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
     ++t.empty_rows;
     return;
   }
+  std::optional<std::int64_t> elements;
   if (c.elements >= 0) {
-    const auto elements = to_int(word(c.elements));
+    elements = to_int(word(c.elements));
     if (!elements || *elements < 0) {
       fail(number, fmt::format("expected a count of elements (an integer >= 0) in column 'count', "
                                "found {}",
@@ -389,6 +391,7 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
   Row r;
   r.line = number;
   r.bytes = *bytes;
+  r.elements = elements;
   r.time_us = number_at(c.time[p], "time");
   r.algbw_gbps = number_at(c.algbw[p], "algbw");
   r.busbw_gbps = number_at(c.busbw[p], "busbw");
@@ -555,6 +558,22 @@ void Parser::finish_table(const Section& section, const Table& table) {
                        "doc/PERFORMANCE.md); the log is not what it is read as: check --collective "
                        "and --ranks",
                        ratio, with_article(*op), ranks, factor));
+    }
+  }
+  // nccl-tests prints the larger buffer's bytes and the count each rank passes to NCCL
+  // (src/common.cu: writeBenchmarkLinePreamble(max(sendBytes, expectedBytes), nbytes / wordSize),
+  // nbytes = paramcount x wordSize): all_gather's and reduce_scatter's paramcount is a rank's
+  // share (src/all_gather.cu, reduce_scatter.cu GetCollByteCount), all_reduce's the whole buffer.
+  const std::int64_t counted_ranks = *op == hardware::Collective::kAllReduce ? 1 : ranks;
+  for (const Row& r : table.rows) {
+    if (!r.elements) continue;
+    const std::int64_t element_bytes = dtype_bytes(r.dtype);
+    if (*r.elements > r.bytes || *r.elements * element_bytes * counted_ranks != r.bytes) {
+      fail(r.line,
+           fmt::format("size {} B is not count {} x {} B{}: the row was edited, or the log is not "
+                       "what it is read as (check --collective and --ranks)",
+                       r.bytes, *r.elements, element_bytes,
+                       counted_ranks > 1 ? fmt::format(" x {} ranks", counted_ranks) : ""));
     }
   }
   // One series per dtype, in the order the dtypes first appear.

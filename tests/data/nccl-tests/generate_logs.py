@@ -122,7 +122,10 @@ def h200_single(collective, busbw, name):
     lines += devices(["h200-a07"], 8, "NVIDIA H200", 88211)
     lines += modern_header()
     redop = "none" if collective == "all_gather" else "sum"
-    body = row(size, size // 4 // (n if collective == "all_gather" else 1), "float", redop, -1, time_us, algbw, busbw,
+    # The count column is the count each rank passes to NCCL (src/common.cu prints
+    # args->nbytes / wordSize, nbytes = paramcount x wordSize): per rank for all_gather and
+    # reduce_scatter (their GetCollByteCount's paramcount = base = count / nranks).
+    body = row(size, size // 4 // n, "float", redop, -1, time_us, algbw, busbw,
                wrong="0" if check else "N/A")
     if not check:
         body = body.replace("     0", "   N/A")

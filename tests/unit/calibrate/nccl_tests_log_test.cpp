@@ -437,6 +437,34 @@ TEST(NcclTestsLog, RanksOnDifferentGpusAreAnError) {
   EXPECT_NE(e.find("g.log:7: rank 1 is a NVIDIA A100-SXM4-80GB"), std::string::npos) << e;
 }
 
+// nccl-tests prints the larger buffer's bytes and the count each rank passes to NCCL: the whole
+// buffer's for all_reduce, a rank's share for all_gather (src/common.cu, all_gather.cu). A row
+// whose size is not that count's bytes was edited; its size would go into the profile as is.
+TEST(NcclTestsLog, ASizeThatIsNotTheCountsBytesIsRefused) {
+  const auto reduce = [](const std::string& size, const std::string& count) {
+    return log_with("all_reduce_perf", "  " + size + "  " + count +
+                                           "     float     sum      -1    20.00   52.43   52.43  "
+                                           "     0    20.00   52.43   52.43       0\n");
+  };
+  EXPECT_NO_THROW((void)parse_nccl_tests_log(reduce("1048576", "262144"), "m.log", {}));
+  const std::string edited =
+      error_of([&] { (void)parse_nccl_tests_log(reduce("1048577", "262144"), "m.log", {}); });
+  EXPECT_NE(edited.find("m.log:12: size 1048577 B is not count 262144 x 4 B: the row was edited"),
+            std::string::npos)
+      << edited;
+  const auto gather = [](const std::string& count) {
+    return log_with("all_gather_perf", "     1048576  " + count +
+                                           "     float    none      -1    20.00   52.43   26.21  "
+                                           "     0    20.00   52.43   26.21       0\n");
+  };
+  EXPECT_NO_THROW((void)parse_nccl_tests_log(gather("131072"), "m.log", {}));
+  const std::string total =
+      error_of([&] { (void)parse_nccl_tests_log(gather("262144"), "m.log", {}); });
+  EXPECT_NE(total.find("m.log:12: size 1048576 B is not count 262144 x 4 B x 2 ranks"),
+            std::string::npos)
+      << total;
+}
+
 TEST(NcclTestsLog, MislabelledCollectivesAreCaughtByTheBusbwFactor) {
   // An all-reduce on 2 ranks has busbw = algbw; read as a reduce-scatter (factor 1/2) it cannot
   // be.
