@@ -366,6 +366,13 @@ void JsonObjectReader::finish(const std::vector<std::string>& also_known) const 
   known.insert(known.end(), also_known.begin(), also_known.end());
   for (const auto& [key, value] : object_.items()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    // Every key fsdpsim reads is a few words: a longer one is no typo of one (and comparing it
+    // with each known key, and printing it whole, cost seconds and megabytes for a huge one).
+    constexpr std::size_t kLongestKeyShown = 80;
+    if (key.size() > kLongestKeyShown) {
+      throw ConfigError(file_, path_of(key.substr(0, kLongestKeyShown)) + "...",
+                        fmt::format("unknown key ({} bytes long)", key.size()));
+    }
     std::string hint = did_you_mean(key, known);
     if (hint.empty()) hint = key_of_one_child(object_, key, ignored_);
     throw ConfigError(
