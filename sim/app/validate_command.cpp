@@ -47,7 +47,8 @@ void require_column(const std::string& option, const std::string& column,
 RowFilter parse_filter(const std::string& text, const std::vector<ValidationCase>& cases) {
   RowFilter f;
   const std::size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) {
+  // "gpu==h100-sxm-80gb" would keep rows whose gpu is "=h100-sxm-80gb": none.
+  if (eq == std::string::npos || eq == 0 || text.compare(eq, 2, "==") == 0) {
     throw ConfigError("--where", "",
                       fmt::format("expected COLUMN=VALUE or COLUMN!=VALUE, found \"{}\"", text));
   }

@@ -349,6 +349,14 @@ TEST(Validate, AColumnOfYourOwnGroupsTheRows) {
       run_fsdpsim("validate " + kData + "own_column.csv --where cluster=east --group-by cluster");
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("validated 2 cases"), std::string::npos) << out;
+  // "==" is a slip for "=", not a value starting with '=' that no row has.
+  const auto [twice, twice_out] =
+      run_fsdpsim("validate " + kData + "own_column.csv --where cluster==east");
+  EXPECT_EQ(twice, 2) << twice_out;
+  EXPECT_NE(twice_out.find("--where: expected COLUMN=VALUE or COLUMN!=VALUE, found "
+                           "\"cluster==east\""),
+            std::string::npos)
+      << twice_out;
 }
 
 // A cell that is not a number, or not one of its column's values, is an error naming the line
