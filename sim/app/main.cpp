@@ -74,14 +74,22 @@ int parse_and_run(int argc, char** argv) {
   CLI::App* report = fsdpsim::app::add_report_command(app, report_options);
   fsdpsim::app::CalibrateOptions calibrate_options;
   CLI::App* calibrate = fsdpsim::app::add_calibrate_command(app, calibrate_options);
+  // Help and version text that never reached its reader is a failed run, as a result is.
+  const auto printed = [&app](const CLI::Error& e) {
+    const int code = app.exit(e);
+    std::cout.flush();
+    if (!std::cout.fail()) return code;
+    std::cerr << "error: cannot write the standard output\n";
+    return kExitBadInput;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return printed(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return printed(e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return printed(e);
   } catch (const CLI::RequiredError& e) {
     // CLI11 reads an unknown command as a missing one: name it and the commands there are.
     std::string names;

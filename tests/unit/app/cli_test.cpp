@@ -1893,7 +1893,8 @@ TEST(Cli, AnEmptyDdpSectionIsTheDefaults) {
 TEST(Cli, AnUnwritableStandardOutputFailsTheRun) {
   const fs::path errors = temp_dir() / "stderr.txt";
   for (const std::string& redirect : {std::string(" > /dev/full"), std::string(" >&-")}) {
-    for (const std::string& command : {"run " + kScenario + " --json -", "run " + kScenario}) {
+    for (const std::string& command : {"run " + kScenario + " --json -", "run " + kScenario,
+                                       std::string("--version"), std::string("run --help")}) {
       const std::string line =
           std::string(FSDPSIM_BINARY) + " " + command + redirect + " 2> " + errors.string();
       const int status = std::system(line.c_str());
