@@ -99,8 +99,13 @@ float per_launch_us(cudaEvent_t a, cudaEvent_t b, int inner) {
   return ms * 1000.0F / static_cast<float>(inner);
 }
 
+// Each repeat's launches are queued behind every local stream's closed gate (stream_gate.hpp),
+// then the barrier: the barrier's all-reduce ends once every rank has opened its gates, i.e.
+// queued its repeat, so the timed collectives run back to back on every rank, whatever the
+// host's enqueue rate. `gate_timed_out_anywhere` is set when a gate on any rank opened by its
+// timeout.
 std::vector<float> time_one(Job& job, const Options& o, const Group& group, const std::string& op,
-                            const Dtype& d, std::int64_t bytes) {
+                            const Dtype& d, std::int64_t bytes, bool& gate_timed_out_anywhere) {
   std::vector<Gpu>& gpus = job.gpus();
   const int inner = inner_launches(bytes);
   const auto issue = [&]() {
@@ -113,20 +118,26 @@ std::vector<float> time_one(Job& job, const Options& o, const Group& group, cons
   for (int w = 0; w < o.warmup; ++w) issue();
   job.wait(cat("warming up ", op, " ", d.name, " ", format_size(bytes), " on ", group.label));
   for (int r = 0; r < o.repeats; ++r) {
+    for (Gpu& g : gpus) close_gate(g.gate, g.stream);
     job.barrier();
     for (Gpu& g : gpus)
       FSDPSIM_CUDA(cudaEventRecord(g.start[static_cast<std::size_t>(r)], g.stream));
     for (int i = 0; i < inner; ++i) issue();
     for (Gpu& g : gpus)
       FSDPSIM_CUDA(cudaEventRecord(g.stop[static_cast<std::size_t>(r)], g.stream));
+    for (Gpu& g : gpus) open_gate(g.gate);
   }
   job.wait(cat("timing ", op, " ", d.name, " ", format_size(bytes), " on ", group.label));
-  std::vector<float> local(static_cast<std::size_t>(o.repeats), 0.0F);
-  for (const Gpu& g : gpus) {
-    for (std::size_t r = 0; r < local.size(); ++r)
+  std::vector<float> local(static_cast<std::size_t>(o.repeats) + 1, 0.0F);
+  for (Gpu& g : gpus) {
+    for (std::size_t r = 0; r + 1 < local.size(); ++r)
       local[r] = std::max(local[r], per_launch_us(g.start[r], g.stop[r], inner));
+    if (gate_timed_out(g.gate)) local.back() = 1.0F;
   }
-  return job.max_over_ranks(local);
+  std::vector<float> worst = job.max_over_ranks(local);
+  gate_timed_out_anywhere = gate_timed_out_anywhere || worst.back() > 0.0F;
+  worst.pop_back();
+  return worst;
 }
 
 }  // namespace
@@ -146,6 +157,7 @@ void measure_collectives(Job& job, const Options& o, const Plan& plan, Results& 
         SeriesResult series{op, d.name, group.label, group.ranks, group.ranks_per_node, "", {}};
         ++done;
         double peak_busbw = 0.0;
+        bool gate_timed_out_anywhere = false;
         for (const std::int64_t size : sizes) {
           const std::int64_t bytes = rounded(size, group.ranks, d);
           if (bytes <= 0) continue;
@@ -155,7 +167,8 @@ void measure_collectives(Job& job, const Options& o, const Plan& plan, Results& 
               cat("[", done, "/", total, "] ", op, " ", d.name, " ", group.label, " (", group.ranks,
                   " ranks, ", group.ranks_per_node, " per node): ", format_size(bytes)),
               false);
-          const PointResult p = point_from(time_one(job, o, group, op, d, bytes), bytes);
+          const PointResult p =
+              point_from(time_one(job, o, group, op, d, bytes, gate_timed_out_anywhere), bytes);
           const double f = static_cast<double>(group.ranks - 1) / static_cast<double>(group.ranks);
           const double busbw = static_cast<double>(bytes) / (p.median_us * 1e-6) / 1e9 *
                                (op == "all_reduce" ? 2 * f : f);
@@ -168,6 +181,12 @@ void measure_collectives(Job& job, const Options& o, const Plan& plan, Results& 
                 " ranks, ", group.ranks_per_node, " per node): ", series.points.size(),
                 " sizes, peak busbw ", static_cast<std::int64_t>(peak_busbw * 10) / 10.0, " GB/s"),
             true);
+        if (gate_timed_out_anywhere) {
+          results.notes.push_back(cat(op, " ", d.name, " on ", group.label,
+                                      ": a stream gate opened by its timeout before the "
+                                      "collectives behind it were queued; those timings include "
+                                      "the host's enqueue time"));
+        }
         results.collectives.push_back(std::move(series));
         save();
       }
@@ -215,6 +234,8 @@ void measure_concurrent(Job& job, const Options& o, const Plan& plan, Results& r
       job.wait(cat("warming up concurrent collectives on ", group.label));
       for (int r = 0; r < o.repeats; ++r) {
         const auto at = static_cast<std::size_t>(r);
+        // As time_one: the side stream waits for the start event, so one gate holds both.
+        for (Gpu& g : gpus) close_gate(g.gate, g.stream);
         job.barrier();
         for (Gpu& g : gpus) {
           FSDPSIM_CUDA(cudaEventRecord(g.start[at], g.stream));
@@ -226,8 +247,16 @@ void measure_concurrent(Job& job, const Options& o, const Plan& plan, Results& r
           FSDPSIM_CUDA(cudaEventRecord(g.stop[at], g.stream));
           FSDPSIM_CUDA(cudaEventRecord(g.side_stop[at], g.side));
         }
+        for (Gpu& g : gpus) open_gate(g.gate);
       }
       job.wait(cat("timing concurrent collectives on ", group.label));
+      for (Gpu& g : gpus) {
+        if (!gate_timed_out(g.gate)) continue;
+        results.notes.push_back(cat("interference ", group.label, " ", format_size(bytes),
+                                    ": a stream gate opened by its timeout; the timing includes "
+                                    "the host's enqueue time"));
+        break;
+      }
       std::vector<float> local(2 * static_cast<std::size_t>(o.repeats), 0.0F);
       for (const Gpu& g : gpus) {
         for (std::size_t r = 0; r < static_cast<std::size_t>(o.repeats); ++r) {

@@ -180,9 +180,11 @@ struct Timing {
 // `max_repeats`).
 Timing plan_timing(Job& job, Gpu& gpu, Matmul& m, int max_repeats, const std::string& what) {
   for (int w = 0; w < 2; ++w) m.enqueue(gpu.stream);
+  close_gate(gpu.gate, gpu.stream);
   FSDPSIM_CUDA(cudaEventRecord(gpu.start[0], gpu.stream));
   m.enqueue(gpu.stream);
   FSDPSIM_CUDA(cudaEventRecord(gpu.stop[0], gpu.stream));
+  open_gate(gpu.gate);
   job.wait(cat("estimating ", what));
   Timing t;
   t.one_ms = std::max(1e-3, static_cast<double>(elapsed_ms(gpu.start[0], gpu.stop[0])));
@@ -194,15 +196,20 @@ Timing plan_timing(Job& job, Gpu& gpu, Matmul& m, int max_repeats, const std::st
 }
 
 // Enqueues the warm-up and the timed repeats on gpu.stream (after `after`, when given), waits for
-// every local stream, and returns per-launch microseconds of each repeat.
+// every local stream, and returns per-launch microseconds of each repeat. Each repeat is queued
+// behind a closed gate (stream_gate.hpp), so that its launches run back to back whatever the
+// host's enqueue rate; one repeat at a time, so that what waits behind the gate stays far below
+// CUDA's ~1,000 queued launches (a host blocked on a full queue would wait out the timeout).
 std::vector<double> run_timed(Job& job, Gpu& gpu, Matmul& m, const Timing& t, int warmup,
                               const std::string& what, cudaEvent_t after = nullptr) {
   if (after != nullptr) FSDPSIM_CUDA(cudaStreamWaitEvent(gpu.stream, after, 0));
   for (int w = 0; w < warmup; ++w) m.enqueue(gpu.stream);
   for (int r = 0; r < t.repeats; ++r) {
+    close_gate(gpu.gate, gpu.stream);
     FSDPSIM_CUDA(cudaEventRecord(gpu.start[static_cast<std::size_t>(r)], gpu.stream));
     for (int i = 0; i < t.inner; ++i) m.enqueue(gpu.stream);
     FSDPSIM_CUDA(cudaEventRecord(gpu.stop[static_cast<std::size_t>(r)], gpu.stream));
+    open_gate(gpu.gate);
   }
   job.wait(cat("timing ", what));
   std::vector<double> us;
@@ -211,6 +218,13 @@ std::vector<double> run_timed(Job& job, Gpu& gpu, Matmul& m, const Timing& t, in
     us.push_back(static_cast<double>(elapsed_ms(gpu.start[at], gpu.stop[at])) * 1000.0 / t.inner);
   }
   return us;
+}
+
+// A note for a timing whose gate opened by its timeout (stream_gate.hpp).
+std::string gate_note(const std::string& what) {
+  return cat(what, ": a stream gate opened by its timeout (", kGateTimeoutNs / 1000000000,
+             " s) before the launches behind it were queued; the timing includes the host's "
+             "enqueue time");
 }
 
 std::string shape_text(const GemmResult& g) {
@@ -269,6 +283,7 @@ void measure_gemms(Job& job, const Options& o, const Plan& plan, Results& result
       const std::string what = cat("GEMM ", shape_text(shape));
       const Timing timing = plan_timing(job, gpu, m, o.repeats, what);
       const Spread s = spread_of(run_timed(job, gpu, m, timing, o.warmup, what));
+      if (gate_timed_out(gpu.gate)) results.notes.push_back(gate_note(what));
       GemmResult r = shape;
       r.median_us = s.median;
       r.min_us = s.min;
@@ -366,6 +381,7 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
     }
     const std::vector<double> us =
         run_timed(job, gpu, *m, timing, o.warmup, what, gpu.side_start[1]);
+    if (gate_timed_out(gpu.gate)) results.notes.push_back(gate_note(what));
     // Valid only if the all-gathers were still running when the last repeat ended.
     const std::size_t last = us.size() - 1;
     if (elapsed_ms(gpu.side_start[1], gpu.side_stop[1]) >=

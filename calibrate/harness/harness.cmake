@@ -78,6 +78,8 @@ add_executable(fsdpsim-calibrate
   harness/rank_speed.cpp
   harness/progress.cpp
   harness/results.cpp
+  harness/stream_gate.cpp
+  harness/launch_timing.cpp
   harness/kernels.cu)
 # Includes are rooted at the repository ("calibrate/harness/..."), which is the parent folder.
 get_filename_component(_fsdpsim_repo_root "${CMAKE_CURRENT_SOURCE_DIR}/.." ABSOLUTE)

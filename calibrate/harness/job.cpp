@@ -181,8 +181,11 @@ Job::Job(const Options& options, Heartbeat& heartbeat) : heartbeat_(heartbeat) {
     FSDPSIM_CUDA(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
     FSDPSIM_CUDA(cudaStreamCreateWithFlags(&g.side, cudaStreamNonBlocking));
     FSDPSIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&g.scratch), kMaxReduced * sizeof(float)));
+    FSDPSIM_CUDA(
+        cudaMallocHost(reinterpret_cast<void**>(&g.host_scratch), kMaxReduced * sizeof(float)));
     FSDPSIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&g.token), sizeof(float)));
     FSDPSIM_CUDA(cudaMemset(g.token, 0, sizeof(float)));
+    create_gate(g.gate);
     for (auto* events : {&g.start, &g.stop, &g.side_start, &g.side_stop}) {
       events->resize(kMaxRepeats);
       for (cudaEvent_t& ev : *events) FSDPSIM_CUDA(cudaEventCreate(&ev));
@@ -278,7 +281,9 @@ Job::~Job() {
     if (g.send != nullptr) cudaFree(g.send);
     if (g.recv != nullptr) cudaFree(g.recv);
     if (g.scratch != nullptr) cudaFree(g.scratch);
+    if (g.host_scratch != nullptr) cudaFreeHost(g.host_scratch);
     if (g.token != nullptr) cudaFree(g.token);
+    destroy_gate(g.gate);
     cudaStreamDestroy(g.stream);
     cudaStreamDestroy(g.side);
   }
@@ -344,8 +349,9 @@ std::vector<float> Job::max_over_ranks(const std::vector<float>& values) {
   const std::size_t bytes = values.size() * sizeof(float);
   for (Gpu& g : gpus_) {
     FSDPSIM_CUDA(cudaSetDevice(g.device));
+    std::copy(values.begin(), values.end(), g.host_scratch);
     FSDPSIM_CUDA(
-        cudaMemcpyAsync(g.scratch, values.data(), bytes, cudaMemcpyHostToDevice, g.stream));
+        cudaMemcpyAsync(g.scratch, g.host_scratch, bytes, cudaMemcpyHostToDevice, g.stream));
   }
   group_start();
   for (Gpu& g : gpus_) {
@@ -353,13 +359,13 @@ std::vector<float> Job::max_over_ranks(const std::vector<float>& values) {
         ncclAllReduce(g.scratch, g.scratch, values.size(), ncclFloat, ncclMax, g.world, g.stream));
   }
   group_end();
-  std::vector<float> out(values.size());
   Gpu& first = gpus_.front();
   FSDPSIM_CUDA(cudaSetDevice(first.device));
-  FSDPSIM_CUDA(
-      cudaMemcpyAsync(out.data(), first.scratch, bytes, cudaMemcpyDeviceToHost, first.stream));
+  // Into the buffer the first GPU's upload read, after it on the same stream.
+  FSDPSIM_CUDA(cudaMemcpyAsync(first.host_scratch, first.scratch, bytes, cudaMemcpyDeviceToHost,
+                               first.stream));
   wait("reducing timings over ranks");
-  return out;
+  return {first.host_scratch, first.host_scratch + values.size()};
 }
 
 std::vector<float> Job::gather_over_ranks(const std::vector<float>& per_local_gpu) {
@@ -373,18 +379,15 @@ std::vector<float> Job::gather_over_ranks(const std::vector<float>& per_local_gp
     const std::int32_t count = std::min(kMaxReduced, world_size_ - first);
     const DeviceGuard guard;
     const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
-    // One host vector per GPU, alive until wait(): each copy is ordered on its GPU's stream
-    // before the all-reduce (a pageable cudaMemcpy may return before the data reaches the
-    // device, and the non-blocking stream would not wait for it).
-    std::vector<std::vector<float>> slices(gpus_.size(),
-                                           std::vector<float>(static_cast<std::size_t>(count)));
+    // Each GPU's slice in its own pinned buffer, ordered on its stream before the all-reduce.
     for (std::size_t i = 0; i < gpus_.size(); ++i) {
       Gpu& g = gpus_[i];
+      std::fill(g.host_scratch, g.host_scratch + count, 0.0F);
       if (g.rank >= first && g.rank < first + count)
-        slices[i][static_cast<std::size_t>(g.rank - first)] = per_local_gpu[i];
+        g.host_scratch[g.rank - first] = per_local_gpu[i];
       FSDPSIM_CUDA(cudaSetDevice(g.device));
       FSDPSIM_CUDA(
-          cudaMemcpyAsync(g.scratch, slices[i].data(), bytes, cudaMemcpyHostToDevice, g.stream));
+          cudaMemcpyAsync(g.scratch, g.host_scratch, bytes, cudaMemcpyHostToDevice, g.stream));
     }
     group_start();
     for (Gpu& g : gpus_) {
@@ -394,11 +397,10 @@ std::vector<float> Job::gather_over_ranks(const std::vector<float>& per_local_gp
     group_end();
     Gpu& front = gpus_.front();
     FSDPSIM_CUDA(cudaSetDevice(front.device));
-    std::vector<float> gathered(static_cast<std::size_t>(count));
-    FSDPSIM_CUDA(cudaMemcpyAsync(gathered.data(), front.scratch, bytes, cudaMemcpyDeviceToHost,
+    FSDPSIM_CUDA(cudaMemcpyAsync(front.host_scratch, front.scratch, bytes, cudaMemcpyDeviceToHost,
                                  front.stream));
     wait("gathering timings from every rank");
-    out.insert(out.end(), gathered.begin(), gathered.end());
+    out.insert(out.end(), front.host_scratch, front.host_scratch + count);
   }
   return out;
 }

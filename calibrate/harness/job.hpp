@@ -16,6 +16,7 @@
 #include "calibrate/harness/common.hpp"
 #include "calibrate/harness/heartbeat.hpp"
 #include "calibrate/harness/options.hpp"
+#include "calibrate/harness/stream_gate.hpp"
 
 namespace fsdpsim::harness {
 
@@ -31,8 +32,12 @@ struct Gpu {
   void* send = nullptr;  // collective buffers, `buffer_bytes` each
   void* recv = nullptr;
   std::int64_t buffer_bytes = 0;
-  float* scratch = nullptr;        // kMaxReduced floats: max-over-ranks
+  float* scratch = nullptr;  // kMaxReduced floats: max-over-ranks
+  // Pinned, kMaxReduced floats: what goes to and comes back from `scratch`. A copy to pageable
+  // memory would block the host until it ends, so wait() could not watch NCCL's errors meanwhile.
+  float* host_scratch = nullptr;
   float* token = nullptr;          // one float: barriers
+  StreamGate gate;                 // holds `stream` while a timed window is queued
   std::vector<cudaEvent_t> start;  // kMaxRepeats each
   std::vector<cudaEvent_t> stop;
   std::vector<cudaEvent_t> side_start;

@@ -31,7 +31,32 @@ __global__ void fill_kernel(void* data, std::size_t count, int element_bytes, st
   }
 }
 
+// The GPU's nanosecond clock (PTX %globaltimer).
+__device__ std::uint64_t global_nanoseconds() {
+  std::uint64_t t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void gate_kernel(volatile std::uint32_t* words, std::uint32_t ticket,
+                            std::uint64_t timeout_ns) {
+  const std::uint64_t start = global_nanoseconds();
+  while (static_cast<std::int32_t>(words[0] - ticket) < 0) {
+    if (global_nanoseconds() - start > timeout_ns) {
+      words[1] = 1;
+      return;
+    }
+    __nanosleep(1000);
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_gate_kernel(std::uint32_t* words, std::uint32_t ticket, std::uint64_t timeout_ns,
+                               cudaStream_t stream) {
+  gate_kernel<<<1, 1, 0, stream>>>(words, ticket, timeout_ns);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_empty_kernel(cudaStream_t stream) {
   empty_kernel<<<1, 1, 0, stream>>>();

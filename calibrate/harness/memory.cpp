@@ -4,7 +4,7 @@
 #include <chrono>
 #include <vector>
 
-#include "calibrate/harness/kernels.hpp"
+#include "calibrate/harness/launch_timing.hpp"
 #include "calibrate/harness/progress.hpp"
 
 namespace fsdpsim::harness {
@@ -13,7 +13,6 @@ namespace {
 constexpr int kRepeats = 10;
 constexpr std::int64_t kDeviceCopyBytes = std::int64_t{1} << 30;
 constexpr std::int64_t kHostCopyBytes = std::int64_t{256} << 20;
-constexpr int kLaunches = 2000;
 
 // Median seconds of kRepeats copies of `bytes`, each timed by events on gpu.stream.
 double time_copy(Job& job, Gpu& gpu, void* dst, const void* src, std::int64_t bytes,
@@ -89,14 +88,7 @@ void measure_memory(Job& job, Results& results) {
   FSDPSIM_CUDA(cudaFree(a));
   FSDPSIM_CUDA(cudaFree(b));
 
-  for (int i = 0; i < 200; ++i) FSDPSIM_CUDA(launch_empty_kernel(gpu.stream));
-  job.wait("warming up kernel launches");
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kLaunches; ++i) FSDPSIM_CUDA(launch_empty_kernel(gpu.stream));
-  const double host_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  job.wait("timing kernel launches");
-  results.kernel_launch_us = host_s / kLaunches * 1e6;
+  results.kernel_launch_us = time_kernel_launches(job, gpu).median;
   time_allocations(job, results);
   progress_line(
       job.root(),

@@ -1,39 +1,15 @@
 #include "calibrate/harness/rank_speed.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <string>
 #include <vector>
 
 #include "calibrate/harness/gemm.hpp"
-#include "calibrate/harness/kernels.hpp"
+#include "calibrate/harness/launch_timing.hpp"
 #include "calibrate/harness/progress.hpp"
 
 namespace fsdpsim::harness {
 namespace {
-
-// Host microseconds per empty-kernel launch on each local GPU's stream, the median of
-// kLaunchRepeats repeats (each waited for, so that the launch queue never fills and blocks).
-std::vector<Spread> time_launches(Job& job) {
-  std::vector<Spread> out;
-  const DeviceGuard guard;
-  for (Gpu& g : job.gpus()) {
-    FSDPSIM_CUDA(cudaSetDevice(g.device));
-    for (int i = 0; i < kLaunchesPerRepeat; ++i) FSDPSIM_CUDA(launch_empty_kernel(g.stream));
-    job.wait("warming up kernel launches");
-    std::vector<double> us;
-    for (int r = 0; r < kLaunchRepeats; ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < kLaunchesPerRepeat; ++i) FSDPSIM_CUDA(launch_empty_kernel(g.stream));
-      const double s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      job.wait("timing kernel launches");
-      us.push_back(s / kLaunchesPerRepeat * 1e6);
-    }
-    out.push_back(spread_of(us));
-  }
-  return out;
-}
 
 std::vector<float> field(const std::vector<Spread>& spreads, double Spread::*member) {
   std::vector<float> out;
@@ -56,7 +32,8 @@ void measure_rank_speeds(Job& job, const Options& options, Results& results,
   // the launches with the GPUs idle, the GEMM with every GPU of the job busy.
   job.barrier();
   job.wait("lining the ranks up for the launch timing");
-  const std::vector<Spread> launches = time_launches(job);
+  std::vector<Spread> launches;
+  for (Gpu& g : job.gpus()) launches.push_back(time_kernel_launches(job, g));
   job.barrier();
   job.wait("lining the ranks up for the held GEMM");
   const HeldGemm gemm = time_held_gemm(job, plan);

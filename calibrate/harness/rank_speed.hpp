@@ -21,9 +21,6 @@
 
 namespace fsdpsim::harness {
 
-inline constexpr int kLaunchRepeats = 20;
-inline constexpr int kLaunchesPerRepeat = 500;  // under CUDA's 1,024-entry launch queue
-
 // Every rank must call it.
 void measure_rank_speeds(Job& job, const Options& options, Results& results,
                          const std::function<void()>& save);
