@@ -147,6 +147,18 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
   if (records.empty() || records.front().blank)
     throw ConfigError(file.string(), "", "empty file: expected a header line");
   const std::vector<std::string>& header = records.front().fields;
+  // A file whose first line names no column fsdpsim reads has no header: its first row of
+  // values would be read as one (and a repeated value named as a repeated column).
+  if (std::none_of(header.begin(), header.end(), [](const std::string& column) {
+        return std::find(kRequiredColumns.begin(), kRequiredColumns.end(), column) !=
+               kRequiredColumns.end();
+      })) {
+    throw ConfigError(
+        fmt::format("{}: line 1: expected a header line of column names (case_id, "
+                    "source, model_family, ...: configs/validation/README.md), "
+                    "found none of them",
+                    file.string()));
+  }
   std::set<std::string> named;
   for (const std::string& column : header) {
     if (!named.insert(column).second) {

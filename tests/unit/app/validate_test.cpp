@@ -267,6 +267,18 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
   EXPECT_NE(out.find("line 1: required column is missing: \"gpu\" (found \" gpu\")"),
             std::string::npos)
       << out;
+  // A file without its header line: the first row of values is no header (a repeated value
+  // would otherwise be named a repeated column).
+  {
+    const fs::path headless = test_support::temp_dir("validate") / "headless.csv";
+    const std::string text = test_support::read_file(kData + "small_cases.csv");
+    std::ofstream(headless) << text.substr(text.find('\n') + 1);
+    const auto [headless_code, headless_out] = run_fsdpsim("validate " + headless.string());
+    EXPECT_EQ(headless_code, 2) << headless_out;
+    EXPECT_NE(headless_out.find("line 1: expected a header line of column names"),
+              std::string::npos)
+        << headless_out;
+  }
   // A GPU without a preset is skipped (a user's own GPU), but a preset's name in other case is
   // a typo and an empty cell no GPU: skipped, their rows would drop out of a --max-mape gate.
   for (const auto& [gpu, message] : std::vector<std::pair<std::string, std::string>>{
