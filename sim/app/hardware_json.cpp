@@ -34,8 +34,10 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
   JsonObjectReader p(*peaks, file, path + "/peak_dense_tflops");
   for (const Dtype d : {Dtype::kFp32, Dtype::kTf32, Dtype::kBf16, Dtype::kFp16, Dtype::kFp8}) {
     const std::string key(dtype_name(d));
+    // Every GPU has an fp32 rate; the others may be 0 = unsupported (fp8 on A100).
     gpu.peak_dense[static_cast<std::size_t>(d)] =
-        tflop_per_s(p.non_negative_number_at_most(key, kMaxRate));
+        tflop_per_s(d == Dtype::kFp32 ? p.positive_number_at_most(key, kMaxRate)
+                                      : p.non_negative_number_at_most(key, kMaxRate));
   }
   p.finish();
   // A narrower type's tensor cores are never slower than a wider one's (datasheets: A100 19.5 /
@@ -109,6 +111,12 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
   c.nvlink_efficiency = r.fraction("nvlink_efficiency");
   c.nic_efficiency = r.fraction("nic_efficiency");
   c.nic_busbw_loss_per_node_doubling = r.non_negative_number("nic_busbw_loss_per_node_doubling");
+  // A share of the two-node bandwidth lost per doubling of the nodes (collective_cost.cpp).
+  if (c.nic_busbw_loss_per_node_doubling >= 1.0) {
+    throw ConfigError(file, path + "/nic_busbw_loss_per_node_doubling",
+                      fmt::format("expected a share of the bandwidth in [0, 1), found {}",
+                                  c.nic_busbw_loss_per_node_doubling));
+  }
   c.nvlink_hop_latency =
       microseconds(r.non_negative_number_at_most("nvlink_hop_latency_us", kMaxMicroseconds));
   c.network_hop_latency =

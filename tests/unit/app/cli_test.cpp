@@ -1495,7 +1495,16 @@ TEST(Cli, ABoundBetweenTwoKeysNamesBothAndTheSet) {
       {"hardware.gpu.peak_dense_tflops.bf16=0",
        "/fsdp/param_dtype: h100-sxm-80gb has no bf16 peak in its hardware description "
        "(/hardware/gpu/peak_dense_tflops/bf16: 0) (/hardware/gpu/peak_dense_tflops/bf16 comes "
-       "from --set hardware.gpu.peak_dense_tflops.bf16=0)"}};
+       "from --set hardware.gpu.peak_dense_tflops.bf16=0)"},
+      // Bounds of one key are the JSON reader's, at the key's path, not the hardware model's
+      // check of its own fields (gpu.peak_dense[fp32], without a path or the --set).
+      {"hardware.gpu.peak_dense_tflops.fp32=0",
+       "/hardware/gpu/peak_dense_tflops/fp32: expected a positive number, found the number 0 "
+       "(the value comes from --set hardware.gpu.peak_dense_tflops.fp32=0)"},
+      {"hardware.node.nic_busbw_loss_per_node_doubling=1",
+       "/hardware/node/nic_busbw_loss_per_node_doubling: expected a share of the bandwidth in "
+       "[0, 1), found 1 (the value comes from --set "
+       "hardware.node.nic_busbw_loss_per_node_doubling=1)"}};
   for (const auto& [set, message] : cases) {
     const Outcome o = run_fsdpsim("run " + kLlamaScenario + " --set " + set);
     EXPECT_EQ(o.exit_code, 2) << set << "\n" << o.output;
