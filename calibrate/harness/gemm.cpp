@@ -16,6 +16,8 @@ constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
 constexpr double kMinRepeatMs = 0.2;    // a timed repeat lasts at least this long
 constexpr double kMaxShapeMs = 2000.0;  // repeats are cut so that one shape takes at most this
 constexpr std::int64_t kOverlapBytes = std::int64_t{256} << 20;
+// All-gathers queued ahead of the GEMMs they overlap: under CUDA's ~1,024-entry launch queue.
+constexpr int kMostQueuedAllGathers = 512;
 
 struct GemmType {
   const char* name;
@@ -358,15 +360,30 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
     std::unique_ptr<Matmul> m;
     Timing timing;
     float loops_local = 0.0F;
+    int warmup = o.warmup;
     const std::string what = cat("GEMM ", shape_text(candidate), " under NCCL");
     if (measured != nullptr && t != nullptr) {
       m = std::make_unique<Matmul>(lt.handle, lt.workspace, *t, *measured, gpu.stream);
       timing = plan_timing(job, gpu, *m, o.repeats, what);
       // Enough all-gathers to outlast the warm-up and every repeat, with a margin for the
-      // slowdown itself (the maximum over ranks: every rank must issue as many).
-      const double needed_ms =
-          timing.one_ms * (o.warmup + timing.repeats * timing.inner) * 2.0 + 5.0;
-      loops_local = static_cast<float>(std::ceil(needed_ms / ag_ms) + 2.0);
+      // slowdown itself (the maximum over ranks: every rank must issue as many). They are all
+      // queued before the GEMMs, so no more than kMostQueuedAllGathers: a host blocked on a full
+      // launch queue would queue the GEMMs only once most all-gathers had run alone. Long GEMMs
+      // get fewer repeats, then fewer warm-ups, to fit under them.
+      const auto needed_ms = [&] {
+        return timing.one_ms * (warmup + timing.repeats * timing.inner) * 2.0 + 5.0;
+      };
+      const double covered_ms = (kMostQueuedAllGathers - 2) * ag_ms;
+      while (needed_ms() > covered_ms && timing.repeats > 1) --timing.repeats;
+      while (needed_ms() > covered_ms && warmup > 0) --warmup;
+      if (needed_ms() > covered_ms) {
+        results.notes.push_back(cat(what, " not measured: one launch outlasts the ",
+                                    kMostQueuedAllGathers, " all-gathers that can be queued"));
+        m.reset();
+        // loops_local stays 0: the ranks that measure it ask for the all-gathers.
+      } else {
+        loops_local = static_cast<float>(std::ceil(needed_ms() / ag_ms) + 2.0);
+      }
     }
     const int loops = static_cast<int>(job.max_over_ranks({loops_local}).front());
     if (loops == 0) continue;  // measured on no rank
@@ -379,8 +396,7 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
       job.wait(cat("running the all-gathers of ", what));
       continue;
     }
-    const std::vector<double> us =
-        run_timed(job, gpu, *m, timing, o.warmup, what, gpu.side_start[1]);
+    const std::vector<double> us = run_timed(job, gpu, *m, timing, warmup, what, gpu.side_start[1]);
     if (gate_timed_out(gpu.gate)) results.notes.push_back(gate_note(what));
     // Valid only if the all-gathers were still running when the last repeat ended.
     const std::size_t last = us.size() - 1;
