@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <utility>
@@ -46,6 +47,7 @@ struct ValidationSummaries {
   ValidationGroups by_gpu;
   ValidationGroups by_size;
   ValidationGroups by_allocator;                      // allocator_state()
+  ValidationGroups by_network;                        // network_state()
   std::map<std::string, ValidationGroups> by_column;  // --group-by
   std::vector<ScalingPair> scaling;
 };
@@ -67,6 +69,20 @@ const char* allocator_state(const ValidationOutcome& o) {
   return o.alloc_retries > 0 ? kRetries : kNoRetry;
 }
 
+// Where a row's collectives ran: inside one node, or across nodes at the bandwidth its source
+// states, or at one assumed (the inter_node_assumed column, configs/validation/README.md): there
+// the error is the model's and the assumption's together.
+constexpr const char* kOneNode = "one node";
+constexpr const char* kStatedNetwork = "several nodes, bandwidth stated";
+constexpr const char* kAssumedNetwork = "several nodes, bandwidth assumed";
+
+const char* network_state(const ValidationOutcome& o) {
+  const std::optional<double> gpus = o.c->number("gpus");
+  const std::optional<double> per_node = o.c->number("gpus_per_node");
+  if (!gpus || !per_node || *gpus <= *per_node) return kOneNode;
+  return o.c->get("inter_node_assumed") == "true" ? kAssumedNetwork : kStatedNetwork;
+}
+
 ValidationSummaries summarize(const std::vector<ValidationOutcome>& outcomes,
                               const std::vector<std::string>& group_by) {
   ValidationSummaries s;
@@ -76,7 +92,8 @@ ValidationSummaries summarize(const std::vector<ValidationOutcome>& outcomes,
       const Compared tokens{*o.measured_tokens, o.predicted_tokens};
       for (ValidationGroup* g :
            {&s.tokens, &s.by_source[o.c->get("source")], &s.by_gpu[o.c->get("gpu")],
-            &s.by_size[o.size_bucket], &s.by_allocator[allocator_state(o)]}) {
+            &s.by_size[o.size_bucket], &s.by_allocator[allocator_state(o)],
+            &s.by_network[network_state(o)]}) {
         g->add(tokens);
       }
       for (const std::string& column : group_by) s.by_column[column][o.c->get(column)].add(tokens);
@@ -168,10 +185,11 @@ std::string case_row(const ValidationOutcome& o) {
       o.measured_tokens ? "" : " TFLOPS", predicted, allocator_note(o), 100.0 * signed_error(o));
 }
 
-// The allocator states present, in the order of growing memory pressure.
-std::vector<std::string> allocator_order(const ValidationGroups& groups) {
+// The states of `all` that `groups` has, in that order.
+std::vector<std::string> present(const ValidationGroups& groups,
+                                 std::initializer_list<const char*> all) {
   std::vector<std::string> order;
-  for (const char* state : {kNoRetry, kRetries, kOutOfMemory}) {
+  for (const char* state : all) {
     if (groups.count(state) != 0) order.emplace_back(state);
   }
   return order;
@@ -312,7 +330,8 @@ nlohmann::json ValidationReport::json() const {
   report["spearman"] = rho;
   for (const auto& [key, groups] :
        {std::pair{"by_source", &s.by_source}, std::pair{"by_gpu", &s.by_gpu},
-        std::pair{"by_model_size", &s.by_size}, std::pair{"by_allocator", &s.by_allocator}}) {
+        std::pair{"by_model_size", &s.by_size}, std::pair{"by_allocator", &s.by_allocator},
+        std::pair{"by_network", &s.by_network}}) {
     nlohmann::json j = nlohmann::json::object();
     for (const auto& [name, g] : *groups) j[name] = summary_json(g.summary());
     report[key] = j;
@@ -422,13 +441,20 @@ std::string ValidationReport::markdown() const {
   md += group_table("source", s.by_source, keys(s.by_source));
   md += group_table("GPU", s.by_gpu, keys(s.by_gpu));
   md += group_table("model size", s.by_size, keys(s.by_size));
-  md += group_table("predicted allocator state", s.by_allocator, allocator_order(s.by_allocator));
+  md += group_table("predicted allocator state", s.by_allocator,
+                    present(s.by_allocator, {kNoRetry, kRetries, kOutOfMemory}));
   md +=
       "\nA predicted step with cudaMalloc retries fits only after the caching allocator has freed "
       "its cache and synchronized the device; fsdpsim prices those calls by segment size (a "
       "calibration profile's timings, else the preset's, timed on an H200), but how often the "
       "real allocator retries depends on how fragmented its cache is, so such predictions are "
       "less certain than the others.\n";
+  md += group_table("inter-node bandwidth", s.by_network,
+                    present(s.by_network, {kOneNode, kStatedNetwork, kAssumedNetwork}));
+  md +=
+      "\nA run on several nodes whose source does not state the bandwidth between them "
+      "(inter_node_assumed true) is simulated at an assumed one, so its error is the model's and "
+      "the assumption's together.\n";
   for (const std::string& column : context.group_by) {
     const auto found = s.by_column.find(column);
     if (found == s.by_column.end()) continue;  // no row prints tokens/s

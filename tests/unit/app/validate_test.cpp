@@ -1134,6 +1134,31 @@ TEST(Validate, PredictedCudaMallocRetriesAreReportedAndSummarized) {
   EXPECT_NE(text.find("cudaMalloc retries) |"), std::string::npos) << text;
 }
 
+// Runs across nodes are summarized apart from those in one node, and by whether their source
+// states the bandwidth between the nodes or it was assumed (inter_node_assumed).
+TEST(Validate, RunsAcrossNodesAreSummarizedByWhetherTheirBandwidthIsStated) {
+  const fs::path dir = test_support::temp_dir("validate", "network");
+  const auto summary = [&dir](const std::string& cases) {
+    const std::string json = (dir / "cases.json").string();
+    const std::string md = (dir / "cases.md").string();
+    const auto [code, out] = run_fsdpsim("validate " + cases + " --json " + json + " --md " + md);
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(test_support::read_file(md).find("## tokens/s/GPU by inter-node bandwidth"),
+              std::string::npos);
+    return nlohmann::json::parse(test_support::read_file(json))["by_network"];
+  };
+  // The IBM/Meta runs: 128 A100s and 96 H100s at the bandwidths their table states.
+  const nlohmann::json stated =
+      summary(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/fms-fsdp/cases.csv");
+  EXPECT_EQ(stated["several nodes, bandwidth stated"]["count"], 8) << stated.dump(1);
+  EXPECT_EQ(stated.size(), 1U) << stated.dump(1);
+  // small_cases.csv: one MPT-70b run on 128 H100s at an assumed 3200 Gb/s, the rest on 8 GPUs.
+  const nlohmann::json assumed = summary(kData + "small_cases.csv");
+  EXPECT_EQ(assumed["several nodes, bandwidth assumed"]["count"], 1) << assumed.dump(1);
+  EXPECT_GE(assumed["one node"]["count"].get<int>(), 1) << assumed.dump(1);
+  EXPECT_FALSE(assumed.contains("several nodes, bandwidth stated")) << assumed.dump(1);
+}
+
 // This project's H200 rows record max_memory_reserved (measured_peak_reserved_gib): validate
 // compares the caching-allocator model's reserved peak with it, beside the allocated peak.
 TEST(Validate, ReservedMemoryIsComparedWhereTheRowMeasuredIt) {
