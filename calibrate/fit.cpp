@@ -350,25 +350,38 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
         InterferenceFit{key_of(*s), *s->concurrent_with, median(ratios), ratios.size()});
   }
 
-  // GEMMs: one measurement per (dtype, shape), the median of duplicates.
-  std::map<hardware::GemmKey, std::pair<std::vector<double>, std::vector<double>>> gemms;
+  // GEMMs: one measurement per (dtype, shape), the median of duplicates. The slowdown under
+  // NCCL is over the GEMM alone timed just before it where the profile has that (the same
+  // clocks and temperature), else over the gemm phase's time.
+  struct GemmTimes {
+    std::vector<double> alone;
+    std::vector<double> under;
+    std::vector<double> slowdowns;
+  };
+  std::map<hardware::GemmKey, GemmTimes> gemms;
   for (const GemmPoint& g : profile.gemms) {
     if (!(g.median.value() > 0.0)) {
       throw InputError(fmt::format("GEMM {}x{}x{} {} has time {} s (must be > 0)", g.shape.m,
                                    g.shape.n, g.shape.k, dtype_name(g.dtype), g.median.value()));
     }
-    auto& [alone, under] =
+    GemmTimes& t =
         gemms[hardware::GemmKey{g.dtype, g.shape.m, g.shape.n, g.shape.k, g.shape.batch}];
-    alone.push_back(g.median.value());
-    if (g.median_under_nccl) under.push_back(g.median_under_nccl->value());
+    t.alone.push_back(g.median.value());
+    if (!g.median_under_nccl) continue;
+    t.under.push_back(g.median_under_nccl->value());
+    if (g.median_alone_beside_nccl) {
+      t.slowdowns.push_back(g.median_under_nccl->value() / g.median_alone_beside_nccl->value());
+    }
   }
   std::vector<double> slowdowns;
   for (const auto& [key, times] : gemms) {
     hardware::GemmMeasurement m;
-    m.time = Seconds(median(times.first));
-    if (!times.second.empty()) {
-      m.time_under_nccl = Seconds(median(times.second));
-      slowdowns.push_back(m.time_under_nccl->value() / m.time.value());
+    m.time = Seconds(median(times.alone));
+    if (!times.under.empty()) {
+      m.time_under_nccl = Seconds(median(times.under));
+      slowdowns.push_back(times.slowdowns.size() == times.under.size()
+                              ? median(times.slowdowns)
+                              : m.time_under_nccl->value() / m.time.value());
     }
     out.curves->add_gemm(key, m);
   }

@@ -75,6 +75,9 @@ struct GemmPoint {
   std::optional<Seconds> max;
   std::int32_t repeats = 0;
   std::optional<Seconds> median_under_nccl;  // the same GEMM while an NCCL collective runs
+  // The same GEMM alone, timed just before median_under_nccl (the same clocks and temperature):
+  // the baseline of its slowdown, where the profile has it.
+  std::optional<Seconds> median_alone_beside_nccl;
   std::string source;
 };
 

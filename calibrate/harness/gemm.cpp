@@ -244,7 +244,8 @@ void measure_gemms(Job& job, const Options& o, const Plan& plan, Results& result
   for (const PlannedGemm& p : plan.gemms) {
     if (std::find(o.gemm_dtypes.begin(), o.gemm_dtypes.end(), p.dtype) == o.gemm_dtypes.end())
       continue;
-    shapes.push_back(GemmResult{p.dtype, p.m, p.n, p.k, p.batch, 0, 0, 0, 0, std::nullopt, "plan"});
+    shapes.push_back(GemmResult{p.dtype, p.m, p.n, p.k, p.batch, 0, 0, 0, 0, std::nullopt, "plan",
+                                std::nullopt});
   }
   for (const std::string& dtype : o.gemm_dtypes) {
     for (const std::int64_t m : o.gemm_grid) {
@@ -254,7 +255,8 @@ void measure_gemms(Job& job, const Options& o, const Plan& plan, Results& result
             return s.dtype == dtype && s.m == m && s.n == n && s.k == k && s.batch == 1;
           });
           if (!dup)
-            shapes.push_back(GemmResult{dtype, m, n, k, 1, 0, 0, 0, 0, std::nullopt, "grid"});
+            shapes.push_back(
+                GemmResult{dtype, m, n, k, 1, 0, 0, 0, 0, std::nullopt, "grid", std::nullopt});
         }
       }
     }
@@ -314,13 +316,14 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
   for (const PlannedGemm& p : plan.gemms) {
     if (std::find(o.gemm_dtypes.begin(), o.gemm_dtypes.end(), p.dtype) == o.gemm_dtypes.end())
       continue;
-    candidates.push_back(
-        GemmResult{p.dtype, p.m, p.n, p.k, p.batch, 0, 0, 0, 0, std::nullopt, "plan"});
+    candidates.push_back(GemmResult{p.dtype, p.m, p.n, p.k, p.batch, 0, 0, 0, 0, std::nullopt,
+                                    "plan", std::nullopt});
   }
   if (candidates.empty()) {
     for (const std::string& dtype : o.gemm_dtypes) {
       for (const std::int64_t d : o.gemm_grid)
-        candidates.push_back(GemmResult{dtype, d, d, d, 1, 0, 0, 0, 0, std::nullopt, "grid"});
+        candidates.push_back(
+            GemmResult{dtype, d, d, d, 1, 0, 0, 0, 0, std::nullopt, "grid", std::nullopt});
     }
   }
   if (candidates.empty()) return;
@@ -361,6 +364,7 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
     Timing timing;
     float loops_local = 0.0F;
     int warmup = o.warmup;
+    double alone_us = 0.0;
     const std::string what = cat("GEMM ", shape_text(candidate), " under NCCL");
     if (measured != nullptr && t != nullptr) {
       m = std::make_unique<Matmul>(lt.handle, lt.workspace, *t, *measured, gpu.stream);
@@ -383,6 +387,9 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
         // loops_local stays 0: the ranks that measure it ask for the all-gathers.
       } else {
         loops_local = static_cast<float>(std::ceil(needed_ms() / ag_ms) + 2.0);
+        // The baseline of the slowdown, timed now rather than taken from the gemm phase: the
+        // GPU's clocks and temperature then are those of the run under NCCL.
+        alone_us = spread_of(run_timed(job, gpu, *m, timing, warmup, cat(what, ", alone"))).median;
       }
     }
     const int loops = static_cast<int>(job.max_over_ranks({loops_local}).front());
@@ -403,6 +410,7 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
     if (elapsed_ms(gpu.side_start[1], gpu.side_stop[1]) >=
         elapsed_ms(gpu.side_start[1], gpu.stop[last])) {
       measured->under_nccl_us = spread_of(us).median;
+      measured->alone_beside_nccl_us = alone_us;
       ++kept;
     } else {
       results.notes.push_back(cat(what, " dropped: the all-gathers ended before the GEMMs"));
@@ -417,8 +425,8 @@ HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
   std::vector<Gpu>& gpus = job.gpus();
   const int cc = compute_capability(gpus.front());
   const GemmType& type = *gemm_type(cc >= 80 ? "bf16" : "fp16");
-  const GemmResult shape{type.name, plan.side, plan.side, plan.side,    1,     0,
-                         0,         0,         0,         std::nullopt, "held"};
+  const GemmResult shape{type.name, plan.side, plan.side, plan.side,    1,      0,
+                         0,         0,         0,         std::nullopt, "held", std::nullopt};
   // Every rank checks the same things of the same GPU model, so all stop together.
   if (cc < type.min_cc) {
     throw HarnessError(cat("the held GEMM needs compute capability ", type.min_cc / 10, ".",

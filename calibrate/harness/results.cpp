@@ -101,6 +101,7 @@ std::string to_json(const Results& r) {
     w.field("max_us", g.max_us);
     w.field("repeats", std::int64_t{g.repeats});
     optional_field(w, "under_nccl_time_us", g.under_nccl_us);
+    optional_field(w, "alone_beside_nccl_time_us", g.alone_beside_nccl_us);
     w.field("tflops", 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
                           static_cast<double>(g.k) * static_cast<double>(g.batch) /
                           (g.median_us * 1e-6) / 1e12);

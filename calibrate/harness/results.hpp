@@ -46,6 +46,9 @@ struct GemmResult {
   std::int32_t repeats = 0;
   std::optional<double> under_nccl_us;
   std::string source;  // "plan" or "grid"
+  // The same GEMM alone, timed just before under_nccl_us (the same clocks and temperature): the
+  // baseline of its slowdown.
+  std::optional<double> alone_beside_nccl_us;
 };
 
 // One rank's times in the "rank-speed" phase: the held GEMM (per launch, on its GPU), the same

@@ -198,10 +198,17 @@ GemmPoint gemm_from_json(const nlohmann::json& value, const std::string& file,
   check_spread(r, g.median, g.min, g.max);
   if (r.has("repeats")) g.repeats = r.positive_int32("repeats");
   if (r.has("under_nccl_time_us")) g.median_under_nccl = measured_us(r, "under_nccl_time_us");
+  if (r.has("alone_beside_nccl_time_us")) {
+    if (!g.median_under_nccl) {
+      throw ConfigError(file, r.path_of("alone_beside_nccl_time_us"),
+                        "is the baseline of under_nccl_time_us, which this GEMM does not have");
+    }
+    g.median_alone_beside_nccl = measured_us(r, "alone_beside_nccl_time_us");
+  }
   g.source = r.string("source", "");
   check_derived_rate(r, "tflops", gemm_flops(g.shape) / g.median.value() / 1e12, "TFLOP/s");
-  r.finish(
-      {"batch", "layout", "min_us", "max_us", "repeats", "under_nccl_time_us", "source", "tflops"});
+  r.finish({"batch", "layout", "min_us", "max_us", "repeats", "under_nccl_time_us",
+            "alone_beside_nccl_time_us", "source", "tflops"});
   return g;
 }
 
@@ -490,6 +497,9 @@ nlohmann::ordered_json profile_to_json(const CalibrationProfile& p) {
     e["time_us"] = round6(g.median.value() * 1e6);
     add_spread(e, g.min, g.max, g.repeats);
     if (g.median_under_nccl) e["under_nccl_time_us"] = round6(g.median_under_nccl->value() * 1e6);
+    if (g.median_alone_beside_nccl) {
+      e["alone_beside_nccl_time_us"] = round6(g.median_alone_beside_nccl->value() * 1e6);
+    }
     if (!g.source.empty()) e["source"] = g.source;
     gemms.push_back(e);
   }
@@ -697,6 +707,11 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
     if (!g.median_under_nccl) continue;
     if (std::string problem = gemm_problem(g.dtype, g.shape, *g.median_under_nccl,
                                            fmt::format("/gemms/{}/under_nccl_time_us", gi));
+        !problem.empty())
+      return problem;
+    if (!g.median_alone_beside_nccl) continue;
+    if (std::string problem = gemm_problem(g.dtype, g.shape, *g.median_alone_beside_nccl,
+                                           fmt::format("/gemms/{}/alone_beside_nccl_time_us", gi));
         !problem.empty())
       return problem;
   }

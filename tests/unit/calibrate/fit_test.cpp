@@ -164,6 +164,26 @@ TEST(CalibrationFit, GemmsEnterWithTheirMedianAndSlowdown) {
   EXPECT_NEAR(*fit.gemm_slowdown_under_nccl, 1.2, 1e-12);
 }
 
+// The harness times each GEMM alone just before timing it under NCCL: the slowdown is over that
+// baseline (the same clocks and temperature), not over the gemm phase's time, where every
+// duplicate has one.
+TEST(CalibrationFit, TheSlowdownUnderNcclIsOverTheAloneTimeBesideIt) {
+  CalibrationProfile p;
+  for (const double t : {100.0, 120.0}) {
+    GemmPoint g;
+    g.dtype = Dtype::kBf16;
+    g.shape = GemmShape{4096, 4096, 4096, 1};
+    g.median = Seconds(90.0 * kUs);  // the gemm phase: cooler, faster
+    g.median_under_nccl = Seconds(t * 1.1 * kUs);
+    g.median_alone_beside_nccl = Seconds(t * kUs);
+    p.gemms.push_back(g);
+  }
+  ASSERT_NEAR(*fit_profile(p, "test").gemm_slowdown_under_nccl, 1.1, 1e-12);
+  // One duplicate without it: the medians' ratio, as for a profile without any.
+  p.gemms.back().median_alone_beside_nccl.reset();
+  EXPECT_NEAR(*fit_profile(p, "test").gemm_slowdown_under_nccl, 121.0 / 90.0, 1e-12);
+}
+
 // cudaMalloc 100 us + 1000 us/GiB and cudaFree 100 us + 200 us/GiB, timed at 1 and 3 GiB: the
 // lines come back exactly; a size timed once, or a zero time, cannot be fitted.
 TEST(CalibrationFit, AllocationTimingsBecomeOneLinePerDeviceCall) {

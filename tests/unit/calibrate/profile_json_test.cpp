@@ -125,6 +125,7 @@ TEST(CalibrationProfileJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(q.gemms[0].dtype, Dtype::kTf32);
   EXPECT_EQ(q.gemms[0].shape.batch, 2);
   EXPECT_NEAR(q.gemms[0].median_under_nccl->value(), 1.3e-4, 1e-15);
+  EXPECT_FALSE(q.gemms[0].median_alone_beside_nccl.has_value());
   ASSERT_TRUE(q.rank_speeds.has_value());
   EXPECT_EQ(q.rank_speeds->shape.k, 8192);
   EXPECT_NEAR(q.rank_speeds->held.value(), 3.0, 1e-12);
@@ -144,6 +145,13 @@ TEST(CalibrationProfileJson, RoundTripKeepsEveryField) {
   EXPECT_NEAR(q.memory.allocations[1].free.value(), 1500e-6, 1e-15);
   // And back again: the same JSON.
   EXPECT_EQ(profile_to_json(q).dump(), profile_to_json(p).dump());
+  // The alone time beside NCCL, where a GEMM has it, goes out and comes back too.
+  calibrate::CalibrationProfile beside = sample_profile();
+  beside.gemms[0].median_alone_beside_nccl = Seconds(1.1e-4);
+  const calibrate::CalibrationProfile back =
+      profile_from_json(nlohmann::json::parse(profile_to_json(beside).dump()), "beside.json");
+  ASSERT_TRUE(back.gemms[0].median_alone_beside_nccl.has_value());
+  EXPECT_NEAR(back.gemms[0].median_alone_beside_nccl->value(), 1.1e-4, 1e-15);
 }
 
 TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
@@ -171,8 +179,8 @@ TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
                             {{1024, 30.5, 29.0, 40.0, 20}, {2048, 31.0, 30.0, 31.5, 20}}});
   r.collectives.push_back(harness::SeriesResult{
       "reduce_scatter", "bf16", "world", 16, 8, "all_gather", {{1 << 20, 80.0, 70.0, 90.0, 20}}});
-  r.gemms.push_back(
-      harness::GemmResult{"bf16", 8192, 8192, 8192, 1, 1500.0, 1490.0, 1520.0, 25, 1700.0, "grid"});
+  r.gemms.push_back(harness::GemmResult{"bf16", 8192, 8192, 8192, 1, 1500.0, 1490.0, 1520.0, 25,
+                                        1700.0, "grid", 1520.0});
   r.rank_speeds = harness::RankSpeedsResult{"bf16", 8192, 3000.0, 20, 10000, {}};
   for (std::int32_t rank = 0; rank < 16; ++rank) {
     r.rank_speeds->ranks.push_back(harness::RankSpeedResult{
@@ -193,6 +201,8 @@ TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
   EXPECT_EQ(p.collectives[1].concurrent_with, hardware::Collective::kAllGather);
   ASSERT_EQ(p.gemms.size(), 1U);
   EXPECT_NEAR(p.gemms[0].median_under_nccl->value(), 1700e-6, 1e-15);
+  ASSERT_TRUE(p.gemms[0].median_alone_beside_nccl.has_value());
+  EXPECT_NEAR(p.gemms[0].median_alone_beside_nccl->value(), 1520e-6, 1e-15);
   ASSERT_TRUE(p.rank_speeds.has_value());
   ASSERT_EQ(p.rank_speeds->ranks.size(), 16U);
   EXPECT_EQ(p.rank_speeds->ranks[9].host, "n2");
@@ -674,6 +684,14 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
   j = valid_json();
   j["gemms"][0]["layout"] = "NN";
   EXPECT_NE(error_for(j).find("bad.json: /gemms/0/layout: expected \"TN\""), std::string::npos)
+      << error_for(j);
+  // The baseline of a slowdown is no use without the time under NCCL.
+  j = valid_json();
+  j["gemms"][0].erase("under_nccl_time_us");
+  j["gemms"][0]["alone_beside_nccl_time_us"] = 100.0;
+  EXPECT_NE(error_for(j).find("bad.json: /gemms/0/alone_beside_nccl_time_us: is the baseline of "
+                              "under_nccl_time_us, which this GEMM does not have"),
+            std::string::npos)
       << error_for(j);
 }
 
