@@ -146,7 +146,7 @@ fs::path named_baseline(nlohmann::json document, const fs::path& file,
   const auto baseline = expect->find("baseline");
   if (baseline == expect->end() || !baseline->is_string() || baseline->get<std::string>().empty())
     return {};
-  return file.parent_path() / baseline->get<std::string>();
+  return baseline_file(file, baseline->get<std::string>());
 }
 
 }  // namespace

@@ -98,6 +98,15 @@ void parse_bounds(const nlohmann::json& value, const std::string& key, const std
   }
 }
 
+}  // namespace
+
+std::filesystem::path baseline_file(const std::filesystem::path& scenario_file,
+                                    const std::string& reference) {
+  return scenario_file.parent_path() / reference;
+}
+
+namespace {
+
 // Returns the baseline file it read.
 std::filesystem::path parse_baseline(const nlohmann::json& block,
                                      const std::filesystem::path& scenario_file,
@@ -147,7 +156,7 @@ std::filesystem::path parse_baseline(const nlohmann::json& block,
     }
   }
   const std::filesystem::path baseline_path =
-      scenario_file.parent_path() / reference.get<std::string>();
+      baseline_file(scenario_file, reference.get<std::string>());
   nlohmann::json baseline;
   try {
     baseline = read_json_file(baseline_path);

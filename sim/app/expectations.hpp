@@ -42,6 +42,11 @@ struct Expectations {
   std::filesystem::path baseline;  // the baseline file read; empty without one
 };
 
+// The file a baseline named `reference` in `scenario_file`'s expect block is: relative to the
+// scenario's folder.
+std::filesystem::path baseline_file(const std::filesystem::path& scenario_file,
+                                    const std::string& reference);
+
 // Validates the block and reads the baseline file. Throws ConfigError naming `scenario_file` and
 // the JSON path (/expect/...) on a malformed block or an unreadable baseline.
 Expectations parse_expectations(const nlohmann::json& block,

@@ -47,6 +47,15 @@ void keep_freed_memory_for_the_next_simulation() {
 #endif
 }
 
+// `code`, unless what the command wrote to stdout never reached its reader (a full disk, a closed
+// pipe or descriptor): a failed run then, as a file that cannot be written is.
+int checked_stdout(int code) {
+  std::cout.flush();
+  if (!std::cout.fail()) return code;
+  std::cerr << "error: cannot write the standard output\n";
+  return code == 0 ? kExitBadInput : code;
+}
+
 // The command line parsed and its command run, each error mapped to its exit code.
 int parse_and_run(int argc, char** argv) {
   CLI::App app{
@@ -74,22 +83,14 @@ int parse_and_run(int argc, char** argv) {
   CLI::App* report = fsdpsim::app::add_report_command(app, report_options);
   fsdpsim::app::CalibrateOptions calibrate_options;
   CLI::App* calibrate = fsdpsim::app::add_calibrate_command(app, calibrate_options);
-  // Help and version text that never reached its reader is a failed run, as a result is.
-  const auto printed = [&app](const CLI::Error& e) {
-    const int code = app.exit(e);
-    std::cout.flush();
-    if (!std::cout.fail()) return code;
-    std::cerr << "error: cannot write the standard output\n";
-    return kExitBadInput;
-  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return printed(e);
+    return checked_stdout(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return printed(e);
+    return checked_stdout(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return printed(e);
+    return checked_stdout(app.exit(e));
   } catch (const CLI::RequiredError& e) {
     // CLI11 reads an unknown command as a missing one: name it and the commands there are.
     std::string names;
@@ -119,14 +120,7 @@ int parse_and_run(int argc, char** argv) {
     if (explain->parsed()) code = fsdpsim::app::explain_command(explain_options);
     if (report->parsed()) code = fsdpsim::app::report_command(report_options);
     if (calibrate->parsed()) code = fsdpsim::app::calibrate_command(calibrate_options);
-    // A result that never reached its reader (a full disk, a closed pipe or descriptor) is a
-    // failed run, as a file that cannot be written is.
-    std::cout.flush();
-    if (std::cout.fail()) {
-      std::cerr << "error: cannot write the standard output\n";
-      return code == 0 ? kExitBadInput : code;
-    }
-    return code;
+    return checked_stdout(code);
   } catch (const fsdpsim::app::ConfigError& e) {
     // Messages echo command-line text, which nothing else has checked for escape sequences.
     std::cerr << "error: " << fsdpsim::escape_control_characters(e.what()) << "\n";
