@@ -222,13 +222,6 @@ std::vector<double> run_timed(Job& job, Gpu& gpu, Matmul& m, const Timing& t, in
   return us;
 }
 
-// A note for a timing whose gate opened by its timeout (stream_gate.hpp).
-std::string gate_note(const std::string& what) {
-  return cat(what, ": a stream gate opened by its timeout (", kGateTimeoutNs / 1000000000,
-             " s) before the launches behind it were queued; the timing includes the host's "
-             "enqueue time");
-}
-
 std::string shape_text(const GemmResult& g) {
   return cat(g.dtype, " ", g.m, "x", g.n, "x", g.k,
              g.batch > 1 ? cat(" x", g.batch) : std::string());
@@ -287,7 +280,7 @@ void measure_gemms(Job& job, const Options& o, const Plan& plan, Results& result
       const std::string what = cat("GEMM ", shape_text(shape));
       const Timing timing = plan_timing(job, gpu, m, o.repeats, what);
       const Spread s = spread_of(run_timed(job, gpu, m, timing, o.warmup, what));
-      if (gate_timed_out(gpu.gate)) results.notes.push_back(gate_note(what));
+      if (gate_timed_out(gpu.gate)) results.notes.push_back(gate_timeout_note(what));
       GemmResult r = shape;
       r.median_us = s.median;
       r.min_us = s.min;
@@ -404,7 +397,7 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
       continue;
     }
     const std::vector<double> us = run_timed(job, gpu, *m, timing, warmup, what, gpu.side_start[1]);
-    if (gate_timed_out(gpu.gate)) results.notes.push_back(gate_note(what));
+    if (gate_timed_out(gpu.gate)) results.notes.push_back(gate_timeout_note(what));
     // Valid only if the all-gathers were still running when the last repeat ended.
     const std::size_t last = us.size() - 1;
     if (elapsed_ms(gpu.side_start[1], gpu.side_stop[1]) >=

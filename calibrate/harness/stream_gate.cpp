@@ -38,4 +38,10 @@ bool gate_timed_out(StreamGate& gate) {
   return __atomic_exchange_n(&gate.host[1], 0U, __ATOMIC_SEQ_CST) != 0U;
 }
 
+std::string gate_timeout_note(const std::string& what) {
+  return cat(what, ": a stream gate opened by its timeout (", kGateTimeoutNs / 1000000000,
+             " s) before the launches behind it were queued; the timing includes the host's "
+             "enqueue time");
+}
+
 }  // namespace fsdpsim::harness

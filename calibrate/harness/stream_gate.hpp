@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 namespace fsdpsim::harness {
 
@@ -41,5 +42,8 @@ void open_gate(StreamGate& gate);
 
 // Whether a close ended by its timeout since the last call.
 bool gate_timed_out(StreamGate& gate);
+
+// The profile's note for the timings of `what` behind a gate that opened by its timeout.
+std::string gate_timeout_note(const std::string& what);
 
 }  // namespace fsdpsim::harness

@@ -248,9 +248,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
     }
     // Layers with fsdp_unit false stay in the root unit and are never checkpointed: with no
     // other layer, checkpointing and the wrap policy have no block to act on.
-    const bool has_blocks =
-        std::any_of(s.model.custom_layers.begin(), s.model.custom_layers.end(),
-                    [](const models::CustomLayerSpec& l) { return l.fsdp_unit && l.count > 0; });
+    const bool has_blocks = models::block_count(s.model) > 0;
     const nlohmann::json* fsdp_section = r.child("fsdp");
     if (!has_blocks &&
         s.training.activation_checkpointing != fsdp::ActivationCheckpointing::kNone) {
