@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -319,13 +320,46 @@ namespace {
       error != 0 ? std::generic_category().message(error) : std::string("the stream failed")));
 }
 
-void write_file(const fs::path& file, const std::string& content, const std::string& shown) {
+// The signals write_outputs holds back while it stages and moves files into place.
+constexpr std::array<int, 3> kTerminationSignals = {SIGINT, SIGTERM, SIGHUP};
+
+// Thrown while a streamed output is written when a termination signal is held back, waiting:
+// write_outputs then discards what it staged and lets the signal through, rather than keep the
+// user waiting for the rest of a file of gigabytes.
+struct TerminationPending {};
+
+void throw_if_termination_pending() {
+  sigset_t pending;
+  if (::sigpending(&pending) != 0) return;
+  for (const int signal : kTerminationSignals) {
+    if (sigismember(&pending, signal) == 1) throw TerminationPending{};
+  }
+}
+
+// Gives `put` the output's text: whole, or piece by piece as a streamed output writes it.
+template <typename Put>
+void put_content(const OutputFile& output, const Put& put) {
+  if (!output.stream_content) {
+    put(std::string_view(output.content));
+    return;
+  }
+  output.stream_content([&put](std::string_view piece) {
+    put(piece);
+    throw_if_termination_pending();
+  });
+}
+
+// Writes `output`'s text to `file` (a staged copy, or a device or FIFO in place).
+void write_file(const fs::path& file, const OutputFile& output) {
   errno = 0;
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) cannot_write(shown);
-  out << content;
+  if (!out) cannot_write(output.path);
+  put_content(output, [&out, &output](std::string_view text) {
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!out) cannot_write(output.path);
+  });
   out.flush();
-  if (!out) cannot_write(shown);
+  if (!out) cannot_write(output.path);
 }
 
 // The descriptor an output path names when it is one of this process's own streams: '-' and
@@ -368,24 +402,26 @@ bool may_block(int fd) {
   return ::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
-// Writes `content` to descriptor `fd` (after what std::cout and std::cerr hold, so that their
-// text and this stay in order); `shown` names it in the error.
-void write_stream(int fd, const std::string& content, const std::string& shown) {
+// Writes `output`'s text to descriptor `fd` (after what std::cout and std::cerr hold, so that
+// their text and this stay in order).
+void write_stream(int fd, const OutputFile& output) {
   std::cout.flush();
   std::cerr.flush();
   if (fd == STDOUT_FILENO) {  // a failure shows when the command checks stdout on its way out
-    std::cout << content;
+    put_content(output, [](std::string_view text) { std::cout << text; });
     std::cout.flush();
     return;
   }
-  std::size_t done = 0;
-  while (done < content.size()) {
-    errno = 0;
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) cannot_write(shown);
-    done += static_cast<std::size_t>(n);
-  }
+  put_content(output, [fd, &output](std::string_view text) {
+    std::size_t done = 0;
+    while (done < text.size()) {
+      errno = 0;
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) cannot_write(output.path);
+      done += static_cast<std::size_t>(n);
+    }
+  });
 }
 
 struct Staged {
@@ -427,7 +463,7 @@ class DeferredTerminationSignals {
   DeferredTerminationSignals() {
     sigset_t deferred;
     sigemptyset(&deferred);
-    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&deferred, signal);
+    for (const int signal : kTerminationSignals) sigaddset(&deferred, signal);
     pthread_sigmask(SIG_BLOCK, &deferred, &previous_);
   }
   ~DeferredTerminationSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
@@ -487,26 +523,18 @@ void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::
   }
 }
 
-void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::path>& inputs) {
-  std::vector<std::string> paths;
-  for (const OutputFile& file : files) paths.push_back(file.path);
-  check_outputs(paths, inputs);
-  // A FIFO's write waits for its reader as long as it takes: Ctrl-C must still get through.
-  const bool may_wait = std::any_of(paths.begin(), paths.end(), [](const std::string& path) {
-    std::error_code ec;
-    const std::optional<int> stream = own_stream(path);
-    if (stream) return *stream != STDOUT_FILENO && may_block(*stream);
-    return fs::is_fifo(fs::status(path, ec));
-  });
-  std::optional<DeferredTerminationSignals> deferred;
-  if (!may_wait) deferred.emplace();
-  std::vector<Staged> staged;
-  const auto discard = [&staged](std::size_t from) {
-    std::error_code ec;
-    for (std::size_t i = from; i < staged.size(); ++i) {
-      if (!staged[i].temporary.empty()) fs::remove(staged[i].temporary, ec);
-    }
-  };
+namespace {
+
+// Removes the staged copies of outputs `from` on.
+void discard_staged(const std::vector<Staged>& staged, std::size_t from) {
+  std::error_code ec;
+  for (std::size_t i = from; i < staged.size(); ++i) {
+    if (!staged[i].temporary.empty()) fs::remove(staged[i].temporary, ec);
+  }
+}
+
+// write_outputs once its checks are done: stages every file in `staged`, then publishes them.
+void stage_and_publish(const std::vector<OutputFile>& files, std::vector<Staged>& staged) {
   for (const OutputFile& file : files) {
     Staged s;
     s.file = &file;
@@ -516,7 +544,7 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
       const fs::path path(file.path);
       const fs::file_status status = fs::status(path, ec);  // through symbolic links
       if (fs::is_directory(status)) {
-        discard(0);
+        discard_staged(staged, 0);
         throw ConfigError(file.path, "", "is a folder; expected the path of a file to write");
       }
       // A regular file is replaced by renaming a staged copy over it, next to the file a link
@@ -531,11 +559,11 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
         s.temporary =
             s.target.parent_path() / fmt::format(".fsdpsim-{}-{}.tmp", ::getpid(), staged.size());
         try {
-          write_file(s.temporary, file.content, file.path);
-        } catch (const ConfigError&) {
+          write_file(s.temporary, file);
+        } catch (...) {
           std::error_code ignored;
           fs::remove(s.temporary, ignored);
-          discard(0);
+          discard_staged(staged, 0);
           throw;
         }
       }
@@ -550,12 +578,12 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
     if (!s.temporary.empty() || s.to_stdout()) continue;
     try {
       if (s.stream) {
-        write_stream(*s.stream, s.file->content, s.file->path);
+        write_stream(*s.stream, *s.file);
       } else {
-        write_file(s.target, s.file->content, s.file->path);
+        write_file(s.target, *s.file);
       }
-    } catch (const ConfigError&) {
-      discard(0);
+    } catch (...) {
+      discard_staged(staged, 0);
       throw;
     }
   }
@@ -597,7 +625,7 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
           fs::remove(staged[j].target, ignored);
         }
       }
-      discard(i);
+      discard_staged(staged, i);
       remove_backups();
       throw ConfigError(
           fmt::format("cannot move the output into place at {}: {}", s.file->path, ec.message()));
@@ -605,7 +633,32 @@ void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::p
   }
   remove_backups();
   for (const Staged& s : staged) {
-    if (s.to_stdout()) write_stream(STDOUT_FILENO, s.file->content, s.file->path);
+    if (s.to_stdout()) write_stream(STDOUT_FILENO, *s.file);
+  }
+}
+
+}  // namespace
+
+void write_outputs(const std::vector<OutputFile>& files, const std::vector<fs::path>& inputs) {
+  std::vector<std::string> paths;
+  for (const OutputFile& file : files) paths.push_back(file.path);
+  check_outputs(paths, inputs);
+  // A FIFO's write waits for its reader as long as it takes: Ctrl-C must still get through.
+  const bool may_wait = std::any_of(paths.begin(), paths.end(), [](const std::string& path) {
+    std::error_code ec;
+    const std::optional<int> stream = own_stream(path);
+    if (stream) return *stream != STDOUT_FILENO && may_block(*stream);
+    return fs::is_fifo(fs::status(path, ec));
+  });
+  std::optional<DeferredTerminationSignals> deferred;
+  if (!may_wait) deferred.emplace();
+  std::vector<Staged> staged;
+  try {
+    stage_and_publish(files, staged);
+  } catch (const TerminationPending&) {
+    discard_staged(staged, 0);
+    deferred.reset();  // the signal is delivered here, and ends the process unless it is handled
+    throw ConfigError("interrupted while writing the outputs");
   }
 }
 

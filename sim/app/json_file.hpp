@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -40,16 +41,25 @@ nlohmann::json read_json_file(const std::filesystem::path& path);
 // kMaxJsonDepth or gives a key twice in one object, as read_json_file does.
 nlohmann::json parse_inline_value(const std::string& text, const std::string& origin);
 
+// Where an output streamed piece by piece (OutputFile::stream_content) puts each piece.
+using TextSink = std::function<void(std::string_view)>;
+
 struct OutputFile {
   std::string path;  // "-" = stdout
   std::string content;
+  // For an output too large to hold whole (the trace of thousands of micro-batches): when set,
+  // the output's text is what this writes into the sink it is given, piece by piece, as the file
+  // is written; `content` is then unused.
+  std::function<void(const TextSink&)> stream_content = nullptr;
 };
 
 // Writes every file or none: each is first written to a temporary file in its folder, and only
 // when all are written are they renamed into place, so a reader never sees half a file and a
 // failed run leaves the old files as they were. A symbolic link is written through to the file
 // it names (as a shell redirect does); a device or FIFO (a pipe) is written in place, after the
-// others are staged. The process's own streams ('-', /dev/stdout, /dev/stderr, /dev/fd/N) are
+// others are staged. A termination signal (Ctrl-C, SIGTERM, SIGHUP) that comes while a streamed
+// output is written stops the writing: every staged file is discarded and the signal then takes
+// its course. The process's own streams ('-', /dev/stdout, /dev/stderr, /dev/fd/N) are
 // written to their descriptors as they stand (never reopened, truncated or replaced), stdout
 // last; one open on a file counts as that file for the checks below. Throws
 // ConfigError (exit code 2) naming the path when one cannot be written, and before writing anything

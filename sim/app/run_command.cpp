@@ -409,7 +409,11 @@ int run_command(const RunOptions& options) {
   if (scenario.expectations) (void)evaluate_expectations(*scenario.expectations, *result);
   std::vector<OutputFile> outputs;  // written together: all or none
   if (!options.json_path.empty()) outputs.push_back({options.json_path, result->dump(2) + "\n"});
-  if (!options.trace_path.empty()) outputs.push_back({options.trace_path, trace_json(output)});
+  if (!options.trace_path.empty()) {
+    // Streamed as it is written: a trace of thousands of micro-batches is gigabytes of text.
+    outputs.push_back({options.trace_path, "",
+                       [&output](const TextSink& sink) { write_trace_json(output, sink); }});
+  }
   if (!options.memory_timeline_path.empty())
     outputs.push_back({options.memory_timeline_path, memory_timeline_csv(output)});
   if (!options.allocations_path.empty())

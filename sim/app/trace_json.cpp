@@ -17,11 +17,42 @@ namespace {
 
 constexpr int kCpuTid = 0;  // streams are tids 1..n
 
-// Room reserved for the trace's text per op and per memory sample: an op with its launch slice
-// and arrows takes about 350 bytes (T5-11B at 32 micro-batches: 187 MB for 539k ops), a sample
-// about 130. Reserving more than is written costs address space, not memory (the pages are never
-// touched), and spares copying the text each time a growing string doubles: at its last
-// doubling the old and the new buffer were both alive, half again the trace's size.
+// The size of the pieces the trace is handed on in: large enough that the sink is called rarely,
+// small enough to be nothing beside the simulation's own memory.
+constexpr std::size_t kPieceBytes = std::size_t{1} << 20;
+
+// The trace's text on its way to the sink: events are written into a buffer, handed on whenever
+// it has grown past kPieceBytes.
+class TraceText {
+ public:
+  explicit TraceText(const TextSink& sink) : sink_(sink) { text_.reserve(2 * kPieceBytes); }
+  JsonTextWriter& writer() { return writer_; }
+  // Called after each event: hands the text on once it is a piece's worth.
+  void event_written() {
+    if (text_.size() >= kPieceBytes) flush();
+  }
+  // Ends the trace's last line and hands on the rest of the text.
+  void finish() {
+    text_ += '\n';
+    flush();
+  }
+
+ private:
+  void flush() {
+    sink_(text_);
+    text_.clear();
+  }
+
+  const TextSink& sink_;
+  std::string text_;
+  JsonTextWriter writer_{text_};
+};
+
+// Room reserved for the whole trace's text (trace_json) per op and per memory sample: an op with
+// its launch slice and arrows takes about 350 bytes (T5-11B at 32 micro-batches: 187 MB for 539k
+// ops), a sample about 130. Reserving more than is written costs address space, not memory (the
+// pages are never touched), and spares copying the text each time a growing string doubles: at its
+// last doubling the old and the new buffer were both alive, half again the trace's size.
 constexpr std::size_t kReservedBytesPerOp = 512;
 constexpr std::size_t kReservedBytesPerSample = 192;
 
@@ -53,11 +84,12 @@ double flow_inset_us(SimTime start, SimTime end) {
 }
 
 struct FlowWriter {
-  JsonTextWriter& events;
+  TraceText& out;
   int pid;
   int& next_id;  // unique across the trace's processes
 
   void add(const char* name, int from_tid, double from_us, int to_tid, double to_us) {
+    JsonTextWriter& events = out.writer();
     const int id = next_id++;
     events.begin_object().field("cat", "flow").field("id", id).field("name", name);
     events.field("ph", "s").field("pid", pid).field("tid", from_tid).field("ts", from_us);
@@ -65,6 +97,7 @@ struct FlowWriter {
     events.begin_object().field("bp", "e").field("cat", "flow").field("id", id).field("name", name);
     events.field("ph", "f").field("pid", pid).field("tid", to_tid).field("ts", to_us);
     events.end_object();
+    out.event_written();
   }
 };
 
@@ -94,7 +127,7 @@ engine::OpId through_markers(const engine::Program& p, const engine::Timeline& t
 // op) and, where the CPU's launch is what an op waited for (it started when it was issued, after
 // everything else it needed), from the launch slice to the op.
 void add_flows(const engine::Program& p, const engine::Timeline& t, int pid, int& next_flow_id,
-               JsonTextWriter& events) {
+               TraceText& out) {
   std::vector<engine::OpId> previous_on_stream(p.ops.size(), engine::kNoOp);
   std::vector<engine::OpId> previous_on_channel(p.ops.size(), engine::kNoOp);
   std::vector<std::size_t> launch_step(p.ops.size(), p.cpu.size());
@@ -113,7 +146,7 @@ void add_flows(const engine::Program& p, const engine::Timeline& t, int pid, int
       }
     }
   }
-  FlowWriter flows{events, pid, next_flow_id};
+  FlowWriter flows{out, pid, next_flow_id};
   for (engine::OpId op = 0; op < p.ops.size(); ++op) {
     const engine::Op& o = p.ops[op];
     if (o.kind == engine::OpKind::kMarker) continue;
@@ -144,7 +177,8 @@ void add_flows(const engine::Program& p, const engine::Timeline& t, int pid, int
 
 // One rank's CPU thread and streams as process `pid` of the trace.
 void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, const std::string& name,
-              int& next_flow_id, JsonTextWriter& events) {
+              int& next_flow_id, TraceText& out) {
+  JsonTextWriter& events = out.writer();
   metadata(events, "process_name", "name", name, pid);
   metadata(events, "process_sort_index", "sort_index", pid, pid);
   metadata(events, "thread_name", "name", "CPU thread", pid, kCpuTid);
@@ -165,6 +199,7 @@ void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, cons
     events.field("name", p.names[op.name]).field("ph", "X").field("pid", pid);
     events.field("tid", static_cast<int>(op.stream) + 1).field("ts", ot.start.microseconds());
     events.end_object();
+    out.event_written();
   }
   std::string step_name;
   for (std::size_t i = 0; i < p.cpu.size(); ++i) {
@@ -190,25 +225,23 @@ void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, cons
     events.begin_object().field("cat", "cpu").field("dur", (ct.end - ct.start).microseconds());
     events.field("name", step_name).field("ph", "X").field("pid", pid).field("tid", kCpuTid);
     events.field("ts", ct.start.microseconds()).end_object();
+    out.event_written();
   }
-  add_flows(p, t, pid, next_flow_id, events);
+  add_flows(p, t, pid, next_flow_id, out);
 }
 
 }  // namespace
 
-std::string trace_json(const fsdp::SimulationOutput& output) {
+void write_trace_json(const fsdp::SimulationOutput& output, const TextSink& sink) {
   const engine::Program& p = output.schedule.program;
   const fsdp::StepResult& r = output.result;
-  std::string text;
-  const std::size_t processes = std::max<std::size_t>(output.rank_timelines.size(), 1);
-  text.reserve(processes * p.ops.size() * kReservedBytesPerOp +
-               output.memory_samples.size() * kReservedBytesPerSample);
-  JsonTextWriter w(text);
+  TraceText out(sink);
+  JsonTextWriter& w = out.writer();
   w.begin_object().field("displayTimeUnit", "ms").key("traceEvents").begin_array();
   int next_flow_id = 1;
   int memory_pid = 0;
   if (output.rank_timelines.empty()) {
-    add_rank(p, output.timeline, 0, "rank 0", next_flow_id, w);
+    add_rank(p, output.timeline, 0, "rank 0", next_flow_id, out);
   } else {
     // hardware.stragglers: a process per class of alike ranks, named by its first rank.
     for (std::size_t k = 0; k < output.rank_timelines.size(); ++k) {
@@ -218,7 +251,7 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
                fmt::format("rank {} ({} rank{} alike; compute speed {:g}, host speed {:g})",
                            c.first_rank, c.ranks, c.ranks == 1 ? "" : "s", c.compute_speed,
                            c.host_speed),
-               next_flow_id, w);
+               next_flow_id, out);
     }
     memory_pid = r.breakdown_rank;
   }
@@ -230,6 +263,7 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
         .end_object();
     w.field("name", "memory (GiB)").field("ph", "C").field("pid", memory_pid);
     w.field("ts", m.time.microseconds()).end_object();
+    out.event_written();
   }
   // The warm-up step runs first; the step the results describe starts here.
   w.begin_object();
@@ -237,7 +271,15 @@ std::string trace_json(const fsdp::SimulationOutput& output) {
   w.field("name", "measured step begins").field("ph", "i").field("pid", memory_pid);
   w.field("s", "g").field("ts", output.measured_start.microseconds()).end_object();
   w.end_array().end_object();
-  text += '\n';
+  out.finish();
+}
+
+std::string trace_json(const fsdp::SimulationOutput& output) {
+  std::string text;
+  const std::size_t processes = std::max<std::size_t>(output.rank_timelines.size(), 1);
+  text.reserve(processes * output.schedule.program.ops.size() * kReservedBytesPerOp +
+               output.memory_samples.size() * kReservedBytesPerSample);
+  write_trace_json(output, [&text](std::string_view piece) { text += piece; });
   return text;
 }
 

@@ -9,10 +9,16 @@
 
 #include <string>
 
+#include "sim/app/json_file.hpp"  // TextSink
 #include "sim/fsdp/simulation.hpp"
 
 namespace fsdpsim::app {
 
+// Writes the trace into `sink` in pieces of about a mebibyte as it is made, so that a trace of
+// gigabytes never has to be held whole.
+void write_trace_json(const fsdp::SimulationOutput& output, const TextSink& sink);
+
+// The whole trace as one text.
 std::string trace_json(const fsdp::SimulationOutput& output);
 
 }  // namespace fsdpsim::app

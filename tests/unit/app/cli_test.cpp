@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "sim/app/config_error.hpp"
 #include "sim/app/csv_records.hpp"
 #include "sim/app/json_file.hpp"
 #include "test_support.hpp"
@@ -488,6 +490,81 @@ TEST(Cli, OutputsAreWrittenAllOrNone) {
   EXPECT_NE(o.output.find("cannot write"), std::string::npos) << o.output;
   EXPECT_FALSE(fs::exists(json));
   EXPECT_TRUE(fs::is_empty(dir)) << "no staging file is left";
+}
+
+// A streamed output (the trace) is written piece by piece as it is made, with the other outputs,
+// all or none.
+TEST(Cli, AStreamedOutputIsWrittenAsItsPieces) {
+  const fs::path dir = temp_dir() / "streamed";
+  fs::create_directories(dir);
+  const fs::path streamed = dir / "streamed.json";
+  const fs::path whole = dir / "whole.json";
+  fsdpsim::app::write_outputs({{streamed.string(), "unused",
+                                [](const fsdpsim::app::TextSink& sink) {
+                                  for (const char* piece : {"[1", ",2", "]\n"}) sink(piece);
+                                }},
+                               {whole.string(), "{}\n"}});
+  EXPECT_EQ(read_file(streamed), "[1,2]\n");
+  EXPECT_EQ(read_file(whole), "{}\n");
+}
+
+// A signal that comes while a streamed output is written stops it: no output lands, no staged file
+// is left, and the signal takes its course (here a handler, which sees it; unhandled, it ends the
+// process, as the next test checks).
+TEST(Cli, ASignalStopsAStreamedOutputAndLeavesNothing) {
+  const fs::path dir = temp_dir() / "streamed_interrupted";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  static volatile std::sig_atomic_t handled = 0;
+  handled = 0;
+  struct sigaction on_hangup {};
+  on_hangup.sa_handler = [](int) { handled = 1; };
+  struct sigaction previous {};
+  ASSERT_EQ(::sigaction(SIGHUP, &on_hangup, &previous), 0);
+  int pieces_after_signal = 0;
+  const auto interrupted = [&pieces_after_signal](const fsdpsim::app::TextSink& sink) {
+    sink("[1");
+    std::raise(SIGHUP);  // held back while the outputs are staged
+    for (int i = 0; i < 1000; ++i) {
+      sink(",2");
+      ++pieces_after_signal;
+    }
+    sink("]\n");
+  };
+  std::string message;
+  try {
+    fsdpsim::app::write_outputs({{(dir / "plain.json").string(), "{}\n"},
+                                 {(dir / "streamed.json").string(), "", interrupted}});
+  } catch (const fsdpsim::app::ConfigError& e) {
+    message = e.what();
+  }
+  ::sigaction(SIGHUP, &previous, nullptr);
+  EXPECT_EQ(message, "interrupted while writing the outputs");
+  EXPECT_EQ(handled, 1);
+  EXPECT_EQ(pieces_after_signal, 0) << "the piece after the signal stops the writing";
+  EXPECT_TRUE(fs::is_empty(dir)) << "no output and no staging file is left";
+}
+
+TEST(Cli, AnUnhandledSignalWhileStreamingEndsTheProcessAndLeavesNothing) {
+  const fs::path dir = temp_dir() / "streamed_killed";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto interrupted = [](const fsdpsim::app::TextSink& sink) {
+    sink("[1");
+    std::raise(SIGINT);
+    for (int i = 0; i < 1000; ++i) sink(",2");
+    sink("]\n");
+  };
+  // Forked ("fast" style), so that the child writes into this process's scratch folder.
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_EXIT(
+      {
+        std::signal(SIGINT, SIG_DFL);
+        fsdpsim::app::write_outputs({{(dir / "plain.json").string(), "{}\n"},
+                                     {(dir / "streamed.json").string(), "", interrupted}});
+      },
+      testing::KilledBySignal(SIGINT), "");
+  EXPECT_TRUE(fs::is_empty(dir)) << "no output and no staging file is left";
 }
 
 // A file the scenario names (a preset, a profile) is an input too: an output there is refused

@@ -301,6 +301,25 @@ TEST(TraceFormat, SweepTraceRowIsTheTraceOfThatPoint) {
   EXPECT_EQ(text, read_file(single));
 }
 
+// A trace of many micro-batches is handed to its file in pieces of a mebibyte as it is made (run
+// --trace): the text is the trace made whole (sweep --trace-row), in a file or on stdout.
+TEST(TraceFormat, ATraceWrittenInPiecesIsTheTraceMadeWhole) {
+  const std::string scenario =
+      tiny_scenario("streamed_trace", {{"training", {{"global_batch", 256}}}}).string();
+  const fs::path streamed = temp_dir() / "streamed.trace.json";
+  const fs::path whole = temp_dir() / "whole.trace.json";
+  ASSERT_EQ(run_fsdpsim("run " + scenario + " --trace " + streamed.string()).exit_code, 0);
+  const Outcome swept =
+      run_fsdpsim("sweep " + scenario + " --grid training.micro_batch=1 --trace-row 0 --trace " +
+                  whole.string());
+  ASSERT_EQ(swept.exit_code, 0) << swept.output;
+  const std::string text = read_file(whole);
+  EXPECT_GT(text.size(), std::size_t{3} << 20) << "several pieces";
+  EXPECT_EQ(trace_problems(nlohmann::json::parse(text)), std::vector<std::string>{});
+  EXPECT_TRUE(read_file(streamed) == text);
+  EXPECT_TRUE(run_fsdpsim("run " + scenario + " --trace - | cat").output == text);
+}
+
 TEST(TraceFormat, SweepTraceRowOutsideTheGridOrSkippedIsBadUsage) {
   const fs::path scenario = tiny_scenario("sweep_trace_bad", nlohmann::json::object());
   const std::string trace = (temp_dir() / "never.trace.json").string();
