@@ -33,6 +33,9 @@
 namespace fsdpsim::app {
 namespace {
 
+// "1 size", "3 sizes".
+std::string sizes_text(std::size_t n) { return fmt::format("{} size{}", n, n == 1 ? "" : "s"); }
+
 std::string size_text(std::int64_t bytes) {
   const auto b = static_cast<double>(bytes);
   if (bytes >= kBytesPerGiB)
@@ -289,10 +292,10 @@ int fit_command(const CalibrateOptions& o) {
         "used by the\ncost models, which share the NICs between concurrent collectives by their "
         "own model):\n";
     for (const calibrate::InterferenceFit& i : fit.interference) {
-      out +=
-          fmt::format("  {} on {}/{} alongside {}: x{:.2f} ({} sizes)\n",
-                      calibrate::collective_name(i.key.op), i.key.ranks, i.key.ranks_per_node,
-                      calibrate::collective_name(i.concurrent_with), i.median_slowdown, i.points);
+      out += fmt::format("  {} on {}/{} alongside {}: x{:.2f} ({})\n",
+                         calibrate::collective_name(i.key.op), i.key.ranks, i.key.ranks_per_node,
+                         calibrate::collective_name(i.concurrent_with), i.median_slowdown,
+                         sizes_text(i.points));
     }
   }
   out += fmt::format("\nGEMMs: {} shapes measured", fit.gemms);
@@ -377,9 +380,9 @@ int fit_command(const CalibrateOptions& o) {
                          c.per_gib.value() * 1e6);
     };
     out += fmt::format(
-        "\nallocator device calls ({} sizes timed; used for cudaMalloc retries and cache "
+        "\nallocator device calls ({} timed; used for cudaMalloc retries and cache "
         "growth):\n",
-        m.allocations.size());
+        sizes_text(m.allocations.size()));
     out += line("cudaMalloc", fit.allocation_costs->malloc);
     out += line("cudaFree  ", fit.allocation_costs->free);
   }
@@ -523,16 +526,20 @@ int import_command(const CalibrateOptions& o) {
   files.insert(files.end(), gpu_preset.begin(), gpu_preset.end());
   write_output(o.import_output, json, files);
   std::ostream& report = writes_stdout(o.import_output) ? std::cerr : std::cout;
-  report << fmt::format("imported {} series ({} sizes) from {} log(s) into {}\n",
-                        profile.collectives.size(), points, o.logs.size(), o.import_output);
+  // A profile written to a stream of our own has no file name to give `fit`.
+  const bool to_stream = writes_own_stream(o.import_output);
+  report << fmt::format("imported {} series ({}) from {} log(s) into {}\n",
+                        profile.collectives.size(), sizes_text(points), o.logs.size(),
+                        o.import_output == "-" ? "stdout" : o.import_output);
   for (const calibrate::CollectiveSeries& s : profile.collectives) {
     report << fmt::format(
-        "  {:<15} {:<5} {} ranks, {} per node: {} sizes, {}-{}\n", calibrate::collective_name(s.op),
-        dtype_name(s.dtype), s.ranks, s.ranks_per_node, s.points.size(),
+        "  {:<15} {:<5} {} ranks, {} per node: {}, {}-{}\n", calibrate::collective_name(s.op),
+        dtype_name(s.dtype), s.ranks, s.ranks_per_node, sizes_text(s.points.size()),
         size_text(s.points.front().bytes.value()), size_text(s.points.back().bytes.value()));
   }
   for (const std::string& n : notes) report << "note: " << n << "\n";
-  report << fmt::format("next: fsdpsim calibrate fit {}\n", o.import_output);
+  report << fmt::format("next: fsdpsim calibrate fit {}\n",
+                        to_stream ? "PROFILE (the profile saved to a file)" : o.import_output);
   return 0;
 }
 

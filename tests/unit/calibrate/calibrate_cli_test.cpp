@@ -226,6 +226,15 @@ TEST(CalibrateCli, ImportWritesAProfileThatFits) {
   EXPECT_NE(fit.output.find("profile lab-a100 (NVIDIA A100-SXM4-80GB)"), std::string::npos)
       << fit.output;
 
+  // On stdout the profile has no file name for `fit`: the report (on stderr, here mixed in with
+  // the profile) says to save it.
+  const Outcome piped = run_fsdpsim("calibrate import-nccl-tests " + kLogs +
+                                    "a100_8gpu_all_reduce_perf.log -o - --gpu a100-sxm-80gb");
+  EXPECT_NE(piped.output.find("from 1 log(s) into stdout\n"), std::string::npos) << piped.output;
+  EXPECT_NE(piped.output.find("next: fsdpsim calibrate fit PROFILE (the profile saved to a file)"),
+            std::string::npos)
+      << piped.output;
+
   // The profile carries the preset's SMs and memory: a scenario on A100s uses it, one on H100s
   // refuses it.
   const fs::path scenario = temp_dir() / "imported_scenario.json";
