@@ -58,6 +58,12 @@ ScenarioCheck check_scenario_file(const std::filesystem::path& file,
                                   const std::vector<std::string>& overrides,
                                   const PresetLocator& presets);
 
+// A file the check did not reach, stopped by Ctrl-C or SIGTERM first: kInterrupted, or
+// kNotScenario for other JSON found in a folder (read, not simulated), so that a result or a
+// profile beside the scenarios is not reported as a scenario left unchecked. A file `named` on the
+// command line stays kInterrupted.
+ScenarioCheck not_reached(const std::filesystem::path& file, bool named);
+
 // The report: one line per check ("PASS <file> <detail>" / "FAIL ..."), one per error ("ERROR
 // <message>"), then the summary line(s).
 std::string check_report(const std::vector<ScenarioCheck>& checks);
