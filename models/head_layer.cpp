@@ -45,30 +45,43 @@
 namespace fsdpsim::models::detail {
 namespace {
 
-// Passes over a [T, V] tensor of `element_bytes` per element that log_softmax makes (each a full
-// read or write), after host_softmax in aten/src/ATen/native/cuda/SoftMax.cu: a row that fits in
-// 48 KiB of shared memory (cunn_SoftMaxForwardSmem / cunn_SoftMaxBackwardSmem) or in registers
-// (cunn_SoftMaxForwardReg: at most 9 vectors of 16 bytes per thread of a 1024-thread block) is
-// read once; a longer one goes through cunn_SoftMaxForward, which reads the row for its max, again
-// for the sum of exponentials and a third time to write the output, and cunn_SoftMaxBackward,
-// which reads the incoming gradient for its sum and again with the output to write the input
-// gradient. Llama 3's 128256-entry rows take the long path in fp32 and bf16; GPT-2's 50257
-// take it in fp32 only.
-constexpr std::int64_t kSoftmaxSharedMemoryBytes = 48 * 1024;
-constexpr std::int64_t kSoftmaxRegisterBytes = 1024 * 9 * 16;
+// A softmax row of `vocab` elements of `element_bytes` that host_softmax's shared-memory kernels
+// (cunn_SoftMaxForwardSmem, cunn_SoftMaxBackwardSmem) take: `dim_size < max_elements_per_smem`,
+// the 48 KiB of sharedMemPerBlock less the block's reduction scratch (1024 threads / 32 per warp
+// x a 4-byte accumulator), over the element size, and `dim_size % ILP == 0`, ILP = 16 bytes
+// (sizeof(float4)) over the element size (aten/src/ATen/native/cuda/SoftMax.cu, host_softmax and
+// host_softmax_backward).
+constexpr std::int64_t kSoftmaxSharedMemoryBytes = 48 * 1024 - 1024 / 32 * 4;
+constexpr std::int64_t kSoftmaxVectorBytes = 16;
+// The forward's register kernel (cunn_SoftMaxForwardReg) takes rows for which
+// potential_register_count(dim_size, block.x) = ceil(dim_size / block.x) < 10, with at most 1024
+// threads a block (SoftMaxForward_getBlockSize): 9 elements a thread. The backward has no such
+// kernel.
+constexpr std::int64_t kSoftmaxRegisterElements = 9 * 1024;
 
-bool softmax_reads_rows_once(std::int64_t vocab, std::int64_t element_bytes) {
-  const std::int64_t row = vocab * element_bytes;
-  return row <= kSoftmaxSharedMemoryBytes || row <= kSoftmaxRegisterBytes;
+bool softmax_row_in_shared_memory(std::int64_t vocab, std::int64_t element_bytes) {
+  return vocab * element_bytes < kSoftmaxSharedMemoryBytes &&
+         vocab % (kSoftmaxVectorBytes / element_bytes) == 0;
 }
 
+}  // namespace
+
+// A row either kernel above holds is read once; a longer one goes through cunn_SoftMaxForward,
+// which reads the row for its max, again for the sum of exponentials and a third time to write the
+// output, and cunn_SoftMaxBackward, which reads the incoming gradient for its sum and again with
+// the output to write the input gradient. Every vocabulary of the shipped models (32000 and up)
+// takes the long path, in bf16 and fp32 alike.
 std::int64_t log_softmax_forward_passes(std::int64_t vocab, std::int64_t element_bytes) {
-  return softmax_reads_rows_once(vocab, element_bytes) ? 2 : 4;
+  const bool once =
+      vocab <= kSoftmaxRegisterElements || softmax_row_in_shared_memory(vocab, element_bytes);
+  return once ? 2 : 4;
 }
 
 std::int64_t log_softmax_backward_passes(std::int64_t vocab, std::int64_t element_bytes) {
-  return softmax_reads_rows_once(vocab, element_bytes) ? 3 : 4;
+  return softmax_row_in_shared_memory(vocab, element_bytes) ? 3 : 4;
 }
+
+namespace {
 
 // The backward that follows every loss: the LM head's GEMMs consume the logits gradient
 // (`logits_gradient` bytes, allocated by the loss's backward), then the final norm's.

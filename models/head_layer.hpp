@@ -25,4 +25,9 @@ struct HeadDims {
 
 Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx);
 
+// Full passes (a read or a write of the whole tensor each) that log_softmax makes over [T, vocab]
+// logits of `element_bytes` per element, forward and backward (head_layer.cpp).
+std::int64_t log_softmax_forward_passes(std::int64_t vocab, std::int64_t element_bytes);
+std::int64_t log_softmax_backward_passes(std::int64_t vocab, std::int64_t element_bytes);
+
 }  // namespace fsdpsim::models::detail

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "models/families.hpp"
+#include "models/head_layer.hpp"
 #include "models/kernel_factory.hpp"
 #include "models/t5_blocks.hpp"
 
@@ -118,7 +119,8 @@ Layer build_head(const TransformerSpec& spec, const BuildContext& dec) {
   fwd.allocate(logits);
   // CrossEntropyLoss(lm_logits, labels) on the logits as computed (bf16 under FSDP
   // MixedPrecision, no upcast in HF T5): log_softmax saves its output, nll_loss the targets.
-  draft.forward(memory_bound_kernel("log_softmax", 2 * logits, dec));
+  draft.forward(memory_bound_kernel(
+      "log_softmax", log_softmax_forward_passes(spec.vocab, dec.element_bytes) * logits, dec));
   draft.save(logits);
   fwd.release(logits);
   draft.forward(memory_bound_kernel(
@@ -129,7 +131,8 @@ Layer build_head(const TransformerSpec& spec, const BuildContext& dec) {
   draft.backward(memory_bound_kernel("nll_loss_bwd",
                                      logits + dec.tokens * (kIndexBytes + dec.element_bytes), dec));
   bwd.allocate(logits);
-  draft.backward(memory_bound_kernel("log_softmax_bwd", 3 * logits, dec));
+  draft.backward(memory_bound_kernel(
+      "log_softmax_bwd", log_softmax_backward_passes(spec.vocab, dec.element_bytes) * logits, dec));
   bwd.allocate(logits);
   bwd.release(logits);
   append_linear_backward(draft, "lm_head", lm_head, dec);

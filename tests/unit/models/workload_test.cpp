@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "models/head_layer.hpp"
 #include "test_specs.hpp"
 
 namespace fsdpsim::models {
@@ -233,6 +235,33 @@ TEST(BuildWorkload, LongVocabularyRowsTakeSoftmaxsMultiPassKernels) {
             2 * t * 100 * 4);
   EXPECT_EQ(find_kernel(gpt.layers.back().backward, "log_softmax_bwd").kernel.bytes.value(),
             3 * t * 100 * 4);
+}
+
+// host_softmax's kernel choice, at its bounds (SoftMax.cu): the forward's register kernel takes
+// rows of up to 9 x 1024 elements whatever their dtype; the shared-memory kernels rows under
+// 48 KiB less 128 bytes of reduction scratch whose length is a multiple of 16 bytes' elements;
+// the backward has no register kernel. Every other row is read for its max, its sum and its
+// output (forward), or for its sum and its output (backward).
+TEST(BuildWorkload, SoftmaxReadsARowOnceOnlyWhereAKernelHoldsIt) {
+  using detail::log_softmax_backward_passes;
+  using detail::log_softmax_forward_passes;
+  const auto passes = [](std::int64_t vocab, std::int64_t bytes) {
+    return std::pair{log_softmax_forward_passes(vocab, bytes),
+                     log_softmax_backward_passes(vocab, bytes)};
+  };
+  EXPECT_EQ(passes(9216, 4), std::pair(std::int64_t{2}, std::int64_t{3}));   // registers, smem
+  EXPECT_EQ(passes(9217, 4), std::pair(std::int64_t{4}, std::int64_t{4}));   // 9217 % 4 != 0
+  EXPECT_EQ(passes(12252, 4), std::pair(std::int64_t{2}, std::int64_t{3}));  // 49008 B
+  EXPECT_EQ(passes(12256, 4), std::pair(std::int64_t{4}, std::int64_t{4}));  // 49024 B
+  EXPECT_EQ(passes(24504, 2), std::pair(std::int64_t{2}, std::int64_t{3}));
+  EXPECT_EQ(passes(24512, 2), std::pair(std::int64_t{4}, std::int64_t{4}));
+  EXPECT_EQ(passes(20001, 2), std::pair(std::int64_t{4}, std::int64_t{4}));  // 20001 % 8 != 0
+  // The vocabularies of the shipped models take the long path in bf16 and fp32: Llama 2's and
+  // T5's 32000 and 32128, MPT's 50368.
+  for (const std::int64_t vocab : {32000, 32128, 50368}) {
+    for (const std::int64_t bytes : {2, 4})
+      EXPECT_EQ(passes(vocab, bytes), std::pair(std::int64_t{4}, std::int64_t{4})) << vocab;
+  }
 }
 
 TEST(BuildWorkload, TinyGptFlopsMatchAHandCount) {
