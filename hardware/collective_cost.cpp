@@ -12,9 +12,9 @@
 //   ring busbw ~ 78 % of line rate on A100, ~ 81 % on H100/H200; configs/validation/
 //   nccl_reference.csv).
 // - Across nodes, NCCL builds one ring per channel and spreads the channels over the NICs
-//   (nccl_costs.md "Ring across nodes"); every byte crosses each node boundary once per ring, so
-//   the node's NIC traffic equals one rank's link traffic and the bound is the node's aggregate
-//   NIC bandwidth * nic_efficiency (NVIDIA/nccl#812: DGX-A100 with 8x200 Gb/s IB measures
+//   (src/graph/search.cc, the ring search per channel); every byte crosses each node boundary once
+//   per ring, so the node's NIC traffic equals one rank's link traffic and the bound is the node's
+//   aggregate NIC bandwidth * nic_efficiency (NVIDIA/nccl#812: DGX-A100 with 8x200 Gb/s IB measures
 //   192 GB/s all-reduce busbw = 0.96 * 200 GB/s).
 // - Only NICs next to a participating GPU carry traffic: NCCL sends from a GPU through the NIC
 //   closest to it, or through a NIC next to another GPU *of the same communicator* via PXN
@@ -23,7 +23,7 @@
 //   r/g of the node's NICs -- one NIC per GPU on DGX-style nodes. With r = 1 (hybrid sharding's
 //   replicate group: the same local rank on every node) that is one NIC: DGX-A100 200 Gb/s
 //   -> 24 GB/s, the per-HDR-NIC rate an NCCL maintainer quotes (NVIDIA/nccl#412).
-// - The ring gets slower as it spans more nodes (nccl_costs.md "Scale matters"): a pipelined
+// - The ring gets slower as it spans more nodes (NVIDIA/nccl#1229, nccl-tests#283): a pipelined
 //   ring moves at the pace of its slowest node-to-node hop at each instant, and every node added
 //   is another hop through the fabric that can be congested. Measured on H100 with 8x400 Gb/s
 //   IB per node (NVIDIA/nccl#1229): reduce-scatter busbw 360, 345, 320, 300, 280, 260 GB/s at
@@ -55,8 +55,9 @@
 // nodes' NICs fully (the share r/g of a group with r of a node's g GPUs, times the g/r groups of
 // that layout that run at once), so its transfer term is the time it holds them. The executor
 // slows that part when another communicator's collective is on the NICs at the same time
-// (sim/engine/program.hpp, Op::network_time): nccl_costs.md "They compete": "two collectives
-// sharing NICs share their bandwidth".
+// (sim/engine/program.hpp, Op::network_time): two communicators' channels on the same NICs share
+// their line rate, NCCL arbitrating nothing between communicators (each runs its own kernels and
+// proxy thread).
 //
 // Edge cases: a one-rank collective costs 0 -- NCCL turns it into a local copy or nothing
 // (src/enqueue.cc: ncclLaunchOneRank; its cost table is 0 for nRanks == 1), and the copy, when

@@ -51,7 +51,7 @@ Seconds collective_time(const ClusterSpec& cluster, Collective op, CommGroup gro
 // 0 inside one node. At that rate the collective uses its node's NICs fully, every group of
 // the same layout running beside it included (a group with r of a node's g GPUs gets r/g of the
 // NICs, and the g/r groups of that layout run at once), so two such collectives of different
-// communicators at the same time share the NICs (nccl_costs.md "They compete"). With a measured
+// communicators at the same time share the NICs (hardware/collective_cost.cpp). With a measured
 // curve, the measured time less the model's latency.
 Seconds collective_network_time(const ClusterSpec& cluster, Collective op, CommGroup group,
                                 Bytes bytes);

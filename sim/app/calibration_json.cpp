@@ -763,10 +763,11 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
       const bool intra_node = s.ranks_per_node >= s.ranks;
       if (!intra_node && cluster.nic_bandwidth_per_node.value() > 0.0) {
         // In a ring over n ranks, g per node, each node takes in (n - g) / n of the buffer
-        // through its NICs, all of them at most (nccl_costs.md "Ring across nodes"), so busbw
+        // through its NICs, all of them at most (hardware/collective_cost.cpp), so busbw
         // (the buffer's (n - 1) / n over the time) is at most the node's NIC rate times
         // (n - 1) / (n - g); twice that for an all-reduce, whose tree or in-network reduction
-        // can pass a ring (two-node trees do, nccl_costs.md "Algorithms").
+        // can pass a ring (two-node trees do: NCCL's tree and NVLS all-reduce,
+        // src/graph/tuning.cc).
         const auto n = static_cast<double>(s.ranks);
         const double ring =
             cluster.nic_bandwidth_per_node.value() * (n - 1.0) / (n - s.ranks_per_node);

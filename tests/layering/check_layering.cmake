@@ -1,4 +1,4 @@
-# Fails if a file includes a header from a layer above it (../DESIGN.md "Layers"):
+# Fails if a file includes a header from a layer above it (README.md, "Architecture"):
 #   sim/units, sim/engine, sim/memory: nothing from models/, hardware/, sim/fsdp/, sim/app/
 #   models/ and hardware/: nothing from each other, sim/engine, sim/memory, sim/fsdp, sim/app
 #   sim/fsdp/: nothing from sim/app/
