@@ -76,13 +76,18 @@ NamedKernel flash_kernel(const char* name, const AttentionDims& dims, const Buil
 // index_first_axis gathers the packed Q, K, V rows into a new tensor. The kernel saves that copy
 // (the padded one dies with the layer's forward).
 void unpad_attention_inputs(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
-  constexpr std::int64_t kIndexBytes = 8;  // int64 indices
-  NamedKernel nonzero = memory_bound_kernel(
-      "attn_unpad_nonzero", ctx.tokens * (kMaskBytes + kIndexBytes) + ctx.batch * 4, ctx);
+  constexpr std::int64_t kIndexBytes = 8;   // int64 indices (torch.nonzero)
+  constexpr std::int64_t kSeqlenBytes = 4;  // mask.sum(dim=-1, dtype=torch.int32)
+  // The mask read, its row sums and the indices of its set entries written.
+  NamedKernel nonzero =
+      memory_bound_kernel("attn_unpad_nonzero",
+                          ctx.tokens * (kMaskBytes + kIndexBytes) + ctx.batch * kSeqlenBytes, ctx);
   nonzero.host_sync = true;
   nonzero.ends_fusion = true;
   draft.forward(std::move(nonzero));
-  NamedKernel max_seqlen = memory_bound_kernel("attn_unpad_max_seqlen", ctx.batch * 8, ctx);
+  // The row sums read, their maximum written.
+  NamedKernel max_seqlen =
+      memory_bound_kernel("attn_unpad_max_seqlen", (ctx.batch + 1) * kSeqlenBytes, ctx);
   max_seqlen.host_sync = true;
   max_seqlen.ends_fusion = true;
   draft.forward(std::move(max_seqlen));
