@@ -521,6 +521,8 @@ class Fsdp2Step final : private UnitHooks {
   void cast_float8_shards(std::size_t u, std::int64_t group) {
     const Dtype storage = in_.training.param_storage_dtype;
     const std::int64_t e = dtype_bytes(storage);
+    const std::int64_t fp32 = dtype_bytes(Dtype::kFp32);
+    const std::int64_t fp8 = dtype_bytes(Dtype::kFp8);
     std::size_t i = 0;
     for (const std::int64_t numel : float8_[u].numels) {
       const std::int64_t shard = (numel + group - 1) / group;
@@ -533,10 +535,12 @@ class Fsdp2Step final : private UnitHooks {
         s_.copy(name + ".amax_to_scale", copy_in_, Bytes(2 * kFloat8ScaleBytes), phase(), g(u));
       }
       if (storage != Dtype::kFp32)
-        s_.copy(name + ".to_fp32", copy_in_, Bytes((e + 4) * shard), phase(), g(u));
-      s_.copy(name + ".scale", copy_in_, Bytes(8 * shard + kFloat8ScaleBytes), phase(), g(u));
-      s_.copy(name + ".clamp", copy_in_, Bytes(8 * shard), phase(), g(u));
-      s_.copy(name + ".to_float8", copy_in_, Bytes(5 * shard), phase(), g(u));
+        s_.copy(name + ".to_fp32", copy_in_, Bytes((e + fp32) * shard), phase(), g(u));
+      // Each pass reads its input and writes its output.
+      s_.copy(name + ".scale", copy_in_, Bytes(2 * fp32 * shard + kFloat8ScaleBytes), phase(),
+              g(u));
+      s_.copy(name + ".clamp", copy_in_, Bytes(2 * fp32 * shard), phase(), g(u));
+      s_.copy(name + ".to_float8", copy_in_, Bytes((fp32 + fp8) * shard), phase(), g(u));
     }
   }
 
