@@ -3,9 +3,13 @@
 // polls; it then finishes what must be finished (sweep writes the rows done so far, report
 // removes its scratch folder) and exits 128 + the signal's number, as a shell reports it. A
 // second signal ends the process at once, as without the guard (what runs too long to poll the
-// flag can still be stopped). A signal the process was started ignoring (nohup, a shell's
+// flag can still be stopped), unless it is the first one delivered again: the same signal from
+// the same kill() sender within a second, as timeout(1) sends it to its child and then to the
+// child's process group. A signal the process was started ignoring (nohup, a shell's
 // background job) stays ignored.
 #pragma once
+
+#include <signal.h>
 
 #include <atomic>
 
@@ -24,8 +28,8 @@ class InterruptGuard {
   static int exit_code();
 
  private:
-  void (*previous_int_)(int);
-  void (*previous_term_)(int);
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
 };
 
 }  // namespace fsdpsim::app

@@ -902,10 +902,11 @@ TEST(SweepCommand, SigintWritesTheFinishedRowsAndExits130) {
           " --grid fsdp.max_inflight_all_gathers=1,2,3,4,5,6,7,8,9,10"
           " --grid training.activation_checkpointing=full,none --out " +
           csv.string() + " --md " + md.string(),
-      // 6 s: well inside the sweep's ~30 s of CPU (2,400 points, one at a time by default), with
-      // room for a loaded machine (a build beside the tests) to start the process and plan the
-      // grid before the signal comes: at 3 s, one such run failed.
-      "timeout --preserve-status -s INT 6 ");
+      // 3 s: well inside the sweep's ~30 s of CPU (2,400 points, one at a time by default), with
+      // room for a loaded machine to start the process. timeout(1) signals the sweep twice (it,
+      // then its process group): under load that once ended the sweep as a second Ctrl-C would,
+      // before InterruptGuard took a repeat from the same sender for the same request.
+      "timeout --preserve-status -s INT 3 ");
   ASSERT_EQ(o.exit_code, 130) << o.output;
   ASSERT_TRUE(fs::exists(csv)) << o.output;
   const SweepTable t = table_from_csv(read_file(csv), csv.string());
