@@ -180,14 +180,16 @@ void parse_custom(JsonObjectReader& r, models::TransformerSpec& s) {
   }
 }
 
+// `default_name`: the model's name when the JSON gives none (a preset's file stem, "inline" for
+// a model described in the scenario itself).
 models::TransformerSpec parse_spec(const nlohmann::json& value, const std::string& file,
-                                   const std::string& path) {
+                                   const std::string& path, const std::string& default_name) {
   JsonObjectReader r(value, file, path);
   r.schema_version(kModelPresetSchemaVersion, /*required=*/false);
   (void)r.string("source", "");  // for the reader, as a scenario's description is: text
   (void)r.string("description", "");
   models::TransformerSpec s;
-  s.name = r.name("name", "custom");
+  s.name = r.name("name", default_name);
   const std::string family = r.choice("family", {"gpt", "mpt", "llama", "t5", "custom"});
   s.family = family == "gpt"     ? models::ModelFamily::kGpt
              : family == "mpt"   ? models::ModelFamily::kMpt
@@ -216,7 +218,8 @@ models::TransformerSpec model_from_json(const nlohmann::json& value,
   if (value.is_string()) {
     const auto preset_file = presets.resolve("models", value.get<std::string>(), file, path);
     return parse_preset("models", file, path, [&] {
-      return parse_spec(read_json_file(preset_file), preset_file.string(), "");
+      return parse_spec(read_json_file(preset_file), preset_file.string(), "",
+                        preset_file.stem().string());
     });
   }
   if (value.is_object() && value.contains("preset")) {
@@ -230,7 +233,8 @@ models::TransformerSpec model_from_json(const nlohmann::json& value,
         presets.resolve("models", reference.get<std::string>(), file, path + "/preset");
     nlohmann::json merged = parse_preset("models", file, path + "/preset", [&] {
       nlohmann::json preset = read_json_file(preset_file);
-      parse_spec(preset, preset_file.string(), "");  // the preset alone must be valid
+      // The preset alone must be valid.
+      parse_spec(preset, preset_file.string(), "", preset_file.stem().string());
       return preset;
     });
     for (const auto& [key, v] : value.items()) {
@@ -245,9 +249,9 @@ models::TransformerSpec model_from_json(const nlohmann::json& value,
       }
       if (key != "preset") merged[key] = v;
     }
-    return parse_spec(merged, file.string(), path);
+    return parse_spec(merged, file.string(), path, preset_file.stem().string());
   }
-  return parse_spec(value, file.string(), path);
+  return parse_spec(value, file.string(), path, "inline");
 }
 
 }  // namespace fsdpsim::app
