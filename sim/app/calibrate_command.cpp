@@ -237,12 +237,17 @@ std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
 }
 
 int fit_command(const CalibrateOptions& o) {
-  const calibrate::CalibrationProfile profile = read_profile(o.profile);
+  // A name (configs/calibration/NAME.json) or a path, as hardware.calibration and validate's
+  // --calibration take it; a relative path is the working directory's.
+  const std::string file = PresetLocator{default_configs_dir(o.configs_dir)}
+                               .resolve("calibration", o.profile, "calibrate fit", "")
+                               .string();
+  const calibrate::CalibrationProfile profile = read_profile(file);
   calibrate::ProfileFit fit;
   try {
     fit = calibrate::fit_profile(profile, profile.name);
   } catch (const calibrate::InputError& e) {
-    throw ConfigError(o.profile, "", e.what());
+    throw ConfigError(file, "", e.what());
   }
   std::string out;
   out += fmt::format(
@@ -303,7 +308,7 @@ int fit_command(const CalibrateOptions& o) {
     out += fmt::format(", median slowdown under NCCL x{:.3f}", *fit.gemm_slowdown_under_nccl);
   out += "\n";
   // The profile and the --against preset are inputs the fit must not overwrite.
-  std::set<std::filesystem::path> inputs{o.profile};
+  std::set<std::filesystem::path> inputs{file};
   if (!o.against.empty()) {
     out += gemms_against_preset(profile, o.against, o.configs_dir,
                                 fit.rank_speeds && fit.rank_speeds->sustained
@@ -388,7 +393,7 @@ int fit_command(const CalibrateOptions& o) {
   }
   // The text after the file is written: a refused output prints nothing but its error.
   if (!o.fit_output.empty())
-    write_output(o.fit_output, fit_to_json(fit, o.profile).dump(2) + "\n",
+    write_output(o.fit_output, fit_to_json(fit, file).dump(2) + "\n",
                  {inputs.begin(), inputs.end()});
   if (!writes_stdout(o.fit_output)) std::cout << out;
   return 0;
@@ -575,7 +580,10 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
       cal->add_subcommand("fit",
                           "Fit a calibration profile into the cost models' curves and report the "
                           "fit error");
-  fit->add_option("profile", o.profile, "Calibration profile JSON")->required()->check(non_empty());
+  fit->add_option("profile", o.profile,
+                  "Calibration profile: a name (configs/calibration/NAME.json) or a path")
+      ->required()
+      ->check(non_empty());
   fit->add_option("--against", o.against,
                   "Compare the measured GEMMs with this hardware preset's model (a name or path)")
       ->type_name("PRESET")

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "calibrate/profile.hpp"
 #include "hardware/collective_cost.hpp"
 #include "hardware/rank_pacing.hpp"
 #include "sim/app/config_error.hpp"
@@ -945,24 +946,41 @@ std::string sustained_fraction_use(const hardware::CalibratedCurves& curves,
 
 }  // namespace
 
+namespace {
+
+// The collective curves a profile holds, as "all_reduce on 8 ranks (8 per node), ...", or "none".
+std::string collective_curves_text(const hardware::CalibratedCurves& curves) {
+  std::vector<std::string> shown;
+  for (const auto& [key, curve] : curves.collectives()) {
+    const std::string one =
+        fmt::format("{} on {} ranks ({} per node)", calibrate::collective_name(key.op), key.ranks,
+                    key.ranks_per_node);
+    if (std::find(shown.begin(), shown.end(), one) == shown.end()) shown.push_back(one);
+  }
+  return shown.empty() ? std::string("none") : fmt::format("{}", fmt::join(shown, ", "));
+}
+
+}  // namespace
+
 std::string calibration_usage_line(const hardware::ClusterSpec& cluster) {
   const hardware::CalibratedCurves& curves = *cluster.gpu.calibration;
   const hardware::CalibrationCounts n = curves.usage().counts();
   const std::string speeds = rank_speed_use(curves, cluster);
   const std::string sustained = sustained_fraction_use(curves, cluster);
   return fmt::format(
-      "costs      {} collectives and {} GEMMs from calibration {}, the rest from the fallback "
-      "model "
-      "({} collectives, {} GEMMs priced over the warm-up and the measured step); "
+      "costs      of the {} collectives and {} GEMMs priced over the warm-up and the measured "
+      "step, {} and {} from calibration {}, the rest from the fallback model; "
       "cudaMalloc/cudaFree from {}{}{}{}{}",
-      n.collectives_calibrated, n.gemms_calibrated, curves.name(),
       n.collectives_calibrated + n.collectives_fallback, n.gemms_calibrated + n.gemms_fallback,
+      n.collectives_calibrated, n.gemms_calibrated, curves.name(),
       curves.allocation_costs() ? "the calibration" : "the hardware preset",
       n.collectives_calibrated == 0 && n.collectives_fallback > 0
-          ? "\n           no collective of this step was priced by a measured curve: none has its "
-            "group shape (ranks, ranks per node; the profile's curves do not extend to other "
-            "scales), or its curve stops in the latency regime below its sizes (`calibrate fit` "
-            "names such curves); the model priced them all"
+          ? fmt::format(
+                "\n           no collective of this step was priced by a measured curve: a curve "
+                "serves only its own collective and group shape (ranks, ranks per node), and "
+                "not above its sizes when it stops in the latency regime (`calibrate fit` names "
+                "such curves); the profile's curves: {}",
+                collective_curves_text(curves))
           : "",
       sustained.empty() ? "" : fmt::format("\n           {}", sustained),
       speeds.empty() ? "" : fmt::format("\n           {}", speeds),

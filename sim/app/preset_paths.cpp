@@ -22,8 +22,18 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
     std::error_code ec;  // a name the file system refuses (too long) is a file that is not there
     const fs::file_status status = fs::status(p, ec);
     if (!fs::exists(status)) {
-      throw ConfigError(from_file.string(), json_path,
-                        fmt::format("{} file \"{}\" not found", kind, p.string()));
+      // A path that exists from the working directory was most likely meant from there.
+      const bool relative_to_file =
+          !fs::path(reference).is_absolute() && !from_file.parent_path().empty();
+      throw ConfigError(
+          from_file.string(), json_path,
+          fmt::format(
+              "{} file \"{}\" not found{}", kind, p.string(),
+              relative_to_file
+                  ? fmt::format(" (a relative path is read from the folder of {}, {}; "
+                                "give an absolute path for another)",
+                                from_file.filename().string(), from_file.parent_path().string())
+                  : ""));
     }
     if (!fs::is_regular_file(status)) {
       throw ConfigError(from_file.string(), json_path,

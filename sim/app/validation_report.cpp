@@ -249,11 +249,12 @@ std::string calibration_coverage(const std::vector<ValidationOutcome>& outcomes)
                        ids.size() > kNamed ? fmt::format(" and {} more", ids.size() - kNamed) : "");
   };
   const std::string out = fmt::format(
-      "Of the {} rows, the model priced every collective of {}{} and every GEMM of {}", rows,
-      which(no_collective),
+      "Of the {} rows, those whose every collective the fallback model priced: {}{}; those whose "
+      "every GEMM it priced: {}",
+      rows, which(no_collective),
       no_collective.empty() ? ""
-                            : " (the profile has no curve of their group shapes, or its curves "
-                              "stop below their sizes)",
+                            : " (the profile has no curve of their collectives and group shapes, "
+                              "or its curves stop below their sizes)",
       which(no_gemm));
   return out + " (each row's counts: `calibration` in the JSON's cases).";
 }

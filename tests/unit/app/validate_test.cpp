@@ -1557,11 +1557,12 @@ TEST(Validate, EachRowSaysWhatTheCalibrationPriced) {
   EXPECT_GT(one_node, 0U);
   EXPECT_GT(across_nodes, 0U);
   const std::string text = test_support::read_file(md);
-  EXPECT_NE(text.find(fmt::format("Of the {} rows, the model priced every collective of {} (`",
+  EXPECT_NE(text.find(fmt::format("Of the {} rows, those whose every collective the fallback "
+                                  "model priced: {} (`",
                                   one_node + across_nodes, across_nodes)),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("and every GEMM of all"), std::string::npos) << text;
+  EXPECT_NE(text.find("; those whose every GEMM it priced: all"), std::string::npos) << text;
   EXPECT_NE(text.find("pairs compare a row whose collectives the calibration profile priced with "
                       "one whose collectives the model priced"),
             std::string::npos)

@@ -1,5 +1,6 @@
 // `fsdpsim calibrate ...` and `fsdpsim run` with a profile, as a user runs them: output, exit codes
 // (0 ok, 2 bad input naming file and line or JSON path), files written.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -395,8 +396,8 @@ TEST(CalibrateCli, RunSaysWhichCostsCameFromTheProfile) {
   const Outcome o =
       run_fsdpsim("run " + scenario_file().string() + " --set hardware.calibration=a100-sxm-80gb");
   EXPECT_EQ(o.exit_code, 0) << o.output;
-  EXPECT_NE(o.output.find(" collectives and 0 GEMMs from calibration a100-sxm-80gb, the rest from "
-                          "the fallback model"),
+  EXPECT_NE(o.output.find(" and 0 from calibration a100-sxm-80gb, the rest from the fallback "
+                          "model"),
             std::string::npos)
       << o.output;
   EXPECT_EQ(o.output.find("incomplete"), std::string::npos) << o.output;
@@ -422,7 +423,7 @@ TEST(CalibrateCli, RunSaysWhichCostsCameFromTheProfile) {
   const Outcome relative = run_fsdpsim(
       "run " + scenario_file().string() + " --set hardware.calibration=beside_scenario.json",
       "cd / && ");
-  EXPECT_NE(relative.output.find(" GEMMs from calibration " + beside.string() + ", the rest"),
+  EXPECT_NE(relative.output.find(" from calibration " + beside.string() + ", the rest"),
             std::string::npos)
       << relative.output;
   const Outcome bad =
@@ -431,6 +432,29 @@ TEST(CalibrateCli, RunSaysWhichCostsCameFromTheProfile) {
   EXPECT_NE(bad.output.find("/hardware/calibration: unknown calibration profile \"a100-sxm-80g\""),
             std::string::npos)
       << bad.output;
+  // A relative path that is not beside the scenario: the message says where it was looked for.
+  const Outcome elsewhere = run_fsdpsim("run " + scenario_file().string() +
+                                        " --set hardware.calibration=other/profile.json");
+  EXPECT_EQ(elsewhere.exit_code, 2);
+  EXPECT_NE(elsewhere.output.find(fmt::format(
+                "not found (a relative path is read from the folder of {}, {}; give an absolute "
+                "path for another)",
+                scenario_file().filename().string(), scenario_file().parent_path().string())),
+            std::string::npos)
+      << elsewhere.output;
+}
+
+// `calibrate fit` takes a profile's name as the scenario's hardware.calibration does.
+TEST(CalibrateCli, FitTakesAProfileByName) {
+  const Outcome by_name = run_fsdpsim("calibrate fit a100-sxm-80gb");
+  EXPECT_EQ(by_name.exit_code, 0) << by_name.output;
+  EXPECT_EQ(by_name.output.rfind("profile a100-sxm-80gb ", 0), 0U) << by_name.output;
+  const Outcome typo = run_fsdpsim("calibrate fit a100-sxm-80g");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.output.find("calibrate fit: unknown calibration profile \"a100-sxm-80g\" (did you "
+                             "mean a100-sxm-80gb?)"),
+            std::string::npos)
+      << typo.output;
 }
 
 }  // namespace

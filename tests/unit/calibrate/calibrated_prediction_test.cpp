@@ -162,10 +162,11 @@ TEST_F(CalibratedPrediction, TheStepSpendsLongerInCollectivesAndSaysWhy) {
   EXPECT_EQ(n.gemms_calibrated, 0);
   EXPECT_GT(n.gemms_fallback, 0);
   const std::string summary = summary_text(calibrated_, calibrated_out_);
-  std::string line = "costs      ";
-  line += std::to_string(n.collectives_calibrated);
-  line +=
-      " collectives and 0 GEMMs from calibration a100-sxm-80gb, the rest from the fallback model";
+  const std::string line = fmt::format(
+      "costs      of the {} collectives and {} GEMMs priced over the warm-up and the "
+      "measured step, {} and 0 from calibration a100-sxm-80gb, the rest from the "
+      "fallback model",
+      n.collectives_calibrated, n.gemms_fallback, n.collectives_calibrated);
   EXPECT_NE(summary.find(line), std::string::npos) << summary;
   EXPECT_EQ(summary.find("no collective of this step has a measured curve"), std::string::npos);
   EXPECT_EQ(summary_text(fallback_, fallback_out_).find("costs "), std::string::npos);
@@ -177,11 +178,15 @@ TEST_F(CalibratedPrediction, TheStepSpendsLongerInCollectivesAndSaysWhy) {
       PresetLocator{FSDPSIM_CONFIGS_DIR});
   const std::string elsewhere =
       summary_text(two_nodes, simulate_scenario(two_nodes, /*record_memory=*/false));
-  EXPECT_NE(elsewhere.find("costs      0 collectives"), std::string::npos) << elsewhere;
-  EXPECT_NE(
-      elsewhere.find(
-          "no collective of this step was priced by a measured curve: none has its group shape"),
-      std::string::npos)
+  EXPECT_NE(elsewhere.find(" measured step, 0 and 0 from calibration"), std::string::npos)
+      << elsewhere;
+  // It names the curves the profile has, for the reader to set beside the step's groups.
+  EXPECT_NE(elsewhere.find("no collective of this step was priced by a measured curve: a curve "
+                           "serves only its own collective and group shape"),
+            std::string::npos)
+      << elsewhere;
+  EXPECT_NE(elsewhere.find("the profile's curves: all_gather on 8 ranks (8 per node)"),
+            std::string::npos)
       << elsewhere;
   const nlohmann::json j = result_to_json(calibrated_, calibrated_out_);
   EXPECT_EQ(j.at("calibration").at("profile"), "a100-sxm-80gb");
