@@ -232,12 +232,8 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
   (void)r.string("description", "");  // for the reader, as a scenario's is: text
   hardware::ClusterSpec c;
   c.gpu.name = r.name("name", "custom");
-  const nlohmann::json* gpu = r.child("gpu");
-  const nlohmann::json* node = r.child("node");
-  if (gpu == nullptr) throw ConfigError(file, path + "/gpu", "required key is missing");
-  if (node == nullptr) throw ConfigError(file, path + "/node", "required key is missing");
-  parse_gpu(*gpu, file, path + "/gpu", c.gpu);
-  parse_node(*node, file, path + "/node", c);
+  parse_gpu(r.require("gpu"), file, path + "/gpu", c.gpu);
+  parse_node(r.require("node"), file, path + "/node", c);
   c.nodes = static_cast<std::int32_t>(nodes);
   if (nodes * c.gpus_per_node > hardware::kMaxWorldSize) {
     throw ConfigError(

@@ -155,7 +155,17 @@ void JsonObjectReader::fail(const std::string& key, const std::string& message) 
 const nlohmann::json& JsonObjectReader::require(const std::string& key) {
   read_.insert(key);
   const auto it = object_.find(key);
-  if (it == object_.end()) fail(key, "required key is missing");
+  if (it == object_.end()) {
+    // A key of the object that is a typo of the one required says more than its absence.
+    constexpr std::size_t kLongestKeyCompared = 80;  // as finish(): no key of ours is longer
+    for (const auto& [other, value] : object_.items()) {
+      if (other.size() <= kLongestKeyCompared && !did_you_mean(other, {key}).empty()) {
+        fail(key,
+             fmt::format("required key is missing; found \"{}\": did you mean {}?", other, key));
+      }
+    }
+    fail(key, "required key is missing");
+  }
   return *it;
 }
 

@@ -77,6 +77,9 @@ class JsonObjectReader {
                      const std::string& fallback);
   // The raw value, marked as read; nullptr if absent.
   const nlohmann::json* child(const std::string& key);
+  // The raw value of a required key, marked as read; throws ConfigError when it is absent (naming
+  // a key of the object that looks like a typo of it).
+  const nlohmann::json& require(const std::string& key);
   // Marks keys as known without reading them (documentation fields).
   void ignore(const std::string& key);
   // "schema_version", which must be the integer `supported` when present; a scenario requires
@@ -88,7 +91,6 @@ class JsonObjectReader {
   void finish(const std::vector<std::string>& also_known = {}) const;
 
  private:
-  const nlohmann::json& require(const std::string& key);
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
 
   const nlohmann::json& object_;

@@ -102,14 +102,9 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                                         : parallelism_name == "deepspeed_zero3"
                                             ? fsdp::Parallelism::kDeepSpeedZero3
                                             : fsdp::Parallelism::kFsdp;
-  const nlohmann::json* model = r.child("model");
-  if (model == nullptr) throw ConfigError(f, "/model", "required key is missing");
-  s.model = model_from_json(*model, file, "/model", presets);
-  const nlohmann::json* hardware = r.child("hardware");
-  if (hardware == nullptr) throw ConfigError(f, "/hardware", "required key is missing");
-  s.hardware = hardware_from_json(*hardware, file, "/hardware", presets);
-  const nlohmann::json* training = r.child("training");
-  if (training == nullptr) throw ConfigError(f, "/training", "required key is missing");
+  s.model = model_from_json(r.require("model"), file, "/model", presets);
+  s.hardware = hardware_from_json(r.require("hardware"), file, "/hardware", presets);
+  const nlohmann::json* training = &r.require("training");
   s.training = training_from_json(*training, f, parallelism);
   s.fsdp = parallel_config_from_json(r.child("fsdp"), r.child("ddp"), r.child("deepspeed"), f,
                                      parallelism, s.hardware.cluster);

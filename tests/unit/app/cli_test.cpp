@@ -857,6 +857,10 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"training", {{"global_batch", 100}}}},
                  "not a multiple of micro_batch"},
         BadInput{"missing_section", {{"training", nullptr}}, "/training: required key is missing"},
+        // A misspelt required key is named as the likely typo, not only as a missing key.
+        BadInput{"misspelt_section",
+                 {{"training", nullptr}, {"trainig", {{"global_batch", 8}}}},
+                 "/training: required key is missing; found \"trainig\": did you mean training?"},
         BadInput{"bad_efficiency",
                  {{"hardware", {{"gpu", {{"gemm_efficiency", 1.5}}}}}},
                  "/hardware/gpu/gemm_efficiency: expected a number in (0, 1]"},
