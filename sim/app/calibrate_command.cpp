@@ -507,6 +507,20 @@ int import_command(const CalibrateOptions& o) {
   } catch (const calibrate::InputError& e) {
     throw ConfigError(e.what());
   }
+  // A curve prices only its own collective: all_reduce_perf, the log most clusters keep, prices
+  // none of FSDP's per-unit all-gathers and reduce-scatters.
+  const bool per_unit_collectives =
+      std::any_of(profile.collectives.begin(), profile.collectives.end(),
+                  [](const calibrate::CollectiveSeries& s) {
+                    return s.op == hardware::Collective::kAllGather ||
+                           s.op == hardware::Collective::kReduceScatter;
+                  });
+  if (!per_unit_collectives) {
+    notes.push_back(
+        "no all_gather or reduce_scatter log: FSDP's per-unit collectives will be priced by the "
+        "model; all_reduce curves serve DDP, HSDP's replicate all-reduce and small all-reduces "
+        "(run all_gather_perf and reduce_scatter_perf too)");
+  }
   if (const std::string mismatch = device_name_mismatch(profile.device.name, gpu.name);
       !mismatch.empty()) {
     throw ConfigError(fmt::format("--gpu {}: {}", o.gpu, mismatch));

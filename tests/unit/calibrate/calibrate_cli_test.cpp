@@ -218,6 +218,11 @@ TEST(CalibrateCli, ImportWritesAProfileThatFits) {
                   out.string() + " --name lab-a100 --gpu a100-sxm-80gb");
   EXPECT_EQ(o.exit_code, 0) << o.output;
   EXPECT_NE(o.output.find("imported 1 series (20 sizes)"), std::string::npos) << o.output;
+  // An all_reduce log alone prices none of FSDP's per-unit collectives: the import says so.
+  EXPECT_NE(o.output.find("note: no all_gather or reduce_scatter log: FSDP's per-unit "
+                          "collectives will be priced by the model"),
+            std::string::npos)
+      << o.output;
   EXPECT_NE(o.output.find("note: the logs ran on NVIDIA A100-SXM4-80GB; its SMs (108) and memory "
                           "(79.3 GiB) are the hardware preset a100-sxm-80gb's (--gpu)"),
             std::string::npos)
