@@ -130,17 +130,25 @@ int plan_command(const CalibrateOptions& o) {
       scenario.fsdp.shard_group_size > 0 ? scenario.fsdp.shard_group_size : c.gpus_per_node;
   std::string plan_command_line = "fsdpsim calibrate plan " + shell_word(o.scenario);
   for (const std::string& set : o.overrides) plan_command_line += " --set " + shell_word(set);
-  text += fmt::format("\nmeasure them with: {} -o plan.txt && {}\n", plan_command_line,
-                      c.nodes > 1
-                          ? fmt::format("fsdpsim-calibrate --plan plan.txt --rendezvous DIR -o "
-                                        "profile.json on each of the {} nodes, one process per "
-                                        "GPU under torchrun or srun (README, \"Several nodes\")",
-                                        c.nodes)
-                          : std::string("fsdpsim-calibrate --plan plan.txt -o profile.json"));
+  // The plan file this command writes, or the name the hint gives it.
+  const std::string plan_file = !o.plan_output.empty() && !writes_own_stream(o.plan_output)
+                                    ? shell_word(o.plan_output)
+                                    : std::string("plan.txt");
+  text += fmt::format(
+      "\nmeasure them with: {}{}\n",
+      o.plan_output.empty() || writes_own_stream(o.plan_output)
+          ? fmt::format("{} -o {} && ", plan_command_line, plan_file)
+          : std::string(),
+      c.nodes > 1 ? fmt::format("fsdpsim-calibrate --plan {} --rendezvous DIR -o profile.json on "
+                                "each of the {} nodes, one process per GPU under torchrun or srun "
+                                "(README, \"Several nodes\")",
+                                plan_file, c.nodes)
+                  : fmt::format("fsdpsim-calibrate --plan {} -o profile.json", plan_file));
   // The text after the file is written: a refused output prints nothing but its error.
   if (!o.plan_output.empty()) {
     std::string plan =
-        fmt::format("# fsdpsim calibration plan v1: scenario {} ({})\n", scenario.name, o.scenario);
+        fmt::format("# fsdpsim calibration plan v1: scenario {} ({})\n# planned by: {}\n",
+                    scenario.name, o.scenario, plan_command_line);
     plan +=
         "# shard_group F | gemm DTYPE M N K BATCH COUNT | collective OP RANKS RANKS_PER_NODE BYTES "
         "COUNT\n";
@@ -199,8 +207,10 @@ std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
       preset);
   for (const std::string& problem : {calibration_device_mismatch(profile.device, gpu),
                                      calibration_beyond_hardware(profile, cluster)}) {
-    // A scenario on this preset would refuse the profile for it.
-    if (!problem.empty()) out += fmt::format("  note: {}\n", problem);
+    if (!problem.empty()) {
+      out +=
+          fmt::format("  note: a scenario on {} would refuse this profile: {}\n", preset, problem);
+    }
   }
   for (const auto& [dtype, count] : not_compared) {
     out += fmt::format("  note: {} {} GEMM(s) not compared: {} has no {} peak\n", count,

@@ -296,6 +296,20 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
     EXPECT_EQ(typo_code, 2) << typo_out;
     EXPECT_NE(typo_out.find(message), std::string::npos) << typo_out;
   }
+  // A GPU named by its model alone is skipped with the one preset of that model as a hint.
+  {
+    const fs::path short_name = test_support::temp_dir("validate") / "gpu_model_only.csv";
+    std::string text = test_support::read_file(kData + "small_cases.csv");
+    const std::size_t at = text.find(",a100-sxm-80gb,");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 15, ",h200,");
+    std::ofstream(short_name) << text;
+    const auto [short_code, short_out] = run_fsdpsim("validate " + short_name.string());
+    EXPECT_NE(short_out.find("column gpu: GPU \"h200\" has no hardware preset (did you mean "
+                             "\"h200-sxm-141gb\"?)"),
+              std::string::npos)
+        << short_out;
+  }
 }
 
 // Every row's cells are checked: a row that --where leaves out or that is skipped (no GPU

@@ -105,7 +105,8 @@ TEST(CalibrateCli, FitAgainstAPresetPoolsEveryDtypeInALastRow) {
       run_fsdpsim("calibrate fit " + std::string(FSDPSIM_CONFIGS_DIR) +
                   "/calibration/h200-sxm-141gb-measured.json --against a100-sxm-80gb");
   EXPECT_EQ(a100.exit_code, 0) << a100.output;
-  EXPECT_NE(a100.output.find("note: the profile was measured on NVIDIA H200 (132 SMs"),
+  EXPECT_NE(a100.output.find("note: a scenario on a100-sxm-80gb would refuse this profile: the "
+                             "profile was measured on NVIDIA H200 (132 SMs"),
             std::string::npos)
       << a100.output;
   EXPECT_NE(a100.output.find("note: 27 fp8 GEMM(s) not compared: a100-sxm-80gb has no fp8 peak"),
@@ -369,12 +370,25 @@ TEST(CalibrateCli, PlanListsTheScenariosShapesAndWritesAHarnessPlan) {
   text << in.rdbuf();
   EXPECT_NE(text.str().find("\ngemm bf16 "), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("\ncollective all_gather 8 8 "), std::string::npos) << text.str();
-  // The command it suggests plans the same scenario: with the --set options, shell-quoted.
-  EXPECT_NE(o.output.find("measure them with: fsdpsim calibrate plan " + scenario_file().string() +
-                          " --set hardware.calibration=a100-sxm-80gb -o plan.txt && "
-                          "fsdpsim-calibrate --plan plan.txt -o profile.json\n"),
+  // The plan written names the file the harness reads; the plan says how it was planned.
+  EXPECT_NE(o.output.find("measure them with: fsdpsim-calibrate --plan " + plan.string() +
+                          " -o profile.json\n"),
             std::string::npos)
       << o.output;
+  EXPECT_NE(text.str().find("\n# planned by: fsdpsim calibrate plan " + scenario_file().string() +
+                            " --set hardware.calibration=a100-sxm-80gb\n"),
+            std::string::npos)
+      << text.str();
+  // Without -o, the command it suggests plans the same scenario: with the --set options,
+  // shell-quoted.
+  const Outcome shown = run_fsdpsim("calibrate plan " + scenario_file().string() +
+                                    " --set hardware.calibration=a100-sxm-80gb");
+  EXPECT_NE(
+      shown.output.find("measure them with: fsdpsim calibrate plan " + scenario_file().string() +
+                        " --set hardware.calibration=a100-sxm-80gb -o plan.txt && "
+                        "fsdpsim-calibrate --plan plan.txt -o profile.json\n"),
+      std::string::npos)
+      << shown.output;
   // A custom model's GEMM work has no shape: the plan lists none the harness would refuse.
   const fs::path custom_plan = temp_dir() / "custom_plan.txt";
   const Outcome custom = run_fsdpsim(
