@@ -369,10 +369,20 @@ int fit_command(const CalibrateOptions& o) {
   if (m.device_copy || m.h2d_pinned || m.d2h_pinned || m.kernel_launch) {
     out += "\nmemory (not used by the cost models directly; set the matching scenario keys):\n";
     if (m.device_copy) {
-      out += fmt::format(
-          "  device copy {:.0f} GB/s (read + write): hardware.gpu.memory_efficiency = this / "
-          "hardware.gpu.hbm_bandwidth_GBps\n",
-          m.device_copy->value() / 1e9);
+      out +=
+          fmt::format("  device copy {:.0f} GB/s (read + write): ", m.device_copy->value() / 1e9);
+      if (o.against.empty()) {
+        out +=
+            "hardware.gpu.memory_efficiency = this / hardware.gpu.hbm_bandwidth_GBps (with "
+            "--against PRESET: the value)\n";
+      } else {
+        PresetLocator presets{default_configs_dir(o.configs_dir)};
+        const BytesPerSec hbm = hardware_from_json(nlohmann::json{{"preset", o.against}},
+                                                   "--against", "/hardware", presets)
+                                    .cluster.gpu.hbm_bandwidth;
+        out += fmt::format("--set hardware.gpu.memory_efficiency={:.3f} (over {}'s {:.0f} GB/s)\n",
+                           m.device_copy->value() / hbm.value(), o.against, hbm.value() / 1e9);
+      }
     }
     if (m.h2d_pinned || m.d2h_pinned) {
       const double slower = std::min(m.h2d_pinned.value_or(BytesPerSec(1e30)).value(),
