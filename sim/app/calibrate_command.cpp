@@ -131,14 +131,11 @@ int plan_command(const CalibrateOptions& o) {
   std::string plan_command_line = "fsdpsim calibrate plan " + shell_word(o.scenario);
   for (const std::string& set : o.overrides) plan_command_line += " --set " + shell_word(set);
   // The plan file this command writes, or the name the hint gives it.
-  const std::string plan_file = !o.plan_output.empty() && !writes_own_stream(o.plan_output)
-                                    ? shell_word(o.plan_output)
-                                    : std::string("plan.txt");
+  const bool writes_plan_file = !o.plan_output.empty() && !writes_own_stream(o.plan_output);
+  const std::string plan_file = writes_plan_file ? shell_word(o.plan_output) : "plan.txt";
   text += fmt::format(
       "\nmeasure them with: {}{}\n",
-      o.plan_output.empty() || writes_own_stream(o.plan_output)
-          ? fmt::format("{} -o {} && ", plan_command_line, plan_file)
-          : std::string(),
+      writes_plan_file ? std::string() : fmt::format("{} -o {} && ", plan_command_line, plan_file),
       c.nodes > 1 ? fmt::format("fsdpsim-calibrate --plan {} --rendezvous DIR -o profile.json on "
                                 "each of the {} nodes, one process per GPU under torchrun or srun "
                                 "(README, \"Several nodes\")",
@@ -179,14 +176,8 @@ std::string percent(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
 // calibration. `sustained`: the share of its short GEMM rate rank 0 kept under load, when the
 // profile measured it, set next to that preset fraction.
 std::string gemms_against_preset(const calibrate::CalibrationProfile& profile,
-                                 const std::string& preset, const std::string& configs_dir,
-                                 std::optional<double> sustained,
-                                 std::set<std::filesystem::path>& inputs) {
-  PresetLocator presets{default_configs_dir(configs_dir)};
-  presets.files_resolved = &inputs;
-  const hardware::ClusterSpec cluster =
-      hardware_from_json(nlohmann::json{{"preset", preset}}, "--against", "/hardware", presets)
-          .cluster;
+                                 const std::string& preset, const hardware::ClusterSpec& cluster,
+                                 std::optional<double> sustained) {
   hardware::GpuSpec gpu = cluster.gpu;
   gpu.calibration = nullptr;
   const double preset_sustained = gpu.sustained_compute_fraction;
@@ -319,12 +310,17 @@ int fit_command(const CalibrateOptions& o) {
   out += "\n";
   // The profile and the --against preset are inputs the fit must not overwrite.
   std::set<std::filesystem::path> inputs{file};
+  std::optional<hardware::ClusterSpec> against;
   if (!o.against.empty()) {
-    out += gemms_against_preset(profile, o.against, o.configs_dir,
+    PresetLocator presets{default_configs_dir(o.configs_dir)};
+    presets.files_resolved = &inputs;
+    against =
+        hardware_from_json(nlohmann::json{{"preset", o.against}}, "--against", "/hardware", presets)
+            .cluster;
+    out += gemms_against_preset(profile, o.against, *against,
                                 fit.rank_speeds && fit.rank_speeds->sustained
                                     ? std::optional<double>(fit.rank_speeds->sustained->rank0)
-                                    : std::nullopt,
-                                inputs);
+                                    : std::nullopt);
   } else {
     out +=
         "  (not checked against a GPU: `--against PRESET` compares the GEMMs with its model and "
@@ -371,15 +367,12 @@ int fit_command(const CalibrateOptions& o) {
     if (m.device_copy) {
       out +=
           fmt::format("  device copy {:.0f} GB/s (read + write): ", m.device_copy->value() / 1e9);
-      if (o.against.empty()) {
+      if (!against) {
         out +=
             "hardware.gpu.memory_efficiency = this / hardware.gpu.hbm_bandwidth_GBps (with "
             "--against PRESET: the value)\n";
       } else {
-        PresetLocator presets{default_configs_dir(o.configs_dir)};
-        const BytesPerSec hbm = hardware_from_json(nlohmann::json{{"preset", o.against}},
-                                                   "--against", "/hardware", presets)
-                                    .cluster.gpu.hbm_bandwidth;
+        const BytesPerSec hbm = against->gpu.hbm_bandwidth;
         out += fmt::format("--set hardware.gpu.memory_efficiency={:.3f} (over {}'s {:.0f} GB/s)\n",
                            m.device_copy->value() / hbm.value(), o.against, hbm.value() / 1e9);
       }
