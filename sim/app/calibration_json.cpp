@@ -944,10 +944,6 @@ std::string sustained_fraction_use(const hardware::CalibratedCurves& curves,
       cluster.gpu.sustained_compute_fraction);
 }
 
-}  // namespace
-
-namespace {
-
 // The collective curves a profile holds, as "all_reduce on 8 ranks (8 per node), ...", or "none".
 std::string collective_curves_text(const hardware::CalibratedCurves& curves) {
   std::vector<std::string> shown;

@@ -22,7 +22,8 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
     std::error_code ec;  // a name the file system refuses (too long) is a file that is not there
     const fs::file_status status = fs::status(p, ec);
     if (!fs::exists(status)) {
-      // A path that exists from the working directory was most likely meant from there.
+      // A relative path is the referring file's folder's: one meant from the working directory
+      // fails here, and the message says where it looked.
       const bool relative_to_file =
           !fs::path(reference).is_absolute() && !from_file.parent_path().empty();
       throw ConfigError(
