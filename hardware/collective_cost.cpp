@@ -40,10 +40,10 @@
 // configs/hardware/*.json "sources"). Left out: NCCL raises intraLat of a ring across nodes to
 // its per-step network overhead (getNetOverhead: 1 us on Intel hosts, 2 on AMD, against LL128's
 // 1.9) and adds the network plugin's reported latency to interLat (graph->latencyInter: 0 for
-// NCCL's own IB and socket transports, src/transport/net_ib/init.cc and net_socket.cc). A ring with
-// one rank per node (hybrid sharding's replicate group) pays the tree's network hop latency at each
-// step instead (NCCL
-// >= 2.23.4: "With ppn=1 latencies are fully exposed, use the Tree network latency").
+// NCCL's own IB and socket transports, src/transport/net_ib/init.cc and net_socket.cc).
+// A ring with one rank per node (hybrid sharding's replicate group) pays the tree's network hop
+// latency at each step instead (NCCL 2.23.4 and later: "With ppn=1 latencies are fully exposed,
+// use the Tree network latency").
 //
 // All-reduce across nodes may also run NCCL's tree (a double binary tree across nodes, a chain
 // inside each; NCCL 2.4+), and NCCL times both and runs the faster (src/graph/tuning.cc,
