@@ -958,13 +958,16 @@ std::string collective_curves_text(const hardware::CalibratedCurves& curves) {
 
 }  // namespace
 
-std::string calibration_usage_line(const hardware::ClusterSpec& cluster) {
+std::string calibration_usage_line(const hardware::ClusterSpec& cluster, std::size_t label_width) {
   const hardware::CalibratedCurves& curves = *cluster.gpu.calibration;
   const hardware::CalibrationCounts n = curves.usage().counts();
   const std::string speeds = rank_speed_use(curves, cluster);
   const std::string sustained = sustained_fraction_use(curves, cluster);
-  return fmt::format(
-      "costs      of the {} collectives and {} GEMMs priced over the warm-up and the measured "
+  // Every line after the first starts under the first's text.
+  std::string next_line(label_width + 1, ' ');
+  next_line.front() = '\n';
+  const std::string text = fmt::format(
+      "of the {} collectives and {} GEMMs priced over the warm-up and the measured "
       "step, {} and {} from calibration {}, the rest from the fallback model; "
       "cudaMalloc/cudaFree from {}{}{}{}{}",
       n.collectives_calibrated + n.collectives_fallback, n.gemms_calibrated + n.gemms_fallback,
@@ -972,17 +975,18 @@ std::string calibration_usage_line(const hardware::ClusterSpec& cluster) {
       curves.allocation_costs() ? "the calibration" : "the hardware preset",
       n.collectives_calibrated == 0 && n.collectives_fallback > 0
           ? fmt::format(
-                "\n           no collective of this step was priced by a measured curve: a curve "
-                "serves only its own collective and group shape (ranks, ranks per node), and "
-                "not above its sizes when it stops in the latency regime (`calibrate fit` names "
-                "such curves); the profile's curves: {}",
-                collective_curves_text(curves))
+                "{}no collective of this step was priced by a measured curve: a curve serves "
+                "only its own collective and group shape (ranks, ranks per node), and not above "
+                "its sizes when it stops in the latency regime (`calibrate fit` names such "
+                "curves); the profile's curves: {}",
+                next_line, collective_curves_text(curves))
           : "",
-      sustained.empty() ? "" : fmt::format("\n           {}", sustained),
-      speeds.empty() ? "" : fmt::format("\n           {}", speeds),
+      sustained.empty() ? "" : next_line + sustained, speeds.empty() ? "" : next_line + speeds,
       curves.complete() ? ""
-                        : "\n           the profile is incomplete (\"complete\": false): its "
-                          "harness run stopped early, so some shapes may be missing from it");
+                        : next_line +
+                              "the profile is incomplete (\"complete\": false): its harness run "
+                              "stopped early, so some shapes may be missing from it");
+  return fmt::format("{:<{}}{}", "costs", label_width, text);
 }
 
 nlohmann::json calibration_usage_json(const hardware::ClusterSpec& cluster) {

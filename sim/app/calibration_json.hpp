@@ -79,8 +79,11 @@ std::string calibration_beyond_hardware(const calibrate::CalibrationProfile& pro
 // What a simulation priced from the calibration and what from the fallback models (the
 // curves' usage counters): one summary line, and the result JSON's "calibration" object.
 // `cluster` carries the calibration (gpu.calibration set); the line also says what the profile's
-// rank speeds did to its job (hardware::rank_pacing).
-std::string calibration_usage_line(const hardware::ClusterSpec& cluster);
+// rank speeds did to its job (hardware::rank_pacing). The line starts with the label "costs"
+// padded to `label_width`, the column where its text and that of its further lines begin (run's
+// summary: 11, explain's report: 16).
+std::string calibration_usage_line(const hardware::ClusterSpec& cluster,
+                                   std::size_t label_width = 11);
 // (and its JSON: "rank_speeds_measured", and "slowest_ranks" when one of the job's is slower than
 // rank 0, with whether they are simulated as stragglers).
 nlohmann::json calibration_usage_json(const hardware::ClusterSpec& cluster);

@@ -58,6 +58,7 @@ nlohmann::json explanation_json(const Explanation& e) {
       {"status", r.out_of_memory ? "oom" : "ok"},
       {"step_time_s", r.step_time.value()},
       {"diagnosis", e.diagnosis},
+      {"calibration", e.calibration},
       {"alloc_retries", r.reserved.alloc_retries},
       {"breakdown",
        {{"forward_s", b.forward.value()},

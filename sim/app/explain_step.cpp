@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/app/calibration_json.hpp"
+
 #include "sim/app/explain_diagnosis.hpp"
 #include "sim/app/op_labels.hpp"
 #include "sim/engine/op_graph.hpp"
@@ -49,6 +51,11 @@ Explanation explain_step(const Scenario& scenario, const fsdp::SimulationOutput&
     }
   }
   e.diagnosis = diagnose(in);
+  if (const hardware::ClusterSpec& cluster = scenario.hardware.cluster;
+      cluster.gpu.calibration != nullptr) {
+    e.calibration_line = calibration_usage_line(cluster, kExplainLabelWidth);
+    e.calibration = calibration_usage_json(cluster);
+  }
   // The class the others wait for waits least in collectives. (Idle time is no measure: a slow
   // host leaves its own GPU idle while the others wait for it.)
   const auto waits = [](const fsdp::RankClassResult& k) {

@@ -14,6 +14,9 @@
 
 namespace fsdpsim::app {
 
+// The column where the text report's values begin, after labels such as "diagnosis".
+inline constexpr std::size_t kExplainLabelWidth = 16;
+
 struct Explanation {
   std::string scenario;  // its name
   fsdp::StepResult result;
@@ -27,6 +30,10 @@ struct Explanation {
     Seconds others_wait{0.0};
   };
   std::optional<Straggler> straggler;
+  // With a calibration profile: what it priced (calibration_usage_line, labelled for this
+  // report's column, and calibration_usage_json); empty and null otherwise.
+  std::string calibration_line;
+  nlohmann::json calibration;
 };
 
 // Analyses the measured step of `output` (the last step of its program).

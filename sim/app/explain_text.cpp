@@ -116,6 +116,7 @@ std::string explanation_text(const Explanation& e, std::size_t top) {
   out += fmt::format("step time       {}{}\n", format_time(r.step_time),
                      r.out_of_memory ? fmt::format("  (out of memory: {})", r.oom_reason) : "");
   out += fmt::format("diagnosis       {}\n", e.diagnosis);
+  if (!e.calibration_line.empty()) out += e.calibration_line + "\n";
   if (e.straggler) {
     const fsdp::RankClassResult& k = e.straggler->ranks;
     out += fmt::format(

@@ -288,6 +288,28 @@ TEST(ExplainCommand, JsonHasTheCriticalPathOfTheWholeStepAndEveryUnit) {
   EXPECT_EQ(nlohmann::json::parse(in), j);
 }
 
+// With a calibration profile, explain says what it priced, as run's summary does, in its own
+// column, and puts run's "calibration" object in its JSON; without one the key is null.
+TEST(ExplainCommand, SaysWhatTheCalibrationProfilePriced) {
+  const std::string scenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_8xh100.json";
+  const std::string calibrated =
+      " --set hardware.preset=a100-sxm-80gb --set hardware.calibration=a100-sxm-80gb";
+  const Outcome text = run_fsdpsim("explain " + scenario + calibrated);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("\ncosts           of the "), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find(" from calibration a100-sxm-80gb, the rest from the fallback model"),
+            std::string::npos)
+      << text.output;
+  const Outcome json = run_fsdpsim("explain " + scenario + calibrated + " --json -");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  const nlohmann::json j = nlohmann::json::parse(json.output);
+  EXPECT_EQ(j["calibration"]["profile"], "a100-sxm-80gb");
+  EXPECT_GT(j["calibration"]["collectives_calibrated"].get<int>(), 0);
+  const Outcome plain = run_fsdpsim("explain " + scenario + " --json -");
+  EXPECT_TRUE(nlohmann::json::parse(plain.output)["calibration"].is_null());
+  EXPECT_EQ(run_fsdpsim("explain " + scenario).output.find("\ncosts "), std::string::npos);
+}
+
 TEST(ExplainCommand, NamesTheStragglerTheOtherRanksWaitFor) {
   const fs::path scenario = tiny_scenario("explain_straggler");
   const Outcome uniform = run_fsdpsim("explain " + scenario.string() + " --json -");
