@@ -397,7 +397,26 @@ int check_command(const CheckOptions& options) {
   presets.files_resolved = &files_named;
   const CheckInputs found = find_check_files(options.paths);
   std::vector<ScenarioCheck> checks = found.unreadable;
-  check_outputs({options.junit_path}, found.files);  // before every scenario is simulated
+  if (!options.junit_path.empty()) {
+    // Refused before any scenario is simulated, not after them all: the XML over a scenario,
+    // a file one names or a baseline. Loading takes milliseconds; what fails to load is
+    // reported when its scenario is checked.
+    std::vector<fs::path> inputs = found.files;
+    for (const fs::path& file : found.files) {
+      try {
+        const nlohmann::json document = read_json_file(file);
+        if (const fs::path baseline = named_baseline(document, file, options.overrides);
+            !baseline.empty()) {
+          inputs.push_back(baseline);
+        }
+        if (is_scenario(document)) (void)load_scenario(file, options.overrides, presets);
+      } catch (const std::exception&) {
+        continue;  // reported when this scenario is checked
+      }
+    }
+    inputs.insert(inputs.end(), files_named.begin(), files_named.end());
+    check_outputs({options.junit_path}, inputs);
+  }
   // Ctrl-C or SIGTERM (a CI job's time limit) stops before the next scenario: those checked by
   // then are reported and the JUnit XML is written.
   const InterruptGuard guard;

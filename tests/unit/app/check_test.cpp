@@ -539,6 +539,23 @@ TEST(CheckCommand, TheJunitXmlNeverReplacesABaselineOfAScenarioThatFailsToLoad) 
                   " --set expect.tolerance=2 --junit " + baseline.string());
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_EQ(read_file(baseline), recorded);
+  // A scenario that loads: refused before it is simulated, not after every check has run.
+  o = run_fsdpsim("check " + plain.string() + " --set expect.baseline=" +
+                  baseline.filename().string() + " --junit " + baseline.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("is one of this command's inputs"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("PASS "), std::string::npos) << o.output;
+  EXPECT_EQ(read_file(baseline), recorded);
+  // So is a preset a scenario names.
+  const fs::path preset = dir / "own_gpu.json";
+  fs::copy_file(fs::path(FSDPSIM_CONFIGS_DIR) / "hardware" / "h100-sxm-80gb.json", preset,
+                fs::copy_options::overwrite_existing);
+  const std::string preset_text = read_file(preset);
+  o = run_fsdpsim("check " + plain.string() + " --set hardware.preset=" + preset.string() +
+                  " --set expect.status=ok --junit " + preset.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_EQ(o.output.find("PASS "), std::string::npos) << o.output;
+  EXPECT_EQ(read_file(preset), preset_text);
 }
 
 // A gate on num_alloc_retries (README "Scenario checks in CI"): at 30 % of its H100 the 2-layer
