@@ -100,10 +100,15 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
     }
   }
   if (!best.empty() || word.empty()) return best;
-  // A shortened name ("sharding" for sharding_strategy): the one key that has the word as whole
-  // '_'-separated words of its own.
+  // A shortened name ("sharding" for sharding_strategy, "h200" for h200-sxm-141gb): the one
+  // candidate that has the word as whole '_'- or '-'-separated words of its own.
+  const auto words = [](std::string text) {
+    std::replace(text.begin(), text.end(), '-', '_');
+    return "_" + text + "_";
+  };
+  const std::string wanted = words(word);
   for (const std::string& c : candidates) {
-    const bool whole_words = ("_" + c + "_").find("_" + word + "_") != std::string::npos;
+    const bool whole_words = words(c).find(wanted) != std::string::npos;
     if (!whole_words) continue;
     if (!best.empty()) return "";  // ambiguous
     best = c;

@@ -323,12 +323,7 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
     bad_cell(file, c, "gpu", fmt::format("the preset's name as written, \"{}\"", meant));
   }
   if (kPresetGpus.count(gpu) == 0) {
-    std::string hint = did_you_mean(gpu, preset_gpus);
-    // A GPU named by its model alone ("h200"): the one preset whose name starts with it.
-    std::vector<std::string> starting;
-    std::copy_if(preset_gpus.begin(), preset_gpus.end(), std::back_inserter(starting),
-                 [&gpu](const std::string& preset) { return preset.starts_with(gpu + "-"); });
-    if (hint.empty() && starting.size() == 1) hint = starting.front();
+    const std::string hint = did_you_mean(gpu, preset_gpus);
     out.skip_reason =
         fmt::format("column gpu: GPU \"{}\" has no hardware preset{}", gpu,
                     hint.empty() ? std::string() : fmt::format(" (did you mean \"{}\"?)", hint));
