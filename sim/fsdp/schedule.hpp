@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -42,11 +43,14 @@ struct Schedule {
   // unfused causal attention left out (NamedKernel::model_flops_fraction).
   Flops model_flops{0.0};
   Flops hardware_flops{0.0};  // every kernel as executed, activation recompute included
-  // Bytes one GPU sends over the network (collectives on groups that span nodes, at the ring's
-  // wire factor: (n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce).
+  // Bytes that cross nodes per GPU: the NIC traffic of its node divided by the node's ranks of
+  // each group. A ring over a group spanning nodes crosses each node boundary once, so a node
+  // sends one rank's wire bytes ((n-1)/n of the buffer for all-gather and reduce-scatter,
+  // 2(n-1)/n for all-reduce) per collective, shared by its r ranks of the group.
   Bytes inter_node_bytes{0};
   // Where the measured (last) step starts in the program.
   engine::OpId measured_first_op = 0;
+  std::size_t measured_first_cpu_step = 0;  // index into Program::cpu
   engine::TensorId measured_first_tensor = 0;
 };
 

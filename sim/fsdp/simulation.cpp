@@ -163,11 +163,14 @@ memory::MemoryModelOptions memory_options_for(const ScheduleInput& input, const 
   return m;
 }
 
-// The measured step starts when the previous one's last op ends.
+// The measured step starts when the previous one ends: its last GPU op, or its last host work
+// where that runs later (a CPU optimizer step under CPU offload ends the step on the host).
 SimTime measured_step_start(const Schedule& schedule, const engine::Timeline& timeline) {
   SimTime start;
   for (engine::OpId op = 0; op < schedule.measured_first_op; ++op)
     start = std::max(start, timeline.ops[op].end);
+  for (std::size_t step = 0; step < schedule.measured_first_cpu_step; ++step)
+    start = std::max(start, timeline.cpu[step].end);
   return start;
 }
 

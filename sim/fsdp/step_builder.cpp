@@ -61,6 +61,7 @@ StepBuilder::StepBuilder(const ScheduleInput& input)
 
 void StepBuilder::begin_step(Schedule& schedule) {
   schedule.measured_first_op = static_cast<engine::OpId>(b_.program().ops.size());
+  schedule.measured_first_cpu_step = b_.program().cpu.size();
   schedule.measured_first_tensor = static_cast<engine::TensorId>(b_.program().tensors.size());
   model_flops_ = Flops(0.0);
   hardware_flops_ = Flops(0.0);
@@ -227,8 +228,11 @@ OpId StepBuilder::collective(std::string_view name, hardware::Collective op, Str
   spec.network_time =
       to_sim_time(name, hardware::collective_network_time(in_.cluster, op, pg.ranks, bytes));
   if (pg.ranks.ranks_per_node < pg.ranks.ranks) {
+    // A ring laid out node by node crosses each node boundary once: a node's NICs carry one
+    // rank's wire bytes, shared by its ranks of the group (hardware/collective_cost.cpp).
     inter_node_bytes_ += Bytes(static_cast<std::int64_t>(
-        hardware::ring_wire_factor(op, pg.ranks.ranks) * static_cast<double>(bytes.value())));
+        hardware::ring_wire_factor(op, pg.ranks.ranks) * static_cast<double>(bytes.value()) /
+        static_cast<double>(pg.ranks.ranks_per_node)));
   }
   spec.launch_cost = launch_cost_;
   spec.bytes = bytes;

@@ -89,8 +89,8 @@ struct Knobs {
   }
 };
 
-Knobs run_on(const models::Workload& workload,
-             const std::function<void(ScheduleInput&)>& configure) {
+Knobs run_on(const models::Workload& workload, const std::function<void(ScheduleInput&)>& configure,
+             const SimulationOptions& options = {}) {
   Knobs k;
   k.input.workload = &workload;
   k.input.cluster = testing::tiny_cluster();
@@ -101,7 +101,7 @@ Knobs run_on(const models::Workload& workload,
   k.input.training.seq_len = 8;
   k.input.training.optimizer_impl = OptimizerImpl::kFused;
   configure(k.input);
-  k.out = simulate_step(k.input, {});
+  k.out = simulate_step(k.input, options);
   return k;
 }
 
@@ -208,6 +208,25 @@ TEST(Knobs, CpuOffloadCopiesOverPcieAndStepsOnTheCpu) {
   EXPECT_EQ(k.span("root.d2h_grad"), std::make_pair(us(1580), us(1600)));
   EXPECT_EQ(k.step(), us(2650));
   for (Bytes b : k.out.schedule.baseline) EXPECT_EQ(b.value(), 0);
+}
+
+// After a warm-up step the measured step starts where the warm-up ends, its CPU optimizer
+// included: the same 2650 us, one host AdamW in it (the warm-up's was counted too, 3700 us).
+TEST(Knobs, AWarmUpStepsCpuOptimizerIsNotInTheMeasuredStep) {
+  static const models::Workload workload = testing::tiny_workload();
+  SimulationOptions warm;
+  warm.warm_up = true;
+  const Knobs k = run_on(
+      workload,
+      [](ScheduleInput& in) {
+        in.fsdp.cpu_offload = true;
+        in.cluster.pcie_bandwidth = gb_per_s(1000.0);
+        in.cluster.host_memory_bandwidth = gb_per_s(2400.0);
+      },
+      warm);
+  EXPECT_EQ(k.step(), us(2 * 2650));  // the whole timeline: two steps
+  EXPECT_EQ(k.out.measured_start, us(2650));
+  EXPECT_DOUBLE_EQ(k.out.result.step_time.value(), 2650e-6);
 }
 
 // Full activation checkpointing re-runs each block's forward (100 us) before its backward:
