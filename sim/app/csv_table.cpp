@@ -197,6 +197,12 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
     const std::string& index = fields[0];
     const auto r = std::from_chars(index.data(), index.data() + index.size(), row.index);
     // As fsdpsim writes it: decimal digits, no leading zero ("03" is someone's edit).
+    if (index == "index") {
+      throw ConfigError(fmt::format(
+          "{}: a second header line: slices joined into one file (cat)? give them to fsdpsim "
+          "merge as they are",
+          where()));
+    }
     if (r.ec != std::errc{} || r.ptr != index.data() + index.size() || row.index < 0 ||
         (index.size() > 1 && index[0] == '0')) {
       throw ConfigError(fmt::format(
@@ -358,7 +364,8 @@ std::string sweep_summary_text(const SweepTable& table) {
   return out;
 }
 
-std::string sweep_markdown(const SweepTable& table, const std::string& title, std::size_t top) {
+std::string sweep_markdown(const SweepTable& table, const std::string& title, std::size_t top,
+                           const std::string& preamble) {
   std::vector<std::size_t> simulated;
   std::map<std::string, std::size_t> skip_reasons;
   for (std::size_t i = 0; i < table.rows.size(); ++i) {
@@ -376,7 +383,7 @@ std::string sweep_markdown(const SweepTable& table, const std::string& title, st
     return throughput(a) > throughput(b);
   });
   const std::vector<std::size_t> front = pareto_front(table);
-  std::string out = fmt::format("# {}\n\n", title);
+  std::string out = fmt::format("# {}\n\n{}", title, preamble);
   out +=
       "Simulated points by throughput (points that fit first); * = on the Pareto front of "
       "throughput vs peak reserved memory.\n\n| rank | index |";

@@ -81,8 +81,10 @@ std::string row_label(const SweepTable& table, const SweepRow& row);
 // "best that fits: <grid values> -> X tokens/s/GPU, Y GiB reserved" as the last line.
 std::string sweep_summary_text(const SweepTable& table);
 
-// A markdown report: the simulated points sorted by throughput (those that fit first), at most
-// `top` rows (0 = all), the Pareto front marked, then the skip reasons.
-std::string sweep_markdown(const SweepTable& table, const std::string& title, std::size_t top);
+// A markdown report: `title`, `preamble` (markdown, may be empty), the simulated points sorted by
+// throughput (those that fit first), at most `top` rows (0 = all), the Pareto front marked, then
+// the skip reasons.
+std::string sweep_markdown(const SweepTable& table, const std::string& title, std::size_t top,
+                           const std::string& preamble);
 
 }  // namespace fsdpsim::app

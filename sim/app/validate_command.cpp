@@ -1,6 +1,7 @@
 #include "sim/app/validate_command.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "sim/app/config_error.hpp"
 #include "sim/app/finite_number.hpp"
 #include "sim/app/json_file.hpp"
+#include "sim/app/model_json.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/validation_cases.hpp"
 #include "sim/app/validation_flops.hpp"
@@ -64,6 +66,31 @@ bool selected(const ValidationCase& c, const std::vector<RowFilter>& filters) {
     if ((c.get(f.column) == f.value) != f.equal) return false;
   }
   return true;
+}
+
+// Why --where kept no row: the first filter no row passes on its own, with the values the
+// column has ("no row is left after --where (gpu is never "h100"; it is a100-sxm-80gb or
+// h100-sxm-80gb)").
+std::string where_miss(const std::vector<ValidationCase>& cases,
+                       const std::vector<RowFilter>& filters) {
+  constexpr std::size_t kValuesShown = 10;
+  for (const RowFilter& f : filters) {
+    if (std::any_of(cases.begin(), cases.end(),
+                    [&](const ValidationCase& c) { return selected(c, {f}); }))
+      continue;
+    if (!f.equal) return fmt::format(" ({} is \"{}\" on every row)", f.column, f.value);
+    std::set<std::string> values;
+    for (const ValidationCase& c : cases) values.insert(c.get(f.column));
+    std::vector<std::string> shown;
+    for (const std::string& v : values) {
+      if (shown.size() == kValuesShown) break;
+      shown.push_back(fmt::format("\"{}\"", v));
+    }
+    return fmt::format(
+        " ({} is never \"{}\"; it is {}{})", f.column, f.value, fmt::join(shown, ", "),
+        values.size() > shown.size() ? fmt::format(", ... ({} values)", values.size()) : "");
+  }
+  return " (each filter matches rows, but no row matches them all)";
 }
 
 // --fit KEY=LO:HI
@@ -113,7 +140,8 @@ void check_measurements_fit_the_gpu(const ValidationCase& c, const Scenario& sce
       tokens && model_tflops(def, *tokens) > densest) {
     refuse("measured_tokens_per_s_per_gpu",
            fmt::format("a rate whose FLOPs under the row's count stay within {}'s densest peak, "
-                       "{:g} TFLOP/s (this one needs {:.4g})",
+                       "{:g} TFLOP/s (this one needs {:.4g}: a rate per node or per job rather "
+                       "than per GPU?)",
                        gpu.name, densest, model_tflops(def, *tokens)));
   }
   for (const char* column : {"measured_model_tflops_per_gpu", "measured_hardware_tflops_per_gpu"}) {
@@ -130,6 +158,36 @@ struct Evaluation {
   std::vector<ValidationOutcome> outcomes;
   nlohmann::json skipped = nlohmann::json::array();
 };
+
+// A row the loader or the simulation refuses as it stands is malformed: an error naming its line,
+// and its column where the loader's message names one.
+[[noreturn]] void refuse_row(const ValidationCase& c, const std::filesystem::path& file,
+                             const std::string& reason) {
+  const bool names_column = reason.rfind("column ", 0) == 0 || reason.rfind("columns ", 0) == 0;
+  throw ConfigError(
+      fmt::format("{}: line {}{} {}", file.string(), c.line, names_column ? "," : ":", reason));
+}
+
+// The checks a row gets without being simulated, for the rows validate does not evaluate (left
+// out by --where) and those it skips: its scenario loaded as it stands and its measurements set
+// against its GPU, or, where it is skipped (no GPU count, a GPU without a preset, no measured
+// throughput), its model.
+void check_row_alone(const ValidationCase& c, const CaseScenario& built,
+                     const std::filesystem::path& file, const PresetLocator& presets) {
+  try {
+    if (built.document.is_null()) {
+      if (!built.model.is_null()) (void)model_from_json(built.model, file, "/model", presets);
+      return;
+    }
+    const Scenario scenario = scenario_from_json(built.document, file, {}, presets, {});
+    check_measurements_fit_the_gpu(c, scenario, flop_definition(c, scenario), file);
+  } catch (const ConfigError& error) {
+    // check_measurements_fit_the_gpu names the file and line itself.
+    const std::string what = error.what();
+    if (what.rfind(file.string() + ": line ", 0) == 0) throw;
+    refuse_row(c, file, message_in_columns(what, file));
+  }
+}
 
 Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
                     const std::filesystem::path& file, const std::vector<std::string>& overrides,
@@ -149,11 +207,7 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
     // contradict each other, values out of range): an error naming its line and column. One
     // that only a --set, --calibration or --fit value makes invalid is skipped: that what-if
     // does not apply to it.
-    const auto refuse = [&](const std::string& reason) {
-      const bool names_column = reason.rfind("column ", 0) == 0;
-      throw ConfigError(
-          fmt::format("{}: line {}{} {}", file.string(), c.line, names_column ? "," : ":", reason));
-    };
+    const auto refuse = [&](const std::string& reason) { refuse_row(c, file, reason); };
     const auto refuse_or_skip = [&](const std::string& reason) {
       if (overrides.empty()) refuse(reason);
       try {
@@ -167,6 +221,14 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
     try {
       scenario = scenario_from_json(built.document, file, overrides, presets, origins);
     } catch (const ConfigError& error) {
+      // A key no scenario has is the option's error, once, not every row's skip.
+      for (std::size_t i = 0; i < overrides.size(); ++i) {
+        const std::string key = overrides[i].substr(0, overrides[i].find('='));
+        if (error_names_key(error.what(), key)) {
+          throw ConfigError(fmt::format("{} {}: not a scenario key ({})", origins[i], key,
+                                        message_in_columns(error.what(), file)));
+        }
+      }
       refuse_or_skip(message_in_columns(error.what(), file));
       continue;
     }
@@ -210,7 +272,8 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
                                       after.gemms_calibrated - before.gemms_calibrated,
                                       after.gemms_fallback - before.gemms_fallback};
     }
-    o.scaling_key = scaling_key(c, built.document);
+    o.scaling_key =
+        scaling_key(c, built.document, scenario.hardware.cluster.nic_bandwidth_per_node.value());
     const double tokens = r.tokens_per_s_per_gpu;
     if (const auto m = c.number("measured_model_tflops_per_gpu")) {
       o.model_tflops = Compared{*m, model_tflops(def, tokens)};
@@ -436,12 +499,17 @@ int validate_command(const ValidateOptions& options) {
   std::vector<RowFilter> filters;
   for (const std::string& w : options.where) filters.push_back(parse_filter(w, cases));
   for (const std::string& column : options.group_by) require_column("--group-by", column, cases);
-  // Every row's cells are checked, also those --where leaves out: a malformed file is an error
-  // whichever rows a command looks at.
-  for (const ValidationCase& c : cases) (void)scenario_for_case(c, file);
+  // Every row is checked, also those --where leaves out and those skipped: a malformed file is
+  // an error whichever rows a command looks at. The rows evaluated are checked as they run.
   std::vector<const ValidationCase*> chosen;
   for (const ValidationCase& c : cases) {
-    if (selected(c, filters)) chosen.push_back(&c);
+    const CaseScenario built = scenario_for_case(c, file);
+    if (selected(c, filters) && !built.document.is_null()) {
+      chosen.push_back(&c);
+    } else {
+      check_row_alone(c, built, file, presets);
+      if (selected(c, filters)) chosen.push_back(&c);
+    }
   }
   if (!options.scenarios_dir.empty()) {
     for (const ValidationCase* c : chosen) require_file_name(*c, file);
@@ -505,11 +573,12 @@ int validate_command(const ValidateOptions& options) {
     print_skipped();
     throw ConfigError(
         file.string(), "",
-        chosen.empty() ? std::string(options.where.empty() ? "expected at least one row, found none"
-                                                           : "no row is left after --where")
-                       : fmt::format("expected at least one row fsdpsim can "
-                                     "simulate, found none of {} ({} skipped)",
-                                     chosen.size(), skipped.size()));
+        chosen.empty()
+            ? (options.where.empty() ? std::string("expected at least one row, found none")
+                                     : "no row is left after --where" + where_miss(cases, filters))
+            : fmt::format("expected at least one row fsdpsim can "
+                          "simulate, found none of {} ({} skipped)",
+                          chosen.size(), skipped.size()));
   }
   ValidationContext context;
   context.cases_file = file.filename().string();

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <iterator>
@@ -123,8 +124,9 @@ std::int64_t positive_int(const std::filesystem::path& file, const ValidationCas
 bool boolean(const std::filesystem::path& file, const ValidationCase& c,
              const std::string& column) {
   const std::string& v = c.get(column);
-  if (v.empty() || v == "false") return false;
-  if (v == "true") return true;
+  // As spreadsheets write them too: TRUE and FALSE (Excel, LibreOffice), True and False.
+  if (v.empty() || v == "false" || v == "FALSE" || v == "False") return false;
+  if (c.yes(column)) return true;
   bad_cell(file, c, column, "true or false");
 }
 
@@ -140,6 +142,11 @@ std::optional<double> ValidationCase::number(const std::string& column) const {
   return finite_number(get(column));
 }
 
+bool ValidationCase::yes(const std::string& column) const {
+  const std::string& v = get(column);
+  return v == "true" || v == "TRUE" || v == "True";
+}
+
 std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& file) {
   // Bounded and checked: a device like /dev/zero would otherwise be read without end.
   const std::string text = read_text_file(file);
@@ -153,14 +160,24 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
         return std::find(kRequiredColumns.begin(), kRequiredColumns.end(), column) !=
                kRequiredColumns.end();
       })) {
+    // One cell holding them all: a file separated by semicolons or tabs.
+    const bool other_separator =
+        header.size() == 1 && (header.front().find(';') != std::string::npos ||
+                               header.front().find('\t') != std::string::npos);
     throw ConfigError(
         fmt::format("{}: line 1: expected a header line of column names (case_id, "
                     "source, model_family, ...: configs/validation/README.md), "
-                    "found none of them",
-                    file.string()));
+                    "found none of them{}",
+                    file.string(),
+                    other_separator ? " (the line has semicolons or tabs where CSV has commas: "
+                                      "save it as comma-separated)"
+                                    : ""));
   }
   std::set<std::string> named;
   for (const std::string& column : header) {
+    // Unnamed columns (trailing commas, a spreadsheet's stray ones) may be several; each must
+    // stay empty (below).
+    if (column.empty()) continue;
     if (!named.insert(column).second) {
       throw ConfigError(fmt::format("{}: line 1: column \"{}\" appears twice in the header",
                                     file.string(), column));
@@ -193,6 +210,17 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
   // so close to one it knows that it is most likely a misspelling, whose cells would be ignored.
   for (const std::string& column : header) {
     if (is_known(column)) continue;
+    // A measurement under a name validate does not compare would be ignored in silence (a
+    // misspelled one gets its did-you-mean below first).
+    if (column.rfind("measured_", 0) == 0 && did_you_mean(column, known).empty()) {
+      std::vector<std::string> compared;
+      std::copy_if(known.begin(), known.end(), std::back_inserter(compared),
+                   [](const std::string& k) { return k.rfind("measured_", 0) == 0; });
+      throw ConfigError(fmt::format(
+          "{}: line 1: column \"{}\" is not a measurement validate compares ({}); rename it to "
+          "keep it as a column of your own",
+          file.string(), column, fmt::join(compared, ", ")));
+    }
     if (const std::string hint = did_you_mean(column, known); !hint.empty()) {
       throw ConfigError(fmt::format(
           "{}: line 1: unknown column \"{}\" (did you mean \"{}\"?); a column of your own "
@@ -302,6 +330,8 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   }
   // MFU and HFU are fractions of the peak (0.41 = 41 %): above 1 is a percentage or a typo.
   for (const char* column : {"measured_mfu", "measured_hfu"}) {
+    if (c.get(column).ends_with('%'))
+      bad_cell(file, c, column, "a fraction of the peak in (0, 1] (0.41 = 41 %)");
     if (const auto v = optional_positive(file, c, column); v && *v > 1.0)
       bad_cell(file, c, column, "a fraction of the peak in (0, 1] (0.41 = 41 %)");
   }
@@ -373,11 +403,25 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
       const std::int64_t floor = global / (micro * gpus);
       const std::int64_t ceil = (global + micro * gpus - 1) / (micro * gpus);
       if (printed < floor || printed > ceil) {
+        // A global batch in tokens is seq_len times the sequences.
+        const double seq_cell = c.number("seq_len").value_or(0.0);  // checked further down
+        const std::int64_t seq_len = seq_cell >= 1.0 && seq_cell <= kLargestExactInteger
+                                         ? static_cast<std::int64_t>(seq_cell)
+                                         : 0;
+        const bool in_tokens = seq_len > 1 && global % seq_len == 0 &&
+                               global / seq_len >= micro * gpus &&
+                               global / seq_len / (micro * gpus) <= printed &&
+                               printed <= (global / seq_len + micro * gpus - 1) / (micro * gpus);
         bad_cell(file, c, "grad_accum",
                  fmt::format("the global_batch cell's {} / (micro_batch {} x {} GPUs) = {:.4g} "
-                             "micro-batches per step, rounded down or up, or no global_batch cell",
+                             "micro-batches per step, rounded down or up, or no global_batch "
+                             "cell{}",
                              global, micro, gpus,
-                             static_cast<double>(global) / static_cast<double>(micro * gpus)));
+                             static_cast<double>(global) / static_cast<double>(micro * gpus),
+                             in_tokens ? fmt::format(" (global_batch counts sequences: {} tokens "
+                                                     "are {} sequences of {})",
+                                                     global, global / seq_len, seq_len)
+                                       : ""));
       }
       accumulation = printed;
     }
@@ -398,7 +442,14 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
       // llm-foundry sizes the learned position table to the run's sequence length.
       {"max_seq_len", seq}};
   if (!c.get("n_kv_heads").empty()) model["n_kv_heads"] = positive_int(file, c, "n_kv_heads");
-  if (!c.get("ffn_dim").empty()) model["ffn_dim"] = positive_int(file, c, "ffn_dim");
+  if (!c.get("ffn_dim").empty()) {
+    model["ffn_dim"] = positive_int(file, c, "ffn_dim");
+  } else if (family == "llama") {
+    // Llama's SwiGLU width is no fixed multiple of d_model (ffn_dim_multiplier, multiple_of).
+    bad_cell(file, c, "ffn_dim",
+             "the SwiGLU inner size of a llama row (gpt and mpt rows may leave it empty: 4 x "
+             "d_model)");
+  }
   // The optional causal_mask_buffer column (configs/validation/README.md): minGPT's per-block
   // mask buffer; empty = false.
   if (boolean(file, c, "causal_mask_buffer")) model["causal_mask_buffer"] = true;
@@ -504,6 +555,8 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   } else if (!impl.empty()) {
     bad_cell(file, c, "optimizer_impl", "foreach, fused or for_loop");
   }
+  if (c.get("fsdp_version") != "1" && c.get("fsdp_version") != "2")
+    bad_cell(file, c, "fsdp_version", "1 or 2");
   const std::int64_t version = positive_int(file, c, "fsdp_version");
   nlohmann::json fsdp = {{"version", version},
                          {"sharding_strategy", c.get("sharding")},
@@ -559,7 +612,6 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   // modules' dtype (the FSDP columns above are checked all the same: a bad cell is a mistake).
   if (const std::string runtime = c.get("runtime"); runtime == "deepspeed-0.3") {
     // The scenario loader checks it for the other rows.
-    if (version != 1 && version != 2) bad_cell(file, c, "fsdp_version", "1 or 2");
     if (boolean(file, c, "cpu_offload"))
       bad_cell(file, c, "cpu_offload", "false with runtime deepspeed-0.3 (not modelled)");
     if (boolean(file, c, "checkpoint_early_stop")) {
@@ -608,6 +660,7 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
 
 CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::path& file) {
   CaseScenario out = checked_case(c, file);
+  if (out.document.is_object()) out.model = out.document["model"];
   if (!out.skip_reason.empty()) out.document = nullptr;
   return out;
 }
@@ -666,9 +719,39 @@ std::string message_in_columns(const std::string& loader_message,
   const std::size_t end = message.find(": ");
   if (message.empty() || message.front() != '/' || end == std::string_view::npos)
     return std::string(message);
-  const auto column = kColumnOf.find(message.substr(0, end));
-  if (column == kColumnOf.end()) return std::string(message);
-  return fmt::format("column {}: {}", column->second, message.substr(end + 2));
+  const std::string_view path = message.substr(0, end);
+  const std::string_view rest = message.substr(end + 2);
+  if (const auto column = kColumnOf.find(path); column != kColumnOf.end())
+    return fmt::format("column {}: {}", column->second, rest);
+  // A check across keys of one object ("/model: n_kv_heads (5) must divide n_heads (32)"): the
+  // columns of the keys it names, in the order it names them.
+  const auto is_name_char = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_';
+  };
+  std::map<std::size_t, std::string> named;  // position in the message -> column
+  for (const auto& [key, column] : kColumnOf) {
+    if (key.size() <= path.size() + 1 || key.compare(0, path.size(), path) != 0 ||
+        key[path.size()] != '/')
+      continue;
+    const std::string_view leaf = std::string_view(key).substr(key.rfind('/') + 1);
+    for (std::size_t at = rest.find(leaf); at != std::string_view::npos;
+         at = rest.find(leaf, at + 1)) {
+      const bool whole = (at == 0 || !is_name_char(rest[at - 1])) &&
+                         (at + leaf.size() == rest.size() || !is_name_char(rest[at + leaf.size()]));
+      if (whole) {
+        named.emplace(at, column);
+        break;
+      }
+    }
+  }
+  std::vector<std::string> columns;
+  for (const auto& [at, column] : named) {
+    if (std::find(columns.begin(), columns.end(), column) == columns.end())
+      columns.push_back(column);
+  }
+  if (columns.empty()) return std::string(message);
+  return fmt::format("column{} {}: {}", columns.size() == 1 ? "" : "s", fmt::join(columns, ", "),
+                     rest);
 }
 
 }  // namespace fsdpsim::app

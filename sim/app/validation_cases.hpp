@@ -19,6 +19,9 @@ struct ValidationCase {
   [[nodiscard]] const std::string& get(const std::string& column) const;
   [[nodiscard]] std::optional<double> number(
       const std::string& column) const;  // nullopt when empty
+  // A yes/no cell that says yes: true, TRUE or True, as spreadsheets write it (read_validation
+  // cases has refused any other value but false, FALSE, False and empty).
+  [[nodiscard]] bool yes(const std::string& column) const;
 };
 
 // Reads the CSV. Throws ConfigError naming the file and line on a malformed row, a missing
@@ -30,6 +33,7 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
 struct CaseScenario {
   nlohmann::json document;  // null when skipped
   std::string skip_reason;
+  nlohmann::json model;  // the document's model section, skipped or not: checkable on its own
 };
 CaseScenario scenario_for_case(const ValidationCase& c, const std::filesystem::path& file);
 

@@ -88,11 +88,14 @@ nlohmann::json per_doubling_json(const std::vector<ScalingPair>& pairs) {
 
 }  // namespace
 
-std::string scaling_key(const ValidationCase& c, const nlohmann::json& scenario) {
+std::string scaling_key(const ValidationCase& c, const nlohmann::json& scenario,
+                        double nic_bytes_per_s) {
   nlohmann::json key = scenario;
   key.erase("name");
   key.erase("description");
   nlohmann::json& hardware = key["hardware"];
+  hardware["node"].erase("nic_Gbps_per_node");
+  hardware["nic_bytes_per_s"] = nic_bytes_per_s;
   const auto world =
       hardware.value("nodes", std::int64_t{1}) * hardware["node"].value("gpus_per_node", 1);
   hardware.erase("nodes");

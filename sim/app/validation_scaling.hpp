@@ -18,8 +18,12 @@ struct ValidationOutcome;
 // (validation_cases.hpp, scenario_for_case) without its name, node count and global batch, with
 // its micro-batches per step and the row's gpus_per_node and source columns. So the model, GPU,
 // micro-batch, accumulation, precision, FSDP and network settings are the same; only the GPU
-// count, and with it the global batch, differs.
-std::string scaling_key(const ValidationCase& c, const nlohmann::json& scenario);
+// count, and with it the global batch, differs. The network is the bandwidth the scenario ran at,
+// `nic_bytes_per_s` (hardware::ClusterSpec::nic_bandwidth_per_node): a row that leaves its
+// inter_node_gbps_per_node cell empty, as a one-node run may, ran at the preset's, and pairs with
+// a row that states that value.
+std::string scaling_key(const ValidationCase& c, const nlohmann::json& scenario,
+                        double nic_bytes_per_s);
 
 // One row on more GPUs against its group's row on the fewest.
 struct ScalingPair {

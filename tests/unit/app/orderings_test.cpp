@@ -51,10 +51,12 @@ TEST(Orderings, PeakMemoryFullShardBelowShardGradOpBelowNoShard) {
   EXPECT_LT(grad_op, none);
 }
 
-// FSDP paper Sec. 3.2.3 (corrected per the runtime notes): per GPU, full sharding sends
-// 3M(W-1)/W across hosts (all-gather in forward and backward, reduce-scatter), hybrid sharding
-// with shard groups of G sends 2M(W/G-1)/W (the replica all-reduce of a 1/G shard). The root is
-// not gathered again in backward (FSDP1 keeps it, Fig. 5), so full sharding saves its M_root.
+// FSDP paper Sec. 3.2.3 (corrected per the runtime notes): per GPU, full sharding's rings carry
+// 3M(W-1)/W (all-gather in forward and backward, reduce-scatter), of which a node's NICs carry
+// one rank's share for its g GPUs (so 1/g per GPU crosses hosts); hybrid sharding with shard
+// groups of G = g sends 2M(W/G-1)/W across hosts (the replica all-reduce of a 1/G shard, one
+// rank per node). The root is not gathered again in backward (FSDP1 keeps it, Fig. 5), so full
+// sharding saves its M_root.
 TEST(Orderings, HybridShardingCutsInterNodeBytesAsThePaperSays) {
   const std::vector<std::string> base = {"hardware.nodes=4", "training.global_batch=64",
                                          "fsdp.reduce_dtype=bf16"};
@@ -74,9 +76,11 @@ TEST(Orderings, HybridShardingCutsInterNodeBytesAsThePaperSays) {
     m_hybrid += 2.0 * static_cast<double>(u.padded_numel);
   const double full_bytes = static_cast<double>(full.schedule.inter_node_bytes.value());
   const double hybrid_bytes = static_cast<double>(hybrid.schedule.inter_node_bytes.value());
-  EXPECT_NEAR(full_bytes, (3.0 * m - m_root) * (w - 1.0) / w, 1e-9 * full_bytes);
+  // The paper counts each GPU's ring traffic as crossing hosts; with g GPUs of a node in the
+  // ring, the node's NICs carry one rank's share, so a GPU's part of it is 1/g of that.
+  EXPECT_NEAR(full_bytes, (3.0 * m - m_root) * (w - 1.0) / w / g, 1e-9 * full_bytes);
   EXPECT_NEAR(hybrid_bytes, 2.0 * m_hybrid * (w / g - 1.0) / w, 1e-9 * hybrid_bytes);
-  EXPECT_LT(hybrid_bytes, 0.3 * full_bytes);
+  EXPECT_LT(hybrid_bytes, 0.6 * full_bytes);
 }
 
 TEST(Orderings, NoSyncRaisesMemoryAndLowersCommunication) {
