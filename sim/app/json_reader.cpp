@@ -99,21 +99,38 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
       best = c;
     }
   }
-  if (!best.empty() || word.empty()) return best;
-  // A shortened name ("sharding" for sharding_strategy, "h200" for h200-sxm-141gb): the one
-  // candidate that has the word as whole '_'- or '-'-separated words of its own.
-  const auto words = [](std::string text) {
-    std::replace(text.begin(), text.end(), '-', '_');
-    return "_" + text + "_";
+  // One edit is surely a typo; two may be ("sharding_stratgy"), unless the word names a
+  // candidate by its words ("mfu" is measured_mfu, not gpu).
+  if ((!best.empty() && best_distance <= 1) || word.empty()) return best;
+  // A shortened name ("sharding" for sharding_strategy, "H100" for h100-sxm-80gb, "A100 80GB" for
+  // a100-sxm-80gb): the one candidate that has each of the word's words, whatever their case, as
+  // a whole word of its own (words separated by '_', '-', '.' or spaces: "llama-3-8b" for
+  // llama-3.1-8b).
+  const auto words_of = [](const std::string& text) {
+    std::vector<std::string> out(1);
+    for (const char ch : text) {
+      if (ch == '_' || ch == '-' || ch == ' ' || ch == '.') {
+        if (!out.back().empty()) out.emplace_back();
+      } else {
+        out.back() += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      }
+    }
+    if (out.back().empty()) out.pop_back();
+    return out;
   };
-  const std::string wanted = words(word);
+  const std::vector<std::string> wanted = words_of(word);
+  std::string named;
   for (const std::string& c : candidates) {
-    const bool whole_words = words(c).find(wanted) != std::string::npos;
-    if (!whole_words) continue;
-    if (!best.empty()) return "";  // ambiguous
-    best = c;
+    const std::vector<std::string> own = words_of(c);
+    const bool has_all =
+        !wanted.empty() && std::all_of(wanted.begin(), wanted.end(), [&](const std::string& w) {
+          return std::find(own.begin(), own.end(), w) != own.end();
+        });
+    if (!has_all) continue;
+    if (!named.empty()) return best;  // ambiguous: the typo, if any
+    named = c;
   }
-  return best;
+  return named.empty() ? best : named;
 }
 
 std::string describe_json_type(const nlohmann::json& value) {

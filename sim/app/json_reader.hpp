@@ -18,8 +18,11 @@ namespace fsdpsim::app {
 std::string same_name_but_for_case(const std::string& word,
                                    const std::vector<std::string>& candidates);
 
-// The closest of `candidates` to `word` if it is plausibly a typo, else the one candidate that
-// has `word` as whole '_'-separated words ("sharding" -> "sharding_strategy"), else empty.
+// What `word` most likely meant among `candidates`, tried in this order: the same name but for
+// case, spaces or hyphens; a candidate one edit away; the one candidate that has each of
+// `word`'s words, in any case, as a whole word ('_', '-', '.' or space separated: "sharding" ->
+// "sharding_strategy", "A100 80GB" -> "a100-sxm-80gb", "mfu" -> "measured_mfu"); the closest
+// plausible typo (two edits or more); else empty.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
 // The JSON type of a value in words ("a string", "an integer", ...), for messages.
