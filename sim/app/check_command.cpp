@@ -199,6 +199,17 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
       check.status = ScenarioCheckStatus::kNotScenario;
       return check;
     }
+    // A --set of the whole block would drop the scenario's own gates without a word.
+    if (document.contains("expect")) {
+      for (const std::string& o : overrides) {
+        if (o.substr(0, o.find('=')) != "expect") continue;
+        throw ConfigError(file.string(), "/expect",
+                          fmt::format("has an expect block of its own, which --set {} would "
+                                      "replace; add to it key by key instead (--set "
+                                      "expect.KEY=..., e.g. --set 'expect.mfu={{\"min\": 0.4}}')",
+                                      o.substr(0, o.find('=') + 1) + "..."));
+      }
+    }
     // Loaded whether or not it has expectations: a misspelled "expect" (or any other key) is an
     // error here as in `run`, not a gate turned off; and --set may add the block.
     const Scenario scenario = load_scenario(file, overrides, presets);

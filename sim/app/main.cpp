@@ -129,6 +129,20 @@ int parse_and_run(int argc, char** argv) {
     // A scenario within every size bound can still need more than this machine gives (tens of
     // GiB at 1,024 micro-batches of a deep model, reports/performance.md): a limit of the input
     // on this machine, said as such, not a crash.
+    if (sweep->parsed()) {
+      // Each point's memory is given back when it ends (a point too large is skipped), and so is
+      // --trace-row's: what grows is the table of every point, held until it is written.
+      std::cerr << "error: out of host memory: the sweep's table (a row and a result line per "
+                   "point, kept until the outputs are written) needs more memory than the "
+                   "machine gives the process; run the grid in slices (--shard K/N, each with "
+                   "its own --out) or with fewer points\n";
+      return kExitBadInput;
+    }
+    if (merge->parsed()) {
+      std::cerr << "error: out of host memory: merging holds every row of every slice and "
+                   "needs more memory than the machine gives the process\n";
+      return kExitBadInput;
+    }
     std::cerr << "error: out of host memory: simulating this needs more memory than the "
                  "machine gives the process; fewer micro-batches per step (global_batch), layers "
                  "or straggler classes make the simulation smaller\n";

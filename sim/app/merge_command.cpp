@@ -44,7 +44,8 @@ SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps)
                (slice.sweep_id != merged.sweep_id || slice.grid_points != merged.grid_points)) {
       throw ConfigError(fmt::format(
           "{}: a slice of sweep {} ({} points), and {} of sweep {} ({} points); the scenario, its "
-          "--set options or the grid differ, so the slices are not of one sweep",
+          "--set options, the grid or the contents of the preset and calibration files the points "
+          "name differ, so the slices are not of one sweep",
           path, slice.sweep_id, slice.grid_points, identified_by, merged.sweep_id,
           merged.grid_points));
     }
@@ -143,16 +144,28 @@ int merge_command(const MergeOptions& options) {
                                   table.rows.size(), table.rows.size() == 1 ? "" : "s",
                                   table.rows.front().reason));
   }
+  // Under --allow-gaps the table may be part of its grid: the markdown and the summary say so.
+  const auto rows = static_cast<std::int64_t>(table.rows.size());
+  const bool partial = !table.sweep_id.empty() && rows < table.grid_points;
   const std::string csv_path = options.csv_path.empty() ? "-" : options.csv_path;
   std::vector<OutputFile> outputs = {{csv_path, table_to_csv(table)}};  // all or none
   if (!options.md_path.empty()) {
-    outputs.push_back(
-        {options.md_path, sweep_markdown(table, "fsdpsim sweep (merged slices)", options.top)});
+    const std::string title =
+        partial ? fmt::format("fsdpsim sweep (merged slices, {} of the grid's {} points)", rows,
+                              table.grid_points)
+                : "fsdpsim sweep (merged slices)";
+    outputs.push_back({options.md_path, sweep_markdown(table, title, options.top, "")});
   }
   write_outputs(outputs, {options.inputs.begin(), options.inputs.end()});
   std::ostream& summary =
       (writes_stdout(csv_path) || writes_stdout(options.md_path)) ? std::cerr : std::cout;
   summary << sweep_summary_text(table);
+  if (partial) {
+    summary << fmt::format(
+        "merge: {} of the grid's {} points; {} are in none of the slices "
+        "(--allow-gaps)\n",
+        rows, table.grid_points, table.grid_points - rows);
+  }
   return 0;
 }
 

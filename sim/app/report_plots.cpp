@@ -209,9 +209,12 @@ void add_axis(const SweepTable& table, const std::string& source,
       any_oom = any_oom || table.rows[r].status == PointStatus::kOom;
     const std::optional<std::size_t> b = best_of(table, rows_of_value[v]);
     if (!b) {
-      labels += fmt::format(
-          "set label {} \"nothing fits\" at {}, graph 0.06 center textcolor rgb \"{}\"\n", v + 1, v,
-          kOomColour);
+      // Out of memory, or no valid scenario at that value (every point skipped).
+      const bool simulated =
+          std::any_of(rows_of_value[v].begin(), rows_of_value[v].end(),
+                      [&](std::size_t r) { return table.rows[r].status != PointStatus::kSkipped; });
+      labels += fmt::format("set label {} \"{}\" at {}, graph 0.06 center textcolor rgb \"{}\"\n",
+                            v + 1, simulated ? "nothing fits" : "no valid point", v, kOomColour);
       continue;
     }
     any_fits = true;

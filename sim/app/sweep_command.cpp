@@ -23,6 +23,7 @@
 #include "sim/app/expectations.hpp"
 #include "sim/app/interrupt_guard.hpp"
 #include "sim/app/json_file.hpp"
+#include "sim/app/markdown_cell.hpp"
 #include "sim/app/result_json.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
@@ -59,27 +60,6 @@ Ctrl-C (or SIGTERM) finishes the points in flight, writes the rows finished so f
 
 Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input, 130 interrupted (143 terminated).)";
 
-std::string json_path_of(const std::string& dotted_key) {
-  std::string path = fmt::format("/{}", dotted_key);
-  for (char& c : path) {
-    if (c == '.') c = '/';
-  }
-  return path;
-}
-
-// True when a loader error is caused by the key itself, not by its value: an unknown key at the
-// key's path or at one of its parents, or a key that reaches into a value that is not an object.
-bool error_names_key(const std::string& message, const std::string& key) {
-  if (message.find("is inside a value that is not an object") != std::string::npos) return true;
-  const std::string path = json_path_of(key);
-  for (std::size_t end = 1; end <= path.size(); ++end) {
-    if (end != path.size() && path[end] != '/') continue;
-    if (message.find(fmt::format("{}: unknown key", path.substr(0, end))) != std::string::npos)
-      return true;
-  }
-  return false;
-}
-
 // Loader messages start with the scenario file; every row would repeat it.
 std::string reason_without_file(const std::string& message, const std::filesystem::path& file) {
   const std::string prefix = fmt::format("{}: ", file.string());
@@ -110,6 +90,29 @@ bool error_is_at_key(const std::string& message, const std::string& key) {
          message.find(fmt::format("{}/", path)) != std::string::npos;
 }
 
+// Whether path `inner` ("/fsdp/limit_all_gathers") is `outer` ("/fsdp") or inside it.
+bool path_within(const std::string& inner, const std::string& outer) {
+  return inner.rfind(outer, 0) == 0 && (inner.size() == outer.size() || inner[outer.size()] == '/');
+}
+
+// Whether a loader error on the plan's scenario is an unknown key or an unknown preset at a path
+// no grid axis sets, nor sets anything inside of: no point of the grid can change it.
+bool unknown_name_away_from_axes(const std::string& message, const SweepPlan& plan) {
+  const std::string prefix = plan.scenario.string() + ": /";
+  if (message.rfind(prefix, 0) != 0) return false;
+  const std::size_t end = message.find(": ", prefix.size());
+  if (end == std::string::npos) return false;
+  const std::string path = message.substr(prefix.size() - 1, end - (prefix.size() - 1));
+  const std::string what = message.substr(end + 2);
+  const bool unknown =
+      what.rfind("unknown key", 0) == 0 ||
+      (what.rfind("unknown ", 0) == 0 && what.find(" preset \"") != std::string::npos);
+  return unknown && std::none_of(plan.axes.begin(), plan.axes.end(), [&](const GridAxis& axis) {
+           const std::string axis_path = json_path_of(axis.key);
+           return path_within(path, axis_path) || path_within(axis_path, path);
+         });
+}
+
 // Rejects keys that no value can make valid, and a bad value the file gives for a key an axis
 // replaces at every point (never simulated, but `run` refuses the same file), before anything
 // runs. `document` is the scenario with the --set overrides applied.
@@ -130,6 +133,9 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
                         e.what()));
       }
     }
+    // An unknown key or preset away from every axis makes every point invalid: refused here, as
+    // a slice of a sharded sweep, which may hold only invalid points, would exit 0 without it.
+    if (unknown_name_away_from_axes(e.what(), plan)) throw;
   }
   for (const GridAxis& axis : plan.axes) {
     std::optional<std::string> first_error;
@@ -311,6 +317,13 @@ SweepPlan plan_sweep(const SweepOptions& options) {
   std::vector<std::string> contents;
   for (const std::filesystem::path& named : files) contents.push_back(read_text_file(named));
   plan.sweep_id = sweep_fingerprint(document, plan.axes, contents);
+  if (const auto hardware = document.find("hardware");
+      hardware != document.end() && hardware->is_object()) {
+    if (const auto calibration = hardware->find("calibration");
+        calibration != hardware->end() && calibration->is_string()) {
+      plan.calibration = calibration->get<std::string>();
+    }
+  }
   plan.input_files = {plan.scenario};
   plan.input_files.insert(plan.input_files.end(), files.begin(), files.end());
   return plan;
@@ -484,11 +497,17 @@ int sweep_command(const SweepOptions& options) {
   // The trace's point is simulated again while a signal still only raises the flag: a Ctrl-C
   // then costs the trace, not the table of a grid that may have taken hours.
   std::optional<std::string> trace;
+  bool trace_out_of_memory = false;  // the table is written all the same
   if (!options.trace_path.empty() && !interrupted) {
-    std::string content = sweep_point_trace(plan, options.trace_row);
-    if (!InterruptGuard::flag().load()) trace = std::move(content);
+    try {
+      std::string content = sweep_point_trace(plan, options.trace_row);
+      if (!InterruptGuard::flag().load()) trace = std::move(content);
+    } catch (const std::bad_alloc&) {
+      trace_out_of_memory = true;
+    }
   }
-  const bool trace_interrupted = !options.trace_path.empty() && !interrupted && !trace;
+  const bool trace_interrupted =
+      !options.trace_path.empty() && !interrupted && !trace && !trace_out_of_memory;
   // The grid has stopped: a signal from here on ends the command as usual (write_outputs holds it
   // back until its files are all in place or all discarded), and an output that waits, a FIFO
   // nobody reads, can be interrupted.
@@ -504,8 +523,20 @@ int sweep_command(const SweepOptions& options) {
                   interrupted ? fmt::format(", interrupted after {} of {} points",
                                             run.table.rows.size(), plan.indices.size())
                               : "");
+  // What priced the points, unless the grid varies it (then it is a column).
+  const bool calibration_axis = std::any_of(plan.axes.begin(), plan.axes.end(), [](const auto& a) {
+    return a.key == "hardware.calibration" || a.key == "hardware";
+  });
+  const std::string costs =
+      calibration_axis ? ""
+      : plan.calibration.empty()
+          ? "Costs from the hardware presets' models (no calibration profile).\n\n"
+          : fmt::format(
+                "Costs from the calibration profile {} where it measured them, the rest "
+                "from the hardware presets' models.\n\n",
+                markdown_code(plan.calibration));
   if (!options.md_path.empty())
-    outputs.push_back({options.md_path, sweep_markdown(run.table, title, options.top)});
+    outputs.push_back({options.md_path, sweep_markdown(run.table, title, options.top, costs)});
   // Why points were skipped, on the terminal too (the CSV and markdown have every reason).
   std::vector<std::string> reasons;  // the first kSkipReasonsShown distinct ones
   std::set<std::string> distinct;
@@ -546,10 +577,13 @@ int sweep_command(const SweepOptions& options) {
   print_reasons();
   const double seconds = elapsed_s(start);
   if (options.timing) {
+    // One thread per point at most: that many ran.
+    const auto threads = std::max<std::int64_t>(
+        1, std::min<std::int64_t>(jobs, static_cast<std::int64_t>(plan.indices.size())));
     std::cerr << fmt::format("timing: {} points in {:.2f} s ({:.1f} points/s) on {} thread{}\n",
                              run.table.rows.size(), seconds,
                              static_cast<double>(run.table.rows.size()) / std::max(seconds, 1e-9),
-                             jobs, jobs == 1 ? "" : "s");
+                             threads, threads == 1 ? "" : "s");
   }
   if (interrupted) {
     std::cerr << fmt::format("interrupted: wrote the {} of {} points that finished\n",
@@ -562,6 +596,13 @@ int sweep_command(const SweepOptions& options) {
         "written\n",
         options.trace_row);
     return InterruptGuard::exit_code();
+  }
+  if (trace_out_of_memory) {
+    std::cerr << fmt::format(
+        "error: --trace-row {}: out of host memory simulating the point again with its memory "
+        "timeline and trace; every point was written, the trace was not\n",
+        options.trace_row);
+    return 2;
   }
   return 0;
 }

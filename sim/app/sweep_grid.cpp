@@ -142,7 +142,8 @@ GridAxis parse_grid_option(const std::string& option) {
 
 std::vector<GridAxis> parse_sweep_block(const nlohmann::json& block, const std::string& file,
                                         const std::vector<std::string>& file_order) {
-  if (!block.is_object()) {
+  // An empty block is refused as an empty --grid is: a sweep of nothing is a mistake.
+  if (!block.is_object() || block.empty()) {
     throw ConfigError(
         file, "/sweep",
         fmt::format("expected an object of KEY: [values], found {}", describe_json_type(block)));

@@ -642,6 +642,20 @@ TEST(CheckCommand, ScenariosWithoutExpectationsAreValidatedAndSetCanAddThem) {
   EXPECT_EQ(set.exit_code, 3) << set.output;
   EXPECT_NE(set.output.find("FAIL " + scenario.string() + " mfu = "), std::string::npos)
       << set.output;
+  // Over a block of the scenario's own, the whole block is refused (it would replace its gates
+  // without a word); key by key it is added to.
+  const fs::path own = tiny_scenario(plain, "own", {{"expect", {{"status", "ok"}}}});
+  const Outcome replace =
+      run_fsdpsim("check " + own.string() + " --set 'expect={\"mfu\":{\"min\":0.01}}'");
+  EXPECT_EQ(replace.exit_code, 2) << replace.output;
+  EXPECT_NE(replace.output.find("ERROR " + own.string() +
+                                ": /expect: has an expect block of its own, which --set "
+                                "expect=... would replace; add to it key by key instead"),
+            std::string::npos)
+      << replace.output;
+  const Outcome add = run_fsdpsim("check " + own.string() + " --set 'expect.mfu={\"min\":0.01}'");
+  EXPECT_EQ(add.exit_code, 0) << add.output;
+  EXPECT_NE(add.output.find("2 checks: 2 passed"), std::string::npos) << add.output;
 }
 
 // A path that does not exist or a folder that cannot be read is reported like a bad scenario: the

@@ -111,6 +111,29 @@ TEST(ReportPlots, PlotsEachAxisAHeatmapForTheNumericPairAndThePareto) {
   }
 }
 
+// An axis value with no point that fits is labelled as such: out of memory ("nothing fits"), or
+// every point there skipped as an invalid scenario ("no valid point").
+TEST(ReportPlots, AnAxisValueWithoutAFittingPointSaysWhy) {
+  const auto axis_script = [](const SweepTable& table) {
+    const ReportPlan plan = plan_report(table, "sweep.csv");
+    const auto f = std::find_if(plan.files.begin(), plan.files.end(), [](const ReportFile& file) {
+      return file.name == "axis_training_micro_batch.gp";
+    });
+    return f == plan.files.end() ? std::string() : f->content;
+  };
+  const std::string oom = axis_script(small_table());  // micro_batch 10: out of memory
+  EXPECT_NE(oom.find("\"nothing fits\" at 2,"), std::string::npos) << oom;
+  SweepTable invalid = small_table();
+  for (SweepRow& row : invalid.rows) {
+    if (row.labels[0] != "10") continue;
+    row.status = PointStatus::kSkipped;
+    row.reason = "global batch not divisible";
+  }
+  const std::string skipped = axis_script(invalid);
+  EXPECT_NE(skipped.find("\"no valid point\" at 2,"), std::string::npos) << skipped;
+  EXPECT_EQ(skipped.find("nothing fits"), std::string::npos) << skipped;
+}
+
 // Few short labels stay straight; long ones (a JSON list per value) are rotated so they do not
 // overlap.
 TEST(ReportPlots, LongCategoryLabelsAreRotated) {

@@ -175,6 +175,8 @@ TEST(SweepGrid, BadSweepBlocksNameTheFileAndPath) {
   };
   EXPECT_EQ(message(nlohmann::json::array()),
             "s.json: /sweep: expected an object of KEY: [values], found an empty array");
+  EXPECT_EQ(message(nlohmann::json::object()),
+            "s.json: /sweep: expected an object of KEY: [values], found an empty object");
   EXPECT_EQ(message({{"training.micro_batch", 2}}),
             "s.json: /sweep/training.micro_batch: expected a non-empty array of values, found the "
             "number 2");
@@ -484,7 +486,7 @@ TEST(SweepCsv, TheBestPointsCudaMallocRetriesAreNamed) {
   EXPECT_NE(sweep_summary_text(t).find("78.00 GiB reserved, 3 cudaMalloc retries per step"),
             std::string::npos)
       << sweep_summary_text(t);
-  const std::string md = sweep_markdown(t, "t", 0);
+  const std::string md = sweep_markdown(t, "t", 0, "");
   EXPECT_NE(md.find("| cudaMalloc retries |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 78.00 | 3 | * |"), std::string::npos) << md;
   t.rows[1].metrics[kMetricAllocRetries] = 0;
@@ -786,9 +788,18 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   const Outcome missing = run_fsdpsim("merge" + three + " --out " + (dir / "x.csv").string());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("is a slice missing?"), std::string::npos) << missing.output;
-  EXPECT_EQ(
-      run_fsdpsim("merge" + three + " --allow-gaps --out " + (dir / "x.csv").string()).exit_code,
-      0);
+  // --allow-gaps merges them, and says the table is part of its grid (18 points, 4 missing).
+  const fs::path gaps_md = dir / "gaps.md";
+  const Outcome gaps = run_fsdpsim("merge" + three + " --allow-gaps --out " +
+                                   (dir / "x.csv").string() + " --md " + gaps_md.string());
+  EXPECT_EQ(gaps.exit_code, 0) << gaps.output;
+  EXPECT_NE(gaps.output.find("merge: 14 of the grid's 18 points; 4 are in none of the slices "
+                             "(--allow-gaps)"),
+            std::string::npos)
+      << gaps.output;
+  EXPECT_NE(read_file(gaps_md).find("# fsdpsim sweep (merged slices, 14 of the grid's 18 points)"),
+            std::string::npos);
+  EXPECT_EQ(merged.output.find("merge: "), std::string::npos) << merged.output;
   ASSERT_EQ(run_fsdpsim("sweep " + s.string() + " --grid training.micro_batch=1,2 --out " +
                         (dir / "other.csv").string())
                 .exit_code,
@@ -873,6 +884,15 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
                                "\" is not an index as fsdpsim writes it"),
             std::string::npos)
       << padded.output;
+  // Slices joined with cat: the second header line is named as such.
+  std::ofstream(dir / "joined.csv")
+      << read_file(dir / "slice1.csv") << read_file(dir / "slice2.csv");
+  const Outcome joined = run_fsdpsim("merge " + (dir / "joined.csv").string());
+  EXPECT_EQ(joined.exit_code, 2) << joined.output;
+  EXPECT_NE(joined.output.find("a second header line: slices joined into one file (cat)? give "
+                               "them to fsdpsim merge as they are"),
+            std::string::npos)
+      << joined.output;
 }
 
 TEST(SweepCommand, AStopFlagEndsTheSweepWithTheFinishedRows) {
@@ -884,6 +904,59 @@ TEST(SweepCommand, AStopFlagEndsTheSweepWithTheFinishedRows) {
   const SweepRun run = run_sweep(plan_sweep(options), 2, &stop);
   EXPECT_TRUE(run.stopped);
   EXPECT_TRUE(run.table.rows.empty());
+}
+
+// A slice of a sharded sweep may hold only invalid points and exit 0, but an unknown key or
+// preset that no axis touches makes every point invalid: refused before any slice runs.
+TEST(SweepCommand, AnUnknownNameNoAxisTouchesIsRefusedInEverySlice) {
+  const fs::path s = tiny_scenario("unknown_name", {{"fsdp", {{"limit_allgathers", true}}}});
+  const std::string grid = " --grid training.micro_batch=1,2 --shard 1/2 --out " +
+                           (temp_dir() / "unknown_name.csv").string();
+  const Outcome in_file = run_fsdpsim("sweep " + s.string() + grid);
+  EXPECT_EQ(in_file.exit_code, 2) << in_file.output;
+  EXPECT_NE(in_file.output.find("/fsdp/limit_allgathers: unknown key; did you mean "
+                                "limit_all_gathers?"),
+            std::string::npos)
+      << in_file.output;
+  const fs::path ok = tiny_scenario("unknown_preset");
+  const Outcome preset = run_fsdpsim("sweep " + ok.string() + grid + " --set model=llama-3-8b");
+  EXPECT_EQ(preset.exit_code, 2) << preset.output;
+  EXPECT_NE(preset.output.find("unknown models preset \"llama-3-8b\" (did you mean "
+                               "llama-3.1-8b?)"),
+            std::string::npos)
+      << preset.output;
+}
+
+// --timing names the threads that ran: one per point at most, whatever -j asks.
+TEST(SweepCommand, TimingCountsTheThreadsThatRan) {
+  const fs::path s = tiny_scenario("timing");
+  const Outcome o =
+      run_fsdpsim("sweep " + s.string() + " --grid training.micro_batch=1,2 -j 8 --timing --out " +
+                  (temp_dir() / "timing.csv").string());
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("timing: 2 points in "), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find(" on 2 threads\n"), std::string::npos) << o.output;
+}
+
+// The markdown says what priced its points: a calibration profile named by the base scenario,
+// or the presets alone; a grid over profiles has them in a column instead.
+TEST(SweepCommand, TheMarkdownSaysWhatPricedThePoints) {
+  const fs::path s = tiny_scenario("costs", {{"hardware", {{"preset", "a100-sxm-80gb"}}}});
+  const fs::path md = temp_dir() / "costs.md";
+  const std::string sweep = "sweep " + s.string() + " --grid training.micro_batch=1,2 --md " +
+                            md.string() + " --out " + (temp_dir() / "costs.csv").string();
+  ASSERT_EQ(run_fsdpsim(sweep).exit_code, 0);
+  EXPECT_NE(read_file(md).find("\n\nCosts from the hardware presets' models (no calibration "
+                               "profile).\n\n"),
+            std::string::npos)
+      << read_file(md);
+  ASSERT_EQ(run_fsdpsim(sweep + " --set hardware.calibration=a100-sxm-80gb").exit_code, 0);
+  EXPECT_NE(read_file(md).find("Costs from the calibration profile `a100-sxm-80gb` where it "
+                               "measured them, the rest from the hardware presets' models."),
+            std::string::npos)
+      << read_file(md);
+  ASSERT_EQ(run_fsdpsim(sweep + " --grid hardware.calibration=a100-sxm-80gb").exit_code, 0);
+  EXPECT_EQ(read_file(md).find("Costs from"), std::string::npos) << read_file(md);
 }
 
 // Ctrl-C: the points in flight finish, the rows so far are written, the exit code is 130.
