@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "sim/app/op_labels.hpp"
@@ -17,7 +19,9 @@ struct Label {
 };
 
 // Unit of a host-work step: the longest group name that prefixes its name at a '.'.
-std::int32_t group_of_host_work(std::string_view name, const std::vector<std::string>& groups) {
+// The unit a host step belongs to by its name ("blocks.3.post_backward_hook"), else the step's
+// own first word ("optimizer" for optimizer.cpu_adamw, a CPU optimizer's step), added to `groups`.
+std::int32_t group_of_host_work(std::string_view name, std::vector<std::string>& groups) {
   std::int32_t best = -1;
   std::size_t best_length = 0;
   for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -28,7 +32,13 @@ std::int32_t group_of_host_work(std::string_view name, const std::vector<std::st
       best_length = unit.size();
     }
   }
-  return best;
+  if (best >= 0) return best;
+  const std::string_view word = name.substr(0, name.find('.'));
+  if (word.empty()) return -1;
+  const auto known = std::find(groups.begin(), groups.end(), word);
+  if (known != groups.end()) return static_cast<std::int32_t>(known - groups.begin());
+  groups.emplace_back(word);
+  return static_cast<std::int32_t>(groups.size() - 1);
 }
 
 Label label_of_op(const engine::Program& program, engine::OpId op) {
@@ -84,8 +94,9 @@ std::vector<CriticalPathShare> sorted(const Shares& shares,
 
 CriticalPathSummary summarize_critical_path(const engine::Program& program,
                                             const engine::CriticalPath& path, SimTime step_start,
-                                            const std::vector<std::string>& group_names) {
+                                            const std::vector<std::string>& unit_names) {
   CriticalPathSummary summary;
+  std::vector<std::string> group_names = unit_names;  // and the host steps' own words
   Shares by_kind;
   Shares by_unit_kind;
   SimTime length;

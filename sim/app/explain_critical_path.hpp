@@ -32,10 +32,11 @@ struct CriticalPathSummary {
 };
 
 // Sums `path` (engine::critical_path of the whole program) over [step_start, its end]: steps
-// that straddle step_start count for their part after it. `group_names` names Op::group values
-// (op_labels.hpp); CPU host work takes the unit its name starts with ("blocks.3.pre_forward").
+// that straddle step_start count for their part after it. `unit_names` names Op::group values
+// (op_labels.hpp); CPU host work takes the unit its name starts with ("blocks.3.pre_forward"),
+// else its name's first word ("optimizer" for a CPU optimizer step, optimizer.cpu_adamw).
 CriticalPathSummary summarize_critical_path(const engine::Program& program,
                                             const engine::CriticalPath& path, SimTime step_start,
-                                            const std::vector<std::string>& group_names);
+                                            const std::vector<std::string>& unit_names);
 
 }  // namespace fsdpsim::app

@@ -51,7 +51,7 @@ nlohmann::json explanation_json(const Explanation& e) {
                  {"others_wait_s", e.straggler->others_wait.value()},
                  {"described_rank", r.breakdown_rank}};
   }
-  return {
+  nlohmann::json out = {
       {"schema", "fsdpsim.explain/1"},
       {"straggler", straggler},
       {"scenario", e.scenario},
@@ -86,6 +86,8 @@ nlohmann::json explanation_json(const Explanation& e) {
         {"units", std::move(units)},
         {"exposed_by_cause", std::move(causes)}}},
   };
+  if (r.out_of_memory) out["oom_reason"] = r.oom_reason;  // as run --json gives it
+  return out;
 }
 
 }  // namespace fsdpsim::app

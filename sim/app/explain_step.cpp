@@ -37,20 +37,10 @@ Explanation explain_step(const Scenario& scenario, const fsdp::SimulationOutput&
   in.idle = b.idle;
   in.critical_cpu_launch = e.critical_path.cpu_launch;
   in.critical_cpu_host = e.critical_path.cpu_host;
-  if (!e.communication.causes.empty()) {
-    const ExposedCause& top = e.communication.causes.front();
-    in.top_exposed_phase = top.phase;
-    in.top_exposed_collective = top.collective;
-    in.top_exposed_inter_node = top.inter_node;
-    if (e.communication.causes.size() > 1) {
-      const ExposedCause& next = e.communication.causes[1];
-      if (next.phase == top.phase && next.inter_node == top.inter_node &&
-          next.exposed >= 0.5 * top.exposed) {
-        in.also_exposed_collective = next.collective;
-      }
-    }
-  }
-  e.diagnosis = diagnose(in);
+  name_top_exposed(e.communication.causes, in);
+  // Out of memory, the step cannot run: its timeline is what it would be if it fit.
+  e.diagnosis =
+      output.result.out_of_memory ? "out of memory; were it to fit, " + diagnose(in) : diagnose(in);
   if (const hardware::ClusterSpec& cluster = scenario.hardware.cluster;
       cluster.gpu.calibration != nullptr) {
     e.calibration_line = calibration_usage_line(cluster, kExplainLabelWidth);

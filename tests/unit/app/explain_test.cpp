@@ -188,6 +188,51 @@ TEST(ExplainDiagnosis, CommunicationBoundNamesPhaseCollectiveAndLink) {
             "intra-node link (NVLink); exposed communication in all phases: 38.0% of the step");
 }
 
+TEST(ExplainDiagnosis, ComputeBoundEvenWithSomeExposedCommunicationWhichItNames) {
+  DiagnosisInput in = step(9.0, 0.8, 0.2);
+  in.top_exposed_phase = "backward";
+  in.top_exposed_collective = "all-gather";
+  in.top_exposed_inter_node = true;
+  EXPECT_EQ(diagnose(in),
+            "compute-bound: 90.0% of the step on the compute stream; 8.0% exposed communication, "
+            "most of it backward all-gather on the inter-node link");
+  // Under 85% on the compute stream the same exposed share bounds the step.
+  in = step(8.4, 0.8, 0.8);
+  in.top_exposed_phase = "backward";
+  in.top_exposed_collective = "all-gather";
+  EXPECT_EQ(diagnose(in).rfind("communication-bound: backward is all-gather bound on the "
+                               "intra-node link (NVLink); exposed communication in all phases: "
+                               "8.0% of the step",
+                               0),
+            0U);
+}
+
+TEST(ExplainDiagnosis, NamesThePhaseWithTheMostExposedTimeThenItsLargestCauses) {
+  const auto cause = [](const char* phase, const char* collective, double exposed) {
+    return ExposedCause{phase, collective, true, Seconds(exposed)};
+  };
+  // The forward's all-gathers are the largest single cause, the backward holds more in all.
+  DiagnosisInput in;
+  name_top_exposed({cause("forward", "all-gather", 3.0), cause("backward", "reduce-scatter", 2.5),
+                    cause("backward", "all-gather", 1.5)},
+                   in);
+  EXPECT_EQ(in.top_exposed_phase, "backward");
+  EXPECT_EQ(in.top_exposed_collective, "reduce-scatter");
+  EXPECT_EQ(in.also_exposed_collective, "all-gather");
+  EXPECT_TRUE(in.top_exposed_inter_node);
+  // A second cause of the phase under half the first is not named; equal phases go by name.
+  in = DiagnosisInput{};
+  name_top_exposed({cause("forward", "all-gather", 3.0), cause("backward", "reduce-scatter", 2.5),
+                    cause("backward", "all-gather", 0.5)},
+                   in);
+  EXPECT_EQ(in.top_exposed_phase, "backward");
+  EXPECT_EQ(in.top_exposed_collective, "reduce-scatter");
+  EXPECT_EQ(in.also_exposed_collective, "");
+  in = DiagnosisInput{};
+  name_top_exposed({}, in);
+  EXPECT_EQ(in.top_exposed_phase, "");
+}
+
 TEST(ExplainDiagnosis, CpuBoundWhenTheCriticalPathRunsOnTheCpuAndTheGpuIdles) {
   DiagnosisInput in = step(5.0, 1.0, 4.0);
   in.critical_cpu_launch = Seconds(5.0);
@@ -366,6 +411,30 @@ TEST(ExplainCommand, ExplainsDdpAndOutOfMemoryScenarios) {
                   " --set training.micro_batch=64 --set training.global_batch=1024");
   EXPECT_EQ(oom.exit_code, 0) << oom.output;
   EXPECT_NE(oom.output.find("out of memory"), std::string::npos) << oom.output;
+  // The diagnosis says so before describing the step as if it fit, and the JSON gives the reason
+  // as run's does.
+  EXPECT_NE(oom.output.find("diagnosis       out of memory; were it to fit, "), std::string::npos)
+      << oom.output;
+  const Outcome oom_json =
+      run_fsdpsim("explain " + tiny_scenario("explain_oom").string() +
+                  " --set training.micro_batch=64 --set training.global_batch=1024 --json -");
+  ASSERT_EQ(oom_json.exit_code, 0) << oom_json.output;
+  const nlohmann::json j = nlohmann::json::parse(oom_json.output);
+  EXPECT_EQ(j["status"], "oom");
+  EXPECT_NE(j.value("oom_reason", "").find("CUDA out of memory"), std::string::npos) << j.dump();
+}
+
+// A CPU optimizer's host step (CPU offload) is named by its own word, not left without a unit.
+TEST(ExplainCommand, ACpuOptimizerIsNamedOnTheCriticalPath) {
+  const Outcome o =
+      run_fsdpsim("explain " + tiny_scenario("explain_offload").string() +
+                  " --set fsdp.cpu_offload=true --set training.global_batch=16 --json -");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json j = nlohmann::json::parse(o.output);
+  bool named = false;
+  for (const nlohmann::json& share : j["critical_path"]["by_unit_kind"])
+    named = named || (share["unit"] == "optimizer" && share["kind"] == "CPU host work");
+  EXPECT_TRUE(named) << j["critical_path"]["by_unit_kind"].dump();
 }
 
 TEST(ExplainCommand, BadInputAndUsageExitTwo) {
