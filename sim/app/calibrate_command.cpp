@@ -494,6 +494,13 @@ int import_command(const CalibrateOptions& o) {
         throw ConfigError(fmt::format("{}: the same log as {}; give each log once",
                                       files[i].string(), files[j].string()));
       }
+      // A copy under another name: two runs never print the same text (each log lists its
+      // processes' pids and its own timings).
+      if (logs[i].text == logs[j].text) {
+        throw ConfigError(
+            fmt::format("{}: the same text as {}, a copy of one run; give each log once",
+                        files[i].string(), files[j].string()));
+      }
     }
   }
   std::vector<std::string> notes;

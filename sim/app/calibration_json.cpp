@@ -390,6 +390,14 @@ CalibrationProfile profile_from_json(const nlohmann::json& value, const std::str
     // part of one node is one node; calibrate/fit.cpp takes no node unit then).
     const auto ranks = static_cast<std::int64_t>(p.rank_speeds->ranks.size());
     const std::int64_t per_node = p.topology.gpus_per_node;
+    // No more ranks than the measured job had GPUs (a job on part of one node has fewer).
+    if (const std::int64_t gpus = p.topology.nodes * per_node; gpus > 0 && ranks > gpus) {
+      throw ConfigError(file, "/rank_speeds/ranks",
+                        fmt::format("expected at most {} ranks, the topology's {} node{} x {} "
+                                    "GPU{}, found {}",
+                                    gpus, p.topology.nodes, p.topology.nodes == 1 ? "" : "s",
+                                    per_node, per_node == 1 ? "" : "s", ranks));
+    }
     if (per_node > 0 && ranks > per_node && ranks % per_node != 0) {
       throw ConfigError(file, "/topology/gpus_per_node",
                         fmt::format("expected a divisor of the {} ranks rank_speeds measured (the "

@@ -31,19 +31,21 @@ bool hybrid(ShardingStrategy s) {
   return s == ShardingStrategy::kHybridShard || s == ShardingStrategy::kHybridShardZero2;
 }
 
-// FSDP2's reshard_after_forward (or one of its per-unit variants, `key`): true, false, or an
-// integer group size; `fallback` when absent.
+// FSDP2's reshard_after_forward (or one of its per-unit variants, `key`): true (1), false (0), or
+// an integer group size; `fallback` when absent. The integer 1 is false, as PyTorch reads it
+// (_get_post_forward_mesh_info: "resharding parameters to world size 1", with a warning); the
+// shard group's own size, true, is mapped where the group is known (parse_fsdp_section).
 std::int32_t reshard_after_forward(JsonObjectReader& r, const std::string& file,
                                    const std::string& key, std::int32_t fallback) {
   const nlohmann::json* v = r.child(key);
   if (v == nullptr) return fallback;
   if (v->is_boolean()) return v->get<bool>() ? 1 : 0;
   if (const std::optional<std::int64_t> n = whole_number(*v);
-      n && *n >= 2 && *n <= std::numeric_limits<std::int32_t>::max())
-    return static_cast<std::int32_t>(*n);
+      n && *n >= 1 && *n <= std::numeric_limits<std::int32_t>::max())
+    return *n == 1 ? 0 : static_cast<std::int32_t>(*n);
   throw ConfigError(
       file, "/fsdp/" + key,
-      fmt::format("expected true, false or a group size >= 2, found {}", describe_json_type(*v)));
+      fmt::format("expected true, false or a group size >= 1, found {}", describe_json_type(*v)));
 }
 
 void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::FsdpConfig& f,
@@ -225,14 +227,20 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
     f.sharding_strategy = ShardingStrategy::kFullShard;
   const std::int32_t shard =
       hybrid(f.sharding_strategy) ? f.shard_group_size : cluster.world_size();
+  // The shard group's own size reshards to the whole group: true, as PyTorch maps it.
+  for (std::int32_t* value : {&f.reshard_after_forward, &f.root_reshard_after_forward}) {
+    if (*value == shard && shard > 1) *value = 1;
+  }
+  if (f.last_unit_reshard_after_forward == shard && shard > 1)
+    f.last_unit_reshard_after_forward = 1;
   for (std::size_t i = 0; i < raf_keys.size(); ++i) {
     const std::int32_t k = raf_value(i);
     if (k > 1 && (shard % k != 0 || k >= shard || !fsdp::shard_group_problem(cluster, k).empty())) {
       const std::string& key = raf_keys[i];
       throw ConfigError(file, "/fsdp/" + key,
-                        fmt::format("{}={} must be a smaller divisor of the shard group ({} "
-                                    "ranks) that tiles the {}-GPU nodes",
-                                    key, k, shard, cluster.gpus_per_node));
+                        fmt::format("{}={} must be a divisor of the shard group ({} ranks; {} "
+                                    "itself is true) that tiles the {}-GPU nodes",
+                                    key, k, shard, shard, cluster.gpus_per_node));
     }
   }
 }

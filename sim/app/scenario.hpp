@@ -37,9 +37,17 @@ struct Scenario {
 };
 
 // Applies "a.b.c=value" to a JSON document. The value is parsed as JSON when it is valid JSON
-// (numbers, true/false, quoted strings, objects), else taken as a string. Throws ConfigError on
-// a malformed assignment.
+// (numbers, true/false, quoted strings, objects), else taken as a string; null removes the key
+// (RFC 7386), so that its default holds. Throws ConfigError on a malformed assignment.
 void apply_override(nlohmann::json& document, const std::string& assignment);
+
+// "a.b.c" as the JSON path the loader's messages give, "/a/b/c".
+std::string json_path_of(const std::string& dotted_key);
+
+// True when a loader error is caused by an override's key itself, not by its value: an unknown
+// key at the key's path or at one of its parents, or a key that reaches into a value that is not
+// an object. No value makes such an override valid.
+bool error_names_key(const std::string& message, const std::string& key);
 
 // Throws ConfigError when an override would be lost without a word: a later one replaces a key
 // that holds an earlier one's (`--set model.n_layers=2 --set model=mpt-350m`: the new model has

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <utility>
@@ -33,6 +34,8 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
     const std::string part =
         key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
     if (part.empty()) throw ConfigError(fmt::format("--set \"{}\": empty key segment", assignment));
+    // Removing creates nothing: a key under a missing section is not there to remove.
+    if (value.is_null() && !node->is_object()) return;
     if (node->is_null()) *node = nlohmann::json::object();
     if (node->is_string()) *node = nlohmann::json{{"preset", node->get<std::string>()}};
     if (!node->is_object()) {
@@ -40,9 +43,15 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
                                     assignment, part));
     }
     if (dot == std::string::npos) {
-      (*node)[part] = value;
+      // null removes the key, as in a JSON merge patch (RFC 7386): its default then holds.
+      if (value.is_null()) {
+        node->erase(part);
+      } else {
+        (*node)[part] = value;
+      }
       return;
     }
+    if (value.is_null() && !node->contains(part)) return;
     // A section the file sets to null is an error the loader reports; filling it in here would
     // make every other key of it silently its default.
     if (const auto it = node->find(part); it != node->end() && it->is_null()) {
@@ -53,6 +62,27 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
     node = &(*node)[part];
     begin = dot + 1;
   }
+}
+
+std::string json_path_of(const std::string& dotted_key) {
+  std::string path = fmt::format("/{}", dotted_key);
+  for (char& c : path) {
+    if (c == '.') c = '/';
+  }
+  return path;
+}
+
+bool error_names_key(const std::string& message, const std::string& key) {
+  // apply_override's message quotes the assignment: "--set \"a.b.c=1\": \"c\" is inside ...".
+  if (message.find("is inside a value that is not an object") != std::string::npos)
+    return message.find(fmt::format("\"{}=", key)) != std::string::npos;
+  const std::string path = json_path_of(key);
+  for (std::size_t end = 1; end <= path.size(); ++end) {
+    if (end != path.size() && path[end] != '/') continue;
+    if (message.find(fmt::format(": {}: unknown key", path.substr(0, end))) != std::string::npos)
+      return true;
+  }
+  return false;
 }
 
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides,
@@ -421,6 +451,11 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
                       fmt::format("expected an object, found {}", describe_json_type(document)));
   }
   check_overrides_kept(overrides, origins);
+  // The scenario as written, kept for naming the --set options behind an error (below); a sweep's
+  // points, whose errors are not explained so, copy nothing.
+  const bool only_set = std::all_of(origins.begin(), origins.end(),
+                                    [](const std::string& o) { return o == "--set"; });
+  const nlohmann::json as_written = overrides.empty() || !only_set ? nlohmann::json() : document;
   for (const std::string& o : overrides) apply_override(document, o);
   try {
     Scenario s = parse_scenario(document, file, presets);
@@ -431,25 +466,16 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
     // An error at a key an override set says where the value came from.
     const std::string what = e.what();
     const auto override_path = [&](std::size_t i) {
-      const std::string& o = overrides[i];
-      std::string path = "/" + o.substr(0, o.find('='));
-      std::replace(path.begin(), path.end(), '.', '/');
-      return path;
+      return json_path_of(overrides[i].substr(0, overrides[i].find('=')));
     };
     // The last override of a key is the one that holds.
     for (std::size_t i = overrides.size(); i-- > 0;) {
       const std::string path = override_path(i);
       // ": /path:" leads a message about the value; ": /path)" ends one about the file it names;
       // an unknown key the override created may be one of its parents (--set bogus.x=1: /bogus).
-      bool created_unknown_key = false;
-      for (std::size_t end = path.find('/', 1); !created_unknown_key;
-           end = path.find('/', end + 1)) {
-        created_unknown_key =
-            what.find(": " + path.substr(0, end) + ": unknown key") != std::string::npos;
-        if (end == std::string::npos) break;
-      }
       // An error inside a value the override gave (an object: --set 'model={...}') is its too.
-      if (created_unknown_key || what.find(": " + path + ":") != std::string::npos ||
+      if (error_names_key(what, overrides[i].substr(0, overrides[i].find('='))) ||
+          what.find(": " + path + ":") != std::string::npos ||
           what.find(": " + path + "/") != std::string::npos ||
           what.find(": " + path + ")") != std::string::npos) {
         throw ConfigError(fmt::format("{} (the value comes from {})", what,
@@ -464,6 +490,32 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
         throw ConfigError(fmt::format("{} ({} comes from {})", what, path,
                                       described_override(overrides[i], i, origins)));
       }
+    }
+    // Else, where the scenario loads without the --set options, name those that break it: each
+    // that does alone, or all of them where none does (--set fsdp.version=2 on a file whose
+    // limit_all_gathers only FSDP1 has). Not for a sweep's points, whose reasons would each name
+    // every axis's value.
+    const auto loads = [&](const std::vector<std::string>& applied) {
+      nlohmann::json candidate = as_written;
+      try {
+        for (const std::string& o : applied) apply_override(candidate, o);
+        (void)parse_scenario(candidate, file, presets);
+      } catch (const ConfigError&) {
+        return false;
+      }
+      return true;
+    };
+    if (!overrides.empty() && only_set && loads({})) {
+      std::vector<std::string> alone;
+      for (std::size_t i = 0; i < overrides.size(); ++i) {
+        if (!loads({overrides[i]})) alone.push_back(described_override(overrides[i], i, origins));
+      }
+      if (alone.empty()) {
+        for (std::size_t i = 0; i < overrides.size(); ++i)
+          alone.push_back(described_override(overrides[i], i, origins));
+      }
+      throw ConfigError(fmt::format("{} (valid without the overrides; not with {})", what,
+                                    fmt::join(alone, ", ")));
     }
     throw;
   }

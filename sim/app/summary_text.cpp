@@ -6,6 +6,7 @@
 
 #include "models/workload.hpp"
 #include "sim/app/calibration_json.hpp"
+#include "sim/app/retries_text.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -163,8 +164,8 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   line(fmt::format(
       "model      {} ({}): {:.2f} B parameters, {}", s.model.name, family_name(s.model.family),
       static_cast<double>(models::parameter_count(s.model)) / 1e9, model_shape(s.model)));
-  line(fmt::format("cluster    {} x {} ({} nodes x {} GPUs)", c.world_size(), c.gpu.name, c.nodes,
-                   c.gpus_per_node));
+  line(fmt::format("cluster    {} x {} ({} node{} x {} GPU{})", c.world_size(), c.gpu.name, c.nodes,
+                   c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpus_per_node == 1 ? "" : "s"));
   line(fmt::format(
       "training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing "
       "{}{}{}{}{}{}{}",
@@ -238,9 +239,9 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   if (r.models_reserved) {
     line(fmt::format(
         "  peak reserved      {:7.2f} GiB  (caching allocator; at the busiest instant of that peak "
-        "{:.2f} GiB of it was cached but unused; {} cudaMalloc retries)",
+        "{:.2f} GiB of it was cached but unused; {})",
         to_gib(r.reserved.peak_reserved), to_gib(r.reserved.fragmentation_at_peak),
-        r.reserved.alloc_retries));
+        cuda_malloc_retries(r.reserved.alloc_retries)));
   } else {
     line("  peak reserved      not modelled (allocator.enabled = false); at least the peak active");
   }
@@ -259,9 +260,8 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
                          to_gib(r.usable_memory - r.reported_peak_reserved()),
                          r.reserved.alloc_retries == 0
                              ? std::string()
-                             : fmt::format(" only by retrying cudaMalloc {} times per step "
-                                           "(see explain)",
-                                           r.reserved.alloc_retries)));
+                             : fmt::format(" only with {} per step (see explain)",
+                                           cuda_malloc_retries(r.reserved.alloc_retries))));
   return out;
 }
 

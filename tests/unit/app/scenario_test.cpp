@@ -33,6 +33,19 @@ TEST(ApplyOverride, SetsNestedKeysAndParsesJsonValues) {
   nlohmann::json with_null = {{"fsdp", nullptr}};
   EXPECT_THROW(apply_override(with_null, "fsdp.limit_all_gathers=false"), ConfigError);
   EXPECT_THROW(apply_override(doc, "a..b=1"), ConfigError);
+  // null removes the key, so that its default holds (a JSON merge patch's null).
+  apply_override(doc, "fsdp.backward_prefetch=null");
+  EXPECT_FALSE(doc["fsdp"].contains("backward_prefetch")) << doc.dump();
+  apply_override(doc, "training.no_such_key=null");  // nothing to remove
+  EXPECT_FALSE(doc["training"].contains("no_such_key")) << doc.dump();
+  // Nor is a section created, or a preset name made an object, on the way to nothing.
+  const nlohmann::json before = doc;
+  apply_override(doc, "expect.mfu=null");
+  apply_override(doc, "no_section.key=null");
+  EXPECT_EQ(doc, before);
+  nlohmann::json named = {{"model", "gpt-175b"}};
+  apply_override(named, "model.n_layers=null");
+  EXPECT_EQ(named["model"], "gpt-175b");
 }
 
 TEST(DidYouMean, SuggestsCloseKeysOnly) {
@@ -44,6 +57,17 @@ TEST(DidYouMean, SuggestsCloseKeysOnly) {
             "sharding_strategy");
   EXPECT_EQ(did_you_mean("prefetch", {"backward_prefetch", "forward_prefetch"}), "");
   EXPECT_EQ(did_you_mean("shard", {"sharding_strategy"}), "");
+  // Its words in any case and order, separated by '_', '-' or spaces; a whole-word match wins
+  // over two edits, not over one.
+  const std::vector<std::string> gpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb"};
+  EXPECT_EQ(did_you_mean("H100", gpus), "h100-sxm-80gb");
+  EXPECT_EQ(did_you_mean("A100 80GB", gpus), "a100-sxm-80gb");
+  EXPECT_EQ(did_you_mean("80gb-h100", gpus), "h100-sxm-80gb");
+  EXPECT_EQ(did_you_mean("A100", gpus), "");  // two of them
+  EXPECT_EQ(did_you_mean("mfu", {"gpu", "measured_mfu", "notes"}), "measured_mfu");
+  EXPECT_EQ(did_you_mean("nodes", {"gpus_per_node", "notes"}), "notes");
+  EXPECT_EQ(did_you_mean("llama-3-8b", {"llama-2-7b", "llama-3.1-8b", "llama-3.1-70b"}),
+            "llama-3.1-8b");
 }
 
 // A key of a nested object given one level up is pointed to where it belongs.

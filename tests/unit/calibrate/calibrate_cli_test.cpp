@@ -342,7 +342,7 @@ TEST(CalibrateCli, TruncatedAndGarbageLogsExitTwoNamingFileAndLine) {
     EXPECT_EQ(o.exit_code, 2) << path << "\n" << o.output;
     EXPECT_NE(o.output.find("error: " + path + ": "), std::string::npos) << o.output;
   }
-  // One log named twice would count its repeats twice; a copy of it is another run.
+  // One log named twice would count its repeats twice, and so would a copy of it.
   const std::string log = kLogs + "a100_8gpu_all_reduce_perf.log";
   const Outcome twice =
       run_fsdpsim("calibrate import-nccl-tests " + log + " " + kLogs + "." +
@@ -355,10 +355,14 @@ TEST(CalibrateCli, TruncatedAndGarbageLogsExitTwoNamingFileAndLine) {
   EXPECT_FALSE(fs::exists(out));
   const fs::path copy = temp_dir() / "copy_of_a100_all_reduce.log";
   fs::copy_file(log, copy, fs::copy_options::overwrite_existing);
-  EXPECT_EQ(run_fsdpsim("calibrate import-nccl-tests " + log + " " + copy.string() + " -o " + out +
-                        " --gpu a100-sxm-80gb")
-                .exit_code,
-            0);
+  const Outcome copied = run_fsdpsim("calibrate import-nccl-tests " + log + " " + copy.string() +
+                                     " -o " + out + " --gpu a100-sxm-80gb");
+  EXPECT_EQ(copied.exit_code, 2) << copied.output;
+  EXPECT_NE(copied.output.find(copy.string() + ": the same text as " + log +
+                               ", a copy of one run; give each log once"),
+            std::string::npos)
+      << copied.output;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 TEST(CalibrateCli, PlanListsTheScenariosShapesAndWritesAHarnessPlan) {

@@ -417,6 +417,13 @@ TEST(CalibrationProfileJson, BadInputNamesFilePathExpectedAndFound) {
   EXPECT_EQ(error_for(j),
             "bad.json: /topology/gpus_per_node: expected a divisor of the 3 ranks rank_speeds "
             "measured (the ranks are laid out node by node), found 2");
+  // More ranks than the measured job had GPUs: not this job's measurement.
+  j = valid_json();
+  j["topology"]["nodes"] = 1;
+  j["topology"]["gpus_per_node"] = 1;
+  EXPECT_EQ(error_for(j),
+            "bad.json: /rank_speeds/ranks: expected at most 1 ranks, the topology's 1 node x 1 "
+            "GPU, found 2");
   // Allocator and launch times a GPU's host cannot take: a time in the wrong unit.
   j = valid_json();
   j["memory"] = {{"kernel_launch_us", 1e9}};
