@@ -413,6 +413,24 @@ std::string described_override(const std::string& override_text, std::size_t i,
                      shown.size() > kShown ? "..." : "");
 }
 
+// --set KEY=null removes KEY, and where the scenario holds no KEY there is nothing to remove: right
+// for a key left at its default, a silent no-op for a misspelt one. So the key is tried with a
+// value, and one the loader does not know is refused as it would be were it set.
+void refuse_removing_unknown_key(const nlohmann::json& document, const std::string& assignment,
+                                 const std::filesystem::path& file, const PresetLocator& presets) {
+  const std::string key = assignment.substr(0, assignment.find('='));
+  nlohmann::json probe = document;
+  try {
+    apply_override(probe, key + "={}");
+    (void)parse_scenario(probe, file, presets);
+  } catch (const ConfigError& e) {
+    if (!error_names_key(e.what(), key)) return;  // a known key that takes no object
+    throw ConfigError(
+        fmt::format("--set \"{}\": nothing to remove, and {} is not a scenario key ({})",
+                    assignment, key, e.what()));
+  }
+}
+
 }  // namespace
 
 void check_overrides_kept(const std::vector<std::string>& overrides,
@@ -457,6 +475,12 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
                                     [](const std::string& o) { return o == "--set"; });
   const nlohmann::json as_written = overrides.empty() || !only_set ? nlohmann::json() : document;
   for (const std::string& o : overrides) apply_override(document, o);
+  for (std::size_t i = 0; i < overrides.size(); ++i) {
+    const std::string& o = overrides[i];
+    const bool set = i >= origins.size() || origins[i] == "--set";
+    if (set && parse_inline_value(o.substr(o.find('=') + 1), o).is_null())
+      refuse_removing_unknown_key(document, o, file, presets);
+  }
   try {
     Scenario s = parse_scenario(document, file, presets);
     for (std::size_t i = 0; i < overrides.size(); ++i)

@@ -132,6 +132,32 @@ TEST(Scenario, DefaultScenarioLoadsWithPaperSettings) {
   EXPECT_EQ(s.training.activation_checkpointing, fsdp::ActivationCheckpointing::kFull);
 }
 
+// --set KEY=null on a key the scenario does not hold removes nothing: fine for a known key (its
+// default holds anyway), a silent no-op for a misspelt one, which is refused as a set would be.
+TEST(Scenario, RemovingAnUnknownKeyIsRefused) {
+  const auto file = scenario_path("paper/gpt175b_128xa100_bs1.json");
+  const Scenario kept = load_scenario(file, {"fsdp.forward_prefetch=null"}, kPresets);
+  EXPECT_EQ(kept.model.n_layers, 96);
+  (void)load_scenario(file, {"model.n_layers=null", "training.decoder_seq_len=null"}, kPresets);
+  for (const std::string& typo : {"fsdp.forwrd_prefetch=null", "no_section.key=null"}) {
+    try {
+      (void)load_scenario(file, {typo}, kPresets);
+      ADD_FAILURE() << typo << " was accepted";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("--set \"" + typo + "\": nothing to remove"), std::string::npos)
+          << what;
+      EXPECT_NE(what.find("unknown key"), std::string::npos) << what;
+    }
+  }
+  try {
+    (void)load_scenario(file, {"fsdp.forwrd_prefetch=null"}, kPresets);
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean forward_prefetch?"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Sanity bar of the foundation issue: the paper's GPT-175B on 128 A100-80GB reaches "more than
 // 173" (batch 1) and 186 (batch 2) TFLOPS/GPU counting recompute (FSDP paper Sec. 5.4, Fig. 7b).
 // The simulation must land within 20 % of both. Tighter accuracy is validated in reports/.
