@@ -73,6 +73,17 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
                       : ""));
 }
 
+bool names_unusable_file(const std::string& message) {
+  const auto has = [&message](std::string_view text) {
+    return message.find(text) != std::string::npos;
+  };
+  // The messages of resolve above and of parse_preset (preset_paths.hpp).
+  return (has(" file \"") && (has("\" not found") || has("expected a JSON file, found"))) ||
+         (has("unknown ") && (has(" preset \"") || has("calibration profile \""))) ||
+         has(": the presets folder ") ||
+         (has("(the ") && (has(" preset named at ") || has("calibration profile named at ")));
+}
+
 std::vector<std::string> PresetLocator::names(const std::string& kind) const {
   std::vector<std::string> out;
   std::error_code ec;

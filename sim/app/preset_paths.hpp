@@ -49,6 +49,11 @@ decltype(auto) parse_preset(const std::string& kind, const std::filesystem::path
   }
 }
 
+// Whether `message`, a loader's error, says that a file or preset a value names cannot be used:
+// not found, not a regular file, an unknown preset name (resolve's errors), or invalid on its own
+// (parse_preset's). Such an error holds whatever the rest of the scenario is.
+bool names_unusable_file(const std::string& message);
+
 // --configs DIR, else $FSDPSIM_CONFIGS_DIR, else the configs/ folder of the source tree the
 // binary was built from.
 std::filesystem::path default_configs_dir(const std::string& from_command_line);

@@ -165,23 +165,37 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
 // Every preset and calibration file the sweep's points name: the files the base
 // scenario resolves and those each axis value resolves on top of it (every file reference is one
 // key's value, so no combination of values names a file that no single value does). A value the
-// loader rejects names no file it got to; its points are skipped rows. A number or a boolean
-// names no file, so an axis of them costs no loads (a load per value made a long axis slow).
+// loader rejects names no file it got to; its points are skipped rows, unless the value names a
+// file that is missing or invalid on its own: a mistake at every point, refused as `run` refuses
+// it rather than made rows that exit 0. A number or a boolean names no file, so an axis of them
+// costs no loads (a load per value made a long axis slow).
 std::set<std::filesystem::path> named_files(const SweepPlan& plan) {
   std::set<std::filesystem::path> files;
   PresetLocator recording = plan.presets;
   recording.files_resolved = &files;
-  const auto load = [&](const std::vector<std::string>& overrides) {
+  const auto load = [&](const std::vector<std::string>& overrides, const GridAxis* axis) {
+    std::vector<std::string> origins(plan.base_overrides.size(), "--set");
+    if (axis != nullptr)
+      origins.emplace_back(axis->origin == "--grid" ? "--grid" : "the sweep block");
     try {
-      load_scenario(plan.scenario, overrides, recording);
-    } catch (const ConfigError&) {
+      load_scenario(plan.scenario, overrides, recording, origins);
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      const std::string path = json_path_of(axis == nullptr ? "" : axis->key);
+      const bool at_axis = axis != nullptr && (what.find(path + ": ") != std::string::npos ||
+                                               what.find(path + ")") != std::string::npos ||
+                                               what.find(path + "/") != std::string::npos);
+      if (at_axis && names_unusable_file(what)) {
+        throw ConfigError(fmt::format(
+            "{}: {}", axis->origin == "--grid" ? "--grid " + axis->key : axis->origin, what));
+      }
     }
   };
-  load(plan.base_overrides);
+  load(plan.base_overrides, nullptr);
   for (const GridAxis& axis : plan.axes) {
     for (const nlohmann::json& value : axis.values) {
       if (value.is_number() || value.is_boolean()) continue;
-      load(with(plan.base_overrides, {fmt::format("{}={}", axis.key, value.dump())}));
+      load(with(plan.base_overrides, {fmt::format("{}={}", axis.key, value.dump())}), &axis);
     }
   }
   return files;

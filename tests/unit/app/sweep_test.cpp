@@ -927,6 +927,33 @@ TEST(SweepCommand, AnUnknownNameNoAxisTouchesIsRefusedInEverySlice) {
       << preset.output;
 }
 
+// A grid value that names a file that is not there, or a preset that does not exist, is a
+// mistake at every point, not a combination that does not fit: refused as `run` refuses it (it
+// was a skipped row once, and the sweep exited 0), in every slice.
+TEST(SweepCommand, AGridValueNamingAMissingFileOrPresetIsRefused) {
+  const fs::path s = tiny_scenario("missing_file_on_axis");
+  const fs::path csv = temp_dir() / "missing_file_on_axis.csv";
+  for (const auto& [grid, message] :
+       {std::pair<std::string, std::string>{"hardware.calibration=a100-sxm-80gb,nosuch.json",
+                                            "--grid hardware.calibration: " + s.string() +
+                                                ": /hardware/calibration: calibration file \""},
+        {"model=mpt-125m,mpt-126m",
+         "unknown models preset \"mpt-126m\" (did you mean mpt-125m?)"}}) {
+    const Outcome o = run_fsdpsim("sweep " + s.string() + " --grid " + grid +
+                                  " --shard 1/2 --out " + csv.string());
+    EXPECT_EQ(o.exit_code, 2) << grid << "\n" << o.output;
+    EXPECT_NE(o.output.find(message), std::string::npos) << o.output;
+    EXPECT_FALSE(fs::exists(csv));
+  }
+  // A file that exists but that another axis's value cannot use is a skipped point, as before.
+  const Outcome mixed = run_fsdpsim("sweep " + s.string() +
+                                    " --grid hardware.calibration=a100-sxm-80gb --grid "
+                                    "hardware.preset=a100-sxm-80gb,h100-sxm-80gb --out " +
+                                    csv.string());
+  EXPECT_EQ(mixed.exit_code, 0) << mixed.output;
+  EXPECT_NE(mixed.output.find("1 skipped"), std::string::npos) << mixed.output;
+}
+
 // --timing names the threads that ran: one per point at most, whatever -j asks.
 TEST(SweepCommand, TimingCountsTheThreadsThatRan) {
   const fs::path s = tiny_scenario("timing");
