@@ -365,6 +365,30 @@ std::pair<double, double> fit_parameter(const FitRequest& fit,
   return f1 <= f2 ? std::make_pair(x1, f1) : std::make_pair(x2, f2);
 }
 
+// A preset or profile named by a relative path is read from the cases file's folder
+// (PresetLocator::resolve, `from_file` the CSV): a scenario written to another folder names it
+// absolutely, so that `run` reads the same file.
+void name_presets_absolutely(nlohmann::json& document, const std::filesystem::path& cases_file) {
+  const auto absolute = [&](nlohmann::json* value) {
+    if (value == nullptr || !value->is_string()) return;
+    const std::string reference = value->get<std::string>();
+    const bool is_path = reference.find('/') != std::string::npos ||
+                         (reference.size() > 5 && reference.ends_with(".json"));
+    if (!is_path || std::filesystem::path(reference).is_absolute()) return;
+    *value = std::filesystem::absolute(cases_file.parent_path() / reference).string();
+  };
+  const auto at = [&document](const char* section, const char* key) -> nlohmann::json* {
+    const auto s = document.find(section);
+    if (s == document.end() || !s->is_object()) return nullptr;
+    const auto k = s->find(key);
+    return k == s->end() ? nullptr : &*k;
+  };
+  if (const auto model = document.find("model"); model != document.end()) absolute(&*model);
+  absolute(at("model", "preset"));
+  absolute(at("hardware", "preset"));
+  absolute(at("hardware", "calibration"));
+}
+
 // --scenarios-out writes DIR/<case_id>.json: the id must name a file inside DIR.
 void require_file_name(const ValidationCase& c, const std::filesystem::path& file) {
   constexpr std::size_t kLongestName = 200;  // + ".json" and the staging name, under NAME_MAX
@@ -543,8 +567,11 @@ int validate_command(const ValidateOptions& options) {
                                     options.scenarios_dir));
     }
     for (const ValidationCase* c : chosen) {
-      const CaseScenario built = scenario_for_case(*c, file);
+      CaseScenario built = scenario_for_case(*c, file);
       if (built.document.is_null()) continue;
+      // The scenario the row was simulated as: with --set, --calibration and --fit's value.
+      for (const std::string& o : overrides) apply_override(built.document, o);
+      name_presets_absolutely(built.document, file);
       outputs.push_back(
           {(std::filesystem::path(options.scenarios_dir) / (c->get("case_id") + ".json")).string(),
            built.document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"});

@@ -1525,6 +1525,34 @@ TEST(Validate, RmsNormColumnReachesTheScenario) {
   EXPECT_FALSE(v.scenario("llama-1.5b-8xh200-fused-rmsnorm")["training"].contains("rms_norm"));
 }
 
+// A row's written scenario is the one it was simulated as: `run` on it gives validate's
+// prediction, with --set and --calibration applied (they were left out once, and `run` printed
+// another number than the report).
+TEST(Validate, WrittenScenariosCarryTheOverridesAndTheProfile) {
+  const fs::path out = test_support::temp_dir("validate", "scenarios_with_overrides");
+  const auto [code, text] = run_fsdpsim("validate " + kData +
+                                        "rms_norm.csv --calibration h200-sxm-141gb-measured --set "
+                                        "fsdp.reshard_after_forward=false --json " +
+                                        (out / "report.json").string() + " --scenarios-out " +
+                                        (out / "scenarios").string());
+  ASSERT_EQ(code, 0) << text;
+  const nlohmann::json report = nlohmann::json::parse(test_support::read_file(out / "report.json"));
+  ASSERT_FALSE(report["cases"].empty());
+  for (const nlohmann::json& c : report["cases"]) {
+    const fs::path scenario = out / "scenarios" / (c["case_id"].get<std::string>() + ".json");
+    const nlohmann::json written = nlohmann::json::parse(test_support::read_file(scenario));
+    EXPECT_FALSE(written["fsdp"]["reshard_after_forward"].get<bool>()) << written.dump();
+    EXPECT_TRUE(fs::path(written["hardware"]["calibration"].get<std::string>()).is_absolute());
+    const auto [run_code, run_text] = run_fsdpsim("run " + scenario.string() + " --json -");
+    ASSERT_EQ(run_code, 0) << run_text;
+    const nlohmann::json result = nlohmann::json::parse(run_text);
+    EXPECT_NEAR(result["tokens_per_s_per_gpu"].get<double>(),
+                c["predicted_tokens_per_s_per_gpu"].get<double>(),
+                1e-5 * c["predicted_tokens_per_s_per_gpu"].get<double>())  // run rounds
+        << c["case_id"];
+  }
+}
+
 // The H200 runs trained under allocator caps (configs/validation/measured-h200/retries): each
 // capped run that fit retried cudaMalloc, and what those retries added to its step (against the
 // same run uncapped) is what the presets' cudaMalloc/cudaFree costs price. Measured, the nine
