@@ -479,8 +479,11 @@ void Parser::finish_table(const Section& section, const Table& table) {
   if (!op) op = collective_from_text(std::filesystem::path(file_).filename().string());
   if (!op) {
     fail(table.header_line,
-         "cannot tell which collective this table measured (no '# Collective test starting' "
-         "line and the file name does not say); pass --collective");
+         fmt::format("cannot tell which collective this table measured (no '# Collective test "
+                     "starting' line and the file name does not say); pass --collective "
+                     "{}=NAME (all_gather, reduce_scatter or all_reduce), or --collective NAME "
+                     "for every log",
+                     file_));
   }
   // The redop column says whether the rows reduced: an all_gather's 'none' read as a
   // reduce_scatter (they share busbw / algbw) would pass every other check.
@@ -738,7 +741,9 @@ CalibrationProfile import_nccl_tests_logs(const std::vector<NcclTestsLogText>& l
   profile.tool = "fsdpsim calibrate import-nccl-tests";
   std::vector<CollectiveSeries> series;
   for (const NcclTestsLogText& f : logs) {
-    NcclTestsLog log = parse_nccl_tests_log(f.text, f.file, options);
+    NcclTestsImportOptions own = options;
+    if (f.collective) own.collective = f.collective;
+    NcclTestsLog log = parse_nccl_tests_log(f.text, f.file, own);
     if (!log.device.name.empty()) {
       if (!profile.device.name.empty() && profile.device.name != log.device.name) {
         throw InputError(fmt::format(

@@ -61,6 +61,8 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file
 struct NcclTestsLogText {
   std::string file;
   std::string text;
+  // This log's collective where it does not say (--collective FILE=NAME); else the options'.
+  std::optional<hardware::Collective> collective;
 };
 
 // Parses every log and merges them into one profile named `name` (merge_series). Throws

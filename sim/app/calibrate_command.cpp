@@ -417,7 +417,7 @@ int fit_command(const CalibrateOptions& o) {
 // Why a log's device name (nvidia-smi's, as "NVIDIA A100-SXM4-80GB") is not the GPU of hardware
 // preset `preset` (named "<model>-<form>-<memory>gb", as "a100-sxm-80gb"), or "": the model must
 // appear in the name, and a memory size the name gives must be the preset's. A name the log does
-// not give is not compared.
+// not give is not compared, nor is the model of a preset whose name does not give one.
 std::string device_name_mismatch(const std::string& device, const std::string& preset) {
   if (device.empty()) return "";
   const auto upper_of = [](std::string text) {
@@ -446,7 +446,12 @@ std::string device_name_mismatch(const std::string& device, const std::string& p
     parts.push_back(upper_of(preset.substr(from, dash - from)));
     from = dash + 1;
   }
-  if (!word_at(parts.front())) {
+  // A name of one's own ("clusterA-gpu") names no model to compare: only a first word with a
+  // digit in it is one (A100, H100, H200, GH200, B200, MI300X).
+  const bool names_model = std::any_of(parts.front().begin(), parts.front().end(), [](char ch) {
+    return std::isdigit(static_cast<unsigned char>(ch)) != 0;
+  });
+  if (names_model && !word_at(parts.front())) {
     return fmt::format("the logs ran on {}, not on the {} of {}", device, parts.front(), preset);
   }
   // A memory size in both: "80GB" in the name against the preset's "80GB".
@@ -476,16 +481,64 @@ std::string device_name_mismatch(const std::string& device, const std::string& p
   return "";
 }
 
+// --collective NAME (every log) and --collective LOG=NAME (that log, named as on the command
+// line or as another path to the same file): logs of older nccl-tests print no '# Collective
+// test starting' line, and a file name need not say.
+void assign_collectives(const std::vector<std::string>& values,
+                        const std::vector<std::filesystem::path>& files,
+                        calibrate::NcclTestsImportOptions& options,
+                        std::vector<calibrate::NcclTestsLogText>& logs) {
+  const auto collective = [](const std::string& value, const std::string& name) {
+    const auto op = calibrate::parse_collective(name);
+    if (!op) {
+      throw ConfigError(fmt::format(
+          "--collective {}: expected all_gather, reduce_scatter or all_reduce, found \"{}\"", value,
+          name));
+    }
+    return *op;
+  };
+  for (const std::string& value : values) {
+    const std::size_t eq = value.rfind('=');
+    if (eq == std::string::npos) {
+      if (options.collective) {
+        throw ConfigError(
+            fmt::format("--collective {}: a second collective for every log; name "
+                        "each log's as LOG=NAME",
+                        value));
+      }
+      options.collective = collective(value, value);
+      continue;
+    }
+    const std::filesystem::path named = value.substr(0, eq);
+    const hardware::Collective op = collective(value, value.substr(eq + 1));
+    bool found = false;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      std::error_code ec;
+      if (files[i] != named && !std::filesystem::equivalent(files[i], named, ec)) continue;
+      if (logs[i].collective && *logs[i].collective != op) {
+        throw ConfigError(fmt::format("--collective {}: {} is already given another collective",
+                                      value, files[i].string()));
+      }
+      logs[i].collective = op;
+      found = true;
+    }
+    if (!found) {
+      throw ConfigError(fmt::format("--collective {}: {} is not one of the logs imported", value,
+                                    named.string()));
+    }
+  }
+}
+
 int import_command(const CalibrateOptions& o) {
   calibrate::NcclTestsImportOptions options;
-  if (!o.collective.empty()) options.collective = calibrate::parse_collective(o.collective);
   if (o.ranks > 0) options.ranks = o.ranks;
   if (o.ranks_per_node > 0) options.ranks_per_node = o.ranks_per_node;
   options.in_place = o.in_place;
   options.allow_truncated = o.allow_truncated;
   std::vector<std::filesystem::path> files(o.logs.begin(), o.logs.end());
   std::vector<calibrate::NcclTestsLogText> logs;
-  for (const std::filesystem::path& f : files) logs.push_back({f.string(), read_text_file(f)});
+  for (const std::filesystem::path& f : files) logs.push_back({f.string(), read_text_file(f), {}});
+  assign_collectives(o.collectives, files, options, logs);
   // Repeated runs of one size are merged as repeats: one file twice would count its runs twice.
   for (std::size_t i = 1; i < files.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
@@ -648,10 +701,13 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
       ->type_name("DIR")
       ->check(non_empty());
   imp->add_option("--name", o.name,
-                  "Profile name (default: the output file's stem, or the first log's with -o -)");
+                  "Profile name (default: the output file's stem, or the first log's with -o -)")
+      ->check(non_empty());
   imp->add_option("--description", o.description, "Free text kept in the profile");
-  imp->add_option("--collective", o.collective, "The collective, for logs that do not say")
-      ->check(CLI::IsMember({"all_gather", "reduce_scatter", "all_reduce"}));
+  imp->add_option("--collective", o.collectives,
+                  "The collective, for logs that do not say: NAME for every log, or LOG=NAME "
+                  "for one (repeatable); all_gather, reduce_scatter or all_reduce")
+      ->type_name("[LOG=]NAME");
   imp->add_option("--ranks", o.ranks,
                   "Communicator size, when it differs from the log (NCCL_TESTS_SPLIT)")
       ->check(CLI::Range(std::int64_t{1}, hardware::kMaxWorldSize));

@@ -32,7 +32,8 @@ struct CalibrateOptions {
   std::string gpu;            // --gpu PRESET: the hardware preset of the GPUs the logs ran on
   std::string name;
   std::string description;
-  std::string collective;  // when a log does not say
+  // When a log does not say: NAME for every log, FILE=NAME for one (repeatable).
+  std::vector<std::string> collectives;
   std::int32_t ranks = 0;  // overrides (0: from the log)
   std::int32_t ranks_per_node = 0;
   bool in_place = false;

@@ -321,6 +321,53 @@ TEST(CalibrateCli, ImportWritesAProfileThatFits) {
       << escape.output;
 }
 
+// Logs of older nccl-tests print no '# Collective test starting' line, and a saved log's name
+// need not say: --collective LOG=NAME names one log's, --collective NAME every log's.
+TEST(CalibrateCli, ImportTakesEachLogsCollectiveFromTheCommandLine) {
+  const fs::path dir = temp_dir() / "collective_per_log";
+  fs::create_directories(dir);
+  const fs::path ar = dir / "ar.log";
+  fs::copy_file(kLogs + "a100_8gpu_all_reduce_perf.log", ar, fs::copy_options::overwrite_existing);
+  const fs::path out = dir / "profile.json";
+  const std::string import =
+      "calibrate import-nccl-tests " + ar.string() + " -o " + out.string() + " --gpu a100-sxm-80gb";
+  const Outcome unnamed = run_fsdpsim(import);
+  EXPECT_EQ(unnamed.exit_code, 2) << unnamed.output;
+  EXPECT_NE(unnamed.output.find("pass --collective " + ar.string() + "=NAME"), std::string::npos)
+      << unnamed.output;
+  const Outcome named = run_fsdpsim(import + " --collective " + ar.string() + "=all_reduce");
+  EXPECT_EQ(named.exit_code, 0) << named.output;
+  EXPECT_NE(named.output.find("imported 1 series (20 sizes)"), std::string::npos) << named.output;
+  EXPECT_EQ(run_fsdpsim(import + " --collective all_reduce").exit_code, 0);
+  // The table's redop says it reduced: read as an all_gather, it is refused.
+  const Outcome wrong = run_fsdpsim(import + " --collective " + ar.string() + "=all_gather");
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
+  EXPECT_NE(wrong.output.find("the table is read as an all_gather"), std::string::npos)
+      << wrong.output;
+  for (const auto& [value, message] :
+       {std::pair<std::string, std::string>{"other.log=all_reduce",
+                                            "other.log is not one of the logs imported"},
+        {"broadcast", "expected all_gather, reduce_scatter or all_reduce, found \"broadcast\""},
+        {"all_reduce --collective all_gather", "a second collective for every log"}}) {
+    const Outcome bad = run_fsdpsim(import + " --collective " + value);
+    EXPECT_EQ(bad.exit_code, 2) << bad.output;
+    EXPECT_NE(bad.output.find(message), std::string::npos) << bad.output;
+  }
+  // A hardware preset of one's own, named without a GPU model, is taken for its SMs and memory.
+  nlohmann::json own =
+      nlohmann::json::parse(read_file(kSource + "/configs/hardware/a100-sxm-80gb.json"));
+  own["name"] = "clusterA-gpu";
+  const fs::path preset = dir / "clusterA.json";
+  std::ofstream(preset) << own.dump(2);
+  const Outcome custom =
+      run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
+                  out.string() + " --gpu " + preset.string());
+  EXPECT_EQ(custom.exit_code, 0) << custom.output;
+  // An empty --name is refused rather than replaced by the file's.
+  const Outcome empty_name = run_fsdpsim(import + " --collective all_reduce --name ''");
+  EXPECT_EQ(empty_name.exit_code, 2) << empty_name.output;
+}
+
 TEST(CalibrateCli, TruncatedAndGarbageLogsExitTwoNamingFileAndLine) {
   const std::string out = (temp_dir() / "never.json").string();
   const Outcome truncated =
