@@ -12,7 +12,6 @@
 #include "sim/app/json_file.hpp"
 
 namespace fsdpsim::app {
-namespace {
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> row(b.size() + 1);
@@ -28,6 +27,8 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   }
   return row[b.size()];
 }
+
+namespace {
 
 // A key of a nested object given one level up ("gpus_per_node" in hardware for
 // hardware.node.gpus_per_node): "child.key" for the one child object of `object`, documentation

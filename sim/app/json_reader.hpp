@@ -18,6 +18,9 @@ namespace fsdpsim::app {
 std::string same_name_but_for_case(const std::string& word,
                                    const std::vector<std::string>& candidates);
 
+// Levenshtein distance: single-character insertions, deletions and substitutions.
+std::size_t edit_distance(const std::string& a, const std::string& b);
+
 // What `word` most likely meant among `candidates`, tried in this order: the same name but for
 // case, spaces or hyphens; a candidate one edit away; the one candidate that has each of
 // `word`'s words, in any case, as a whole word ('_', '-', '.' or space separated: "sharding" ->

@@ -23,6 +23,26 @@
 namespace fsdpsim::app {
 namespace {
 
+// The column of `known` that header cell `column` most likely misspells, or "": the same name
+// but for case, spaces or hyphens, or one edit away (two from a name of 8 letters or more), so
+// that short names of one's own ("mfu", "host", "gbs") are not taken for fsdpsim's. Free text
+// (notes, source_detail), whose cells change nothing, is not guarded: "nodes" is not "notes".
+std::string misspelt_column(const std::string& column, const std::vector<std::string>& known) {
+  if (std::string same = same_name_but_for_case(column, known); !same.empty()) return same;
+  const std::size_t allowed = column.size() >= 8 ? 2 : column.size() >= 4 ? 1 : 0;
+  std::string best;
+  std::size_t best_distance = allowed + 1;
+  for (const std::string& k : known) {
+    if (k == "notes" || k == "source_detail") continue;
+    const std::size_t d = edit_distance(column, k);
+    if (d < best_distance) {
+      best_distance = d;
+      best = k;
+    }
+  }
+  return best;
+}
+
 const std::vector<std::string> kRequiredColumns = {"case_id",
                                                    "source",
                                                    "model_family",
@@ -212,7 +232,7 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
     if (is_known(column)) continue;
     // A measurement under a name validate does not compare would be ignored in silence (a
     // misspelled one gets its did-you-mean below first).
-    if (column.rfind("measured_", 0) == 0 && did_you_mean(column, known).empty()) {
+    if (column.rfind("measured_", 0) == 0 && misspelt_column(column, known).empty()) {
       std::vector<std::string> compared;
       std::copy_if(known.begin(), known.end(), std::back_inserter(compared),
                    [](const std::string& k) { return k.rfind("measured_", 0) == 0; });
@@ -221,7 +241,7 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
           "keep it as a column of your own",
           file.string(), column, fmt::join(compared, ", ")));
     }
-    if (const std::string hint = did_you_mean(column, known); !hint.empty()) {
+    if (const std::string hint = misspelt_column(column, known); !hint.empty()) {
       throw ConfigError(fmt::format(
           "{}: line 1: unknown column \"{}\" (did you mean \"{}\"?); a column of your own "
           "needs a name unlike fsdpsim's (configs/validation/README.md)",

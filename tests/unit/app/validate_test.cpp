@@ -561,6 +561,17 @@ TEST(Validate, AColumnOfYourOwnGroupsTheRows) {
                            "\"cluster==east\""),
             std::string::npos)
       << twice_out;
+  // Short names of one's own are not taken for misspellings of fsdpsim's ("mfu" is two edits
+  // from "gpu", "nodes" one from the free-text "notes"); a letter off a long name still is.
+  const std::string own = test_support::read_file(kData + "own_column.csv");
+  for (const std::string name : {"nodes", "mfu", "host", "gbs", "gpu_model"}) {
+    std::string renamed = own;
+    renamed.replace(renamed.find("cluster"), 7, name);
+    const fs::path file = test_support::temp_dir("validate", "own_names") / (name + ".csv");
+    std::ofstream(file) << renamed;
+    const auto [c, o] = run_fsdpsim("validate " + file.string() + " --group-by " + name);
+    EXPECT_EQ(c, 0) << name << "\n" << o;
+  }
 }
 
 // A cell that is not a number, or not one of its column's values, is an error naming the line
