@@ -484,6 +484,7 @@ int validate_command(const ValidateOptions& options) {
   // resolved from the working directory and checked once. The last --set of it holds, as for
   // any key; --calibration and --set both naming one is refused.
   std::string calibration = options.calibration;
+  std::string calibration_option = "--calibration";  // as the user named it, for messages
   bool calibration_complete = true;
   for (const std::string& o : options.overrides) {
     if (o.rfind("hardware.calibration=", 0) != 0) {
@@ -501,6 +502,7 @@ int validate_command(const ValidateOptions& options) {
           fmt::format("--set {}: expected a profile name or path, found {}", o, value.dump()));
     }
     calibration = value.get<std::string>();
+    calibration_option = "--set hardware.calibration";
   }
   std::vector<std::string> origins(overrides.size(), "--set");  // of each override, for messages
   {
@@ -512,12 +514,12 @@ int validate_command(const ValidateOptions& options) {
     // Resolved and read once here, so a wrong name or a malformed profile is one error rather
     // than every row skipped, and a relative path is the command line's (the working
     // directory's), not the CSV's folder's.
-    const std::filesystem::path profile =
-        std::filesystem::absolute(presets.resolve("calibration", calibration, "--calibration", ""));
+    const std::filesystem::path profile = std::filesystem::absolute(
+        presets.resolve("calibration", calibration, calibration_option, ""));
     calibration_complete =
-        load_calibration(profile.string(), "--calibration", "", presets)->complete();
+        load_calibration(profile.string(), calibration_option, "", presets)->complete();
     overrides.push_back("hardware.calibration=" + profile.string());
-    origins.emplace_back("--calibration");
+    origins.emplace_back(calibration_option);
   }
 
   std::vector<RowFilter> filters;

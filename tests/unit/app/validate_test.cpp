@@ -1048,6 +1048,13 @@ TEST(Validate, NothingToValidateOrABadOptionExitsTwo) {
   EXPECT_NE(out2.find("--calibration: unknown calibration profile \"nosuchprofile\""),
             std::string::npos)
       << out2;
+  // Named with --set, the error names --set.
+  const auto [code7, out7] =
+      run_fsdpsim("validate " + cases + " --set hardware.calibration=nosuchprofile");
+  EXPECT_EQ(code7, 2) << out7;
+  EXPECT_NE(out7.find("--set hardware.calibration: unknown calibration profile \"nosuchprofile\""),
+            std::string::npos)
+      << out7;
   // An option whose value makes every row invalid: the rows are skipped, their reasons shown.
   const auto [code3, out3] = run_fsdpsim("validate " + cases + " --set training.micro_batch=0");
   EXPECT_EQ(code3, 2) << out3;
