@@ -547,11 +547,17 @@ void Parser::finish_table(const Section& section, const Table& table) {
     fail(table.header_line,
          fmt::format("{} ranks per node does not divide {} ranks", per_node, ranks));
   }
+  // Over one rank NCCL copies locally (busbw 0): nothing a step's collectives cost, and a
+  // profile of it alone would price nothing (calibrate/fit.cpp skips such series).
+  if (ranks < 2) {
+    fail(table.header_line,
+         "the table ran on 1 rank, where a collective only copies locally: it measures nothing "
+         "fsdpsim prices; run nccl-tests on 2 or more GPUs (-g N, or one process per GPU)");
+  }
   // busbw / algbw must be the factor of this collective on this many ranks. Both are printed to
   // two decimals: on small rows the check allows their rounding (half a printed unit each).
   const double factor = busbw_factor(*op, ranks);
   for (const Row& r : table.rows) {
-    if (ranks < 2) continue;
     const double expected = factor * r.algbw_gbps;
     const double rounding = kPrintedHalfUnit * (1.0 + factor);
     if (std::fabs(r.busbw_gbps - expected) > rounding + kBusbwRatioTolerance * expected) {

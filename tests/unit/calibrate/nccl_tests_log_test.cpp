@@ -530,6 +530,20 @@ TEST(NcclTestsLog, SrunLabelsAndRankOverridesAreHandled) {
   EXPECT_EQ(parse_nccl_tests_log(labelled, "l.log", o).series.front().ranks_per_node, 1);
 }
 
+// A one-rank run copies locally: its table prices nothing, and the import says so rather than
+// writing a profile that `run` would refuse later.
+TEST(NcclTestsLog, AOneRankLogIsRefused) {
+  std::string one = log_with("all_gather_perf",
+                             "     1048576        262144     float    none      -1    10.00   "
+                             "104.86    0.00       0    10.00  104.86    0.00       0\n");
+  one.replace(one.find("nGpus 2"), 7, "nGpus 1");
+  one.erase(one.find("#  Rank  1"),
+            one.find('\n', one.find("#  Rank  1")) + 1 - one.find("#  Rank  1"));
+  const std::string e = error_of([&] { (void)parse_nccl_tests_log(one, "one.log", {}); });
+  EXPECT_NE(e.find("one.log:"), std::string::npos) << e;
+  EXPECT_NE(e.find("the table ran on 1 rank"), std::string::npos) << e;
+}
+
 TEST(NcclTestsLog, SeveralTablesInOneFileAreAllRead) {
   const std::string ag = log_with("all_gather_perf",
                                   "     1048576        131072     float    none      -1    20.00   "
