@@ -359,6 +359,18 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
     std::vector<double> slowdowns;
   };
   std::map<hardware::GemmKey, GemmTimes> gemms;
+  // The GEMM that ran fastest alongside NCCL against alone, for the message below.
+  std::size_t fastest = 0;
+  double fastest_ratio = 0.0;
+  for (std::size_t i = 0; i < profile.gemms.size(); ++i) {
+    const GemmPoint& g = profile.gemms[i];
+    if (!g.median_under_nccl || !(g.median.value() > 0.0)) continue;
+    const double ratio = g.median_under_nccl->value() / g.median.value();
+    if (fastest_ratio == 0.0 || ratio < fastest_ratio) {
+      fastest = i;
+      fastest_ratio = ratio;
+    }
+  }
   for (const GemmPoint& g : profile.gemms) {
     if (!(g.median.value() > 0.0)) {
       throw InputError(fmt::format("GEMM {}x{}x{} {} has time {} s (must be > 0)", g.shape.m,
@@ -390,10 +402,13 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
     // Sharing the SMs and HBM with NCCL cannot speed a GEMM up; beyond timer noise, a faster
     // time alongside NCCL means the two columns were swapped or the run was not what it says.
     if (const double m = median(slowdowns); m < 1.0 / kMaxGemmSpeedupUnderNccl) {
+      const GemmPoint& g = profile.gemms[fastest];
       throw InputError(fmt::format(
-          "gemms: the GEMMs ran x{:.3f} as long alongside NCCL as alone (median of {} shapes); "
-          "under_nccl_time_us cannot be shorter than time_us",
-          m, slowdowns.size()));
+          "gemms: the GEMMs ran x{:.3f} as long alongside NCCL as alone (median of {} shapes; "
+          "/gemms/{}, {}x{}x{} {}, ran x{:.3f}); under_nccl_time_us cannot be shorter than "
+          "time_us",
+          m, slowdowns.size(), fastest, g.shape.m, g.shape.n, g.shape.k, dtype_name(g.dtype),
+          fastest_ratio));
     }
     out.gemm_slowdown_under_nccl = median(slowdowns);
     out.curves->set_gemm_slowdown_under_nccl(*out.gemm_slowdown_under_nccl);

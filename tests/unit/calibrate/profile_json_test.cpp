@@ -685,6 +685,8 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
   EXPECT_NE(load_error(j, &cluster).find("the GEMMs ran x0.500 as long alongside NCCL as alone"),
             std::string::npos)
       << load_error(j, &cluster);
+  EXPECT_NE(load_error(j, &cluster).find("/gemms/0, "), std::string::npos)
+      << load_error(j, &cluster);
   j["gemms"][0]["under_nccl_time_us"] = 98.0;  // timer noise
   EXPECT_EQ(load_error(j, &cluster), "");
 
