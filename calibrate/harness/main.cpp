@@ -107,9 +107,11 @@ int main(int argc, char** argv) {
     job = std::make_unique<Job>(options, heartbeat);
     describe(*job, options, results);
     if (job->root()) {
-      std::fprintf(stderr, "fsdpsim-calibrate: %d ranks (%d nodes x %d GPUs, %s), %s; writing %s\n",
-                   job->world_size(), job->nodes(), job->gpus_per_node(), job->launcher().c_str(),
-                   results.device_name.c_str(), options.output.c_str());
+      std::fprintf(
+          stderr, "fsdpsim-calibrate: %d rank%s (%d node%s x %d GPU%s, %s), %s; writing %s\n",
+          job->world_size(), job->world_size() == 1 ? "" : "s", job->nodes(),
+          job->nodes() == 1 ? "" : "s", job->gpus_per_node(), job->gpus_per_node() == 1 ? "" : "s",
+          job->launcher().c_str(), results.device_name.c_str(), options.output.c_str());
     }
     save();
     if (has_phase(options, "collectives")) measure_collectives(*job, options, plan, results, save);
