@@ -422,6 +422,13 @@ void refuse_removing_unknown_key(const nlohmann::json& document, const std::stri
   nlohmann::json probe = document;
   try {
     apply_override(probe, key + "={}");
+  } catch (const ConfigError&) {
+    throw ConfigError(fmt::format(
+        "--set \"{}\": nothing to remove, and {} is not a scenario key (it is inside a value that "
+        "is not an object)",
+        assignment, key));
+  }
+  try {
     (void)parse_scenario(probe, file, presets);
   } catch (const ConfigError& e) {
     if (!error_names_key(e.what(), key)) return;  // a known key that takes no object
@@ -474,13 +481,21 @@ Scenario scenario_from_json(nlohmann::json document, const std::filesystem::path
   const bool only_set = std::all_of(origins.begin(), origins.end(),
                                     [](const std::string& o) { return o == "--set"; });
   const nlohmann::json as_written = overrides.empty() || !only_set ? nlohmann::json() : document;
-  for (const std::string& o : overrides) apply_override(document, o);
+  // A --set KEY=null that finds no KEY (in the file or set by an earlier override) removes
+  // nothing: checked once every override is in (refuse_removing_unknown_key).
+  std::vector<std::size_t> removed_nothing;
   for (std::size_t i = 0; i < overrides.size(); ++i) {
     const std::string& o = overrides[i];
     const bool set = i >= origins.size() || origins[i] == "--set";
-    if (set && parse_inline_value(o.substr(o.find('=') + 1), o).is_null())
-      refuse_removing_unknown_key(document, o, file, presets);
+    if (set &&
+        parse_inline_value(o.substr(o.find('=') + 1), fmt::format("--set \"{}\"", o)).is_null() &&
+        find_dotted_key(document, o.substr(0, o.find('='))) == nullptr) {
+      removed_nothing.push_back(i);
+    }
+    apply_override(document, o);
   }
+  for (const std::size_t i : removed_nothing)
+    refuse_removing_unknown_key(document, overrides[i], file, presets);
   try {
     Scenario s = parse_scenario(document, file, presets);
     for (std::size_t i = 0; i < overrides.size(); ++i)

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/app/config_error.hpp"
+#include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
@@ -145,10 +146,25 @@ TEST(Scenario, RemovingAnUnknownKeyIsRefused) {
       ADD_FAILURE() << typo << " was accepted";
     } catch (const ConfigError& e) {
       const std::string what = e.what();
-      EXPECT_NE(what.find("--set \"" + typo + "\": nothing to remove"), std::string::npos)
-          << what;
+      EXPECT_NE(what.find("--set \"" + typo + "\": nothing to remove"), std::string::npos) << what;
       EXPECT_NE(what.find("unknown key"), std::string::npos) << what;
     }
+  }
+  // A key that is there, unknown or not, is removed: from the file, or set by an earlier --set.
+  nlohmann::json stale = read_json_file(file);
+  stale["fsdp"]["bogus"] = 1;
+  EXPECT_EQ(scenario_from_json(stale, file, {"fsdp.bogus=null"}, kPresets).model.n_layers, 96);
+  (void)load_scenario(file, {"fsdp.limit_all_gathers=true", "fsdp.limit_all_gathers=null"},
+                      kPresets);
+  // Inside a value that is not an object, no key is there to remove.
+  try {
+    (void)load_scenario(file, {"training.micro_batch.x=null"}, kPresets);
+    ADD_FAILURE() << "training.micro_batch.x=null was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--set \"training.micro_batch.x=null\": nothing to remove, and "
+              "training.micro_batch.x is not a scenario key (it is inside a value that is not an "
+              "object)");
   }
   try {
     (void)load_scenario(file, {"fsdp.forwrd_prefetch=null"}, kPresets);
