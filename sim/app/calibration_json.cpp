@@ -827,18 +827,22 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
     throw ConfigError(from_file.string(), json_path, "expected a profile name or path, found \"\"");
   const std::filesystem::path file =
       presets.resolve("calibration", reference, from_file, json_path);
-  const CalibrationProfile profile =
-      parse_preset("calibration", from_file, json_path, [&] { return read_profile(file); });
-  if (profile.device.sm_count <= 0 && profile.device.memory.value() <= 0) {
-    throw ConfigError(
-        file.string(), "/device",
-        fmt::format("expected sm_count or memory_bytes, found {}: without them no scenario can "
-                    "check that the profile measured its GPU (`fsdpsim calibrate "
-                    "import-nccl-tests --gpu PRESET` writes them)",
-                    profile.device.name.empty()
-                        ? std::string("neither")
-                        : fmt::format("only the name \"{}\"", profile.device.name)));
-  }
+  // What is wrong with the profile alone is said as parse_preset says it, naming where it was
+  // named (a sweep refuses such a value rather than skipping its points: names_unusable_file).
+  const CalibrationProfile profile = parse_preset("calibration", from_file, json_path, [&] {
+    CalibrationProfile read = read_profile(file);
+    if (read.device.sm_count <= 0 && read.device.memory.value() <= 0) {
+      throw ConfigError(
+          file.string(), "/device",
+          fmt::format("expected sm_count or memory_bytes, found {}: without them no scenario can "
+                      "check that the profile measured its GPU (`fsdpsim calibrate "
+                      "import-nccl-tests --gpu PRESET` writes them)",
+                      read.device.name.empty()
+                          ? std::string("neither")
+                          : fmt::format("only the name \"{}\"", read.device.name)));
+    }
+    return read;
+  });
   if (cluster != nullptr) {
     for (const std::string& problem : {calibration_device_mismatch(profile.device, cluster->gpu),
                                        calibration_beyond_hardware(profile, *cluster)}) {
@@ -851,28 +855,29 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
                             : fmt::format("{} (profile {})", problem, file.string()));
     }
   }
-  calibrate::ProfileFit fit;
-  try {
-    // A preset keeps its name; a path is named as it resolved (relative to the file that names
-    // it), so that `run`'s costs line says which file priced the step.
-    fit = calibrate::fit_profile(profile,
-                                 file.stem().string() == reference ? reference : file.string());
-  } catch (const calibrate::InputError& e) {
-    throw ConfigError(file.string(), "", e.what());
-  }
-  if (fit.curves->collectives().empty() && fit.curves->gemms().empty() &&
-      !fit.curves->allocation_costs() && fit.curves->gpu_speeds().empty()) {
-    throw ConfigError(
-        file.string(), "",
-        fmt::format(
-            "the profile has no measurement fsdpsim can use ({} series skipped{}); `fsdpsim "
-            "calibrate "
-            "fit {}` says why",
-            fit.skipped.size(),
-            fit.skipped.empty() ? std::string() : fmt::format(": {}", fit.skipped.front().why),
-            file.string()));
-  }
-  return fit.curves;
+  return parse_preset("calibration", from_file, json_path, [&] {
+    calibrate::ProfileFit fit;
+    try {
+      // A preset keeps its name; a path is named as it resolved (relative to the file that names
+      // it), so that `run`'s costs line says which file priced the step.
+      fit = calibrate::fit_profile(profile,
+                                   file.stem().string() == reference ? reference : file.string());
+    } catch (const calibrate::InputError& e) {
+      throw ConfigError(file.string(), "", e.what());
+    }
+    if (fit.curves->collectives().empty() && fit.curves->gemms().empty() &&
+        !fit.curves->allocation_costs() && fit.curves->gpu_speeds().empty()) {
+      throw ConfigError(
+          file.string(), "",
+          fmt::format(
+              "the profile has no measurement fsdpsim can use ({} series skipped{}); `fsdpsim "
+              "calibrate fit {}` says why",
+              fit.skipped.size(),
+              fit.skipped.empty() ? std::string() : fmt::format(": {}", fit.skipped.front().why),
+              file.string()));
+    }
+    return fit.curves;
+  });
 }
 
 namespace {

@@ -945,6 +945,19 @@ TEST(SweepCommand, AGridValueNamingAMissingFileOrPresetIsRefused) {
     EXPECT_NE(o.output.find(message), std::string::npos) << o.output;
     EXPECT_FALSE(fs::exists(csv));
   }
+  // So is a profile that no scenario could use: one that does not say which GPU it measured.
+  nlohmann::json profile = nlohmann::json::parse(
+      read_file(std::string(FSDPSIM_CONFIGS_DIR) + "/calibration/a100-sxm-80gb.json"));
+  profile.erase("device");
+  const fs::path no_device = temp_dir() / "no_device_profile.json";
+  std::ofstream(no_device) << profile.dump(2);
+  const Outcome device =
+      run_fsdpsim("sweep " + s.string() + " --grid hardware.calibration=a100-sxm-80gb," +
+                  no_device.string() + " --out " + csv.string());
+  EXPECT_EQ(device.exit_code, 2) << device.output;
+  EXPECT_NE(device.output.find("/device: expected sm_count or memory_bytes"), std::string::npos)
+      << device.output;
+  EXPECT_FALSE(fs::exists(csv));
   // A file that exists but that another axis's value cannot use is a skipped point, as before.
   const Outcome mixed = run_fsdpsim("sweep " + s.string() +
                                     " --grid hardware.calibration=a100-sxm-80gb --grid "
