@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -446,11 +447,11 @@ std::string device_name_mismatch(const std::string& device, const std::string& p
     parts.push_back(upper_of(preset.substr(from, dash - from)));
     from = dash + 1;
   }
-  // A name of one's own ("clusterA-gpu") names no model to compare: only a first word with a
-  // digit in it is one (A100, H100, H200, GH200, B200, MI300X).
-  const bool names_model = std::any_of(parts.front().begin(), parts.front().end(), [](char ch) {
-    return std::isdigit(static_cast<unsigned char>(ch)) != 0;
-  });
+  // A name of one's own ("clusterA-gpu", "cluster2-gpu") names no model to compare: only a first
+  // word shaped like one is (1-3 letters, 2-4 digits, at most one letter: A100, H200, GH200,
+  // MI300X, L40S).
+  static const std::regex kModel("[A-Z]{1,3}[0-9]{2,4}[A-Z]?");
+  const bool names_model = std::regex_match(parts.front(), kModel);
   if (names_model && !word_at(parts.front())) {
     return fmt::format("the logs ran on {}, not on the {} of {}", device, parts.front(), preset);
   }
@@ -707,10 +708,11 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   imp->add_option("--collective", o.collectives,
                   "The collective, for logs that do not say: NAME for every log, or LOG=NAME "
                   "for one (repeatable); all_gather, reduce_scatter or all_reduce")
-      ->type_name("[LOG=]NAME");
+      ->type_name("[LOG=]NAME")
+      ->allow_extra_args(false);  // one value each time: the logs that follow are positionals
   imp->add_option("--ranks", o.ranks,
                   "Communicator size, when it differs from the log (NCCL_TESTS_SPLIT)")
-      ->check(CLI::Range(std::int64_t{1}, hardware::kMaxWorldSize));
+      ->check(CLI::Range(std::int64_t{2}, hardware::kMaxWorldSize));  // one rank measures nothing
   imp->add_option("--ranks-per-node", o.ranks_per_node, "Ranks of the communicator on one node")
       ->check(CLI::Range(std::int64_t{1}, hardware::kMaxWorldSize));
   imp->add_flag("--in-place", o.in_place,

@@ -339,6 +339,11 @@ TEST(CalibrateCli, ImportTakesEachLogsCollectiveFromTheCommandLine) {
   EXPECT_EQ(named.exit_code, 0) << named.output;
   EXPECT_NE(named.output.find("imported 1 series (20 sizes)"), std::string::npos) << named.output;
   EXPECT_EQ(run_fsdpsim(import + " --collective all_reduce").exit_code, 0);
+  // Each --collective takes one value: the logs may follow it.
+  const Outcome before_logs =
+      run_fsdpsim("calibrate import-nccl-tests --collective all_reduce " + ar.string() + " -o " +
+                  out.string() + " --gpu a100-sxm-80gb");
+  EXPECT_EQ(before_logs.exit_code, 0) << before_logs.output;
   // The table's redop says it reduced: read as an all_gather, it is refused.
   const Outcome wrong = run_fsdpsim(import + " --collective " + ar.string() + "=all_gather");
   EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
@@ -356,13 +361,15 @@ TEST(CalibrateCli, ImportTakesEachLogsCollectiveFromTheCommandLine) {
   // A hardware preset of one's own, named without a GPU model, is taken for its SMs and memory.
   nlohmann::json own =
       nlohmann::json::parse(read_file(kSource + "/configs/hardware/a100-sxm-80gb.json"));
-  own["name"] = "clusterA-gpu";
-  const fs::path preset = dir / "clusterA.json";
-  std::ofstream(preset) << own.dump(2);
-  const Outcome custom =
-      run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
-                  out.string() + " --gpu " + preset.string());
-  EXPECT_EQ(custom.exit_code, 0) << custom.output;
+  for (const std::string name : {"clusterA-gpu", "cluster2-gpu"}) {
+    own["name"] = name;
+    const fs::path preset = dir / (name + ".json");
+    std::ofstream(preset) << own.dump(2);
+    const Outcome custom =
+        run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log -o " +
+                    out.string() + " --gpu " + preset.string());
+    EXPECT_EQ(custom.exit_code, 0) << name << "\n" << custom.output;
+  }
   // An empty --name is refused rather than replaced by the file's.
   const Outcome empty_name = run_fsdpsim(import + " --collective all_reduce --name ''");
   EXPECT_EQ(empty_name.exit_code, 2) << empty_name.output;
