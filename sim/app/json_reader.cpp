@@ -14,15 +14,21 @@
 namespace fsdpsim::app {
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {
+  // Optimal string alignment: insertions, deletions, substitutions and swaps of two adjacent
+  // characters, one edit each, as a typist makes them ("no_snyc" is one edit from "no_sync").
+  std::vector<std::size_t> before(b.size() + 1);  // row i - 2
+  std::vector<std::size_t> previous(b.size() + 1);
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
+    before.swap(previous);
+    previous.swap(row);
     row[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
+      row[j] = std::min(
+          {previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        row[j] = std::min(row[j], before[j - 2] + 1);
     }
   }
   return row[b.size()];

@@ -18,7 +18,8 @@ namespace fsdpsim::app {
 std::string same_name_but_for_case(const std::string& word,
                                    const std::vector<std::string>& candidates);
 
-// Levenshtein distance: single-character insertions, deletions and substitutions.
+// Edit distance counting an insertion, a deletion, a substitution or a swap of two adjacent
+// characters as one edit (optimal string alignment).
 std::size_t edit_distance(const std::string& a, const std::string& b);
 
 // What `word` most likely meant among `candidates`, tried in this order: the same name but for

@@ -572,6 +572,15 @@ TEST(Validate, AColumnOfYourOwnGroupsTheRows) {
     const auto [c, o] = run_fsdpsim("validate " + file.string() + " --group-by " + name);
     EXPECT_EQ(c, 0) << name << "\n" << o;
   }
+  // Two letters swapped are one slip, in a short name too.
+  std::string swapped = own;
+  swapped.replace(swapped.find("cluster"), 7, "no_snyc");
+  const fs::path file = test_support::temp_dir("validate", "own_names") / "no_snyc.csv";
+  std::ofstream(file) << swapped;
+  const auto [c, o] = run_fsdpsim("validate " + file.string());
+  EXPECT_EQ(c, 2) << o;
+  EXPECT_NE(o.find("unknown column \"no_snyc\" (did you mean \"no_sync\"?)"), std::string::npos)
+      << o;
 }
 
 // A cell that is not a number, or not one of its column's values, is an error naming the line
