@@ -367,15 +367,25 @@ std::pair<double, double> fit_parameter(const FitRequest& fit,
 
 // A preset or profile named by a relative path is read from the cases file's folder
 // (PresetLocator::resolve, `from_file` the CSV): a scenario written to another folder names it
-// absolutely, so that `run` reads the same file.
-void name_presets_absolutely(nlohmann::json& document, const std::filesystem::path& cases_file) {
-  const auto absolute = [&](nlohmann::json* value) {
+// absolutely, so that `run` reads the same file; so is one named by its name when the presets
+// came from --configs (`own_configs`), which `run` would look up in its default folder.
+void name_presets_absolutely(nlohmann::json& document, const std::filesystem::path& cases_file,
+                             const PresetLocator& presets, bool own_configs) {
+  const auto absolute = [&](nlohmann::json* value, const char* kind) {
     if (value == nullptr || !value->is_string()) return;
     const std::string reference = value->get<std::string>();
     const bool is_path = reference.find('/') != std::string::npos ||
                          (reference.size() > 5 && reference.ends_with(".json"));
-    if (!is_path || std::filesystem::path(reference).is_absolute()) return;
-    *value = std::filesystem::absolute(cases_file.parent_path() / reference).string();
+    if (is_path && !std::filesystem::path(reference).is_absolute())
+      *value = std::filesystem::absolute(cases_file.parent_path() / reference).string();
+    if (!is_path && own_configs) {
+      try {
+        *value =
+            std::filesystem::absolute(presets.resolve(kind, reference, cases_file, "")).string();
+      } catch (const ConfigError&) {
+        // A name no preset has: the row was skipped for it, and its scenario says so as written.
+      }
+    }
   };
   const auto at = [&document](const char* section, const char* key) -> nlohmann::json* {
     const auto s = document.find(section);
@@ -383,10 +393,11 @@ void name_presets_absolutely(nlohmann::json& document, const std::filesystem::pa
     const auto k = s->find(key);
     return k == s->end() ? nullptr : &*k;
   };
-  if (const auto model = document.find("model"); model != document.end()) absolute(&*model);
-  absolute(at("model", "preset"));
-  absolute(at("hardware", "preset"));
-  absolute(at("hardware", "calibration"));
+  if (const auto model = document.find("model"); model != document.end())
+    absolute(&*model, "models");
+  absolute(at("model", "preset"), "models");
+  absolute(at("hardware", "preset"), "hardware");
+  absolute(at("hardware", "calibration"), "calibration");
 }
 
 // --scenarios-out writes DIR/<case_id>.json: the id must name a file inside DIR.
@@ -573,7 +584,7 @@ int validate_command(const ValidateOptions& options) {
       if (built.document.is_null()) continue;
       // The scenario the row was simulated as: with --set, --calibration and --fit's value.
       for (const std::string& o : overrides) apply_override(built.document, o);
-      name_presets_absolutely(built.document, file);
+      name_presets_absolutely(built.document, file, presets, !options.configs_dir.empty());
       outputs.push_back(
           {(std::filesystem::path(options.scenarios_dir) / (c->get("case_id") + ".json")).string(),
            built.document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"});

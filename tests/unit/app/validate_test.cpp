@@ -1578,6 +1578,21 @@ TEST(Validate, WrittenScenariosCarryTheOverridesAndTheProfile) {
                 1e-5 * c["predicted_tokens_per_s_per_gpu"].get<double>())  // run rounds
         << c["case_id"];
   }
+  // With presets from --configs, the written scenario names them by path, as run would not
+  // find them by name in its default folder.
+  const fs::path configs = out / "configs";
+  fs::remove_all(configs);
+  fs::copy(FSDPSIM_CONFIGS_DIR, configs, fs::copy_options::recursive);
+  const auto [own_code, own_text] =
+      run_fsdpsim("validate " + kData + "rms_norm.csv --configs " + configs.string() +
+                  " --scenarios-out " + (out / "own").string());
+  ASSERT_EQ(own_code, 0) << own_text;
+  for (const nlohmann::json& c : report["cases"]) {
+    const nlohmann::json written = nlohmann::json::parse(
+        test_support::read_file(out / "own" / (c["case_id"].get<std::string>() + ".json")));
+    const std::string hardware = written["hardware"]["preset"].get<std::string>();
+    EXPECT_EQ(hardware.rfind(configs.string(), 0), 0U) << hardware;
+  }
 }
 
 // The H200 runs trained under allocator caps (configs/validation/measured-h200/retries): each
