@@ -140,7 +140,7 @@ TEST(Scenario, RemovingAnUnknownKeyIsRefused) {
   const Scenario kept = load_scenario(file, {"fsdp.forward_prefetch=null"}, kPresets);
   EXPECT_EQ(kept.model.n_layers, 96);
   (void)load_scenario(file, {"model.n_layers=null", "training.decoder_seq_len=null"}, kPresets);
-  for (const std::string& typo : {"fsdp.forwrd_prefetch=null", "no_section.key=null"}) {
+  for (const std::string typo : {"fsdp.forwrd_prefetch=null", "no_section.key=null"}) {
     try {
       (void)load_scenario(file, {typo}, kPresets);
       ADD_FAILURE() << typo << " was accepted";
