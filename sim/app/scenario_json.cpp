@@ -39,8 +39,12 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
     if (node->is_null()) *node = nlohmann::json::object();
     if (node->is_string()) *node = nlohmann::json{{"preset", node->get<std::string>()}};
     if (!node->is_object()) {
-      throw ConfigError(fmt::format("--set \"{}\": \"{}\" is inside a value that is not an object",
-                                    assignment, part));
+      // The scenario's value where the key's parent should be: "/training" when the file has
+      // "training": [], "/training/micro_batch" for training.micro_batch.x.
+      throw ConfigError(
+          fmt::format("--set \"{}\": {}: expected an object to set \"{}\" in, found {}", assignment,
+                      begin == 0 ? std::string("/") : json_path_of(key.substr(0, begin - 1)), part,
+                      describe_json_type(*node)));
     }
     if (dot == std::string::npos) {
       // null removes the key, as in a JSON merge patch (RFC 7386): its default then holds.
@@ -73,8 +77,9 @@ std::string json_path_of(const std::string& dotted_key) {
 }
 
 bool error_names_key(const std::string& message, const std::string& key) {
-  // apply_override's message quotes the assignment: "--set \"a.b.c=1\": \"c\" is inside ...".
-  if (message.find("is inside a value that is not an object") != std::string::npos)
+  // apply_override's message quotes the assignment: "--set \"a.b.c=1\": /a/b: expected an object
+  // to set \"c\" in, found ...".
+  if (message.find(": expected an object to set \"") != std::string::npos)
     return message.find(fmt::format("\"{}=", key)) != std::string::npos;
   const std::string path = json_path_of(key);
   for (std::size_t end = 1; end <= path.size(); ++end) {

@@ -113,6 +113,27 @@ bool unknown_name_away_from_axes(const std::string& message, const SweepPlan& pl
          });
 }
 
+// Whether a loader error on the plan's scenario is at a value of the file that cannot hold an
+// axis's key, one that is neither an object nor a preset name (the file's "training": [] under
+// --grid training.micro_batch): every point fails on it, which is what to say.
+bool error_above_an_axis(const std::string& message, const SweepPlan& plan,
+                         const nlohmann::json& document) {
+  const std::string prefix = plan.scenario.string() + ": /";
+  if (message.rfind(prefix, 0) != 0) return false;
+  const std::size_t end = message.find(": ", prefix.size());
+  if (end == std::string::npos) return false;
+  const std::string path = message.substr(prefix.size() - 1, end - (prefix.size() - 1));
+  std::string dotted = path.substr(1);
+  std::replace(dotted.begin(), dotted.end(), '/', '.');
+  const nlohmann::json* value = find_dotted_key(document, dotted);
+  if (value == nullptr || value->is_object() || value->is_string() || value->is_null())
+    return false;
+  return std::any_of(plan.axes.begin(), plan.axes.end(), [&](const GridAxis& axis) {
+    const std::string axis_path = json_path_of(axis.key);
+    return axis_path != path && path_within(axis_path, path);
+  });
+}
+
 // Rejects keys that no value can make valid, and a bad value the file gives for a key an axis
 // replaces at every point (never simulated, but `run` refuses the same file), before anything
 // runs. `document` is the scenario with the --set overrides applied.
@@ -125,6 +146,7 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
       if (error_names_key(e.what(), key))
         throw ConfigError(fmt::format("--set {}: not a scenario key ({})", key, e.what()));
     }
+    if (error_above_an_axis(e.what(), plan, document)) throw;
     for (const GridAxis& axis : plan.axes) {
       if (find_dotted_key(document, axis.key) != nullptr && error_is_at_key(e.what(), axis.key)) {
         throw ConfigError(

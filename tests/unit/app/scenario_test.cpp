@@ -34,6 +34,16 @@ TEST(ApplyOverride, SetsNestedKeysAndParsesJsonValues) {
   nlohmann::json with_null = {{"fsdp", nullptr}};
   EXPECT_THROW(apply_override(with_null, "fsdp.limit_all_gathers=false"), ConfigError);
   EXPECT_THROW(apply_override(doc, "a..b=1"), ConfigError);
+  // A key inside a value that is not an object: the message says where that value is.
+  nlohmann::json listed = {{"training", nlohmann::json::array()}};
+  try {
+    apply_override(listed, "training.micro_batch=2");
+    ADD_FAILURE() << "set a key inside an array";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--set \"training.micro_batch=2\": /training: expected an object to set "
+              "\"micro_batch\" in, found an empty array");
+  }
   // null removes the key, so that its default holds (a JSON merge patch's null).
   apply_override(doc, "fsdp.backward_prefetch=null");
   EXPECT_FALSE(doc["fsdp"].contains("backward_prefetch")) << doc.dump();

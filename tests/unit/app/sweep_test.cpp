@@ -967,6 +967,21 @@ TEST(SweepCommand, AGridValueNamingAMissingFileOrPresetIsRefused) {
   EXPECT_NE(mixed.output.find("1 skipped"), std::string::npos) << mixed.output;
 }
 
+// A file whose section an axis sets a key in is not an object: the file's error, not the axis's
+// key, is what every point fails on.
+TEST(SweepCommand, AFileSectionThatCannotHoldAnAxisKeyIsTheFilesError) {
+  const fs::path s = tiny_scenario("training_list");
+  nlohmann::json document = nlohmann::json::parse(read_file(s));
+  document["training"] = nlohmann::json::array();
+  std::ofstream(s) << document.dump(2);
+  const Outcome o = run_fsdpsim("sweep " + s.string() + " --grid training.micro_batch=1,2 --out -");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find(s.string() + ": /training: expected an object, found an empty array"),
+            std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("not a scenario key"), std::string::npos) << o.output;
+}
+
 // --timing names the threads that ran: one per point at most, whatever -j asks.
 TEST(SweepCommand, TimingCountsTheThreadsThatRan) {
   const fs::path s = tiny_scenario("timing");
