@@ -143,7 +143,14 @@ int parse_and_run(int argc, char** argv) {
                    "needs more memory than the machine gives the process\n";
       return kExitBadInput;
     }
-    std::cerr << "error: out of host memory: simulating this needs more memory than the "
+    // The scenario that needed it, where one was named (check and validate simulate many).
+    const std::string& scenario = run->parsed()       ? run_options.scenario
+                                  : explain->parsed() ? explain_options.scenario
+                                                      : std::string();
+    std::cerr << "error: "
+              << (scenario.empty() ? std::string()
+                                   : fsdpsim::escape_control_characters(scenario) + ": ")
+              << "out of host memory: simulating this needs more memory than the "
                  "machine gives the process; fewer micro-batches per step (global_batch), layers "
                  "or straggler classes make the simulation smaller\n";
     return kExitBadInput;

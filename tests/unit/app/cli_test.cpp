@@ -236,7 +236,8 @@ TEST(Cli, OutOfHostMemoryIsAnErrorAndASweepKeepsItsOtherPoints) {
   const Outcome run =
       run_fsdpsim("run " + kScenario + " --set training.global_batch=131072", limit);
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("error: out of host memory"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("error: " + kScenario + ": out of host memory"), std::string::npos)
+      << run.output;
   const Outcome sweep =
       run_fsdpsim("sweep " + kScenario + " --grid training.global_batch=128,131072 --out -", limit);
   EXPECT_EQ(sweep.exit_code, 0) << sweep.output;
