@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -450,8 +449,18 @@ std::string device_name_mismatch(const std::string& device, const std::string& p
   // A name of one's own ("clusterA-gpu", "cluster2-gpu") names no model to compare: only a first
   // word shaped like one is (1-3 letters, 2-4 digits, at most one letter: A100, H200, GH200,
   // MI300X, L40S).
-  static const std::regex kModel("[A-Z]{1,3}[0-9]{2,4}[A-Z]?");
-  const bool names_model = std::regex_match(parts.front(), kModel);
+  const std::string& first = parts.front();
+  const auto run_of = [&first](std::size_t from, auto is) {
+    std::size_t end = from;
+    while (end < first.size() && is(static_cast<unsigned char>(first[end])) != 0) ++end;
+    return end - from;
+  };
+  const std::size_t letters = run_of(0, [](unsigned char ch) { return std::isupper(ch); });
+  const std::size_t digits = run_of(letters, [](unsigned char ch) { return std::isdigit(ch); });
+  const std::size_t rest = first.size() - letters - digits;
+  const bool names_model =
+      letters >= 1 && letters <= 3 && digits >= 2 && digits <= 4 &&
+      (rest == 0 || (rest == 1 && std::isupper(static_cast<unsigned char>(first.back())) != 0));
   if (names_model && !word_at(parts.front())) {
     return fmt::format("the logs ran on {}, not on the {} of {}", device, parts.front(), preset);
   }
