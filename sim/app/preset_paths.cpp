@@ -14,9 +14,7 @@ namespace fs = std::filesystem;
 
 fs::path PresetLocator::resolve(const std::string& kind, const std::string& reference,
                                 const fs::path& from_file, const std::string& json_path) const {
-  const bool is_path = reference.find('/') != std::string::npos ||
-                       (reference.size() > 5 && reference.ends_with(".json"));
-  if (is_path) {
+  if (names_a_path(reference)) {
     const fs::path p = fs::path(reference).is_absolute() ? fs::path(reference)
                                                          : from_file.parent_path() / reference;
     std::error_code ec;  // a name the file system refuses (too long) is a file that is not there

@@ -13,6 +13,13 @@
 
 namespace fsdpsim::app {
 
+// Whether a reference names a file by its path (a '/' in it, or a name ending in ".json") rather
+// than a preset by its name.
+inline bool names_a_path(const std::string& reference) {
+  return reference.find('/') != std::string::npos ||
+         (reference.size() > 5 && reference.ends_with(".json"));
+}
+
 struct PresetLocator {
   std::filesystem::path configs_dir;  // holds models/, hardware/, ...
   // When set, every file resolve() returns is added to it (`fsdpsim sweep` fingerprints the preset

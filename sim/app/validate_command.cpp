@@ -21,6 +21,7 @@
 #include "sim/app/finite_number.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/model_json.hpp"
+#include "sim/app/preset_paths.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/validation_cases.hpp"
 #include "sim/app/validation_flops.hpp"
@@ -374,8 +375,7 @@ void name_presets_absolutely(nlohmann::json& document, const std::filesystem::pa
   const auto absolute = [&](nlohmann::json* value, const char* kind) {
     if (value == nullptr || !value->is_string()) return;
     const std::string reference = value->get<std::string>();
-    const bool is_path = reference.find('/') != std::string::npos ||
-                         (reference.size() > 5 && reference.ends_with(".json"));
+    const bool is_path = names_a_path(reference);
     if (is_path && !std::filesystem::path(reference).is_absolute())
       *value = std::filesystem::absolute(cases_file.parent_path() / reference).string();
     if (!is_path && own_configs) {
