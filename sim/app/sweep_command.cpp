@@ -95,15 +95,30 @@ bool path_within(const std::string& inner, const std::string& outer) {
   return inner.rfind(outer, 0) == 0 && (inner.size() == outer.size() || inner[outer.size()] == '/');
 }
 
+// A loader error about the plan's scenario file itself ("<file>: /path: what"), split into its
+// JSON path and what it says; nothing for an error about another file or an option.
+struct ScenarioFileError {
+  std::string path;
+  std::string what;
+};
+
+std::optional<ScenarioFileError> scenario_file_error(const std::string& message,
+                                                     const SweepPlan& plan) {
+  const std::string prefix = plan.scenario.string() + ": /";
+  if (message.rfind(prefix, 0) != 0) return std::nullopt;
+  const std::size_t end = message.find(": ", prefix.size());
+  if (end == std::string::npos) return std::nullopt;
+  return ScenarioFileError{message.substr(prefix.size() - 1, end - (prefix.size() - 1)),
+                           message.substr(end + 2)};
+}
+
 // Whether a loader error on the plan's scenario is an unknown key or an unknown preset at a path
 // no grid axis sets, nor sets anything inside of: no point of the grid can change it.
 bool unknown_name_away_from_axes(const std::string& message, const SweepPlan& plan) {
-  const std::string prefix = plan.scenario.string() + ": /";
-  if (message.rfind(prefix, 0) != 0) return false;
-  const std::size_t end = message.find(": ", prefix.size());
-  if (end == std::string::npos) return false;
-  const std::string path = message.substr(prefix.size() - 1, end - (prefix.size() - 1));
-  const std::string what = message.substr(end + 2);
+  const std::optional<ScenarioFileError> error = scenario_file_error(message, plan);
+  if (!error) return false;
+  const std::string& path = error->path;
+  const std::string& what = error->what;
   const bool unknown =
       what.rfind("unknown key", 0) == 0 ||
       (what.rfind("unknown ", 0) == 0 && what.find(" preset \"") != std::string::npos);
@@ -118,11 +133,9 @@ bool unknown_name_away_from_axes(const std::string& message, const SweepPlan& pl
 // --grid training.micro_batch): every point fails on it, which is what to say.
 bool error_above_an_axis(const std::string& message, const SweepPlan& plan,
                          const nlohmann::json& document) {
-  const std::string prefix = plan.scenario.string() + ": /";
-  if (message.rfind(prefix, 0) != 0) return false;
-  const std::size_t end = message.find(": ", prefix.size());
-  if (end == std::string::npos) return false;
-  const std::string path = message.substr(prefix.size() - 1, end - (prefix.size() - 1));
+  const std::optional<ScenarioFileError> error = scenario_file_error(message, plan);
+  if (!error) return false;
+  const std::string& path = error->path;
   std::string dotted = path.substr(1);
   std::replace(dotted.begin(), dotted.end(), '/', '.');
   const nlohmann::json* value = find_dotted_key(document, dotted);
