@@ -472,8 +472,12 @@ void Parser::finish_table(const Section& section, const Table& table) {
   // Which collective.
   std::optional<hardware::Collective> op = section.collective;
   if (options_.collective && op && *options_.collective != *op) {
-    fail(table.header_line, fmt::format("--collective {} contradicts the log, which ran {}",
-                                        collective_name(*options_.collective), section.program));
+    const std::string given =
+        options_.collective_given_as.empty()
+            ? fmt::format("--collective {}", collective_name(*options_.collective))
+            : options_.collective_given_as;
+    fail(table.header_line,
+         fmt::format("{} contradicts the log, which ran {}", given, section.program));
   }
   if (!op) op = options_.collective;
   if (!op) op = collective_from_text(std::filesystem::path(file_).filename().string());
@@ -748,7 +752,10 @@ CalibrationProfile import_nccl_tests_logs(const std::vector<NcclTestsLogText>& l
   std::vector<CollectiveSeries> series;
   for (const NcclTestsLogText& f : logs) {
     NcclTestsImportOptions own = options;
-    if (f.collective) own.collective = f.collective;
+    if (f.collective) {
+      own.collective = f.collective;
+      own.collective_given_as = f.collective_given_as;
+    }
     NcclTestsLog log = parse_nccl_tests_log(f.text, f.file, own);
     if (!log.device.name.empty()) {
       if (!profile.device.name.empty() && profile.device.name != log.device.name) {

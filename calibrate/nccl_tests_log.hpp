@@ -39,10 +39,13 @@ namespace fsdpsim::calibrate {
 
 struct NcclTestsImportOptions {
   std::optional<hardware::Collective> collective;  // when the log does not say
-  std::optional<std::int32_t> ranks;               // override (NCCL_TESTS_SPLIT runs)
-  std::optional<std::int32_t> ranks_per_node;      // override
-  bool in_place = false;         // take the in-place columns instead of out-of-place
-  bool allow_truncated = false;  // keep the complete rows of a log cut short
+  // How the user gave `collective`, for errors ("--collective LOG=NAME"); when empty, errors
+  // write "--collective NAME".
+  std::string collective_given_as;
+  std::optional<std::int32_t> ranks;           // override (NCCL_TESTS_SPLIT runs)
+  std::optional<std::int32_t> ranks_per_node;  // override
+  bool in_place = false;                       // take the in-place columns instead of out-of-place
+  bool allow_truncated = false;                // keep the complete rows of a log cut short
 };
 
 struct NcclTestsLog {
@@ -63,6 +66,7 @@ struct NcclTestsLogText {
   std::string text;
   // This log's collective where it does not say (--collective FILE=NAME); else the options'.
   std::optional<hardware::Collective> collective;
+  std::string collective_given_as;  // that option as typed, for errors
 };
 
 // Parses every log and merges them into one profile named `name` (merge_series). Throws

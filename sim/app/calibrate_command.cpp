@@ -517,6 +517,7 @@ void assign_collectives(const std::vector<std::string>& values,
                         value));
       }
       options.collective = collective(value, value);
+      options.collective_given_as = "--collective " + value;
       continue;
     }
     const std::filesystem::path named = value.substr(0, eq);
@@ -530,6 +531,7 @@ void assign_collectives(const std::vector<std::string>& values,
                                       value, files[i].string()));
       }
       logs[i].collective = op;
+      logs[i].collective_given_as = "--collective " + value;
       found = true;
     }
     if (!found) {
@@ -547,7 +549,8 @@ int import_command(const CalibrateOptions& o) {
   options.allow_truncated = o.allow_truncated;
   std::vector<std::filesystem::path> files(o.logs.begin(), o.logs.end());
   std::vector<calibrate::NcclTestsLogText> logs;
-  for (const std::filesystem::path& f : files) logs.push_back({f.string(), read_text_file(f), {}});
+  for (const std::filesystem::path& f : files)
+    logs.push_back({f.string(), read_text_file(f), {}, {}});
   assign_collectives(o.collectives, files, options, logs);
   // Repeated runs of one size are merged as repeats: one file twice would count its runs twice.
   for (std::size_t i = 1; i < files.size(); ++i) {

@@ -358,6 +358,17 @@ TEST(CalibrateCli, ImportTakesEachLogsCollectiveFromTheCommandLine) {
     EXPECT_EQ(bad.exit_code, 2) << bad.output;
     EXPECT_NE(bad.output.find(message), std::string::npos) << bad.output;
   }
+  // A log that names its collective contradicted by the option is refused, naming the option as
+  // typed.
+  const std::string gather_log = kLogs + "h200_8gpu_all_gather_perf_16g.log";
+  const Outcome contradicted =
+      run_fsdpsim("calibrate import-nccl-tests " + gather_log + " -o " + out.string() +
+                  " --gpu h200-sxm-141gb --collective " + gather_log + "=reduce_scatter");
+  EXPECT_EQ(contradicted.exit_code, 2) << contradicted.output;
+  EXPECT_NE(contradicted.output.find("--collective " + gather_log +
+                                     "=reduce_scatter contradicts the log, which ran all_gather"),
+            std::string::npos)
+      << contradicted.output;
   // A hardware preset of one's own, named without a GPU model, is taken for its SMs and memory.
   nlohmann::json own =
       nlohmann::json::parse(read_file(kSource + "/configs/hardware/a100-sxm-80gb.json"));

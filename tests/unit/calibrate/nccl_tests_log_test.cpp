@@ -22,7 +22,7 @@ CalibrationProfile import(const std::vector<std::string>& names,
     std::ifstream in(kData + n, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    logs.push_back({kData + n, text.str(), {}});
+    logs.push_back({kData + n, text.str(), {}, {}});
   }
   std::vector<std::string> notes;
   return import_nccl_tests_logs(logs, options, "test", notes);
