@@ -176,6 +176,15 @@ std::filesystem::path parse_baseline(const nlohmann::json& block,
                         : fmt::format("\"schema\": {}", schema->dump()),
                     baseline_path.string()));
   }
+  // An out-of-memory result's numbers are those of a step the device could not hold: a gate
+  // against them compares with a run that never was.
+  if (const auto status = baseline.find("status"); status != baseline.end() && *status == "oom") {
+    throw ConfigError(file, "/expect/baseline",
+                      fmt::format("the baseline {} records an out-of-memory step (\"status\": "
+                                  "\"oom\"), whose numbers no run reached; record the baseline "
+                                  "from a configuration that fits",
+                                  baseline_path.string()));
+  }
   for (std::size_t i = 0; i < keys.size(); ++i) {
     std::string missing;
     std::string hint;

@@ -266,6 +266,14 @@ TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
                       "\"fsdpsim.result/1\"), found \"schema\": \"other/9\""),
             std::string::npos)
       << config_error({{"baseline", "other.json"}}, scenario);
+  // An out-of-memory result records a step no run reached.
+  std::ofstream(dir / "oom.json")
+      << R"({"schema": "fsdpsim.result/1", "step_time_s": 10.0, "status": "oom"})";
+  EXPECT_NE(config_error({{"baseline", "oom.json"}}, scenario)
+                .find("/expect/baseline: the baseline " + (dir / "oom.json").string() +
+                      " records an out-of-memory step (\"status\": \"oom\")"),
+            std::string::npos)
+      << config_error({{"baseline", "oom.json"}}, scenario);
   std::ofstream(dir / "negative.json")
       << R"({"schema": "fsdpsim.result/1", "step_time_s": -1.0, "status": "ok"})";
   EXPECT_NE(config_error({{"baseline", "negative.json"}, {"keys", {"step_time_s"}}}, scenario)
