@@ -37,11 +37,12 @@ A scenario's "expect" block states what the config must achieve, on any key of t
     "baseline": "baselines/my_job.result.json", "tolerance": 0.05,
     "keys": ["step_time_s", "peak_mem_reserved_gib"]
   }
-The baseline is a result JSON recorded with `fsdpsim run SCENARIO --json PATH`, relative to the
-scenario file; the keys must stay within the relative tolerance (default 0.05) of it.
+The baseline is a result JSON recorded with `fsdpsim run SCENARIO --json PATH` (of a step that
+fits), relative to the scenario file; the keys must stay within the relative tolerance (default
+0.05) of it.
 
 Folders are searched recursively for *.json; files that are not scenarios (no schema_version and
-model) are skipped and counted in the summary. Scenarios without "expect" are loaded and
+model) are skipped, counted and named in the summary. Scenarios without "expect" are loaded and
 validated (a misspelled key is an error, as in run) but not simulated, and reported as skipped.
 A file named on the command line must be a scenario, and so must a file with an "expect" block.
 
@@ -265,8 +266,8 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
   std::size_t errors = 0;
   std::size_t internal_errors = 0;
   std::size_t interrupted = 0;
-  std::size_t not_scenarios = 0;
   std::vector<std::string> without_expect;
+  std::vector<std::string> not_scenarios;  // other JSON found in the folders
   for (const ScenarioCheck& c : checks) {
     switch (c.status) {
       case ScenarioCheckStatus::kChecked:
@@ -284,7 +285,7 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
         without_expect.push_back(one_line(c.file));
         break;
       case ScenarioCheckStatus::kNotScenario:
-        ++not_scenarios;
+        not_scenarios.push_back(one_line(c.file));
         break;
       case ScenarioCheckStatus::kInterrupted:
         ++interrupted;
@@ -308,18 +309,23 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
     out += fmt::format("; skipped {} without an expect block",
                        plural(without_expect.size(), "scenario", "scenarios"));
   }
-  if (not_scenarios > 0) {
-    out += fmt::format("; skipped {} that {}", plural(not_scenarios, "JSON file", "JSON files"),
-                       not_scenarios == 1 ? "is not a scenario" : "are not scenarios");
+  if (!not_scenarios.empty()) {
+    out +=
+        fmt::format("; skipped {} that {}", plural(not_scenarios.size(), "JSON file", "JSON files"),
+                    not_scenarios.size() == 1 ? "is not a scenario" : "are not scenarios");
   }
   out += "\n";
-  if (!without_expect.empty()) {
-    const std::size_t shown = std::min(without_expect.size(), kSkippedNamesShown);
-    out += fmt::format("  without expect: {}{}\n",
-                       fmt::join(without_expect.begin(),
-                                 without_expect.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
-                       without_expect.size() > shown ? ", ..." : "");
-  }
+  // Named, so that a config that lost its model or schema_version is seen to have left the suite.
+  const auto list = [&out](const char* label, const std::vector<std::string>& files) {
+    if (files.empty()) return;
+    const std::size_t shown = std::min(files.size(), kSkippedNamesShown);
+    out += fmt::format(
+        "  {}: {}{}\n", label,
+        fmt::join(files.begin(), files.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+        files.size() > shown ? ", ..." : "");
+  };
+  list("without expect", without_expect);
+  list("not scenarios", not_scenarios);
   if (nothing_was_checked(checks)) out += fmt::format("  {}\n", nothing_checked(checks));
   return out;
 }

@@ -419,6 +419,10 @@ TEST(CheckCommand, PassingScenariosExitZero) {
           "block; skipped 1 JSON file that is not a scenario"),
       std::string::npos)
       << o.output;
+  // Each is named: a config that lost its model is seen to have left the suite.
+  EXPECT_NE(o.output.find("\n  not scenarios: " + (dir / "result.json").string() + "\n"),
+            std::string::npos)
+      << o.output;
   // A block without "status" expects the step to fit: a check of its own, passing or not.
   EXPECT_NE(o.output.find("PASS " + (dir / "nested" / "fits.json").string() +
                           " status = \"ok\" (implied: a block without \"status\" expects the "
