@@ -277,10 +277,7 @@ std::vector<std::size_t> pareto_front(const SweepTable& table) {
     if (table.rows[i].status == PointStatus::kOk) fitting.push_back(i);
   }
   std::stable_sort(fitting.begin(), fitting.end(), [&](std::size_t p, std::size_t q) {
-    const SweepRow& a = table.rows[p];
-    const SweepRow& b = table.rows[q];
-    if (throughput(a) != throughput(b)) return throughput(a) > throughput(b);
-    return reserved(a) < reserved(b);
+    return ranks_above(table.rows[p], table.rows[q]);
   });
   std::vector<std::size_t> front;
   double least_faster = std::numeric_limits<double>::infinity();
@@ -305,20 +302,16 @@ std::vector<std::size_t> pareto_front(const SweepTable& table) {
   return front;
 }
 
+bool ranks_above(const SweepRow& a, const SweepRow& b) {
+  if (throughput(a) != throughput(b)) return throughput(a) > throughput(b);
+  return reserved(a) < reserved(b);
+}
+
 std::optional<std::size_t> best_that_fits(const SweepTable& table) {
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < table.rows.size(); ++i) {
-    const SweepRow& r = table.rows[i];
-    if (r.status != PointStatus::kOk) continue;
-    if (!best) {
-      best = i;
-      continue;
-    }
-    const SweepRow& b = table.rows[*best];
-    if (throughput(r) > throughput(b) ||
-        (throughput(r) == throughput(b) && reserved(r) < reserved(b))) {
-      best = i;
-    }
+    if (table.rows[i].status != PointStatus::kOk) continue;
+    if (!best || ranks_above(table.rows[i], table.rows[*best])) best = i;
   }
   return best;
 }
@@ -380,7 +373,7 @@ std::string sweep_markdown(const SweepTable& table, const std::string& title, st
     const SweepRow& b = table.rows[q];
     if ((a.status == PointStatus::kOk) != (b.status == PointStatus::kOk))
       return a.status == PointStatus::kOk;
-    return throughput(a) > throughput(b);
+    return ranks_above(a, b);
   });
   const std::vector<std::size_t> front = pareto_front(table);
   std::string out = fmt::format("# {}\n\n{}", title, preamble);

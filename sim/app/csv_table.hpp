@@ -67,6 +67,10 @@ std::string table_to_csv(const SweepTable& table);
 // from the first row's, or whose index is past the grid).
 SweepTable table_from_csv(const std::string& text, const std::string& file);
 
+// The order every ranking of a sweep uses (markdown, report, "best that fits"): higher throughput
+// first, then less peak reserved memory; rows equal on both keep their index order.
+bool ranks_above(const SweepRow& a, const SweepRow& b);
+
 // Positions in table.rows of the points that fit and that no other fitting point beats on both
 // throughput (higher) and peak reserved memory (lower); sorted by throughput, highest first.
 std::vector<std::size_t> pareto_front(const SweepTable& table);

@@ -20,12 +20,8 @@ void best_points(const SweepTable& table, std::size_t best_rows, std::string& ou
     return;
   }
   const auto& rows = table.rows;
-  std::stable_sort(fitting.begin(), fitting.end(), [&](std::size_t a, std::size_t b) {
-    const double ta = rows[a].metrics[kMetricTokensPerSPerGpu];
-    const double tb = rows[b].metrics[kMetricTokensPerSPerGpu];
-    return ta != tb ? ta > tb
-                    : rows[a].metrics[kMetricPeakReserved] < rows[b].metrics[kMetricPeakReserved];
-  });
+  std::stable_sort(fitting.begin(), fitting.end(),
+                   [&](std::size_t a, std::size_t b) { return ranks_above(rows[a], rows[b]); });
   const std::vector<std::size_t> front = pareto_front(table);
   const std::size_t n = best_rows == 0 ? fitting.size() : std::min(best_rows, fitting.size());
   out += fmt::format("## Best points that fit ({} of {})\n\n| rank | point |", n, fitting.size());

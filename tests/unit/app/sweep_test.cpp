@@ -493,6 +493,20 @@ TEST(SweepCsv, TheBestPointsCudaMallocRetriesAreNamed) {
   EXPECT_EQ(sweep_summary_text(t).find("cudaMalloc"), std::string::npos);
 }
 
+// Every ranking of a sweep breaks a tie in throughput alike, by less reserved memory: the
+// markdown's rank 1 is the summary's "best that fits".
+TEST(SweepCsv, ATieInThroughputRanksTheSmallerMemoryFirstEverywhere) {
+  SweepTable t;
+  t.grid_keys = {"training.micro_batch"};
+  t.rows = {point(0, 120, 76.36), point(1, 120, 74.75), point(2, 100, 40)};
+  for (std::size_t i = 0; i < t.rows.size(); ++i) t.rows[i].labels = {std::to_string(i + 1)};
+  EXPECT_EQ(best_that_fits(t), std::optional<std::size_t>(1));
+  const std::string md = sweep_markdown(t, "t", 0, "");
+  EXPECT_NE(md.find("| 1 | 1 | 2 | ok | 120.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 2 | 0 | 1 | ok | 120.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("best that fits: training.micro_batch=2 -> 120.0"), std::string::npos) << md;
+}
+
 // ---- fsdpsim sweep ----
 
 TEST(SweepCommand, InvalidPointsAreSkippedWithTheReasonAndOomIsARow) {
