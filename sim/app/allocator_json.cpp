@@ -16,6 +16,7 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
                                                            Bytes device_total) {
   memory::AllocatorConfig config;
   config.capacity = usable;
+  config.device_memory = device_total;
   if (value == nullptr) return config;
   JsonObjectReader r(*value, file, "/allocator");
   const bool enabled = r.boolean("enabled", true);

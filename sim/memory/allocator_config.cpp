@@ -55,6 +55,10 @@ std::string validate(const AllocatorConfig& config) {
   if (config.capacity.value() <= 0) {
     problem("capacity = " + std::to_string(config.capacity.value()) + " B (must be > 0)");
   }
+  if (config.device_memory.value() != 0 && config.device_memory < config.capacity) {
+    problem("device_memory = " + std::to_string(config.device_memory.value()) +
+            " B is below capacity (the device holds what the allocator may use)");
+  }
   if (config.allowed_maximum && config.allowed_maximum->value() <= 0) {
     problem("allowed_maximum = " + std::to_string(config.allowed_maximum->value()) +
             " B (must be > 0)");

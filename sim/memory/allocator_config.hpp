@@ -28,6 +28,9 @@ struct AllocatorConfig {
   // Bytes the allocator can obtain from the device (cudaMalloc / cuMemCreate fail past it):
   // usable HBM after the CUDA context and library workspaces (GpuSpec::usable_memory()).
   Bytes capacity{0};
+  // The device's total memory (cudaDeviceProp::totalGlobalMem), which sizes an expandable
+  // segment's address space; 0 = `capacity`.
+  Bytes device_memory{0};
   // max_split_size_mb (MiB): cached blocks of at least this size are never split, and serve
   // only requests of at least this size. nullopt = unlimited (PyTorch's default). >= 20.
   std::optional<std::int64_t> max_split_size_mb;

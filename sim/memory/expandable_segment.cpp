@@ -78,7 +78,12 @@ CachingAllocator::BlockIt CachingAllocator::find_expandable_block(const Request&
   segment.expandable = true;
   segment.state = State::kUnmapped;
   const std::int64_t page = page_size(segment).value();
-  const std::int64_t wanted = config_.capacity.value() + config_.capacity.value() / 8;
+  // find_expandable_block: address space for 1 1/8 of the GPU's total memory (prop.totalGlobalMem
+  // + totalGlobalMem / 8), not of what the process may use, so that pages unmapped early in the
+  // segment can be mapped again at its end; the unmapped tail's size counts in get_free_block's
+  // expandable_size best fit.
+  const Bytes device = config_.device_memory.value() > 0 ? config_.device_memory : config_.capacity;
+  const std::int64_t wanted = device.value() + device.value() / 8;
   segment.size = Bytes(page * ((wanted + page - 1) / page));
   const BlockIt it = add_block(next_address_, segment);
   next_address_ += segment.size.value();

@@ -526,6 +526,31 @@ TEST(CachingAllocator, ExpandableSegmentsUnmapEmptyPagesForAnotherStream) {
   EXPECT_EQ(s[0].stream, kUnshard);
 }
 
+// The address space of an expandable segment is 9/8 of the device's total memory, not of what
+// the process may use (find_expandable_block): its unmapped tail counts in the best fit
+// (get_free_block's expandable_size), so a small request goes to a cached block that cannot grow
+// as far as the segment's last one can.
+TEST(CachingAllocator, AnExpandableSegmentSpansNineEighthsOfTheDevice) {
+  const auto first_fit_of_five = [](std::int64_t device) {
+    AllocatorConfig c = with_capacity(mb(100));
+    c.expandable_segments = true;
+    c.device_memory = Bytes(device);
+    CachingAllocator a(c);
+    const std::int64_t first = alloc(a, mb(30), kCompute);
+    EXPECT_EQ(alloc(a, mb(10), kCompute), mb(30));
+    EXPECT_EQ(alloc(a, mb(50), kCompute), mb(40));  // maps pages to 100 MiB: [90, 100) cached
+    a.free(first, false);
+    return alloc(a, mb(5), kCompute);
+  };
+  // 1000 MiB of device: a tail of 1025 MiB makes [90, 100) "larger" than [0, 30).
+  EXPECT_EQ(first_fit_of_five(mb(1000)), 0);
+  // Sized from the 100 MiB the process may use, the tail is one page and [90, 100) fits best.
+  EXPECT_EQ(first_fit_of_five(mb(100)), mb(90));
+  AllocatorConfig below = with_capacity(mb(100));
+  below.device_memory = Bytes(mb(50));
+  EXPECT_NE(validate(below).find("device_memory"), std::string::npos);
+}
+
 // What the snapshot shows must add up to the statistics, and cached neighbours are coalesced.
 void expect_consistent(const CachingAllocator& a) {
   std::int64_t reserved = 0, allocated = 0, active = 0, inactive_split = 0;
