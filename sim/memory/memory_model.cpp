@@ -88,7 +88,12 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     if (allocator_ && !reserved_.out_of_memory) {
       retries_at_measure_ = allocator_->stats().num_alloc_retries;
       calls_at_measure_ = device_calls_so_far();
-      reserved_.peak_reserved = Bytes(0);
+      // torch.cuda.reset_peak_memory_stats at the step boundary: the peak restarts from what is
+      // reserved now (resetPeakStats: peak = current), which a flush by the step's first
+      // cudaMalloc does not lower.
+      const AllocatorStats& now = allocator_->stats();
+      reserved_.peak_reserved = now.reserved_bytes.current;
+      reserved_.fragmentation_at_peak = now.reserved_bytes.current - now.active_bytes.current;
     }
   }
   if (address_.size() <= tensor) {

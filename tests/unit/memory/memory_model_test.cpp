@@ -66,6 +66,23 @@ TEST(MemoryModel, DeviceCallsCostTheirFixedPartPlusTheirSize) {
   EXPECT_EQ(retried.cpu_cost.picoseconds(), 1'803'000'000);
 }
 
+// The measured step's reserved peak starts from what is reserved at its start, as
+// torch.cuda.reset_peak_memory_stats sets the peak to the current value: a first cudaMalloc of
+// the step that flushes the cache does not lower it.
+TEST(MemoryModel, TheMeasuredPeakStartsFromWhatIsReservedAtTheStepBoundary) {
+  MemoryModelOptions o = options(mib(100));
+  o.measure_from = 1;
+  MemoryModel m(o);
+  const auto cached = tensor(mib(80), 1);
+  const auto next = tensor(mib(40), 0);
+  EXPECT_EQ(m.on_allocate(SimTime{}, 0, cached).status, engine::AllocationStatus::kAllocated);
+  m.on_free(SimTime{}, 0, cached, /*release_pending=*/false);  // 80 MiB cached on stream 1
+  const engine::AllocationOutcome flushed = m.on_allocate(SimTime{}, 1, next);
+  ASSERT_EQ(flushed.status, engine::AllocationStatus::kAllocated);
+  EXPECT_EQ(m.reserved().alloc_retries, 1);
+  EXPECT_EQ(m.reserved().peak_reserved, mib(80));
+}
+
 // Reserved memory peaks on a plateau: the warm-up step leaves 80 MiB cached and the measured
 // step reuses it without growing it. The cached-but-unused figure belongs to the plateau's busiest
 // instant (40 + 30 MiB active, the 30 MiB request splitting a 40 MiB block: 10 MiB unused), not
