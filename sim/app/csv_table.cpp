@@ -316,6 +316,50 @@ std::optional<std::size_t> best_that_fits(const SweepTable& table) {
   return best;
 }
 
+std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table) {
+  const bool any_valid = std::any_of(table.rows.begin(), table.rows.end(), [](const SweepRow& r) {
+    return r.status != PointStatus::kSkipped;
+  });
+  std::vector<UnusableGridValue> out;
+  if (!any_valid) return out;
+  for (std::size_t k = 0; k < table.grid_keys.size(); ++k) {
+    // The loader's attribution of a value to its axis (scenario_from_json, described_override).
+    const std::string& key = table.grid_keys[k];
+    const auto blames_axis = [&key](const SweepRow& r) {
+      return r.status == PointStatus::kSkipped &&
+             (r.reason.find("comes from --grid " + key + "=") != std::string::npos ||
+              r.reason.find("comes from the sweep block " + key + "=") != std::string::npos);
+    };
+    // Per value, in the order the grid first reaches it: its points and whether one was refused
+    // for something other than this value.
+    std::vector<std::string> order;
+    std::map<std::string, std::pair<UnusableGridValue, bool>> seen;
+    for (const SweepRow& r : table.rows) {
+      auto [it, fresh] = seen.try_emplace(r.labels[k]);
+      if (fresh) {
+        order.push_back(r.labels[k]);
+        it->second.first = {key, r.labels[k], 0, r.reason};
+      }
+      ++it->second.first.points;
+      it->second.second = it->second.second || !blames_axis(r);
+    }
+    for (const std::string& value : order) {
+      const auto& [unusable, acquitted] = seen.at(value);
+      if (!acquitted) out.push_back(unusable);
+    }
+  }
+  return out;
+}
+
+std::string unusable_grid_values_text(const std::vector<UnusableGridValue>& values) {
+  std::string out;
+  for (const UnusableGridValue& v : values) {
+    out += fmt::format("error: {}={}: none of its {} point{} could be simulated (the first: {})\n",
+                       v.key, v.value, v.points, v.points == 1 ? "" : "s", v.reason);
+  }
+  return out;
+}
+
 std::string row_label(const SweepTable& table, const SweepRow& row) {
   std::vector<std::string> parts;
   for (std::size_t i = 0; i < table.grid_keys.size(); ++i) {

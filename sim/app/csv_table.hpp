@@ -78,6 +78,23 @@ std::vector<std::size_t> pareto_front(const SweepTable& table);
 // Position of the fitting point with the highest throughput (ties: less memory, lower index).
 std::optional<std::size_t> best_that_fits(const SweepTable& table);
 
+// A grid value the loader refused at every one of its points, each point's reason naming that
+// axis as where the value came from ("... comes from --grid KEY=..."): a misspelt value, or one
+// no other axis's value makes valid. A point refused for another axis's value, or for want of
+// host memory, does not count against it. A table with no valid point at all is reported as a
+// whole instead, so it has none of these.
+struct UnusableGridValue {
+  std::string key;
+  std::string value;
+  std::size_t points = 0;
+  std::string reason;  // the first point's
+};
+std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table);
+
+// "error: KEY=VALUE: none of its N points could be simulated (the first: REASON)" lines, one per
+// value; empty when there is none.
+std::string unusable_grid_values_text(const std::vector<UnusableGridValue>& values);
+
 // "<key>=<value> <key>=<value>" of a row.
 std::string row_label(const SweepTable& table, const SweepRow& row);
 

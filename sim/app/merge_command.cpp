@@ -127,7 +127,8 @@ sweep's --out. When --out is a file, the summary of the whole sweep (Pareto fron
 ...") is printed on stdout.
 
 Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input (unreadable file, different headers,
-slices of different sweeps, an index twice, a missing slice).)");
+slices of different sweeps, an index twice, a missing slice; a grid value refused at every one of
+its points, after writing the outputs, as sweep does).)");
   return merge;
 }
 
@@ -160,6 +161,14 @@ int merge_command(const MergeOptions& options) {
   std::ostream& summary =
       (writes_stdout(csv_path) || writes_stdout(options.md_path)) ? std::cerr : std::cout;
   summary << sweep_summary_text(table);
+  // As sweep judges an unsharded grid: a value none of whose points could be simulated.
+  if (!partial) {
+    if (const auto unusable = unusable_grid_values(table); !unusable.empty()) {
+      std::cerr << unusable_grid_values_text(unusable)
+                << "the outputs were written with the points that could be simulated\n";
+      return 2;
+    }
+  }
   if (partial) {
     summary << fmt::format(
         "merge: {} of the grid's {} points; {} are in none of the slices "

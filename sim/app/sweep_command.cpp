@@ -41,7 +41,9 @@ The grid is the Cartesian product of the scenario file's optional "sweep" block
 first axis varies slowest. Values are read like --set values (JSON when valid JSON, else a string).
 
 A point whose scenario is invalid (a value the loader rejects, a global batch that the micro batch
-does not divide) is a "skipped" row with the reason; an out-of-memory point is an "oom" row. The
+does not divide) is a "skipped" row with the reason; an out-of-memory point is an "oom" row. A
+grid value refused at every one of its points as the cause (a misspelt value) is bad input: the
+outputs are written and the sweep exits 2 naming it. The
 CSV has one line per point in grid order: index, the grid values, status, reason, step_time_s,
 tokens_per_s_per_gpu, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu,
 peak_mem_allocated_gib, peak_mem_reserved_gib, exposed_communication_s, num_alloc_retries (the
@@ -645,6 +647,16 @@ int sweep_command(const SweepOptions& options) {
         "written\n",
         options.trace_row);
     return InterruptGuard::exit_code();
+  }
+  // A value the grid asked for that no point could simulate (a misspelt enum, or one the base
+  // scenario rules out) is bad input, though the other points were worth writing. A slice cannot
+  // tell (the value's other points may be in other slices): merge judges the whole grid.
+  if (plan.shard.n <= 1) {
+    if (const auto unusable = unusable_grid_values(run.table); !unusable.empty()) {
+      std::cerr << unusable_grid_values_text(unusable)
+                << "the outputs were written with the points that could be simulated\n";
+      return 2;
+    }
   }
   if (trace_out_of_memory) {
     std::cerr << fmt::format(

@@ -517,7 +517,19 @@ TEST(SweepCommand, InvalidPointsAreSkippedWithTheReasonAndOomIsARow) {
       " --grid training.micro_batch=1,4 --grid fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_PER"
       " --grid hardware.gpu.hbm_bytes=85017755648,4000000000 --out " +
       csv.string());
-  ASSERT_EQ(o.exit_code, 0) << o.output;
+  // The misspelt value was refused at every one of its points: exit 2, named, with the other
+  // points written. A micro batch the global batch cannot hold is a combination of two keys the
+  // loader blames on global_batch: its points stay skipped rows.
+  ASSERT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("error: fsdp.backward_prefetch=BACKWARD_PER: none of its 4 points could "
+                          "be simulated (the first: /fsdp/backward_prefetch"),
+            std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("error: training.micro_batch"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("the outputs were written with the points that could be simulated"),
+            std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("error: hardware.gpu.hbm_bytes"), std::string::npos) << o.output;
   const SweepTable t = table_from_csv(read_file(csv), csv.string());
   ASSERT_EQ(t.rows.size(), 8U);
   EXPECT_EQ(t.grid_keys, (std::vector<std::string>{"training.micro_batch", "fsdp.backward_prefetch",
@@ -613,7 +625,13 @@ TEST(SweepCommand, EveryPointInvalidExitsTwoWithTheReason) {
   ASSERT_EQ(
       run_fsdpsim("sweep " + s.string() + grid + " --shard 2/2 --out " + second.string()).exit_code,
       0);
-  EXPECT_EQ(run_fsdpsim("merge " + first.string() + " " + second.string()).exit_code, 0);
+  // The whole grid holds a valid point, but micro_batch 0 is refused at its only point.
+  const Outcome merged_grid = run_fsdpsim("merge " + first.string() + " " + second.string());
+  EXPECT_EQ(merged_grid.exit_code, 2) << merged_grid.output;
+  EXPECT_NE(merged_grid.output.find("error: training.micro_batch=0: none of its 1 point could be "
+                                    "simulated"),
+            std::string::npos)
+      << merged_grid.output;
   const Outcome only_invalid = run_fsdpsim("merge " + first.string() + " --allow-gaps");
   EXPECT_EQ(only_invalid.exit_code, 2) << only_invalid.output;
   EXPECT_NE(only_invalid.output.find("expected at least one valid point in the merged sweep"),
@@ -624,8 +642,15 @@ TEST(SweepCommand, EveryPointInvalidExitsTwoWithTheReason) {
   const Outcome many =
       run_fsdpsim("sweep " + s.string() +
                   " --grid training.micro_batch=1,0 --grid training.seq_len=0,-1,-2,-3,-4,4096");
-  EXPECT_EQ(many.exit_code, 0) << many.output;
+  EXPECT_EQ(many.exit_code, 2) << many.output;
   EXPECT_NE(many.output.find("skipped: ... and points for "), std::string::npos) << many.output;
+  // A value refused beside another axis's bad value is not blamed for that point: each seq_len
+  // meets micro_batch 0, whose fault the loader reports first.
+  EXPECT_NE(many.output.find("error: training.micro_batch=0: none of its 6 points"),
+            std::string::npos)
+      << many.output;
+  EXPECT_EQ(many.output.find("error: training.seq_len"), std::string::npos) << many.output;
+  EXPECT_EQ(many.output.find("error: training.micro_batch=1"), std::string::npos) << many.output;
 }
 
 TEST(SweepCommand, TheScenarioSweepBlockIsTheGrid) {
@@ -771,9 +796,10 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   const std::string grid =
       " --grid training.micro_batch=1,2,4 --grid fsdp.backward_prefetch=BACKWARD_PRE,none,BAD"
       " --grid fsdp.limit_all_gathers=true,false";
+  // BAD and micro_batch 4 are refused at every point (exit 2), yet every row is written.
   ASSERT_EQ(
       run_fsdpsim("sweep " + s.string() + grid + " --out " + (dir / "all.csv").string()).exit_code,
-      0);
+      2);
   std::string slices;
   for (int k = 1; k <= 4; ++k) {
     const fs::path slice = dir / ("slice" + std::to_string(k) + ".csv");
@@ -785,7 +811,10 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
     slices += " " + slice.string();
   }
   const Outcome merged = run_fsdpsim("merge" + slices + " --out " + (dir / "merged.csv").string());
-  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  ASSERT_EQ(merged.exit_code, 2) << merged.output;
+  EXPECT_NE(merged.output.find("error: fsdp.backward_prefetch=BAD: none of its 6 points"),
+            std::string::npos)
+      << merged.output;
   const std::string all = read_file(dir / "all.csv");
   EXPECT_EQ(count_lines(all), 19U);
   EXPECT_EQ(read_file(dir / "merged.csv"), all);
@@ -867,7 +896,7 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   EXPECT_EQ(count_lines(read_file(empty)), 1U);
   const Outcome with_empty =
       run_fsdpsim("merge" + slices + " " + empty.string() + " --out " + (dir / "x.csv").string());
-  ASSERT_EQ(with_empty.exit_code, 0) << with_empty.output;
+  ASSERT_EQ(with_empty.exit_code, 2) << with_empty.output;  // BAD, as above
   EXPECT_EQ(read_file(dir / "x.csv"), all);
   const Outcome only_empty = run_fsdpsim("merge " + empty.string());
   EXPECT_EQ(only_empty.exit_code, 2);
