@@ -317,35 +317,57 @@ std::optional<std::size_t> best_that_fits(const SweepTable& table) {
 }
 
 std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table) {
-  const bool any_valid = std::any_of(table.rows.begin(), table.rows.end(), [](const SweepRow& r) {
-    return r.status != PointStatus::kSkipped;
-  });
+  const auto simulated = [](const SweepRow& r) { return r.status != PointStatus::kSkipped; };
+  const auto invalid = [](const SweepRow& r) {
+    return r.status == PointStatus::kSkipped && r.reason != kOutOfHostMemoryReason;
+  };
   std::vector<UnusableGridValue> out;
-  if (!any_valid) return out;
-  for (std::size_t k = 0; k < table.grid_keys.size(); ++k) {
-    // The loader's attribution of a value to its axis (scenario_from_json, described_override).
-    const std::string& key = table.grid_keys[k];
-    const auto blames_axis = [&key](const SweepRow& r) {
-      return r.status == PointStatus::kSkipped &&
-             (r.reason.find("comes from --grid " + key + "=") != std::string::npos ||
-              r.reason.find("comes from the sweep block " + key + "=") != std::string::npos);
-    };
-    // Per value, in the order the grid first reaches it: its points and whether one was refused
-    // for something other than this value.
-    std::vector<std::string> order;
-    std::map<std::string, std::pair<UnusableGridValue, bool>> seen;
-    for (const SweepRow& r : table.rows) {
-      auto [it, fresh] = seen.try_emplace(r.labels[k]);
-      if (fresh) {
-        order.push_back(r.labels[k]);
-        it->second.first = {key, r.labels[k], 0, r.reason};
-      }
-      ++it->second.first.points;
-      it->second.second = it->second.second || !blames_axis(r);
+  if (std::none_of(table.rows.begin(), table.rows.end(), simulated)) return out;
+  // Each axis's values in the order the grid reaches them (the first axis varies slowest); the
+  // table must be the whole grid, row i at index i, for a point's neighbours to be found by index.
+  const std::size_t axes = table.grid_keys.size();
+  std::vector<std::vector<std::string>> values(axes);
+  std::vector<std::map<std::string, std::size_t>> position(axes);
+  for (const SweepRow& r : table.rows) {
+    for (std::size_t k = 0; k < axes; ++k) {
+      if (position[k].emplace(r.labels[k], values[k].size()).second)
+        values[k].push_back(r.labels[k]);
     }
-    for (const std::string& value : order) {
-      const auto& [unusable, acquitted] = seen.at(value);
-      if (!acquitted) out.push_back(unusable);
+  }
+  std::vector<std::size_t> stride(axes, 1);
+  std::size_t points = 1;
+  for (std::size_t k = axes; k-- > 0;) {
+    stride[k] = points;
+    points *= values[k].size();
+  }
+  if (points != table.rows.size()) return out;
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    if (table.rows[i].index != static_cast<std::int64_t>(i)) return out;
+  }
+  for (std::size_t k = 0; k < axes; ++k) {
+    const std::size_t n = values[k].size();
+    const auto coordinate = [&](std::size_t i) { return (i / stride[k]) % n; };
+    // Values whose every point is invalid, with the first point's reason and their point count.
+    std::vector<bool> all_invalid(n, true);
+    std::vector<std::size_t> count(n, 0);
+    std::vector<std::string> first(n);
+    for (std::size_t i = 0; i < table.rows.size(); ++i) {
+      const std::size_t c = coordinate(i);
+      if (count[c]++ == 0) first[c] = table.rows[i].reason;
+      all_invalid[c] = all_invalid[c] && invalid(table.rows[i]);
+    }
+    for (std::size_t c = 0; c < n; ++c) {
+      if (!all_invalid[c]) continue;
+      bool neighbour_simulated = false;
+      for (std::size_t i = 0; i < table.rows.size() && !neighbour_simulated; ++i) {
+        if (coordinate(i) != c) continue;
+        for (std::size_t other = 0; other < n && !neighbour_simulated; ++other) {
+          neighbour_simulated =
+              other != c && simulated(table.rows[i - c * stride[k] + other * stride[k]]);
+        }
+      }
+      if (neighbour_simulated)
+        out.push_back({table.grid_keys[k], values[k][c], count[c], first[c]});
     }
   }
   return out;

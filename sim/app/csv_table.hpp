@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fsdpsim::app {
@@ -78,11 +79,18 @@ std::vector<std::size_t> pareto_front(const SweepTable& table);
 // Position of the fitting point with the highest throughput (ties: less memory, lower index).
 std::optional<std::size_t> best_that_fits(const SweepTable& table);
 
-// A grid value the loader refused at every one of its points, each point's reason naming that
-// axis as where the value came from ("... comes from --grid KEY=..."): a misspelt value, or one
-// no other axis's value makes valid. A point refused for another axis's value, or for want of
-// host memory, does not count against it. A table with no valid point at all is reported as a
-// whole instead, so it has none of these.
+// The reason of a point that needed more host memory than the machine gives the process: a
+// skipped row, but not an invalid scenario.
+inline constexpr std::string_view kOutOfHostMemoryReason =
+    "out of host memory: simulating this point needs more memory than the machine gives the "
+    "process";
+
+// A grid value that no point could simulate where another value of its axis could: every point
+// with it is an invalid scenario (skipped, not for want of host memory), and at least one of them
+// has a simulated neighbour that differs only in this axis's value. So the value itself is at
+// fault: misspelt, out of range, or ruled out by the base scenario (fsdp.version 2 beside the
+// file's limit_all_gathers). Empty for a table that is not a whole grid in index order (merge
+// --allow-gaps) or that holds no simulated point at all (reported as a whole instead).
 struct UnusableGridValue {
   std::string key;
   std::string value;

@@ -128,7 +128,7 @@ sweep's --out. When --out is a file, the summary of the whole sweep (Pareto fron
 
 Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input (unreadable file, different headers,
 slices of different sweeps, an index twice, a missing slice; a grid value refused at every one of
-its points, after writing the outputs, as sweep does).)");
+its points where another value of its axis ran, after writing the outputs, as sweep does).)");
   return merge;
 }
 

@@ -42,8 +42,8 @@ first axis varies slowest. Values are read like --set values (JSON when valid JS
 
 A point whose scenario is invalid (a value the loader rejects, a global batch that the micro batch
 does not divide) is a "skipped" row with the reason; an out-of-memory point is an "oom" row. A
-grid value refused at every one of its points as the cause (a misspelt value) is bad input: the
-outputs are written and the sweep exits 2 naming it. The
+grid value that no point could simulate where another value of its axis could (a misspelt value)
+is bad input: the outputs are written and the sweep exits 2 naming it. The
 CSV has one line per point in grid order: index, the grid values, status, reason, step_time_s,
 tokens_per_s_per_gpu, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu,
 peak_mem_allocated_gib, peak_mem_reserved_gib, exposed_communication_s, num_alloc_retries (the
@@ -283,9 +283,7 @@ PointOutcome run_point(const SweepPlan& plan, std::int64_t index) {
     // One point too large for this machine's memory does not cost the others their rows; its
     // memory is given back as the exception unwinds.
     out.row.status = PointStatus::kSkipped;
-    out.row.reason =
-        "out of host memory: simulating this point needs more memory than the "
-        "machine gives the process";
+    out.row.reason = kOutOfHostMemoryReason;
     line = {{"status", "skipped"}, {"reason", out.row.reason}};
   }
   if (line.contains("schema")) {

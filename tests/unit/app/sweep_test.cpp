@@ -517,15 +517,19 @@ TEST(SweepCommand, InvalidPointsAreSkippedWithTheReasonAndOomIsARow) {
       " --grid training.micro_batch=1,4 --grid fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_PER"
       " --grid hardware.gpu.hbm_bytes=85017755648,4000000000 --out " +
       csv.string());
-  // The misspelt value was refused at every one of its points: exit 2, named, with the other
-  // points written. A micro batch the global batch cannot hold is a combination of two keys the
-  // loader blames on global_batch: its points stay skipped rows.
+  // The misspelt value and the micro batch the global batch cannot hold were refused at every
+  // one of their points, where another value of their axis ran: exit 2, each named, with the
+  // other points written. The small HBM makes out-of-memory rows, which are results.
   ASSERT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find("error: fsdp.backward_prefetch=BACKWARD_PER: none of its 4 points could "
                           "be simulated (the first: /fsdp/backward_prefetch"),
             std::string::npos)
       << o.output;
-  EXPECT_EQ(o.output.find("error: training.micro_batch"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("error: training.micro_batch=4: none of its 4 points could be simulated "
+                          "(the first: /training/global_batch: global_batch 16 is not a multiple "
+                          "of micro_batch 4"),
+            std::string::npos)
+      << o.output;
   EXPECT_NE(o.output.find("the outputs were written with the points that could be simulated"),
             std::string::npos)
       << o.output;
@@ -644,12 +648,16 @@ TEST(SweepCommand, EveryPointInvalidExitsTwoWithTheReason) {
                   " --grid training.micro_batch=1,0 --grid training.seq_len=0,-1,-2,-3,-4,4096");
   EXPECT_EQ(many.exit_code, 2) << many.output;
   EXPECT_NE(many.output.find("skipped: ... and points for "), std::string::npos) << many.output;
-  // A value refused beside another axis's bad value is not blamed for that point: each seq_len
-  // meets micro_batch 0, whose fault the loader reports first.
+  // Every bad value is named once; the values that ran with some other point's values are not.
   EXPECT_NE(many.output.find("error: training.micro_batch=0: none of its 6 points"),
             std::string::npos)
       << many.output;
-  EXPECT_EQ(many.output.find("error: training.seq_len"), std::string::npos) << many.output;
+  for (const std::string bad : {"0", "-1", "-2", "-3", "-4"}) {
+    EXPECT_NE(many.output.find("error: training.seq_len=" + bad + ": none of its 2 points"),
+              std::string::npos)
+        << many.output;
+  }
+  EXPECT_EQ(many.output.find("error: training.seq_len=4096"), std::string::npos) << many.output;
   EXPECT_EQ(many.output.find("error: training.micro_batch=1"), std::string::npos) << many.output;
 }
 
@@ -1001,13 +1009,34 @@ TEST(SweepCommand, AGridValueNamingAMissingFileOrPresetIsRefused) {
   EXPECT_NE(device.output.find("/device: expected sm_count or memory_bytes"), std::string::npos)
       << device.output;
   EXPECT_FALSE(fs::exists(csv));
-  // A file that exists but that another axis's value cannot use is a skipped point, as before.
+  // A file that exists but that another axis's value cannot use is a skipped point; a preset
+  // that no point could run with the grid's only profile, where the other preset ran, is named
+  // and the sweep exits 2 once the outputs are written.
   const Outcome mixed = run_fsdpsim("sweep " + s.string() +
                                     " --grid hardware.calibration=a100-sxm-80gb --grid "
                                     "hardware.preset=a100-sxm-80gb,h100-sxm-80gb --out " +
                                     csv.string());
-  EXPECT_EQ(mixed.exit_code, 0) << mixed.output;
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.output;
   EXPECT_NE(mixed.output.find("1 skipped"), std::string::npos) << mixed.output;
+  EXPECT_NE(mixed.output.find("error: hardware.preset=h100-sxm-80gb: none of its 1 point could be "
+                              "simulated (the first: /hardware/calibration: the profile was "
+                              "measured on NVIDIA A100"),
+            std::string::npos)
+      << mixed.output;
+  EXPECT_TRUE(fs::exists(csv));
+  // Three calibrations for two presets: each profile runs with its own GPU, so no value of
+  // either axis is at fault though half the points are skipped.
+  const fs::path h100_profile = temp_dir() / "h100_profile.json";
+  nlohmann::json h100 = nlohmann::json::parse(
+      read_file(std::string(FSDPSIM_CONFIGS_DIR) + "/calibration/a100-sxm-80gb.json"));
+  h100["device"] = {{"name", "NVIDIA H100 80GB HBM3"}, {"sm_count", 132}};
+  std::ofstream(h100_profile) << h100.dump(2);
+  const Outcome crossed =
+      run_fsdpsim("sweep " + s.string() + " --grid hardware.calibration=a100-sxm-80gb," +
+                  h100_profile.string() +
+                  " --grid hardware.preset=a100-sxm-80gb,h100-sxm-80gb --out " + csv.string());
+  EXPECT_EQ(crossed.exit_code, 0) << crossed.output;
+  EXPECT_NE(crossed.output.find("2 skipped"), std::string::npos) << crossed.output;
 }
 
 // A file whose section an axis sets a key in is not an object: the file's error, not the axis's
