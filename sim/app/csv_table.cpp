@@ -358,12 +358,15 @@ std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table) {
     }
     for (std::size_t c = 0; c < n; ++c) {
       if (!all_invalid[c]) continue;
+      // The value's points, index by index: blocks of stride[k] points every n * stride[k].
       bool neighbour_simulated = false;
-      for (std::size_t i = 0; i < table.rows.size() && !neighbour_simulated; ++i) {
-        if (coordinate(i) != c) continue;
-        for (std::size_t other = 0; other < n && !neighbour_simulated; ++other) {
-          neighbour_simulated =
-              other != c && simulated(table.rows[i - c * stride[k] + other * stride[k]]);
+      for (std::size_t block = c * stride[k]; block < points && !neighbour_simulated;
+           block += n * stride[k]) {
+        for (std::size_t i = block; i < block + stride[k] && !neighbour_simulated; ++i) {
+          for (std::size_t other = 0; other < n && !neighbour_simulated; ++other) {
+            neighbour_simulated =
+                other != c && simulated(table.rows[i - c * stride[k] + other * stride[k]]);
+          }
         }
       }
       if (neighbour_simulated)

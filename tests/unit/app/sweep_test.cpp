@@ -507,6 +507,37 @@ TEST(SweepCsv, ATieInThroughputRanksTheSmallerMemoryFirstEverywhere) {
   EXPECT_NE(md.find("best that fits: training.micro_batch=2 -> 120.0"), std::string::npos) << md;
 }
 
+// A value is at fault where no point ran with it and a neighbour differing only in its axis did.
+TEST(SweepCsv, AGridValueIsUnusableWhereItsNeighboursRanAndItNever) {
+  // Axes a (3 values, slowest) x b (2 values): a=x never runs, a=y runs once, a=z fails only for
+  // want of host memory; b=q fails wherever a=x does, and runs beside a=y.
+  SweepTable t;
+  t.grid_keys = {"a", "b"};
+  const std::vector<std::pair<std::string, std::string>> labels = {
+      {"x", "p"}, {"x", "q"}, {"y", "p"}, {"y", "q"}, {"z", "p"}, {"z", "q"}};
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const bool runs = labels[i].first == "y";
+    SweepRow r = point(static_cast<std::int64_t>(i), runs ? 100 : 0, 1,
+                       runs ? PointStatus::kOk : PointStatus::kSkipped);
+    r.labels = {labels[i].first, labels[i].second};
+    r.reason = runs                     ? ""
+               : labels[i].first == "z" ? std::string(kOutOfHostMemoryReason)
+                                        : "bad " + labels[i].first + labels[i].second;
+    t.rows.push_back(r);
+  }
+  const std::vector<UnusableGridValue> u = unusable_grid_values(t);
+  ASSERT_EQ(u.size(), 1U) << unusable_grid_values_text(u);
+  EXPECT_EQ(u[0].key, "a");
+  EXPECT_EQ(u[0].value, "x");
+  EXPECT_EQ(u[0].points, 2U);
+  EXPECT_EQ(u[0].reason, "bad xp");
+  EXPECT_EQ(unusable_grid_values_text(u),
+            "error: a=x: none of its 2 points could be simulated (the first: bad xp)\n");
+  // Part of a grid (merge --allow-gaps) is not judged.
+  t.rows.pop_back();
+  EXPECT_TRUE(unusable_grid_values(t).empty());
+}
+
 // ---- fsdpsim sweep ----
 
 TEST(SweepCommand, InvalidPointsAreSkippedWithTheReasonAndOomIsARow) {
