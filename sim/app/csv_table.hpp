@@ -89,8 +89,9 @@ inline constexpr std::string_view kOutOfHostMemoryReason =
 // with it is an invalid scenario (skipped, not for want of host memory), and at least one of them
 // has a simulated neighbour that differs only in this axis's value. So the value itself is at
 // fault: misspelt, out of range, or ruled out by the base scenario (fsdp.version 2 beside the
-// file's limit_all_gathers). Empty for a table that is not a whole grid in index order (merge
-// --allow-gaps) or that holds no simulated point at all (reported as a whole instead).
+// file's limit_all_gathers). Judged on the points present (merge --allow-gaps may lack some);
+// empty for a table whose labels do not follow its indices, that lacks a value altogether, or
+// that holds no simulated point at all (reported as a whole instead).
 struct UnusableGridValue {
   std::string key;
   std::string value;

@@ -161,19 +161,18 @@ int merge_command(const MergeOptions& options) {
   std::ostream& summary =
       (writes_stdout(csv_path) || writes_stdout(options.md_path)) ? std::cerr : std::cout;
   summary << sweep_summary_text(table);
-  // As sweep judges an unsharded grid: a value none of whose points could be simulated.
-  if (!partial) {
-    if (const auto unusable = unusable_grid_values(table); !unusable.empty()) {
-      std::cerr << unusable_grid_values_text(unusable)
-                << "the outputs were written with the points that could be simulated\n";
-      return 2;
-    }
-  }
   if (partial) {
     summary << fmt::format(
         "merge: {} of the grid's {} points; {} are in none of the slices "
         "(--allow-gaps)\n",
         rows, table.grid_points, table.grid_points - rows);
+  }
+  // As sweep judges an unsharded grid, on the points the slices hold: a value that no point could
+  // simulate where another value of its axis could.
+  if (const auto unusable = unusable_grid_values(table); !unusable.empty()) {
+    std::cerr << unusable_grid_values_text(unusable)
+              << "the outputs were written with the points that could be simulated\n";
+    return 2;
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
+#include "sim/units/text_scan.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -114,6 +115,26 @@ void check_distinct_values(const std::string& key, const std::vector<nlohmann::j
   if (first_repeat) {
     throw ConfigError(fmt::format("{}: value {} is given twice; list each value once",
                                   where(*first_repeat), values[*first_repeat].dump()));
+  }
+  // Distinct values the CSV would write alike (1 and "1"): their rows could not be told apart,
+  // nor a value that never ran be named.
+  std::vector<std::string> labels;
+  labels.reserve(values.size());
+  for (const nlohmann::json& v : values) labels.push_back(grid_value_label(v));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return labels[a] < labels[b]; });
+  std::optional<std::pair<std::size_t, std::size_t>> alike;  // (earlier, later)
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    const std::size_t a = std::min(order[k - 1], order[k]);
+    const std::size_t b = std::max(order[k - 1], order[k]);
+    if (labels[a] == labels[b] && (!alike || b < alike->second)) alike = std::make_pair(a, b);
+  }
+  if (alike) {
+    throw ConfigError(fmt::format(
+        "{}: values {} and {} are both written \"{}\" in the sweep's CSV, so their rows could "
+        "not be told apart; give one of them",
+        where(alike->second), values[alike->first].dump(), values[alike->second].dump(),
+        escape_control_characters(labels[alike->first], "")));
   }
 }
 

@@ -100,7 +100,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadGrid{"fsdp.backward_prefetch=none,\"none\"", "value \"none\" is given twice"},
         // A preset name and the object naming it are the same model.
         BadGrid{"model=mpt-1b,{\"preset\":\"mpt-1b\"}",
-                "value {\"preset\":\"mpt-1b\"} is given twice"}),
+                "value {\"preset\":\"mpt-1b\"} is given twice"},
+        // Different values the CSV would write alike: their rows could not be told apart.
+        BadGrid{"training.micro_batch=1,2,\"1\"",
+                "values 1 and \"1\" are both written \"1\" in the sweep's CSV"},
+        BadGrid{"fsdp.limit_all_gathers=true,\"true\"",
+                "values true and \"true\" are both written \"true\""}),
     [](const ::testing::TestParamInfo<BadGrid>& param) {
       return "case" + std::to_string(param.index);
     });
@@ -533,8 +538,18 @@ TEST(SweepCsv, AGridValueIsUnusableWhereItsNeighboursRanAndItNever) {
   EXPECT_EQ(u[0].reason, "bad xp");
   EXPECT_EQ(unusable_grid_values_text(u),
             "error: a=x: none of its 2 points could be simulated (the first: bad xp)\n");
-  // Part of a grid (merge --allow-gaps) is not judged.
+  // Part of a grid (merge --allow-gaps) is judged on the points present; a grid whose size is
+  // unknown (a table of an older fsdpsim) and lacks its last point, or whose labels do not follow
+  // the indices, is not.
   t.rows.pop_back();
+  EXPECT_TRUE(unusable_grid_values(t).empty());
+  t.grid_points = 6;
+  t.rows.erase(t.rows.begin());  // (x, p)
+  const std::vector<UnusableGridValue> partial = unusable_grid_values(t);
+  ASSERT_EQ(partial.size(), 1U) << unusable_grid_values_text(partial);
+  EXPECT_EQ(partial[0].points, 1U);
+  EXPECT_EQ(partial[0].reason, "bad xq");
+  std::swap(t.rows[0].labels, t.rows[1].labels);
   EXPECT_TRUE(unusable_grid_values(t).empty());
 }
 
@@ -870,11 +885,14 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   const Outcome missing = run_fsdpsim("merge" + three + " --out " + (dir / "x.csv").string());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("is a slice missing?"), std::string::npos) << missing.output;
-  // --allow-gaps merges them, and says the table is part of its grid (18 points, 4 missing).
+  // --allow-gaps merges them, and says the table is part of its grid (18 points, 4 missing);
+  // BAD, refused at every point the slices hold, is named on those points.
   const fs::path gaps_md = dir / "gaps.md";
   const Outcome gaps = run_fsdpsim("merge" + three + " --allow-gaps --out " +
                                    (dir / "x.csv").string() + " --md " + gaps_md.string());
-  EXPECT_EQ(gaps.exit_code, 0) << gaps.output;
+  EXPECT_EQ(gaps.exit_code, 2) << gaps.output;
+  EXPECT_NE(gaps.output.find("error: fsdp.backward_prefetch=BAD: none of its "), std::string::npos)
+      << gaps.output;
   EXPECT_NE(gaps.output.find("merge: 14 of the grid's 18 points; 4 are in none of the slices "
                              "(--allow-gaps)"),
             std::string::npos)
