@@ -177,13 +177,21 @@ std::filesystem::path parse_baseline(const nlohmann::json& block,
                     baseline_path.string()));
   }
   // An out-of-memory result's numbers are those of a step the device could not hold: a gate
-  // against them compares with a run that never was.
-  if (const auto status = baseline.find("status"); status != baseline.end() && *status == "oom") {
-    throw ConfigError(file, "/expect/baseline",
-                      fmt::format("the baseline {} records an out-of-memory step (\"status\": "
-                                  "\"oom\"), whose numbers no run reached; record the baseline "
-                                  "from a configuration that fits",
-                                  baseline_path.string()));
+  // against them compares with a run that never was. A result says "ok" or "oom"; anything else
+  // is not a result as fsdpsim writes it.
+  if (const auto status = baseline.find("status"); status == baseline.end() || *status != "ok") {
+    const bool oom = status != baseline.end() && *status == "oom";
+    throw ConfigError(
+        file, "/expect/baseline",
+        oom ? fmt::format("the baseline {} records an out-of-memory step (\"status\": \"oom\"), "
+                          "whose numbers no run reached; record the baseline from a "
+                          "configuration that fits",
+                          baseline_path.string())
+            : fmt::format("expected the baseline {} to record a step that fits (\"status\": "
+                          "\"ok\"), found {}",
+                          baseline_path.string(),
+                          status == baseline.end() ? std::string("no status")
+                                                   : "\"status\": " + status->dump()));
   }
   for (std::size_t i = 0; i < keys.size(); ++i) {
     std::string missing;

@@ -274,6 +274,15 @@ TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
                       " records an out-of-memory step (\"status\": \"oom\")"),
             std::string::npos)
       << config_error({{"baseline", "oom.json"}}, scenario);
+  std::ofstream(dir / "odd.json")
+      << R"({"schema": "fsdpsim.result/1", "step_time_s": 10.0, "status": "OOM"})";
+  EXPECT_NE(config_error({{"baseline", "odd.json"}}, scenario)
+                .find("to record a step that fits (\"status\": \"ok\"), found \"status\": \"OOM\""),
+            std::string::npos)
+      << config_error({{"baseline", "odd.json"}}, scenario);
+  std::ofstream(dir / "no_status.json") << R"({"schema": "fsdpsim.result/1", "step_time_s": 10.0})";
+  EXPECT_NE(config_error({{"baseline", "no_status.json"}}, scenario).find("found no status"),
+            std::string::npos);
   std::ofstream(dir / "negative.json")
       << R"({"schema": "fsdpsim.result/1", "step_time_s": -1.0, "status": "ok"})";
   EXPECT_NE(config_error({{"baseline", "negative.json"}, {"keys", {"step_time_s"}}}, scenario)
