@@ -623,6 +623,19 @@ int import_command(const CalibrateOptions& o) {
   profile.notes = notes;
   for (const std::string& f : o.logs)
     profile.sources.push_back(fmt::format("nccl-tests log {}", f));
+  // A series fit cannot use (a log of one size): said now, not when a run refuses the profile.
+  try {
+    const calibrate::ProfileFit fit = calibrate::fit_profile(profile, name);
+    if (fit.curves->collectives().empty() && !fit.skipped.empty()) {
+      profile.notes.push_back(fmt::format(
+          "no series can be fitted ({}: {}): a scenario given this profile alone is refused; "
+          "log more sizes (nccl-tests -b and -e, -f 2)",
+          fit.skipped.front().what, fit.skipped.front().why));
+      notes.push_back(profile.notes.back());
+    }
+  } catch (const calibrate::InputError& e) {
+    throw ConfigError(e.what());
+  }
   std::size_t points = 0;
   for (const calibrate::CollectiveSeries& s : profile.collectives) points += s.points.size();
   // A log's host names are copied as they are: bytes that are not UTF-8 become U+FFFD.

@@ -369,6 +369,16 @@ TEST(CalibrateCli, ImportTakesEachLogsCollectiveFromTheCommandLine) {
                                      "=reduce_scatter contradicts the log, which ran all_gather"),
             std::string::npos)
       << contradicted.output;
+  // A log of one size gives no curve: the import says so, rather than the first run refusing the
+  // profile.
+  const Outcome one_size = run_fsdpsim("calibrate import-nccl-tests " + gather_log + " -o " +
+                                       out.string() + " --gpu h200-sxm-141gb");
+  EXPECT_EQ(one_size.exit_code, 0) << one_size.output;
+  EXPECT_NE(one_size.output.find("note: no series can be fitted (all_gather fp32 on 8 ranks (8 per "
+                                 "node): 1 distinct size(s); a curve needs at least 2)"),
+            std::string::npos)
+      << one_size.output;
+  EXPECT_NE(read_file(out).find("no series can be fitted"), std::string::npos);
   // A hardware preset of one's own, named without a GPU model, is taken for its SMs and memory.
   nlohmann::json own =
       nlohmann::json::parse(read_file(kSource + "/configs/hardware/a100-sxm-80gb.json"));
