@@ -18,6 +18,34 @@
 #include "sim/fsdp/fsdp_units.hpp"
 
 namespace fsdpsim::app {
+namespace {
+
+// The keys a --set KEY walks down. Under `expect` a key is a result's dotted path
+// ("breakdown.exposed_communication_s" is one key of the block), so what follows `expect.` is
+// one key, or one key and a bound when it ends in .min or .max.
+std::vector<std::string> override_segments(const std::string& key, const std::string& assignment) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  while (true) {
+    const auto dot = key.find('.', begin);
+    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    if (parts.back().empty())
+      throw ConfigError(fmt::format("--set \"{}\": empty key segment", assignment));
+    if (dot == std::string::npos) break;
+    begin = dot + 1;
+  }
+  if (parts.size() <= 2 || parts.front() != "expect") return parts;
+  const bool bound = parts.back() == "min" || parts.back() == "max";
+  const auto last = parts.end() - (bound ? 1 : 0);
+  std::string joined = parts[1];
+  for (auto it = parts.begin() + 2; it != last; ++it) joined += "." + *it;
+  std::vector<std::string> grouped = {"expect", joined};
+  if (bound) grouped.push_back(parts.back());
+  return grouped;
+}
+
+}  // namespace
+
 void apply_override(nlohmann::json& document, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -26,14 +54,12 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
   }
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
+  const std::vector<std::string> parts = override_segments(key, assignment);
   nlohmann::json value = parse_inline_value(text, fmt::format("--set \"{}\"", assignment));
   nlohmann::json* node = &document;
-  std::size_t begin = 0;
-  while (true) {
-    const auto dot = key.find('.', begin);
-    const std::string part =
-        key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
-    if (part.empty()) throw ConfigError(fmt::format("--set \"{}\": empty key segment", assignment));
+  std::string above;  // the dotted key of `node`
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
     // Removing creates nothing: a key under a missing section is not there to remove.
     if (value.is_null() && !node->is_object()) return;
     if (node->is_null()) *node = nlohmann::json::object();
@@ -41,12 +67,11 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
     if (!node->is_object()) {
       // The scenario's value where the key's parent should be: "/training" when the file has
       // "training": [], "/training/micro_batch" for training.micro_batch.x.
-      throw ConfigError(
-          fmt::format("--set \"{}\": {}: expected an object to set \"{}\" in, found {}", assignment,
-                      begin == 0 ? std::string("/") : json_path_of(key.substr(0, begin - 1)), part,
-                      describe_json_type(*node)));
+      throw ConfigError(fmt::format(
+          "--set \"{}\": {}: expected an object to set \"{}\" in, found {}", assignment,
+          above.empty() ? std::string("/") : json_path_of(above), part, describe_json_type(*node)));
     }
-    if (dot == std::string::npos) {
+    if (i + 1 == parts.size()) {
       // null removes the key, as in a JSON merge patch (RFC 7386): its default then holds.
       if (value.is_null()) {
         node->erase(part);
@@ -56,15 +81,15 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
       return;
     }
     if (value.is_null() && !node->contains(part)) return;
+    above = above.empty() ? part : above + "." + part;
     // A section the file sets to null is an error the loader reports; filling it in here would
     // make every other key of it silently its default.
     if (const auto it = node->find(part); it != node->end() && it->is_null()) {
       throw ConfigError(fmt::format(
           "--set \"{}\": \"{}\" is null in the scenario; expected an object to set a key in",
-          assignment, key.substr(0, dot)));
+          assignment, above));
     }
     node = &(*node)[part];
-    begin = dot + 1;
   }
 }
 

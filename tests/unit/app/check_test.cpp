@@ -677,6 +677,17 @@ TEST(CheckCommand, ScenariosWithoutExpectationsAreValidatedAndSetCanAddThem) {
   const Outcome add = run_fsdpsim("check " + own.string() + " --set 'expect.mfu={\"min\":0.01}'");
   EXPECT_EQ(add.exit_code, 0) << add.output;
   EXPECT_NE(add.output.find("2 checks: 2 passed"), std::string::npos) << add.output;
+  // A result key with a dot is one key of the block: what follows expect. is that key, and a
+  // bound where it ends in .min or .max.
+  for (const std::string& nested_set :
+       {std::string("'expect.breakdown.exposed_communication_s={\"max\":100}'"),
+        std::string("expect.breakdown.exposed_communication_s.max=100")}) {
+    const Outcome nested = run_fsdpsim("check " + own.string() + " --set " + nested_set);
+    EXPECT_EQ(nested.exit_code, 0) << nested_set << "\n" << nested.output;
+    EXPECT_NE(nested.output.find("PASS " + own.string() + " breakdown.exposed_communication_s = "),
+              std::string::npos)
+        << nested.output;
+  }
 }
 
 // A path that does not exist or a folder that cannot be read is reported like a bad scenario: the

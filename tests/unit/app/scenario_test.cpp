@@ -57,6 +57,15 @@ TEST(ApplyOverride, SetsNestedKeysAndParsesJsonValues) {
   nlohmann::json named = {{"model", "gpt-175b"}};
   apply_override(named, "model.n_layers=null");
   EXPECT_EQ(named["model"], "gpt-175b");
+  // Under expect, a result's dotted path is one key of the block, with a bound or not.
+  nlohmann::json gated = nlohmann::json::object();
+  apply_override(gated, "expect.breakdown.idle_s.max=0.5");
+  apply_override(gated, "expect.mfu.min=0.3");
+  apply_override(gated, R"(expect.breakdown.exposed_communication_s={"max": 0.1})");
+  apply_override(gated, "expect.tolerance=0.1");
+  EXPECT_EQ(gated, nlohmann::json::parse(R"({"expect": {"breakdown.idle_s": {"max": 0.5},
+      "mfu": {"min": 0.3}, "breakdown.exposed_communication_s": {"max": 0.1},
+      "tolerance": 0.1}})"));
 }
 
 TEST(DidYouMean, SuggestsCloseKeysOnly) {
