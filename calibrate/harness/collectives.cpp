@@ -248,11 +248,10 @@ void measure_concurrent(Job& job, const Options& o, const Plan& plan, Results& r
       job.wait(cat("timing concurrent collectives on ", group.label));
       bool timed_out = false;  // every local gate read, so that none carries its flag over
       for (Gpu& g : gpus) timed_out = gate_timed_out(g.gate) || timed_out;
-      if (timed_out) {
-        results.notes.push_back(
-            gate_timeout_note(cat("interference ", group.label, " ", format_size(bytes))));
-      }
-      std::vector<float> local(2 * static_cast<std::size_t>(o.repeats), 0.0F);
+      // The repeats' times and, last, whether a gate opened by its timeout: both the maximum over
+      // every rank, as time_one takes them (the rank whose gate timed out need not be rank 0).
+      std::vector<float> local(2 * static_cast<std::size_t>(o.repeats) + 1, 0.0F);
+      local.back() = timed_out ? 1.0F : 0.0F;
       for (const Gpu& g : gpus) {
         for (std::size_t r = 0; r < static_cast<std::size_t>(o.repeats); ++r) {
           local[r] = std::max(local[r], per_launch_us(g.start[r], g.stop[r], inner));
@@ -262,8 +261,13 @@ void measure_concurrent(Job& job, const Options& o, const Plan& plan, Results& r
         }
       }
       const std::vector<float> worst = job.max_over_ranks(local);
+      if (worst.back() > 0.0F) {
+        results.notes.push_back(
+            gate_timeout_note(cat("interference ", group.label, " ", format_size(bytes))));
+      }
       ag.points.push_back(point_from({worst.begin(), worst.begin() + o.repeats}, bytes));
-      rs.points.push_back(point_from({worst.begin() + o.repeats, worst.end()}, bytes));
+      rs.points.push_back(
+          point_from({worst.begin() + o.repeats, worst.begin() + 2 * o.repeats}, bytes));
     }
     progress_line(job.root(), cat("interference ", group.label, ": ", ag.points.size(), " sizes"),
                   true);

@@ -54,9 +54,12 @@ class NotSupported : public std::runtime_error {
 // One GEMM shape ready to launch: operands, descriptors and the heuristic's algorithm.
 class Matmul {
  public:
+  // Delegates to the constructor that acquires nothing, so that the destructor frees what this
+  // one acquired when it throws (a shape cuBLASLt has no algorithm for, a cudaMalloc that fails):
+  // a constructor's own throw runs no destructor, a delegating one's does.
   Matmul(cublasLtHandle_t handle, void* workspace, const GemmType& t, const GemmResult& shape,
          cudaStream_t stream)
-      : handle_(handle), workspace_(workspace) {
+      : Matmul(handle, workspace) {
     const auto m = static_cast<std::uint64_t>(shape.m);
     const auto n = static_cast<std::uint64_t>(shape.n);
     const auto k = static_cast<std::uint64_t>(shape.k);
@@ -127,6 +130,8 @@ class Matmul {
   }
 
  private:
+  Matmul(cublasLtHandle_t handle, void* workspace) : handle_(handle), workspace_(workspace) {}
+
   cublasLtHandle_t handle_;
   void* workspace_;
   void* a_ = nullptr;
@@ -188,6 +193,8 @@ Timing plan_timing(Job& job, Gpu& gpu, Matmul& m, int max_repeats, const std::st
   FSDPSIM_CUDA(cudaEventRecord(gpu.stop[0], gpu.stream));
   open_gate(gpu.gate);
   job.wait(cat("estimating ", what));
+  // The estimate only sizes the repeats: a gate it saw time out is not the timings' to report.
+  (void)gate_timed_out(gpu.gate);
   Timing t;
   t.one_ms = std::max(1e-3, static_cast<double>(elapsed_ms(gpu.start[0], gpu.stop[0])));
   t.inner = static_cast<int>(std::clamp(std::ceil(kMinRepeatMs / t.one_ms), 1.0, 64.0));

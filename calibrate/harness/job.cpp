@@ -184,7 +184,9 @@ Job::Job(const Options& options, Heartbeat& heartbeat) : heartbeat_(heartbeat) {
     FSDPSIM_CUDA(
         cudaMallocHost(reinterpret_cast<void**>(&g.host_scratch), kMaxReduced * sizeof(float)));
     FSDPSIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&g.token), sizeof(float)));
-    FSDPSIM_CUDA(cudaMemset(g.token, 0, sizeof(float)));
+    // On the GPU's own stream: cudaMemset runs on the legacy default stream, which a
+    // cudaStreamNonBlocking stream does not wait for.
+    FSDPSIM_CUDA(cudaMemsetAsync(g.token, 0, sizeof(float), g.stream));
     create_gate(g.gate);
     for (auto* events : {&g.start, &g.stop, &g.side_start, &g.side_stop}) {
       events->resize(kMaxRepeats);
@@ -230,9 +232,12 @@ void Job::exchange_hosts() {
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
     FSDPSIM_CUDA(cudaSetDevice(gpus_[i].device));
     FSDPSIM_CUDA(cudaMalloc(reinterpret_cast<void**>(&device_buffers[i]), all.size()));
-    FSDPSIM_CUDA(
-        cudaMemcpy(device_buffers[i] + kHostNameBytes * static_cast<std::size_t>(gpus_[i].rank),
-                   name, kHostNameBytes, cudaMemcpyHostToDevice));
+    // Ordered on the stream the all-gather runs on and finished before it is queued: a cudaMemcpy
+    // from pageable memory returns once the bytes are staged, not once they have landed.
+    FSDPSIM_CUDA(cudaMemcpyAsync(
+        device_buffers[i] + kHostNameBytes * static_cast<std::size_t>(gpus_[i].rank), name,
+        kHostNameBytes, cudaMemcpyHostToDevice, gpus_[i].stream));
+    FSDPSIM_CUDA(cudaStreamSynchronize(gpus_[i].stream));
   }
   group_start();
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
@@ -429,9 +434,12 @@ void Job::ensure_buffers(std::int64_t bytes) {
     FSDPSIM_CUDA(cudaMalloc(&g.send, static_cast<std::size_t>(bytes)));
     FSDPSIM_CUDA(cudaMalloc(&g.recv, static_cast<std::size_t>(bytes)));
     // Non-zero, finite contents (bytes 0x3c: 1.06 in fp16, 0.0115 in bf16 and fp32) so that
-    // reductions do the arithmetic they do in training.
-    FSDPSIM_CUDA(cudaMemset(g.send, 0x3c, static_cast<std::size_t>(bytes)));
-    FSDPSIM_CUDA(cudaMemset(g.recv, 0x3c, static_cast<std::size_t>(bytes)));
+    // reductions do the arithmetic they do in training. Filled on the GPU's stream and waited
+    // for: a cudaMemset on the legacy default stream would overlap the first timed collectives
+    // on the non-blocking streams (and the side stream's, which use the same buffers).
+    FSDPSIM_CUDA(cudaMemsetAsync(g.send, 0x3c, static_cast<std::size_t>(bytes), g.stream));
+    FSDPSIM_CUDA(cudaMemsetAsync(g.recv, 0x3c, static_cast<std::size_t>(bytes), g.stream));
+    FSDPSIM_CUDA(cudaStreamSynchronize(g.stream));
     g.buffer_bytes = bytes;
   }
 }

@@ -120,7 +120,16 @@ int main(int argc, char** argv) {
     if (has_phase(options, "gemm-under-nccl"))
       measure_gemms_under_nccl(*job, options, plan, results, save);
     if (has_phase(options, "rank-speed")) measure_rank_speeds(*job, options, results, save);
-    if (has_phase(options, "memory")) measure_memory(*job, results);
+    if (has_phase(options, "memory")) {
+      // Rank 0's process alone measures, the others waiting: every process copying and
+      // allocating at once would share the node's host memory, PCIe switches and CPU, and only
+      // rank 0's numbers are written.
+      job->barrier();
+      job->wait("lining the ranks up for the memory phase");
+      if (job->root()) measure_memory(*job, results);
+      job->barrier();
+      job->wait("waiting for rank 0's memory phase");
+    }
     results.complete = true;
     save();
     if (job->root())

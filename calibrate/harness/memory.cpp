@@ -71,7 +71,10 @@ void measure_memory(Job& job, Results& results) {
   void* b = nullptr;
   FSDPSIM_CUDA(cudaMalloc(&a, static_cast<std::size_t>(device_bytes)));
   FSDPSIM_CUDA(cudaMalloc(&b, static_cast<std::size_t>(device_bytes)));
-  FSDPSIM_CUDA(cudaMemset(a, 1, static_cast<std::size_t>(device_bytes)));
+  // On the timed stream and waited for: cudaMemset runs on the legacy default stream, which the
+  // non-blocking stream the copies are timed on does not wait for.
+  FSDPSIM_CUDA(cudaMemsetAsync(a, 1, static_cast<std::size_t>(device_bytes), gpu.stream));
+  FSDPSIM_CUDA(cudaStreamSynchronize(gpu.stream));
   const double d2d =
       time_copy(job, gpu, b, a, device_bytes, cudaMemcpyDeviceToDevice, "timing device copies");
   results.device_copy_GBps = 2.0 * static_cast<double>(device_bytes) / d2d / 1e9;

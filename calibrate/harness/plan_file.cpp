@@ -101,6 +101,15 @@ Plan read_plan(const std::string& path) {
                           integer(3, kMaxGemmDimension, "N"), integer(4, kMaxGemmDimension, "K"),
                           integer(5, kMaxGemmDimension, "BATCH")};
       (void)integer(6, std::numeric_limits<std::int64_t>::max(), "COUNT");
+      // Each operand's elements (M x K, K x N, M x N, times BATCH) within 2^40, far past any
+      // GPU's memory, so that counting them cannot overflow.
+      constexpr std::int64_t kMaxOperandElements = std::int64_t{1} << 40;
+      for (const std::int64_t area : {g.m * g.k, g.k * g.n, g.m * g.n}) {
+        if (area > kMaxOperandElements / g.batch) {
+          fail(cat("an operand of ", g.m, " x ", g.n, " x ", g.k, " x ", g.batch,
+                   " holds more than 2^40 elements, past any GPU's memory"));
+        }
+      }
       if (gemms.emplace(g.dtype, g.m, g.n, g.k, g.batch).second) plan.gemms.push_back(g);
     } else if (words[0] == "collective") {
       fields(6);

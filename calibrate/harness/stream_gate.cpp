@@ -6,6 +6,7 @@
 namespace fsdpsim::harness {
 
 void create_gate(StreamGate& gate) {
+  FSDPSIM_CUDA(cudaGetDevice(&gate.cuda_device));
   void* words = nullptr;
   FSDPSIM_CUDA(cudaHostAlloc(&words, 2 * sizeof(std::uint32_t), cudaHostAllocMapped));
   gate.host = static_cast<std::uint32_t*>(words);
@@ -24,6 +25,8 @@ void destroy_gate(StreamGate& gate) noexcept {
 }
 
 void close_gate(StreamGate& gate, cudaStream_t stream) {
+  const DeviceGuard restore;
+  FSDPSIM_CUDA(cudaSetDevice(gate.cuda_device));
   ++gate.ticket;
   FSDPSIM_CUDA(launch_gate_kernel(gate.device, gate.ticket, kGateTimeoutNs, stream));
 }

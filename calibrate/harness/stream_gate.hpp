@@ -27,14 +27,17 @@ struct StreamGate {
   std::uint32_t* host = nullptr;
   std::uint32_t* device = nullptr;  // the same two words, as the GPU addresses them
   std::uint32_t ticket = 0;         // the last close queued
+  int cuda_device = 0;              // the GPU whose streams it closes (current at create_gate)
 };
 
-// Allocates the gate's words; destroy_gate() frees them.
+// Allocates the gate's words for the current device's streams; destroy_gate() frees them.
 void create_gate(StreamGate& gate);
 void destroy_gate(StreamGate& gate) noexcept;
 
-// Queues on `stream` a kernel that spins until open_gate() is called (or kGateTimeoutNs pass):
-// the stream's later work starts only then.
+// Queues on `stream` (one of the gate's device's) a kernel that spins until open_gate() is
+// called (or kGateTimeoutNs pass): the stream's later work starts only then. Launched on the
+// gate's device whatever the current one: one process may drive every GPU of its node, and a
+// kernel launch fails on a stream of a device that is not current.
 void close_gate(StreamGate& gate, cudaStream_t stream);
 
 // Lets every close queued so far end.

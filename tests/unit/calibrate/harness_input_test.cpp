@@ -180,6 +180,12 @@ TEST(HarnessInput, PlanLinesAreCheckedWhole) {
   EXPECT_NE(error_of("gemm bf16 8 8 8 1 1 # caf\xe9\n").find(":1:26: expected text, found 0xE9"),
             std::string::npos);
   EXPECT_EQ(error_of("gemm bf16 8 8 8 1 1\r\n"), "accepted");  // CRLF
+  // Every dimension in range, yet an operand past 2^40 elements: counting it would overflow.
+  EXPECT_NE(error_of("gemm bf16 16777216 16777216 4096 16777216 1\n")
+                .find(":1: an operand of 16777216 x 16777216 x 4096 x 16777216 holds more than "
+                      "2^40 elements"),
+            std::string::npos);
+  EXPECT_EQ(error_of("gemm bf16 65536 8 1048576 16 1\n"), "accepted");  // 2^40 exactly
   // The header fsdpsim writes names the format's version: another one is not read as v1.
   EXPECT_EQ(error_of("# fsdpsim calibration plan v1: scenario x (x.json)\ngemm bf16 8 8 8 1 1\n"),
             "accepted");
