@@ -17,19 +17,8 @@ namespace {
 const std::vector<std::string> kDefaultBaselineKeys = {
     "step_time_s", "tokens_per_s_per_gpu", "peak_mem_allocated_gib", "peak_mem_reserved_gib"};
 
-std::vector<std::string> split_key(const std::string& key) {
-  std::vector<std::string> parts;
-  std::size_t begin = 0;
-  while (true) {
-    const auto dot = key.find('.', begin);
-    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
-    if (dot == std::string::npos) return parts;
-    begin = dot + 1;
-  }
-}
-
 bool valid_key(const std::string& key) {
-  for (const std::string& part : split_key(key)) {
+  for (const std::string& part : split_dotted_key(key)) {
     if (part.empty()) return false;
   }
   return true;
@@ -40,7 +29,7 @@ bool valid_key(const std::string& key) {
 const nlohmann::json* find_path(const nlohmann::json& root, const std::string& key,
                                 std::string& missing, std::string& hint) {
   const nlohmann::json* node = &root;
-  for (const std::string& part : split_key(key)) {
+  for (const std::string& part : split_dotted_key(key)) {
     if (!node->is_object() || !node->contains(part)) {
       missing = part;
       if (node->is_object()) {

@@ -52,6 +52,17 @@ std::string key_of_one_child(const nlohmann::json& object, const std::string& ke
 
 }  // namespace
 
+std::vector<std::string> split_dotted_key(const std::string& key) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  while (true) {
+    const auto dot = key.find('.', begin);
+    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    if (dot == std::string::npos) return parts;
+    begin = dot + 1;
+  }
+}
+
 std::string pointer_token(const std::string& key) {
   std::string out;
   out.reserve(key.size());

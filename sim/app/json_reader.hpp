@@ -36,6 +36,10 @@ std::string describe_json_type(const nlohmann::json& value);
 // written "~1", so a key holding either names one place in a path.
 std::string pointer_token(const std::string& key);
 
+// "a.b.c" as its keys {"a", "b", "c"}; an empty key between two dots (or at an end) is kept,
+// for the caller to refuse.
+std::vector<std::string> split_dotted_key(const std::string& key);
+
 // An integer as JSON writes it, 8 or 8.0 or 1e9 (DeepSpeed configs write sizes as 5e8): the
 // number when it is whole and fits 64 bits, else nothing.
 std::optional<std::int64_t> whole_number(const nlohmann::json& v);

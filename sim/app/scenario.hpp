@@ -41,7 +41,17 @@ struct Scenario {
 // (RFC 7386), so that its default holds. Throws ConfigError on a malformed assignment.
 void apply_override(nlohmann::json& document, const std::string& assignment);
 
-// "a.b.c" as the JSON path the loader's messages give, "/a/b/c".
+// The keys a --set KEY walks down: "a.b.c" is {"a", "b", "c"}, but under `expect` and `sweep`,
+// whose keys are dotted paths themselves, what follows the block's name is one key (under expect
+// with a trailing .min or .max apart): "expect.breakdown.idle_s.max" is
+// {"expect", "breakdown.idle_s", "max"}.
+std::vector<std::string> override_key_segments(const std::string& key);
+
+// Keys as a JSON path (RFC 6901), "/" for none.
+std::string json_path_of_keys(const std::vector<std::string>& keys);
+
+// A --set key as the JSON path the loader's messages give: "a.b.c" is "/a/b/c",
+// "expect.breakdown.idle_s.max" is "/expect/breakdown.idle_s/max".
 std::string json_path_of(const std::string& dotted_key);
 
 // True when a loader error is caused by an override's key itself, not by its value: an unknown

@@ -18,33 +18,25 @@
 #include "sim/fsdp/fsdp_units.hpp"
 
 namespace fsdpsim::app {
-namespace {
-
-// The keys a --set KEY walks down. Under `expect` a key is a result's dotted path
-// ("breakdown.exposed_communication_s" is one key of the block), so what follows `expect.` is
-// one key, or one key and a bound when it ends in .min or .max.
-std::vector<std::string> override_segments(const std::string& key, const std::string& assignment) {
-  std::vector<std::string> parts;
-  std::size_t begin = 0;
-  while (true) {
-    const auto dot = key.find('.', begin);
-    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
-    if (parts.back().empty())
-      throw ConfigError(fmt::format("--set \"{}\": empty key segment", assignment));
-    if (dot == std::string::npos) break;
-    begin = dot + 1;
-  }
-  if (parts.size() <= 2 || parts.front() != "expect") return parts;
-  const bool bound = parts.back() == "min" || parts.back() == "max";
+std::vector<std::string> override_key_segments(const std::string& key) {
+  std::vector<std::string> parts = split_dotted_key(key);
+  if (parts.size() <= 2 || (parts.front() != "expect" && parts.front() != "sweep")) return parts;
+  // A key of these blocks is a dotted path itself; under expect it may end in a bound.
+  const bool bound = parts.front() == "expect" && (parts.back() == "min" || parts.back() == "max");
   const auto last = parts.end() - (bound ? 1 : 0);
   std::string joined = parts[1];
-  for (auto it = parts.begin() + 2; it != last; ++it) joined += "." + *it;
-  std::vector<std::string> grouped = {"expect", joined};
+  for (auto it = parts.begin() + 2; it != last; ++it) joined.append(".").append(*it);
+  std::vector<std::string> grouped = {parts.front(), joined};
   if (bound) grouped.push_back(parts.back());
   return grouped;
 }
 
-}  // namespace
+std::string json_path_of_keys(const std::vector<std::string>& keys) {
+  if (keys.empty()) return "/";
+  std::string path;
+  for (const std::string& k : keys) path.append("/").append(pointer_token(k));
+  return path;
+}
 
 void apply_override(nlohmann::json& document, const std::string& assignment) {
   const auto eq = assignment.find('=');
@@ -54,10 +46,26 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
   }
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
-  const std::vector<std::string> parts = override_segments(key, assignment);
+  for (const std::string& part : split_dotted_key(key)) {
+    if (part.empty()) throw ConfigError(fmt::format("--set \"{}\": empty key segment", assignment));
+  }
+  const std::vector<std::string> parts = override_key_segments(key);
+  // A bound misspelt at the end of an expect key would make it part of the result key, refused
+  // only once the step is simulated.
+  if (parts.size() == 2 && parts.front() == "expect" && parts[1].find('.') != std::string::npos) {
+    const std::string tail = parts[1].substr(parts[1].rfind('.') + 1);
+    for (const char* bound : {"min", "max"}) {
+      if (edit_distance(tail, bound) == 1) {
+        throw ConfigError(fmt::format(
+            "--set \"{}\": \"{}\" ends in \"{}\", not a bound; did you mean {}? (a key of the "
+            "expect block ends in .min or .max, or names a result key alone)",
+            assignment, key, tail, bound));
+      }
+    }
+  }
   nlohmann::json value = parse_inline_value(text, fmt::format("--set \"{}\"", assignment));
   nlohmann::json* node = &document;
-  std::string above;  // the dotted key of `node`
+  std::vector<std::string> above;  // the keys down to `node`
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const std::string& part = parts[i];
     // Removing creates nothing: a key under a missing section is not there to remove.
@@ -67,9 +75,9 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
     if (!node->is_object()) {
       // The scenario's value where the key's parent should be: "/training" when the file has
       // "training": [], "/training/micro_batch" for training.micro_batch.x.
-      throw ConfigError(fmt::format(
-          "--set \"{}\": {}: expected an object to set \"{}\" in, found {}", assignment,
-          above.empty() ? std::string("/") : json_path_of(above), part, describe_json_type(*node)));
+      throw ConfigError(
+          fmt::format("--set \"{}\": {}: expected an object to set \"{}\" in, found {}", assignment,
+                      json_path_of_keys(above), part, describe_json_type(*node)));
     }
     if (i + 1 == parts.size()) {
       // null removes the key, as in a JSON merge patch (RFC 7386): its default then holds.
@@ -81,24 +89,20 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
       return;
     }
     if (value.is_null() && !node->contains(part)) return;
-    above = above.empty() ? part : above + "." + part;
+    above.push_back(part);
     // A section the file sets to null is an error the loader reports; filling it in here would
     // make every other key of it silently its default.
     if (const auto it = node->find(part); it != node->end() && it->is_null()) {
       throw ConfigError(fmt::format(
           "--set \"{}\": \"{}\" is null in the scenario; expected an object to set a key in",
-          assignment, above));
+          assignment, fmt::join(above, ".")));
     }
     node = &(*node)[part];
   }
 }
 
 std::string json_path_of(const std::string& dotted_key) {
-  std::string path = fmt::format("/{}", dotted_key);
-  for (char& c : path) {
-    if (c == '.') c = '/';
-  }
-  return path;
+  return json_path_of_keys(override_key_segments(dotted_key));
 }
 
 bool error_names_key(const std::string& message, const std::string& key) {

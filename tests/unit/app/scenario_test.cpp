@@ -66,6 +66,22 @@ TEST(ApplyOverride, SetsNestedKeysAndParsesJsonValues) {
   EXPECT_EQ(gated, nlohmann::json::parse(R"({"expect": {"breakdown.idle_s": {"max": 0.5},
       "mfu": {"min": 0.3}, "breakdown.exposed_communication_s": {"max": 0.1},
       "tolerance": 0.1}})"));
+  // A sweep block's keys are scenario keys, dotted too.
+  apply_override(gated, "sweep.training.micro_batch=[1, 2]");
+  EXPECT_EQ(gated["sweep"], nlohmann::json::parse(R"({"training.micro_batch": [1, 2]})"));
+  // Paths name those keys whole; a bound one edit from min or max is refused, not taken for
+  // part of the result key.
+  EXPECT_EQ(json_path_of("expect.breakdown.idle_s.max"), "/expect/breakdown.idle_s/max");
+  EXPECT_EQ(json_path_of("fsdp.backward_prefetch"), "/fsdp/backward_prefetch");
+  EXPECT_EQ(json_path_of("sweep.training.micro_batch"), "/sweep/training.micro_batch");
+  try {
+    apply_override(gated, "expect.breakdown.idle_s.mx=1");
+    ADD_FAILURE() << "a misspelt bound was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("ends in \"mx\", not a bound; did you mean max?"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(DidYouMean, SuggestsCloseKeysOnly) {
