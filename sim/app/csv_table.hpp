@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace fsdpsim::app {
@@ -78,31 +77,6 @@ std::vector<std::size_t> pareto_front(const SweepTable& table);
 
 // Position of the fitting point with the highest throughput (ties: less memory, lower index).
 std::optional<std::size_t> best_that_fits(const SweepTable& table);
-
-// The reason of a point that needed more host memory than the machine gives the process: a
-// skipped row, but not an invalid scenario.
-inline constexpr std::string_view kOutOfHostMemoryReason =
-    "out of host memory: simulating this point needs more memory than the machine gives the "
-    "process";
-
-// A grid value that no point could simulate where another value of its axis could: every point
-// with it is an invalid scenario (skipped, not for want of host memory), and at least one of them
-// has a simulated neighbour that differs only in this axis's value. So the value itself is at
-// fault: misspelt, out of range, or ruled out by the base scenario (fsdp.version 2 beside the
-// file's limit_all_gathers). Judged on the points present (merge --allow-gaps may lack some);
-// empty for a table whose labels do not follow its indices, that lacks a value altogether, or
-// that holds no simulated point at all (reported as a whole instead).
-struct UnusableGridValue {
-  std::string key;
-  std::string value;
-  std::size_t points = 0;
-  std::string reason;  // the first point's
-};
-std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table);
-
-// "error: KEY=VALUE: none of its N points could be simulated (the first: REASON)" lines, one per
-// value; empty when there is none.
-std::string unusable_grid_values_text(const std::vector<UnusableGridValue>& values);
 
 // "<key>=<value> <key>=<value>" of a row.
 std::string row_label(const SweepTable& table, const SweepRow& row);

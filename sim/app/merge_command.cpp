@@ -10,6 +10,7 @@
 #include "sim/app/cli_validators.hpp"
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_file.hpp"
+#include "sim/app/unusable_grid_values.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -127,8 +128,8 @@ sweep's --out. When --out is a file, the summary of the whole sweep (Pareto fron
 ...") is printed on stdout.
 
 Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input (unreadable file, different headers,
-slices of different sweeps, an index twice, a missing slice; a grid value refused at every one of
-its points where another value of its axis ran, after writing the outputs, as sweep does).)");
+slices of different sweeps, an index twice, a missing slice; a grid value refused as such at
+every one of its points where its neighbours ran, after writing the outputs, as sweep does).)");
   return merge;
 }
 
@@ -167,8 +168,8 @@ int merge_command(const MergeOptions& options) {
         "(--allow-gaps)\n",
         rows, table.grid_points, table.grid_points - rows);
   }
-  // As sweep judges an unsharded grid, on the points the slices hold: a value that no point could
-  // simulate where another value of its axis could.
+  // As sweep judges an unsharded grid, on the points the slices hold: a value refused as such
+  // wherever the grid put it (unusable_grid_values.hpp).
   if (const auto unusable = unusable_grid_values(table); !unusable.empty()) {
     std::cerr << unusable_grid_values_text(unusable)
               << "the outputs were written with the points that could be simulated\n";

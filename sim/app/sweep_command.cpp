@@ -28,6 +28,7 @@
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/sweep_trace.hpp"
+#include "sim/app/unusable_grid_values.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -42,7 +43,7 @@ first axis varies slowest. Values are read like --set values (JSON when valid JS
 
 A point whose scenario is invalid (a value the loader rejects, a global batch that the micro batch
 does not divide) is a "skipped" row with the reason; an out-of-memory point is an "oom" row. A
-grid value that no point could simulate where another value of its axis could (a misspelt value)
+grid value refused as such wherever the grid puts it, where its neighbours ran (a misspelt value),
 is bad input: the outputs are written and the sweep exits 2 naming it. The
 CSV has one line per point in grid order: index, the grid values, status, reason, step_time_s,
 tokens_per_s_per_gpu, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu,
@@ -646,14 +647,15 @@ int sweep_command(const SweepOptions& options) {
         options.trace_row);
     return InterruptGuard::exit_code();
   }
-  // A value the grid asked for that no point could simulate (a misspelt enum, or one the base
-  // scenario rules out) is bad input, though the other points were worth writing. A slice cannot
+  // A value the grid asked for that the loader refused as such wherever the grid put it (a
+  // misspelt value) is bad input, though the other points were worth writing. A slice cannot
   // tell (the value's other points may be in other slices): merge judges the whole grid.
+  bool bad_input = false;
   if (plan.shard.n <= 1) {
     if (const auto unusable = unusable_grid_values(run.table); !unusable.empty()) {
       std::cerr << unusable_grid_values_text(unusable)
                 << "the outputs were written with the points that could be simulated\n";
-      return 2;
+      bad_input = true;
     }
   }
   if (trace_out_of_memory) {
@@ -661,9 +663,9 @@ int sweep_command(const SweepOptions& options) {
         "error: --trace-row {}: out of host memory simulating the point again with its memory "
         "timeline and trace; every point was written, the trace was not\n",
         options.trace_row);
-    return 2;
+    bad_input = true;
   }
-  return 0;
+  return bad_input ? 2 : 0;
 }
 
 }  // namespace fsdpsim::app

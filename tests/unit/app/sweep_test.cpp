@@ -512,47 +512,6 @@ TEST(SweepCsv, ATieInThroughputRanksTheSmallerMemoryFirstEverywhere) {
   EXPECT_NE(md.find("best that fits: training.micro_batch=2 -> 120.0"), std::string::npos) << md;
 }
 
-// A value is at fault where no point ran with it and a neighbour differing only in its axis did.
-TEST(SweepCsv, AGridValueIsUnusableWhereItsNeighboursRanAndItNever) {
-  // Axes a (3 values, slowest) x b (2 values): a=x never runs, a=y runs once, a=z fails only for
-  // want of host memory; b=q fails wherever a=x does, and runs beside a=y.
-  SweepTable t;
-  t.grid_keys = {"a", "b"};
-  const std::vector<std::pair<std::string, std::string>> labels = {
-      {"x", "p"}, {"x", "q"}, {"y", "p"}, {"y", "q"}, {"z", "p"}, {"z", "q"}};
-  for (std::size_t i = 0; i < labels.size(); ++i) {
-    const bool runs = labels[i].first == "y";
-    SweepRow r = point(static_cast<std::int64_t>(i), runs ? 100 : 0, 1,
-                       runs ? PointStatus::kOk : PointStatus::kSkipped);
-    r.labels = {labels[i].first, labels[i].second};
-    r.reason = runs                     ? ""
-               : labels[i].first == "z" ? std::string(kOutOfHostMemoryReason)
-                                        : "bad " + labels[i].first + labels[i].second;
-    t.rows.push_back(r);
-  }
-  const std::vector<UnusableGridValue> u = unusable_grid_values(t);
-  ASSERT_EQ(u.size(), 1U) << unusable_grid_values_text(u);
-  EXPECT_EQ(u[0].key, "a");
-  EXPECT_EQ(u[0].value, "x");
-  EXPECT_EQ(u[0].points, 2U);
-  EXPECT_EQ(u[0].reason, "bad xp");
-  EXPECT_EQ(unusable_grid_values_text(u),
-            "error: a=x: none of its 2 points could be simulated (the first: bad xp)\n");
-  // Part of a grid (merge --allow-gaps) is judged on the points present; a grid whose size is
-  // unknown (a table of an older fsdpsim) and lacks its last point, or whose labels do not follow
-  // the indices, is not.
-  t.rows.pop_back();
-  EXPECT_TRUE(unusable_grid_values(t).empty());
-  t.grid_points = 6;
-  t.rows.erase(t.rows.begin());  // (x, p)
-  const std::vector<UnusableGridValue> partial = unusable_grid_values(t);
-  ASSERT_EQ(partial.size(), 1U) << unusable_grid_values_text(partial);
-  EXPECT_EQ(partial[0].points, 1U);
-  EXPECT_EQ(partial[0].reason, "bad xq");
-  std::swap(t.rows[0].labels, t.rows[1].labels);
-  EXPECT_TRUE(unusable_grid_values(t).empty());
-}
-
 // ---- fsdpsim sweep ----
 
 TEST(SweepCommand, InvalidPointsAreSkippedWithTheReasonAndOomIsARow) {
@@ -563,19 +522,16 @@ TEST(SweepCommand, InvalidPointsAreSkippedWithTheReasonAndOomIsARow) {
       " --grid training.micro_batch=1,4 --grid fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_PER"
       " --grid hardware.gpu.hbm_bytes=85017755648,4000000000 --out " +
       csv.string());
-  // The misspelt value and the micro batch the global batch cannot hold were refused at every
-  // one of their points, where another value of their axis ran: exit 2, each named, with the
-  // other points written. The small HBM makes out-of-memory rows, which are results.
+  // The misspelt value was refused at its own key at every one of its points, where another
+  // value of its axis ran: exit 2, named, with the other points written. A micro batch the
+  // global batch cannot hold is an infeasible configuration, a skipped row the sweep records,
+  // and the small HBM makes out-of-memory rows, which are results.
   ASSERT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find("error: fsdp.backward_prefetch=BACKWARD_PER: none of its 4 points could "
                           "be simulated (the first: /fsdp/backward_prefetch"),
             std::string::npos)
       << o.output;
-  EXPECT_NE(o.output.find("error: training.micro_batch=4: none of its 4 points could be simulated "
-                          "(the first: /training/global_batch: global_batch 16 is not a multiple "
-                          "of micro_batch 4"),
-            std::string::npos)
-      << o.output;
+  EXPECT_EQ(o.output.find("error: training.micro_batch"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("the outputs were written with the points that could be simulated"),
             std::string::npos)
       << o.output;
@@ -1058,21 +1014,14 @@ TEST(SweepCommand, AGridValueNamingAMissingFileOrPresetIsRefused) {
   EXPECT_NE(device.output.find("/device: expected sm_count or memory_bytes"), std::string::npos)
       << device.output;
   EXPECT_FALSE(fs::exists(csv));
-  // A file that exists but that another axis's value cannot use is a skipped point; a preset
-  // that no point could run with the grid's only profile, where the other preset ran, is named
-  // and the sweep exits 2 once the outputs are written.
+  // A file that exists but that another axis's value cannot use is a skipped point, an
+  // infeasible combination: the sweep records it and exits 0.
   const Outcome mixed = run_fsdpsim("sweep " + s.string() +
                                     " --grid hardware.calibration=a100-sxm-80gb --grid "
                                     "hardware.preset=a100-sxm-80gb,h100-sxm-80gb --out " +
                                     csv.string());
-  EXPECT_EQ(mixed.exit_code, 2) << mixed.output;
+  EXPECT_EQ(mixed.exit_code, 0) << mixed.output;
   EXPECT_NE(mixed.output.find("1 skipped"), std::string::npos) << mixed.output;
-  EXPECT_NE(mixed.output.find("error: hardware.preset=h100-sxm-80gb: none of its 1 point could be "
-                              "simulated (the first: /hardware/calibration: the profile was "
-                              "measured on NVIDIA A100"),
-            std::string::npos)
-      << mixed.output;
-  EXPECT_TRUE(fs::exists(csv));
   // Three calibrations for two presets: each profile runs with its own GPU, so no value of
   // either axis is at fault though half the points are skipped.
   const fs::path h100_profile = temp_dir() / "h100_profile.json";

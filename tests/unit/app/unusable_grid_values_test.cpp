@@ -1,0 +1,91 @@
+#include "sim/app/unusable_grid_values.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fsdpsim::app {
+namespace {
+
+// A 3 x 2 grid, axes a (slowest) and b: a=x is refused at its own key wherever it is, a=y runs,
+// a=z is skipped for want of host memory; b=q meets a=x's refusals and runs beside a=y.
+SweepTable grid() {
+  SweepTable t;
+  t.grid_keys = {"a", "b"};
+  const std::vector<std::pair<std::string, std::string>> labels = {
+      {"x", "p"}, {"x", "q"}, {"y", "p"}, {"y", "q"}, {"z", "p"}, {"z", "q"}};
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const auto& [a, b] = labels[i];
+    SweepRow r;
+    r.index = static_cast<std::int64_t>(i);
+    r.labels = {a, b};
+    r.status = a == "y" ? PointStatus::kOk : PointStatus::kSkipped;
+    r.reason = a == "y"   ? ""
+               : a == "z" ? std::string(kOutOfHostMemoryReason)
+                          : "/a: expected one of y, z, found \"" + a + "\" (bad " + a + b + ")";
+    t.rows.push_back(r);
+  }
+  return t;
+}
+
+TEST(UnusableGridValues, AValueRefusedAtItsOwnKeyWhereItsNeighboursRanIsNamed) {
+  const SweepTable t = grid();
+  const std::vector<UnusableGridValue> u = unusable_grid_values(t);
+  ASSERT_EQ(u.size(), 1U) << unusable_grid_values_text(u);
+  EXPECT_EQ(u[0].key, "a");
+  EXPECT_EQ(u[0].value, "x");
+  EXPECT_EQ(u[0].points, 2U);
+  EXPECT_EQ(unusable_grid_values_text(u),
+            "error: a=x: none of its 2 points could be simulated (the first: /a: expected one of "
+            "y, z, found \"x\" (bad xp))\n");
+}
+
+// A relation between keys (a global batch the micro batch does not divide, at another key's
+// path) makes an infeasible point, which a sweep records: no value is blamed for it.
+TEST(UnusableGridValues, ARefusalAtAnotherKeyIsAnInfeasiblePointNotBadInput) {
+  SweepTable t = grid();
+  for (SweepRow& r : t.rows) {
+    if (r.labels[0] == "x") r.reason = "/c: 16 is not a multiple of x";
+  }
+  EXPECT_TRUE(unusable_grid_values(t).empty());
+  // One point refused at the value's own key is enough, the others at another's.
+  t.rows[1].reason = "/a/inner: bad";
+  const std::vector<UnusableGridValue> u = unusable_grid_values(t);
+  ASSERT_EQ(u.size(), 1U);
+  EXPECT_EQ(u[0].reason, "/a/inner: bad");
+  // "/ab" is not under "/a".
+  t.rows[1].reason = "/ab: bad";
+  EXPECT_TRUE(unusable_grid_values(t).empty());
+}
+
+// Part of a grid (merge --allow-gaps) is judged on the points present; a grid whose size is
+// unknown (a table of an older fsdpsim) and lacks its last point, or whose labels do not follow
+// the indices, is not judged.
+TEST(UnusableGridValues, PartOfAGridIsJudgedOnItsPoints) {
+  SweepTable t = grid();
+  t.rows.pop_back();
+  EXPECT_TRUE(unusable_grid_values(t).empty());
+  t.grid_points = 6;
+  t.rows.erase(t.rows.begin());  // (x, p)
+  const std::vector<UnusableGridValue> partial = unusable_grid_values(t);
+  ASSERT_EQ(partial.size(), 1U) << unusable_grid_values_text(partial);
+  EXPECT_EQ(partial[0].points, 1U);
+  std::swap(t.rows[0].labels, t.rows[1].labels);
+  EXPECT_TRUE(unusable_grid_values(t).empty());
+}
+
+// A value and a reason that hold a line feed stay on the error's one line.
+TEST(UnusableGridValues, TheErrorIsOneLinePerValue) {
+  const std::string text =
+      unusable_grid_values_text({{"a", "x\ny", 1, "/a: bad\nvalue"}, {"b", "z", 2, "/b: no"}});
+  EXPECT_EQ(text,
+            "error: a=x<U+000A>y: none of its 1 point could be simulated (the first: "
+            "/a: bad<U+000A>value)\n"
+            "error: b=z: none of its 2 points could be simulated (the first: /b: no)\n");
+}
+
+}  // namespace
+}  // namespace fsdpsim::app
