@@ -49,7 +49,8 @@ std::string diagnose(const DiagnosisInput& in) {
           ? in.top_exposed_collective
           : fmt::format("{} and {}", in.top_exposed_collective, in.also_exposed_collective);
   const char* link = in.top_exposed_inter_node ? "inter-node link" : "intra-node link (NVLink)";
-  // Compute first: a step 90% on the compute stream is compute-bound, whatever its exposed 10%.
+  // Compute first: a step kComputeBound (85%) or more on the compute stream is compute-bound,
+  // whatever the rest of it is exposed.
   if (compute >= kComputeBound) {
     std::string communication = "communication fully overlapped";
     if (exposed >= kCommBoundExposed && !in.top_exposed_collective.empty()) {

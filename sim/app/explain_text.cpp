@@ -28,13 +28,16 @@ std::size_t rows(std::size_t available, std::size_t top) {
 
 void critical_path_section(const Explanation& e, std::size_t top, std::string& out) {
   const CriticalPathSummary& c = e.critical_path;
+  // The allocator's device calls are host work too; said apart, as the by-kind rows list them.
   out += fmt::format(
       "critical path   {} through {} ops and CPU steps: GPU compute {}, collectives {}, CPU "
-      "launches {}, CPU host "
-      "work {}\n",
+      "launches {}, CPU host work {}{}\n",
       format_time(c.length), c.steps, share(c.gpu_compute, c.length),
       share(c.gpu_communication, c.length), share(c.cpu_launch, c.length),
-      share(c.cpu_host, c.length));
+      share(c.cpu_host, c.length),
+      c.cpu_allocator.value() > 0.0
+          ? fmt::format(" (the caching allocator's {} of it)", share(c.cpu_allocator, c.length))
+          : std::string());
   out += fmt::format("  {:<40} {:>12} {:>7} {:>7}\n", "by kind", "time", "share", "steps");
   for (const CriticalPathShare& s : c.by_kind) {
     out += fmt::format("  {:<40} {:>12} {:>7} {:>7}\n", s.kind, format_time(s.time),

@@ -384,6 +384,8 @@ TEST(ExplainCommand, CountsCudaMallocRetriesAndTheirAllocatorTime) {
   ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("allocator       2 cudaMalloc retries per step"), std::string::npos)
       << text.output;
+  // The critical path's host work includes the allocator's calls, and says how much of it.
+  EXPECT_NE(text.output.find("% (the caching allocator's "), std::string::npos) << text.output;
   const nlohmann::json j = nlohmann::json::parse(
       run_fsdpsim("explain " + scenario.string() + tight + " --json -").output);
   EXPECT_EQ(j["status"], "ok");
@@ -395,6 +397,7 @@ TEST(ExplainCommand, CountsCudaMallocRetriesAndTheirAllocatorTime) {
   const Outcome roomy = run_fsdpsim("explain " + scenario.string());
   ASSERT_EQ(roomy.exit_code, 0) << roomy.output;
   EXPECT_EQ(roomy.output.find("allocator "), std::string::npos) << roomy.output;
+  EXPECT_EQ(roomy.output.find("caching allocator's"), std::string::npos) << roomy.output;
   EXPECT_EQ(nlohmann::json::parse(
                 run_fsdpsim("explain " + scenario.string() + " --json -").output)["alloc_retries"],
             0);
