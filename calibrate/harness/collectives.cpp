@@ -271,6 +271,16 @@ void measure_concurrent(Job& job, const Options& o, const Plan& plan, Results& r
     }
     progress_line(job.root(), cat("interference ", group.label, ": ", ag.points.size(), " sizes"),
                   true);
+    // A series of no point is not a measurement (fsdpsim refuses a profile that holds one): the
+    // buffers, a --max-bytes of 1M say, left no size of 1 MiB or more for each of the two.
+    if (ag.points.empty()) {
+      results.notes.push_back(cat("interference ", group.label,
+                                  " not measured: its all-gather and reduce-scatter need 1 MiB "
+                                  "each and the buffers hold ",
+                                  format_size(half), " each (--max-bytes 2M or more)"));
+      job.free_group(group);
+      continue;
+    }
     results.collectives.push_back(std::move(ag));
     results.collectives.push_back(std::move(rs));
     save();

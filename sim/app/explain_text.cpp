@@ -36,7 +36,8 @@ void critical_path_section(const Explanation& e, std::size_t top, std::string& o
       share(c.gpu_communication, c.length), share(c.cpu_launch, c.length),
       share(c.cpu_host, c.length),
       c.cpu_allocator.value() > 0.0
-          ? fmt::format(" (the caching allocator's {} of it)", share(c.cpu_allocator, c.length))
+          ? fmt::format(" ({} of the path in the caching allocator's calls)",
+                        share(c.cpu_allocator, c.length))
           : std::string());
   out += fmt::format("  {:<40} {:>12} {:>7} {:>7}\n", "by kind", "time", "share", "steps");
   for (const CriticalPathShare& s : c.by_kind) {

@@ -128,8 +128,8 @@ sweep's --out. When --out is a file, the summary of the whole sweep (Pareto fron
 ...") is printed on stdout.
 
 Exit codes: 0 ok, 1 internal error, 2 bad usage or bad input (unreadable file, different headers,
-slices of different sweeps, an index twice, a missing slice; a grid value refused as such at
-every one of its points where its neighbours ran, after writing the outputs, as sweep does).)");
+slices of different sweeps, an index twice, a missing slice; a grid value malformed at every one
+of its points where its neighbours ran, after writing the outputs, as sweep does).)");
   return merge;
 }
 

@@ -43,8 +43,8 @@ first axis varies slowest. Values are read like --set values (JSON when valid JS
 
 A point whose scenario is invalid (a value the loader rejects, a global batch that the micro batch
 does not divide) is a "skipped" row with the reason; an out-of-memory point is an "oom" row. A
-grid value refused as such wherever the grid puts it, where its neighbours ran (a misspelt value),
-is bad input: the outputs are written and the sweep exits 2 naming it. The
+grid value malformed wherever the grid puts it, where its neighbours ran (a misspelt value), is
+bad input: the outputs are written and the sweep exits 2 naming it. The
 CSV has one line per point in grid order: index, the grid values, status, reason, step_time_s,
 tokens_per_s_per_gpu, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu,
 peak_mem_allocated_gib, peak_mem_reserved_gib, exposed_communication_s, num_alloc_retries (the

@@ -59,11 +59,15 @@ std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table) {
   }
   for (std::size_t k = 0; k < axes; ++k) {
     const std::size_t n = values[k].size();
-    // The loader's messages start with the JSON path of what they refuse.
+    // The loader's messages start with the JSON path of what they refuse, and a malformed value
+    // is refused as "PATH: expected ..., found ..." (JsonObjectReader's form); a relation between
+    // keys says what does not hold instead ("global_batch 12 is not a multiple of ...").
     const std::string path = json_path_of(table.grid_keys[k]);
-    const auto at_own_key = [&path](const SweepRow& r) {
-      return r.reason.starts_with(path) && r.reason.size() > path.size() &&
-             (r.reason[path.size()] == ':' || r.reason[path.size()] == '/');
+    const auto malformed_here = [&path](const SweepRow& r) {
+      if (!r.reason.starts_with(path)) return false;
+      const std::size_t rest = r.reason.find(": ", path.size());
+      return rest != std::string::npos && (rest == path.size() || r.reason[path.size()] == '/') &&
+             r.reason.compare(rest + 2, 9, "expected ") == 0;
     };
     for (std::size_t c = 0; c < n; ++c) {
       // The value's points, index by index: blocks of stride[k] points every n * stride[k].
@@ -77,7 +81,7 @@ std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table) {
           if (at[i] == nullptr) continue;
           ++count;
           all_invalid = invalid(*at[i]);
-          if (first == nullptr && at_own_key(*at[i])) first = at[i];
+          if (first == nullptr && malformed_here(*at[i])) first = at[i];
           for (std::size_t other = 0; other < n && !neighbour_simulated; ++other)
             neighbour_simulated =
                 other != c && simulated(at[i - c * stride[k] + other * stride[k]]);

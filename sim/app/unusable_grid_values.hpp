@@ -1,9 +1,9 @@
 // Which values of a sweep's grid are bad input rather than infeasible configurations: a value the
-// loader refused as such (misspelt, out of range) wherever the grid put it, while the points that
-// differ from it only in that value ran. A point refused for a relation between keys (a micro
-// batch the global batch cannot hold, a profile of another GPU) is an infeasible configuration,
-// a skipped row and nothing more (../shared/STYLE.md: an infeasible scenario is a result that a
-// sweep records).
+// loader refused as malformed (misspelt, of the wrong type, out of range) wherever the grid put
+// it, while the points that differ from it only in that value ran. A point refused for a relation
+// between keys (a global batch the micro batch does not divide, a profile of another GPU), which
+// ever key the grid varies, is an infeasible configuration, a skipped row and nothing more (an
+// infeasible scenario is a result that a sweep records).
 #pragma once
 
 #include <cstddef>
@@ -21,10 +21,11 @@ inline constexpr std::string_view kOutOfHostMemoryReason =
     "out of host memory: simulating this point needs more memory than the machine gives the "
     "process";
 
-// A grid value that no point could simulate, refused as such: every point with it is skipped as
-// an invalid scenario (not for want of host memory), at least one of them for an error at the
-// value's own key (its reason's JSON path is the axis key's or below it), and at least one of
-// them has a simulated neighbour that differs only in this axis's value. Judged on the points
+// A grid value that no point could simulate, refused as malformed: every point with it is
+// skipped as an invalid scenario (not for want of host memory), at least one of them refused at
+// the value's own key as malformed (its reason "PATH: expected ...", PATH the axis key's or below
+// it), and at least one of them has a simulated neighbour that differs only in this axis's
+// value. Judged on the points
 // present (merge --allow-gaps may lack some); empty for a table whose labels do not follow its
 // indices, that lacks a value altogether, or that holds no simulated point at all (reported as
 // a whole instead).
@@ -32,7 +33,7 @@ struct UnusableGridValue {
   std::string key;
   std::string value;
   std::size_t points = 0;
-  std::string reason;  // the first point's refused at the value's own key
+  std::string reason;  // the first point's refused as malformed
 };
 std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table);
 

@@ -43,21 +43,25 @@ TEST(UnusableGridValues, AValueRefusedAtItsOwnKeyWhereItsNeighboursRanIsNamed) {
             "y, z, found \"x\" (bad xp))\n");
 }
 
-// A relation between keys (a global batch the micro batch does not divide, at another key's
-// path) makes an infeasible point, which a sweep records: no value is blamed for it.
-TEST(UnusableGridValues, ARefusalAtAnotherKeyIsAnInfeasiblePointNotBadInput) {
+// A relation between keys (a global batch the micro batch does not divide) makes an infeasible
+// point, which a sweep records, whichever key it is refused at: no value is blamed for it.
+TEST(UnusableGridValues, ARelationBetweenKeysIsAnInfeasiblePointNotBadInput) {
   SweepTable t = grid();
   for (SweepRow& r : t.rows) {
     if (r.labels[0] == "x") r.reason = "/c: 16 is not a multiple of x";
   }
   EXPECT_TRUE(unusable_grid_values(t).empty());
-  // One point refused at the value's own key is enough, the others at another's.
-  t.rows[1].reason = "/a/inner: bad";
+  for (SweepRow& r : t.rows) {
+    if (r.labels[0] == "x") r.reason = "/a: 16 is not a multiple of x";
+  }
+  EXPECT_TRUE(unusable_grid_values(t).empty());
+  // One point refused as malformed at the value's own key (or below it) is enough.
+  t.rows[1].reason = "/a/inner: expected a number, found \"x\"";
   const std::vector<UnusableGridValue> u = unusable_grid_values(t);
   ASSERT_EQ(u.size(), 1U);
-  EXPECT_EQ(u[0].reason, "/a/inner: bad");
+  EXPECT_EQ(u[0].reason, "/a/inner: expected a number, found \"x\"");
   // "/ab" is not under "/a".
-  t.rows[1].reason = "/ab: bad";
+  t.rows[1].reason = "/ab: expected a number, found \"x\"";
   EXPECT_TRUE(unusable_grid_values(t).empty());
 }
 
