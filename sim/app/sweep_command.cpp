@@ -326,7 +326,20 @@ void check_sweep_block_keys(const std::filesystem::path& scenario,
   plan.base_overrides = overrides;
   plan.presets = presets;
   plan.axes = parse_sweep_block(*it, scenario.string(), sweep_keys_in_file_order(scenario));
+  // What `sweep` refuses before running that the block alone decides: an axis another axis of it
+  // makes do nothing, a key no scenario accepts, a value naming a missing preset or file. (Not
+  // an axis beside this command's --set, which the block does not apply to.)
+  try {
+    if (grid_point_count(plan.axes) > 0) {
+      SweepPlan block_only = plan;
+      block_only.base_overrides.clear();
+      check_overrides_kept(grid_point_overrides(plan.axes, 0), point_override_origins(block_only));
+    }
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", scenario.string(), e.what()));
+  }
   check_keys(plan, document);
+  (void)named_files(plan);
 }
 
 SweepPlan plan_sweep(const SweepOptions& options) {

@@ -709,6 +709,34 @@ TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
         << command << "\n"
         << o.output;
   }
+  // So is what the block alone makes sweep refuse before running: an axis a later axis of it
+  // makes do nothing (in the file's order), a value naming a preset that does not exist. An axis
+  // beside the command's own --set is not: the block does not apply to `run`.
+  const fs::path wiped = tiny_scenario("wiped_axis");
+  const std::string wiped_text = read_file(wiped);
+  std::ofstream(wiped)
+      << "{\n  \"sweep\": {\"model.n_layers\": [1], \"model\": [\"llama-3.1-8b\"]},"
+      << wiped_text.substr(1);
+  const fs::path missing = tiny_scenario("missing_preset");
+  const std::string missing_text = read_file(missing);
+  std::ofstream(missing) << "{\n  \"sweep\": {\"model\": [\"no-such-preset\"]},"
+                         << missing_text.substr(1);
+  for (const auto& [file, message] :
+       {std::pair<fs::path, std::string>{
+            wiped,
+            "sets model at every point, so the sweep block model.n_layers=1 would do nothing"},
+        {missing, "unknown models preset \"no-such-preset\""}}) {
+    for (const char* command : {"run", "check"}) {
+      const Outcome o = run_fsdpsim(std::string(command) + " " + file.string());
+      EXPECT_EQ(o.exit_code, 2) << command << " " << file << "\n" << o.output;
+      EXPECT_NE(o.output.find(message), std::string::npos) << command << "\n" << o.output;
+    }
+  }
+  EXPECT_EQ(run_fsdpsim("run " + plain.string() +
+                        " --set 'sweep={\"training.micro_batch\": [1, 2]}'"
+                        " --set training.micro_batch=2")
+                .exit_code,
+            0);
 }
 
 // The sweep replaces the file's value of a swept key at every point, so nothing would ever read
