@@ -171,8 +171,7 @@ int merge_command(const MergeOptions& options) {
   // As sweep judges an unsharded grid, on the points the slices hold: a value refused as such
   // wherever the grid put it (unusable_grid_values.hpp).
   if (const auto unusable = unusable_grid_values(table); !unusable.empty()) {
-    std::cerr << unusable_grid_values_text(unusable)
-              << "the outputs were written with the points that could be simulated\n";
+    std::cerr << unusable_grid_values_text(unusable);
     return 2;
   }
   return 0;

@@ -666,8 +666,7 @@ int sweep_command(const SweepOptions& options) {
   bool bad_input = false;
   if (plan.shard.n <= 1) {
     if (const auto unusable = unusable_grid_values(run.table); !unusable.empty()) {
-      std::cerr << unusable_grid_values_text(unusable)
-                << "the outputs were written with the points that could be simulated\n";
+      std::cerr << unusable_grid_values_text(unusable);
       bad_input = true;
     }
   }

@@ -102,6 +102,7 @@ std::string unusable_grid_values_text(const std::vector<UnusableGridValue>& valu
                        v.key, escape_control_characters(v.value, ""), v.points,
                        v.points == 1 ? "" : "s", escape_control_characters(v.reason, ""));
   }
+  if (!values.empty()) out += "the outputs were written with the points that could be simulated\n";
   return out;
 }
 

@@ -38,7 +38,7 @@ struct UnusableGridValue {
 std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table);
 
 // "error: KEY=VALUE: none of its N points could be simulated (the first: REASON)" lines, one per
-// value; empty when there is none.
+// value, then a line saying the outputs were written all the same; empty when there is none.
 std::string unusable_grid_values_text(const std::vector<UnusableGridValue>& values);
 
 }  // namespace fsdpsim::app

@@ -40,7 +40,9 @@ TEST(UnusableGridValues, AValueRefusedAtItsOwnKeyWhereItsNeighboursRanIsNamed) {
   EXPECT_EQ(u[0].points, 2U);
   EXPECT_EQ(unusable_grid_values_text(u),
             "error: a=x: none of its 2 points could be simulated (the first: /a: expected one of "
-            "y, z, found \"x\" (bad xp))\n");
+            "y, z, found \"x\" (bad xp))\n"
+            "the outputs were written with the points that could be simulated\n");
+  EXPECT_EQ(unusable_grid_values_text({}), "");
 }
 
 // A relation between keys (a global batch the micro batch does not divide) makes an infeasible
@@ -88,7 +90,8 @@ TEST(UnusableGridValues, TheErrorIsOneLinePerValue) {
   EXPECT_EQ(text,
             "error: a=x<U+000A>y: none of its 1 point could be simulated (the first: "
             "/a: bad<U+000A>value)\n"
-            "error: b=z: none of its 2 points could be simulated (the first: /b: no)\n");
+            "error: b=z: none of its 2 points could be simulated (the first: /b: no)\n"
+            "the outputs were written with the points that could be simulated\n");
 }
 
 }  // namespace
