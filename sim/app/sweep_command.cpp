@@ -40,6 +40,10 @@ The grid is the Cartesian product of the scenario file's optional "sweep" block
 ({"fsdp.backward_prefetch": ["BACKWARD_PRE", "none"], "training.micro_batch": [1, 2]}) and the
 --grid options, in that order; a --grid for a key the file sweeps replaces the file's values. The
 first axis varies slowest. Values are read like --set values (JSON when valid JSON, else a string).
+Keys that vary together are one axis, tied with '+', each value an array of one value per key
+(null removes the key, as --set KEY=null does, so its default holds): --grid
+'fsdp.version+fsdp.backward_prefetch+fsdp.limit_all_gathers=[1,"BACKWARD_PRE",true],[2,null,null]'
+is one axis of two values, a CSV column of that name holding each value's array.
 
 A point whose scenario is invalid (a value the loader rejects, a global batch that the micro batch
 does not divide) is a "skipped" row with the reason; an out-of-memory point is an "oom" row. A
@@ -75,12 +79,41 @@ std::vector<std::string> with(std::vector<std::string> overrides,
   return overrides;
 }
 
+// Where an axis's overrides come from, for load_scenario's messages.
+std::string axis_origin(const GridAxis& axis) {
+  return axis.origin == "--grid" ? "--grid" : "the sweep block";
+}
+
+// The overrides value `v` of an axis makes, one per key.
+std::vector<std::string> value_overrides(const GridAxis& axis, std::size_t v) {
+  std::vector<std::string> overrides;
+  for (std::size_t k = 0; k < axis.keys.size(); ++k)
+    overrides.push_back(fmt::format("{}={}", axis.keys[k], axis.value_of(v, k).dump()));
+  return overrides;
+}
+
+// The options a load of the base overrides plus one axis value's come from.
+std::vector<std::string> value_origins(const SweepPlan& plan, const GridAxis& axis) {
+  std::vector<std::string> origins(plan.base_overrides.size(), "--set");
+  origins.insert(origins.end(), axis.keys.size(), axis_origin(axis));
+  return origins;
+}
+
+// Whether any axis sets a key whose JSON path satisfies `pred`.
+template <typename Pred>
+bool any_axis_path(const SweepPlan& plan, const Pred& pred) {
+  return std::any_of(plan.axes.begin(), plan.axes.end(), [&](const GridAxis& axis) {
+    return std::any_of(axis.keys.begin(), axis.keys.end(),
+                       [&](const std::string& key) { return pred(json_path_of(key)); });
+  });
+}
+
 }  // namespace
 
 std::vector<std::string> point_override_origins(const SweepPlan& plan) {
   std::vector<std::string> origins(plan.base_overrides.size(), "--set");
   for (const GridAxis& axis : plan.axes)
-    origins.emplace_back(axis.origin == "--grid" ? "--grid" : "the sweep block");
+    origins.insert(origins.end(), axis.keys.size(), axis_origin(axis));
   return origins;
 }
 
@@ -125,8 +158,7 @@ bool unknown_name_away_from_axes(const std::string& message, const SweepPlan& pl
   const bool unknown =
       what.rfind("unknown key", 0) == 0 ||
       (what.rfind("unknown ", 0) == 0 && what.find(" preset \"") != std::string::npos);
-  return unknown && std::none_of(plan.axes.begin(), plan.axes.end(), [&](const GridAxis& axis) {
-           const std::string axis_path = json_path_of(axis.key);
+  return unknown && !any_axis_path(plan, [&](const std::string& axis_path) {
            return path_within(path, axis_path) || path_within(axis_path, path);
          });
 }
@@ -144,8 +176,7 @@ bool error_above_an_axis(const std::string& message, const SweepPlan& plan,
   const nlohmann::json* value = find_dotted_key(document, dotted);
   if (value == nullptr || value->is_object() || value->is_string() || value->is_null())
     return false;
-  return std::any_of(plan.axes.begin(), plan.axes.end(), [&](const GridAxis& axis) {
-    const std::string axis_path = json_path_of(axis.key);
+  return any_axis_path(plan, [&](const std::string& axis_path) {
     return axis_path != path && path_within(axis_path, path);
   });
 }
@@ -164,7 +195,8 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
     }
     if (error_above_an_axis(e.what(), plan, document)) throw;
     for (const GridAxis& axis : plan.axes) {
-      if (find_dotted_key(document, axis.key) != nullptr && error_is_at_key(e.what(), axis.key)) {
+      for (const std::string& key : axis.keys) {
+        if (find_dotted_key(document, key) == nullptr || !error_is_at_key(e.what(), key)) continue;
         throw ConfigError(
             fmt::format("{} (the sweep replaces this value at every point, but a "
                         "value the file gives must be valid too)",
@@ -176,26 +208,32 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
     if (unknown_name_away_from_axes(e.what(), plan)) throw;
   }
   for (const GridAxis& axis : plan.axes) {
+    // Per key of the axis: whether every value's load so far failed naming it.
     std::optional<std::string> first_error;
-    bool every_value_names_key = true;
-    std::vector<std::string> origins(plan.base_overrides.size(), "--set");
-    origins.emplace_back(axis.origin == "--grid" ? "--grid" : "the sweep block");
-    for (const nlohmann::json& value : axis.values) {
+    std::vector<bool> every_value_names_key(axis.keys.size(), true);
+    const auto still_possible = [&] {
+      return std::find(every_value_names_key.begin(), every_value_names_key.end(), true) !=
+             every_value_names_key.end();
+    };
+    for (std::size_t v = 0; v < axis.values.size() && still_possible(); ++v) {
       try {
-        load_scenario(plan.scenario,
-                      with(plan.base_overrides, {fmt::format("{}={}", axis.key, value.dump())}),
-                      plan.presets, origins);
-        every_value_names_key = false;
+        load_scenario(plan.scenario, with(plan.base_overrides, value_overrides(axis, v)),
+                      plan.presets, value_origins(plan, axis));
+        every_value_names_key.assign(axis.keys.size(), false);
       } catch (const ConfigError& e) {
         if (!first_error) first_error = e.what();
-        every_value_names_key = every_value_names_key && error_names_key(e.what(), axis.key);
+        for (std::size_t k = 0; k < axis.keys.size(); ++k)
+          every_value_names_key[k] =
+              every_value_names_key[k] && error_names_key(e.what(), axis.keys[k]);
       }
-      if (!every_value_names_key) break;
     }
-    if (every_value_names_key && first_error) {
+    for (std::size_t k = 0; k < axis.keys.size() && first_error; ++k) {
+      if (!every_value_names_key[k]) continue;
       const std::string where =
-          axis.origin == "--grid" ? fmt::format("--grid {}", axis.key) : axis.origin;
-      throw ConfigError(fmt::format("{}: not a scenario key ({})", where, *first_error));
+          axis.origin == "--grid" ? fmt::format("--grid {}", axis.name()) : axis.origin;
+      throw ConfigError(fmt::format("{}: {}not a scenario key ({})", where,
+                                    axis.keys.size() == 1 ? "" : axis.keys[k] + " is ",
+                                    *first_error));
     }
   }
 }
@@ -213,27 +251,35 @@ std::set<std::filesystem::path> named_files(const SweepPlan& plan) {
   recording.files_resolved = &files;
   const auto load = [&](const std::vector<std::string>& overrides, const GridAxis* axis) {
     std::vector<std::string> origins(plan.base_overrides.size(), "--set");
-    if (axis != nullptr)
-      origins.emplace_back(axis->origin == "--grid" ? "--grid" : "the sweep block");
+    if (axis != nullptr) origins = value_origins(plan, *axis);
     try {
       load_scenario(plan.scenario, overrides, recording, origins);
     } catch (const ConfigError& e) {
       const std::string what = e.what();
-      const std::string path = json_path_of(axis == nullptr ? "" : axis->key);
-      const bool at_axis = axis != nullptr && (what.find(path + ": ") != std::string::npos ||
-                                               what.find(path + ")") != std::string::npos ||
-                                               what.find(path + "/") != std::string::npos);
+      const bool at_axis =
+          axis != nullptr &&
+          std::any_of(axis->keys.begin(), axis->keys.end(), [&](const std::string& key) {
+            const std::string path = json_path_of(key);
+            return what.find(path + ": ") != std::string::npos ||
+                   what.find(path + ")") != std::string::npos ||
+                   what.find(path + "/") != std::string::npos;
+          });
       if (at_axis && names_unusable_file(what)) {
         throw ConfigError(fmt::format(
-            "{}: {}", axis->origin == "--grid" ? "--grid " + axis->key : axis->origin, what));
+            "{}: {}", axis->origin == "--grid" ? "--grid " + axis->name() : axis->origin, what));
       }
     }
   };
   load(plan.base_overrides, nullptr);
   for (const GridAxis& axis : plan.axes) {
-    for (const nlohmann::json& value : axis.values) {
-      if (value.is_number() || value.is_boolean()) continue;
-      load(with(plan.base_overrides, {fmt::format("{}={}", axis.key, value.dump())}), &axis);
+    for (std::size_t v = 0; v < axis.values.size(); ++v) {
+      bool names_nothing = true;
+      for (std::size_t k = 0; k < axis.keys.size(); ++k) {
+        const nlohmann::json& value = axis.value_of(v, k);
+        names_nothing = names_nothing && (value.is_number() || value.is_boolean());
+      }
+      if (names_nothing) continue;
+      load(with(plan.base_overrides, value_overrides(axis, v)), &axis);
     }
   }
   return files;
@@ -266,8 +312,10 @@ PointOutcome run_point(const SweepPlan& plan, std::int64_t index) {
   out.row.metrics.fill(std::numeric_limits<double>::quiet_NaN());
   nlohmann::json grid = nlohmann::json::object();
   const std::vector<std::size_t> c = grid_coordinates(plan.axes, index);
-  for (std::size_t i = 0; i < plan.axes.size(); ++i)
-    grid[plan.axes[i].key] = plan.axes[i].values[c[i]];
+  for (std::size_t i = 0; i < plan.axes.size(); ++i) {
+    for (std::size_t k = 0; k < plan.axes[i].keys.size(); ++k)
+      grid[plan.axes[i].keys[k]] = plan.axes[i].value_of(c[i], k);
+  }
   nlohmann::json line;
   try {
     const Scenario scenario = load_scenario(
@@ -451,7 +499,7 @@ SweepRun run_sweep(const SweepPlan& plan, int jobs, const std::atomic<bool>* sto
   if (failure) std::rethrow_exception(failure);
 
   SweepRun run;
-  for (const GridAxis& axis : plan.axes) run.table.grid_keys.push_back(axis.key);
+  run.table.grid_keys = grid_axis_names(plan.axes);
   run.table.sweep_id = plan.sweep_id;
   run.table.grid_points = plan.total_points;
   for (std::optional<PointOutcome>& o : outcomes) {
@@ -587,8 +635,8 @@ int sweep_command(const SweepOptions& options) {
                                             run.table.rows.size(), plan.indices.size())
                               : "");
   // What priced the points, unless the grid varies it (then it is a column).
-  const bool calibration_axis = std::any_of(plan.axes.begin(), plan.axes.end(), [](const auto& a) {
-    return a.key == "hardware.calibration" || a.key == "hardware";
+  const bool calibration_axis = any_axis_path(plan, [](const std::string& path) {
+    return path == "/hardware/calibration" || path == "/hardware";
   });
   const std::string costs =
       calibration_axis ? ""

@@ -83,25 +83,24 @@ void check_key(const std::string& key, const std::string& where) {
 }
 
 // Throws when an axis lists a value twice (1 and 1.0 are the same number, and so are the preset
-// "x" and {"preset": "x"} of a model or hardware axis): the grid would run
-// the same point twice. `where(i)` names value i for the message: the first value, in the
-// order given, that repeats an earlier one. Sorted, not compared pairwise: every load of the
-// scenario checks its sweep block, and a sweep loads it once per value, so a pairwise check made
-// setting up a sweep of n values O(n^3) (3,000 values: 50 s).
+// "x" and {"preset": "x"} of a model or hardware key): the grid would run the same point twice.
+// `where(i)` names value i for the message: the first value, in the order given, that repeats an
+// earlier one. Sorted, not compared pairwise: every load of the scenario checks its sweep block,
+// and a sweep loads it once per value, so a pairwise check made setting up a sweep of n values
+// O(n^3) (3,000 values: 50 s).
 template <typename Where>
-void check_distinct_values(const std::string& key, const std::vector<nlohmann::json>& values,
-                           const Where& where) {
+void check_distinct_values(const std::vector<std::string>& keys,
+                           const std::vector<nlohmann::json>& values, const Where& where) {
   // Under the keys that take a preset, a name is the object {"preset": name}
   // (scenario_json.cpp's --set does the same when it descends into one).
-  std::vector<nlohmann::json> named_presets;
-  const bool takes_preset = key == "model" || key == "hardware";
-  if (takes_preset) {
-    named_presets = values;
-    for (nlohmann::json& v : named_presets) {
-      if (v.is_string()) v = nlohmann::json{{"preset", v}};
+  std::vector<nlohmann::json> compared = values;
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    if (keys[k] != "model" && keys[k] != "hardware") continue;
+    for (nlohmann::json& v : compared) {
+      nlohmann::json& e = keys.size() == 1 ? v : v[k];
+      if (e.is_string()) e = nlohmann::json{{"preset", e}};
     }
   }
-  const std::vector<nlohmann::json>& compared = takes_preset ? named_presets : values;
   std::vector<std::size_t> order(values.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   // nlohmann's < orders numbers by value across integer and float, as its == compares them.
@@ -117,7 +116,7 @@ void check_distinct_values(const std::string& key, const std::vector<nlohmann::j
                                   where(*first_repeat), values[*first_repeat].dump()));
   }
   // Distinct values the CSV would write alike (1 and "1"): their rows could not be told apart,
-  // nor a value that never ran be named.
+  // nor a value that never ran be named. (A tied axis's arrays are written as JSON: distinct.)
   std::vector<std::string> labels;
   labels.reserve(values.size());
   for (const nlohmann::json& v : values) labels.push_back(grid_value_label(v));
@@ -138,7 +137,82 @@ void check_distinct_values(const std::string& key, const std::vector<nlohmann::j
   }
 }
 
+// A tied key that is null in every value is never set: the axis does nothing to it, which is a
+// mistake to say rather than a key silently left at what the scenario has.
+void check_every_key_set(const GridAxis& axis, const std::string& where) {
+  if (axis.keys.size() == 1) return;
+  for (std::size_t k = 0; k < axis.keys.size(); ++k) {
+    bool set = false;
+    for (std::size_t v = 0; v < axis.values.size() && !set; ++v)
+      set = !axis.value_of(v, k).is_null();
+    if (!set) {
+      throw ConfigError(fmt::format(
+          "{}: {} is null in every value, so the axis never sets it; leave it out of the axis",
+          where, axis.keys[k]));
+    }
+  }
+}
+
+// The keys of an axis named `name` ("KEY" or "KEY1+KEY2+..."), each checked. Throws ConfigError
+// naming `where` on an empty key or segment, or a key tied twice.
+std::vector<std::string> axis_keys(const std::string& name, const std::string& where) {
+  std::vector<std::string> keys;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t plus = name.find('+', begin);
+    keys.push_back(trim(name.substr(begin, plus == std::string::npos ? plus : plus - begin)));
+    check_key(keys.back(), where);
+    if (std::find(keys.begin(), keys.end() - 1, keys.back()) != keys.end() - 1) {
+      throw ConfigError(
+          fmt::format("{}: the key \"{}\" is tied twice; list it once", where, keys.back()));
+    }
+    if (plus == std::string::npos) return keys;
+    begin = plus + 1;
+  }
+}
+
+// For tied keys, a value must be an array of one value per key. An element may be null: it removes
+// its key, as `--set KEY=null` does (scenario_json.cpp), so that the key's default holds at that
+// point (FSDP1's backward_prefetch where the tied fsdp.version is 2).
+void check_tied_value(const std::vector<std::string>& keys, const nlohmann::json& value,
+                      const std::string& where) {
+  if (keys.size() == 1) return;
+  if (!value.is_array() || value.size() != keys.size()) {
+    throw ConfigError(
+        fmt::format("{}: expected an array of {} values, one for each of {}, found {}", where,
+                    keys.size(), fmt::join(keys, ", "),
+                    value.is_array() ? fmt::format("an array of {}", value.size()) : value.dump()));
+  }
+}
+
+// A key both axes set, if any.
+std::optional<std::string> shared_key(const GridAxis& a, const GridAxis& b) {
+  for (const std::string& key : b.keys) {
+    if (std::find(a.keys.begin(), a.keys.end(), key) != a.keys.end()) return key;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::string GridAxis::name() const { return fmt::format("{}", fmt::join(keys, "+")); }
+
+std::vector<std::string> grid_axis_names(const std::vector<GridAxis>& axes) {
+  std::vector<std::string> names;
+  for (const GridAxis& axis : axes) names.push_back(axis.name());
+  return names;
+}
+
+std::vector<std::string> keys_of_grid_column(const std::string& name) {
+  std::vector<std::string> keys;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t plus = name.find('+', begin);
+    keys.push_back(name.substr(begin, plus == std::string::npos ? plus : plus - begin));
+    if (plus == std::string::npos) return keys;
+    begin = plus + 1;
+  }
+}
 
 GridAxis parse_grid_option(const std::string& option) {
   const std::string where = fmt::format("--grid \"{}\"", option);
@@ -148,16 +222,17 @@ GridAxis parse_grid_option(const std::string& option) {
         fmt::format("{}: expected KEY=V1,V2,..., e.g. --grid training.micro_batch=1,2,4", where));
   }
   GridAxis axis;
-  axis.key = trim(option.substr(0, eq));
+  axis.keys = axis_keys(trim(option.substr(0, eq)), where);
   axis.origin = "--grid";
-  check_key(axis.key, where);
   const std::string list = option.substr(eq + 1);
   if (trim(list).empty()) throw ConfigError(fmt::format("{}: no values after '='", where));
   for (const std::string& text : split_values(list, where)) {
     if (text.empty()) throw ConfigError(fmt::format("{}: empty value in the list", where));
     axis.values.push_back(parse_inline_value(text, where));
+    check_tied_value(axis.keys, axis.values.back(), fmt::format("{}: value {}", where, text));
   }
-  check_distinct_values(axis.key, axis.values, [&](std::size_t) { return where; });
+  check_distinct_values(axis.keys, axis.values, [&](std::size_t) { return where; });
+  check_every_key_set(axis, where);
   return axis;
 }
 
@@ -186,17 +261,26 @@ std::vector<GridAxis> parse_sweep_block(const nlohmann::json& block, const std::
                         fmt::format("expected a non-empty array of values, found {}",
                                     describe_json_type(values)));
     }
-    check_key(key, fmt::format("{}: {}", file, path));
     GridAxis axis;
-    axis.key = key;
+    axis.keys = axis_keys(key, fmt::format("{}: {}", file, path));
     axis.origin = fmt::format("{}: {}", file, path);
     for (std::size_t i = 0; i < values.size(); ++i) {
       if (values[i].is_null())
         throw ConfigError(file, fmt::format("{}/{}", path, i), "null is not a value");
+      check_tied_value(axis.keys, values[i], fmt::format("{}: {}/{}", file, path, i));
       axis.values.push_back(values[i]);
     }
-    check_distinct_values(key, axis.values,
+    check_distinct_values(axis.keys, axis.values,
                           [&](std::size_t i) { return fmt::format("{}: {}/{}", file, path, i); });
+    check_every_key_set(axis, fmt::format("{}: {}", file, path));
+    for (const GridAxis& earlier : axes) {
+      if (const std::optional<std::string> shared = shared_key(earlier, axis)) {
+        throw ConfigError(file, path,
+                          fmt::format("\"{}\" is swept by /sweep/{} too; give each key one axis "
+                                      "(tie keys that vary together as KEY1+KEY2)",
+                                      *shared, earlier.name()));
+      }
+    }
     axes.push_back(std::move(axis));
   }
   return axes;
@@ -221,23 +305,36 @@ std::vector<GridAxis> combine_axes(std::vector<GridAxis> file_axes,
                                    const std::vector<GridAxis>& command_line_axes) {
   for (std::size_t i = 0; i < command_line_axes.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
-      if (command_line_axes[j].key == command_line_axes[i].key) {
-        throw ConfigError(
-            fmt::format("--grid {}: the key is given twice; list every value in one "
-                        "--grid {}=V1,V2,...",
-                        command_line_axes[i].key, command_line_axes[i].key));
+      const std::optional<std::string> key = shared_key(command_line_axes[j], command_line_axes[i]);
+      if (!key) continue;
+      if (command_line_axes[j].keys.size() == 1 && command_line_axes[i].keys.size() == 1) {
+        throw ConfigError(fmt::format(
+            "--grid {}: the key is given twice; list every value in one --grid {}=V1,V2,...", *key,
+            *key));
       }
+      throw ConfigError(
+          fmt::format("--grid {}: \"{}\" is swept by --grid {} too; give each key "
+                      "one axis",
+                      command_line_axes[i].name(), *key, command_line_axes[j].name()));
     }
   }
   std::vector<GridAxis> axes = std::move(file_axes);
   for (const GridAxis& axis : command_line_axes) {
     const auto same = std::find_if(axes.begin(), axes.end(),
-                                   [&](const GridAxis& a) { return a.key == axis.key; });
+                                   [&](const GridAxis& a) { return a.keys == axis.keys; });
     if (same != axes.end()) {
       *same = axis;
-    } else {
-      axes.push_back(axis);
+      continue;
     }
+    for (const GridAxis& a : axes) {
+      if (const std::optional<std::string> key = shared_key(a, axis)) {
+        throw ConfigError(fmt::format(
+            "--grid {}: \"{}\" is swept by {} as {}; a --grid replaces a file's axis only for "
+            "the same keys in the same order",
+            axis.name(), *key, a.origin, a.name()));
+      }
+    }
+    axes.push_back(axis);
   }
   return axes;
 }
@@ -248,7 +345,8 @@ std::int64_t grid_point_count(const std::vector<GridAxis>& axes) {
     count *= static_cast<std::int64_t>(axis.values.size());
     if (count > kMaxGridPoints) {
       std::vector<std::string> sizes;
-      for (const GridAxis& a : axes) sizes.push_back(fmt::format("{} {}", a.values.size(), a.key));
+      for (const GridAxis& a : axes)
+        sizes.push_back(fmt::format("{} {}", a.values.size(), a.name()));
       throw ConfigError(
           fmt::format("the grid ({}) has more than {} points; split it into several sweeps",
                       fmt::join(sizes, " x "), kMaxGridPoints));
@@ -272,7 +370,8 @@ std::vector<std::string> grid_point_overrides(const std::vector<GridAxis>& axes,
   const std::vector<std::size_t> c = grid_coordinates(axes, index);
   std::vector<std::string> overrides;
   for (std::size_t i = 0; i < axes.size(); ++i) {
-    overrides.push_back(fmt::format("{}={}", axes[i].key, axes[i].values[c[i]].dump()));
+    for (std::size_t k = 0; k < axes[i].keys.size(); ++k)
+      overrides.push_back(fmt::format("{}={}", axes[i].keys[k], axes[i].value_of(c[i], k).dump()));
   }
   return overrides;
 }
@@ -325,7 +424,7 @@ std::string sweep_fingerprint(const nlohmann::json& base_scenario,
   if (scenario.is_object()) scenario.erase("sweep");
   add(scenario.dump());  // objects are dumped with their keys sorted
   for (const GridAxis& axis : axes) {
-    add(axis.key);
+    add(axis.name());
     for (const nlohmann::json& value : axis.values) add(value.dump());
   }
   std::sort(named_files.begin(), named_files.end());

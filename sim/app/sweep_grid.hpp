@@ -1,7 +1,11 @@
 // The grid of a what-if sweep: axes of scenario keys with lists of values, and the points of their
 // Cartesian product as `--set KEY=VALUE` overrides. Axes come from a scenario's optional `sweep`
 // block (file order) and from `--grid KEY=V1,V2,...` options (command-line order); the first axis
-// varies slowest, the last fastest, so point 0 is every axis's first value.
+// varies slowest, the last fastest, so point 0 is every axis's first value. An axis may tie keys
+// together (`--grid 'KEY1+KEY2=[A1,A2],[B1,B2]'`, `"KEY1+KEY2": [[A1, A2], [B1, B2]]` in the
+// block): each of its values sets every key, so keys that only make sense together (FSDP1's
+// backward_prefetch beside fsdp.version 1, none beside 2) vary as one. The sweep's table has a
+// column per axis, named and written as the axis is: "KEY1+KEY2", `[A1,A2]`.
 #pragma once
 
 #include <cstdint>
@@ -13,17 +17,36 @@
 namespace fsdpsim::app {
 
 struct GridAxis {
-  std::string key;                     // dotted scenario key, e.g. "training.micro_batch"
-  std::vector<nlohmann::json> values;  // as apply_override would parse them
-  std::string origin;                  // "--grid" or "<file>: /sweep/<key>", for messages
+  // Dotted scenario keys, e.g. {"training.micro_batch"}; several when the axis ties them.
+  std::vector<std::string> keys;
+  // As apply_override would parse them; for tied keys each value is an array of one value per
+  // key, in the keys' order.
+  std::vector<nlohmann::json> values;
+  std::string origin;  // "--grid" or "<file>: /sweep/<name>", for messages
+
+  // The keys as written: joined by '+'.
+  [[nodiscard]] std::string name() const;
+  // What value `v` sets key `k` to.
+  [[nodiscard]] const nlohmann::json& value_of(std::size_t v, std::size_t k) const {
+    return keys.size() == 1 ? values[v] : values[v][k];
+  }
 };
 
+// The axes' names, in order: the sweep table's grid columns.
+std::vector<std::string> grid_axis_names(const std::vector<GridAxis>& axes);
+
+// The keys of a grid column's name ("KEY" or "KEY1+KEY2"; no scenario key holds a '+').
+std::vector<std::string> keys_of_grid_column(const std::string& name);
+
 // Parses one `--grid KEY=V1,V2,...`. Values are split at commas outside quotes, brackets and
-// braces, then parsed like --set values (JSON when valid JSON, else a string). Throws ConfigError
-// on a missing '=', an empty key or key segment, an empty value or an empty list.
+// braces, then parsed like --set values (JSON when valid JSON, else a string). For tied keys
+// (`KEY1+KEY2=...`) each value is a JSON array of one value per key. Throws ConfigError on a
+// missing '=', an empty key or key segment, a key tied twice, an empty value or an empty list, a
+// tied value that is not such an array.
 GridAxis parse_grid_option(const std::string& option);
 
-// Parses a scenario's `sweep` block: an object of KEY -> non-empty array of values. `file_order`
+// Parses a scenario's `sweep` block: an object of KEY (or KEY1+KEY2, tied, whose values are arrays
+// of one value per key) -> non-empty array of values. `file_order`
 // lists the block's keys as they appear in the file (see sweep_keys_in_file_order); keys absent
 // from it follow in alphabetical order. Throws ConfigError naming `file` and the JSON path.
 std::vector<GridAxis> parse_sweep_block(const nlohmann::json& block, const std::string& file,
@@ -33,9 +56,10 @@ std::vector<GridAxis> parse_sweep_block(const nlohmann::json& block, const std::
 // parsed scenario keeps keys sorted). Empty if the file has no sweep object or cannot be read.
 std::vector<std::string> sweep_keys_in_file_order(const std::filesystem::path& file);
 
-// File axes first, then the command line's; a command-line axis for a key the file already
-// sweeps replaces the file's values in place. Throws ConfigError if the command line names one key
-// twice.
+// File axes first, then the command line's; a command-line axis for the keys a file axis sweeps
+// replaces the file's values in place. Throws ConfigError if two axes share a key otherwise (the
+// command line names one key twice, a command-line axis ties a key of a file axis to other keys
+// than the file ties it to, two file axes share one).
 std::vector<GridAxis> combine_axes(std::vector<GridAxis> file_axes,
                                    const std::vector<GridAxis>& command_line_axes);
 
@@ -49,11 +73,12 @@ std::int64_t grid_point_count(const std::vector<GridAxis>& axes);
 // The value index of each axis at point `index` (mixed radix, last axis fastest).
 std::vector<std::size_t> grid_coordinates(const std::vector<GridAxis>& axes, std::int64_t index);
 
-// The point's overrides, "KEY=<JSON value>", in axis order.
+// The point's overrides, "KEY=<JSON value>", in grid_keys order.
 std::vector<std::string> grid_point_overrides(const std::vector<GridAxis>& axes,
                                               std::int64_t index);
 
-// The point's values as people read them (strings unquoted, anything else as compact JSON).
+// The point's values as people read them (strings unquoted, anything else as compact JSON, a tied
+// axis's array too), in axis order.
 std::vector<std::string> grid_point_labels(const std::vector<GridAxis>& axes, std::int64_t index);
 std::string grid_value_label(const nlohmann::json& value);
 

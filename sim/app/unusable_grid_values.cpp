@@ -8,6 +8,7 @@
 #include <set>
 
 #include "sim/app/scenario.hpp"
+#include "sim/app/sweep_grid.hpp"
 #include "sim/units/text_scan.hpp"
 
 namespace fsdpsim::app {
@@ -62,12 +63,17 @@ std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table) {
     // The loader's messages start with the JSON path of what they refuse, and a malformed value
     // is refused as "PATH: expected ..., found ..." (JsonObjectReader's form); a relation between
     // keys says what does not hold instead ("global_batch 12 is not a multiple of ...").
-    const std::string path = json_path_of(table.grid_keys[k]);
-    const auto malformed_here = [&path](const SweepRow& r) {
-      if (!r.reason.starts_with(path)) return false;
-      const std::size_t rest = r.reason.find(": ", path.size());
-      return rest != std::string::npos && (rest == path.size() || r.reason[path.size()] == '/') &&
-             r.reason.compare(rest + 2, 9, "expected ") == 0;
+    // A column of tied keys ("KEY1+KEY2") is refused at any of its keys.
+    std::vector<std::string> paths;
+    for (const std::string& key : keys_of_grid_column(table.grid_keys[k]))
+      paths.push_back(json_path_of(key));
+    const auto malformed_here = [&paths](const SweepRow& r) {
+      return std::any_of(paths.begin(), paths.end(), [&r](const std::string& path) {
+        if (!r.reason.starts_with(path)) return false;
+        const std::size_t rest = r.reason.find(": ", path.size());
+        return rest != std::string::npos && (rest == path.size() || r.reason[path.size()] == '/') &&
+               r.reason.compare(rest + 2, 9, "expected ") == 0;
+      });
     };
     for (std::size_t c = 0; c < n; ++c) {
       // The value's points, index by index: blocks of stride[k] points every n * stride[k].

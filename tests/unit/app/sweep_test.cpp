@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -48,7 +49,7 @@ std::size_t count_lines(const std::string& text) {
 
 TEST(SweepGrid, ValuesAreParsedLikeSetValues) {
   const GridAxis a = parse_grid_option("fsdp.backward_prefetch=BACKWARD_PRE,none");
-  EXPECT_EQ(a.key, "fsdp.backward_prefetch");
+  EXPECT_EQ(a.keys, (std::vector<std::string>{"fsdp.backward_prefetch"}));
   ASSERT_EQ(a.values.size(), 2U);
   EXPECT_EQ(a.values[0], "BACKWARD_PRE");
   EXPECT_EQ(a.values[1], "none");
@@ -105,10 +106,86 @@ INSTANTIATE_TEST_SUITE_P(
         BadGrid{"training.micro_batch=1,2,\"1\"",
                 "values 1 and \"1\" are both written \"1\" in the sweep's CSV"},
         BadGrid{"fsdp.limit_all_gathers=true,\"true\"",
-                "values true and \"true\" are both written \"true\""}),
+                "values true and \"true\" are both written \"true\""},
+        // Tied keys: each value an array of one value per key, each key once.
+        BadGrid{"a+b=[1,2],3",
+                "value 3: expected an array of 2 values, one for each of a, b, "
+                "found 3"},
+        BadGrid{"a+b=[1,2],[3]",
+                "value [3]: expected an array of 2 values, one for each of a, "
+                "b, found an array of 1"},
+        BadGrid{"a+b=[1,2],[1.0,2]", "value [1.0,2] is given twice"},
+        BadGrid{"a+a=[1,2]", "the key \"a\" is tied twice"}, BadGrid{"a+=[1,2]", "empty key"},
+        BadGrid{"a+b..c=[1,2]", "empty segment"},
+        BadGrid{"a+b=[1,null],[2,null]",
+                "b is null in every value, so the axis never sets it; leave it out of the axis"}),
     [](const ::testing::TestParamInfo<BadGrid>& param) {
       return "case" + std::to_string(param.index);
     });
+
+// Tied keys are one axis: each of its values sets every key (null removes one, as --set does),
+// and the table writes it as one column named as the axis is, holding each value's array.
+TEST(SweepGrid, TiedKeysAreOneAxisThatSetsEachKey) {
+  const GridAxis tied =
+      parse_grid_option(R"(fsdp.version + fsdp.backward_prefetch=[1,"BACKWARD_PRE"],[2,null])");
+  EXPECT_EQ(tied.keys, (std::vector<std::string>{"fsdp.version", "fsdp.backward_prefetch"}));
+  EXPECT_EQ(tied.name(), "fsdp.version+fsdp.backward_prefetch");
+  EXPECT_EQ(tied.value_of(1, 0), 2);
+  EXPECT_TRUE(tied.value_of(1, 1).is_null());
+  const std::vector<GridAxis> axes = {parse_grid_option("a=x,y"), tied};
+  ASSERT_EQ(grid_point_count(axes), 4);
+  EXPECT_EQ(grid_point_overrides(axes, 1),
+            (std::vector<std::string>{"a=\"x\"", "fsdp.version=2", "fsdp.backward_prefetch=null"}));
+  EXPECT_EQ(grid_point_labels(axes, 2), (std::vector<std::string>{"y", "[1,\"BACKWARD_PRE\"]"}));
+  EXPECT_EQ(grid_axis_names(axes),
+            (std::vector<std::string>{"a", "fsdp.version+fsdp.backward_prefetch"}));
+  EXPECT_EQ(keys_of_grid_column("a.b+c"), (std::vector<std::string>{"a.b", "c"}));
+  EXPECT_EQ(keys_of_grid_column("a.b"), (std::vector<std::string>{"a.b"}));
+  // An axis of one key keeps its sweep id: the id hashes the axis's name and values.
+  EXPECT_EQ(sweep_fingerprint({}, {parse_grid_option("a=1,2")}, {}),
+            sweep_fingerprint({}, {GridAxis{{"a"}, {1, 2}, "x"}}, {}));
+  EXPECT_NE(sweep_fingerprint({}, {parse_grid_option("a+b=[1,2]")}, {}),
+            sweep_fingerprint({}, {parse_grid_option("a=1"), parse_grid_option("b=2")}, {}));
+}
+
+// An axis replaces another only for the same keys in the same order; a key on two axes otherwise
+// is refused, in the block, on the command line and between them.
+TEST(SweepGrid, AKeyIsSweptByOneAxis) {
+  const std::vector<GridAxis> file = parse_sweep_block(
+      nlohmann::json::parse(R"({"a+b": [[1, 2], [3, 4]], "c": [1]})"), "s.json", {"a+b", "c"});
+  ASSERT_EQ(file.size(), 2U);
+  EXPECT_EQ(file[0].origin, "s.json: /sweep/a+b");
+  const std::vector<GridAxis> replaced = combine_axes(file, {parse_grid_option("a+b=[5,6]")});
+  ASSERT_EQ(replaced.size(), 2U);
+  EXPECT_EQ(replaced[0].values, (std::vector<nlohmann::json>{nlohmann::json::array({5, 6})}));
+  const auto refused = [](const std::function<void()>& f, const std::string& expected) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted; expected " << expected;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  refused([&] { combine_axes(file, {parse_grid_option("b+a=[6,5]")}); },
+          "--grid b+a: \"b\" is swept by s.json: /sweep/a+b as a+b; a --grid replaces a file's "
+          "axis only for the same keys in the same order");
+  refused(
+      [&] {
+        combine_axes({}, {parse_grid_option("a+b=[1,2]"), parse_grid_option("b=3")});
+      },
+      "--grid b: \"b\" is swept by --grid a+b too; give each key one axis");
+  refused(
+      [&] {
+        parse_sweep_block(nlohmann::json::parse(R"({"a+b": [[1, 2]], "b": [1]})"), "s.json",
+                          {"a+b", "b"});
+      },
+      "s.json: /sweep/b: \"b\" is swept by /sweep/a+b too");
+  refused(
+      [&] {
+        parse_sweep_block(nlohmann::json::parse(R"({"a+b": [[1, 2], 3]})"), "s.json", {"a+b"});
+      },
+      "s.json: /sweep/a+b/1: expected an array of 2 values, one for each of a, b, found 3");
+}
 
 TEST(SweepGrid, CartesianProductVariesTheFirstAxisSlowest) {
   const std::vector<GridAxis> axes = {parse_grid_option("a=1,2"), parse_grid_option("b=x,y,z")};
@@ -151,15 +228,15 @@ TEST(SweepGrid, FileAxesComeFirstAndAGridForTheSameKeyReplacesThem) {
   const auto file_axes =
       parse_sweep_block(block, "s.json", {"training.micro_batch", "fsdp.backward_prefetch"});
   ASSERT_EQ(file_axes.size(), 2U);
-  EXPECT_EQ(file_axes[0].key, "training.micro_batch");
+  EXPECT_EQ(file_axes[0].name(), "training.micro_batch");
   const auto axes =
       combine_axes(file_axes, {parse_grid_option("fsdp.backward_prefetch=BACKWARD_POST"),
                                parse_grid_option("fsdp.limit_all_gathers=true,false")});
   ASSERT_EQ(axes.size(), 3U);
-  EXPECT_EQ(axes[0].key, "training.micro_batch");
-  EXPECT_EQ(axes[1].key, "fsdp.backward_prefetch");
+  EXPECT_EQ(axes[0].name(), "training.micro_batch");
+  EXPECT_EQ(axes[1].name(), "fsdp.backward_prefetch");
   EXPECT_EQ(axes[1].values, (std::vector<nlohmann::json>{"BACKWARD_POST"}));
-  EXPECT_EQ(axes[2].key, "fsdp.limit_all_gathers");
+  EXPECT_EQ(axes[2].name(), "fsdp.limit_all_gathers");
   EXPECT_THROW(combine_axes({}, {parse_grid_option("a=1"), parse_grid_option("a=2")}), ConfigError);
 }
 
@@ -683,6 +760,50 @@ TEST(SweepCommand, TheScenarioSweepBlockIsTheGrid) {
   ASSERT_EQ(t.rows.size(), 8U);
   EXPECT_EQ(t.rows[1].labels, (std::vector<std::string>{"1", "BACKWARD_PRE", "false"}));
   EXPECT_EQ(t.rows[2].labels, (std::vector<std::string>{"1", "none", "true"}));
+}
+
+// Keys tied in the block and on the command line run as one axis each: FSDP1 with its prefetch
+// beside FSDP2 without it, micro batch with the global batch it divides. A tied value malformed
+// at one of its keys, where the others ran, is named as the column writes it (exit 2); a key
+// no scenario has is refused before anything runs.
+TEST(SweepCommand, TiedKeysVaryTogether) {
+  const fs::path s = tiny_scenario("tied");
+  const std::string text = read_file(s);
+  std::ofstream(s) << "{\n  \"sweep\": {\"fsdp.version+fsdp.backward_prefetch\": [[1, "
+                      "\"BACKWARD_PRE\"], [2, null]]},"
+                   << text.substr(1);
+  const fs::path csv = temp_dir() / "tied.csv";
+  const Outcome ok = run_fsdpsim(
+      "sweep " + s.string() +
+      " --grid 'training.micro_batch+training.global_batch=[1,8],[2,16]' --out " + csv.string());
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  const SweepTable t = table_from_csv(read_file(csv), csv.string());
+  EXPECT_EQ(t.grid_keys, (std::vector<std::string>{"fsdp.version+fsdp.backward_prefetch",
+                                                   "training.micro_batch+training.global_batch"}));
+  ASSERT_EQ(t.rows.size(), 4U);
+  for (const SweepRow& r : t.rows) EXPECT_EQ(r.status, PointStatus::kOk) << r.reason;
+  EXPECT_EQ(t.rows[3].labels, (std::vector<std::string>{"[2,null]", "[2,16]"}));
+  // FSDP2 and FSDP1 differ: the axis did set the version.
+  EXPECT_NE(t.rows[0].metrics, t.rows[2].metrics);
+
+  const Outcome bad = run_fsdpsim("sweep " + s.string() +
+                                  " --grid 'training.micro_batch+training.global_batch=[1,8],"
+                                  "[2,\"x\"]' --out " +
+                                  csv.string());
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("error: training.micro_batch+training.global_batch=[2,\"x\"]: none "
+                            "of its 2 points could be simulated (the first: "
+                            "/training/global_batch: expected"),
+            std::string::npos)
+      << bad.output;
+
+  const Outcome unknown = run_fsdpsim(
+      "sweep " + s.string() + " --grid 'training.micro_batch+training.micro_batchez=[1,8]'");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("--grid training.micro_batch+training.micro_batchez: "
+                                "training.micro_batchez is not a scenario key"),
+            std::string::npos)
+      << unknown.output;
 }
 
 // run, explain and check simulate only the base point of a file with a sweep block, but a key

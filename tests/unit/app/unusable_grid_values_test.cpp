@@ -94,5 +94,30 @@ TEST(UnusableGridValues, TheErrorIsOneLinePerValue) {
             "the outputs were written with the points that could be simulated\n");
 }
 
+// A column of tied keys is named as the axis ("v+p") and holds each value's array; a value is
+// malformed where it is refused at any of the keys, and named as its column writes it.
+TEST(UnusableGridValues, AnAxisOfTiedKeysIsRefusedAtAnyOfThem) {
+  SweepTable t = grid();
+  t.grid_keys = {"v+p", "b"};
+  for (SweepRow& r : t.rows) {
+    r.labels[0] = "[\"" + r.labels[0] + "\",1]";
+    if (r.status == PointStatus::kSkipped && r.reason != kOutOfHostMemoryReason)
+      r.reason = "/p: expected 2, found 1";
+  }
+  const std::vector<UnusableGridValue> u = unusable_grid_values(t);
+  ASSERT_EQ(u.size(), 1U) << unusable_grid_values_text(u);
+  EXPECT_EQ(u[0].key, "v+p");
+  EXPECT_EQ(u[0].value, "[\"x\",1]");
+  for (SweepRow& r : t.rows) {
+    if (r.reason == "/p: expected 2, found 1") r.reason = "/v: expected y, found \"x\"";
+  }
+  EXPECT_EQ(unusable_grid_values(t).size(), 1U);
+  // "/v+p" is no key's path, and a key that only starts like one is not it.
+  for (SweepRow& r : t.rows) {
+    if (r.reason == "/v: expected y, found \"x\"") r.reason = "/pp: expected 2, found 1";
+  }
+  EXPECT_TRUE(unusable_grid_values(t).empty());
+}
+
 }  // namespace
 }  // namespace fsdpsim::app
