@@ -410,9 +410,12 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
       throw InputError(fmt::format(
           "gemms: the GEMMs ran x{:.3f} as long alongside NCCL as alone (median of {} shapes; "
           "/gemms/{}, {}x{}x{} {}, ran x{:.3f}); under_nccl_time_us cannot be shorter than "
-          "time_us",
+          "{}",
           m, slowdowns.size(), fastest, g.shape.m, g.shape.n, g.shape.k, dtype_name(g.dtype),
-          fastest_ratio));
+          fastest_ratio,
+          g.median_alone_beside_nccl ? "alone_beside_nccl_time_us, the time alone it is "
+                                       "compared with"
+                                     : "time_us"));
     }
     out.gemm_slowdown_under_nccl = median(slowdowns);
     out.curves->set_gemm_slowdown_under_nccl(*out.gemm_slowdown_under_nccl);

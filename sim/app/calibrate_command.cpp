@@ -66,8 +66,32 @@ int plan_command(const CalibrateOptions& o) {
   std::set<std::filesystem::path> inputs{o.scenario};
   PresetLocator presets{default_configs_dir(o.configs_dir)};
   presets.files_resolved = &inputs;
-  Scenario scenario = load_scenario(o.scenario, o.overrides, presets);
-  check_sweep_block_keys(o.scenario, o.overrides, presets);  // as run does
+  // The plan is how a cluster's profile gets made: a profile the scenario file names that is not
+  // there yet (or one of another GPU, to be replaced) does not stop it. Planned without it, and
+  // said so; a profile given with --set is the user's own choice and its error stands.
+  const auto set_by_option = [&o] {
+    return std::any_of(o.overrides.begin(), o.overrides.end(), [](const std::string& s) {
+      return s.rfind("hardware.calibration=", 0) == 0 || s.rfind("hardware=", 0) == 0;
+    });
+  };
+  std::vector<std::string> overrides = o.overrides;
+  std::string without_profile;
+  Scenario scenario;
+  try {
+    scenario = load_scenario(o.scenario, overrides, presets);
+  } catch (const ConfigError& e) {
+    if (set_by_option()) throw;
+    std::vector<std::string> without = overrides;
+    without.emplace_back("hardware.calibration=null");
+    try {
+      scenario = load_scenario(o.scenario, without, presets);
+    } catch (const ConfigError&) {
+      throw e;
+    }
+    overrides = std::move(without);
+    without_profile = e.what();
+  }
+  check_sweep_block_keys(o.scenario, overrides, presets);  // as run does
   // Record every query the cost models make; a scenario without a profile gets an empty one, so
   // everything is priced by the fallback models as in `fsdpsim run`.
   std::shared_ptr<const hardware::CalibratedCurves> curves =
@@ -95,10 +119,16 @@ int plan_command(const CalibrateOptions& o) {
   const auto covered = [has_profile](const hardware::QueryStats& s) {
     return has_profile ? (s.calibrated ? "  [calibrated]" : "  [fallback]") : "";
   };
+  if (!without_profile.empty()) {
+    std::cerr << fmt::format(
+        "note: planned without the scenario's calibration profile, which cannot be used ({}); the "
+        "plan lists everything the step prices\n",
+        without_profile);
+  }
   std::string text;
   text += fmt::format(
-      "calibration plan for {} ({} x {}, {} nodes x {} GPUs){}\n", scenario.name, c.world_size(),
-      c.gpu.name, c.nodes, c.gpus_per_node,
+      "calibration plan for {} ({} x {}, {} node{} x {} GPUs){}\n", scenario.name, c.world_size(),
+      c.gpu.name, c.nodes, c.nodes == 1 ? "" : "s", c.gpus_per_node,
       has_profile ? fmt::format(", against calibration {}", curves->name()) : std::string());
   text += fmt::format(
       "\nGEMMs the step prices ({} shapes; dtype m n k batch, launches in the two steps simulated, "
@@ -414,83 +444,6 @@ int fit_command(const CalibrateOptions& o) {
 
 // ---- import-nccl-tests ----------------------------------------------------------------------
 
-// Why a log's device name (nvidia-smi's, as "NVIDIA A100-SXM4-80GB") is not the GPU of hardware
-// preset `preset` (named "<model>-<form>-<memory>gb", as "a100-sxm-80gb"), or "": the model must
-// appear in the name, and a memory size the name gives must be the preset's. A name the log does
-// not give is not compared, nor is the model of a preset whose name does not give one.
-std::string device_name_mismatch(const std::string& device, const std::string& preset) {
-  if (device.empty()) return "";
-  const auto upper_of = [](std::string text) {
-    for (char& ch : text) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    return text;
-  };
-  const std::string upper = upper_of(device);
-  // Whether `word` starts a word of the name ("H200" in "NVIDIA H200", not in "GH200"), and
-  // with `whole` also ends one ("NVL" in "H100 NVL").
-  const auto word_at = [&upper](const std::string& word, bool whole = false) {
-    const auto boundary = [&upper](std::size_t i) {
-      return std::isalnum(static_cast<unsigned char>(upper[i])) == 0;
-    };
-    for (std::size_t at = upper.find(word); at != std::string::npos;
-         at = upper.find(word, at + 1)) {
-      const std::size_t end = at + word.size();
-      if ((at == 0 || boundary(at - 1)) && (!whole || end == upper.size() || boundary(end))) {
-        return true;
-      }
-    }
-    return false;
-  };
-  std::vector<std::string> parts;
-  for (std::size_t from = 0; from <= preset.size();) {
-    const std::size_t dash = std::min(preset.find('-', from), preset.size());
-    parts.push_back(upper_of(preset.substr(from, dash - from)));
-    from = dash + 1;
-  }
-  // A name of one's own ("clusterA-gpu", "cluster2-gpu") names no model to compare: only a first
-  // word shaped like one is (1-3 letters, 2-4 digits, at most one letter: A100, H200, GH200,
-  // MI300X, L40S).
-  const std::string& first = parts.front();
-  const auto run_of = [&first](std::size_t from, auto is) {
-    std::size_t end = from;
-    while (end < first.size() && is(static_cast<unsigned char>(first[end])) != 0) ++end;
-    return end - from;
-  };
-  const std::size_t letters = run_of(0, [](unsigned char ch) { return std::isupper(ch); });
-  const std::size_t digits = run_of(letters, [](unsigned char ch) { return std::isdigit(ch); });
-  const std::size_t rest = first.size() - letters - digits;
-  const bool names_model =
-      letters >= 1 && letters <= 3 && digits >= 2 && digits <= 4 &&
-      (rest == 0 || (rest == 1 && std::isupper(static_cast<unsigned char>(first.back())) != 0));
-  if (names_model && !word_at(parts.front())) {
-    return fmt::format("the logs ran on {}, not on the {} of {}", device, parts.front(), preset);
-  }
-  // A memory size in both: "80GB" in the name against the preset's "80GB".
-  const std::string& memory = parts.back();
-  const bool preset_memory = memory.size() > 2 && memory.ends_with("GB") &&
-                             std::all_of(memory.begin(), memory.end() - 2, [](char ch) {
-                               return std::isdigit(static_cast<unsigned char>(ch)) != 0;
-                             });
-  const auto gb = upper.find("GB");
-  if (preset_memory && gb != std::string::npos && gb > 0 &&
-      std::isdigit(static_cast<unsigned char>(upper[gb - 1])) != 0 && !word_at(memory)) {
-    return fmt::format("the logs ran on {}, whose memory is not the {} of {}", device, memory,
-                       preset);
-  }
-  // The form factor: an SXM preset's NVLink, power limit and SMs are not those of a PCIe card,
-  // an NVL card or a MIG slice of the same GPU.
-  if (std::find(parts.begin(), parts.end(), "SXM") != parts.end()) {
-    for (const auto& [word, what] : {std::pair<std::string, const char*>{"PCIE", "a PCIe card"},
-                                     {"NVL", "an NVL card"},
-                                     {"MIG", "a MIG slice"}}) {
-      if (word_at(word, /*whole=*/true)) {
-        return fmt::format("the logs ran on {}, {}, not on the SXM module of {}", device, what,
-                           preset);
-      }
-    }
-  }
-  return "";
-}
-
 // --collective NAME (every log) and --collective LOG=NAME (that log, named as on the command
 // line or as another path to the same file): logs of older nccl-tests print no '# Collective
 // test starting' line, and a file name need not say.
@@ -607,7 +560,8 @@ int import_command(const CalibrateOptions& o) {
         "model; all_reduce curves serve DDP, HSDP's replicate all-reduce and small all-reduces "
         "(run all_gather_perf and reduce_scatter_perf too)");
   }
-  if (const std::string mismatch = device_name_mismatch(profile.device.name, gpu.name);
+  if (const std::string mismatch =
+          device_name_mismatch(profile.device.name, gpu.name, "the logs ran on");
       !mismatch.empty()) {
     throw ConfigError(fmt::format("--gpu {}: {}", o.gpu, mismatch));
   }

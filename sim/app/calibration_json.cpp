@@ -652,6 +652,78 @@ nlohmann::ordered_json fit_to_json(const calibrate::ProfileFit& fit,
   return j;
 }
 
+std::string device_name_mismatch(const std::string& device, const std::string& preset,
+                                 const std::string& subject) {
+  if (device.empty()) return "";
+  const auto upper_of = [](std::string text) {
+    for (char& ch : text) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    return text;
+  };
+  const std::string upper = upper_of(device);
+  // Whether `word` starts a word of the name ("H200" in "NVIDIA H200", not in "GH200"), and
+  // with `whole` also ends one ("NVL" in "H100 NVL").
+  const auto word_at = [&upper](const std::string& word, bool whole = false) {
+    const auto boundary = [&upper](std::size_t i) {
+      return std::isalnum(static_cast<unsigned char>(upper[i])) == 0;
+    };
+    for (std::size_t at = upper.find(word); at != std::string::npos;
+         at = upper.find(word, at + 1)) {
+      const std::size_t end = at + word.size();
+      if ((at == 0 || boundary(at - 1)) && (!whole || end == upper.size() || boundary(end))) {
+        return true;
+      }
+    }
+    return false;
+  };
+  std::vector<std::string> parts;
+  for (std::size_t from = 0; from <= preset.size();) {
+    const std::size_t dash = std::min(preset.find('-', from), preset.size());
+    parts.push_back(upper_of(preset.substr(from, dash - from)));
+    from = dash + 1;
+  }
+  // A name of one's own ("clusterA-gpu", "cluster2-gpu") names no model to compare: only a first
+  // word shaped like one is (1-3 letters, 2-4 digits, at most one letter: A100, H200, GH200,
+  // MI300X, L40S).
+  const std::string& first = parts.front();
+  const auto run_of = [&first](std::size_t from, auto is) {
+    std::size_t end = from;
+    while (end < first.size() && is(static_cast<unsigned char>(first[end])) != 0) ++end;
+    return end - from;
+  };
+  const std::size_t letters = run_of(0, [](unsigned char ch) { return std::isupper(ch); });
+  const std::size_t digits = run_of(letters, [](unsigned char ch) { return std::isdigit(ch); });
+  const std::size_t rest = first.size() - letters - digits;
+  const bool names_model =
+      letters >= 1 && letters <= 3 && digits >= 2 && digits <= 4 &&
+      (rest == 0 || (rest == 1 && std::isupper(static_cast<unsigned char>(first.back())) != 0));
+  if (names_model && !word_at(parts.front())) {
+    return fmt::format("{} {}, not on the {} of {}", subject, device, parts.front(), preset);
+  }
+  // A memory size in both: "80GB" in the name against the preset's "80GB".
+  const std::string& memory = parts.back();
+  const bool preset_memory = memory.size() > 2 && memory.ends_with("GB") &&
+                             std::all_of(memory.begin(), memory.end() - 2, [](char ch) {
+                               return std::isdigit(static_cast<unsigned char>(ch)) != 0;
+                             });
+  const auto gb = upper.find("GB");
+  if (preset_memory && gb != std::string::npos && gb > 0 &&
+      std::isdigit(static_cast<unsigned char>(upper[gb - 1])) != 0 && !word_at(memory)) {
+    return fmt::format("{} {}, whose memory is not the {} of {}", subject, device, memory, preset);
+  }
+  // The form factor: an SXM preset's NVLink, power limit and SMs are not those of a PCIe card,
+  // an NVL card or a MIG slice of the same GPU.
+  if (std::find(parts.begin(), parts.end(), "SXM") != parts.end()) {
+    for (const auto& [word, what] : {std::pair<std::string, const char*>{"PCIE", "a PCIe card"},
+                                     {"NVL", "an NVL card"},
+                                     {"MIG", "a MIG slice"}}) {
+      if (word_at(word, /*whole=*/true)) {
+        return fmt::format("{} {}, {}, not on the SXM module of {}", subject, device, what, preset);
+      }
+    }
+  }
+  return "";
+}
+
 std::string calibration_device_mismatch(const calibrate::DeviceInfo& device,
                                         const hardware::GpuSpec& gpu) {
   constexpr double kMemoryTolerance = 0.02;  // drivers report a few hundred MiB apart
@@ -660,7 +732,17 @@ std::string calibration_device_mismatch(const calibrate::DeviceInfo& device,
       device.memory.value() > 0 &&
       std::abs(static_cast<double>(device.memory.value() - gpu.hbm.value())) >
           kMemoryTolerance * static_cast<double>(gpu.hbm.value());
-  if (!sm_differs && !memory_differs) return "";
+  if (!sm_differs && !memory_differs) {
+    // Alike in SMs and memory as far as the profile says (an H100 and an H200 have 132 SMs each;
+    // a profile may give no memory), the name still tells one GPU model from another.
+    const std::string named =
+        device_name_mismatch(device.name, gpu.name, "the profile was measured on");
+    if (named.empty()) return "";
+    return fmt::format(
+        "{}: its measurements are another GPU model's; calibrate on this GPU or "
+        "leave the profile out",
+        named);
+  }
   const auto gib = [](Bytes b) { return static_cast<double>(b.value()) / (1024.0 * 1024 * 1024); };
   std::string measured = device.name.empty() ? std::string("a GPU") : device.name;
   measured += fmt::format(" ({} SMs", device.sm_count > 0 ? std::to_string(device.sm_count) : "?");

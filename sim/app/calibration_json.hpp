@@ -40,9 +40,18 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
     const std::string& json_path, const PresetLocator& presets,
     const hardware::ClusterSpec* cluster = nullptr);
 
+// Why a device name (nvidia-smi's, as "NVIDIA A100-SXM4-80GB") is not the GPU of hardware preset
+// `preset` (named "<model>-<form>-<memory>gb", as "a100-sxm-80gb"), or "": the model must appear
+// in the name, and a memory size the name gives must be the preset's; an SXM preset is no PCIe
+// or NVL card or MIG slice. A name not given is not compared, nor is the model of a preset whose
+// name does not give one. The message starts "<subject> <device>" ("the logs ran on ...").
+std::string device_name_mismatch(const std::string& device, const std::string& preset,
+                                 const std::string& subject);
+
 // Why a profile measured on `device` cannot price `gpu`, or "" when it can: a different SM count
-// or total memory (more than 2 % apart) means another GPU model, whose GEMM rates, allocator
-// timings and collective curves are not this one's. A field the profile leaves out is not
+// or total memory (more than 2 % apart), or a device name that names another model
+// (device_name_mismatch), means another GPU model, whose GEMM rates, allocator timings and
+// collective curves are not this one's. A field the profile leaves out is not
 // compared (the reference A100 profiles give the SM count alone: one profile serves the 40 and
 // 80 GB parts); load_calibration refuses a profile that gives neither.
 std::string calibration_device_mismatch(const calibrate::DeviceInfo& device,

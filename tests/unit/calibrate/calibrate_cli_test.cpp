@@ -440,6 +440,30 @@ TEST(CalibrateCli, TruncatedAndGarbageLogsExitTwoNamingFileAndLine) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// A scenario written for the profile it is about to get (or naming one of another GPU, to be
+// replaced) is planned without it, and the plan says so; a profile given with --set stands.
+TEST(CalibrateCli, PlanGoesOnWithoutAProfileTheScenarioCannotUse) {
+  const fs::path scenario = temp_dir() / "future_profile.json";
+  std::ofstream(scenario) << R"({"schema_version": 1, "name": "mpt-1b-8xa100", "model": "mpt-1b",
+  "hardware": {"preset": "a100-sxm-80gb", "nodes": 1, "calibration": "profiles/mycluster.json"},
+  "training": {"global_batch": 16, "micro_batch": 2, "seq_len": 2048}})";
+  const fs::path plan = temp_dir() / "future_plan.txt";
+  const Outcome o = run_fsdpsim("calibrate plan " + scenario.string() + " -o " + plan.string());
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("note: planned without the scenario's calibration profile, which cannot "
+                          "be used ("),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("profiles/mycluster.json\" not found"), std::string::npos) << o.output;
+  EXPECT_NE(read_file(plan).find("\ncollective all_gather 8 8 "), std::string::npos);
+  EXPECT_EQ(o.output.find("[calibrated]"), std::string::npos) << o.output;
+  const Outcome given = run_fsdpsim("calibrate plan " + scenario.string() +
+                                    " --set hardware.calibration=profiles/other.json");
+  EXPECT_EQ(given.exit_code, 2) << given.output;
+  EXPECT_NE(given.output.find("profiles/other.json\" not found"), std::string::npos)
+      << given.output;
+}
+
 TEST(CalibrateCli, PlanListsTheScenariosShapesAndWritesAHarnessPlan) {
   const fs::path plan = temp_dir() / "plan.txt";
   const Outcome o = run_fsdpsim("calibrate plan " + scenario_file().string() + " -o " +

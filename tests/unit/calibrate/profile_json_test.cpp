@@ -488,9 +488,19 @@ TEST(CalibrationProfileJson, ProfileOfAnotherGpuModelIsRefused) {
   // What the profile does not say is not compared (the A100 reference profiles give the SMs
   // alone); load_calibration refuses one that says neither (below).
   calibrate::DeviceInfo sms_only;
-  sms_only.name = "NVIDIA A100 SXM (NVLink3)";
   sms_only.sm_count = 132;
   EXPECT_EQ(calibration_device_mismatch(sms_only, gpu), "");
+  sms_only.name = "NVIDIA H100 80GB HBM3";
+  EXPECT_EQ(calibration_device_mismatch(sms_only, gpu), "");
+  // But a name it gives is: with the SMs alike and no memory given, the name tells an A100 or an
+  // H200 from the H100 it would otherwise price.
+  sms_only.name = "NVIDIA A100 SXM (NVLink3)";
+  EXPECT_EQ(calibration_device_mismatch(sms_only, gpu),
+            "the profile was measured on NVIDIA A100 SXM (NVLink3), not on the H100 of "
+            "h100-sxm-80gb: its measurements are another GPU model's; calibrate on this GPU or "
+            "leave the profile out");
+  sms_only.name = "NVIDIA H200";
+  EXPECT_NE(calibration_device_mismatch(sms_only, gpu), "");
 
   const PresetLocator presets{FSDPSIM_CONFIGS_DIR};
   hardware::ClusterSpec cluster;
@@ -689,6 +699,15 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
       << load_error(j, &cluster);
   j["gemms"][0]["under_nccl_time_us"] = 98.0;  // timer noise
   EXPECT_EQ(load_error(j, &cluster), "");
+  // Measured beside NCCL, the time alone it is compared with is that one, and the message names it:
+  // under_nccl_time_us can be longer than time_us and still be the shorter of the two.
+  j["gemms"][0]["under_nccl_time_us"] = 120.0;
+  j["gemms"][0]["alone_beside_nccl_time_us"] = 150.0;
+  EXPECT_NE(load_error(j, &cluster)
+                .find("ran x0.800); under_nccl_time_us cannot be shorter than "
+                      "alone_beside_nccl_time_us"),
+            std::string::npos)
+      << load_error(j, &cluster);
 
   j = valid_json();
   j["gemms"][0]["layout"] = "NN";
