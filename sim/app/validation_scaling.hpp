@@ -15,7 +15,8 @@ namespace fsdpsim::app {
 struct ValidationOutcome;
 
 // What two rows must share to be the same run on different GPU counts: the row's scenario
-// (validation_cases.hpp, scenario_for_case) without its name, node count and global batch, with
+// (validation_cases.hpp, scenario_for_case) without its name, node count and global batch (and
+// without the model's name where the row's model column is empty: it is then the case_id), with
 // its micro-batches per step and the row's gpus_per_node and source columns. So the model, GPU,
 // micro-batch, accumulation, precision, FSDP and network settings are the same; only the GPU
 // count, and with it the global batch, differs. The network is the bandwidth the scenario ran at,

@@ -1292,6 +1292,22 @@ TEST(Validate, ScalingComparesTheSameRunOnMoreGpus) {
       << none_text;
 }
 
+// The model column is optional: rows that leave it empty (a user's own past runs) are named after
+// their case_id, and still pair up by the model's shape.
+TEST(Validate, RowsWithoutAModelNamePairByTheirShape) {
+  std::string cases = test_support::read_file(kData + "scaling_cases.csv");
+  for (std::size_t at = cases.find(",mpt,MPT-125m,"); at != std::string::npos;
+       at = cases.find(",mpt,MPT-125m,", at)) {
+    cases.replace(at, 14, ",mpt,,");
+  }
+  const fs::path file = test_support::temp_dir("validate", "unnamed") / "unnamed_cases.csv";
+  std::ofstream(file) << cases;
+  const auto [code, out] = run_fsdpsim("validate " + file.string() + " --json -");
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["scaling"]["pairs"], 2) << j["scaling"].dump();
+}
+
 // An empty inter_node_gbps_per_node cell runs at the GPU preset's bandwidth: such a row is the
 // same run as one that states that bandwidth, and on several nodes its bandwidth is assumed.
 TEST(Validate, AnEmptyBandwidthCellIsThePresetsForPairsAndAssumedAcrossNodes) {
