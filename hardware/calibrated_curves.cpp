@@ -122,9 +122,17 @@ Seconds CollectiveCurve::time(Bytes bytes) const {
 
 // ---- CalibrationUsage ---------------------------------------------------------------------
 
-void CalibrationUsage::record_collective(bool calibrated, const CollectiveQuery& query) {
+void CalibrationUsage::record_collective(bool calibrated, const CollectiveQuery& query,
+                                         double beyond) {
   (calibrated ? collectives_calibrated_ : collectives_fallback_)
       .fetch_add(1, std::memory_order_relaxed);
+  if (calibrated && beyond > 1.0) {
+    collectives_extrapolated_.fetch_add(1, std::memory_order_relaxed);
+    double most = most_extrapolated_.load(std::memory_order_relaxed);
+    while (beyond > most &&
+           !most_extrapolated_.compare_exchange_weak(most, beyond, std::memory_order_relaxed)) {
+    }
+  }
   if (!recording_.load(std::memory_order_relaxed)) return;
   const std::lock_guard<std::mutex> lock(mutex_);
   QueryStats& s = collective_queries_[query];
@@ -142,8 +150,9 @@ void CalibrationUsage::record_gemm(bool calibrated, const GemmKey& shape) {
 }
 
 CalibrationCounts CalibrationUsage::counts() const {
-  return CalibrationCounts{collectives_calibrated_.load(), collectives_fallback_.load(),
-                           gemms_calibrated_.load(), gemms_fallback_.load()};
+  return CalibrationCounts{collectives_calibrated_.load(),   collectives_fallback_.load(),
+                           gemms_calibrated_.load(),         gemms_fallback_.load(),
+                           collectives_extrapolated_.load(), most_extrapolated_.load()};
 }
 
 std::map<CollectiveQuery, QueryStats> CalibrationUsage::collective_queries() const {
@@ -250,8 +259,12 @@ std::optional<Seconds> calibrated_collective_time(const GpuSpec& gpu, Collective
                                                   CommGroup group, Bytes bytes) {
   if (gpu.calibration == nullptr) return std::nullopt;
   const CollectiveCurve* curve = usable_curve(*gpu.calibration, op, group, bytes);
+  const double beyond = curve == nullptr
+                            ? 0.0
+                            : static_cast<double>(bytes.value()) /
+                                  static_cast<double>(curve->knots().back().bytes.value());
   gpu.calibration->usage().record_collective(
-      curve != nullptr, CollectiveQuery{op, group.ranks, group.ranks_per_node, bytes});
+      curve != nullptr, CollectiveQuery{op, group.ranks, group.ranks_per_node, bytes}, beyond);
   if (curve == nullptr) return std::nullopt;
   return curve->time(bytes);
 }

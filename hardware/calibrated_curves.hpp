@@ -104,6 +104,10 @@ struct CalibrationCounts {
   std::int64_t collectives_fallback = 0;
   std::int64_t gemms_calibrated = 0;
   std::int64_t gemms_fallback = 0;
+  // Of the calibrated collectives, those above their curve's largest measured size (priced by
+  // the alpha-beta line through its largest sizes), and the largest of their size over it.
+  std::int64_t collectives_extrapolated = 0;
+  double most_extrapolated = 0.0;
 };
 
 // A distinct query the cost models made, kept only while recording (for `fsdpsim calibrate
@@ -122,7 +126,8 @@ struct QueryStats {
 
 class CalibrationUsage {
  public:
-  void record_collective(bool calibrated, const CollectiveQuery& query);
+  // `beyond` > 1: the curve priced it at that multiple of its largest measured size.
+  void record_collective(bool calibrated, const CollectiveQuery& query, double beyond = 0.0);
   void record_gemm(bool calibrated, const GemmKey& shape);
   [[nodiscard]] CalibrationCounts counts() const;
 
@@ -136,6 +141,8 @@ class CalibrationUsage {
   std::atomic<std::int64_t> collectives_fallback_{0};
   std::atomic<std::int64_t> gemms_calibrated_{0};
   std::atomic<std::int64_t> gemms_fallback_{0};
+  std::atomic<std::int64_t> collectives_extrapolated_{0};
+  std::atomic<double> most_extrapolated_{0.0};
   std::atomic<bool> recording_{false};
   mutable std::mutex mutex_;
   std::map<CollectiveQuery, QueryStats> collective_queries_;

@@ -586,6 +586,15 @@ int import_command(const CalibrateOptions& o) {
           "log more sizes (nccl-tests -b and -e, -f 2)",
           fit.skipped.front().what, fit.skipped.front().why));
       notes.push_back(profile.notes.back());
+    } else {
+      // Some fit and some do not: the ones that do not would price nothing, unsaid.
+      for (const calibrate::SkippedSeries& skipped : fit.skipped) {
+        profile.notes.push_back(fmt::format(
+            "{} is not fitted ({}), so it prices nothing; log more sizes (nccl-tests -b and "
+            "-e, -f 2)",
+            skipped.what, skipped.why));
+        notes.push_back(profile.notes.back());
+      }
     }
   } catch (const calibrate::InputError& e) {
     throw ConfigError(e.what());

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "calibrate/profile.hpp"
 #include "hardware/collective_cost.hpp"
@@ -1081,7 +1082,25 @@ std::string calibration_usage_line(const hardware::ClusterSpec& cluster, std::si
                         : next_line +
                               "the profile is incomplete (\"complete\": false): its harness run "
                               "stopped early, so some shapes may be missing from it");
-  return fmt::format("{:<{}}{}", "costs", label_width, text);
+  // Priced from the profile, but not by a measurement of their own: said, as the counts are not.
+  std::string beyond;
+  if (n.collectives_extrapolated > 0) {
+    beyond = fmt::format(
+        "{}{} of the calibrated collectives are above their curve's largest measured size (up to "
+        "{:.3g}x it), priced by the alpha-beta line through its largest sizes (`calibrate fit`'s "
+        "asymptote): measure up to the step's sizes to price them by measurement (the plan lists "
+        "them)",
+        next_line, n.collectives_extrapolated, n.most_extrapolated);
+  }
+  if (n.gemms_calibrated == 0 && n.gemms_fallback > 0 && !curves.gemms().empty()) {
+    std::set<std::string> dtypes;
+    for (const auto& [key, unused] : curves.gemms()) dtypes.insert(std::string(dtype_name(key.dtype)));
+    beyond += fmt::format(
+        "{}no GEMM of this step was priced by a measured shape: a measurement serves its own dtype "
+        "and shapes within {:g}x of it in each of m, n, k and batch; the profile's GEMMs are {}",
+        next_line, hardware::kGemmNeighbourRatio, fmt::join(dtypes, ", "));
+  }
+  return fmt::format("{:<{}}{}{}", "costs", label_width, text, beyond);
 }
 
 nlohmann::json calibration_usage_json(const hardware::ClusterSpec& cluster) {
@@ -1092,6 +1111,7 @@ nlohmann::json calibration_usage_json(const hardware::ClusterSpec& cluster) {
                      {"collectives_fallback", n.collectives_fallback},
                      {"gemms_calibrated", n.gemms_calibrated},
                      {"gemms_fallback", n.gemms_fallback},
+                     {"collectives_extrapolated", n.collectives_extrapolated},
                      {"allocation_costs_calibrated", curves.allocation_costs().has_value()},
                      {"rank_speeds_measured", curves.gpu_speeds().size()},
                      {"profile_complete", curves.complete()}};

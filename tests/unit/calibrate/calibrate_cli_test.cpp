@@ -379,6 +379,31 @@ TEST(CalibrateCli, ImportTakesEachLogsCollectiveFromTheCommandLine) {
             std::string::npos)
       << one_size.output;
   EXPECT_NE(read_file(out).find("no series can be fitted"), std::string::npos);
+  // Beside one that fits, a series that does not is named too: a one-size fp16 log next to the
+  // fp32 sweep.
+  std::string half;
+  {
+    std::istringstream lines(read_file(kLogs + "a100_8gpu_all_reduce_perf.log"));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with("#")) {
+        half += line + "\n";
+      } else if (line.find_first_not_of(' ') == line.find("1048576 ")) {
+        const std::size_t at = line.find("   262144     float");
+        ASSERT_NE(at, std::string::npos) << line;
+        half += line.replace(at, 19, "   524288      half") + "\n";
+      }
+    }
+  }
+  const fs::path half_log = dir / "half_all_reduce_perf.log";
+  std::ofstream(half_log) << half;
+  const Outcome some =
+      run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log " +
+                  half_log.string() + " -o " + out.string() + " --gpu a100-sxm-80gb");
+  EXPECT_EQ(some.exit_code, 0) << some.output;
+  EXPECT_NE(some.output.find("note: all_reduce fp16 on 8 ranks (8 per node) is not fitted (1 "
+                             "distinct size(s); a curve needs at least 2), so it prices nothing"),
+            std::string::npos)
+      << some.output;
   // A hardware preset of one's own, named without a GPU model, is taken for its SMs and memory.
   nlohmann::json own =
       nlohmann::json::parse(read_file(kSource + "/configs/hardware/a100-sxm-80gb.json"));

@@ -194,6 +194,58 @@ TEST_F(CalibratedPrediction, TheStepSpendsLongerInCollectivesAndSaysWhy) {
   EXPECT_FALSE(result_to_json(fallback_, fallback_out_).contains("calibration"));
 }
 
+// What the counts alone would hide is said: collectives above the largest size their curve
+// measured (the profile cut at 64 MiB; MPT-1B's all-gathers are 96-205 MiB) and, when no GEMM of
+// the step found a measurement, the dtypes the profile's GEMMs have.
+TEST_F(CalibratedPrediction, ExtrapolatedCollectivesAndUnmatchedGemmsAreNamed) {
+  std::ifstream in(kProfile);
+  nlohmann::json profile = nlohmann::json::parse(in);
+  for (nlohmann::json& series : profile.at("collectives")) {
+    nlohmann::json kept = nlohmann::json::array();
+    for (const nlohmann::json& p : series.at("points")) {
+      if (p.at("bytes").get<double>() <= 64.0 * kBytesPerMiB) kept.push_back(p);
+    }
+    series["points"] = kept;
+  }
+  profile["gemms"] = nlohmann::json::array({{{"dtype", "fp8"},
+                                             {"m", 64},
+                                             {"n", 64},
+                                             {"k", 64},
+                                             {"batch", 1},
+                                             {"layout", "TN"},
+                                             {"time_us", 5.0},
+                                             {"min_us", 5.0},
+                                             {"max_us", 5.0},
+                                             {"repeats", 10}}});
+  const fs::path file = write_scenario().parent_path() / "cut_at_64mib.json";
+  std::ofstream(file) << profile.dump(1);
+  const Scenario cut = load_scenario(write_scenario(), {"hardware.calibration=" + file.string()},
+                                     PresetLocator{FSDPSIM_CONFIGS_DIR});
+  const fsdp::SimulationOutput out = simulate_scenario(cut, /*record_memory=*/false);
+  const hardware::CalibrationCounts n = cut.hardware.cluster.gpu.calibration->usage().counts();
+  EXPECT_GT(n.collectives_extrapolated, 0);
+  EXPECT_EQ(n.collectives_extrapolated, n.collectives_calibrated);  // every one is above 64 MiB
+  // The largest collective is the 410 MiB reduce-scatter over the curve's 64 MiB.
+  EXPECT_NEAR(n.most_extrapolated, 410.0 / 64.0, 0.1);
+  const std::string summary = summary_text(cut, out);
+  EXPECT_NE(
+      summary.find(fmt::format("\n           {} of the calibrated collectives are above their "
+                               "curve's largest measured size (up to ",
+                               n.collectives_extrapolated)),
+      std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("no GEMM of this step was priced by a measured shape: a measurement "
+                         "serves its own dtype and shapes within 2x of it in each of m, n, k and "
+                         "batch; the profile's GEMMs are fp8"),
+            std::string::npos)
+      << summary;
+  EXPECT_EQ(result_to_json(cut, out).at("calibration").at("collectives_extrapolated"),
+            n.collectives_extrapolated);
+  // The reference profile measured up to 16 GiB: nothing of this step is above it.
+  EXPECT_EQ(summary_text(calibrated_, calibrated_out_).find("above their curve's largest"),
+            std::string::npos);
+}
+
 // A profile that timed only the allocator's device calls prices them by size. T5-11B on 2 nodes
 // at batch 2 with the rate limiter off retries cudaMalloc a few times per step (the FSDP paper's
 // Fig. 6c setting, reports/fsdp-paper.md section 5); each retry cudaFrees every cached segment,
