@@ -157,6 +157,11 @@ hardware::CollectiveCurve fit_curve(const std::vector<CollectivePoint>& points, 
   for (auto& [bytes, times] : by_size) {
     sizes.push_back(static_cast<double>(bytes));
     measured.push_back(median(times));
+    const auto [fastest, slowest] = std::minmax_element(times.begin(), times.end());
+    if (*slowest / *fastest > fit.repeat_spread) {
+      fit.repeat_spread = *slowest / *fastest;
+      fit.repeat_spread_bytes = Bytes(bytes);
+    }
   }
   std::vector<double> log_t;
   for (const double t : measured) log_t.push_back(std::log(t));

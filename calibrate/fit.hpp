@@ -48,6 +48,11 @@ struct CurveFit {
   double peak_busbw_GBps = 0.0;          // largest measured busbw
   double asymptotic_busbw_GBps = 0.0;    // busbw of the large-size asymptote
   bool extrapolates = true;  // used above max_bytes (CollectiveCurve::reaches_bandwidth_regime)
+  // Measurements of one size that disagree (two series of one collective and group): the largest
+  // ratio of the slowest to the fastest at a size, and that size; 1 when none repeat (noted from
+  // kRepeatSpreadNoted, profile.hpp).
+  double repeat_spread = 1.0;
+  Bytes repeat_spread_bytes{0};
 };
 
 struct SkippedSeries {

@@ -779,7 +779,7 @@ CalibrationProfile import_nccl_tests_logs(const std::vector<NcclTestsLogText>& l
     for (CollectiveSeries& s : log.series) series.push_back(std::move(s));
     for (std::string& n : log.notes) notes.push_back(std::move(n));
   }
-  merge_series(profile, std::move(series));
+  for (std::string& n : merge_series(profile, std::move(series))) notes.push_back(std::move(n));
   return profile;
 }
 

@@ -1,5 +1,7 @@
 #include "calibrate/profile.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -29,7 +31,8 @@ std::string joined(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-void merge_series(CalibrationProfile& profile, std::vector<CollectiveSeries> series) {
+std::vector<std::string> merge_series(CalibrationProfile& profile,
+                                      std::vector<CollectiveSeries> series) {
   std::vector<CollectiveSeries> all = std::move(profile.collectives);
   for (CollectiveSeries& s : series) all.push_back(std::move(s));
   std::vector<CollectiveSeries> merged;
@@ -51,8 +54,19 @@ void merge_series(CalibrationProfile& profile, std::vector<CollectiveSeries> ser
     }
     for (const CollectivePoint& p : s.points) samples[it->second][p.bytes.value()].push_back(p);
   }
+  std::vector<std::string> notes;
   for (std::size_t i = 0; i < merged.size(); ++i) {
+    double spread = 1.0;
+    std::int64_t spread_bytes = 0;
     for (auto& [bytes, points] : samples[i]) {
+      const auto [fastest, slowest] = std::minmax_element(
+          points.begin(), points.end(),
+          [](const CollectivePoint& a, const CollectivePoint& b) { return a.median < b.median; });
+      if (fastest->median.value() > 0.0 &&
+          slowest->median.value() / fastest->median.value() > spread) {
+        spread = slowest->median.value() / fastest->median.value();
+        spread_bytes = bytes;
+      }
       CollectivePoint out;
       out.bytes = Bytes(bytes);
       std::vector<Seconds> medians;
@@ -67,8 +81,18 @@ void merge_series(CalibrationProfile& profile, std::vector<CollectiveSeries> ser
       out.median = median_of(std::move(medians));
       merged[i].points.push_back(out);
     }
+    if (spread >= kRepeatSpreadNoted) {
+      const CollectiveSeries& m = merged[i];
+      notes.push_back(fmt::format(
+          "{} {} on {} ranks ({} per node): the logs' times of one size are up to {:.2f}x apart "
+          "(at {} bytes); the profile keeps their median. Runs this far apart are no timer "
+          "noise: logs of another network state, NCCL setting or cluster mixed into one",
+          collective_name(m.op), dtype_name(m.dtype), m.ranks, m.ranks_per_node, spread,
+          spread_bytes));
+    }
   }
   profile.collectives = std::move(merged);
+  return notes;
 }
 
 }  // namespace fsdpsim::calibrate

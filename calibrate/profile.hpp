@@ -192,10 +192,17 @@ constexpr double busbw_factor(hardware::Collective op, std::int32_t ranks) {
   return op == hardware::Collective::kAllReduce ? 2.0 * f : f;
 }
 
+// Repeats of one collective and size this far apart (slowest over fastest) are no timer noise
+// (two runs agree within a few percent): runs of another cluster, network state or NCCL setting
+// mixed into one series. Their median is used all the same, and said.
+inline constexpr double kRepeatSpreadNoted = 1.5;
+
 // Merges `series` into `profile.collectives`: series with the same collective, dtype, group
 // shape, placement and concurrency become one; a size seen more than once (several logs of one
 // configuration are several samples) keeps the median of the medians, the widest spread and the
-// summed repeats. Points end up sorted by size. O(points log points).
-void merge_series(CalibrationProfile& profile, std::vector<CollectiveSeries> series);
+// summed repeats. Points end up sorted by size. O(points log points). Returns a note for each
+// merged series whose samples of one size are kRepeatSpreadNoted or more apart.
+std::vector<std::string> merge_series(CalibrationProfile& profile,
+                                      std::vector<CollectiveSeries> series);
 
 }  // namespace fsdpsim::calibrate

@@ -61,6 +61,22 @@ std::string shell_word(const std::string& word) {
   return quoted + "'";
 }
 
+// "all_gather bf16 8/8: its 2 measurements at 1.00 MiB are 3.00x apart (...)" for each curve
+// whose repeats of one size disagree beyond timer noise (calibrate::kRepeatSpreadNoted).
+std::vector<std::string> repeat_spread_notes(const calibrate::ProfileFit& fit) {
+  std::vector<std::string> notes;
+  for (const calibrate::CurveFit& f : fit.collectives) {
+    if (f.repeat_spread < calibrate::kRepeatSpreadNoted) continue;
+    notes.push_back(fmt::format(
+        "{} {} {}/{}: measurements of one size are up to {:.2f}x apart (at {}); the curve takes "
+        "their median. Repeats this far apart are no timer noise: logs or series of different "
+        "runs (another network state, NCCL setting or cluster) mixed into one",
+        calibrate::collective_name(f.key.op), dtype_name(f.key.dtype), f.key.ranks,
+        f.key.ranks_per_node, f.repeat_spread, size_text(f.repeat_spread_bytes.value())));
+  }
+  return notes;
+}
+
 int plan_command(const CalibrateOptions& o) {
   // The scenario and every file it names are inputs the plan must not overwrite.
   std::set<std::filesystem::path> inputs{o.scenario};
@@ -304,6 +320,7 @@ int fit_command(const CalibrateOptions& o) {
         percent(f.max_knot_error), percent(f.max_leave_one_out_error),
         f.origin == calibrate::Origin::kDerived ? "derived" : "measured");
   }
+  for (const std::string& note : repeat_spread_notes(fit)) out += fmt::format("  note: {}\n", note);
   for (const calibrate::CurveFit& f : fit.collectives) {
     if (f.extrapolates) continue;
     out += fmt::format(
@@ -587,6 +604,10 @@ int import_command(const CalibrateOptions& o) {
           fit.skipped.front().what, fit.skipped.front().why));
       notes.push_back(profile.notes.back());
     } else {
+      for (const std::string& note : repeat_spread_notes(fit)) {
+        profile.notes.push_back(note);
+        notes.push_back(note);
+      }
       // Some fit and some do not: the ones that do not would price nothing, unsaid.
       for (const calibrate::SkippedSeries& skipped : fit.skipped) {
         profile.notes.push_back(fmt::format(

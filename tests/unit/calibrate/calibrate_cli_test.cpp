@@ -1,6 +1,7 @@
 // `fsdpsim calibrate ...` and `fsdpsim run` with a profile, as a user runs them: output, exit codes
 // (0 ok, 2 bad input naming file and line or JSON path), files written.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -404,6 +406,52 @@ TEST(CalibrateCli, ImportTakesEachLogsCollectiveFromTheCommandLine) {
                              "distinct size(s); a curve needs at least 2), so it prices nothing"),
             std::string::npos)
       << some.output;
+  // Two logs of one configuration, one three times slower (another run's network state), are
+  // pooled by their median, and the import says they disagree; a log that agrees is not noted.
+  std::string slow;
+  {
+    std::istringstream lines(read_file(kLogs + "a100_8gpu_all_reduce_perf.log"));
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream fields(line);
+      std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
+      if (line.starts_with("#") || f.size() < 13) {
+        slow += line + "\n";
+        continue;
+      }
+      for (const std::size_t c : {5U, 9U}) f[c] = fmt::format("{:.2f}", 3.0 * std::stod(f[c]));
+      for (const std::size_t c : {6U, 7U, 10U, 11U})
+        f[c] = fmt::format("{:.2f}", std::stod(f[c]) / 3.0);
+      slow += fmt::format("{}\n", fmt::join(f, "  "));
+    }
+  }
+  const fs::path slow_log = dir / "slow_all_reduce_perf.log";
+  std::ofstream(slow_log) << slow;
+  const Outcome apart =
+      run_fsdpsim("calibrate import-nccl-tests " + kLogs + "a100_8gpu_all_reduce_perf.log " +
+                  slow_log.string() + " -o " + out.string() + " --gpu a100-sxm-80gb");
+  EXPECT_EQ(apart.exit_code, 0) << apart.output;
+  EXPECT_NE(apart.output.find("note: all_reduce fp32 on 8 ranks (8 per node): the logs' times of "
+                              "one size are up to 3.00x apart"),
+            std::string::npos)
+      << apart.output;
+  EXPECT_EQ(some.output.find("apart"), std::string::npos) << some.output;
+  // In a profile, two series of one collective and group are pooled by `calibrate fit`, which
+  // says so where they disagree.
+  nlohmann::json doubled = nlohmann::json::parse(read_file(kProfile));
+  nlohmann::json copy = doubled["collectives"][0];
+  for (nlohmann::json& p : copy["points"]) {
+    p["time_us"] = 3.0 * p["time_us"].get<double>();
+    p.erase("algbw_GBps");
+    p.erase("busbw_GBps");
+  }
+  doubled["collectives"].push_back(copy);
+  const fs::path doubled_file = dir / "doubled.json";
+  std::ofstream(doubled_file) << doubled.dump(1);
+  const Outcome fit = run_fsdpsim("calibrate fit " + doubled_file.string());
+  EXPECT_EQ(fit.exit_code, 0) << fit.output;
+  EXPECT_NE(fit.output.find("measurements of one size are up to 3.00x apart"), std::string::npos)
+      << fit.output;
+  EXPECT_EQ(run_fsdpsim("calibrate fit " + kProfile).output.find("apart"), std::string::npos);
   // A hardware preset of one's own, named without a GPU model, is taken for its SMs and memory.
   nlohmann::json own =
       nlohmann::json::parse(read_file(kSource + "/configs/hardware/a100-sxm-80gb.json"));

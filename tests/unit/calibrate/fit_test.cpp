@@ -61,6 +61,23 @@ TEST(CalibrationFit, AlphaBetaAsymptotesRecoverAnAlphaBetaCurve) {
   EXPECT_NEAR(curve.time(Bytes(8)).value(), 20 * kUs + 8 / 100e9, 1e-9);
 }
 
+// Repeats of one size are pooled by their median, and how far apart they are is kept for the
+// fit's note: timer noise is a few percent, two different runs can be 3x.
+TEST(CalibrationFit, RepeatsOfOneSizeArePooledAndTheirSpreadKept) {
+  std::vector<CollectivePoint> points = alpha_beta_points();
+  CurveFit alone;
+  (void)fit_curve(points, alone);
+  EXPECT_EQ(alone.repeat_spread, 1.0);
+  points.push_back(at(1 << 20, 3.0 * points[5].median.value() / kUs));
+  points.push_back(at(1 << 20, 1.02 * points[5].median.value() / kUs));
+  points.push_back(at(1 << 24, 1.5 * points[7].median.value() / kUs));
+  CurveFit fit;
+  const hardware::CollectiveCurve curve = fit_curve(points, fit);
+  EXPECT_NEAR(fit.repeat_spread, 3.0, 1e-12);
+  EXPECT_EQ(fit.repeat_spread_bytes, Bytes(1 << 20));
+  EXPECT_NEAR(curve.time(Bytes(1 << 20)).value(), 1.02 * points[5].median.value(), 1e-15);
+}
+
 TEST(CalibrationFit, NoisyNonMonotoneMeasurementsBecomeMonotone) {
   // 2 MiB measured faster than 1 MiB (as the published 8x A100 sweep: 101.9 us, 101.4 us).
   const std::vector<CollectivePoint> points{at(1 << 19, 80.4), at(1 << 20, 101.9),
