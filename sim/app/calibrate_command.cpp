@@ -724,8 +724,9 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
       ->check(CLI::Range(std::int64_t{2}, hardware::kMaxWorldSize));  // one rank measures nothing
   imp->add_option("--ranks-per-node", o.ranks_per_node, "Ranks of the communicator on one node")
       ->check(CLI::Range(std::int64_t{1}, hardware::kMaxWorldSize));
-  imp->add_flag("--in-place", o.in_place,
-                "Take the in-place columns (default: out-of-place, as FSDP runs)");
+  imp->add_flag(
+      "--in-place", o.in_place,
+      "Take the in-place columns (default: out-of-place, as FSDP1 runs; FSDP2 gathers in place)");
   imp->add_flag("--allow-truncated", o.allow_truncated,
                 "Keep the complete rows of a log that was cut short");
   imp->callback([&o] { o.action = CalibrateAction::kImport; });
