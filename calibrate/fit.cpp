@@ -266,6 +266,10 @@ RankSpeedFit fit_rank_speeds(const RankSpeedMeasurement& measured, std::vector<d
   out.rank0_tflops = gemm_flops(measured.shape) / gemm_s.front() / 1e12;
   host.clear();
   if (launch_s.size() == gemm_s.size()) {
+    // Each rank's own time is checked as the GEMM times are, before the host medians would hide
+    // one far off (a rank's time in the wrong unit).
+    std::vector<double> each_rank;
+    (void)speeds_of(launch_s, hosts, "time per kernel launch", "launch_us", each_rank);
     // A host is one machine: its ranks share its CPUs, so each rank takes its host's median
     // (the slowest of many ranks' noisy medians would be slower than any host is).
     std::map<std::string, std::vector<double>> by_host;

@@ -396,12 +396,17 @@ fsdp::DeepSpeedZero3Config deepspeed_from_json(const nlohmann::json& value,
   JsonObjectReader r(value, file, "/deepspeed");
   r.choice("version", {"0.3"}, "0.3");
   fsdp::DeepSpeedZero3Config c;
+  // Element counts: bounded as memory amounts are (size_bounds.hpp), so that a bucket's bytes
+  // (x 2 for DeepSpeed's two contiguous-gradient buffers) stay within 64 bits.
+  const auto elements = [&r](const std::string& key, std::int64_t fallback) {
+    return r.positive_int_at_most(key, size_bounds::kMemoryBytes, fallback);
+  };
   c.param_persistence_threshold =
-      r.positive_int("stage3_param_persistence_threshold", c.param_persistence_threshold);
-  c.prefetch_bucket_size = r.positive_int("stage3_prefetch_bucket_size", c.prefetch_bucket_size);
-  c.max_live_parameters = r.positive_int("stage3_max_live_parameters", c.max_live_parameters);
-  c.max_reuse_distance = r.positive_int("stage3_max_reuse_distance", c.max_reuse_distance);
-  c.reduce_bucket_size = r.positive_int("reduce_bucket_size", c.reduce_bucket_size);
+      elements("stage3_param_persistence_threshold", c.param_persistence_threshold);
+  c.prefetch_bucket_size = elements("stage3_prefetch_bucket_size", c.prefetch_bucket_size);
+  c.max_live_parameters = elements("stage3_max_live_parameters", c.max_live_parameters);
+  c.max_reuse_distance = elements("stage3_max_reuse_distance", c.max_reuse_distance);
+  c.reduce_bucket_size = elements("reduce_bucket_size", c.reduce_bucket_size);
   c.contiguous_gradients = r.boolean("contiguous_gradients", c.contiguous_gradients);
   c.register_external_embedding =
       r.boolean("register_external_embedding", c.register_external_embedding);

@@ -256,6 +256,12 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                       "HF T5 attention is unfused (it adds a relative position bias to the scores, "
                       "which FlashAttention does not take); drop the key or set it to false");
   }
+  if (s.model.family == models::ModelFamily::kT5 && training->contains("flash_kernel")) {
+    throw ConfigError(f, "/training/flash_kernel",
+                      "picks a fused attention kernel; HF T5 attention is unfused (it adds a "
+                      "relative position bias to the scores), so there is none to pick: drop the "
+                      "key");
+  }
   if (s.training.rms_norm && s.model.family != models::ModelFamily::kLlama &&
       s.model.family != models::ModelFamily::kT5) {
     throw ConfigError(f, "/training/rms_norm",

@@ -1,7 +1,10 @@
 // parallelism deepspeed_zero3 as users reach it: scenario JSON (the `deepspeed` section, what it
 // rejects), `fsdpsim run`, and the validation CSV's runtime column.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -69,6 +72,20 @@ TEST(DeepSpeedJson, RejectsWhatItDoesNotModelWithFileAndPath) {
   EXPECT_EQ(error_of({{"deepspeed", {{"stage3_max_live_parameters", 0}}}})
                 .rfind("ds.json: /deepspeed/stage3_max_live_parameters", 0),
             0u);
+  // Element counts are bounded so that their buckets' bytes fit 64 bits (2^63 - 1 elements made a
+  // negative byte count and an internal error).
+  for (const char* key : {"reduce_bucket_size", "stage3_prefetch_bucket_size",
+                          "stage3_param_persistence_threshold"}) {
+    EXPECT_EQ(error_of({{"deepspeed",
+                         {{key, std::numeric_limits<std::int64_t>::max()},
+                          {"contiguous_gradients", true}}}})
+                  .rfind(fmt::format("ds.json: /deepspeed/{}: expected a positive integer of at most "
+                                     "1125899906842624",
+                                     key),
+                         0),
+              0u)
+        << key;
+  }
   EXPECT_EQ(error_of({{"fsdp", {{"param_dtype", "fp32"}}}}).rfind("ds.json: /fsdp:", 0), 0u);
   EXPECT_EQ(error_of({{"training", {{"no_sync", true}}}}).rfind("ds.json: /training/no_sync", 0),
             0u);

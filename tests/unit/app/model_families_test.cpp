@@ -87,6 +87,14 @@ TEST(T5Json, DecoderSeqLenIsForT5AndFlashAttentionIsRefused) {
                 .find("bad.json: /training/flash_attention: HF T5 attention is unfused"),
             std::string::npos);
   EXPECT_EQ(error_of(t5_scenario(), {{"training", {{"flash_attention", false}}}}), "accepted");
+  // A fused kernel to run it with is refused too, with flash_attention left out as with it false.
+  for (const char* kernel : {"flash2", "cudnn"}) {
+    EXPECT_NE(error_of(t5_scenario(), {{"training", {{"flash_kernel", kernel}}}})
+                  .find("bad.json: /training/flash_kernel: picks a fused attention kernel; HF T5 "
+                        "attention is unfused"),
+              std::string::npos)
+        << kernel;
+  }
 }
 
 // Overrides change a preset's sizes; a family of its own is another model, given in full.
