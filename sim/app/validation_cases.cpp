@@ -171,8 +171,13 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
   // Bounded and checked: a device like /dev/zero would otherwise be read without end.
   const std::string text = read_text_file(file);
   const std::vector<CsvRecord> records = parse_csv_records(text, file.string());
-  if (records.empty() || records.front().blank)
-    throw ConfigError(file.string(), "", "empty file: expected a header line");
+  if (records.empty()) throw ConfigError(file.string(), "", "empty file: expected a header line");
+  if (records.front().blank) {
+    throw ConfigError(fmt::format(
+        "{}: line 1: expected a header line of column names (case_id, source, model_family, "
+        "...), found a blank line",
+        file.string()));
+  }
   const std::vector<std::string>& header = records.front().fields;
   // A file whose first line names no column fsdpsim reads has no header: its first row of
   // values would be read as one (and a repeated value named as a repeated column).

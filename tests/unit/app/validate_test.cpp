@@ -285,6 +285,17 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
               std::string::npos)
         << headless_out;
   }
+  // A blank first line is named as such, not as an empty file.
+  {
+    const fs::path blank = test_support::temp_dir("validate") / "blank_first_line.csv";
+    std::ofstream(blank) << "\n" << test_support::read_file(kData + "small_cases.csv");
+    const auto [blank_code, blank_out] = run_fsdpsim("validate " + blank.string());
+    EXPECT_EQ(blank_code, 2) << blank_out;
+    EXPECT_NE(blank_out.find("blank_first_line.csv: line 1: expected a header line of column "
+                             "names (case_id, source, model_family, ...), found a blank line"),
+              std::string::npos)
+        << blank_out;
+  }
   // A GPU without a preset is skipped (a user's own GPU), but a preset's name in other case is
   // a typo and an empty cell no GPU: skipped, their rows would drop out of a --max-mape gate.
   for (const auto& [gpu, message] : std::vector<std::pair<std::string, std::string>>{
