@@ -208,32 +208,36 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
     if (unknown_name_away_from_axes(e.what(), plan)) throw;
   }
   for (const GridAxis& axis : plan.axes) {
-    // Per key of the axis: whether every value's load so far failed naming it.
-    std::optional<std::string> first_error;
-    std::vector<bool> every_value_names_key(axis.keys.size(), true);
+    // Per key of the axis: whether every value that sets it (a null removes it, which any key
+    // allows) failed to load naming it, and the first such failure.
+    const std::size_t keys = axis.keys.size();
+    std::vector<bool> every_value_names_key(keys, true);
+    std::vector<std::optional<std::string>> first_error(keys);
     const auto still_possible = [&] {
       return std::find(every_value_names_key.begin(), every_value_names_key.end(), true) !=
              every_value_names_key.end();
     };
     for (std::size_t v = 0; v < axis.values.size() && still_possible(); ++v) {
+      std::optional<std::string> error;
       try {
         load_scenario(plan.scenario, with(plan.base_overrides, value_overrides(axis, v)),
                       plan.presets, value_origins(plan, axis));
-        every_value_names_key.assign(axis.keys.size(), false);
       } catch (const ConfigError& e) {
-        if (!first_error) first_error = e.what();
-        for (std::size_t k = 0; k < axis.keys.size(); ++k)
-          every_value_names_key[k] =
-              every_value_names_key[k] && error_names_key(e.what(), axis.keys[k]);
+        error = e.what();
+      }
+      for (std::size_t k = 0; k < keys; ++k) {
+        if (axis.value_of(v, k).is_null()) continue;
+        const bool names_key = error && error_names_key(*error, axis.keys[k]);
+        every_value_names_key[k] = every_value_names_key[k] && names_key;
+        if (names_key && !first_error[k]) first_error[k] = error;
       }
     }
-    for (std::size_t k = 0; k < axis.keys.size() && first_error; ++k) {
-      if (!every_value_names_key[k]) continue;
+    for (std::size_t k = 0; k < keys; ++k) {
+      if (!every_value_names_key[k] || !first_error[k]) continue;
       const std::string where =
           axis.origin == "--grid" ? fmt::format("--grid {}", axis.name()) : axis.origin;
       throw ConfigError(fmt::format("{}: {}not a scenario key ({})", where,
-                                    axis.keys.size() == 1 ? "" : axis.keys[k] + " is ",
-                                    *first_error));
+                                    keys == 1 ? "" : axis.keys[k] + " is ", *first_error[k]));
     }
   }
 }
@@ -243,8 +247,8 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
 // key's value, so no combination of values names a file that no single value does). A value the
 // loader rejects names no file it got to; its points are skipped rows, unless the value names a
 // file that is missing or invalid on its own: a mistake at every point, refused as `run` refuses
-// it rather than made rows that exit 0. A number or a boolean names no file, so an axis of them
-// costs no loads (a load per value made a long axis slow).
+// it rather than made rows that exit 0. A number, a boolean or a null names no file, so an axis
+// of them costs no loads (a load per value made a long axis slow).
 std::set<std::filesystem::path> named_files(const SweepPlan& plan) {
   std::set<std::filesystem::path> files;
   PresetLocator recording = plan.presets;
@@ -276,7 +280,8 @@ std::set<std::filesystem::path> named_files(const SweepPlan& plan) {
       bool names_nothing = true;
       for (std::size_t k = 0; k < axis.keys.size(); ++k) {
         const nlohmann::json& value = axis.value_of(v, k);
-        names_nothing = names_nothing && (value.is_number() || value.is_boolean());
+        names_nothing =
+            names_nothing && (value.is_number() || value.is_boolean() || value.is_null());
       }
       if (names_nothing) continue;
       load(with(plan.base_overrides, value_overrides(axis, v)), &axis);

@@ -177,6 +177,13 @@ std::vector<std::string> axis_keys(const std::string& name, const std::string& w
 void check_tied_value(const std::vector<std::string>& keys, const nlohmann::json& value,
                       const std::string& where) {
   if (keys.size() == 1) return;
+  // --grid reads text that is not JSON as a string: an array that does not parse ends up here.
+  if (value.is_string() && value.get<std::string>().starts_with("[")) {
+    throw ConfigError(fmt::format(
+        "{}: expected an array of {} values, one for each of {}, found text that is not valid "
+        "JSON (numbers as JSON writes them, strings in double quotes)",
+        where, keys.size(), fmt::join(keys, ", ")));
+  }
   if (!value.is_array() || value.size() != keys.size()) {
     throw ConfigError(
         fmt::format("{}: expected an array of {} values, one for each of {}, found {}", where,

@@ -61,7 +61,8 @@ std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table) {
   for (std::size_t k = 0; k < axes; ++k) {
     const std::size_t n = values[k].size();
     // The loader's messages start with the JSON path of what they refuse, and a malformed value
-    // is refused as "PATH: expected ..., found ..." (JsonObjectReader's form); a relation between
+    // is refused as "PATH: expected ..., found ..." (JsonObjectReader's form), as an object with
+    // an "unknown key" or a null that removed a "required key is missing"; a relation between
     // keys says what does not hold instead ("global_batch 12 is not a multiple of ...").
     // A column of tied keys ("KEY1+KEY2") is refused at any of its keys.
     std::vector<std::string> paths;
@@ -71,8 +72,11 @@ std::vector<UnusableGridValue> unusable_grid_values(const SweepTable& table) {
       return std::any_of(paths.begin(), paths.end(), [&r](const std::string& path) {
         if (!r.reason.starts_with(path)) return false;
         const std::size_t rest = r.reason.find(": ", path.size());
-        return rest != std::string::npos && (rest == path.size() || r.reason[path.size()] == '/') &&
-               r.reason.compare(rest + 2, 9, "expected ") == 0;
+        if (rest == std::string::npos || (rest != path.size() && r.reason[path.size()] != '/'))
+          return false;
+        const std::string_view what = std::string_view(r.reason).substr(rest + 2);
+        return what.starts_with("expected ") || what.starts_with("unknown key") ||
+               what.starts_with("required key is missing");
       });
     };
     for (std::size_t c = 0; c < n; ++c) {

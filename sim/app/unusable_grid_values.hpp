@@ -23,8 +23,9 @@ inline constexpr std::string_view kOutOfHostMemoryReason =
 
 // A grid value that no point could simulate, refused as malformed: every point with it is
 // skipped as an invalid scenario (not for want of host memory), at least one of them refused at
-// the value's own key as malformed (its reason "PATH: expected ...", PATH the axis key's or below
-// it, or any tied key's for an axis of tied keys), and at least one of them has a simulated
+// the value's own key as malformed (its reason "PATH: expected ...", "PATH: unknown key..." or
+// "PATH: required key is missing", PATH the axis key's or below it, or any tied key's for an
+// axis of tied keys), and at least one of them has a simulated
 // neighbour that differs only in this axis's value. Judged on the points present (merge
 // --allow-gaps may lack some); empty for a table whose labels do not follow its indices, that lacks
 // a value altogether, or that holds no simulated point at all (reported as a whole instead).

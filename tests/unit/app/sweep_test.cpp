@@ -117,6 +117,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadGrid{"a+b=[1,2],[1.0,2]", "value [1.0,2] is given twice"},
         BadGrid{"a+a=[1,2]", "the key \"a\" is tied twice"}, BadGrid{"a+=[1,2]", "empty key"},
         BadGrid{"a+b..c=[1,2]", "empty segment"},
+        BadGrid{"a+b=[2,1e999]", "found text that is not valid JSON"},
         BadGrid{"a+b=[1,null],[2,null]",
                 "b is null in every value, so the axis never sets it; leave it out of the axis"}),
     [](const ::testing::TestParamInfo<BadGrid>& param) {
@@ -796,6 +797,25 @@ TEST(SweepCommand, TiedKeysVaryTogether) {
                             "/training/global_batch: expected"),
             std::string::npos)
       << bad.output;
+
+  // A misspelt key is refused before anything runs, also where a null leaves it out of a value
+  // (which then loads): only the values that set a key say whether it is one.
+  const Outcome misspelt =
+      run_fsdpsim("sweep " + s.string() +
+                  " --grid 'training.global_batch+fsdp.forward_prefetchh=[8,true],[16,null]'");
+  EXPECT_EQ(misspelt.exit_code, 2) << misspelt.output;
+  EXPECT_NE(misspelt.output.find("fsdp.forward_prefetchh is not a scenario key"), std::string::npos)
+      << misspelt.output;
+  // A null where the key has no default is a malformed value, named after the outputs.
+  const Outcome required = run_fsdpsim(
+      "sweep " + s.string() + " --grid 'training.seq_len+training.micro_batch=[2048,1],[null,2]'" +
+      " --out " + csv.string());
+  EXPECT_EQ(required.exit_code, 2) << required.output;
+  EXPECT_NE(required.output.find("error: training.seq_len+training.micro_batch=[null,2]: none of "
+                                 "its 2 points could be simulated (the first: /training/seq_len: "
+                                 "required key is missing"),
+            std::string::npos)
+      << required.output;
 
   const Outcome unknown = run_fsdpsim(
       "sweep " + s.string() + " --grid 'training.micro_batch+training.micro_batchez=[1,8]'");

@@ -65,6 +65,12 @@ TEST(UnusableGridValues, ARelationBetweenKeysIsAnInfeasiblePointNotBadInput) {
   // "/ab" is not under "/a".
   t.rows[1].reason = "/ab: expected a number, found \"x\"";
   EXPECT_TRUE(unusable_grid_values(t).empty());
+  // An object value with a key of no scenario, and a null where the key has no default, are
+  // malformed values too.
+  t.rows[1].reason = "/a/n_layerz: unknown key; did you mean n_layers?";
+  EXPECT_EQ(unusable_grid_values(t).size(), 1U);
+  t.rows[1].reason = "/a: required key is missing";
+  EXPECT_EQ(unusable_grid_values(t).size(), 1U);
 }
 
 // Part of a grid (merge --allow-gaps) is judged on the points present; a grid whose size is
