@@ -380,7 +380,7 @@ std::string sweep_markdown(const SweepTable& table, const std::string& title, st
   out +=
       "Simulated points by throughput (points that fit first); * = on the Pareto front of "
       "throughput vs peak reserved memory.\n\n| rank | index |";
-  for (const std::string& k : table.grid_keys) out += fmt::format(" {} |", markdown_cell(k));
+  for (const std::string& k : table.grid_keys) out += fmt::format(" {} |", markdown_text(k));
   out +=
       " status | tokens/s/GPU | step time (s) | MFU | peak reserved (GiB) | cudaMalloc retries "
       "| Pareto |\n|---:|---:|";
@@ -391,7 +391,7 @@ std::string sweep_markdown(const SweepTable& table, const std::string& title, st
     const std::size_t p = simulated[rank];
     const SweepRow& r = table.rows[p];
     out += fmt::format("| {} | {} |", rank + 1, r.index);
-    for (const std::string& v : r.labels) out += fmt::format(" {} |", markdown_cell(v));
+    for (const std::string& v : r.labels) out += fmt::format(" {} |", markdown_text(v));
     const bool on_front = std::find(front.begin(), front.end(), p) != front.end();
     out += fmt::format(
         " {} | {:.1f} | {:.4g} | {:.1f}% | {:.2f} | {} | {} |\n", point_status_name(r.status),
@@ -403,7 +403,7 @@ std::string sweep_markdown(const SweepTable& table, const std::string& title, st
   if (!skip_reasons.empty()) {
     out += "\n## Skipped points (invalid scenarios)\n\n| points | reason |\n|---:|---|\n";
     for (const auto& [reason, count] : skip_reasons)
-      out += fmt::format("| {} | {} |\n", count, markdown_cell(reason));
+      out += fmt::format("| {} | {} |\n", count, markdown_text(reason));
   }
   out += fmt::format("\n```\n{}```\n", sweep_summary_text(table));
   return out;

@@ -590,6 +590,24 @@ TEST(SweepCsv, ATieInThroughputRanksTheSmallerMemoryFirstEverywhere) {
   EXPECT_NE(md.find("best that fits: training.micro_batch=2 -> 120.0"), std::string::npos) << md;
 }
 
+// Grid values and skip reasons are text in the markdown: what would start a link, code, HTML or
+// emphasis there, or halve a backslash, is escaped, as the report's index escapes it.
+TEST(SweepCsv, TheMarkdownEscapesWhatMarkdownWouldRender) {
+  SweepTable t;
+  t.grid_keys = {"a+b"};
+  t.rows = {point(0, 100, 50), point(1, 120, 60)};
+  t.rows[0].labels = {R"(["<b>x</b>","c:\\d"])"};
+  t.rows[1].labels = {"[`1`,2]"};
+  t.rows.push_back(point(2, 0, 0));
+  t.rows[2].labels = {"[3,4]"};
+  t.rows[2].status = PointStatus::kSkipped;
+  t.rows[2].reason = "/a: expected *one* of [x]";
+  const std::string md = sweep_markdown(t, "t", 0, "");
+  EXPECT_NE(md.find(R"(| \["\<b\>x\</b\>","c:\\\\d"\] |)"), std::string::npos) << md;
+  EXPECT_NE(md.find(R"(| \[\`1\`,2\] |)"), std::string::npos) << md;
+  EXPECT_NE(md.find(R"(| 1 | /a: expected \*one\* of \[x\] |)"), std::string::npos) << md;
+}
+
 // ---- fsdpsim sweep ----
 
 TEST(SweepCommand, InvalidPointsAreSkippedWithTheReasonAndOomIsARow) {
