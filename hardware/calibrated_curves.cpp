@@ -138,10 +138,13 @@ void CalibrationUsage::record_collective(bool calibrated, const CollectiveQuery&
   QueryStats& s = collective_queries_[query];
   ++s.count;
   s.calibrated = calibrated;
+  s.above_measured = calibrated && beyond > 1.0;
 }
 
 void CalibrationUsage::record_gemm(bool calibrated, const GemmKey& shape) {
   (calibrated ? gemms_calibrated_ : gemms_fallback_).fetch_add(1, std::memory_order_relaxed);
+  if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0)
+    gemms_shapeless_.fetch_add(1, std::memory_order_relaxed);
   if (!recording_.load(std::memory_order_relaxed)) return;
   const std::lock_guard<std::mutex> lock(mutex_);
   QueryStats& s = gemm_queries_[shape];
@@ -152,7 +155,8 @@ void CalibrationUsage::record_gemm(bool calibrated, const GemmKey& shape) {
 CalibrationCounts CalibrationUsage::counts() const {
   return CalibrationCounts{collectives_calibrated_.load(),   collectives_fallback_.load(),
                            gemms_calibrated_.load(),         gemms_fallback_.load(),
-                           collectives_extrapolated_.load(), most_extrapolated_.load()};
+                           collectives_extrapolated_.load(), most_extrapolated_.load(),
+                           gemms_shapeless_.load()};
 }
 
 std::map<CollectiveQuery, QueryStats> CalibrationUsage::collective_queries() const {

@@ -105,9 +105,13 @@ struct CalibrationCounts {
   std::int64_t gemms_calibrated = 0;
   std::int64_t gemms_fallback = 0;
   // Of the calibrated collectives, those above their curve's largest measured size (priced by
-  // the alpha-beta line through its largest sizes), and the largest of their size over it.
+  // the alpha-beta line through its largest sizes), and the largest of their size over it (a
+  // maximum, not a sum like the others).
   std::int64_t collectives_extrapolated = 0;
   double most_extrapolated = 0.0;
+  // Of the fallback GEMMs, those without a shape (a custom layer's work, FLOPs only), which no
+  // measurement can price.
+  std::int64_t gemms_shapeless = 0;
 };
 
 // A distinct query the cost models made, kept only while recording (for `fsdpsim calibrate
@@ -122,6 +126,7 @@ struct CollectiveQuery {
 struct QueryStats {
   std::int64_t count = 0;
   bool calibrated = false;
+  bool above_measured = false;  // a collective priced above its curve's largest measured size
 };
 
 class CalibrationUsage {
@@ -142,6 +147,7 @@ class CalibrationUsage {
   std::atomic<std::int64_t> gemms_calibrated_{0};
   std::atomic<std::int64_t> gemms_fallback_{0};
   std::atomic<std::int64_t> collectives_extrapolated_{0};
+  std::atomic<std::int64_t> gemms_shapeless_{0};
   std::atomic<double> most_extrapolated_{0.0};
   std::atomic<bool> recording_{false};
   mutable std::mutex mutex_;

@@ -133,7 +133,10 @@ int plan_command(const CalibrateOptions& o) {
   const hardware::ClusterSpec& c = scenario.hardware.cluster;
 
   const auto covered = [has_profile](const hardware::QueryStats& s) {
-    return has_profile ? (s.calibrated ? "  [calibrated]" : "  [fallback]") : "";
+    if (!has_profile) return "";
+    return s.above_measured ? "  [calibrated, above the curve's largest measured size]"
+           : s.calibrated   ? "  [calibrated]"
+                            : "  [fallback]";
   };
   if (!without_profile.empty()) {
     std::cerr << fmt::format(

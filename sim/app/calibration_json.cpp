@@ -1088,13 +1088,14 @@ std::string calibration_usage_line(const hardware::ClusterSpec& cluster, std::si
     beyond = fmt::format(
         "{}{} of the calibrated collectives are above their curve's largest measured size (up to "
         "{:.3g}x it), priced by the alpha-beta line through its largest sizes (`calibrate fit`'s "
-        "asymptote): measure up to the step's sizes to price them by measurement (the plan lists "
-        "them)",
+        "asymptote): measure up to the step's sizes to price them by measurement (`calibrate "
+        "plan` marks them)",
         next_line, n.collectives_extrapolated, n.most_extrapolated);
   }
-  if (n.gemms_calibrated == 0 && n.gemms_fallback > 0 && !curves.gemms().empty()) {
+  if (n.gemms_calibrated == 0 && n.gemms_fallback > n.gemms_shapeless && !curves.gemms().empty()) {
     std::set<std::string> dtypes;
-    for (const auto& [key, unused] : curves.gemms()) dtypes.insert(std::string(dtype_name(key.dtype)));
+    for (const auto& [key, unused] : curves.gemms())
+      dtypes.insert(std::string(dtype_name(key.dtype)));
     beyond += fmt::format(
         "{}no GEMM of this step was priced by a measured shape: a measurement serves its own dtype "
         "and shapes within {:g}x of it in each of m, n, k and batch; the profile's GEMMs are {}",

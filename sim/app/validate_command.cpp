@@ -267,11 +267,15 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
     o.alloc_retries = r.reserved.alloc_retries;
     if (curves != nullptr) {
       const hardware::CalibrationCounts after = curves->usage().counts();
-      o.calibration =
-          hardware::CalibrationCounts{after.collectives_calibrated - before.collectives_calibrated,
-                                      after.collectives_fallback - before.collectives_fallback,
-                                      after.gemms_calibrated - before.gemms_calibrated,
-                                      after.gemms_fallback - before.gemms_fallback};
+      // This row's share of the profile's running counts (the maximum is not kept per row).
+      o.calibration = hardware::CalibrationCounts{
+          after.collectives_calibrated - before.collectives_calibrated,
+          after.collectives_fallback - before.collectives_fallback,
+          after.gemms_calibrated - before.gemms_calibrated,
+          after.gemms_fallback - before.gemms_fallback,
+          after.collectives_extrapolated - before.collectives_extrapolated,
+          0.0,
+          after.gemms_shapeless - before.gemms_shapeless};
     }
     o.scaling_key =
         scaling_key(c, built.document, scenario.hardware.cluster.nic_bandwidth_per_node.value());

@@ -384,7 +384,8 @@ nlohmann::json ValidationReport::json() const {
       row["calibration"] = {{"collectives_calibrated", o.calibration->collectives_calibrated},
                             {"collectives_fallback", o.calibration->collectives_fallback},
                             {"gemms_calibrated", o.calibration->gemms_calibrated},
-                            {"gemms_fallback", o.calibration->gemms_fallback}};
+                            {"gemms_fallback", o.calibration->gemms_fallback},
+                            {"collectives_extrapolated", o.calibration->collectives_extrapolated}};
     }
     for (const auto& [key, pair] :
          {std::pair{"step_time_s", &o.step_time_s}, std::pair{"model_tflops", &o.model_tflops},

@@ -241,6 +241,17 @@ TEST_F(CalibratedPrediction, ExtrapolatedCollectivesAndUnmatchedGemmsAreNamed) {
       << summary;
   EXPECT_EQ(result_to_json(cut, out).at("calibration").at("collectives_extrapolated"),
             n.collectives_extrapolated);
+  // A custom model's GEMMs have no shape for a measurement to serve: no GEMM note for them.
+  const fs::path custom = write_scenario().parent_path() / "regnet_h200.json";
+  std::ofstream(custom) << R"({"schema_version": 1, "model": "regnet-9b",
+    "hardware": {"preset": "h200-sxm-141gb", "nodes": 1, "calibration": "h200-sxm-141gb-measured"},
+    "training": {"global_batch": 8, "micro_batch": 1, "seq_len": 1}})";
+  const Scenario regnet = load_scenario(custom, {}, PresetLocator{FSDPSIM_CONFIGS_DIR});
+  const fsdp::SimulationOutput regnet_out = simulate_scenario(regnet, /*record_memory=*/false);
+  const hardware::CalibrationCounts r = regnet.hardware.cluster.gpu.calibration->usage().counts();
+  EXPECT_EQ(r.gemms_shapeless, r.gemms_fallback);
+  EXPECT_GT(r.gemms_shapeless, 0);
+  EXPECT_EQ(summary_text(regnet, regnet_out).find("no GEMM of this step"), std::string::npos);
   // The reference profile measured up to 16 GiB: nothing of this step is above it.
   EXPECT_EQ(summary_text(calibrated_, calibrated_out_).find("above their curve's largest"),
             std::string::npos);
