@@ -93,14 +93,17 @@ void check_distinct_values(const std::vector<std::string>& keys,
                            const std::vector<nlohmann::json>& values, const Where& where) {
   // Under the keys that take a preset, a name is the object {"preset": name}
   // (scenario_json.cpp's --set does the same when it descends into one).
-  std::vector<nlohmann::json> compared = values;
+  // Copied only then: every load of the scenario checks its sweep block.
+  std::vector<nlohmann::json> named_presets;
   for (std::size_t k = 0; k < keys.size(); ++k) {
     if (keys[k] != "model" && keys[k] != "hardware") continue;
-    for (nlohmann::json& v : compared) {
+    if (named_presets.empty()) named_presets = values;
+    for (nlohmann::json& v : named_presets) {
       nlohmann::json& e = keys.size() == 1 ? v : v[k];
       if (e.is_string()) e = nlohmann::json{{"preset", e}};
     }
   }
+  const std::vector<nlohmann::json>& compared = named_presets.empty() ? values : named_presets;
   std::vector<std::size_t> order(values.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   // nlohmann's < orders numbers by value across integer and float, as its == compares them.
@@ -137,10 +140,9 @@ void check_distinct_values(const std::vector<std::string>& keys,
   }
 }
 
-// A tied key that is null in every value is never set: the axis does nothing to it, which is a
-// mistake to say rather than a key silently left at what the scenario has.
+// A key that is null in every value is never set: the axis does nothing to it, which is a mistake
+// to say rather than a key silently left at what the scenario has.
 void check_every_key_set(const GridAxis& axis, const std::string& where) {
-  if (axis.keys.size() == 1) return;
   for (std::size_t k = 0; k < axis.keys.size(); ++k) {
     bool set = false;
     for (std::size_t v = 0; v < axis.values.size() && !set; ++v)
@@ -175,10 +177,10 @@ std::vector<std::string> axis_keys(const std::string& name, const std::string& w
 // its key, as `--set KEY=null` does (scenario_json.cpp), so that the key's default holds at that
 // point (FSDP1's backward_prefetch where the tied fsdp.version is 2).
 void check_tied_value(const std::vector<std::string>& keys, const nlohmann::json& value,
-                      const std::string& where) {
+                      const std::string& where, bool from_text) {
   if (keys.size() == 1) return;
   // --grid reads text that is not JSON as a string: an array that does not parse ends up here.
-  if (value.is_string() && value.get<std::string>().starts_with("[")) {
+  if (from_text && value.is_string() && value.get<std::string>().starts_with("[")) {
     throw ConfigError(fmt::format(
         "{}: expected an array of {} values, one for each of {}, found text that is not valid "
         "JSON (numbers as JSON writes them, strings in double quotes)",
@@ -236,7 +238,8 @@ GridAxis parse_grid_option(const std::string& option) {
   for (const std::string& text : split_values(list, where)) {
     if (text.empty()) throw ConfigError(fmt::format("{}: empty value in the list", where));
     axis.values.push_back(parse_inline_value(text, where));
-    check_tied_value(axis.keys, axis.values.back(), fmt::format("{}: value {}", where, text));
+    check_tied_value(axis.keys, axis.values.back(), fmt::format("{}: value {}", where, text),
+                     /*from_text=*/true);
   }
   check_distinct_values(axis.keys, axis.values, [&](std::size_t) { return where; });
   check_every_key_set(axis, where);
@@ -274,7 +277,8 @@ std::vector<GridAxis> parse_sweep_block(const nlohmann::json& block, const std::
     for (std::size_t i = 0; i < values.size(); ++i) {
       if (values[i].is_null())
         throw ConfigError(file, fmt::format("{}/{}", path, i), "null is not a value");
-      check_tied_value(axis.keys, values[i], fmt::format("{}: {}/{}", file, path, i));
+      check_tied_value(axis.keys, values[i], fmt::format("{}: {}/{}", file, path, i),
+                       /*from_text=*/false);
       axis.values.push_back(values[i]);
     }
     check_distinct_values(axis.keys, axis.values,

@@ -118,6 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadGrid{"a+a=[1,2]", "the key \"a\" is tied twice"}, BadGrid{"a+=[1,2]", "empty key"},
         BadGrid{"a+b..c=[1,2]", "empty segment"},
         BadGrid{"a+b=[2,1e999]", "found text that is not valid JSON"},
+        BadGrid{"a=null", "a is null in every value, so the axis never sets it"},
         BadGrid{"a+b=[1,null],[2,null]",
                 "b is null in every value, so the axis never sets it; leave it out of the axis"}),
     [](const ::testing::TestParamInfo<BadGrid>& param) {
@@ -186,6 +187,10 @@ TEST(SweepGrid, AKeyIsSweptByOneAxis) {
         parse_sweep_block(nlohmann::json::parse(R"({"a+b": [[1, 2], 3]})"), "s.json", {"a+b"});
       },
       "s.json: /sweep/a+b/1: expected an array of 2 values, one for each of a, b, found 3");
+  // A file's string is a string, whatever it holds (only --grid reads text that may not parse).
+  refused(
+      [&] { parse_sweep_block(nlohmann::json::parse(R"({"a+b": ["[1,8]"]})"), "s.json", {"a+b"}); },
+      "s.json: /sweep/a+b/0: expected an array of 2 values, one for each of a, b, found \"[1,8]\"");
 }
 
 TEST(SweepGrid, CartesianProductVariesTheFirstAxisSlowest) {
