@@ -169,6 +169,14 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
   s.model = model_from_json(r.require("model"), file, "/model", presets);
   s.hardware = hardware_from_json(r.require("hardware"), file, "/hardware", presets);
   const nlohmann::json* training = &r.require("training");
+  // Before the training section's own checks, which would ask for flash_attention true.
+  if (s.model.family == models::ModelFamily::kT5 && training->is_object() &&
+      training->contains("flash_kernel")) {
+    throw ConfigError(f, "/training/flash_kernel",
+                      "picks a fused attention kernel; HF T5 attention is unfused (it adds a "
+                      "relative position bias to the scores), so there is none to pick: drop the "
+                      "key");
+  }
   s.training = training_from_json(*training, f, parallelism);
   s.fsdp = parallel_config_from_json(r.child("fsdp"), r.child("ddp"), r.child("deepspeed"), f,
                                      parallelism, s.hardware.cluster);
@@ -256,12 +264,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                       "HF T5 attention is unfused (it adds a relative position bias to the scores, "
                       "which FlashAttention does not take); drop the key or set it to false");
   }
-  if (s.model.family == models::ModelFamily::kT5 && training->contains("flash_kernel")) {
-    throw ConfigError(f, "/training/flash_kernel",
-                      "picks a fused attention kernel; HF T5 attention is unfused (it adds a "
-                      "relative position bias to the scores), so there is none to pick: drop the "
-                      "key");
-  }
+
   if (s.training.rms_norm && s.model.family != models::ModelFamily::kLlama &&
       s.model.family != models::ModelFamily::kT5) {
     throw ConfigError(f, "/training/rms_norm",

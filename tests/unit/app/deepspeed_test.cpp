@@ -79,8 +79,8 @@ TEST(DeepSpeedJson, RejectsWhatItDoesNotModelWithFileAndPath) {
     EXPECT_EQ(error_of({{"deepspeed",
                          {{key, std::numeric_limits<std::int64_t>::max()},
                           {"contiguous_gradients", true}}}})
-                  .rfind(fmt::format("ds.json: /deepspeed/{}: expected a positive integer of at most "
-                                     "1125899906842624",
+                  .rfind(fmt::format("ds.json: /deepspeed/{}: expected a positive integer of "
+                                     "at most 1125899906842624",
                                      key),
                          0),
               0u)

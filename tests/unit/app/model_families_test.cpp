@@ -94,6 +94,12 @@ TEST(T5Json, DecoderSeqLenIsForT5AndFlashAttentionIsRefused) {
                         "attention is unfused"),
               std::string::npos)
         << kernel;
+    EXPECT_NE(error_of(t5_scenario(),
+                       {{"training", {{"flash_kernel", kernel}, {"flash_attention", false}}}})
+                  .find("bad.json: /training/flash_kernel: picks a fused attention kernel; HF T5 "
+                        "attention is unfused"),
+              std::string::npos)
+        << kernel;
   }
 }
 
