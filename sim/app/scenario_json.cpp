@@ -182,10 +182,12 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                                      parallelism, s.hardware.cluster);
   s.allocator = allocator_from_json(r.child("allocator"), f, s.hardware.cluster.gpu.usable_memory(),
                                     s.hardware.cluster.gpu.hbm);
-  // Checked here, so that run and explain reject a malformed block as check and sweep do.
+  // Checked here, so that run and explain reject a malformed block as check and sweep do, in the
+  // file's key order as sweep reads it (the first of two bad axes is the one both name).
   if (const nlohmann::json* expect = r.child("expect"))
     s.expectations = parse_expectations(*expect, file);
-  if (const nlohmann::json* sweep = r.child("sweep")) (void)parse_sweep_block(*sweep, f, {});
+  if (const nlohmann::json* sweep = r.child("sweep"))
+    (void)parse_sweep_block(*sweep, f, sweep_keys_in_file_order(file));
   r.finish();
 
   // Cross-section checks.

@@ -849,6 +849,25 @@ TEST(SweepCommand, TiedKeysVaryTogether) {
       << unknown.output;
 }
 
+// A key on two axes of a block is named at the later one in the file, by every command (run
+// read the block in alphabetical key order and named the other).
+TEST(SweepCommand, EveryCommandNamesTheLaterOfTwoAxesSharingAKey) {
+  const fs::path s = tiny_scenario("shared_key_block");
+  const std::string text = read_file(s);
+  std::ofstream(s) << "{\n  \"sweep\": {\"training.micro_batch+training.global_batch\": [[1, 8]], "
+                      "\"training.micro_batch\": [1, 2]},"
+                   << text.substr(1);
+  for (const char* command : {"run", "sweep", "check"}) {
+    const Outcome o = run_fsdpsim(std::string(command) + " " + s.string());
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_NE(o.output.find("/sweep/training.micro_batch: \"training.micro_batch\" is swept by "
+                            "/sweep/training.micro_batch+training.global_batch too"),
+              std::string::npos)
+        << command << "\n"
+        << o.output;
+  }
+}
+
 // run, explain and check simulate only the base point of a file with a sweep block, but a key
 // in that block that no scenario accepts is an error there too, not found only by `sweep`.
 TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
