@@ -41,6 +41,16 @@ fs::path tiny_scenario(const std::string& name,
                                       patch);
 }
 
+// A tiny scenario whose file starts with `block` as its sweep block, written by hand so that the
+// block keeps its key order (a parsed object's keys are sorted).
+fs::path tiny_scenario_with_sweep(const std::string& name, const std::string& block,
+                                  const nlohmann::json& patch = nlohmann::json::object()) {
+  const fs::path s = tiny_scenario(name, patch);
+  const std::string text = read_file(s);
+  std::ofstream(s) << "{\n  \"sweep\": " << block << "," << text.substr(1);
+  return s;
+}
+
 std::size_t count_lines(const std::string& text) {
   return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
 }
@@ -766,12 +776,9 @@ TEST(SweepCommand, EveryPointInvalidExitsTwoWithTheReason) {
 
 TEST(SweepCommand, TheScenarioSweepBlockIsTheGrid) {
   // Written by hand: the axes follow the file's key order, not the sorted order of a parsed object.
-  const fs::path s = tiny_scenario("with_block");
-  const std::string text = read_file(s);
-  std::ofstream(s)
-      << "{\n  \"sweep\": {\"training.micro_batch\": [1, 2], \"fsdp.backward_prefetch\": "
-         "[\"BACKWARD_PRE\", \"none\"]},"
-      << text.substr(1);
+  const fs::path s = tiny_scenario_with_sweep(
+      "with_block",
+      R"({"training.micro_batch": [1, 2], "fsdp.backward_prefetch": ["BACKWARD_PRE", "none"]})");
   const fs::path csv = temp_dir() / "block.csv";
   ASSERT_EQ(run_fsdpsim("sweep " + s.string() + " --grid fsdp.limit_all_gathers=true,false --out " +
                         csv.string())
@@ -791,11 +798,8 @@ TEST(SweepCommand, TheScenarioSweepBlockIsTheGrid) {
 // at one of its keys, where the others ran, is named as the column writes it (exit 2); a key
 // no scenario has is refused before anything runs.
 TEST(SweepCommand, TiedKeysVaryTogether) {
-  const fs::path s = tiny_scenario("tied");
-  const std::string text = read_file(s);
-  std::ofstream(s) << "{\n  \"sweep\": {\"fsdp.version+fsdp.backward_prefetch\": [[1, "
-                      "\"BACKWARD_PRE\"], [2, null]]},"
-                   << text.substr(1);
+  const fs::path s = tiny_scenario_with_sweep(
+      "tied", R"({"fsdp.version+fsdp.backward_prefetch": [[1, "BACKWARD_PRE"], [2, null]]})");
   const fs::path csv = temp_dir() / "tied.csv";
   const Outcome ok = run_fsdpsim(
       "sweep " + s.string() +
@@ -852,11 +856,9 @@ TEST(SweepCommand, TiedKeysVaryTogether) {
 // A key on two axes of a block is named at the later one in the file, by every command (run
 // read the block in alphabetical key order and named the other).
 TEST(SweepCommand, EveryCommandNamesTheLaterOfTwoAxesSharingAKey) {
-  const fs::path s = tiny_scenario("shared_key_block");
-  const std::string text = read_file(s);
-  std::ofstream(s) << "{\n  \"sweep\": {\"training.micro_batch+training.global_batch\": [[1, 8]], "
-                      "\"training.micro_batch\": [1, 2]},"
-                   << text.substr(1);
+  const fs::path s = tiny_scenario_with_sweep(
+      "shared_key_block",
+      R"({"training.micro_batch+training.global_batch": [[1, 8]], "training.micro_batch": [1, 2]})");
   for (const char* command : {"run", "sweep", "check"}) {
     const Outcome o = run_fsdpsim(std::string(command) + " " + s.string());
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
@@ -871,10 +873,8 @@ TEST(SweepCommand, EveryCommandNamesTheLaterOfTwoAxesSharingAKey) {
 // run, explain and check simulate only the base point of a file with a sweep block, but a key
 // in that block that no scenario accepts is an error there too, not found only by `sweep`.
 TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
-  const fs::path s = tiny_scenario("bad_block_key");
-  const std::string text = read_file(s);
-  std::ofstream(s) << "{\n  \"sweep\": {\"fsdp.limit_all_gatherz\": [true, false]},"
-                   << text.substr(1);
+  const fs::path s =
+      tiny_scenario_with_sweep("bad_block_key", R"({"fsdp.limit_all_gatherz": [true, false]})");
   for (const char* command : {"run", "explain", "sweep", "calibrate plan"}) {
     const Outcome o = run_fsdpsim(std::string(command) + " " + s.string());
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
@@ -895,15 +895,10 @@ TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
   // So is what the block alone makes sweep refuse before running: an axis a later axis of it
   // makes do nothing (in the file's order), a value naming a preset that does not exist. An axis
   // beside the command's own --set is not: the block does not apply to `run`.
-  const fs::path wiped = tiny_scenario("wiped_axis");
-  const std::string wiped_text = read_file(wiped);
-  std::ofstream(wiped)
-      << "{\n  \"sweep\": {\"model.n_layers\": [1], \"model\": [\"llama-3.1-8b\"]},"
-      << wiped_text.substr(1);
-  const fs::path missing = tiny_scenario("missing_preset");
-  const std::string missing_text = read_file(missing);
-  std::ofstream(missing) << "{\n  \"sweep\": {\"model\": [\"no-such-preset\"]},"
-                         << missing_text.substr(1);
+  const fs::path wiped = tiny_scenario_with_sweep(
+      "wiped_axis", R"({"model.n_layers": [1], "model": ["llama-3.1-8b"]})");
+  const fs::path missing =
+      tiny_scenario_with_sweep("missing_preset", R"({"model": ["no-such-preset"]})");
   for (const auto& [file, message] :
        {std::pair<fs::path, std::string>{
             wiped,
@@ -926,12 +921,9 @@ TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
 // a bad one; `run` refuses that file, and so does `sweep`. A key the file leaves to the sweep is
 // fine.
 TEST(SweepCommand, ABadFileValueOfASweptKeyIsRefused) {
-  const fs::path bad =
-      tiny_scenario("bad_base_value", {{"fsdp", {{"backward_prefetch", "GARBAGE"}}}});
-  const std::string text = read_file(bad);
-  std::ofstream(bad)
-      << "{\n  \"sweep\": {\"fsdp.backward_prefetch\": [\"BACKWARD_PRE\", \"none\"]},"
-      << text.substr(1);
+  const fs::path bad = tiny_scenario_with_sweep(
+      "bad_base_value", R"({"fsdp.backward_prefetch": ["BACKWARD_PRE", "none"]})",
+      {{"fsdp", {{"backward_prefetch", "GARBAGE"}}}});
   for (const char* grid : {"", " --grid fsdp.backward_prefetch=none"}) {
     const fs::path csv = temp_dir() / "never.csv";
     const Outcome o = run_fsdpsim("sweep " + bad.string() + grid + " --out " + csv.string());
