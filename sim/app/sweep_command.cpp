@@ -84,14 +84,6 @@ std::string axis_origin(const GridAxis& axis) {
   return axis.origin == "--grid" ? "--grid" : "the sweep block";
 }
 
-// The overrides value `v` of an axis makes, one per key.
-std::vector<std::string> value_overrides(const GridAxis& axis, std::size_t v) {
-  std::vector<std::string> overrides;
-  for (std::size_t k = 0; k < axis.keys.size(); ++k)
-    overrides.push_back(fmt::format("{}={}", axis.keys[k], axis.value_of(v, k).dump()));
-  return overrides;
-}
-
 // The options a load of the base overrides plus one axis value's come from.
 std::vector<std::string> value_origins(const SweepPlan& plan, const GridAxis& axis) {
   std::vector<std::string> origins(plan.base_overrides.size(), "--set");
@@ -220,7 +212,7 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
     for (std::size_t v = 0; v < axis.values.size() && still_possible(); ++v) {
       std::optional<std::string> error;
       try {
-        load_scenario(plan.scenario, with(plan.base_overrides, value_overrides(axis, v)),
+        load_scenario(plan.scenario, with(plan.base_overrides, axis_value_overrides(axis, v)),
                       plan.presets, value_origins(plan, axis));
       } catch (const ConfigError& e) {
         error = e.what();
@@ -284,7 +276,7 @@ std::set<std::filesystem::path> named_files(const SweepPlan& plan) {
             names_nothing && (value.is_number() || value.is_boolean() || value.is_null());
       }
       if (names_nothing) continue;
-      load(with(plan.base_overrides, value_overrides(axis, v)), &axis);
+      load(with(plan.base_overrides, axis_value_overrides(axis, v)), &axis);
     }
   }
   return files;

@@ -158,19 +158,17 @@ void check_every_key_set(const GridAxis& axis, const std::string& where) {
 // The keys of an axis named `name` ("KEY" or "KEY1+KEY2+..."), each checked. Throws ConfigError
 // naming `where` on an empty key or segment, or a key tied twice.
 std::vector<std::string> axis_keys(const std::string& name, const std::string& where) {
-  std::vector<std::string> keys;
-  std::size_t begin = 0;
-  while (true) {
-    const std::size_t plus = name.find('+', begin);
-    keys.push_back(trim(name.substr(begin, plus == std::string::npos ? plus : plus - begin)));
-    check_key(keys.back(), where);
-    if (std::find(keys.begin(), keys.end() - 1, keys.back()) != keys.end() - 1) {
+  std::vector<std::string> keys = keys_of_grid_column(name);
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    keys[k] = trim(keys[k]);
+    check_key(keys[k], where);
+    if (std::find(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(k), keys[k]) !=
+        keys.begin() + static_cast<std::ptrdiff_t>(k)) {
       throw ConfigError(
-          fmt::format("{}: the key \"{}\" is tied twice; list it once", where, keys.back()));
+          fmt::format("{}: the key \"{}\" is tied twice; list it once", where, keys[k]));
     }
-    if (plus == std::string::npos) return keys;
-    begin = plus + 1;
   }
+  return keys;
 }
 
 // For tied keys, a value must be an array of one value per key. An element may be null: it removes
@@ -376,13 +374,19 @@ std::vector<std::size_t> grid_coordinates(const std::vector<GridAxis>& axes, std
   return coordinates;
 }
 
+std::vector<std::string> axis_value_overrides(const GridAxis& axis, std::size_t v) {
+  std::vector<std::string> overrides;
+  for (std::size_t k = 0; k < axis.keys.size(); ++k)
+    overrides.push_back(fmt::format("{}={}", axis.keys[k], axis.value_of(v, k).dump()));
+  return overrides;
+}
+
 std::vector<std::string> grid_point_overrides(const std::vector<GridAxis>& axes,
                                               std::int64_t index) {
   const std::vector<std::size_t> c = grid_coordinates(axes, index);
   std::vector<std::string> overrides;
   for (std::size_t i = 0; i < axes.size(); ++i) {
-    for (std::size_t k = 0; k < axes[i].keys.size(); ++k)
-      overrides.push_back(fmt::format("{}={}", axes[i].keys[k], axes[i].value_of(c[i], k).dump()));
+    for (std::string& o : axis_value_overrides(axes[i], c[i])) overrides.push_back(std::move(o));
   }
   return overrides;
 }

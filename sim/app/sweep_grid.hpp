@@ -73,7 +73,10 @@ std::int64_t grid_point_count(const std::vector<GridAxis>& axes);
 // The value index of each axis at point `index` (mixed radix, last axis fastest).
 std::vector<std::size_t> grid_coordinates(const std::vector<GridAxis>& axes, std::int64_t index);
 
-// The point's overrides, "KEY=<JSON value>", in grid_keys order.
+// The overrides value `v` of `axis` makes, "KEY=<JSON value>", one per key.
+std::vector<std::string> axis_value_overrides(const GridAxis& axis, std::size_t v);
+
+// The point's overrides, "KEY=<JSON value>", axis by axis.
 std::vector<std::string> grid_point_overrides(const std::vector<GridAxis>& axes,
                                               std::int64_t index);
 
