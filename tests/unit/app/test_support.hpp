@@ -3,7 +3,6 @@
 #pragma once
 
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -12,11 +11,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include "sim/app/config_error.hpp"
 #include "sim/app/scenario.hpp"
+#include "tests/unit/scratch_folder.hpp"
 
 namespace fsdpsim::test_support {
 
@@ -44,27 +43,6 @@ inline std::string read_file(const std::filesystem::path& p) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-// A scratch folder for one test suite (and optionally one test) of this process.
-// This test process's own scratch folder, made once by mkdtemp. A folder named after the PID
-// alone was not: PIDs are reused, and a folder left by an earlier process (a symbolic link to
-// /dev/full, an older report) failed a test that expected to start empty.
-inline const std::filesystem::path& process_temp_root() {
-  static const std::filesystem::path root = [] {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fsdpsim_test_XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::runtime_error("test_support: mkdtemp(" + pattern + ") failed");
-    }
-    return std::filesystem::path(pattern);
-  }();
-  return root;
-}
-
-inline std::filesystem::path temp_dir(const std::string& suite, const std::string& sub = "") {
-  const std::filesystem::path dir = process_temp_root() / ("fsdpsim_" + suite + "_test") / sub;
-  std::filesystem::create_directories(dir);
-  return dir;
 }
 
 // A two-layer Llama-3.1-8B on `nodes` nodes of 8 H100 (16 sequences per node per step): a step

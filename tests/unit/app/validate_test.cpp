@@ -209,7 +209,7 @@ TEST(Validate, ComparesMfuAndHfuUnderTheRowsDefinition) {
 // the definition check (here the MFU cell of lf-a10080-mpt7b-s2048-g8-mb6-ac0-1 is 10 % high),
 // in the JSON and in the markdown.
 TEST(Validate, DefinitionCheckShowsAPrintedMfuTheCountDoesNotGive) {
-  const fs::path md = fs::temp_directory_path() / "fsdpsim_mfu_mismatch.md";
+  const fs::path md = test_support::temp_dir("validate") / "mfu_mismatch.md";
   const auto [code, out] =
       run_fsdpsim("validate " + kData + "mfu_mismatch.csv --json - --md " + md.string());
   ASSERT_EQ(code, 0) << out;
@@ -1730,7 +1730,7 @@ TEST(Validate, WhereKeepsTheMatchingRows) {
 }
 
 TEST(Validate, GroupBySummarizesEachValueOfAColumn) {
-  const fs::path md = fs::temp_directory_path() / "fsdpsim_group_by.md";
+  const fs::path md = test_support::temp_dir("validate") / "group_by.md";
   const auto [code, out] = run_fsdpsim("validate " + kData +
                                        "small_cases.csv --group-by gpus --group-by gpu --json - "
                                        "--md " +
@@ -1758,7 +1758,7 @@ TEST(Validate, GroupBySummarizesEachValueOfAColumn) {
   EXPECT_NE(t.find("| 128 | 1 |", table), std::string::npos);
   EXPECT_NE(t.find("| – |", t.find("| 128 | 1 |", table)), std::string::npos) << t;
   // An empty cell is a value of its own, named so in the markdown.
-  const fs::path empty_md = fs::temp_directory_path() / "fsdpsim_group_by_empty.md";
+  const fs::path empty_md = test_support::temp_dir("validate") / "group_by_empty.md";
   const auto [empty, empty_out] =
       run_fsdpsim("validate " + kData +
                   "small_cases.csv --group-by measured_peak_mem_gib --json - "

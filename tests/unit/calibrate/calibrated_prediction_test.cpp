@@ -7,7 +7,6 @@
 // profile file's own numbers, independently of the fitting code.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -26,6 +25,7 @@
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/app/summary_text.hpp"
 #include "sim/units/op_shapes.hpp"
+#include "tests/unit/scratch_folder.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -35,9 +35,7 @@ namespace fs = std::filesystem;
 const std::string kProfile = std::string(FSDPSIM_CONFIGS_DIR) + "/calibration/a100-sxm-80gb.json";
 
 fs::path write_scenario() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_calibrated_prediction_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = fsdpsim::test_support::temp_dir("calibrated_prediction");
   const fs::path file = dir / "mpt1b_8xa100.json";
   std::ofstream(file) << R"({
   "schema_version": 1,
@@ -264,9 +262,7 @@ TEST_F(CalibratedPrediction, ExtrapolatedCollectivesAndUnmatchedGemmsAreNamed) {
 // lines (63.2 us per call, plus 120.3 us per GiB allocated and 628.6 per GiB freed, measured on
 // an H200); a profile timed on those lines gives the preset's step.
 TEST(CalibratedAllocator, TimedDeviceCallsPriceRetriesBySize) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_calibrated_allocator_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = fsdpsim::test_support::temp_dir("calibrated_allocator");
   const auto profile = [&dir](const std::string& name, double malloc_per_gib_us,
                               double free_per_gib_us) {
     constexpr double kCallUs = 63.2;
@@ -335,9 +331,7 @@ auto run_llama3_8b(const std::vector<std::string>& overrides) {
 // step (mpt-125m at 512 tokens: on one node the GPU waits for the host 42 % of the step) by more
 // than a third and less than double.
 TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_calibrated_rank_speeds_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = fsdpsim::test_support::temp_dir("calibrated_rank_speeds");
   // Ranks eight to a node (one node when fewer), node k on host "n<k>".
   const auto profile = [&dir](const std::string& name, const std::vector<double>& gpu,
                               const std::vector<double>& host) {
@@ -445,9 +439,7 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
 // is the preset's. A scenario's own hardware.gpu.sustained_compute_fraction wins, and a held
 // GEMM timed faster than its short benchmark, within timer noise, keeps the full rate.
 TEST(CalibratedSustainedFraction, RankZerosHeldOverShortGemmReplacesThePresetsFraction) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_calibrated_sustained_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = fsdpsim::test_support::temp_dir("calibrated_sustained");
   const auto profile = [&dir](const std::string& name, double kept) {
     nlohmann::json ranks = nlohmann::json::array();
     for (int r = 0; r < 8; ++r) {

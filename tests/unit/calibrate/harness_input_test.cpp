@@ -2,7 +2,6 @@
 // C++, compiled here so that they are tested on machines without CUDA. Every value is checked
 // whole and in range: nothing wraps, nothing is read past its end, no special file is read.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include "calibrate/harness/plan_file.hpp"
 #include "calibrate/harness/results.hpp"
 #include "calibrate/harness/util.hpp"
+#include "tests/unit/scratch_folder.hpp"
 
 namespace fsdpsim::harness {
 namespace {
@@ -38,9 +38,7 @@ std::string usage_error(const std::vector<std::string>& args) {
 // -o is checked before any measurement (and NCCL's start on every node): a folder that does not
 // exist, or a folder named as the file, is a usage error; a good path is left as it was.
 TEST(HarnessInput, AnOutputThatCannotBeWrittenIsRefusedFirst) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_harness_output_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = fsdpsim::test_support::temp_dir("harness_output");
   const auto error_of = [](const std::string& path) {
     try {
       check_writable(path);
@@ -126,9 +124,7 @@ TEST(HarnessInput, NamesAndQuotedValuesAreText) {
 }
 
 TEST(HarnessInput, PlanLinesAreCheckedWhole) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_harness_plan_" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = fsdpsim::test_support::temp_dir("harness_plan");
   const auto plan_with = [&dir](const std::string& text) {
     const fs::path p = dir / "plan.txt";
     std::ofstream(p) << text;

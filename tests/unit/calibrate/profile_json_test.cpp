@@ -4,7 +4,6 @@
 #include "sim/app/calibration_json.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 
 #include "calibrate/harness/results.hpp"
 #include "sim/app/config_error.hpp"
+#include "tests/unit/scratch_folder.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -217,9 +217,7 @@ TEST(CalibrationProfileJson, TheHarnessWriterIsReadByTheApp) {
   EXPECT_EQ(p.memory.allocations[1].bytes, mib(8));
   EXPECT_NEAR(p.memory.allocations[0].malloc.value(), 35e-6, 1e-15);
   // Atomic writes: the file appears whole, no temporary left behind.
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpsim_harness_writer_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = fsdpsim::test_support::temp_dir("harness_writer");
   harness::write_atomically((dir / "p.json").string(), harness::to_json(r));
   EXPECT_EQ(read_profile(dir / "p.json").name, "from the harness");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
@@ -532,8 +530,7 @@ hardware::ClusterSpec h100_cluster() {
 
 // The ConfigError message of loading `json` as a profile file for a scenario on `cluster`.
 std::string load_error(const nlohmann::json& json, const hardware::ClusterSpec* cluster) {
-  const fs::path dir = fs::temp_directory_path() / ("fsdpsim_profile_" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = fsdpsim::test_support::temp_dir("profile_load");
   const fs::path file = dir / "profile.json";
   std::ofstream(file) << json.dump(2);
   try {

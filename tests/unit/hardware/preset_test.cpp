@@ -8,6 +8,7 @@
 
 #include "hardware/gpu_spec.hpp"
 #include "preset_loader.hpp"
+#include "tests/unit/scratch_folder.hpp"
 
 namespace fsdpsim::hardware {
 namespace {
@@ -48,15 +49,13 @@ TEST(HardwarePresets, EveryValueCitesASource) {
 }
 
 TEST(HardwarePresets, UnknownKeysAreRejected) {
-  const auto dir = std::filesystem::temp_directory_path() / "fsdpsim_hardware_preset_test";
-  std::filesystem::create_directories(dir);
+  const auto dir = fsdpsim::test_support::temp_dir("hardware_preset");
   std::ifstream in(testing::preset_files().front());
   nlohmann::json doc = nlohmann::json::parse(in);
   doc["node"]["nvlink_GBs"] = 300;  // misspelled key
   const auto path = dir / "typo.json";
   std::ofstream(path) << doc.dump();
   EXPECT_THROW(testing::load_preset_file(path), std::runtime_error);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
