@@ -376,7 +376,7 @@ std::string sweep_markdown(const SweepTable& table, const std::string& title, st
     return ranks_above(a, b);
   });
   const std::vector<std::size_t> front = pareto_front(table);
-  std::string out = fmt::format("# {}\n\n{}", title, preamble);
+  std::string out = fmt::format("# {}\n\n{}", markdown_text(title), preamble);
   out +=
       "Simulated points by throughput (points that fit first); * = on the Pareto front of "
       "throughput vs peak reserved memory.\n\n| rank | index |";

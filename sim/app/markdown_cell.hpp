@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <string>
 
 namespace fsdpsim::app {
@@ -18,14 +19,21 @@ inline std::string markdown_cell(const std::string& text) {
 }
 
 // Text in a heading, a caption or an image's alt text: a line break becomes a space, and the
-// characters that start links, images, code, emphasis, HTML or headings are backslash-escaped
-// (CommonMark: any ASCII punctuation may be).
+// characters that start links, images, code, emphasis, strikethrough, HTML, entities or headings
+// are backslash-escaped (CommonMark: any ASCII punctuation may be). An underscore between two
+// letters or digits stays as it is: it cannot open or close emphasis there (CommonMark,
+// "Emphasis and strong emphasis", rules 2 and 3), so `micro_batch` reads as written.
 inline std::string markdown_text(const std::string& text) {
+  const auto alnum = [&text](std::size_t i) {
+    return i < text.size() && std::isalnum(static_cast<unsigned char>(text[i])) != 0;
+  };
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool inside_word = i > 0 && alnum(i - 1) && alnum(i + 1);
     if (c == '\\' || c == '`' || c == '*' || c == '[' || c == ']' || c == '<' || c == '>' ||
-        c == '|' || c == '#') {
+        c == '|' || c == '#' || c == '&' || c == '~' || (c == '_' && !inside_word)) {
       out += '\\';
     }
     out += (c == '\n' || c == '\r') ? ' ' : c;

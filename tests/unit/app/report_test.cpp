@@ -259,6 +259,9 @@ TEST(ReportPlots, HeatmapsAreCappedAtEightNumericAxes) {
 // Text from the table in index.md is text: it cannot open a link, an image, code or a heading.
 TEST(ReportIndex, KeysAndTitlesCannotInjectMarkdown) {
   EXPECT_EQ(markdown_text("x](evil.svg) ![y\n# h"), "x\\](evil.svg) !\\[y \\# h");
+  // Emphasis, strikethrough and entities too; an underscore inside a word cannot emphasise.
+  EXPECT_EQ(markdown_text("_a_ micro_batch __b__ ~~c~~ &lt;i&gt;"),
+            "\\_a\\_ micro_batch \\_\\_b\\_\\_ \\~\\~c\\~\\~ \\&lt;i\\&gt;");
   EXPECT_EQ(markdown_code("a`b"), "``a`b``");
   EXPECT_EQ(markdown_code("`a"), "`` `a ``");
   EXPECT_EQ(markdown_link_target("dir (1)/my sweep.csv"), "<dir (1)/my sweep.csv>");
