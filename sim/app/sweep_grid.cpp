@@ -200,6 +200,17 @@ std::optional<std::string> shared_key(const GridAxis& a, const GridAxis& b) {
   return std::nullopt;
 }
 
+// How an error names a --grid option: as given, or its first characters when it is long (a list
+// of thousands of values would otherwise be repeated whole in the message; the message names the
+// value at fault).
+std::string grid_option_in_message(const std::string& option) {
+  constexpr std::size_t kShown = 80;
+  if (option.size() <= kShown) return fmt::format("--grid \"{}\"", option);
+  std::size_t cut = kShown - 3;
+  while (cut > 0 && (static_cast<unsigned char>(option[cut]) & 0xC0U) == 0x80U) --cut;  // UTF-8
+  return fmt::format("--grid \"{}...\" ({} characters)", option.substr(0, cut), option.size());
+}
+
 }  // namespace
 
 std::string GridAxis::name() const { return fmt::format("{}", fmt::join(keys, "+")); }
@@ -222,7 +233,7 @@ std::vector<std::string> keys_of_grid_column(const std::string& name) {
 }
 
 GridAxis parse_grid_option(const std::string& option) {
-  const std::string where = fmt::format("--grid \"{}\"", option);
+  const std::string where = grid_option_in_message(option);
   const auto eq = option.find('=');
   if (eq == std::string::npos) {
     throw ConfigError(

@@ -135,6 +135,25 @@ INSTANTIATE_TEST_SUITE_P(
       return "case" + std::to_string(param.index);
     });
 
+// A long --grid is named by its start and length, not repeated whole: 10,000 values with one
+// given twice make a message of a line that still names the value at fault.
+TEST(SweepGrid, ALongGridIsNotRepeatedInItsErrors) {
+  std::string option = "training.micro_batch=";
+  for (int v = 1; v <= 10000; ++v) option += std::to_string(v) + ",";
+  option += "17";
+  try {
+    parse_grid_option(option);
+    FAIL() << "accepted a value given twice";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_LT(what.size(), 200U) << what;
+    EXPECT_NE(what.find("--grid \"training.micro_batch=1,2,3,"), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("...\" ({} characters)", option.size())), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("value 17 is given twice"), std::string::npos) << what;
+  }
+}
+
 // Tied keys are one axis: each of its values sets every key (null removes one, as --set does),
 // and the table writes it as one column named as the axis is, holding each value's array.
 TEST(SweepGrid, TiedKeysAreOneAxisThatSetsEachKey) {
@@ -605,8 +624,8 @@ TEST(SweepCsv, ATieInThroughputRanksTheSmallerMemoryFirstEverywhere) {
   EXPECT_NE(md.find("best that fits: training.micro_batch=2 -> 120.0"), std::string::npos) << md;
 }
 
-// Grid values and skip reasons are text in the markdown: what would start a link, code, HTML or
-// emphasis there, or halve a backslash, is escaped, as the report's index escapes it.
+// The title, grid values and skip reasons are text in the markdown: what would start a link, code,
+// HTML or emphasis there, or halve a backslash, is escaped, as the report's index escapes it.
 TEST(SweepCsv, TheMarkdownEscapesWhatMarkdownWouldRender) {
   SweepTable t;
   t.grid_keys = {"a+b"};
@@ -617,7 +636,8 @@ TEST(SweepCsv, TheMarkdownEscapesWhatMarkdownWouldRender) {
   t.rows[2].labels = {"[3,4]"};
   t.rows[2].status = PointStatus::kSkipped;
   t.rows[2].reason = "/a: expected *one* of [x]";
-  const std::string md = sweep_markdown(t, "t", 0, "");
+  const std::string md = sweep_markdown(t, "fsdpsim sweep of _my_ <b>.json", 0, "");
+  EXPECT_EQ(md.rfind("# fsdpsim sweep of \\_my\\_ \\<b\\>.json\n", 0), 0U) << md;
   EXPECT_NE(md.find(R"(| \["\<b\>x\</b\>","c:\\\\d"\] |)"), std::string::npos) << md;
   EXPECT_NE(md.find(R"(| \[\`1\`,2\] |)"), std::string::npos) << md;
   EXPECT_NE(md.find(R"(| 1 | /a: expected \*one\* of \[x\] |)"), std::string::npos) << md;
