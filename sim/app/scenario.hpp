@@ -61,17 +61,18 @@ bool error_names_key(const std::string& message, const std::string& key);
 
 // Throws ConfigError when an override would be lost without a word: a later one replaces a key
 // that holds an earlier one's (`--set model.n_layers=2 --set model=mpt-350m`: the new model has
-// its own n_layers), or a grid axis (origin "--grid" or "the sweep block") sets the key of a
-// --set, or a key holding it, which the --set says applies to every point. The same key twice
-// among the --set options is not refused: the last holds, as documented. `origins` as for
-// load_scenario.
+// its own n_layers), or a grid axis sets the key of a --set, or a key holding it, which the --set
+// says applies to every point. The same key twice among the --set options is not refused: the
+// last holds, as documented. `origins` as for load_scenario.
 void check_overrides_kept(const std::vector<std::string>& overrides,
                           const std::vector<std::string>& origins);
 
 // `overrides` are applied in order, the last of a key holding. An error at a key one of them set
-// says where the value came from: origins[i], the option that gave overrides[i] ("--grid",
-// "--calibration"), or "--set" where `origins` is shorter. Overrides that would be lost are
-// refused (check_overrides_kept).
+// says where the value came from: origins[i], what gave overrides[i], or "--set" where `origins`
+// is shorter. An origin is "--set"; an option that takes the value alone ("--calibration"); or a
+// grid axis: "--grid" (one key), "--grid KEY1+KEY2" (tied keys, as written) or "FILE: /sweep/NAME"
+// (an axis of the scenario's sweep block). Overrides that would be lost are refused
+// (check_overrides_kept).
 Scenario load_scenario(const std::filesystem::path& file, const std::vector<std::string>& overrides,
                        const PresetLocator& presets, const std::vector<std::string>& origins = {});
 

@@ -445,16 +445,26 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
   return s;
 }
 
-// overrides[i] as the command line gave it: "--set a.b=value", "--grid a.b=value", or
-// "--calibration PATH" for an option of its own, which takes only the value; long values cut.
+// Whether `origin` (as for load_scenario) is a grid axis: of several keys or of a sweep block when
+// it is more than "--grid".
+bool is_grid_axis(const std::string& origin) {
+  return origin == "--grid" || origin.rfind("--grid ", 0) == 0 ||
+         origin.find(": /sweep/") != std::string::npos;
+}
+
+// overrides[i] as the user gave it: "--set a.b=value", "--grid a.b=value", "--grid a.b+c=...:
+// a.b=value" and "FILE: /sweep/a.b: a.b=value" (a tied or a sweep block's axis, and the one key
+// of it), or "--calibration PATH" for an option of its own, which takes only the value; long
+// values cut.
 std::string described_override(const std::string& override_text, std::size_t i,
                                const std::vector<std::string>& origins) {
   const std::string origin = i < origins.size() ? origins[i] : std::string("--set");
-  const bool names_key = origin == "--set" || origin == "--grid" || origin == "the sweep block";
+  const bool names_key = origin == "--set" || is_grid_axis(origin);
   const std::string shown =
       names_key ? override_text : override_text.substr(override_text.find('=') + 1);
   constexpr std::size_t kShown = 80;
-  return fmt::format("{} {}{}", origin, shown.substr(0, kShown),
+  const bool axis_named = origin != "--grid" && is_grid_axis(origin);
+  return fmt::format("{}{}{}{}", origin, axis_named ? ": " : " ", shown.substr(0, kShown),
                      shown.size() > kShown ? "..." : "");
 }
 
@@ -500,11 +510,12 @@ void check_overrides_kept(const std::vector<std::string>& overrides,
           lost.size() > k.size() && lost.compare(0, k.size(), k) == 0 && lost[k.size()] == '.';
       const bool same = lost == k && is_axis(later) && !is_axis(earlier);
       if (!inside && !same) continue;
-      const std::string what = fmt::format("{} {}", origin(earlier), overrides[earlier]);
+      const std::string what = described_override(overrides[earlier], earlier, origins);
+      // The axis as the user wrote it: "--grid KEY" for one key given on the command line.
+      const std::string axis = origin(later) == "--grid" ? "--grid " + k : origin(later);
       throw ConfigError(
           is_axis(later)
-              ? fmt::format("{} {}: sets {} at every point, so {} would do nothing; {}",
-                            origin(later), k, k, what,
+              ? fmt::format("{}: sets {} at every point, so {} would do nothing; {}", axis, k, what,
                             same ? "give one of them" : "put it in the grid's values")
               : fmt::format("{} {}: replaces the whole {}, so {} given before it would do "
                             "nothing; give that one after it",

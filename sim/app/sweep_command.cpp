@@ -79,9 +79,11 @@ std::vector<std::string> with(std::vector<std::string> overrides,
   return overrides;
 }
 
-// Where an axis's overrides come from, for load_scenario's messages.
+// Where an axis's overrides come from, for load_scenario's messages (scenario.hpp): "--grid" for
+// one key, the tied keys as written after it, or the sweep block's file and JSON path.
 std::string axis_origin(const GridAxis& axis) {
-  return axis.origin == "--grid" ? "--grid" : "the sweep block";
+  if (axis.origin != "--grid") return axis.origin;
+  return axis.keys.size() == 1 ? "--grid" : "--grid " + axis.name();
 }
 
 // The options a load of the base overrides plus one axis value's come from.
@@ -374,14 +376,10 @@ void check_sweep_block_keys(const std::filesystem::path& scenario,
   // What `sweep` refuses before running that the block alone decides: an axis another axis of it
   // makes do nothing, a key no scenario accepts, a value naming a missing preset or file. (Not
   // an axis beside this command's --set, which the block does not apply to.)
-  try {
-    if (grid_point_count(plan.axes) > 0) {
-      SweepPlan block_only = plan;
-      block_only.base_overrides.clear();
-      check_overrides_kept(grid_point_overrides(plan.axes, 0), point_override_origins(block_only));
-    }
-  } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: {}", scenario.string(), e.what()));
+  if (grid_point_count(plan.axes) > 0) {
+    SweepPlan block_only = plan;
+    block_only.base_overrides.clear();
+    check_overrides_kept(grid_point_overrides(plan.axes, 0), point_override_origins(block_only));
   }
   check_keys(plan, document);
   (void)named_files(plan);

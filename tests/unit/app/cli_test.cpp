@@ -1934,8 +1934,14 @@ TEST(Cli, OverridesThatWouldBeLostAreRefused) {
        "--grid training.micro_batch: sets training.micro_batch at every point, so --set "
        "training.micro_batch=4 would do nothing; give one of them"},
       {"sweep " + with_block.string() + " --grid model=gpt-175b,gpt-1t --out -",
-       "--grid model: sets model at every point, so the sweep block model.n_layers=2 would do "
-       "nothing"}};
+       "--grid model: sets model at every point, so " + with_block.string() +
+           ": /sweep/model.n_layers: model.n_layers=2 would do nothing"},
+      // Tied keys are named as the axis was written.
+      {"sweep " + kScenario +
+           " --grid 'training.micro_batch+training.global_batch=[1,128],[2,256]'"
+           " --set training.global_batch=32 --out -",
+       "--grid training.micro_batch+training.global_batch: sets training.global_batch at every "
+       "point, so --set training.global_batch=32 would do nothing; give one of them"}};
   for (const auto& [command, message] : lost) {
     const Outcome o = run_fsdpsim(command);
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;

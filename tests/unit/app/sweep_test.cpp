@@ -844,6 +844,12 @@ TEST(SweepCommand, TiedKeysVaryTogether) {
                             "/training/global_batch: expected"),
             std::string::npos)
       << bad.output;
+  // The value at fault is named with the axis as written, not as a --grid of its key alone.
+  EXPECT_NE(bad.output.find("(the value comes from --grid "
+                            "training.micro_batch+training.global_batch: training.global_batch="
+                            "\"x\")"),
+            std::string::npos)
+      << bad.output;
 
   // A misspelt key is refused before anything runs, also where a null leaves it out of a value
   // (which then loads): only the values that set a key say whether it is one.
@@ -921,10 +927,11 @@ TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
       tiny_scenario_with_sweep("missing_preset", R"({"model": ["no-such-preset"]})");
   for (const auto& [file, message] :
        {std::pair<fs::path, std::string>{
-            wiped,
-            "sets model at every point, so the sweep block model.n_layers=1 would do nothing"},
+            wiped, wiped.string() + ": /sweep/model: sets model at every point, so " +
+                       wiped.string() +
+                       ": /sweep/model.n_layers: model.n_layers=1 would do nothing"},
         {missing, "unknown models preset \"no-such-preset\""}}) {
-    for (const char* command : {"run", "check"}) {
+    for (const char* command : {"run", "check", "sweep"}) {
       const Outcome o = run_fsdpsim(std::string(command) + " " + file.string());
       EXPECT_EQ(o.exit_code, 2) << command << " " << file << "\n" << o.output;
       EXPECT_NE(o.output.find(message), std::string::npos) << command << "\n" << o.output;
