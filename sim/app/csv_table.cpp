@@ -94,14 +94,17 @@ const char* point_status_name(PointStatus status) {
   return "?";
 }
 
+std::string csv_text(const std::string& text) {
+  std::string out = text;
+  std::replace_if(
+      out.begin(), out.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  return out;
+}
+
 std::string csv_field(const std::string& text) {
   std::string field;
   bool quote = false;
-  for (const char c : text) {
-    if (c == '\n' || c == '\r') {
-      field += ' ';
-      continue;
-    }
+  for (const char c : csv_text(text)) {
     if (c == ',' || c == '"') quote = true;
     if (c == '"') field += '"';
     field += c;

@@ -53,8 +53,10 @@ struct SweepTable {
   std::int64_t grid_points = 0;
 };
 
-// One CSV field, quoted when it holds a comma, quote, or line break (line breaks become spaces
-// so a row is always one line).
+// `text` as a CSV row holds it: line breaks become spaces, so that a row is always one line.
+std::string csv_text(const std::string& text);
+
+// One CSV field: csv_text, quoted when it holds a comma or a quote.
 std::string csv_field(const std::string& text);
 
 // The header and a row without the sweep_id and grid_points columns, which table_to_csv appends.

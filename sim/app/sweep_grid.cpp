@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "sim/app/config_error.hpp"
+#include "sim/app/csv_table.hpp"
 #include "sim/app/json_file.hpp"
 #include "sim/app/json_reader.hpp"
 #include "sim/units/text_scan.hpp"
@@ -118,11 +119,12 @@ void check_distinct_values(const std::vector<std::string>& keys,
     throw ConfigError(fmt::format("{}: value {} is given twice; list each value once",
                                   where(*first_repeat), values[*first_repeat].dump()));
   }
-  // Distinct values the CSV would write alike (1 and "1"): their rows could not be told apart,
-  // nor a value that never ran be named. (A tied axis's arrays are written as JSON: distinct.)
+  // Distinct values the CSV would write alike (1 and "1", "a\nb" and "a b"): their rows could not
+  // be told apart, nor a value that never ran be named. (A tied axis's arrays are written as
+  // JSON: distinct.)
   std::vector<std::string> labels;
   labels.reserve(values.size());
-  for (const nlohmann::json& v : values) labels.push_back(grid_value_label(v));
+  for (const nlohmann::json& v : values) labels.push_back(csv_text(grid_value_label(v)));
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return labels[a] < labels[b]; });
   std::optional<std::pair<std::size_t, std::size_t>> alike;  // (earlier, later)

@@ -117,6 +117,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "values 1 and \"1\" are both written \"1\" in the sweep's CSV"},
         BadGrid{"fsdp.limit_all_gathers=true,\"true\"",
                 "values true and \"true\" are both written \"true\""},
+        BadGrid{R"(name="e\nf","e f")", R"(values "e\nf" and "e f" are both written "e f")"},
         // Tied keys: each value an array of one value per key, each key once.
         BadGrid{"a+b=[1,2],3",
                 "value 3: expected an array of 2 values, one for each of a, b, "
