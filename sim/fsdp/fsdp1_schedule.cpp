@@ -513,7 +513,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
   }
 
   void micro_batch() {
-    run_micro_batch(s_, units_, *this, in_backward_);
+    run_micro_batch(s_, units_, *this, in_backward_, RootPostBackward::kWhenItsGradIsReady);
     for (UnitState& st : state_) {
       st.needs_pre_backward_unshard = false;
       st.prefetched = false;

@@ -569,7 +569,7 @@ class Fsdp2Step final : private UnitHooks {
   }
 
   void micro_batch() {
-    run_micro_batch(s_, units_, *this, in_backward_);
+    run_micro_batch(s_, units_, *this, in_backward_, RootPostBackward::kInTheFinalCallback);
     // The root's post-backward final callback: the compute stream waits for the reductions.
     s_.program().wait_stream(s_.compute(), reduce_scatter_);
     s_.program().wait_stream(s_.compute(), all_reduce_);

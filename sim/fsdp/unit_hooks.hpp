@@ -1,8 +1,9 @@
 // The module hooks an FSDP runtime installs on each unit, and the walk of one micro-batch that
 // fires them where PyTorch's module hooks fire: pre-forward before a unit's first layer,
-// post-forward after its last; pre-backward before the backward of its last layer (the root's at
-// the very start of backward, on the loss), post-backward after the backward of its first layer
-// (the root's at the very end, after the embedding).
+// post-forward after its last; pre-backward before the backward of its last layer, post-backward
+// after the backward of its first layer. The root wraps the whole model: its pre-forward runs
+// first, its post-forward last, its pre-backward at the very start of backward (on the loss),
+// whichever layers it holds itself; its post-backward as RootPostBackward says.
 #pragma once
 
 #include <cstddef>
@@ -27,9 +28,17 @@ class UnitHooks {
   virtual void post_backward_layer(std::size_t /*unit*/, std::size_t /*layer*/) {}
 };
 
+// When the root's post-backward runs. FSDP1 hooks its flat parameter's AccumulateGrad, which
+// fires once the gradient of every parameter the root holds is made: after the backward of its
+// first layer (`_register_post_backward_hook`). FSDP2 hooks the gradients of the root module's
+// inputs, the token ids, which have none: its reduction runs in the final callback, at the very
+// end (`FSDPState._root_post_backward_final_callback`). A root that holds the first layer (every
+// preset: the embedding) reduces at the end either way.
+enum class RootPostBackward { kWhenItsGradIsReady, kInTheFinalCallback };
+
 // Forward then backward of every layer of the workload, each unit's layers tagged with its index.
 // `in_backward` is false during the forward walk and true during the backward walk.
 void run_micro_batch(StepBuilder& s, const std::vector<FsdpUnit>& units, UnitHooks& hooks,
-                     bool& in_backward);
+                     bool& in_backward, RootPostBackward root_post_backward);
 
 }  // namespace fsdpsim::fsdp

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string_view>
+#include <vector>
 
 #include "models/workload.hpp"
 #include "sim/fsdp/simulation.hpp"
@@ -78,11 +80,64 @@ TEST(CustomModel, StepMatchesTheHandCheckedTinyWorkload) {
   EXPECT_EQ(r.tokens_per_step_per_gpu, 1);
 }
 
-// Every layer in a child unit leaves the root without layers; its hooks must still run first
-// and last (FSDP1 and FSDP2): the root's pre-forward makes the all-gather streams wait for the
-// previous step's optimizer, which updates the shards they read.
-TEST(CustomModel, RootHooksRunWhenTheRootHasNoLayers) {
-  const models::Workload workload = one_token_workload(every_layer_a_unit());
+// tiny_custom with the embedding a unit too: the root holds the head, the model's last layer.
+models::TransformerSpec root_holds_the_head() {
+  models::TransformerSpec spec = tiny_custom();
+  spec.custom_layers.front().fsdp_unit = true;
+  return spec;
+}
+
+// tiny_custom with the head a unit too: the root holds the embedding, the model's first layer.
+models::TransformerSpec root_holds_the_embedding() {
+  models::TransformerSpec spec = tiny_custom();
+  spec.custom_layers.back().fsdp_unit = true;
+  return spec;
+}
+
+// The root wraps the whole model, whichever layers it holds: its hooks run first and last (FSDP1
+// and FSDP2), where the root has no layers and where it holds only the last one (they ran at
+// the head, after the children's forward). The root's pre-forward makes the all-gather streams
+// wait for the previous step's optimizer, which updates the shards they read.
+TEST(CustomModel, RootHooksRunFirstAndLastWhicheverLayersTheRootHolds) {
+  for (const models::TransformerSpec& spec : {every_layer_a_unit(), root_holds_the_head()}) {
+    const models::Workload workload = one_token_workload(spec);
+    for (const std::int32_t version : {1, 2}) {
+      ScheduleInput in;
+      in.workload = &workload;
+      in.cluster = testing::tiny_cluster();
+      in.fsdp.version = version;
+      in.training.global_batch = 2;
+      in.training.seq_len = 1;
+      SimulationOptions two_steps;  // the allocator's warm-up step precedes the measured one
+      memory::AllocatorConfig allocator;
+      allocator.capacity = in.cluster.gpu.usable_memory();
+      two_steps.allocator = allocator;
+      const SimulationOutput out = simulate_step(in, two_steps);
+      const engine::Program& p = out.schedule.program;
+      SimTime warmup_optimizer_end{};
+      SimTime first_collective_start = out.timeline.makespan;
+      for (std::size_t i = 0; i < p.ops.size(); ++i) {
+        const bool measured = i >= out.schedule.measured_first_op;
+        if (!measured && p.ops[i].phase == static_cast<std::uint8_t>(Phase::kOptimizer)) {
+          warmup_optimizer_end = std::max(warmup_optimizer_end, out.timeline.ops[i].end);
+        }
+        if (measured && p.ops[i].kind == engine::OpKind::kCommunication) {
+          first_collective_start = std::min(first_collective_start, out.timeline.ops[i].start);
+        }
+      }
+      EXPECT_GE(first_collective_start, warmup_optimizer_end)
+          << spec.custom_layers.front().fsdp_unit << " FSDP" << version;
+    }
+  }
+}
+
+// The root's pre-backward runs on the loss, before any unit's: where the root holds only the
+// embedding it ran at the end of backward, and its prefetch (FSDP2) gathered the head, resharded
+// by then, for no layer of this step to use, held into the next step's forward. Every gather of
+// the step is used by a kernel of its unit after it, each child unit gathers twice (forward,
+// backward) and the root once (it is not resharded after forward).
+TEST(CustomModel, EveryGatherIsUsedWhereTheRootHoldsOnlyTheFirstLayer) {
+  const models::Workload workload = one_token_workload(root_holds_the_embedding());
   for (const std::int32_t version : {1, 2}) {
     ScheduleInput in;
     in.workload = &workload;
@@ -90,24 +145,25 @@ TEST(CustomModel, RootHooksRunWhenTheRootHasNoLayers) {
     in.fsdp.version = version;
     in.training.global_batch = 2;
     in.training.seq_len = 1;
-    SimulationOptions two_steps;  // the allocator's warm-up step precedes the measured one
-    memory::AllocatorConfig allocator;
-    allocator.capacity = in.cluster.gpu.usable_memory();
-    two_steps.allocator = allocator;
-    const SimulationOutput out = simulate_step(in, two_steps);
+    SimulationOptions warm;
+    warm.warm_up = true;
+    const SimulationOutput out = simulate_step(in, warm);
     const engine::Program& p = out.schedule.program;
-    SimTime warmup_optimizer_end{};
-    SimTime first_collective_start = out.timeline.makespan;
-    for (std::size_t i = 0; i < p.ops.size(); ++i) {
-      const bool measured = i >= out.schedule.measured_first_op;
-      if (!measured && p.ops[i].phase == static_cast<std::uint8_t>(Phase::kOptimizer)) {
-        warmup_optimizer_end = std::max(warmup_optimizer_end, out.timeline.ops[i].end);
+    const std::size_t units = out.schedule.units.size();
+    std::vector<int> gathers(units, 0);
+    for (std::size_t i = out.schedule.measured_first_op; i < p.ops.size(); ++i) {
+      const std::string_view name = p.names[p.ops[i].name];
+      if (!name.ends_with(".all_gather") || p.ops[i].group < 0) continue;
+      ++gathers[static_cast<std::size_t>(p.ops[i].group)];
+      bool used = false;
+      for (std::size_t j = i + 1; j < p.ops.size() && !used; ++j) {
+        used = p.ops[j].group == p.ops[i].group && p.ops[j].kind == engine::OpKind::kCompute &&
+               p.names[p.ops[j].name].find("all_gather") == std::string_view::npos;
       }
-      if (measured && p.ops[i].kind == engine::OpKind::kCommunication) {
-        first_collective_start = std::min(first_collective_start, out.timeline.ops[i].start);
-      }
+      EXPECT_TRUE(used) << name << " at op " << i << ", FSDP" << version;
     }
-    EXPECT_GE(first_collective_start, warmup_optimizer_end) << "FSDP" << version;
+    for (std::size_t u = 0; u + 1 < units; ++u) EXPECT_EQ(gathers[u], 2) << "FSDP" << version;
+    EXPECT_EQ(gathers[units - 1], 1) << "FSDP" << version;
   }
 }
 
