@@ -410,9 +410,13 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     // flat_param.grad.to(reduce_dtype), then F.pad to a multiple of the shard group.
     TensorId input = unsharded_grad;
     const bool cast = reduce_dtype != f_.param_dtype || unit.padded_numel != unit.numel;
+    // NO_SHARD reduces flat_param.grad in place, and the first reduction of a step leaves it
+    // there as the gradient when it already has the FlatParameter's dtype.
+    const bool reduced_is_grad = !sharded() && !st.has_grad && reduce_dtype == storage();
     if (cast) {
-      input = s_.allocate(unit.name + ".reduce_input", elements(unit.padded_numel, reduce_dtype),
-                          post_backward_, MemoryCategory::kCommunication);
+      input = s_.allocate(
+          unit.name + ".reduce_input", elements(unit.padded_numel, reduce_dtype), post_backward_,
+          reduced_is_grad ? MemoryCategory::kGradients : MemoryCategory::kCommunication);
       s_.copy(unit.name + ".grad_to_reduce_dtype", post_backward_,
               elements(unit.numel, f_.param_dtype) + elements(unit.padded_numel, reduce_dtype),
               Phase::kBackward, g(u));
@@ -426,22 +430,31 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     StreamId accumulate_stream = post_backward_;
     const std::int64_t grad_numel = sharded() ? unit.shard_numel : unit.numel;
     if (!sharded()) {
+      // _reduce_grad_no_shard: all-reduce flat_param.grad in place, then
+      // _cast_grad_to_param_dtype (a new tensor of the FlatParameter's dtype where the reduction's
+      // differs). The result is NO_SHARD's full .grad, kept until the optimizer step; a later
+      // reduction of the step (gradient accumulation outside no_sync) is added to it.
       s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, post_backward_, shard_pg_,
                     elements(unit.numel, reduce_dtype), Phase::kBackward, g(u));
       divide_after_reduction(u, post_backward_, grad_numel);
-      // NO_SHARD's full .grad (storage dtype), kept (or added to) until the optimizer step.
-      if (!st.has_grad) {
+      if (reduced_is_grad) {
+        st.grad = input;
+      } else if (!st.has_grad) {
         st.grad = s_.allocate(unit.name + ".grad", elements(grad_numel, storage()), post_backward_,
                               MemoryCategory::kGradients);
-        st.has_grad = true;
+        s_.copy(unit.name + ".grad_to_param_dtype", post_backward_,
+                elements(grad_numel, reduce_dtype) + elements(grad_numel, storage()),
+                Phase::kBackward, g(u));
+      } else {
+        s_.copy(unit.name + ".accumulate_grad", post_backward_,
+                elements(grad_numel, reduce_dtype) + 3 * elements(grad_numel, storage()),
+                Phase::kBackward, g(u));
       }
-      s_.copy(unit.name + ".accumulate_grad", post_backward_,
-              elements(grad_numel, reduce_dtype) + 3 * elements(grad_numel, storage()),
-              Phase::kBackward, g(u));
+      st.has_grad = true;
       offload_grad(u, post_backward_, grad_numel);
       const EventRef reduced = s_.program().record_event(post_backward_);
-      if (cast) s_.free(input);
-      s_.free(unsharded_grad, reduced);
+      if (cast && !reduced_is_grad) s_.free(input);
+      if (cast || !reduced_is_grad) s_.free(unsharded_grad, reduced);
       return;
     }
     // _accumulate_sharded_grad: the reduce-scatter output, cast to the FlatParameter's dtype

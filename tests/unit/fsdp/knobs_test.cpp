@@ -128,13 +128,13 @@ TEST(Knobs, ShardGradOpSkipsBackwardAllGathers) {
   EXPECT_EQ(full.count_suffix(".all_gather"), 5u);
 }
 
-// NO_SHARD: no all-gather; each unit pre-divides its 40 MB gradient (80 us), all-reduces it
-// (factor 2(n-1)/n = 1 at 1 TB/s: 40 us) and keeps a full fp32 gradient (accumulate 40 + 3 x
-// 40 MB: 160 us). Forward 0-400; head bwd 400-600; b1 bwd 600-800, concat 800-880, pre-divide
-// 880-960, all-reduce 960-1000, accumulate 1000-1160; b0 bwd 880-1080, concat 1080-1160,
-// pre-divide 1160-1240, all-reduce 1240-1280, accumulate 1280-1440; embedding bwd 1160-1360,
-// concat 1360-1440, pre-divide 1440-1520, all-reduce 1520-1560, accumulate 1560-1720; AdamW on
-// full 10M-element tensors 3 x 280 us: 2560.
+// NO_SHARD: no all-gather; each unit pre-divides its 40 MB gradient (80 us) and all-reduces it
+// in place (factor 2(n-1)/n = 1 at 1 TB/s: 40 us), which is then the unit's full fp32 gradient
+// (_reduce_grad_no_shard: no copy, the reduction's dtype being the parameters'). Forward 0-400;
+// head bwd 400-600; b1 bwd 600-800, concat 800-880, pre-divide 880-960, all-reduce 960-1000; b0
+// bwd 880-1080, concat 1080-1160, pre-divide 1160-1240, all-reduce 1240-1280; embedding bwd
+// 1160-1360, concat 1360-1440, pre-divide 1440-1520, all-reduce 1520-1560; AdamW on full
+// 10M-element tensors 3 x 280 us: 2400.
 TEST(Knobs, NoShardAllReducesFullGradients) {
   const Knobs k =
       run([](ScheduleInput& in) { in.fsdp.sharding_strategy = ShardingStrategy::kNoShard; });
@@ -142,7 +142,20 @@ TEST(Knobs, NoShardAllReducesFullGradients) {
   EXPECT_EQ(k.span("blocks.1.all_reduce"), std::make_pair(us(960), us(1000)));
   EXPECT_EQ(k.span("blocks.0.all_reduce"), std::make_pair(us(1240), us(1280)));
   EXPECT_EQ(k.span("root.all_reduce"), std::make_pair(us(1520), us(1560)));
-  EXPECT_EQ(k.step(), us(2560));
+  EXPECT_EQ(k.count_suffix(".accumulate_grad") + k.count_suffix(".grad_to_param_dtype"), 0u);
+  EXPECT_EQ(k.step(), us(2400));
+  // Reduced in bf16, each gradient is cast to the fp32 FlatParameter's dtype
+  // (_cast_grad_to_param_dtype): 10M elements read as bf16 and written as fp32, 60 MB.
+  const Knobs bf16 = run([](ScheduleInput& in) {
+    in.fsdp.sharding_strategy = ShardingStrategy::kNoShard;
+    in.fsdp.param_dtype = Dtype::kBf16;
+    in.fsdp.reduce_dtype = Dtype::kBf16;
+  });
+  EXPECT_EQ(bf16.count_suffix(".grad_to_param_dtype"), 3u);
+  EXPECT_EQ(bf16.count_suffix(".accumulate_grad"), 0u);
+  const engine::Program& p = bf16.out.schedule.program;
+  const engine::Op& cast = p.ops[bf16.first_index("blocks.1.grad_to_param_dtype")];
+  EXPECT_EQ(cast.bytes.value(), 60'000'000);
   // Full replicas: 4 + 8 bytes per parameter before the step.
   EXPECT_EQ(k.out.schedule.baseline[static_cast<std::size_t>(memory::MemoryCategory::kParameters)]
                 .value(),
