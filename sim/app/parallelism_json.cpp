@@ -136,6 +136,18 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
         !problem.empty()) {
       throw ConfigError(file, "/fsdp/shard_group_size", problem);
     }
+    // FSDP1's _init_core_state makes a one-GPU shard group NO_SHARD, whose gradient all-reduce
+    // (_reduce_grad_no_shard, over the shard group) then reaches no other replica.
+    if (!v2 && f.shard_group_size == 1 && cluster.world_size() > 1) {
+      throw ConfigError(
+          file, r.has("shard_group_size") ? "/fsdp/shard_group_size" : "/fsdp/sharding_strategy",
+          fmt::format("{} with shard groups of 1 GPU{}: FSDP1 runs each group as NO_SHARD, "
+                      "whose gradient all-reduce stays inside the group, so the {} replicas are "
+                      "never synchronized; use NO_SHARD, a shard group of 2 GPUs or more, or "
+                      "FSDP2",
+                      strategy, r.has("shard_group_size") ? "" : " (one GPU per node)",
+                      cluster.world_size()));
+    }
   }
   if (r.has("max_inflight_all_gathers") && !f.limit_all_gathers) {
     throw ConfigError(file, "/fsdp/max_inflight_all_gathers",

@@ -59,7 +59,8 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
       : in_(input),
         f_(input.fsdp),
         s_(input),
-        strategy_(f_.sharding_strategy),
+        // _init_core_state: a shard group of one GPU runs NO_SHARD, whatever the strategy.
+        strategy_(s_.shard_group_size() == 1 ? ShardingStrategy::kNoShard : f_.sharding_strategy),
         shard_size_(s_.shard_group_size()),
         units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit,
                           strategy_ == ShardingStrategy::kNoShard ? 1 : shard_size_)),

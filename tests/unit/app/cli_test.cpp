@@ -953,6 +953,11 @@ INSTANTIATE_TEST_SUITE_P(
                     {"last_unit_reshard_after_forward", true}}}},
                  "/fsdp/last_unit_reshard_after_forward: SHARD_GRAD_OP keeps parameters after "
                  "forward; it contradicts last_unit_reshard_after_forward"},
+        // FSDP1 makes a one-GPU shard group NO_SHARD, reducing gradients inside it only.
+        BadInput{"fsdp1_hybrid_shard_groups_of_one_gpu",
+                 {{"fsdp", {{"sharding_strategy", "HYBRID_SHARD"}, {"shard_group_size", 1}}}},
+                 "/fsdp/shard_group_size: HYBRID_SHARD with shard groups of 1 GPU: FSDP1 runs "
+                 "each group as NO_SHARD, whose gradient all-reduce stays inside the group"},
         BadInput{"float8_all_gather_fsdp1",
                  {{"fsdp", {{"float8_all_gather", true}}}},
                  "/fsdp/float8_all_gather: torchao's float8 all-gather is an FSDP2 (version 2) "

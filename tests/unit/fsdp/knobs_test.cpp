@@ -162,6 +162,25 @@ TEST(Knobs, NoShardAllReducesFullGradients) {
             120'000'000);
 }
 
+// On one GPU FSDP1 runs NO_SHARD whatever the strategy (_init_core_state: "FSDP is switching to
+// use NO_SHARD instead of ... since the world size is 1"): FULL_SHARD gathers nothing and takes
+// NO_SHARD's step to the picosecond.
+TEST(Knobs, OneGpuRunsNoShardWhateverTheStrategy) {
+  const auto one_gpu = [](ShardingStrategy strategy) {
+    return [strategy](ScheduleInput& in) {
+      in.cluster.gpus_per_node = 1;
+      in.training.global_batch = 1;
+      in.fsdp.sharding_strategy = strategy;
+    };
+  };
+  const Knobs full = run(one_gpu(ShardingStrategy::kFullShard));
+  const Knobs none = run(one_gpu(ShardingStrategy::kNoShard));
+  EXPECT_EQ(full.count_suffix(".all_gather"), 0u);
+  EXPECT_EQ(full.count_suffix(".all_reduce"), 3u);
+  EXPECT_EQ(full.step(), none.step());
+  EXPECT_EQ(full.out.result.memory.peak_allocated, none.out.result.memory.peak_allocated);
+}
+
 // HYBRID_SHARD on 2 nodes x 2 GPUs: shard groups inside a node (all-gathers as in the
 // baseline), replicas across nodes. The 20 MB shard is all-reduced over 2 ranks, one per node,
 // on the all-reduce stream, using its GPU's share of the NICs (400 GB/s / 2 GPUs = 200 GB/s):
