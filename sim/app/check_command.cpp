@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <iostream>
 #include <set>
 #include <system_error>
@@ -41,9 +42,10 @@ The baseline is a result JSON recorded with `fsdpsim run SCENARIO --json PATH` (
 fits), relative to the scenario file; the keys must stay within the relative tolerance (default
 0.05) of it.
 
-Folders are searched recursively for *.json; files that are not scenarios (no schema_version and
-model) are skipped, counted and named in the summary. Scenarios without "expect" are loaded and
-validated (a misspelled key is an error, as in run) but not simulated, and reported as skipped.
+Folders are searched recursively for *.json; files that are not scenarios (no schema_version, or
+none of model, hardware, training, fsdp beside it) are skipped, counted and named in the
+summary. Scenarios without "expect" are loaded and validated (a misspelled key is an error, as in
+run) but not simulated, and reported as skipped.
 A file named on the command line must be a scenario, and so must a file with an "expect" block.
 
 Exit codes: 0 every check passed, 1 internal error, 2 bad usage, a bad scenario / expect block
@@ -52,8 +54,15 @@ are still checked and reported) or nothing checked at all, 3 a check failed, 130
 (143 terminated): the scenarios checked by then are reported and the JUnit XML written (a second
 signal ends it at once).)";
 
+constexpr std::array<const char*, 4> kScenarioSections = {"model", "hardware", "training", "fsdp"};
+
+// A scenario holds schema_version and a model, or schema_version beside a scenario's own sections
+// (hardware, training, fsdp): a misspelt model is then an error, not a file skipped as another
+// JSON. Presets and calibration profiles carry schema_version without any of these.
 bool is_scenario(const nlohmann::json& document) {
-  return document.is_object() && document.contains("schema_version") && document.contains("model");
+  if (!document.is_object() || !document.contains("schema_version")) return false;
+  return std::any_of(kScenarioSections.begin(), kScenarioSections.end(),
+                     [&](const char* key) { return document.contains(key); });
 }
 
 std::string plural(std::size_t n, const char* one, const char* many) {

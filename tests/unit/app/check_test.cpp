@@ -498,6 +498,20 @@ TEST(CheckCommand, AnExpectBlockInAFileThatIsNotAScenarioIsAnError) {
   EXPECT_NE(o.output.find("PASS " + (dir / "good.json").string()), std::string::npos) << o.output;
 }
 
+// A file with schema_version and a scenario's sections is a scenario, expectations or not: with
+// its model misspelt it is an error, not skipped as another JSON while check exits 0.
+TEST(CheckCommand, AScenarioWithAMisspeltModelIsAnError) {
+  const fs::path dir = temp_dir("misspelt_model");
+  tiny_scenario(dir, "good", {{"expect", {{"status", "ok"}}}});
+  const nlohmann::json model = test_support::tiny_llama_scenario("typo")["model"];
+  const fs::path typo = tiny_scenario(dir, "typo", {{"model", nullptr}, {"modle", model}});
+  const Outcome o = run_fsdpsim("check " + dir.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find(typo.string()), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("modle"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("PASS " + (dir / "good.json").string()), std::string::npos) << o.output;
+}
+
 // SIGTERM (a CI job's time limit) or Ctrl-C stops check before its next scenario: the checks
 // done are reported and the JUnit XML written, each scenario not reached a skipped test case.
 // A fast scenario, then forty that take some 0.2 s each (32 micro-batches of GPT-175B): the
