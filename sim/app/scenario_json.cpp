@@ -445,8 +445,8 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
   return s;
 }
 
-// Whether `origin` (as for load_scenario) is a grid axis: of several keys or of a sweep block when
-// it is more than "--grid".
+// Whether `origin` (as for load_scenario) names a grid axis: "--grid", "--grid KEY1+KEY2" or
+// "FILE: /sweep/NAME".
 bool is_grid_axis(const std::string& origin) {
   return origin == "--grid" || origin.rfind("--grid ", 0) == 0 ||
          origin.find(": /sweep/") != std::string::npos;
