@@ -53,6 +53,17 @@ models::Workload one_token_workload(const models::TransformerSpec& spec) {
   return models::build_workload(spec, options);
 }
 
+// One step of `workload` on the tiny cluster under FSDP `version`, one token per GPU.
+ScheduleInput one_token_step(const models::Workload& workload, std::int32_t version) {
+  ScheduleInput in;
+  in.workload = &workload;
+  in.cluster = testing::tiny_cluster();
+  in.fsdp.version = version;
+  in.training.global_batch = 2;
+  in.training.seq_len = 1;
+  return in;
+}
+
 StepResult simulate(const models::Workload& workload) {
   ScheduleInput in;
   in.workload = &workload;
@@ -102,12 +113,7 @@ TEST(CustomModel, RootHooksRunFirstAndLastWhicheverLayersTheRootHolds) {
   for (const models::TransformerSpec& spec : {every_layer_a_unit(), root_holds_the_head()}) {
     const models::Workload workload = one_token_workload(spec);
     for (const std::int32_t version : {1, 2}) {
-      ScheduleInput in;
-      in.workload = &workload;
-      in.cluster = testing::tiny_cluster();
-      in.fsdp.version = version;
-      in.training.global_batch = 2;
-      in.training.seq_len = 1;
+      ScheduleInput in = one_token_step(workload, version);
       SimulationOptions two_steps;  // the allocator's warm-up step precedes the measured one
       memory::AllocatorConfig allocator;
       allocator.capacity = in.cluster.gpu.usable_memory();
@@ -139,12 +145,7 @@ TEST(CustomModel, RootHooksRunFirstAndLastWhicheverLayersTheRootHolds) {
 TEST(CustomModel, EveryGatherIsUsedWhereTheRootHoldsOnlyTheFirstLayer) {
   const models::Workload workload = one_token_workload(root_holds_the_embedding());
   for (const std::int32_t version : {1, 2}) {
-    ScheduleInput in;
-    in.workload = &workload;
-    in.cluster = testing::tiny_cluster();
-    in.fsdp.version = version;
-    in.training.global_batch = 2;
-    in.training.seq_len = 1;
+    ScheduleInput in = one_token_step(workload, version);
     SimulationOptions warm;
     warm.warm_up = true;
     const SimulationOutput out = simulate_step(in, warm);
@@ -180,14 +181,9 @@ TEST(CustomModel, UnitsWithoutParametersHaveNoHandle) {
   spec.custom_layers.insert(spec.custom_layers.begin() + 2, unit("pool", 0, 1'000'000, true));
   const models::Workload workload = one_token_workload(spec);
   for (const std::int32_t version : {1, 2}) {
-    ScheduleInput in;
-    in.workload = &workload;
-    in.cluster = testing::tiny_cluster();
+    ScheduleInput in = one_token_step(workload, version);
     in.cluster.fsdp_hook_overhead = microseconds(1.0);  // hooks on the CPU's timeline
-    in.fsdp.version = version;
     in.fsdp.limit_all_gathers = version == 1;
-    in.training.global_batch = 2;
-    in.training.seq_len = 1;
     SimulationOptions warm;
     warm.warm_up = true;
     const SimulationOutput out = simulate_step(in, warm);
