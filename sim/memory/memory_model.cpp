@@ -32,13 +32,10 @@ MemoryModel::MemoryModel(const MemoryModelOptions& options)
   if (!options.allocator) return;
   allocator_.emplace(*options.allocator);
   // Parameters and optimizer states were allocated before the step (model init, first step).
-  // Counted at the size of the block each got, as the step's tensors are (block_size_).
-  std::array<Bytes, kMemoryCategoryCount> counted = options.baseline;
   for (std::size_t c = 0; c < options.baseline.size(); ++c) {
     const Bytes b = options.baseline[c];
     if (b.value() <= 0) continue;
     const MallocResult r = allocator_->malloc(b, 0);
-    if (r.status == MallocStatus::kAllocated) counted[c] = r.size;
     if (r.status != MallocStatus::kAllocated && !reserved_.out_of_memory) {
       // No tensor of the step failed: say which state did not fit.
       std::ostringstream what;
@@ -48,7 +45,6 @@ MemoryModel::MemoryModel(const MemoryModelOptions& options)
       note_out_of_memory(what.str());
     }
   }
-  tracker_ = MemoryTracker(counted, options.record_samples);
   note_reserved(SimTime{});
 }
 

@@ -194,21 +194,6 @@ TEST(MemoryModel, OutOfMemoryBeforeTheStepNamesTheStateThatDidNotFit) {
       << m.reserved().oom_message;
 }
 
-// State held from before the step is counted as the step's tensors are, at the size of its block
-// (alloc_found_block adds block->size to allocated and active): with roundup_power2_divisions 4 a
-// 40 MiB + 512 B parameter buffer takes a 48 MiB block (the quarter of [32, 64) MiB above it), and
-// with no rounding a 30 MiB + 512 B one a 30 MiB + 512 B block.
-TEST(MemoryModel, StateFromBeforeTheStepIsCountedAtItsBlockSize) {
-  const auto peak_allocated = [](Bytes parameters, std::int32_t divisions) {
-    MemoryModelOptions o = options(mib(100));
-    o.allocator->roundup_power2_divisions = uniform_roundup_power2_divisions(divisions);
-    o.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] = parameters;
-    return MemoryModel(o).stats().peak_allocated;
-  };
-  EXPECT_EQ(peak_allocated(mib(40) + Bytes(512), 4), mib(48));
-  EXPECT_EQ(peak_allocated(mib(30) + Bytes(512), 0), mib(30) + Bytes(512));
-}
-
 // After the first failure the step goes on as if the device had room: a later request that
 // would fail too costs no flush, synchronize or retry, the reserved figures stay those of the
 // failure, and the allocated peak goes on counting what the step needs.
