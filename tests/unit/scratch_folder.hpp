@@ -1,12 +1,15 @@
 // The scratch folder of one test process, shared by every test suite: made once by mkdtemp in
-// the system's temporary folder, and removed with its contents when the process exits, so that
-// test runs leave nothing behind (ctest starts one process per test: a folder kept by each
-// filled /tmp with tens of thousands). A process in which a test failed keeps it, and says where,
-// for the files to be looked at.
+// the system's temporary folder, and removed with its contents when the process returns from
+// main or calls exit, so that test runs leave nothing behind (ctest starts one process per test:
+// a folder kept by each filled /tmp with tens of thousands). A process in which a test failed
+// keeps it, and says where, for the files to be looked at; one killed by a signal or ended by
+// _exit or abort (a ctest timeout) keeps it too. A child forked by a death test that exits never
+// removes its parent's folder.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <stdlib.h>  // mkdtemp (POSIX)
+#include <unistd.h>  // getpid
 
 #include <filesystem>
 #include <iostream>
@@ -26,6 +29,7 @@ class ProcessScratchFolder {
     path_ = pattern;
   }
   ~ProcessScratchFolder() {
+    if (::getpid() != owner_) return;  // a forked child's exit: the folder is its parent's
     // GoogleTest's UnitTest lives to the end of the process (it is never destroyed).
     if (::testing::UnitTest::GetInstance()->Failed()) {
       std::cerr << "scratch folder of the failed test kept: " << path_.string() << '\n';
@@ -41,6 +45,7 @@ class ProcessScratchFolder {
 
  private:
   std::filesystem::path path_;
+  pid_t owner_ = ::getpid();
 };
 
 // This test process's own scratch folder. A folder named after the PID alone was not: PIDs are
