@@ -31,8 +31,9 @@ struct Scenario {
   // absent. The `sweep` block is only validated here: fsdpsim sweep reads it from the file, in
   // its written key order (sweep_grid.hpp).
   std::optional<Expectations> expectations;
-  // The overrides applied, as given ("--set a.b=value", "--grid a.b=value"): for messages about
-  // the scenario as a whole, such as a time out of range, to say which values it was run with.
+  // The overrides applied, each with where it came from (described as load_scenario's errors
+  // describe them: "--set a.b=value", "--grid a.b=value", ...): for messages about the scenario
+  // as a whole, such as a time out of range, to say which values it was run with.
   std::vector<std::string> overrides;
 };
 

@@ -55,8 +55,8 @@ struct SweepPlan {
 };
 
 // The options a point's overrides (base_overrides, then grid_point_overrides) come from, for
-// load_scenario's messages: "--set" for each base override, then "--grid" or "the sweep block"
-// for each key of each axis.
+// load_scenario's messages: "--set" for each base override, then each key's axis (its origin as
+// scenario.hpp lists them: "--grid", "--grid KEY1+KEY2", "FILE: /sweep/NAME").
 std::vector<std::string> point_override_origins(const SweepPlan& plan);
 
 // Reads the scenario and its `sweep` block, parses the --grid options and checks them before

@@ -394,7 +394,9 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     // _post_backward_reshard: _should_free_in_backward (sharded, and syncing or a strategy that
     // reshards after forward), then BACKWARD_POST prefetch.
     reshard(u, sync_gradients_ || reshards_after_forward(strategy_));
-    // The root's target, the last block, ran its pre-backward first: nothing to prefetch.
+    // The root's target is the last child unit: already gathered by its own pre-backward where
+    // the root reduces at the end of backward, prefetched here where the root holds only layers
+    // after it (a custom model's head), whose backward comes first.
     if (f_.backward_prefetch == BackwardPrefetch::kBackwardPost) prefetch_before(u);
     if (!sync_gradients_) return;  // inside no_sync: the unsharded gradient waits
     const TensorId grad = st.has_kept_grad ? st.kept_grad : flat_grad;
@@ -558,9 +560,11 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
     s_.optimizer_step(tensors, clipping);
     // zero_grad(set_to_none=True) frees the gradients. Nothing record_stream'ed them for the
     // compute stream that read them (_runtime_utils.py record_streams only the unsharded gradient
-    // and, with HSDP, the reduce-scatter output), so each block goes back at once to the pool of
-    // the stream it was made on; that stream's next work waits for the compute stream anyway
-    // (_post_backward_hook: post_backward_stream.wait_stream(current_stream)).
+    // and, with HSDP, the reduce-scatter output; NO_SHARD's .grad, that unsharded gradient, was
+    // used by the post-backward stream, which the final callback has waited for), so each block
+    // goes back at once to the pool of the stream it was made on; that stream's next work waits
+    // for the compute stream anyway (_post_backward_hook:
+    // post_backward_stream.wait_stream(current_stream)).
     drop_gradients();
   }
 
