@@ -82,8 +82,7 @@ std::vector<std::string> with(std::vector<std::string> overrides,
 // Where an axis's overrides come from, for load_scenario's messages (scenario.hpp): "--grid" for
 // one key, the tied keys as written after it, or the sweep block's file and JSON path.
 std::string axis_origin(const GridAxis& axis) {
-  if (axis.origin != "--grid") return axis.origin;
-  return axis.keys.size() == 1 ? "--grid" : "--grid " + axis.name();
+  return axis.origin == "--grid" && axis.keys.size() == 1 ? "--grid" : axis.where();
 }
 
 // The options a load of the base overrides plus one axis value's come from.
@@ -228,9 +227,7 @@ void check_keys(const SweepPlan& plan, const nlohmann::json& document) {
     }
     for (std::size_t k = 0; k < keys; ++k) {
       if (!every_value_names_key[k] || !first_error[k]) continue;
-      const std::string where =
-          axis.origin == "--grid" ? fmt::format("--grid {}", axis.name()) : axis.origin;
-      throw ConfigError(fmt::format("{}: {}not a scenario key ({})", where,
+      throw ConfigError(fmt::format("{}: {}not a scenario key ({})", axis.where(),
                                     keys == 1 ? "" : axis.keys[k] + " is ", *first_error[k]));
     }
   }
@@ -263,8 +260,7 @@ std::set<std::filesystem::path> named_files(const SweepPlan& plan) {
                    what.find(path + "/") != std::string::npos;
           });
       if (at_axis && names_unusable_file(what)) {
-        throw ConfigError(fmt::format(
-            "{}: {}", axis->origin == "--grid" ? "--grid " + axis->name() : axis->origin, what));
+        throw ConfigError(fmt::format("{}: {}", axis->where(), what));
       }
     }
   };

@@ -210,12 +210,14 @@ std::string grid_option_in_message(const std::string& option) {
   if (option.size() <= kShown) return fmt::format("--grid \"{}\"", option);
   std::size_t cut = kShown - 3;
   while (cut > 0 && (static_cast<unsigned char>(option[cut]) & 0xC0U) == 0x80U) --cut;  // UTF-8
-  return fmt::format("--grid \"{}...\" ({} characters)", option.substr(0, cut), option.size());
+  return fmt::format("--grid \"{}...\" ({} bytes)", option.substr(0, cut), option.size());
 }
 
 }  // namespace
 
 std::string GridAxis::name() const { return fmt::format("{}", fmt::join(keys, "+")); }
+
+std::string GridAxis::where() const { return origin == "--grid" ? "--grid " + name() : origin; }
 
 std::vector<std::string> grid_axis_names(const std::vector<GridAxis>& axes) {
   std::vector<std::string> names;

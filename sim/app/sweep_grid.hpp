@@ -26,6 +26,8 @@ struct GridAxis {
 
   // The keys as written: joined by '+'.
   [[nodiscard]] std::string name() const;
+  // The axis as the user wrote it, for messages: "--grid NAME", or the sweep block's origin.
+  [[nodiscard]] std::string where() const;
   // What value `v` sets key `k` to.
   [[nodiscard]] const nlohmann::json& value_of(std::size_t v, std::size_t k) const {
     return keys.size() == 1 ? values[v] : values[v][k];
