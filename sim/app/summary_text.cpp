@@ -116,9 +116,9 @@ std::string parallelism_line(const Scenario& s) {
                          f.sharding_strategy != fsdp::ShardingStrategy::kNoShard;
     line = fmt::format("fsdp       v1, {}{}, backward_prefetch {}, limit_all_gathers {}",
                        strategy_name(f.sharding_strategy),
-                       hybrid    ? fmt::format(" (shard groups of {})", f.shard_group_size)
-                       : one_gpu ? " (run as NO_SHARD on one GPU)"
-                                 : "",
+                       one_gpu  ? " (run as NO_SHARD on one GPU)"
+                       : hybrid ? fmt::format(" (shard groups of {})", f.shard_group_size)
+                                : "",
                        prefetch_name(f.backward_prefetch), f.limit_all_gathers ? "on" : "off");
   } else {
     // FSDP2 has no strategies: a mesh and reshard_after_forward (SHARD_GRAD_OP was read as
