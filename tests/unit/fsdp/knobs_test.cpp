@@ -156,6 +156,16 @@ TEST(Knobs, NoShardAllReducesFullGradients) {
   const engine::Program& p = bf16.out.schedule.program;
   const engine::Op& cast = p.ops[bf16.first_index("blocks.1.grad_to_param_dtype")];
   EXPECT_EQ(cast.bytes.value(), 60'000'000);
+  // bf16 parameters reduced in fp32, the FlatParameter's dtype: the cast into the reduction's
+  // dtype makes the tensor that is all-reduced and then kept as .grad, with no copy after.
+  const Knobs mixed = run([](ScheduleInput& in) {
+    in.fsdp.sharding_strategy = ShardingStrategy::kNoShard;
+    in.fsdp.param_dtype = Dtype::kBf16;
+    in.fsdp.reduce_dtype = Dtype::kFp32;
+  });
+  EXPECT_EQ(mixed.count_suffix(".grad_to_reduce_dtype"), 3u);
+  EXPECT_EQ(mixed.count_suffix(".grad_to_param_dtype") + mixed.count_suffix(".accumulate_grad"),
+            0u);
   // Full replicas: 4 + 8 bytes per parameter before the step.
   EXPECT_EQ(k.out.schedule.baseline[static_cast<std::size_t>(memory::MemoryCategory::kParameters)]
                 .value(),
