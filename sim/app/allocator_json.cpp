@@ -31,19 +31,23 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
                         "memory_fraction caps the caching allocator: it needs the allocator "
                         "model (\"enabled\": true), found \"enabled\": false");
     }
-    config.allowed_maximum =
-        Bytes{static_cast<std::int64_t>(fraction * static_cast<double>(device_total.value()))};
-    // Below one 2 MiB segment (the small pool's, kSmallBuffer in CUDACachingAllocator.cpp) the
-    // allocator could hold nothing at all.
-    constexpr std::int64_t kSmallestSegment = std::int64_t{2} << 20;
-    if (config.allowed_maximum->value() < kSmallestSegment) {
-      throw ConfigError(
-          file, "/allocator/memory_fraction",
-          fmt::format("{:g} of the device's {} bytes leaves {} bytes: expected a "
-                      "fraction that leaves the allocator at least one 2 MiB segment",
-                      fraction, device_total.value(), config.allowed_maximum->value()));
+    // A fraction of 1 sets no maximum (setMemoryFraction: allowed_memory_maximum stays empty
+    // unless fraction < 1), so it neither caps nor turns garbage collection on.
+    if (fraction < 1.0) {
+      config.allowed_maximum =
+          Bytes{static_cast<std::int64_t>(fraction * static_cast<double>(device_total.value()))};
+      // Below one 2 MiB segment (the small pool's, kSmallBuffer in CUDACachingAllocator.cpp) the
+      // allocator could hold nothing at all.
+      constexpr std::int64_t kSmallestSegment = std::int64_t{2} << 20;
+      if (config.allowed_maximum->value() < kSmallestSegment) {
+        throw ConfigError(
+            file, "/allocator/memory_fraction",
+            fmt::format("{:g} of the device's {} bytes leaves {} bytes: expected a "
+                        "fraction that leaves the allocator at least one 2 MiB segment",
+                        fraction, device_total.value(), config.allowed_maximum->value()));
+      }
+      config.capacity = std::min(usable, *config.allowed_maximum);
     }
-    config.capacity = std::min(usable, *config.allowed_maximum);
   }
   if (r.has("max_split_size_mb")) {
     config.max_split_size_mb = r.positive_int_at_most("max_split_size_mb", size_bounds::kMemoryMiB);
@@ -84,7 +88,7 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
     // CUDACachingAllocator.cpp: garbage_collect_cached_blocks runs only when set_fraction
     // (torch.cuda.set_per_process_memory_fraction) is set; PyTorch accepts the option silently.
     throw ConfigError(file, "/allocator/garbage_collection_threshold",
-                      "PyTorch applies it only under a memory fraction "
+                      "PyTorch applies it only under a memory fraction below 1 "
                       "(set_per_process_memory_fraction): set memory_fraction too, or it would "
                       "do nothing");
   }

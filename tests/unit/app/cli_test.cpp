@@ -723,6 +723,18 @@ TEST(Cli, MemoryFractionCapsWhatTheAllocatorMayHold) {
                                 "least one 2 MiB segment"),
             std::string::npos)
       << nothing.output;
+  // A fraction of 1 sets no maximum (setMemoryFraction), so it caps nothing and leaves garbage
+  // collection off.
+  const nlohmann::json all = run(" --set allocator.memory_fraction=1");
+  EXPECT_EQ(all["usable_mem_gib"], whole["usable_mem_gib"]);
+  EXPECT_EQ(all["peak_mem_reserved_gib"], whole["peak_mem_reserved_gib"]);
+  const Outcome collect = run_fsdpsim("run " + tiny.string() +
+                                      " --set allocator.memory_fraction=1"
+                                      " --set allocator.garbage_collection_threshold=0.5");
+  EXPECT_EQ(collect.exit_code, 2) << collect.output;
+  EXPECT_NE(collect.output.find("PyTorch applies it only under a memory fraction below 1"),
+            std::string::npos)
+      << collect.output;
   const Outcome off = run_fsdpsim(
       "run " + tiny.string() + " --set 'allocator={\"enabled\": false, \"memory_fraction\": 0.5}'");
   EXPECT_EQ(off.exit_code, 2);
