@@ -456,8 +456,9 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
       st.has_grad = true;
       offload_grad(u, post_backward_, grad_numel);
       const EventRef reduced = s_.program().record_event(post_backward_);
-      if (cast && !reduced_is_grad) s_.free(input);
-      if (cast || !reduced_is_grad) s_.free(unsharded_grad, reduced);
+      // Whichever of the autograd gradient and its cast did not become .grad is dropped.
+      if (cast && input != st.grad) s_.free(input);
+      if (unsharded_grad != st.grad) s_.free(unsharded_grad, reduced);
       return;
     }
     // _accumulate_sharded_grad: the reduce-scatter output, cast to the FlatParameter's dtype
