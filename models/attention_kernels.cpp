@@ -103,7 +103,8 @@ void flash_forward(LayerDraft& draft, const AttentionDims& dims, const BuildCont
                                      qkv_bytes(dims, ctx) + o + lse_bytes(dims, ctx));
   forward.output_bytes = o + lse_bytes(dims, ctx);
   draft.forward(std::move(forward));
-  draft.save(o + lse_bytes(dims, ctx));
+  draft.save(o);
+  draft.save(lse_bytes(dims, ctx));
   if (ctx.unpad_attention) {
     // pad_input: zeros of the padded output, then index_put of the rows. The kernel keeps its
     // unpadded O for backward; the output projection saves the padded one.
@@ -167,7 +168,8 @@ void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildCont
   TransientTracker& temps = draft.forward_temps();
 
   draft.forward(memory_bound_kernel("attn_split_heads", qkv_bytes(dims, ctx) + head_major, ctx));
-  draft.save(head_major);  // bmm saves its (copied) operands: Q, K for QK^T, V for PV
+  // bmm saves its (copied) operands: Q, K for QK^T, V for PV.
+  for (int i = 0; i < 3; ++i) draft.save(head_major / 3);
   temps.release(qkv_bytes(dims, ctx));
 
   draft.forward(
@@ -186,7 +188,8 @@ void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildCont
   if (dims.dropout) {
     const std::int64_t dropout_mask = bh * ctx.seq * ctx.seq * kMaskBytes;
     draft.forward(memory_bound_kernel("attn_dropout", 2 * scores + dropout_mask, ctx));
-    draft.save(scores + dropout_mask);  // the mask, and the output the PV bmm keeps
+    draft.save(dropout_mask);
+    draft.save(scores);  // the output the PV bmm keeps
   }
   draft.forward(
       causal_attention_gemm("attn_pv", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));

@@ -41,6 +41,7 @@ void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes,
       out.push_back(cast_kernel(k.name + "_weight_cast", n * per_element, k.kernel.dtype));
       out.back().linear_module = k.linear_module;
       saved += n * compute_bytes;
+      layer.saved_tensors.push_back({Bytes(n * compute_bytes), false});
     }
     out.push_back(k);
   });

@@ -102,6 +102,7 @@ void fuse_for_compile(Layer& layer) {
   if (all_linears_float8(layer)) {
     layer.saved_activations = layer.saved_activations - layer.rematerializable_saved;
     layer.rematerializable_saved = Bytes(0);
+    std::erase_if(layer.saved_tensors, [](const SavedTensor& t) { return t.rematerializable; });
   }
   FusedKernels forward =
       fuse_runs(layer.forward, {layer.attention_forward_begin, layer.attention_forward_end});

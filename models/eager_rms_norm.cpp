@@ -51,7 +51,8 @@ void append_eager_rms_norm_forward(LayerDraft& draft, const std::string& name, N
   draft.forward(memory_bound_kernel(name + "_rsqrt", 2 * s.row, ctx));
   temps.release(s.row);
   // The multiply saves its operands: rsqrt's result, and T5's the input.
-  draft.save(copy_multiplied ? s.row : s.x + s.row);
+  if (!copy_multiplied) draft.save(s.x);
+  draft.save(s.row);
   draft.forward(
       memory_bound_kernel(name + "_mul", (copy_multiplied ? s.x32 : s.x) + s.row + s.x32, ctx));
   temps.allocate(s.x32);

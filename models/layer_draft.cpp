@@ -89,11 +89,15 @@ void LayerDraft::loop_keeps_last_output(std::int64_t bytes) {
 
 void LayerDraft::backward(NamedKernel kernel) { layer_.backward.push_back(std::move(kernel)); }
 
-void LayerDraft::save(std::int64_t bytes) { saved_ += bytes; }
+void LayerDraft::save(std::int64_t bytes) {
+  saved_ += bytes;
+  if (bytes > 0) layer_.saved_tensors.push_back({Bytes(bytes), false});
+}
 
 void LayerDraft::save_rematerializable(std::int64_t bytes) {
   save(bytes);
   rematerializable_ += bytes;
+  if (bytes > 0) layer_.saved_tensors.back().rematerializable = true;
 }
 
 void LayerDraft::begin_attention_core() {

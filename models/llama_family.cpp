@@ -119,8 +119,11 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
     temps.release(2 * kv);
   }
   const std::int64_t attention_inputs = qkv_bytes(attn, ctx);
-  if (saved_qkv) {  // the kernel saves them: they leave the temporaries
-    draft.save(attention_inputs);
+  if (saved_qkv) {  // the kernel saves them (Q, K and V): they leave the temporaries
+    const std::int64_t per_head = ctx.tokens * attn.head_dim * ctx.element_bytes;
+    draft.save(attn.heads * per_head);
+    draft.save(attn.kv_heads * per_head);
+    draft.save(attn.kv_heads * per_head);
     temps.release(attention_inputs);
   }
   append_attention_forward(draft, attn, ctx);  // saves O, the input of o
@@ -133,13 +136,16 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   draft.forward(linear_forward("gate", {d, f, false}, ctx));
   if (ctx.compiled) {
     draft.forward(linear_forward("up", {d, f, false}, ctx));
-    draft.save(2 * inner);  // gate (silu's input) and up (the multiply's other operand)
+    draft.save(inner);  // gate (silu's input)
+    draft.save(inner);  // up (the multiply's other operand)
     draft.forward(memory_bound_kernel("swiglu", 3 * inner, ctx));
   } else {
     // F.silu(self.w1(x)) * self.w3(x): Python evaluates the silu before w3.
     draft.forward(memory_bound_kernel("silu", 2 * inner, ctx));
     draft.forward(linear_forward("up", {d, f, false}, ctx));
-    draft.save(3 * inner);  // gate (silu's input), silu(gate) and up, kept by the multiply
+    draft.save(inner);  // gate (silu's input)
+    draft.save(inner);  // silu(gate), kept by the multiply
+    draft.save(inner);  // up, kept by the multiply
     draft.forward(memory_bound_kernel("swiglu_mul", 3 * inner, ctx));
   }
   draft.save_rematerializable(inner);  // swiglu output: down input

@@ -57,7 +57,10 @@ void append_t5_attention_forward(LayerDraft& draft, const T5AttentionDims& dims,
 
   draft.begin_attention_core();
   draft.forward(memory_bound_kernel(name(dims, "split_heads"), 2 * (q + 2 * kv), ctx));
-  draft.save(q + 2 * kv);  // bmm saves its (copied) operands
+  // bmm saves its (copied) operands.
+  draft.save(q);
+  draft.save(kv);
+  draft.save(kv);
   temps.release(q + 2 * kv);
   draft.forward(
       gemm_kernel(name(dims, "scores"), GemmShape{dims.seq_q, dims.seq_kv, dims.d_kv, bh}, ctx));

@@ -67,6 +67,14 @@ struct NamedKernel {
   std::int64_t output_bytes = 0;
 };
 
+// One tensor autograd keeps between a layer's forward and its backward.
+struct SavedTensor {
+  Bytes bytes{0};
+  // A linear's input that is a pointwise function of other saved tensors
+  // (Layer::rematerializable_saved).
+  bool rematerializable = false;
+};
+
 struct Layer {
   std::string name;  // "embedding", "blocks.0", ..., "head"
   LayerKind kind = LayerKind::kBlock;
@@ -81,6 +89,10 @@ struct Layer {
   std::vector<NamedKernel> backward;  // in execution order (gradient kernels of this layer)
   // Bytes saved by autograd between this layer's forward and its backward, no checkpointing.
   Bytes saved_activations{0};
+  // The tensors that make saved_activations, in the order the forward saves them (empty where
+  // the family does not itemize them: custom layer lists). The step allocates a block's each on
+  // its own, as PyTorch does (fsdp::StepBuilder::forward_layer).
+  std::vector<SavedTensor> saved_tensors;
   // Bytes saved when this layer is wrapped in full activation checkpointing (its input only).
   Bytes saved_activations_checkpointed{0};
   // Largest extra memory alive at once while this layer's forward runs (temporaries freed inside

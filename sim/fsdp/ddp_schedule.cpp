@@ -322,7 +322,7 @@ class DdpStep final : private KernelHooks {
     buffers_need_sync_ = sync;
     sync_ = sync;
     const auto& layers = s_.workload().layers;
-    std::vector<TensorId> saved(layers.size());
+    std::vector<StepBuilder::SavedIds> saved(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
       cast(i, Phase::kForward);
       saved[i] = s_.forward_layer(i, static_cast<std::int32_t>(i));

@@ -312,7 +312,7 @@ class DeepSpeedZero3Step final : private KernelHooks {
   void micro_batch() {
     const auto& layers = s_.workload().layers;
     step_ = 0;
-    std::vector<TensorId> saved(layers.size());
+    std::vector<StepBuilder::SavedIds> saved(layers.size());
     if (model_module_) pre_hook(*model_module_, Phase::kForward);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerModules& lm = layer_modules_[i];

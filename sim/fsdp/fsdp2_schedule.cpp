@@ -183,6 +183,12 @@ class Fsdp2Step final : private UnitHooks {
   void unshard(std::size_t u) {
     UnitState& st = state_[u];
     if (st.all_gathered || st.unsharded || !units_[u].holds_parameters()) return;
+    if (shard_size_ == 1) {
+      // A one-GPU shard group gathers nothing: wait_for_unshard copies the shards in
+      // (unshard_from_own_shards).
+      st.all_gathered = true;
+      return;
+    }
     const FsdpUnit& unit = units_[u];
     const bool from_post_forward = st.post_forward_shard;
     const std::int64_t group = from_post_forward ? reshard_after_forward(u) : shard_size_;
@@ -217,7 +223,7 @@ class Fsdp2Step final : private UnitHooks {
     const std::int64_t high = (bytes.high_numel + group - 1) / group;
     const Bytes float8_copy = 2 * elements((bytes.float8_numel + group - 1) / group, Dtype::kFp8);
     const Dtype held = from_post_forward ? f_.param_dtype : storage;  // the shards' dtype
-    if (!from_post_forward) cast_float8_shards(u, group);             // fsdp_pre_all_gather
+    if (!from_post_forward) cast_float8_shards(u, group, copy_in_);   // fsdp_pre_all_gather
     if (f_.param_dtype != storage && !(f_.cpu_offload && from_post_forward)) {
       const Bytes cast = elements(high, f_.param_dtype);
       const TensorId input = s_.allocate(unit.name + ".all_gather_cast_input", cast, copy_in_,
@@ -243,6 +249,10 @@ class Fsdp2Step final : private UnitHooks {
   void wait_for_unshard(std::size_t u) {
     UnitState& st = state_[u];
     if (!st.all_gathered) return;
+    if (shard_size_ == 1) {
+      unshard_from_own_shards(u);
+      return;
+    }
     const FsdpUnit& unit = units_[u];
     if (!in_backward_ && previous_all_gather_) {
       s_.program().wait_event(copy_in_, previous_all_gather_->event);
@@ -268,6 +278,57 @@ class Fsdp2Step final : private UnitHooks {
       s_.program().wait_event(all_gather_, copied);
       s_.free(st.all_gather_output);
     }
+    st.all_gathered = false;
+    st.unsharded = true;
+  }
+
+  // FSDPParamGroup.unshard and wait_for_unshard where the shard group is one GPU (PyTorch 2.9 on,
+  // pytorch/pytorch#160135): no all-gather and no all-gather buffer. For each parameter in turn,
+  // on the compute stream: FSDPParam.all_gather_inputs makes its input (the shard moved to the
+  // device when offloaded, then cast to param_dtype where that differs: a new tensor each), the
+  // unsharded tensor is allocated (alloc_storage) and the input copied into it. The previous
+  // parameter's input goes when the loop's variable takes the next one, the last when the method
+  // returns. A float8 weight's input is its fsdp_pre_all_gather cast.
+  void unshard_from_own_shards(std::size_t u) {
+    const FsdpUnit& unit = units_[u];
+    UnitState& st = state_[u];
+    const UnitBytes& bytes = unit_bytes_[u];
+    const Dtype storage = in_.training.param_storage_dtype;
+    const StreamId compute = s_.compute();
+    const std::vector<Bytes>& unsharded = unit_tensors_[u].unsharded;
+    std::vector<std::int64_t> numels;
+    if (bytes.float8_numel == 0) numels = unit_parameter_numels(unit, s_.workload());
+    if (numels.empty()) numels = {bytes.high_numel};  // one tensor (unit_tensors)
+    std::optional<TensorId> previous_input;
+    for (std::size_t i = 0; i < numels.size(); ++i) {
+      const std::int64_t n = numels[i];
+      std::optional<TensorId> input;
+      if (f_.cpu_offload) {
+        input = s_.allocate(unit.name + ".h2d_shard", elements(n, storage), compute,
+                            MemoryCategory::kParameters);
+        s_.host_transfer(unit.name + ".h2d_shard", compute, elements(n, storage), phase(), g(u));
+      }
+      if (f_.param_dtype != storage) {
+        const TensorId cast =
+            s_.allocate(unit.name + ".param_dtype_shard", elements(n, f_.param_dtype), compute,
+                        MemoryCategory::kParameters);
+        s_.copy(unit.name + ".to_param_dtype", compute,
+                elements(n, storage) + elements(n, f_.param_dtype), phase(), g(u));
+        if (input) s_.free(*input);
+        input = cast;
+      }
+      if (previous_input) s_.free(*previous_input);
+      previous_input = input;
+      st.unsharded_params.push_back(s_.allocate(unit.name + ".unsharded_params", unsharded[i],
+                                                compute, MemoryCategory::kParameters));
+      s_.copy(unit.name + ".copy_shard", compute, 2 * elements(n, f_.param_dtype), phase(), g(u));
+    }
+    if (bytes.float8_numel > 0) {
+      cast_float8_shards(u, 1, compute);
+      s_.copy(unit.name + ".copy_float8_shards", compute,
+              2 * elements(bytes.float8_numel, Dtype::kFp8), phase(), g(u));
+    }
+    if (previous_input) s_.free(*previous_input);
     st.all_gathered = false;
     st.unsharded = true;
   }
@@ -450,8 +511,15 @@ class Fsdp2Step final : private UnitHooks {
       s_.copy(unit.name + ".grad_predivide", reduce_scatter_, 2 * elements(unit.padded_numel, rd),
               Phase::kBackward, g(u));
     }
-    s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, reduce_scatter_,
-                  shard_pg_, elements(unit.padded_numel, rd), Phase::kBackward, g(u));
+    if (shard_size_ == 1) {
+      // A one-GPU shard group reduces nothing: reduce_output.copy_(reduce_scatter_input)
+      // (PyTorch 2.9 on, pytorch/pytorch#162021).
+      s_.copy(unit.name + ".reduce_scatter_copy", reduce_scatter_,
+              2 * elements(unit.padded_numel, rd), Phase::kBackward, g(u));
+    } else {
+      s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, reduce_scatter_,
+                    shard_pg_, elements(unit.padded_numel, rd), Phase::kBackward, g(u));
+    }
     const EventRef scattered = s_.program().record_event(reduce_scatter_);
     StreamId post_reduce = reduce_scatter_;
     if (hsdp_) {
@@ -510,7 +578,8 @@ class Fsdp2Step final : private UnitHooks {
   }
 
   // WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather for each float8 weight of unit u, on
-  // the copy-in stream (foreach_all_gather runs the pre-all-gather hooks under it), eager:
+  // `stream` (the copy-in stream, under which foreach_all_gather runs the pre-all-gather hooks;
+  // the compute stream where a one-GPU shard group gathers nothing), eager:
   // without precomputed scales hp_tensor_to_float8_dynamic(reduce_amax=True) takes the shard's
   // amax (torch.max(torch.abs(x))), all-reduces it with MAX (dist.all_reduce, which the copy-in
   // stream then waits for) and turns it into a scale (amax_to_scale); then
@@ -518,7 +587,7 @@ class Fsdp2Step final : private UnitHooks {
   // .to(float8_e4m3fn) (torchao float8_training_tensor.py, _ToFloat8ConstrFunc; to_fp8_saturated).
   // The all-reduce runs on the shard group's communicator, behind its all-gathers. The fp32
   // temporaries are one weight's shard each and are not allocated here.
-  void cast_float8_shards(std::size_t u, std::int64_t group) {
+  void cast_float8_shards(std::size_t u, std::int64_t group, StreamId stream) {
     const Dtype storage = in_.training.param_storage_dtype;
     const std::int64_t e = dtype_bytes(storage);
     const std::int64_t fp32 = dtype_bytes(Dtype::kFp32);
@@ -528,19 +597,18 @@ class Fsdp2Step final : private UnitHooks {
       const std::int64_t shard = (numel + group - 1) / group;
       const std::string name = fmt::format("{}.float8_weight{}", units_[u].name, i++);
       if (!f_.precompute_float8_scale) {
-        s_.copy(name + ".abs", copy_in_, Bytes(2 * e * shard), phase(), g(u));
-        s_.copy(name + ".amax", copy_in_, Bytes(e * shard + kFloat8ScaleBytes), phase(), g(u));
-        s_.collective(name + ".amax_all_reduce", Collective::kAllReduce, copy_in_, shard_pg_,
+        s_.copy(name + ".abs", stream, Bytes(2 * e * shard), phase(), g(u));
+        s_.copy(name + ".amax", stream, Bytes(e * shard + kFloat8ScaleBytes), phase(), g(u));
+        s_.collective(name + ".amax_all_reduce", Collective::kAllReduce, stream, shard_pg_,
                       Bytes(kFloat8ScaleBytes), phase(), g(u));
-        s_.copy(name + ".amax_to_scale", copy_in_, Bytes(2 * kFloat8ScaleBytes), phase(), g(u));
+        s_.copy(name + ".amax_to_scale", stream, Bytes(2 * kFloat8ScaleBytes), phase(), g(u));
       }
       if (storage != Dtype::kFp32)
-        s_.copy(name + ".to_fp32", copy_in_, Bytes((e + fp32) * shard), phase(), g(u));
+        s_.copy(name + ".to_fp32", stream, Bytes((e + fp32) * shard), phase(), g(u));
       // Each pass reads its input and writes its output.
-      s_.copy(name + ".scale", copy_in_, Bytes(2 * fp32 * shard + kFloat8ScaleBytes), phase(),
-              g(u));
-      s_.copy(name + ".clamp", copy_in_, Bytes(2 * fp32 * shard), phase(), g(u));
-      s_.copy(name + ".to_float8", copy_in_, Bytes((fp32 + fp8) * shard), phase(), g(u));
+      s_.copy(name + ".scale", stream, Bytes(2 * fp32 * shard + kFloat8ScaleBytes), phase(), g(u));
+      s_.copy(name + ".clamp", stream, Bytes(2 * fp32 * shard), phase(), g(u));
+      s_.copy(name + ".to_float8", stream, Bytes((fp32 + fp8) * shard), phase(), g(u));
     }
   }
 

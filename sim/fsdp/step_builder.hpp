@@ -106,11 +106,15 @@ class StepBuilder {
   // training.offload_activations: a block's saved tensors live on the host between its forward
   // and its backward.
   [[nodiscard]] bool offloads_activations(std::size_t layer) const;
-  // Runs the layer's forward kernels on the compute stream; returns the tensor holding what
-  // autograd keeps for its backward (already freed when the layer offloads it to the host).
-  engine::TensorId forward_layer(std::size_t layer, std::int32_t group);
-  // Re-runs what checkpointing dropped, then the gradient kernels; frees `saved`.
-  void backward_layer(std::size_t layer, std::int32_t group, engine::TensorId saved);
+  // What autograd keeps of one layer's forward, a block per saved tensor
+  // (models::Layer::saved_tensors) or one for them all.
+  using SavedIds = std::vector<engine::TensorId>;
+  // Runs the layer's forward kernels on the compute stream; returns the tensors holding what
+  // autograd keeps for its backward (none when the layer offloads them to the host).
+  SavedIds forward_layer(std::size_t layer, std::int32_t group);
+  // Re-runs what checkpointing dropped, then the gradient kernels; frees `saved` (and, offloaded,
+  // the copy back from the host).
+  void backward_layer(std::size_t layer, std::int32_t group, const SavedIds& saved);
 
   // The training's optimizer step (AdamW as training.optimizer_impl says, or SGD) over tensors
   // of `numels` elements each in training.param_storage_dtype, on the compute stream

@@ -8,7 +8,7 @@ void run_micro_batch(StepBuilder& s, const std::vector<FsdpUnit>& units, UnitHoo
                      bool& in_backward, RootPostBackward root_post_backward) {
   const std::size_t layers = s.workload().layers.size();
   const std::vector<std::size_t> owner = unit_of_layer(units, layers);
-  std::vector<std::vector<engine::TensorId>> saved(units.size());  // per unit, forward order
+  std::vector<std::vector<StepBuilder::SavedIds>> saved(units.size());  // per unit, forward order
   // The root unit (last) wraps the whole model, whichever layers it holds itself: its pre-forward
   // runs first and its post-forward last, as the root module's forward does, and its pre-backward
   // first, on the loss (FSDP1 `_root_pre_forward` and the pre-backward hook on the forward's

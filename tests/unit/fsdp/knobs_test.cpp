@@ -1014,6 +1014,81 @@ TEST(Knobs, Fsdp2AllocatesEachParametersUnshardedCopyAndGradientOnItsOwn) {
   for (const std::int64_t b : flat) EXPECT_EQ(b, 40'000'000);
 }
 
+// FSDP2 on one GPU (PyTorch 2.9 on) gathers and reduce-scatters nothing. Each unit's shard is
+// copied into its unsharded tensor on the compute stream (10M fp32: read and write 40 MB, 80 us)
+// before its forward and again before its backward; each reduction copies the chunk-cat input
+// into the output on the reduce-scatter stream (80 us). Root copy 0-80, embedding 80-180, blocks.0
+// copy 180-260 and forward 260-360, blocks.1 copy 360-440 and forward 440-540, head 540-640;
+// head backward 640-840, blocks.1 copy 840-920, backward 920-1120, copy-in 1120-1200 and copy
+// 1200-1280 (reduce-scatter stream), blocks.0 copy 1200-1280, backward 1280-1480, copy-in
+// 1480-1560, copy 1560-1640; embedding backward 1560-1760, the root's copy-in 1760-1840 and copy
+// 1840-1920; fused AdamW 3 x 280 us: 2760.
+TEST(Knobs, Fsdp2OnOneGpuCopiesEachShardInAndReducesByACopy) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+    in.cluster.gpus_per_node = 1;
+    in.training.global_batch = 1;
+  });
+  EXPECT_EQ(k.count_suffix(".all_gather"), 0u);
+  EXPECT_EQ(k.count_suffix(".all_gather_copy_in"), 0u);
+  EXPECT_EQ(k.count_suffix(".all_gather_copy_out"), 0u);
+  EXPECT_EQ(k.count_suffix(".reduce_scatter"), 0u);
+  EXPECT_EQ(k.spans("root.copy_shard"),
+            (std::vector<std::pair<SimTime, SimTime>>{{us(0), us(80)}}));
+  EXPECT_EQ(k.spans("blocks.0.copy_shard"),
+            (std::vector<std::pair<SimTime, SimTime>>{{us(180), us(260)}, {us(1200), us(1280)}}));
+  EXPECT_EQ(k.span("blocks.1.reduce_scatter_copy"), std::make_pair(us(1200), us(1280)));
+  EXPECT_EQ(k.span("root.reduce_scatter_copy"), std::make_pair(us(1840), us(1920)));
+  EXPECT_EQ(k.step(), us(2760));
+  // No all-gather buffer: at most one unit's unsharded copy beside the root's.
+  EXPECT_EQ(k.cpu_steps(engine::CpuStepKind::kAlloc, ".all_gather_output").size(), 0u);
+
+  // bf16 parameters over fp32 shards: each shard is first cast into a bf16 tensor of its own
+  // (read 40 MB, write 20 MB: 60 us), then copied (40 us), per parameter: the root's 0-100, the
+  // embedding 100-200, blocks.0's cast 200-260 and copy 260-300.
+  const Knobs bf16 = run([](ScheduleInput& in) {
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+    in.fsdp.param_dtype = Dtype::kBf16;
+    in.cluster.gpus_per_node = 1;
+    in.training.global_batch = 1;
+  });
+  EXPECT_EQ(bf16.spans("blocks.0.to_param_dtype").front(), std::make_pair(us(200), us(260)));
+  EXPECT_EQ(bf16.spans("blocks.0.copy_shard").front(), std::make_pair(us(260), us(300)));
+  EXPECT_EQ(bf16.tensor_bytes("blocks.0.param_dtype_shard"), 20'000'000);
+}
+
+// A block's saved tensors are each their own block to the caching allocator, as PyTorch
+// allocates them; the head's and the embedding's stay one block (where their multi-GiB logits
+// go relative to the loss's temporaries is not modelled), and so does what a checkpointed block
+// keeps (its input, one tensor).
+TEST(Knobs, BlocksAllocateEachSavedTensorOnItsOwn) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    for (models::Layer& l : w.layers) {
+      const std::int64_t saved = l.saved_activations.value();
+      l.saved_tensors = {{Bytes(saved * 4 / 10)}, {Bytes(saved * 6 / 10)}};
+    }
+    return w;
+  }();
+  const auto sizes = [](const Knobs& k, const std::string& name) {
+    std::vector<std::int64_t> out;
+    const engine::Program& p = k.out.schedule.program;
+    for (const std::size_t i : k.cpu_steps(engine::CpuStepKind::kAlloc, name))
+      out.push_back(p.tensors[p.cpu[i].target].size.value());
+    return out;
+  };
+  const Knobs saved = run_on(workload, [](ScheduleInput&) {});
+  EXPECT_EQ(sizes(saved, "blocks.0.saved"), (std::vector<std::int64_t>{4'000'000, 6'000'000}));
+  EXPECT_EQ(sizes(saved, "head.saved"), (std::vector<std::int64_t>{20'000'000}));
+  EXPECT_EQ(sizes(saved, "embedding.saved"), (std::vector<std::int64_t>{1'000'000}));
+  const Knobs full = run_on(workload, [](ScheduleInput& in) {
+    in.training.activation_checkpointing = ActivationCheckpointing::kFull;
+  });
+  EXPECT_EQ(sizes(full, "blocks.0.saved"), (std::vector<std::int64_t>{1'000'000}));
+}
+
 // Per-parameter gradients with a tied table (100 elements, the embedding's first parameter):
 // the head's backward makes its gradient, after the head's own (a norm of 5); the embedding
 // makes only its other parameters' (20). A layer that does not list its parameters makes one.

@@ -54,6 +54,51 @@ TEST(ActivationMemory, LlamaFlashBlockSavesNormsProjectionsAndSwigluInputs) {
   EXPECT_EQ(saved(c, 1), e * (6 * t * d + 2 * t * kv + 3 * t * f) + 2 * 4 * t + b * 32 * s * 4);
 }
 
+// Each tensor autograd keeps is listed on its own, in the order the forward saves it (the step
+// allocates each as PyTorch does): the eager Llama block's 15 of the closed form above.
+TEST(ActivationMemory, LlamaBlockListsEachSavedTensor) {
+  const std::int64_t b = 1, s = 4096, t = b * s, d = 4096, f = 14336, e = 2;
+  const Workload w = build_workload(testing::llama_3_1_8b(), testing::options(b, s, true));
+  std::vector<std::int64_t> bytes;
+  std::vector<bool> rematerializable;
+  for (const SavedTensor& tensor : w.layers[1].saved_tensors) {
+    bytes.push_back(tensor.bytes.value());
+    rematerializable.push_back(tensor.rematerializable);
+  }
+  const std::int64_t hidden = e * t * d, rstd = 4 * t, inner = e * t * f, lse = b * 32 * s * 4;
+  // x and rstd, n1 (q, k and v's input), q, k, v (repeated to all heads), O and the
+  // log-sum-exp, h and rstd, n2, gate, silu(gate), up, the SwiGLU output (down's input).
+  EXPECT_EQ(bytes,
+            (std::vector<std::int64_t>{hidden, rstd, hidden, hidden, hidden, hidden, hidden, lse,
+                                       hidden, rstd, hidden, inner, inner, inner, inner}));
+  EXPECT_EQ(rematerializable,
+            (std::vector<bool>{false, false, true, false, false, false, false, false, false, false,
+                               true, false, false, false, true}));
+}
+
+// The list adds up to saved_activations in every family, with or without FlashAttention,
+// compiled or not, with float8 linears (whose compiled blocks recompute the rematerializable
+// tensors) and under autocast over fp32 weights (which saves each linear's cast weight).
+TEST(ActivationMemory, SavedTensorsAddUpToTheSavedActivations) {
+  for (const TransformerSpec& spec : {gpt(), mpt(), testing::llama_3_1_8b()}) {
+    for (const bool flash : {false, true}) {
+      for (int variant = 0; variant < 6; ++variant) {
+        WorkloadOptions options = testing::options(kB, kS, flash);
+        options.compiled = variant % 2 == 1;
+        options.float8_linears = variant / 2 == 1;
+        if (variant / 2 == 2) options.weight_dtype = Dtype::kFp32;
+        const Workload w = build_workload(spec, options);
+        for (const Layer& l : w.layers) {
+          ASSERT_FALSE(l.saved_tensors.empty()) << l.name;
+          std::int64_t sum = 0;
+          for (const SavedTensor& tensor : l.saved_tensors) sum += tensor.bytes.value();
+          EXPECT_EQ(sum, l.saved_activations.value()) << spec.name << " " << l.name;
+        }
+      }
+    }
+  }
+}
+
 TEST(ActivationMemory, CheckpointedBlockKeepsOnlyItsInput) {
   for (const TransformerSpec& spec : {gpt(), mpt(), testing::llama_3_1_8b()}) {
     const Workload w = build_workload(spec, testing::options(kB, kS, true));
