@@ -188,8 +188,8 @@ void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildCont
   if (dims.dropout) {
     const std::int64_t dropout_mask = bh * ctx.seq * ctx.seq * kMaskBytes;
     draft.forward(memory_bound_kernel("attn_dropout", 2 * scores + dropout_mask, ctx));
-    draft.save(dropout_mask);
-    draft.save(scores);  // the output the PV bmm keeps
+    draft.save(scores);        // native_dropout's output, which the PV bmm keeps
+    draft.save(dropout_mask);  // and its mask
   }
   draft.forward(
       causal_attention_gemm("attn_pv", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));

@@ -2,8 +2,9 @@
 //
 // A family builder emits kernels in execution order and, next to each, says which tensors it
 // creates and frees. LayerDraft turns that into Layer's memory fields:
-//  * save(bytes): a tensor autograd keeps for backward (counted once, even when several ops
-//    save the same storage, e.g. the LayerNorm output that is the input of the QKV linear);
+//  * save(bytes): one tensor autograd keeps for backward (counted once, even when several ops
+//    save the same storage, e.g. the LayerNorm output that is the input of the QKV linear;
+//    Layer::saved_tensors lists each call);
 //  * forward_temps()/backward_temps(): tensors allocated and freed inside the layer (neither
 //    saved, nor the layer's output in forward, nor its input gradient in backward); their
 //    high-water mark is the layer's transient peak. Weight gradients belong to FSDP and are not

@@ -34,6 +34,17 @@ Workload rewritten(Workload workload, const WorkloadOptions& options) {
                                            : Float8Weight::kCastAtEachUse);
     }
     if (options.compiled && layer.kind == LayerKind::kBlock) fuse_for_compile(layer);
+    // The step allocates the listed tensors where saved_activations is the total it copies to the
+    // host or recomputes: the two must agree.
+    if (!layer.saved_tensors.empty()) {
+      Bytes listed{0};
+      for (const SavedTensor& t : layer.saved_tensors) listed = listed + t.bytes;
+      if (listed != layer.saved_activations) {
+        throw std::logic_error("models: layer " + layer.name + " lists " +
+                               std::to_string(listed.value()) + " saved bytes of " +
+                               std::to_string(layer.saved_activations.value()));
+      }
+    }
   }
   return workload;
 }

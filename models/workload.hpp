@@ -89,9 +89,10 @@ struct Layer {
   std::vector<NamedKernel> backward;  // in execution order (gradient kernels of this layer)
   // Bytes saved by autograd between this layer's forward and its backward, no checkpointing.
   Bytes saved_activations{0};
-  // The tensors that make saved_activations, in the order the forward saves them (empty where
-  // the family does not itemize them: custom layer lists). The step allocates a block's each on
-  // its own, as PyTorch does (fsdp::StepBuilder::forward_layer).
+  // The tensors that make saved_activations, in the order the forward saves them, but autocast's
+  // cast weights, which come last (empty where the family does not itemize them: custom layer
+  // lists). The step allocates each tensor of a block on its own, as PyTorch does
+  // (fsdp::StepBuilder::forward_layer).
   std::vector<SavedTensor> saved_tensors;
   // Bytes saved when this layer is wrapped in full activation checkpointing (its input only).
   Bytes saved_activations_checkpointed{0};

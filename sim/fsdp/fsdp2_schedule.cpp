@@ -324,9 +324,19 @@ class Fsdp2Step final : private UnitHooks {
       s_.copy(unit.name + ".copy_shard", compute, 2 * elements(n, f_.param_dtype), phase(), g(u));
     }
     if (bytes.float8_numel > 0) {
+      // Offloaded, all_gather_inputs moves each float8 weight's shard to the device before its
+      // fsdp_pre_all_gather cast.
+      std::optional<TensorId> on_device;
+      if (f_.cpu_offload) {
+        const Bytes weights = elements(bytes.float8_numel, storage);
+        on_device = s_.allocate(unit.name + ".h2d_float8_shards", weights, compute,
+                                MemoryCategory::kParameters);
+        s_.host_transfer(unit.name + ".h2d_float8_shards", compute, weights, phase(), g(u));
+      }
       cast_float8_shards(u, 1, compute);
       s_.copy(unit.name + ".copy_float8_shards", compute,
               2 * elements(bytes.float8_numel, Dtype::kFp8), phase(), g(u));
+      if (on_device) s_.free(*on_device);
     }
     if (previous_input) s_.free(*previous_input);
     st.all_gathered = false;

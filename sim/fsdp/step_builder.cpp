@@ -327,23 +327,29 @@ bool StepBuilder::offloads_activations(std::size_t layer) const {
   return in_.training.offload_activations && block_number_[layer] >= 0;
 }
 
-StepBuilder::SavedIds StepBuilder::forward_layer(std::size_t layer, std::int32_t group) {
+StepBuilder::SavedIds StepBuilder::allocate_saved(std::size_t layer, const std::string& name) {
   const models::Layer& l = w_.layers[layer];
-  const Bytes saved = saved_bytes(layer);
-  // A block's saved tensors are each a block of their own, as autograd keeps them (allocated here
+  // A block's saved tensors are each a block of their own, as autograd keeps them (allocated
   // before its temporaries, where PyTorch interleaves the two). The embedding's and the head's
   // stay one block: the head's multi-GiB log-probabilities come after the loss's upcast logits in
   // PyTorch, an order this would reverse (tried: five published A100 runs that ran came out of
   // memory). So do a checkpointed layer's (its input, or the kept outputs of an op policy).
-  SavedIds kept;
+  SavedIds ids;
   if (checkpoint_mode(layer) == CheckpointMode::kSave && !l.saved_tensors.empty() &&
       l.kind == models::LayerKind::kBlock) {
-    kept.reserve(l.saved_tensors.size());
+    ids.reserve(l.saved_tensors.size());
     for (const models::SavedTensor& t : l.saved_tensors)
-      kept.push_back(allocate(l.name + ".saved", t.bytes, compute_, MemoryCategory::kActivations));
+      ids.push_back(allocate(name, t.bytes, compute_, MemoryCategory::kActivations));
   } else {
-    kept.push_back(allocate(l.name + ".saved", saved, compute_, MemoryCategory::kActivations));
+    ids.push_back(allocate(name, saved_bytes(layer), compute_, MemoryCategory::kActivations));
   }
+  return ids;
+}
+
+StepBuilder::SavedIds StepBuilder::forward_layer(std::size_t layer, std::int32_t group) {
+  const models::Layer& l = w_.layers[layer];
+  const Bytes saved = saved_bytes(layer);
+  SavedIds kept = allocate_saved(layer, l.name + ".saved");
   std::optional<TensorId> output;
   std::size_t returned = 0;  // forward kernels [0, returned) make the output the loop keeps
   if (l.loop_kept_output > Bytes(0)) {
@@ -383,13 +389,12 @@ StepBuilder::SavedIds StepBuilder::forward_layer(std::size_t layer, std::int32_t
 void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, const SavedIds& saved) {
   const models::Layer& l = w_.layers[layer];
   const CheckpointMode mode = checkpoint_mode(layer);
-  std::optional<TensorId> from_host;
+  SavedIds from_host;
   if (offloads_activations(layer)) {
-    // save_on_cpu's unpack hook: tensor.to(device, non_blocking=True), on the compute stream,
-    // when backward first reads the saved tensors (the recompute, if any, starts there).
+    // save_on_cpu's unpack hook: tensor.to(device, non_blocking=True) for each saved tensor, on
+    // the compute stream, when backward first reads them (the recompute, if any, starts there).
     const Bytes bytes = saved_bytes(layer);
-    from_host =
-        allocate(l.name + ".saved.from_host", bytes, compute_, MemoryCategory::kActivations);
+    from_host = allocate_saved(layer, l.name + ".saved.from_host");
     host_transfer(l.name + ".saved.to_device", compute_, bytes, Phase::kBackward, group);
   }
   bool recomputed_any = false;
@@ -428,7 +433,7 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, const Sa
   }
   free_transients(temps);
   if (recomputed_any) free(recomputed);
-  if (from_host) free(*from_host);
+  for (const TensorId t : from_host) free(t);
   for (const TensorId t : saved) free(t);
 }
 

@@ -175,6 +175,8 @@ class StepBuilder {
   engine::Program take() { return b_.take(); }
 
  private:
+  // Allocates, named `name`, what autograd keeps of the layer's forward under its checkpoint mode.
+  SavedIds allocate_saved(std::size_t layer, const std::string& name);
   void begin_step(Schedule& schedule);
   // A copy-kind op moving `bytes` in `duration` (copy, multi_tensor, host_transfer).
   engine::OpId byte_mover(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,

@@ -58,5 +58,30 @@ TEST(ActivationOffload, OnlyTheBlockInBackwardHoldsItsSavedTensorsOnTheGpu) {
   EXPECT_EQ(kept - offloaded, 10'000'000);
 }
 
+// A block's saved tensors come back one by one, as the unpack hook copies each (4 and 6 MB here),
+// into blocks like those the forward allocated.
+TEST(ActivationOffload, EachSavedTensorComesBackOnItsOwn) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    w.layers[1].saved_tensors = {{Bytes(4'000'000)}, {Bytes(6'000'000)}};
+    return w;
+  }();
+  ScheduleInput in = testing::tiny_input();
+  in.workload = &workload;
+  in.training.offload_activations = true;
+  const SimulationOutput out = simulate_step(in, {});
+  const engine::Program& p = out.schedule.program;
+  std::vector<std::int64_t> saved;
+  std::vector<std::int64_t> back;
+  for (const engine::CpuStep& s : p.cpu) {
+    if (s.kind != engine::CpuStepKind::kAlloc) continue;
+    const engine::TensorInfo& t = p.tensors[s.target];
+    if (p.names[t.name] == "blocks.0.saved") saved.push_back(t.size.value());
+    if (p.names[t.name] == "blocks.0.saved.from_host") back.push_back(t.size.value());
+  }
+  EXPECT_EQ(saved, (std::vector<std::int64_t>{4'000'000, 6'000'000}));
+  EXPECT_EQ(back, saved);
+}
+
 }  // namespace
 }  // namespace fsdpsim::fsdp

@@ -1041,7 +1041,7 @@ TEST(Knobs, Fsdp2OnOneGpuCopiesEachShardInAndReducesByACopy) {
   EXPECT_EQ(k.span("blocks.1.reduce_scatter_copy"), std::make_pair(us(1200), us(1280)));
   EXPECT_EQ(k.span("root.reduce_scatter_copy"), std::make_pair(us(1840), us(1920)));
   EXPECT_EQ(k.step(), us(2760));
-  // No all-gather buffer: at most one unit's unsharded copy beside the root's.
+  // No all-gather buffer.
   EXPECT_EQ(k.cpu_steps(engine::CpuStepKind::kAlloc, ".all_gather_output").size(), 0u);
 
   // bf16 parameters over fp32 shards: each shard is first cast into a bf16 tensor of its own
@@ -1057,6 +1057,44 @@ TEST(Knobs, Fsdp2OnOneGpuCopiesEachShardInAndReducesByACopy) {
   EXPECT_EQ(bf16.spans("blocks.0.to_param_dtype").front(), std::make_pair(us(200), us(260)));
   EXPECT_EQ(bf16.spans("blocks.0.copy_shard").front(), std::make_pair(us(260), us(300)));
   EXPECT_EQ(bf16.tensor_bytes("blocks.0.param_dtype_shard"), 20'000'000);
+}
+
+// One parameter after another: each one's bf16 cast is made before its unsharded tensor, and the
+// previous one's cast is dropped once the next exists (the loop variable is rebound), the last
+// one's when wait_for_unshard returns.
+TEST(Knobs, Fsdp2OnOneGpuDropsEachCastWhenTheNextIsMade) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    w.layers[1].parameter_numels = {4'000'000, 6'000'000};
+    w.layers[1].parameter_tensors = 2;
+    return w;
+  }();
+  const Knobs k = run_on(workload, [](ScheduleInput& in) {
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+    in.fsdp.param_dtype = Dtype::kBf16;
+    in.cluster.gpus_per_node = 1;
+    in.training.global_batch = 1;
+  });
+  const engine::Program& p = k.out.schedule.program;
+  std::vector<std::string> order;  // the first unshard of blocks.0, allocations and frees
+  for (const engine::CpuStep& step : p.cpu) {
+    const bool alloc = step.kind == engine::CpuStepKind::kAlloc;
+    if (!alloc && step.kind != engine::CpuStepKind::kFree) continue;
+    const engine::TensorInfo& t = p.tensors[step.target];
+    const std::string_view name = p.names[t.name];
+    if (name != "blocks.0.param_dtype_shard" && name != "blocks.0.unsharded_params") continue;
+    std::string entry = alloc ? "alloc " : "free ";
+    entry.append(name.substr(std::string_view("blocks.0.").size()))
+        .append(" ")
+        .append(std::to_string(t.size.value() / 1'000'000));
+    order.push_back(entry);
+    if (order.size() == 6) break;
+  }
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"alloc param_dtype_shard 8", "alloc unsharded_params 8",
+                                      "alloc param_dtype_shard 12", "free param_dtype_shard 8",
+                                      "alloc unsharded_params 12", "free param_dtype_shard 12"}));
 }
 
 // A block's saved tensors are each their own block to the caching allocator, as PyTorch
@@ -1176,6 +1214,18 @@ TEST(Knobs, Fsdp2Float8AllGatherMovesFloat8WeightsAtOneByte) {
   EXPECT_EQ(op_bytes(precomputed, "float8_scales.amax_all_reduce"), 16);
   // foreach_norm reads the four weights' fp32 shards and writes their amaxes.
   EXPECT_EQ(op_bytes(precomputed, "float8_scales.foreach_norm"), 4 * 250'000 * 4 + 16);
+  // On one GPU nothing is gathered; offloaded, a block's float8 weights (2 x 500'000 fp32) come to
+  // the device before their fsdp_pre_all_gather cast, beside its norm's (1'000 fp32).
+  const Knobs one_gpu = run_on(workload, [&](ScheduleInput& in) {
+    configure(true, false)(in);
+    in.cluster.gpus_per_node = 1;
+    in.training.global_batch = 1;
+    in.fsdp.cpu_offload = true;
+  });
+  EXPECT_EQ(one_gpu.count_suffix(".all_gather"), 0u);
+  EXPECT_EQ(one_gpu.tensor_bytes("blocks.0.h2d_float8_shards"), 4'000'000);
+  EXPECT_EQ(one_gpu.tensor_bytes("blocks.0.h2d_shard"), 4'000);
+  EXPECT_EQ(op_bytes(one_gpu, "blocks.0.float8_weight0.to_float8"), 2'500'000);
 }
 
 // NO_SHARD with a bf16 param_dtype over fp32 parameters: the low-precision copy is the unsharded
