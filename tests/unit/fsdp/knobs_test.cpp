@@ -105,6 +105,17 @@ Knobs run_on(const models::Workload& workload, const std::function<void(Schedule
   return k;
 }
 
+// The tiny workload with blocks.0's 10M parameters itemized as 4M + 6M.
+const models::Workload& blocks0_itemized() {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    w.layers[1].parameter_numels = {4'000'000, 6'000'000};
+    w.layers[1].parameter_tensors = 2;
+    return w;
+  }();
+  return workload;
+}
+
 Knobs run(const std::function<void(ScheduleInput&)>& configure) {
   static const models::Workload workload = testing::tiny_workload();
   return run_on(workload, configure);
@@ -974,12 +985,7 @@ TEST(Knobs, Fsdp2Bf16StorageHalvesShardsGradientsAndAdamwStates) {
 // the root, whose embedding and head are not itemized, keeps one tensor of 40 MB, and FSDP1's
 // flat parameter stays one tensor.
 TEST(Knobs, Fsdp2AllocatesEachParametersUnshardedCopyAndGradientOnItsOwn) {
-  static const models::Workload workload = [] {
-    models::Workload w = testing::tiny_workload();
-    w.layers[1].parameter_numels = {4'000'000, 6'000'000};
-    w.layers[1].parameter_tensors = 2;
-    return w;
-  }();
+  const models::Workload& workload = blocks0_itemized();
   const auto sizes = [](const Knobs& k, const std::string& name) {
     std::vector<std::int64_t> out;
     const engine::Program& p = k.out.schedule.program;
@@ -1063,12 +1069,7 @@ TEST(Knobs, Fsdp2OnOneGpuCopiesEachShardInAndReducesByACopy) {
 // previous one's cast is dropped once the next exists (the loop variable is rebound), the last
 // one's when wait_for_unshard returns.
 TEST(Knobs, Fsdp2OnOneGpuDropsEachCastWhenTheNextIsMade) {
-  static const models::Workload workload = [] {
-    models::Workload w = testing::tiny_workload();
-    w.layers[1].parameter_numels = {4'000'000, 6'000'000};
-    w.layers[1].parameter_tensors = 2;
-    return w;
-  }();
+  const models::Workload& workload = blocks0_itemized();
   const Knobs k = run_on(workload, [](ScheduleInput& in) {
     in.fsdp.version = 2;
     in.fsdp.limit_all_gathers = false;
