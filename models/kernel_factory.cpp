@@ -89,8 +89,7 @@ void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind ki
   draft.forward(std::move(forward));
   // Autograd saves the input and the statistics (native_layer_norm saves input, mean, rstd).
   draft.save(act);
-  for (std::int64_t i = 0; i < norm_stats_per_token(kind); ++i)
-    draft.save(stats / norm_stats_per_token(kind));
+  for (std::int64_t i = 0; i < norm_stats_per_token(kind); ++i) draft.save(ctx.tokens * kStatBytes);
 }
 
 void append_norm_backward(LayerDraft& draft, const std::string& name, NormKind kind,

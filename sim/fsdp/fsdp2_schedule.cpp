@@ -59,9 +59,10 @@ struct UnitState {
 
 // The sizes of a unit's tensors that FSDP2 keeps per parameter (Fsdp2Step::unit_tensors).
 struct UnitTensors {
-  std::vector<Bytes> unsharded;     // the unsharded copies, in param_dtype
-  std::vector<Bytes> post_forward;  // this rank's 1/k of each (k = reshard_after_forward > 1)
-  std::vector<Bytes> accumulated;   // the gradients kept in reduce_dtype under no_sync
+  std::vector<Bytes> unsharded;      // the unsharded copies, in param_dtype
+  std::vector<std::int64_t> numels;  // each one's elements in param_dtype (float8 weights aside)
+  std::vector<Bytes> post_forward;   // this rank's 1/k of each (k = reshard_after_forward > 1)
+  std::vector<Bytes> accumulated;    // the gradients kept in reduce_dtype under no_sync
 };
 
 struct HeldBuffer {  // AllGatherState / ReduceScatterState
@@ -136,8 +137,10 @@ class Fsdp2Step final : private UnitHooks {
                                                  ? std::vector<std::int64_t>{}
                                                  : unit_parameter_numels(units_[u], s_.workload());
     UnitTensors out;
+    out.numels = numels;
     if (numels.empty()) {
       out.unsharded = {bytes.gathered(1)};
+      out.numels = {bytes.high_numel};
       if (k > 1) out.post_forward = {bytes.shard(k)};
       out.accumulated = {elements(units_[u].numel, rd)};
       return out;
@@ -296,9 +299,7 @@ class Fsdp2Step final : private UnitHooks {
     const Dtype storage = in_.training.param_storage_dtype;
     const StreamId compute = s_.compute();
     const std::vector<Bytes>& unsharded = unit_tensors_[u].unsharded;
-    std::vector<std::int64_t> numels;
-    if (bytes.float8_numel == 0) numels = unit_parameter_numels(unit, s_.workload());
-    if (numels.empty()) numels = {bytes.high_numel};  // one tensor (unit_tensors)
+    const std::vector<std::int64_t>& numels = unit_tensors_[u].numels;
     std::optional<TensorId> previous_input;
     for (std::size_t i = 0; i < numels.size(); ++i) {
       const std::int64_t n = numels[i];
