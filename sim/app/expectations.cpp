@@ -51,6 +51,18 @@ std::string show(const nlohmann::json& v) { return v.dump(); }
 
 std::string percent(double x) { return fmt::format("{:+.2f}%", 100.0 * x); }
 
+// Results are never negative (as the baseline's check below says): a max or a value to equal
+// under 0 could never hold, so the check would fail whatever the step did.
+void refuse_negative(const nlohmann::json& value, const std::string& file,
+                     const std::string& path) {
+  if (value.is_number() && value.get<double>() < 0.0) {
+    throw ConfigError(file, path,
+                      fmt::format("expected 0 or more (results are never negative, so this check "
+                                  "could not pass), found {}",
+                                  value.dump()));
+  }
+}
+
 void parse_bounds(const nlohmann::json& value, const std::string& key, const std::string& file,
                   std::vector<Expectation>& items) {
   const std::string path = "/expect/" + pointer_token(key);
@@ -72,6 +84,7 @@ void parse_bounds(const nlohmann::json& value, const std::string& key, const std
       throw ConfigError(file, fmt::format("{}/{}", path, bound),
                         fmt::format("expected a number, found {}", describe_json_type(b)));
     }
+    if (std::string(bound) == "max") refuse_negative(b, file, fmt::format("{}/max", path));
     Expectation e;
     e.kind = std::string(bound) == "min" ? ExpectationKind::kMin : ExpectationKind::kMax;
     e.key = key;
@@ -257,6 +270,7 @@ Expectations parse_expectations(const nlohmann::json& block,
                         fmt::format("expected \"ok\" or \"oom\" (a result's status), found {}",
                                     describe_json_type(value)));
     } else if (scalar(value)) {
+      refuse_negative(value, file, path);
       Expectation e;
       e.kind = ExpectationKind::kEqual;
       e.key = key;

@@ -189,6 +189,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadExpect{"min_above_max",
                   {{"mfu", {{"min", 0.5}, {"max", 0.3}}}},
                   "/expect/mfu: min 0.5 is above max 0.3"},
+        BadExpect{"negative_max",
+                  {{"peak_mem_allocated_gib", {{"max", -1}}}},
+                  "/expect/peak_mem_allocated_gib/max: expected 0 or more (results are never "
+                  "negative, so this check could not pass), found -1"},
+        BadExpect{"negative_value",
+                  {{"num_alloc_retries", -2}},
+                  "/expect/num_alloc_retries: expected 0 or more (results are never negative, so "
+                  "this check could not pass), found -2"},
         BadExpect{"array_value", {{"mfu", {1, 2}}}, "/expect/mfu: expected a value to equal"},
         BadExpect{"empty_bounds",
                   {{"mfu", nlohmann::json::object()}},
