@@ -59,6 +59,14 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
     }
     draft.save_rematerializable(hidden);  // the linear's input
   };
+  // A residual branch's dropout after its output projection: its output is allocated and the
+  // projection's freed; its mask is saved for backward.
+  const auto residual_dropout = [&](const char* name) {
+    draft.forward(handed_off(dropout_forward(name, d, ctx), hidden));
+    temps.allocate(hidden);
+    temps.release(hidden);
+    draft.save(mask);
+  };
 
   norm_then_linear_input("ln1", "qkv");
   draft.forward(linear_forward("qkv", {d, d + 2 * kv_width(spec), true}, ctx));
@@ -71,12 +79,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   append_attention_forward(draft, attn, ctx);  // saves O, the attn_out input
   draft.forward(linear_forward("attn_out", {d, d, true}, ctx));
   temps.allocate(hidden);
-  if (dropout) {
-    draft.forward(handed_off(dropout_forward("attn_resid_dropout", d, ctx), hidden));
-    temps.allocate(hidden);
-    temps.release(hidden);
-    draft.save(mask);
-  }
+  if (dropout) residual_dropout("attn_resid_dropout");
   draft.forward(residual_add_kernel("residual1", d, ctx));
   temps.release(hidden);  // x_mid is saved by ln2 below
   norm_then_linear_input("ln2", "mlp_up");
@@ -91,10 +94,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   draft.forward(linear_forward("mlp_down", {f, d, true}, ctx));
   temps.allocate(hidden);
   if (dropout) {
-    draft.forward(handed_off(dropout_forward("mlp_resid_dropout", d, ctx), hidden));
-    temps.allocate(hidden);
-    temps.release(hidden);
-    draft.save(mask);
+    residual_dropout("mlp_resid_dropout");
     draft.stop_recompute_before_next_kernel();
   }
   draft.forward(residual_add_kernel("residual2", d, ctx));

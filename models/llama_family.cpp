@@ -89,16 +89,32 @@ bool repeats_kv(const TransformerSpec& spec, const BuildContext& ctx) {
   return !ctx.compiled && ctx.flash_attention && spec.n_kv_heads < spec.n_heads;
 }
 
+// What a block's forward and backward both size their kernels and tensors by.
+struct BlockSizes {
+  std::int64_t d = 0;       // d_model
+  std::int64_t f = 0;       // ffn_dim
+  std::int64_t hidden = 0;  // bytes of one [tokens, d] activation
+  std::int64_t kv = 0;      // bytes of K or V at the kv-head width
+  std::int64_t inner = 0;   // bytes of one [tokens, f] activation
+  bool repeat = false;      // repeat_kv widens K and V to every head before attention
+  AttentionDims attn;       // as the attention kernel sees them (after repeat_kv)
+};
+
+BlockSizes block_sizes(const TransformerSpec& spec, const BuildContext& ctx) {
+  BlockSizes z;
+  z.d = spec.d_model;
+  z.f = spec.ffn_dim;
+  z.hidden = ctx.tokens * z.d * ctx.element_bytes;
+  z.kv = ctx.tokens * kv_width(spec) * ctx.element_bytes;
+  z.inner = ctx.tokens * z.f * ctx.element_bytes;
+  z.repeat = repeats_kv(spec, ctx);
+  z.attn = z.repeat ? AttentionDims{spec.n_heads, spec.n_heads, head_dim(spec), false}
+                    : attention_dims(spec);
+  return z;
+}
+
 void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildContext& ctx) {
-  const std::int64_t d = spec.d_model;
-  const std::int64_t f = spec.ffn_dim;
-  const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
-  const std::int64_t kv = ctx.tokens * kv_width(spec) * ctx.element_bytes;
-  const std::int64_t inner = ctx.tokens * f * ctx.element_bytes;
-  const bool repeat = repeats_kv(spec, ctx);
-  const AttentionDims attn = repeat
-                                 ? AttentionDims{spec.n_heads, spec.n_heads, head_dim(spec), false}
-                                 : attention_dims(spec);
+  const auto [d, f, hidden, kv, inner, repeat, attn] = block_sizes(spec, ctx);
   const bool saved_qkv = attention_saves_inputs(ctx);
   TransientTracker& temps = draft.forward_temps();
   const auto forward = [&](NamedKernel k) { draft.forward(std::move(k)); };
@@ -159,15 +175,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
 }
 
 void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildContext& ctx) {
-  const std::int64_t d = spec.d_model;
-  const std::int64_t f = spec.ffn_dim;
-  const std::int64_t hidden = ctx.tokens * d * ctx.element_bytes;
-  const std::int64_t kv = ctx.tokens * kv_width(spec) * ctx.element_bytes;
-  const std::int64_t inner = ctx.tokens * f * ctx.element_bytes;
-  const bool repeat = repeats_kv(spec, ctx);
-  const AttentionDims attn = repeat
-                                 ? AttentionDims{spec.n_heads, spec.n_heads, head_dim(spec), false}
-                                 : attention_dims(spec);
+  const auto [d, f, hidden, kv, inner, repeat, attn] = block_sizes(spec, ctx);
   TransientTracker& temps = draft.backward_temps();
   const auto backward = [&](NamedKernel k) { draft.backward(std::move(k)); };
 
