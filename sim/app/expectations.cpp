@@ -84,9 +84,10 @@ void parse_bounds(const nlohmann::json& value, const std::string& key, const std
       throw ConfigError(file, fmt::format("{}/{}", path, bound),
                         fmt::format("expected a number, found {}", describe_json_type(b)));
     }
-    if (std::string(bound) == "max") refuse_negative(b, file, fmt::format("{}/max", path));
+    const bool is_max = std::string(bound) == "max";
+    if (is_max) refuse_negative(b, file, fmt::format("{}/max", path));
     Expectation e;
-    e.kind = std::string(bound) == "min" ? ExpectationKind::kMin : ExpectationKind::kMax;
+    e.kind = is_max ? ExpectationKind::kMax : ExpectationKind::kMin;
     e.key = key;
     e.json_path = fmt::format("{}/{}", path, bound);
     e.expected = b;

@@ -300,15 +300,17 @@ class Fsdp2Step final : private UnitHooks {
     const StreamId compute = s_.compute();
     const std::vector<Bytes>& unsharded = unit_tensors_[u].unsharded;
     const std::vector<std::int64_t>& numels = unit_tensors_[u].numels;
+    // An offloaded shard's copy on the device, moved there on the compute stream.
+    const auto to_device = [&](const std::string& name, Bytes size) {
+      const TensorId t = s_.allocate(name, size, compute, MemoryCategory::kParameters);
+      s_.host_transfer(name, compute, size, phase(), g(u));
+      return t;
+    };
     std::optional<TensorId> previous_input;
     for (std::size_t i = 0; i < numels.size(); ++i) {
       const std::int64_t n = numels[i];
       std::optional<TensorId> input;
-      if (f_.cpu_offload) {
-        input = s_.allocate(unit.name + ".h2d_shard", elements(n, storage), compute,
-                            MemoryCategory::kParameters);
-        s_.host_transfer(unit.name + ".h2d_shard", compute, elements(n, storage), phase(), g(u));
-      }
+      if (f_.cpu_offload) input = to_device(unit.name + ".h2d_shard", elements(n, storage));
       if (f_.param_dtype != storage) {
         const TensorId cast =
             s_.allocate(unit.name + ".param_dtype_shard", elements(n, f_.param_dtype), compute,
@@ -329,10 +331,8 @@ class Fsdp2Step final : private UnitHooks {
       // fsdp_pre_all_gather cast.
       std::optional<TensorId> on_device;
       if (f_.cpu_offload) {
-        const Bytes weights = elements(bytes.float8_numel, storage);
-        on_device = s_.allocate(unit.name + ".h2d_float8_shards", weights, compute,
-                                MemoryCategory::kParameters);
-        s_.host_transfer(unit.name + ".h2d_float8_shards", compute, weights, phase(), g(u));
+        on_device =
+            to_device(unit.name + ".h2d_float8_shards", elements(bytes.float8_numel, storage));
       }
       cast_float8_shards(u, 1, compute);
       s_.copy(unit.name + ".copy_float8_shards", compute,
