@@ -23,6 +23,7 @@ namespace {
 constexpr std::size_t kFixedLeadingColumns = 1;  // index
 constexpr std::size_t kFixedStatusColumns = 2;   // status, reason
 constexpr std::array<const char*, 2> kSweepIdColumns = {"sweep_id", "grid_points"};
+constexpr const char* kCalibrationColumn = "calibration";
 
 // Shortest text that reads back as the same double; empty for NaN (a skipped point).
 std::string format_metric(double x) { return std::isnan(x) ? "" : fmt::format("{}", x); }
@@ -129,16 +130,21 @@ std::string csv_row(const SweepRow& row) {
 }
 
 std::string table_to_csv(const SweepTable& table) {
-  // Without an id (a table read from an older CSV) the columns stay out, as they were.
+  // Without an id or a calibration column (a table read from an older CSV) those columns stay
+  // out, as they were.
   const bool identified = !table.sweep_id.empty();
-  const auto with_id = [&](std::string line, const std::string& id, const std::string& points) {
-    if (!identified) return line;
-    line.pop_back();  // '\n'
-    return fmt::format("{},{},{}\n", line, id, points);
-  };
-  std::string out = with_id(csv_header(table.grid_keys), kSweepIdColumns[0], kSweepIdColumns[1]);
   const std::string points = fmt::format("{}", table.grid_points);
-  for (const SweepRow& row : table.rows) out += with_id(csv_row(row), table.sweep_id, points);
+  const auto line = [&](std::string text, const std::string& calibration, const std::string& id,
+                        const std::string& grid_points) {
+    text.pop_back();  // '\n'
+    if (table.calibration_known) text.append(",").append(csv_field(calibration));
+    if (identified) text += fmt::format(",{},{}", id, grid_points);
+    return text + "\n";
+  };
+  std::string out =
+      line(csv_header(table.grid_keys), kCalibrationColumn, kSweepIdColumns[0], kSweepIdColumns[1]);
+  for (const SweepRow& row : table.rows)
+    out += line(csv_row(row), row.calibration, table.sweep_id, points);
   return out;
 }
 
@@ -160,6 +166,10 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
       identified = n >= kSweepIdColumns.size() && fields[n - 2] == kSweepIdColumns[0] &&
                    fields[n - 1] == kSweepIdColumns[1];
       if (identified) n -= kSweepIdColumns.size();
+      // The calibration column follows the last metric's, which no grid key can be named.
+      table.calibration_known =
+          n >= 2 && fields[n - 1] == kCalibrationColumn && fields[n - 2] == kSweepMetricKeys.back();
+      if (table.calibration_known) --n;
       const std::size_t fixed =
           kFixedLeadingColumns + kFixedStatusColumns + kSweepMetricKeys.size();
       bool ok = n >= fixed && fields[0] == "index";
@@ -171,7 +181,8 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
       if (!ok) {
         throw ConfigError(
             fmt::format("{}: not the header of an fsdpsim sweep table (expected index, "
-                        "the grid keys, status, reason, {}, then sweep_id and grid_points)",
+                        "the grid keys, status, reason, {}, then calibration, sweep_id and "
+                        "grid_points)",
                         where(), fmt::join(kSweepMetricKeys, ", ")));
       }
       table.grid_keys.assign(fields.begin() + 1,
@@ -258,6 +269,16 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
                                       where(), kSweepMetricKeys[m], cell));
       }
       row.metrics[m] = *value;
+    }
+    if (table.calibration_known) {
+      const std::size_t column = 3 + grid + kSweepMetricKeys.size();
+      row.calibration = fields[column];
+      if (!row.calibration.empty() && row.status == PointStatus::kSkipped) {
+        throw ConfigError(
+            fmt::format("{}: calibration \"{}\" on a skipped point, which nothing "
+                        "priced",
+                        where(), row.calibration));
+      }
     }
     if (identified) read_sweep_id(fields, row.index, where(), table);
     if (const auto [it, inserted] = first_line_of.emplace(row.index, line_number); !inserted) {
@@ -360,8 +381,29 @@ std::string sweep_summary_text(const SweepTable& table) {
   return out;
 }
 
-std::string sweep_markdown(const SweepTable& table, const std::string& title, std::size_t top,
-                           const std::string& preamble) {
+std::string costs_paragraph(const SweepTable& table) {
+  if (!table.calibration_known) return "";
+  std::map<std::string, std::int64_t> points_by_profile;  // "" = the presets' models
+  for (const SweepRow& row : table.rows) {
+    if (row.status != PointStatus::kSkipped) ++points_by_profile[row.calibration];
+  }
+  if (points_by_profile.empty()) return "";
+  const auto source = [](const std::string& profile) {
+    return profile.empty() ? std::string("the hardware presets' models (no calibration profile)")
+                           : fmt::format(
+                                 "the calibration profile {} where it measured them, the "
+                                 "rest from the hardware presets' models",
+                                 markdown_code(profile));
+  };
+  if (points_by_profile.size() == 1)
+    return fmt::format("Costs from {}.\n\n", source(points_by_profile.begin()->first));
+  std::string out = "Costs by the points' calibration profiles:\n\n";
+  for (const auto& [profile, points] : points_by_profile)
+    out += fmt::format("- {} point{}: {}\n", points, points == 1 ? "" : "s", source(profile));
+  return out + "\n";
+}
+
+std::string sweep_markdown(const SweepTable& table, const std::string& title, std::size_t top) {
   std::vector<std::size_t> simulated;
   std::map<std::string, std::size_t> skip_reasons;
   for (std::size_t i = 0; i < table.rows.size(); ++i) {
@@ -379,7 +421,7 @@ std::string sweep_markdown(const SweepTable& table, const std::string& title, st
     return ranks_above(a, b);
   });
   const std::vector<std::size_t> front = pareto_front(table);
-  std::string out = fmt::format("# {}\n\n{}", markdown_text(title), preamble);
+  std::string out = fmt::format("# {}\n\n{}", markdown_text(title), costs_paragraph(table));
   out +=
       "Simulated points by throughput (points that fit first); * = on the Pareto front of "
       "throughput vs peak reserved memory.\n\n| rank | index |";

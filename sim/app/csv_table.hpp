@@ -40,6 +40,10 @@ struct SweepRow {
   PointStatus status = PointStatus::kSkipped;
   std::string reason;  // why it was skipped or does not fit; empty when ok
   std::array<double, kSweepMetricKeys.size()> metrics{};  // NaN for skipped points
+  // The calibration profile that priced the point, as `run`'s costs line names it (a preset's
+  // name, or the file it resolved to); empty where the hardware presets' models priced it, and
+  // on a skipped point, which nothing priced.
+  std::string calibration;
 };
 
 struct SweepTable {
@@ -51,6 +55,9 @@ struct SweepTable {
   // written before fsdpsim had them.
   std::string sweep_id;
   std::int64_t grid_points = 0;
+  // Whether the rows' `calibration` is known: the column is written before sweep_id, and a table
+  // read from a CSV written before fsdpsim had it does not know what priced its points.
+  bool calibration_known = false;
 };
 
 // `text` as a CSV row holds it: line breaks become spaces, so that a row is always one line.
@@ -59,7 +66,8 @@ std::string csv_text(const std::string& text);
 // One CSV field: csv_text, quoted when it holds a comma or a quote.
 std::string csv_field(const std::string& text);
 
-// The header and a row without the sweep_id and grid_points columns, which table_to_csv appends.
+// The header and a row without the calibration, sweep_id and grid_points columns, which
+// table_to_csv appends.
 std::string csv_header(const std::vector<std::string>& grid_keys);
 std::string csv_row(const SweepRow& row);
 std::string table_to_csv(const SweepTable& table);
@@ -87,10 +95,14 @@ std::string row_label(const SweepTable& table, const SweepRow& row);
 // "best that fits: <grid values> -> X tokens/s/GPU, Y GiB reserved" as the last line.
 std::string sweep_summary_text(const SweepTable& table);
 
-// A markdown report: `title`, `preamble` (markdown, may be empty), the simulated points sorted by
-// throughput (those that fit first), at most `top` rows (0 = all), the Pareto front marked, then
-// the skip reasons.
-std::string sweep_markdown(const SweepTable& table, const std::string& title, std::size_t top,
-                           const std::string& preamble);
+// What priced the simulated points, as a markdown paragraph: one calibration profile, the
+// presets' models, or each profile with its count of points where they differ (a grid over
+// profiles); empty when the table does not know (calibration_known) or simulated no point.
+std::string costs_paragraph(const SweepTable& table);
+
+// A markdown report: `title`, the costs_paragraph, the simulated points sorted by throughput
+// (those that fit first), at most `top` rows (0 = all), the Pareto front marked, then the skip
+// reasons.
+std::string sweep_markdown(const SweepTable& table, const std::string& title, std::size_t top);
 
 }  // namespace fsdpsim::app

@@ -32,10 +32,17 @@ SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps)
     if (header.empty()) {
       header = slice_header;
       merged.grid_keys = slice.grid_keys;
+      merged.calibration_known = slice.calibration_known;
     } else if (slice_header != header) {
       throw ConfigError(
           fmt::format("{}: its header differs from {}'s; the slices are not of one sweep\n  {}  {}",
                       path, inputs.front(), slice_header, header));
+    } else if (slice.calibration_known != merged.calibration_known) {
+      throw ConfigError(
+          fmt::format("{}: has {} calibration column, where {} has {} (one was written by an older "
+                      "fsdpsim); run the slices with one fsdpsim",
+                      path, slice.calibration_known ? "a" : "no", inputs.front(),
+                      merged.calibration_known ? "one" : "none"));
     }
     if (!slice.sweep_id.empty() && merged.sweep_id.empty()) {
       merged.sweep_id = slice.sweep_id;
@@ -156,7 +163,7 @@ int merge_command(const MergeOptions& options) {
         partial ? fmt::format("fsdpsim sweep (merged slices, {} of the grid's {} points)", rows,
                               table.grid_points)
                 : "fsdpsim sweep (merged slices)";
-    outputs.push_back({options.md_path, sweep_markdown(table, title, options.top, "")});
+    outputs.push_back({options.md_path, sweep_markdown(table, title, options.top)});
   }
   write_outputs(outputs, {options.inputs.begin(), options.inputs.end()});
   std::ostream& summary =

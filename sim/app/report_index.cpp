@@ -67,6 +67,7 @@ std::string report_index_markdown(const SweepTable& table, const ReportPlan& pla
         "one slice of a sharded one: `fsdpsim merge` joins the slices).\n\n",
         table.grid_points);
   }
+  out += costs_paragraph(table);
   best_points(table, best_rows, out);
   for (const ReportPlotKind kind :
        {ReportPlotKind::kPareto, ReportPlotKind::kAxis, ReportPlotKind::kHeatmap}) {

@@ -338,6 +338,8 @@ PointOutcome run_point(const SweepPlan& plan, std::int64_t index) {
       const nlohmann::json& v = line.contains(key) ? line[key] : line["breakdown"][key];
       out.row.metrics[m] = v.get<double>();
     }
+    if (const auto it = line.find("calibration"); it != line.end())
+      out.row.calibration = (*it)["profile"].get<std::string>();
   }
   line["index"] = index;
   line["grid"] = grid;
@@ -419,13 +421,6 @@ SweepPlan plan_sweep(const SweepOptions& options) {
   std::vector<std::string> contents;
   for (const std::filesystem::path& named : files) contents.push_back(read_text_file(named));
   plan.sweep_id = sweep_fingerprint(document, plan.axes, contents);
-  if (const auto hardware = document.find("hardware");
-      hardware != document.end() && hardware->is_object()) {
-    if (const auto calibration = hardware->find("calibration");
-        calibration != hardware->end() && calibration->is_string()) {
-      plan.calibration = calibration->get<std::string>();
-    }
-  }
   plan.input_files = {plan.scenario};
   plan.input_files.insert(plan.input_files.end(), files.begin(), files.end());
   return plan;
@@ -493,6 +488,7 @@ SweepRun run_sweep(const SweepPlan& plan, int jobs, const std::atomic<bool>* sto
   run.table.grid_keys = grid_axis_names(plan.axes);
   run.table.sweep_id = plan.sweep_id;
   run.table.grid_points = plan.total_points;
+  run.table.calibration_known = true;
   for (std::optional<PointOutcome>& o : outcomes) {
     if (!o) {
       run.stopped = true;
@@ -625,20 +621,8 @@ int sweep_command(const SweepOptions& options) {
                   interrupted ? fmt::format(", interrupted after {} of {} points",
                                             run.table.rows.size(), plan.indices.size())
                               : "");
-  // What priced the points, unless the grid varies it (then it is a column).
-  const bool calibration_axis = any_axis_path(plan, [](const std::string& path) {
-    return path == "/hardware/calibration" || path == "/hardware";
-  });
-  const std::string costs =
-      calibration_axis ? ""
-      : plan.calibration.empty()
-          ? "Costs from the hardware presets' models (no calibration profile).\n\n"
-          : fmt::format(
-                "Costs from the calibration profile {} where it measured them, the rest "
-                "from the hardware presets' models.\n\n",
-                markdown_code(plan.calibration));
   if (!options.md_path.empty())
-    outputs.push_back({options.md_path, sweep_markdown(run.table, title, options.top, costs)});
+    outputs.push_back({options.md_path, sweep_markdown(run.table, title, options.top)});
   // Why points were skipped, on the terminal too (the CSV and markdown have every reason).
   std::vector<std::string> reasons;  // the first kSkipReasonsShown distinct ones
   std::set<std::string> distinct;

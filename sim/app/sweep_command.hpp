@@ -46,9 +46,6 @@ struct SweepPlan {
   PresetLocator presets;
   std::int64_t total_points = 1;  // of the whole grid
   std::string sweep_id;           // sweep_fingerprint of the scenario, grid and named files
-  // The base scenario's hardware.calibration as written (after --set), empty when it names none;
-  // a grid axis over it is in the table instead.
-  std::string calibration;
   // The scenario and every preset or calibration file its points name: no output may go there.
   std::vector<std::filesystem::path> input_files;
   std::vector<std::int64_t> indices;  // the points this shard runs, ascending

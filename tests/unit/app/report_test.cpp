@@ -322,6 +322,25 @@ TEST(ReportIndex, PartOfAGridSaysSo) {
   EXPECT_NE(index.find("**Part of a grid of 24 points**"), std::string::npos) << index;
 }
 
+// The index says what priced the points where the table knows (costs_paragraph), and nothing
+// where it does not (a table written before the calibration column).
+TEST(ReportIndex, SaysWhatPricedThePointsWhereTheTableKnows) {
+  SweepTable table = small_table();
+  const auto index = [&] {
+    return report_index_markdown(table, plan_report(table, "sweep.csv"), "Sweep report: costs",
+                                 "../sweep.csv", 3);
+  };
+  EXPECT_EQ(index().find("Costs"), std::string::npos) << index();
+  table.calibration_known = true;
+  for (SweepRow& row : table.rows) {
+    if (row.status != PointStatus::kSkipped) row.calibration = "h100-cluster";
+  }
+  EXPECT_NE(index().find("Costs from the calibration profile `h100-cluster` where it measured "
+                         "them, the rest from the hardware presets' models.\n\n"),
+            std::string::npos)
+      << index();
+}
+
 // A small XML well-formedness check: balanced, properly nested tags with quoted attributes,
 // comments, processing instructions and a doctype; returns the root element's name.
 std::string xml_root(const std::string& xml, std::string& why) {

@@ -471,6 +471,71 @@ TEST(SweepCsv, EveryRowNamesItsSweepAndTheGridSize) {
   }
 }
 
+// The calibration column: each simulated point's profile, written before sweep_id, read back; the
+// markdown says from it what priced the points. A table without it (an older fsdpsim's) reads,
+// and says nothing about costs, which it does not know.
+TEST(SweepCsv, EveryPointNamesTheProfileThatPricedIt) {
+  SweepTable t;
+  t.grid_keys = {"hardware.calibration"};
+  SweepRow row;
+  row.labels = {"a"};
+  row.status = PointStatus::kOk;
+  row.metrics = {0.1, 3521.2, 400, 410, 0.4, 0.41, 20.5, 21.25, 1e-05, 0};
+  row.calibration = "profiles/a,1.json";
+  SweepRow presets = row;
+  presets.index = 1;
+  presets.labels = {"null"};
+  presets.calibration.clear();
+  SweepRow skipped = presets;
+  skipped.index = 2;
+  skipped.status = PointStatus::kSkipped;
+  skipped.metrics.fill(std::numeric_limits<double>::quiet_NaN());
+  t.rows = {row, presets, skipped};
+  t.sweep_id = "0123456789abcdef";
+  t.grid_points = 3;
+  const std::string unknown = table_to_csv(t);
+  EXPECT_EQ(unknown.find(",calibration,"), std::string::npos) << unknown;
+  EXPECT_FALSE(table_from_csv(unknown, "old.csv").calibration_known);
+  EXPECT_EQ(sweep_markdown(t, "t", 0).find("Costs"), std::string::npos);
+
+  t.calibration_known = true;
+  const std::string csv = table_to_csv(t);
+  EXPECT_NE(csv.find(",num_alloc_retries,calibration,sweep_id,grid_points\n"), std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find(",0,\"profiles/a,1.json\",0123456789abcdef,3\n"), std::string::npos) << csv;
+  const SweepTable back = table_from_csv(csv, "t.csv");
+  EXPECT_TRUE(back.calibration_known);
+  EXPECT_EQ(back.rows[0].calibration, "profiles/a,1.json");
+  EXPECT_EQ(back.rows[1].calibration, "");
+  EXPECT_EQ(table_to_csv(back), csv);
+  EXPECT_EQ(costs_paragraph(back),
+            "Costs by the points' calibration profiles:\n\n"
+            "- 1 point: the hardware presets' models (no calibration profile)\n"
+            "- 1 point: the calibration profile `profiles/a,1.json` where it measured them, the "
+            "rest from the hardware presets' models\n\n");
+  EXPECT_NE(sweep_markdown(back, "t", 0).find("# t\n\nCosts by the points'"), std::string::npos);
+  SweepTable one = back;
+  one.rows[1].calibration = one.rows[0].calibration;
+  EXPECT_EQ(costs_paragraph(one),
+            "Costs from the calibration profile `profiles/a,1.json` where it measured them, the "
+            "rest from the hardware presets' models.\n\n");
+  one.rows[0].calibration.clear();
+  one.rows[1].calibration.clear();
+  EXPECT_EQ(costs_paragraph(one),
+            "Costs from the hardware presets' models (no calibration profile).\n\n");
+  // A skipped point was priced by nothing; a table that says otherwise was not written by sweep.
+  std::string priced_skip = csv;
+  priced_skip.replace(priced_skip.rfind(",,0123456789abcdef,3\n"), 1, ",x");
+  try {
+    (void)table_from_csv(priced_skip, "t.csv");
+    ADD_FAILURE() << "a skipped point with a profile";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("t.csv: line 4: calibration \"x\" on a skipped point"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The id depends on the scenario the points start from and on the grid, not on the sweep block
 // that the axes replace or on anything else.
 TEST(SweepGrid, TheSweepIdFollowsTheScenarioAndTheGrid) {
@@ -603,7 +668,7 @@ TEST(SweepCsv, TheBestPointsCudaMallocRetriesAreNamed) {
   EXPECT_NE(sweep_summary_text(t).find("78.00 GiB reserved, 3 cudaMalloc retries per step"),
             std::string::npos)
       << sweep_summary_text(t);
-  const std::string md = sweep_markdown(t, "t", 0, "");
+  const std::string md = sweep_markdown(t, "t", 0);
   EXPECT_NE(md.find("| cudaMalloc retries |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 78.00 | 3 | * |"), std::string::npos) << md;
   t.rows[1].metrics[kMetricAllocRetries] = 0;
@@ -618,7 +683,7 @@ TEST(SweepCsv, ATieInThroughputRanksTheSmallerMemoryFirstEverywhere) {
   t.rows = {point(0, 120, 76.36), point(1, 120, 74.75), point(2, 100, 40)};
   for (std::size_t i = 0; i < t.rows.size(); ++i) t.rows[i].labels = {std::to_string(i + 1)};
   EXPECT_EQ(best_that_fits(t), std::optional<std::size_t>(1));
-  const std::string md = sweep_markdown(t, "t", 0, "");
+  const std::string md = sweep_markdown(t, "t", 0);
   EXPECT_NE(md.find("| 1 | 1 | 2 | ok | 120.0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 2 | 0 | 1 | ok | 120.0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("best that fits: training.micro_batch=2 -> 120.0"), std::string::npos) << md;
@@ -636,7 +701,7 @@ TEST(SweepCsv, TheMarkdownEscapesWhatMarkdownWouldRender) {
   t.rows[2].labels = {"[3,4]"};
   t.rows[2].status = PointStatus::kSkipped;
   t.rows[2].reason = "/a: expected *one* of [x]";
-  const std::string md = sweep_markdown(t, "fsdpsim sweep of _my_ <b>.json", 0, "");
+  const std::string md = sweep_markdown(t, "fsdpsim sweep of _my_ <b>.json", 0);
   EXPECT_EQ(md.rfind("# fsdpsim sweep of \\_my\\_ \\<b\\>.json\n", 0), 0U) << md;
   EXPECT_NE(md.find(R"(| \["\<b\>x\</b\>","c:\\\\d"\] |)"), std::string::npos) << md;
   EXPECT_NE(md.find(R"(| \[\`1\`,2\] |)"), std::string::npos) << md;
@@ -1030,6 +1095,49 @@ TEST(SweepCommand, OutputsAreIdenticalWhateverTheNumberOfThreads) {
   EXPECT_FALSE(a.stopped);
 }
 
+// Merged slices say what priced their points as the unsharded sweep does; a slice written before
+// fsdpsim had the calibration column cannot say it, and is refused beside one that can.
+TEST(SweepCommand, MergedSlicesSayWhatPricedThePoints) {
+  const fs::path s = tiny_scenario("merged_costs", {{"hardware", {{"preset", "a100-sxm-80gb"}}}});
+  const fs::path dir = temp_dir();
+  const std::string sweep = "sweep " + s.string() +
+                            " --grid training.micro_batch=1,2 --set "
+                            "hardware.calibration=a100-sxm-80gb";
+  ASSERT_EQ(run_fsdpsim(sweep + " --md " + (dir / "costs_all.md").string()).exit_code, 0);
+  std::string slices;
+  for (int k = 1; k <= 2; ++k) {
+    const fs::path slice = dir / ("costs_slice" + std::to_string(k) + ".csv");
+    ASSERT_EQ(run_fsdpsim(sweep + " --shard " + std::to_string(k) + "/2 --out " + slice.string())
+                  .exit_code,
+              0);
+    slices += " " + slice.string();
+  }
+  const fs::path md = dir / "costs_merged.md";
+  ASSERT_EQ(run_fsdpsim("merge" + slices + " --md " + md.string()).exit_code, 0);
+  const std::string line =
+      "\n\nCosts from the calibration profile `a100-sxm-80gb` where it measured them, the rest "
+      "from the hardware presets' models.\n\n";
+  EXPECT_NE(read_file(dir / "costs_all.md").find(line), std::string::npos);
+  EXPECT_NE(read_file(md).find(line), std::string::npos) << read_file(md);
+
+  // Slice 2 as an older fsdpsim wrote it: no calibration column.
+  std::string old = read_file(dir / "costs_slice2.csv");
+  for (std::size_t at = old.find(",calibration,"); at != std::string::npos;
+       at = old.find(",a100-sxm-80gb,")) {
+    old.erase(at, old.find(',', at + 1) - at);
+  }
+  std::ofstream(dir / "costs_old.csv") << old;
+  const SweepTable old_table = table_from_csv(old, "old.csv");
+  EXPECT_FALSE(old_table.calibration_known);
+  ASSERT_EQ(old_table.rows.size(), 1U);
+  const Outcome mixed = run_fsdpsim("merge " + (dir / "costs_slice1.csv").string() + " " +
+                                    (dir / "costs_old.csv").string());
+  EXPECT_EQ(mixed.exit_code, 2);
+  EXPECT_NE(mixed.output.find("costs_old.csv: has no calibration column, where "),
+            std::string::npos)
+      << mixed.output;
+}
+
 TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   const fs::path s = tiny_scenario("shards");
   const fs::path dir = temp_dir();
@@ -1294,12 +1402,13 @@ TEST(SweepCommand, TimingCountsTheThreadsThatRan) {
 }
 
 // The markdown says what priced its points: a calibration profile named by the base scenario,
-// or the presets alone; a grid over profiles has them in a column instead.
+// or the presets alone; a grid over profiles counts the points of each. The CSV has each point's.
 TEST(SweepCommand, TheMarkdownSaysWhatPricedThePoints) {
   const fs::path s = tiny_scenario("costs", {{"hardware", {{"preset", "a100-sxm-80gb"}}}});
   const fs::path md = temp_dir() / "costs.md";
+  const fs::path csv = temp_dir() / "costs.csv";
   const std::string sweep = "sweep " + s.string() + " --grid training.micro_batch=1,2 --md " +
-                            md.string() + " --out " + (temp_dir() / "costs.csv").string();
+                            md.string() + " --out " + csv.string();
   ASSERT_EQ(run_fsdpsim(sweep).exit_code, 0);
   EXPECT_NE(read_file(md).find("\n\nCosts from the hardware presets' models (no calibration "
                                "profile).\n\n"),
@@ -1310,8 +1419,14 @@ TEST(SweepCommand, TheMarkdownSaysWhatPricedThePoints) {
                                "measured them, the rest from the hardware presets' models."),
             std::string::npos)
       << read_file(md);
-  ASSERT_EQ(run_fsdpsim(sweep + " --grid hardware.calibration=a100-sxm-80gb").exit_code, 0);
-  EXPECT_EQ(read_file(md).find("Costs from"), std::string::npos) << read_file(md);
+  EXPECT_NE(read_file(csv).find(",a100-sxm-80gb,"), std::string::npos) << read_file(csv);
+  ASSERT_EQ(run_fsdpsim(sweep + " --grid hardware.calibration=a100-sxm-80gb,null").exit_code, 0);
+  EXPECT_NE(read_file(md).find("Costs by the points' calibration profiles:\n\n"
+                               "- 2 points: the hardware presets' models (no calibration "
+                               "profile)\n"
+                               "- 2 points: the calibration profile `a100-sxm-80gb` where"),
+            std::string::npos)
+      << read_file(md);
 }
 
 // Ctrl-C: the points in flight finish, the rows so far are written, the exit code is 130.
