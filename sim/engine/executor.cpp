@@ -352,8 +352,12 @@ class Execution {
         if (memory_ != nullptr) memory_->on_release(now_, tensor, p_.tensors[tensor]);
       }
     }
-    if ((cpu_state_ == CpuState::kAwaitingReleases && pending_releases_ == 0) ||
-        (cpu_state_ == CpuState::kFreeingSegments && segments_can_be_freed())) {
+    // Several ops may finish at this instant: the CPU is woken once (a second wake would end the
+    // retried allocation's device calls, or the launch after it, at once).
+    if (!cpu_wake_queued_ &&
+        ((cpu_state_ == CpuState::kAwaitingReleases && pending_releases_ == 0) ||
+         (cpu_state_ == CpuState::kFreeingSegments && segments_can_be_freed()))) {
+      cpu_wake_queued_ = true;
       push(now_, EventPriority::kCpuStep, EventKind::kCpuStep, 0);
     }
     if (cpu_blocked_on_ == op) {
@@ -366,6 +370,7 @@ class Execution {
 
   // Runs CPU steps from the program counter until the CPU must let time pass.
   void advance_cpu() {
+    cpu_wake_queued_ = false;
     switch (cpu_state_) {
       case CpuState::kLaunching:  // the launch in progress completes now
         timeline_.cpu[pc_].end = now_;
@@ -506,6 +511,8 @@ class Execution {
   Queue queue_;
   std::uint16_t rank_;
   RankSpeed speed_;
+  // finish() has queued the wake of a CPU awaiting releases or freeing segments.
+  bool cpu_wake_queued_ = false;
   Rendezvous* rendezvous_;  // kRanks only: where collectives wait for the group
   Timeline timeline_;
   SimTime now_;

@@ -285,6 +285,27 @@ TEST(Executor, AllocatorRetryWaitsForThePendingStreamUsesOnly) {
   EXPECT_EQ(critical_path(b.program(), t).length, t.makespan);
 }
 
+// The last pending use ends at 30 us together with an op that releases nothing: the CPU is woken
+// once, and the retry's device calls still take their 5 us (a second wake at 30 us used to end
+// them at once, issuing "after" at 30).
+TEST(Executor, OpsEndingTogetherWakeARetryingAllocationOnce) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  const StreamId other = b.add_stream("other");
+  const TensorId x = b.allocate("x", Bytes(1), other, 0);  // used, and recorded, on s
+  const OpId short_op = b.launch(spec("short", s, 30));
+  b.launch(spec("beside", other, 30));  // ends with "short", after it in the event order
+  b.free(x, b.record_event(s));
+  b.allocate("y", Bytes(1), s, 0);
+  const OpId after = b.launch(spec("after", s, 1));
+  RetryingMemory memory;
+  const Timeline t = execute(b.program(), &memory);
+  ASSERT_EQ(memory.calls.size(), 3u);  // x, y (needs the sync), y again
+  EXPECT_EQ(memory.calls[2], t.ops[short_op].end);
+  EXPECT_EQ(t.ops[after].issue, us(35));
+  EXPECT_EQ(critical_path(b.program(), t).length, t.makespan);
+}
+
 // An allocator whose device calls (5 us) synchronize the device (a cudaFree) or the streams of
 // `streams` (an expandable segment's unmaps, cudaStreamSynchronize); the allocation is decided
 // at once, then the CPU waits for what they synchronize.
