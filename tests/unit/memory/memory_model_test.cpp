@@ -233,8 +233,15 @@ TEST(MemoryModel, AFailureInTheWarmUpStepReportsItsPeakBeforeTheFlush) {
   EXPECT_EQ(m.on_allocate(SimTime{}, 2, tensor(mib(70), 0)).status,
             engine::AllocationStatus::kOutOfMemory);
   EXPECT_EQ(m.reserved().peak_reserved, mib(60));
+  EXPECT_EQ(m.reserved().alloc_retries, 2);  // the flush and the failed allocation's
+  EXPECT_GT(m.reserved().device_frees, 0);
   m.on_allocate(SimTime{}, 5, tensor(mib(10), 0));  // the measured step starts after the failure
   EXPECT_EQ(m.reserved().peak_reserved, mib(60));
+  // The measured step's own allocator work: none, the allocator no longer being modelled (the
+  // warm-up's retry is not the step's).
+  EXPECT_EQ(m.reserved().alloc_retries, 0);
+  EXPECT_EQ(m.reserved().device_allocs, 0);
+  EXPECT_EQ(m.reserved().device_frees, 0);
 }
 
 TEST(MemoryModel, BaselineOccupiesTheAllocatorBeforeTheStep) {
