@@ -52,7 +52,8 @@ std::string diagnose(const DiagnosisInput& in) {
   // Compute first: a step kComputeBound (85%) or more on the compute stream is compute-bound,
   // whatever the rest of it is exposed.
   if (compute >= kComputeBound) {
-    std::string communication = "communication fully overlapped";
+    std::string communication =
+        in.communicates ? "communication fully overlapped" : "no communication";
     if (exposed >= kCommBoundExposed && !in.top_exposed_collective.empty()) {
       communication = fmt::format("{} exposed communication, most of it {} {} on the {}",
                                   percent(exposed), in.top_exposed_phase, collectives, link);

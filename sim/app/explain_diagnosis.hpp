@@ -25,6 +25,7 @@ struct DiagnosisInput {
   Seconds idle{0.0};                   // wall time with neither
   Seconds critical_cpu_launch{0.0};    // critical path through kernel launches
   Seconds critical_cpu_host{0.0};      // critical path through host work and the allocator
+  bool communicates = true;            // false: the step runs no collective that takes time
   // The largest share of exposed collective time (explain_exposed_comm.hpp), if any.
   std::string top_exposed_phase;       // "backward"
   std::string top_exposed_collective;  // "all-gather"

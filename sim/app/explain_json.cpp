@@ -42,7 +42,8 @@ nlohmann::json explanation_json(const Explanation& e) {
                       {"link", cause.inter_node ? "inter-node" : "intra-node"},
                       {"exposed_s", cause.exposed.value()}});
   }
-  nlohmann::json straggler;  // null unless hardware.stragglers made ranks differ
+  // Null unless one class of ranks sets the pace (hardware.stragglers and the like).
+  nlohmann::json straggler;
   if (e.straggler) {
     straggler = {{"first_rank", e.straggler->ranks.first_rank},
                  {"ranks", e.straggler->ranks.ranks},
@@ -54,6 +55,7 @@ nlohmann::json explanation_json(const Explanation& e) {
   nlohmann::json out = {
       {"schema", "fsdpsim.explain/1"},
       {"straggler", straggler},
+      {"described_rank", r.breakdown_rank},
       {"scenario", e.scenario},
       {"status", r.out_of_memory ? "oom" : "ok"},
       {"step_time_s", r.step_time.value()},

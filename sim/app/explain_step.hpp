@@ -23,13 +23,16 @@ struct Explanation {
   CriticalPathSummary critical_path;
   ExposedCommunication communication;
   std::string diagnosis;
-  // hardware.stragglers: the class of ranks the others wait for (the least exposed-or-idle time),
-  // and how much longer the class that waits most spends exposed or idle; empty otherwise.
+  // hardware.stragglers: the class of ranks the others wait for (the one that waits least for
+  // them, RankClassResult::waits_for_others), which the rest of the report describes, and how
+  // much longer the class that waits most waits; empty where ranks are alike or wait alike.
   struct Straggler {
     fsdp::RankClassResult ranks;
     Seconds others_wait{0.0};
   };
   std::optional<Straggler> straggler;
+  // Ranks differ in speed but every class waits as long for the others: none sets the pace.
+  bool ranks_wait_alike = false;
   // With a calibration profile: what it priced (calibration_usage_line, labelled for this
   // report's column, and calibration_usage_json); empty and null otherwise.
   std::string calibration_line;

@@ -36,7 +36,7 @@ void critical_path_section(const Explanation& e, std::size_t top, std::string& o
       share(c.gpu_communication, c.length), share(c.cpu_launch, c.length),
       share(c.cpu_host, c.length),
       c.cpu_allocator.value() > 0.0
-          ? fmt::format(" ({} of the path in the caching allocator's calls)",
+          ? fmt::format(", of which the caching allocator's calls {} (a kind of their own below)",
                         share(c.cpu_allocator, c.length))
           : std::string());
   out += fmt::format("  {:<40} {:>12} {:>7} {:>7}\n", "by kind", "time", "share", "steps");
@@ -124,12 +124,17 @@ std::string explanation_text(const Explanation& e, std::size_t top) {
   if (e.straggler) {
     const fsdp::RankClassResult& k = e.straggler->ranks;
     out += fmt::format(
-        "straggler       rank {} (compute speed {:g}, host speed {:g}{}) sets the pace: other "
-        "ranks "
-        "wait up to {} longer per step; what follows describes rank {}\n",
+        "straggler       rank {} (compute speed {:g}, host speed {:g}{}) sets the pace: the "
+        "others' collectives wait for it up to {} longer per step (beside their compute, where "
+        "they have any); what follows describes rank {}\n",
         k.first_rank, k.compute_speed, k.host_speed,
         k.ranks > 1 ? fmt::format(", and {} more alike", k.ranks - 1) : "",
         format_time(e.straggler->others_wait), r.breakdown_rank);
+  } else if (e.ranks_wait_alike) {
+    out += fmt::format(
+        "straggler       none sets the pace: the ranks differ in speed, but every class waits as "
+        "long for the others; what follows describes rank {}\n",
+        r.breakdown_rank);
   }
   if (r.reserved.alloc_retries > 0) {
     out += fmt::format(

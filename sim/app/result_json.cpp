@@ -72,6 +72,7 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
           {"compute_busy_s", round6(kb.compute_busy().value())},
           {"exposed_communication_s", round6(kb.exposed_communication.value())},
           {"idle_s", round6(kb.idle.value())},
+          {"waits_for_others_s", round6(k.waits_for_others.value())},
           {"peak_mem_allocated_gib", round6(to_gib(k.peak_allocated))},
           {"peak_mem_reserved_gib", round6(to_gib(k.peak_reserved))},
           {"status", k.out_of_memory ? "oom" : "ok"},

@@ -223,14 +223,16 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
         "ranks (hardware.stragglers, node_speed_spread or the calibration's slowest ranks; ranks "
         "that behave alike are simulated once)");
     line(fmt::format(
-        "  first rank  ranks  compute  host   compute busy  exposed comm      idle  peak {}",
+        "  first rank  ranks  compute  host   compute busy  exposed comm      idle  waits for "
+        "others  peak {}",
         r.models_reserved ? "reserved" : "allocated"));
     for (const fsdp::RankClassResult& k : r.rank_classes) {
       const fsdp::StepBreakdown& kb = k.breakdown;
       line(fmt::format(
-          "  {:10d}  {:5d}  {:7.2f}  {:4.2f}  {:10.3f} s  {:10.3f} s  {:6.3f} s  {:9.2f} GiB{}",
+          "  {:10d}  {:5d}  {:7.2f}  {:4.2f}  {:10.3f} s  {:10.3f} s  {:6.3f} s  {:14.3f} s  "
+          "{:9.2f} GiB{}",
           k.first_rank, k.ranks, k.compute_speed, k.host_speed, kb.compute_busy().value(),
-          kb.exposed_communication.value(), kb.idle.value(),
+          kb.exposed_communication.value(), kb.idle.value(), k.waits_for_others.value(),
           to_gib(r.models_reserved ? k.peak_reserved : k.peak_allocated),
           k.out_of_memory ? "  OOM" : ""));
     }

@@ -1254,6 +1254,11 @@ TEST(Cli, StragglersAddARankTableAndRankClassesToTheResult) {
   EXPECT_EQ(r["rank_classes"][0]["ranks"], 120);
   EXPECT_EQ(r["rank_classes"][1]["first_rank"], 24);
   EXPECT_EQ(r["rank_classes"][1]["ranks"], 8);
+  // The slow node's collectives start last, so they wait for nobody; the others wait for it.
+  EXPECT_EQ(r["rank_classes"][1]["waits_for_others_s"].get<double>(), 0.0);
+  EXPECT_GT(r["rank_classes"][0]["waits_for_others_s"].get<double>(), 0.0);
+  EXPECT_NE(text.output.find("idle  waits for others  peak reserved"), std::string::npos)
+      << text.output;
   // Compute-bound at 2 Tb/s per node: the job runs at about the slow node's pace.
   const Outcome uniform = run_fsdpsim("run " + kScenario + " --json -");
   const double ratio = r["step_time_s"].get<double>() /

@@ -12,6 +12,8 @@
 #include "sim/app/explain_critical_path.hpp"
 #include "sim/app/explain_diagnosis.hpp"
 #include "sim/app/explain_exposed_comm.hpp"
+#include "sim/app/explain_step.hpp"
+#include "sim/app/simulate_scenario.hpp"
 #include "sim/engine/executor.hpp"
 #include "sim/engine/op_graph.hpp"
 #include "sim/engine/program_builder.hpp"
@@ -171,6 +173,11 @@ TEST(ExplainDiagnosis, ComputeBound) {
       "compute-bound: 99.6% of the step on the compute stream; communication fully overlapped");
   EXPECT_EQ(diagnose(step(9.7, 0.2, 0.1)),
             "compute-bound: 97.0% of the step on the compute stream; 2.0% exposed communication");
+  // One GPU: nothing to overlap (it once read "communication fully overlapped").
+  DiagnosisInput alone = step(9.96, 0.0, 0.04);
+  alone.communicates = false;
+  EXPECT_EQ(diagnose(alone),
+            "compute-bound: 99.6% of the step on the compute stream; no communication");
 }
 
 TEST(ExplainDiagnosis, CommunicationBoundNamesPhaseCollectiveAndLink) {
@@ -355,24 +362,97 @@ TEST(ExplainCommand, SaysWhatTheCalibrationProfilePriced) {
   EXPECT_EQ(run_fsdpsim("explain " + scenario).output.find("\ncosts "), std::string::npos);
 }
 
-TEST(ExplainCommand, NamesTheStragglerTheOtherRanksWaitFor) {
+// The slow rank is the one whose collectives wait least for the others; the report then
+// describes it (its breakdown, critical path and communication), not a rank that waits for it.
+TEST(ExplainCommand, NamesTheStragglerTheOtherRanksWaitForAndDescribesIt) {
   const fs::path scenario = tiny_scenario("explain_straggler");
   const Outcome uniform = run_fsdpsim("explain " + scenario.string() + " --json -");
   ASSERT_EQ(uniform.exit_code, 0) << uniform.output;
   EXPECT_TRUE(nlohmann::json::parse(uniform.output)["straggler"].is_null());
+  EXPECT_EQ(nlohmann::json::parse(uniform.output)["described_rank"], 0);
   const std::string slow =
       " --set 'hardware.stragglers=[{\"ranks\": [9], \"compute_speed\": 0.5}]'";
   const Outcome text = run_fsdpsim("explain " + scenario.string() + slow);
   ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("straggler       rank 9 (compute speed 0.5, host speed 1) sets the "
-                             "pace: other ranks wait up to "),
+                             "pace: the others' collectives wait for it up to "),
             std::string::npos)
       << text.output;
+  EXPECT_NE(text.output.find("; what follows describes rank 9\n"), std::string::npos)
+      << text.output;
   const Outcome json = run_fsdpsim("explain " + scenario.string() + slow + " --json -");
-  const nlohmann::json s = nlohmann::json::parse(json.output)["straggler"];
+  const nlohmann::json e = nlohmann::json::parse(json.output);
+  const nlohmann::json s = e["straggler"];
   EXPECT_EQ(s["first_rank"], 9);
-  EXPECT_EQ(s["described_rank"], 0);
+  EXPECT_EQ(s["described_rank"], 9);
+  EXPECT_EQ(e["described_rank"], 9);
   EXPECT_GT(s["others_wait_s"].get<double>(), 0.0);
+  // `run`'s table: rank 9 waits least, the others wait for it as long as explain says.
+  const nlohmann::json r =
+      nlohmann::json::parse(run_fsdpsim("run " + scenario.string() + slow + " --json -").output);
+  ASSERT_EQ(r["rank_classes"].size(), 2U);
+  const nlohmann::json& fast = r["rank_classes"][0];
+  const nlohmann::json& slow_class = r["rank_classes"][1];
+  ASSERT_EQ(slow_class["first_rank"], 9);
+  EXPECT_LT(slow_class["waits_for_others_s"].get<double>(),
+            fast["waits_for_others_s"].get<double>());
+  EXPECT_NEAR(
+      fast["waits_for_others_s"].get<double>() - slow_class["waits_for_others_s"].get<double>(),
+      s["others_wait_s"].get<double>(), 2e-6);  // JSON rounds to 1e-6 s
+  // The slow GPU's critical path runs through its own compute, at half speed: more of it than the
+  // path of a rank that waits for it.
+  EXPECT_GT(e["critical_path"]["gpu_compute_s"].get<double>(),
+            nlohmann::json::parse(uniform.output)["critical_path"]["gpu_compute_s"].get<double>());
+}
+
+// A slow host on one rank (hardware.stragglers host_speed) of Llama-3.1-8B on 8 H100 at 256
+// tokens: its own collectives run exposed longer than the others' (it launches late what follows
+// them), so the least exposed communication, once taken for the pace-setter, named a rank that
+// waits for it. The rank whose collectives wait least is the slow host.
+TEST(ExplainCommand, ASlowHostSetsThePaceThoughItsOwnCollectivesRunExposedLonger) {
+  const std::string run_args = std::string(FSDPSIM_SOURCE_DIR) +
+                               "/scenarios/llama3_8b_8xh100.json --set training.seq_len=256 "
+                               "--set 'hardware.stragglers=[{\"ranks\": [3], \"host_speed\": "
+                               "0.3}]' --json -";
+  const Outcome run = run_fsdpsim("run " + run_args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const nlohmann::json classes = nlohmann::json::parse(run.output)["rank_classes"];
+  ASSERT_EQ(classes.size(), 2U);
+  ASSERT_EQ(classes[1]["first_rank"], 3);
+  EXPECT_GT(classes[1]["exposed_communication_s"].get<double>(),
+            classes[0]["exposed_communication_s"].get<double>());
+  EXPECT_LT(classes[1]["waits_for_others_s"].get<double>(),
+            classes[0]["waits_for_others_s"].get<double>());
+  const Outcome explain = run_fsdpsim("explain " + run_args);
+  ASSERT_EQ(explain.exit_code, 0) << explain.output;
+  const nlohmann::json e = nlohmann::json::parse(explain.output);
+  EXPECT_EQ(e["straggler"]["first_rank"], 3) << e["straggler"].dump();
+  EXPECT_EQ(e["described_rank"], 3);
+  // Its critical path carries its host's launches and hooks, at 30 % speed.
+  EXPECT_GT(e["critical_path"]["cpu_launch_s"].get<double>(), 0.0);
+}
+
+// Where every class waits as long for the others (no rank sets the pace), the report says so and
+// describes the largest class, as `run` does, rather than naming a rank that waits 0 us less.
+TEST(ExplainStep, RanksThatWaitAlikeHaveNoPaceSetter) {
+  const fs::path scenario = tiny_scenario("explain_wait_alike");
+  const Scenario loaded =
+      load_scenario(scenario, {"hardware.stragglers=[{\"ranks\": [9], \"compute_speed\": 0.5}]"},
+                    PresetLocator{FSDPSIM_CONFIGS_DIR});
+  fsdp::SimulationOutput output = simulate_scenario(loaded, false);
+  ASSERT_EQ(output.result.rank_classes.size(), 2U);
+  ASSERT_TRUE(explain_step(loaded, output).straggler.has_value());
+  for (fsdp::RankClassResult& k : output.result.rank_classes) k.waits_for_others = Seconds(0.25);
+  const Explanation e = explain_step(loaded, output);
+  EXPECT_FALSE(e.straggler.has_value());
+  EXPECT_TRUE(e.ranks_wait_alike);
+  EXPECT_EQ(e.result.breakdown_rank, 0);
+  EXPECT_NE(explanation_text(e, 3).find("straggler       none sets the pace: the ranks differ in "
+                                        "speed, but every class waits as long for the others; "
+                                        "what follows describes rank 0\n"),
+            std::string::npos)
+      << explanation_text(e, 3);
+  EXPECT_TRUE(explanation_json(e)["straggler"].is_null());
 }
 
 // At 16.5 GB of HBM the 2-layer model's step fits only after two cudaMalloc retries (18 GB
@@ -385,7 +465,7 @@ TEST(ExplainCommand, CountsCudaMallocRetriesAndTheirAllocatorTime) {
   EXPECT_NE(text.output.find("allocator       2 cudaMalloc retries per step"), std::string::npos)
       << text.output;
   // The critical path's host work includes the allocator's calls, and says how much of it.
-  EXPECT_NE(text.output.find("% of the path in the caching allocator's calls)"), std::string::npos)
+  EXPECT_NE(text.output.find("%, of which the caching allocator's calls "), std::string::npos)
       << text.output;
   const nlohmann::json j = nlohmann::json::parse(
       run_fsdpsim("explain " + scenario.string() + tight + " --json -").output);
