@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -167,9 +168,12 @@ hardware::CollectiveCurve fit_curve(const std::vector<CollectivePoint>& points, 
   for (const double t : measured) log_t.push_back(std::log(t));
   const std::vector<double> fitted_log = isotonic(log_t);
   // Sizes the regression did not pool keep their measured time exactly (exp(log(t)) may not).
+  // A pooled group's exp(mean) can land an ulp above the next size's own time where the two are
+  // equal in log space: the times stay non-decreasing all the same (times 32, 18, 24 us).
   std::vector<double> fitted;
   for (std::size_t i = 0; i < fitted_log.size(); ++i) {
-    fitted.push_back(fitted_log[i] == log_t[i] ? measured[i] : std::exp(fitted_log[i]));
+    const double t = fitted_log[i] == log_t[i] ? measured[i] : std::exp(fitted_log[i]);
+    fitted.push_back(fitted.empty() ? t : std::max(t, fitted.back()));
   }
 
   const std::size_t n = sizes.size();
@@ -291,8 +295,9 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
   out.curves = std::make_shared<hardware::CalibratedCurves>(name);
   out.curves->set_complete(profile.complete);
 
-  // Candidates per curve key: out-of-place before in-place, measured before derived.
-  using Rank = std::tuple<bool, bool>;  // (in_place, derived): smaller is preferred
+  // Candidates per curve key: measured before derived (a measurement of the other placement is
+  // closer to the truth than a rule's), then out-of-place before in-place.
+  using Rank = std::tuple<bool, bool>;  // (derived, in_place): smaller is preferred
   std::map<hardware::CollectiveCurveKey, std::map<Rank, std::vector<const CollectiveSeries*>>>
       candidates;
   std::vector<const CollectiveSeries*> concurrent;
@@ -306,18 +311,20 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
       concurrent.push_back(&s);
       continue;
     }
-    candidates[key_of(s)][Rank{s.in_place, s.origin == Origin::kDerived}].push_back(&s);
+    candidates[key_of(s)][Rank{s.origin == Origin::kDerived, s.in_place}].push_back(&s);
   }
   for (const auto& [key, ranked] : candidates) {
-    bool fitted = false;
+    std::optional<Rank> fitted;
     for (const auto& [rank, series] : ranked) {
       std::vector<CollectivePoint> points;
       for (const CollectiveSeries* s : series)
         points.insert(points.end(), s->points.begin(), s->points.end());
       if (fitted) {
-        out.skipped.push_back(SkippedSeries{describe(*series.front()),
-                                            "a preferred series (out-of-place, measured) "
-                                            "of the same collective and group was fitted"});
+        out.skipped.push_back(SkippedSeries{
+            describe(*series.front()),
+            fmt::format("a preferred series ({}, {}) of the same collective and group was fitted",
+                        std::get<1>(*fitted) ? "in-place" : "out-of-place",
+                        std::get<0>(*fitted) ? "derived" : "measured")});
         continue;
       }
       CurveFit fit;
@@ -334,9 +341,10 @@ ProfileFit fit_profile(const CalibrationProfile& profile, const std::string& nam
         }
         fit.asymptotic_busbw_GBps = factor * curve.asymptotic_algbw().value() / 1e9;
         fit.extrapolates = curve.reaches_bandwidth_regime();
+        fit.extrapolates_down = curve.reaches_latency_regime();
         out.curves->add_collective(key, std::move(curve));
         out.collectives.push_back(fit);
-        fitted = true;
+        fitted = rank;
       } catch (const InputError& e) {
         out.skipped.push_back(SkippedSeries{describe(*series.front()), e.what()});
       }

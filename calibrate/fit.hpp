@@ -48,6 +48,7 @@ struct CurveFit {
   double peak_busbw_GBps = 0.0;          // largest measured busbw
   double asymptotic_busbw_GBps = 0.0;    // busbw of the large-size asymptote
   bool extrapolates = true;  // used above max_bytes (CollectiveCurve::reaches_bandwidth_regime)
+  bool extrapolates_down = true;  // used below min_bytes (CollectiveCurve::reaches_latency_regime)
   // Measurements of one size that disagree (two series of one collective and group): the largest
   // ratio of the slowest to the fastest at a size, and that size; 1 when none repeat (noted from
   // kRepeatSpreadNoted, profile.hpp).

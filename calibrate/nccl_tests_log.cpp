@@ -24,6 +24,19 @@ constexpr std::int64_t kMaxRanks = hardware::kMaxWorldSize;
 constexpr double kBusbwRatioTolerance = 0.03;
 constexpr double kPrintedHalfUnit = 0.006;
 
+// Half a unit of the last digit `number` is printed with, relative to its value: 0.05 / 1.3 for
+// "1.3e+07", 0.005 / 20 for "20.00", 0.5 / 1567536 for "1567536"; 0 for what is not a number.
+double relative_half_unit(std::string_view number) {
+  const std::size_t e = number.find_first_of("eE");
+  const std::string_view mantissa = number.substr(0, e);
+  double value = 0.0;
+  const auto r = std::from_chars(mantissa.data(), mantissa.data() + mantissa.size(), value);
+  if (r.ec != std::errc{} || value == 0.0) return 0.0;
+  const std::size_t dot = mantissa.find('.');
+  const std::size_t decimals = dot == std::string_view::npos ? 0 : mantissa.size() - dot - 1;
+  return 0.5 * std::pow(10.0, -static_cast<double>(decimals)) / std::fabs(value);
+}
+
 std::vector<std::string_view> split_words(std::string_view s) {
   std::vector<std::string_view> out;
   std::size_t i = 0;
@@ -38,6 +51,20 @@ std::vector<std::string_view> split_words(std::string_view s) {
 
 bool is_integer(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A line without srun --label's or mpirun --tag-output's prefix ("0: ", "[1,0]<stdout>:").
+std::string_view without_label(std::string_view line) {
+  std::size_t k = 0;
+  while (k < line.size() && line[k] == ' ') ++k;
+  std::size_t digits = k;
+  while (digits < line.size() && line[digits] >= '0' && line[digits] <= '9') ++digits;
+  if (digits > k && digits + 1 < line.size() && line[digits] == ':' && line[digits + 1] == ' ') {
+    line.remove_prefix(digits + 2);
+  } else if (line.starts_with("[") && line.find(">:") != std::string_view::npos) {
+    line.remove_prefix(line.find(">:") + 2);
+  }
+  return line;
 }
 
 std::optional<double> to_double(std::string_view s) {
@@ -186,6 +213,7 @@ struct Table {
 struct RankInfo {
   std::string host;
   std::string device;
+  std::int64_t group = 0;  // "Group g": NCCL_TESTS_SPLIT splits the ranks into communicators
 };
 
 // One run of a perf binary: its header lines and its result table(s).
@@ -278,7 +306,8 @@ void Parser::header_line(std::size_t number, std::string_view body) {
     const auto rank = to_int(words[1]);
     const auto on = std::find(words.begin(), words.end(), std::string_view("on"));
     if (rank && on != words.end() && on + 1 != words.end()) {
-      RankInfo info{std::string(*(on + 1)), ""};
+      RankInfo info{std::string(*(on + 1)), "", 0};
+      if (words[2] == "Group") info.group = to_int(words[3]).value_or(0);
       const std::size_t bracket = body.find(']');
       if (bracket != std::string_view::npos) {
         std::string_view name = body.substr(bracket + 1);
@@ -400,13 +429,24 @@ void Parser::data_row(std::size_t number, const std::vector<std::string_view>& w
                              kMinMeasuredUs, kMaxMeasuredUs, quoted(word(c.time[p]))));
   }
   // nccl-tests prints algbw = size / time (src/common.cu), to two decimals: a row whose columns
-  // disagree was edited or mangled, and which of them is right cannot be told.
+  // disagree was edited or mangled, and which of them is right cannot be told. A time of 10 s or
+  // more is printed as %7.1e (nccl-tests since its JSON output, 2025), to two significant digits.
   const double algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
-  constexpr double kRelative = 0.02;  // the time is printed to 3-4 significant digits
-  if (std::fabs(algbw - r.algbw_gbps) > kPrintedHalfUnit + kRelative * algbw) {
+  constexpr double kRelative = 0.02;  // a time in decimals has 3-4 significant digits
+  const double time_rounding = relative_half_unit(word(c.time[p]));
+  if (std::fabs(algbw - r.algbw_gbps) > kPrintedHalfUnit + (kRelative + time_rounding) * algbw) {
     fail(number, fmt::format("size / time = {:.4g} GB/s, but the row's algbw is {}: the columns "
                              "disagree",
                              algbw, quoted(word(c.algbw[p]))));
+  }
+  // A time printed with an exponent is taken from algbw where that is printed the finer.
+  const bool exponent = word(c.time[p]).find_first_of("eE") != std::string_view::npos;
+  if (exponent && r.algbw_gbps > 0.0 && kPrintedHalfUnit / r.algbw_gbps < time_rounding) {
+    out_.notes.push_back(fmt::format(
+        "{}:{}: time {} us is printed to two significant digits; taken as size / algbw = {:.6g} "
+        "us",
+        file_, number, word(c.time[p]), static_cast<double>(r.bytes) / (r.algbw_gbps * 1e3)));
+    r.time_us = static_cast<double>(r.bytes) / (r.algbw_gbps * 1e3);
   }
   // Wrong data in either variant: the imported one's timing is then no measurement, and the
   // other's says the run itself went wrong (the same buffers, communicator and links).
@@ -523,6 +563,29 @@ void Parser::finish_table(const Section& section, const Table& table) {
            fmt::format("{} '#  Rank' lines, but each process runs nThread x nGpus = {} ranks",
                        ranks, section.ranks_in_process));
     }
+    // NCCL_TESTS_SPLIT: each group of ranks is a communicator of its own, and the table times one
+    // group's collective, so its shape is a group's: ranks, and ranks per node within it.
+    std::map<std::int64_t, std::map<std::string, std::int32_t>> group_ranks_on;
+    for (const auto& [rank, info] : section.ranks) ++group_ranks_on[info.group][info.host];
+    std::set<std::pair<std::int32_t, std::int32_t>> shapes;  // (ranks, most on one host)
+    for (const auto& [group, on] : group_ranks_on) {
+      std::int32_t in_group = 0;
+      std::int32_t most_on_host = 0;
+      for (const auto& [host, n] : on) {
+        in_group += n;
+        most_on_host = std::max(most_on_host, n);
+      }
+      shapes.emplace(in_group, most_on_host);
+      ranks_on = on;  // each group is checked alike below; they must all be of one shape
+      if (shapes.size() > 1) {
+        fail(table.header_line,
+             fmt::format("the '#  Rank' lines put the ranks in {} groups (NCCL_TESTS_SPLIT) of "
+                         "different shapes: {} ranks with {} on one host, and {} with {}; time "
+                         "one communicator shape per log",
+                         group_ranks_on.size(), shapes.begin()->first, shapes.begin()->second,
+                         shapes.rbegin()->first, shapes.rbegin()->second));
+      }
+    }
     const auto [fewest, most] =
         std::minmax_element(ranks_on.begin(), ranks_on.end(),
                             [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -530,10 +593,11 @@ void Parser::finish_table(const Section& section, const Table& table) {
       fail(table.header_line,
            fmt::format("{} ranks on {} hosts, {} on {} but {} on {}: not the same number on "
                        "every node; pass --ranks-per-node",
-                       ranks, hosts.size(), fewest->second, fewest->first, most->second,
-                       most->first));
+                       shapes.begin()->first, ranks_on.size(), fewest->second, fewest->first,
+                       most->second, most->first));
     }
     per_node = most->second;
+    ranks = shapes.begin()->first;
   } else if (section.ranks_in_process > 0 && !options_.ranks) {
     ranks = section.ranks_in_process;  // one process without MPI: all its GPUs on one host
     per_node = ranks;
@@ -649,33 +713,23 @@ NcclTestsLog Parser::run() {
     if (end == std::string_view::npos) break;
     start = end + 1;
   }
+  // The last line of nccl-tests' own output: a '#' line or one starting with a number (a row).
+  // What a scheduler writes after a run it cut short ("slurmstepd: ... CANCELLED ...") is not.
   std::size_t last_content = 0;
   std::size_t first_content = 0;
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (!split_words(lines[i]).empty()) {
-      last_content = i + 1;
-      if (first_content == 0) first_content = i + 1;
-    }
+    const std::vector<std::string_view> words = split_words(without_label(lines[i]));
+    if (words.empty()) continue;
+    if (first_content == 0) first_content = i + 1;
+    if (words[0].starts_with("#") || is_integer(words[0])) last_content = i + 1;
   }
+  if (last_content == 0) last_content = first_content;
   if (first_content == 0)
     throw InputError(fmt::format("{}: empty file, not an nccl-tests log", file_));
 
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const std::size_t number = i + 1;
-    std::string_view line = lines[i];
-    // srun --label / mpirun --tag-output prefixes: "0: ", "[1,0]<stdout>:".
-    {
-      std::size_t k = 0;
-      while (k < line.size() && line[k] == ' ') ++k;
-      std::size_t digits = k;
-      while (digits < line.size() && line[digits] >= '0' && line[digits] <= '9') ++digits;
-      if (digits > k && digits + 1 < line.size() && line[digits] == ':' &&
-          line[digits + 1] == ' ') {
-        line.remove_prefix(digits + 2);
-      } else if (line.starts_with("[") && line.find(">:") != std::string_view::npos) {
-        line.remove_prefix(line.find(">:") + 2);
-      }
-    }
+    const std::string_view line = without_label(lines[i]);
     std::size_t first = 0;
     while (first < line.size() && (line[first] == ' ' || line[first] == '\t')) ++first;
     if (first < line.size() && line[first] == '#') {

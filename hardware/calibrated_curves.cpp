@@ -248,12 +248,14 @@ std::optional<Seconds> CalibratedCurves::gemm_time_sharing(const GpuSpec& model_
 namespace {
 
 // The measured curve that prices `bytes` of `op` over `group`, if any. Above a latency-bound
-// sweep's largest size the curve knows no bandwidth.
+// sweep's largest size the curve knows no bandwidth, below a bandwidth-bound sweep's smallest
+// size no latency.
 const CollectiveCurve* usable_curve(const CalibratedCurves& calibration, Collective op,
                                     CommGroup group, Bytes bytes) {
   const CollectiveCurve* curve = calibration.find_collective(op, group);
   const bool usable = curve != nullptr &&
-                      (bytes <= curve->knots().back().bytes || curve->reaches_bandwidth_regime());
+                      (bytes <= curve->knots().back().bytes || curve->reaches_bandwidth_regime()) &&
+                      (bytes >= curve->knots().front().bytes || curve->reaches_latency_regime());
   return usable ? curve : nullptr;
 }
 

@@ -67,6 +67,13 @@ class CollectiveCurve {
   [[nodiscard]] bool reaches_bandwidth_regime() const {
     return knots_.back().time.value() >= 2.0 * knots_.front().time.value();
   }
+  // Whether the knots reach the latency regime: at the smallest measured size at least half the
+  // time is the latency asymptote, so that the line below it measures one. A sweep that starts
+  // in the bandwidth regime (nccl-tests -b 64M) has a latency of about 0 (a 4-byte all-reduce
+  // came out at 41 ps), and smaller buffers are left to the fallback model.
+  [[nodiscard]] bool reaches_latency_regime() const {
+    return latency().value() >= 0.5 * knots_.front().time.value();
+  }
 
  private:
   std::vector<CurveKnot> knots_;

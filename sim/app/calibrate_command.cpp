@@ -332,6 +332,14 @@ int fit_command(const CalibrateOptions& o) {
         calibrate::collective_name(f.key.op), dtype_name(f.key.dtype), f.key.ranks,
         f.key.ranks_per_node, size_text(f.max_bytes.value()));
   }
+  for (const calibrate::CurveFit& f : fit.collectives) {
+    if (f.extrapolates_down) continue;
+    out += fmt::format(
+        "  note: {} {} {}/{} starts in the bandwidth regime (under half its smallest time is "
+        "latency): below {} the fallback model prices it\n",
+        calibrate::collective_name(f.key.op), dtype_name(f.key.dtype), f.key.ranks,
+        f.key.ranks_per_node, size_text(f.min_bytes.value()));
+  }
   out +=
       "  (knot err: how far making time non-decreasing in size moved a measurement; LOO err: an "
       "interior\n"

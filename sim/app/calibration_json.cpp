@@ -1073,8 +1073,9 @@ std::string calibration_usage_line(const hardware::ClusterSpec& cluster, std::si
           ? fmt::format(
                 "{}no collective of this step was priced by a measured curve: a curve serves "
                 "only its own collective and group shape (ranks, ranks per node), and not above "
-                "its sizes when it stops in the latency regime (`calibrate fit` names such "
-                "curves); the profile's curves: {}",
+                "its sizes when it stops in the latency regime, nor below them when it starts in "
+                "the bandwidth regime (`calibrate fit` names such curves); the profile's curves: "
+                "{}",
                 next_line, collective_curves_text(curves))
           : "",
       sustained.empty() ? "" : next_line + sustained, speeds.empty() ? "" : next_line + speeds,

@@ -181,6 +181,31 @@ TEST(CalibratedCurves, ALatencyBoundSweepIsNotExtrapolatedUpward) {
   EXPECT_EQ(n.collectives_fallback, 1);
 }
 
+// A sweep that starts in the bandwidth regime (nccl-tests -b 64M: its times grow in proportion
+// to size) knows no latency: below its smallest size the ring model prices the collective (its
+// latency line once priced a 4-byte all-reduce at 41 ps), from it up the curve.
+TEST(CalibratedCurves, ABandwidthBoundSweepIsNotExtrapolatedDownward) {
+  ClusterSpec c = one_node();
+  const ClusterSpec fallback = c;
+  const double mib64 = static_cast<double>(mib(64).value());
+  const CollectiveCurve steep({{mib(64), Seconds(681 * kUs)},
+                               {mib(128), Seconds(1340 * kUs)},
+                               {mib(256), Seconds(2720 * kUs)}},
+                              681 * kUs / mib64, 2720 * kUs / (4 * mib64));
+  EXPECT_FALSE(steep.reaches_latency_regime());
+  EXPECT_TRUE(three_knot_curve().reaches_latency_regime());
+  auto curves = std::make_shared<CalibratedCurves>("test");
+  curves->add_collective(CollectiveCurveKey{Collective::kAllReduce, Dtype::kBf16, 8, 8}, steep);
+  c.gpu.calibration = curves;
+  EXPECT_DOUBLE_EQ(collective_time(c, Collective::kAllReduce, CommGroup{8, 8}, mib(128)).value(),
+                   1340 * kUs);
+  EXPECT_EQ(collective_time(c, Collective::kAllReduce, CommGroup{8, 8}, Bytes(4)),
+            collective_time(fallback, Collective::kAllReduce, CommGroup{8, 8}, Bytes(4)));
+  const CalibrationCounts n = curves->usage().counts();
+  EXPECT_EQ(n.collectives_calibrated, 1);
+  EXPECT_EQ(n.collectives_fallback, 1);
+}
+
 TEST(CalibratedCurves, CollectiveLookupPrefersBf16ThenFp16ThenFp32) {
   CalibratedCurves curves("test");
   const CollectiveCurve slow({{kMiB, Seconds(kUs * 10)}, {kMiB * 2, Seconds(kUs * 20)}}, 0.0, 1e-9);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace fsdpsim::calibrate {
@@ -59,6 +60,57 @@ TEST(CalibrationFit, AlphaBetaAsymptotesRecoverAnAlphaBetaCurve) {
   const double expected_16g = 20 * kUs + 16.0 * static_cast<double>(kBytesPerGiB) / 100e9;
   EXPECT_NEAR(curve.time(gib(16)).value(), expected_16g, expected_16g * 1e-6);
   EXPECT_NEAR(curve.time(Bytes(8)).value(), 20 * kUs + 8 / 100e9, 1e-9);
+}
+
+// Times 32, 18, 24 us at 1, 2 and 4 KiB: the first two are pooled at exp(mean of logs) = 24 us,
+// which may come out an ulp above the 24 us measured at 4 KiB; the knots stay non-decreasing
+// (the curve once refused them: exit 1, "internal error").
+TEST(CalibrationFit, PooledTimesEqualToTheNextMeasurementStayMonotone) {
+  for (const auto& [a, b, c] :
+       {std::tuple{32.0, 18.0, 24.0}, std::tuple{16.0, 4.0, 8.0}, std::tuple{36.0, 16.0, 24.0}}) {
+    std::vector<CollectivePoint> points = {at(1024, a), at(2048, b), at(4096, c)};
+    for (std::int64_t bytes = 8192; bytes <= kBytesPerGiB; bytes *= 4)
+      points.push_back(at(bytes, c + static_cast<double>(bytes) / 100e9 / kUs));
+    CurveFit fit;
+    std::optional<hardware::CollectiveCurve> curve;
+    ASSERT_NO_THROW(curve.emplace(fit_curve(points, fit))) << a << " " << b << " " << c;
+    const auto& knots = curve->knots();
+    for (std::size_t i = 1; i < knots.size(); ++i) EXPECT_GE(knots[i].time, knots[i - 1].time);
+    EXPECT_NEAR(knots[0].time.value(), c * kUs, 1e-15);
+  }
+}
+
+// A sweep measured only from 64 MiB up has no latency below it: the fit says the fallback model
+// prices smaller buffers.
+TEST(CalibrationFit, ASweepStartingInTheBandwidthRegimeIsNotUsedBelowIt) {
+  CollectiveSeries bandwidth = series(
+      hardware::Collective::kAllReduce,
+      {at(64LL << 20, 681), at(128LL << 20, 1340), at(256LL << 20, 2720), at(512LL << 20, 5400)});
+  CalibrationProfile profile;
+  profile.collectives = {bandwidth, series(hardware::Collective::kAllGather, alpha_beta_points())};
+  const ProfileFit fit = fit_profile(profile, "p");
+  ASSERT_EQ(fit.collectives.size(), 2U);
+  for (const CurveFit& f : fit.collectives)
+    EXPECT_EQ(f.extrapolates_down, f.key.op != hardware::Collective::kAllReduce);
+}
+
+// Of one collective and group, a measured series is fitted before a derived one (a rule's
+// numbers), whichever columns it was read from; the skipped series names the one fitted.
+TEST(CalibrationFit, AMeasuredSeriesIsPreferredToADerivedOne) {
+  CollectiveSeries derived = series(hardware::Collective::kAllGather, alpha_beta_points());
+  derived.origin = Origin::kDerived;
+  derived.derivation = "scaled from another GPU";
+  CollectiveSeries in_place = series(hardware::Collective::kAllGather, alpha_beta_points());
+  in_place.in_place = true;
+  for (CollectivePoint& p : in_place.points) p.median = Seconds(p.median.value() * 2.0);
+  CalibrationProfile profile;
+  profile.collectives = {derived, in_place};
+  const ProfileFit fit = fit_profile(profile, "p");
+  ASSERT_EQ(fit.collectives.size(), 1U);
+  EXPECT_EQ(fit.collectives[0].origin, Origin::kMeasured);
+  ASSERT_EQ(fit.skipped.size(), 1U);
+  EXPECT_EQ(fit.skipped[0].why,
+            "a preferred series (in-place, measured) of the same collective and group was fitted");
 }
 
 // Repeats of one size are pooled by their median, and how far apart they are is kept for the

@@ -3,6 +3,7 @@
 // logs for the flags and failure modes.
 #include "calibrate/nccl_tests_log.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -129,6 +130,27 @@ TEST(NcclTestsLog, TruncatedLogCanKeepItsCompleteRows) {
   ASSERT_EQ(p.collectives.size(), 1U);
   EXPECT_EQ(p.collectives.front().points.size(),
             14U);  // 32 KiB .. 256 MiB; the 512 MiB row was cut
+}
+
+// A run cut short by Slurm's time limit: the scheduler's line follows the cut row in the job's
+// output file; --allow-truncated still drops the cut row and keeps the complete ones.
+TEST(NcclTestsLog, ATruncatedRowFollowedByTheSchedulersLineIsStillTheCut) {
+  const std::string rows =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    "
+      "20.00   52.43   52.43       0\n"
+      "     2097152        524288     float     sum      -1    40.00   52.43   52.43       0    "
+      "40.00   52.43   52.43       0\n"
+      "     4194304       1048576     float     sum      -1    80.00   52.4\n"
+      "slurmstepd: error: *** STEP 1234.0 ON node0 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME "
+      "LIMIT ***\n";
+  const std::string text = log_with("all_reduce_perf", rows, /*footer=*/false);
+  NcclTestsImportOptions o;
+  o.allow_truncated = true;
+  const NcclTestsLog log = parse_nccl_tests_log(text, "cut.log", o);
+  ASSERT_EQ(log.series.size(), 1U);
+  EXPECT_EQ(log.series[0].points.size(), 2U);
+  const std::string refused = error_of([&] { (void)parse_nccl_tests_log(text, "cut.log", {}); });
+  EXPECT_NE(refused.find("cut.log:14: truncated nccl-tests log"), std::string::npos) << refused;
 }
 
 TEST(NcclTestsLog, GarbageIsAClearErrorNamingFileAndLine) {
@@ -330,6 +352,60 @@ TEST(NcclTestsLog, RankLinesThatCannotBeOneCommunicatorAreErrors) {
   huge.replace(huge.find("nGpus 2"), 7, "nGpus 1431655766");
   EXPECT_NE(error_for(huge).find("expected nGpus from 1 to 1048576"), std::string::npos)
       << error_for(huge);
+}
+
+// NCCL_TESTS_SPLIT=AND1: 4 ranks on 2 hosts split into groups by rank & 1, each group a
+// communicator of 2 ranks, one per host; the table times one group's collective (busbw = algbw
+// for an all-reduce over 2 ranks). Its shape is the group's, not the job's 4 ranks with 2 per
+// host (which took a network measurement for one inside a node). Groups of different shapes
+// cannot be one series.
+TEST(NcclTestsLog, ASplitLogIsOfOneGroupsShape) {
+  const std::string rows =
+      "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    "
+      "20.00   52.43   52.43       0\n";
+  std::string text = log_with("all_reduce_perf", rows);
+  text.replace(text.find("nGpus 2"), 7, "nGpus 1");
+  const std::string ranks_of_a_host = "#  Rank  0 Group  0";
+  const std::size_t first = text.find(ranks_of_a_host);
+  const std::size_t end = text.find("#\n#   ", first);
+  const auto rank_line = [](int rank, int group, const char* host) {
+    return fmt::format(
+        "#  Rank {:2d} Group {:2d} Pid   100{} on {:>10} device  {} [0000:07:00] "
+        "NVIDIA H100 80GB HBM3\n",
+        rank, group, rank, host, rank % 2);
+  };
+  text.replace(first, end - first,
+               rank_line(0, 0, "hostA") + rank_line(1, 1, "hostA") + rank_line(2, 0, "hostB") +
+                   rank_line(3, 1, "hostB"));
+  const NcclTestsLog log = parse_nccl_tests_log(text, "split.log", {});
+  ASSERT_EQ(log.series.size(), 1U);
+  EXPECT_EQ(log.series[0].ranks, 2);
+  EXPECT_EQ(log.series[0].ranks_per_node, 1);
+
+  std::string uneven = text;
+  uneven.replace(uneven.find("#  Rank  1 Group  1"), 19, "#  Rank  1 Group  0");
+  const std::string error = error_of([&] { (void)parse_nccl_tests_log(uneven, "split.log", {}); });
+  EXPECT_NE(error.find("put the ranks in 2 groups (NCCL_TESTS_SPLIT) of different shapes: 1 ranks "
+                       "with 1 on one host, and 3 with 2"),
+            std::string::npos)
+      << error;
+}
+
+// A time of 10 s or more is printed as %7.1e: "1.3e+07" us holds two significant digits, where
+// size / algbw (1.37 GB/s, to two decimals) is 12.54 s; the row is not refused as columns that
+// disagree, and its time is taken from the algbw, with a note.
+TEST(NcclTestsLog, ATimePrintedWithAnExponentIsTakenFromTheAlgbw) {
+  const std::string rows =
+      " 17179869184    4294967296     float     sum      -1  1.3e+07    1.37    1.37       0  "
+      "1.3e+07    1.37    1.37       0\n";
+  const NcclTestsLog log = parse_nccl_tests_log(log_with("all_reduce_perf", rows), "slow.log", {});
+  ASSERT_EQ(log.series.size(), 1U);
+  EXPECT_NEAR(log.series[0].points[0].median.value(), 17179869184.0 / 1.37e9, 1e-9);
+  ASSERT_EQ(log.notes.size(), 1U);
+  EXPECT_NE(log.notes[0].find("slow.log:12: time 1.3e+07 us is printed to two significant "
+                              "digits; taken as size / algbw = 1.25401e+07 us"),
+            std::string::npos)
+      << log.notes[0];
 }
 
 TEST(NcclTestsLog, NonNumbersWhereNumbersBelongAreErrors) {
