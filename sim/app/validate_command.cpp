@@ -260,8 +260,18 @@ Evaluation evaluate(const std::vector<const ValidationCase*>& cases,
     o.measured_tokens = c.number("measured_tokens_per_s_per_gpu");
     o.predicted_tokens = r.tokens_per_s_per_gpu;
     if (o.measured_tokens) {
-      o.step_time_s = Compared{static_cast<double>(r.tokens_per_step_per_gpu) / *o.measured_tokens,
-                               r.step_time.value()};
+      // The row's own step: where its global batch is no whole number of micro-batches on every
+      // GPU, the scenario runs the last one whole (Composer's partial one, priced as full), so the
+      // simulated step is scaled to the row's tokens at the simulated rate.
+      const std::optional<double> global = c.number("global_batch");
+      const std::optional<double> gpus = c.number("gpus");
+      const double tokens = global && gpus
+                                ? *global * static_cast<double>(scenario.training.seq_len) / *gpus
+                                : static_cast<double>(r.tokens_per_step_per_gpu);
+      o.step_time_s = Compared{tokens / *o.measured_tokens,
+                               tokens == static_cast<double>(r.tokens_per_step_per_gpu)
+                                   ? r.step_time.value()
+                                   : tokens / r.tokens_per_s_per_gpu};
     }
     o.status = r.out_of_memory ? "oom" : "ok";
     o.alloc_retries = r.reserved.alloc_retries;

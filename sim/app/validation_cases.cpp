@@ -410,9 +410,9 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   // that micro_batch x gpus below stays within 64 bits.
   if (micro > size_bounds::kTokens)
     bad_cell(file, c, "micro_batch", fmt::format("at most {} sequences", size_bounds::kTokens));
-  // Gradient accumulation as printed; else global / (micro x gpus), rounded (the sources' global
-  // batch need not divide evenly). Given both, they must agree up to that rounding: Composer
-  // runs ceil(global / (micro x gpus)) micro-batches, the last one partial.
+  // Gradient accumulation as printed; else ceil(global / (micro x gpus)), as Composer runs it
+  // (the sources' global batch need not divide evenly; the last micro-batch is partial, simulated
+  // whole). Given both, they must agree up to rounding down or up.
   std::int64_t accumulation = 1;
   if (!c.get("global_batch").empty() && gpus_given) {
     const std::int64_t global = positive_int(file, c, "global_batch");
@@ -422,7 +422,7 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
                            "GPU)",
                            micro * gpus));
     }
-    accumulation = std::llround(static_cast<double>(global) / static_cast<double>(micro * gpus));
+    accumulation = (global + micro * gpus - 1) / (micro * gpus);
     if (!c.get("grad_accum").empty()) {
       const std::int64_t printed = positive_int(file, c, "grad_accum");
       const std::int64_t floor = global / (micro * gpus);

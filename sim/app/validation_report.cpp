@@ -58,6 +58,12 @@ struct ValidationSummaries {
 
 namespace {
 
+// The TFLOPS a row is judged by (a TFLOPS-only row's headline): the model count where it prints
+// one.
+const std::optional<Compared>& row_tflops(const ValidationOutcome& o) {
+  return o.model_tflops ? o.model_tflops : o.hardware_tflops;
+}
+
 // Issue #7's bound on any one case: the markdown lists the cases beyond it first.
 constexpr double kLargeError = 0.25;
 
@@ -109,9 +115,10 @@ ValidationSummaries summarize(const std::vector<ValidationOutcome>& outcomes,
       }
       for (const std::string& column : group_by) s.by_column[column][o.c->get(column)].add(tokens);
     }
+    // A row's TFLOPS once: the model count where it prints both (row_tflops).
     for (const auto& [pair, group] :
-         {std::pair{&o.model_tflops, &s.tflops}, std::pair{&o.hardware_tflops, &s.tflops},
-          std::pair{&o.mfu, &s.mfu}, std::pair{&o.hfu, &s.hfu}, std::pair{&o.peak_mem, &s.memory},
+         {std::pair{&row_tflops(o), &s.tflops}, std::pair{&o.mfu, &s.mfu},
+          std::pair{&o.hfu, &s.hfu}, std::pair{&o.peak_mem, &s.memory},
           std::pair{&o.peak_reserved, &s.reserved}}) {
       if (*pair) group->add(**pair);
     }
@@ -172,11 +179,6 @@ std::vector<std::string> ordered_values(const ValidationGroups& groups) {
     });
   }
   return values;
-}
-
-// The TFLOPS a TFLOPS-only row is judged by: the model count where it prints one.
-const std::optional<Compared>& row_tflops(const ValidationOutcome& o) {
-  return o.model_tflops ? o.model_tflops : o.hardware_tflops;
 }
 
 // Measured and predicted: tokens/s/GPU where the source prints it, else its TFLOPS/GPU.

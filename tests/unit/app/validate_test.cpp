@@ -1019,6 +1019,68 @@ TEST(Validate, NoMeasuredTokensIsNotAPerfectScore) {
       << fit_out;
 }
 
+// small_cases.csv's header and its MPT-1b row (8 A100-80GB, micro batch 14) with `changes`.
+fs::path mpt1b_csv(const std::string& name, const std::map<std::string, std::string>& changes) {
+  std::ifstream in(kData + "small_cases.csv");
+  std::string header_line;
+  std::string line;
+  std::getline(in, header_line);
+  std::string row_line;
+  while (std::getline(in, line)) {
+    if (line.rfind("lf-a10080-mpt1b-s2048-g8-mb14-ac0-1,", 0) == 0) row_line = line;
+  }
+  const auto header = parse_csv_line(header_line);
+  auto row = parse_csv_line(row_line);
+  for (std::size_t i = 0; i < header->size(); ++i) {
+    if (const auto it = changes.find((*header)[i]); it != changes.end()) (*row)[i] = it->second;
+  }
+  std::string text = header_line + "\n";
+  for (std::size_t i = 0; i < row->size(); ++i) {
+    const std::string& cell = (*row)[i];
+    text += (i > 0 ? "," : "") +
+            (cell.find_first_of(",\"") != std::string::npos ? "\"" + cell + "\"" : cell);
+  }
+  const fs::path file = test_support::temp_dir("validate") / name;
+  std::ofstream(file, std::ios::binary) << text << "\n";
+  return file;
+}
+
+// A global batch of 400 sequences on 8 GPUs at micro batch 14 is 3.57 micro-batches a step: the
+// run's four (the last one partial) are simulated whole, 448 sequences, and the step times
+// compared are the row's 400 x 2048 / 8 tokens over each tokens/s (they were the simulated 448's,
+// 12 % more). Without a grad_accum cell the count is rounded up too, as Composer runs it: 360
+// sequences are 3.21 micro-batches, simulated as 4.
+TEST(Validate, StepTimesAreOfTheRowsGlobalBatch) {
+  const fs::path csv = mpt1b_csv("partial.csv", {{"global_batch", "400"}, {"grad_accum", "4"}});
+  const auto [code, out] = run_fsdpsim("validate " + csv.string() + " --json -");
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json c = nlohmann::json::parse(out)["cases"][0];
+  const double tokens = 400.0 * 2048.0 / 8.0;
+  EXPECT_NEAR(c["step_time_s"]["measured"].get<double>(),
+              tokens / c["measured_tokens_per_s_per_gpu"].get<double>(), 1e-9);
+  EXPECT_NEAR(c["step_time_s"]["predicted"].get<double>(),
+              tokens / c["predicted_tokens_per_s_per_gpu"].get<double>(), 1e-9);
+  const auto rounded = read_validation_cases(
+      mpt1b_csv("rounded.csv", {{"global_batch", "360"}, {"grad_accum", ""}}).string());
+  ASSERT_EQ(rounded.size(), 1u);
+  EXPECT_EQ(scenario_for_case(rounded[0], "rounded.csv").document["training"]["global_batch"], 448);
+}
+
+// A row that prints both model and hardware TFLOPS counts once in the TFLOPS summary, by its
+// model count, as the case table judges it.
+TEST(Validate, ARowsTflopsCountOnceInTheSummary) {
+  const fs::path csv = mpt1b_csv("both_tflops.csv", {{"measured_tokens_per_s_per_gpu", ""},
+                                                     {"measured_mfu", ""},
+                                                     {"measured_hfu", ""},
+                                                     {"measured_model_tflops_per_gpu", "130"},
+                                                     {"measured_hardware_tflops_per_gpu", "130"}});
+  const auto [code, out] = run_fsdpsim("validate " + csv.string() + " --json -");
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["evaluated"], 1);
+  EXPECT_EQ(j["tflops"]["count"], 1) << j["tflops"].dump();
+}
+
 // Options are checked once, before any row: a malformed --set, an empty path, an infinite --fit
 // bound or a malformed profile is one error, not a skip reason repeated on every row.
 TEST(Validate, BadOptionsAreRefusedBeforeAnyRow) {
