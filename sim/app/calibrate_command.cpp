@@ -324,21 +324,21 @@ int fit_command(const CalibrateOptions& o) {
         f.origin == calibrate::Origin::kDerived ? "derived" : "measured");
   }
   for (const std::string& note : repeat_spread_notes(fit)) out += fmt::format("  note: {}\n", note);
+  // Curves the models leave to the fallback model on one side of their sizes.
   for (const calibrate::CurveFit& f : fit.collectives) {
-    if (f.extrapolates) continue;
-    out += fmt::format(
-        "  note: {} {} {}/{} stops in the latency regime (its largest time is under twice its "
-        "smallest): above {} the fallback model prices it\n",
-        calibrate::collective_name(f.key.op), dtype_name(f.key.dtype), f.key.ranks,
-        f.key.ranks_per_node, size_text(f.max_bytes.value()));
-  }
-  for (const calibrate::CurveFit& f : fit.collectives) {
-    if (f.extrapolates_down) continue;
-    out += fmt::format(
-        "  note: {} {} {}/{} starts in the bandwidth regime (under half its smallest time is "
-        "latency): below {} the fallback model prices it\n",
-        calibrate::collective_name(f.key.op), dtype_name(f.key.dtype), f.key.ranks,
-        f.key.ranks_per_node, size_text(f.min_bytes.value()));
+    const auto note = [&](const char* regime, const char* why, const char* side, Bytes at) {
+      out += fmt::format("  note: {} {} {}/{} {} ({}): {} {} the fallback model prices it\n",
+                         calibrate::collective_name(f.key.op), dtype_name(f.key.dtype), f.key.ranks,
+                         f.key.ranks_per_node, regime, why, side, size_text(at.value()));
+    };
+    if (!f.extrapolates) {
+      note("stops in the latency regime", "its largest time is under twice its smallest", "above",
+           f.max_bytes);
+    }
+    if (!f.extrapolates_down) {
+      note("starts in the bandwidth regime", "under half its smallest time is latency", "below",
+           f.min_bytes);
+    }
   }
   out +=
       "  (knot err: how far making time non-decreasing in size moved a measurement; LOO err: an "

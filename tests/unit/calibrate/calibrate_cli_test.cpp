@@ -251,6 +251,34 @@ TEST(CalibrateCli, FitReportsTheRankSpeeds) {
       << l.output;
 }
 
+// A sweep kept from 64 MiB up (nccl-tests -b 64M) starts in the bandwidth regime, one kept up to
+// 64 KiB stops in the latency regime: `fit` says which side of each the fallback model prices.
+TEST(CalibrateCli, FitNamesTheSidesACurveDoesNotCover) {
+  const auto fit_of = [](const std::string& name, const std::function<bool(double)>& keep) {
+    const fs::path log = temp_dir() / (name + "_all_reduce_perf.log");
+    std::ofstream(log) << rewritten_log(
+        kLogs + "a100_8gpu_all_reduce_perf.log",
+        [&](std::vector<std::string>& row) { return keep(std::stod(row[0])); });
+    const fs::path profile = temp_dir() / (name + ".json");
+    const Outcome imported = run_fsdpsim("calibrate import-nccl-tests " + log.string() + " -o " +
+                                         profile.string() + " --gpu a100-sxm-80gb");
+    EXPECT_EQ(imported.exit_code, 0) << imported.output;
+    return run_fsdpsim("calibrate fit " + profile.string()).output;
+  };
+  const std::string large = fit_of("from_64m", [](double bytes) { return bytes >= 64 << 20; });
+  EXPECT_NE(large.find("note: all_reduce fp32 8/8 starts in the bandwidth regime (under half its "
+                       "smallest time is latency): below 64.00 MiB the fallback model prices it"),
+            std::string::npos)
+      << large;
+  EXPECT_EQ(large.find("latency regime"), std::string::npos) << large;
+  const std::string small = fit_of("to_64k", [](double bytes) { return bytes <= 64 << 10; });
+  EXPECT_NE(small.find("note: all_reduce fp32 8/8 stops in the latency regime (its largest time is "
+                       "under twice its smallest): above 64.0 KiB the fallback model prices it"),
+            std::string::npos)
+      << small;
+  EXPECT_EQ(small.find("bandwidth regime"), std::string::npos) << small;
+}
+
 TEST(CalibrateCli, ImportWritesAProfileThatFits) {
   const fs::path out = temp_dir() / "imported.json";
   const Outcome o =

@@ -262,48 +262,57 @@ class RetryingMemory final : public MemoryObserver {
   std::vector<SimTime> calls;
 };
 
+// "x" is used on the compute stream and freed after "short" (0-30 us); allocating "y" needs that
+// use to pass (RetryingMemory), then "after" is launched. `other` runs on a second stream,
+// launched before "x" is allocated (`first`) or right after "short".
+struct RetryRun {
+  Program program;
+  Timeline t;
+  OpId short_op = 0;
+  OpId after = 0;
+  std::vector<SimTime> calls;
+};
+RetryRun run_retry(const char* other, int other_us, bool first) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  const StreamId second = b.add_stream("other");
+  if (first) b.launch(spec(other, second, other_us));
+  const TensorId x = b.allocate("x", Bytes(1), second, 0);  // used, and recorded, on s
+  RetryRun r;
+  r.short_op = b.launch(spec("short", s, 30));
+  if (!first) b.launch(spec(other, second, other_us));
+  b.free(x, b.record_event(s));
+  b.allocate("y", Bytes(1), s, 0);
+  r.after = b.launch(spec("after", s, 1));
+  RetryingMemory memory;
+  r.program = b.program();
+  r.t = execute(r.program, &memory);
+  r.calls = memory.calls;
+  return r;
+}
+
 // synchronize_and_free_events waits for the events of the blocks freed with pending stream uses,
 // not for all work: "x" was freed after "short" (ends at 30 us); "long" on another stream runs on.
 TEST(Executor, AllocatorRetryWaitsForThePendingStreamUsesOnly) {
-  ProgramBuilder b;
-  const StreamId s = b.add_stream("compute");
-  const StreamId other = b.add_stream("other");
-  b.launch(spec("long", other, 100));
-  const TensorId x = b.allocate("x", Bytes(1), other, 0);  // used, and recorded, on s
-  const OpId short_op = b.launch(spec("short", s, 30));
-  b.free(x, b.record_event(s));
-  b.allocate("y", Bytes(1), s, 0);
-  const OpId after = b.launch(spec("after", s, 1));
-  RetryingMemory memory;
-  const Timeline t = execute(b.program(), &memory);
-  ASSERT_EQ(memory.calls.size(), 3u);  // x, y (needs the sync), y again
-  EXPECT_EQ(memory.calls[2], t.ops[short_op].end);
-  EXPECT_EQ(t.ops[short_op].end, us(30));
-  EXPECT_EQ(t.ops[after].issue, us(35));
+  const RetryRun r = run_retry("long", 100, /*first=*/true);
+  ASSERT_EQ(r.calls.size(), 3u);  // x, y (needs the sync), y again
+  EXPECT_EQ(r.calls[2], r.t.ops[r.short_op].end);
+  EXPECT_EQ(r.t.ops[r.short_op].end, us(30));
+  EXPECT_EQ(r.t.ops[r.after].issue, us(35));
   // The critical path explains the wait by "short" alone; an edge from "long" (still running
   // at the retry) would make it longer than the step.
-  EXPECT_EQ(critical_path(b.program(), t).length, t.makespan);
+  EXPECT_EQ(critical_path(r.program, r.t).length, r.t.makespan);
 }
 
-// The last pending use ends at 30 us together with an op that releases nothing: the CPU is woken
-// once, and the retry's device calls still take their 5 us (a second wake at 30 us used to end
-// them at once, issuing "after" at 30).
+// The last pending use ends at 30 us together with an op that releases nothing ("beside", after
+// "short" in the event order): the CPU is woken once, and the retry's device calls still take
+// their 5 us (a second wake at 30 us used to end them at once, issuing "after" at 30).
 TEST(Executor, OpsEndingTogetherWakeARetryingAllocationOnce) {
-  ProgramBuilder b;
-  const StreamId s = b.add_stream("compute");
-  const StreamId other = b.add_stream("other");
-  const TensorId x = b.allocate("x", Bytes(1), other, 0);  // used, and recorded, on s
-  const OpId short_op = b.launch(spec("short", s, 30));
-  b.launch(spec("beside", other, 30));  // ends with "short", after it in the event order
-  b.free(x, b.record_event(s));
-  b.allocate("y", Bytes(1), s, 0);
-  const OpId after = b.launch(spec("after", s, 1));
-  RetryingMemory memory;
-  const Timeline t = execute(b.program(), &memory);
-  ASSERT_EQ(memory.calls.size(), 3u);  // x, y (needs the sync), y again
-  EXPECT_EQ(memory.calls[2], t.ops[short_op].end);
-  EXPECT_EQ(t.ops[after].issue, us(35));
-  EXPECT_EQ(critical_path(b.program(), t).length, t.makespan);
+  const RetryRun r = run_retry("beside", 30, /*first=*/false);
+  ASSERT_EQ(r.calls.size(), 3u);
+  EXPECT_EQ(r.calls[2], r.t.ops[r.short_op].end);
+  EXPECT_EQ(r.t.ops[r.after].issue, us(35));
+  EXPECT_EQ(critical_path(r.program, r.t).length, r.t.makespan);
 }
 
 // An allocator whose device calls (5 us) synchronize the device (a cudaFree) or the streams of
