@@ -435,7 +435,10 @@ class Execution {
           timeline_.cpu[pc_].end = now_;
           break;
         case CpuStepKind::kAlloc: {
-          if (memory_ == nullptr) break;
+          if (memory_ == nullptr) {  // lifetimes only: the allocation takes no CPU time
+            timeline_.cpu[pc_].end = now_;
+            break;
+          }
           AllocationOutcome outcome = memory_->on_allocate(now_, s.target, p_.tensors.at(s.target));
           if (outcome.status == AllocationStatus::kSynchronize) {
             // synchronize_and_free_events: cudaEventSynchronize on the event of every block
@@ -498,6 +501,14 @@ class Execution {
       } else if (cpu_blocked_on_ != kNoOp) {
         cpu = fmt::format("the CPU is blocked waiting for '{}'",
                           p_.names[p_.ops[cpu_blocked_on_].name]);
+      } else if (cpu_state_ == CpuState::kAwaitingReleases ||
+                 cpu_state_ == CpuState::kFreeingSegments) {
+        cpu = fmt::format(
+            "the CPU's allocation of '{}' waits for {}",
+            p_.names[p_.tensors[p_.cpu[pc_].target].name],
+            cpu_state_ == CpuState::kAwaitingReleases
+                ? "the pending stream uses of the blocks it would free"
+                : "the device (or the streams) it synchronizes before its cudaFree to be idle");
       }
       throw DeadlockError(fmt::format("deadlock at t={:.3f} us: {}; unfinished ops ({} in all): {}",
                                       now_.microseconds(), cpu, listed, stuck));

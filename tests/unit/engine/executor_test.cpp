@@ -437,6 +437,56 @@ TEST(Executor, AFullQueueBehindAnOpWaitingForALaterLaunchIsADeadlock) {
   }
 }
 
+// An allocation whose cudaFree must wait for the device to be idle, while the device waits for
+// an op the CPU launches only after it (a hand-built program: FSDP's never do this): the stall
+// names the allocation and what it waits for, not "the CPU finished its program".
+TEST(Executor, AStallInAnAllocationNamesIt) {
+  Program p;
+  p.names = {"a", "b", "x"};
+  p.stream_names = {"s", "t"};
+  Op a;
+  a.name = 0;
+  a.stream = 0;
+  a.duration = us(1);
+  a.deps_begin = 0;
+  a.deps_end = 1;
+  Op b;
+  b.name = 1;
+  b.stream = 1;
+  b.duration = us(1);
+  p.ops = {a, b};
+  p.deps = {1};  // a waits for b
+  p.tensors = {TensorInfo{2, Bytes(1), 0, 0}};
+  p.cpu = {CpuStep{CpuStepKind::kLaunch, 0, kNoOp, 0, SimTime{}},
+           CpuStep{CpuStepKind::kAlloc, 0, kNoOp, 0, SimTime{}},
+           CpuStep{CpuStepKind::kLaunch, 1, kNoOp, 0, SimTime{}}};
+  SynchronizingMemory memory(/*device=*/true, 0);
+  try {
+    execute(p, &memory);
+    FAIL() << "expected a deadlock";
+  } catch (const DeadlockError& e) {
+    EXPECT_NE(std::string(e.what()).find("the CPU's allocation of 'x' waits for the device (or "
+                                         "the streams) it synchronizes before its cudaFree to be "
+                                         "idle"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Without a memory observer an allocation takes no CPU time but ends where it starts, as every
+// CPU step does (its end was left at 0, and the critical path refused the timeline).
+TEST(Executor, AnAllocationWithoutAnObserverEndsWhereItStarts) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("s");
+  b.cpu_work("w", us(10));
+  b.allocate("x", Bytes(1), s, 0);
+  b.launch(spec("a", s, 5, 1));
+  const Timeline t = execute(b.program());
+  EXPECT_EQ(t.cpu[1].start, us(10));
+  EXPECT_EQ(t.cpu[1].end, us(10));
+  EXPECT_EQ(critical_path(b.program(), t).length, t.makespan);
+}
+
 TEST(OpGraph, ReportsTheOpsOfACycleAsADeadlock) {
   // Two ops that depend on each other (impossible through the builder, possible by hand).
   Program p;
