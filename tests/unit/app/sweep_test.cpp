@@ -415,16 +415,21 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
             std::string::npos);
 }
 
+// Point 0 of a one-axis table, fitting, at `label`, with round metrics.
+SweepRow ok_point(const std::string& label) {
+  SweepRow row;
+  row.labels = {label};
+  row.status = PointStatus::kOk;
+  row.metrics = {0.1, 3521.2, 400, 410, 0.4, 0.41, 20.5, 21.25, 1e-05, 0};
+  return row;
+}
+
 // The sweep_id and grid_points columns: written when the table has an id, read back, the same on
 // every row; a table without them (an older fsdpsim's) still reads.
 TEST(SweepCsv, EveryRowNamesItsSweepAndTheGridSize) {
   SweepTable t;
   t.grid_keys = {"training.micro_batch"};
-  SweepRow row;
-  row.labels = {"2"};
-  row.status = PointStatus::kOk;
-  row.metrics = {0.1, 3521.2, 400, 410, 0.4, 0.41, 20.5, 21.25, 1e-05, 0};
-  t.rows = {row};
+  t.rows = {ok_point("2")};
   const std::string old_format = table_to_csv(t);
   t.sweep_id = "0123456789abcdef";
   t.grid_points = 3;
@@ -477,10 +482,7 @@ TEST(SweepCsv, EveryRowNamesItsSweepAndTheGridSize) {
 TEST(SweepCsv, EveryPointNamesTheProfileThatPricedIt) {
   SweepTable t;
   t.grid_keys = {"hardware.calibration"};
-  SweepRow row;
-  row.labels = {"a"};
-  row.status = PointStatus::kOk;
-  row.metrics = {0.1, 3521.2, 400, 410, 0.4, 0.41, 20.5, 21.25, 1e-05, 0};
+  SweepRow row = ok_point("a");
   row.calibration = "profiles/a,1.json";
   SweepRow presets = row;
   presets.index = 1;
