@@ -94,6 +94,9 @@ class Rendezvous {
   virtual ~Rendezvous() = default;
   // `rank` has started collective `op` (its NCCL kernel runs, waiting for its peers).
   virtual void arrive(std::uint16_t rank, OpId op, SimTime now) = 0;
+  // `rank` has moved its share of collective `op`'s bytes; the collective ends when its peers
+  // have too.
+  virtual void transferred(std::uint16_t rank, OpId op, SimTime now) = 0;
 };
 
 SimTime at_speed(SimTime t, double speed) {
@@ -146,7 +149,13 @@ class Execution {
   void handle(const Event& e) {
     now_ = e.time;
     if (e.kind == EventKind::kOpFinish) {
-      if (e.version == version_[e.index]) finish(e.index);
+      if (e.version != version_[e.index]) return;
+      if constexpr (kRanks) {
+        if (state_[e.index] == State::kRunning && p_.ops[e.index].kind == OpKind::kCommunication) {
+          return end_transfer(e.index);
+        }
+      }
+      finish(e.index);
     } else {
       advance_cpu();
     }
@@ -169,6 +178,12 @@ class Execution {
     reschedule_network(now);
   }
 
+  // Every rank of the group has moved its bytes: collective `op` ends at `now` (a ring or tree
+  // completes on all its ranks together, at the pace of its slowest link).
+  void complete(OpId op, SimTime now) requires kRanks {
+    push(now, EventPriority::kOpFinish, EventKind::kOpFinish, op, ++version_[op]);
+  }
+
   Timeline end() {
     check_finished();
     timeline_.makespan = cpu_time_;
@@ -178,7 +193,9 @@ class Execution {
   }
 
  private:
-  enum class State : std::uint8_t { kNotIssued, kIssued, kRunning, kFinished };
+  // kTransferred (multi-rank executions): a collective whose bytes this rank has moved, waiting
+  // for its peers to have moved theirs.
+  enum class State : std::uint8_t { kNotIssued, kIssued, kRunning, kTransferred, kFinished };
   // What the CPU thread is doing while simulated time passes.
   enum class CpuState : std::uint8_t {
     kReady,
@@ -322,16 +339,32 @@ class Execution {
     }
   }
 
+  // A collective's transfer has ended on this rank: it leaves the NICs, whose other transfers
+  // speed up.
+  void release_network(OpId op) {
+    if (p_.ops[op].network_time.picoseconds() <= 0) return;
+    credit_network_progress(now_);
+    network_running_.erase(std::find(network_running_.begin(), network_running_.end(), op));
+    reschedule_network(now_);
+  }
+
+  // This rank has moved its share of collective `op`: its NICs are free of it, but the op ends
+  // with its group's last transfer (Rendezvous::transferred), which may pass through a NIC more
+  // loaded than this rank's.
+  void end_transfer(OpId op) requires kRanks {
+    state_[op] = State::kTransferred;
+    release_network(op);
+    rendezvous_->transferred(rank_, op, now_);
+  }
+
   void finish(OpId op) {
     const Op& o = p_.ops[op];
+    if constexpr (!kRanks) {
+      if (o.kind == OpKind::kCommunication) release_network(op);
+    }
     state_[op] = State::kFinished;
     --outstanding_;
     timeline_.ops[op].end = now_;
-    if (o.kind == OpKind::kCommunication && o.network_time.picoseconds() > 0) {
-      credit_network_progress(now_);
-      network_running_.erase(std::find(network_running_.begin(), network_running_.end(), op));
-      reschedule_network(now_);
-    }
     if (o.kind == OpKind::kCommunication) {
       if (--communication_running_ == 0) reschedule_contended();
     } else if (contended(o)) {
@@ -550,7 +583,8 @@ class Execution {
 };
 
 // Collectives of every rank class, matched per communicator group: the transfer starts when the
-// last class of the group has started its kernel.
+// last class of the group has started its kernel, and the collective ends when the last class
+// has moved its bytes.
 class GroupRendezvous final : public Rendezvous {
  public:
   GroupRendezvous(const Program& program, const RankClasses& classes,
@@ -559,11 +593,32 @@ class GroupRendezvous final : public Rendezvous {
     if (classes.peers.size() != program.channel_names.size()) {
       throw std::logic_error("engine: rank classes computed for another program's channels");
     }
-    waiting_.resize(classes.peers.size());
-    for (auto& per_class : waiting_) per_class.assign(classes.count(), Waiting{});
+    for (Slots* slots : {&arrived_, &transferred_}) {
+      slots->resize(classes.peers.size());
+      for (auto& per_class : *slots) per_class.assign(classes.count(), Waiting{});
+    }
   }
 
   void arrive(std::uint16_t rank, OpId op, SimTime now) override {
+    meet(arrived_, rank, op, [&](Execution<true>& peer) { peer.transfer(op, now); });
+  }
+
+  void transferred(std::uint16_t rank, OpId op, SimTime now) override {
+    meet(transferred_, rank, op, [&](Execution<true>& peer) { peer.complete(op, now); });
+  }
+
+ private:
+  struct Waiting {
+    OpId op = kNoOp;
+    std::size_t count = 0;
+  };
+  using Slots = std::vector<std::vector<Waiting>>;  // [channel][lowest class of the group]
+
+  // `rank` has reached `op` in `slots`; once every class of its group has, `then` runs for each.
+  // One slot per group, held by its lowest class: a communicator runs its collectives in issue
+  // order, so a group meets at most one at a time in each of the two.
+  template <typename Then>
+  void meet(Slots& slots, std::uint16_t rank, OpId op, Then then) {
     const ChannelId channel = p_.ops[op].channel;
     if (channel == kNoChannel) {
       throw std::logic_error(
@@ -571,29 +626,22 @@ class GroupRendezvous final : public Rendezvous {
     }
     const std::vector<std::int32_t>& peers =
         classes_.peers[static_cast<std::size_t>(channel)][rank];
-    // One waiting slot per group, held by its lowest class: a communicator runs its collectives
-    // in issue order, so a group waits for at most one at a time.
-    Waiting& w =
-        waiting_[static_cast<std::size_t>(channel)][static_cast<std::size_t>(peers.front())];
-    if (w.arrived == 0) {
+    Waiting& w = slots[static_cast<std::size_t>(channel)][static_cast<std::size_t>(peers.front())];
+    if (w.count == 0) {
       w.op = op;
     } else if (w.op != op) {
       throw std::logic_error("engine: ranks of one group reached different collectives");
     }
-    if (++w.arrived < peers.size()) return;
-    w.arrived = 0;
-    for (const std::int32_t peer : peers) ranks_[static_cast<std::size_t>(peer)]->transfer(op, now);
+    if (++w.count < peers.size()) return;
+    w.count = 0;
+    for (const std::int32_t peer : peers) then(*ranks_[static_cast<std::size_t>(peer)]);
   }
 
- private:
-  struct Waiting {
-    OpId op = kNoOp;
-    std::size_t arrived = 0;
-  };
   const Program& p_;
   const RankClasses& classes_;
   std::vector<std::unique_ptr<Execution<true>>>& ranks_;
-  std::vector<std::vector<Waiting>> waiting_;  // [channel][lowest class of the group]
+  Slots arrived_;      // collectives whose kernels have started
+  Slots transferred_;  // collectives whose bytes have moved
 };
 
 // A program that stalls is checked for a cycle only then, to name the ops that wait on each

@@ -41,7 +41,10 @@ Timeline execute(const Program& program, MemoryObserver* memory = nullptr);
 // Every rank of a world runs `program` at its own speed (rank_classes.hpp), one representative
 // per class, with one memory observer each. A collective's kernel starts on each rank as above
 // and holds its SMs; its transfer starts when the last rank of its communicator group has
-// started it, and takes the op's duration from then (NCCL kernels wait for their peers).
+// started it, and takes the op's duration from then (NCCL kernels wait for their peers). Each
+// rank's transfer shares that rank's NICs (Op::network_time) and leaves them when done; the
+// collective ends on every rank of the group when the last of them is done (a ring or tree
+// moves at the pace of its slowest link).
 // Compute ops take duration / speed.compute (contended_duration too), launches and host work
 // launch_cost or duration / speed.host; copies, collectives and allocator calls are not scaled.
 // Returns one timeline per class, in class order; a stall throws as execute() does.

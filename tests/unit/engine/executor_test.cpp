@@ -582,6 +582,47 @@ TEST(ExecuteRanks, ACollectiveWaitsForTheSlowestRankOfItsGroup) {
   EXPECT_EQ(t[1].makespan, us(310));
 }
 
+// A collective ends on all ranks of its group together, at the pace of the most loaded NIC.
+// Rank 1 computes at half speed. "K" (10 us, 20 us on rank 1) leads both to "X", a collective of
+// both ranks (10 us alone on the NICs, 20 us sharing them), and to "Y", one of each rank alone
+// (15 us, 30 us sharing). X's transfer starts at 20 us, when rank 1 reaches it.
+// Rank 0: Y runs alone from 10 us, 2/3 done at 20, then shares: it ends at 20 + 10 = 30 us; X
+// is half done then and moves the rest alone by 35 us. Rank 1: Y and X share from 20 us; X
+// ends at 40 us, Y then has 1/3 left alone: 45 us. X ends at 40 us on both ranks.
+TEST(ExecuteRanks, ACollectiveEndsWhenItsSlowestRankHasMovedItsBytes) {
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const StreamId nccl_x = b.add_stream("nccl_x");
+  const StreamId nccl_y = b.add_stream("nccl_y");
+  const ChannelId both = b.add_channel("both");
+  const ChannelId alone = b.add_channel("alone", RankGroups{1, 1});
+  b.launch(spec("K", compute, 10));
+  b.wait_stream(nccl_x, compute);
+  b.wait_stream(nccl_y, compute);
+  LaunchSpec collective = spec("X", nccl_x, 10);
+  collective.kind = OpKind::kCommunication;
+  collective.channel = both;
+  collective.network_time = us(10);
+  const OpId x = b.launch(collective);
+  collective.name = "Y";
+  collective.stream = nccl_y;
+  collective.channel = alone;
+  collective.duration = us(15);
+  collective.network_time = us(15);
+  const OpId y = b.launch(collective);
+  std::vector<RankSpeed> speed(2);
+  speed[1].compute = 0.5;
+  const RankClasses classes = rank_classes(speed, b.program().channel_groups);
+  ASSERT_EQ(classes.count(), 2U);
+  const std::vector<Timeline> t = execute_ranks(b.program(), classes, {nullptr, nullptr});
+  EXPECT_EQ(t[0].ops[y].end, us(30));
+  EXPECT_EQ(t[1].ops[y].end, us(45));
+  EXPECT_EQ(t[0].ops[x].start, us(10));
+  EXPECT_EQ(t[1].ops[x].start, us(20));
+  EXPECT_EQ(t[0].ops[x].end, us(40));
+  EXPECT_EQ(t[1].ops[x].end, us(40));
+}
+
 TEST(ExecuteRanks, EqualRanksGiveTheSingleRankTimeline) {
   CollectiveProgram p;
   const RankClasses classes = rank_classes(std::vector<RankSpeed>(8), {RankGroups{}});
