@@ -63,6 +63,15 @@ void communication_section(const Explanation& e, std::size_t top, std::string& o
     out += "  no collectives in the step\n";
     return;
   }
+  if (c.busy.value() == 0.0) {
+    // Groups of one rank (FSDP1's NO_SHARD at world size 1 still all-reduces its gradients):
+    // NCCL runs them as a local copy or not at all (collective_cost.cpp prices them at 0).
+    std::int64_t collectives = 0;
+    for (const UnitCommunication& u : c.units) collectives += u.collectives;
+    out += fmt::format("  {} collectives in the step, none taking any time (groups of one rank)\n",
+                       collectives);
+    return;
+  }
   std::vector<std::size_t> order(c.units.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {

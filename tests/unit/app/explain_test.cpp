@@ -508,6 +508,23 @@ TEST(ExplainCommand, ExplainsDdpAndOutOfMemoryScenarios) {
   EXPECT_NE(j.value("oom_reason", "").find("CUDA out of memory"), std::string::npos) << j.dump();
 }
 
+// On one GPU FSDP1 still all-reduces each unit's gradients, in no time: one line says so instead
+// of a table of zeros.
+TEST(ExplainCommand, CollectivesOfOneRankTakeOneLine) {
+  const Outcome o =
+      run_fsdpsim("explain " +
+                  tiny_scenario("explain_one_gpu",
+                                {{"hardware", {{"nodes", 1}, {"node", {{"gpus_per_node", 1}}}}},
+                                 {"fsdp", {{"version", 1}}}})
+                      .string() +
+                  " --set training.global_batch=2");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("collectives in the step, none taking any time (groups of one rank)"),
+            std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("overlapped"), std::string::npos) << o.output;
+}
+
 // A CPU optimizer's host step (CPU offload) is named by its own word, not left without a unit.
 TEST(ExplainCommand, ACpuOptimizerIsNamedOnTheCriticalPath) {
   const Outcome o =
