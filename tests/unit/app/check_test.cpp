@@ -251,6 +251,18 @@ TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
   EXPECT_TRUE(r[1].passed);
   EXPECT_FALSE(r[2].passed);
   EXPECT_EQ(r[2].detail, "breakdown.idle_s = 0.6, expected within 5% of baseline 0.5 (+20.00%)");
+  // A change of exactly the tolerance is within it, though 8979.0 - 7183.2 rounds above 25% of
+  // 7183.2 in binary.
+  std::ofstream(dir / "edge.json")
+      << R"({"schema": "fsdpsim.result/1", "tokens_per_s_per_gpu": 7183.2, "status": "ok"})";
+  const Expectations edge = parse_expectations(
+      {{"baseline", "edge.json"}, {"tolerance", 0.25}, {"keys", {"tokens_per_s_per_gpu"}}},
+      scenario);
+  const std::vector<CheckResult> at_edge =
+      evaluate_expectations(edge, {{"tokens_per_s_per_gpu", 8979.0}, {"status", "ok"}});
+  EXPECT_TRUE(at_edge[1].passed) << at_edge[1].detail;
+  EXPECT_FALSE(
+      evaluate_expectations(edge, {{"tokens_per_s_per_gpu", 8979.1}, {"status", "ok"}})[1].passed);
   // A tolerance of -0 is 0, not "-0%".
   const Expectations exact = parse_expectations(
       {{"baseline", "base.json"}, {"tolerance", -0.0}, {"keys", {"step_time_s"}}}, scenario);
