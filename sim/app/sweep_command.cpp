@@ -295,6 +295,39 @@ void check_expect_keys(const SweepPlan& plan) {
   if (first->expectations) refuse_unknown_expect_keys(*first, simulate_scenario(*first, false));
 }
 
+// A slice of a sharded sweep whose own points are all invalid may sit beside slices holding
+// valid ones, so it writes its skipped rows; but a grid with no valid point at all (a malformed
+// value of the base scenario, which every point shares) is refused by every slice before it
+// runs, as an unsharded sweep refuses it, rather than found by merge after the whole job.
+// Points are loaded, not simulated, in index order from the slice's first, until one loads;
+// past kGridPointsLoadedAtMost the grid is left to merge to judge.
+constexpr std::int64_t kGridPointsLoadedAtMost = 10000;  // ~0.3 ms each: a few seconds
+
+void refuse_grid_without_valid_point(const SweepPlan& plan) {
+  if (plan.shard.n <= 1 || plan.total_points == 0 || plan.indices.empty()) return;
+  const std::vector<std::string> origins = point_override_origins(plan);
+  std::string first_reason;
+  const std::int64_t start = plan.indices.front();
+  const std::int64_t tried = std::min(plan.total_points, kGridPointsLoadedAtMost);
+  for (std::int64_t n = 0; n < tried; ++n) {
+    const std::int64_t index = (start + n) % plan.total_points;
+    try {
+      (void)load_scenario(plan.scenario,
+                          with(plan.base_overrides, grid_point_overrides(plan.axes, index)),
+                          plan.presets, origins);
+      return;
+    } catch (const ConfigError& e) {
+      if (first_reason.empty()) first_reason = reason_without_file(e.what(), plan.scenario);
+    }
+  }
+  if (tried < plan.total_points) return;
+  throw ConfigError(
+      plan.scenario.string(), "",
+      fmt::format("expected at least one valid point, found {} invalid scenario{} in the whole "
+                  "grid (the first: {}); no slice can hold a valid point, so none is written",
+                  plan.total_points, plan.total_points == 1 ? "" : "s", first_reason));
+}
+
 struct PointOutcome {
   SweepRow row;
   std::string json_line;
@@ -567,6 +600,7 @@ int sweep_command(const SweepOptions& options) {
   // Before the grid runs, not after: a sweep can take hours.
   check_outputs({options.csv_path, options.jsonl_path, options.md_path, options.trace_path},
                 plan.input_files);
+  refuse_grid_without_valid_point(plan);
   check_expect_keys(plan);
   const int jobs = options.jobs == 0
                        ? static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))

@@ -1303,7 +1303,8 @@ TEST(SweepCommand, AStopFlagEndsTheSweepWithTheFinishedRows) {
 }
 
 // A slice of a sharded sweep may hold only invalid points and exit 0, but an unknown key or
-// preset that no axis touches makes every point invalid: refused before any slice runs.
+// preset, or a malformed value, that no axis touches makes every point invalid: refused before
+// any slice runs.
 TEST(SweepCommand, AnUnknownNameNoAxisTouchesIsRefusedInEverySlice) {
   const fs::path s = tiny_scenario("unknown_name", {{"fsdp", {{"limit_allgathers", true}}}});
   const std::string grid = " --grid training.micro_batch=1,2 --shard 1/2 --out " +
@@ -1314,6 +1315,15 @@ TEST(SweepCommand, AnUnknownNameNoAxisTouchesIsRefusedInEverySlice) {
                                 "limit_all_gathers?"),
             std::string::npos)
       << in_file.output;
+  // So is a malformed value the base scenario gives every point.
+  const fs::path malformed = tiny_scenario("malformed_base", {{"training", {{"seq_len", "512"}}}});
+  const Outcome value = run_fsdpsim("sweep " + malformed.string() + grid);
+  EXPECT_EQ(value.exit_code, 2) << value.output;
+  EXPECT_NE(value.output.find("expected at least one valid point, found 2 invalid scenarios in "
+                              "the whole grid (the first: /training/seq_len: expected a positive "
+                              "integer, found the string \"512\")"),
+            std::string::npos)
+      << value.output;
   const fs::path ok = tiny_scenario("unknown_preset");
   const Outcome preset = run_fsdpsim("sweep " + ok.string() + grid + " --set model=llama-3-8b");
   EXPECT_EQ(preset.exit_code, 2) << preset.output;
