@@ -60,6 +60,9 @@ SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps)
     if (slice.sweep_id.empty() && !slice.rows.empty() && unidentified.empty()) unidentified = path;
     for (SweepRow& row : slice.rows) {
       const auto [it, inserted] = seen_in.emplace(row.index, path);
+      if (!inserted && it->second == path) {
+        throw ConfigError(fmt::format("{}: given twice; pass each slice once", path));
+      }
       if (!inserted) {
         throw ConfigError(fmt::format("{}: point {} is also in {}; each index must appear once",
                                       path, row.index, it->second));

@@ -67,7 +67,8 @@ CLI::App* add_report_command(CLI::App& app, ReportOptions& options) {
       ->check(non_empty());
   report
       ->add_option("--title", options.title, "Title of index.md (default: from the CSV file name)")
-      ->type_name("TEXT");
+      ->type_name("TEXT")
+      ->check(non_empty());
   report->add_option("--top", options.top, "Rows of the best-points table (0 = all; default 10)")
       ->type_name("N")
       ->check(row_count());

@@ -620,6 +620,11 @@ TEST(ReportCommand, MissingGnuplotOrBadInputExitsTwo) {
             std::string::npos)
       << escape.output;
   EXPECT_FALSE(fs::exists(dir / "r5" / "index.md"));
+  // An empty title is a mistake, not the default one.
+  const Outcome untitled =
+      run_fsdpsim("report " + csv.string() + " --out " + (dir / "r6").string() + " --title ''");
+  EXPECT_EQ(untitled.exit_code, 2) << untitled.output;
+  EXPECT_FALSE(fs::exists(dir / "r6" / "index.md"));
 }
 
 }  // namespace

@@ -1175,7 +1175,15 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   const Outcome twice =
       run_fsdpsim("merge" + slices + " " + one + " --out " + (dir / "x.csv").string());
   EXPECT_EQ(twice.exit_code, 2);
-  EXPECT_NE(twice.output.find("point 0 is also in"), std::string::npos) << twice.output;
+  EXPECT_NE(twice.output.find(one + ": given twice; pass each slice once"), std::string::npos)
+      << twice.output;
+  // Two slices holding one point (one written again under another name) name both.
+  fs::copy_file(one, dir / "copy.csv", fs::copy_options::overwrite_existing);
+  const Outcome copied = run_fsdpsim("merge" + slices + " " + (dir / "copy.csv").string() +
+                                     " --out " + (dir / "x.csv").string());
+  EXPECT_EQ(copied.exit_code, 2);
+  EXPECT_NE(copied.output.find("copy.csv: point 0 is also in " + one), std::string::npos)
+      << copied.output;
   const std::string three =
       " " + one + " " + (dir / "slice2.csv").string() + " " + (dir / "slice3.csv").string();
   const Outcome missing = run_fsdpsim("merge" + three + " --out " + (dir / "x.csv").string());
