@@ -56,9 +56,17 @@ if(NOT CMAKE_CUDA_COMPILER)
   fsdpsim_skip_harness("no working CUDA compiler (nvcc) for CMake")
   return()
 endif()
-# A100 (8.0), H100/H200 (9.0), B200 (10.0) as SASS, plus PTX of the newest for later GPUs.
+# A100 (8.0), H100/H200 (9.0), B200 (10.0) as SASS, plus PTX of the newest for later GPUs: of
+# those the toolkit knows (nvcc knows compute_90 from CUDA 11.8, compute_100 from 12.8; asking an
+# older one for them fails the CUDA check of the whole configure, not just the harness's).
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-  set(CMAKE_CUDA_ARCHITECTURES 80-real 90-real 100)
+  if(CUDAToolkit_VERSION VERSION_GREATER_EQUAL 12.8)
+    set(CMAKE_CUDA_ARCHITECTURES 80-real 90-real 100)
+  elseif(CUDAToolkit_VERSION VERSION_GREATER_EQUAL 11.8)
+    set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
+  else()
+    set(CMAKE_CUDA_ARCHITECTURES 80)
+  endif()
 endif()
 enable_language(CUDA)
 set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flags for nvcc; kernels.cu needs only C++17
@@ -71,6 +79,7 @@ add_executable(fsdpsim-calibrate
   harness/util.cpp
   harness/heartbeat.cpp
   harness/job.cpp
+  harness/launch_env.cpp
   harness/plan_file.cpp
   harness/collectives.cpp
   harness/gemm.cpp

@@ -35,6 +35,11 @@ void Heartbeat::set_rank_label(const std::string& label) {
   rank_label_ = label;
 }
 
+void Heartbeat::remove_on_timeout(const std::string& path) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  remove_on_timeout_ = path;
+}
+
 void Heartbeat::start_watchdog(double timeout_s, const std::string& output) {
   timeout_s_ = timeout_s;
   output_ = output;
@@ -53,6 +58,7 @@ void Heartbeat::watch() {
       const std::lock_guard<std::mutex> lock(mutex_);
       activity = activity_;
       label = rank_label_;
+      if (!remove_on_timeout_.empty()) std::remove(remove_on_timeout_.c_str());
     }
     std::fprintf(stderr,
                  "\nfsdpsim-calibrate: %s: timed out: no progress for %.0f s while %s. Another "

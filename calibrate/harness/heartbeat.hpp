@@ -23,6 +23,9 @@ class Heartbeat {
   void beat(const std::string& activity);
   void set_rank_label(const std::string& label);
   void start_watchdog(double timeout_s, const std::string& output);
+  // A file the process removes if it times out (the NCCL id rank 0 wrote, which a relaunch must
+  // not read); "" for none.
+  void remove_on_timeout(const std::string& path);
 
  private:
   void watch();
@@ -33,6 +36,7 @@ class Heartbeat {
   std::string activity_ = "starting";
   std::string rank_label_ = "rank ?";
   std::string output_;
+  std::string remove_on_timeout_;
   double timeout_s_ = 0.0;
   std::thread thread_;
 };

@@ -12,60 +12,19 @@
 #include <map>
 #include <thread>
 
+#include "calibrate/harness/launch_env.hpp"
+
 namespace fsdpsim::harness {
 namespace {
 
 constexpr std::size_t kHostNameBytes = 64;
-constexpr std::chrono::seconds kStaleIdMargin{120};
+// How far the clocks of two nodes may disagree on a shared folder's file times (NTP keeps them
+// within milliseconds; this allows for a node without it).
+constexpr std::chrono::seconds kClockSkewMargin{60};
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::string() : std::string(v);
-}
-
-// Rank, world size and local rank from the first launcher whose variables are all set.
-struct LaunchEnv {
-  std::string launcher;
-  int rank = -1;
-  int world = -1;
-  int local_rank = -1;
-};
-
-LaunchEnv launch_env() {
-  struct Source {
-    const char* launcher;
-    const char* rank;
-    const char* world;
-    const char* local_rank;
-  };
-  static constexpr Source kSources[] = {
-      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-      {"mpirun (Open MPI)", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-       "OMPI_COMM_WORLD_LOCAL_RANK"},
-  };
-  for (const Source& s : kSources) {
-    const std::string rank = env(s.rank);
-    const std::string world = env(s.world);
-    const std::string local = env(s.local_rank);
-    if (rank.empty() || world.empty()) continue;
-    LaunchEnv e;
-    e.launcher = s.launcher;
-    try {
-      e.rank = std::stoi(rank);
-      e.world = std::stoi(world);
-      e.local_rank = local.empty() ? -1 : std::stoi(local);
-    } catch (const std::exception&) {
-      throw UsageError(cat(s.rank, "=", rank, ", ", s.world, "=", world, ": not integers"));
-    }
-    if (e.world < 1 || e.rank < 0 || e.rank >= e.world) {
-      throw UsageError(cat(s.rank, "=", rank, " is not a rank of ", s.world, "=", world));
-    }
-    if (e.local_rank < 0)
-      throw UsageError(cat(s.local_rank, " is not set; the harness needs it to pick the GPU"));
-    return e;
-  }
-  return LaunchEnv{};
 }
 
 // Whether the launcher's environment, not this process alone, makes the ranks.
@@ -102,21 +61,32 @@ ncclUniqueId exchange_unique_id(const Options& o, int rank, Heartbeat& heartbeat
     {
       std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
       out.write(id.internal, sizeof id.internal);
-      if (!out)
+      // Closed before checking: the bytes leave the stream's buffer only then, and a full disk
+      // or quota (NFS reports it at close) would otherwise leave an empty id behind.
+      out.close();
+      if (!out) {
+        std::remove(temporary.c_str());
         throw UsageError(
             cat("--rendezvous: cannot write ", temporary, " (is ", dir, " a writable folder?)"));
+      }
     }
     if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+      std::remove(temporary.c_str());
       throw UsageError(cat("--rendezvous: cannot create ", path));
     }
     written = path;
+    heartbeat.remove_on_timeout(path);
     return id;
   }
   heartbeat.beat(cat("waiting for rank 0 to write the NCCL id to ", path,
                      " (is --rendezvous a folder all nodes share, and did rank 0 start?)"));
-  // A file older than this process (less a margin for clock skew between nodes and for ranks
-  // starting at different times) is a previous run's, which rank 0 will replace.
-  const auto started = std::filesystem::file_time_type::clock::now() - kStaleIdMargin;
+  // A file written before this process started, less --timeout (rank 0 waits that long for the
+  // others to join, so a rank starting later would find it gone) and a margin for the clocks of
+  // the nodes, is a previous run's, which rank 0 will replace. (Rank 0 removes its file however
+  // it ends, a timeout included; only a killed run leaves one.)
+  const auto started = std::filesystem::file_time_type::clock::now() - kClockSkewMargin -
+                       std::chrono::duration_cast<std::filesystem::file_time_type::duration>(
+                           std::chrono::duration<double>(o.timeout_s));
   for (;;) {
     std::error_code ec;
     const auto written_at = std::filesystem::last_write_time(path, ec);
@@ -152,9 +122,8 @@ Job::Job(const Options& options, Heartbeat& heartbeat) : heartbeat_(heartbeat) {
   if (uses_environment(options, e)) {
     if (e.launcher.empty()) {
       throw UsageError(
-          "--launch env: none of RANK/WORLD_SIZE/LOCAL_RANK, "
-          "SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID "
-          "or OMPI_COMM_WORLD_* is set");
+          "--launch env: none of RANK/WORLD_SIZE/LOCAL_RANK, OMPI_COMM_WORLD_* or "
+          "SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID is set");
     }
     launcher_ = e.launcher;
     Gpu g;
@@ -215,11 +184,21 @@ void Job::init_from_environment(const Options& options) {
   const ncclUniqueId id = exchange_unique_id(options, g.rank, heartbeat_, id_file_);
   heartbeat_.beat(
       cat("initializing NCCL over ", world_size_, " ranks (waiting for every rank to join)"));
-  FSDPSIM_NCCL(ncclCommInitRank(&g.world, world_size_, id, g.rank));
+  // Every rank has read the id once the communicator forms, and none will if it fails: either
+  // way a later job reusing the tag must not find this one's id.
+  const auto remove_id_file = [&] {
+    if (id_file_.empty()) return;
+    std::remove(id_file_.c_str());
+    heartbeat_.remove_on_timeout("");
+  };
+  try {
+    FSDPSIM_NCCL(ncclCommInitRank(&g.world, world_size_, id, g.rank));
+  } catch (...) {
+    remove_id_file();
+    throw;
+  }
   comms_.push_back(g.world);
-  // Every rank read the id before the communicator could form: a later job reusing the tag must
-  // not find this one's id.
-  if (!id_file_.empty()) std::remove(id_file_.c_str());
+  remove_id_file();
   heartbeat_.beat("NCCL initialized");
 }
 

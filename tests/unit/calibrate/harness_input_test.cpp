@@ -1,13 +1,17 @@
-// The harness's command line and plan file (calibrate/harness/options.cpp, plan_file.cpp): plain
+// The harness's command line, plan file and launcher environment (calibrate/harness/options.cpp,
+// plan_file.cpp, launch_env.cpp): plain
 // C++, compiled here so that they are tested on machines without CUDA. Every value is checked
 // whole and in range: nothing wraps, nothing is read past its end, no special file is read.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "calibrate/harness/launch_env.hpp"
 #include "calibrate/harness/options.hpp"
 #include "calibrate/harness/plan_file.hpp"
 #include "calibrate/harness/results.hpp"
@@ -33,6 +37,77 @@ std::string usage_error(const std::vector<std::string>& args) {
     return e.what();
   }
   return "";
+}
+
+// The launcher variables of a test, set for its scope and removed after.
+class LaunchVariables {
+ public:
+  LaunchVariables(std::initializer_list<std::pair<const char*, const char*>> variables) {
+    for (const char* name : kAll) ::unsetenv(name);
+    for (const auto& [name, value] : variables) ::setenv(name, value, 1);
+  }
+  ~LaunchVariables() {
+    for (const char* name : kAll) ::unsetenv(name);
+  }
+  LaunchVariables(const LaunchVariables&) = delete;
+  LaunchVariables& operator=(const LaunchVariables&) = delete;
+
+ private:
+  static constexpr const char* kAll[] = {"RANK",
+                                         "WORLD_SIZE",
+                                         "LOCAL_RANK",
+                                         "OMPI_COMM_WORLD_RANK",
+                                         "OMPI_COMM_WORLD_SIZE",
+                                         "OMPI_COMM_WORLD_LOCAL_RANK",
+                                         "SLURM_PROCID",
+                                         "SLURM_NTASKS",
+                                         "SLURM_LOCALID"};
+};
+
+// mpirun inside an sbatch script: every process inherits the batch step's SLURM_PROCID=0 and
+// SLURM_NTASKS; Open MPI's own variables say which rank each is. torchrun's say it for its
+// workers whatever launched torchrun.
+TEST(HarnessInput, TheLauncherThatStartedTheProcessNamesItsRank) {
+  {
+    const LaunchVariables v{{"SLURM_PROCID", "0"},          {"SLURM_NTASKS", "16"},
+                            {"SLURM_LOCALID", "0"},         {"OMPI_COMM_WORLD_RANK", "3"},
+                            {"OMPI_COMM_WORLD_SIZE", "16"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}};
+    const LaunchEnv e = launch_env();
+    EXPECT_EQ(e.launcher, "mpirun (Open MPI)");
+    EXPECT_EQ(e.rank, 3);
+    EXPECT_EQ(e.local_rank, 3);
+  }
+  {
+    const LaunchVariables v{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
+                            {"RANK", "9"},         {"WORLD_SIZE", "16"},  {"LOCAL_RANK", "1"}};
+    const LaunchEnv e = launch_env();
+    EXPECT_EQ(e.launcher, "torchrun");
+    EXPECT_EQ(e.rank, 9);
+    EXPECT_EQ(e.world, 16);
+  }
+  {
+    const LaunchVariables v{{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "5"}};
+    const LaunchEnv e = launch_env();
+    EXPECT_EQ(e.launcher, "slurm");
+    EXPECT_EQ(e.rank, 5);
+  }
+  {
+    const LaunchVariables v{};
+    EXPECT_TRUE(launch_env().launcher.empty());
+  }
+  {
+    const LaunchVariables v{{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}};
+    EXPECT_THROW((void)launch_env(), UsageError);
+  }
+  {
+    const LaunchVariables v{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}};
+    try {
+      (void)launch_env();
+      ADD_FAILURE() << "no local rank accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("SLURM_LOCALID is not set"), std::string::npos);
+    }
+  }
 }
 
 // -o is checked before any measurement (and NCCL's start on every node): a folder that does not
