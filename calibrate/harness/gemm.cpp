@@ -67,9 +67,21 @@ class Matmul {
     const std::size_t a_count = static_cast<std::size_t>(m * k) * static_cast<std::size_t>(batch);
     const std::size_t b_count = static_cast<std::size_t>(k * n) * static_cast<std::size_t>(batch);
     const std::size_t d_count = static_cast<std::size_t>(m * n) * static_cast<std::size_t>(batch);
-    FSDPSIM_CUDA(cudaMalloc(&a_, a_count * static_cast<std::size_t>(t.ab_bytes)));
-    FSDPSIM_CUDA(cudaMalloc(&b_, b_count * static_cast<std::size_t>(t.ab_bytes)));
-    FSDPSIM_CUDA(cudaMalloc(&d_, d_count * static_cast<std::size_t>(t.cd_bytes)));
+    // Out of memory (another process on the GPU, fragmentation) skips the shape on this rank, as
+    // a shape cuBLASLt has no algorithm for is skipped: the phase timing GEMMs beside collectives
+    // goes on issuing the collectives every rank expects.
+    const auto allocate = [&](void** p, std::size_t bytes) {
+      const cudaError_t e = cudaMalloc(p, bytes);
+      if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();  // not sticky: clear it
+        throw NotSupported(cat(t.name, " ", shape.m, "x", shape.n, "x", shape.k,
+                               " skipped: cudaMalloc of ", bytes >> 20, " MiB ran out of memory"));
+      }
+      FSDPSIM_CUDA(e);
+    };
+    allocate(&a_, a_count * static_cast<std::size_t>(t.ab_bytes));
+    allocate(&b_, b_count * static_cast<std::size_t>(t.ab_bytes));
+    allocate(&d_, d_count * static_cast<std::size_t>(t.cd_bytes));
     FSDPSIM_CUDA(fill_pattern(a_, a_count, t.ab_bytes, t.base, t.mask, stream));
     FSDPSIM_CUDA(fill_pattern(b_, b_count, t.ab_bytes, t.base, t.mask, stream));
     FSDPSIM_CUBLAS(cublasLtMatmulDescCreate(&op_, t.compute, CUDA_R_32F));
@@ -367,7 +379,13 @@ void measure_gemms_under_nccl(Job& job, const Options& o, const Plan& plan, Resu
     double alone_us = 0.0;
     const std::string what = cat("GEMM ", shape_text(candidate), " under NCCL");
     if (measured != nullptr && t != nullptr) {
-      m = std::make_unique<Matmul>(lt.handle, lt.workspace, *t, *measured, gpu.stream);
+      try {
+        m = std::make_unique<Matmul>(lt.handle, lt.workspace, *t, *measured, gpu.stream);
+      } catch (const NotSupported& e) {
+        results.notes.push_back(cat(what, " not measured: ", e.what()));
+      }
+    }
+    if (m != nullptr) {
       timing = plan_timing(job, gpu, *m, o.repeats, what);
       // Enough all-gathers to outlast the warm-up and every repeat, with a margin for the
       // slowdown itself (the maximum over ranks: every rank must issue as many). They are all
@@ -433,11 +451,16 @@ HeldGemm time_held_gemm(Job& job, const HeldGemmPlan& plan) {
                            type.min_cc % 10, "; this GPU has ", cc / 10, ".", cc % 10,
                            " (leave the rank-speed phase out with --phases)"));
   }
-  if (2 * (operand_bytes(type, shape) + static_cast<std::int64_t>(kWorkspaceBytes)) >
-      job.free_memory()) {
+  // Free memory differs from rank to rank: whether any has too little is agreed on first, so
+  // that all stop together rather than the others waiting out --timeout in the next collective.
+  const bool too_little =
+      2 * (operand_bytes(type, shape) + static_cast<std::int64_t>(kWorkspaceBytes)) >
+      job.free_memory();
+  if (job.max_over_ranks({too_little ? 1.0F : 0.0F}).front() > 0.0F) {
     throw HarnessError(cat("the held GEMM ", shape_text(shape), " needs ",
-                           operand_bytes(type, shape) >> 20,
-                           " MiB of operands; this GPU has too little free memory"));
+                           operand_bytes(type, shape) >> 20, " MiB of operands; ",
+                           too_little ? "this GPU has" : "a GPU of another rank has",
+                           " too little free memory"));
   }
   const std::string what = cat("held GEMM ", shape_text(shape));
   std::vector<std::unique_ptr<Lt>> handles;
