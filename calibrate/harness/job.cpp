@@ -18,6 +18,7 @@ namespace fsdpsim::harness {
 namespace {
 
 constexpr std::size_t kHostNameBytes = 64;
+constexpr std::size_t kHostRecordBytes = 128;  // the name, then the boot id (a 36-character UUID)
 // How far the clocks of two nodes may disagree on a shared folder's file times (NTP keeps them
 // within milliseconds; this allows for a node without it).
 constexpr std::chrono::seconds kClockSkewMargin{60};
@@ -204,9 +205,15 @@ void Job::init_from_environment(const Options& options) {
 
 void Job::exchange_hosts() {
   const DeviceGuard guard;
-  char name[kHostNameBytes] = {};
+  // A host is its name and its kernel's boot id, as NCCL's host hash (getHostHash, misc/utils.cc)
+  // tells hosts apart: containers started from one image can share a host name.
+  char name[kHostRecordBytes] = {};
   ::gethostname(name, kHostNameBytes - 1);
-  std::vector<char> all(kHostNameBytes * static_cast<std::size_t>(world_size_));
+  {
+    std::ifstream boot_id("/proc/sys/kernel/random/boot_id");
+    boot_id.read(name + kHostNameBytes, kHostRecordBytes - kHostNameBytes - 1);
+  }
+  std::vector<char> all(kHostRecordBytes * static_cast<std::size_t>(world_size_));
   std::vector<char*> device_buffers(gpus_.size());
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
     FSDPSIM_CUDA(cudaSetDevice(gpus_[i].device));
@@ -214,15 +221,16 @@ void Job::exchange_hosts() {
     // Ordered on the stream the all-gather runs on and finished before it is queued: a cudaMemcpy
     // from pageable memory returns once the bytes are staged, not once they have landed.
     FSDPSIM_CUDA(cudaMemcpyAsync(
-        device_buffers[i] + kHostNameBytes * static_cast<std::size_t>(gpus_[i].rank), name,
-        kHostNameBytes, cudaMemcpyHostToDevice, gpus_[i].stream));
+        device_buffers[i] + kHostRecordBytes * static_cast<std::size_t>(gpus_[i].rank), name,
+        kHostRecordBytes, cudaMemcpyHostToDevice, gpus_[i].stream));
     FSDPSIM_CUDA(cudaStreamSynchronize(gpus_[i].stream));
   }
   group_start();
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
     char* buffer = device_buffers[i];
-    FSDPSIM_NCCL(ncclAllGather(buffer + kHostNameBytes * static_cast<std::size_t>(gpus_[i].rank),
-                               buffer, kHostNameBytes, ncclChar, gpus_[i].world, gpus_[i].stream));
+    FSDPSIM_NCCL(ncclAllGather(buffer + kHostRecordBytes * static_cast<std::size_t>(gpus_[i].rank),
+                               buffer, kHostRecordBytes, ncclChar, gpus_[i].world,
+                               gpus_[i].stream));
   }
   group_end();
   wait("exchanging host names");
@@ -232,17 +240,21 @@ void Job::exchange_hosts() {
     FSDPSIM_CUDA(cudaSetDevice(gpus_[i].device));
     FSDPSIM_CUDA(cudaFree(device_buffers[i]));
   }
+  std::vector<std::string> records;  // per rank: host name, then boot id
   for (int r = 0; r < world_size_; ++r) {
-    const char* h = all.data() + kHostNameBytes * static_cast<std::size_t>(r);
+    const char* h = all.data() + kHostRecordBytes * static_cast<std::size_t>(r);
     hosts_.emplace_back(h, strnlen(h, kHostNameBytes));
+    records.push_back(hosts_.back() + '\n' +
+                      std::string(h + kHostNameBytes,
+                                  strnlen(h + kHostNameBytes, kHostRecordBytes - kHostNameBytes)));
   }
   // Node by node: each host's ranks consecutive, the same number on every host.
   std::int32_t per_node = 0;
-  while (per_node < world_size_ && hosts_[static_cast<std::size_t>(per_node)] == hosts_.front())
+  while (per_node < world_size_ && records[static_cast<std::size_t>(per_node)] == records.front())
     ++per_node;
   for (int r = 0; r < world_size_; ++r) {
-    const std::string& expected = hosts_[static_cast<std::size_t>((r / per_node) * per_node)];
-    if (world_size_ % per_node != 0 || hosts_[static_cast<std::size_t>(r)] != expected) {
+    const std::string& expected = records[static_cast<std::size_t>((r / per_node) * per_node)];
+    if (world_size_ % per_node != 0 || records[static_cast<std::size_t>(r)] != expected) {
       throw UsageError(cat(
           "ranks are not laid out node by node (rank ", r, " runs on ",
           hosts_[static_cast<std::size_t>(r)],
