@@ -19,6 +19,8 @@ left the GPU idle, waiting for which CPU work (gpu_idle.py), both in --json.
 Each run of --runs is trained for --warmup untimed steps, then --steps timed steps. A step is
 timed with CUDA events around forward, backward and the optimizer step; the median of the steps
 and of each phase is kept. Peak memory is torch.cuda.max_memory_allocated / max_memory_reserved over the timed steps.
+A run out of memory is recorded and the next one runs, on one GPU; with several ranks it ends the
+job after writing the runs before it (its peers may be left in the failed step's collectives).
 
 Output: rows in fsdpsim's validation CSV format (configs/validation/README.md; peak memory is
 max_memory_allocated, measured_peak_reserved_gib max_memory_reserved) on --csv, and
@@ -424,11 +426,33 @@ def main():
                 f"cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name(device)}")
     attention = args.attention or sdpa_default_backend(device)
     rows, results = [], []
+
+    def write_outputs():
+        write_atomically(args.csv, lambda f: csv.DictWriter(
+            f, CSV_COLUMNS, lineterminator="\n").writerows([dict(zip(CSV_COLUMNS, CSV_COLUMNS))] + rows))
+        if args.json:
+            write_atomically(args.json, lambda f: json.dump({
+                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                "software": software, "world_size": world, "warmup": args.warmup,
+                "steps": args.steps, "results": results}, f, indent=1))
+
     for run in runs:
         try:
             result = measure(run, args, device, rank)
         except torch.OutOfMemoryError as e:
             result = {"error": f"out of memory: {str(e).splitlines()[0]}"}
+            if world > 1:
+                # The other ranks may be blocked in this step's collectives, or may not have run
+                # out of memory at all: no collective can line the ranks up again (NCCL matches
+                # them by order). The runs so far are kept; torchrun stops the other ranks.
+                results.append({"run": run, **result})
+                if rank == 0:
+                    write_outputs()
+                print(f"rank {rank}: {run['name']}: {result['error']}. With {world} ranks the "
+                      "others may be waiting in that step's collectives: stopping the job. The "
+                      f"runs before it are in {args.csv}; launch the rest again without this one "
+                      "(or with a smaller micro batch)", file=sys.stderr, flush=True)
+                os._exit(1)
         if "error" in result:  # the failed step's tensors went with the exception
             gc.collect()
             torch.cuda.empty_cache()
@@ -449,13 +473,7 @@ def main():
                       f"alloc {result['max_allocated_gib']:6.2f} GiB  "
                       f"reserved {result['max_reserved_gib']:6.2f} GiB  "
                       f"retries {result['num_alloc_retries']}", flush=True)
-            write_atomically(args.csv, lambda f: csv.DictWriter(
-                f, CSV_COLUMNS, lineterminator="\n").writerows([dict(zip(CSV_COLUMNS, CSV_COLUMNS))] + rows))
-            if args.json:
-                write_atomically(args.json, lambda f: json.dump({
-                    "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                    "software": software, "world_size": world, "warmup": args.warmup,
-                    "steps": args.steps, "results": results}, f, indent=1))
+            write_outputs()
     dist.destroy_process_group()
 
 
