@@ -312,6 +312,15 @@ void measure_gemms(Job& job, const Options& o, const Plan& plan, Results& result
     if (done % 16 == 0) save();
   }
   for (const std::string& u : unsupported) results.notes.push_back(cat("skipped ", u));
+  if (std::any_of(results.gemms.begin(), results.gemms.end(),
+                  [](const GemmResult& g) { return g.dtype == "fp8"; })) {
+    // torchao's Float8Linear (Float8LinearConfig's default Float8GemmConfigs) sets
+    // use_fast_accum for its forward GEMM only.
+    results.notes.push_back(
+        "fp8 GEMMs timed with cuBLASLt's default accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM "
+        "off), as torchao's Float8Linear runs its two backward GEMMs; its forward GEMM uses fast "
+        "accumulation, which may run faster than timed here");
+  }
   progress_line(job.root(), cat("GEMMs: ", results.gemms.size(), " shapes measured"), true);
   save();
 }
