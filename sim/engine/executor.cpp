@@ -124,6 +124,7 @@ class Execution {
     const std::size_t n = p_.ops.size();
     timeline_.ops.assign(n, OpTiming{});
     timeline_.cpu.assign(p_.cpu.size(), CpuStepTiming{});
+    if constexpr (kRanks) timeline_.transferred.assign(n, SimTime{});
     remaining_deps_ = index.dependencies;
     state_.assign(n, State::kNotIssued);
     streams_.assign(p_.stream_names.size(), Fifo{});
@@ -353,6 +354,7 @@ class Execution {
   // loaded than this rank's.
   void end_transfer(OpId op) requires kRanks {
     state_[op] = State::kTransferred;
+    timeline_.transferred[op] = now_;
     release_network(op);
     rendezvous_->transferred(rank_, op, now_);
   }

@@ -24,6 +24,10 @@ struct Timeline {
   std::vector<OpTiming> ops;       // indexed by OpId
   std::vector<CpuStepTiming> cpu;  // indexed like Program::cpu
   SimTime makespan;                // last GPU op end or CPU step end, whichever is later
+  // execute_ranks only, indexed by OpId: when this rank had moved its share of each collective's
+  // bytes; the collective ends (OpTiming::end) when the last rank of its group has. Empty from
+  // execute(), where the two are one.
+  std::vector<SimTime> transferred;
 };
 
 }  // namespace fsdpsim::engine

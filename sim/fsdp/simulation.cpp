@@ -10,6 +10,7 @@
 
 #include "hardware/calibrated_curves.hpp"
 #include "sim/engine/executor.hpp"
+#include "sim/engine/rank_waits.hpp"
 
 namespace fsdpsim::fsdp {
 namespace {
@@ -199,42 +200,6 @@ void fill_memory(StepResult& r, const engine::Program& program, const memory::Me
   }
 }
 
-// RankClassResult::waits_for_others of every class over the measured step [start, end). A
-// collective's transfer starts when the last class of its group has started the collective's
-// kernel (engine::execute_ranks); from its own start to then the class waits for the others.
-// Waits of concurrent collectives count once.
-std::vector<Seconds> waits_for_others(const engine::Program& program,
-                                      const engine::RankClasses& classes,
-                                      const std::vector<engine::Timeline>& timelines,
-                                      engine::OpId measured_first_op, SimTime start, SimTime end) {
-  std::vector<Seconds> out;
-  std::vector<std::pair<SimTime, SimTime>> waiting;
-  for (std::size_t k = 0; k < classes.count(); ++k) {
-    const engine::Timeline& mine = timelines[k];
-    waiting.clear();
-    for (engine::OpId op = measured_first_op; op < program.ops.size(); ++op) {
-      const engine::Op& o = program.ops[op];
-      if (o.kind != engine::OpKind::kCommunication) continue;
-      SimTime transfer;
-      for (const std::int32_t p : classes.peers[static_cast<std::size_t>(o.channel)][k])
-        transfer = std::max(transfer, timelines[static_cast<std::size_t>(p)].ops[op].start);
-      const SimTime from = std::max(mine.ops[op].start, start);
-      const SimTime to = std::min(transfer, end);
-      if (to > from) waiting.emplace_back(from, to);
-    }
-    std::sort(waiting.begin(), waiting.end());
-    SimTime waited = end - std::max(mine.makespan, start);  // the others end later
-    SimTime covered = start;  // the union of the waits so far ends here
-    for (const auto& [from, to] : waiting) {
-      if (to <= covered) continue;
-      waited = waited + (to - std::max(from, covered));
-      covered = to;
-    }
-    out.push_back(to_seconds(waited));
-  }
-  return out;
-}
-
 // hardware.stragglers: one representative per class of alike ranks (engine/rank_classes.hpp).
 // Returns the job's step window; fills the per-class results, the breakdown of the largest class
 // and the memory of the class needing the most.
@@ -284,12 +249,12 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
     const Bytes peak = m.models_reserved() ? m.reserved().peak_reserved : m.stats().peak_active;
     return std::make_pair(r.rank_classes[k].out_of_memory, peak.value());
   };
-  const std::vector<Seconds> waits =
-      waits_for_others(program, classes, timelines, out.schedule.measured_first_op, start, end);
+  const std::vector<SimTime> waits =
+      engine::rank_waits(program, classes, timelines, out.schedule.measured_first_op, start, end);
   for (std::size_t k = 0; k < classes.count(); ++k) {
     RankClassResult c;
     c.first_rank = classes.representative[k];
-    c.waits_for_others = waits[k];
+    c.waits_for_others = to_seconds(waits[k]);
     c.ranks = classes.size[k];
     c.compute_speed = classes.speed[k].compute;
     c.host_speed = classes.speed[k].host;

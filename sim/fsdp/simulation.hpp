@@ -37,11 +37,8 @@ struct RankClassResult {
   double host_speed = 1.0;
   StepBreakdown breakdown;  // over the job's step (waits for slower ranks are exposed or idle)
   // How long in the measured step this class's collectives waited for the other classes of
-  // their groups (from the collective's start here to the last class starting it; concurrent
-  // waits once, compute may run meanwhile), plus the step's end after this class's last work.
-  // The class the others wait for waits least. Not counted: a collective whose bytes this class
-  // moved early ending with its group's last transfer (engine::execute_ranks), the pace of a
-  // more loaded NIC rather than of a slower rank.
+  // their groups, plus the step's end after this class's last work (engine::rank_waits). The
+  // class the others wait for waits least.
   Seconds waits_for_others{0.0};
   Bytes peak_allocated{0};
   Bytes peak_reserved{0};  // zero when the allocator is not modelled

@@ -6,6 +6,7 @@
 
 #include "sim/engine/op_graph.hpp"
 #include "sim/engine/program_builder.hpp"
+#include "sim/engine/rank_waits.hpp"
 
 namespace fsdpsim::engine {
 namespace {
@@ -621,6 +622,16 @@ TEST(ExecuteRanks, ACollectiveEndsWhenItsSlowestRankHasMovedItsBytes) {
   EXPECT_EQ(t[1].ops[x].start, us(20));
   EXPECT_EQ(t[0].ops[x].end, us(40));
   EXPECT_EQ(t[1].ops[x].end, us(40));
+  // Each rank's own bytes moved: rank 0 waits 5 us for rank 1's.
+  EXPECT_EQ(t[0].transferred[x], us(35));
+  EXPECT_EQ(t[1].transferred[x], us(40));
+  // Rank 0 waited for rank 1 to start X (10-20 us), to finish moving its bytes (35-40 us) and
+  // to end the step (rank 0's last work ends at 40 us, rank 1's at 45 us); rank 1 waited for
+  // nobody. From 15 us on, rank 0's first wait counts from 15.
+  EXPECT_EQ(rank_waits(b.program(), classes, t, 0, SimTime{}, us(45)),
+            (std::vector<SimTime>{us(20), SimTime{}}));
+  EXPECT_EQ(rank_waits(b.program(), classes, t, 0, us(15), us(45)),
+            (std::vector<SimTime>{us(15), SimTime{}}));
 }
 
 TEST(ExecuteRanks, EqualRanksGiveTheSingleRankTimeline) {
