@@ -150,15 +150,6 @@ void flash_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
   if (ctx.unpad_attention) temps.release(qkv);  // the unpadded dQ, dK, dV
 }
 
-// A GEMM of the unfused attention, which runs over the whole s x s though the causal mask makes
-// half of it no model work (NamedKernel::model_flops_fraction).
-NamedKernel causal_attention_gemm(const char* name, GemmShape shape, const BuildContext& ctx) {
-  constexpr double kCausalFraction = 0.5;
-  NamedKernel k = gemm_kernel(name, shape, ctx);
-  k.model_flops_fraction = kCausalFraction;
-  return k;
-}
-
 void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
   const std::int64_t bh = ctx.batch * dims.heads;
   const std::int64_t scores = bh * ctx.seq * ctx.seq * ctx.element_bytes;

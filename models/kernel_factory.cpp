@@ -21,6 +21,13 @@ NamedKernel gemm_kernel(std::string name, GemmShape shape, const BuildContext& c
   return {std::move(name), fsdpsim::gemm_kernel(shape, ctx.gemm_dtype)};
 }
 
+NamedKernel causal_attention_gemm(std::string name, GemmShape shape, const BuildContext& ctx) {
+  constexpr double kCausalFraction = 0.5;
+  NamedKernel k = gemm_kernel(std::move(name), shape, ctx);
+  k.model_flops_fraction = kCausalFraction;
+  return k;
+}
+
 NamedKernel memory_bound_kernel(std::string name, std::int64_t bytes, const BuildContext& ctx) {
   Kernel k;
   k.kind = KernelKind::kMemoryBound;

@@ -25,6 +25,9 @@ inline constexpr std::int64_t kIndexBytes = 8;
 inline constexpr std::int64_t kMaskBytes = 1;
 
 NamedKernel gemm_kernel(std::string name, GemmShape shape, const BuildContext& ctx);
+// A GEMM of an unfused causal attention, which runs over the whole s x s though the causal mask
+// makes half of it no model work (NamedKernel::model_flops_fraction; README, "Model FLOPs").
+NamedKernel causal_attention_gemm(std::string name, GemmShape shape, const BuildContext& ctx);
 NamedKernel memory_bound_kernel(std::string name, std::int64_t bytes, const BuildContext& ctx);
 // GEMM-class work of unknown shape (custom models: convolutions, matmuls): a kGemm kernel with a
 // zero shape, so the hardware prices it at the GPU's gemm_efficiency without tile/wave

@@ -3,7 +3,8 @@
 // path, with T5's differences: the softmax runs in fp32 and saves its fp32 output; the cast back
 // (type_as) saves nothing; dropout saves its bool mask and the P@V bmm keeps the dropout output
 // (or the cast output when there is no dropout); there is no causal masked_fill (the mask is in
-// the additive bias) and no scaling kernel. FLOPs count the full seq_q x seq_kv products.
+// the additive bias) and no scaling kernel. Hardware FLOPs count the full seq_q x seq_kv
+// products; model FLOPs half of them in the decoder's causal self-attention.
 #include "models/t5_attention.hpp"
 
 #include <string>
@@ -23,6 +24,13 @@ std::int64_t kv_bytes(const T5AttentionDims& d, const BuildContext& ctx) {
 
 std::string name(const T5AttentionDims& d, const char* what) {
   return std::string(d.prefix) + "_" + what;
+}
+
+// A GEMM over the score matrix: half of it model work under a causal mask.
+NamedKernel score_gemm(const T5AttentionDims& d, const char* what, GemmShape shape,
+                       const BuildContext& ctx) {
+  return d.causal ? causal_attention_gemm(name(d, what), shape, ctx)
+                  : gemm_kernel(name(d, what), shape, ctx);
 }
 
 std::int64_t score_elements(const T5AttentionDims& d, const BuildContext& ctx) {
@@ -62,8 +70,7 @@ void append_t5_attention_forward(LayerDraft& draft, const T5AttentionDims& dims,
   draft.save(kv);
   draft.save(kv);
   temps.release(q + 2 * kv);
-  draft.forward(
-      gemm_kernel(name(dims, "scores"), GemmShape{dims.seq_q, dims.seq_kv, dims.d_kv, bh}, ctx));
+  draft.forward(score_gemm(dims, "scores", GemmShape{dims.seq_q, dims.seq_kv, dims.d_kv, bh}, ctx));
   temps.allocate(scores);
   // In place: reads scores and the bias, writes scores; add saves nothing.
   draft.forward(memory_bound_kernel(name(dims, "add_position_bias"), 3 * scores, ctx));
@@ -82,8 +89,7 @@ void append_t5_attention_forward(LayerDraft& draft, const T5AttentionDims& dims,
     draft.save(mask);
   }
   draft.save(scores);  // the P@V bmm keeps its probability operand
-  draft.forward(
-      gemm_kernel(name(dims, "pv"), GemmShape{dims.seq_q, dims.d_kv, dims.seq_kv, bh}, ctx));
+  draft.forward(score_gemm(dims, "pv", GemmShape{dims.seq_q, dims.d_kv, dims.seq_kv, bh}, ctx));
   temps.allocate(q);
   draft.forward(memory_bound_kernel(name(dims, "merge_heads"), 2 * q, ctx));
   draft.save(q);
@@ -100,11 +106,11 @@ void append_t5_attention_backward(LayerDraft& draft, const T5AttentionDims& dims
   temps.allocate(q);
   temps.release(q);  // the caller's d(o), now head-major
   // dP = dO V^T, dV = P^T dO.
-  draft.backward(gemm_kernel(name(dims, "pv_dgrad_probs"),
-                             GemmShape{dims.seq_q, dims.seq_kv, dims.d_kv, bh}, ctx));
+  draft.backward(
+      score_gemm(dims, "pv_dgrad_probs", GemmShape{dims.seq_q, dims.seq_kv, dims.d_kv, bh}, ctx));
   temps.allocate(scores);
-  draft.backward(gemm_kernel(name(dims, "pv_dgrad_v"),
-                             GemmShape{dims.seq_kv, dims.d_kv, dims.seq_q, bh}, ctx));
+  draft.backward(
+      score_gemm(dims, "pv_dgrad_v", GemmShape{dims.seq_kv, dims.d_kv, dims.seq_q, bh}, ctx));
   temps.allocate(kv);
   temps.release(q);  // head-major d(o)
   if (dims.dropout) {
@@ -129,11 +135,11 @@ void append_t5_attention_backward(LayerDraft& draft, const T5AttentionDims& dims
     draft.backward(memory_bound_kernel("position_bias_grad_accumulate", 3 * scores, ctx));
   }
   // dQ = dS K, dK = dS^T Q.
-  draft.backward(gemm_kernel(name(dims, "scores_dgrad_q"),
-                             GemmShape{dims.seq_q, dims.d_kv, dims.seq_kv, bh}, ctx));
+  draft.backward(
+      score_gemm(dims, "scores_dgrad_q", GemmShape{dims.seq_q, dims.d_kv, dims.seq_kv, bh}, ctx));
   temps.allocate(q);
-  draft.backward(gemm_kernel(name(dims, "scores_dgrad_k"),
-                             GemmShape{dims.seq_kv, dims.d_kv, dims.seq_q, bh}, ctx));
+  draft.backward(
+      score_gemm(dims, "scores_dgrad_k", GemmShape{dims.seq_kv, dims.d_kv, dims.seq_q, bh}, ctx));
   temps.allocate(kv);
   temps.release(scores);
   // Back to token-major: transpose copies of dq, dk, dv.

@@ -28,6 +28,9 @@ struct T5AttentionDims {
   // The bias gradient is accumulated across the stack (self-attention: the relative bias is
   // trainable); cross-attention's bias is a zero tensor plus the mask, without gradient.
   bool bias_needs_grad = false;
+  // Decoder self-attention: the mask in the bias is causal, so model FLOPs count half of each
+  // score and probability product (causal_attention_gemm), as the other families' unfused path.
+  bool causal = false;
 };
 
 // Bytes of one [b, heads, seq_q, seq_kv] tensor in the compute dtype (scores, position bias).

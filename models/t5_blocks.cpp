@@ -32,7 +32,7 @@ struct Block {
     return ctx.tokens * spec.ffn_dim * ctx.element_bytes;
   }
   [[nodiscard]] T5AttentionDims self_dims() const {
-    return {"attn", spec.n_heads, spec.d_kv, ctx.seq, ctx.seq, dropout(), true};
+    return {"attn", spec.n_heads, spec.d_kv, ctx.seq, ctx.seq, dropout(), true, decoder};
   }
   [[nodiscard]] T5AttentionDims cross_dims() const {
     return {"cross_attn", spec.n_heads, spec.d_kv, ctx.seq, enc.seq, dropout(), false};

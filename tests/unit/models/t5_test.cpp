@@ -188,6 +188,18 @@ TEST(T5Workload, TinyBlockFlopsMatchAHandCount) {
   EXPECT_EQ(cross.gemm.n, 4);  // ... encoder keys
   const Kernel& cross_k = find_kernel(layer(w, "decoder.blocks.0").forward, "cross_k").kernel;
   EXPECT_EQ(cross_k.gemm.m, 4);  // projects the encoder's tokens
+  // Model FLOPs: the decoder's causal self-attention counts half of its scores and P@V (forward)
+  // and of their four backward GEMMs; the encoder's and the cross-attention's count whole.
+  const auto model_flops = [](const std::vector<NamedKernel>& kernels) {
+    double sum = 0.0;
+    for (const NamedKernel& k : kernels) sum += k.kernel.flops.value() * k.model_flops_fraction;
+    return sum;
+  };
+  EXPECT_DOUBLE_EQ(model_flops(layer(w, "encoder.blocks.1").forward), 2048 + 512 + 2048);
+  EXPECT_DOUBLE_EQ(model_flops(layer(w, "decoder.blocks.1").forward),
+                   1024 + 128 / 2 + 512 + 1024 + 256 + 1024);
+  EXPECT_DOUBLE_EQ(model_flops(layer(w, "decoder.blocks.1").backward),
+                   2 * (1024 + 128 / 2 + 512 + 1024 + 256 + 1024));
 }
 
 TEST(T5Workload, AttentionSavesTheFp32SoftmaxAndTheDropoutOutput) {
