@@ -8,7 +8,7 @@ regnet-9b.json, deepvit-8b.json and dhen-dense-550m.json next to itself.
 Conventions (configs/models/README.md, "custom"): per sample; FLOPs count 2 per multiply-add of
 GEMM-class ops (convolutions, matmuls); bytes in bf16 (2 per element); saved activations are
 what autograd keeps (conv/linear inputs, BatchNorm/LayerNorm inputs, ReLU outputs, softmax
-outputs); memory bytes are the reads + writes of the memory-bound ops (norms, activations,
+outputs), a tensor two ops keep counted once, by the layer that made it; memory bytes are the reads + writes of the memory-bound ops (norms, activations,
 residual adds, pooling, softmax).
 """
 import json
@@ -49,7 +49,9 @@ def regnet_block(w_in, w, g, hw_in, hw_out, first):
     se = int(round(0.25 * w_in))
     params = (w_in * w + 2 * w) + (9 * w * g + 2 * w) + (w * se + se + se * w + w) + (w * w + 2 * w)
     macs = hw_in * w_in * w + hw_out * 9 * w * g + (w * se + se * w) + hw_out * w * w
-    saved = w_in * hw_in + 2 * w * hw_in + 4 * w * hw_out + w * hw_out
+    # The block's input, which conv_a (and the projection) keep, is the tensor the previous
+    # layer's final ReLU saved: counted there, by its producer, whose backward frees it last.
+    saved = 2 * w * hw_in + 4 * w * hw_out + w * hw_out
     memory = 4 * w * hw_in + 4 * w * hw_out + 4 * w * hw_out + (w * hw_out + 3 * w * hw_out) \
         + 3 * w * hw_out + 2 * w * hw_out
     tensors, kernels = 13, 16
@@ -84,7 +86,8 @@ def regnet_9b():
         w_in, res = w, res // 2
     layers.append({"name": "head", "params": w_in * 1000 + 1000, "parameter_tensors": 2,
                    "forward_flops_per_sample": 2 * w_in * 1000,
-                   "saved_activation_bytes_per_sample": E * (w_in * res * res + w_in),
+                   # The pooling's input is the last block's ReLU output, counted there.
+                   "saved_activation_bytes_per_sample": E * w_in,
                    "output_bytes_per_sample": E * 1000,
                    "memory_bytes_per_sample": E * (w_in * res * res + w_in), "kernels": 3,
                    "fsdp_unit": False})
@@ -110,7 +113,11 @@ def deepvit_8b():
     block_params = (2 * d + 3 * d * inner + heads * heads + 2 * heads + inner * d + d
                     + 2 * d + d * mlp + mlp + mlp * d + d)
     block_macs = n * (3 * d * inner + inner * d + 2 * d * mlp) + 2 * n * n * inner + n * n * heads * heads
-    saved = 8 * n * d + 8 * n * inner + 4 * n * mlp + 6 * heads * n * n + 8 * n * n // E
+    # Attention maps (heads x n x n, bf16): the softmax output, einsum's permuted copy of it that
+    # its bmm keeps for the re-attention weights' gradient, the LayerNorm's input, and the copy
+    # the P@V bmm keeps of the LayerNorm output; plus that LayerNorm's fp32 mean and rstd over
+    # its n x n rows.
+    saved = 8 * n * d + 8 * n * inner + 4 * n * mlp + 8 * heads * n * n + 8 * n * n
     memory = 36 * n * d + 12 * heads * n * n
     layers = [
         {"name": "patch_embedding", "params": patch_dim * d + d + n * d + d, "parameter_tensors": 4,
