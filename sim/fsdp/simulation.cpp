@@ -260,7 +260,9 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
     c.host_speed = classes.speed[k].host;
     c.breakdown = breakdown_of(program, timelines[k], out.schedule.measured_first_op, start, end);
     c.peak_allocated = models[k]->stats().peak_allocated;
-    c.peak_reserved = models[k]->models_reserved() ? models[k]->reserved().peak_reserved : Bytes(0);
+    // Without the allocator model, its lower bound, as StepResult::reported_peak_reserved.
+    c.peak_reserved = models[k]->models_reserved() ? models[k]->reserved().peak_reserved
+                                                   : models[k]->stats().peak_active;
     StepResult one;
     one.usable_memory = r.usable_memory;
     fill_memory(one, program, *models[k]);

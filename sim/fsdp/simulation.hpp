@@ -41,7 +41,8 @@ struct RankClassResult {
   // class the others wait for waits least.
   Seconds waits_for_others{0.0};
   Bytes peak_allocated{0};
-  Bytes peak_reserved{0};  // zero when the allocator is not modelled
+  // Peak active when the allocator is not modelled: the lower bound StepResult reports then.
+  Bytes peak_reserved{0};
   bool out_of_memory = false;
 };
 

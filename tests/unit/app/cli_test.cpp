@@ -1268,6 +1268,15 @@ TEST(Cli, StragglersAddARankTableAndRankClassesToTheResult) {
   EXPECT_GT(r["rank_classes"][0]["waits_for_others_s"].get<double>(), 0.0);
   EXPECT_NE(text.output.find("idle  waits for others  peak reserved"), std::string::npos)
       << text.output;
+  // Without the allocator model each class's reserved memory is its lower bound, peak active,
+  // as the step's is: never below what it allocated.
+  const nlohmann::json lower_bound = nlohmann::json::parse(
+      run_fsdpsim("run " + p.string() + " --set allocator.enabled=false --json -").output);
+  EXPECT_EQ(lower_bound["reserved_model"], "lower_bound_active");
+  for (const nlohmann::json& k : lower_bound["rank_classes"]) {
+    EXPECT_GE(k["peak_mem_reserved_gib"].get<double>(), k["peak_mem_allocated_gib"].get<double>())
+        << k.dump();
+  }
   // Compute-bound at 2 Tb/s per node: the job runs at about the slow node's pace.
   const Outcome uniform = run_fsdpsim("run " + kScenario + " --json -");
   const double ratio = r["step_time_s"].get<double>() /
