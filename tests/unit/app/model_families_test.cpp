@@ -123,6 +123,10 @@ TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
   EXPECT_EQ(layer_error({{"forward_flop_per_sample", 1}}),
             "bad.json: /model/layers/1/forward_flop_per_sample: unknown key; did you mean "
             "forward_flops_per_sample?");
+  const std::string flops = layer_error({{"backward_flops_per_sample", 1e30}});
+  EXPECT_EQ(flops.rfind("bad.json: /model/layers/1/backward_flops_per_sample: expected ", 0), 0U)
+      << flops;
+  EXPECT_NE(flops.find("1e+18"), std::string::npos) << flops;
   EXPECT_EQ(layer_error({{"name", nullptr}}),
             "bad.json: /model/layers/1/name: required key is missing");
   EXPECT_EQ(layer_error({{"parameter_tensors", 0}}),
