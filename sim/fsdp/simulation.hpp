@@ -116,9 +116,10 @@ struct SimulationOptions {
 // than left to run for hours. 1,024 classes of a 96-layer model take seconds and under a GiB.
 inline constexpr std::size_t kMaxRankClasses = 1024;
 // ... and with the classes times the ops each replays (a step of many micro-batches): 1,024
-// classes of Llama-3.1-8B at 8 micro-batches (about 2^25 class-ops) took 33 s and 2.6 GB on a
-// 2-core machine, at 32 micro-batches 138 s and 10 GB, so the product is bounded at 2^25.
-inline constexpr std::size_t kMaxRankClassOps = std::size_t{1} << 25;
+// classes of Llama-3.1-8B on 1,024 GPUs took 10 s and 0.6 GB at one micro-batch (4.4M
+// class-ops), 39 s and 1.9 GB at 4 (16.1M), 100-139 s and 3.6 GB at 8 (31.8M), on a 2-core
+// machine (session 50, /usr/bin/time), so the product is bounded at 2^24.
+inline constexpr std::size_t kMaxRankClassOps = std::size_t{1} << 24;
 
 class RankClassesError : public std::length_error {
  public:
