@@ -416,7 +416,7 @@ of memory above 2.28B; FSDP trains 11B, "with significantly higher TFLOPS by tur
 [U] figure readings, TFLOPS/GPU: 611M 15.18 (FSDP) vs 14.61 (DDP); 2.28B 27.40 vs 25.76; 11B
 BF16 148.48. The paper does not give the T5 shapes of 611M and 2.28B, the GPU count, the batch or
 the precision of the smaller runs. Assumed (stated in the scenarios): t5-large with d_ff 2816
-(611.7M parameters) and t5-3b with d_ff 10496 (2.27B), every other T5Config field as the preset;
+(611.8M parameters) and t5-3b with d_ff 10496 (2.27B), every other T5Config field as the preset;
 one node of 8 GPUs, batch 8 per GPU, seq 512, full checkpointing, Adam; both precisions simulated,
 fp32 with TF32 matmuls (`training.allow_tf32`): 27.40 TFLOPS/GPU at 2.28B is above the A100's
 19.5 TFLOP/s fp32 peak, which only the TF32 tensor cores exceed (PyTorch's matmul default before

@@ -10,9 +10,11 @@ namespace fsdpsim::models {
 
 struct CustomLayerSpec {
   std::string name;
-  std::int64_t count = 1;              // identical copies in a row, named "<name>.0", "<name>.1"...
-  std::int64_t params = 0;             // parameters of one copy
-  std::int32_t parameter_tensors = 0;  // nn.Parameters of one copy (FSDP's per-parameter work)
+  std::int64_t count = 1;   // identical copies in a row, named "<name>.0", "<name>.1"...
+  std::int64_t params = 0;  // parameters of one copy
+  // nn.Parameters of one copy (FSDP's per-parameter work); a scenario that leaves it out gets
+  // min(params, 2), a weight and a bias (sim/app/model_json.cpp).
+  std::int32_t parameter_tensors = 0;
   // GEMM-class work (convolutions, matmuls) of one copy for one sample. Backward is 2x forward
   // unless given: one product for the input gradient, one for the weight gradient (Kaplan et al.
   // 2020, "Scaling Laws for Neural Language Models", Sec. 2.1: C ~ 6N per token = 2N + 4N).
@@ -24,7 +26,8 @@ struct CustomLayerSpec {
   std::int64_t saved_activation_bytes_per_sample = 0;  // kept by autograd until its backward
   std::int64_t output_bytes_per_sample = 0;     // what the next unit keeps under checkpointing
   std::int64_t transient_bytes_per_sample = 0;  // workspace alive inside its forward/backward
-  std::int32_t kernels = 1;                     // launches per forward (backward: twice as many)
+  // Launches per forward (backward: twice as many); a scenario that leaves it out gets 2.
+  std::int32_t kernels = 1;
   bool fsdp_unit = true;  // false: left to the root unit, never checkpointed (stems, heads)
 };
 
