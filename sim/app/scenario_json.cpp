@@ -374,6 +374,12 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                           "gradients in every micro-batch and steps with its FusedAdam");
       }
     }
+    if (training->contains("clip_grad_norm")) {
+      throw ConfigError(f, "/training/clip_grad_norm",
+                        "changes nothing for parallelism deepspeed_zero3: DeepSpeed 0.3 computes "
+                        "the gradients' norm every step (stage3.py get_grad_norm_direct) and "
+                        "clips within its unscale of the fp32 gradients; leave the key out");
+    }
     if (s.fsdp.deepspeed.register_external_embedding && !s.model.tied_embeddings) {
       throw ConfigError(
           f, "/deepspeed/register_external_embedding",

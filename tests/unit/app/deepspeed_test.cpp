@@ -89,6 +89,14 @@ TEST(DeepSpeedJson, RejectsWhatItDoesNotModelWithFileAndPath) {
   EXPECT_EQ(error_of({{"fsdp", {{"param_dtype", "fp32"}}}}).rfind("ds.json: /fsdp:", 0), 0u);
   EXPECT_EQ(error_of({{"training", {{"no_sync", true}}}}).rfind("ds.json: /training/no_sync", 0),
             0u);
+  // DeepSpeed takes the gradients' norm every step: the key would change nothing.
+  for (const bool clip : {true, false}) {
+    EXPECT_EQ(error_of({{"training", {{"clip_grad_norm", clip}}}})
+                  .rfind("ds.json: /training/clip_grad_norm: changes nothing for parallelism "
+                         "deepspeed_zero3",
+                         0),
+              0u);
+  }
   // An untied head reads no embedding: registering it would change nothing.
   EXPECT_EQ(error_of({{"deepspeed", {{"register_external_embedding", true}}}}),
             "ds.json: /deepspeed/register_external_embedding: registers the token embedding that "
