@@ -253,7 +253,7 @@ void write_trace_json(const fsdp::SimulationOutput& output, const TextSink& sink
                            c.host_speed),
                next_flow_id, out);
     }
-    memory_pid = r.breakdown_rank;
+    memory_pid = r.memory_rank;
   }
   for (const memory::MemorySample& m : output.memory_samples) {
     w.begin_object();

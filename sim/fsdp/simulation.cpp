@@ -202,7 +202,7 @@ void fill_memory(StepResult& r, const engine::Program& program, const memory::Me
 
 // hardware.stragglers: one representative per class of alike ranks (engine/rank_classes.hpp).
 // Returns the job's step window; fills the per-class results, the breakdown of the largest class
-// and the memory of the class needing the most.
+// and the memory (figures, timeline, allocations) of the class needing the most.
 std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
                                            const memory::MemoryModelOptions& memory_options,
                                            SimulationOutput& out) {
@@ -275,11 +275,12 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
   r.breakdown_rank = classes.representative[largest];
   r.memory_rank = classes.representative[neediest];
   fill_memory(r, program, *models[neediest]);
+  // The memory timeline and allocations are those of the class the memory figures describe.
   if (memory_options.record_samples) {
-    out.memory_samples = models[largest]->samples();
-    out.tensor_events = models[largest]->tensor_events();
+    out.memory_samples = models[neediest]->samples();
+    out.tensor_events = models[neediest]->tensor_events();
   }
-  out.memory_measured_start = models[largest]->measured_since();
+  out.memory_measured_start = models[neediest]->measured_since();
   out.timeline = timelines[largest];
   out.rank_timelines = std::move(timelines);
   return {start, end};
