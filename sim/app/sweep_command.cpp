@@ -110,6 +110,12 @@ std::vector<std::string> point_override_origins(const SweepPlan& plan) {
   return origins;
 }
 
+Scenario load_grid_point(const SweepPlan& plan, std::int64_t index) {
+  return load_scenario(plan.scenario,
+                       with(plan.base_overrides, grid_point_overrides(plan.axes, index)),
+                       plan.presets, point_override_origins(plan));
+}
+
 namespace {
 
 // True when a loader error is about the value at the key's path or inside it.
@@ -286,9 +292,7 @@ void check_expect_keys(const SweepPlan& plan) {
   if (plan.total_points == 0) return;
   std::optional<Scenario> first;
   try {
-    first =
-        load_scenario(plan.scenario, with(plan.base_overrides, grid_point_overrides(plan.axes, 0)),
-                      plan.presets, point_override_origins(plan));
+    first = load_grid_point(plan, 0);
   } catch (const ConfigError&) {
     return;
   }
@@ -305,16 +309,13 @@ constexpr std::int64_t kGridPointsLoadedAtMost = 10000;  // ~0.3 ms each: a few 
 
 void refuse_grid_without_valid_point(const SweepPlan& plan) {
   if (plan.shard.n <= 1 || plan.total_points == 0 || plan.indices.empty()) return;
-  const std::vector<std::string> origins = point_override_origins(plan);
   std::string first_reason;
   const std::int64_t start = plan.indices.front();
   const std::int64_t tried = std::min(plan.total_points, kGridPointsLoadedAtMost);
   for (std::int64_t n = 0; n < tried; ++n) {
     const std::int64_t index = (start + n) % plan.total_points;
     try {
-      (void)load_scenario(plan.scenario,
-                          with(plan.base_overrides, grid_point_overrides(plan.axes, index)),
-                          plan.presets, origins);
+      (void)load_grid_point(plan, index);
       return;
     } catch (const ConfigError& e) {
       if (first_reason.empty()) first_reason = reason_without_file(e.what(), plan.scenario);
@@ -346,9 +347,7 @@ PointOutcome run_point(const SweepPlan& plan, std::int64_t index) {
   }
   nlohmann::json line;
   try {
-    const Scenario scenario = load_scenario(
-        plan.scenario, with(plan.base_overrides, grid_point_overrides(plan.axes, index)),
-        plan.presets, point_override_origins(plan));
+    const Scenario scenario = load_grid_point(plan, index);
     line = result_to_json(scenario, simulate_scenario(scenario, /*record_memory=*/false));
   } catch (const ConfigError& e) {
     out.row.status = PointStatus::kSkipped;

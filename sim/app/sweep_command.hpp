@@ -13,6 +13,7 @@
 
 #include "sim/app/csv_table.hpp"
 #include "sim/app/preset_paths.hpp"
+#include "sim/app/scenario.hpp"
 #include "sim/app/sweep_grid.hpp"
 
 namespace CLI {
@@ -55,6 +56,10 @@ struct SweepPlan {
 // load_scenario's messages: "--set" for each base override, then each key's axis (its origin as
 // scenario.hpp lists them: "--grid", "--grid KEY1+KEY2", "FILE: /sweep/NAME").
 std::vector<std::string> point_override_origins(const SweepPlan& plan);
+
+// The scenario of grid point `index`: the file, the base overrides, then the point's; throws
+// ConfigError as load_scenario does.
+Scenario load_grid_point(const SweepPlan& plan, std::int64_t index);
 
 // Reads the scenario and its `sweep` block, parses the --grid options and checks them before
 // anything runs. Throws ConfigError (exit code 2) on a malformed --grid/--set/--shard, an

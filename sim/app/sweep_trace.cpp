@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <vector>
-
 #include "sim/app/config_error.hpp"
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
@@ -13,10 +11,8 @@ namespace fsdpsim::app {
 namespace {
 
 Scenario point_scenario(const SweepPlan& plan, std::int64_t row) {
-  std::vector<std::string> overrides = plan.base_overrides;
-  for (std::string& o : grid_point_overrides(plan.axes, row)) overrides.push_back(std::move(o));
   try {
-    return load_scenario(plan.scenario, overrides, plan.presets, point_override_origins(plan));
+    return load_grid_point(plan, row);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format(
         "--trace-row {}: the point is skipped, its scenario is invalid: {}", row, e.what()));
