@@ -148,7 +148,13 @@ bool network_bounds(const ClusterSpec& cluster, CommGroup group) {
              (cluster.nvlink_bandwidth * cluster.nvlink_efficiency).value();
 }
 
-// NCCL's tree all-reduce over a group spanning several nodes (see the header).
+// NCCL's tree all-reduce over a group spanning several nodes (see the header). On two nodes
+// the tree reduces inside each node and sends each byte across the network once, where the
+// ring sends 2(n-1)/n of them, so its busbw can pass the NICs' (maintainers in NVIDIA/nccl#812
+// and nccl-tests#196): NCCL's search raises the tree's intra-node bandwidth up to twice the
+// inter-node one (src/graph/search.cc, "increase bwIntra for trees (2 nodes or collnet)") and
+// its tuner prices the tree at it (src/graph/tuning.cc: nNodes <= 2 ? bwIntra : bwInter). With
+// one rank per node there is nothing to reduce inside a node, and no gain.
 Phases tree_all_reduce(const ClusterSpec& cluster, CommGroup group, Bytes bytes) {
   const std::int64_t nodes = group.ranks / group.ranks_per_node;
   const Seconds latency =
@@ -157,10 +163,12 @@ Phases tree_all_reduce(const ClusterSpec& cluster, CommGroup group, Bytes bytes)
              kTreeNetworkHopLatency * static_cast<double>(floor_log2(nodes)));
   const double wire_bytes =
       ring_wire_factor(Collective::kAllReduce, group.ranks) * static_cast<double>(bytes.value());
-  return {
-      latency,
-      Seconds(wire_bytes / (kTreeBusBandwidthShare * ring_bus_bandwidth(cluster, group).value())),
-      network_bounds(cluster, group)};
+  const BytesPerSec ring = ring_bus_bandwidth(cluster, group);
+  const BytesPerSec nvlink = cluster.nvlink_bandwidth * cluster.nvlink_efficiency;
+  const bool two_node_tree = nodes <= 2 && group.ranks_per_node > 1;
+  const BytesPerSec bus = two_node_tree ? std::min(nvlink, ring * 2.0) : ring;
+  return {latency, Seconds(wire_bytes / (kTreeBusBandwidthShare * bus.value())),
+          two_node_tree ? bus.value() < nvlink.value() : network_bounds(cluster, group)};
 }
 
 // The model's phases (no calibration) of a collective with more than one rank and bytes.

@@ -118,12 +118,28 @@ TEST(CollectiveCost, RingModelUnderestimatesNvlsAllReduce) {
 }
 
 TEST(CollectiveCost, MultiNodeRingFallsToTheNodeNicBound) {
-  // NVIDIA/nccl#812: DGX-A100 with 8x200 Gb/s IB measures 192 GB/s all-reduce busbw.
+  // NVIDIA/nccl#812: DGX-A100 with 8x200 Gb/s IB measures 192 GB/s all-reduce busbw (the ring:
+  // the maintainers there advise NCCL_ALGO=RING to measure the network on two nodes).
   const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 2);
   EXPECT_NEAR(ring_bus_bandwidth(a100, {16, 8}).value(), 192e9, 1e6);
-  EXPECT_NEAR(model_busbw_gbps(a100, Collective::kAllReduce, {16, 8}, 8 * kGiB), 192.0, 192 * 0.02);
   EXPECT_NEAR(model_busbw_gbps(a100, Collective::kReduceScatter, {16, 8}, 8 * kGiB), 192.0,
               192 * 0.02);
+}
+
+// On two nodes NCCL's tree all-reduce sends each byte across the network once and its busbw
+// passes the NICs' "provided the intra-node bandwidth can sustain that higher speed"
+// (nccl-tests#196): up to twice the ring's, within NVLink, at the tree's 92 %. With one rank per
+// node, or on more nodes, the ring bound holds.
+TEST(CollectiveCost, TwoNodeTreeAllReducePassesTheNicBound) {
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 2);
+  const double nvlink = (a100.nvlink_bandwidth * a100.nvlink_efficiency).value() / 1e9;
+  ASSERT_LT(nvlink, 2 * 192.0);
+  EXPECT_NEAR(model_busbw_gbps(a100, Collective::kAllReduce, {16, 8}, 8 * kGiB), 0.92 * nvlink,
+              nvlink * 0.01);
+  EXPECT_GT(model_busbw_gbps(a100, Collective::kAllReduce, {16, 8}, 8 * kGiB), 200.0);
+  EXPECT_LT(model_busbw_gbps(a100, Collective::kAllReduce, {2, 1}, 8 * kGiB), 192.0 / 8);
+  const ClusterSpec four = testing::load_preset("a100-sxm-80gb", 4);
+  EXPECT_LT(model_busbw_gbps(four, Collective::kAllReduce, {32, 8}, 8 * kGiB), 192.0);
 }
 
 // A broadcast passes the whole buffer over every link of the ring (busbw = algbw): the transfer
@@ -262,13 +278,14 @@ TEST(CollectiveCost, SmallAllReduceAcrossManyNodesTakesNcclsTree) {
   EXPECT_GT(collective_latency(a100, Collective::kAllReduce, world).value(), 5e-3);
 }
 
-// With gigabytes to move the ring's full bandwidth wins: the time is the ring's.
+// With gigabytes to move across more than two nodes the ring's full bandwidth wins: the time is
+// the ring's.
 TEST(CollectiveCost, LargeAllReduceKeepsTheRing) {
-  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 2);
-  const CommGroup group{16, 8};
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb", 4);
+  const CommGroup group{32, 8};
   const Bytes size = gib(4.0);
   const double ring = collective_latency(a100, Collective::kAllReduce, group).value() +
-                      2.0 * 15.0 / 16.0 * static_cast<double>(size.value()) /
+                      2.0 * 31.0 / 32.0 * static_cast<double>(size.value()) /
                           ring_bus_bandwidth(a100, group).value();
   EXPECT_NEAR(collective_time(a100, Collective::kAllReduce, group, size).value(), ring, 1e-12);
 }
