@@ -25,12 +25,14 @@
 //   -> 24 GB/s, the per-HDR-NIC rate an NCCL maintainer quotes (NVIDIA/nccl#412).
 // - The ring gets slower as it spans more nodes (NVIDIA/nccl#1229, nccl-tests#283): a pipelined
 //   ring moves at the pace of its slowest node-to-node hop at each instant, and every node added
-//   is another hop through the fabric that can be congested. Measured on H100 with 8x400 Gb/s
-//   IB per node (NVIDIA/nccl#1229): reduce-scatter busbw 360, 345, 320, 300, 280, 260 GB/s at
-//   4, 8, 16, 32, 64, 128 nodes, a loss linear in log2(nodes). Its least-squares line gives
+//   is another hop through the fabric that can be congested. A user's H100 cluster
+//   (NVIDIA/nccl#1229, figures given as "just like", without NIC, message size or NCCL
+//   version): reduce-scatter busbw 360, 345, 320, 300, 280, 260 GB/s at 4, 8, 16, 32, 64, 128
+//   nodes, a loss linear in log2(nodes). Its least-squares line gives
 //   382 GB/s at 2 nodes and 20.4 GB/s less per doubling, 0.0534 of the two-node value; so
 //   busbw(nodes) = busbw(2 nodes) * (1 - loss * log2(nodes / 2)), and nic_efficiency is the
-//   two-node value (0.96 x 400 x (1 - 0.0534) = 363 GB/s at 4 nodes against 360 measured).
+//   two-node value (0.96 x 400 x (1 - 0.0534) = 363 GB/s at 4 nodes against 360 reported,
+//   assuming 8x400 Gb/s per node, DGX H100's).
 //
 // Latency (collective_latency): NCCL's ring latency model (src/graph/tuning.cc,
 // ncclTopoTuneModel, NCCL 2.30.7): baseLat + (nsteps - nInterSteps) * intraLat
