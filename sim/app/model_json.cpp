@@ -104,14 +104,15 @@ models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const st
                                   "parameter, found {}",
                                   l.params, l.parameter_tensors));
   }
-  const auto flops_or = [&](const char* key, double fallback) {
-    return r.has(key) ? r.non_negative_number_at_most(key, size_bounds::kCustomFlopsPerSample)
-                      : (r.ignore(key), fallback);
+  const auto flops_or = [&](const char* key, double bound, double fallback) {
+    return r.has(key) ? r.non_negative_number_at_most(key, bound) : (r.ignore(key), fallback);
   };
-  l.forward_flops_per_sample = flops_or("forward_flops_per_sample", 0.0);
+  l.forward_flops_per_sample =
+      flops_or("forward_flops_per_sample", size_bounds::kCustomForwardFlopsPerSample, 0.0);
   // Backward = 2x forward: input and weight gradients (Kaplan et al. 2020, Sec. 2.1).
   l.backward_flops_per_sample =
-      flops_or("backward_flops_per_sample", 2.0 * l.forward_flops_per_sample);
+      flops_or("backward_flops_per_sample", size_bounds::kCustomBackwardFlopsPerSample,
+               2.0 * l.forward_flops_per_sample);
   l.memory_bytes_per_sample =
       count_or(r, "memory_bytes_per_sample", 0, size_bounds::kCustomBytesPerSample);
   l.saved_activation_bytes_per_sample =

@@ -20,10 +20,13 @@ inline constexpr std::int64_t kRelativeAttentionBuckets = kSeq;
 inline constexpr std::int64_t kTokens = std::int64_t{1} << 24;        // micro_batch x seq_len
 inline constexpr std::int64_t kCustomParams = std::int64_t{1} << 40;  // per custom layer
 inline constexpr std::int64_t kCustomBytesPerSample = std::int64_t{1} << 36;
-// A custom layer's forward or backward FLOPs per sample: 100x a GPT-1T layer's forward over a
-// 1M-token sequence (2 x 7.9e9 parameters x 2^20 tokens = 1.6e16), so that a value past any
-// model is refused where it is written, not as an operation lasting longer than a day.
-inline constexpr double kCustomFlopsPerSample = 1e18;
+// A custom layer's forward FLOPs per sample: 100x a GPT-1T layer's forward over a 1M-token
+// sequence (2 x 7.9e9 parameters x 2^20 tokens = 1.6e16), so that a value past any model is
+// refused where it is written; its backward, twice that, as the backward it defaults to. (One
+// within the bound can still make an operation of a large micro-batch outlast a day on the
+// preset's GPU, which the simulation refuses, naming the operation: README, size bounds.)
+inline constexpr double kCustomForwardFlopsPerSample = 1e18;
+inline constexpr double kCustomBackwardFlopsPerSample = 2.0 * kCustomForwardFlopsPerSample;
 // Kernel launches of one forward of a custom model (count x kernels over its layers): those of
 // a transformer at the layer bound (16384 layers of ~30 launches). The simulation's time and
 // memory grow with them: 2^20 launches took 7 s and 4 GiB per micro-batch on a 2-core CI

@@ -126,7 +126,12 @@ TEST(CustomJson, RejectsBadLayersWithTheirIndex) {
   const std::string flops = layer_error({{"backward_flops_per_sample", 1e30}});
   EXPECT_EQ(flops.rfind("bad.json: /model/layers/1/backward_flops_per_sample: expected ", 0), 0U)
       << flops;
-  EXPECT_NE(flops.find("1e+18"), std::string::npos) << flops;
+  EXPECT_NE(flops.find("2e+18"), std::string::npos) << flops;
+  // The forward's bound is half the backward's, which defaults to twice the forward.
+  const std::string forward = layer_error({{"forward_flops_per_sample", 1.5e18}});
+  EXPECT_EQ(forward.rfind("bad.json: /model/layers/1/forward_flops_per_sample: expected ", 0), 0U)
+      << forward;
+  EXPECT_NE(forward.find("1e+18"), std::string::npos) << forward;
   EXPECT_EQ(layer_error({{"name", nullptr}}),
             "bad.json: /model/layers/1/name: required key is missing");
   EXPECT_EQ(layer_error({{"parameter_tensors", 0}}),
