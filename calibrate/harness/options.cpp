@@ -12,6 +12,8 @@
 namespace fsdpsim::harness {
 namespace {
 
+constexpr double kMaxTimeoutSeconds = 86400.0;  // a day
+
 const std::vector<std::string> kPhases{"collectives",     "concurrent", "gemm",
                                        "gemm-under-nccl", "rank-speed", "memory"};
 const std::vector<std::string> kCollectives{"all_gather", "reduce_scatter", "all_reduce"};
@@ -97,7 +99,7 @@ Options:
   --rendezvous-tag TAG      names that file (default torchrun's $TORCHELASTIC_RUN_ID, else
                             $SLURM_JOB_ID.$SLURM_STEP_ID, else $MASTER_PORT)
   --timeout SECONDS         a rank that makes no progress for this long ends the run with a
-                            clear error, exit code 3 (default 300)
+                            clear error, exit code 3 (default 300, at most 86400)
   --phases LIST             collectives,concurrent,gemm,gemm-under-nccl,rank-speed,memory
                             (default all)
   --collectives LIST        all_gather,reduce_scatter,all_reduce (default all)
@@ -174,9 +176,12 @@ Options parse_options(int argc, char** argv) {
       const std::string v = next();
       const char* end = v.data() + v.size();
       const auto [ptr, ec] = std::from_chars(v.data(), end, o.timeout_s);
+      // At most a day: the NCCL id's age limit (job.cpp) counts it in the clock's 64-bit
+      // nanoseconds, and no phase waits a day for a peer.
       if (v.empty() || ec != std::errc{} || ptr != end || !(o.timeout_s > 0.0) ||
-          !std::isfinite(o.timeout_s)) {
-        throw UsageError(cat("--timeout: expected seconds > 0, found '", v, "'"));
+          !(o.timeout_s <= kMaxTimeoutSeconds)) {
+        throw UsageError(cat("--timeout: expected seconds > 0 and at most ",
+                             static_cast<int>(kMaxTimeoutSeconds), ", found '", v, "'"));
       }
     } else if (arg == "--phases") {
       o.phases = checked_list(arg, next(), kPhases);

@@ -154,6 +154,11 @@ TEST(HarnessInput, OptionsAreNeverWrapped) {
             std::string::npos);
   EXPECT_NE(usage_error({"--timeout", "5abc"}).find("--timeout: expected seconds > 0"),
             std::string::npos);
+  // Past a day the NCCL id's age limit would overflow the clock's nanoseconds.
+  EXPECT_EQ(parse({"--timeout", "86400"}).timeout_s, 86400.0);
+  EXPECT_NE(usage_error({"--timeout", "1e10"})
+                .find("--timeout: expected seconds > 0 and at most 86400, found '1e10'"),
+            std::string::npos);
   EXPECT_NE(usage_error({"--gemm-grid", ""}).find("--gemm-grid: expected dimensions or none"),
             std::string::npos);
   EXPECT_NE(usage_error({"--min-bytes", "99999999999999999999"}).find("--min-bytes"),
