@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -14,6 +15,13 @@
 
 namespace fsdpsim::app {
 namespace {
+
+// Two spellings of one file (/tmp/s1.csv and ./s1.csv run from /tmp), or the same spelling.
+bool same_file(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec) && !ec;
+}
 
 constexpr std::size_t kMissingIndicesShown = 10;
 
@@ -60,8 +68,11 @@ SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps)
     if (slice.sweep_id.empty() && !slice.rows.empty() && unidentified.empty()) unidentified = path;
     for (SweepRow& row : slice.rows) {
       const auto [it, inserted] = seen_in.emplace(row.index, path);
-      if (!inserted && it->second == path) {
-        throw ConfigError(fmt::format("{}: given twice; pass each slice once", path));
+      if (!inserted && same_file(it->second, path)) {
+        throw ConfigError(it->second == path
+                              ? fmt::format("{}: given twice; pass each slice once", path)
+                              : fmt::format("{}: given twice (also as {}); pass each slice once",
+                                            path, it->second));
       }
       if (!inserted) {
         throw ConfigError(fmt::format("{}: point {} is also in {}; each index must appear once",

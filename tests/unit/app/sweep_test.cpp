@@ -1177,6 +1177,15 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   EXPECT_EQ(twice.exit_code, 2);
   EXPECT_NE(twice.output.find(one + ": given twice; pass each slice once"), std::string::npos)
       << twice.output;
+  // ... also when spelled another way.
+  const std::string other_spelling = (dir / "." / "slice1.csv").string();
+  const Outcome respelled =
+      run_fsdpsim("merge" + slices + " " + other_spelling + " --out " + (dir / "x.csv").string());
+  EXPECT_EQ(respelled.exit_code, 2);
+  EXPECT_NE(respelled.output.find(other_spelling + ": given twice (also as " + one +
+                                  "); pass each slice once"),
+            std::string::npos)
+      << respelled.output;
   // Two slices holding one point (one written again under another name) name both.
   fs::copy_file(one, dir / "copy.csv", fs::copy_options::overwrite_existing);
   const Outcome copied = run_fsdpsim("merge" + slices + " " + (dir / "copy.csv").string() +
