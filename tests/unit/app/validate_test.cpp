@@ -1239,7 +1239,14 @@ TEST(ValidationCases, CellsARowDoesNotReadAreCheckedAllTheSame) {
       {first("runtime", "deepspeed-0.3"), "limit_all_gathers", "banana", "expected true or false"},
       {first("runtime", "deepspeed-0.3"), "wrap_policy", "banana",
        "expected transformer_block or block_and_linear"},
+      {first("runtime", "deepspeed-0.3"), "clip_grad_norm", "banana", "expected true or false"},
   };
+  // DeepSpeed 0.3 takes the norm every step, so a DeepSpeed row that says it clips is true to
+  // the run, and its scenario (which refuses the key as changing nothing) leaves the key out.
+  ValidationCase clipping = first("runtime", "deepspeed-0.3");
+  clipping.fields["clip_grad_norm"] = "true";
+  EXPECT_FALSE(
+      scenario_for_case(clipping, "cases.csv").document["training"].contains("clip_grad_norm"));
   for (const auto& [row, column, value, expected] : bad) {
     ValidationCase c = row;
     ASSERT_NO_THROW(scenario_for_case(c, "cases.csv")) << c.get("case_id");
