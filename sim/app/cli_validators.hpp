@@ -36,4 +36,15 @@ inline CLI::Validator non_empty() {
       "NON-EMPTY");
 }
 
+// A title: text with something to show (an empty or blank one would head a page with nothing).
+inline CLI::Validator title_text() {
+  return CLI::Validator(
+      [](const std::string& text) {
+        return text.find_first_not_of(" \t") == std::string::npos
+                   ? "expected a title, found \"" + text + "\""
+                   : std::string();
+      },
+      "TEXT");
+}
+
 }  // namespace fsdpsim::app

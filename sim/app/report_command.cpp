@@ -68,7 +68,7 @@ CLI::App* add_report_command(CLI::App& app, ReportOptions& options) {
   report
       ->add_option("--title", options.title, "Title of index.md (default: from the CSV file name)")
       ->type_name("TEXT")
-      ->check(non_empty());
+      ->check(title_text());
   report->add_option("--top", options.top, "Rows of the best-points table (0 = all; default 10)")
       ->type_name("N")
       ->check(row_count());

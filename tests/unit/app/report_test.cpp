@@ -625,6 +625,12 @@ TEST(ReportCommand, MissingGnuplotOrBadInputExitsTwo) {
       run_fsdpsim("report " + csv.string() + " --out " + (dir / "r6").string() + " --title ''");
   EXPECT_EQ(untitled.exit_code, 2) << untitled.output;
   EXPECT_FALSE(fs::exists(dir / "r6" / "index.md"));
+  // So is a blank one, which would head the page with nothing.
+  const Outcome blank =
+      run_fsdpsim("report " + csv.string() + " --out " + (dir / "r7").string() + " --title '  '");
+  EXPECT_EQ(blank.exit_code, 2) << blank.output;
+  EXPECT_NE(blank.output.find("expected a title, found \"  \""), std::string::npos) << blank.output;
+  EXPECT_FALSE(fs::exists(dir / "r7" / "index.md"));
 }
 
 }  // namespace
