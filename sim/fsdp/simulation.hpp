@@ -67,8 +67,8 @@ struct StepResult {
   std::int64_t event_count = 0;
   // With hardware.stragglers: every class of ranks, ascending by first rank (else empty). The
   // step time is the job's (from the last rank's end of the previous step to the last rank's end
-  // of this one); the breakdown and the memory timeline are those of the largest
-  // class (the first on ties); the memory numbers and out-of-memory those of the class needing
+  // of this one); the breakdown is that of the largest class (the first on ties); the memory
+  // numbers, out-of-memory, the memory timeline and the allocations those of the class needing
   // the most memory.
   std::vector<RankClassResult> rank_classes;
   std::int32_t breakdown_rank = 0;  // first rank of the class the breakdown describes
@@ -113,12 +113,12 @@ struct SimulationOptions {
 
 // hardware.stragglers simulates one copy of the step per class of alike ranks: time and memory
 // grow with their number, so past this many the simulation is refused (RankClassesError) rather
-// than left to run for hours. 1,024 classes of a 96-layer model take seconds and under a GiB.
+// than left to run for hours (1,024 classes: timings below).
 inline constexpr std::size_t kMaxRankClasses = 1024;
 // ... and with the classes times the ops each replays (a step of many micro-batches): 1,024
 // classes of Llama-3.1-8B on 1,024 GPUs took 10 s and 0.6 GB at one micro-batch (4.4M
 // class-ops), 39 s and 1.9 GB at 4 (16.1M), 100-139 s and 3.6 GB at 8 (31.8M), on a 2-core
-// machine (session 50, /usr/bin/time), so the product is bounded at 2^24.
+// machine (/usr/bin/time, 2026-11), so the product is bounded at 2^24.
 inline constexpr std::size_t kMaxRankClassOps = std::size_t{1} << 24;
 
 class RankClassesError : public std::length_error {
