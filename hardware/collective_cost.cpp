@@ -53,9 +53,19 @@
 // + log2i(nodes) * interLat), with the Tree/LL128 row of NCCL's hwLat (NVLink 1.25 us, network
 // 8.5 us; baseLat 14 us, the ring's) -- logarithmic in the node count where the ring's is
 // linear in the rank count; its bus bandwidth is 0.92 of the ring's (`busBw * .92` for tree
-// all-reduce in the same function). Small all-reduces over many nodes (gradient norms,
-// overflow flags, DeepSpeed's per-bias buckets) take the tree; large ones the ring. Inside one
-// node the ring alone is kept: it matches the measured 8-GPU latency (configs/hardware/*.json).
+// all-reduce in the same function), and on two nodes with several ranks each 0.92 of
+// min(NVLink, twice the ring's), since each byte then crosses the network once (tree_all_reduce
+// below). Small all-reduces over many nodes (gradient norms, overflow flags, DeepSpeed's
+// per-bias buckets) take the tree; large ones the ring, or on two nodes the tree.
+//
+// All-reduce inside one node may run NCCL's NVLS instead (NVLink SHARP, NCCL 2.17+, on NVSwitch
+// systems that have it: H100/H200, not A100; src/graph/tuning.cc nvlsEfficiency, and NCCL
+// disables NVLS across nodes without CollNet, where NVLSTree is not modelled). Each GPU sends its
+// buffer to the switch once and receives the reduced buffer once, whatever the rank count, so
+// time = nvls_all_reduce_latency + S / (nvls_all_reduce_efficiency * nvlink_bandwidth), both
+// fitted to the measured 8x H200 rows (configs/hardware/h200-sxm-141gb.json "sources"); the
+// model runs the faster of it and the ring, as NCCL's tuner does. Inside one node the ring's
+// latency is the measured 8-GPU one (configs/hardware/*.json), so small all-reduces stay rings.
 //
 // NIC sharing (collective_network_time): at its modelled rate a collective across nodes uses its
 // nodes' NICs fully (the share r/g of a group with r of a node's g GPUs, times the g/r groups of
@@ -173,13 +183,26 @@ Phases tree_all_reduce(const ClusterSpec& cluster, CommGroup group, Bytes bytes)
           two_node_tree ? bus.value() < nvlink.value() : network_bounds(cluster, group)};
 }
 
+// NCCL's NVLS all-reduce inside one node (see the header): the buffer goes to the switch and
+// comes back once per GPU, at the preset's measured share of the NVLink rate.
+Phases nvls_all_reduce(const ClusterSpec& cluster, Bytes bytes) {
+  const BytesPerSec rate = cluster.nvlink_bandwidth * cluster.nvls_all_reduce_efficiency;
+  return {cluster.nvls_all_reduce_latency,
+          Seconds(static_cast<double>(bytes.value()) / rate.value()), false};
+}
+
 // The model's phases (no calibration) of a collective with more than one rank and bytes.
 Phases modelled_phases(const ClusterSpec& cluster, Collective op, CommGroup group, Bytes bytes) {
   const double wire_bytes = ring_wire_factor(op, group.ranks) * static_cast<double>(bytes.value());
   const Phases ring{collective_latency(cluster, op, group),
                     Seconds(wire_bytes / ring_bus_bandwidth(cluster, group).value()),
                     network_bounds(cluster, group)};
-  if (op != Collective::kAllReduce || group.ranks_per_node == group.ranks) return ring;
+  if (op != Collective::kAllReduce) return ring;
+  if (group.ranks_per_node == group.ranks) {
+    if (cluster.nvls_all_reduce_efficiency <= 0.0) return ring;
+    const Phases nvls = nvls_all_reduce(cluster, bytes);
+    return nvls.total() < ring.total() ? nvls : ring;
+  }
   const Phases tree = tree_all_reduce(cluster, group, bytes);
   return tree.total() < ring.total() ? tree : ring;
 }

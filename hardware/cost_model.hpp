@@ -42,7 +42,8 @@ struct CommGroup {
 // Time of one NCCL collective whose full (gathered / unreduced) buffer is `bytes`, from a
 // hierarchical ring model: every byte crosses each link of the ring once, so the ring runs at
 // the slower of NVLink (inside a node) and the node's aggregate NIC bandwidth (across nodes),
-// each at its protocol efficiency, plus per-step latency. Source formulas: nccl-tests
+// each at its protocol efficiency, plus per-step latency; an all-reduce runs NCCL's tree across
+// nodes or NVLS inside an NVLink-SHARP node where those are faster. Source formulas: nccl-tests
 // doc/PERFORMANCE.md (busbw factors), NCCL src/graph/tuning.cc (latency model).
 Seconds collective_time(const ClusterSpec& cluster, Collective op, CommGroup group, Bytes bytes);
 

@@ -101,6 +101,7 @@ std::string validate(const ClusterSpec& spec) {
   p.fraction("gpu.attention_sustained_fraction", gpu.attention_sustained_fraction);
   p.fraction("nvlink_efficiency", spec.nvlink_efficiency);
   p.fraction("nic_efficiency", spec.nic_efficiency);
+  p.share("nvls_all_reduce_efficiency", spec.nvls_all_reduce_efficiency);
   if (!(spec.nic_busbw_loss_per_node_doubling >= 0.0) ||
       !(spec.nic_busbw_loss_per_node_doubling < 1.0)) {
     p.add("nic_busbw_loss_per_node_doubling", spec.nic_busbw_loss_per_node_doubling, "",
@@ -118,6 +119,7 @@ std::string validate(const ClusterSpec& spec) {
   p.non_negative("nvlink_hop_latency", spec.nvlink_hop_latency.value(), "s");
   p.non_negative("network_hop_latency", spec.network_hop_latency.value(), "s");
   p.non_negative("collective_base_latency", spec.collective_base_latency.value(), "s");
+  p.non_negative("nvls_all_reduce_latency", spec.nvls_all_reduce_latency.value(), "s");
   p.non_negative("kernel_launch_overhead", spec.kernel_launch_overhead.value(), "s");
   p.non_negative("fsdp_hook_overhead", spec.fsdp_hook_overhead.value(), "s");
   p.non_negative("fsdp_parameter_overhead", spec.fsdp_parameter_overhead.value(), "s");

@@ -118,7 +118,12 @@ struct ClusterSpec {
   BytesPerSec nic_bandwidth_per_node{0.0};  // all NICs of a node together, one direction
   BytesPerSec pcie_bandwidth{0.0};          // host <-> device per GPU, one direction
   double nvlink_efficiency = 0.0;           // achievable ring busbw / nvlink_bandwidth
-  double nic_efficiency = 0.0;              // achievable busbw / nic_bandwidth_per_node, 2 nodes
+  // NCCL's NVLS all-reduce inside one node (NVLink SHARP: the NVSwitch reduces and multicasts;
+  // collective_cost.cpp): achieved algbw / nvlink_bandwidth, 0 where the switch cannot (A100),
+  // and its fixed cost.
+  double nvls_all_reduce_efficiency = 0.0;
+  Seconds nvls_all_reduce_latency{0.0};
+  double nic_efficiency = 0.0;  // achievable busbw / nic_bandwidth_per_node, 2 nodes
   // Fraction of the two-node NIC busbw a ring loses each time its node count doubles
   // (collective_cost.cpp, ring_bus_bandwidth).
   double nic_busbw_loss_per_node_doubling = 0.0;

@@ -110,6 +110,10 @@ void parse_node(const nlohmann::json& value, const std::string& file, const std:
   c.pcie_bandwidth = gb_per_s(r.positive_number_at_most("pcie_GBps", kMaxRate));
   c.nvlink_efficiency = r.fraction("nvlink_efficiency");
   c.nic_efficiency = r.fraction("nic_efficiency");
+  // 0: the node's NVSwitch has no NVLink SHARP, and NCCL runs no NVLS (collective_cost.cpp).
+  c.nvls_all_reduce_efficiency = r.non_negative_number_at_most("nvls_all_reduce_efficiency", 1.0);
+  c.nvls_all_reduce_latency =
+      microseconds(r.non_negative_number_at_most("nvls_all_reduce_latency_us", kMaxMicroseconds));
   c.nic_busbw_loss_per_node_doubling = r.non_negative_number("nic_busbw_loss_per_node_doubling");
   // A share of the two-node bandwidth lost per doubling of the nodes (collective_cost.cpp).
   if (c.nic_busbw_loss_per_node_doubling >= 1.0) {

@@ -1648,7 +1648,10 @@ TEST(Cli, ABoundBetweenTwoKeysNamesBothAndTheSet) {
       {"hardware.node.nic_busbw_loss_per_node_doubling=1",
        "/hardware/node/nic_busbw_loss_per_node_doubling: expected a share of the bandwidth in "
        "[0, 1), found 1 (the value comes from --set "
-       "hardware.node.nic_busbw_loss_per_node_doubling=1)"}};
+       "hardware.node.nic_busbw_loss_per_node_doubling=1)"},
+      {"hardware.node.nvls_all_reduce_efficiency=1.5",
+       "/hardware/node/nvls_all_reduce_efficiency: expected a non-negative number of at most 1, "
+       "found 1.5 (the value comes from --set hardware.node.nvls_all_reduce_efficiency=1.5)"}};
   for (const auto& [set, message] : cases) {
     const Outcome o = run_fsdpsim("run " + kLlamaScenario + " --set " + set);
     EXPECT_EQ(o.exit_code, 2) << set << "\n" << o.output;

@@ -83,14 +83,91 @@ TEST(CollectiveCost, IntraNodeA100AllReduceMatchesNcclTests) {
 }
 
 TEST(CollectiveCost, IntraNodeH200RingMatchesNcclTests) {
-  // Ring rows only: the NCCL-default 8x H200 all-reduce rows use NVLS (NVLink SHARP), which
-  // this ring model does not describe (see RingModelUnderestimatesNvlsAllReduce).
+  // The ring rows: all-gather, reduce-scatter, and all-reduces with NVLS off
+  // (NCCL_NVLS_ENABLE=0) or at 4 GPUs, where NCCL's default ran the ring (see
+  // NvlsAllReduceOnFourGpusIsFasterThanNcclChose). With NVLS off, the model prices the ring.
   const auto rows = select([](const NcclReferenceRow& r) {
     return starts_with(r.gpu, "H200") && *r.nodes == 1 && starts_with(r.algo, "Ring") &&
            *r.size_bytes >= kGiB;
   });
+  ClusterSpec nvls_off = testing::load_preset("h200-sxm-141gb");
+  nvls_off.nvls_all_reduce_efficiency = 0.0;
   // 8 GiB all-reduce on 4..8 GPUs (4 GPUs twice), 16 GiB all-reduce, all-gather, reduce-scatter.
-  EXPECT_EQ(expect_rows_match(testing::load_preset("h200-sxm-141gb"), rows, 0.10), 9);
+  EXPECT_EQ(expect_rows_match(nvls_off, rows, 0.10), 9);
+}
+
+// NCCL's default 8x H200 all-reduce runs NVLS from 2 MiB (stas00's notes), at about 480 GB/s of
+// busbw where the ring gives 365. The preset's NVLS constants are the least-squares fit to the
+// rows from 64 MiB, so this checks the fit and its use; the rows NVLS ran on fewer GPUs (5..7,
+// nccl-tests at 8 GiB) were not fitted: each GPU sends and receives the buffer once whatever
+// the rank count, so the algbw stays put and the busbw falls with 2(n-1)/n.
+TEST(CollectiveCost, IntraNodeH200AllReduceRunsNvls) {
+  const ClusterSpec h200 = testing::load_preset("h200-sxm-141gb");
+  const auto fitted = select([](const NcclReferenceRow& r) {
+    return starts_with(r.gpu, "H200") && *r.nodes == 1 && *r.gpus == 8 &&
+           starts_with(r.algo, "NCCL default (NVLS") && *r.size_bytes >= 64 * (kGiB >> 10);
+  });
+  EXPECT_EQ(expect_rows_match(h200, fitted, 0.02), 9);
+  const auto nvls = select([](const NcclReferenceRow& r) {
+    return starts_with(r.gpu, "H200") && *r.nodes == 1 && starts_with(r.algo, "NVLS");
+  });
+  // 8 GiB on 5, 6, 7, 8 GPUs and 16 GiB on 8.
+  EXPECT_EQ(expect_rows_match(h200, nvls, 0.06), 5);
+}
+
+TEST(CollectiveCost, H100NvlsAllReduceMatchesTheMaintainersFigure) {
+  // NVIDIA/nccl-tests#212 (sjeaugey, 8x H100): "NVLS all_reduce ~480" GB/s busbw, algbw ~275.
+  const ClusterSpec h100 = testing::load_preset("h100-sxm-80gb");
+  EXPECT_NEAR(model_busbw_gbps(h100, Collective::kAllReduce, {8, 8}, 16 * kGiB), 480.0,
+              480.0 * 0.02);
+}
+
+// Where NCCL's default ran the ring on 4 of an H200 node's GPUs (363 GB/s, as with NVLS off),
+// the model's NVLS gives 6/4 of its algbw, 412 GB/s: a documented gap, 13 % fast. What made
+// NCCL choose the ring there is not known; its tuner's NVLS figure does not fall with the rank
+// count either (src/graph/tuning.cc).
+TEST(CollectiveCost, NvlsAllReduceOnFourGpusIsFasterThanNcclChose) {
+  const ClusterSpec h200 = testing::load_preset("h200-sxm-141gb");
+  const double model = model_busbw_gbps(h200, Collective::kAllReduce, {4, 4}, 8 * kGiB);
+  EXPECT_GT(model / 363.3, 1.10);
+  EXPECT_LT(model / 363.3, 1.15);
+}
+
+// NVLS is the faster of the two for large all-reduces inside a node that has it, and nothing
+// else: the ring for small ones (its measured latency is lower), for other collectives, on A100
+// (no NVLink SHARP), and across nodes (NCCL disables NVLS there without CollNet).
+TEST(CollectiveCost, NvlsOnlyForLargeAllReducesInsideAnNvlsNode) {
+  const ClusterSpec h200 = testing::load_preset("h200-sxm-141gb");
+  ClusterSpec nvls_off = h200;
+  nvls_off.nvls_all_reduce_efficiency = 0.0;
+  const auto time = [](const ClusterSpec& c, Collective op, CommGroup g, std::int64_t size) {
+    return collective_time(c, op, g, Bytes(size)).value();
+  };
+  const double gib = static_cast<double>(kGiB);
+  // 1 GiB on 8 GPUs: 92.8 us + 1 GiB / (0.605 x 450 GB/s) = 3.9366 ms; the ring's 5.19 ms.
+  EXPECT_NEAR(time(h200, Collective::kAllReduce, {8, 8}, kGiB), 92.8e-6 + gib / (0.605 * 450e9),
+              1e-9);
+  EXPECT_NEAR(time(nvls_off, Collective::kAllReduce, {8, 8}, kGiB),
+              40.6e-6 + 1.75 * gib / (0.81 * 450e9), 1e-9);
+  // 1 MiB: the ring's 45.6 us beats NVLS's 96.6.
+  EXPECT_DOUBLE_EQ(time(h200, Collective::kAllReduce, {8, 8}, kGiB >> 10),
+                   time(nvls_off, Collective::kAllReduce, {8, 8}, kGiB >> 10));
+  // Two GPUs: NVLS moves the whole buffer where the ring moves half of it.
+  EXPECT_DOUBLE_EQ(time(h200, Collective::kAllReduce, {2, 2}, kGiB),
+                   time(nvls_off, Collective::kAllReduce, {2, 2}, kGiB));
+  EXPECT_DOUBLE_EQ(time(h200, Collective::kAllGather, {8, 8}, kGiB),
+                   time(nvls_off, Collective::kAllGather, {8, 8}, kGiB));
+  EXPECT_DOUBLE_EQ(time(h200, Collective::kReduceScatter, {8, 8}, kGiB),
+                   time(nvls_off, Collective::kReduceScatter, {8, 8}, kGiB));
+  const ClusterSpec two_nodes = testing::load_preset("h200-sxm-141gb", 2);
+  ClusterSpec two_nodes_off = two_nodes;
+  two_nodes_off.nvls_all_reduce_efficiency = 0.0;
+  EXPECT_DOUBLE_EQ(time(two_nodes, Collective::kAllReduce, {16, 8}, kGiB),
+                   time(two_nodes_off, Collective::kAllReduce, {16, 8}, kGiB));
+  const ClusterSpec a100 = testing::load_preset("a100-sxm-80gb");
+  EXPECT_EQ(a100.nvls_all_reduce_efficiency, 0.0);
+  EXPECT_NEAR(time(a100, Collective::kAllReduce, {8, 8}, kGiB),
+              40.6e-6 + 1.75 * gib / (0.78 * 300e9), 1e-9);
 }
 
 TEST(CollectiveCost, MultiNodeH200RingMatchesP5enMeasurement) {
@@ -98,23 +175,6 @@ TEST(CollectiveCost, MultiNodeH200RingMatchesP5enMeasurement) {
     return starts_with(r.gpu, "H200") && *r.nodes == 4 && starts_with(r.algo, "Ring");
   });
   EXPECT_EQ(expect_rows_match(testing::load_preset("h200-sxm-141gb", 4), rows, 0.10), 1);
-}
-
-TEST(CollectiveCost, RingModelUnderestimatesNvlsAllReduce) {
-  // Documented gap: NCCL's default on 8x H200 is NVLS for large all-reduces (busbw ~465-480
-  // GB/s); the ring model gives the ring rate (~365), about 0.77 of it. FSDP's all-gather and
-  // reduce-scatter run as rings, so they are unaffected.
-  const auto rows = select([](const NcclReferenceRow& r) {
-    return starts_with(r.gpu, "H200") && *r.nodes == 1 && *r.gpus == 8 &&
-           starts_with(r.algo, "NCCL default") && *r.size_bytes >= kGiB;
-  });
-  ASSERT_GE(rows.size(), 4U);
-  const ClusterSpec h200 = testing::load_preset("h200-sxm-141gb");
-  for (const NcclReferenceRow& row : rows) {
-    const double model = model_busbw_gbps(h200, Collective::kAllReduce, {8, 8}, *row.size_bytes);
-    EXPECT_GT(model / *row.busbw_GBps, 0.70);
-    EXPECT_LT(model / *row.busbw_GBps, 0.85);
-  }
 }
 
 TEST(CollectiveCost, MultiNodeRingFallsToTheNodeNicBound) {
@@ -238,8 +298,10 @@ TEST(CollectiveCost, LatencyDominatesSmallMessages) {
   EXPECT_GT(ratio(collective_latency(a100, Collective::kAllReduce, {8, 8}), t), 0.95);
 }
 
+// A ring's property: NVLS, where each GPU moves the buffer once whatever the rank count, is off.
 TEST(CollectiveCost, TimeGrowsWithGroupSizeForFixedBytes) {
-  const ClusterSpec h100 = testing::load_preset("h100-sxm-80gb", 16);
+  ClusterSpec h100 = testing::load_preset("h100-sxm-80gb", 16);
+  h100.nvls_all_reduce_efficiency = 0.0;
   for (const Collective op :
        {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce}) {
     for (const std::int64_t size : {std::int64_t{1} << 20, std::int64_t{1} << 30}) {
@@ -291,8 +353,9 @@ TEST(CollectiveCost, LargeAllReduceKeepsTheRing) {
   EXPECT_NEAR(collective_time(a100, Collective::kAllReduce, group, size).value(), ring, 1e-12);
 }
 
-TEST(CollectiveCost, AllReduceMovesTwiceTheBytesOfReduceScatter) {
-  const ClusterSpec h200 = testing::load_preset("h200-sxm-141gb");
+TEST(CollectiveCost, RingAllReduceMovesTwiceTheBytesOfReduceScatter) {
+  ClusterSpec h200 = testing::load_preset("h200-sxm-141gb");
+  h200.nvls_all_reduce_efficiency = 0.0;  // the ring's property (NCCL_NVLS_ENABLE=0)
   const Seconds rs = collective_time(h200, Collective::kReduceScatter, {8, 8}, gib(4.0));
   const Seconds ar = collective_time(h200, Collective::kAllReduce, {8, 8}, gib(4.0));
   EXPECT_NEAR(ratio(ar, rs), 2.0, 0.01);
