@@ -912,20 +912,22 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
       presets.resolve("calibration", reference, from_file, json_path);
   // What is wrong with the profile alone is said as parse_preset says it, naming where it was
   // named (a sweep refuses such a value rather than skipping its points: names_unusable_file).
-  const CalibrationProfile profile = parse_preset("calibration", from_file, json_path, [&] {
-    CalibrationProfile read = read_profile(file);
-    if (read.device.sm_count <= 0 && read.device.memory.value() <= 0) {
-      throw ConfigError(
-          file.string(), "/device",
-          fmt::format("expected sm_count or memory_bytes, found {}: without them no scenario can "
-                      "check that the profile measured its GPU (`fsdpsim calibrate "
-                      "import-nccl-tests --gpu PRESET` writes them)",
-                      read.device.name.empty()
-                          ? std::string("neither")
-                          : fmt::format("only the name \"{}\"", read.device.name)));
-    }
-    return read;
-  });
+  const CalibrationProfile profile =
+      parse_preset("calibration", from_file, json_path, presets.unknown_key_hint(file), [&] {
+        CalibrationProfile read = read_profile(file);
+        if (read.device.sm_count <= 0 && read.device.memory.value() <= 0) {
+          throw ConfigError(
+              file.string(), "/device",
+              fmt::format(
+                  "expected sm_count or memory_bytes, found {}: without them no scenario can "
+                  "check that the profile measured its GPU (`fsdpsim calibrate "
+                  "import-nccl-tests --gpu PRESET` writes them)",
+                  read.device.name.empty()
+                      ? std::string("neither")
+                      : fmt::format("only the name \"{}\"", read.device.name)));
+        }
+        return read;
+      });
   if (cluster != nullptr) {
     for (const std::string& problem : {calibration_device_mismatch(profile.device, cluster->gpu),
                                        calibration_beyond_hardware(profile, *cluster)}) {
@@ -938,7 +940,7 @@ std::shared_ptr<const hardware::CalibratedCurves> load_calibration(
                             : fmt::format("{} (profile {})", problem, file.string()));
     }
   }
-  return parse_preset("calibration", from_file, json_path, [&] {
+  return parse_preset("calibration", from_file, json_path, presets.unknown_key_hint(file), [&] {
     calibrate::ProfileFit fit;
     try {
       // A preset keeps its name; a path is named as it resolved (relative to the file that names

@@ -297,16 +297,18 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
     const auto preset_file = presets.resolve("hardware", out.preset, file, path + "/preset");
     // The preset alone must be valid (on one node: the scenario's node count is the scenario's
     // to answer for, checked with the merged spec).
-    nlohmann::json merged = parse_preset("hardware", file, path + "/preset", [&] {
-      nlohmann::json preset = read_json_file(preset_file);
-      if (preset.is_object() && preset.contains("node_speed_spread")) {
-        throw ConfigError(preset_file.string(), "/node_speed_spread",
-                          "unknown key for a hardware preset: node_speed_spread is a what-if of "
-                          "the scenario's hardware section");
-      }
-      parse_cluster(preset, preset_file.string(), "", 1);
-      return preset;
-    });
+    nlohmann::json merged = parse_preset(
+        "hardware", file, path + "/preset", presets.unknown_key_hint(preset_file), [&] {
+          nlohmann::json preset = read_json_file(preset_file);
+          if (preset.is_object() && preset.contains("node_speed_spread")) {
+            throw ConfigError(
+                preset_file.string(), "/node_speed_spread",
+                "unknown key for a hardware preset: node_speed_spread is a what-if of "
+                "the scenario's hardware section");
+          }
+          parse_cluster(preset, preset_file.string(), "", 1);
+          return preset;
+        });
     merge_overrides(merged, value);
     out.cluster = parse_cluster(merged, file.string(), path, nodes);
   } else {

@@ -222,7 +222,7 @@ models::TransformerSpec model_from_json(const nlohmann::json& value,
                                         const PresetLocator& presets) {
   if (value.is_string()) {
     const auto preset_file = presets.resolve("models", value.get<std::string>(), file, path);
-    return parse_preset("models", file, path, [&] {
+    return parse_preset("models", file, path, presets.unknown_key_hint(preset_file), [&] {
       return parse_spec(read_json_file(preset_file), preset_file.string(), "",
                         preset_file.stem().string());
     });
@@ -236,12 +236,13 @@ models::TransformerSpec model_from_json(const nlohmann::json& value,
     }
     const auto preset_file =
         presets.resolve("models", reference.get<std::string>(), file, path + "/preset");
-    nlohmann::json merged = parse_preset("models", file, path + "/preset", [&] {
-      nlohmann::json preset = read_json_file(preset_file);
-      // The preset alone must be valid.
-      parse_spec(preset, preset_file.string(), "", preset_file.stem().string());
-      return preset;
-    });
+    nlohmann::json merged =
+        parse_preset("models", file, path + "/preset", presets.unknown_key_hint(preset_file), [&] {
+          nlohmann::json preset = read_json_file(preset_file);
+          // The preset alone must be valid.
+          parse_spec(preset, preset_file.string(), "", preset_file.stem().string());
+          return preset;
+        });
     for (const auto& [key, v] : value.items()) {
       // Overrides change a preset's sizes; another family is another model, not a variant.
       if (key == "family" && v != merged.value("family", nlohmann::json())) {

@@ -82,6 +82,17 @@ bool names_unusable_file(const std::string& message) {
          (has("(the ") && (has(" preset named at ") || has("calibration profile named at ")));
 }
 
+std::string PresetLocator::unknown_key_hint(const fs::path& preset_file) const {
+  // (configs_dir / "x").parent_path(): the folder itself, with or without a trailing '/'.
+  if (preset_file.parent_path().parent_path() != (configs_dir / "x").parent_path()) return "";
+  return fmt::format(
+      "; this fsdpsim reads its presets from {} (--configs, else $FSDPSIM_CONFIGS_DIR, else the "
+      "source tree it was built from), and presets of another version than the binary have "
+      "keys it does not know or lack keys it needs: rebuild it, or pass --configs with the "
+      "presets of its own version",
+      configs_dir.string());
+}
+
 std::vector<std::string> PresetLocator::names(const std::string& kind) const {
   std::vector<std::string> out;
   std::error_code ec;

@@ -33,6 +33,11 @@ struct PresetLocator {
                                               const std::string& json_path) const;
   // Names of the presets of one kind, sorted.
   [[nodiscard]] std::vector<std::string> names(const std::string& kind) const;
+  // For a file resolve() found in the presets folder by its name, what to add to an error of an
+  // unknown or missing key in it: which folder this binary reads, since presets of another
+  // version than the binary (another checkout, or a pull without a rebuild) hold keys it does
+  // not know or lack keys it needs. Empty for a file named by its path.
+  [[nodiscard]] std::string unknown_key_hint(const std::filesystem::path& preset_file) const;
 };
 
 // What a file of `kind` is called in messages: "calibration profile", else "<kind> preset"
@@ -44,15 +49,20 @@ inline std::string preset_noun(const std::string& kind) {
 // Runs `parse` on the content of a preset named at `from_file`'s `json_path`. An error there names
 // the preset file; it is rethrown naming the reference too, since a preset of another kind or a
 // stale path is the referencing file's mistake: "... (the models preset named at s.json:
-// /model/preset)".
+// /model/preset)"; an unknown or missing key, by `unknown_key_hint` (PresetLocator's).
 template <class Parse>
 decltype(auto) parse_preset(const std::string& kind, const std::filesystem::path& from_file,
-                            const std::string& json_path, Parse&& parse) {
+                            const std::string& json_path, const std::string& unknown_key_hint,
+                            Parse&& parse) {
   try {
     return std::forward<Parse>(parse)();
   } catch (const ConfigError& e) {
-    throw ConfigError(std::string(e.what()) + " (the " + preset_noun(kind) + " named at " +
-                      from_file.string() + (json_path.empty() ? "" : ": " + json_path) + ")");
+    const std::string message = e.what();
+    const bool key_mismatch = message.find(": unknown key") != std::string::npos ||
+                              message.find(": required key is missing") != std::string::npos;
+    throw ConfigError(message + " (the " + preset_noun(kind) + " named at " + from_file.string() +
+                      (json_path.empty() ? "" : ": " + json_path) + ")" +
+                      (key_mismatch ? unknown_key_hint : std::string()));
   }
 }
 

@@ -1755,6 +1755,47 @@ TEST(Cli, AnOutputOverAFileTheInputNamesIsRefused) {
   EXPECT_EQ(read_file(baseline), baseline_text);
 }
 
+// A preset with a key this binary does not know (a presets folder newer than the binary: another
+// checkout, or a pull without a rebuild) says which folder the binary reads and how to mend it; a
+// file named by its path is the user's own, and gets no such note.
+TEST(Cli, AnUnknownKeyInAPresetSaysWhichFolderTheBinaryReads) {
+  const fs::path dir = temp_dir() / "newer_presets";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path configs = dir / "configs";
+  fs::copy(fs::path(FSDPSIM_SOURCE_DIR) / "configs", configs, fs::copy_options::recursive);
+  const fs::path preset = configs / "hardware/h100-sxm-80gb.json";
+  nlohmann::json newer = nlohmann::json::parse(read_file(preset));
+  newer["node"]["a_future_key"] = 1;
+  std::ofstream(preset) << newer.dump(2);
+  for (const std::string& folder : {configs.string(), configs.string() + "/"}) {
+    const Outcome o = run_fsdpsim("run " + kLlamaScenario + " --configs " + folder);
+    EXPECT_EQ(o.exit_code, 2) << o.output;
+    EXPECT_NE(o.output.find("/node/a_future_key: unknown key"), std::string::npos) << o.output;
+    EXPECT_NE(o.output.find("; this fsdpsim reads its presets from " + folder +
+                            " (--configs, else $FSDPSIM_CONFIGS_DIR, else the source tree it was "
+                            "built from)"),
+              std::string::npos)
+        << o.output;
+  }
+  // So does one lacking a key the binary needs (an older folder).
+  newer["node"].erase("a_future_key");
+  newer["node"].erase("nccl_channels");
+  std::ofstream(preset) << newer.dump(2);
+  const Outcome older = run_fsdpsim("run " + kLlamaScenario + " --configs " + configs.string());
+  EXPECT_EQ(older.exit_code, 2) << older.output;
+  EXPECT_NE(older.output.find("/node/nccl_channels: required key is missing"), std::string::npos)
+      << older.output;
+  EXPECT_NE(older.output.find("; this fsdpsim reads its presets from"), std::string::npos)
+      << older.output;
+  const Outcome by_path =
+      run_fsdpsim("run " + kLlamaScenario + " --set hardware.preset=" + preset.string());
+  EXPECT_EQ(by_path.exit_code, 2) << by_path.output;
+  EXPECT_NE(by_path.output.find("/node/nccl_channels: required key is missing"), std::string::npos)
+      << by_path.output;
+  EXPECT_EQ(by_path.output.find("reads its presets from"), std::string::npos) << by_path.output;
+}
+
 // A link to a file not written yet is written through: with the file itself as the other output,
 // the two would be one file and the first output lost.
 TEST(Cli, TwoOutputsThroughADanglingLinkAreOnePlace) {
