@@ -223,7 +223,7 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
     // Loaded whether or not it has expectations: a misspelled "expect" (or any other key) is an
     // error here as in `run`, not a gate turned off; and --set may add the block.
     const Scenario scenario = load_scenario(file, overrides, presets);
-    check_sweep_block_keys(file, overrides, presets);
+    check_sweep_block_keys(file, overrides, presets, /*load_every_point=*/true);
     if (!scenario.expectations) {
       check.status = ScenarioCheckStatus::kNoExpect;
       return check;

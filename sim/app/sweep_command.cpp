@@ -329,6 +329,49 @@ void refuse_grid_without_valid_point(const SweepPlan& plan) {
                   plan.total_points, plan.total_points == 1 ? "" : "s", first_reason));
 }
 
+// What `sweep` refuses after running that loading alone decides, for `check`: a grid of no
+// valid point, or a value of an axis that no point could take (misspelt, out of range:
+// unusable_grid_values.hpp). Points are loaded, not simulated; a grid of more than
+// kGridPointsLoadedAtMost is left to `sweep`.
+void refuse_unusable_block_values(const SweepPlan& plan) {
+  if (plan.total_points == 0 || plan.total_points > kGridPointsLoadedAtMost) return;
+  SweepTable table;
+  table.grid_keys = grid_axis_names(plan.axes);
+  table.grid_points = plan.total_points;
+  std::string first_reason;
+  for (std::int64_t index = 0; index < plan.total_points; ++index) {
+    SweepRow row;
+    row.index = index;
+    row.labels = grid_point_labels(plan.axes, index);
+    row.status = PointStatus::kOk;  // loads: a point `sweep` would simulate
+    try {
+      (void)load_grid_point(plan, index);
+    } catch (const ConfigError& e) {
+      row.status = PointStatus::kSkipped;
+      row.reason = escape_control_characters(reason_without_file(e.what(), plan.scenario));
+      if (first_reason.empty()) first_reason = row.reason;
+    }
+    table.rows.push_back(std::move(row));
+  }
+  if (!first_reason.empty() &&
+      std::all_of(table.rows.begin(), table.rows.end(),
+                  [](const SweepRow& r) { return r.status == PointStatus::kSkipped; })) {
+    throw ConfigError(
+        plan.scenario.string(), "/sweep",
+        fmt::format("expected at least one valid point, found {} invalid "
+                    "scenario{} (the first: {}): `fsdpsim sweep` would refuse it",
+                    plan.total_points, plan.total_points == 1 ? "" : "s", first_reason));
+  }
+  if (const auto unusable = unusable_grid_values(table); !unusable.empty()) {
+    const UnusableGridValue& v = unusable.front();
+    throw ConfigError(
+        plan.scenario.string(), "/sweep/" + v.key,
+        fmt::format("the value {} can be simulated at none of its {} point{} (the first: {}): "
+                    "`fsdpsim sweep` would skip them all and exit 2",
+                    v.value, v.points, v.points == 1 ? "" : "s", v.reason));
+  }
+}
+
 struct PointOutcome {
   SweepRow row;
   std::string json_line;
@@ -390,8 +433,8 @@ std::string format_duration(double seconds) {
 }  // namespace
 
 void check_sweep_block_keys(const std::filesystem::path& scenario,
-                            const std::vector<std::string>& overrides,
-                            const PresetLocator& presets) {
+                            const std::vector<std::string>& overrides, const PresetLocator& presets,
+                            bool load_every_point) {
   // The block as the overrides leave it: --set 'sweep={...}' is checked as a block in the file.
   nlohmann::json document = read_json_file(scenario);
   if (!document.is_object()) return;  // the scenario's own loader says what is wrong
@@ -403,6 +446,7 @@ void check_sweep_block_keys(const std::filesystem::path& scenario,
   plan.base_overrides = overrides;
   plan.presets = presets;
   plan.axes = parse_sweep_block(*it, scenario.string(), sweep_keys_in_file_order(scenario));
+  plan.total_points = grid_point_count(plan.axes);
   // What `sweep` refuses before running that the block alone decides: an axis another axis of it
   // makes do nothing, a key no scenario accepts, a value naming a missing preset or file. (Not
   // an axis beside this command's --set, which the block does not apply to.)
@@ -413,6 +457,7 @@ void check_sweep_block_keys(const std::filesystem::path& scenario,
   }
   check_keys(plan, document);
   (void)named_files(plan);
+  if (load_every_point) refuse_unusable_block_values(plan);
 }
 
 SweepPlan plan_sweep(const SweepOptions& options) {

@@ -1011,6 +1011,49 @@ TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
             0);
 }
 
+// `check` gates a whole file: what `sweep` would refuse once its points are loaded is an error
+// there too: a value of the block that no point can take (misspelt), a grid of no valid point.
+// A point refused for a relation between keys is an infeasible configuration, not bad input.
+// `run` simulates the base point only and does not load the grid.
+TEST(SweepCommand, CheckRefusesABlockValueNoPointCanTake) {
+  const fs::path misspelt = tiny_scenario_with_sweep(
+      "misspelt_value",
+      R"({"training.micro_batch": [1, 2], "fsdp.backward_prefetch": ["BACKWARD_PRE", "backward_post"]})");
+  const Outcome checked = run_fsdpsim("check " + misspelt.string());
+  EXPECT_EQ(checked.exit_code, 2) << checked.output;
+  EXPECT_NE(checked.output.find(
+                misspelt.string() +
+                ": /sweep/fsdp.backward_prefetch: the value backward_post can be simulated at "
+                "none of its 2 points (the first: /fsdp/backward_prefetch: expected one of"),
+            std::string::npos)
+      << checked.output;
+  EXPECT_NE(checked.output.find("`fsdpsim sweep` would skip them all and exit 2"),
+            std::string::npos)
+      << checked.output;
+  EXPECT_EQ(run_fsdpsim("sweep " + misspelt.string() + " --out -").exit_code, 2);
+  EXPECT_EQ(run_fsdpsim("run " + misspelt.string()).exit_code, 0);
+
+  const fs::path none_valid =
+      tiny_scenario_with_sweep("no_valid_point", R"({"training.micro_batch": [-1, -2]})");
+  const Outcome nothing = run_fsdpsim("check " + none_valid.string());
+  EXPECT_EQ(nothing.exit_code, 2) << nothing.output;
+  EXPECT_NE(nothing.output.find(none_valid.string() +
+                                ": /sweep: expected at least one valid point, found 2 invalid "
+                                "scenarios (the first: /training/micro_batch: expected"),
+            std::string::npos)
+      << nothing.output;
+
+  // A micro batch that does not divide the global batch is infeasible where it is, not malformed.
+  const fs::path infeasible =
+      tiny_scenario_with_sweep("infeasible_value", R"({"training.micro_batch": [1, 3]})");
+  const Outcome swept = run_fsdpsim("sweep " + infeasible.string() + " --out -");
+  EXPECT_EQ(swept.exit_code, 0) << swept.output;
+  EXPECT_NE(swept.output.find("\n1,3,skipped,"), std::string::npos) << swept.output;
+  const Outcome fine = run_fsdpsim("check " + infeasible.string());
+  EXPECT_NE(fine.output.find("skipped 1 scenario without an expect block"), std::string::npos)
+      << fine.output;
+}
+
 // The sweep replaces the file's value of a swept key at every point, so nothing would ever read
 // a bad one; `run` refuses that file, and so does `sweep`. A key the file leaves to the sweep is
 // fine.
