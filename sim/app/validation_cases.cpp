@@ -43,25 +43,16 @@ std::string misspelt_column(const std::string& column, const std::vector<std::st
   return best;
 }
 
-const std::vector<std::string> kRequiredColumns = {"case_id",
-                                                   "source",
-                                                   "model_family",
-                                                   "n_layers",
-                                                   "d_model",
-                                                   "n_heads",
-                                                   "vocab",
-                                                   "seq_len",
-                                                   "gpu",
-                                                   "gpus",
-                                                   "gpus_per_node",
-                                                   "fsdp_version",
-                                                   "sharding",
-                                                   "act_ckpt",
-                                                   "param_dtype",
-                                                   "micro_batch",
-                                                   "measured_tokens_per_s_per_gpu",
-                                                   "measured_model_tflops_per_gpu",
-                                                   "measured_hardware_tflops_per_gpu"};
+const std::vector<std::string> kRequiredColumns = {
+    "case_id",  "source",   "model_family", "n_layers",   "d_model",       "n_heads",
+    "vocab",    "seq_len",  "gpu",          "gpus",       "gpus_per_node", "fsdp_version",
+    "sharding", "act_ckpt", "param_dtype",  "micro_batch"};
+
+// What a run is compared on: a file needs at least one of them (a cluster's own runs may have
+// logged tokens/s alone), and a row with none of them is skipped.
+const std::vector<std::string> kMeasuredThroughputColumns = {"measured_tokens_per_s_per_gpu",
+                                                             "measured_model_tflops_per_gpu",
+                                                             "measured_hardware_tflops_per_gpu"};
 
 // Every other column configs/validation/README.md defines: read into the scenario, compared, or
 // kept for the reader (source_detail, params_b, inter_node_assumed, mfu_definition, notes).
@@ -209,6 +200,7 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
     }
   }
   std::vector<std::string> known = kRequiredColumns;
+  known.insert(known.end(), kMeasuredThroughputColumns.begin(), kMeasuredThroughputColumns.end());
   known.insert(known.end(), kOtherColumns.begin(), kOtherColumns.end());
   const auto is_known = [&known](const std::string& column) {
     return std::find(known.begin(), known.end(), column) != known.end();
@@ -226,6 +218,13 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
     const std::string near = did_you_mean(required, unknown);
     missing.push_back(fmt::format("\"{}\"{}", required,
                                   near.empty() ? "" : fmt::format(" (found \"{}\")", near)));
+  }
+  if (std::none_of(kMeasuredThroughputColumns.begin(), kMeasuredThroughputColumns.end(),
+                   [&header](const std::string& column) {
+                     return std::find(header.begin(), header.end(), column) != header.end();
+                   })) {
+    missing.push_back(fmt::format("one of \"{}\" (a measured throughput to compare with)",
+                                  fmt::join(kMeasuredThroughputColumns, "\", \"")));
   }
   if (!missing.empty()) {
     throw ConfigError(fmt::format("{}: line 1: required column{} missing: {}", file.string(),

@@ -154,6 +154,20 @@ TEST(Validate, ReportsErrorsAsJsonWithTheDocumentedKeys) {
   EXPECT_EQ(j["tflops"]["count"], 4);  // the HEAD rows print model TFLOPS
 }
 
+// A cluster's own runs may have logged tokens/s alone: a file without the TFLOPS columns is
+// validated on what it has, as the same rows with the columns are.
+TEST(Validate, AFileOfTokensPerSecondAloneIsValidated) {
+  const auto [code, out] = run_fsdpsim("validate " + kData + "tokens_only.csv --json -");
+  ASSERT_EQ(code, 0) << out;
+  const auto [full_code, full_out] = run_fsdpsim("validate " + kData + "small_cases.csv --json -");
+  ASSERT_EQ(full_code, 0) << full_out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  const nlohmann::json full = nlohmann::json::parse(full_out);
+  EXPECT_EQ(j["evaluated"], 4);
+  EXPECT_EQ(j["tokens_per_s"], full["tokens_per_s"]);
+  EXPECT_EQ(j["tflops"]["count"], 0);
+}
+
 // --md - puts the markdown alone on stdout (the summary line goes to stderr), so that
 // `validate ... --md - > report.md` is the report.
 TEST(Validate, MarkdownOnStdoutIsTheReportAlone) {
@@ -254,6 +268,11 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
       // Every missing column in one message, not one per run.
       {"missing_column.csv",
        "line 1: required columns are missing: \"model_family\", \"n_layers\", \"d_model\", "},
+      // A file needs something measured to compare with: one throughput column at least.
+      {"no_throughput_column.csv",
+       "line 1: required column is missing: one of \"measured_tokens_per_s_per_gpu\", "
+       "\"measured_model_tflops_per_gpu\", \"measured_hardware_tflops_per_gpu\" (a measured "
+       "throughput to compare with)"},
       {"misspelt_column.csv",
        "line 1: unknown column \"memory_fracton\" (did you mean \"memory_fraction\"?)"}};
   for (const auto& [file, message] : cases) {
