@@ -186,7 +186,10 @@ JsonObjectReader::JsonObjectReader(const nlohmann::json& object, std::string fil
   }
 }
 
-bool JsonObjectReader::has(const std::string& key) const { return object_.contains(key); }
+bool JsonObjectReader::has(const std::string& key) const {
+  asked_.insert(key);
+  return object_.contains(key);
+}
 
 void JsonObjectReader::fail(const std::string& key, const std::string& message) const {
   throw ConfigError(file_, path_of(key), message);
@@ -413,6 +416,7 @@ void JsonObjectReader::ignore(const std::string& key) {
 
 void JsonObjectReader::finish(const std::vector<std::string>& also_known) const {
   std::vector<std::string> known(read_.begin(), read_.end());
+  known.insert(known.end(), asked_.begin(), asked_.end());
   known.insert(known.end(), also_known.begin(), also_known.end());
   for (const auto& [key, value] : object_.items()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
@@ -425,9 +429,20 @@ void JsonObjectReader::finish(const std::vector<std::string>& also_known) const 
     }
     std::string hint = did_you_mean(key, known);
     if (hint.empty()) hint = key_of_one_child(object_, key, ignored_);
+    if (!hint.empty()) {
+      throw ConfigError(file_, path_of(key), fmt::format("unknown key; did you mean {}?", hint));
+    }
+    // Nothing close: the keys this object takes, so that no one has to open a preset to find
+    // that the memory is `hbm_bytes` (documentation keys, ignored, left out).
+    std::erase_if(known, [this](const std::string& k) { return ignored_.count(k) > 0; });
+    std::sort(known.begin(), known.end());
+    known.erase(std::unique(known.begin(), known.end()), known.end());
+    constexpr std::size_t kKeysListedAtMost = 40;
     throw ConfigError(
         file_, path_of(key),
-        fmt::format("unknown key{}", hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
+        known.empty() || known.size() > kKeysListedAtMost
+            ? std::string("unknown key")
+            : fmt::format("unknown key; the keys here are {}", fmt::join(known, ", ")));
   }
 }
 

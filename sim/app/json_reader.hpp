@@ -109,6 +109,9 @@ class JsonObjectReader {
   std::string path_;
   std::set<std::string> read_;
   std::set<std::string> ignored_;  // documentation, not configuration
+  // Keys has() asked about, present or not: keys of this object too, for finish()'s
+  // did-you-mean and list (an optional key read only when present is asked about this way).
+  mutable std::set<std::string> asked_;
 };
 
 }  // namespace fsdpsim::app

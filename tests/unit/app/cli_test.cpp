@@ -1460,7 +1460,16 @@ TEST(Cli, OptionsThatWouldDoNothingAreRefused) {
        "(the value comes from --set training.micro_batch=x)"},
       // A key the --set created under an unknown section: the section is named, and the --set.
       {"run " + kScenario + " --set bogus.x=1",
-       "/bogus: unknown key (the value comes from --set bogus.x=1)"}};
+       "/bogus: unknown key; the keys here are allocator, ddp, deepspeed, description, expect, "
+       "fsdp, hardware, model, name, parallelism, schema_version, sweep, training (the value "
+       "comes from --set bogus.x=1)"},
+      // An optional key read only when present is a key of its object all the same: a typo of
+      // it gets its did-you-mean, and it is listed.
+      {"run " + kScenario + " --set training.autocast_dtyp=bf16",
+       "/training/autocast_dtyp: unknown key; did you mean autocast_dtype?"},
+      {"run " + kScenario + " --set hardware.gpu.memory_GiB=80",
+       "/hardware/gpu/memory_GiB: unknown key; the keys here are attention_backward_efficiency, "},
+      {"run " + kScenario + " --set hardware.gpu.memory_GiB=80", ", hbm_bytes, "}};
   for (const auto& [command, message] : bad) {
     const Outcome o = run_fsdpsim(command);
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;

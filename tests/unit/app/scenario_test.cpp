@@ -126,8 +126,9 @@ TEST(DidYouMean, AnUnknownKeyOfOneChildObjectNamesIt) {
                      {"sources", {{"gpus_per_node", "DGX H100"}}},
                      {"gpus_per_node", 4}}),
             "h.json: /hardware/gpus_per_node: unknown key; did you mean node.gpus_per_node?");
+  // Nothing close: the keys the object takes are listed, its documentation ("sources") left out.
   EXPECT_EQ(message({{"node", {{"name", 8}}}, {"gpu", {{"name", 132}}}, {"label", 4}}),
-            "h.json: /hardware/label: unknown key");
+            "h.json: /hardware/label: unknown key; the keys here are gpu, node");
 }
 
 // A key holding '/' or '~' is one reference token of the path (RFC 6901: "~1" and "~0"), not
