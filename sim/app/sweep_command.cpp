@@ -725,10 +725,25 @@ int sweep_command(const SweepOptions& options) {
   const bool nothing_valid = !interrupted && skipped > 0 && skipped == run.table.rows.size();
   if (nothing_valid && plan.shard.n <= 1) {
     print_reasons();
+    // --grid KEY=[1,2] is one value, an array (which some keys take); a list is KEY=1,2.
+    std::string list_hint;
+    for (const GridAxis& axis : plan.axes) {
+      if (axis.origin != "--grid" || axis.keys.size() != 1 || axis.values.size() != 1 ||
+          !axis.values.front().is_array() || axis.values.front().empty()) {
+        continue;
+      }
+      std::vector<std::string> items;
+      for (const nlohmann::json& item : axis.values.front()) items.push_back(item.dump());
+      list_hint = fmt::format(
+          " (--grid {}={} sweeps one value, the array; to sweep its items "
+          "write --grid {}={})",
+          axis.name(), axis.values.front().dump(), axis.name(), fmt::join(items, ","));
+      break;
+    }
     throw ConfigError(plan.scenario.string(), "",
                       fmt::format("expected at least one valid point, found {} invalid "
-                                  "scenario{} (the first: {}); no output was written",
-                                  skipped, skipped == 1 ? "" : "s", reasons.front()));
+                                  "scenario{} (the first: {}); no output was written{}",
+                                  skipped, skipped == 1 ? "" : "s", reasons.front(), list_hint));
   }
   if (trace) outputs.push_back({options.trace_path, *trace});
   write_outputs(outputs, plan.input_files);

@@ -1011,6 +1011,18 @@ TEST(SweepCommand, ABadSweepBlockKeyFailsEveryCommand) {
             0);
 }
 
+// --grid KEY=[1,2] is one value, an array: where no point takes it, the refusal says how a list
+// of values is written.
+TEST(SweepCommand, AnArrayGridValueNoPointTakesSaysHowToListValues) {
+  const fs::path s = tiny_scenario("array_grid_value");
+  const Outcome o = run_fsdpsim("sweep " + s.string() + " --grid 'training.micro_batch=[1,2]'");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("(--grid training.micro_batch=[1,2] sweeps one value, the array; to "
+                          "sweep its items write --grid training.micro_batch=1,2)"),
+            std::string::npos)
+      << o.output;
+}
+
 // `check` gates a whole file: what `sweep` would refuse once its points are loaded is an error
 // there too: a value of the block that no point can take (misspelt), a grid of no valid point.
 // A point refused for a relation between keys is an infeasible configuration, not bad input.
