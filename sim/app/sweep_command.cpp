@@ -52,7 +52,8 @@ bad input: the outputs are written and the sweep exits 2 naming it. The
 CSV has one line per point in grid order: index, the grid values, status, reason, step_time_s,
 tokens_per_s_per_gpu, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu,
 peak_mem_allocated_gib, peak_mem_reserved_gib, exposed_communication_s, num_alloc_retries (the
-cudaMalloc retries a point fits only with), sweep_id (a hash of the scenario, the --set options, the
+cudaMalloc retries a point fits only with), calibration (the profile that priced the point, empty
+without one), sweep_id (a hash of the scenario, the --set options, the
 grid and the preset and calibration files they name: the same in every slice of one sweep) and
 grid_points (the points of the whole grid).
 Whatever -j, the outputs

@@ -487,6 +487,9 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
             return v > 0.0 && v <= 1.0 ? std::string() : expected;
           },
           "FRACTION", "positive fraction"));
+  cmd->footer(
+      "\nExit codes: 0 ok (skipped rows are listed, not errors), 1 internal error, 2 bad input\n"
+      "(a malformed row names its line and column), 3 the tokens/s MAPE exceeds --max-mape.");
   return cmd;
 }
 

@@ -66,6 +66,12 @@ TEST(Cli, VersionAndHelpExitZero) {
   EXPECT_NE(help.output.find("run"), std::string::npos);
   const Outcome run_help = run_fsdpsim("run --help");
   EXPECT_EQ(run_help.exit_code, 0);
+  // Every command says what its exit codes mean.
+  for (const char* command : {"run", "explain", "sweep", "merge", "report", "check", "validate"}) {
+    const Outcome o = run_fsdpsim(std::string(command) + " --help");
+    EXPECT_EQ(o.exit_code, 0) << command;
+    EXPECT_NE(o.output.find("Exit codes"), std::string::npos) << command << "\n" << o.output;
+  }
   // Every knob is documented, with PyTorch's name for it.
   for (const char* knob : {"parallelism",
                            "global_batch",
