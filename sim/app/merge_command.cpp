@@ -43,8 +43,9 @@ SweepTable merge_tables(const std::vector<std::string>& inputs, bool allow_gaps)
       merged.calibration_known = slice.calibration_known;
     } else if (slice_header != header) {
       throw ConfigError(
-          fmt::format("{}: its header differs from {}'s; the slices are not of one sweep\n  {}  {}",
-                      path, inputs.front(), slice_header, header));
+          fmt::format("{}: its header differs from {}'s; the slices are not of one sweep\n  {}: "
+                      "{}  {}: {}",
+                      path, inputs.front(), path, slice_header, inputs.front(), header));
     } else if (slice.calibration_known != merged.calibration_known) {
       throw ConfigError(
           fmt::format("{}: has {} calibration column, where {} has {} (one was written by an older "

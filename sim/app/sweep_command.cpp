@@ -752,6 +752,11 @@ int sweep_command(const SweepOptions& options) {
   const bool stdout_taken = writes_stdout(options.csv_path) || writes_stdout(options.jsonl_path) ||
                             writes_stdout(options.md_path) || writes_stdout(options.trace_path);
   std::ostream& summary = stdout_taken ? std::cerr : std::cout;
+  // A slice's log says it is one, lest it read as a whole (smaller) sweep.
+  if (plan.shard.n > 1) {
+    summary << fmt::format("slice {}/{} of a grid of {} points: ", plan.shard.k, plan.shard.n,
+                           plan.total_points);
+  }
   summary << sweep_summary_text(run.table);
   summary.flush();
   print_reasons();

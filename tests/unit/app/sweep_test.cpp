@@ -1211,6 +1211,9 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
     const Outcome o = run_fsdpsim("sweep " + s.string() + grid + " --shard " + std::to_string(k) +
                                   "/4 --out " + slice.string());
     ASSERT_EQ(o.exit_code, 0) << o.output;
+    // A slice's log says it is one.
+    EXPECT_EQ(o.output.rfind("slice " + std::to_string(k) + "/4 of a grid of 18 points: ", 0), 0U)
+        << o.output;
     const SweepTable t = table_from_csv(read_file(slice), slice.string());
     for (const SweepRow& r : t.rows) EXPECT_EQ(r.index % 4, k - 1);
     slices += " " + slice.string();
@@ -1275,6 +1278,10 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   const Outcome other = run_fsdpsim("merge" + slices + " " + (dir / "other.csv").string());
   EXPECT_EQ(other.exit_code, 2);
   EXPECT_NE(other.output.find("header differs"), std::string::npos) << other.output;
+  // Each header is named by its file.
+  EXPECT_NE(other.output.find((dir / "other.csv").string() + ": index,training.micro_batch,status"),
+            std::string::npos)
+      << other.output;
 
   // A slice cut short (an interrupted run keeps the rows finished so far) that lost the last
   // point: no gap below the last index merged, but the grid has 18 points.
