@@ -103,6 +103,29 @@ TEST(CheckExpectations, BoundsEqualityAndDottedPathsPassAndFail) {
       oom);
   ASSERT_EQ(expected_oom.size(), 2U);
   EXPECT_TRUE(expected_oom[0].passed && expected_oom[1].passed);
+  // A passing bound on a step that does not fit says so; the status line needs no note.
+  EXPECT_EQ(expected_oom[0].detail, "status = \"oom\"");
+  EXPECT_EQ(expected_oom[1].detail,
+            "tokens_per_s_per_gpu = 3521.2 >= 3000 [status oom: the step does not fit]");
+  EXPECT_EQ(implied[1].detail,
+            "tokens_per_s_per_gpu = 3521.2 >= 3000 [status oom: the step does not fit]");
+}
+
+// A calibration key asked of a step no profile priced says why the result lacks it.
+TEST(CheckExpectations, ACalibrationKeyWithoutAProfileSaysWhy) {
+  try {
+    evaluate_expectations(
+        parse_expectations({{"calibration.collectives_calibrated", {{"min", 10}}}}, "s.json"),
+        kResult);
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "the result JSON has no key \"calibration.collectives_calibrated\" (at "
+                  "\"calibration\"): the result has a calibration object only when the scenario "
+                  "names a calibration profile (hardware.calibration)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // A number equals at the 6 significant digits the result is written with: the summary's
