@@ -363,6 +363,13 @@ int fit_command(const CalibrateOptions& o) {
     }
   }
   out += fmt::format("\nGEMMs: {} shapes measured", fit.gemms);
+  // Measured more than once, a shape is priced at the median of its times (calibrate/fit.cpp).
+  if (profile.gemms.size() > fit.gemms) {
+    out += fmt::format(
+        " ({} measurements: a shape measured again is priced at the median of "
+        "its times)",
+        profile.gemms.size());
+  }
   if (fit.gemm_slowdown_under_nccl)
     out += fmt::format(", median slowdown under NCCL x{:.3f}", *fit.gemm_slowdown_under_nccl);
   out += "\n";
@@ -429,8 +436,17 @@ int fit_command(const CalibrateOptions& o) {
         out +=
             "hardware.gpu.memory_efficiency = this / hardware.gpu.hbm_bandwidth_GBps (with "
             "--against PRESET: the value)\n";
+      } else if (const BytesPerSec hbm = against->gpu.hbm_bandwidth;
+                 !calibration_device_mismatch(profile.device, against->gpu).empty() ||
+                 m.device_copy->value() > hbm.value()) {
+        // Another GPU's copy rate is no efficiency of this one's (one above 1 would be refused).
+        out += fmt::format("no hardware.gpu.memory_efficiency for {}: {}\n", o.against,
+                           m.device_copy->value() > hbm.value()
+                               ? fmt::format("above its {:.0f} GB/s, the profile is another "
+                                             "GPU's",
+                                             hbm.value() / 1e9)
+                               : std::string("the profile is another GPU's"));
       } else {
-        const BytesPerSec hbm = against->gpu.hbm_bandwidth;
         out += fmt::format("--set hardware.gpu.memory_efficiency={:.3f} (over {}'s {:.0f} GB/s)\n",
                            m.device_copy->value() / hbm.value(), o.against, hbm.value() / 1e9);
       }

@@ -139,6 +139,18 @@ TEST(CalibrateCli, FitAgainstAPresetPoolsEveryDtypeInALastRow) {
   EXPECT_NE(a100.output.find("note: 27 fp8 GEMM(s) not compared: a100-sxm-80gb has no fp8 peak"),
             std::string::npos)
       << a100.output;
+  // ... and suggests no memory efficiency of it from another GPU's copies (it was 2.067).
+  EXPECT_NE(a100.output.find("device copy 4215 GB/s (read + write): no "
+                             "hardware.gpu.memory_efficiency for a100-sxm-80gb: above its 2039 "
+                             "GB/s, the profile is another GPU's"),
+            std::string::npos)
+      << a100.output;
+  EXPECT_EQ(a100.output.find("memory_efficiency="), std::string::npos) << a100.output;
+  // A shape measured twice is counted once, and the fit says how it is priced.
+  EXPECT_NE(o.output.find("GEMMs: 211 shapes measured (217 measurements: a shape measured again "
+                          "is priced at the median of its times)"),
+            std::string::npos)
+      << o.output;
 }
 
 TEST(CalibrateCli, BadProfileExitsTwoNamingFileAndPath) {
