@@ -164,7 +164,12 @@ std::filesystem::path parse_baseline(const nlohmann::json& block,
   try {
     baseline = read_json_file(baseline_path);
   } catch (const ConfigError& e) {
-    throw ConfigError(file, "/expect/baseline", e.what());
+    // A path read from the scenario's folder ("../../reports/x.json") is named resolved too.
+    const std::filesystem::path resolved = baseline_path.lexically_normal();
+    throw ConfigError(file, "/expect/baseline",
+                      resolved == baseline_path
+                          ? std::string(e.what())
+                          : fmt::format("{} (that is, {})", e.what(), resolved.string()));
   }
   // A recorded `fsdpsim run --json`: another file's numbers would be compared as if they were.
   const auto schema = baseline.is_object() ? baseline.find("schema") : baseline.end();

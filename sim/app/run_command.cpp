@@ -286,8 +286,8 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
                        to_gib(r.usable_memory));
   };
   const std::int64_t retries = best_result.reserved.alloc_retries;
-  std::cout << fmt::format("largest micro-batch that fits: {} ({} accumulation steps): {}{}\n",
-                           good, accumulation, describe(best_result),
+  std::cout << fmt::format("largest micro-batch that fits: {} ({} accumulation step{}): {}{}\n",
+                           good, accumulation, accumulation == 1 ? "" : "s", describe(best_result),
                            retries == 0 ? "" : ", " + cuda_malloc_retries(retries) + " per step");
   if (stopped) {
     std::cout << fmt::format(

@@ -367,9 +367,12 @@ void refuse_unusable_block_values(const SweepPlan& plan) {
     const UnusableGridValue& v = unusable.front();
     throw ConfigError(
         plan.scenario.string(), "/sweep/" + v.key,
-        fmt::format("the value {} can be simulated at none of its {} point{} (the first: {}): "
-                    "`fsdpsim sweep` would skip them all and exit 2",
-                    v.value, v.points, v.points == 1 ? "" : "s", v.reason));
+        fmt::format("the value {} can be simulated at {} (the first: {}): `fsdpsim sweep` "
+                    "would skip {} and exit 2",
+                    v.value,
+                    v.points == 1 ? std::string("no point")
+                                  : fmt::format("none of its {} points", v.points),
+                    v.reason, v.points == 1 ? "it" : "them all"));
   }
 }
 

@@ -108,9 +108,12 @@ std::string unusable_grid_values_text(const std::vector<UnusableGridValue>& valu
   std::string out;
   for (const UnusableGridValue& v : values) {
     // One line per value, whatever its label and reason hold.
-    out += fmt::format("error: {}={}: none of its {} point{} could be simulated (the first: {})\n",
-                       v.key, escape_control_characters(v.value, ""), v.points,
-                       v.points == 1 ? "" : "s", escape_control_characters(v.reason, ""));
+    out += fmt::format(
+        "error: {}={}: {}{})\n", v.key, escape_control_characters(v.value, ""),
+        v.points == 1
+            ? std::string("its one point could not be simulated (")
+            : fmt::format("none of its {} points could be simulated (the first: ", v.points),
+        escape_control_characters(v.reason, ""));
   }
   if (!values.empty()) out += "the outputs were written with the points that could be simulated\n";
   return out;

@@ -510,10 +510,9 @@ std::string ValidationReport::markdown() const {
   std::sort(large.begin(), large.end(), [](const ValidationOutcome* a, const ValidationOutcome* b) {
     return std::abs(signed_error(*a)) > std::abs(signed_error(*b));
   });
-  md += fmt::format(
-      "\n## Cases off by more than {:.0f}%\n\n{} of {}.\n\n| case | measured | predicted | "
-      "error |\n|---|---|---|---|\n",
-      100.0 * kLargeError, large.size(), outcomes.size());
+  md += fmt::format("\n## Cases off by more than {:.0f}%\n\n{} of {}.\n", 100.0 * kLargeError,
+                    large.size(), outcomes.size());
+  if (!large.empty()) md += "\n| case | measured | predicted | error |\n|---|---|---|---|\n";
   for (const ValidationOutcome* o : large) md += case_row(*o);
   md += "\n## Cases\n\n| case | measured | predicted | error |\n|---|---|---|---|\n";
   for (const ValidationOutcome& o : outcomes) md += case_row(o);

@@ -236,6 +236,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadExpect{"baseline_missing",
                   {{"baseline", "nope.json"}},
                   "/expect/baseline: nope.json: cannot open the file"},
+        // A path up from the scenario's folder is named resolved too.
+        BadExpect{"baseline_up_missing",
+                  {{"baseline", "a/../nope.json"}},
+                  "/expect/baseline: a/../nope.json: cannot open the file (does it exist?) "
+                  "(that is, nope.json)"},
         BadExpect{"negative_tolerance",
                   {{"baseline", "b.json"}, {"tolerance", -1}},
                   "/expect/tolerance: expected a relative tolerance"},

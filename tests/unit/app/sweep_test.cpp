@@ -832,8 +832,8 @@ TEST(SweepCommand, EveryPointInvalidExitsTwoWithTheReason) {
   // The whole grid holds a valid point, but micro_batch 0 is refused at its only point.
   const Outcome merged_grid = run_fsdpsim("merge " + first.string() + " " + second.string());
   EXPECT_EQ(merged_grid.exit_code, 2) << merged_grid.output;
-  EXPECT_NE(merged_grid.output.find("error: training.micro_batch=0: none of its 1 point could be "
-                                    "simulated"),
+  EXPECT_NE(merged_grid.output.find("error: training.micro_batch=0: its one point could not be "
+                                    "simulated (/training/micro_batch: expected"),
             std::string::npos)
       << merged_grid.output;
   const Outcome only_invalid = run_fsdpsim("merge " + first.string() + " --allow-gaps");

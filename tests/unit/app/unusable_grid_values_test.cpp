@@ -94,7 +94,7 @@ TEST(UnusableGridValues, TheErrorIsOneLinePerValue) {
   const std::string text =
       unusable_grid_values_text({{"a", "x\ny", 1, "/a: bad\nvalue"}, {"b", "z", 2, "/b: no"}});
   EXPECT_EQ(text,
-            "error: a=x<U+000A>y: none of its 1 point could be simulated (the first: "
+            "error: a=x<U+000A>y: its one point could not be simulated ("
             "/a: bad<U+000A>value)\n"
             "error: b=z: none of its 2 points could be simulated (the first: /b: no)\n"
             "the outputs were written with the points that could be simulated\n");

@@ -1767,6 +1767,11 @@ TEST(Validate, CasesOffByMoreThan25PercentAreListedFirst) {
   EXPECT_NE(listed.find("lffe973f0-a10040-mpt125m-s2048-g64-mb4-ac0-1"), std::string::npos)
       << listed;
   EXPECT_EQ(listed.find("mb16"), std::string::npos) << listed;
+  // With none beyond it, the section says so, without an empty table.
+  const auto [none_code, none_md] = run_fsdpsim("validate " + kData + "small_cases.csv --md -");
+  ASSERT_EQ(none_code, 0) << none_md;
+  const std::string none = none_md.substr(none_md.find("## Cases off by more than 25%"));
+  EXPECT_EQ(none.rfind("## Cases off by more than 25%\n\n0 of 4.\n\n## Cases\n", 0), 0U) << none;
 }
 
 TEST(ValidationCases, TheAttentionColumnChoosesTheKernel) {
