@@ -7,6 +7,7 @@
 #include "hardware/calibrated_curves.hpp"
 #include "models/workload.hpp"
 #include "sim/app/config_error.hpp"
+#include "sim/fsdp/step_size_bound.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -77,6 +78,8 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
     throw out_of_range(scenario, e);
   } catch (const fsdp::RankClassesError& e) {
     throw ConfigError(scenario.file.string(), "/hardware/stragglers", e.what());
+  } catch (const fsdp::StepSizeError& e) {
+    throw ConfigError(scenario.file.string(), "/training/global_batch", e.what());
   }
 }
 

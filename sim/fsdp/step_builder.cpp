@@ -1,5 +1,7 @@
 #include "sim/fsdp/step_builder.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -7,6 +9,7 @@
 #include "hardware/collective_cost.hpp"
 #include "hardware/roofline.hpp"
 #include "sim/fsdp/process_groups.hpp"
+#include "sim/fsdp/step_size_bound.hpp"
 
 namespace fsdpsim::fsdp {
 
@@ -435,6 +438,20 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, const Sa
   if (recomputed_any) free(recomputed);
   for (const TensorId t : from_host) free(t);
   for (const TensorId t : saved) free(t);
+}
+
+void StepBuilder::refuse_past_op_bound(std::int64_t micro_batches) const {
+  const auto first = static_cast<std::int64_t>(b_.program().ops.size());
+  const std::int64_t repeats = micro_batches * in_.steps;
+  if (repeats <= 0 || first <= kMaxSimulatedOps / repeats) return;
+  throw StepSizeError(fmt::format(
+      "the simulation would hold about {} ops ({} in the first of a step's {} micro-batch{}, in "
+      "{} step{}{}, each op simulated in turn); at most {} are: fewer micro-batches per step (a "
+      "larger micro_batch or a smaller global_batch), fewer layers, or units of whole blocks "
+      "(fsdp.wrap_policy)",
+      first * repeats, first, micro_batches, micro_batches == 1 ? "" : "es", in_.steps,
+      in_.steps == 1 ? "" : "s", in_.steps == 2 ? ": a warm-up step and the measured one" : "",
+      kMaxSimulatedOps));
 }
 
 }  // namespace fsdpsim::fsdp

@@ -153,12 +153,16 @@ class StepBuilder {
         micro_batch(!t.no_sync || mb == out.micro_batches - 1);
         // Every micro-batch issues about what the first did (the optimizer step adds a little).
         if (step == 0 && mb == 0) {
+          refuse_past_op_bound(out.micro_batches);
           b_.reserve_repeats(static_cast<std::size_t>(out.micro_batches * in_.steps) + 1);
         }
       }
       optimizer_step();
     }
   }
+  // Throws StepSizeError (step_size_bound.hpp) when `micro_batches` times what the program holds
+  // after the first step's first, in each of input().steps steps, would pass kMaxSimulatedOps.
+  void refuse_past_op_bound(std::int64_t micro_batches) const;
   // finish() for FSDP: the units, and the memory alive before a step: fp32 parameter shards
   // (4 B per element) and the optimizer's state, unless offloaded to the host. Gradient shards
   // are made in backward and freed by zero_grad(set_to_none=True), so they belong to the program.

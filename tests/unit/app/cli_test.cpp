@@ -1811,6 +1811,22 @@ TEST(Cli, AnUnknownKeyInAPresetSaysWhichFolderTheBinaryReads) {
   EXPECT_EQ(by_path.output.find("reads its presets from"), std::string::npos) << by_path.output;
 }
 
+// Ops per layer differ by model and wrap policy, so the simulation's own size is bounded too:
+// 128 Llama blocks whose linears are units of their own, 1024 micro-batches (within the layer-pass
+// bound) would hold 31.8M ops (55 s, 9.4 GB), and are refused from the first micro-batch.
+TEST(Cli, ASimulationOfTooManyOpsIsRefusedBeforeItIsBuilt) {
+  const Outcome o = run_fsdpsim("run " + kLlamaScenario +
+                                " --set model.n_layers=128 --set training.global_batch=16384 --set "
+                                "fsdp.wrap_policy=block_and_linear");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("/training/global_batch: the simulation would hold about 31784960 ops "
+                          "(15520 in the first of a step's 1024 micro-batches, in 2 steps: a "
+                          "warm-up step and the measured one, each op simulated in turn); at most "
+                          "25000000 are"),
+            std::string::npos)
+      << o.output;
+}
+
 // A link to a file not written yet is written through: with the file itself as the other output,
 // the two would be one file and the first output lost.
 TEST(Cli, TwoOutputsThroughADanglingLinkAreOnePlace) {
