@@ -255,9 +255,15 @@ void Job::exchange_hosts() {
   for (int r = 0; r < world_size_; ++r) {
     const std::string& expected = records[static_cast<std::size_t>((r / per_node) * per_node)];
     if (world_size_ % per_node != 0 || records[static_cast<std::size_t>(r)] != expected) {
+      // Two machines of one name (containers) differ in their boot id alone: say so.
+      const std::string& here = records[static_cast<std::size_t>(r)];
+      const std::string& host = hosts_[static_cast<std::size_t>(r)];
+      const bool same_name = here != expected && host == expected.substr(0, expected.find('\n'));
       throw UsageError(cat(
-          "ranks are not laid out node by node (rank ", r, " runs on ",
-          hosts_[static_cast<std::size_t>(r)],
+          "ranks are not laid out node by node (rank ", r, " runs on ", host,
+          same_name ? cat(", a machine of the same name as rank ", (r / per_node) * per_node,
+                          "'s but another boot id, ", here.substr(here.find('\n') + 1))
+                    : std::string(),
           "); launch with the same number of ranks per node, numbered node by node (torchrun does; "
           "Slurm needs --distribution=block)"));
     }
