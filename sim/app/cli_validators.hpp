@@ -44,7 +44,7 @@ inline CLI::Validator title_text() {
                    ? "expected a title, found \"" + text + "\""
                    : std::string();
       },
-      "TEXT");
+      "NON-BLANK");
 }
 
 }  // namespace fsdpsim::app

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <string>
 
 #include "hardware/rank_pacing.hpp"
@@ -183,7 +184,7 @@ std::vector<hardware::Straggler> parse_stragglers(const nlohmann::json& value,
     const std::string at = fmt::format("{}/{}", path, i);
     JsonObjectReader e(value[i], file, at);
     const auto speed = [&](const std::string& key) {
-      if (!e.has(key)) return e.ignore(key), 1.0;
+      if (!e.has(key)) return 1.0;  // has() records the key as one of the object's
       const nlohmann::json& v = *e.child(key);
       if (!v.is_number() ||
           !(v.get<double>() >= hardware::kSlowestRankSpeed && v.get<double>() <= 1.0)) {
@@ -227,9 +228,16 @@ std::vector<hardware::Straggler> parse_stragglers(const nlohmann::json& value,
   return out;
 }
 
-// A complete hardware description (a preset file, or a preset merged with overrides).
+// What a complete hardware description is: a preset file, or a scenario's hardware section (a
+// preset merged with overrides, or one written in full), whose keys `nodes`, `preset`,
+// `calibration` and `node_speed_spread` say how the job uses the hardware, not what it is.
+enum class HardwareDescription { kPresetFile, kScenarioSection };
+constexpr std::array<const char*, 4> kScenarioHardwareKeys = {"nodes", "preset", "calibration",
+                                                              "node_speed_spread"};
+
 hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::string& file,
-                                    const std::string& path, std::int64_t nodes) {
+                                    const std::string& path, std::int64_t nodes,
+                                    HardwareDescription what) {
   JsonObjectReader r(value, file, path);
   r.schema_version(kHardwarePresetSchemaVersion, /*required=*/false);
   r.ignore("sources");                // an object documenting each key
@@ -247,7 +255,11 @@ hardware::ClusterSpec parse_cluster(const nlohmann::json& value, const std::stri
   }
   if (const nlohmann::json* stragglers = r.child("stragglers"))
     c.stragglers = parse_stragglers(*stragglers, file, r.path_of("stragglers"), c);
-  r.finish({"nodes", "preset", "calibration", "node_speed_spread"});
+  if (what == HardwareDescription::kScenarioSection) {
+    r.finish({kScenarioHardwareKeys.begin(), kScenarioHardwareKeys.end()});
+  } else {
+    r.finish();
+  }
   // Bounds between keys, at the key that breaks them, with the other key's path and value.
   if (c.gpu.runtime_reserved >= c.gpu.hbm) {
     throw ConfigError(file, path + "/gpu/runtime_reserved_GiB",
@@ -300,17 +312,20 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
     nlohmann::json merged = parse_preset(
         "hardware", file, path + "/preset", presets.unknown_key_hint(preset_file), [&] {
           nlohmann::json preset = read_json_file(preset_file);
-          if (preset.is_object() && preset.contains("node_speed_spread")) {
-            throw ConfigError(
-                preset_file.string(), "/node_speed_spread",
-                "unknown key for a hardware preset: node_speed_spread is a what-if of "
-                "the scenario's hardware section");
+          // Keys of the scenario's section, not of the hardware: said as such, not as unknown.
+          for (const char* key : kScenarioHardwareKeys) {
+            if (!preset.is_object() || !preset.contains(key)) continue;
+            throw ConfigError(preset_file.string(), fmt::format("/{}", key),
+                              fmt::format("not a key of a hardware preset: {} belongs to the "
+                                          "scenario's hardware section (hardware.{})",
+                                          key, key));
           }
-          parse_cluster(preset, preset_file.string(), "", 1);
+          parse_cluster(preset, preset_file.string(), "", 1, HardwareDescription::kPresetFile);
           return preset;
         });
     merge_overrides(merged, value);
-    out.cluster = parse_cluster(merged, file.string(), path, nodes);
+    out.cluster =
+        parse_cluster(merged, file.string(), path, nodes, HardwareDescription::kScenarioSection);
   } else {
     // Without a preset the description must be complete: say both ways, not only "gpu".
     if (!r.has("gpu")) {
@@ -318,7 +333,8 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
                         "required key is missing: expected \"preset\" (a hardware preset such as "
                         "h100-sxm-80gb) or a complete description with \"gpu\" and \"node\"");
     }
-    out.cluster = parse_cluster(value, file.string(), path, nodes);
+    out.cluster =
+        parse_cluster(value, file.string(), path, nodes, HardwareDescription::kScenarioSection);
   }
   // Measured curves in front of the cost models (calibration_json.hpp), resolved like presets.
   if (r.has("calibration")) {

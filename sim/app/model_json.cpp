@@ -35,14 +35,14 @@ void parse_transformer(JsonObjectReader& r, models::TransformerSpec& s) {
 }
 
 double number_or(JsonObjectReader& r, const std::string& key, double fallback) {
-  return r.has(key) ? r.non_negative_number(key) : (r.ignore(key), fallback);
+  return r.has(key) ? r.non_negative_number(key) : fallback;
 }
 
 // A custom layer's count, at most `max` (products with the micro-batch and the layer count must
 // stay within 64 bits).
 std::int64_t count_or(JsonObjectReader& r, const std::string& key, std::int64_t fallback,
                       std::int64_t max) {
-  if (!r.has(key)) return r.ignore(key), fallback;
+  if (!r.has(key)) return fallback;
   const std::int64_t v = r.non_negative_int(key);
   if (v > max) {
     throw ConfigError(
@@ -105,7 +105,7 @@ models::CustomLayerSpec parse_custom_layer(const nlohmann::json& value, const st
                                   l.params, l.parameter_tensors));
   }
   const auto flops_or = [&](const char* key, double bound, double fallback) {
-    return r.has(key) ? r.non_negative_number_at_most(key, bound) : (r.ignore(key), fallback);
+    return r.has(key) ? r.non_negative_number_at_most(key, bound) : fallback;
   };
   l.forward_flops_per_sample =
       flops_or("forward_flops_per_sample", size_bounds::kCustomForwardFlopsPerSample, 0.0);

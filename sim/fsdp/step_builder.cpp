@@ -440,16 +440,20 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, const Sa
   for (const TensorId t : saved) free(t);
 }
 
-void StepBuilder::refuse_past_op_bound(std::int64_t micro_batches) const {
-  const auto first = static_cast<std::int64_t>(b_.program().ops.size());
-  const std::int64_t repeats = micro_batches * in_.steps;
-  if (repeats <= 0 || first <= kMaxSimulatedOps / repeats) return;
+void StepBuilder::refuse_past_op_bound(std::int64_t first, std::int64_t each_later,
+                                       std::int64_t micro_batches) const {
+  if (micro_batches <= 0 || in_.steps <= 0) return;
+  // Far inside 64 bits: a first micro-batch of the deepest model holds a few million ops, and a
+  // step at most 1024 micro-batches (sim/app/size_bounds.hpp).
+  const std::int64_t total = (first + each_later * (micro_batches - 1)) * in_.steps;
+  if (total <= kMaxSimulatedOps) return;
   throw StepSizeError(fmt::format(
-      "the simulation would hold about {} ops ({} in the first of a step's {} micro-batch{}, in "
-      "{} step{}{}, each op simulated in turn); at most {} are: fewer micro-batches per step (a "
-      "larger micro_batch or a smaller global_batch), fewer layers, or units of whole blocks "
+      "the simulation would hold about {} ops ({} in the first of a step's {} micro-batch{}{}, "
+      "in {} step{}{}, each op simulated in turn); at most {} are: fewer micro-batches per step "
+      "(a larger micro_batch or a smaller global_batch), fewer layers, or units of whole blocks "
       "(fsdp.wrap_policy)",
-      first * repeats, first, micro_batches, micro_batches == 1 ? "" : "es", in_.steps,
+      total, first, micro_batches, micro_batches == 1 ? "" : "es",
+      micro_batches == 1 ? "" : fmt::format(", {} in each other", each_later), in_.steps,
       in_.steps == 1 ? "" : "s", in_.steps == 2 ? ": a warm-up step and the measured one" : "",
       kMaxSimulatedOps));
 }

@@ -147,22 +147,31 @@ class StepBuilder {
   void run_steps(Schedule& out, MicroBatch micro_batch, OptimizerStep optimizer_step) {
     const TrainingConfig& t = in_.training;
     out.micro_batches = t.global_batch / (t.micro_batch * in_.cluster.world_size());
+    std::int64_t first_ops = 0;  // what the first micro-batch (with its step's start) issued
     for (std::int32_t step = 0; step < in_.steps; ++step) {
       begin_step(out);
       for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) {
         micro_batch(!t.no_sync || mb == out.micro_batches - 1);
-        // Every micro-batch issues about what the first did (the optimizer step adds a little).
-        if (step == 0 && mb == 0) {
-          refuse_past_op_bound(out.micro_batches);
+        if (step != 0 || mb > 1) continue;
+        // The simulation's size, from the first micro-batch and, once there is one, the second
+        // (it accumulates gradients, the first does not): refused before the rest is built.
+        const auto ops = static_cast<std::int64_t>(b_.program().ops.size());
+        if (mb == 0) {
+          first_ops = ops;
+          // Every micro-batch issues about what the first did (the optimizer step adds a little).
           b_.reserve_repeats(static_cast<std::size_t>(out.micro_batches * in_.steps) + 1);
         }
+        if (mb == 1 || out.micro_batches == 1)
+          refuse_past_op_bound(first_ops, mb == 1 ? ops - first_ops : 0, out.micro_batches);
       }
       optimizer_step();
     }
   }
-  // Throws StepSizeError (step_size_bound.hpp) when `micro_batches` times what the program holds
-  // after the first step's first, in each of input().steps steps, would pass kMaxSimulatedOps.
-  void refuse_past_op_bound(std::int64_t micro_batches) const;
+  // Throws StepSizeError (step_size_bound.hpp) when the first micro-batch's `first` ops and
+  // `each_later` for each of the others, in each of input().steps steps, would pass
+  // kMaxSimulatedOps.
+  void refuse_past_op_bound(std::int64_t first, std::int64_t each_later,
+                            std::int64_t micro_batches) const;
   // finish() for FSDP: the units, and the memory alive before a step: fp32 parameter shards
   // (4 B per element) and the optimizer's state, unless offloaded to the host. Gradient shards
   // are made in backward and freed by zero_grad(set_to_none=True), so they belong to the program.

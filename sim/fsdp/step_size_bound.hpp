@@ -4,7 +4,8 @@
 // they are written, but ops per layer pass differ by model and wrap policy: in the two steps,
 // Llama-3.1-8B's block is 134 ops, GPT-175B's 173, T5's 402 (encoder and decoder layers alike), a
 // Llama block whose linears are units of their own (block_and_linear) 265-373. The total is
-// projected from the first micro-batch and refused before the others are built.
+// projected from the first two micro-batches (the second accumulates gradients, the first does
+// not) and refused before the others are built.
 #pragma once
 
 #include <cstdint>

@@ -1358,9 +1358,25 @@ TEST(Cli, ANodeSpeedSpreadRunsTheJobAtItsExpectedSlowestNode) {
       run_fsdpsim("run " + kScenario + " --set hardware.preset=" + preset_file.string());
   EXPECT_EQ(in_preset.exit_code, 2) << in_preset.output;
   EXPECT_NE(in_preset.output.find(preset_file.string() +
-                                  ": /node_speed_spread: unknown key for a hardware preset"),
+                                  ": /node_speed_spread: not a key of a hardware preset: "
+                                  "node_speed_spread belongs to the scenario's hardware section "
+                                  "(hardware.node_speed_spread)"),
             std::string::npos)
       << in_preset.output;
+  // So are the other keys of the scenario's section: a preset's "nodes" or "calibration" were
+  // read as nothing.
+  for (const char* key : {"nodes", "calibration", "preset"}) {
+    nlohmann::json with_key = nlohmann::json::parse(
+        read_file(fs::path(FSDPSIM_CONFIGS_DIR) / "hardware" / "a100-sxm-80gb.json"));
+    with_key[key] = std::string(key) == "nodes" ? nlohmann::json(99) : nlohmann::json("x");
+    const fs::path file = temp_dir() / (std::string("a100_with_") + key + ".json");
+    std::ofstream(file) << with_key.dump();
+    const Outcome o = run_fsdpsim("run " + kScenario + " --set hardware.preset=" + file.string());
+    EXPECT_EQ(o.exit_code, 2) << key << "\n" << o.output;
+    EXPECT_NE(o.output.find(file.string() + ": /" + key + ": not a key of a hardware preset"),
+              std::string::npos)
+        << o.output;
+  }
 }
 
 TEST(Cli, MalformedJsonNamesLineAndColumn) {
@@ -1475,7 +1491,12 @@ TEST(Cli, OptionsThatWouldDoNothingAreRefused) {
        "/training/autocast_dtyp: unknown key; did you mean autocast_dtype?"},
       {"run " + kScenario + " --set hardware.gpu.memory_GiB=80",
        "/hardware/gpu/memory_GiB: unknown key; the keys here are attention_backward_efficiency, "},
-      {"run " + kScenario + " --set hardware.gpu.memory_GiB=80", ", hbm_bytes, "}};
+      {"run " + kScenario + " --set hardware.gpu.memory_GiB=80", ", hbm_bytes, "},
+      // An optional key left out is listed too.
+      {"run " + kScenario +
+           " --set 'hardware.stragglers=[{\"ranks\": [0], \"compute_speed\": 0.9, \"qqqq\": 1}]'",
+       "/hardware/stragglers/0/qqqq: unknown key; the keys here are compute_speed, host_speed, "
+       "nodes, ranks"}};
   for (const auto& [command, message] : bad) {
     const Outcome o = run_fsdpsim(command);
     EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
@@ -1813,16 +1834,16 @@ TEST(Cli, AnUnknownKeyInAPresetSaysWhichFolderTheBinaryReads) {
 
 // Ops per layer differ by model and wrap policy, so the simulation's own size is bounded too:
 // 128 Llama blocks whose linears are units of their own, 1024 micro-batches (within the layer-pass
-// bound) would hold 31.8M ops (55 s, 9.4 GB), and are refused from the first micro-batch.
+// bound) hold 33.9M ops (55 s, 9.4 GB), and are refused from the first two micro-batches.
 TEST(Cli, ASimulationOfTooManyOpsIsRefusedBeforeItIsBuilt) {
   const Outcome o = run_fsdpsim("run " + kLlamaScenario +
                                 " --set model.n_layers=128 --set training.global_batch=16384 --set "
                                 "fsdp.wrap_policy=block_and_linear");
   EXPECT_EQ(o.exit_code, 2) << o.output;
-  EXPECT_NE(o.output.find("/training/global_batch: the simulation would hold about 31784960 ops "
-                          "(15520 in the first of a step's 1024 micro-batches, in 2 steps: a "
-                          "warm-up step and the measured one, each op simulated in turn); at most "
-                          "25000000 are"),
+  EXPECT_NE(o.output.find("/training/global_batch: the simulation would hold about 33884156 ops "
+                          "(15520 in the first of a step's 1024 micro-batches, 16546 in each "
+                          "other, in 2 steps: a warm-up step and the measured one, each op "
+                          "simulated in turn); at most 25000000 are"),
             std::string::npos)
       << o.output;
 }

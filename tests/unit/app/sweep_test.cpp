@@ -1021,6 +1021,16 @@ TEST(SweepCommand, AnArrayGridValueNoPointTakesSaysHowToListValues) {
                           "sweep its items write --grid training.micro_batch=1,2)"),
             std::string::npos)
       << o.output;
+  // Not for a key that takes an array, refused for what the array holds.
+  const Outcome stragglers =
+      run_fsdpsim("sweep " + s.string() +
+                  " --grid 'hardware.stragglers=[{\"ranks\":[99],\"compute_speed\":0.9}]'");
+  EXPECT_EQ(stragglers.exit_code, 2) << stragglers.output;
+  EXPECT_NE(stragglers.output.find("/hardware/stragglers/0/ranks/0: expected a rank number"),
+            std::string::npos)
+      << stragglers.output;
+  EXPECT_EQ(stragglers.output.find("sweeps one value, the array"), std::string::npos)
+      << stragglers.output;
 }
 
 // `check` gates a whole file: what `sweep` would refuse once its points are loaded is an error
@@ -1044,6 +1054,17 @@ TEST(SweepCommand, CheckRefusesABlockValueNoPointCanTake) {
       << checked.output;
   EXPECT_EQ(run_fsdpsim("sweep " + misspelt.string() + " --out -").exit_code, 2);
   EXPECT_EQ(run_fsdpsim("run " + misspelt.string()).exit_code, 0);
+  // A value of one point is said as one.
+  const fs::path single = tiny_scenario_with_sweep(
+      "misspelt_single", R"({"fsdp.backward_prefetch": ["BACKWARD_PRE", "backward_post"]})");
+  const Outcome one = run_fsdpsim("check " + single.string());
+  EXPECT_EQ(one.exit_code, 2) << one.output;
+  EXPECT_NE(one.output.find(": /sweep/fsdp.backward_prefetch: the value backward_post cannot be "
+                            "simulated at its one point (/fsdp/backward_prefetch: expected one of"),
+            std::string::npos)
+      << one.output;
+  EXPECT_NE(one.output.find("`fsdpsim sweep` would skip it and exit 2"), std::string::npos)
+      << one.output;
 
   const fs::path none_valid =
       tiny_scenario_with_sweep("no_valid_point", R"({"training.micro_batch": [-1, -2]})");
