@@ -1752,14 +1752,20 @@ TEST(Cli, AnOutputOverAnInputIsRefused) {
             read_file(fs::path(FSDPSIM_SOURCE_DIR) / "configs/calibration/a100-sxm-80gb.json"));
 }
 
-// The files a command reads besides the one it is given are inputs too: the presets of a
-// --configs folder, a calibration profile, --against and --gpu presets, a check's baseline.
-TEST(Cli, AnOutputOverAFileTheInputNamesIsRefused) {
-  const fs::path dir = temp_dir() / "over_named_input";
+// A fresh folder `dir` holding a copy of the source tree's presets, as dir/configs (returned).
+fs::path copy_of_configs(const fs::path& dir) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path configs = dir / "configs";
   fs::copy(fs::path(FSDPSIM_SOURCE_DIR) / "configs", configs, fs::copy_options::recursive);
+  return configs;
+}
+
+// The files a command reads besides the one it is given are inputs too: the presets of a
+// --configs folder, a calibration profile, --against and --gpu presets, a check's baseline.
+TEST(Cli, AnOutputOverAFileTheInputNamesIsRefused) {
+  const fs::path dir = temp_dir() / "over_named_input";
+  const fs::path configs = copy_of_configs(dir);
   const fs::path preset = configs / "hardware/a100-sxm-80gb.json";
   const fs::path profile = configs / "calibration/a100-sxm-80gb.json";
   const std::string preset_text = read_file(preset);
@@ -1795,11 +1801,7 @@ TEST(Cli, AnOutputOverAFileTheInputNamesIsRefused) {
 // checkout, or a pull without a rebuild) says which folder the binary reads and how to mend it; a
 // file named by its path is the user's own, and gets no such note.
 TEST(Cli, AnUnknownKeyInAPresetSaysWhichFolderTheBinaryReads) {
-  const fs::path dir = temp_dir() / "newer_presets";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const fs::path configs = dir / "configs";
-  fs::copy(fs::path(FSDPSIM_SOURCE_DIR) / "configs", configs, fs::copy_options::recursive);
+  const fs::path configs = copy_of_configs(temp_dir() / "newer_presets");
   const fs::path preset = configs / "hardware/h100-sxm-80gb.json";
   nlohmann::json newer = nlohmann::json::parse(read_file(preset));
   newer["node"]["a_future_key"] = 1;
