@@ -380,6 +380,27 @@ void refuse_unusable_block_values(const SweepPlan& plan) {
   }
 }
 
+// --grid KEY=[1,2] is one value, an array (which some keys take); a list is KEY=1,2. Said where
+// `reason`, the first point's, refused such an array as one at its key (a key that takes arrays
+// refuses their items otherwise: hardware.stragglers); empty elsewhere.
+std::string array_grid_value_hint(const std::vector<GridAxis>& axes, const std::string& reason) {
+  for (const GridAxis& axis : axes) {
+    if (axis.origin != "--grid" || axis.keys.size() != 1 || axis.values.size() != 1 ||
+        !axis.values.front().is_array() || axis.values.front().empty() ||
+        !reason.starts_with(json_path_of(axis.keys.front()) + ": expected ") ||
+        reason.find("found an array") == std::string::npos) {
+      continue;
+    }
+    std::vector<std::string> items;
+    for (const nlohmann::json& item : axis.values.front()) items.push_back(item.dump());
+    return fmt::format(
+        " (--grid {}={} sweeps one value, the array; to sweep its items write "
+        "--grid {}={})",
+        axis.name(), axis.values.front().dump(), axis.name(), fmt::join(items, ","));
+  }
+  return "";
+}
+
 struct PointOutcome {
   SweepRow row;
   std::string json_line;
@@ -733,25 +754,7 @@ int sweep_command(const SweepOptions& options) {
   const bool nothing_valid = !interrupted && skipped > 0 && skipped == run.table.rows.size();
   if (nothing_valid && plan.shard.n <= 1) {
     print_reasons();
-    // --grid KEY=[1,2] is one value, an array (which some keys take); a list is KEY=1,2.
-    std::string list_hint;
-    for (const GridAxis& axis : plan.axes) {
-      // Only where the array was refused as one at the key (a key that takes arrays refuses
-      // its items otherwise: hardware.stragglers).
-      if (axis.origin != "--grid" || axis.keys.size() != 1 || axis.values.size() != 1 ||
-          !axis.values.front().is_array() || axis.values.front().empty() ||
-          !reasons.front().starts_with(json_path_of(axis.keys.front()) + ": expected ") ||
-          reasons.front().find("found an array") == std::string::npos) {
-        continue;
-      }
-      std::vector<std::string> items;
-      for (const nlohmann::json& item : axis.values.front()) items.push_back(item.dump());
-      list_hint = fmt::format(
-          " (--grid {}={} sweeps one value, the array; to sweep its items "
-          "write --grid {}={})",
-          axis.name(), axis.values.front().dump(), axis.name(), fmt::join(items, ","));
-      break;
-    }
+    const std::string list_hint = array_grid_value_hint(plan.axes, reasons.front());
     throw ConfigError(plan.scenario.string(), "",
                       fmt::format("expected at least one valid point, found {} invalid "
                                   "scenario{} (the first: {}); no output was written{}",
