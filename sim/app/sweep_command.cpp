@@ -309,19 +309,25 @@ void check_expect_keys(const SweepPlan& plan) {
 // About 1 ms a point on a 2-core machine, 4 ms with a calibration profile to read (2026-12).
 constexpr std::int64_t kGridPointsLoadedAtMost = 10000;
 
+// Why grid point `index` does not load (its reason as a row gives it), or nothing when it loads.
+std::optional<std::string> load_refusal(const SweepPlan& plan, std::int64_t index) {
+  try {
+    (void)load_grid_point(plan, index);
+    return std::nullopt;
+  } catch (const ConfigError& e) {
+    return reason_without_file(e.what(), plan.scenario);
+  }
+}
+
 void refuse_grid_without_valid_point(const SweepPlan& plan) {
   if (plan.shard.n <= 1 || plan.total_points == 0 || plan.indices.empty()) return;
   std::string first_reason;
   const std::int64_t start = plan.indices.front();
   const std::int64_t tried = std::min(plan.total_points, kGridPointsLoadedAtMost);
   for (std::int64_t n = 0; n < tried; ++n) {
-    const std::int64_t index = (start + n) % plan.total_points;
-    try {
-      (void)load_grid_point(plan, index);
-      return;
-    } catch (const ConfigError& e) {
-      if (first_reason.empty()) first_reason = reason_without_file(e.what(), plan.scenario);
-    }
+    const std::optional<std::string> refusal = load_refusal(plan, (start + n) % plan.total_points);
+    if (!refusal) return;
+    if (first_reason.empty()) first_reason = *refusal;
   }
   if (tried < plan.total_points) return;
   throw ConfigError(
@@ -348,11 +354,9 @@ void refuse_unusable_block_values(const SweepPlan& plan) {
     row.index = index;
     row.labels = grid_point_labels(plan.axes, index);
     row.status = PointStatus::kOk;  // loads: a point `sweep` would simulate
-    try {
-      (void)load_grid_point(plan, index);
-    } catch (const ConfigError& e) {
+    if (const std::optional<std::string> refusal = load_refusal(plan, index)) {
       row.status = PointStatus::kSkipped;
-      row.reason = escape_control_characters(reason_without_file(e.what(), plan.scenario));
+      row.reason = escape_control_characters(*refusal);
       if (first_reason.empty()) first_reason = row.reason;
     }
     table.rows.push_back(std::move(row));
