@@ -505,10 +505,11 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
       st.has_grad = true;
     }
     offload_grad(u, accumulate_stream, grad_numel);
-    const EventRef reduced = s_.program().record_event(accumulate_stream);
     if (cast) s_.free(input);
-    // record_stream(autograd_computed_grad, post_backward) before it goes out of scope.
-    s_.free(unsharded_grad, reduced);
+    // _post_backward_hook: record_stream(autograd_computed_grad, post_backward) before it goes
+    // out of scope. Its block is reusable once the post-backward stream's reduce-scatter is done,
+    // whatever the all-reduce stream still does with the shard under hybrid sharding.
+    s_.free(unsharded_grad, s_.program().record_event(post_backward_));
   }
 
   // _div_if_needed(grad, _gradient_postdivide_factor) after the last reduction, in place.

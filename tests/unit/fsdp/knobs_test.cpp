@@ -229,6 +229,28 @@ TEST(Knobs, HybridShardAllReducesShardsAcrossReplicas) {
               1e-12);  // AG root, RS+AR root
 }
 
+// HYBRID_SHARD: _post_backward_hook record_streams the unit's unsharded gradient on the
+// post-backward stream only, so its block is reusable once the reduce-scatter is done (1000 us),
+// not after the replica all-reduce and post-divide on the all-reduce stream (1157 us), which
+// hold only the shard.
+TEST(Knobs, HybridShardReleasesTheUnshardedGradientAfterTheReduceScatter) {
+  const Knobs k = run([](ScheduleInput& in) {
+    in.cluster.nodes = 2;
+    in.cluster.nic_bandwidth_per_node = gb_per_s(400.0);
+    in.training.global_batch = 4;
+    in.fsdp.sharding_strategy = ShardingStrategy::kHybridShard;
+    in.fsdp.shard_group_size = 2;
+  });
+  const engine::Program& p = k.out.schedule.program;
+  const std::vector<std::size_t> frees =
+      k.cpu_steps(engine::CpuStepKind::kFree, "blocks.1.flat_grad");
+  ASSERT_EQ(frees.size(), 1u);
+  const engine::OpId released_after = p.cpu[frees.front()].after_op;
+  ASSERT_NE(released_after, engine::kNoOp);
+  EXPECT_EQ(p.names[p.ops[released_after].name], "blocks.1.reduce_scatter");
+  EXPECT_EQ(k.out.timeline.ops[released_after].end, us(1000));
+}
+
 // forward_prefetch issues the next unit's all-gather before this unit's forward kernels.
 TEST(Knobs, ForwardPrefetchIssuesTheNextAllGatherBeforeTheForward) {
   const Knobs on = run([](ScheduleInput& in) { in.fsdp.forward_prefetch = true; });
