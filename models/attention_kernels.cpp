@@ -241,7 +241,7 @@ std::int64_t qkv_bytes(const AttentionDims& dims, const BuildContext& ctx) {
 
 void append_attention_forward(LayerDraft& draft, const AttentionDims& dims,
                               const BuildContext& ctx) {
-  draft.begin_attention_core();
+  draft.begin_attention_core(attention_saves_inputs(ctx) ? 0 : qkv_bytes(dims, ctx));
   if (ctx.flash_attention) {
     flash_forward(draft, dims, ctx);
   } else {

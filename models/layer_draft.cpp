@@ -100,8 +100,9 @@ void LayerDraft::save_rematerializable(std::int64_t bytes) {
   if (bytes > 0) layer_.saved_tensors.back().rematerializable = true;
 }
 
-void LayerDraft::begin_attention_core() {
+void LayerDraft::begin_attention_core(std::int64_t unsaved_input_bytes) {
   layer_.attention_forward_begin = layer_.forward.size();
+  layer_.attention_core_input = Bytes(unsaved_input_bytes);
   saved_at_attention_begin_ = saved_;
 }
 

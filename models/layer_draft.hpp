@@ -75,8 +75,9 @@ class LayerDraft {
   // norm's or an activation's output): Layer::rematerializable_saved.
   void save_rematerializable(std::int64_t bytes);
   // Brackets the attention core's forward kernels; `output_bytes` is the core's output, saved
-  // inside the bracket but kept by the output projection regardless.
-  void begin_attention_core();
+  // inside the bracket but kept by the output projection regardless, and `unsaved_input_bytes`
+  // its inputs where the layer does not save them (Layer::attention_core_input).
+  void begin_attention_core(std::int64_t unsaved_input_bytes);
   void end_attention_core(std::int64_t output_bytes);
   // The next forward kernel is where a non-reentrant checkpoint's early stop ends the recompute
   // (Layer::recompute_early_stop_kernel): everything from it on saves nothing backward reads.

@@ -63,7 +63,7 @@ void append_t5_attention_forward(LayerDraft& draft, const T5AttentionDims& dims,
   const auto [bh, scores, scores32, q, kv] = core_sizes(dims, ctx);
   TransientTracker& temps = draft.forward_temps();
 
-  draft.begin_attention_core();
+  draft.begin_attention_core(q + 2 * kv);  // the q, k and v projections' outputs
   draft.forward(memory_bound_kernel(name(dims, "split_heads"), 2 * (q + 2 * kv), ctx));
   // bmm saves its (copied) operands.
   draft.save(q);

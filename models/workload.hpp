@@ -121,6 +121,12 @@ struct Layer {
   std::size_t attention_forward_begin = 0;
   std::size_t attention_forward_end = 0;
   Bytes attention_core_saved{0};
+  // The core's inputs (Q, K, V as it receives them) where nothing outside the core saves them
+  // (unfused attention copies them head-major inside the core and saves the copies): the
+  // checkpoint keeps its inputs, so selective checkpointing saves these bytes instead
+  // (Korthikanti et al. 2022, Sec. 4.3: 34*s*b*h per layer, Q, K and V among them). 0 where
+  // the layer saves them anyway (a fused kernel's inputs).
+  Bytes attention_core_input{0};
   // Part of saved_activations that is the input of a linear and a pointwise function of other
   // saved tensors (a norm's or an activation's output). With float8 linears under torch.compile
   // its only backward users are the float8 casts, which are fusible, so Inductor's partitioner

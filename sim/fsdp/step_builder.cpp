@@ -318,7 +318,7 @@ Bytes StepBuilder::saved_bytes(std::size_t layer) const {
     case CheckpointMode::kWholeLayer:
       return l.saved_activations_checkpointed;
     case CheckpointMode::kAttentionCore:
-      return l.saved_activations - l.attention_core_saved;
+      return l.saved_activations - l.attention_core_saved + l.attention_core_input;
     case CheckpointMode::kOpPolicy:
       // The checkpoint's input, and the policy's cache of saved outputs.
       return l.saved_activations_checkpointed + op_plans_[layer].saved_bytes;

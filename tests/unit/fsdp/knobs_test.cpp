@@ -377,6 +377,20 @@ TEST(Knobs, AttentionCheckpointingRecomputesOnlyTheCore) {
   }
 }
 
+// The checkpointed core keeps its inputs where nothing else saves them (unfused attention):
+// each block saves 6 MB + a 1 MB input = 7 MB.
+TEST(Knobs, AttentionCheckpointingKeepsTheCoresUnsavedInputs) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    for (models::Layer& l : w.layers) l.attention_core_input = Bytes(1'000'000);
+    return w;
+  }();
+  const Knobs k = run_on(workload, [](ScheduleInput& in) {
+    in.training.activation_checkpointing = ActivationCheckpointing::kAttention;
+  });
+  EXPECT_EQ(k.tensor_bytes("blocks.0.saved"), 7'000'000);
+}
+
 // torchtitan's op policy on tiny_linear_block (norm 10 us, "up" 40 us, "down" 40 us, both bias-
 // free linears over 8 tokens): "up" is the first mm and keeps its 8 x 1000 bf16 output (16 kB),
 // "down" is the second and is recomputed with the norm. Each block keeps its input (100 kB) and

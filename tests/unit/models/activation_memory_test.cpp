@@ -32,6 +32,22 @@ TEST(ActivationMemory, GptFlashBlockDropsTheSquareTermsForLogSumExp) {
   EXPECT_EQ(saved(w, 1), kS * kB * kH * 34 + 16 * kT + kB * kA * kS * 4);
 }
 
+// Selective recomputation of the attention core (Korthikanti Sec. 4.3) keeps 34*s*b*h bytes
+// per layer, fused or not: unfused, the checkpoint keeps its token-major Q, K, V inputs (6*s*b*h)
+// in place of their head-major copies and the s x s terms; fused, the kernel's inputs are saved
+// outside the core and only its log-sum-exp goes.
+TEST(ActivationMemory, AttentionCheckpointingKeepsTheCoresInputs) {
+  const auto selective = [](const Layer& l) {
+    return (l.saved_activations - l.attention_core_saved + l.attention_core_input).value();
+  };
+  const Workload naive = build_workload(gpt(), testing::options(kB, kS, false));
+  EXPECT_EQ(naive.layers[1].attention_core_input.value(), 6 * kS * kB * kH);
+  EXPECT_EQ(selective(naive.layers[1]), kS * kB * kH * 34 + 16 * kT);
+  const Workload flash = build_workload(gpt(), testing::options(kB, kS, true));
+  EXPECT_EQ(flash.layers[1].attention_core_input.value(), 0);
+  EXPECT_EQ(selective(flash.layers[1]), kS * kB * kH * 34 + 16 * kT);
+}
+
 TEST(ActivationMemory, MptSavesNoDropoutMasks) {
   const Workload flash = build_workload(mpt(), testing::options(kB, kS, true));
   EXPECT_EQ(saved(flash, 1), kS * kB * kH * 32 + 16 * kT + kB * kA * kS * 4);

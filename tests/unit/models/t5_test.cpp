@@ -208,6 +208,8 @@ TEST(T5Workload, AttentionSavesTheFp32SoftmaxAndTheDropoutOutput) {
   // Head-major q, k, v 3 * 4*8*2 = 192 B; scores 2*4*4 = 32 elements: fp32 softmax output
   // 128 B, bool dropout mask 32 B, bf16 dropout output 64 B.
   EXPECT_EQ(block.attention_core_saved.value(), 192 + 128 + 32 + 64);
+  // Token-major q, k, v, the projections' outputs: a checkpoint of the core keeps them.
+  EXPECT_EQ(block.attention_core_input.value(), 192);
   EXPECT_GT(block.attention_forward_end, block.attention_forward_begin);
   EXPECT_EQ(block.forward[block.attention_forward_begin].name, "attn_split_heads");
   // No dropout (dropout_rate 0): the cast output is what P@V keeps, and there is no mask.
