@@ -20,6 +20,9 @@
 // Saved activations follow Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 // Transformer Models", Sec. 4.1: Q, K, V, softmax output, dropout mask and dropout output
 // (5*a*s^2*b bytes with fp16 and dropout), plus the s x s bool causal mask masked_fill keeps.
+// Llama's eager attention (HF LlamaAttention, Meta's model.py) adds its causal mask instead and
+// runs the softmax in fp32 (EagerSoftmax::kAdditiveMaskFp32): it saves the fp32 probabilities
+// and their cast back, 6*a*s^2*b bytes, and no mask.
 #include "models/attention_kernels.hpp"
 
 #include <utility>
@@ -169,18 +172,37 @@ void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildCont
   draft.forward(memory_bound_kernel("attn_scale", 2 * scores, ctx));
   temps.allocate(scores);
   temps.release(scores);
-  draft.forward(memory_bound_kernel("attn_mask", 2 * scores + mask, ctx));
-  draft.save(mask);
-  temps.allocate(scores);
-  temps.release(scores);
-  draft.forward(memory_bound_kernel("attn_softmax", 2 * scores, ctx));
-  draft.save(scores);  // softmax saves its output
-  temps.release(scores);
+  if (dims.eager_softmax == EagerSoftmax::kAdditiveMaskFp32) {
+    // The [b, 1, s, s] causal mask in the compute dtype, broadcast over the heads.
+    const std::int64_t additive = ctx.batch * ctx.seq * ctx.seq * ctx.element_bytes;
+    draft.forward(memory_bound_kernel("attn_mask", 2 * scores + additive, ctx));
+    temps.allocate(scores);
+    temps.release(scores);
+    const std::int64_t probs32 = bh * ctx.seq * ctx.seq * kStatBytes;
+    draft.forward(memory_bound_kernel("attn_softmax", scores + probs32, ctx));
+    draft.save(probs32);  // softmax saves its (fp32) output
+    temps.release(scores);
+    draft.forward(memory_bound_kernel("attn_probs_to_dtype", probs32 + scores, ctx));
+    if (dims.dropout) {
+      temps.allocate(scores);  // dropout's input; its output is what PV keeps
+    } else {
+      draft.save(scores);  // the PV bmm keeps the cast probabilities
+    }
+  } else {
+    draft.forward(memory_bound_kernel("attn_mask", 2 * scores + mask, ctx));
+    draft.save(mask);
+    temps.allocate(scores);
+    temps.release(scores);
+    draft.forward(memory_bound_kernel("attn_softmax", 2 * scores, ctx));
+    draft.save(scores);  // softmax saves its output
+    temps.release(scores);
+  }
   if (dims.dropout) {
     const std::int64_t dropout_mask = bh * ctx.seq * ctx.seq * kMaskBytes;
     draft.forward(memory_bound_kernel("attn_dropout", 2 * scores + dropout_mask, ctx));
     draft.save(scores);        // native_dropout's output, which the PV bmm keeps
     draft.save(dropout_mask);  // and its mask
+    if (dims.eager_softmax == EagerSoftmax::kAdditiveMaskFp32) temps.release(scores);
   }
   draft.forward(
       causal_attention_gemm("attn_pv", GemmShape{ctx.seq, dims.head_dim, ctx.seq, bh}, ctx));
@@ -216,8 +238,21 @@ void naive_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
   };
   if (dims.dropout)
     score_step("attn_dropout_bwd", 2 * scores + bh * ctx.seq * ctx.seq * kMaskBytes);
-  score_step("attn_softmax_bwd", 3 * scores);  // reads dP and the softmax output
-  score_step("attn_mask_bwd", 2 * scores + mask);
+  if (dims.eager_softmax == EagerSoftmax::kAdditiveMaskFp32) {
+    // The cast's backward makes dP fp32; softmax's reads it and the fp32 output and writes the
+    // gradient in its input's dtype (_softmax_backward_data's input_dtype). The additive mask's
+    // backward passes the gradient through: no kernel.
+    const std::int64_t probs32 = bh * ctx.seq * ctx.seq * kStatBytes;
+    draft.backward(memory_bound_kernel("attn_probs_to_dtype_bwd", scores + probs32, ctx));
+    temps.allocate(probs32);
+    temps.release(scores);
+    draft.backward(memory_bound_kernel("attn_softmax_bwd", 2 * probs32 + scores, ctx));
+    temps.allocate(scores);
+    temps.release(probs32);
+  } else {
+    score_step("attn_softmax_bwd", 3 * scores);  // reads dP and the softmax output
+    score_step("attn_mask_bwd", 2 * scores + mask);
+  }
   score_step("attn_scale_bwd", 2 * scores);
   // dQ = dS K and dK = dS^T Q.
   draft.backward(causal_attention_gemm("attn_scores_dgrad_q",

@@ -18,11 +18,23 @@
 
 namespace fsdpsim::models::detail {
 
+// How the unfused core masks and normalizes its scores.
+enum class EagerSoftmax : std::uint8_t {
+  // minGPT's and llm-foundry's torch attention: masked_fill with a bool causal mask (which it
+  // saves), softmax in the compute dtype.
+  kMaskedFill,
+  // HF LlamaAttention's eager path (softmax(..., dtype=torch.float32).to(query.dtype)) and Meta's
+  // llama model.py (F.softmax(scores.float()).type_as(xq)): an additive causal mask (add saves
+  // nothing), softmax in fp32, which saves its fp32 output, cast back for P V.
+  kAdditiveMaskFp32,
+};
+
 struct AttentionDims {
   std::int64_t heads = 0;
   std::int64_t kv_heads = 0;
   std::int64_t head_dim = 0;
   bool dropout = false;  // attention-probability dropout (minGPT attn_dropout)
+  EagerSoftmax eager_softmax = EagerSoftmax::kMaskedFill;
 };
 
 inline bool attention_saves_inputs(const BuildContext& ctx) { return ctx.flash_attention; }

@@ -9,8 +9,9 @@
 // Kernel choices: separate q/k/v projections (torchtitan, HF); RMSNorm fused, saving its input
 // and fp32 rstd (nn.RMSNorm with its 2025 fused kernel), or with WorkloadOptions::rms_norm eager,
 // op by op (models/eager_rms_norm.hpp; HF's LlamaRMSNorm, torchtitan's norms.RMSNorm until 2025,
-// fms); no dropout. RoPE, SwiGLU and GQA as torchtitan's torchtitan/models/llama3/model.py runs
-// them:
+// fms); no dropout; without flash_attention, HF LlamaAttention's eager core (an additive causal
+// mask, softmax in fp32: models/attention_kernels.cpp). RoPE, SwiGLU and GQA as torchtitan's
+// torchtitan/models/llama3/model.py runs them:
 //  * eager: apply_rotary_emb is x.float() -> view_as_complex * freqs_cis -> view_as_real ->
 //    type_as(x), three kernels over q and k with fp32 in the middle (the multiply saves only
 //    freqs_cis, a buffer, since its other operand is what needs the gradient: no activation);
@@ -110,6 +111,7 @@ BlockSizes block_sizes(const TransformerSpec& spec, const BuildContext& ctx) {
   z.repeat = repeats_kv(spec, ctx);
   z.attn = z.repeat ? AttentionDims{spec.n_heads, spec.n_heads, head_dim(spec), false}
                     : attention_dims(spec);
+  z.attn.eager_softmax = EagerSoftmax::kAdditiveMaskFp32;
   return z;
 }
 

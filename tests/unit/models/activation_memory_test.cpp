@@ -70,6 +70,23 @@ TEST(ActivationMemory, LlamaFlashBlockSavesNormsProjectionsAndSwigluInputs) {
   EXPECT_EQ(saved(c, 1), e * (6 * t * d + 2 * t * kv + 3 * t * f) + 2 * 4 * t + b * 32 * s * 4);
 }
 
+// Unfused Llama attention (HF LlamaAttention's eager path): softmax in fp32 saves its fp32
+// output and P V the bf16 cast (6*a*s^2*b bytes), the additive causal mask nothing. Against the
+// flash block: the head-major Q, K and V copies replace the kernel's inputs (K and V at all 32
+// heads either way), the fp32 log-sum-exp goes.
+TEST(ActivationMemory, LlamaUnfusedAttentionSavesFp32AndCastProbabilities) {
+  const TransformerSpec spec = testing::llama_3_1_8b();
+  const std::int64_t b = 1, s = 1024, a = 32;
+  const Workload flash = build_workload(spec, testing::options(b, s, true));
+  const Workload naive = build_workload(spec, testing::options(b, s, false));
+  EXPECT_EQ(saved(naive, 1) - saved(flash, 1), 6 * a * s * s * b - b * a * s * 4);
+  const std::vector<NamedKernel>& fwd = naive.layers[1].forward;
+  const std::int64_t scores = b * a * s * s * 2;
+  EXPECT_EQ(testing::find_kernel(fwd, "attn_softmax").kernel.bytes.value(), scores + 2 * scores);
+  EXPECT_EQ(testing::find_kernel(fwd, "attn_probs_to_dtype").kernel.bytes.value(), 3 * scores);
+  EXPECT_THROW(testing::find_kernel(naive.layers[1].backward, "attn_mask_bwd"), std::out_of_range);
+}
+
 // Each tensor autograd keeps is listed on its own, in the order the forward saves it (the step
 // allocates each as PyTorch does): the eager Llama block's 15 of the closed form above.
 TEST(ActivationMemory, LlamaBlockListsEachSavedTensor) {
