@@ -57,8 +57,9 @@ without one), sweep_id (a hash of the scenario, the --set options, the
 grid and the preset and calibration files they name: the same in every slice of one sweep) and
 grid_points (the points of the whole grid).
 Whatever -j, the outputs
-are byte-identical. --shard K/N runs the points with index % N == K-1; `fsdpsim merge` joins the
-slices into the CSV of the whole sweep.
+are byte-identical. --shard K/N runs the points whose axis value positions (0-based) sum to K-1
+modulo N, a like share of every axis's values in each slice; `fsdpsim merge` joins the slices into
+the CSV of the whole sweep.
 
 stdout gets the counts, the Pareto front (tokens/s/GPU vs peak reserved memory) and a last line
 "best that fits: ..."; when an output goes to '-', that summary goes to stderr instead.
@@ -524,7 +525,7 @@ SweepPlan plan_sweep(const SweepOptions& options) {
                          point_override_origins(plan));
   }
   for (std::int64_t i = 0; i < plan.total_points; ++i) {
-    if (plan.shard.owns(i)) plan.indices.push_back(i);
+    if (plan.shard.owns(plan.axes, i)) plan.indices.push_back(i);
   }
   check_keys(plan, document);
   const std::set<std::filesystem::path> files = named_files(plan);
@@ -643,8 +644,9 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
       ->type_name("N")
       ->check(row_count());
   sweep
-      ->add_option("--shard", options.shard,
-                   "Run slice K of N (points with index % N == K-1); see merge")
+      ->add_option(
+          "--shard", options.shard,
+          "Run slice K of N (points whose axis value positions sum to K-1 modulo N); see merge")
       ->type_name("K/N");
   sweep->add_option("--configs", options.configs_dir, "Folder of presets (as for run)")
       ->type_name("DIR")

@@ -418,6 +418,16 @@ std::vector<std::string> grid_point_labels(const std::vector<GridAxis>& axes, st
   return labels;
 }
 
+std::int64_t Shard::slice_of(const std::vector<GridAxis>& axes, std::int64_t index) const {
+  std::uint64_t positions = 0;
+  auto rest = static_cast<std::uint64_t>(index);
+  for (std::size_t i = axes.size(); i-- > 0;) {
+    positions += rest % axes[i].values.size();
+    rest /= axes[i].values.size();
+  }
+  return static_cast<std::int64_t>(positions % static_cast<std::uint64_t>(n)) + 1;
+}
+
 Shard parse_shard(const std::string& text) {
   const auto fail = [&]() -> Shard {
     throw ConfigError(fmt::format(

@@ -99,11 +99,18 @@ std::string sweep_fingerprint(const nlohmann::json& base_scenario,
                               const std::vector<GridAxis>& axes,
                               std::vector<std::string> named_files);
 
-// `--shard K/N`: this process runs the points with index % N == K - 1.
+// `--shard K/N`: this process runs slice K of N. A point belongs to the slice numbered by the sum
+// of its axes' value positions (grid_coordinates), modulo N, plus 1: each value of any one axis
+// is spread over the slices whenever another axis has N values or a multiple of N (and near
+// evenly otherwise), where index % N would give each slice one value of a last axis of N values,
+// as one micro-batch size, and the slowest slice all of the slowest. With one axis it is index % N.
 struct Shard {
   std::int64_t k = 1;  // 1-based
   std::int64_t n = 1;
-  [[nodiscard]] bool owns(std::int64_t index) const { return index % n == k - 1; }
+  [[nodiscard]] std::int64_t slice_of(const std::vector<GridAxis>& axes, std::int64_t index) const;
+  [[nodiscard]] bool owns(const std::vector<GridAxis>& axes, std::int64_t index) const {
+    return slice_of(axes, index) == k;
+  }
 };
 
 // Parses "K/N" with 1 <= K <= N. Throws ConfigError otherwise.

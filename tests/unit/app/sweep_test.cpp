@@ -321,9 +321,21 @@ TEST(SweepGrid, ShardsAreKOfN) {
   const Shard s = parse_shard("2/3");
   EXPECT_EQ(s.k, 2);
   EXPECT_EQ(s.n, 3);
-  EXPECT_TRUE(s.owns(1));
-  EXPECT_TRUE(s.owns(4));
-  EXPECT_FALSE(s.owns(0));
+  // One axis: index % N.
+  const std::vector<GridAxis> one = {parse_grid_option("training.micro_batch=1,2,3,4,5,6")};
+  EXPECT_TRUE(s.owns(one, 1));
+  EXPECT_TRUE(s.owns(one, 4));
+  EXPECT_FALSE(s.owns(one, 0));
+  // Two axes of 3 values (index = 3 * a + b): the slice is (a + b) % 3 + 1, so each slice holds
+  // every value of the last axis once, where index % 3 would give slice 2 all of b = 1.
+  const std::vector<GridAxis> two = {parse_grid_option("hardware.nodes=1,2,4"),
+                                     parse_grid_option("training.micro_batch=1,2,4")};
+  std::vector<std::int64_t> owned;
+  for (std::int64_t i = 0; i < 9; ++i) {
+    if (s.owns(two, i)) owned.push_back(i);
+  }
+  EXPECT_EQ(owned, (std::vector<std::int64_t>{1, 3, 8}));
+  EXPECT_EQ(s.slice_of(two, 5), 1);  // a = 1, b = 2
   for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/0", "1/3x", "-1/3", ""}) {
     EXPECT_THROW(parse_shard(bad), ConfigError) << bad;
   }
@@ -1236,7 +1248,10 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
     EXPECT_EQ(o.output.rfind("slice " + std::to_string(k) + "/4 of a grid of 18 points: ", 0), 0U)
         << o.output;
     const SweepTable t = table_from_csv(read_file(slice), slice.string());
-    for (const SweepRow& r : t.rows) EXPECT_EQ(r.index % 4, k - 1);
+    // Its points: their three value positions (3 x 3 x 2 grid) summed, modulo 4.
+    for (const SweepRow& r : t.rows) {
+      EXPECT_EQ((r.index / 6 + r.index / 2 % 3 + r.index % 2) % 4, k - 1) << r.index;
+    }
     slices += " " + slice.string();
   }
   const Outcome merged = run_fsdpsim("merge" + slices + " --out " + (dir / "merged.csv").string());
@@ -1277,7 +1292,7 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   const Outcome missing = run_fsdpsim("merge" + three + " --out " + (dir / "x.csv").string());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("is a slice missing?"), std::string::npos) << missing.output;
-  // --allow-gaps merges them, and says the table is part of its grid (18 points, 4 missing);
+  // --allow-gaps merges them, and says the table is part of its grid (18 points, 5 missing);
   // BAD, refused at every point the slices hold, is named on those points.
   const fs::path gaps_md = dir / "gaps.md";
   const Outcome gaps = run_fsdpsim("merge" + three + " --allow-gaps --out " +
@@ -1285,11 +1300,11 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   EXPECT_EQ(gaps.exit_code, 2) << gaps.output;
   EXPECT_NE(gaps.output.find("error: fsdp.backward_prefetch=BAD: none of its "), std::string::npos)
       << gaps.output;
-  EXPECT_NE(gaps.output.find("merge: 14 of the grid's 18 points; 4 are in none of the slices "
+  EXPECT_NE(gaps.output.find("merge: 13 of the grid's 18 points; 5 are in none of the slices "
                              "(--allow-gaps)"),
             std::string::npos)
       << gaps.output;
-  EXPECT_NE(read_file(gaps_md).find("# fsdpsim sweep (merged slices, 14 of the grid's 18 points)"),
+  EXPECT_NE(read_file(gaps_md).find("# fsdpsim sweep (merged slices, 13 of the grid's 18 points)"),
             std::string::npos);
   EXPECT_EQ(merged.output.find("merge: "), std::string::npos) << merged.output;
   ASSERT_EQ(run_fsdpsim("sweep " + s.string() + " --grid training.micro_batch=1,2 --out " +
