@@ -223,7 +223,8 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
     // Loaded whether or not it has expectations: a misspelled "expect" (or any other key) is an
     // error here as in `run`, not a gate turned off; and --set may add the block.
     const Scenario scenario = load_scenario(file, overrides, presets);
-    check_sweep_block_keys(file, overrides, presets, /*load_every_point=*/true);
+    check.sweep_points_not_loaded =
+        check_sweep_block_keys(file, overrides, presets, /*load_every_point=*/true);
     if (!scenario.expectations) {
       check.status = ScenarioCheckStatus::kNoExpect;
       return check;
@@ -299,6 +300,13 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
       case ScenarioCheckStatus::kInterrupted:
         ++interrupted;
         break;
+    }
+    if (c.sweep_points_not_loaded > 0) {
+      out += fmt::format(
+          "NOTE {}: its sweep block's {} points were not loaded one by one (check loads blocks of "
+          "up to {}): a value that fails only once loaded, as a misspelt one, is left to "
+          "`fsdpsim sweep`\n",
+          one_line(c.file), c.sweep_points_not_loaded, kBlockPointsCheckedAtMost);
     }
   }
   out +=

@@ -342,8 +342,6 @@ void refuse_grid_without_valid_point(const SweepPlan& plan) {
 // valid point, or a value of an axis that no point could take (misspelt, out of range:
 // unusable_grid_values.hpp). Points are loaded, not simulated, all of them: a grid of more than
 // kBlockPointsCheckedAtMost (a few seconds' loading) is left to `sweep`.
-constexpr std::int64_t kBlockPointsCheckedAtMost = 2000;
-
 void refuse_unusable_block_values(const SweepPlan& plan) {
   if (plan.total_points == 0 || plan.total_points > kBlockPointsCheckedAtMost) return;
   SweepTable table;
@@ -466,15 +464,15 @@ std::string format_duration(double seconds) {
 
 }  // namespace
 
-void check_sweep_block_keys(const std::filesystem::path& scenario,
-                            const std::vector<std::string>& overrides, const PresetLocator& presets,
-                            bool load_every_point) {
+std::int64_t check_sweep_block_keys(const std::filesystem::path& scenario,
+                                    const std::vector<std::string>& overrides,
+                                    const PresetLocator& presets, bool load_every_point) {
   // The block as the overrides leave it: --set 'sweep={...}' is checked as a block in the file.
   nlohmann::json document = read_json_file(scenario);
-  if (!document.is_object()) return;  // the scenario's own loader says what is wrong
+  if (!document.is_object()) return 0;  // the scenario's own loader says what is wrong
   for (const std::string& o : overrides) apply_override(document, o);
   const auto it = document.find("sweep");
-  if (it == document.end()) return;
+  if (it == document.end()) return 0;
   SweepPlan plan;
   plan.scenario = scenario;
   plan.base_overrides = overrides;
@@ -491,7 +489,9 @@ void check_sweep_block_keys(const std::filesystem::path& scenario,
   }
   check_keys(plan, document);
   (void)named_files(plan);
-  if (load_every_point) refuse_unusable_block_values(plan);
+  if (!load_every_point) return 0;
+  refuse_unusable_block_values(plan);
+  return plan.total_points > kBlockPointsCheckedAtMost ? plan.total_points : 0;
 }
 
 SweepPlan plan_sweep(const SweepOptions& options) {

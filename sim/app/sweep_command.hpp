@@ -71,10 +71,13 @@ SweepPlan plan_sweep(const SweepOptions& options);
 // too, not found only when the sweep runs. Nothing happens without a sweep block. With
 // `load_every_point` (check, a gate for the whole file), also what `sweep` refuses once its points
 // are loaded: a grid of no valid point, or a value no point can take (a misspelt one), for grids
-// of up to 2,000 points (about 1 ms each, 4 with a calibration profile).
-void check_sweep_block_keys(const std::filesystem::path& scenario,
-                            const std::vector<std::string>& overrides, const PresetLocator& presets,
-                            bool load_every_point = false);
+// of up to kBlockPointsCheckedAtMost points (about 1 ms each, 4 with a calibration profile).
+// Returns the number of points of a block that `load_every_point` left unloaded for being larger
+// than that, for the caller to say so; 0 otherwise.
+inline constexpr std::int64_t kBlockPointsCheckedAtMost = 2000;
+std::int64_t check_sweep_block_keys(const std::filesystem::path& scenario,
+                                    const std::vector<std::string>& overrides,
+                                    const PresetLocator& presets, bool load_every_point = false);
 
 struct SweepRun {
   SweepTable table;                     // the finished points, in index order

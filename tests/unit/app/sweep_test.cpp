@@ -1097,6 +1097,22 @@ TEST(SweepCommand, CheckRefusesABlockValueNoPointCanTake) {
   const Outcome fine = run_fsdpsim("check " + infeasible.string());
   EXPECT_NE(fine.output.find("skipped 1 scenario without an expect block"), std::string::npos)
       << fine.output;
+  EXPECT_EQ(fine.output.find("NOTE "), std::string::npos) << fine.output;
+
+  // A block larger than check loads point by point passes with its keys checked, and says so.
+  std::string seq_lens;
+  for (int s = 8; s < 8 + 2001; ++s) {
+    if (!seq_lens.empty()) seq_lens.append(",");
+    seq_lens.append(std::to_string(s));
+  }
+  const fs::path large =
+      tiny_scenario_with_sweep("large_block", R"({"training.seq_len": [)" + seq_lens + "]}");
+  const Outcome unloaded = run_fsdpsim("check " + large.string());
+  EXPECT_NE(unloaded.output.find("NOTE " + large.string() +
+                                 ": its sweep block's 2001 points were not loaded one by one "
+                                 "(check loads blocks of up to 2000)"),
+            std::string::npos)
+      << unloaded.output;
 }
 
 // The sweep replaces the file's value of a swept key at every point, so nothing would ever read
