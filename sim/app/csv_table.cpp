@@ -361,24 +361,49 @@ std::string sweep_summary_text(const SweepTable& table) {
   const std::vector<std::size_t> front = pareto_front(table);
   if (!front.empty()) {
     out += "Pareto front (tokens/s/GPU vs peak reserved GiB, points that fit):\n";
-    for (const std::size_t p : front) {
-      const SweepRow& r = table.rows[p];
-      out += fmt::format("  #{:<5} {:>10.1f} tokens/s/GPU {:>8.2f} GiB  {}\n", r.index,
-                         throughput(r), reserved(r), row_label(table, r));
+    // Points of one result (an axis that changed nothing there) share a line: the first by
+    // index, then the others'.
+    for (std::size_t i = 0; i < front.size();) {
+      const SweepRow& r = table.rows[front[i]];
+      std::vector<std::int64_t> same;
+      std::size_t next = i + 1;
+      for (; next < front.size(); ++next) {
+        const SweepRow& other = table.rows[front[next]];
+        if (throughput(other) != throughput(r) || reserved(other) != reserved(r)) break;
+        same.push_back(other.index);
+      }
+      out += fmt::format(
+          "  #{:<5} {:>10.1f} tokens/s/GPU {:>8.2f} GiB  {}{}\n", r.index, throughput(r),
+          reserved(r), row_label(table, r),
+          same.empty() ? "" : fmt::format(" (the same result: #{})", fmt::join(same, ", #")));
+      i = next;
     }
   }
-  const auto best = best_that_fits(table);
-  if (best) {
-    const SweepRow& r = table.rows[*best];
-    const auto retries = static_cast<std::int64_t>(r.metrics[kMetricAllocRetries]);
-    out += fmt::format(
-        "best that fits: {} -> {:.1f} tokens/s/GPU, {:.2f} GiB reserved{}\n", row_label(table, r),
+  const auto retries_of = [](const SweepRow& r) {
+    return static_cast<std::int64_t>(r.metrics[kMetricAllocRetries]);
+  };
+  const auto best_line = [&](const char* label, const SweepRow& r) {
+    const std::int64_t retries = retries_of(r);
+    return fmt::format(
+        "{}: {} -> {:.1f} tokens/s/GPU, {:.2f} GiB reserved{}\n", label, row_label(table, r),
         throughput(r), reserved(r),
         retries == 0 ? std::string() : ", " + cuda_malloc_retries(retries) + " per step");
-  } else {
-    out += "best that fits: none of the points fits\n";
+  };
+  const auto best = best_that_fits(table);
+  if (!best) return out + "best that fits: none of the points fits\n";
+  out += best_line("best that fits", table.rows[*best]);
+  if (retries_of(table.rows[*best]) == 0) return out;
+  // A step that fits only by flushing the allocator's cache is the least certain prediction, and
+  // the first to stop fitting on a real cluster: the best one that needs no flush, too.
+  std::optional<std::size_t> steady;
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    const SweepRow& r = table.rows[i];
+    if (r.status != PointStatus::kOk || retries_of(r) != 0) continue;
+    if (!steady || ranks_above(r, table.rows[*steady])) steady = i;
   }
-  return out;
+  if (!steady)
+    return out + "best without cudaMalloc retries: none (every point that fits retries)\n";
+  return out + best_line("best without cudaMalloc retries", table.rows[*steady]);
 }
 
 std::string costs_paragraph(const SweepTable& table) {

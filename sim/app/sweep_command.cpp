@@ -62,7 +62,8 @@ modulo N, a like share of every axis's values in each slice; `fsdpsim merge` joi
 the CSV of the whole sweep.
 
 stdout gets the counts, the Pareto front (tokens/s/GPU vs peak reserved memory) and a last line
-"best that fits: ..."; when an output goes to '-', that summary goes to stderr instead.
+"best that fits: ...", then "best without cudaMalloc retries: ..." when the best fits only by
+flushing the allocator's cache; when an output goes to '-', that summary goes to stderr instead.
 Ctrl-C (or SIGTERM) finishes the points in flight, writes the rows finished so far and exits 130
 (143).
 --trace-row N --trace PATH simulates point N again and writes its Chrome/Perfetto trace.

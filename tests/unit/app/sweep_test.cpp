@@ -637,6 +637,11 @@ TEST(SweepCsv, ParetoFrontKeepsPointsThatFitAndAreNotDominated) {
       summary.find("best that fits: (base scenario) -> 120.0 tokens/s/GPU, 60.00 GiB reserved"),
       std::string::npos)
       << summary;
+  // 1 and 5 are one result: one line of the front.
+  EXPECT_NE(summary.find("  #1          120.0 tokens/s/GPU    60.00 GiB  (base scenario) (the "
+                         "same result: #5)\n  #0 "),
+            std::string::npos)
+      << summary;
 }
 
 // The front by sorting, against its definition checked pair by pair, on tables with many ties.
@@ -685,6 +690,17 @@ TEST(SweepCsv, TheBestPointsCudaMallocRetriesAreNamed) {
   const std::string md = sweep_markdown(t, "t", 0);
   EXPECT_NE(md.find("| cudaMalloc retries |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 78.00 | 3 | * |"), std::string::npos) << md;
+  // The best that needs no flush is named too.
+  EXPECT_NE(sweep_summary_text(t).find("best without cudaMalloc retries: (base scenario) -> "
+                                       "100.0 tokens/s/GPU, 50.00 GiB reserved\n"),
+            std::string::npos)
+      << sweep_summary_text(t);
+  t.rows[0].metrics[kMetricAllocRetries] = 1;
+  EXPECT_NE(sweep_summary_text(t).find(
+                "best without cudaMalloc retries: none (every point that fits retries)"),
+            std::string::npos)
+      << sweep_summary_text(t);
+  t.rows[0].metrics[kMetricAllocRetries] = 0;
   t.rows[1].metrics[kMetricAllocRetries] = 0;
   EXPECT_EQ(sweep_summary_text(t).find("cudaMalloc"), std::string::npos);
 }
