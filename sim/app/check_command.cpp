@@ -223,15 +223,19 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
     // Loaded whether or not it has expectations: a misspelled "expect" (or any other key) is an
     // error here as in `run`, not a gate turned off; and --set may add the block.
     const Scenario scenario = load_scenario(file, overrides, presets);
-    check.sweep_points_not_loaded =
+    // A sweep block that passes is a check of its own (what `sweep` would refuse), so a folder of
+    // sweep files is a suite CI can gate.
+    const std::optional<SweepBlockCheck> block =
         check_sweep_block_keys(file, overrides, presets, /*load_every_point=*/true);
+    if (block) check.results.push_back({"sweep block", true, sweep_block_check_text(*block)});
     if (!scenario.expectations) {
-      check.status = ScenarioCheckStatus::kNoExpect;
+      check.status = block ? ScenarioCheckStatus::kChecked : ScenarioCheckStatus::kNoExpect;
       return check;
     }
     const nlohmann::json result =
         result_to_json(scenario, simulate_scenario(scenario, /*record_memory=*/false));
-    check.results = evaluate_expectations(*scenario.expectations, result);
+    for (CheckResult& r : evaluate_expectations(*scenario.expectations, result))
+      check.results.push_back(std::move(r));
     check.status = ScenarioCheckStatus::kChecked;
   } catch (const ConfigError& e) {
     // Errors in a preset or baseline name that file; say which scenario led there.
@@ -300,13 +304,6 @@ std::string check_report(const std::vector<ScenarioCheck>& checks) {
       case ScenarioCheckStatus::kInterrupted:
         ++interrupted;
         break;
-    }
-    if (c.sweep_points_not_loaded > 0) {
-      out += fmt::format(
-          "NOTE {}: its sweep block's {} points were not loaded one by one (check loads blocks of "
-          "up to {}): a value that fails only once loaded, as a misspelt one, is left to "
-          "`fsdpsim sweep`\n",
-          one_line(c.file), c.sweep_points_not_loaded, kBlockPointsCheckedAtMost);
     }
   }
   out +=

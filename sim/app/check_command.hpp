@@ -6,7 +6,6 @@
 // fsdpsim fails on one (likewise).
 #pragma once
 
-#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -40,9 +39,6 @@ struct ScenarioCheck {
   std::string error;                 // kError only: the message
   bool internal = false;             // kError only: fsdpsim failed, not the input
   std::filesystem::path baseline;    // the expect block's baseline file, if any
-  // A sweep block of more points than check loads one by one (kBlockPointsCheckedAtMost): its
-  // point count, said in the report; 0 otherwise.
-  std::int64_t sweep_points_not_loaded = 0;
 };
 
 // What `check` reads: the *.json files named by `paths` (folders searched recursively, links to

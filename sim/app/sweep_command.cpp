@@ -342,9 +342,9 @@ void refuse_grid_without_valid_point(const SweepPlan& plan) {
 // What `sweep` refuses after running that loading alone decides, for `check`: a grid of no
 // valid point, or a value of an axis that no point could take (misspelt, out of range:
 // unusable_grid_values.hpp). Points are loaded, not simulated, all of them: a grid of more than
-// kBlockPointsCheckedAtMost (a few seconds' loading) is left to `sweep`.
-void refuse_unusable_block_values(const SweepPlan& plan) {
-  if (plan.total_points == 0 || plan.total_points > kBlockPointsCheckedAtMost) return;
+// kBlockPointsCheckedAtMost (a few seconds' loading) is left to `sweep`. Returns the number of
+// points that do not load.
+std::int64_t refuse_unusable_block_values(const SweepPlan& plan) {
   SweepTable table;
   table.grid_keys = grid_axis_names(plan.axes);
   table.grid_points = plan.total_points;
@@ -370,7 +370,8 @@ void refuse_unusable_block_values(const SweepPlan& plan) {
                     "scenario{} (the first: {}): `fsdpsim sweep` would refuse it",
                     plan.total_points, plan.total_points == 1 ? "" : "s", first_reason));
   }
-  if (const auto unusable = unusable_grid_values(table); !unusable.empty()) {
+  const auto unusable = unusable_grid_values(table);
+  if (!unusable.empty()) {
     const UnusableGridValue& v = unusable.front();
     throw ConfigError(
         plan.scenario.string(), "/sweep/" + v.key,
@@ -382,6 +383,8 @@ void refuse_unusable_block_values(const SweepPlan& plan) {
                           "{}): `fsdpsim sweep` would skip them all and exit 2",
                           v.value, v.points, v.reason));
   }
+  return std::count_if(table.rows.begin(), table.rows.end(),
+                       [](const SweepRow& r) { return r.status == PointStatus::kSkipped; });
 }
 
 // --grid KEY=[1,2] is one value, an array (which some keys take); a list is KEY=1,2. Said where
@@ -465,15 +468,16 @@ std::string format_duration(double seconds) {
 
 }  // namespace
 
-std::int64_t check_sweep_block_keys(const std::filesystem::path& scenario,
-                                    const std::vector<std::string>& overrides,
-                                    const PresetLocator& presets, bool load_every_point) {
+std::optional<SweepBlockCheck> check_sweep_block_keys(const std::filesystem::path& scenario,
+                                                      const std::vector<std::string>& overrides,
+                                                      const PresetLocator& presets,
+                                                      bool load_every_point) {
   // The block as the overrides leave it: --set 'sweep={...}' is checked as a block in the file.
   nlohmann::json document = read_json_file(scenario);
-  if (!document.is_object()) return 0;  // the scenario's own loader says what is wrong
+  if (!document.is_object()) return std::nullopt;  // the scenario's own loader says what is wrong
   for (const std::string& o : overrides) apply_override(document, o);
   const auto it = document.find("sweep");
-  if (it == document.end()) return 0;
+  if (it == document.end()) return std::nullopt;
   SweepPlan plan;
   plan.scenario = scenario;
   plan.base_overrides = overrides;
@@ -490,9 +494,31 @@ std::int64_t check_sweep_block_keys(const std::filesystem::path& scenario,
   }
   check_keys(plan, document);
   (void)named_files(plan);
-  if (!load_every_point) return 0;
-  refuse_unusable_block_values(plan);
-  return plan.total_points > kBlockPointsCheckedAtMost ? plan.total_points : 0;
+  SweepBlockCheck block;
+  block.points = plan.total_points;
+  block.loaded = load_every_point && plan.total_points <= kBlockPointsCheckedAtMost;
+  if (block.loaded) block.skipped = refuse_unusable_block_values(plan);
+  return block;
+}
+
+std::string sweep_block_check_text(const SweepBlockCheck& block) {
+  if (!block.loaded) {
+    return fmt::format(
+        "sweep block: its keys and the files it names are valid; its {} points were not loaded "
+        "one by one (check loads blocks of up to {}), so a value that fails only once loaded, "
+        "as a misspelt one, is left to `fsdpsim sweep`",
+        block.points, kBlockPointsCheckedAtMost);
+  }
+  if (block.skipped == 0) {
+    return block.points == 1 ? "sweep block: its one point loads"
+                             : fmt::format("sweep block: all {} points load", block.points);
+  }
+  return fmt::format(
+      "sweep block: {} of its {} points load; `fsdpsim sweep` skips {}",
+      block.points - block.skipped, block.points,
+      block.skipped == 1
+          ? std::string("the other one as a configuration that cannot run")
+          : fmt::format("the other {} as configurations that cannot run", block.skipped));
 }
 
 SweepPlan plan_sweep(const SweepOptions& options) {

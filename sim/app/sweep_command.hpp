@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,12 +73,20 @@ SweepPlan plan_sweep(const SweepOptions& options);
 // `load_every_point` (check, a gate for the whole file), also what `sweep` refuses once its points
 // are loaded: a grid of no valid point, or a value no point can take (a misspelt one), for grids
 // of up to kBlockPointsCheckedAtMost points (about 1 ms each, 4 with a calibration profile).
-// Returns the number of points of a block that `load_every_point` left unloaded for being larger
-// than that, for the caller to say so; 0 otherwise.
+// Returns what it found of the block, nothing when the scenario has none.
 inline constexpr std::int64_t kBlockPointsCheckedAtMost = 2000;
-std::int64_t check_sweep_block_keys(const std::filesystem::path& scenario,
-                                    const std::vector<std::string>& overrides,
-                                    const PresetLocator& presets, bool load_every_point = false);
+struct SweepBlockCheck {
+  std::int64_t points = 0;   // the grid's
+  bool loaded = false;       // every point was loaded (load_every_point, a small enough grid)
+  std::int64_t skipped = 0;  // of them, points that do not load: configurations sweep skips
+};
+std::optional<SweepBlockCheck> check_sweep_block_keys(const std::filesystem::path& scenario,
+                                                      const std::vector<std::string>& overrides,
+                                                      const PresetLocator& presets,
+                                                      bool load_every_point = false);
+
+// What check says of the block it checked, as the detail of its passing "sweep block" result.
+std::string sweep_block_check_text(const SweepBlockCheck& block);
 
 struct SweepRun {
   SweepTable table;                     // the finished points, in index order

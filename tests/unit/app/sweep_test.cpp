@@ -1110,10 +1110,16 @@ TEST(SweepCommand, CheckRefusesABlockValueNoPointCanTake) {
   const Outcome swept = run_fsdpsim("sweep " + infeasible.string() + " --out -");
   EXPECT_EQ(swept.exit_code, 0) << swept.output;
   EXPECT_NE(swept.output.find("\n1,3,skipped,"), std::string::npos) << swept.output;
+  // A block is a check of its own: a file without an expect block is checked for it.
   const Outcome fine = run_fsdpsim("check " + infeasible.string());
-  EXPECT_NE(fine.output.find("skipped 1 scenario without an expect block"), std::string::npos)
+  EXPECT_EQ(fine.exit_code, 0) << fine.output;
+  EXPECT_NE(fine.output.find("PASS " + infeasible.string() +
+                             " sweep block: 1 of its 2 points load; `fsdpsim sweep` skips the "
+                             "other one as a configuration that cannot run\n"),
+            std::string::npos)
       << fine.output;
-  EXPECT_EQ(fine.output.find("NOTE "), std::string::npos) << fine.output;
+  EXPECT_NE(fine.output.find("check: 1 scenario, 1 check: 1 passed, 0 failed\n"), std::string::npos)
+      << fine.output;
 
   // A block larger than check loads point by point passes with its keys checked, and says so.
   std::string seq_lens;
@@ -1124,9 +1130,10 @@ TEST(SweepCommand, CheckRefusesABlockValueNoPointCanTake) {
   const fs::path large =
       tiny_scenario_with_sweep("large_block", R"({"training.seq_len": [)" + seq_lens + "]}");
   const Outcome unloaded = run_fsdpsim("check " + large.string());
-  EXPECT_NE(unloaded.output.find("NOTE " + large.string() +
-                                 ": its sweep block's 2001 points were not loaded one by one "
-                                 "(check loads blocks of up to 2000)"),
+  EXPECT_NE(unloaded.output.find("PASS " + large.string() +
+                                 " sweep block: its keys and the files it names are valid; its "
+                                 "2001 points were not loaded one by one (check loads blocks of "
+                                 "up to 2000)"),
             std::string::npos)
       << unloaded.output;
 }
