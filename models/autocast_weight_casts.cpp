@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/float8_linear.hpp"
 #include "models/forward_rewrite.hpp"
 
 namespace fsdpsim::models {
@@ -28,15 +29,15 @@ NamedKernel cast_kernel(std::string name, std::int64_t bytes, Dtype dtype) {
 
 }  // namespace
 
-void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes,
-                               std::int64_t compute_bytes) {
+void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes, std::int64_t compute_bytes,
+                               bool float8_linears) {
   if (!(stored_bytes > compute_bytes && compute_bytes > 0)) {
     throw std::invalid_argument("add_autocast_weight_casts: the stored weights must be wider");
   }
   const std::int64_t per_element = stored_bytes + compute_bytes;  // read one, write the other
   std::int64_t saved = 0;
   detail::rewrite_forward(layer, [&](const NamedKernel& k, std::vector<NamedKernel>& out) {
-    if (k.linear == LinearPass::kForward) {
+    if (k.linear == LinearPass::kForward && !(float8_linears && becomes_float8(k))) {
       const std::int64_t n = weight_numel(k);
       out.push_back(cast_kernel(k.name + "_weight_cast", n * per_element, k.kernel.dtype));
       out.back().linear_module = k.linear_module;

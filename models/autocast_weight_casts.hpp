@@ -22,6 +22,12 @@
 namespace fsdpsim::models {
 
 // Preconditions: stored_bytes > compute_bytes > 0 (the weights are wider than the GEMMs' dtype).
-void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes, std::int64_t compute_bytes);
+// With `float8_linears`, the linears that become Float8Linear (becomes_float8) get no forward cast
+// and save no copy: Float8Linear.forward casts only its input to the autocast dtype, and the
+// weight goes from its own dtype to float8 (models/float8_linear.hpp); their weight gradient is
+// still cast to the weight's dtype (autograd's validate_outputs casts a gradient to its input's
+// dtype).
+void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes, std::int64_t compute_bytes,
+                               bool float8_linears = false);
 
 }  // namespace fsdpsim::models

@@ -71,8 +71,7 @@ NamedKernel memory_bound(std::string name, std::int64_t bytes, Dtype dtype, bool
 // and what follows a cast (another tensor's amax, a GEMM) shares no read with it (Inductor fuses
 // only nodes with common reads unless config.aggressive_fusion, torch/_inductor/config.py).
 void append_cast(std::vector<NamedKernel>& out, const std::string& prefix, const char* tensor,
-                 std::int64_t elements, std::int64_t layouts, Dtype hp) {
-  const std::int64_t e = dtype_bytes(hp);
+                 std::int64_t elements, std::int64_t layouts, Dtype hp, std::int64_t e) {
   out.push_back(memory_bound(prefix + "_amax_" + tensor, e * elements + kScaleBytes, hp, true));
   out.push_back(memory_bound(prefix + "_cast_" + tensor,
                              e * elements + kScaleBytes + layouts * elements * kFp8Bytes, hp,
@@ -90,8 +89,10 @@ NamedKernel fp8_gemm(NamedKernel k, std::int64_t a_elements, std::int64_t b_elem
 // Appends the float8 version of `k` to `out`; returns the fp8 operand bytes alive at its GEMM
 // that it made (an all-gathered float8 weight is the unsharded parameter, FSDP's).
 std::int64_t append_float8_kernels(std::vector<NamedKernel>& out, const NamedKernel& k,
-                                   const LinearShape& s, Float8Weight weight) {
+                                   const LinearShape& s, Float8Weight weight,
+                                   std::int64_t weight_bytes) {
   const Dtype hp = k.kernel.dtype;
+  const std::int64_t e = dtype_bytes(hp);
   const std::int64_t x = s.tokens * s.in;
   const std::int64_t w = s.out * s.in;
   const std::int64_t dy = s.tokens * s.out;
@@ -99,8 +100,8 @@ std::int64_t append_float8_kernels(std::vector<NamedKernel>& out, const NamedKer
   const std::int64_t cast_w = cast_weight ? w : 0;
   switch (k.linear) {
     case LinearPass::kForward: {
-      append_cast(out, k.name, "input", x, 1, hp);
-      if (cast_weight) append_cast(out, k.name, "weight", w, 1, hp);
+      append_cast(out, k.name, "input", x, 1, hp, e);
+      if (cast_weight) append_cast(out, k.name, "weight", w, 1, hp, weight_bytes);
       out.push_back(fp8_gemm(k, x, w, dy));
       if (k.linear_bias) {
         // torch._scaled_mm without the bias, then output + bias.to(output.dtype): reads Y and
@@ -111,13 +112,13 @@ std::int64_t append_float8_kernels(std::vector<NamedKernel>& out, const NamedKer
       return x + cast_w;
     }
     case LinearPass::kInputGrad: {
-      append_cast(out, k.linear_module, "grad_output", dy, 2, hp);
-      if (cast_weight) append_cast(out, k.linear_module, "weight_bwd", w, 1, hp);
+      append_cast(out, k.linear_module, "grad_output", dy, 2, hp, e);
+      if (cast_weight) append_cast(out, k.linear_module, "weight_bwd", w, 1, hp, weight_bytes);
       out.push_back(fp8_gemm(k, dy, w, x));
       return 2 * dy + cast_w;
     }
     case LinearPass::kWeightGrad: {
-      append_cast(out, k.linear_module, "input_bwd", x, 1, hp);
+      append_cast(out, k.linear_module, "input_bwd", x, 1, hp, e);
       out.push_back(fp8_gemm(k, dy, x, w));
       return dy + x;  // the transposed dY copy and X^T
     }
@@ -130,9 +131,11 @@ std::int64_t append_float8_kernels(std::vector<NamedKernel>& out, const NamedKer
 
 // append_float8_kernels, with every kernel it adds (casts, bias) run inside k's linear module.
 std::int64_t append_float8(std::vector<NamedKernel>& out, const NamedKernel& k,
-                           const LinearShape& s, Float8Weight weight) {
+                           const LinearShape& s, Float8Weight weight,
+                           std::optional<Dtype> weight_dtype) {
   const std::size_t first = out.size();
-  const std::int64_t operands = append_float8_kernels(out, k, s, weight);
+  const std::int64_t operands =
+      append_float8_kernels(out, k, s, weight, dtype_bytes(weight_dtype.value_or(k.kernel.dtype)));
   for (std::size_t i = first; i < out.size(); ++i) out[i].linear_module = k.linear_module;
   return operands;
 }
@@ -148,12 +151,19 @@ bool float8_eligible(std::int64_t in_features, std::int64_t out_features) {
   return in_features % 16 == 0 && out_features % 16 == 0;
 }
 
-void convert_linears_to_float8(Layer& layer, Float8Weight weight) {
+bool becomes_float8(const NamedKernel& k) {
+  std::optional<LinearShape> shape;
+  return convertible(k, shape);
+}
+
+void convert_linears_to_float8(Layer& layer, Float8Weight weight,
+                               std::optional<Dtype> weight_dtype) {
   std::int64_t forward_operands = 0;
   detail::rewrite_forward(layer, [&](const NamedKernel& k, std::vector<NamedKernel>& out) {
     std::optional<LinearShape> shape;
     if (convertible(k, shape)) {
-      forward_operands = std::max(forward_operands, append_float8(out, k, *shape, weight));
+      forward_operands =
+          std::max(forward_operands, append_float8(out, k, *shape, weight, weight_dtype));
     } else {
       out.push_back(k);
     }
@@ -163,7 +173,8 @@ void convert_linears_to_float8(Layer& layer, Float8Weight weight) {
   for (const NamedKernel& k : layer.backward) {
     std::optional<LinearShape> shape;
     if (convertible(k, shape)) {
-      backward_operands = std::max(backward_operands, append_float8(backward, k, *shape, weight));
+      backward_operands =
+          std::max(backward_operands, append_float8(backward, k, *shape, weight, weight_dtype));
     } else {
       backward.push_back(k);
     }

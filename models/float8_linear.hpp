@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "models/workload.hpp"
 
@@ -36,11 +37,18 @@ enum class Float8Weight : std::uint8_t {
   kAllGatheredInFloat8,
 };
 
+// Whether convert_linears_to_float8 rewrites this kernel: a GEMM of an eligible linear.
+bool becomes_float8(const NamedKernel& k);
+
 // Rewrites every eligible linear of `layer` as above (shapes from its GEMMs). The saved activations
 // do not change (torchao saves the high-precision input and weight: ctx.save_for_backward(
 // input_hp, weight_hp_t)); the transient peaks grow by the largest set of fp8 operands alive at
 // one GEMM (with the weight all-gathered in float8, the fp8 weight is the unsharded parameter,
 // not a temporary). Attention-core indices are kept pointing at the same kernels.
-void convert_linears_to_float8(Layer& layer, Float8Weight weight = Float8Weight::kCastAtEachUse);
+// `weight_dtype`: the weights' own dtype where it is wider than the GEMMs' (autocast over fp32
+// weights): Float8Linear casts only its input to the autocast dtype and the weight straight from
+// its own dtype to float8, so the weight's amax and cast read that many bytes per element.
+void convert_linears_to_float8(Layer& layer, Float8Weight weight = Float8Weight::kCastAtEachUse,
+                               std::optional<Dtype> weight_dtype = std::nullopt);
 
 }  // namespace fsdpsim::models

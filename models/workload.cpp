@@ -25,13 +25,16 @@ Workload rewritten(Workload workload, const WorkloadOptions& options) {
   const std::int64_t stored_bytes =
       options.weight_dtype ? dtype_bytes(*options.weight_dtype) : compute_bytes;
   for (Layer& layer : workload.layers) {
-    if (stored_bytes > compute_bytes) add_autocast_weight_casts(layer, stored_bytes, compute_bytes);
     // torchtitan converts every nn.Linear but the LM head ("output") to Float8Linear
     // (torchtitan float8 converter: module_filter_fn skips fqn "output").
-    if (options.float8_linears && layer.kind != LayerKind::kHead) {
-      convert_linears_to_float8(layer, options.float8_all_gather
-                                           ? Float8Weight::kAllGatheredInFloat8
-                                           : Float8Weight::kCastAtEachUse);
+    const bool float8 = options.float8_linears && layer.kind != LayerKind::kHead;
+    const bool autocast_weights = stored_bytes > compute_bytes;
+    if (autocast_weights) add_autocast_weight_casts(layer, stored_bytes, compute_bytes, float8);
+    if (float8) {
+      convert_linears_to_float8(layer,
+                                options.float8_all_gather ? Float8Weight::kAllGatheredInFloat8
+                                                          : Float8Weight::kCastAtEachUse,
+                                autocast_weights ? options.weight_dtype : std::nullopt);
     }
     if (options.compiled && layer.kind == LayerKind::kBlock) fuse_for_compile(layer);
     // The step allocates the listed tensors where saved_activations is the total it copies to the

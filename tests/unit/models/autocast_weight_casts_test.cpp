@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/float8_linear.hpp"
 #include "models/kernel_factory.hpp"
 #include "models/layer_draft.hpp"
 #include "test_specs.hpp"
@@ -60,6 +61,28 @@ TEST(AutocastWeightCasts, FsdpWithFp32ParametersUnderBf16AutocastCastsEveryLinea
   EXPECT_EQ(casts, 2 * 4 + 1);
   options.weight_dtype = Dtype::kBf16;  // same as the compute dtype: nothing to cast
   EXPECT_EQ(build_workload(spec, options).layers[1].forward.size(), plain.layers[1].forward.size());
+}
+
+// Float8Linear under autocast over fp32 weights casts only its input to bf16; the weight goes
+// from fp32 straight to float8 (its amax and cast read 4 bytes an element) and no bf16 copy is
+// made or saved. Its weight gradient is still cast back to fp32.
+TEST(AutocastWeightCasts, Float8LinearsCastTheirFp32WeightsStraightToFloat8) {
+  const Layer before = one_linear();
+  Layer layer = before;
+  add_autocast_weight_casts(layer, 4, 2, /*float8_linears=*/true);
+  convert_linears_to_float8(layer, Float8Weight::kCastAtEachUse, Dtype::kFp32);
+  for (const NamedKernel& k : layer.forward) EXPECT_FALSE(k.name.ends_with("_weight_cast"));
+  EXPECT_EQ(layer.saved_activations, before.saved_activations);
+  EXPECT_EQ(testing::find_kernel(layer.forward, "fc_amax_weight").kernel.bytes.value(),
+            512 * 4 + 4);
+  EXPECT_EQ(testing::find_kernel(layer.forward, "fc_cast_weight").kernel.bytes.value(),
+            512 * 4 + 4 + 512);
+  EXPECT_EQ(testing::find_kernel(layer.backward, "fc_amax_weight_bwd").kernel.bytes.value(),
+            512 * 4 + 4);
+  EXPECT_EQ(testing::find_kernel(layer.forward, "fc_amax_input").kernel.bytes.value(),
+            512 * 2 + 4);  // the input is cast to bf16 first: read in bf16
+  EXPECT_EQ(testing::find_kernel(layer.backward, "fc_weight_grad_cast").kernel.bytes.value(),
+            512 * 6);
 }
 
 }  // namespace
