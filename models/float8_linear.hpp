@@ -37,6 +37,13 @@ enum class Float8Weight : std::uint8_t {
   kAllGatheredInFloat8,
 };
 
+// How the casts run: as fused kernels (torch.compile's, which torchtitan documents as required
+// with float8, or TransformerEngine's), or eagerly, op by op, as torchao's Python runs them without
+// compile: each cast is then eleven kernels with fp32 temporaries, the two layouts of dY two casts,
+// and three fp8 operands are copied into the layout torch._scaled_mm reads
+// (models/float8_linear.cpp).
+enum class Float8Casts : std::uint8_t { kFused, kEager };
+
 // Whether convert_linears_to_float8 rewrites this kernel: a GEMM of an eligible linear.
 bool becomes_float8(const NamedKernel& k);
 
@@ -49,6 +56,7 @@ bool becomes_float8(const NamedKernel& k);
 // weights): Float8Linear casts only its input to the autocast dtype and the weight straight from
 // its own dtype to float8, so the weight's amax and cast read that many bytes per element.
 void convert_linears_to_float8(Layer& layer, Float8Weight weight = Float8Weight::kCastAtEachUse,
-                               std::optional<Dtype> weight_dtype = std::nullopt);
+                               std::optional<Dtype> weight_dtype = std::nullopt,
+                               Float8Casts casts = Float8Casts::kFused);
 
 }  // namespace fsdpsim::models

@@ -19,6 +19,11 @@ namespace {
 
 bool is_llama(const TransformerSpec& spec) { return spec.family == ModelFamily::kLlama; }
 
+// torch.compile applies to each transformer block (models/compile_fusion.hpp).
+bool compiled(const WorkloadOptions& options, const Layer& layer) {
+  return options.compiled && layer.kind == LayerKind::kBlock;
+}
+
 // The float8 and torch.compile rewrites of a built workload.
 Workload rewritten(Workload workload, const WorkloadOptions& options) {
   const std::int64_t compute_bytes = dtype_bytes(options.compute_dtype);
@@ -31,12 +36,16 @@ Workload rewritten(Workload workload, const WorkloadOptions& options) {
     const bool autocast_weights = stored_bytes > compute_bytes;
     if (autocast_weights) add_autocast_weight_casts(layer, stored_bytes, compute_bytes, float8);
     if (float8) {
-      convert_linears_to_float8(layer,
-                                options.float8_all_gather ? Float8Weight::kAllGatheredInFloat8
-                                                          : Float8Weight::kCastAtEachUse,
-                                autocast_weights ? options.weight_dtype : std::nullopt);
+      convert_linears_to_float8(
+          layer,
+          options.float8_all_gather ? Float8Weight::kAllGatheredInFloat8
+                                    : Float8Weight::kCastAtEachUse,
+          autocast_weights ? options.weight_dtype : std::nullopt,
+          compiled(options, layer) || options.float8_library == Float8Library::kTransformerEngine
+              ? Float8Casts::kFused
+              : Float8Casts::kEager);
     }
-    if (options.compiled && layer.kind == LayerKind::kBlock) fuse_for_compile(layer);
+    if (compiled(options, layer)) fuse_for_compile(layer);
     // The step allocates the listed tensors where saved_activations is the total it copies to the
     // host or recomputes: the two must agree.
     if (!layer.saved_tensors.empty()) {

@@ -177,6 +177,8 @@ struct WorkloadOptions {
   // torchao Float8Linear (tensorwise dynamic scaling) for every eligible linear but the LM head
   // (models/float8_linear.hpp). The GPU must have an fp8 rate; the app checks.
   bool float8_linears = false;
+  // With float8_linears: whose they are (torchao's casts run fused only in a compiled block).
+  Float8Library float8_library = Float8Library::kTorchao;
   // With float8_linears: FSDP2 all-gathers their weights in float8, so the layers do not cast
   // them (models/float8_linear.hpp, Float8Weight::kAllGatheredInFloat8).
   bool float8_all_gather = false;

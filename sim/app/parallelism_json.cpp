@@ -374,6 +374,16 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
     t.matmul_dtype =
         *parse_dtype(r.choice("matmul_dtype", {"fp8", "bf16", "fp16", "fp32"}, "bf16"));
   }
+  if (r.has("float8_linear")) {
+    if (!t.float8_linears()) {
+      throw ConfigError(file, "/training/float8_linear",
+                        "float8_linear needs matmul_dtype fp8 (it says whose float8 linears run)");
+    }
+    t.float8_library = r.choice("float8_linear", {"torchao", "transformer_engine"}, "torchao") ==
+                               "transformer_engine"
+                           ? Float8Library::kTransformerEngine
+                           : Float8Library::kTorchao;
+  }
   t.compiled = r.boolean("compiled", false);
   t.allow_tf32 = r.boolean("allow_tf32", false);
   r.finish();

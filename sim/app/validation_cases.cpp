@@ -98,7 +98,8 @@ const std::vector<std::string> kOtherColumns = {"source_detail",
                                                 "precompute_float8_scale",
                                                 "last_unit_reshard_after_forward",
                                                 "optimizer_impl",
-                                                "rms_norm"};
+                                                "rms_norm",
+                                                "float8_linear"};
 
 const std::set<std::string> kPresetGpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb",
                                            "h200-sxm-141gb"};
@@ -537,10 +538,17 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   } else if (!attention.empty()) {
     bad_cell(file, c, "attention", "flash2, flash1, triton, cudnn or unfused");
   }
-  // fp8: float8 linears (the llm-foundry rows ran TransformerEngine's, modelled as torchao's:
-  // models/float8_linear.hpp). Another GEMM dtype than the all-gathered parameters' is autocast
-  // (Composer DEFAULT).
+  // fp8: float8 linears (models/float8_linear.hpp). Another GEMM dtype than the all-gathered
+  // parameters' is autocast (Composer DEFAULT).
   const std::string& matmul = c.get("matmul_dtype");
+  // The optional float8_linear column: whose float8 linears (empty: torchao's).
+  if (const std::string library = c.get("float8_linear"); !library.empty()) {
+    if (matmul != "fp8") bad_cell(file, c, "float8_linear", "empty where matmul_dtype is not fp8");
+    if (library != "torchao" && library != "transformer_engine") {
+      bad_cell(file, c, "float8_linear", "torchao or transformer_engine");
+    }
+    training["float8_linear"] = library;
+  }
   if (matmul == "fp8") {
     training["matmul_dtype"] = matmul;
   } else if (matmul == "tf32") {
@@ -730,6 +738,7 @@ std::string message_in_columns(const std::string& loader_message,
       {"/training/compiled", "compiled"},
       {"/training/flash_attention", "attention"},
       {"/training/flash_kernel", "attention"},
+      {"/training/float8_linear", "float8_linear"},
       {"/training/logits_kept_by_loop", "logits_kept_by_loop"},
       {"/training/loss", "loss"},
       {"/training/matmul_dtype", "matmul_dtype"},

@@ -204,6 +204,8 @@ struct TrainingConfig {
   // The linears' GEMM dtype when set: fp8 = torchao float8 linears (models/float8_linear.hpp);
   // any other value equals the compute dtype (the app checks). nullopt: the compute dtype.
   std::optional<Dtype> matmul_dtype;
+  // Whose float8 linears, with matmul_dtype fp8.
+  Float8Library float8_library = Float8Library::kTorchao;
   // torch.compile of each transformer block (models/compile_fusion.hpp).
   bool compiled = false;
   // torch.backends.cuda.matmul.allow_tf32 (torch.set_float32_matmul_precision("high")): fp32

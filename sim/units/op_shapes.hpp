@@ -53,6 +53,14 @@ enum class RmsNormKernel : std::uint8_t {
            // fms's RMSNorm modules, nn.RMSNorm before that kernel
 };
 
+// Whose float8 linears run (models/float8_linear.hpp).
+enum class Float8Library : std::uint8_t {
+  kTorchao,  // torchao Float8Linear: fused casts in a compiled block, torchao's Python op by op
+             // without torch.compile
+  kTransformerEngine,  // NVIDIA TransformerEngine's te.Linear (llm-foundry's fp8): its casts are
+                       // fused CUDA kernels, compiled or not
+};
+
 // Whether the training loop keeps a reference to the model's output, the logits, after the loss
 // has read them: until the next forward returns and the name is bound to the new output
 // (models/head_layer.cpp).

@@ -1076,6 +1076,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"bad_flash_kernel",
                  {{"training", {{"flash_kernel", "flash9"}}}},
                  "/training/flash_kernel"},
+        BadInput{"float8_linear_without_fp8",
+                 {{"training", {{"float8_linear", "transformer_engine"}}}},
+                 "/training/float8_linear: float8_linear needs matmul_dtype fp8"},
+        BadInput{"bad_float8_linear",
+                 {{"training", {{"matmul_dtype", "fp8"}, {"float8_linear", "te"}}}},
+                 "/training/float8_linear: expected one of torchao, transformer_engine"},
         // 32-bit settings are bounded, not wrapped; sizes are bounded so byte counts fit 64 bits.
         BadInput{"nodes_beyond_int32",
                  {{"hardware", {{"nodes", 4294967297LL}}}},

@@ -368,7 +368,8 @@ TEST(Validate, EveryRowAndColumnIsCheckedWhateverIsSimulated) {
     std::string cell;
     std::istringstream in(line);
     while (std::getline(in, cell, ',')) cells.push_back(cell);
-    ASSERT_EQ(cells[28], "14");  // micro_batch
+    if (line.ends_with(",")) cells.emplace_back();  // getline drops an empty last cell
+    ASSERT_EQ(cells[28], "14");                     // micro_batch
     cells[28] = "0x10";
     std::string joined;
     for (std::size_t i = 0; i < cells.size(); ++i) joined += (i ? "," : "") + cells[i];
@@ -971,6 +972,25 @@ TEST(Validate, AMaskBufferOnAnMptRowNamesItsColumn) {
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("line 2, column causal_mask_buffer: minGPT's per-block causal mask "
                      "buffer: expected false (or no key) for a model that is not family gpt"),
+            std::string::npos)
+      << out;
+}
+
+// The optional float8_linear column says whose float8 linears a row ran: an fp8 row's goes to
+// training.float8_linear; on a row that is not fp8, or with another value, it names its column.
+TEST(Validate, Float8LinearColumnIsTheTrainingKey) {
+  const fs::path te = variant_csv(
+      "te.csv",
+      {{"gpu", "h100-sxm-80gb"}, {"matmul_dtype", "fp8"}, {"float8_linear", "transformer_engine"}});
+  const auto cases = read_validation_cases(te);
+  ASSERT_EQ(cases.size(), 1u);
+  const CaseScenario s = scenario_for_case(cases[0], te);
+  ASSERT_FALSE(s.document.is_null()) << s.skip_reason;
+  EXPECT_EQ(s.document["training"]["float8_linear"], "transformer_engine");
+  const auto [code, out] =
+      run_fsdpsim("validate " + with_column("bf16_te.csv", "float8_linear", "torchao").string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 2, column float8_linear: expected empty where matmul_dtype is not fp8"),
             std::string::npos)
       << out;
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,47 @@ TEST(Float8Linear, AWeightAllGatheredInFloat8IsNeverCast) {
   EXPECT_EQ(linear_modules(layer).front().weight_numel, 512);
 }
 
+// Eager (no torch.compile): each cast is torchao's Python op by op, abs, max, five scalar
+// kernels for the scale, to(fp32), mul, clamp, to(fp8); dY is cast twice (no CSE), and the fp8
+// W, dY^T and X are copied into the layout torch._scaled_mm reads. X = 512 elements: to(fp32)
+// reads 2 and writes 4 bytes an element, the scale and the clamp read and write 4, to(fp8)
+// reads 4 and writes 1; their fp32 temporaries (the scaled tensor and its clamped copy, 8 bytes
+// an element) are transients beside the fp8 operands.
+TEST(Float8Linear, EagerCastsAreTorchaosOpsOneByOne) {
+  Layer layer = one_linear(16, 32);
+  const Bytes forward_peak = layer.forward_transient_peak();
+  convert_linears_to_float8(layer, Float8Weight::kCastAtEachUse, std::nullopt, Float8Casts::kEager);
+  const std::vector<std::string> input_cast = {"fc_abs_input",
+                                               "fc_amax_input",
+                                               "fc_amax_to_fp64_input",
+                                               "fc_amax_clamp_input",
+                                               "fc_amax_reciprocal_input",
+                                               "fc_scale_mul_input",
+                                               "fc_scale_to_fp32_input",
+                                               "fc_to_fp32_input",
+                                               "fc_scale_input",
+                                               "fc_clamp_input",
+                                               "fc_to_float8_input"};
+  const std::vector<std::string> forward = names(layer.forward);
+  ASSERT_EQ(forward.size(), 2 * input_cast.size() + 2);  // input, weight, GEMM, bias
+  EXPECT_EQ(std::vector<std::string>(forward.begin(), forward.begin() + 11), input_cast);
+  EXPECT_EQ(bytes(layer.forward, "fc_abs_input"), 2 * 2 * 512);
+  EXPECT_EQ(bytes(layer.forward, "fc_to_fp32_input"), (2 + 4) * 512);
+  EXPECT_EQ(bytes(layer.forward, "fc_scale_input"), 2 * 4 * 512 + 4);
+  EXPECT_EQ(bytes(layer.forward, "fc_clamp_input"), 2 * 4 * 512);
+  EXPECT_EQ(bytes(layer.forward, "fc_to_float8_input"), (4 + 1) * 512);
+  EXPECT_EQ(layer.forward_transient_peak().value(), forward_peak.value() + 512 + 512 + 8 * 512);
+  // Backward: dY in two casts, W and X again, and the three layout copies.
+  std::size_t abs_kernels = 0;
+  for (const NamedKernel& k : layer.backward) abs_kernels += k.name.starts_with("fc_abs_") ? 1 : 0;
+  EXPECT_EQ(abs_kernels, 4u);
+  EXPECT_NO_THROW(find_kernel(layer.backward, "fc_abs_grad_output_t"));
+  EXPECT_EQ(bytes(layer.backward, "fc_dgrad_contiguous_weight"), 2 * 512);
+  EXPECT_EQ(bytes(layer.backward, "fc_wgrad_contiguous_grad_output_t"), 2 * 1024);
+  EXPECT_EQ(bytes(layer.backward, "fc_wgrad_contiguous_input"), 2 * 512);
+  EXPECT_EQ(bytes(layer.backward, "fc_dgrad"), 1024 + 512 + 2 * 512);  // the GEMMs as compiled
+}
+
 TEST(Float8Linear, LinearsWithADimensionNotDivisibleBy16StayInBf16) {
   EXPECT_FALSE(float8_eligible(24, 32));
   EXPECT_TRUE(float8_eligible(16, 48));
@@ -145,6 +187,24 @@ TEST(Float8Linear, WorkloadConvertsBlockLinearsButNotTheLmHead) {
   ASSERT_EQ(block.attention_forward_end - block.attention_forward_begin, 1u);
   EXPECT_EQ(block.forward[block.attention_forward_begin].name, "attn");
   EXPECT_EQ(block.saved_activations, bf16.layers[1].saved_activations);
+}
+
+// torchao's casts run fused only in a compiled block; TransformerEngine's are fused kernels
+// whether or not the block is compiled.
+TEST(Float8Linear, TheCastsAreEagerOnlyForTorchaoWithoutCompile) {
+  WorkloadOptions options = testing::options(1, 8);
+  options.float8_linears = true;
+  const auto eager = [&](const WorkloadOptions& o) {
+    const Layer& block = build_workload(testing::tiny_gpt(), o).layers[1];
+    return std::any_of(block.forward.begin(), block.forward.end(),
+                       [](const NamedKernel& k) { return k.name == "qkv_abs_input"; });
+  };
+  EXPECT_TRUE(eager(options));
+  options.float8_library = Float8Library::kTransformerEngine;
+  EXPECT_FALSE(eager(options));
+  options.float8_library = Float8Library::kTorchao;
+  options.compiled = true;
+  EXPECT_FALSE(eager(options));
 }
 
 }  // namespace
