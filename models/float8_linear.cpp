@@ -185,10 +185,13 @@ Float8Transients append_float8_kernels(std::vector<NamedKernel>& out, const Name
     case LinearPass::kInputGrad: {
       cast(k.linear_module, "grad_output", dy, 2, e);
       if (cast_weight) cast(k.linear_module, "weight_bwd", w, 1, e_weight);
-      // W [out, in] is row-major where the GEMM reads it as B.
-      if (eager) append_layout_copy(out, k.name, "weight", w, hp);
+      // W [out, in] is row-major where the GEMM reads it as B. A compiled cast writes it
+      // transposed; a weight all-gathered in float8 has no cast to fold the transpose into, so
+      // it is copied, compiled or not (preprocess_addmm).
+      const bool copy_weight = eager || !cast_weight;
+      if (copy_weight) append_layout_copy(out, k.name, "weight", w, hp);
       out.push_back(fp8_gemm(k, dy, w, x));
-      t.operands = 2 * dy + cast_w + (eager ? w : 0);
+      t.operands = 2 * dy + cast_w + (copy_weight ? w : 0);
       return t;
     }
     case LinearPass::kWeightGrad: {

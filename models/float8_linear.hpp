@@ -32,8 +32,9 @@ enum class Float8Weight : std::uint8_t {
   // All-gathered already in float8 by FSDP2 (torchao enable_fsdp_float8_all_gather:
   // WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather casts the shard, fsdp_post_all_gather
   // wraps the gathered bytes as a Float8TrainingTensor): Float8Linear finds the weight in float8
-  // (tensor_already_casted_to_fp8) and casts it neither in forward nor in backward. The cast is
-  // then FSDP's (sim/fsdp/fsdp2_schedule.cpp).
+  // (tensor_already_casted_to_fp8) and casts it neither in forward nor in backward, where the
+  // input gradient's GEMM copies it into the column-major layout it reads (preprocess_addmm: no
+  // cast is there to write it transposed). The cast is then FSDP's (sim/fsdp/fsdp2_schedule.cpp).
   kAllGatheredInFloat8,
 };
 
