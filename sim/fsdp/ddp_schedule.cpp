@@ -480,12 +480,16 @@ class DdpStep final : private KernelHooks {
 
   void optimizer_step() {
     std::vector<std::pair<std::string, std::int64_t>> tensors;
-    for (const models::Layer& l : s_.workload().layers) tensors.emplace_back(l.name, l.numel);
+    std::vector<std::vector<std::int64_t>> parameters;
+    for (const models::Layer& l : s_.workload().layers) {
+      tensors.emplace_back(l.name, l.numel);
+      parameters.push_back(l.parameter_numels);
+    }
     // The all-reduced gradients are identical on every rank: the local norm is the total.
     if (in_.training.clip_grad_norm) {
       s_.clip_gradients(tensors, GradientClipping{{}, /*foreach=*/true}, /*on_host=*/false);
     }
-    s_.gpu_optimizer(tensors);
+    s_.gpu_optimizer(tensors, parameters);
     for (std::size_t p = 0; p < grads_.size(); ++p) {
       if (has_grad_[p]) s_.free(grads_[p]);  // made and read on the compute stream
       has_grad_[p] = false;

@@ -663,8 +663,15 @@ class Fsdp2Step final : private UnitHooks {
 
   void optimizer_step() {
     std::vector<std::pair<std::string, std::int64_t>> tensors;
-    for (const FsdpUnit& u : units_) tensors.emplace_back(u.name, u.shard_numel);
-    s_.optimizer_step(tensors, GradientClipping{{shard_pg_}, /*foreach=*/true});
+    // Each parameter's shard (its dim 0 split over the shard group), where the unit itemizes them.
+    std::vector<std::vector<std::int64_t>> parameter_shards;
+    for (const FsdpUnit& u : units_) {
+      tensors.emplace_back(u.name, u.shard_numel);
+      std::vector<std::int64_t>& shards = parameter_shards.emplace_back();
+      for (const std::int64_t n : unit_parameter_numels(u, s_.workload()))
+        shards.push_back((n + shard_size_ - 1) / shard_size_);
+    }
+    s_.optimizer_step(tensors, GradientClipping{{shard_pg_}, /*foreach=*/true}, parameter_shards);
     if (f_.precompute_float8_scale) precompute_float8_scales();
     for (UnitState& st : state_) {
       // zero_grad(set_to_none=True): FSDP2 never calls record_stream, so the block goes back at

@@ -7,6 +7,8 @@
 // a memory-bound op whose bytes are the tensors it reads and writes, in the parameters' storage
 // dtype (fp32 master weights, or bf16 after `model.to(torch.bfloat16)`); temporaries are
 // allocated where PyTorch allocates them, so the optimizer's share of peak memory follows.
+#include <fmt/format.h>
+
 #include <array>
 #include <string_view>
 
@@ -55,17 +57,32 @@ Bytes StepBuilder::optimizer_passes(std::int64_t passes, std::int64_t numel) con
   return Bytes(passes * numel * dtype_bytes(in_.training.param_storage_dtype));
 }
 
-void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels) {
+void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels,
+                                const std::vector<std::vector<std::int64_t>>& parameter_numels) {
   const auto group = [](std::size_t i) { return static_cast<std::int32_t>(i); };
+  // The for-loop implementation's tensors of entry i: its parameters where they are given, each
+  // named apart, else the entry as one tensor.
+  const auto loop_tensors = [&](std::size_t i) {
+    std::vector<std::pair<std::string, std::int64_t>> out;
+    if (i >= parameter_numels.size() || parameter_numels[i].size() <= 1) {
+      out.push_back(numels[i]);
+      return out;
+    }
+    for (std::size_t p = 0; p < parameter_numels[i].size(); ++p)
+      out.emplace_back(fmt::format("{}.param{}", numels[i].first, p), parameter_numels[i][p]);
+    return out;
+  };
   if (in_.training.optimizer == Optimizer::kSgd) {
     for (std::size_t i = 0; i < numels.size(); ++i) {
       if (numels[i].second == 0) continue;
-      const std::string name = numels[i].first + ".sgd";
-      const Bytes bytes = optimizer_passes(kSgdPasses, numels[i].second);
       if (in_.training.optimizer_impl == OptimizerImpl::kForLoop) {
-        copy(name, compute_, bytes, Phase::kOptimizer, group(i));
+        for (const auto& [name, numel] : loop_tensors(i)) {
+          copy(name + ".sgd", compute_, optimizer_passes(kSgdPasses, numel), Phase::kOptimizer,
+               group(i));
+        }
       } else {
-        multi_tensor(name, compute_, bytes, Phase::kOptimizer, group(i));
+        multi_tensor(numels[i].first + ".sgd", compute_,
+                     optimizer_passes(kSgdPasses, numels[i].second), Phase::kOptimizer, group(i));
       }
     }
     return;
@@ -104,39 +121,42 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
       return;
     }
     case OptimizerImpl::kForLoop:
-      // One tensor at a time: `exp_avg_sq.sqrt() / bias_correction2_sqrt` holds the sqrt and
-      // the quotient at once; the sqrt dies when the division returns, the quotient (denom)
-      // after addcdiv_.
+      // One tensor at a time (_single_tensor_adamw loops over the parameters):
+      // `exp_avg_sq.sqrt() / bias_correction2_sqrt` holds the sqrt and the quotient at once; the
+      // sqrt dies when the division returns, the quotient (denom) after addcdiv_.
       for (std::size_t i = 0; i < numels.size(); ++i) {
-        const auto& [name, numel] = numels[i];
-        if (numel == 0) continue;
-        TensorId sqrt = 0;
-        TensorId denom = 0;
-        for (std::size_t k = 0; k < kAdamwKernels.size(); ++k) {
-          if (k == kSqrt) {
-            sqrt = allocate(name + ".adamw.sqrt", elements(numel, in_.training.param_storage_dtype),
-                            compute_, MemoryCategory::kOptimizerState);
-          } else if (k == kSqrt + 1) {
-            denom =
-                allocate(name + ".adamw.denom", elements(numel, in_.training.param_storage_dtype),
-                         compute_, MemoryCategory::kOptimizerState);
+        if (numels[i].second == 0) continue;
+        for (const auto& [name, numel] : loop_tensors(i)) {
+          TensorId sqrt = 0;
+          TensorId denom = 0;
+          for (std::size_t k = 0; k < kAdamwKernels.size(); ++k) {
+            if (k == kSqrt) {
+              sqrt =
+                  allocate(name + ".adamw.sqrt", elements(numel, in_.training.param_storage_dtype),
+                           compute_, MemoryCategory::kOptimizerState);
+            } else if (k == kSqrt + 1) {
+              denom =
+                  allocate(name + ".adamw.denom", elements(numel, in_.training.param_storage_dtype),
+                           compute_, MemoryCategory::kOptimizerState);
+            }
+            copy(name + ".adamw." + std::string(kAdamwKernels[k].name), compute_,
+                 optimizer_passes(kAdamwKernels[k].passes, numel), Phase::kOptimizer, group(i));
+            if (k == kSqrt + 1) free(sqrt);
           }
-          copy(name + ".adamw." + std::string(kAdamwKernels[k].name), compute_,
-               optimizer_passes(kAdamwKernels[k].passes, numel), Phase::kOptimizer, group(i));
-          if (k == kSqrt + 1) free(sqrt);
+          free(denom);
         }
-        free(denom);
       }
       return;
   }
 }
 
 void StepBuilder::optimizer_step(const std::vector<std::pair<std::string, std::int64_t>>& numels,
-                                 const GradientClipping& how) {
+                                 const GradientClipping& how,
+                                 const std::vector<std::vector<std::int64_t>>& parameter_numels) {
   const bool clip = in_.training.clip_grad_norm;
   if (!in_.fsdp.cpu_offload) {
     if (clip) clip_gradients(numels, how, /*on_host=*/false);
-    gpu_optimizer(numels);
+    gpu_optimizer(numels, parameter_numels);
     return;
   }
   b_.cpu_synchronize(b_.record_event(compute_), "offload_synchronize");

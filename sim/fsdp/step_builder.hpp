@@ -120,7 +120,11 @@ class StepBuilder {
   // of `numels` elements each in training.param_storage_dtype, on the compute stream
   // (optimizer_step.cpp). Each op's group is its entry's index (the unit); an entry of 0
   // elements (a unit without parameters) has no tensor for the optimizer, and launches nothing.
-  void gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels);
+  // `parameter_numels[i]`, where given, splits entry i into the parameters the optimizer sees one
+  // by one (FSDP2's and DDP's tensors per parameter; FSDP1's FlatParameter is one): the for-loop
+  // implementation runs its kernels, and holds its temporaries, per parameter.
+  void gpu_optimizer(const std::vector<std::pair<std::string, std::int64_t>>& numels,
+                     const std::vector<std::vector<std::int64_t>>& parameter_numels = {});
   // Bytes of `passes` reads and writes over `numel` elements of the parameters' storage dtype.
   [[nodiscard]] Bytes optimizer_passes(std::int64_t passes, std::int64_t numel) const;
   // The same optimizer on the host (CPU offload): the per-tensor loop (_single_tensor_*).
@@ -136,7 +140,8 @@ class StepBuilder {
   // says when training.clip_grad_norm: with CPU offload the CPU first synchronizes with the GPU
   // (_post_backward_final_callback) and clips and steps on the host, else the GPU does.
   void optimizer_step(const std::vector<std::pair<std::string, std::int64_t>>& numels,
-                      const GradientClipping& how);
+                      const GradientClipping& how,
+                      const std::vector<std::vector<std::int64_t>>& parameter_numels = {});
 
   [[nodiscard]] Flops model_flops() const { return model_flops_; }
   [[nodiscard]] Bytes inter_node_bytes() const { return inter_node_bytes_; }

@@ -87,6 +87,34 @@ TEST(OptimizerStep, ForLoopAdamwHoldsTwoTemporariesOfOneShard) {
   EXPECT_EQ(out.result.memory.peak_active.value(), 560'000'000);
 }
 
+// FSDP2 keeps a tensor per parameter, and _single_tensor_adamw loops over them: with blocks.0's
+// 10M parameters itemized as 4M + 6M, its shards (2M and 3M elements on world 2) each get the
+// eight kernels and their own two temporaries (8 and 12 MB fp32), where FSDP1's FlatParameter
+// is one 20 MB shard; so do the root's embedding (6M: 12 MB) and head (4M: 8 MB).
+TEST(OptimizerStep, ForLoopAdamwStepsEachFsdp2ParameterOnItsOwn) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    w.layers[1].parameter_numels = {4'000'000, 6'000'000};
+    for (std::size_t l : {0U, 2U, 3U}) w.layers[l].parameter_numels = {w.layers[l].numel};
+    return w;
+  }();
+  ScheduleInput in = testing::tiny_input();
+  in.workload = &workload;
+  in.training.optimizer_impl = OptimizerImpl::kForLoop;
+  in.fsdp.version = 2;
+  in.fsdp.limit_all_gathers = false;
+  const SimulationOutput out = simulate_step(in, {});
+  const std::vector<std::string> ops = optimizer_ops(out);
+  ASSERT_EQ(ops.size(), 40u);
+  EXPECT_EQ(ops[0], "blocks.0.param0.adamw.weight_decay");
+  EXPECT_EQ(ops[8], "blocks.0.param1.adamw.weight_decay");
+  EXPECT_EQ(ops[16], "blocks.1.adamw.weight_decay");
+  EXPECT_EQ(tensor_sizes(out, ".adamw.denom"),
+            (std::vector<std::int64_t>{8'000'000, 12'000'000, 20'000'000, 12'000'000, 8'000'000}));
+  // The step's time is the same bytes: 21 passes over 15M fp32 elements.
+  EXPECT_DOUBLE_EQ(out.result.breakdown.optimizer.value(), 1260e-6);
+}
+
 // multi_tensor_apply launches (foreach, fused) run at multi_tensor_memory_efficiency; the
 // for-loop's kernels are ordinary elementwise ones at memory_efficiency. At 0.5: the foreach
 // and fused steps take twice as long (2520 and 840 us), the for-loop step is unchanged.
