@@ -57,9 +57,10 @@ without one), sweep_id (a hash of the scenario, the --set options, the
 grid and the preset and calibration files they name: the same in every slice of one sweep) and
 grid_points (the points of the whole grid).
 Whatever -j, the outputs
-are byte-identical. --shard K/N runs the points whose axis value positions (0-based) sum to K-1
-modulo N, a like share of every axis's values in each slice; `fsdpsim merge` joins the slices into
-the CSV of the whole sweep.
+are byte-identical. --shard K/N runs slice K of N: the points ordered by the sum of their axis
+value positions modulo N, then by index, dealt out in turn, so each slice gets as many points and
+a like share of every axis's values; `fsdpsim merge` joins the slices into the CSV of the whole
+sweep.
 
 stdout gets the counts, the Pareto front (tokens/s/GPU vs peak reserved memory) and a last line
 "best that fits: ...", then "best without cudaMalloc retries: ..." when the best fits only by
@@ -551,9 +552,7 @@ SweepPlan plan_sweep(const SweepOptions& options) {
     check_overrides_kept(with(plan.base_overrides, grid_point_overrides(plan.axes, 0)),
                          point_override_origins(plan));
   }
-  for (std::int64_t i = 0; i < plan.total_points; ++i) {
-    if (plan.shard.owns(plan.axes, i)) plan.indices.push_back(i);
-  }
+  plan.indices = plan.shard.indices(plan.axes);
   check_keys(plan, document);
   const std::set<std::filesystem::path> files = named_files(plan);
   std::vector<std::string> contents;
@@ -673,7 +672,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options) {
   sweep
       ->add_option(
           "--shard", options.shard,
-          "Run slice K of N (points whose axis value positions sum to K-1 modulo N); see merge")
+          "Run slice K of N (an equal share of the points and of each axis's values); see merge")
       ->type_name("K/N");
   sweep->add_option("--configs", options.configs_dir, "Folder of presets (as for run)")
       ->type_name("DIR")

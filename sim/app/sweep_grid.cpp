@@ -418,14 +418,53 @@ std::vector<std::string> grid_point_labels(const std::vector<GridAxis>& axes, st
   return labels;
 }
 
+namespace {
+
+// Calls visit(index, slice) for the points of the grid in index order, slice 1..n as Shard says:
+// a first pass counts the points of each class (the sum of the value positions modulo n), a
+// second deals each point the slice of its rank in (class, index) order. The positions are kept
+// as an odometer, last axis fastest.
+template <typename Visit>
+void deal_points(const std::vector<GridAxis>& axes, std::int64_t n, Visit visit) {
+  const std::int64_t total = grid_point_count(axes);
+  const auto un = static_cast<std::uint64_t>(n);
+  const auto each_class = [&](auto on_point) {
+    std::vector<std::size_t> positions(axes.size(), 0);
+    std::uint64_t sum = 0;
+    for (std::int64_t index = 0; index < total; ++index) {
+      on_point(index, static_cast<std::size_t>(sum % un));
+      for (std::size_t a = axes.size(); a-- > 0;) {
+        if (++positions[a] < axes[a].values.size()) {
+          ++sum;
+          break;
+        }
+        sum -= positions[a] - 1;
+        positions[a] = 0;
+      }
+    }
+  };
+  std::vector<std::int64_t> first_rank(static_cast<std::size_t>(n) + 1, 0);
+  each_class([&](std::int64_t, std::size_t c) { ++first_rank[c + 1]; });
+  for (std::size_t c = 1; c < first_rank.size(); ++c) first_rank[c] += first_rank[c - 1];
+  each_class([&](std::int64_t index, std::size_t c) { visit(index, first_rank[c]++ % n + 1); });
+}
+
+}  // namespace
+
+std::vector<std::int64_t> Shard::indices(const std::vector<GridAxis>& axes) const {
+  std::vector<std::int64_t> out;
+  deal_points(axes, n, [&](std::int64_t index, std::int64_t slice) {
+    if (slice == k) out.push_back(index);
+  });
+  return out;
+}
+
 std::int64_t Shard::slice_of(const std::vector<GridAxis>& axes, std::int64_t index) const {
-  std::uint64_t positions = 0;
-  auto rest = static_cast<std::uint64_t>(index);
-  for (std::size_t i = axes.size(); i-- > 0;) {
-    positions += rest % axes[i].values.size();
-    rest /= axes[i].values.size();
-  }
-  return static_cast<std::int64_t>(positions % static_cast<std::uint64_t>(n)) + 1;
+  std::int64_t found = 0;
+  deal_points(axes, n, [&](std::int64_t i, std::int64_t slice) {
+    if (i == index) found = slice;
+  });
+  return found;
 }
 
 Shard parse_shard(const std::string& text) {

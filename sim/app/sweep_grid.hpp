@@ -99,18 +99,19 @@ std::string sweep_fingerprint(const nlohmann::json& base_scenario,
                               const std::vector<GridAxis>& axes,
                               std::vector<std::string> named_files);
 
-// `--shard K/N`: this process runs slice K of N. A point belongs to the slice numbered by the sum
-// of its axes' value positions (grid_coordinates), modulo N, plus 1: each value of any one axis
-// is spread over the slices whenever another axis has N values or a multiple of N (and near
-// evenly otherwise), where index % N would give each slice one value of a last axis of N values,
-// as one micro-batch size, and the slowest slice all of the slowest. With one axis it is index % N.
+// `--shard K/N`: this process runs slice K of N. The grid's points are put in order by the sum of
+// their axes' value positions (grid_coordinates) modulo N, then by index, and dealt out to the
+// slices in turn: every slice gets the grid's size / N points, rounded down or up, and the points
+// of one value of any axis go to every slice alike, where index % N would give each slice one
+// value of a last axis of N values (one micro-batch size each, the slowest slice all of the
+// slowest).
 struct Shard {
   std::int64_t k = 1;  // 1-based
   std::int64_t n = 1;
+  // This slice's points of the grid, in index order.
+  [[nodiscard]] std::vector<std::int64_t> indices(const std::vector<GridAxis>& axes) const;
+  // The slice (1..n) that runs point `index` of the grid.
   [[nodiscard]] std::int64_t slice_of(const std::vector<GridAxis>& axes, std::int64_t index) const;
-  [[nodiscard]] bool owns(const std::vector<GridAxis>& axes, std::int64_t index) const {
-    return slice_of(axes, index) == k;
-  }
 };
 
 // Parses "K/N" with 1 <= K <= N. Throws ConfigError otherwise.

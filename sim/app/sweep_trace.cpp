@@ -28,10 +28,10 @@ void check_trace_row(const SweepPlan& plan, std::int64_t row) {
                     row, plan.total_points - 1, plan.total_points));
   }
   // Each slice of a sharded sweep would otherwise write the same trace.
-  if (!plan.shard.owns(plan.axes, row)) {
+  if (const std::int64_t slice = plan.shard.slice_of(plan.axes, row); slice != plan.shard.k) {
     throw ConfigError(fmt::format(
         "--trace-row {}: the point is not in --shard {}/{}; give it to slice {}/{}, which runs it",
-        row, plan.shard.k, plan.shard.n, plan.shard.slice_of(plan.axes, row), plan.shard.n));
+        row, plan.shard.k, plan.shard.n, slice, plan.shard.n));
   }
   point_scenario(plan, row);
 }

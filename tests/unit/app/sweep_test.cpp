@@ -321,21 +321,32 @@ TEST(SweepGrid, ShardsAreKOfN) {
   const Shard s = parse_shard("2/3");
   EXPECT_EQ(s.k, 2);
   EXPECT_EQ(s.n, 3);
-  // One axis: index % N.
-  const std::vector<GridAxis> one = {parse_grid_option("training.micro_batch=1,2,3,4,5,6")};
-  EXPECT_TRUE(s.owns(one, 1));
-  EXPECT_TRUE(s.owns(one, 4));
-  EXPECT_FALSE(s.owns(one, 0));
-  // Two axes of 3 values (index = 3 * a + b): the slice is (a + b) % 3 + 1, so each slice holds
-  // every value of the last axis once, where index % 3 would give slice 2 all of b = 1.
+  // Two axes of 3 values (index = 3 * a + b), in order of (a + b) % 3, then index: 0, 5, 7 | 1,
+  // 3, 8 | 2, 4, 6, dealt out in turn. Slice 2 holds 5, 3 and 4: every value of the last axis
+  // once, where index % 3 would give it all of b = 1.
   const std::vector<GridAxis> two = {parse_grid_option("hardware.nodes=1,2,4"),
                                      parse_grid_option("training.micro_batch=1,2,4")};
-  std::vector<std::int64_t> owned;
-  for (std::int64_t i = 0; i < 9; ++i) {
-    if (s.owns(two, i)) owned.push_back(i);
+  EXPECT_EQ(s.indices(two), (std::vector<std::int64_t>{3, 4, 5}));
+  EXPECT_EQ(s.slice_of(two, 5), 2);
+  EXPECT_EQ(s.slice_of(two, 7), 3);
+  // Every slice gets the grid's size / N points, rounded down or up, whatever the grid: here 2 x 2
+  // points on 4 slices (sums of positions only 0 to 2) and 3 x 3 x 2 on 4, 5 and 16 slices.
+  const std::vector<GridAxis> square = {parse_grid_option("hardware.nodes=1,2"),
+                                        parse_grid_option("training.micro_batch=1,2")};
+  const std::vector<GridAxis> three = {parse_grid_option("hardware.nodes=1,2,4"),
+                                       parse_grid_option("training.micro_batch=1,2,4"),
+                                       parse_grid_option("fsdp.version=1,2")};
+  for (const auto& [axes, n] : std::vector<std::pair<std::vector<GridAxis>, std::int64_t>>{
+           {square, 4}, {three, 4}, {three, 5}, {three, 16}}) {
+    const std::int64_t total = grid_point_count(axes);
+    std::int64_t covered = 0;
+    for (std::int64_t k = 1; k <= n; ++k) {
+      const auto size = static_cast<std::int64_t>(Shard{k, n}.indices(axes).size());
+      EXPECT_TRUE(size == total / n || size == (total + n - 1) / n) << n << " " << k << " " << size;
+      covered += size;
+    }
+    EXPECT_EQ(covered, total);
   }
-  EXPECT_EQ(owned, (std::vector<std::int64_t>{1, 3, 8}));
-  EXPECT_EQ(s.slice_of(two, 5), 1);  // a = 1, b = 2
   for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/0", "1/3x", "-1/3", ""}) {
     EXPECT_THROW(parse_shard(bad), ConfigError) << bad;
   }
@@ -1287,10 +1298,14 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
     EXPECT_EQ(o.output.rfind("slice " + std::to_string(k) + "/4 of a grid of 18 points: ", 0), 0U)
         << o.output;
     const SweepTable t = table_from_csv(read_file(slice), slice.string());
-    // Its points: their three value positions (3 x 3 x 2 grid) summed, modulo 4.
-    for (const SweepRow& r : t.rows) {
-      EXPECT_EQ((r.index / 6 + r.index / 2 % 3 + r.index % 2) % 4, k - 1) << r.index;
-    }
+    // Its points, as Shard deals them.
+    std::vector<std::int64_t> indices;
+    for (const SweepRow& r : t.rows) indices.push_back(r.index);
+    EXPECT_EQ(
+        indices,
+        (Shard{k, 4}.indices({parse_grid_option("training.micro_batch=1,2,4"),
+                              parse_grid_option("fsdp.backward_prefetch=BACKWARD_PRE,none,BAD"),
+                              parse_grid_option("fsdp.limit_all_gathers=true,false")})));
     slices += " " + slice.string();
   }
   const Outcome merged = run_fsdpsim("merge" + slices + " --out " + (dir / "merged.csv").string());
@@ -1331,7 +1346,7 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   const Outcome missing = run_fsdpsim("merge" + three + " --out " + (dir / "x.csv").string());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("is a slice missing?"), std::string::npos) << missing.output;
-  // --allow-gaps merges them, and says the table is part of its grid (18 points, 5 missing);
+  // --allow-gaps merges them, and says the table is part of its grid (18 points, 4 missing);
   // BAD, refused at every point the slices hold, is named on those points.
   const fs::path gaps_md = dir / "gaps.md";
   const Outcome gaps = run_fsdpsim("merge" + three + " --allow-gaps --out " +
@@ -1339,11 +1354,11 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   EXPECT_EQ(gaps.exit_code, 2) << gaps.output;
   EXPECT_NE(gaps.output.find("error: fsdp.backward_prefetch=BAD: none of its "), std::string::npos)
       << gaps.output;
-  EXPECT_NE(gaps.output.find("merge: 13 of the grid's 18 points; 5 are in none of the slices "
+  EXPECT_NE(gaps.output.find("merge: 14 of the grid's 18 points; 4 are in none of the slices "
                              "(--allow-gaps)"),
             std::string::npos)
       << gaps.output;
-  EXPECT_NE(read_file(gaps_md).find("# fsdpsim sweep (merged slices, 13 of the grid's 18 points)"),
+  EXPECT_NE(read_file(gaps_md).find("# fsdpsim sweep (merged slices, 14 of the grid's 18 points)"),
             std::string::npos);
   EXPECT_EQ(merged.output.find("merge: "), std::string::npos) << merged.output;
   ASSERT_EQ(run_fsdpsim("sweep " + s.string() + " --grid training.micro_batch=1,2 --out " +
@@ -1360,14 +1375,13 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
 
   // A slice cut short (an interrupted run keeps the rows finished so far) that lost the last
   // point: no gap below the last index merged, but the grid has 18 points.
-  std::string slice2 = read_file(dir / "slice2.csv");
-  ASSERT_EQ(slice2.substr(slice2.rfind('\n', slice2.size() - 2) + 1, 3), "17,");
-  slice2.erase(slice2.rfind('\n', slice2.size() - 2) + 1);
-  std::ofstream(dir / "slice2_cut.csv") << slice2;
-  const Outcome cut =
-      run_fsdpsim("merge " + one + " " + (dir / "slice2_cut.csv").string() + " " +
-                  (dir / "slice3.csv").string() + " " + (dir / "slice4.csv").string() + " --out " +
-                  (dir / "x.csv").string());
+  std::string slice4 = read_file(dir / "slice4.csv");
+  ASSERT_EQ(slice4.substr(slice4.rfind('\n', slice4.size() - 2) + 1, 3), "17,");
+  slice4.erase(slice4.rfind('\n', slice4.size() - 2) + 1);
+  std::ofstream(dir / "slice4_cut.csv") << slice4;
+  const Outcome cut = run_fsdpsim(
+      "merge " + one + " " + (dir / "slice2.csv").string() + " " + (dir / "slice3.csv").string() +
+      " " + (dir / "slice4_cut.csv").string() + " --out " + (dir / "x.csv").string());
   EXPECT_EQ(cut.exit_code, 2);
   EXPECT_NE(cut.output.find("1 of the sweep's 18 points are in none of the files (17)"),
             std::string::npos)
