@@ -189,7 +189,7 @@ Float8Transients append_float8_kernels(std::vector<NamedKernel>& out, const Name
       // transposed; a weight all-gathered in float8 has no cast to fold the transpose into, so
       // it is copied, compiled or not (preprocess_addmm).
       const bool copy_weight = eager || !cast_weight;
-      if (copy_weight) append_layout_copy(out, k.name, "weight", w, hp);
+      if (copy_weight) append_layout_copy(out, k.linear_module, "weight", w, hp);
       out.push_back(fp8_gemm(k, dy, w, x));
       t.operands = 2 * dy + cast_w + (copy_weight ? w : 0);
       return t;
@@ -198,8 +198,8 @@ Float8Transients append_float8_kernels(std::vector<NamedKernel>& out, const Name
       cast(k.linear_module, "input_bwd", x, 1, e);
       // dY^T is column-major where the GEMM reads it as A, X row-major where it reads it as B.
       if (eager) {
-        append_layout_copy(out, k.name, "grad_output_t", dy, hp);
-        append_layout_copy(out, k.name, "input", x, hp);
+        append_layout_copy(out, k.linear_module, "grad_output_t", dy, hp);
+        append_layout_copy(out, k.linear_module, "input", x, hp);
       }
       out.push_back(fp8_gemm(k, dy, x, w));
       t.operands = (eager ? 2 : 1) * (dy + x);  // the transposed dY copy and X^T

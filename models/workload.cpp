@@ -41,7 +41,7 @@ Workload rewritten(Workload workload, const WorkloadOptions& options) {
           options.float8_all_gather ? Float8Weight::kAllGatheredInFloat8
                                     : Float8Weight::kCastAtEachUse,
           autocast_weights ? options.weight_dtype : std::nullopt,
-          compiled(options, layer) || options.float8_library == Float8Library::kTransformerEngine
+          compiled(options, layer) || options.float8_linear == Float8LinearImpl::kTransformerEngine
               ? Float8Casts::kFused
               : Float8Casts::kEager);
     }

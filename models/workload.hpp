@@ -178,7 +178,7 @@ struct WorkloadOptions {
   // (models/float8_linear.hpp). The GPU must have an fp8 rate; the app checks.
   bool float8_linears = false;
   // With float8_linears: whose they are (torchao's casts run fused only in a compiled block).
-  Float8Library float8_library = Float8Library::kTorchao;
+  Float8LinearImpl float8_linear = Float8LinearImpl::kTorchao;
   // With float8_linears: FSDP2 all-gathers their weights in float8, so the layers do not cast
   // them (models/float8_linear.hpp, Float8Weight::kAllGatheredInFloat8).
   bool float8_all_gather = false;

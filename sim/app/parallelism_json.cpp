@@ -379,10 +379,10 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
       throw ConfigError(file, "/training/float8_linear",
                         "float8_linear needs matmul_dtype fp8 (it says whose float8 linears run)");
     }
-    t.float8_library = r.choice("float8_linear", {"torchao", "transformer_engine"}, "torchao") ==
-                               "transformer_engine"
-                           ? Float8Library::kTransformerEngine
-                           : Float8Library::kTorchao;
+    t.float8_linear = r.choice("float8_linear", {"torchao", "transformer_engine"}, "torchao") ==
+                              "transformer_engine"
+                          ? Float8LinearImpl::kTransformerEngine
+                          : Float8LinearImpl::kTorchao;
   }
   t.compiled = r.boolean("compiled", false);
   t.allow_tf32 = r.boolean("allow_tf32", false);

@@ -115,7 +115,8 @@ training:
                             [torchao Float8Linear / convert_to_float8_training]   default compute dtype
   float8_linear             torchao: its casts fused in compiled blocks, its Python op by op
                             without compile | transformer_engine: te.Linear's fused casts
-                            (llm-foundry's fp8)                                     default torchao
+                            (llm-foundry's fp8; otherwise simulated as torchao's, no
+                            float8_all_gather)                                      default torchao
   compiled                  each transformer block compiled: memory-bound chains fused, fewer
                             launches [torch.compile(block)]                         default false
   allow_tf32                fp32 GEMMs on TF32 tensor cores, MFU against the TF32 peak; no

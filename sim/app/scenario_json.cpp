@@ -410,6 +410,13 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                       "all-gathers the weights of float8 linears in float8; it needs "
                       "training.matmul_dtype fp8");
   }
+  if (s.fsdp.float8_all_gather &&
+      s.training.float8_linear == Float8LinearImpl::kTransformerEngine) {
+    throw ConfigError(f, "/fsdp/float8_all_gather",
+                      "expected false or absent with training.float8_linear transformer_engine: "
+                      "the float8 all-gather is torchao's FSDP2 extension "
+                      "(WeightWithDynamicFloat8CastTensor), which te.Linear's weights do not have");
+  }
   // FSDPParam.all_gather_inputs raises NotImplementedError for a tensor with
   // fsdp_pre_all_gather (the float8 weights) in SHARDED_POST_FORWARD: no k-rank resharding.
   if (s.fsdp.float8_all_gather) {

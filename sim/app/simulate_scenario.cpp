@@ -49,7 +49,7 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   options.rms_norm = scenario.training.rms_norm;
   options.logits_kept_by_loop = scenario.training.logits_kept_by_loop;
   options.float8_linears = scenario.training.float8_linears();
-  options.float8_library = scenario.training.float8_library;
+  options.float8_linear = scenario.training.float8_linear;
   options.float8_all_gather = scenario.fsdp.float8_all_gather;
   options.compiled = scenario.training.compiled;
   options.allow_tf32 = scenario.training.allow_tf32;

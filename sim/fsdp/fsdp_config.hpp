@@ -205,7 +205,7 @@ struct TrainingConfig {
   // any other value equals the compute dtype (the app checks). nullopt: the compute dtype.
   std::optional<Dtype> matmul_dtype;
   // Whose float8 linears, with matmul_dtype fp8.
-  Float8Library float8_library = Float8Library::kTorchao;
+  Float8LinearImpl float8_linear = Float8LinearImpl::kTorchao;
   // torch.compile of each transformer block (models/compile_fusion.hpp).
   bool compiled = false;
   // torch.backends.cuda.matmul.allow_tf32 (torch.set_float32_matmul_precision("high")): fp32

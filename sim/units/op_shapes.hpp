@@ -54,7 +54,7 @@ enum class RmsNormKernel : std::uint8_t {
 };
 
 // Whose float8 linears run (models/float8_linear.hpp).
-enum class Float8Library : std::uint8_t {
+enum class Float8LinearImpl : std::uint8_t {
   kTorchao,  // torchao Float8Linear: fused casts in a compiled block, torchao's Python op by op
              // without torch.compile
   kTransformerEngine,  // NVIDIA TransformerEngine's te.Linear (llm-foundry's fp8): its casts are

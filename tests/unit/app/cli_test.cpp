@@ -1079,6 +1079,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"float8_linear_without_fp8",
                  {{"training", {{"float8_linear", "transformer_engine"}}}},
                  "/training/float8_linear: float8_linear needs matmul_dtype fp8"},
+        BadInput{"transformer_engine_float8_all_gather",
+                 {{"fsdp",
+                   {{"version", 2}, {"limit_all_gathers", nullptr}, {"float8_all_gather", true}}},
+                  {"training", {{"matmul_dtype", "fp8"}, {"float8_linear", "transformer_engine"}}}},
+                 "/fsdp/float8_all_gather: expected false or absent with training.float8_linear "
+                 "transformer_engine"},
         BadInput{"bad_float8_linear",
                  {{"training", {{"matmul_dtype", "fp8"}, {"float8_linear", "te"}}}},
                  "/training/float8_linear: expected one of torchao, transformer_engine"},

@@ -104,7 +104,7 @@ TEST(Float8Linear, AWeightAllGatheredInFloat8IsNeverCast) {
   // written).
   const std::vector<std::string> backward = {"fc_amax_grad_output",
                                              "fc_cast_grad_output",
-                                             "fc_dgrad_contiguous_weight",
+                                             "fc_contiguous_weight",
                                              "fc_dgrad",
                                              "fc_amax_input_bwd",
                                              "fc_cast_input_bwd",
@@ -114,7 +114,7 @@ TEST(Float8Linear, AWeightAllGatheredInFloat8IsNeverCast) {
   // The GEMMs still read an fp8 W: 512 elements at one byte.
   EXPECT_EQ(bytes(layer.forward, "fc"), 512 + 512 + 2 * 1024);
   EXPECT_EQ(bytes(layer.backward, "fc_dgrad"), 1024 + 512 + 2 * 512);
-  EXPECT_EQ(bytes(layer.backward, "fc_dgrad_contiguous_weight"), 2 * 512);
+  EXPECT_EQ(bytes(layer.backward, "fc_contiguous_weight"), 2 * 512);
   // Transients: the fp8 X at the forward GEMM; dY in two layouts and the W copy at the dgrad
   // GEMM.
   EXPECT_EQ(layer.forward_transient_peak().value(), forward_peak.value() + 512);
@@ -160,9 +160,9 @@ TEST(Float8Linear, EagerCastsAreTorchaosOpsOneByOne) {
   for (const NamedKernel& k : layer.backward) abs_kernels += k.name.starts_with("fc_abs_") ? 1 : 0;
   EXPECT_EQ(abs_kernels, 4u);
   EXPECT_NO_THROW(find_kernel(layer.backward, "fc_abs_grad_output_t"));
-  EXPECT_EQ(bytes(layer.backward, "fc_dgrad_contiguous_weight"), 2 * 512);
-  EXPECT_EQ(bytes(layer.backward, "fc_wgrad_contiguous_grad_output_t"), 2 * 1024);
-  EXPECT_EQ(bytes(layer.backward, "fc_wgrad_contiguous_input"), 2 * 512);
+  EXPECT_EQ(bytes(layer.backward, "fc_contiguous_weight"), 2 * 512);
+  EXPECT_EQ(bytes(layer.backward, "fc_contiguous_grad_output_t"), 2 * 1024);
+  EXPECT_EQ(bytes(layer.backward, "fc_contiguous_input"), 2 * 512);
   EXPECT_EQ(bytes(layer.backward, "fc_dgrad"), 1024 + 512 + 2 * 512);  // the GEMMs as compiled
 }
 
@@ -201,14 +201,15 @@ TEST(Float8Linear, TheCastsAreEagerOnlyForTorchaoWithoutCompile) {
   WorkloadOptions options = testing::options(1, 8);
   options.float8_linears = true;
   const auto eager = [&](const WorkloadOptions& o) {
-    const Layer& block = build_workload(testing::tiny_gpt(), o).layers[1];
+    const Workload w = build_workload(testing::tiny_gpt(), o);
+    const Layer& block = w.layers[1];
     return std::any_of(block.forward.begin(), block.forward.end(),
                        [](const NamedKernel& k) { return k.name == "qkv_abs_input"; });
   };
   EXPECT_TRUE(eager(options));
-  options.float8_library = Float8Library::kTransformerEngine;
+  options.float8_linear = Float8LinearImpl::kTransformerEngine;
   EXPECT_FALSE(eager(options));
-  options.float8_library = Float8Library::kTorchao;
+  options.float8_linear = Float8LinearImpl::kTorchao;
   options.compiled = true;
   EXPECT_FALSE(eager(options));
 }
