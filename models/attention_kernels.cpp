@@ -153,6 +153,66 @@ void flash_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
   if (ctx.unpad_attention) temps.release(qkv);  // the unpadded dQ, dK, dV
 }
 
+// Softmax in fp32 over scores of the compute dtype (EagerSoftmax::kAdditiveMaskFp32), from the
+// masked scores, a temporary, to the probabilities P V reads. HF's softmax(x, dtype=float32) on a
+// bf16 x converts x first (ATen's softmax: input.toType(dtype), its fused half-to-float kernel
+// being fp16's only), as Meta's scores.float() does; softmax saves its fp32 output, and
+// .to(query dtype) makes the copy P V keeps (or, with dropout, dropout's input). In fp32 the two
+// conversions are no-ops, and P V keeps softmax's own output.
+void fp32_softmax_forward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
+  const std::int64_t elements = ctx.batch * dims.heads * ctx.seq * ctx.seq;
+  const std::int64_t scores = elements * ctx.element_bytes;
+  const std::int64_t probs32 = elements * kStatBytes;
+  const bool narrow = ctx.element_bytes < kStatBytes;
+  const bool converts_input = narrow && ctx.dtype != Dtype::kFp16;
+  TransientTracker& temps = draft.forward_temps();
+  std::int64_t input = scores;
+  if (converts_input) {
+    draft.forward(memory_bound_kernel("attn_scores_to_fp32", scores + probs32, ctx));
+    temps.allocate(probs32);
+    temps.release(scores);
+    input = probs32;
+  }
+  draft.forward(memory_bound_kernel("attn_softmax", input + probs32, ctx));
+  draft.save(probs32);  // softmax saves its (fp32) output
+  temps.release(input);
+  if (!narrow) {
+    if (dims.dropout) temps.allocate(scores);  // dropout reads softmax's own output
+    return;
+  }
+  draft.forward(memory_bound_kernel("attn_probs_to_dtype", probs32 + scores, ctx));
+  if (dims.dropout) {
+    temps.allocate(scores);  // dropout's input; its output is what P V keeps
+  } else {
+    draft.save(scores);  // the P V bmm keeps the cast probabilities
+  }
+}
+
+// Its backward, from dP in the compute dtype to the scores' gradient: .to()'s backward makes dP
+// fp32, softmax's reads it and the fp32 output and writes its input's dtype
+// (_softmax_backward_data's input_dtype), and the conversion's backward casts that back.
+void fp32_softmax_backward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
+  const std::int64_t elements = ctx.batch * dims.heads * ctx.seq * ctx.seq;
+  const std::int64_t scores = elements * ctx.element_bytes;
+  const std::int64_t probs32 = elements * kStatBytes;
+  const bool narrow = ctx.element_bytes < kStatBytes;
+  const bool converts_input = narrow && ctx.dtype != Dtype::kFp16;
+  TransientTracker& temps = draft.backward_temps();
+  const auto step = [&](const char* name, std::int64_t in, std::int64_t out, std::int64_t read) {
+    draft.backward(memory_bound_kernel(name, read + out, ctx));
+    temps.allocate(out);
+    temps.release(in);
+  };
+  std::int64_t grad = scores;
+  if (narrow) {
+    step("attn_probs_to_dtype_bwd", scores, probs32, scores);
+    grad = probs32;
+  }
+  const std::int64_t input = converts_input ? probs32 : scores;
+  step("attn_softmax_bwd", grad, input, grad + probs32);
+  if (converts_input) step("attn_scores_to_fp32_bwd", probs32, scores, probs32);
+}
+
 void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
   const std::int64_t bh = ctx.batch * dims.heads;
   const std::int64_t scores = bh * ctx.seq * ctx.seq * ctx.element_bytes;
@@ -178,16 +238,7 @@ void naive_forward(LayerDraft& draft, const AttentionDims& dims, const BuildCont
     draft.forward(memory_bound_kernel("attn_mask", 2 * scores + additive, ctx));
     temps.allocate(scores);
     temps.release(scores);
-    const std::int64_t probs32 = bh * ctx.seq * ctx.seq * kStatBytes;
-    draft.forward(memory_bound_kernel("attn_softmax", scores + probs32, ctx));
-    draft.save(probs32);  // softmax saves its (fp32) output
-    temps.release(scores);
-    draft.forward(memory_bound_kernel("attn_probs_to_dtype", probs32 + scores, ctx));
-    if (dims.dropout) {
-      temps.allocate(scores);  // dropout's input; its output is what PV keeps
-    } else {
-      draft.save(scores);  // the PV bmm keeps the cast probabilities
-    }
+    fp32_softmax_forward(draft, dims, ctx);
   } else {
     draft.forward(memory_bound_kernel("attn_mask", 2 * scores + mask, ctx));
     draft.save(mask);
@@ -239,16 +290,7 @@ void naive_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
   if (dims.dropout)
     score_step("attn_dropout_bwd", 2 * scores + bh * ctx.seq * ctx.seq * kMaskBytes);
   if (dims.eager_softmax == EagerSoftmax::kAdditiveMaskFp32) {
-    // The cast's backward makes dP fp32; softmax's reads it and the fp32 output and writes the
-    // gradient in its input's dtype (_softmax_backward_data's input_dtype). The additive mask's
-    // backward passes the gradient through: no kernel.
-    const std::int64_t probs32 = bh * ctx.seq * ctx.seq * kStatBytes;
-    draft.backward(memory_bound_kernel("attn_probs_to_dtype_bwd", scores + probs32, ctx));
-    temps.allocate(probs32);
-    temps.release(scores);
-    draft.backward(memory_bound_kernel("attn_softmax_bwd", 2 * probs32 + scores, ctx));
-    temps.allocate(scores);
-    temps.release(probs32);
+    fp32_softmax_backward(draft, dims, ctx);  // the additive mask's backward is no kernel
   } else {
     score_step("attn_softmax_bwd", 3 * scores);  // reads dP and the softmax output
     score_step("attn_mask_bwd", 2 * scores + mask);

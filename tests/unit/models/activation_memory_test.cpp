@@ -70,10 +70,10 @@ TEST(ActivationMemory, LlamaFlashBlockSavesNormsProjectionsAndSwigluInputs) {
   EXPECT_EQ(saved(c, 1), e * (6 * t * d + 2 * t * kv + 3 * t * f) + 2 * 4 * t + b * 32 * s * 4);
 }
 
-// Unfused Llama attention (HF LlamaAttention's eager path): softmax in fp32 saves its fp32
-// output and P V the bf16 cast (6*a*s^2*b bytes), the additive causal mask nothing. Against the
-// flash block: the head-major Q, K and V copies replace the kernel's inputs (K and V at all 32
-// heads either way), the fp32 log-sum-exp goes.
+// Unfused Llama attention (HF LlamaAttention's eager path): the bf16 scores converted to fp32,
+// softmax in fp32 saving its fp32 output, P V the bf16 cast (6*a*s^2*b bytes saved), the additive
+// causal mask nothing. Against the flash block: the head-major Q, K and V copies replace the
+// kernel's inputs (K and V at all 32 heads either way), the fp32 log-sum-exp goes.
 TEST(ActivationMemory, LlamaUnfusedAttentionSavesFp32AndCastProbabilities) {
   const TransformerSpec spec = testing::llama_3_1_8b();
   const std::int64_t b = 1, s = 1024, a = 32;
@@ -82,9 +82,14 @@ TEST(ActivationMemory, LlamaUnfusedAttentionSavesFp32AndCastProbabilities) {
   EXPECT_EQ(saved(naive, 1) - saved(flash, 1), 6 * a * s * s * b - b * a * s * 4);
   const std::vector<NamedKernel>& fwd = naive.layers[1].forward;
   const std::int64_t scores = b * a * s * s * 2;
-  EXPECT_EQ(testing::find_kernel(fwd, "attn_softmax").kernel.bytes.value(), scores + 2 * scores);
+  EXPECT_EQ(testing::find_kernel(fwd, "attn_scores_to_fp32").kernel.bytes.value(), 3 * scores);
+  EXPECT_EQ(testing::find_kernel(fwd, "attn_softmax").kernel.bytes.value(), 4 * scores);
   EXPECT_EQ(testing::find_kernel(fwd, "attn_probs_to_dtype").kernel.bytes.value(), 3 * scores);
-  EXPECT_THROW(testing::find_kernel(naive.layers[1].backward, "attn_mask_bwd"), std::out_of_range);
+  const std::vector<NamedKernel>& bwd = naive.layers[1].backward;
+  EXPECT_EQ(testing::find_kernel(bwd, "attn_probs_to_dtype_bwd").kernel.bytes.value(), 3 * scores);
+  EXPECT_EQ(testing::find_kernel(bwd, "attn_softmax_bwd").kernel.bytes.value(), 6 * scores);
+  EXPECT_EQ(testing::find_kernel(bwd, "attn_scores_to_fp32_bwd").kernel.bytes.value(), 3 * scores);
+  EXPECT_THROW(testing::find_kernel(bwd, "attn_mask_bwd"), std::out_of_range);
 }
 
 // Each tensor autograd keeps is listed on its own, in the order the forward saves it (the step
