@@ -107,7 +107,7 @@ int plan_command(const CalibrateOptions& o) {
     overrides = std::move(without);
     without_profile = e.what();
   }
-  check_sweep_block_keys(o.scenario, overrides, presets);  // as run does
+  check_sweep_block(o.scenario, overrides, presets);  // as run does
   // Record every query the cost models make; a scenario without a profile gets an empty one, so
   // everything is priced by the fallback models as in `fsdpsim run`.
   std::shared_ptr<const hardware::CalibratedCurves> curves =

@@ -45,7 +45,10 @@ fits), relative to the scenario file; the keys must stay within the relative tol
 Folders are searched recursively for *.json; files that are not scenarios (no schema_version, or
 none of model, hardware, training, fsdp beside it) are skipped, counted and named in the
 summary. Scenarios without "expect" are loaded and validated (a misspelled key is an error, as in
-run) but not simulated, and reported as skipped.
+run) but not simulated, and reported as skipped, unless they have a "sweep" block: a block is a
+check of its own, named sweep block: its keys, the files it names and, up to 2,000 points, every
+point loaded, as `fsdpsim sweep` would refuse them; for a larger grid it is named sweep block
+(keys only).
 A file named on the command line must be a scenario, and so must a file with an "expect" block.
 
 Exit codes: 0 every check passed, 1 internal error, 2 bad usage, a bad scenario / expect block
@@ -84,7 +87,7 @@ std::string nothing_checked(const std::vector<ScenarioCheck>& checks) {
   const bool any_scenario = std::any_of(checks.begin(), checks.end(), [](const ScenarioCheck& c) {
     return c.status == ScenarioCheckStatus::kNoExpect;
   });
-  return any_scenario ? "nothing was checked: no scenario has an expect block"
+  return any_scenario ? "nothing was checked: no scenario has an expect or a sweep block"
                       : "nothing was checked: no scenario was found";
 }
 
@@ -226,8 +229,11 @@ ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::s
     // A sweep block that passes is a check of its own (what `sweep` would refuse), so a folder of
     // sweep files is a suite CI can gate.
     const std::optional<SweepBlockCheck> block =
-        check_sweep_block_keys(file, overrides, presets, /*load_every_point=*/true);
-    if (block) check.results.push_back({"sweep block", true, sweep_block_check_text(*block)});
+        check_sweep_block(file, overrides, presets, /*load_every_point=*/true);
+    if (block) {
+      check.results.push_back({block->loaded ? "sweep block" : "sweep block (keys only)", true,
+                               sweep_block_check_text(*block)});
+    }
     if (!scenario.expectations) {
       check.status = block ? ScenarioCheckStatus::kChecked : ScenarioCheckStatus::kNoExpect;
       return check;

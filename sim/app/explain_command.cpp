@@ -62,7 +62,7 @@ int explain_command(const ExplainOptions& options) {
   PresetLocator presets{default_configs_dir(options.configs_dir)};
   presets.files_resolved = &inputs;
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
-  check_sweep_block_keys(options.scenario, options.overrides, presets);
+  check_sweep_block(options.scenario, options.overrides, presets);
   const std::vector<std::filesystem::path> input_files(inputs.begin(), inputs.end());
   check_outputs({options.json_path}, input_files);
   const fsdp::SimulationOutput output = simulate_scenario(scenario, /*record_memory=*/false);

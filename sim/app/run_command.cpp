@@ -397,7 +397,7 @@ int run_command(const RunOptions& options) {
   PresetLocator presets{default_configs_dir(options.configs_dir)};
   presets.files_resolved = &inputs;
   const Scenario scenario = load_scenario(options.scenario, options.overrides, presets);
-  check_sweep_block_keys(options.scenario, options.overrides, presets);
+  check_sweep_block(options.scenario, options.overrides, presets);
   const std::vector<std::filesystem::path> input_files(inputs.begin(), inputs.end());
   check_outputs({options.json_path, options.trace_path, options.memory_timeline_path,
                  options.allocations_path},

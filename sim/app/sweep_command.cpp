@@ -469,10 +469,10 @@ std::string format_duration(double seconds) {
 
 }  // namespace
 
-std::optional<SweepBlockCheck> check_sweep_block_keys(const std::filesystem::path& scenario,
-                                                      const std::vector<std::string>& overrides,
-                                                      const PresetLocator& presets,
-                                                      bool load_every_point) {
+std::optional<SweepBlockCheck> check_sweep_block(const std::filesystem::path& scenario,
+                                                 const std::vector<std::string>& overrides,
+                                                 const PresetLocator& presets,
+                                                 bool load_every_point) {
   // The block as the overrides leave it: --set 'sweep={...}' is checked as a block in the file.
   nlohmann::json document = read_json_file(scenario);
   if (!document.is_object()) return std::nullopt;  // the scenario's own loader says what is wrong

@@ -80,10 +80,10 @@ struct SweepBlockCheck {
   bool loaded = false;       // every point was loaded (load_every_point, a small enough grid)
   std::int64_t skipped = 0;  // of them, points that do not load: configurations sweep skips
 };
-std::optional<SweepBlockCheck> check_sweep_block_keys(const std::filesystem::path& scenario,
-                                                      const std::vector<std::string>& overrides,
-                                                      const PresetLocator& presets,
-                                                      bool load_every_point = false);
+std::optional<SweepBlockCheck> check_sweep_block(const std::filesystem::path& scenario,
+                                                 const std::vector<std::string>& overrides,
+                                                 const PresetLocator& presets,
+                                                 bool load_every_point = false);
 
 // What check says of the block it checked, as the detail of its passing "sweep block" result.
 std::string sweep_block_check_text(const SweepBlockCheck& block);

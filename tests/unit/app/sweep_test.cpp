@@ -1140,13 +1140,33 @@ TEST(SweepCommand, CheckRefusesABlockValueNoPointCanTake) {
   }
   const fs::path large =
       tiny_scenario_with_sweep("large_block", R"({"training.seq_len": [)" + seq_lens + "]}");
-  const Outcome unloaded = run_fsdpsim("check " + large.string());
+  const fs::path junit = temp_dir() / "large.xml";
+  const Outcome unloaded = run_fsdpsim("check " + large.string() + " --junit " + junit.string());
   EXPECT_NE(unloaded.output.find("PASS " + large.string() +
                                  " sweep block: its keys and the files it names are valid; its "
                                  "2001 points were not loaded one by one (check loads blocks of "
                                  "up to 2000)"),
             std::string::npos)
       << unloaded.output;
+  // The JUnit case says so by its name.
+  EXPECT_NE(read_file(junit).find("name=\"sweep block (keys only)\""), std::string::npos)
+      << read_file(junit);
+
+  // With an expect block too: the block's check first, then the expectations'.
+  const fs::path gated = tiny_scenario_with_sweep(
+      "gated_block", R"({"training.micro_batch": [1, 2]})", {{"expect", {{"status", "ok"}}}});
+  const fs::path gated_junit = temp_dir() / "gated.xml";
+  const Outcome both = run_fsdpsim("check " + gated.string() + " --junit " + gated_junit.string());
+  EXPECT_EQ(both.exit_code, 0) << both.output;
+  EXPECT_EQ(both.output.rfind("PASS " + gated.string() + " sweep block: all 2 points load\nPASS " +
+                                  gated.string() + " status = \"ok\"",
+                              0),
+            0U)
+      << both.output;
+  EXPECT_NE(both.output.find("check: 1 scenario, 2 checks: 2 passed, 0 failed"), std::string::npos)
+      << both.output;
+  EXPECT_NE(read_file(gated_junit).find("name=\"sweep block\""), std::string::npos)
+      << read_file(gated_junit);
 }
 
 // The sweep replaces the file's value of a swept key at every point, so nothing would ever read
