@@ -91,15 +91,19 @@ TEST(OptimizerStep, ForLoopAdamwHoldsTwoTemporariesOfOneShard) {
 // 10M parameters itemized as 4M + 6M, its shards (2M and 3M elements on world 2) each get the
 // eight kernels and their own two temporaries (8 and 12 MB fp32), where FSDP1's FlatParameter
 // is one 20 MB shard; so do the root's embedding (6M: 12 MB) and head (4M: 8 MB).
-TEST(OptimizerStep, ForLoopAdamwStepsEachFsdp2ParameterOnItsOwn) {
+const models::Workload& blocks0_itemized() {
   static const models::Workload workload = [] {
     models::Workload w = testing::tiny_workload();
     w.layers[1].parameter_numels = {4'000'000, 6'000'000};
     for (std::size_t l : {0U, 2U, 3U}) w.layers[l].parameter_numels = {w.layers[l].numel};
     return w;
   }();
+  return workload;
+}
+
+TEST(OptimizerStep, ForLoopAdamwStepsEachFsdp2ParameterOnItsOwn) {
   ScheduleInput in = testing::tiny_input();
-  in.workload = &workload;
+  in.workload = &blocks0_itemized();
   in.training.optimizer_impl = OptimizerImpl::kForLoop;
   in.fsdp.version = 2;
   in.fsdp.limit_all_gathers = false;
@@ -113,6 +117,23 @@ TEST(OptimizerStep, ForLoopAdamwStepsEachFsdp2ParameterOnItsOwn) {
             (std::vector<std::int64_t>{8'000'000, 12'000'000, 20'000'000, 12'000'000, 8'000'000}));
   // The step's time is the same bytes: 21 passes over 15M fp32 elements.
   EXPECT_DOUBLE_EQ(out.result.breakdown.optimizer.value(), 1260e-6);
+}
+
+// DDP's optimizer sees each layer's parameters whole: blocks.0's 4M and 6M fp32 parameters get
+// their own kernels and temporaries (16 and 24 MB), the other layers one tensor each.
+TEST(OptimizerStep, ForLoopAdamwStepsEachDdpParameterOnItsOwn) {
+  ScheduleInput in = testing::tiny_input();
+  in.workload = &blocks0_itemized();
+  in.training.optimizer_impl = OptimizerImpl::kForLoop;
+  in.training.parallelism = Parallelism::kDdp;
+  const SimulationOutput out = simulate_step(in, {});
+  const std::vector<std::string> ops = optimizer_ops(out);
+  ASSERT_EQ(ops.size(), 40u);
+  EXPECT_EQ(ops[8], "blocks.0.param0.adamw.weight_decay");
+  EXPECT_EQ(ops[16], "blocks.0.param1.adamw.weight_decay");
+  EXPECT_EQ(
+      tensor_sizes(out, ".adamw.denom"),
+      (std::vector<std::int64_t>{24'000'000, 16'000'000, 24'000'000, 40'000'000, 16'000'000}));
 }
 
 // multi_tensor_apply launches (foreach, fused) run at multi_tensor_memory_efficiency; the
