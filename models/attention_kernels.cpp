@@ -153,6 +153,22 @@ void flash_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
   if (ctx.unpad_attention) temps.release(qkv);  // the unpadded dQ, dK, dV
 }
 
+// The tensors of a softmax in fp32 over scores of the compute dtype: the scores' bytes, the fp32
+// probabilities', and which conversions run (none in fp32; fp16's is fused into the softmax).
+struct Fp32Softmax {
+  std::int64_t scores = 0;
+  std::int64_t probs32 = 0;
+  bool narrow = false;          // the compute dtype is narrower than fp32
+  bool converts_input = false;  // the scores are converted to fp32 before the softmax
+};
+
+Fp32Softmax fp32_softmax(const AttentionDims& dims, const BuildContext& ctx) {
+  const std::int64_t elements = ctx.batch * dims.heads * ctx.seq * ctx.seq;
+  const bool narrow = ctx.element_bytes < kStatBytes;
+  return {elements * ctx.element_bytes, elements * kStatBytes, narrow,
+          narrow && ctx.dtype != Dtype::kFp16};
+}
+
 // Softmax in fp32 over scores of the compute dtype (EagerSoftmax::kAdditiveMaskFp32), from the
 // masked scores, a temporary, to the probabilities P V reads. HF's softmax(x, dtype=float32) on a
 // bf16 x converts x first (ATen's softmax: input.toType(dtype), its fused half-to-float kernel
@@ -160,11 +176,7 @@ void flash_backward(LayerDraft& draft, const AttentionDims& dims, const BuildCon
 // .to(query dtype) makes the copy P V keeps (or, with dropout, dropout's input). In fp32 the two
 // conversions are no-ops, and P V keeps softmax's own output.
 void fp32_softmax_forward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
-  const std::int64_t elements = ctx.batch * dims.heads * ctx.seq * ctx.seq;
-  const std::int64_t scores = elements * ctx.element_bytes;
-  const std::int64_t probs32 = elements * kStatBytes;
-  const bool narrow = ctx.element_bytes < kStatBytes;
-  const bool converts_input = narrow && ctx.dtype != Dtype::kFp16;
+  const auto [scores, probs32, narrow, converts_input] = fp32_softmax(dims, ctx);
   TransientTracker& temps = draft.forward_temps();
   std::int64_t input = scores;
   if (converts_input) {
@@ -192,11 +204,7 @@ void fp32_softmax_forward(LayerDraft& draft, const AttentionDims& dims, const Bu
 // fp32, softmax's reads it and the fp32 output and writes its input's dtype
 // (_softmax_backward_data's input_dtype), and the conversion's backward casts that back.
 void fp32_softmax_backward(LayerDraft& draft, const AttentionDims& dims, const BuildContext& ctx) {
-  const std::int64_t elements = ctx.batch * dims.heads * ctx.seq * ctx.seq;
-  const std::int64_t scores = elements * ctx.element_bytes;
-  const std::int64_t probs32 = elements * kStatBytes;
-  const bool narrow = ctx.element_bytes < kStatBytes;
-  const bool converts_input = narrow && ctx.dtype != Dtype::kFp16;
+  const auto [scores, probs32, narrow, converts_input] = fp32_softmax(dims, ctx);
   TransientTracker& temps = draft.backward_temps();
   const auto step = [&](const char* name, std::int64_t in, std::int64_t out, std::int64_t read) {
     draft.backward(memory_bound_kernel(name, read + out, ctx));

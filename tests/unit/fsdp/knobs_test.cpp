@@ -202,6 +202,15 @@ TEST(Knobs, OneGpuRunsNoShardWhateverTheStrategy) {
   EXPECT_EQ(full.out.result.memory.peak_allocated, none.out.result.memory.peak_allocated);
 }
 
+// HYBRID_SHARD on 2 nodes x 2 GPUs, 400 GB/s per node: shard groups of 2 inside a node.
+void hybrid_shard_on_two_nodes(ScheduleInput& in) {
+  in.cluster.nodes = 2;
+  in.cluster.nic_bandwidth_per_node = gb_per_s(400.0);
+  in.training.global_batch = 4;
+  in.fsdp.sharding_strategy = ShardingStrategy::kHybridShard;
+  in.fsdp.shard_group_size = 2;
+}
+
 // HYBRID_SHARD on 2 nodes x 2 GPUs: shard groups inside a node (all-gathers as in the
 // baseline), replicas across nodes. The 20 MB shard is all-reduced over 2 ranks, one per node,
 // on the all-reduce stream, using its GPU's share of the NICs (400 GB/s / 2 GPUs = 200 GB/s):
@@ -212,13 +221,7 @@ TEST(Knobs, OneGpuRunsNoShardWhateverTheStrategy) {
 // AR 1000-1117, post-divide 1117-1157; RS(b0) 1260-1280, AR 1280-1397; RS(root) 1540-1560,
 // AR 1560-1677, post-divide 1677-1717; AdamW 420: 2137.
 TEST(Knobs, HybridShardAllReducesShardsAcrossReplicas) {
-  const Knobs k = run([](ScheduleInput& in) {
-    in.cluster.nodes = 2;
-    in.cluster.nic_bandwidth_per_node = gb_per_s(400.0);
-    in.training.global_batch = 4;
-    in.fsdp.sharding_strategy = ShardingStrategy::kHybridShard;
-    in.fsdp.shard_group_size = 2;
-  });
+  const Knobs k = run(hybrid_shard_on_two_nodes);
   EXPECT_EQ(k.span("blocks.1.reduce_scatter"), std::make_pair(us(980), us(1000)));
   EXPECT_EQ(k.span("blocks.1.all_reduce"), std::make_pair(us(1000), us(1117)));
   EXPECT_EQ(k.span("blocks.1.grad_postdivide"), std::make_pair(us(1117), us(1157)));
@@ -234,13 +237,7 @@ TEST(Knobs, HybridShardAllReducesShardsAcrossReplicas) {
 // not after the replica all-reduce and post-divide on the all-reduce stream (1157 us), which
 // hold only the shard.
 TEST(Knobs, HybridShardReleasesTheUnshardedGradientAfterTheReduceScatter) {
-  const Knobs k = run([](ScheduleInput& in) {
-    in.cluster.nodes = 2;
-    in.cluster.nic_bandwidth_per_node = gb_per_s(400.0);
-    in.training.global_batch = 4;
-    in.fsdp.sharding_strategy = ShardingStrategy::kHybridShard;
-    in.fsdp.shard_group_size = 2;
-  });
+  const Knobs k = run(hybrid_shard_on_two_nodes);
   const engine::Program& p = k.out.schedule.program;
   const std::vector<std::size_t> frees =
       k.cpu_steps(engine::CpuStepKind::kFree, "blocks.1.flat_grad");
