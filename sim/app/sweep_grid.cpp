@@ -443,7 +443,12 @@ void deal_points(const std::vector<GridAxis>& axes, std::int64_t n, Visit visit)
       }
     }
   };
-  std::vector<std::int64_t> first_rank(static_cast<std::size_t>(n) + 1, 0);
+  // The sums run from 0 to the sum of the axes' last positions: no more classes than that, however
+  // large n.
+  std::uint64_t largest_sum = 0;
+  for (const GridAxis& axis : axes) largest_sum += axis.values.size() - 1;
+  const std::uint64_t classes = std::min(un, largest_sum + 1);
+  std::vector<std::int64_t> first_rank(static_cast<std::size_t>(classes) + 1, 0);
   each_class([&](std::int64_t, std::size_t c) { ++first_rank[c + 1]; });
   for (std::size_t c = 1; c < first_rank.size(); ++c) first_rank[c] += first_rank[c - 1];
   each_class([&](std::int64_t index, std::size_t c) { visit(index, first_rank[c]++ % n + 1); });

@@ -329,6 +329,11 @@ TEST(SweepGrid, ShardsAreKOfN) {
   EXPECT_EQ(s.indices(two), (std::vector<std::int64_t>{3, 4, 5}));
   EXPECT_EQ(s.slice_of(two, 5), 2);
   EXPECT_EQ(s.slice_of(two, 7), 3);
+  // Far more slices than points (the sums are their own classes): the first nine get one point
+  // each, in (sum, index) order 0, 1, 3, 2, ..., the rest none.
+  EXPECT_EQ((Shard{1, 1'000'000'000'000}.indices(two)), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ((Shard{2, 1'000'000'000'000}.indices(two)), (std::vector<std::int64_t>{1}));
+  EXPECT_TRUE((Shard{10, 1'000'000'000'000}.indices(two)).empty());
   // Every slice gets the grid's size / N points, rounded down or up, whatever the grid: here 2 x 2
   // points on 4 slices (sums of positions only 0 to 2) and 3 x 3 x 2 on 4, 5 and 16 slices.
   const std::vector<GridAxis> square = {parse_grid_option("hardware.nodes=1,2"),
