@@ -68,6 +68,7 @@ nlohmann::json explanation_json(const Explanation& e) {
         {"recompute_s", b.recompute.value()},
         {"optimizer_s", b.optimizer.value()},
         {"exposed_communication_s", b.exposed_communication.value()},
+        {"host_work_s", b.host_work.value()},
         {"idle_s", b.idle.value()},
         {"communication_busy_s", b.communication_busy.value()}}},
       {"critical_path",

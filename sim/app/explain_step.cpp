@@ -51,7 +51,7 @@ Explanation explain_step(const Scenario& scenario, const fsdp::SimulationOutput&
   in.step_time = output.result.step_time;
   in.compute = b.compute_busy();
   in.exposed_communication = b.exposed_communication;
-  in.idle = b.idle;
+  in.idle = b.host_work + b.idle;  // the GPU idles while the CPU works too
   in.critical_cpu_launch = e.critical_path.cpu_launch;
   in.critical_cpu_host = e.critical_path.cpu_host;
   in.communicates = b.communication_busy.value() > 0.0;

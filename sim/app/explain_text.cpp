@@ -154,9 +154,12 @@ std::string explanation_text(const Explanation& e, std::size_t top) {
         "allocator retries depends on fragmentation, so this step time is less certain\n",
         cuda_malloc_retries(r.reserved.alloc_retries), format_time(e.critical_path.cpu_allocator));
   }
-  out += fmt::format("wall time       compute stream {}, exposed communication {}, idle {}\n\n",
+  const std::string host_work = b.host_work.value() > 0.0
+                                    ? fmt::format(", host work {}", share(b.host_work, r.step_time))
+                                    : std::string();
+  out += fmt::format("wall time       compute stream {}, exposed communication {}{}, idle {}\n\n",
                      share(compute, r.step_time), share(b.exposed_communication, r.step_time),
-                     share(b.idle, r.step_time));
+                     host_work, share(b.idle, r.step_time));
   critical_path_section(e, top, out);
   out += "\n";
   communication_section(e, top, out);

@@ -47,6 +47,7 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
       {"recompute_s", round6(b.recompute.value())},
       {"optimizer_s", round6(b.optimizer.value())},
       {"exposed_communication_s", round6(b.exposed_communication.value())},
+      {"host_work_s", round6(b.host_work.value())},
       {"idle_s", round6(b.idle.value())},
       {"communication_busy_s", round6(b.communication_busy.value())},
   };
@@ -71,6 +72,7 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
           {"host_speed", k.host_speed},
           {"compute_busy_s", round6(kb.compute_busy().value())},
           {"exposed_communication_s", round6(kb.exposed_communication.value())},
+          {"host_work_s", round6(kb.host_work.value())},
           {"idle_s", round6(kb.idle.value())},
           {"waits_for_others_s", round6(k.waits_for_others.value())},
           {"peak_mem_allocated_gib", round6(to_gib(k.peak_allocated))},

@@ -203,13 +203,17 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
                    100.0 * r.mfu, 100.0 * r.hfu, dtype_name(t.gemm_peak_dtype(s.fsdp.param_dtype)),
                    c.gpu.peak(t.gemm_peak_dtype(s.fsdp.param_dtype)).value() / 1e12));
   line("");
-  line("where the time goes (wall time: compute stream busy, else collective only, else idle)");
+  line(
+      "where the time goes (wall time: compute stream busy, else collective only, else host work, "
+      "else idle)");
   line(fmt::format("  forward            {}", share(b.forward, r.step_time)));
   line(fmt::format("  backward           {}", share(b.backward, r.step_time)));
   if (b.recompute.value() > 0.0)
     line(fmt::format("  recompute          {}", share(b.recompute, r.step_time)));
   line(fmt::format("  optimizer          {}", share(b.optimizer, r.step_time)));
   line(fmt::format("  exposed comm       {}", share(b.exposed_communication, r.step_time)));
+  if (b.host_work.value() > 0.0)
+    line(fmt::format("  host work          {}", share(b.host_work, r.step_time)));
   line(fmt::format("  idle               {}", share(b.idle, r.step_time)));
   // The share of the collectives' busy time that compute hid: exposed comm is the rest.
   const double busy = b.communication_busy.value();
@@ -223,16 +227,17 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
         "ranks (hardware.stragglers, node_speed_spread or the calibration's slowest ranks; ranks "
         "that behave alike are simulated once)");
     line(fmt::format(
-        "  first rank  ranks  compute  host   compute busy  exposed comm      idle  waits for "
-        "others  peak {}",
+        "  first rank  ranks  compute  host   compute busy  exposed comm  host work      idle  "
+        "waits for others  peak {}",
         r.models_reserved ? "reserved" : "allocated"));
     for (const fsdp::RankClassResult& k : r.rank_classes) {
       const fsdp::StepBreakdown& kb = k.breakdown;
       line(fmt::format(
-          "  {:10d}  {:5d}  {:7.2f}  {:4.2f}  {:10.3f} s  {:10.3f} s  {:6.3f} s  {:14.3f} s  "
-          "{:9.2f} GiB{}",
+          "  {:10d}  {:5d}  {:7.2f}  {:4.2f}  {:10.3f} s  {:10.3f} s  {:7.3f} s  {:6.3f} s  "
+          "{:14.3f} s  {:9.2f} GiB{}",
           k.first_rank, k.ranks, k.compute_speed, k.host_speed, kb.compute_busy().value(),
-          kb.exposed_communication.value(), kb.idle.value(), k.waits_for_others.value(),
+          kb.exposed_communication.value(), kb.host_work.value(), kb.idle.value(),
+          k.waits_for_others.value(),
           to_gib(r.models_reserved ? k.peak_reserved : k.peak_allocated),
           k.out_of_memory ? "  OOM" : ""));
     }

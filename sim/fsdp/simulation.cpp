@@ -20,11 +20,14 @@ struct Interval {
   SimTime end;
 };
 
-// One op's start (+1) or end (-1) for the sweep below.
+// What an edge starts or ends: a compute-stream kernel, a collective or the CPU's host work.
+enum class Track : std::uint8_t { kCompute, kCommunication, kHostWork };
+
+// One op's or host work's start (+1) or end (-1) for the sweep below.
 struct Edge {
   SimTime time;
   int delta;
-  bool compute;
+  Track track;
   Phase phase;
 };
 
@@ -32,20 +35,25 @@ bool edge_before(const Edge& a, const Edge& b) {
   return a.time != b.time ? a.time < b.time : a.delta < b.delta;
 }
 
-// The start and end edges of the step's compute and communication ops, in time order (ends
-// before starts at one instant). A stream runs its ops one after another in issue order
-// (executor.hpp), so each stream's edges come sorted already: merging the per-stream runs costs
-// O(edges x log streams) where sorting all edges cost O(edges x log edges), 2.7 % of a
-// `validate` run's CPU samples (reports/performance.md).
+// The start and end edges of the step's compute and communication ops and of the CPU's host
+// work, in time order (ends before starts at one instant). A stream runs its ops one after
+// another in issue order (executor.hpp), and the CPU its steps, so each stream's edges and the
+// CPU's come sorted already: merging the runs costs O(edges x log streams) where sorting all
+// edges cost O(edges x log edges), 2.7 % of a `validate` run's CPU samples
+// (reports/performance.md). Host work outside the step is kept: the sweep clamps it away.
 std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Timeline& timeline,
                                engine::OpId first_op) {
   engine::StreamId streams = 0;
   for (std::size_t i = first_op; i < program.ops.size(); ++i)
     streams = std::max(streams, static_cast<engine::StreamId>(program.ops[i].stream + 1));
-  std::vector<std::size_t> run_size(streams, 0);
+  // One run per stream, then the CPU's.
+  const std::size_t runs = std::size_t{streams} + 1;
+  std::vector<std::size_t> run_size(runs, 0);
   for (std::size_t i = first_op; i < program.ops.size(); ++i) run_size[program.ops[i].stream] += 2;
-  std::vector<std::size_t> run_begin(streams + 1, 0);
-  for (std::size_t s = 0; s < streams; ++s) run_begin[s + 1] = run_begin[s] + run_size[s];
+  for (const engine::CpuStep& step : program.cpu)
+    if (step.kind == engine::CpuStepKind::kWork) run_size[streams] += 2;
+  std::vector<std::size_t> run_begin(runs + 1, 0);
+  for (std::size_t s = 0; s < runs; ++s) run_begin[s + 1] = run_begin[s] + run_size[s];
   std::vector<std::size_t> run_end(run_begin.begin(), run_begin.end() - 1);
 
   std::vector<Edge> edges(run_begin.back());
@@ -58,14 +66,22 @@ std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Tim
     const bool comm = op.kind == engine::OpKind::kCommunication;
     const bool compute = op.stream == kComputeStream && !comm;
     if (!compute && !comm) continue;
+    const Track track = compute ? Track::kCompute : Track::kCommunication;
     std::size_t& end = run_end[op.stream];
-    edges[end++] = {t.start, +1, compute, static_cast<Phase>(op.phase)};
-    edges[end++] = {t.end, -1, compute, static_cast<Phase>(op.phase)};
+    edges[end++] = {t.start, +1, track, static_cast<Phase>(op.phase)};
+    edges[end++] = {t.end, -1, track, static_cast<Phase>(op.phase)};
+  }
+  for (std::size_t i = 0; i < program.cpu.size(); ++i) {
+    const engine::CpuStepTiming& t = timeline.cpu[i];
+    if (program.cpu[i].kind != engine::CpuStepKind::kWork || t.end == t.start) continue;
+    std::size_t& end = run_end[streams];
+    edges[end++] = {t.start, +1, Track::kHostWork, Phase::kOptimizer};
+    edges[end++] = {t.end, -1, Track::kHostWork, Phase::kOptimizer};
   }
   // Close the gaps the skipped ops left, then merge neighbouring runs until one is left.
   std::vector<std::size_t> bounds{0};
   std::size_t kept = 0;
-  for (std::size_t s = 0; s < streams; ++s) {
+  for (std::size_t s = 0; s < runs; ++s) {
     kept = static_cast<std::size_t>(
         std::move(edges.begin() + static_cast<std::ptrdiff_t>(run_begin[s]),
                   edges.begin() + static_cast<std::ptrdiff_t>(run_end[s]),
@@ -93,14 +109,15 @@ std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Tim
   return edges;
 }
 
-// Sweeps the op intervals once: for each elementary segment, is compute running (and of which
-// phase), is a collective running? Sums the wall time into the breakdown.
+// Sweeps the intervals once: for each elementary segment, is compute running (and of which
+// phase), else a collective, else host work? Sums the wall time into the breakdown.
 StepBreakdown breakdown_of(const engine::Program& program, const engine::Timeline& timeline,
                            engine::OpId first_op, SimTime step_start, SimTime step_end) {
   const std::vector<Edge> edges = sorted_edges(program, timeline, first_op);
   StepBreakdown b;
   int compute_running = 0;
   int comm_running = 0;
+  int host_work_running = 0;
   Phase compute_phase = Phase::kForward;
   SimTime last = step_start;
   for (const Edge& e : edges) {
@@ -125,16 +142,24 @@ StepBreakdown breakdown_of(const engine::Program& program, const engine::Timelin
       }
     } else if (comm_running > 0) {
       b.exposed_communication += span;
+    } else if (host_work_running > 0) {
+      b.host_work += span;
     } else {
       b.idle += span;
     }
     if (comm_running > 0) b.communication_busy += span;
     last = time;
-    if (e.compute) {
-      compute_running += e.delta;
-      if (e.delta > 0) compute_phase = e.phase;
-    } else {
-      comm_running += e.delta;
+    switch (e.track) {
+      case Track::kCompute:
+        compute_running += e.delta;
+        if (e.delta > 0) compute_phase = e.phase;
+        break;
+      case Track::kCommunication:
+        comm_running += e.delta;
+        break;
+      case Track::kHostWork:
+        host_work_running += e.delta;
+        break;
     }
   }
   b.idle += to_seconds(step_end - last);

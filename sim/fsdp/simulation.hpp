@@ -14,14 +14,17 @@
 
 namespace fsdpsim::fsdp {
 
-// Wall time of the step split by what the compute stream and the network were doing.
+// Wall time of the step split by what the compute stream, the network and the CPU were doing.
 struct StepBreakdown {
   Seconds forward{0.0};    // compute-stream busy with forward kernels (incl. casts, copies)
   Seconds backward{0.0};   // compute-stream busy with backward kernels
   Seconds recompute{0.0};  // compute-stream busy re-running checkpointed forwards
   Seconds optimizer{0.0};  // compute-stream busy with the optimizer step
   Seconds exposed_communication{0.0};  // a collective runs and the compute stream is idle
-  Seconds idle{0.0};                // neither compute nor communication (CPU-bound, waits, latency)
+  // Neither compute nor communication while the CPU runs host work (engine CpuStepKind::kWork:
+  // the offloaded optimizer step, clipping on the host, Python hooks' work).
+  Seconds host_work{0.0};
+  Seconds idle{0.0};                // none of the above (kernel launches, waits, latency)
   Seconds communication_busy{0.0};  // total time with a collective running
 
   // Wall time with a compute-stream kernel running, whatever its phase.

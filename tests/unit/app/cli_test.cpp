@@ -1294,7 +1294,8 @@ TEST(Cli, StragglersAddARankTableAndRankClassesToTheResult) {
   // The slow node's collectives start last, so they wait for nobody; the others wait for it.
   EXPECT_EQ(r["rank_classes"][1]["waits_for_others_s"].get<double>(), 0.0);
   EXPECT_GT(r["rank_classes"][0]["waits_for_others_s"].get<double>(), 0.0);
-  EXPECT_NE(text.output.find("idle  waits for others  peak reserved"), std::string::npos)
+  EXPECT_NE(text.output.find("host work      idle  waits for others  peak reserved"),
+            std::string::npos)
       << text.output;
   // Without the allocator model each class's reserved memory is its lower bound, peak active,
   // as the step's is: never below what it allocated.

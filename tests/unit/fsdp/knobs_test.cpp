@@ -265,8 +265,8 @@ TEST(Knobs, ForwardPrefetchIssuesTheNextAllGatherBeforeTheForward) {
 // unsharded: nothing to copy or gather, but it pops the limiter's queue, and the CPU waits for
 // b0's free event (the end of b0's forward, 240); the backward prefetch of b1 then copies its
 // shard (240-260) and gathers it (260-280); backward as in the baseline shifted by 20 us; the
-// last D2H ends at 1600, then 1050 us of CPU optimizer: 2650. No parameter or optimizer state on
-// the GPU before the step.
+// last D2H ends at 1600, then 1050 us of CPU optimizer: 2650, the GPU idle while the host works
+// (the breakdown's host work). No parameter or optimizer state on the GPU before the step.
 TEST(Knobs, CpuOffloadCopiesOverPcieAndStepsOnTheCpu) {
   const Knobs k = run([](ScheduleInput& in) {
     in.fsdp.cpu_offload = true;
@@ -279,11 +279,13 @@ TEST(Knobs, CpuOffloadCopiesOverPcieAndStepsOnTheCpu) {
   EXPECT_EQ(k.spans("blocks.1.all_gather").back(), std::make_pair(us(260), us(280)));
   EXPECT_EQ(k.span("root.d2h_grad"), std::make_pair(us(1580), us(1600)));
   EXPECT_EQ(k.step(), us(2650));
+  EXPECT_DOUBLE_EQ(k.out.result.breakdown.host_work.value(), 1050e-6);
   for (Bytes b : k.out.schedule.baseline) EXPECT_EQ(b.value(), 0);
 }
 
 // After a warm-up step the measured step starts where the warm-up ends, its CPU optimizer
-// included: the same 2650 us, one host AdamW in it (the warm-up's was counted too, 3700 us).
+// included: the same 2650 us, one host AdamW in it (the warm-up's was counted too, 3700 us), and
+// only that one in the breakdown's host work.
 TEST(Knobs, AWarmUpStepsCpuOptimizerIsNotInTheMeasuredStep) {
   static const models::Workload workload = testing::tiny_workload();
   SimulationOptions warm;
@@ -299,6 +301,7 @@ TEST(Knobs, AWarmUpStepsCpuOptimizerIsNotInTheMeasuredStep) {
   EXPECT_EQ(k.step(), us(2 * 2650));  // the whole timeline: two steps
   EXPECT_EQ(k.out.measured_start, us(2650));
   EXPECT_DOUBLE_EQ(k.out.result.step_time.value(), 2650e-6);
+  EXPECT_DOUBLE_EQ(k.out.result.breakdown.host_work.value(), 1050e-6);
 }
 
 // Full activation checkpointing re-runs each block's forward (100 us) before its backward:
