@@ -26,13 +26,14 @@ namespace {
 
 constexpr const char* kRunFooter = R"(
 Scenario keys (JSON sections; any of them can be overridden with --set SECTION.KEY=VALUE).
-Defaults are PyTorch's; the PyTorch name of each knob is in brackets. A key the rest of the
-scenario makes do nothing (checkpoint_every_n_blocks without selective, checkpoint_early_stop
-without full or selective, blocks_per_unit without every_n_blocks, max_inflight_all_gathers
-without the limiter, allocator keys with enabled false, garbage_collection_threshold without
-memory_fraction, attention and linear knobs on a custom model, optimizer_impl with CPU offload,
-buffer_dtype and broadcast_buffers on a model without buffers) is refused rather than ignored;
-so is a --set that a later override would wipe out.
+Defaults are PyTorch's, except param_dtype (bf16, where PyTorch without a mixed-precision policy
+trains in fp32); the PyTorch name of each knob is in brackets. A key the rest of the scenario
+makes do nothing (checkpoint_every_n_blocks without selective,
+checkpoint_early_stop without full, selective or selective_op, blocks_per_unit without
+every_n_blocks, max_inflight_all_gathers without the limiter, allocator keys with enabled false,
+garbage_collection_threshold without memory_fraction, attention and linear knobs on a custom
+model, buffer_dtype and broadcast_buffers on a model without buffers) is refused rather than
+ignored; so is a --set that a later override would wipe out.
 allow_tf32 is the exception: a backend switch, as in PyTorch, that only fp32 GEMMs read (a sweep
 over param_dtype keeps it on every point).
   parallelism               fsdp | ddp (DistributedDataParallel baseline) |
@@ -85,9 +86,11 @@ training:
                             and AdamW states (FSDP only) [model.to(dtype) before
                             wrapping; FSDPParam.orig_dtype, FSDP1's FlatParameter]  default fp32
   optimizer                 adamw [torch.optim.AdamW] | sgd [torch.optim.SGD]       default adamw
-  optimizer_impl            foreach | fused | for_loop: the GPU optimizer's loop    default foreach
+  optimizer_impl            foreach | fused | for_loop: the optimizer's loop       default foreach
                             [foreach=None (the CUDA default) | fused=True | foreach=False];
-                            SGD's fused and foreach kernels make the same single pass
+                            SGD's fused and foreach kernels make the same single pass;
+                            with cpu_offload the host steps: fused is torch's CPU fused
+                            AdamW (PyTorch >= 2.4), the others per-tensor kernels
   flash_attention           fused attention kernel [scaled_dot_product_attention]   default true
   flash_kernel              flash2 [flash-attn 2, SDPA flash] | flash1 [flash-attn 1.x] |
                             triton [flash_attn_triton; llm-foundry attn_impl triton] |

@@ -215,15 +215,18 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                     s.training.global_batch, s.training.micro_batch, world));
   }
   // FlatParamHandle.prepare_gradient_for_backward (torch/distributed/fsdp/_flat_param.py):
-  // "Gradient accumulation outside no_sync() does not work with CPU offloading"; the next
-  // backward asserts that the sharded gradient, by then on the host, is on the GPU.
+  // "Gradient accumulation outside `no_sync()` does not work with CPU offloading": the sharded
+  // gradient already on the host is never saved for the post-backward's sum, so each
+  // micro-batch's copy to the host replaces the last one's (test_fsdp_grad_acc.py tests offload
+  // inside no_sync() only).
   if (s.training.parallelism == fsdp::Parallelism::kFsdp && s.fsdp.version == 1 &&
       s.fsdp.cpu_offload && s.training.global_batch > per_step && !s.training.no_sync) {
     throw ConfigError(
         f, "/fsdp/cpu_offload",
         fmt::format("FSDP1 with CPU offload cannot accumulate gradients across micro-batches "
-                    "outside no_sync (PyTorch's prepare_gradient_for_backward fails on the "
-                    "offloaded gradient); global_batch {} is {} micro-batches of {} x {} GPUs: "
+                    "outside no_sync (PyTorch does not support it: the gradient already on the "
+                    "host is not summed with the next); global_batch {} is {} micro-batches of "
+                    "{} x {} GPUs: "
                     "set training.no_sync or one micro-batch per step",
                     s.training.global_batch, s.training.global_batch / per_step,
                     s.training.micro_batch, world));
@@ -333,11 +336,6 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                         "this custom model has fsdp_unit false and stays in the root unit, so it "
                         "would do nothing");
     }
-  }
-  if (s.fsdp.cpu_offload && training->contains("optimizer_impl")) {
-    throw ConfigError(f, "/training/optimizer_impl",
-                      "picks the GPU optimizer's implementation; with CPU offload the optimizer "
-                      "steps on the host (torch's single-tensor AdamW there)");
   }
   if (s.training.unpad_attention &&
       (s.training.compiled || s.model.family == models::ModelFamily::kT5)) {

@@ -569,6 +569,7 @@ class Fsdp2Step final : private UnitHooks {
       // the CPU waits for before the optimizer; blocking when there is one to add to on the
       // host, so the CPU waits for the copy, then adds (read both, write one).
       s_.host_transfer(unit.name + ".d2h_grad", post_reduce, shard_bytes, Phase::kBackward, g(u));
+      if (!accumulate) grad_offload_event_ = s_.program().record_event(post_reduce);
       if (accumulate) {
         s_.program().cpu_synchronize(s_.program().record_event(post_reduce),
                                      unit.name + ".d2h_grad (blocking)");
@@ -656,9 +657,15 @@ class Fsdp2Step final : private UnitHooks {
       s_.free(previous_reduce_scatter_->tensor);
       previous_reduce_scatter_.reset();
     }
-    // FSDPParamGroup.finalize_backward: each group's all-reduce state is dropped.
+    // FSDPParamGroup.finalize_backward: each group's all-reduce state is dropped, and under CPU
+    // offload the CPU blocks on each non-blocking gradient copy's grad_offload_event (the last
+    // one recorded covers the others: they share one stream).
     for (const TensorId t : held_all_reduce_inputs_) s_.free(t);
     held_all_reduce_inputs_.clear();
+    if (grad_offload_event_) {
+      s_.program().cpu_synchronize(*grad_offload_event_, "grad_offload_event.synchronize");
+      grad_offload_event_.reset();
+    }
   }
 
   void optimizer_step() {
@@ -708,6 +715,8 @@ class Fsdp2Step final : private UnitHooks {
   std::optional<HeldBuffer> previous_reduce_scatter_;
   std::vector<TensorId> held_all_reduce_inputs_;  // HSDP: until the end of backward
   bool sync_gradients_ = true;
+  // The last non-blocking gradient copy to the host of this backward (CPU offload), if any.
+  std::optional<EventRef> grad_offload_event_;
   bool in_backward_ = false;
 };
 

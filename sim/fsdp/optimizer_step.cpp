@@ -45,7 +45,11 @@ constexpr std::array<AdamwKernel, 8> kAdamwKernels = {{
 // fused_adam_utils.cuh FusedAdamMathFunctor): reads param, grad, exp_avg, exp_avg_sq once and
 // writes param, exp_avg, exp_avg_sq once; the denominator stays in registers.
 constexpr std::int64_t kFusedAdamwPasses = 7;
-// _single_tensor_adamw on the host (CPU offload): the kernels above, 21 passes.
+// On the host (CPU offload), torch's default is _single_tensor_adamw (foreach and fused default to
+// CUDA tensors only: torch/optim/optimizer.py _default_to_fused_or_foreach), the kernels above,
+// 21 passes; foreach=True runs the _foreach_* ops' per-tensor CPU fallback, the same 21. fused=True
+// runs aten/src/ATen/native/cpu/FusedAdamKernel.cpp (pytorch/pytorch#123074, PyTorch 2.4), one
+// vectorized pass over the same seven streams as the CUDA kernel: kFusedAdamwPasses.
 constexpr std::int64_t kCpuAdamwPasses = 21;
 // torch/optim/sgd.py without momentum: param.add_(grad, alpha=-lr), r2 w1 (any implementation).
 constexpr std::int64_t kSgdPasses = 3;
@@ -172,8 +176,14 @@ BytesPerSec StepBuilder::host_bandwidth_per_rank() const {
 
 void StepBuilder::cpu_optimizer(std::int64_t numel) {
   const bool sgd = in_.training.optimizer == Optimizer::kSgd;
-  const Bytes bytes = optimizer_passes(sgd ? kSgdPasses : kCpuAdamwPasses, numel);
-  const char* name = sgd ? "optimizer.cpu_sgd" : "optimizer.cpu_adamw";
+  const bool fused = in_.training.optimizer_impl == OptimizerImpl::kFused;
+  const Bytes bytes = optimizer_passes(sgd     ? kSgdPasses
+                                       : fused ? kFusedAdamwPasses
+                                               : kCpuAdamwPasses,
+                                       numel);
+  const char* name = sgd     ? "optimizer.cpu_sgd"
+                     : fused ? "optimizer.cpu_fused_adamw"
+                             : "optimizer.cpu_adamw";
   b_.cpu_work(name, to_sim_time(name, bytes / host_bandwidth_per_rank()));
 }
 

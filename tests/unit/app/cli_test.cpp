@@ -971,10 +971,6 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"training", {{"activation_checkpointing", "none"}}}},
                  "/training/checkpoint_early_stop: stops a whole block's recompute early; with "
                  "activation_checkpointing none"},
-        BadInput{"optimizer_impl_cpu_offload",
-                 {{"fsdp", {{"cpu_offload", true}}}, {"training", {{"optimizer_impl", "fused"}}}},
-                 "/training/optimizer_impl: picks the GPU optimizer's implementation; with CPU "
-                 "offload"},
         BadInput{"cpu_offload_accumulating_outside_no_sync",
                  {{"fsdp", {{"cpu_offload", true}}}, {"training", {{"global_batch", 256}}}},
                  "/fsdp/cpu_offload: FSDP1 with CPU offload cannot accumulate gradients across "
