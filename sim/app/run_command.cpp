@@ -28,7 +28,7 @@ constexpr const char* kRunFooter = R"(
 Scenario keys (JSON sections; any of them can be overridden with --set SECTION.KEY=VALUE).
 Defaults are PyTorch's, except param_dtype (bf16, where PyTorch without a mixed-precision policy
 trains in fp32); the PyTorch name of each knob is in brackets. A key the rest of the scenario
-makes do nothing (checkpoint_every_n_blocks without selective,
+makes do nothing (checkpoint_every_n_blocks without selective or past the model's blocks,
 checkpoint_early_stop without full, selective or selective_op, blocks_per_unit without
 every_n_blocks, max_inflight_all_gathers without the limiter, allocator keys with enabled false,
 garbage_collection_threshold without memory_fraction, attention and linear knobs on a custom

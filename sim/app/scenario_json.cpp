@@ -337,6 +337,20 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                         "would do nothing");
     }
   }
+  // selective checkpoints the n-th, 2n-th, ... block (StepBuilder::checkpoint_mode): past the
+  // model's blocks it checkpoints none.
+  if (const std::int64_t blocks = models::block_count(s.model);
+      s.training.activation_checkpointing == fsdp::ActivationCheckpointing::kSelective &&
+      blocks > 0 && s.training.checkpoint_every_n_blocks > blocks) {
+    const bool given = training->contains("checkpoint_every_n_blocks");
+    throw ConfigError(
+        f, given ? "/training/checkpoint_every_n_blocks" : "/training/activation_checkpointing",
+        fmt::format("selective checkpoints the blocks whose number (from 1) is a multiple of "
+                    "{}{}; {} has {} block{}, so it would checkpoint none",
+                    s.training.checkpoint_every_n_blocks,
+                    given ? "" : " (checkpoint_every_n_blocks' default)", s.model.name, blocks,
+                    blocks == 1 ? "" : "s"));
+  }
   if (s.training.unpad_attention &&
       (s.training.compiled || s.model.family == models::ModelFamily::kT5)) {
     throw ConfigError(f, "/training/unpad_attention",

@@ -1130,6 +1130,18 @@ INSTANTIATE_TEST_SUITE_P(
                    {{"activation_checkpointing", "full"}, {"checkpoint_every_n_blocks", 3}}}},
                  "/training/checkpoint_every_n_blocks: picks the blocks activation_checkpointing "
                  "selective wraps; with full it would do nothing"},
+        BadInput{"checkpoint_every_n_past_the_blocks",
+                 {{"training",
+                   {{"activation_checkpointing", "selective"}, {"checkpoint_every_n_blocks", 97}}}},
+                 "/training/checkpoint_every_n_blocks: selective checkpoints the blocks whose "
+                 "number (from 1) is a multiple of 97; gpt-175b has 96 blocks, so it would "
+                 "checkpoint none"},
+        BadInput{"selective_default_n_past_the_blocks",
+                 {{"model", {{"preset", "gpt-175b"}, {"n_layers", 1}}},
+                  {"training", {{"activation_checkpointing", "selective"}}}},
+                 "/training/activation_checkpointing: selective checkpoints the blocks whose "
+                 "number (from 1) is a multiple of 2 (checkpoint_every_n_blocks' default); "
+                 "gpt-175b has 1 block, so it would checkpoint none"},
         BadInput{"no_sync_with_one_micro_batch",
                  {{"training", {{"no_sync", true}}}},
                  "/training/no_sync: defers the gradient reduction to a step's last micro-batch; "
