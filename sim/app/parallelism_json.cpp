@@ -385,6 +385,13 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                           : Float8LinearImpl::kTorchao;
   }
   t.compiled = r.boolean("compiled", false);
+  if (t.compiled && r.has("checkpoint_early_stop")) {
+    throw ConfigError(file, "/training/checkpoint_early_stop",
+                      "does nothing under torch.compile: the checkpoint becomes part of the "
+                      "compiled graph, whose backward re-runs only what it reads, whatever the "
+                      "eager checkpoint's early stop would do (leave it out: --set "
+                      "training.checkpoint_early_stop=null)");
+  }
   t.allow_tf32 = r.boolean("allow_tf32", false);
   r.finish();
   return t;

@@ -69,8 +69,10 @@ training:
   checkpoint_early_stop     a whole block's recompute stops after the last tensor its
                             backward reads (its last linear and residual add skipped)
                             [non-reentrant torch.utils.checkpoint, PyTorch >= 2.1:
-                            set_checkpoint_early_stop; false: use_reentrant=True or
-                            PyTorch < 2.1]                           default true (deepspeed: false)
+                            set_checkpoint_early_stop; false: use_reentrant=True,
+                            PyTorch < 2.1, torchtitan since pytorch/torchtitan#1580
+                            (Aug 2025); refused with compiled, whose graph always stops
+                            early]                                   default true (deepspeed: false)
   no_sync                   accumulate gradients unreduced until the last micro-batch
                             (2+ micro-batches per step)
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false

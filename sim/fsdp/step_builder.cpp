@@ -48,9 +48,14 @@ StepBuilder::StepBuilder(const ScheduleInput& input)
   if (compute_ != kComputeStream)
     throw std::logic_error("the compute stream must be created first");
   std::int32_t blocks = 0;
-  // DeepSpeed checkpoints with its own reentrant checkpoint, which re-runs whole blocks.
-  const bool early_stop = in_.training.checkpoint_early_stop &&
-                          in_.training.parallelism != Parallelism::kDeepSpeedZero3;
+  // DeepSpeed checkpoints with its own reentrant checkpoint, which re-runs whole blocks. Under
+  // torch.compile, torch.utils.checkpoint lowers to the tag_activation_checkpoint op inlined into
+  // the joint graph, and AOTAutograd's partitioner copies into the backward only the recomputed
+  // nodes the backward reads (torch/_functorch/partitioners.py; pytorch/pytorch#192845 describes
+  // the lowering): an early stop whatever the eager flag says.
+  const bool early_stop =
+      in_.training.compiled || (in_.training.checkpoint_early_stop &&
+                                in_.training.parallelism != Parallelism::kDeepSpeedZero3);
   for (const models::Layer& l : w_.layers) {
     block_number_.push_back(l.kind == models::LayerKind::kBlock ? blocks++ : -1);
     recompute_end_.push_back(recompute_end(l, early_stop));

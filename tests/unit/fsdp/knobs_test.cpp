@@ -341,7 +341,8 @@ TEST(Knobs, FullCheckpointingRecomputesEveryBlock) {
 // With early stop at each block's "mlp" (the kernel after the last tensor backward reads), the
 // recompute re-runs only "attn" (40 us): blocks.1's backward starts at 660 instead of 720, each
 // block saves 60 us: 2180 - 120 = 2060, and 2 x 0.6 GFLOP fewer hardware FLOPs. Without early
-// stop (the reentrant checkpoint, PyTorch < 2.1) the whole forward re-runs as above.
+// stop (the reentrant checkpoint, PyTorch < 2.1) the whole forward re-runs as above, unless
+// compiled: the compiled backward re-runs only what it reads, whatever the flag.
 TEST(Knobs, CheckpointEarlyStopSkipsTheKernelsAfterTheLastSavedTensor) {
   static const models::Workload workload = [] {
     models::Workload w = testing::tiny_workload();
@@ -349,11 +350,12 @@ TEST(Knobs, CheckpointEarlyStopSkipsTheKernelsAfterTheLastSavedTensor) {
       if (l.kind == models::LayerKind::kBlock) l.recompute_early_stop_kernel = "mlp";
     return w;
   }();
-  const auto configure = [](bool early_stop) {
-    return [early_stop](ScheduleInput& in) {
+  const auto configure = [](bool early_stop, bool compiled = false) {
+    return [early_stop, compiled](ScheduleInput& in) {
       in.workload = &workload;
       in.training.activation_checkpointing = ActivationCheckpointing::kFull;
       in.training.checkpoint_early_stop = early_stop;
+      in.training.compiled = compiled;
     };
   };
   const Knobs stop = run(configure(true));
@@ -365,6 +367,9 @@ TEST(Knobs, CheckpointEarlyStopSkipsTheKernelsAfterTheLastSavedTensor) {
   const Knobs whole = run(configure(false));
   EXPECT_EQ(whole.span("blocks.1.recompute.mlp"), std::make_pair(us(660), us(720)));
   EXPECT_EQ(whole.step(), us(2180));
+  const Knobs compiled = run(configure(false, /*compiled=*/true));
+  EXPECT_FALSE(compiled.spans("blocks.1.recompute.attn").empty());
+  EXPECT_TRUE(compiled.spans("blocks.1.recompute.mlp").empty());
 }
 
 // Selective (every 2nd block, counted from 1 as torchtitan's and fms-fsdp's check_fn count):
