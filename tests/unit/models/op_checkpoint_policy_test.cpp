@@ -52,6 +52,20 @@ TEST(OpCheckpointPolicy, Float8LinearsCountAsMm) {
             torchtitan_op_checkpoint_plan(plain.layers[1]).saved_bytes);
 }
 
+// cuDNN's SDPA is on the list too (torchtitan b39377f9f); flash-attn's own kernels, 1.x or
+// Triton, are not SDPA ops and are recomputed.
+TEST(OpCheckpointPolicy, CudnnAttentionIsKeptFlashAttnsOwnKernelsAreNot) {
+  WorkloadOptions o = testing::options(1, 1024);
+  o.flash_kernel = FlashKernel::kCudnn;
+  EXPECT_EQ(saved_kernels(build_workload(testing::llama_3_1_8b(), o).layers[1]),
+            (std::vector<std::string>{"q", "v", "attn", "gate", "down"}));
+  for (const FlashKernel own : {FlashKernel::kFlash1, FlashKernel::kTriton}) {
+    o.flash_kernel = own;
+    EXPECT_EQ(saved_kernels(build_workload(testing::llama_3_1_8b(), o).layers[1]),
+              (std::vector<std::string>{"q", "v", "gate", "down"}));
+  }
+}
+
 // Linears with a bias run addmm (MPT's), an unfused attention bmm and softmax: the policy saves
 // nothing of them, and a block is recomputed whole from its input.
 TEST(OpCheckpointPolicy, AddmmAndUnfusedAttentionAreRecomputed) {
