@@ -6,6 +6,10 @@
 // gate (w1) and up (w3) d*ffn each, down (w2) ffn*d, two RMSNorm weights d each.
 // Model: embedding V*d, final RMSNorm d, untied LM head V*d (Llama-3.1-8B: 8,030,261,248).
 //
+// Under autocast over weights wider than the compute dtype (WorkloadOptions::residual_dtype) the
+// embedding's output, the residual stream and the norms are in the weights' dtype, and each
+// linear reading a norm casts its input (block_forward), as in gpt_family.cpp.
+//
 // Kernel choices: separate q/k/v projections (torchtitan, HF); RMSNorm fused, saving its input
 // and fp32 rstd (nn.RMSNorm with its 2025 fused kernel), or with WorkloadOptions::rms_norm eager,
 // op by op (models/eager_rms_norm.hpp; HF's LlamaRMSNorm, torchtitan's norms.RMSNorm until 2025,
@@ -86,6 +90,12 @@ NormKind block_norm(const BuildContext& ctx) {
   return eager_rms_norm(ctx) && !ctx.compiled ? NormKind::kEagerRmsNorm : NormKind::kRmsNorm;
 }
 
+// Autocast over weights wider than the compute dtype, eager: each linear reading the residual
+// stream's norm casts that norm's output itself (block_forward).
+bool casts_linear_inputs(const BuildContext& ctx) {
+  return ctx.residual_bytes != ctx.element_bytes && !ctx.compiled;
+}
+
 bool repeats_kv(const TransformerSpec& spec, const BuildContext& ctx) {
   return !ctx.compiled && ctx.flash_attention && spec.n_kv_heads < spec.n_heads;
 }
@@ -118,15 +128,36 @@ BlockSizes block_sizes(const TransformerSpec& spec, const BuildContext& ctx) {
 void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildContext& ctx) {
   const auto [d, f, hidden, kv, inner, repeat, attn] = block_sizes(spec, ctx);
   const bool saved_qkv = attention_saves_inputs(ctx);
+  const BuildContext wide = residual_context(ctx);
+  const std::int64_t residual = ctx.tokens * d * wide.element_bytes;
   TransientTracker& temps = draft.forward_temps();
   const auto forward = [&](NamedKernel k) { draft.forward(std::move(k)); };
+  // A linear reading a norm's output: under autocast over wider weights the residual stream and
+  // the norms are in the weights' dtype (F.embedding is on none of autocast's lists) and F.linear
+  // casts its input, each projection its own copy (cached_cast caches only leaf tensors,
+  // aten/src/ATen/autocast_mode.cpp), which its mm saves. Compiled, Inductor fuses the casts
+  // into the norm and CSE makes them one tensor (models/compile_fusion.hpp).
+  const bool casts = casts_linear_inputs(ctx);
+  const auto norm_output_read_by = [&](const char* linear, std::int64_t out_width) {
+    if (casts) {
+      draft.forward(cast_kernel(std::string(linear) + "_input_cast", d, wide.element_bytes,
+                                ctx.element_bytes, ctx));
+      draft.save_rematerializable(hidden);
+    }
+    draft.forward(linear_forward(linear, {d, out_width, false}, ctx));
+  };
 
   // Saves the block input (eager: its fp32 copy, the rsqrt and the normalized input).
-  append_norm_forward(draft, "rmsnorm1", block_norm(ctx), d, ctx);
-  draft.save_rematerializable(hidden);  // rmsnorm1 output, the input of q, k and v (one tensor)
-  draft.forward(linear_forward("q", {d, d, false}, ctx));
-  draft.forward(linear_forward("k", {d, kv_width(spec), false}, ctx));
-  draft.forward(linear_forward("v", {d, kv_width(spec), false}, ctx));
+  append_norm_forward(draft, "rmsnorm1", block_norm(ctx), d, wide);
+  if (casts) {
+    temps.allocate(residual);  // rmsnorm1 output, which q, k and v each cast
+  } else {
+    draft.save_rematerializable(hidden);  // rmsnorm1 output, the input of q, k and v (one tensor)
+  }
+  norm_output_read_by("q", d);
+  norm_output_read_by("k", kv_width(spec));
+  norm_output_read_by("v", kv_width(spec));
+  if (casts) temps.release(residual);
   temps.allocate(hidden + 2 * kv);  // q and k before RoPE, v
   rope(forward, temps, "rope", spec, ctx);
   temps.release(hidden + kv);  // q and k before RoPE
@@ -147,11 +178,15 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   append_attention_forward(draft, attn, ctx);  // saves O, the input of o
   draft.forward(linear_forward("o", {d, d, false}, ctx));
   temps.allocate(hidden);
-  draft.forward(add_kernel("residual1", d, ctx));
+  draft.forward(residual_add_kernel("residual1", d, ctx));
   temps.release(hidden);  // h is saved by rmsnorm2 below
-  append_norm_forward(draft, "rmsnorm2", block_norm(ctx), d, ctx);
-  draft.save_rematerializable(hidden);  // rmsnorm2 output, the input of gate and up
-  draft.forward(linear_forward("gate", {d, f, false}, ctx));
+  append_norm_forward(draft, "rmsnorm2", block_norm(ctx), d, wide);
+  if (casts) {
+    temps.allocate(residual);  // rmsnorm2 output, which gate and up each cast
+  } else {
+    draft.save_rematerializable(hidden);  // rmsnorm2 output, the input of gate and up
+  }
+  norm_output_read_by("gate", f);
   if (ctx.compiled) {
     draft.forward(linear_forward("up", {d, f, false}, ctx));
     draft.save(inner);  // gate (silu's input)
@@ -160,7 +195,8 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   } else {
     // F.silu(self.w1(x)) * self.w3(x): Python evaluates the silu before w3.
     draft.forward(memory_bound_kernel("silu", 2 * inner, ctx));
-    draft.forward(linear_forward("up", {d, f, false}, ctx));
+    norm_output_read_by("up", f);
+    if (casts) temps.release(residual);
     draft.save(inner);  // gate (silu's input)
     draft.save(inner);  // silu(gate), kept by the multiply
     draft.save(inner);  // up, kept by the multiply
@@ -172,17 +208,41 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   draft.stop_recompute_before_next_kernel();
   draft.forward(linear_forward("down", {f, d, false}, ctx));
   temps.allocate(hidden);
-  draft.forward(add_kernel("residual2", d, ctx));
+  draft.forward(residual_add_kernel("residual2", d, ctx));
   temps.release(hidden);  // the sum is the block output
 }
 
 void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildContext& ctx) {
   const auto [d, f, hidden, kv, inner, repeat, attn] = block_sizes(spec, ctx);
+  const BuildContext wide = residual_context(ctx);
+  const std::int64_t residual = ctx.tokens * d * wide.element_bytes;
+  const bool casts = casts_linear_inputs(ctx);
   TransientTracker& temps = draft.backward_temps();
   const auto backward = [&](NamedKernel k) { draft.backward(std::move(k)); };
+  // The residual stream's gradient entering a branch whose output is in the compute dtype:
+  // autograd casts it (the backward of the add's type promotion) for the branch's last linear.
+  const auto branch_output_gradient = [&](const char* branch) {
+    if (!casts) return;
+    draft.backward(cast_kernel(std::string(branch) + "_out_grad_cast", d, wide.element_bytes,
+                               ctx.element_bytes, ctx));
+    temps.allocate(hidden);
+  };
+  // A linear's input gradient (`hidden`, allocated) back through its autocast cast
+  // (ToCopyBackward) to the norm output's dtype: the bytes it then holds.
+  const auto linear_input_gradient = [&](const char* linear) {
+    if (!casts) return hidden;
+    draft.backward(cast_kernel(std::string(linear) + "_input_cast_bwd", d, ctx.element_bytes,
+                               wide.element_bytes, ctx));
+    temps.allocate(residual);
+    temps.release(hidden);
+    return residual;
+  };
+  const std::int64_t norm_output_gradient = casts ? residual : hidden;
 
+  branch_output_gradient("mlp");
   append_linear_backward(draft, "down", {f, d, false}, ctx);
-  temps.allocate(inner);  // d(out)
+  if (casts) temps.release(hidden);  // the branch output's gradient, consumed
+  temps.allocate(inner);             // d(out)
   if (ctx.compiled) {
     // Reads d(swiglu out), gate and up; writes d(gate) and d(up).
     draft.backward(memory_bound_kernel("swiglu_bwd", 5 * inner, ctx));
@@ -191,6 +251,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
     append_linear_backward(draft, "up", {d, f, false}, ctx);
     temps.allocate(hidden);
     temps.release(inner);  // d(up)
+    linear_input_gradient("up");
   } else {
     // MulBackward0: d(silu) = d(out) * up and d(up) = d(out) * silu(gate); d(out) goes when it
     // returns. Autograd then runs w3's backward (the later of the two in forward: the higher
@@ -203,6 +264,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
     append_linear_backward(draft, "up", {d, f, false}, ctx);
     temps.allocate(hidden);
     temps.release(inner);  // d(up)
+    linear_input_gradient("up");
     draft.backward(memory_bound_kernel("silu_bwd", 3 * inner, ctx));
     temps.allocate(inner);
     temps.release(inner);  // d(silu)
@@ -210,14 +272,18 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   append_linear_backward(draft, "gate", {d, f, false}, ctx);
   temps.allocate(hidden);
   temps.release(inner);
+  linear_input_gradient("gate");
   // Autograd sums the two gradients of rmsnorm2's output (input_buffer.cpp).
-  draft.backward(handed_off(add_kernel("mlp_in_grad_sum", d, ctx), hidden));
-  temps.release(hidden);
-  append_norm_backward(draft, "rmsnorm2", block_norm(ctx), d, ctx, hidden);
-  temps.allocate(hidden);  // gradient of h ...
-  temps.release(hidden);
-  draft.backward(add_kernel("residual2_grad", d, ctx));  // ... plus the residual path's
+  draft.backward(
+      handed_off(add_kernel("mlp_in_grad_sum", d, casts ? wide : ctx), norm_output_gradient));
+  temps.release(norm_output_gradient);
+  append_norm_backward(draft, "rmsnorm2", block_norm(ctx), d, wide, norm_output_gradient);
+  temps.allocate(residual);  // gradient of h ...
+  temps.release(norm_output_gradient);
+  draft.backward(add_kernel("residual2_grad", d, wide));  // ... plus the residual path's
+  branch_output_gradient("attn");
   append_linear_backward(draft, "o", {d, d, false}, ctx);
+  if (casts) temps.release(hidden);             // the branch output's gradient, consumed
   temps.allocate(hidden);                       // dO
   append_attention_backward(draft, attn, ctx);  // leaves dq, dk (rotated) and dv
   if (repeat) {
@@ -229,23 +295,27 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   }
   rope(backward, temps, "rope_bwd", spec, ctx);
   temps.release(hidden + kv);
+  const BuildContext& sums = casts ? wide : ctx;
   append_linear_backward(draft, "v", {d, kv_width(spec), false}, ctx);
   temps.allocate(hidden);
   temps.release(kv);
+  linear_input_gradient("v");
   append_linear_backward(draft, "k", {d, kv_width(spec), false}, ctx);
   temps.allocate(hidden);
   temps.release(kv);
-  draft.backward(add_kernel("attn_in_grad_sum_k", d, ctx));
-  temps.release(hidden);
+  linear_input_gradient("k");
+  draft.backward(add_kernel("attn_in_grad_sum_k", d, sums));
+  temps.release(norm_output_gradient);
   append_linear_backward(draft, "q", {d, d, false}, ctx);
   temps.allocate(hidden);
   temps.release(hidden);  // dq
-  draft.backward(handed_off(add_kernel("attn_in_grad_sum_q", d, ctx), hidden));
-  temps.release(hidden);
-  append_norm_backward(draft, "rmsnorm1", block_norm(ctx), d, ctx, hidden);
-  temps.release(hidden);  // rmsnorm1's input gradient becomes the block's input gradient ...
-  draft.backward(add_kernel("residual1_grad", d, ctx));
-  temps.release(hidden);  // ... once the gradient of h is accumulated into it
+  linear_input_gradient("q");
+  draft.backward(handed_off(add_kernel("attn_in_grad_sum_q", d, sums), norm_output_gradient));
+  temps.release(norm_output_gradient);
+  append_norm_backward(draft, "rmsnorm1", block_norm(ctx), d, wide, norm_output_gradient);
+  temps.release(norm_output_gradient);  // rmsnorm1's input gradient becomes the block's ...
+  draft.backward(add_kernel("residual1_grad", d, wide));
+  temps.release(residual);  // ... once the gradient of h is accumulated into it
 }
 
 }  // namespace
@@ -269,9 +339,11 @@ std::vector<std::int64_t> llama_head_parameters(const TransformerSpec& spec) {
   return {spec.d_model, spec.vocab * spec.d_model};
 }
 
-Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx) {
+Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& compute) {
   // tok_embeddings: gather T rows (saves the ids); backward zero-fills the V x d gradient and
-  // scatter-adds T rows into it.
+  // scatter-adds T rows into it. F.embedding is on none of autocast's lists: its output, and so
+  // the residual stream, has the weights' dtype.
+  const BuildContext ctx = residual_context(compute);
   LayerDraft draft("embedding", LayerKind::kEmbedding, llama_embedding_parameters(spec));
   const std::int64_t hidden = ctx.tokens * spec.d_model * ctx.element_bytes;
   const std::int64_t ids = ctx.tokens * kIndexBytes;
@@ -288,13 +360,13 @@ Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, st
   block_forward(draft, spec, ctx);
   block_backward(draft, spec, ctx);
   // Full activation checkpointing keeps only the block input (torch.utils.checkpoint).
-  return draft.finish(ctx.tokens * spec.d_model * ctx.element_bytes);
+  return draft.finish(ctx.tokens * spec.d_model * ctx.residual_bytes);
 }
 
 Layer build_llama_head(const TransformerSpec& spec, const BuildContext& ctx) {
   const NormKind norm = eager_rms_norm(ctx) ? NormKind::kEagerRmsNorm : NormKind::kRmsNorm;
-  return build_head_layer({"norm", norm, spec.d_model, spec.vocab, llama_head_parameters(spec)},
-                          ctx);
+  return build_head_layer(
+      {"norm", norm, spec.d_model, spec.vocab, llama_head_parameters(spec), true}, ctx);
 }
 
 }  // namespace fsdpsim::models::detail

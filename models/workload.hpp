@@ -188,8 +188,9 @@ struct WorkloadOptions {
   std::optional<Dtype> weight_dtype;
   // Dtype of the weights the modules hold (FSDP's param_dtype; DDP's fp32 parameters). When it
   // is wider than compute_dtype (autocast over wider weights), the embedding's output and with it
-  // the residual stream, the norms' inputs and outputs are in this dtype (gpt, mpt families:
-  // models/gpt_family.cpp). nullopt: the compute dtype.
+  // the residual stream, the norms' inputs and outputs are in this dtype (gpt, mpt and llama
+  // families: models/gpt_family.cpp, models/llama_family.cpp; t5 keeps the compute dtype).
+  // nullopt: the compute dtype.
   std::optional<Dtype> residual_dtype;
   // torch.compile of every transformer block (models/compile_fusion.hpp).
   bool compiled = false;

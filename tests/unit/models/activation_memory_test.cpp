@@ -124,7 +124,10 @@ TEST(ActivationMemory, SavedTensorsAddUpToTheSavedActivations) {
         WorkloadOptions options = testing::options(kB, kS, flash);
         options.compiled = variant % 2 == 1;
         options.float8_linears = variant / 2 == 1;
-        if (variant / 2 == 2) options.weight_dtype = Dtype::kFp32;
+        if (variant / 2 == 2) {
+          options.weight_dtype = Dtype::kFp32;
+          options.residual_dtype = Dtype::kFp32;  // as the app sets both
+        }
         const Workload w = build_workload(spec, options);
         for (const Layer& l : w.layers) {
           ASSERT_FALSE(l.saved_tensors.empty()) << l.name;
@@ -274,6 +277,51 @@ TEST(ActivationMemory, Fp32WeightsUnderAutocastKeepTheResidualStreamInFp32) {
       testing::find_kernel(w.layers.back().forward, "lm_head_input_cast").kernel.bytes.value(),
       kT * kH * (4 + 2));
   EXPECT_EQ(plain.layers[1].forward.size() + 2, block.forward.size());  // two input casts
+}
+
+// The same for Llama, whose q, k, v (and gate, up) are separate linears: each casts the fp32
+// norm output itself (autocast caches only leaf tensors) and its mm saves its own bf16 copy.
+// Per block, on top of the bf16 block's saved bytes: the two norm inputs in fp32 (2 x T*d*2)
+// and four more bf16 copies (k, v, up beyond q and gate's: 3 x T*d*2; the plain block's one
+// copy before q is q's), so 2 + 3 = 5 tensors of T*d*2 bytes: 10 T*d.
+TEST(ActivationMemory, LlamaUnderAutocastCastsEachLinearsInputFromAnFp32Stream) {
+  WorkloadOptions options = testing::options(kB, kS, true);
+  const TransformerSpec spec = testing::llama_3_1_8b();
+  const std::int64_t d = spec.d_model;
+  const Workload plain = build_workload(spec, options);
+  options.residual_dtype = Dtype::kFp32;
+  const Workload w = build_workload(spec, options);
+  const Layer& block = w.layers[1];
+  EXPECT_EQ(saved(w, 1) - saved(plain, 1), 10 * kT * d);
+  EXPECT_EQ(block.saved_activations_checkpointed.value(), kT * d * 4);
+  for (const char* linear : {"q", "k", "v", "gate", "up"}) {
+    const std::string name(linear);
+    EXPECT_EQ(testing::find_kernel(block.forward, name + "_input_cast").kernel.bytes.value(),
+              kT * d * (4 + 2));
+    EXPECT_EQ(testing::find_kernel(block.backward, name + "_input_cast_bwd").kernel.bytes.value(),
+              kT * d * (2 + 4));
+  }
+  for (const char* branch : {"attn", "mlp"}) {
+    EXPECT_EQ(testing::find_kernel(block.backward, std::string(branch) + "_out_grad_cast")
+                  .kernel.bytes.value(),
+              kT * d * (4 + 2));
+  }
+  EXPECT_EQ(testing::find_kernel(block.forward, "residual2").kernel.bytes.value(),
+            kT * d * (4 + 2 + 4));
+  // The embedding writes the fp32 stream, and the head's final norm reads it.
+  EXPECT_EQ(
+      testing::find_kernel(w.layers.front().forward, "tok_embedding").kernel.bytes.value(),
+      testing::find_kernel(plain.layers.front().forward, "tok_embedding").kernel.bytes.value() +
+          2 * kT * d * 2);
+  testing::find_kernel(w.layers.back().forward, "lm_head_input_cast");
+  // Compiled, Inductor fuses the casts into the norms and keeps one copy for q, k and v: only
+  // the norm inputs widen.
+  options.compiled = true;
+  const Workload compiled = build_workload(spec, options);
+  options.residual_dtype.reset();
+  const Workload compiled_plain = build_workload(spec, options);
+  EXPECT_EQ(saved(compiled, 1) - saved(compiled_plain, 1), 4 * kT * d);
+  EXPECT_EQ(compiled.layers[1].forward.size(), compiled_plain.layers[1].forward.size());
 }
 
 }  // namespace
