@@ -385,9 +385,17 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                           : Float8LinearImpl::kTorchao;
   }
   t.compiled = r.boolean("compiled", false);
+  if (t.compiled && deepspeed) {
+    throw ConfigError(file, "/training/compiled",
+                      "not modelled for parallelism deepspeed_zero3: DeepSpeed 0.3 (2021) "
+                      "predates torch.compile (PyTorch 2.0, 2023)");
+  }
   if (t.compiled && r.has("checkpoint_early_stop")) {
+    // compiled compiles each block around its checkpoint, torchtitan's order (apply_ac, then
+    // apply_compile): the checkpoint is part of the compiled graph.
     throw ConfigError(file, "/training/checkpoint_early_stop",
-                      "does nothing under torch.compile: the checkpoint becomes part of the "
+                      "does nothing under torch.compile as modelled (each block compiled around "
+                      "its checkpoint, torchtitan's order): the checkpoint becomes part of the "
                       "compiled graph, whose backward re-runs only what it reads, whatever the "
                       "eager checkpoint's early stop would do (leave it out: --set "
                       "training.checkpoint_early_stop=null)");

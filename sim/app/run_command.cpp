@@ -71,8 +71,9 @@ training:
                             [non-reentrant torch.utils.checkpoint, PyTorch >= 2.1:
                             set_checkpoint_early_stop; false: use_reentrant=True,
                             PyTorch < 2.1, torchtitan since pytorch/torchtitan#1580
-                            (Aug 2025); refused with compiled, whose graph always stops
-                            early]                                   default true (deepspeed: false)
+                            (Aug 2025); refused with compiled, whose blocks are compiled
+                            around their checkpoint (torchtitan's order) and stop early
+                            anyway]                                  default true (deepspeed: false)
   no_sync                   accumulate gradients unreduced until the last micro-batch
                             (2+ micro-batches per step)
                             [FSDP.no_sync() / set_requires_gradient_sync(False)]    default false

@@ -49,10 +49,11 @@ StepBuilder::StepBuilder(const ScheduleInput& input)
     throw std::logic_error("the compute stream must be created first");
   std::int32_t blocks = 0;
   // DeepSpeed checkpoints with its own reentrant checkpoint, which re-runs whole blocks. Under
-  // torch.compile, torch.utils.checkpoint lowers to the tag_activation_checkpoint op inlined into
+  // torch.compile (each block compiled around its checkpoint, torchtitan's order: apply_ac, then
+  // apply_compile), torch.utils.checkpoint lowers to the tag_activation_checkpoint op inlined into
   // the joint graph, and AOTAutograd's partitioner copies into the backward only the recomputed
   // nodes the backward reads (torch/_functorch/partitioners.py; pytorch/pytorch#192845 describes
-  // the lowering): an early stop whatever the eager flag says.
+  // the lowering): an early stop whatever the eager flag says. (DeepSpeed is never compiled.)
   const bool early_stop =
       in_.training.compiled || (in_.training.checkpoint_early_stop &&
                                 in_.training.parallelism != Parallelism::kDeepSpeedZero3);

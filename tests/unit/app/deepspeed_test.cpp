@@ -106,6 +106,11 @@ TEST(DeepSpeedJson, RejectsWhatItDoesNotModelWithFileAndPath) {
             "ds.json: /training/activation_checkpointing: expected none, full, selective or "
             "attention with parallelism deepspeed_zero3, found selective_op: an op policy needs "
             "PyTorch's non-reentrant checkpoint, and DeepSpeed's is reentrant");
+  // DeepSpeed 0.3 predates torch.compile; compiling would also have forced an early stop on its
+  // reentrant checkpoint.
+  EXPECT_EQ(error_of({{"training", {{"compiled", true}}}}),
+            "ds.json: /training/compiled: not modelled for parallelism deepspeed_zero3: "
+            "DeepSpeed 0.3 (2021) predates torch.compile (PyTorch 2.0, 2023)");
 }
 
 TEST(DeepSpeedRun, SummaryNamesTheRuntimeAndItsSettings) {
