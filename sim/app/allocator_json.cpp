@@ -51,6 +51,15 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
   }
   if (r.has("max_split_size_mb")) {
     config.max_split_size_mb = r.positive_int_at_most("max_split_size_mb", size_bounds::kMemoryMiB);
+    // AllocatorConfig::parseMaxSplitSize: "max_split_size_mb too small, must be >= 20" (one
+    // kLargeBuffer).
+    constexpr std::int64_t kSmallestMaxSplitMb = 20;
+    if (*config.max_split_size_mb < kSmallestMaxSplitMb) {
+      throw ConfigError(
+          file, "/allocator/max_split_size_mb",
+          fmt::format("expected at least {} (PyTorch's parser refuses less), found {}",
+                      kSmallestMaxSplitMb, *config.max_split_size_mb));
+    }
   }
   config.expandable_segments = r.boolean("expandable_segments", false);
   if (r.has("garbage_collection_threshold")) {
@@ -83,6 +92,13 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
                         "configures the caching allocator model, which \"enabled\": false "
                         "turns off; it would do nothing");
     }
+  }
+  if (config.garbage_collection_threshold > 0.0 && config.expandable_segments) {
+    // garbage_collect_cached_blocks frees unsplit cached blocks; an expandable segment's are
+    // never freed that way (they are unmapped only by release_cached_blocks).
+    throw ConfigError(file, "/allocator/garbage_collection_threshold",
+                      "frees whole cached segments, and expandable_segments makes none: it "
+                      "would do nothing");
   }
   if (config.garbage_collection_threshold > 0.0 && !config.allowed_maximum) {
     // CUDACachingAllocator.cpp: garbage_collect_cached_blocks runs only when set_fraction

@@ -29,11 +29,12 @@ Scenario keys (JSON sections; any of them can be overridden with --set SECTION.K
 Defaults are PyTorch's, except param_dtype (bf16, where PyTorch without a mixed-precision policy
 trains in fp32); the PyTorch name of each knob is in brackets. A key the rest of the scenario
 makes do nothing (checkpoint_every_n_blocks without selective or past the model's blocks,
-checkpoint_early_stop without full, selective or selective_op, blocks_per_unit without
-every_n_blocks, max_inflight_all_gathers without the limiter, allocator keys with enabled false,
-garbage_collection_threshold without memory_fraction, attention and linear knobs on a custom
-model, buffer_dtype and broadcast_buffers on a model without buffers) is refused rather than
-ignored; so is a --set that a later override would wipe out.
+checkpoint_early_stop without full, selective or selective_op, or with compiled,
+blocks_per_unit without every_n_blocks, max_inflight_all_gathers without the limiter, allocator
+keys with enabled false, garbage_collection_threshold without memory_fraction or with
+expandable_segments, attention and linear knobs on a custom model, buffer_dtype and
+broadcast_buffers on a model without buffers) is refused rather than ignored; so is a --set that
+a later override would wipe out.
 allow_tf32 is the exception: a backend switch, as in PyTorch, that only fp32 GEMMs read (a sweep
 over param_dtype keeps it on every point).
   parallelism               fsdp | ddp (DistributedDataParallel baseline) |
@@ -194,7 +195,8 @@ allocator (the CUDA caching allocator; PYTORCH_CUDA_ALLOC_CONF's names):
   max_split_size_mb         cached blocks this large are never split                default none
   expandable_segments       one growing segment per stream and pool                 default false
   garbage_collection_threshold  free old cached blocks past this fraction of the memory
-                            fraction's maximum (only with memory_fraction, as PyTorch) default off
+                            fraction's maximum (only with memory_fraction and without
+                            expandable_segments, as PyTorch)                      default off
   roundup_power2_divisions  round request sizes to 1/N steps between powers of two  default off
   memory_fraction           hold at most this fraction of the device's memory
                             [torch.cuda.set_per_process_memory_fraction]            default 1

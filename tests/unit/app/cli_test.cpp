@@ -1122,6 +1122,17 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"node", {{"nic_Gbps_per_node", 1e308}}}}}},
                  "/hardware/node/nic_Gbps_per_node: expected a positive number of at most "
                  "1000000000, found 1e+308"},
+        BadInput{"max_split_below_20",
+                 {{"allocator", {{"max_split_size_mb", 19}}}},
+                 "/allocator/max_split_size_mb: expected at least 20 (PyTorch's parser refuses "
+                 "less), found 19"},
+        BadInput{"garbage_collection_with_expandable_segments",
+                 {{"allocator",
+                   {{"expandable_segments", true},
+                    {"memory_fraction", 0.9},
+                    {"garbage_collection_threshold", 0.5}}}},
+                 "/allocator/garbage_collection_threshold: frees whole cached segments, and "
+                 "expandable_segments makes none"},
         BadInput{"max_split_beyond_bound",
                  {{"allocator", {{"max_split_size_mb", 8796093022208LL}}}},
                  "/allocator/max_split_size_mb: expected a positive integer of at most 1073741824"},
