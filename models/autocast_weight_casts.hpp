@@ -12,7 +12,8 @@
 //    ToCopyBackward casts it to the stored dtype before it is accumulated into the parameter's
 //    gradient: a <linear>_weight_grad_cast kernel after each weight-gradient GEMM, whose
 //    autocast-dtype output is a transient of the layer's backward.
-// The activation dtypes are the compute dtype's, as everywhere in models/.
+// The activations' dtypes are the compute dtype's but the residual stream's and the norms' (gpt,
+// mpt and llama under WorkloadOptions::residual_dtype).
 #pragma once
 
 #include <cstdint>

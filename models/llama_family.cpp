@@ -8,7 +8,9 @@
 //
 // Under autocast over weights wider than the compute dtype (WorkloadOptions::residual_dtype) the
 // embedding's output, the residual stream and the norms are in the weights' dtype, and each
-// linear reading a norm casts its input (block_forward), as in gpt_family.cpp.
+// linear reading a norm casts its input (block_forward), as in gpt_family.cpp. RoPE stays
+// torchtitan's and Meta's (type_as(xq): bf16 q and k), not HF's, whose fp32 cos and sin would
+// promote them under an fp32 stream.
 //
 // Kernel choices: separate q/k/v projections (torchtitan, HF); RMSNorm fused, saving its input
 // and fp32 rstd (nn.RMSNorm with its 2025 fused kernel), or with WorkloadOptions::rms_norm eager,
@@ -241,8 +243,8 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
 
   branch_output_gradient("mlp");
   append_linear_backward(draft, "down", {f, d, false}, ctx);
+  temps.allocate(inner);             // d(out), written while the branch's gradient is read
   if (casts) temps.release(hidden);  // the branch output's gradient, consumed
-  temps.allocate(inner);             // d(out)
   if (ctx.compiled) {
     // Reads d(swiglu out), gate and up; writes d(gate) and d(up).
     draft.backward(memory_bound_kernel("swiglu_bwd", 5 * inner, ctx));
@@ -283,8 +285,8 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   draft.backward(add_kernel("residual2_grad", d, wide));  // ... plus the residual path's
   branch_output_gradient("attn");
   append_linear_backward(draft, "o", {d, d, false}, ctx);
+  temps.allocate(hidden);                       // dO, written while the branch's gradient is read
   if (casts) temps.release(hidden);             // the branch output's gradient, consumed
-  temps.allocate(hidden);                       // dO
   append_attention_backward(draft, attn, ctx);  // leaves dq, dk (rotated) and dv
   if (repeat) {
     // The expand's backward sums the head gradients of each kv head: reads dK and dV at the full
