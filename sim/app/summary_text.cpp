@@ -126,14 +126,13 @@ std::string parallelism_line(const Scenario& s) {
     const auto raf = [](std::int32_t k) {
       return k == 0 ? std::string("false") : k == 1 ? std::string("true") : std::to_string(k);
     };
-    line = fmt::format("fsdp       v2, {}, reshard_after_forward {}, backward_prefetch {}",
-                       hybrid ? fmt::format("HSDP mesh (shard groups of {})", f.shard_group_size)
-                              : std::string("sharded over all GPUs"),
-                       raf(f.reshard_after_forward),
-                       prefetch_name(f.backward_prefetch) +
-                           (f.backward_prefetch_modules > 1
-                                ? fmt::format(" ({} modules ahead)", f.backward_prefetch_modules)
-                                : std::string()));
+    // FSDP2 has no BackwardPrefetch either: it always prefetches backward_prefetch_modules.
+    line = fmt::format(
+        "fsdp       v2, {}, reshard_after_forward {}, backward prefetch {} module{} ahead",
+        hybrid ? fmt::format("HSDP mesh (shard groups of {})", f.shard_group_size)
+               : std::string("sharded over all GPUs"),
+        raf(f.reshard_after_forward), f.backward_prefetch_modules,
+        f.backward_prefetch_modules > 1 ? "s" : "");
     if (f.last_unit_reshard_after_forward.value_or(f.reshard_after_forward) !=
         f.reshard_after_forward)
       line += ", last unit's " + raf(*f.last_unit_reshard_after_forward);

@@ -28,7 +28,7 @@ struct Edge {
   SimTime time;
   int delta;
   Track track;
-  Phase phase;
+  Phase phase;  // read for compute edges only
 };
 
 bool edge_before(const Edge& a, const Edge& b) {
@@ -75,8 +75,8 @@ std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Tim
     const engine::CpuStepTiming& t = timeline.cpu[i];
     if (program.cpu[i].kind != engine::CpuStepKind::kWork || t.end == t.start) continue;
     std::size_t& end = run_end[streams];
-    edges[end++] = {t.start, +1, Track::kHostWork, Phase::kOptimizer};
-    edges[end++] = {t.end, -1, Track::kHostWork, Phase::kOptimizer};
+    edges[end++] = {t.start, +1, Track::kHostWork, Phase::kForward};
+    edges[end++] = {t.end, -1, Track::kHostWork, Phase::kForward};
   }
   // Close the gaps the skipped ops left, then merge neighbouring runs until one is left.
   std::vector<std::size_t> bounds{0};

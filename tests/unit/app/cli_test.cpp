@@ -1939,6 +1939,24 @@ TEST(Cli, ModelFlopsAreTheSameWithAndWithoutFlashAttention) {
   EXPECT_GT(eager_hardware, flash_hardware * 1.01);
 }
 
+// With CPU offload the optimizer steps on the host: optimizer_impl picks its loop there too
+// (fused: torch's CPU fused AdamW, one pass over seven streams where the per-tensor kernels
+// make 21), and the summary's breakdown shows the step as host work.
+TEST(Cli, CpuOffloadStepsTheHostOptimizerItsOwnWay) {
+  std::map<std::string, double> host_work;
+  for (const char* impl : {"for_loop", "fused"}) {
+    const Outcome o = run_fsdpsim(
+        "run " + kLlamaScenario +
+        " --set fsdp.cpu_offload=true --set training.optimizer_impl=" + impl + " --json -");
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    host_work[impl] = nlohmann::json::parse(o.output)["breakdown"]["host_work_s"].get<double>();
+  }
+  EXPECT_GT(host_work["fused"], 0.0);
+  EXPECT_NEAR(host_work["for_loop"] / host_work["fused"], 3.0, 0.05);
+  const Outcome text = run_fsdpsim("run " + kLlamaScenario + " --set fsdp.cpu_offload=true");
+  EXPECT_NE(text.output.find("  host work  "), std::string::npos) << text.output;
+}
+
 // FSDP2 has no sharding strategies: the summary names its mesh and reshard_after_forward, not
 // the FSDP1 strategy a SHARD_GRAD_OP was read into.
 TEST(Cli, TheFsdp2SummaryNamesMeshAndReshardAfterForward) {
@@ -1946,13 +1964,16 @@ TEST(Cli, TheFsdp2SummaryNamesMeshAndReshardAfterForward) {
                                 " --set fsdp.version=2 --set fsdp.sharding_strategy=SHARD_GRAD_OP "
                                 "--set fsdp.limit_all_gathers=false");
   ASSERT_EQ(o.exit_code, 0) << o.output;
-  EXPECT_NE(o.output.find("fsdp       v2, sharded over all GPUs, reshard_after_forward false"),
+  EXPECT_NE(o.output.find("fsdp       v2, sharded over all GPUs, reshard_after_forward false, "
+                          "backward prefetch 1 module ahead"),
             std::string::npos)
       << o.output;
   const std::size_t line = o.output.find("\nfsdp ");
   ASSERT_NE(line, std::string::npos);
   const std::string fsdp_line = o.output.substr(line, o.output.find('\n', line + 1) - line);
   EXPECT_EQ(fsdp_line.find("FULL_SHARD"), std::string::npos) << fsdp_line;
+  // Nor FSDP1's BackwardPrefetch: FSDP2 always prefetches its backward_prefetch_modules.
+  EXPECT_EQ(fsdp_line.find("BACKWARD_PRE"), std::string::npos) << fsdp_line;
 }
 
 // An error no single --set explains, in a file that loads as written, names the --set options
@@ -2009,9 +2030,8 @@ TEST(Cli, TheFsdp2SummaryNamesPerUnitReshardAndPrefetchDepths) {
                                 "--set fsdp.forward_prefetch=true "
                                 "--set fsdp.forward_prefetch_modules=3");
   ASSERT_EQ(o.exit_code, 0) << o.output;
-  EXPECT_NE(o.output.find("reshard_after_forward true, backward_prefetch BACKWARD_PRE (2 modules "
-                          "ahead), last unit's false, root's true, forward_prefetch (3 modules "
-                          "ahead)"),
+  EXPECT_NE(o.output.find("reshard_after_forward true, backward prefetch 2 modules ahead, last "
+                          "unit's false, root's true, forward_prefetch (3 modules ahead)"),
             std::string::npos)
       << o.output;
 }
