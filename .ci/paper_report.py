@@ -661,7 +661,7 @@ def blog(out, rows, sections):
         # would take on a device large enough (active memory there is no guide: without the rate
         # limiter the CPU runs ahead of an unbounded device).
         failed = d["oom_reason"].split(". The device")[0]
-        return (f"{label} is out of memory ({failed}): the step would need "
+        return (f"{label} is out of memory ({failed}): the step would need at least "
                 f"{d['peak_mem_allocated_gib']:.0f} GiB allocated at its peak, of "
                 f"{d['usable_mem_gib']:.1f} GiB usable (its time, "
                 f"{d['hardware_tflops_per_gpu']:.0f} TFLOPS/GPU, is given for completeness only)")
