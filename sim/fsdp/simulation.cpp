@@ -40,9 +40,10 @@ bool edge_before(const Edge& a, const Edge& b) {
 // another in issue order (executor.hpp), and the CPU its steps, so each stream's edges and the
 // CPU's come sorted already: merging the runs costs O(edges x log streams) where sorting all
 // edges cost O(edges x log edges), 2.7 % of a `validate` run's CPU samples
-// (reports/performance.md). Host work outside the step is kept: the sweep clamps it away.
+// (reports/performance.md). The step's ops start at `first_op`, its CPU steps at
+// `first_cpu_step`; the sweep clamps what still runs outside the step's window.
 std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Timeline& timeline,
-                               engine::OpId first_op) {
+                               engine::OpId first_op, std::size_t first_cpu_step) {
   engine::StreamId streams = 0;
   for (std::size_t i = first_op; i < program.ops.size(); ++i)
     streams = std::max(streams, static_cast<engine::StreamId>(program.ops[i].stream + 1));
@@ -50,8 +51,8 @@ std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Tim
   const std::size_t runs = std::size_t{streams} + 1;
   std::vector<std::size_t> run_size(runs, 0);
   for (std::size_t i = first_op; i < program.ops.size(); ++i) run_size[program.ops[i].stream] += 2;
-  for (const engine::CpuStep& step : program.cpu)
-    if (step.kind == engine::CpuStepKind::kWork) run_size[streams] += 2;
+  for (std::size_t i = first_cpu_step; i < program.cpu.size(); ++i)
+    if (program.cpu[i].kind == engine::CpuStepKind::kWork) run_size[streams] += 2;
   std::vector<std::size_t> run_begin(runs + 1, 0);
   for (std::size_t s = 0; s < runs; ++s) run_begin[s + 1] = run_begin[s] + run_size[s];
   std::vector<std::size_t> run_end(run_begin.begin(), run_begin.end() - 1);
@@ -71,7 +72,7 @@ std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Tim
     edges[end++] = {t.start, +1, track, static_cast<Phase>(op.phase)};
     edges[end++] = {t.end, -1, track, static_cast<Phase>(op.phase)};
   }
-  for (std::size_t i = 0; i < program.cpu.size(); ++i) {
+  for (std::size_t i = first_cpu_step; i < program.cpu.size(); ++i) {
     const engine::CpuStepTiming& t = timeline.cpu[i];
     if (program.cpu[i].kind != engine::CpuStepKind::kWork || t.end == t.start) continue;
     std::size_t& end = run_end[streams];
@@ -112,8 +113,9 @@ std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Tim
 // Sweeps the intervals once: for each elementary segment, is compute running (and of which
 // phase), else a collective, else host work? Sums the wall time into the breakdown.
 StepBreakdown breakdown_of(const engine::Program& program, const engine::Timeline& timeline,
-                           engine::OpId first_op, SimTime step_start, SimTime step_end) {
-  const std::vector<Edge> edges = sorted_edges(program, timeline, first_op);
+                           engine::OpId first_op, std::size_t first_cpu_step, SimTime step_start,
+                           SimTime step_end) {
+  const std::vector<Edge> edges = sorted_edges(program, timeline, first_op, first_cpu_step);
   StepBreakdown b;
   int compute_running = 0;
   int comm_running = 0;
@@ -283,7 +285,8 @@ std::pair<SimTime, SimTime> simulate_ranks(const ScheduleInput& input,
     c.ranks = classes.size[k];
     c.compute_speed = classes.speed[k].compute;
     c.host_speed = classes.speed[k].host;
-    c.breakdown = breakdown_of(program, timelines[k], out.schedule.measured_first_op, start, end);
+    c.breakdown = breakdown_of(program, timelines[k], out.schedule.measured_first_op,
+                               out.schedule.measured_first_cpu_step, start, end);
     c.peak_allocated = models[k]->stats().peak_allocated;
     // Without the allocator model, its lower bound, as StepResult::reported_peak_reserved.
     c.peak_reserved = models[k]->models_reserved() ? models[k]->reserved().peak_reserved
@@ -332,8 +335,8 @@ SimulationOutput simulate_step(const ScheduleInput& input, const SimulationOptio
     out.timeline = engine::execute(program, &memory);
     step_start = measured_step_start(out.schedule, out.timeline);
     step_end = out.timeline.makespan;
-    r.breakdown =
-        breakdown_of(program, out.timeline, out.schedule.measured_first_op, step_start, step_end);
+    r.breakdown = breakdown_of(program, out.timeline, out.schedule.measured_first_op,
+                               out.schedule.measured_first_cpu_step, step_start, step_end);
     fill_memory(r, program, memory);
     if (options.record_memory) {
       out.memory_samples = memory.samples();
