@@ -239,7 +239,9 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
     temps.release(hidden);
     return residual;
   };
+  // The gradients of a norm's output, summed over its readers: in the norm's dtype when casts.
   const std::int64_t norm_output_gradient = casts ? residual : hidden;
+  const BuildContext& sums = casts ? wide : ctx;
 
   branch_output_gradient("mlp");
   append_linear_backward(draft, "down", {f, d, false}, ctx);
@@ -276,8 +278,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   temps.release(inner);
   linear_input_gradient("gate");
   // Autograd sums the two gradients of rmsnorm2's output (input_buffer.cpp).
-  draft.backward(
-      handed_off(add_kernel("mlp_in_grad_sum", d, casts ? wide : ctx), norm_output_gradient));
+  draft.backward(handed_off(add_kernel("mlp_in_grad_sum", d, sums), norm_output_gradient));
   temps.release(norm_output_gradient);
   append_norm_backward(draft, "rmsnorm2", block_norm(ctx), d, wide, norm_output_gradient);
   temps.allocate(residual);  // gradient of h ...
@@ -297,7 +298,6 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   }
   rope(backward, temps, "rope_bwd", spec, ctx);
   temps.release(hidden + kv);
-  const BuildContext& sums = casts ? wide : ctx;
   append_linear_backward(draft, "v", {d, kv_width(spec), false}, ctx);
   temps.allocate(hidden);
   temps.release(kv);

@@ -53,12 +53,12 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
     config.max_split_size_mb = r.positive_int_at_most("max_split_size_mb", size_bounds::kMemoryMiB);
     // AllocatorConfig::parseMaxSplitSize: "max_split_size_mb too small, must be >= 20" (one
     // kLargeBuffer).
-    constexpr std::int64_t kSmallestMaxSplitMb = 20;
-    if (*config.max_split_size_mb < kSmallestMaxSplitMb) {
+    const std::int64_t min_split_mb = memory::kLargeBuffer.value() / kBytesPerMiB;
+    if (*config.max_split_size_mb < min_split_mb) {
       throw ConfigError(
           file, "/allocator/max_split_size_mb",
           fmt::format("expected at least {} (PyTorch's parser refuses less), found {}",
-                      kSmallestMaxSplitMb, *config.max_split_size_mb));
+                      min_split_mb, *config.max_split_size_mb));
     }
   }
   config.expandable_segments = r.boolean("expandable_segments", false);
