@@ -104,6 +104,12 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                                   "do nothing",
                                   wrap));
   }
+  f.wrap_embedding_and_head = r.boolean("wrap_embedding_and_head", false);
+  if (f.wrap_embedding_and_head && f.wrap_policy == fsdp::WrapPolicy::kWholeModel) {
+    throw ConfigError(file, "/fsdp/wrap_embedding_and_head",
+                      "gives the embedding and the head units of their own beside the blocks'; "
+                      "wrap_policy whole_model wraps no module but the root");
+  }
   f.shard_group_size = r.positive_int32("shard_group_size", cluster.gpus_per_node);
   // reshard_after_forward and its per-unit variants (FSDP2 only).
   const std::array<std::string, 3> raf_keys = {
@@ -180,6 +186,12 @@ void parse_fsdp_section(JsonObjectReader& r, const std::string& file, fsdp::Fsdp
                         "torchao's float8 all-gather is an FSDP2 (version 2) extension "
                         "(fsdp_pre_all_gather / fsdp_post_all_gather); FSDP1 all-gathers its "
                         "FlatParameter in param_dtype");
+    }
+    if (f.wrap_embedding_and_head) {
+      throw ConfigError(file, "/fsdp/wrap_embedding_and_head",
+                        "groups the final norm and the LM head in one unit, as FSDP2's "
+                        "fully_shard([norm, output]) does (torchtitan); FSDP1 wraps one module "
+                        "per unit: use version 2");
     }
     for (const std::string& key : raf_keys) {
       if (!r.has(key)) continue;

@@ -148,7 +148,8 @@ fsdp:
                                                                                     default true
   last_unit_reshard_after_forward
                             FSDP2: the same for the last unit before the root (torchtitan's
-                            default policy: false for its last block)  default reshard_after_forward
+                            default policy: false for its last block, or for [norm, output]
+                            with wrap_embedding_and_head)              default reshard_after_forward
   root_reshard_after_forward
                             FSDP2: the same for the root, given explicitly [fully_shard(model,
                             reshard_after_forward=...), honoured since pytorch#155319] default false
@@ -169,6 +170,10 @@ fsdp:
                             block_and_linear: ModuleWrapPolicy({Block, nn.Linear}), FSDP1 only]
                             default transformer_block
   blocks_per_unit           blocks per unit for every_n_blocks                      default 2
+  wrap_embedding_and_head   FSDP2, untied gpt | llama: the token embedding and the final norm
+                            with the LM head in units of their own, the root holding none
+                            [torchtitan: fully_shard(tok_embeddings), fully_shard([norm, output])]
+                                                                                    default false
 ddp (with parallelism ddp; fsdp.param_dtype is the autocast dtype, default bf16; fsdp.reduce_dtype
 is fp32 by default, DDP all-reducing the fp32 gradients, and bf16/fp16 selects that compress hook):
   bucket_cap_mb             [DistributedDataParallel(bucket_cap_mb)]; caps every bucket, the

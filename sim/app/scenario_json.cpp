@@ -135,7 +135,8 @@ void check_per_unit_reshard(const Scenario& s, const nlohmann::json* fsdp, const
   }
   const bool whole_model = s.fsdp.wrap_policy == fsdp::WrapPolicy::kWholeModel;
   const std::int64_t units = fsdp::block_unit_count(models::block_count(s.model),
-                                                    s.fsdp.wrap_policy, s.fsdp.blocks_per_unit);
+                                                    s.fsdp.wrap_policy, s.fsdp.blocks_per_unit) +
+                             (s.fsdp.wrap_embedding_and_head ? 2 : 0);
   if (units == 0) {
     throw ConfigError(f, "/fsdp/last_unit_reshard_after_forward",
                       fmt::format("there is no unit before the root to set ({})",
@@ -147,6 +148,39 @@ void check_per_unit_reshard(const Scenario& s, const nlohmann::json* fsdp, const
                       "the only unit before the root is the last one, which "
                       "last_unit_reshard_after_forward sets; reshard_after_forward would do "
                       "nothing");
+  }
+}
+
+// fsdp.wrap_embedding_and_head takes a model with one token embedding and one LM head, untied.
+void check_embedding_and_head_units(const Scenario& s, const nlohmann::json* fsdp,
+                                    const std::string& f) {
+  if (!s.fsdp.wrap_embedding_and_head) return;
+  const models::ModelFamily family = s.model.family;
+  if (family == models::ModelFamily::kT5 || family == models::ModelFamily::kCustom) {
+    throw ConfigError(f, "/fsdp/wrap_embedding_and_head",
+                      fmt::format("wraps a decoder's token embedding and its final norm with the "
+                                  "LM head; {} is {}",
+                                  s.model.name,
+                                  family == models::ModelFamily::kT5
+                                      ? "an encoder-decoder (t5) with an embedding for each"
+                                      : "a custom model, whose units are its own"));
+  }
+  if (s.model.tied_embeddings) {
+    // torchtitan's apply_fsdp (weight tying, torchtitan#2580): fully_shard([tok_embeddings, norm,
+    // output]) with reshard_after_forward only under the "always" policy: one unit gathered as
+    // the root's forward starts and kept to the end of backward, as the root is here.
+    throw ConfigError(
+        f, "/fsdp/wrap_embedding_and_head",
+        fmt::format("{} ties its LM head to the embedding's table, so torchtitan puts both, with "
+                    "the final norm, in one unit it keeps unsharded from forward to backward, as "
+                    "the root holds them here: leave the key out (root_reshard_after_forward true "
+                    "is its \"always\" policy)",
+                    s.model.name));
+  }
+  if (fsdp != nullptr && fsdp->contains("root_reshard_after_forward")) {
+    throw ConfigError(f, "/fsdp/root_reshard_after_forward",
+                      "with wrap_embedding_and_head the root holds no parameter to reshard (the "
+                      "head's unit is the last unit: last_unit_reshard_after_forward)");
   }
 }
 
@@ -243,6 +277,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                     size_bounds::kLayerPassesPerStep));
   }
   check_per_unit_reshard(s, r.child("fsdp"), f);
+  check_embedding_and_head_units(s, r.child("fsdp"), f);
   // The only module buffer fsdpsim models is gpt's causal mask (model.causal_mask_buffer,
   // models::has_buffers): on any other model the buffers' dtype and broadcast change nothing.
   if (!models::has_buffers(s.model)) {

@@ -137,6 +137,7 @@ std::string parallelism_line(const Scenario& s) {
         f.reshard_after_forward)
       line += ", last unit's " + raf(*f.last_unit_reshard_after_forward);
     if (f.root_reshard_after_forward != 0) line += ", root's " + raf(f.root_reshard_after_forward);
+    if (f.wrap_embedding_and_head) line += ", embedding and head units";
   }
   if (f.forward_prefetch) line += ", forward_prefetch";
   if (f.forward_prefetch && f.forward_prefetch_modules > 1)

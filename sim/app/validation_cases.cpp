@@ -97,6 +97,7 @@ const std::vector<std::string> kOtherColumns = {"source_detail",
                                                 "float8_all_gather",
                                                 "precompute_float8_scale",
                                                 "last_unit_reshard_after_forward",
+                                                "wrap_embedding_and_head",
                                                 "optimizer_impl",
                                                 "rms_norm",
                                                 "float8_linear"};
@@ -619,6 +620,14 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
     }
     fsdp["last_unit_reshard_after_forward"] = boolean(file, c, "last_unit_reshard_after_forward");
   }
+  // The optional wrap_embedding_and_head column (configs/validation/README.md); empty = false.
+  if (!c.get("wrap_embedding_and_head").empty()) {
+    if (version != 2) {
+      bad_cell(file, c, "wrap_embedding_and_head",
+               "empty with fsdp_version 1 (FSDP2's fully_shard([norm, output]))");
+    }
+    fsdp["wrap_embedding_and_head"] = boolean(file, c, "wrap_embedding_and_head");
+  }
   // The optional wrap_policy column (configs/validation/README.md); empty = transformer_block.
   if (const std::string wrap = c.get("wrap_policy"); wrap == "block_and_linear") {
     if (version != 1) bad_cell(file, c, "wrap_policy", "block_and_linear only with fsdp_version 1");
@@ -718,6 +727,7 @@ std::string message_in_columns(const std::string& loader_message,
       {"/fsdp/shard_group_size", "shard_group_size"},
       {"/fsdp/sharding_strategy", "sharding"},
       {"/fsdp/version", "fsdp_version"},
+      {"/fsdp/wrap_embedding_and_head", "wrap_embedding_and_head"},
       {"/fsdp/wrap_policy", "wrap_policy"},
       {"/hardware/node/gpus_per_node", "gpus_per_node"},
       {"/hardware/node/nic_Gbps_per_node", "inter_node_gbps_per_node"},

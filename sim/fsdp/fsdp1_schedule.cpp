@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <deque>
 #include <optional>
+#include <stdexcept>
 
 #include "models/linear_modules.hpp"
 #include "sim/fsdp/fsdp_units.hpp"
@@ -62,7 +63,7 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
         // _init_core_state: a shard group of one GPU runs NO_SHARD, whatever the strategy.
         strategy_(s_.shard_group_size() == 1 ? ShardingStrategy::kNoShard : f_.sharding_strategy),
         shard_size_(s_.shard_group_size()),
-        units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit,
+        units_(make_units(s_.workload(), f_,
                           strategy_ == ShardingStrategy::kNoShard ? 1 : shard_size_)),
         state_(units_.size()),
         unshard_(s_.add_stream("unshard")),
@@ -605,6 +606,11 @@ class Fsdp1Step final : private UnitHooks, private KernelHooks {
 
 }  // namespace
 
-Schedule build_fsdp1_schedule(const ScheduleInput& input) { return Fsdp1Step(input).build(); }
+Schedule build_fsdp1_schedule(const ScheduleInput& input) {
+  // fully_shard([norm, output]) groups two modules in one unit, which FSDP1's wrapping cannot.
+  if (input.fsdp.wrap_embedding_and_head)
+    throw std::invalid_argument("fsdp1 schedule: wrap_embedding_and_head is FSDP2's");
+  return Fsdp1Step(input).build();
+}
 
 }  // namespace fsdpsim::fsdp

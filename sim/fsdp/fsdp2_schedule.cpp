@@ -78,7 +78,7 @@ class Fsdp2Step final : private UnitHooks {
         s_(input),
         hsdp_(s_.hybrid()),
         shard_size_(s_.shard_group_size()),
-        units_(make_units(s_.workload(), f_.wrap_policy, f_.blocks_per_unit, shard_size_)),
+        units_(make_units(s_.workload(), f_, shard_size_)),
         state_(units_.size()),
         copy_in_(s_.add_stream("all_gather_copy_in")),
         all_gather_(s_.add_stream("all_gather")),
@@ -446,6 +446,8 @@ class Fsdp2Step final : private UnitHooks {
   }
 
   // FSDPParamGroup.post_backward (RegisterPostBackwardFunction): none without a parameter group.
+  // An embedding's own unit (wrap_embedding_and_head) registers none, its input, the token ids,
+  // needing no gradient: the final callback runs it, right after the lookup's backward, the last.
   void post_backward(std::size_t u) override {
     if (!units_[u].holds_parameters()) return;
     const FsdpUnit& unit = units_[u];

@@ -146,6 +146,12 @@ struct FsdpConfig {
   bool precompute_float8_scale = false;
   WrapPolicy wrap_policy = WrapPolicy::kPerBlock;
   std::int32_t blocks_per_unit = 1;  // for kEveryNBlocks
+  // FSDP2 with an untied embedding: the token embedding and the final norm with the LM head are
+  // units of their own beside the blocks', as torchtitan's apply_fsdp shards them since
+  // torchtitan#1094 (July 2025: fully_shard(model.tok_embeddings), fully_shard([model.norm,
+  // model.output])), leaving the root nothing to hold. false: the root holds them (the auto-wrap
+  // policies, fully_shard of the blocks and the model only).
+  bool wrap_embedding_and_head = false;
   // DDP only: DistributedDataParallel(bucket_cap_mb). nullopt is PyTorch's None: 25 MiB buckets
   // after a first one of 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES); a value given caps every
   // bucket, the first too (DistributedDataParallel.__init__'s bucket_bytes_cap_default).

@@ -57,13 +57,18 @@ void add_block_and_linears(std::vector<FsdpUnit>& units, const models::Workload&
 
 }  // namespace
 
-std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy policy,
-                                 std::int32_t blocks_per_unit, std::int64_t shard_group_size) {
+std::vector<FsdpUnit> make_units(const models::Workload& workload, const FsdpConfig& fsdp,
+                                 std::int64_t shard_group_size) {
+  const WrapPolicy policy = fsdp.wrap_policy;
+  // A tied table is the embedding's and the head's at once: torchtitan then puts both in one unit
+  // it keeps like the root (scenario_json refuses the option there).
+  if (fsdp.wrap_embedding_and_head && models::tied_weight_numel(workload) > 0)
+    throw std::invalid_argument("make_units: wrap_embedding_and_head needs an untied head");
   std::vector<FsdpUnit> units;
   FsdpUnit root;
   root.name = "root";
   root.is_root = true;
-  const std::int32_t per_unit = policy == WrapPolicy::kEveryNBlocks ? blocks_per_unit : 1;
+  const std::int32_t per_unit = policy == WrapPolicy::kEveryNBlocks ? fsdp.blocks_per_unit : 1;
   std::int32_t in_current = 0;
   // ModuleWrapPolicy({Block, nn.Linear}) wraps the LM head's nn.Linear too, unless it is tied
   // to the embedding's table, which a unit of its own would take from the root's lookup.
@@ -71,6 +76,13 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy po
       policy == WrapPolicy::kBlockAndLinear && models::tied_weight_numel(workload) == 0;
   for (std::size_t i = 0; i < workload.layers.size(); ++i) {
     const models::Layer& layer = workload.layers[i];
+    if (fsdp.wrap_embedding_and_head &&
+        (layer.kind == models::LayerKind::kEmbedding || layer.kind == models::LayerKind::kHead)) {
+      units.emplace_back().name = layer.name;
+      add_layer(units.back(), workload, i);
+      in_current = 0;
+      continue;
+    }
     if (layer.kind != models::LayerKind::kBlock || policy == WrapPolicy::kWholeModel) {
       add_layer(root, workload, i);
       if (wrap_head_linear && layer.kind == models::LayerKind::kHead)

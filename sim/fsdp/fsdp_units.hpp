@@ -2,7 +2,8 @@
 // policy: blocks grouped one per unit (transformer_auto_wrap_policy in
 // torch/distributed/fsdp/wrap.py), n per unit, none, or each block's linears in units of their
 // own nested in the block's (ModuleWrapPolicy({Block, nn.Linear})); the root unit holds what no
-// block unit owns (embedding, final norm, LM head — PyTorch's auto-wrap leaves them to the root).
+// block unit owns (embedding, final norm, LM head — PyTorch's auto-wrap leaves them to the root)
+// unless the embedding and the head are units of their own (FsdpConfig::wrap_embedding_and_head).
 #pragma once
 
 #include <cstdint>
@@ -40,11 +41,14 @@ struct FsdpUnit {
   bool holds_parameters() const { return numel > 0; }
 };
 
-// Units in post-forward order as FSDP records it: block units in order, each after the units
-// of its linears, then (block_and_linear, untied) the LM head's linear, then the root (whose
-// forward returns last). Preconditions: shard_group_size > 0, blocks_per_unit > 0.
-std::vector<FsdpUnit> make_units(const models::Workload& workload, WrapPolicy policy,
-                                 std::int32_t blocks_per_unit, std::int64_t shard_group_size);
+// Units in post-forward order as FSDP records it under fsdp's wrap_policy, blocks_per_unit and
+// wrap_embedding_and_head: (wrap_embedding_and_head) the embedding's unit, block units in order,
+// each after the units of its linears, then (block_and_linear, untied) the LM head's linear or
+// (wrap_embedding_and_head) the head's unit, then the root (whose forward returns last).
+// Preconditions: shard_group_size > 0, blocks_per_unit > 0; wrap_embedding_and_head only with an
+// untied head.
+std::vector<FsdpUnit> make_units(const models::Workload& workload, const FsdpConfig& fsdp,
+                                 std::int64_t shard_group_size);
 
 // How many units besides the root make_units builds for `blocks` block layers
 // (models::block_count) under a policy that wraps whole blocks (not kBlockAndLinear), without

@@ -1052,6 +1052,42 @@ INSTANTIATE_TEST_SUITE_P(
                     {"root_reshard_after_forward", "yes"}}}},
                  "/fsdp/root_reshard_after_forward: expected true, false or a group size >= 1, "
                  "found the string \"yes\""},
+        BadInput{"embedding_and_head_fsdp1",
+                 {{"fsdp", {{"wrap_embedding_and_head", true}}}},
+                 "/fsdp/wrap_embedding_and_head: groups the final norm and the LM head in one "
+                 "unit, as FSDP2's fully_shard([norm, output]) does (torchtitan); FSDP1 wraps "
+                 "one module per unit: use version 2"},
+        BadInput{"embedding_and_head_whole_model",
+                 {{"fsdp",
+                   {{"version", 2},
+                    {"limit_all_gathers", false},
+                    {"wrap_policy", "whole_model"},
+                    {"wrap_embedding_and_head", true}}}},
+                 "/fsdp/wrap_embedding_and_head: gives the embedding and the head units of their "
+                 "own beside the blocks'; wrap_policy whole_model wraps no module but the root"},
+        BadInput{
+            "embedding_and_head_tied",
+            {{"model", "mpt-7b"},
+             {"fsdp",
+              {{"version", 2}, {"limit_all_gathers", false}, {"wrap_embedding_and_head", true}}}},
+            "/fsdp/wrap_embedding_and_head: mpt-7b ties its LM head to the embedding's "
+            "table, so torchtitan puts both, with the final norm, in one unit"},
+        BadInput{
+            "embedding_and_head_t5",
+            {{"model", "t5-11b"},
+             {"fsdp",
+              {{"version", 2}, {"limit_all_gathers", false}, {"wrap_embedding_and_head", true}}}},
+            "/fsdp/wrap_embedding_and_head: wraps a decoder's token embedding and its final "
+            "norm with the LM head; t5-11b is an encoder-decoder (t5) with an embedding for "
+            "each"},
+        BadInput{"embedding_and_head_root_raf",
+                 {{"fsdp",
+                   {{"version", 2},
+                    {"limit_all_gathers", false},
+                    {"wrap_embedding_and_head", true},
+                    {"root_reshard_after_forward", true}}}},
+                 "/fsdp/root_reshard_after_forward: with wrap_embedding_and_head the root holds "
+                 "no parameter to reshard"},
         BadInput{"bad_kept_logits",
                  {{"training", {{"logits_kept_by_loop", "bf16"}}}},
                  "/training/logits_kept_by_loop: expected one of none, compute_dtype, fp32"},

@@ -265,6 +265,9 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
       {"bad_last_unit_raf.csv",
        "line 2, column last_unit_reshard_after_forward: expected empty with fsdp_version 1 (an "
        "FSDP2 fully_shard argument), found \"false\""},
+      {"bad_embedding_and_head_units.csv",
+       "line 2, column wrap_embedding_and_head: expected empty with fsdp_version 1 (FSDP2's "
+       "fully_shard([norm, output])), found \"true\""},
       // Every missing column in one message, not one per run.
       {"missing_column.csv",
        "line 1: required columns are missing: \"model_family\", \"n_layers\", \"d_model\", "},
@@ -1657,18 +1660,25 @@ TEST(Validate, Float8AllGatherColumnsReachTheFsdpSection) {
 }
 
 // The optional columns of a torchtitan run's training loop (fsdp2_loop_columns.csv: the same
-// Llama-1.5B run on 8 H200 twice): the last block kept unsharded after forward and fused AdamW
-// reach the scenario, and the second row, which skips the last block's backward all-gather and
-// the foreach optimizer's extra passes, is predicted faster; empty cells leave both keys out.
+// Llama-1.5B run on 8 H200 three times): the last unit kept unsharded after forward, fused AdamW
+// and the embedding and head in units of their own reach the scenario. The second row, which
+// skips the last block's backward all-gather and the foreach optimizer's extra passes, is
+// predicted faster than the first; the third, whose forward starts by gathering the embedding
+// alone instead of the root's embedding and head, faster still. Empty cells leave the keys out.
 TEST(Validate, TrainingLoopColumnsReachTheScenario) {
   const ValidatedRows v = validate_with_scenarios("fsdp2_loop_columns");
   const nlohmann::json& j = v.report;
-  ASSERT_EQ(j["cases"].size(), 2U) << j.dump();
+  ASSERT_EQ(j["cases"].size(), 3U) << j.dump();
   EXPECT_GT(j["cases"][1]["predicted_tokens_per_s_per_gpu"].get<double>(),
             j["cases"][0]["predicted_tokens_per_s_per_gpu"].get<double>());
+  EXPECT_GT(j["cases"][2]["predicted_tokens_per_s_per_gpu"].get<double>(),
+            j["cases"][1]["predicted_tokens_per_s_per_gpu"].get<double>());
   const nlohmann::json torchtitan = v.scenario("llama-1.5b-8xh200-torchtitan-loop");
   EXPECT_FALSE(torchtitan["fsdp"]["last_unit_reshard_after_forward"].get<bool>());
   EXPECT_EQ(torchtitan["training"]["optimizer_impl"], "fused");
+  EXPECT_FALSE(torchtitan["fsdp"].contains("wrap_embedding_and_head"));
+  EXPECT_TRUE(v.scenario("llama-1.5b-8xh200-torchtitan-units")["fsdp"]["wrap_embedding_and_head"]
+                  .get<bool>());
   const nlohmann::json defaults = v.scenario("llama-1.5b-8xh200-defaults");
   EXPECT_FALSE(defaults["fsdp"].contains("last_unit_reshard_after_forward"));
   EXPECT_FALSE(defaults["training"].contains("optimizer_impl"));

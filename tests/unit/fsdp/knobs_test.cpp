@@ -457,9 +457,34 @@ TEST(Knobs, BlockUnitCountMatchesTheUnitsMakeUnitsBuilds) {
   for (const auto& [policy, per_unit] :
        {std::pair{WrapPolicy::kPerBlock, 1}, std::pair{WrapPolicy::kEveryNBlocks, 2},
         std::pair{WrapPolicy::kEveryNBlocks, 3}, std::pair{WrapPolicy::kWholeModel, 1}}) {
-    const auto built = static_cast<std::int64_t>(make_units(w, policy, per_unit, 2).size()) - 1;
+    FsdpConfig f;
+    f.wrap_policy = policy;
+    f.blocks_per_unit = per_unit;
+    const auto built = static_cast<std::int64_t>(make_units(w, f, 2).size()) - 1;
     EXPECT_EQ(block_unit_count(2, policy, per_unit), built) << per_unit;
   }
+}
+
+// With wrap_embedding_and_head the embedding's unit comes first and the head's after the blocks,
+// each of its one layer; every-n grouping of the blocks is unchanged and the root holds nothing.
+TEST(Knobs, MakeUnitsGivesTheEmbeddingAndTheHeadUnitsOfTheirOwn) {
+  const models::Workload w = testing::tiny_workload();
+  FsdpConfig f;
+  f.wrap_policy = WrapPolicy::kEveryNBlocks;
+  f.blocks_per_unit = 2;
+  f.wrap_embedding_and_head = true;
+  const std::vector<FsdpUnit> units = make_units(w, f, 2);
+  ASSERT_EQ(units.size(), 4u);
+  EXPECT_EQ(units[0].name, "embedding");
+  EXPECT_EQ(units[0].layers, std::vector<std::size_t>{0});
+  EXPECT_EQ(units[0].shard_numel, 3'000'000);
+  EXPECT_EQ(units[1].name, "blocks.0-1");
+  EXPECT_EQ(units[1].numel, 20'000'000);
+  EXPECT_EQ(units[2].name, "head");
+  EXPECT_EQ(units[2].layers, std::vector<std::size_t>{3});
+  EXPECT_TRUE(units[3].is_root);
+  EXPECT_EQ(units[3].numel, 0);
+  EXPECT_TRUE(units[3].layers.empty());
 }
 
 TEST(Knobs, WrappingTwoBlocksPerUnitGathersThemTogether) {
@@ -940,6 +965,58 @@ TEST(Knobs, Fsdp2TakesReshardAfterForwardPerUnitForTheLastBlockAndTheRoot) {
   const auto root_gathers = root_resharded.spans("root.all_gather");
   ASSERT_EQ(root_gathers.size(), 2u);
   EXPECT_LE(root_gathers.back().second, root_resharded.span("head.bwd.bwd").first);
+}
+
+// torchtitan's FSDP2 units (fsdp.wrap_embedding_and_head, [norm, output] kept after forward):
+// the embedding (6M) and the head (4M) are units of their own, the root holds nothing. Forward
+// gathers embedding, blocks.0, blocks.1, head; backward blocks.1, blocks.0 and the embedding
+// again (7, no root.all_gather), the embedding's prefetched by blocks.0's pre-backward before its
+// lookup's backward; every unit reduce-scatters once, the embedding's after that backward. Freed
+// after its forward, the embedding's 24 MB of fp32 parameters are no longer held at the peak,
+// in the head's backward, beside the head's 16 MB and blocks.1's prefetched 40 MB.
+TEST(Knobs, Fsdp2WrapsTheEmbeddingAndTheHeadAsTorchtitanDoes) {
+  const auto fsdp2 = [](bool own_units) {
+    return run([=](ScheduleInput& in) {
+      in.fsdp.version = 2;
+      in.fsdp.limit_all_gathers = false;
+      in.fsdp.wrap_embedding_and_head = own_units;
+      if (own_units) in.fsdp.last_unit_reshard_after_forward = 0;
+    });
+  };
+  const Knobs root_holds = fsdp2(false);
+  const Knobs k = fsdp2(true);
+  std::vector<std::string> names;
+  for (const FsdpUnit& u : k.out.schedule.units) names.push_back(u.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"embedding", "blocks.0", "blocks.1", "head", "root"}));
+  EXPECT_FALSE(k.out.schedule.units.back().holds_parameters());
+  EXPECT_EQ(k.count_suffix(".all_gather"), 7u);
+  EXPECT_EQ(k.spans("root.all_gather").size(), 0u);
+  EXPECT_EQ(k.spans("head.all_gather").size(), 1u);
+  const auto embedding_gathers = k.spans("embedding.all_gather");
+  ASSERT_EQ(embedding_gathers.size(), 2u);
+  EXPECT_LE(embedding_gathers.back().second, k.span("embedding.bwd.bwd").first);
+  EXPECT_EQ(k.count_suffix(".reduce_scatter"), 4u);
+  EXPECT_GE(k.span("embedding.reduce_scatter").first, k.span("embedding.bwd.bwd").second);
+  EXPECT_EQ(root_holds.out.result.memory.peak_allocated.value() -
+                k.out.result.memory.peak_allocated.value(),
+            24'000'000);
+}
+
+// FSDP1 wraps one module per unit: the [norm, output] group is FSDP2's, and a tied head has no
+// unit of its own.
+TEST(Knobs, EmbeddingAndHeadUnitsAreRefusedForFsdp1AndATiedHead) {
+  ScheduleInput in = testing::tiny_input();
+  in.fsdp.wrap_embedding_and_head = true;
+  EXPECT_THROW(simulate_step(in, {}), std::invalid_argument);
+  // tiny_linear_workload with its head's 200,000-element weight counted in the embedding.
+  models::Workload tied = testing::tiny_linear_workload();
+  tied.layers.front().numel = 600'000;
+  tied.layers.back().numel = 0;
+  tied.layers.back().parameter_tensors = 0;
+  in.workload = &tied;
+  in.fsdp.version = 2;
+  in.fsdp.limit_all_gathers = false;
+  EXPECT_THROW(simulate_step(in, {}), std::invalid_argument);
 }
 
 // FSDP2's explicit prefetch lists, n units deep. Forward (with forward_prefetch): the root's

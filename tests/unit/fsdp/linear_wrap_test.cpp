@@ -28,7 +28,7 @@ ScheduleInput linear_wrapped(const models::Workload& w) {
 // the one FSDP records post-forward: a block's linears return before the block.
 TEST(LinearWrap, EachLinearIsAUnitBeforeItsBlock) {
   const models::Workload w = testing::tiny_linear_workload();
-  const std::vector<FsdpUnit> units = make_units(w, WrapPolicy::kBlockAndLinear, 1, 2);
+  const std::vector<FsdpUnit> units = make_units(w, linear_wrapped(w).fsdp, 2);
   std::vector<std::string> names;
   for (const FsdpUnit& u : units) names.push_back(u.name);
   EXPECT_EQ(names,
@@ -124,7 +124,7 @@ TEST(LinearWrap, ATiedHeadsLinearStaysInTheRoot) {
   w.layers.front().numel = 600'000;
   w.layers.back().numel = 0;
   w.layers.back().parameter_tensors = 0;
-  const std::vector<FsdpUnit> units = make_units(w, WrapPolicy::kBlockAndLinear, 1, 2);
+  const std::vector<FsdpUnit> units = make_units(w, linear_wrapped(w).fsdp, 2);
   ASSERT_EQ(units.size(), 7u);
   EXPECT_EQ(units.back().name, "root");
   EXPECT_EQ(units.back().numel, 600'000);
