@@ -43,6 +43,7 @@ void add_autocast_weight_casts(Layer& layer, std::int64_t stored_bytes, std::int
       out.back().linear_module = k.linear_module;
       saved += n * compute_bytes;
       layer.saved_tensors.push_back({Bytes(n * compute_bytes), false});
+      layer.autocast_weight_copies.push_back(Bytes(n * compute_bytes));
     }
     out.push_back(k);
   });

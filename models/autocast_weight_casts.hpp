@@ -2,12 +2,15 @@
 // DEFAULT precision: FSDP MixedPrecision param_dtype fp32 under amp_bf16), as a rewrite of one
 // layer's linear GEMMs (the kernels marked with a LinearPass):
 //  * forward: F.linear is on autocast's lower-precision list, so its weight goes through
-//    cached_cast (aten/src/ATen/autocast_mode.cpp). The cache keeps only leaf tensors that
-//    require grad; FSDP's unsharded parameters are views of the FlatParameter (FSDP1,
-//    use_orig_params=False) or re-registered every all-gather, so every call casts: a
-//    <linear>_weight_cast kernel reading the stored weight and writing the cast copy, and mm
-//    saves that copy for the input gradient (saved activations grow by it; a checkpointed
-//    layer saves only its input, as before, and re-casts in its recomputation).
+//    cached_cast (aten/src/ATen/autocast_mode.cpp): a <linear>_weight_cast kernel reading the
+//    stored weight and writing the cast copy, and mm saves that copy for the input gradient
+//    (saved activations grow by it; a checkpointed layer saves only its input, as before, and
+//    re-casts in its recomputation). Each linear reads its weight once a forward, so the cache
+//    saves no cast; what it changes is how long a copy lives: it caches the casts of fp32
+//    tensors that require grad, are leaves and are not views (can_try_cache) until the
+//    outermost autocast exits. FSDP1's forward reads views of the FlatParameter (not leaves):
+//    none cached. FSDP2's unsharded parameters are nn.Parameters (leaves; pytorch/pytorch#158232
+//    is the cache reusing them): cached (Layer::autocast_weight_copies).
 //  * backward: the weight gradient comes out of the GEMM in the autocast dtype and
 //    ToCopyBackward casts it to the stored dtype before it is accumulated into the parameter's
 //    gradient: a <linear>_weight_grad_cast kernel after each weight-gradient GEMM, whose

@@ -45,7 +45,12 @@ Workload rewritten(Workload workload, const WorkloadOptions& options) {
               ? Float8Casts::kFused
               : Float8Casts::kEager);
     }
-    if (compiled(options, layer)) fuse_for_compile(layer);
+    if (compiled(options, layer)) {
+      fuse_for_compile(layer);
+      // torch.compile runs autocast inside the graph with the weight cache off (Dynamo/Inductor
+      // disable it; pytorch/pytorch#165068's review).
+      layer.autocast_weight_copies.clear();
+    }
     // The step allocates the listed tensors where saved_activations is the total it copies to the
     // host or recomputes: the two must agree.
     if (!layer.saved_tensors.empty()) {

@@ -96,6 +96,12 @@ struct Layer {
   std::vector<SavedTensor> saved_tensors;
   // Bytes saved when this layer is wrapped in full activation checkpointing (its input only).
   Bytes saved_activations_checkpointed{0};
+  // The copies torch.autocast makes of the weights its linears read, one per linear in forward
+  // order (models/autocast_weight_casts.hpp; the last of saved_tensors). Where the weights are
+  // tensors autocast caches the casts of, the cache holds these until the forward leaves
+  // autocast, whether or not autograd saves them (fsdp::StepBuilder::cache_autocast_casts).
+  // Empty without autocast casts, and in a compiled block: Dynamo traces with the cache off.
+  std::vector<Bytes> autocast_weight_copies;
   // Largest extra memory alive at once while this layer's forward runs (temporaries freed inside
   // the layer), and while its backward runs (activation gradients, temporaries). Neither counts
   // saved activations, the layer's output (forward), the gradients of its output and input

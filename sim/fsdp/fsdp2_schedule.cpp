@@ -87,6 +87,9 @@ class Fsdp2Step final : private UnitHooks {
         shard_pg_(s_.add_shard_group()),
         replicate_pg_(s_.add_replicate_group()),
         float8_(float8_weights(s_.workload(), units_, f_.float8_all_gather)) {
+    // The unsharded parameters are nn.Parameters (FSDPParam._unsharded_param): autocast caches
+    // their casts (models/autocast_weight_casts.hpp).
+    s_.cache_autocast_casts();
     for (std::size_t u = 0; u < units_.size(); ++u) {
       unit_bytes_.push_back(unit_bytes(units_[u], float8_[u], f_.param_dtype));
       unit_tensors_.push_back(unit_tensors(u));

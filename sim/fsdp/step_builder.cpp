@@ -373,6 +373,17 @@ StepBuilder::SavedIds StepBuilder::forward_layer(std::size_t layer, std::int32_t
     }
     returned = static_cast<std::size_t>(writer - l.forward.begin()) + 1;
   }
+  // Copies the autocast cache holds that autograd does not: a recomputed layer's, made as its
+  // forward runs, or an offloaded one's, once its saved tensors have gone to the host.
+  const bool cached = caches_autocast_casts_ && !l.autocast_weight_copies.empty();
+  const auto keep_cast_copies = [&] {
+    for (const Bytes b : l.autocast_weight_copies) {
+      autocast_cache_.push_back(
+          allocate(l.name + ".autocast_cache", b, compute_, MemoryCategory::kParameters));
+    }
+  };
+  const bool recomputed = reruns_forward(checkpoint_mode(layer));
+  if (cached && recomputed) keep_cast_copies();
   const TransientIds temps =
       allocate_transients(l.name + ".forward_temp", l.forward_transient_tensors);
   run_forward_kernels(layer, 0, returned, Phase::kForward, group);
@@ -391,8 +402,14 @@ StepBuilder::SavedIds StepBuilder::forward_layer(std::size_t layer, std::int32_t
     b_.cpu_synchronize(b_.record_event(compute_), "save_on_cpu");
     for (const TensorId t : kept) free(t);
     kept.clear();
+    if (cached && !recomputed) keep_cast_copies();
   }
   return kept;
+}
+
+void StepBuilder::leave_autocast() {
+  for (const TensorId t : autocast_cache_) free(t);
+  autocast_cache_.clear();
 }
 
 void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, const SavedIds& saved) {

@@ -100,6 +100,15 @@ class StepBuilder {
 
   // Hooks to call around every kernel of forward_layer and backward_layer (none by default).
   void set_kernel_hooks(KernelHooks* hooks) { kernel_hooks_ = hooks; }
+  // For a runtime whose unsharded weights are tensors autocast caches the casts of (FSDP2's
+  // nn.Parameters; models/autocast_weight_casts.hpp): forward_layer keeps the cast copies
+  // (models::Layer::autocast_weight_copies) of a layer whose saved tensors autograd does not hold
+  // on the device (recomputed or offloaded) until leave_autocast. Off by default: the copies live
+  // as long as autograd saves them.
+  void cache_autocast_casts() { caches_autocast_casts_ = true; }
+  // The forward has left torch.autocast, whose exit at nesting 0 clears the cache
+  // (autocast_mode.py __exit__, clear_autocast_cache): the copies only the cache held go.
+  void leave_autocast();
   [[nodiscard]] CheckpointMode checkpoint_mode(std::size_t layer) const;
   // What autograd keeps of the layer's forward for its backward, under its checkpoint mode.
   [[nodiscard]] Bytes saved_bytes(std::size_t layer) const;
@@ -247,6 +256,8 @@ class StepBuilder {
   // The model output the training loop holds (models::Layer::loop_kept_output), from the last
   // forward that made one; the next such forward frees it once it has returned its own.
   std::optional<engine::TensorId> loop_kept_output_;
+  bool caches_autocast_casts_ = false;
+  std::vector<engine::TensorId> autocast_cache_;  // the copies only the cache holds
   std::string kernel_name_;  // hooked_kernel()'s "layer.pass.kernel", reused: no allocation each
 };
 

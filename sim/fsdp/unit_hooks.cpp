@@ -24,6 +24,8 @@ void run_micro_batch(StepBuilder& s, const std::vector<FsdpUnit>& units, UnitHoo
     if (u != root && layer == units[u].layers.back()) hooks.post_forward(u);
   }
   hooks.post_forward(root);
+  // The loss is the head's: the training loop's forward, and its autocast region, end here.
+  s.leave_autocast();
   in_backward = true;
   hooks.pre_backward(root);
   bool root_reduced = false;

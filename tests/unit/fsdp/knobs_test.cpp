@@ -1002,6 +1002,50 @@ TEST(Knobs, Fsdp2WrapsTheEmbeddingAndTheHeadAsTorchtitanDoes) {
             24'000'000);
 }
 
+// Autocast over fp32 weights with every block checkpointed (the tiny workload with a 20 MB bf16
+// copy of each block's weights made by autocast). FSDP2's unsharded parameters are leaves, so the
+// autocast cache keeps each block's copy, which the checkpoint does not save, until the forward
+// leaves autocast after the head: both blocks' copies are alive together at the end of forward,
+// and freed before the first backward kernel. FSDP1 reads views of its FlatParameter, which
+// autocast does not cache: no such copy. Not checkpointed, the copies are autograd's saved
+// tensors (blocks.N.saved), no cache tensor of their own.
+TEST(Knobs, Fsdp2KeepsACheckpointedBlocksAutocastCopiesUntilTheForwardEnds) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    for (std::size_t b : {1, 2}) w.layers[b].autocast_weight_copies = {Bytes(20'000'000)};
+    return w;
+  }();
+  const auto steps = [](const Knobs& k, engine::CpuStepKind kind, const std::string& name) {
+    return k.cpu_steps(kind, name);
+  };
+  const auto run_with = [](std::int32_t version, ActivationCheckpointing ac) {
+    return run_on(workload, [=](ScheduleInput& in) {
+      in.fsdp.version = version;
+      in.fsdp.limit_all_gathers = false;
+      in.training.activation_checkpointing = ac;
+    });
+  };
+  const Knobs k = run_with(2, ActivationCheckpointing::kFull);
+  EXPECT_EQ(k.tensor_bytes("blocks.0.autocast_cache"), 20'000'000);
+  const auto alloc0 = steps(k, engine::CpuStepKind::kAlloc, "blocks.0.autocast_cache");
+  const auto alloc1 = steps(k, engine::CpuStepKind::kAlloc, "blocks.1.autocast_cache");
+  const auto free0 = steps(k, engine::CpuStepKind::kFree, "blocks.0.autocast_cache");
+  const auto head_forward = steps(k, engine::CpuStepKind::kLaunch, "head.fwd.mlp");
+  const auto head_backward = steps(k, engine::CpuStepKind::kLaunch, "head.bwd.bwd");
+  ASSERT_FALSE(alloc0.empty() || alloc1.empty() || free0.empty() || head_forward.empty() ||
+               head_backward.empty());
+  EXPECT_EQ(alloc0.size(), free0.size());  // one per forward
+  EXPECT_LT(alloc1.front(), free0.front());
+  EXPECT_LT(head_forward.front(), free0.front());
+  EXPECT_LT(free0.front(), head_backward.front());
+  EXPECT_TRUE(steps(run_with(1, ActivationCheckpointing::kFull), engine::CpuStepKind::kAlloc,
+                    "autocast_cache")
+                  .empty());
+  EXPECT_TRUE(steps(run_with(2, ActivationCheckpointing::kNone), engine::CpuStepKind::kAlloc,
+                    "autocast_cache")
+                  .empty());
+}
+
 // FSDP1 wraps one module per unit: the [norm, output] group is FSDP2's, and a tied head has no
 // unit of its own.
 TEST(Knobs, EmbeddingAndHeadUnitsAreRefusedForFsdp1AndATiedHead) {

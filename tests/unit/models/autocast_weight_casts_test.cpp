@@ -42,6 +42,7 @@ TEST(AutocastWeightCasts, EveryLinearCastsItsWeightAndItsWeightGradient) {
   EXPECT_EQ(layer.backward[2].kernel.bytes.value(), 512 * 6);
   // mm saves the bf16 copy for the input gradient; the bf16 weight gradient is a transient.
   EXPECT_EQ(layer.saved_activations.value() - before.saved_activations.value(), 512 * 2);
+  EXPECT_EQ(layer.autocast_weight_copies, std::vector<Bytes>{Bytes(512 * 2)});
   EXPECT_EQ(layer.saved_activations_checkpointed, before.saved_activations_checkpointed);
   EXPECT_EQ(layer.backward_transient_peak().value() - before.backward_transient_peak().value(),
             512 * 2);
@@ -59,6 +60,11 @@ TEST(AutocastWeightCasts, FsdpWithFp32ParametersUnderBf16AutocastCastsEveryLinea
     for (const NamedKernel& k : l.forward) casts += k.name.ends_with("_weight_cast") ? 1 : 0;
   }
   EXPECT_EQ(casts, 2 * 4 + 1);
+  EXPECT_EQ(cast.layers[1].autocast_weight_copies.size(), 4u);
+  // A compiled block runs autocast inside its graph, where the weight cache is off.
+  options.compiled = true;
+  EXPECT_TRUE(build_workload(spec, options).layers[1].autocast_weight_copies.empty());
+  options.compiled = false;
   options.weight_dtype = Dtype::kBf16;  // same as the compute dtype: nothing to cast
   EXPECT_EQ(build_workload(spec, options).layers[1].forward.size(), plain.layers[1].forward.size());
 }
