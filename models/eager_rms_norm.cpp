@@ -31,8 +31,9 @@ bool multiplies_fp32_copy(NormKind kind) { return kind == NormKind::kEagerRmsNor
 
 }  // namespace
 
-void append_eager_rms_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
-                                   std::int64_t width, const BuildContext& ctx) {
+std::int64_t append_eager_rms_norm_forward(LayerDraft& draft, const std::string& name,
+                                           NormKind kind, std::int64_t width,
+                                           const BuildContext& ctx) {
   const NormSizes s = sizes(width, ctx);
   const bool copy_multiplied = multiplies_fp32_copy(kind);
   TransientTracker& temps = draft.forward_temps();
@@ -66,6 +67,10 @@ void append_eager_rms_norm_forward(LayerDraft& draft, const std::string& name, N
     draft.save(s.x32);
   }
   draft.forward(memory_bound_kernel(name + "_weight", 2 * s.x + s.weight, ctx));
+  // The input itself is saved by T5's multiply, or, already fp32, by the Llama form's pow (its
+  // .to(torch.float32) returns it); a narrower input is saved only as its fp32 copy.
+  if (!copy_multiplied) return s.x;
+  return s.casts ? 0 : s.x32;
 }
 
 void append_eager_rms_norm_backward(LayerDraft& draft, const std::string& name, NormKind kind,

@@ -32,9 +32,11 @@
 
 namespace fsdpsim::models::detail {
 
-// `kind` is kEagerRmsNorm or kEagerT5RmsNorm.
-void append_eager_rms_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
-                                   std::int64_t width, const BuildContext& ctx);
+// `kind` is kEagerRmsNorm or kEagerT5RmsNorm. Returns the bytes of the saved tensor that is the
+// input itself (append_norm_forward's contract).
+std::int64_t append_eager_rms_norm_forward(LayerDraft& draft, const std::string& name,
+                                           NormKind kind, std::int64_t width,
+                                           const BuildContext& ctx);
 void append_eager_rms_norm_backward(LayerDraft& draft, const std::string& name, NormKind kind,
                                     std::int64_t width, const BuildContext& ctx);
 

@@ -49,8 +49,9 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   // A norm over the residual stream, then the linear that reads it. Under autocast over wider
   // weights layer_norm runs on autocast's fp32 list and returns the wide dtype, and F.linear
   // casts its input to the compute dtype (aten/src/ATen/autocast_mode.cpp).
+  // Returns the bytes of the norm's saved input.
   const auto norm_then_linear_input = [&](const char* norm, const char* linear) {
-    append_norm_forward(draft, norm, NormKind::kLayerNorm, d, wide);  // saves its input
+    const std::int64_t input = append_norm_forward(draft, norm, NormKind::kLayerNorm, d, wide);
     if (wide.element_bytes != ctx.element_bytes) {
       temps.allocate(residual);
       draft.forward(cast_kernel(std::string(linear) + "_input_cast", d, wide.element_bytes,
@@ -58,6 +59,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
       temps.release(residual);
     }
     draft.save_rematerializable(hidden);  // the linear's input
+    return input;
   };
   // A residual branch's dropout after its output projection: its output is allocated and the
   // projection's freed; its mask is saved for backward.
@@ -68,7 +70,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
     draft.save(mask);
   };
 
-  norm_then_linear_input("ln1", "qkv");
+  draft.note_input_saved(norm_then_linear_input("ln1", "qkv"));  // the block input
   draft.forward(linear_forward("qkv", {d, d + 2 * kv_width(spec), true}, ctx));
   // q, k, v are views of the qkv output (minGPT: c_attn(x).split(n_embd, dim=2)).
   if (attention_saves_inputs(ctx)) {

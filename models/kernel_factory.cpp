@@ -80,12 +80,9 @@ void append_linear_backward(LayerDraft& draft, const std::string& name, LinearDi
   }
 }
 
-void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
-                         std::int64_t width, const BuildContext& ctx) {
-  if (runs_eagerly(kind)) {
-    append_eager_rms_norm_forward(draft, name, kind, width, ctx);
-    return;
-  }
+std::int64_t append_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
+                                 std::int64_t width, const BuildContext& ctx) {
+  if (runs_eagerly(kind)) return append_eager_rms_norm_forward(draft, name, kind, width, ctx);
   const std::int64_t act = ctx.tokens * width * ctx.element_bytes;
   const std::int64_t stats = ctx.tokens * norm_stats_per_token(kind) * kStatBytes;
   const std::int64_t params = norm_param_vectors(kind) * width * ctx.element_bytes;
@@ -97,6 +94,7 @@ void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind ki
   // Autograd saves the input and the statistics (native_layer_norm saves input, mean, rstd).
   draft.save(act);
   for (std::int64_t i = 0; i < norm_stats_per_token(kind); ++i) draft.save(ctx.tokens * kStatBytes);
+  return act;
 }
 
 void append_norm_backward(LayerDraft& draft, const std::string& name, NormKind kind,

@@ -64,9 +64,10 @@ enum class NormKind : std::uint8_t {
 // Triton fused_rmsnorm do): one kernel forward, two backward, each priced at its own share of HBM
 // bandwidth (NormPass). Forward saves the input and the fp32 statistics; the output is saved by
 // whichever op consumes it (the caller). The eager kinds run models/eager_rms_norm.cpp's kernels
-// under the same bookkeeping.
-void append_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
-                         std::int64_t width, const BuildContext& ctx);
+// under the same bookkeeping. Returns the bytes of the tensor it saves that is its input `x`
+// itself (0 where it saves only a copy: the eager Llama form's fp32 upcast of a narrower x).
+std::int64_t append_norm_forward(LayerDraft& draft, const std::string& name, NormKind kind,
+                                 std::int64_t width, const BuildContext& ctx);
 // <name>_bwd, the input gradient: reads dy, x, stats, weight; writes dx (handed off to the
 // memory-bound kernels after it when dx_handoff > 0, NamedKernel::handoff_bytes; eager kinds,
 // which no compiled region holds, hand nothing off). Then

@@ -74,6 +74,8 @@ class LayerDraft {
   // save(bytes) of a linear's input that is a pointwise function of other saved tensors (a
   // norm's or an activation's output): Layer::rematerializable_saved.
   void save_rematerializable(std::int64_t bytes);
+  // Of what was saved, `bytes` are the layer's input itself (Layer::saved_input).
+  void note_input_saved(std::int64_t bytes) { layer_.saved_input = Bytes(bytes); }
   // Brackets the attention core's forward kernels; `output_bytes` is the core's output, saved
   // inside the bracket but kept by the output projection regardless, and `unsaved_input_bytes`
   // its inputs where the layer does not save them (Layer::attention_core_input).

@@ -150,7 +150,7 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   };
 
   // Saves the block input (eager: its fp32 copy, the rsqrt and the normalized input).
-  append_norm_forward(draft, "rmsnorm1", block_norm(ctx), d, wide);
+  draft.note_input_saved(append_norm_forward(draft, "rmsnorm1", block_norm(ctx), d, wide));
   if (casts) {
     temps.allocate(residual);  // rmsnorm1 output, which q, k and v each cast
   } else {

@@ -114,7 +114,8 @@ void cross_bias_forward(LayerDraft& draft, const Block& b) {
 void self_attention_forward(LayerDraft& draft, const Block& b) {
   const std::int64_t d = b.spec.d_model;
   const std::int64_t inner = t5_inner(b.spec);
-  append_norm_forward(draft, "self_attn_norm", t5_norm(b.ctx), d, b.ctx);
+  // The block's first op: its input is the block's.
+  draft.note_input_saved(append_norm_forward(draft, "self_attn_norm", t5_norm(b.ctx), d, b.ctx));
   draft.save(b.hidden());  // the normalized input, kept by q, k and v
   draft.forward(linear_forward("q", {d, inner, false}, b.ctx));
   draft.forward(linear_forward("k", {d, inner, false}, b.ctx));

@@ -96,6 +96,12 @@ struct Layer {
   std::vector<SavedTensor> saved_tensors;
   // Bytes saved when this layer is wrapped in full activation checkpointing (its input only).
   Bytes saved_activations_checkpointed{0};
+  // Part of saved_activations that is the layer's input itself, which its first norm saves: the
+  // tensor a checkpoint of the layer keeps, and its recompute saves again without a copy (the
+  // re-run forward reads the checkpoint's own input tensor, torch/utils/checkpoint.py). 0 where
+  // no saved tensor is the input (the eager Llama RMSNorm over a narrower input saves its fp32
+  // copy; custom layers).
+  Bytes saved_input{0};
   // The copies torch.autocast makes of the weights its linears read, one per linear in forward
   // order (models/autocast_weight_casts.hpp; the last of saved_tensors). Where the weights are
   // tensors autocast caches the casts of, the cache holds these until the forward leaves

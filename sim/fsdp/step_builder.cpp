@@ -439,8 +439,10 @@ void StepBuilder::backward_layer(std::size_t layer, std::int32_t group, const Sa
     if (mode == CheckpointMode::kWholeLayer) bytes = l.saved_activations;
     if (mode == CheckpointMode::kOpPolicy) {
       skip = &op_plans_[layer].saved_output;
-      bytes = std::max(Bytes(0), l.saved_activations - op_plans_[layer].saved_bytes);
+      bytes = l.saved_activations - op_plans_[layer].saved_bytes;
     }
+    // The re-run forward saves the checkpoint's own input tensor, held since the forward.
+    if (whole) bytes = std::max(Bytes(0), bytes - l.saved_input);
     recomputed = allocate(l.name + ".recomputed", bytes, compute_, MemoryCategory::kActivations);
     const TransientIds temps =
         allocate_transients(l.name + ".recompute_temp", l.forward_transient_tensors);

@@ -777,14 +777,13 @@ TEST(Cli, MaxMicroBatchFindsTheLargestThatFits) {
   EXPECT_NE(capped.output.find("cudaMalloc retries per step"), std::string::npos) << capped.output;
   EXPECT_NE(capped.output.find("largest without cudaMalloc retries: 3: "), std::string::npos)
       << capped.output;
-  // Retries need not grow with the micro-batch: GPT-175B on 128 GPUs fits 4 with retries, 2
-  // retries too, 3 does not (a bisection over [1, 4) answered 1).
-  const Outcome uneven =
-      run_fsdpsim("run " + std::string(FSDPSIM_SOURCE_DIR) +
-                  "/scenarios/paper/gpt175b_128xa100_bs1.json --max-micro-batch");
-  EXPECT_NE(uneven.output.find("largest micro-batch that fits: 4 "), std::string::npos)
+  // Retries need not grow with the micro-batch: T5-11B on 8 A100 fits 40 with retries, 35 to 37
+  // retry too, 38 and 39 do not (a bisection that took 35's retries for a bound would answer 34).
+  const Outcome uneven = run_fsdpsim("run " + std::string(FSDPSIM_SOURCE_DIR) +
+                                     "/scenarios/paper/t5_11b_8xa100.json --max-micro-batch");
+  EXPECT_NE(uneven.output.find("largest micro-batch that fits: 40 "), std::string::npos)
       << uneven.output;
-  EXPECT_NE(uneven.output.find("largest without cudaMalloc retries: 3: "), std::string::npos)
+  EXPECT_NE(uneven.output.find("largest without cudaMalloc retries: 39: "), std::string::npos)
       << uneven.output;
   // Without the allocator model there are no retries: the largest that fits is the answer,
   // with nothing more to say.

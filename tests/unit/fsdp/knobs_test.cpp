@@ -403,6 +403,28 @@ TEST(Knobs, AttentionCheckpointingRecomputesOnlyTheCore) {
   }
 }
 
+// A block whose first op saves its input (models::Layer::saved_input, the 1 MB the checkpoint
+// keeps) recomputes 9 MB of its 10 MB: the re-run forward saves the checkpoint's own input
+// tensor. The time does not change.
+TEST(Knobs, RecomputeDoesNotCopyTheCheckpointsInput) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    for (std::size_t b : {1, 2})
+      w.layers[b].saved_input = w.layers[b].saved_activations_checkpointed;
+    return w;
+  }();
+  const auto full = [](ScheduleInput& in) {
+    in.training.activation_checkpointing = ActivationCheckpointing::kFull;
+  };
+  const Knobs k = run_on(workload, full);
+  const Knobs twice = run(full);
+  for (const char* block : {"blocks.0", "blocks.1"}) {
+    EXPECT_EQ(k.tensor_bytes(std::string(block) + ".recomputed"), 9'000'000);
+    EXPECT_EQ(twice.tensor_bytes(std::string(block) + ".recomputed"), 10'000'000);
+  }
+  EXPECT_EQ(k.step(), twice.step());
+}
+
 // The checkpointed core keeps its inputs where nothing else saves them (unfused attention):
 // each block saves 6 MB + a 1 MB input = 7 MB.
 TEST(Knobs, AttentionCheckpointingKeepsTheCoresUnsavedInputs) {

@@ -140,12 +140,16 @@ TEST(ActivationMemory, SavedTensorsAddUpToTheSavedActivations) {
   }
 }
 
+// The checkpoint keeps the block input, and the block's first norm saves that same tensor
+// (saved_input), which its recompute does not copy.
 TEST(ActivationMemory, CheckpointedBlockKeepsOnlyItsInput) {
   for (const TransformerSpec& spec : {gpt(), mpt(), testing::llama_3_1_8b()}) {
     const Workload w = build_workload(spec, testing::options(kB, kS, true));
     for (std::size_t i = 1; i + 1 < w.layers.size(); ++i) {
       EXPECT_EQ(w.layers[i].saved_activations_checkpointed.value(), kT * spec.d_model * 2);
+      EXPECT_EQ(w.layers[i].saved_input, w.layers[i].saved_activations_checkpointed);
     }
+    EXPECT_EQ(w.layers.front().saved_input.value(), 0);
     EXPECT_EQ(w.layers.front().saved_activations_checkpointed, w.layers.front().saved_activations);
     EXPECT_EQ(w.layers.back().saved_activations_checkpointed, w.layers.back().saved_activations);
   }
@@ -260,6 +264,7 @@ TEST(ActivationMemory, Fp32WeightsUnderAutocastKeepTheResidualStreamInFp32) {
   // ln1 and ln2 save their fp32 inputs instead of bf16 ones: 2 x T*d*(4 - 2) more.
   EXPECT_EQ(saved(w, 1) - saved(plain, 1), 2 * kT * kH * 2);
   EXPECT_EQ(block.saved_activations_checkpointed.value(), kT * kH * 4);  // the fp32 block input
+  EXPECT_EQ(block.saved_input, block.saved_activations_checkpointed);    // ln1 saves that tensor
   // x_mid = x (fp32) + attn_out (bf16): reads 4 + 2, writes 4 bytes per element.
   EXPECT_EQ(testing::find_kernel(block.forward, "residual1").kernel.bytes.value(),
             kT * kH * (4 + 2 + 4));

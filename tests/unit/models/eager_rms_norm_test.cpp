@@ -94,6 +94,9 @@ TEST(EagerRmsNorm, KeepsTheFp32CopyWhereTheFusedKernelKeepsTheInput) {
   const Workload eager = build_workload(testing::llama_3_1_8b(), eager_options());
   EXPECT_EQ(eager.layers[1].saved_activations.value() - fused.layers[1].saved_activations.value(),
             2 * kX32);
+  // The fused kernel saves the block input itself, the eager form only its fp32 copy.
+  EXPECT_EQ(fused.layers[1].saved_input.value(), kX);
+  EXPECT_EQ(eager.layers[1].saved_input.value(), 0);
   EXPECT_EQ(
       eager.layers.back().saved_activations.value() - fused.layers.back().saved_activations.value(),
       kX32);
@@ -121,6 +124,8 @@ TEST(EagerRmsNorm, Fp32ComputeRunsNoCasts) {
   const Workload w = build_workload(testing::llama_3_1_8b(), o);
   EXPECT_EQ(kernels_of(w.layers[1].forward, "rmsnorm1").size(), 6U);
   EXPECT_EQ(kernels_of(w.layers[1].backward, "rmsnorm1").size(), 14U);
+  // x.float() is x: pow saves the block input itself.
+  EXPECT_EQ(w.layers[1].saved_input, w.layers[1].saved_activations_checkpointed);
 }
 
 }  // namespace

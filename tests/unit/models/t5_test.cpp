@@ -280,6 +280,11 @@ TEST(T5Workload, T5LayerNormRunsEagerlyUnlessApexFusesIt) {
   EXPECT_EQ(layer(e, "encoder.blocks.0").saved_activations.value() -
                 layer(f, "encoder.blocks.0").saved_activations.value(),
             2 * (x32 + 4 * 8 * 2));
+  // Either way one saved tensor is the block's input itself, which a checkpoint keeps anyway.
+  for (const Workload* w : {&e, &f}) {
+    for (const char* name : {"encoder.blocks.0", "decoder.blocks.0"})
+      EXPECT_EQ(layer(*w, name).saved_input.value(), 4 * 8 * 2) << name;
+  }
 }
 
 // v1.1's gelu_new runs op by op (transformers' NewGELUActivation is Python arithmetic): eight
