@@ -148,8 +148,9 @@ fsdp:
                                                                                     default true
   last_unit_reshard_after_forward
                             FSDP2: the same for the last unit before the root (torchtitan's
-                            default policy: false for its last block, or for [norm, output]
-                            with wrap_embedding_and_head)              default reshard_after_forward
+                            default policy: false for its last block until July 2025, for
+                            [norm, output] with wrap_embedding_and_head since)
+                                                                       default reshard_after_forward
   root_reshard_after_forward
                             FSDP2: the same for the root, given explicitly [fully_shard(model,
                             reshard_after_forward=...), honoured since pytorch#155319] default false
@@ -170,8 +171,9 @@ fsdp:
                             block_and_linear: ModuleWrapPolicy({Block, nn.Linear}), FSDP1 only]
                             default transformer_block
   blocks_per_unit           blocks per unit for every_n_blocks                      default 2
-  wrap_embedding_and_head   FSDP2, untied gpt | llama: the token embedding and the final norm
-                            with the LM head in units of their own, the root holding none
+  wrap_embedding_and_head   FSDP2, untied gpt | mpt | llama: the embedding layer (gpt's position
+                            table with the tokens') and the final norm with the LM head in
+                            units of their own, the root holding none
                             [torchtitan: fully_shard(tok_embeddings), fully_shard([norm, output])]
                                                                                     default false
 ddp (with parallelism ddp; fsdp.param_dtype is the autocast dtype, default bf16; fsdp.reduce_dtype

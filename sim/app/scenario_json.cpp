@@ -173,8 +173,9 @@ void check_embedding_and_head_units(const Scenario& s, const nlohmann::json* fsd
         f, "/fsdp/wrap_embedding_and_head",
         fmt::format("{} ties its LM head to the embedding's table, so torchtitan puts both, with "
                     "the final norm, in one unit it keeps unsharded from forward to backward, as "
-                    "the root holds them here: leave the key out (root_reshard_after_forward true "
-                    "is its \"always\" policy)",
+                    "the root holds them when wrap_embedding_and_head is false (torchtitan's "
+                    "\"always\" policy, which reshards that unit, is the root's "
+                    "reshard_after_forward true)",
                     s.model.name));
   }
   if (fsdp != nullptr && fsdp->contains("root_reshard_after_forward")) {

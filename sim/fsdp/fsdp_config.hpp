@@ -112,8 +112,9 @@ struct FsdpConfig {
   // k > 1 = reshard to groups of k ranks (the backward all-gather stays inside them).
   std::int32_t reshard_after_forward = 1;
   // The same for two units FSDP2 lets a user set apart: the last non-root unit in forward order
-  // (torchtitan's default policy keeps its last transformer block: FSDP would prefetch it again
-  // right away for backward), and the root, which FSDP2 keeps unsharded unless its
+  // (torchtitan's default policy kept its last transformer block until July 2025, and keeps
+  // [norm, output] since, wrap_embedding_and_head: FSDP would prefetch it again right away for
+  // backward), and the root, which FSDP2 keeps unsharded unless its
   // reshard_after_forward is given explicitly (FSDPState._lazy_init resets its
   // post_forward_mesh_info only while _auto_reshard_after_forward). nullopt: the last unit
   // takes reshard_after_forward.
@@ -146,9 +147,10 @@ struct FsdpConfig {
   bool precompute_float8_scale = false;
   WrapPolicy wrap_policy = WrapPolicy::kPerBlock;
   std::int32_t blocks_per_unit = 1;  // for kEveryNBlocks
-  // FSDP2 with an untied embedding: the token embedding and the final norm with the LM head are
-  // units of their own beside the blocks', as torchtitan's apply_fsdp shards them since
-  // torchtitan#1094 (July 2025: fully_shard(model.tok_embeddings), fully_shard([model.norm,
+  // FSDP2 with an untied embedding: the embedding layer (gpt's learned position table with the
+  // tokens', where fully_shard(tok_embeddings) would leave it to the root) and the final norm with
+  // the LM head are units of their own beside the blocks', as torchtitan's apply_fsdp shards them
+  // since torchtitan#1094 (July 2025: fully_shard(model.tok_embeddings), fully_shard([model.norm,
   // model.output])), leaving the root nothing to hold. false: the root holds them (the auto-wrap
   // policies, fully_shard of the blocks and the model only).
   bool wrap_embedding_and_head = false;

@@ -32,8 +32,9 @@ class UnitHooks {
 // fires once the gradient of every parameter the root holds is made: after the backward of its
 // first layer (`_register_post_backward_hook`). FSDP2 hooks the gradients of the root module's
 // inputs, the token ids, which have none: its reduction runs in the final callback, at the very
-// end (`FSDPState._root_post_backward_final_callback`). A root that holds the first layer (every
-// preset: the embedding) reduces at the end either way.
+// end (`FSDPState._root_post_backward_final_callback`). A root that holds the first layer (the
+// embedding, unless fsdp.wrap_embedding_and_head gives it a unit of its own) reduces at the end
+// either way.
 enum class RootPostBackward { kWhenItsGradIsReady, kInTheFinalCallback };
 
 // Forward then backward of every layer of the workload, each unit's layers tagged with its index.

@@ -757,6 +757,26 @@ TEST(Cli, MemoryFractionCapsWhatTheAllocatorMayHold) {
   EXPECT_NE(off.output.find("needs the allocator model"), std::string::npos) << off.output;
 }
 
+// With units of their own for the embedding and the head, one unit of every block is not the last
+// before the root: reshard_after_forward sets it and last_unit_reshard_after_forward the head's,
+// where without them the block unit is the only one and reshard_after_forward would do nothing.
+TEST(Cli, EmbeddingAndHeadUnitsCountAmongTheUnitsBeforeTheRoot) {
+  const std::string one_block_unit =
+      "run " + kLlamaScenario +
+      " --set fsdp.version=2 --set fsdp.backward_prefetch=null"
+      " --set fsdp.wrap_policy=every_n_blocks --set fsdp.blocks_per_unit=1000"
+      " --set fsdp.reshard_after_forward=2 --set fsdp.last_unit_reshard_after_forward=false";
+  const Outcome alone = run_fsdpsim(one_block_unit);
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  EXPECT_NE(alone.output.find("the only unit before the root is the last one"), std::string::npos)
+      << alone.output;
+  const Outcome with_ends =
+      run_fsdpsim(one_block_unit + " --set fsdp.wrap_embedding_and_head=true");
+  EXPECT_EQ(with_ends.exit_code, 0) << with_ends.output;
+  EXPECT_NE(with_ends.output.find("last unit's false, embedding and head units"), std::string::npos)
+      << with_ends.output;
+}
+
 TEST(Cli, MaxMicroBatchFindsTheLargestThatFits) {
   const Outcome o = run_fsdpsim("run " + std::string(FSDPSIM_SOURCE_DIR) +
                                 "/scenarios/llama3_8b_8xh100.json --max-micro-batch");

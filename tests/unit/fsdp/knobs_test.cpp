@@ -423,6 +423,11 @@ TEST(Knobs, RecomputeDoesNotCopyTheCheckpointsInput) {
     EXPECT_EQ(twice.tensor_bytes(std::string(block) + ".recomputed"), 10'000'000);
   }
   EXPECT_EQ(k.step(), twice.step());
+  // Recomputing only the attention core re-saves what the core saves (4 MB), not the input.
+  const Knobs core = run_on(workload, [](ScheduleInput& in) {
+    in.training.activation_checkpointing = ActivationCheckpointing::kAttention;
+  });
+  EXPECT_EQ(core.tensor_bytes("blocks.0.recomputed"), 4'000'000);
 }
 
 // The checkpointed core keeps its inputs where nothing else saves them (unfused attention):
@@ -461,6 +466,17 @@ TEST(Knobs, OpPolicyCheckpointingSkipsTheSavedMmInTheRecompute) {
     EXPECT_EQ(op.tensor_bytes(b + ".recomputed"), 984'000);
     EXPECT_EQ(whole.tensor_bytes(b + ".saved"), 100'000);
   }
+  // Where the norm's saved input is the block's (models::Layer::saved_input), the recompute
+  // leaves those 100 kB to the checkpoint's own tensor.
+  static const models::Workload input_saved = [] {
+    models::Workload w = testing::tiny_linear_workload();
+    for (std::size_t b : {1, 2}) w.layers[b].saved_input = Bytes(100'000);
+    return w;
+  }();
+  const Knobs shared = run_on(input_saved, [](ScheduleInput& in) {
+    in.training.activation_checkpointing = ActivationCheckpointing::kSelectiveOp;
+  });
+  EXPECT_EQ(shared.tensor_bytes("blocks.0.recomputed"), 884'000);
   EXPECT_EQ(op.step(), whole.step() - us(80));
   EXPECT_NEAR(whole.out.schedule.hardware_flops.value() - op.out.schedule.hardware_flops.value(),
               0.2e9, 1.0);
@@ -1066,6 +1082,17 @@ TEST(Knobs, Fsdp2KeepsACheckpointedBlocksAutocastCopiesUntilTheForwardEnds) {
   EXPECT_TRUE(steps(run_with(2, ActivationCheckpointing::kNone), engine::CpuStepKind::kAlloc,
                     "autocast_cache")
                   .empty());
+  // Saved tensors offloaded to the host (save_on_cpu) leave the cache's device copy behind: it
+  // is kept once the block's saved tensors have been copied out.
+  const Knobs offloaded = run_on(workload, [](ScheduleInput& in) {
+    in.fsdp.version = 2;
+    in.fsdp.limit_all_gathers = false;
+    in.training.offload_activations = true;
+  });
+  const auto kept = steps(offloaded, engine::CpuStepKind::kAlloc, "blocks.0.autocast_cache");
+  const auto to_host = steps(offloaded, engine::CpuStepKind::kLaunch, "blocks.0.saved.to_host");
+  ASSERT_FALSE(kept.empty() || to_host.empty());
+  EXPECT_GT(kept.front(), to_host.front());
 }
 
 // FSDP1 wraps one module per unit: the [norm, output] group is FSDP2's, and a tied head has no
