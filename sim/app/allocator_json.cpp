@@ -4,12 +4,61 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 #include "sim/app/config_error.hpp"
 #include "sim/app/json_reader.hpp"
 #include "sim/app/size_bounds.hpp"
 
 namespace fsdpsim::app {
+namespace {
+
+bool power_of_two(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// A whole number of at most 10 digits at `text[pos]`, advancing `pos`; nullopt if none.
+std::optional<std::int64_t> read_count(std::string_view text, std::size_t& pos) {
+  const std::size_t start = pos;
+  while (pos < text.size() && pos - start < 10 && text[pos] >= '0' && text[pos] <= '9') ++pos;
+  if (pos == start || (pos < text.size() && text[pos] >= '0' && text[pos] <= '9'))
+    return std::nullopt;
+  std::int64_t v = 0;
+  for (std::size_t i = start; i < pos; ++i) v = 10 * v + (text[i] - '0');
+  return v;
+}
+
+// PYTORCH_CUDA_ALLOC_CONF's list form, "[256:1,512:2,1024:4,>:8]" (interval start in MiB, a power
+// of two, or ">": divisions, 0 or a power of two), spaces ignored as PyTorch's tokenizer ignores
+// them; an empty string when `text` is not one.
+std::string parse_divisions_list(std::string text, std::vector<memory::RoundupPower2Entry>& out) {
+  std::erase(text, ' ');
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
+    return "a list in brackets, \"[MiB:divisions, ..., >:divisions]\"";
+  std::size_t pos = 1;
+  while (pos + 1 < text.size()) {
+    memory::RoundupPower2Entry e;
+    if (text[pos] == '>') {
+      ++pos;
+    } else {
+      const std::optional<std::int64_t> start = read_count(text, pos);
+      if (!start || !power_of_two(*start))
+        return "each interval's start in MiB, a power of two, or \">\"";
+      e.start_mib = start;
+    }
+    if (pos >= text.size() || text[pos] != ':') return "\":\" after each interval's start";
+    ++pos;
+    const std::optional<std::int64_t> divisions = read_count(text, pos);
+    if (!divisions || (*divisions != 0 && !power_of_two(*divisions)))
+      return "each interval's divisions, 0 (off) or a power of two";
+    e.divisions = static_cast<std::int32_t>(*divisions);
+    out.push_back(e);
+    if (pos + 1 < text.size() && text[pos++] != ',') return "\",\" between the entries";
+  }
+  if (out.empty()) return "at least one entry";
+  return "";
+}
+
+}  // namespace
 
 std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json* value,
                                                            const std::string& file, Bytes usable,
@@ -73,14 +122,28 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
     }
     config.garbage_collection_threshold = v.get<double>();
   }
-  if (r.has("roundup_power2_divisions")) {
-    // PyTorch's parser (parseRoundUpPower2Divisions) refuses a division that is not a power of 2.
-    const std::int32_t divisions = r.positive_int32("roundup_power2_divisions");
-    if ((divisions & (divisions - 1)) != 0) {
-      throw ConfigError(file, "/allocator/roundup_power2_divisions",
-                        fmt::format("expected a power of two (1, 2, 4, ...), found {}", divisions));
+  if (const nlohmann::json* v = r.child("roundup_power2_divisions"); v != nullptr) {
+    // PyTorch's parser (parseRoundUpPower2Divisions) refuses a division that is not a power of 2,
+    // and takes a list of per-interval divisions in brackets.
+    const std::string key = "/allocator/roundup_power2_divisions";
+    if (v->is_string()) {
+      std::vector<memory::RoundupPower2Entry> entries;
+      if (const std::string problem = parse_divisions_list(v->get<std::string>(), entries);
+          !problem.empty()) {
+        throw ConfigError(file, key,
+                          fmt::format("expected {}, found \"{}\"", problem, v->get<std::string>()));
+      }
+      config.roundup_power2_divisions = memory::listed_roundup_power2_divisions(entries);
+    } else {
+      const std::int32_t divisions = r.positive_int32("roundup_power2_divisions");
+      if (!power_of_two(divisions)) {
+        throw ConfigError(file, key,
+                          fmt::format("expected a power of two (1, 2, 4, ...) or a list "
+                                      "\"[MiB:divisions, ..., >:divisions]\", found {}",
+                                      divisions));
+      }
+      config.roundup_power2_divisions = memory::uniform_roundup_power2_divisions(divisions);
     }
-    config.roundup_power2_divisions = memory::uniform_roundup_power2_divisions(divisions);
   }
   r.finish();
   if (!enabled) {

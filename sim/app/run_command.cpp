@@ -204,7 +204,9 @@ allocator (the CUDA caching allocator; PYTORCH_CUDA_ALLOC_CONF's names):
   garbage_collection_threshold  free old cached blocks past this fraction of the memory
                             fraction's maximum (only with memory_fraction and without
                             expandable_segments, as PyTorch)                      default off
-  roundup_power2_divisions  round request sizes to 1/N steps between powers of two  default off
+  roundup_power2_divisions  round request sizes to 1/N steps between powers of two: N, or per
+                            interval as PyTorch lists them, "[256:1,512:2,>:4]" (MiB:N)
+                                                                                    default off
   memory_fraction           hold at most this fraction of the device's memory
                             [torch.cuda.set_per_process_memory_fraction]            default 1
 

@@ -46,6 +46,29 @@ std::array<std::int32_t, kRoundupPower2Intervals> uniform_roundup_power2_divisio
   return all;
 }
 
+std::array<std::int32_t, kRoundupPower2Intervals> listed_roundup_power2_divisions(
+    const std::vector<RoundupPower2Entry>& entries) {
+  std::array<std::int32_t, kRoundupPower2Intervals> out{};
+  std::size_t last = 0;
+  bool first = true;
+  for (const RoundupPower2Entry& e : entries) {
+    if (!e.start_mib) {
+      std::fill(out.begin() + static_cast<std::ptrdiff_t>(std::min(last + 1, out.size())),
+                out.end(), e.divisions);
+      continue;
+    }
+    const auto log =
+        static_cast<std::size_t>(std::bit_width(static_cast<std::uint64_t>(*e.start_mib)) - 1);
+    const std::size_t index = std::min(log, out.size() - 1);
+    if (first)
+      std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(index), e.divisions);
+    first = false;
+    out[index] = e.divisions;
+    last = index;
+  }
+  return out;
+}
+
 std::string validate(const AllocatorConfig& config) {
   std::ostringstream out;
   const auto problem = [&out](const std::string& text) {

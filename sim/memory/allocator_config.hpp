@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/units/units.hpp"
 
@@ -54,6 +55,22 @@ struct AllocatorConfig {
 // "roundup_power2_divisions:4").
 std::array<std::int32_t, kRoundupPower2Intervals> uniform_roundup_power2_divisions(
     std::int32_t divisions);
+
+// One entry of the list form "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]": the divisions
+// of the interval that starts at `start_mib` (a power of two, MiB), or, for ">" (nullopt), of
+// every interval after the one the entry before it named.
+struct RoundupPower2Entry {
+  std::optional<std::int64_t> start_mib;
+  std::int32_t divisions = 0;
+};
+
+// The divisions per interval the list form sets, as AcceleratorAllocatorConfig::
+// parseRoundUpPower2Divisions (c10/core/AllocatorConfig.cpp) fills them: the interval of
+// log2(start_mib), clamped to the table; the first entry's value also for every interval below
+// it; ">" for every interval after the last one named; intervals no entry reaches stay 0 (off).
+// Preconditions: each start_mib a power of two.
+std::array<std::int32_t, kRoundupPower2Intervals> listed_roundup_power2_divisions(
+    const std::vector<RoundupPower2Entry>& entries);
 
 // Empty when `config` is consistent, else what is wrong (the checks of PyTorch's parser:
 // max_split_size_mb >= 20, threshold in (0, 1), divisions 0 or a power of two; capacity > 0).

@@ -685,6 +685,27 @@ TEST(Cli, LinksAndFifosAreWrittenThroughNotReplaced) {
   EXPECT_TRUE(nlohmann::json::parse(received).contains("step_time_s"));
 }
 
+// roundup_power2_divisions in PyTorch's list form reaches the allocator: a list that gives every
+// interval 4 divisions is the number 4, one that gives them 1 (off) is no setting, and "[64:4]",
+// which rounds only sizes below 128 MiB (its first entry's 4 holds below 64 MiB too), is neither
+// (Llama-3.1-8B on 8 H100, whose reserved memory the rounding moves).
+TEST(Cli, RoundupPower2DivisionsTakesPyTorchsListForm) {
+  const auto reserved = [](const std::string& set) {
+    const Outcome o = run_fsdpsim("run " + kLlamaScenario + " --json -" + set);
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    return nlohmann::json::parse(o.output)["peak_mem_reserved_gib"].get<double>();
+  };
+  const std::string key = " --set allocator.roundup_power2_divisions=";
+  const double none = reserved("");
+  const double four = reserved(key + "4");
+  EXPECT_NE(four, none);
+  EXPECT_EQ(reserved(key + "'\"[1:4, >:4]\"'"), four);
+  EXPECT_EQ(reserved(key + "'\"[1:1]\"'"), none);
+  const double below_64 = reserved(key + "'\"[64:4]\"'");
+  EXPECT_NE(below_64, none);
+  EXPECT_NE(below_64, four);
+}
+
 // allocator.memory_fraction is torch.cuda.set_per_process_memory_fraction: the allocator holds
 // at most that share of the device. The 2-layer model reserves 15.1 GiB at its peak; at 17 % of
 // an 80 GB H100 it fits only after cudaMalloc retries.
@@ -1167,8 +1188,19 @@ INSTANTIATE_TEST_SUITE_P(
         // Rates and times bounded so that nothing derived from them is infinite.
         BadInput{"roundup_not_power_of_two",
                  {{"allocator", {{"roundup_power2_divisions", 3}}}},
-                 "/allocator/roundup_power2_divisions: expected a power of two (1, 2, 4, ...), "
-                 "found 3"},
+                 "/allocator/roundup_power2_divisions: expected a power of two (1, 2, 4, ...) or a "
+                 "list \"[MiB:divisions, ..., >:divisions]\", found 3"},
+        BadInput{"roundup_list_start_not_power_of_two",
+                 {{"allocator", {{"roundup_power2_divisions", "[256:1, 384:2, >:4]"}}}},
+                 "/allocator/roundup_power2_divisions: expected each interval's start in MiB, a "
+                 "power of two, or \">\", found \"[256:1, 384:2, >:4]\""},
+        BadInput{"roundup_list_divisions_not_power_of_two",
+                 {{"allocator", {{"roundup_power2_divisions", "[256:3]"}}}},
+                 "/allocator/roundup_power2_divisions: expected each interval's divisions, 0 (off) "
+                 "or a power of two, found \"[256:3]\""},
+        BadInput{"roundup_list_unbracketed",
+                 {{"allocator", {{"roundup_power2_divisions", "256:1,>:4"}}}},
+                 "/allocator/roundup_power2_divisions: expected a list in brackets"},
         BadInput{"gc_threshold_one",
                  {{"allocator", {{"memory_fraction", 0.9}, {"garbage_collection_threshold", 1}}}},
                  "/allocator/garbage_collection_threshold: expected a number in (0, 1), found the "

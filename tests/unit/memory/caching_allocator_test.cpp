@@ -64,6 +64,32 @@ TEST(AllocatorConfig, RoundupPower2DivisionsRoundToTheNextDivision) {
   EXPECT_EQ(round_size(Bytes(mb(17) + 1), c).value(), mb(17) + 512);
 }
 
+// PyTorch's list form, its documentation's example "[256:1,512:2,1024:4,>:8]": the first entry's
+// 1 also below 256 MiB, 2 for [512 MiB, 1 GiB), 4 for [1, 2) GiB and 8 from 2 GiB on. Intervals no
+// entry reaches stay off ("[4:2,64:4]" leaves [8, 64) MiB at 0); a start past the table's last
+// interval is that interval.
+TEST(AllocatorConfig, ListedRoundupPower2DivisionsFillTheIntervalsAsPyTorchDoes) {
+  const auto listed = [](std::vector<RoundupPower2Entry> entries) {
+    return listed_roundup_power2_divisions(entries);
+  };
+  const auto docs = listed({{256, 1}, {512, 2}, {1024, 4}, {std::nullopt, 8}});
+  const std::array<std::int32_t, kRoundupPower2Intervals> expected = {1, 1, 1, 1, 1, 1, 1, 1,
+                                                                      1, 2, 4, 8, 8, 8, 8, 8};
+  EXPECT_EQ(docs, expected);
+  const auto gap = listed({{4, 2}, {64, 4}});
+  EXPECT_EQ(gap[0], 2);
+  EXPECT_EQ(gap[2], 2);
+  EXPECT_EQ(gap[3], 0);
+  EXPECT_EQ(gap[6], 4);
+  EXPECT_EQ(gap[7], 0);
+  EXPECT_EQ(listed({{1 << 20, 2}})[kRoundupPower2Intervals - 1], 2);
+  AllocatorConfig c = with_capacity(gb(4));
+  c.roundup_power2_divisions = docs;
+  EXPECT_EQ(round_size(Bytes(mb(600)), c).value(), mb(768));        // [512, 1024) MiB in halves
+  EXPECT_EQ(round_size(Bytes(mb(1100)), c).value(), mb(1280));      // [1, 2) GiB in quarters
+  EXPECT_EQ(round_size(Bytes(mb(5) + 1), c).value(), mb(5) + 512);  // one division: off
+}
+
 TEST(AllocatorConfig, AllocationSizeFollowsGetAllocationSize) {
   EXPECT_EQ(allocation_size(Bytes(mb(1))).value(), mb(2));         // small pool: 2 MiB
   EXPECT_EQ(allocation_size(Bytes(mb(1) + 512)).value(), mb(20));  // < 10 MiB: 20 MiB
