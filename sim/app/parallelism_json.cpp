@@ -381,6 +381,23 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                       "true");
   }
   t.param_storage_dtype = dtype_key(r, "param_storage_dtype", "fp32");
+  if (r.has("optimizer_state_dtype")) {
+    // torchtitan's fused_opt_states_bf16: bf16 states beside fp32 parameters, for the fused AdamW
+    // kernel's mixed-precision path only (its config check refuses the rest).
+    t.optimizer_state_dtype = *parse_dtype(r.choice("optimizer_state_dtype", {"bf16"}));
+    if (t.param_storage_dtype != Dtype::kFp32) {
+      throw ConfigError(file, "/training/optimizer_state_dtype",
+                        fmt::format("AdamW's states already take the parameters' dtype, {}; bf16 "
+                                    "states are modelled beside fp32 parameters",
+                                    dtype_name(t.param_storage_dtype)));
+    }
+    if (t.optimizer != fsdp::Optimizer::kAdamW || t.optimizer_impl != fsdp::OptimizerImpl::kFused) {
+      throw ConfigError(file, "/training/optimizer_state_dtype",
+                        "bf16 states beside fp32 parameters need AdamW's fused CUDA kernel "
+                        "(FusedAdamMathFunctorMP; torchtitan's fused_opt_states_bf16): set "
+                        "optimizer adamw and optimizer_impl fused");
+    }
+  }
   if (r.has("autocast_dtype")) t.autocast_dtype = dtype_key(r, "autocast_dtype", "bf16");
   if (r.has("matmul_dtype")) {
     t.matmul_dtype =

@@ -408,6 +408,14 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                                   "and llama heads; {} is a {} model",
                                   s.model.name, custom ? "custom" : "t5"));
   }
+  if (s.training.optimizer_state_dtype &&
+      (s.training.parallelism != fsdp::Parallelism::kFsdp || s.fsdp.cpu_offload)) {
+    throw ConfigError(f, "/training/optimizer_state_dtype",
+                      s.fsdp.cpu_offload
+                          ? "bf16 states run in AdamW's fused CUDA kernel; with cpu_offload the "
+                            "host steps, so they are not modelled there"
+                          : "bf16 optimizer states are modelled for FSDP (parallelism fsdp) only");
+  }
   if (s.training.param_storage_dtype != Dtype::kFp32 &&
       s.training.parallelism != fsdp::Parallelism::kFsdp) {
     throw ConfigError(f, "/training/param_storage_dtype",

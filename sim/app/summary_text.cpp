@@ -173,7 +173,7 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
                    c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpus_per_node == 1 ? "" : "s"));
   line(fmt::format(
       "training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing "
-      "{}{}{}{}{}{}{}",
+      "{}{}{}{}{}{}{}{}",
       t.global_batch, t.micro_batch, r.micro_batches,
       t.decoder_seq_len > 0 ? fmt::format("{} (decoder {})", t.seq_len, t.decoder_seq_len)
                             : fmt::format("{}", t.seq_len),
@@ -182,6 +182,7 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
       t.float8_linears() ? ", float8 linears" : "", t.compiled ? ", torch.compile" : "",
       t.clip_grad_norm ? ", gradient clipping" : "",
       t.unpad_attention ? ", unpadded attention" : "",
+      t.optimizer_state_dtype ? ", bf16 AdamW states" : "",
       t.logits_kept_by_loop == LogitsKeptByLoop::kNone   ? ""
       : t.logits_kept_by_loop == LogitsKeptByLoop::kFp32 ? ", fp32 logits kept by the loop"
                                                          : ", logits kept by the loop"));

@@ -209,6 +209,14 @@ struct TrainingConfig {
   // sharded parameters, of the sharded gradients (foreach_reduce casts the reduce-scatter output
   // to orig_dtype, _fsdp_collectives.py) and of AdamW's states. fp32 keeps fp32 master weights.
   Dtype param_storage_dtype = Dtype::kFp32;
+  // AdamW's exp_avg and exp_avg_sq in bf16 beside fp32 parameters and gradients: torchtitan's
+  // optimizer.implementation "fused_opt_states_bf16" (torchtitan#2732, April 2026), a step
+  // pre-hook that creates the states in bf16 before AdamW's lazy init, whose fused CUDA kernel
+  // then takes its mixed-precision path (FusedAdamMathFunctorMP). nullopt: the parameters' dtype.
+  std::optional<Dtype> optimizer_state_dtype;
+  [[nodiscard]] Dtype state_dtype() const {
+    return optimizer_state_dtype.value_or(param_storage_dtype);
+  }
   // The linears' GEMM dtype when set: fp8 = torchao float8 linears (models/float8_linear.hpp);
   // any other value equals the compute dtype (the app checks). nullopt: the compute dtype.
   std::optional<Dtype> matmul_dtype;

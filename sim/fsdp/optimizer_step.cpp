@@ -43,8 +43,10 @@ constexpr std::array<AdamwKernel, 8> kAdamwKernels = {{
 }};
 // aten/src/ATen/native/cuda/fused_adamw_impl.cu (_fused_adamw_kernel_cuda_, through
 // fused_adam_utils.cuh FusedAdamMathFunctor): reads param, grad, exp_avg, exp_avg_sq once and
-// writes param, exp_avg, exp_avg_sq once; the denominator stays in registers.
+// writes param, exp_avg, exp_avg_sq once; the denominator stays in registers. Three of the seven
+// passes are over the parameter and its gradient, four over the states.
 constexpr std::int64_t kFusedAdamwPasses = 7;
+constexpr std::int64_t kFusedAdamwStatePasses = 4;
 // On the host (CPU offload), torch's default is _single_tensor_adamw (foreach and fused default to
 // CUDA tensors only: torch/optim/optimizer.py _default_to_fused_or_foreach), the kernels above,
 // 21 passes; foreach=True runs the _foreach_* ops' per-tensor CPU fallback, the same 21. fused=True
@@ -95,9 +97,12 @@ void StepBuilder::gpu_optimizer(const std::vector<std::pair<std::string, std::in
     case OptimizerImpl::kFused:
       for (std::size_t i = 0; i < numels.size(); ++i) {
         if (numels[i].second == 0) continue;
-        multi_tensor(numels[i].first + ".adamw", compute_,
-                     optimizer_passes(kFusedAdamwPasses, numels[i].second), Phase::kOptimizer,
-                     group(i));
+        // States in their own dtype (FusedAdamMathFunctorMP's mixed-precision path where it is
+        // narrower than the parameters').
+        const std::int64_t n = numels[i].second;
+        const Bytes bytes = optimizer_passes(kFusedAdamwPasses - kFusedAdamwStatePasses, n) +
+                            elements(kFusedAdamwStatePasses * n, in_.training.state_dtype());
+        multi_tensor(numels[i].first + ".adamw", compute_, bytes, Phase::kOptimizer, group(i));
       }
       return;
     case OptimizerImpl::kForeach: {

@@ -84,8 +84,9 @@ void StepBuilder::finish_sharded(Schedule& out, const std::vector<FsdpUnit>& uni
     const Dtype storage = in_.training.param_storage_dtype;
     out.baseline[static_cast<std::size_t>(MemoryCategory::kParameters)] =
         elements(shard_numel, storage);
-    out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] =
-        Bytes(optimizer_state_bytes_per_parameter(in_.training.optimizer, storage) * shard_numel);
+    out.baseline[static_cast<std::size_t>(MemoryCategory::kOptimizerState)] = Bytes(
+        optimizer_state_bytes_per_parameter(in_.training.optimizer, in_.training.state_dtype()) *
+        shard_numel);
   }
   out.units = units;
   finish(out);

@@ -1092,6 +1092,25 @@ INSTANTIATE_TEST_SUITE_P(
                     {"root_reshard_after_forward", "yes"}}}},
                  "/fsdp/root_reshard_after_forward: expected true, false or a group size >= 1, "
                  "found the string \"yes\""},
+        BadInput{"bf16_states_foreach",
+                 {{"training", {{"optimizer_state_dtype", "bf16"}}}},
+                 "/training/optimizer_state_dtype: bf16 states beside fp32 parameters need "
+                 "AdamW's fused CUDA kernel"},
+        BadInput{"bf16_states_bf16_params",
+                 {{"training",
+                   {{"optimizer_state_dtype", "bf16"},
+                    {"optimizer_impl", "fused"},
+                    {"param_storage_dtype", "bf16"}}}},
+                 "/training/optimizer_state_dtype: AdamW's states already take the parameters' "
+                 "dtype, bf16"},
+        BadInput{"bf16_states_offloaded",
+                 {{"training", {{"optimizer_state_dtype", "bf16"}, {"optimizer_impl", "fused"}}},
+                  {"fsdp", {{"cpu_offload", true}}}},
+                 "/training/optimizer_state_dtype: bf16 states run in AdamW's fused CUDA kernel; "
+                 "with cpu_offload the host steps"},
+        BadInput{"bf16_states_fp16",
+                 {{"training", {{"optimizer_state_dtype", "fp16"}, {"optimizer_impl", "fused"}}}},
+                 "/training/optimizer_state_dtype: expected one of bf16"},
         BadInput{"embedding_and_head_fsdp1",
                  {{"fsdp", {{"wrap_embedding_and_head", true}}}},
                  "/fsdp/wrap_embedding_and_head: groups the final norm and the LM head in one "
@@ -1137,6 +1156,11 @@ INSTANTIATE_TEST_SUITE_P(
                   {"training", {{"param_storage_dtype", "bf16"}}}},
                  "/training/param_storage_dtype: parameters stored below fp32 are modelled for "
                  "FSDP"},
+        BadInput{"bf16_states_ddp",
+                 {{"parallelism", "ddp"},
+                  {"fsdp", nullptr},
+                  {"training", {{"optimizer_state_dtype", "bf16"}, {"optimizer_impl", "fused"}}}},
+                 "/training/optimizer_state_dtype: bf16 optimizer states are modelled for FSDP"},
         BadInput{"ddp_unknown_key",
                  {{"parallelism", "ddp"}, {"fsdp", nullptr}, {"ddp", {{"bucket_cap", 25}}}},
                  "/ddp/bucket_cap: unknown key"},
