@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -16,10 +18,16 @@ namespace {
 
 bool power_of_two(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-// A whole number of at most 10 digits at `text[pos]`, advancing `pos`; nullopt if none.
+// The most divisions fsdpsim holds per interval: the largest power of two of an int32.
+constexpr std::int64_t kMaxDivisions = std::int64_t{1} << 30;
+
+bool divisions_ok(std::int64_t v) { return v == 0 || (power_of_two(v) && v <= kMaxDivisions); }
+
+// A whole number of at most 18 digits (it fits 64 bits) at `text[pos]`, advancing `pos`; nullopt
+// if none.
 std::optional<std::int64_t> read_count(std::string_view text, std::size_t& pos) {
   const std::size_t start = pos;
-  while (pos < text.size() && pos - start < 10 && text[pos] >= '0' && text[pos] <= '9') ++pos;
+  while (pos < text.size() && pos - start < 18 && text[pos] >= '0' && text[pos] <= '9') ++pos;
   if (pos == start || (pos < text.size() && text[pos] >= '0' && text[pos] <= '9'))
     return std::nullopt;
   std::int64_t v = 0;
@@ -27,13 +35,24 @@ std::optional<std::int64_t> read_count(std::string_view text, std::size_t& pos) 
   return v;
 }
 
-// PYTORCH_CUDA_ALLOC_CONF's list form, "[256:1,512:2,1024:4,>:8]" (interval start in MiB, a power
-// of two, or ">": divisions, 0 or a power of two), spaces ignored as PyTorch's tokenizer ignores
-// them; an empty string when `text` is not one.
-std::string parse_divisions_list(std::string text, std::vector<memory::RoundupPower2Entry>& out) {
-  std::erase(text, ' ');
-  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
-    return "a list in brackets, \"[MiB:divisions, ..., >:divisions]\"";
+// PYTORCH_CUDA_ALLOC_CONF's value, whitespace ignored as PyTorch's tokenizer ignores it: a number
+// of divisions for every interval, or the list form "[256:1,512:2,1024:4,>:8]" (interval start in
+// MiB, a power of two, or ">": divisions, 0 or a power of two). Returns what is wrong, or an empty
+// string with `out` filled.
+std::string parse_divisions(std::string text,
+                            std::array<std::int32_t, memory::kRoundupPower2Intervals>& out) {
+  std::erase_if(text, [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; });
+  const std::string power = fmt::format("a power of two up to {}", kMaxDivisions);
+  if (text.empty() || text.front() != '[') {
+    std::size_t pos = 0;
+    const std::optional<std::int64_t> n = read_count(text, pos);
+    if (!n || pos != text.size() || !power_of_two(*n) || *n > kMaxDivisions)
+      return fmt::format("{} or a list \"[MiB:divisions, ..., >:divisions]\"", power);
+    out = memory::uniform_roundup_power2_divisions(static_cast<std::int32_t>(*n));
+    return "";
+  }
+  if (text.back() != ']') return "a list in brackets, \"[MiB:divisions, ..., >:divisions]\"";
+  std::vector<memory::RoundupPower2Entry> entries;
   std::size_t pos = 1;
   while (pos + 1 < text.size()) {
     memory::RoundupPower2Entry e;
@@ -48,13 +67,15 @@ std::string parse_divisions_list(std::string text, std::vector<memory::RoundupPo
     if (pos >= text.size() || text[pos] != ':') return "\":\" after each interval's start";
     ++pos;
     const std::optional<std::int64_t> divisions = read_count(text, pos);
-    if (!divisions || (*divisions != 0 && !power_of_two(*divisions)))
-      return "each interval's divisions, 0 (off) or a power of two";
+    if (!divisions || !divisions_ok(*divisions))
+      return fmt::format("each interval's divisions, 0 (off) or {}", power);
     e.divisions = static_cast<std::int32_t>(*divisions);
-    out.push_back(e);
+    entries.push_back(e);
     if (pos + 1 < text.size() && text[pos++] != ',') return "\",\" between the entries";
   }
-  if (out.empty()) return "at least one entry";
+  // PyTorch takes "[]" and leaves every interval off, as no setting does.
+  if (entries.empty()) return "at least one entry (\"[]\" is no setting: leave the key out)";
+  out = memory::listed_roundup_power2_divisions(entries);
   return "";
 }
 
@@ -123,26 +144,25 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
     config.garbage_collection_threshold = v.get<double>();
   }
   if (const nlohmann::json* v = r.child("roundup_power2_divisions"); v != nullptr) {
-    // PyTorch's parser (parseRoundUpPower2Divisions) refuses a division that is not a power of 2,
-    // and takes a list of per-interval divisions in brackets.
-    const std::string key = "/allocator/roundup_power2_divisions";
+    // PyTorch's parser (parseRoundUpPower2Divisions) takes a power of two for every interval, or
+    // per-interval divisions in brackets; a JSON number is the first form, a string either.
+    const std::optional<std::int64_t> number = whole_number(*v);
+    std::string problem;
     if (v->is_string()) {
-      std::vector<memory::RoundupPower2Entry> entries;
-      if (const std::string problem = parse_divisions_list(v->get<std::string>(), entries);
-          !problem.empty()) {
-        throw ConfigError(file, key,
-                          fmt::format("expected {}, found \"{}\"", problem, v->get<std::string>()));
-      }
-      config.roundup_power2_divisions = memory::listed_roundup_power2_divisions(entries);
+      problem = parse_divisions(v->get<std::string>(), config.roundup_power2_divisions);
+    } else if (!number || !power_of_two(*number) || *number > kMaxDivisions) {
+      problem = "a power of two or a list";
     } else {
-      const std::int32_t divisions = r.positive_int32("roundup_power2_divisions");
-      if (!power_of_two(divisions)) {
-        throw ConfigError(file, key,
-                          fmt::format("expected a power of two (1, 2, 4, ...) or a list "
-                                      "\"[MiB:divisions, ..., >:divisions]\", found {}",
-                                      divisions));
-      }
-      config.roundup_power2_divisions = memory::uniform_roundup_power2_divisions(divisions);
+      config.roundup_power2_divisions =
+          memory::uniform_roundup_power2_divisions(static_cast<std::int32_t>(*number));
+    }
+    if (!problem.empty()) {
+      throw ConfigError(
+          file, "/allocator/roundup_power2_divisions",
+          v->is_string() ? fmt::format("expected {}, found \"{}\"", problem, v->get<std::string>())
+                         : fmt::format("expected a power of two (1, 2, 4, ...) up to {} or a list "
+                                       "\"[MiB:divisions, ..., >:divisions]\", found {}",
+                                       kMaxDivisions, describe_json_type(*v)));
     }
   }
   r.finish();

@@ -381,10 +381,20 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                       "true");
   }
   t.param_storage_dtype = dtype_key(r, "param_storage_dtype", "fp32");
-  if (r.has("optimizer_state_dtype")) {
+  // fp32, the states' dtype beside fp32 parameters, is no setting (a sweep may name it).
+  if (r.has("optimizer_state_dtype") &&
+      r.choice("optimizer_state_dtype", {"bf16", "fp32"}) == "fp32" &&
+      t.param_storage_dtype != Dtype::kFp32) {
+    throw ConfigError(file, "/training/optimizer_state_dtype",
+                      fmt::format("AdamW's states take the parameters' dtype, {}; fp32 states "
+                                  "beside them are not modelled",
+                                  dtype_name(t.param_storage_dtype)));
+  }
+  if (r.has("optimizer_state_dtype") &&
+      r.choice("optimizer_state_dtype", {"bf16", "fp32"}) == "bf16") {
     // torchtitan's fused_opt_states_bf16: bf16 states beside fp32 parameters, for the fused AdamW
     // kernel's mixed-precision path only (its config check refuses the rest).
-    t.optimizer_state_dtype = *parse_dtype(r.choice("optimizer_state_dtype", {"bf16"}));
+    t.optimizer_state_dtype = Dtype::kBf16;
     if (t.param_storage_dtype != Dtype::kFp32) {
       throw ConfigError(file, "/training/optimizer_state_dtype",
                         fmt::format("AdamW's states already take the parameters' dtype, {}; bf16 "

@@ -89,7 +89,7 @@ training:
   param_storage_dtype       fp32 | bf16 | fp16: dtype of the sharded parameters, their gradients
                             and AdamW states (FSDP only) [model.to(dtype) before
                             wrapping; FSDPParam.orig_dtype, FSDP1's FlatParameter]  default fp32
-  optimizer_state_dtype     bf16: AdamW's states in bf16 beside fp32 parameters, with
+  optimizer_state_dtype     bf16 | fp32: AdamW's states in bf16 beside fp32 parameters, with
                             optimizer_impl fused (FSDP) [torchtitan fused_opt_states_bf16]
                                                                        default param_storage_dtype
   optimizer                 adamw [torch.optim.AdamW] | sgd [torch.optim.SGD]       default adamw

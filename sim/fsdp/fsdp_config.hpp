@@ -75,11 +75,12 @@ enum class OptimizerImpl : std::uint8_t {
   kForLoop,  // per tensor, the same kernels as foreach; sqrt / div temporaries of one tensor
 };
 
-// Optimizer state bytes per parameter stored in `param_storage`: AdamW's exp_avg and exp_avg_sq
+// Optimizer state bytes per parameter whose states are `state`: AdamW's exp_avg and exp_avg_sq
 // are torch.zeros_like(param) (torch/optim/adamw.py, AdamW._init_group), so they take the
-// parameters' dtype; SGD has none.
-constexpr std::int64_t optimizer_state_bytes_per_parameter(Optimizer o, Dtype param_storage) {
-  return o == Optimizer::kAdamW ? 2 * dtype_bytes(param_storage) : 0;
+// parameters' dtype unless created beforehand (TrainingConfig::optimizer_state_dtype); SGD has
+// none.
+constexpr std::int64_t optimizer_state_bytes_per_parameter(Optimizer o, Dtype state) {
+  return o == Optimizer::kAdamW ? 2 * dtype_bytes(state) : 0;
 }
 
 // How blocks are grouped into FSDP units (auto_wrap_policy / fully_shard calls).
@@ -207,7 +208,8 @@ struct TrainingConfig {
   // first gives "pure bf16" training): FSDPParam.orig_dtype
   // (torch/distributed/fsdp/_fully_shard/_fsdp_param.py, init_dtype_attrs), the dtype of the
   // sharded parameters, of the sharded gradients (foreach_reduce casts the reduce-scatter output
-  // to orig_dtype, _fsdp_collectives.py) and of AdamW's states. fp32 keeps fp32 master weights.
+  // to orig_dtype, _fsdp_collectives.py) and of AdamW's states unless optimizer_state_dtype says
+  // otherwise. fp32 keeps fp32 master weights.
   Dtype param_storage_dtype = Dtype::kFp32;
   // AdamW's exp_avg and exp_avg_sq in bf16 beside fp32 parameters and gradients: torchtitan's
   // optimizer.implementation "fused_opt_states_bf16" (torchtitan#2732, April 2026), a step

@@ -5,7 +5,9 @@
 // The optimizer step: AdamW's three GPU implementations (torch/optim/adamw.py: _multi_tensor_adamw,
 // _fused_adamw, _single_tensor_adamw), SGD, and the CPU optimizer of CPU offload. Each kernel is
 // a memory-bound op whose bytes are the tensors it reads and writes, in the parameters' storage
-// dtype (fp32 master weights, or bf16 after `model.to(torch.bfloat16)`); temporaries are
+// dtype (fp32 master weights, or bf16 after `model.to(torch.bfloat16)`), AdamW's states in
+// theirs (TrainingConfig::state_dtype: bf16 beside fp32 parameters for the fused kernel's
+// mixed-precision path); temporaries are
 // allocated where PyTorch allocates them, so the optimizer's share of peak memory follows.
 #include <fmt/format.h>
 
@@ -58,7 +60,8 @@ constexpr std::int64_t kSgdPasses = 3;
 
 }  // namespace
 
-// Parameters, gradients and states all share the storage dtype (TrainingConfig).
+// Passes over the parameters' storage dtype: parameters and gradients, and AdamW's states but in
+// the fused kernel, which reads and writes them in their own (TrainingConfig::state_dtype).
 Bytes StepBuilder::optimizer_passes(std::int64_t passes, std::int64_t numel) const {
   return Bytes(passes * numel * dtype_bytes(in_.training.param_storage_dtype));
 }

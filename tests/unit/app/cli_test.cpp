@@ -689,6 +689,20 @@ TEST(Cli, LinksAndFifosAreWrittenThroughNotReplaced) {
 // interval 4 divisions is the number 4, one that gives them 1 (off) is no setting, and "[64:4]",
 // which rounds only sizes below 128 MiB (its first entry's 4 holds below 64 MiB too), is neither
 // (Llama-3.1-8B on 8 H100, whose reserved memory the rounding moves).
+// training.optimizer_state_dtype: bf16 states hold half the state of fp32 ones, and fp32 beside
+// fp32 parameters is no setting (a sweep can list both).
+TEST(Cli, OptimizerStateDtypeBf16HalvesTheStatesAndFp32IsNoSetting) {
+  const auto state = [](const std::string& set) {
+    const Outcome o = run_fsdpsim("run " + kLlamaScenario +
+                                  " --set training.optimizer_impl=fused --json -" + set);
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    return nlohmann::json::parse(o.output)["memory_at_peak"]["optimizer_state_gib"].get<double>();
+  };
+  const double none = state("");
+  EXPECT_DOUBLE_EQ(state(" --set training.optimizer_state_dtype=fp32"), none);
+  EXPECT_NEAR(state(" --set training.optimizer_state_dtype=bf16"), none / 2, 1e-3);
+}
+
 TEST(Cli, RoundupPower2DivisionsTakesPyTorchsListForm) {
   const auto reserved = [](const std::string& set) {
     const Outcome o = run_fsdpsim("run " + kLlamaScenario + " --json -" + set);
@@ -700,6 +714,8 @@ TEST(Cli, RoundupPower2DivisionsTakesPyTorchsListForm) {
   const double four = reserved(key + "4");
   EXPECT_NE(four, none);
   EXPECT_EQ(reserved(key + "'\"[1:4, >:4]\"'"), four);
+  EXPECT_EQ(reserved(key + "'\"4\"'"), four);  // PYTORCH_CUDA_ALLOC_CONF's text of the number
+  EXPECT_EQ(reserved(key + "'\"[1:4,\\t>:4,]\"'"), four);  // a tab, a trailing comma
   EXPECT_EQ(reserved(key + "'\"[1:1]\"'"), none);
   const double below_64 = reserved(key + "'\"[64:4]\"'");
   EXPECT_NE(below_64, none);
@@ -1110,7 +1126,12 @@ INSTANTIATE_TEST_SUITE_P(
                  "with cpu_offload the host steps"},
         BadInput{"bf16_states_fp16",
                  {{"training", {{"optimizer_state_dtype", "fp16"}, {"optimizer_impl", "fused"}}}},
-                 "/training/optimizer_state_dtype: expected one of bf16"},
+                 "/training/optimizer_state_dtype: expected one of bf16, fp32"},
+        BadInput{
+            "fp32_states_bf16_params",
+            {{"training", {{"optimizer_state_dtype", "fp32"}, {"param_storage_dtype", "bf16"}}}},
+            "/training/optimizer_state_dtype: AdamW's states take the parameters' dtype, "
+            "bf16; fp32 states beside them are not modelled"},
         BadInput{"embedding_and_head_fsdp1",
                  {{"fsdp", {{"wrap_embedding_and_head", true}}}},
                  "/fsdp/wrap_embedding_and_head: groups the final norm and the LM head in one "
@@ -1212,8 +1233,21 @@ INSTANTIATE_TEST_SUITE_P(
         // Rates and times bounded so that nothing derived from them is infinite.
         BadInput{"roundup_not_power_of_two",
                  {{"allocator", {{"roundup_power2_divisions", 3}}}},
-                 "/allocator/roundup_power2_divisions: expected a power of two (1, 2, 4, ...) or a "
-                 "list \"[MiB:divisions, ..., >:divisions]\", found 3"},
+                 "/allocator/roundup_power2_divisions: expected a power of two (1, 2, 4, ...) up "
+                 "to 1073741824 or a list \"[MiB:divisions, ..., >:divisions]\", found the "
+                 "number 3"},
+        BadInput{"roundup_list_divisions_past_int32",
+                 {{"allocator", {{"roundup_power2_divisions", "[256:4294967296]"}}}},
+                 "/allocator/roundup_power2_divisions: expected each interval's divisions, 0 "
+                 "(off) or a power of two up to 1073741824, found \"[256:4294967296]\""},
+        BadInput{"roundup_empty_list",
+                 {{"allocator", {{"roundup_power2_divisions", "[]"}}}},
+                 "/allocator/roundup_power2_divisions: expected at least one entry (\"[]\" is no "
+                 "setting: leave the key out)"},
+        BadInput{"roundup_array",
+                 {{"allocator", {{"roundup_power2_divisions", {256, 1}}}}},
+                 "/allocator/roundup_power2_divisions: expected a power of two (1, 2, 4, ...) up "
+                 "to 1073741824 or a list \"[MiB:divisions, ..., >:divisions]\", found an array"},
         BadInput{"roundup_list_start_not_power_of_two",
                  {{"allocator", {{"roundup_power2_divisions", "[256:1, 384:2, >:4]"}}}},
                  "/allocator/roundup_power2_divisions: expected each interval's start in MiB, a "
@@ -1221,10 +1255,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"roundup_list_divisions_not_power_of_two",
                  {{"allocator", {{"roundup_power2_divisions", "[256:3]"}}}},
                  "/allocator/roundup_power2_divisions: expected each interval's divisions, 0 (off) "
-                 "or a power of two, found \"[256:3]\""},
+                 "or a power of two up to 1073741824, found \"[256:3]\""},
         BadInput{"roundup_list_unbracketed",
                  {{"allocator", {{"roundup_power2_divisions", "256:1,>:4"}}}},
-                 "/allocator/roundup_power2_divisions: expected a list in brackets"},
+                 "/allocator/roundup_power2_divisions: expected a power of two up to 1073741824 or "
+                 "a list \"[MiB:divisions, ..., >:divisions]\", found \"256:1,>:4\""},
         BadInput{"gc_threshold_one",
                  {{"allocator", {{"memory_fraction", 0.9}, {"garbage_collection_threshold", 1}}}},
                  "/allocator/garbage_collection_threshold: expected a number in (0, 1), found the "

@@ -83,6 +83,15 @@ TEST(AllocatorConfig, ListedRoundupPower2DivisionsFillTheIntervalsAsPyTorchDoes)
   EXPECT_EQ(gap[6], 4);
   EXPECT_EQ(gap[7], 0);
   EXPECT_EQ(listed({{1 << 20, 2}})[kRoundupPower2Intervals - 1], 2);
+  // ">" alone fills from the interval after [1, 2) MiB; before the first named entry it does not
+  // take that entry's fill of the intervals below.
+  const auto alone = listed({{std::nullopt, 4}});
+  EXPECT_EQ(alone[0], 0);
+  EXPECT_EQ(alone[1], 4);
+  const auto first = listed({{std::nullopt, 4}, {256, 1}});
+  EXPECT_EQ(first[0], 1);
+  EXPECT_EQ(first[8], 1);
+  EXPECT_EQ(first[9], 4);
   AllocatorConfig c = with_capacity(gb(4));
   c.roundup_power2_divisions = docs;
   EXPECT_EQ(round_size(Bytes(mb(600)), c).value(), mb(768));        // [512, 1024) MiB in halves
