@@ -146,23 +146,23 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
   if (const nlohmann::json* v = r.child("roundup_power2_divisions"); v != nullptr) {
     // PyTorch's parser (parseRoundUpPower2Divisions) takes a power of two for every interval, or
     // per-interval divisions in brackets; a JSON number is the first form, a string either.
-    const std::optional<std::int64_t> number = whole_number(*v);
-    std::string problem;
+    const std::string key = "/allocator/roundup_power2_divisions";
     if (v->is_string()) {
-      problem = parse_divisions(v->get<std::string>(), config.roundup_power2_divisions);
-    } else if (!number || !power_of_two(*number) || *number > kMaxDivisions) {
-      problem = "a power of two or a list";
-    } else {
+      if (const std::string problem =
+              parse_divisions(v->get<std::string>(), config.roundup_power2_divisions);
+          !problem.empty()) {
+        throw ConfigError(file, key,
+                          fmt::format("expected {}, found \"{}\"", problem, v->get<std::string>()));
+      }
+    } else if (const std::optional<std::int64_t> n = whole_number(*v);
+               n && power_of_two(*n) && *n <= kMaxDivisions) {
       config.roundup_power2_divisions =
-          memory::uniform_roundup_power2_divisions(static_cast<std::int32_t>(*number));
-    }
-    if (!problem.empty()) {
-      throw ConfigError(
-          file, "/allocator/roundup_power2_divisions",
-          v->is_string() ? fmt::format("expected {}, found \"{}\"", problem, v->get<std::string>())
-                         : fmt::format("expected a power of two (1, 2, 4, ...) up to {} or a list "
-                                       "\"[MiB:divisions, ..., >:divisions]\", found {}",
-                                       kMaxDivisions, describe_json_type(*v)));
+          memory::uniform_roundup_power2_divisions(static_cast<std::int32_t>(*n));
+    } else {
+      throw ConfigError(file, key,
+                        fmt::format("expected a power of two (1, 2, 4, ...) up to {} or a list "
+                                    "\"[MiB:divisions, ..., >:divisions]\", found {}",
+                                    kMaxDivisions, describe_json_type(*v)));
     }
   }
   r.finish();

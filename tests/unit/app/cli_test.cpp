@@ -1117,8 +1117,8 @@ INSTANTIATE_TEST_SUITE_P(
                    {{"optimizer_state_dtype", "bf16"},
                     {"optimizer_impl", "fused"},
                     {"param_storage_dtype", "bf16"}}}},
-                 "/training/optimizer_state_dtype: AdamW's states already take the parameters' "
-                 "dtype, bf16"},
+                 "/training/optimizer_state_dtype: AdamW's states take the parameters' dtype, "
+                 "bf16; bf16 states are modelled beside fp32 parameters only"},
         BadInput{"bf16_states_offloaded",
                  {{"training", {{"optimizer_state_dtype", "bf16"}, {"optimizer_impl", "fused"}}},
                   {"fsdp", {{"cpu_offload", true}}}},
@@ -1131,7 +1131,7 @@ INSTANTIATE_TEST_SUITE_P(
             "fp32_states_bf16_params",
             {{"training", {{"optimizer_state_dtype", "fp32"}, {"param_storage_dtype", "bf16"}}}},
             "/training/optimizer_state_dtype: AdamW's states take the parameters' dtype, "
-            "bf16; fp32 states beside them are not modelled"},
+            "bf16; fp32 states are modelled beside fp32 parameters only"},
         BadInput{"embedding_and_head_fsdp1",
                  {{"fsdp", {{"wrap_embedding_and_head", true}}}},
                  "/fsdp/wrap_embedding_and_head: groups the final norm and the LM head in one "
