@@ -21,7 +21,10 @@ bool power_of_two(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 // The most divisions fsdpsim holds per interval: the largest power of two of an int32.
 constexpr std::int64_t kMaxDivisions = std::int64_t{1} << 30;
 
-bool divisions_ok(std::int64_t v) { return v == 0 || (power_of_two(v) && v <= kMaxDivisions); }
+// A division count PyTorch takes (a power of two; 0, off, in the list form) that fsdpsim holds.
+bool divisions_ok(std::int64_t v, bool zero_allowed) {
+  return (zero_allowed && v == 0) || (power_of_two(v) && v <= kMaxDivisions);
+}
 
 // A whole number of at most 18 digits (it fits 64 bits) at `text[pos]`, advancing `pos`; nullopt
 // if none.
@@ -46,7 +49,7 @@ std::string parse_divisions(std::string text,
   if (text.empty() || text.front() != '[') {
     std::size_t pos = 0;
     const std::optional<std::int64_t> n = read_count(text, pos);
-    if (!n || pos != text.size() || !power_of_two(*n) || *n > kMaxDivisions)
+    if (!n || pos != text.size() || !divisions_ok(*n, /*zero_allowed=*/false))
       return fmt::format("{} or a list \"[MiB:divisions, ..., >:divisions]\"", power);
     out = memory::uniform_roundup_power2_divisions(static_cast<std::int32_t>(*n));
     return "";
@@ -67,7 +70,7 @@ std::string parse_divisions(std::string text,
     if (pos >= text.size() || text[pos] != ':') return "\":\" after each interval's start";
     ++pos;
     const std::optional<std::int64_t> divisions = read_count(text, pos);
-    if (!divisions || !divisions_ok(*divisions))
+    if (!divisions || !divisions_ok(*divisions, /*zero_allowed=*/true))
       return fmt::format("each interval's divisions, 0 (off) or {}", power);
     e.divisions = static_cast<std::int32_t>(*divisions);
     entries.push_back(e);
@@ -155,7 +158,7 @@ std::optional<memory::AllocatorConfig> allocator_from_json(const nlohmann::json*
                           fmt::format("expected {}, found \"{}\"", problem, v->get<std::string>()));
       }
     } else if (const std::optional<std::int64_t> n = whole_number(*v);
-               n && power_of_two(*n) && *n <= kMaxDivisions) {
+               n && divisions_ok(*n, /*zero_allowed=*/false)) {
       config.roundup_power2_divisions =
           memory::uniform_roundup_power2_divisions(static_cast<std::int32_t>(*n));
     } else {

@@ -134,9 +134,7 @@ void check_per_unit_reshard(const Scenario& s, const nlohmann::json* fsdp, const
     return;
   }
   const bool whole_model = s.fsdp.wrap_policy == fsdp::WrapPolicy::kWholeModel;
-  const std::int64_t units = fsdp::block_unit_count(models::block_count(s.model),
-                                                    s.fsdp.wrap_policy, s.fsdp.blocks_per_unit) +
-                             (s.fsdp.wrap_embedding_and_head ? 2 : 0);
+  const std::int64_t units = fsdp::unit_count_before_root(models::block_count(s.model), s.fsdp);
   if (units == 0) {
     throw ConfigError(f, "/fsdp/last_unit_reshard_after_forward",
                       fmt::format("there is no unit before the root to set ({})",

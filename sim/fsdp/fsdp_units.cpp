@@ -113,11 +113,12 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, const FsdpCon
   return units;
 }
 
-std::int64_t block_unit_count(std::int64_t blocks, WrapPolicy policy,
-                              std::int32_t blocks_per_unit) {
-  if (policy == WrapPolicy::kWholeModel) return 0;
-  const std::int64_t per_unit = policy == WrapPolicy::kEveryNBlocks ? blocks_per_unit : 1;
-  return (blocks + per_unit - 1) / per_unit;
+std::int64_t unit_count_before_root(std::int64_t blocks, const FsdpConfig& fsdp) {
+  const std::int64_t ends = fsdp.wrap_embedding_and_head ? 2 : 0;  // the embedding's, the head's
+  if (fsdp.wrap_policy == WrapPolicy::kWholeModel) return ends;
+  const std::int64_t per_unit =
+      fsdp.wrap_policy == WrapPolicy::kEveryNBlocks ? fsdp.blocks_per_unit : 1;
+  return (blocks + per_unit - 1) / per_unit + ends;
 }
 
 std::vector<std::size_t> unit_of_layer(const std::vector<FsdpUnit>& units, std::size_t layers) {

@@ -51,9 +51,10 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, const FsdpCon
                                  std::int64_t shard_group_size);
 
 // How many units besides the root make_units builds for `blocks` block layers
-// (models::block_count) under a policy that wraps whole blocks (not kBlockAndLinear), without
-// building the workload. Precondition: blocks_per_unit > 0.
-std::int64_t block_unit_count(std::int64_t blocks, WrapPolicy policy, std::int32_t blocks_per_unit);
+// (models::block_count) under fsdp's wrap_policy, when it wraps whole blocks (not
+// kBlockAndLinear), blocks_per_unit and wrap_embedding_and_head, without building the workload.
+// Precondition: blocks_per_unit > 0.
+std::int64_t unit_count_before_root(std::int64_t blocks, const FsdpConfig& fsdp);
 
 // The parameters whose gradients autograd makes when `layer`'s backward runs: its own, with a
 // tied LM head's table (tied_numel, models::tied_weight_numel) counted at the head, whose backward

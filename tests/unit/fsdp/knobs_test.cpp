@@ -487,10 +487,10 @@ TEST(Knobs, OpPolicyCheckpointingSkipsTheSavedMmInTheRecompute) {
 // AG(root) 0-20, AG(blocks.0-1) 20-60, forward 20-420; its backward prefetch 60-100 (one free
 // event only: no limiter wait); b1 bwd 620-820, b0 bwd 820-1020, concat 1020-1180, pre-divide
 // 1180-1340, RS 1340-1380; the root as before: step 1980.
-// block_unit_count counts, without a workload, the units besides the root that make_units
+// unit_count_before_root counts, without a workload, the units besides the root that make_units
 // builds: on the tiny model's two blocks, 2 per block, 1 for two or three blocks per unit, 0 for
 // the whole model.
-TEST(Knobs, BlockUnitCountMatchesTheUnitsMakeUnitsBuilds) {
+TEST(Knobs, UnitCountBeforeRootMatchesTheUnitsMakeUnitsBuilds) {
   const models::Workload w = testing::tiny_workload();
   for (const auto& [policy, per_unit] :
        {std::pair{WrapPolicy::kPerBlock, 1}, std::pair{WrapPolicy::kEveryNBlocks, 2},
@@ -499,7 +499,13 @@ TEST(Knobs, BlockUnitCountMatchesTheUnitsMakeUnitsBuilds) {
     f.wrap_policy = policy;
     f.blocks_per_unit = per_unit;
     const auto built = static_cast<std::int64_t>(make_units(w, f, 2).size()) - 1;
-    EXPECT_EQ(block_unit_count(2, policy, per_unit), built) << per_unit;
+    EXPECT_EQ(unit_count_before_root(2, f), built) << per_unit;
+    f.wrap_embedding_and_head = policy != WrapPolicy::kWholeModel;  // refused with whole_model
+    if (f.wrap_embedding_and_head) {
+      EXPECT_EQ(unit_count_before_root(2, f),
+                static_cast<std::int64_t>(make_units(w, f, 2).size()) - 1)
+          << per_unit;
+    }
   }
 }
 
