@@ -21,14 +21,14 @@ std::vector<std::int64_t> gpt_block_parameters(const TransformerSpec& spec);
 std::vector<std::int64_t> gpt_head_parameters(const TransformerSpec& spec);
 Layer build_gpt_embedding(const TransformerSpec& spec, const BuildContext& ctx);
 Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index);
-Layer build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx);
+std::vector<Layer> build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx);
 
 std::vector<std::int64_t> llama_embedding_parameters(const TransformerSpec& spec);
 std::vector<std::int64_t> llama_block_parameters(const TransformerSpec& spec);
 std::vector<std::int64_t> llama_head_parameters(const TransformerSpec& spec);
 Layer build_llama_embedding(const TransformerSpec& spec, const BuildContext& ctx);
 Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, std::int64_t index);
-Layer build_llama_head(const TransformerSpec& spec, const BuildContext& ctx);
+std::vector<Layer> build_llama_head(const TransformerSpec& spec, const BuildContext& ctx);
 
 std::vector<std::int64_t> t5_head_parameters(const TransformerSpec& spec);
 std::int64_t t5_parameter_count(const TransformerSpec& spec);

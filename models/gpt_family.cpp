@@ -263,8 +263,8 @@ Layer build_gpt_block(const TransformerSpec& spec, const BuildContext& ctx, std:
   return block;
 }
 
-Layer build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx) {
-  return build_head_layer(
+std::vector<Layer> build_gpt_head(const TransformerSpec& spec, const BuildContext& ctx) {
+  return build_head_layers(
       {"ln_f", NormKind::kLayerNorm, spec.d_model, spec.vocab, gpt_head_parameters(spec), true},
       ctx);
 }

@@ -40,6 +40,13 @@
 // through the backward, the optimizer step and the next forward; torchtitan's train.py held the
 // upcast `pred` the same way until it added `del pred` before backward. The step allocates that
 // tensor (sim/fsdp/step_builder.cpp), not the loss.
+//
+// torchtitan's ChunkedLossWrapper (WorkloadOptions::loss_chunks; torchtitan/components/loss.py,
+// the default loss of its llama3, deepseek_v3 and gpt_oss configs since torchtitan#3779) takes
+// the LM head and the loss out of the model: the head layer is the final norm alone, and a layer
+// of kind kChunkedLoss is one chunk of tokens through the LM head, the loss and their backward,
+// which the step runs once per chunk between the forward and the backward (Layer::loss_chunking).
+// Each chunk's logits are 1/chunks of the whole, so the [T, V] tensors above shrink with them.
 #include "models/head_layer.hpp"
 
 namespace fsdpsim::models::detail {
@@ -107,29 +114,31 @@ Layer finish_head(LayerDraft& draft, const HeadDims& dims, const BuildContext& c
   return draft.finish(-1);
 }
 
-}  // namespace
-
-Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
-  LayerDraft draft("head", LayerKind::kHead, dims.parameters);
-  const std::int64_t t = ctx.tokens;
-  const std::int64_t hidden = t * dims.d_model * ctx.element_bytes;
-  const std::int64_t logits = t * dims.vocab * ctx.element_bytes;
-  const std::int64_t logits_fp32 = t * dims.vocab * kStatBytes;
-  const LinearDims lm_head{dims.d_model, dims.vocab, false};
-
-  TransientTracker& fwd = draft.forward_temps();
+// The final norm's forward, and autocast's cast of its output for the LM head where the residual
+// stream is wider than the compute dtype.
+void append_head_norm_forward(LayerDraft& draft, const HeadDims& dims, const BuildContext& ctx) {
   const BuildContext norm_ctx = dims.residual_input ? residual_context(ctx) : ctx;
   append_norm_forward(draft, dims.norm_name, dims.norm, dims.d_model, norm_ctx);
   if (norm_ctx.element_bytes != ctx.element_bytes) {
     // layer_norm runs on autocast's fp32 list; F.linear casts its output (autocast_mode.cpp).
-    const std::int64_t wide = t * dims.d_model * norm_ctx.element_bytes;
+    const std::int64_t wide = ctx.tokens * dims.d_model * norm_ctx.element_bytes;
+    TransientTracker& fwd = draft.forward_temps();
     fwd.allocate(wide);
     draft.forward(cast_kernel("lm_head_input_cast", dims.d_model, norm_ctx.element_bytes,
                               ctx.element_bytes, ctx));
     fwd.release(wide);
   }
-  draft.save(hidden);  // the LM head's input, saved by the linear
-  draft.forward(linear_forward("lm_head", lm_head, ctx));
+}
+
+// The LM head's forward over ctx.tokens tokens, the loss's forward and the loss's backward;
+// returns the bytes of the logits gradient that backward leaves allocated for the LM head's.
+std::int64_t append_lm_head_and_loss(LayerDraft& draft, const HeadDims& dims,
+                                     const BuildContext& ctx) {
+  const std::int64_t t = ctx.tokens;
+  const std::int64_t logits = t * dims.vocab * ctx.element_bytes;
+  const std::int64_t logits_fp32 = t * dims.vocab * kStatBytes;
+  TransientTracker& fwd = draft.forward_temps();
+  draft.forward(linear_forward("lm_head", {dims.d_model, dims.vocab, false}, ctx));
   // A loop that keeps the compute-dtype logits holds the LM head's output; the step allocates
   // it (Layer::loop_kept_output), so it is no temporary here.
   const bool loop_keeps_logits = ctx.logits_kept_by_loop == LogitsKeptByLoop::kComputeDtype;
@@ -145,7 +154,7 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
     TransientTracker& bwd = draft.backward_temps();
     draft.backward(memory_bound_kernel(name + "_bwd", 2 * logits + per_token, ctx));
     bwd.allocate(logits);
-    return finish_head(draft, dims, ctx, logits);
+    return logits;
   }
   if (ctx.loss == LossKernel::kCrossEntropy) {
     fwd.allocate(logits_temporary);
@@ -165,7 +174,7 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
         ctx));
     bwd.allocate(logits);  // gradient of the logits
     bwd.release(logits);
-    return finish_head(draft, dims, ctx, logits);
+    return logits;
   }
   fwd.allocate(logits_temporary);
   draft.forward(memory_bound_kernel("logits_to_fp32", logits + logits_fp32, ctx));
@@ -196,7 +205,72 @@ Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx) {
   draft.backward(memory_bound_kernel("logits_to_fp32_bwd", logits_fp32 + logits, ctx));
   bwd.allocate(logits);
   bwd.release(logits_fp32);
-  return finish_head(draft, dims, ctx, logits);
+  return logits;
+}
+
+// The parameters of the final norm (all but the last of dims.parameters) and of the LM head
+// (the last), for a head whose LM head is untied.
+std::vector<std::int64_t> norm_parameters(const HeadDims& dims) {
+  return {dims.parameters.begin(), dims.parameters.end() - 1};
+}
+
+// The head of a chunked loss: the final norm alone. Its output, the hidden states, is the model's
+// output, which the loss reads (the step holds it: LossChunking::hidden); its backward starts
+// from the gradient the chunks accumulated (the step holds that too).
+Layer build_chunked_head_norm(const HeadDims& dims, const BuildContext& ctx) {
+  LayerDraft draft("head", LayerKind::kHead, norm_parameters(dims));
+  append_head_norm_forward(draft, dims, ctx);
+  const BuildContext norm_ctx = dims.residual_input ? residual_context(ctx) : ctx;
+  append_norm_backward(draft, dims.norm_name, dims.norm, dims.d_model, norm_ctx, 0);
+  return draft.finish(-1);
+}
+
+// One chunk of ChunkedLossWrapper's loop over ctx.tokens / loss_chunks tokens: lm_head(h_chunk)
+// and the inner loss (CrossEntropyLoss: cross_entropy(pred.float(), ...), compiled or not), then
+// chunk_loss.backward(): the loss's backward and the LM head's GEMMs, whose input gradient
+// h_chunk.grad (compute dtype) GradAccumulator.add casts to fp32 (chunk_grad.to(self._buffer.
+// dtype): a new tensor) and copies into its buffer's rows; `h_chunk.grad = None` frees it. The
+// chunk's input is a view of the hidden states (torch.split along T, .contiguous() a no-op on
+// dim 0), which the step holds for the whole loop, so the layer saves nothing for it.
+Layer build_chunked_loss_layer(const HeadDims& dims, const BuildContext& ctx) {
+  BuildContext chunk = ctx;
+  chunk.tokens = ctx.tokens / ctx.loss_chunks;
+  LayerDraft draft("loss", LayerKind::kChunkedLoss,
+                   std::vector<std::int64_t>{dims.parameters.back()});
+  const std::int64_t logits_gradient = append_lm_head_and_loss(draft, dims, chunk);
+  TransientTracker& bwd = draft.backward_temps();
+  append_linear_backward(draft, "lm_head", {dims.d_model, dims.vocab, false}, chunk);
+  const std::int64_t chunk_gradient = chunk.tokens * dims.d_model * chunk.element_bytes;
+  bwd.allocate(chunk_gradient);  // h_chunk.grad
+  bwd.release(logits_gradient);
+  const std::int64_t chunk_gradient_fp32 = chunk.tokens * dims.d_model * kStatBytes;
+  if (chunk.element_bytes != kStatBytes) {
+    draft.backward(
+        cast_kernel("gradient_to_fp32", dims.d_model, chunk.element_bytes, kStatBytes, chunk));
+    bwd.allocate(chunk_gradient_fp32);
+  }
+  // self._buffer[tuple(slices)] = chunk_grad: reads the chunk, writes the buffer's rows.
+  draft.backward(memory_bound_kernel("gradient_accumulate", 2 * chunk_gradient_fp32, chunk));
+  if (chunk.element_bytes != kStatBytes) bwd.release(chunk_gradient_fp32);
+  bwd.release(chunk_gradient);
+  Layer layer = draft.finish(-1);
+  layer.loss_chunking.chunks = ctx.loss_chunks;
+  layer.loss_chunking.hidden = Bytes(ctx.tokens * dims.d_model * ctx.element_bytes);
+  layer.loss_chunking.gradient_buffer = Bytes(ctx.tokens * dims.d_model * kStatBytes);
+  return layer;
+}
+
+}  // namespace
+
+std::vector<Layer> build_head_layers(const HeadDims& dims, const BuildContext& ctx) {
+  if (ctx.loss_chunks > 0) {
+    return {build_chunked_head_norm(dims, ctx), build_chunked_loss_layer(dims, ctx)};
+  }
+  LayerDraft draft("head", LayerKind::kHead, dims.parameters);
+  append_head_norm_forward(draft, dims, ctx);
+  draft.save(ctx.tokens * dims.d_model * ctx.element_bytes);  // the LM head's input
+  const std::int64_t logits_gradient = append_lm_head_and_loss(draft, dims, ctx);
+  return {finish_head(draft, dims, ctx, logits_gradient)};
 }
 
 }  // namespace fsdpsim::models::detail

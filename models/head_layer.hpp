@@ -1,5 +1,5 @@
 // Internal to fsdpsim_models: the head layer shared by every family: final norm, LM head GEMM
-// and the cross-entropy loss.
+// and the cross-entropy loss, whole or in chunks.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,11 @@ struct HeadDims {
   bool residual_input = false;
 };
 
-Layer build_head_layer(const HeadDims& dims, const BuildContext& ctx);
+// The head's layers in forward order: the head (final norm, LM head, loss), or under
+// ctx.loss_chunks the final norm alone and one chunk of the LM head and the loss (a layer of kind
+// kChunkedLoss, Layer::loss_chunking). Preconditions for chunks: an untied head (the LM head's
+// weight is the last of dims.parameters), tokens divisible by loss_chunks.
+std::vector<Layer> build_head_layers(const HeadDims& dims, const BuildContext& ctx);
 
 // Full passes (a read or a write of the whole tensor each) that log_softmax makes over [T, vocab]
 // logits of `element_bytes` per element, forward and backward (head_layer.cpp).

@@ -23,6 +23,7 @@ BuildContext make_context(const WorkloadOptions& options) {
   ctx.loss = options.loss;
   ctx.rms_norm = options.rms_norm;
   ctx.logits_kept_by_loop = options.logits_kept_by_loop;
+  ctx.loss_chunks = options.loss_chunks;
   ctx.compiled = options.compiled;
   return ctx;
 }

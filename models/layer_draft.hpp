@@ -35,6 +35,7 @@ struct BuildContext {
   LossKernel loss = LossKernel::kCrossEntropyFp32;
   std::optional<RmsNormKernel> rms_norm;  // WorkloadOptions::rms_norm
   LogitsKeptByLoop logits_kept_by_loop = LogitsKeptByLoop::kNone;
+  std::int32_t loss_chunks = 0;  // WorkloadOptions::loss_chunks
   // torch.compile of the blocks: builders write the kernels Inductor generates where they differ
   // from eager's (models/llama_family.cpp); compile_fusion.cpp then fuses the remaining runs.
   bool compiled = false;

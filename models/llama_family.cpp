@@ -365,9 +365,9 @@ Layer build_llama_block(const TransformerSpec& spec, const BuildContext& ctx, st
   return draft.finish(ctx.tokens * spec.d_model * ctx.residual_bytes);
 }
 
-Layer build_llama_head(const TransformerSpec& spec, const BuildContext& ctx) {
+std::vector<Layer> build_llama_head(const TransformerSpec& spec, const BuildContext& ctx) {
   const NormKind norm = eager_rms_norm(ctx) ? NormKind::kEagerRmsNorm : NormKind::kRmsNorm;
-  return build_head_layer(
+  return build_head_layers(
       {"norm", norm, spec.d_model, spec.vocab, llama_head_parameters(spec), true}, ctx);
 }
 

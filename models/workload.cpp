@@ -32,7 +32,8 @@ Workload rewritten(Workload workload, const WorkloadOptions& options) {
   for (Layer& layer : workload.layers) {
     // torchtitan converts every nn.Linear but the LM head ("output") to Float8Linear
     // (torchtitan float8 converter: module_filter_fn skips fqn "output").
-    const bool float8 = options.float8_linears && layer.kind != LayerKind::kHead;
+    const bool float8 = options.float8_linears && layer.kind != LayerKind::kHead &&
+                        layer.kind != LayerKind::kChunkedLoss;
     const bool autocast_weights = stored_bytes > compute_bytes;
     if (autocast_weights) add_autocast_weight_casts(layer, stored_bytes, compute_bytes, float8);
     if (float8) {
@@ -140,6 +141,34 @@ std::string validate(const TransformerSpec& spec, const WorkloadOptions& options
     return "fp32 logits kept by the training loop need the upcasting cross_entropy loss: the "
            "other losses make no fp32 logits";
   }
+  if (options.loss_chunks < 0) {
+    return "loss_chunks must not be negative (got " + std::to_string(options.loss_chunks) + ")";
+  }
+  if (options.loss_chunks > 0) {
+    if (spec.family != ModelFamily::kGpt && spec.family != ModelFamily::kMpt &&
+        spec.family != ModelFamily::kLlama) {
+      return "a chunked loss is modelled for the gpt, mpt and llama heads";
+    }
+    if (spec.tied_embeddings) {
+      return "a chunked loss is modelled for an untied LM head (torchtitan keeps a tied one with "
+             "the embedding)";
+    }
+    if (options.logits_kept_by_loop != LogitsKeptByLoop::kNone) {
+      return "a chunked loss makes no logits for the training loop to keep";
+    }
+    const bool wider_weights = options.residual_dtype && dtype_bytes(*options.residual_dtype) >
+                                                             dtype_bytes(options.compute_dtype);
+    if (wider_weights) {
+      return "a chunked loss is modelled with the weights in the compute dtype (FSDP's "
+             "param_dtype, no autocast over wider weights)";
+    }
+    const std::int64_t tokens = options.micro_batch * options.seq_len;
+    if (tokens % options.loss_chunks != 0) {
+      return "the " + std::to_string(tokens) + " tokens of a micro-batch do not split into " +
+             std::to_string(options.loss_chunks) +
+             " equal chunks (ChunkedLossWrapper checks that they do)";
+    }
+  }
   const bool learned_positions =
       spec.family == ModelFamily::kGpt || spec.family == ModelFamily::kMpt;
   if (learned_positions && options.seq_len > spec.max_seq_len) {
@@ -171,8 +200,9 @@ Workload build_workload(const TransformerSpec& spec, const WorkloadOptions& opti
     workload.layers.push_back(block);
     workload.layers.back().name = "blocks." + std::to_string(i);
   }
-  workload.layers.push_back(is_llama(spec) ? detail::build_llama_head(spec, ctx)
-                                           : detail::build_gpt_head(spec, ctx));
+  for (Layer& head :
+       is_llama(spec) ? detail::build_llama_head(spec, ctx) : detail::build_gpt_head(spec, ctx))
+    workload.layers.push_back(std::move(head));
   for (const Layer& layer : workload.layers) workload.total_numel += layer.numel;
   return rewritten(std::move(workload), options);
 }

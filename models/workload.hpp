@@ -25,6 +25,10 @@ enum class LayerKind : std::uint8_t {
   // A layer the auto-wrap policy leaves to the root unit and activation checkpointing never
   // wraps: T5's encoder final norm, custom layers with fsdp_unit false.
   kUnwrapped,
+  // One chunk of the LM head and its loss, which the training loop runs chunk by chunk after the
+  // model's forward (WorkloadOptions::loss_chunks; Layer::loss_chunking): the head layer before
+  // it is then the final norm alone.
+  kChunkedLoss,
 };
 
 // Which product of an nn.Linear a GEMM kernel computes (models/kernel_factory.hpp sets it);
@@ -73,6 +77,19 @@ struct SavedTensor {
   // A linear's input that is a pointwise function of other saved tensors
   // (Layer::rematerializable_saved).
   bool rematerializable = false;
+};
+
+// torchtitan's ChunkedLossWrapper (torchtitan/components/loss.py, torchtitan#3779, June 2026):
+// the model's forward stops at the final norm (Decoder._skip_lm_head) and returns the hidden
+// states [T, d]; the loss splits them into `chunks` equal runs of tokens along T and, for each,
+// runs the LM head and the loss forward, then that chunk's backward at once (chunk_loss.backward()
+// on a detached leaf), copying the chunk's hidden-state gradient, cast to fp32, into a
+// GradAccumulator buffer; the buffer, cast back to the hidden states' dtype, is the gradient the
+// decoder's backward then starts from. The layer of kind kChunkedLoss describes one chunk.
+struct LossChunking {
+  std::int32_t chunks = 0;   // 0: not a chunked loss
+  Bytes hidden{0};           // the hidden states the chunks read, [T, d] in the compute dtype
+  Bytes gradient_buffer{0};  // GradAccumulator's buffer: torch.zeros_like(hidden, fp32)
 };
 
 struct Layer {
@@ -163,6 +180,8 @@ struct Layer {
   // every rank keeps them whole (in FSDP1's MixedPrecision.buffer_dtype when set), and DDP
   // broadcasts them from rank 0 before a forward (broadcast_buffers).
   std::vector<std::int64_t> buffers;
+  // Kind kChunkedLoss only: how the step runs it (one chunk per forward and backward).
+  LossChunking loss_chunking;
 };
 
 // The elements of a list of parameters (Layer::parameter_numels).
@@ -186,6 +205,12 @@ struct WorkloadOptions {
   // Whether the training loop keeps the logits past the loss (models/head_layer.cpp); gpt, mpt
   // and llama heads only.
   LogitsKeptByLoop logits_kept_by_loop = LogitsKeptByLoop::kNone;
+  // torchtitan's ChunkedLossWrapper with this many chunks (Layer::loss_chunking): the head is
+  // built as the final norm, then a kChunkedLoss layer for one chunk of micro_batch * seq_len /
+  // loss_chunks tokens. 0: the LM head and the loss run in the head, on all tokens at once. gpt,
+  // mpt and llama heads only, untied, with the weights in the compute dtype and no logits kept
+  // by the loop (the loop never sees them).
+  std::int32_t loss_chunks = 0;
   // torchao Float8Linear (tensorwise dynamic scaling) for every eligible linear but the LM head
   // (models/float8_linear.hpp). The GPU must have an fp8 rate; the app checks.
   bool float8_linears = false;
@@ -240,8 +265,9 @@ void add_transient(Layer& layer, Pass pass, Bytes bytes);
 // Returns an empty string when `options` can run on `spec` (which must validate), else what is
 // wrong: micro_batch and seq_len positive; for gpt/mpt, seq_len <= max_seq_len (the learned
 // position table has max_seq_len rows; llm-foundry sets max_seq_len = seq_len for long runs);
-// decoder_seq_len non-negative, and only for t5. Custom models scale their per-sample sizes with
-// micro_batch only: seq_len just converts samples to tokens (1 for non-sequence models).
+// decoder_seq_len non-negative, and only for t5; loss_chunks as WorkloadOptions says. Custom models
+// scale their per-sample sizes with micro_batch only: seq_len just converts samples to tokens (1
+// for non-sequence models).
 std::string validate(const TransformerSpec& spec, const WorkloadOptions& options);
 
 // Builds the per-micro-batch workload. Preconditions: validate(spec) and validate(spec, options)
