@@ -53,9 +53,25 @@ struct UnitState {
   std::vector<TensorId> grads;        // unsharded gradients (autograd, param_dtype), per layer
   std::vector<TensorId> accumulated;  // unsharded_accumulated_grad (set_requires_gradient_sync)
   bool has_accumulated = false;
-  bool has_grad = false;    // sharded_param.grad is set (on the host under CPU offload)
-  TensorId grad_shard = 0;  // the sharded gradient on the GPU (none under CPU offload)
+  struct ShardedGrad {
+    bool present = false;  // sharded_param.grad is set (on the host under CPU offload)
+    TensorId tensor = 0;   // the sharded gradient on the GPU (none under CPU offload)
+  };
+  std::vector<ShardedGrad> sharded_grads;  // per GradientPart
 };
+
+// The parameters of a unit that one post-backward reduces: all of them, but in the head's unit
+// under a chunked loss, where the LM head's gradient is reduced after the loss's last chunk and
+// the final norm's in backward (FSDPParamGroup.post_backward reduces the parameters that have a
+// gradient: fsdp_params_with_grad).
+struct GradientPart {
+  std::string name;  // of its ops: the unit's, or "<unit>.lm_head"
+  std::int64_t numel = 0;
+  std::int64_t padded_numel = 0;  // a multiple of the shard group, as the unit's (fsdp_units.cpp)
+  std::int64_t shard_numel = 0;
+  std::vector<Bytes> accumulated;  // the gradients kept in reduce_dtype under no_sync
+};
+constexpr std::size_t kLossPart = 1;  // the chunked loss's LM head, in the head's unit
 
 // The sizes of a unit's tensors that FSDP2 keeps per parameter (Fsdp2Step::unit_tensors).
 struct UnitTensors {
@@ -93,6 +109,8 @@ class Fsdp2Step final : private UnitHooks {
     for (std::size_t u = 0; u < units_.size(); ++u) {
       unit_bytes_.push_back(unit_bytes(units_[u], float8_[u], f_.param_dtype));
       unit_tensors_.push_back(unit_tensors(u));
+      gradient_parts_.push_back(gradient_parts(u));
+      state_[u].sharded_grads.resize(gradient_parts_[u].size());
     }
     for (const models::Layer& l : s_.workload().layers) {
       std::vector<Bytes>& sizes = layer_gradients_.emplace_back();
@@ -155,6 +173,28 @@ class Fsdp2Step final : private UnitHooks {
     }
     return out;
   }
+
+  // The unit's parameters as its post-backwards reduce them: all at once, or in the head's unit
+  // under a chunked loss the final norm's, then (kLossPart) the LM head's.
+  std::vector<GradientPart> gradient_parts(std::size_t u) const {
+    const FsdpUnit& unit = units_[u];
+    GradientPart whole{unit.name, unit.numel, unit.padded_numel, unit.shard_numel,
+                       unit_tensors_[u].accumulated};
+    if (unit.layers.empty() ||
+        s_.workload().layers[unit.layers.back()].kind != models::LayerKind::kChunkedLoss)
+      return {whole};
+    const models::Layer& last = s_.workload().layers[unit.layers.back()];
+    const auto part = [&](std::string name, std::int64_t numel) {
+      const std::int64_t shard = (numel + shard_size_ - 1) / shard_size_;
+      return GradientPart{
+          std::move(name), numel, shard * shard_size_, shard, {elements(numel, f_.reduce_dtype)}};
+    };
+    return {part(unit.name, unit.numel - last.numel), part(unit.name + ".lm_head", last.numel)};
+  }
+
+  // Whether unit u holds a chunked loss, whose wrapper turns gradient sync back on for the unit
+  // after its loop (set_requires_gradient_sync(True, recurse=False)), whatever the micro-batch's.
+  bool holds_chunked_loss(std::size_t u) const { return gradient_parts_[u].size() > kLossPart; }
 
   // Allocates a tensor of each size on the compute stream, appended to `into`.
   void allocate_each(const std::string& name, const std::vector<Bytes>& sizes,
@@ -448,15 +488,61 @@ class Fsdp2Step final : private UnitHooks {
     return state_[u].has_accumulated && f_.reduce_dtype == f_.param_dtype;
   }
 
+  // torchtitan's ChunkedLossWrapper on the head's unit (lm_head, an FSDPModule of
+  // fully_shard([norm, output])): reshard after forward and after backward turned off for its
+  // loop, gradient sync off but for the last chunk, then lm_head.unshard(), which gathers the
+  // unit again only if its forward resharded it (policy "always"); its all-gather result is
+  // freed once copied out, as the root's post-forward does with the last one.
+  void begin_chunked_loss(std::size_t u) override {
+    unshard(u);
+    wait_for_unshard(u);
+    if (previous_all_gather_) {
+      s_.program().wait_event(copy_in_, previous_all_gather_->event);
+      s_.program().wait_event(all_gather_, previous_all_gather_->event);
+      s_.free(previous_all_gather_->tensor);
+      previous_all_gather_.reset();
+    }
+  }
+
+  // lm_head(h_chunk): FSDPState._pre_forward (the group's pre_forward finds it unsharded and
+  // registers its post-backward on the chunk). The group's post-forward does not run: `norm`, the
+  // group's other module, does not run again, so the per-module hook only casts the output.
+  void chunk_forward(std::size_t u) override {
+    s_.hook(units_[u].name + ".pre_forward", units_[u].parameter_tensors);
+  }
+
+  // The post-backward the chunk's backward fires (RegisterPostBackwardFunction on h_chunk): the
+  // LM head's gradient kept unsharded in reduce_dtype (to_accumulated_grad_if_needed, then
+  // accumulate_unsharded_grad_if_needed) until the last chunk reduces it; no reshard. No
+  // pre-backward: the group's pre-backward hook is on the model's output, which the chunks detach.
+  void chunk_backward(std::size_t u, bool last) override {
+    reduce(u, kLossPart, last, /*reshard=*/false);
+  }
+
+  // lm_head.reshard() after the loop: the decoder's backward gathers the unit again for the
+  // norm's backward (its pre-backward hook, on the model's output).
+  void end_chunked_loss(std::size_t u) override {
+    if (state_[u].unsharded) free_unsharded(state_[u]);
+  }
+
   // FSDPParamGroup.post_backward (RegisterPostBackwardFunction): none without a parameter group.
   // An embedding's own unit (wrap_embedding_and_head) registers none, its input, the token ids,
   // needing no gradient: the final callback runs it, right after the lookup's backward, the last.
   void post_backward(std::size_t u) override {
     if (!units_[u].holds_parameters()) return;
+    reduce(u, 0, sync_gradients_ || holds_chunked_loss(u), /*reshard=*/true);
+  }
+
+  // FSDPParamGroup.post_backward over the gradients of `part` of unit u: reshard (unless the
+  // unit is kept unsharded through backward), then keep the gradients unsharded (no `sync`) or
+  // reduce-scatter them.
+  void reduce(std::size_t u, std::size_t part, bool sync, bool reshard) {
     const FsdpUnit& unit = units_[u];
+    const GradientPart& p = gradient_parts_[u][part];
     UnitState& st = state_[u];
+    UnitState::ShardedGrad& sharded = st.sharded_grads[part];
     s_.hook(unit.name + ".post_backward", unit.parameter_tensors);
-    if (st.unsharded) free_unsharded(st);  // reshard_after_backward (default True)
+    if (reshard && st.unsharded) free_unsharded(st);  // reshard_after_backward (default True)
     const Dtype rd = f_.reduce_dtype;
     const bool had_accumulated = st.has_accumulated;
     std::vector<TensorId> grads = std::move(st.grads);
@@ -465,24 +551,23 @@ class Fsdp2Step final : private UnitHooks {
       // accumulate_unsharded_grad_if_needed adds the new gradient into the one kept in
       // reduce_dtype; in param_dtype AccumulateGrad has added them already (post_backward_layer).
       if (rd != f_.param_dtype) {
-        s_.copy(unit.name + ".accumulate_unsharded_grad", s_.compute(),
-                elements(unit.numel, f_.param_dtype) + 2 * elements(unit.numel, rd),
-                Phase::kBackward, g(u));
+        s_.copy(p.name + ".accumulate_unsharded_grad", s_.compute(),
+                elements(p.numel, f_.param_dtype) + 2 * elements(p.numel, rd), Phase::kBackward,
+                g(u));
       }
       free_all(grads);
       grads = std::move(st.accumulated);
       st.accumulated.clear();
     }
-    if (!sync_gradients_) {
+    if (!sync) {
       if (had_accumulated) {
         st.accumulated = std::move(grads);
       } else if (rd != f_.param_dtype) {
         // FSDPParam.to_accumulated_grad_if_needed: keep the gradient in reduce_dtype.
-        allocate_each(unit.name + ".accumulated_grad", unit_tensors_[u].accumulated,
-                      MemoryCategory::kGradients, st.accumulated);
-        s_.copy(unit.name + ".grad_to_reduce_dtype", s_.compute(),
-                elements(unit.numel, f_.param_dtype) + elements(unit.numel, rd), Phase::kBackward,
-                g(u));
+        allocate_each(p.name + ".accumulated_grad", p.accumulated, MemoryCategory::kGradients,
+                      st.accumulated);
+        s_.copy(p.name + ".grad_to_reduce_dtype", s_.compute(),
+                elements(p.numel, f_.param_dtype) + elements(p.numel, rd), Phase::kBackward, g(u));
         free_all(grads);
       } else {
         st.accumulated = std::move(grads);
@@ -500,11 +585,10 @@ class Fsdp2Step final : private UnitHooks {
     // foreach_reduce: chunk-cat the gradients into the reduce-scatter input (reduce_dtype) on the
     // compute stream, free the gradients, reduce-scatter in the reduce-scatter stream.
     const TensorId input =
-        s_.allocate(unit.name + ".reduce_scatter_input", elements(unit.padded_numel, rd),
-                    s_.compute(), MemoryCategory::kCommunication);
-    s_.copy(unit.name + ".reduce_scatter_copy_in", s_.compute(),
-            elements(unit.numel, had_accumulated ? rd : f_.param_dtype) +
-                elements(unit.padded_numel, rd),
+        s_.allocate(p.name + ".reduce_scatter_input", elements(p.padded_numel, rd), s_.compute(),
+                    MemoryCategory::kCommunication);
+    s_.copy(p.name + ".reduce_scatter_copy_in", s_.compute(),
+            elements(p.numel, had_accumulated ? rd : f_.param_dtype) + elements(p.padded_numel, rd),
             Phase::kBackward, g(u));
     free_all(grads);
     s_.program().wait_stream(reduce_scatter_, s_.compute());
@@ -513,35 +597,35 @@ class Fsdp2Step final : private UnitHooks {
     // and each sharded .grad a view of it, set the first time and added to after that.
     const Dtype storage = in_.training.param_storage_dtype;
     const bool cast = rd != storage;
-    const bool accumulate = st.has_grad;
+    const bool accumulate = sharded.present;
     // Without a cast or an earlier gradient, the output itself is kept as the gradient.
     const bool output_is_grad = !cast && !accumulate && !f_.cpu_offload;
-    const TensorId output = s_.allocate(
-        unit.name + ".reduce_scatter_output", elements(unit.shard_numel, rd), reduce_scatter_,
-        output_is_grad ? MemoryCategory::kGradients : MemoryCategory::kCommunication);
+    const TensorId output =
+        s_.allocate(p.name + ".reduce_scatter_output", elements(p.shard_numel, rd), reduce_scatter_,
+                    output_is_grad ? MemoryCategory::kGradients : MemoryCategory::kCommunication);
     // _get_gradient_divide_factors: fp32 and bf16 reductions average in NCCL (ReduceOp.AVG, no
     // kernel); an fp16 one sums, with _div_if_needed in place before it on the reduce-scatter
     // stream and after the last reduction on the post-reduce stream.
     const bool divides = rd != Dtype::kFp32 && rd != Dtype::kBf16;
     if (divides && predivide_ > 1) {
-      s_.copy(unit.name + ".grad_predivide", reduce_scatter_, 2 * elements(unit.padded_numel, rd),
+      s_.copy(p.name + ".grad_predivide", reduce_scatter_, 2 * elements(p.padded_numel, rd),
               Phase::kBackward, g(u));
     }
     if (shard_size_ == 1) {
       // A one-GPU shard group reduces nothing: reduce_output.copy_(reduce_scatter_input)
       // (PyTorch 2.9 on, pytorch/pytorch#162021).
-      s_.copy(unit.name + ".reduce_scatter_copy", reduce_scatter_,
-              2 * elements(unit.padded_numel, rd), Phase::kBackward, g(u));
+      s_.copy(p.name + ".reduce_scatter_copy", reduce_scatter_, 2 * elements(p.padded_numel, rd),
+              Phase::kBackward, g(u));
     } else {
-      s_.collective(unit.name + ".reduce_scatter", Collective::kReduceScatter, reduce_scatter_,
-                    shard_pg_, elements(unit.padded_numel, rd), Phase::kBackward, g(u));
+      s_.collective(p.name + ".reduce_scatter", Collective::kReduceScatter, reduce_scatter_,
+                    shard_pg_, elements(p.padded_numel, rd), Phase::kBackward, g(u));
     }
     const EventRef scattered = s_.program().record_event(reduce_scatter_);
     StreamId post_reduce = reduce_scatter_;
     if (hsdp_) {
       s_.program().wait_stream(all_reduce_, reduce_scatter_);
-      s_.collective(unit.name + ".all_reduce", Collective::kAllReduce, all_reduce_, replicate_pg_,
-                    elements(unit.shard_numel, rd), Phase::kBackward, g(u));
+      s_.collective(p.name + ".all_reduce", Collective::kAllReduce, all_reduce_, replicate_pg_,
+                    elements(p.shard_numel, rd), Phase::kBackward, g(u));
       post_reduce = all_reduce_;
     }
     // With HSDP, FSDPParamGroup._all_reduce_state keeps the all-reduce input (the reduce-scatter
@@ -555,42 +639,42 @@ class Fsdp2Step final : private UnitHooks {
       }
     };
     if (divides && in_.cluster.world_size() > predivide_) {
-      s_.copy(unit.name + ".grad_postdivide", post_reduce, 2 * elements(unit.shard_numel, rd),
+      s_.copy(p.name + ".grad_postdivide", post_reduce, 2 * elements(p.shard_numel, rd),
               Phase::kBackward, g(u));
     }
     TensorId grad_output = output;
     if (cast) {
-      grad_output = s_.allocate(unit.name + ".grad_output", elements(unit.shard_numel, storage),
+      grad_output = s_.allocate(p.name + ".grad_output", elements(p.shard_numel, storage),
                                 post_reduce, MemoryCategory::kGradients);
-      s_.copy(unit.name + ".grad_to_storage_dtype", post_reduce,
-              elements(unit.shard_numel, rd) + elements(unit.shard_numel, storage),
-              Phase::kBackward, g(u));
+      s_.copy(p.name + ".grad_to_storage_dtype", post_reduce,
+              elements(p.shard_numel, rd) + elements(p.shard_numel, storage), Phase::kBackward,
+              g(u));
       drop_output(output);
     }
-    const Bytes shard_bytes = elements(unit.shard_numel, storage);
+    const Bytes shard_bytes = elements(p.shard_numel, storage);
     if (f_.cpu_offload) {
       // new_sharded_grad.to("cpu"): the GPU tensor is dropped at once (later work on its stream
       // runs after the copy). Non-blocking into pinned memory for a first gradient, whose event
       // the CPU waits for before the optimizer; blocking when there is one to add to on the
       // host, so the CPU waits for the copy, then adds (read both, write one).
-      s_.host_transfer(unit.name + ".d2h_grad", post_reduce, shard_bytes, Phase::kBackward, g(u));
+      s_.host_transfer(p.name + ".d2h_grad", post_reduce, shard_bytes, Phase::kBackward, g(u));
       if (!accumulate) grad_offload_event_ = s_.program().record_event(post_reduce);
       if (accumulate) {
         s_.program().cpu_synchronize(s_.program().record_event(post_reduce),
-                                     unit.name + ".d2h_grad (blocking)");
-        const std::string work = unit.name + ".accumulate_grad_on_host";
+                                     p.name + ".d2h_grad (blocking)");
+        const std::string work = p.name + ".accumulate_grad_on_host";
         s_.program().cpu_work(work,
                               to_sim_time(work, 3.0 * shard_bytes / s_.host_bandwidth_per_rank()));
       }
       drop_output(grad_output);
     } else if (accumulate) {
       // grad._local_tensor += new_sharded_grad on the post-reduce stream.
-      s_.copy(unit.name + ".accumulate_grad", post_reduce, 3 * shard_bytes, Phase::kBackward, g(u));
+      s_.copy(p.name + ".accumulate_grad", post_reduce, 3 * shard_bytes, Phase::kBackward, g(u));
       drop_output(grad_output);
     } else {
-      st.grad_shard = grad_output;
+      sharded.tensor = grad_output;
     }
-    st.has_grad = true;
+    sharded.present = true;
     previous_reduce_scatter_ = HeldBuffer{input, scattered};
   }
 
@@ -690,8 +774,10 @@ class Fsdp2Step final : private UnitHooks {
       // once to the pool of the stream foreach_reduce made it on, whose next reduce-scatter waits
       // for the compute stream anyway (FSDPParamGroup.post_backward via foreach_reduce:
       // reduce_scatter_stream.wait_stream(current_stream)).
-      if (st.has_grad && !f_.cpu_offload) s_.free(st.grad_shard);
-      st.has_grad = false;
+      for (UnitState::ShardedGrad& grad : st.sharded_grads) {
+        if (grad.present && !f_.cpu_offload) s_.free(grad.tensor);
+        grad.present = false;
+      }
     }
   }
 
@@ -711,7 +797,8 @@ class Fsdp2Step final : private UnitHooks {
   std::map<std::int32_t, ProcessGroup> post_forward_pgs_;  // by group size
   std::vector<Float8Weights> float8_;  // by unit; empty lists without fsdp.float8_all_gather
   std::vector<UnitBytes> unit_bytes_;  // by unit: its parameters by the dtype they are gathered in
-  std::vector<UnitTensors> unit_tensors_;            // by unit
+  std::vector<UnitTensors> unit_tensors_;                  // by unit
+  std::vector<std::vector<GradientPart>> gradient_parts_;  // by unit
   std::vector<std::vector<Bytes>> layer_gradients_;  // by layer: the gradients its backward makes
   std::int64_t tied_numel_ = models::tied_weight_numel(s_.workload());
   // The fp16 reduction's divisor before it (the data-parallel world: every rank, HSDP too).

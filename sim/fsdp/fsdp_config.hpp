@@ -186,6 +186,9 @@ struct TrainingConfig {
   std::optional<RmsNormKernel> rms_norm;
   // Whether the training loop holds the logits until its next forward (models/head_layer.cpp).
   LogitsKeptByLoop logits_kept_by_loop = LogitsKeptByLoop::kNone;
+  // torchtitan's ChunkedLossWrapper with this many chunks (models::WorkloadOptions::loss_chunks;
+  // FSDP2 with wrap_embedding_and_head, whose head unit the wrapper drives). 0: no chunking.
+  std::int32_t loss_chunks = 0;
   // torch.autocast(dtype=...) around forward: the math dtype of GEMMs and activations when it
   // differs from the parameters' (e.g. Composer's DEFAULT precision: fp32 FSDP parameters,
   // bf16 autocast). nullopt: compute in MixedPrecision.param_dtype.

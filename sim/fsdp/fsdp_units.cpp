@@ -76,6 +76,13 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, const FsdpCon
       policy == WrapPolicy::kBlockAndLinear && models::tied_weight_numel(workload) == 0;
   for (std::size_t i = 0; i < workload.layers.size(); ++i) {
     const models::Layer& layer = workload.layers[i];
+    if (layer.kind == models::LayerKind::kChunkedLoss) {
+      // ChunkedLossWrapper's lm_head is fully_shard([norm, output])'s: the head's unit.
+      if (!fsdp.wrap_embedding_and_head || units.empty())
+        throw std::invalid_argument("make_units: a chunked loss needs wrap_embedding_and_head");
+      add_layer(units.back(), workload, i);
+      continue;
+    }
     if (fsdp.wrap_embedding_and_head &&
         (layer.kind == models::LayerKind::kEmbedding || layer.kind == models::LayerKind::kHead)) {
       units.emplace_back().name = layer.name;
@@ -101,8 +108,10 @@ std::vector<FsdpUnit> make_units(const models::Workload& workload, const FsdpCon
     if (++in_current == per_unit) in_current = 0;
   }
   for (FsdpUnit& u : units) {
-    if (u.layers.size() > 1) {  // "blocks.4-7", "decoder.blocks.4-7"
-      const std::string& last = workload.layers[u.layers.back()].name;
+    const models::Layer& last_layer = workload.layers[u.layers.back()];
+    if (u.layers.size() > 1 && last_layer.kind == models::LayerKind::kBlock) {
+      // "blocks.4-7", "decoder.blocks.4-7"
+      const std::string& last = last_layer.name;
       u.name += '-';
       u.name += last.substr(last.rfind('.') + 1);
     }

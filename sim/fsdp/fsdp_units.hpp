@@ -45,8 +45,10 @@ struct FsdpUnit {
 // wrap_embedding_and_head: (wrap_embedding_and_head) the embedding's unit, block units in order,
 // each after the units of its linears, then (block_and_linear, untied) the LM head's linear or
 // (wrap_embedding_and_head) the head's unit, then the root (whose forward returns last).
+// A chunked loss's layer (models::LayerKind::kChunkedLoss) is in the head's unit, with the final
+// norm, as torchtitan's fully_shard([norm, output]) has it.
 // Preconditions: shard_group_size > 0, blocks_per_unit > 0; wrap_embedding_and_head only with an
-// untied head.
+// untied head, and wherever there is a chunked loss.
 std::vector<FsdpUnit> make_units(const models::Workload& workload, const FsdpConfig& fsdp,
                                  std::int64_t shard_group_size);
 

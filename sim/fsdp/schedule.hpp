@@ -55,7 +55,9 @@ struct Schedule {
 };
 
 // Preconditions (the app validates): world divides global_batch / micro_batch, sizes positive,
-// the shard group tiles the cluster (shard_group_problem), FSDP2 options only with version 2.
+// the shard group tiles the cluster (shard_group_problem), FSDP2 options only with version 2;
+// throws std::invalid_argument for a chunked loss (models::LayerKind::kChunkedLoss) with any
+// runtime but FSDP2.
 Schedule build_schedule(const ScheduleInput& input);
 
 }  // namespace fsdpsim::fsdp

@@ -1046,6 +1046,83 @@ TEST(Knobs, Fsdp2WrapsTheEmbeddingAndTheHeadAsTorchtitanDoes) {
             24'000'000);
 }
 
+// torchtitan's ChunkedLossWrapper on the tiny workload's head unit, split as the chunked build
+// splits it: "head" the final norm (1M, 2 MB saved) and "loss" one chunk of the LM head and the
+// loss (3M, 10 MB saved a chunk), run twice between the forward and the backward (bf16
+// parameters, fp32 reduction). Each chunk's forward then backward runs before the next chunk's.
+// The LM head's bf16 gradient goes to an fp32 copy after chunk 0 (to_accumulated_grad_if_needed)
+// and is added to after chunk 1, which reduce-scatters it: 3M fp32 elements, 12 MB, in a
+// reduce-scatter of its own; the norm's 1M (4 MB) goes in backward. The loss reshards the unit,
+// so its backward gathers it again (2 all-gathers of the head, 1 without the chunks), behind
+// the LM head's reduce-scatter on the communicator they share, before the norm's backward. The
+// hidden states (8 MB) are freed as the loss returns, before the backward's first kernel, and the
+// gradient the chunks made (8 MB, cast back from the 16 MB fp32 buffer) after the norm's
+// backward.
+TEST(Knobs, Fsdp2RunsAChunkedLossBetweenForwardAndBackward) {
+  static const models::Workload workload = [] {
+    models::Workload w = testing::tiny_workload();
+    w.layers.back() = testing::tiny_layer("head", models::LayerKind::kHead, 1'000'000, 2'000'000);
+    models::Layer loss =
+        testing::tiny_layer("loss", models::LayerKind::kChunkedLoss, 3'000'000, 10'000'000);
+    loss.loss_chunking = {2, Bytes(8'000'000), Bytes(16'000'000)};
+    w.layers.push_back(loss);
+    return w;
+  }();
+  const auto fsdp2 = [](const models::Workload& on, std::int32_t version, bool own_units) {
+    return run_on(on, [=](ScheduleInput& in) {
+      in.fsdp.version = version;
+      in.fsdp.limit_all_gathers = false;
+      in.fsdp.param_dtype = Dtype::kBf16;
+      in.fsdp.wrap_embedding_and_head = own_units;
+      in.fsdp.last_unit_reshard_after_forward = 0;
+    });
+  };
+  const Knobs k = fsdp2(workload, 2, true);
+  std::vector<std::string> names;
+  for (const FsdpUnit& u : k.out.schedule.units) names.push_back(u.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"embedding", "blocks.0", "blocks.1", "head", "root"}));
+  EXPECT_EQ(k.out.schedule.units[3].numel, 4'000'000);
+  const auto chunk_forwards = k.spans("loss.fwd.mlp");
+  const auto chunk_backwards = k.spans("loss.bwd.bwd");
+  ASSERT_EQ(chunk_forwards.size(), 2u);
+  ASSERT_EQ(chunk_backwards.size(), 2u);
+  EXPECT_LE(k.span("head.fwd.mlp").second, chunk_forwards[0].first);
+  EXPECT_LE(chunk_backwards[0].second, chunk_forwards[1].first);
+  EXPECT_EQ(k.spans("head.lm_head.grad_to_reduce_dtype").size(), 1u);
+  EXPECT_EQ(k.spans("head.lm_head.accumulate_unsharded_grad").size(), 1u);
+  EXPECT_EQ(k.tensor_bytes("head.lm_head.reduce_scatter_input"), 12'000'000);
+  EXPECT_EQ(k.tensor_bytes("head.reduce_scatter_input"), 4'000'000);
+  const auto lm_head_reduce = k.span("head.lm_head.reduce_scatter");
+  EXPECT_GE(lm_head_reduce.first, chunk_backwards[1].second);
+  const auto head_gathers = k.spans("head.all_gather");
+  ASSERT_EQ(head_gathers.size(), 2u);
+  EXPECT_GE(head_gathers[1].first, lm_head_reduce.second);
+  EXPECT_LE(head_gathers[1].second, k.span("head.bwd.bwd").first);
+  EXPECT_GE(k.span("head.reduce_scatter").first, k.span("head.bwd.bwd").second);
+  EXPECT_EQ(fsdp2(testing::tiny_workload(), 2, true).spans("head.all_gather").size(), 1u);
+
+  EXPECT_EQ(k.tensor_bytes("loss.hidden"), 8'000'000);
+  EXPECT_EQ(k.tensor_bytes("loss.gradient_buffer"), 16'000'000);
+  EXPECT_EQ(k.tensor_bytes("loss.hidden_gradient"), 8'000'000);
+  const auto launch = [&](const std::string& name) {
+    return k.cpu_steps(engine::CpuStepKind::kLaunch, name);
+  };
+  const auto hidden_freed = k.cpu_steps(engine::CpuStepKind::kFree, "loss.hidden");
+  const auto gradient_freed = k.cpu_steps(engine::CpuStepKind::kFree, "loss.hidden_gradient");
+  ASSERT_EQ(hidden_freed.size(), 1u);
+  ASSERT_EQ(gradient_freed.size(), 1u);
+  EXPECT_GT(hidden_freed[0], launch("loss.bwd.bwd").back());
+  EXPECT_LT(hidden_freed[0], launch("head.bwd.bwd").front());
+  EXPECT_GT(gradient_freed[0], launch("head.bwd.bwd").front());
+
+  // Only FSDP2 with the head's unit runs one.
+  EXPECT_THROW(fsdp2(workload, 1, false), std::invalid_argument);
+  EXPECT_THROW(fsdp2(workload, 2, false), std::invalid_argument);
+  EXPECT_THROW(
+      run_on(workload, [](ScheduleInput& in) { in.training.parallelism = Parallelism::kDdp; }),
+      std::invalid_argument);
+}
+
 // Autocast over fp32 weights with every block checkpointed (the tiny workload with a 20 MB bf16
 // copy of each block's weights made by autocast). FSDP2's unsharded parameters are leaves, so the
 // autocast cache keeps each block's copy, which the checkpoint does not save, until the forward
