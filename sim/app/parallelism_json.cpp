@@ -371,6 +371,24 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                                   "logits), found loss {}",
                                   loss));
   }
+  if (r.has("loss_chunks")) {
+    t.loss_chunks = static_cast<std::int32_t>(r.positive_int_at_most("loss_chunks", kTokens));
+    const std::int64_t tokens = t.micro_batch * t.seq_len;
+    if (tokens % t.loss_chunks != 0) {
+      throw ConfigError(file, "/training/loss_chunks",
+                        fmt::format("expected a divisor of the micro-batch's {} tokens "
+                                    "(micro_batch x seq_len; ChunkedLossWrapper splits them into "
+                                    "equal chunks), found {}",
+                                    tokens, t.loss_chunks));
+    }
+    if (t.logits_kept_by_loop != LogitsKeptByLoop::kNone) {
+      throw ConfigError(file, "/training/loss_chunks",
+                        fmt::format("the chunked loss makes the logits inside the loss, chunk by "
+                                    "chunk, so the training loop has none to keep; found "
+                                    "logits_kept_by_loop {}",
+                                    kept));
+    }
+  }
   t.no_sync = r.boolean("no_sync", false);
   t.clip_grad_norm = r.boolean("clip_grad_norm", false);
   t.offload_activations = r.boolean("offload_activations", false);

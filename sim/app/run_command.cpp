@@ -7,6 +7,7 @@
 #include <chrono>
 #include <iostream>
 #include <iterator>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -118,6 +119,10 @@ training:
   logits_kept_by_loop       none | compute_dtype | fp32: the training loop holds the logits until
                             its next forward [Composer's state.outputs; `pred = model(x)`
                             without `del pred`; fp32: the model returns .float()]  default none
+  loss_chunks               n: the LM head and the loss run after the model's forward on n
+                            equal chunks of the micro-batch's tokens, each chunk's backward at
+                            once, with FSDP2 and wrap_embedding_and_head [torchtitan's
+                            ChunkedLossWrapper, num_chunks 8]                       default none
   autocast_dtype            bf16 | fp16 | fp32: GEMM/activation dtype under torch.autocast when it
                             differs from fsdp.param_dtype [torch.autocast(dtype)]  default param_dtype
   matmul_dtype              fp8: float8 linears, tensorwise dynamic scaling, every eligible linear
@@ -257,16 +262,21 @@ std::string allocations_csv(const fsdp::SimulationOutput& output) {
 }
 
 // The largest micro-batch that fits, keeping the number of gradient-accumulation steps:
-// doubling until out of memory (or 4096), then bisection.
+// doubling until out of memory (or 4096), then bisection. Under a chunked loss only micro-batches
+// whose tokens split into its chunks are tried: multiples of the smallest such.
 int max_micro_batch_command(const RunOptions& options, const PresetLocator& presets,
                             const Scenario& base) {
   const std::int64_t world = base.hardware.cluster.world_size();
   const std::int64_t accumulation =
       base.training.global_batch / (base.training.micro_batch * world);
-  const auto fits = [&](std::int64_t micro, fsdp::StepResult& result) {
+  const std::int64_t chunks = base.training.loss_chunks;
+  const std::int64_t step = chunks > 0 ? chunks / std::gcd(base.training.seq_len, chunks) : 1;
+  // The search runs over n, the micro-batch n x step.
+  const auto micro = [step](std::int64_t n) { return n * step; };
+  const auto fits = [&](std::int64_t n, fsdp::StepResult& result) {
     std::vector<std::string> overrides = options.overrides;
-    overrides.push_back(fmt::format("training.micro_batch={}", micro));
-    overrides.push_back(fmt::format("training.global_batch={}", micro * world * accumulation));
+    overrides.push_back(fmt::format("training.micro_batch={}", micro(n)));
+    overrides.push_back(fmt::format("training.global_batch={}", micro(n) * world * accumulation));
     result = simulate_scenario(load_scenario(options.scenario, overrides, presets), false).result;
     return !result.out_of_memory;
   };
@@ -274,7 +284,7 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
   // have (size_bounds.hpp): beyond either it says where it stopped rather than fail or guess.
   constexpr std::int64_t kLargestTried = 4096;
   const std::int64_t token_limit = size_bounds::kTokens / base.training.seq_len;
-  const std::int64_t limit = std::min(kLargestTried, token_limit);
+  const std::int64_t limit = std::min(kLargestTried, token_limit) / step;
   fsdp::StepResult best_result;
   fsdp::StepResult probe;
   std::int64_t good = 0;
@@ -285,18 +295,18 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
     bad *= 2;
   }
   if (good == 0) {
-    std::cout << fmt::format("no micro-batch fits: micro_batch 1 is out of memory ({})\n",
-                             probe.oom_reason);
+    std::cout << fmt::format("no micro-batch fits: micro_batch {} is out of memory ({})\n",
+                             micro(1), probe.oom_reason);
     return 0;
   }
   fsdp::StepResult oom_result = probe;
-  // Narrows [good, bad) by one simulation of `micro`.
-  const auto try_micro = [&](std::int64_t micro) {
-    if (fits(micro, probe)) {
-      good = micro;
+  // Narrows [good, bad) by one simulation of `n`.
+  const auto try_micro = [&](std::int64_t n) {
+    if (fits(n, probe)) {
+      good = n;
       best_result = probe;
     } else {
-      bad = micro;
+      bad = n;
       oom_result = probe;
     }
   };
@@ -310,17 +320,23 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
                        to_gib(r.usable_memory));
   };
   const std::int64_t retries = best_result.reserved.alloc_retries;
-  std::cout << fmt::format("largest micro-batch that fits: {} ({} accumulation step{}): {}{}\n",
-                           good, accumulation, accumulation == 1 ? "" : "s", describe(best_result),
-                           retries == 0 ? "" : ", " + cuda_malloc_retries(retries) + " per step");
+  std::cout << fmt::format("largest micro-batch that fits: {} ({} accumulation step{}): {}{}{}\n",
+                           micro(good), accumulation, accumulation == 1 ? "" : "s",
+                           describe(best_result),
+                           retries == 0 ? "" : ", " + cuda_malloc_retries(retries) + " per step",
+                           step == 1 ? ""
+                                     : fmt::format(" (multiples of {} tried: their tokens split "
+                                                   "into the loss's {} chunks)",
+                                                   step, chunks));
   if (stopped) {
     std::cout << fmt::format(
-        "the search stops at micro_batch {} ({}); larger ones may fit too\n", limit,
-        limit == token_limit
+        "the search stops at micro_batch {} ({}); larger ones may fit too\n", micro(limit),
+        micro(limit + 1) > token_limit
             ? fmt::format("micro_batch x seq_len is at most {} tokens", size_bounds::kTokens)
             : fmt::format("the largest it tries"));
   } else {
-    std::cout << fmt::format("micro_batch {} is out of memory: {}\n", bad, oom_result.oom_reason);
+    std::cout << fmt::format("micro_batch {} is out of memory: {}\n", micro(bad),
+                             oom_result.oom_reason);
   }
   if (retries > 0) {
     // A step that fits only by flushing the allocator's cache is the least certain prediction
@@ -332,21 +348,21 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
     std::int64_t clean = 0;
     fsdp::StepResult clean_result;
     const std::int64_t lowest = std::max<std::int64_t>(1, good - kRetryFreeTries);
-    for (std::int64_t micro = good - 1; micro >= lowest && clean == 0; --micro) {
-      if (fits(micro, probe) && probe.reserved.alloc_retries == 0) {
-        clean = micro;
+    for (std::int64_t n = good - 1; n >= lowest && clean == 0; --n) {
+      if (fits(n, probe) && probe.reserved.alloc_retries == 0) {
+        clean = n;
         clean_result = probe;
       }
     }
     if (clean > 0) {
-      std::cout << fmt::format("largest without cudaMalloc retries: {}: {}\n", clean,
+      std::cout << fmt::format("largest without cudaMalloc retries: {}: {}\n", micro(clean),
                                describe(clean_result));
     } else if (lowest == 1) {
       std::cout << "every micro-batch that fits retries cudaMalloc\n";
     } else {
       std::cout << fmt::format(
-          "micro-batches {} to {} all retry cudaMalloc; smaller ones were not tried\n", lowest,
-          good);
+          "micro-batches {} to {} all retry cudaMalloc; smaller ones were not tried\n",
+          micro(lowest), micro(good));
     }
   }
   return 0;

@@ -183,6 +183,28 @@ void check_embedding_and_head_units(const Scenario& s, const nlohmann::json* fsd
   }
 }
 
+// training.loss_chunks: torchtitan's ChunkedLossWrapper drives the LM head's FSDP2 unit, the
+// head's of wrap_embedding_and_head (a model that check_embedding_and_head_units accepts), over
+// weights in the compute dtype.
+void check_chunked_loss(const Scenario& s, const std::string& f) {
+  if (s.training.loss_chunks == 0) return;
+  if (s.training.parallelism != fsdp::Parallelism::kFsdp || s.fsdp.version != 2 ||
+      !s.fsdp.wrap_embedding_and_head) {
+    throw ConfigError(f, "/training/loss_chunks",
+                      "torchtitan's ChunkedLossWrapper is modelled with FSDP2 and torchtitan's "
+                      "units, whose head unit ([norm, output]) it keeps unsharded over its chunks: "
+                      "set parallelism fsdp, fsdp.version 2 and fsdp.wrap_embedding_and_head true");
+  }
+  if (s.training.compute_dtype(s.fsdp.param_dtype) != s.fsdp.param_dtype) {
+    throw ConfigError(f, "/training/loss_chunks",
+                      fmt::format("modelled with the weights in the compute dtype (torchtitan's "
+                                  "MixedPrecisionPolicy, no autocast); found param_dtype {} under "
+                                  "autocast_dtype {}",
+                                  dtype_name(s.fsdp.param_dtype),
+                                  dtype_name(s.training.compute_dtype(s.fsdp.param_dtype))));
+  }
+}
+
 // The scenario in `document`, every override applied.
 Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::path& file,
                         const PresetLocator& presets) {
@@ -277,6 +299,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
   }
   check_per_unit_reshard(s, r.child("fsdp"), f);
   check_embedding_and_head_units(s, r.child("fsdp"), f);
+  check_chunked_loss(s, f);
   // The only module buffer fsdpsim models is gpt's causal mask (model.causal_mask_buffer,
   // models::has_buffers): on any other model the buffers' dtype and broadcast change nothing.
   if (!models::has_buffers(s.model)) {

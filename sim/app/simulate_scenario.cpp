@@ -48,6 +48,7 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   options.loss = scenario.training.loss;
   options.rms_norm = scenario.training.rms_norm;
   options.logits_kept_by_loop = scenario.training.logits_kept_by_loop;
+  options.loss_chunks = scenario.training.loss_chunks;
   options.float8_linears = scenario.training.float8_linears();
   options.float8_linear = scenario.training.float8_linear;
   options.float8_all_gather = scenario.fsdp.float8_all_gather;

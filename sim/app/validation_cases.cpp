@@ -98,6 +98,7 @@ const std::vector<std::string> kOtherColumns = {"source_detail",
                                                 "precompute_float8_scale",
                                                 "last_unit_reshard_after_forward",
                                                 "wrap_embedding_and_head",
+                                                "loss_chunks",
                                                 "optimizer_impl",
                                                 "rms_norm",
                                                 "float8_linear"};
@@ -530,6 +531,8 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   } else if (!kept.empty()) {
     bad_cell(file, c, "logits_kept_by_loop", "none, compute_dtype or fp32");
   }
+  // The optional loss_chunks column (configs/validation/README.md); empty = no chunking.
+  if (!c.get("loss_chunks").empty()) training["loss_chunks"] = positive_int(file, c, "loss_chunks");
   // The optional attention column (configs/validation/README.md); empty = FlashAttention-2.
   if (const std::string attention = c.get("attention"); attention == "unfused") {
     training["flash_attention"] = false;
@@ -750,6 +753,7 @@ std::string message_in_columns(const std::string& loader_message,
       {"/training/flash_kernel", "attention"},
       {"/training/float8_linear", "float8_linear"},
       {"/training/logits_kept_by_loop", "logits_kept_by_loop"},
+      {"/training/loss_chunks", "loss_chunks"},
       {"/training/loss", "loss"},
       {"/training/matmul_dtype", "matmul_dtype"},
       {"/training/micro_batch", "micro_batch"},

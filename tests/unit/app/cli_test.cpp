@@ -814,6 +814,42 @@ TEST(Cli, EmbeddingAndHeadUnitsCountAmongTheUnitsBeforeTheRoot) {
       << with_ends.output;
 }
 
+// training.loss_chunks on Llama-3.1-8B, FSDP2 with torchtitan's units, 8192 tokens a GPU: the
+// whole loss's fp32 [8192, 128256] tensors (3.9 GiB each) give way to an eighth of them, for a
+// 2 GiB fp32 LM-head gradient and a 128 MiB fp32 buffer; the model's FLOPs are the same. The
+// largest micro-batch is searched among those whose tokens split into the chunks.
+TEST(Cli, ChunkedLossShrinksTheLogitsPeak) {
+  const std::string torchtitan =
+      "run " + kLlamaScenario +
+      " --set fsdp.version=2 --set fsdp.backward_prefetch=null"
+      " --set fsdp.wrap_embedding_and_head=true --set fsdp.last_unit_reshard_after_forward=false"
+      " --set training.micro_batch=1 --set training.seq_len=8192 --set training.global_batch=8";
+  const auto result = [&](const std::string& set) {
+    const Outcome o = run_fsdpsim(torchtitan + set + " --json -");
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    return nlohmann::json::parse(o.output);
+  };
+  const nlohmann::json whole = result("");
+  const nlohmann::json chunked = result(" --set training.loss_chunks=8");
+  EXPECT_LT(chunked["peak_mem_allocated_gib"].get<double>(),
+            whole["peak_mem_allocated_gib"].get<double>() - 5.0);
+  const auto flops = [](const nlohmann::json& r) {
+    return r["model_tflops_per_gpu"].get<double>() * r["step_time_s"].get<double>();
+  };
+  EXPECT_NEAR(flops(chunked), flops(whole), 1e-3 * flops(whole));
+  const Outcome summary = run_fsdpsim(torchtitan + " --set training.loss_chunks=8");
+  EXPECT_NE(summary.output.find("loss in 8 chunks"), std::string::npos) << summary.output;
+  const Outcome search = run_fsdpsim(torchtitan +
+                                     " --set training.seq_len=1000 --set training.micro_batch=2"
+                                     " --set training.global_batch=16"
+                                     " --set training.loss_chunks=16 --max-micro-batch");
+  EXPECT_EQ(search.exit_code, 0) << search.output;
+  EXPECT_NE(search.output.find("(multiples of 2 tried: their tokens split into the loss's 16 "
+                               "chunks)"),
+            std::string::npos)
+      << search.output;
+}
+
 TEST(Cli, MaxMicroBatchFindsTheLargestThatFits) {
   const Outcome o = run_fsdpsim("run " + std::string(FSDPSIM_SOURCE_DIR) +
                                 "/scenarios/llama3_8b_8xh100.json --max-micro-batch");
@@ -1132,6 +1168,27 @@ INSTANTIATE_TEST_SUITE_P(
             {{"training", {{"optimizer_state_dtype", "fp32"}, {"param_storage_dtype", "bf16"}}}},
             "/training/optimizer_state_dtype: AdamW's states take the parameters' dtype, "
             "bf16; fp32 states are modelled beside fp32 parameters only"},
+        BadInput{"loss_chunks_fsdp1",
+                 {{"training", {{"loss_chunks", 8}}}},
+                 "/training/loss_chunks: torchtitan's ChunkedLossWrapper is modelled with FSDP2 "
+                 "and torchtitan's units"},
+        BadInput{"loss_chunks_uneven",
+                 {{"training", {{"loss_chunks", 3}}}},
+                 "/training/loss_chunks: expected a divisor of the micro-batch's 2048 tokens"},
+        BadInput{"loss_chunks_zero",
+                 {{"training", {{"loss_chunks", 0}}}},
+                 "/training/loss_chunks: expected a positive integer"},
+        BadInput{"loss_chunks_logits_kept",
+                 {{"training", {{"loss_chunks", 8}, {"logits_kept_by_loop", "compute_dtype"}}}},
+                 "/training/loss_chunks: the chunked loss makes the logits inside the loss"},
+        BadInput{"loss_chunks_autocast",
+                 {{"training", {{"loss_chunks", 8}, {"autocast_dtype", "bf16"}}},
+                  {"fsdp",
+                   {{"version", 2},
+                    {"limit_all_gathers", false},
+                    {"param_dtype", "fp32"},
+                    {"wrap_embedding_and_head", true}}}},
+                 "/training/loss_chunks: modelled with the weights in the compute dtype"},
         BadInput{"embedding_and_head_fsdp1",
                  {{"fsdp", {{"wrap_embedding_and_head", true}}}},
                  "/fsdp/wrap_embedding_and_head: groups the final norm and the LM head in one "

@@ -1660,15 +1660,16 @@ TEST(Validate, Float8AllGatherColumnsReachTheFsdpSection) {
 }
 
 // The optional columns of a torchtitan run's training loop (fsdp2_loop_columns.csv: the same
-// Llama-1.5B run on 8 H200 three times): the last unit kept unsharded after forward, fused AdamW
-// and the embedding and head in units of their own reach the scenario. The second row, which
-// skips the last block's backward all-gather and the foreach optimizer's extra passes, is
-// predicted faster than the first; the third, whose forward starts by gathering the embedding
-// alone instead of the root's embedding and head, faster still. Empty cells leave the keys out.
+// Llama-1.5B run on 8 H200 four times): the last unit kept unsharded after forward, fused AdamW,
+// the embedding and head in units of their own and the loss in chunks reach the scenario. The
+// second row, which skips the last block's backward all-gather and the foreach optimizer's extra
+// passes, is predicted faster than the first; the third, whose forward starts by gathering the
+// embedding alone instead of the root's embedding and head, faster still; the fourth, the loss in
+// 8 chunks, is simulated as such. Empty cells leave the keys out.
 TEST(Validate, TrainingLoopColumnsReachTheScenario) {
   const ValidatedRows v = validate_with_scenarios("fsdp2_loop_columns");
   const nlohmann::json& j = v.report;
-  ASSERT_EQ(j["cases"].size(), 3U) << j.dump();
+  ASSERT_EQ(j["cases"].size(), 4U) << j.dump();
   EXPECT_GT(j["cases"][1]["predicted_tokens_per_s_per_gpu"].get<double>(),
             j["cases"][0]["predicted_tokens_per_s_per_gpu"].get<double>());
   EXPECT_GT(j["cases"][2]["predicted_tokens_per_s_per_gpu"].get<double>(),
@@ -1682,6 +1683,10 @@ TEST(Validate, TrainingLoopColumnsReachTheScenario) {
   const nlohmann::json defaults = v.scenario("llama-1.5b-8xh200-defaults");
   EXPECT_FALSE(defaults["fsdp"].contains("last_unit_reshard_after_forward"));
   EXPECT_FALSE(defaults["training"].contains("optimizer_impl"));
+  EXPECT_FALSE(defaults["training"].contains("loss_chunks"));
+  EXPECT_EQ(v.scenario("llama-1.5b-8xh200-torchtitan-chunked-loss")["training"]["loss_chunks"], 8);
+  EXPECT_NE(j["cases"][3]["predicted_tokens_per_s_per_gpu"].get<double>(),
+            j["cases"][2]["predicted_tokens_per_s_per_gpu"].get<double>());
 }
 
 // The optional rms_norm column (rms_norm.csv: the Llama-1.5B run on 8 H200, then the same with
