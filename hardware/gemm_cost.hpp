@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "hardware/gpu_spec.hpp"
 #include "sim/units/dtype.hpp"
@@ -43,6 +44,22 @@ inline constexpr std::int64_t kGemmMinTileDim = 16;
 // idle). 1 when both divide evenly; 1 for an empty shape (nothing to quantize).
 double gemm_quantization_efficiency(const GpuSpec& gpu, const GemmShape& shape, Dtype dtype);
 
+// A grid of fewer output tiles than SMs whose reduction is deep enough to share out: cuBLAS then
+// splits k across the SMs (split-K; stream-K kernels on Hopper), each SM running part of some
+// tile's k-loop, and the partial tiles are summed (gemm_cost.cpp). tile_efficiency is the
+// useful fraction of the tiles (their padding), depth each SM's share of the reduction, fixup
+// the fp32 partial tiles written and read back.
+struct SplitK {
+  double tile_efficiency = 1.0;
+  std::int64_t depth = 0;
+  Bytes fixup{0};
+};
+// Smallest share of the reduction per SM (k * tiles / sm_count) at which the split is priced.
+inline constexpr std::int64_t kSplitKMinDepth = 512;
+// The split `shape` runs as, or nullopt: the GPU's cuBLAS does not split (GpuSpec::gemm_split_k),
+// the grid fills the SMs, or its k is too shallow.
+std::optional<SplitK> split_k(const GpuSpec& gpu, const GemmShape& shape, Dtype dtype);
+
 // Fraction of the main-loop rate reached with reduction depth k: k / (k + kGemmPipelineFillK).
 double gemm_depth_efficiency(std::int64_t k);
 
@@ -52,7 +69,9 @@ inline constexpr std::int64_t kGemmPipelineFillK = 32;
 
 // GEMM time without the kernel floor: max(compute, memory) with
 //   compute = flops / (peak(dtype) * gemm_efficiency * quantization * depth efficiency),
-//   memory  = bytes / (hbm_bandwidth * memory_efficiency).
+//   memory  = bytes / (hbm_bandwidth * memory_efficiency);
+// under split_k, compute = flops / (peak * gemm_efficiency * tile efficiency * depth efficiency
+// of each SM's share) + the fixup's bytes at the memory rate.
 // Throws std::logic_error when the GPU has no peak for kernel.dtype.
 Seconds gemm_time(const GpuSpec& gpu, const Kernel& kernel);
 

@@ -37,6 +37,9 @@ struct GpuSpec {
   // Fractions of peak that well-tuned kernels reach on large problems. Each preset cites the
   // measurement it comes from; calibration profiles (calibrate/) replace them.
   double gemm_efficiency = 0.0;  // large cuBLAS GEMM / peak_dense
+  // cuBLAS splits the reduction of a GEMM whose grid is less than one wave across the SMs
+  // (hardware::split_k, gemm_cost.cpp): measured on an H200; each preset says why it is on or off.
+  bool gemm_split_k = false;
   // FlashAttention-2 at long sequences, over peak_dense. At s tokens per sequence a pass reaches
   // efficiency * s / (s + seq_half): causal tiles on the diagonal are computed whole but count
   // half, and each row block pays a fixed cost (loading its Q tile, writing O and the

@@ -41,8 +41,9 @@
 // upcast `pred` the same way until it added `del pred` before backward. The step allocates that
 // tensor (sim/fsdp/step_builder.cpp), not the loss.
 //
-// torchtitan's ChunkedLossWrapper (WorkloadOptions::loss_chunks; torchtitan/components/loss.py,
-// the default loss of its llama3, deepseek_v3 and gpt_oss configs since torchtitan#3779) takes
+// torchtitan's chunked loss (WorkloadOptions::loss_chunks; torchtitan/components/loss.py:
+// ChunkedCELoss, torchtitan#2937, April 2026, the default of its Llama 3 configs; since #3779,
+// June 2026, ChunkedLossWrapper, the default of its llama3, deepseek_v3 and gpt_oss configs) takes
 // the LM head and the loss out of the model: the head layer is the final norm alone, and a layer
 // of kind kChunkedLoss is one chunk of tokens through the LM head, the loss and their backward,
 // which the step runs once per chunk between the forward and the backward (Layer::loss_chunking).

@@ -79,7 +79,8 @@ struct SavedTensor {
   bool rematerializable = false;
 };
 
-// torchtitan's ChunkedLossWrapper (torchtitan/components/loss.py, torchtitan#3779, June 2026):
+// torchtitan's chunked loss (torchtitan/components/loss.py: ChunkedCELoss, torchtitan#2937, April
+// 2026; ChunkedLossWrapper since #3779, June 2026):
 // the model's forward stops at the final norm (Decoder._skip_lm_head) and returns the hidden
 // states [T, d]; the loss splits them into `chunks` equal runs of tokens along T and, for each,
 // runs the LM head and the loss forward, then that chunk's backward at once (chunk_loss.backward()

@@ -426,8 +426,10 @@ TEST(CalibratedRankSpeeds, TheSlowestMeasuredRanksPaceTheJob) {
   EXPECT_EQ(host_scenario.hardware.cluster.stragglers.front().rank, 8);
   EXPECT_DOUBLE_EQ(host_scenario.hardware.cluster.stragglers.front().host_speed, 0.5);
   const double host_ratio = host_paced.result.step_time.value() / cpu_bound;
+  // At most twice: only the host runs at half speed (exactly twice when nothing on the GPU
+  // outlasts what the CPU issues).
   EXPECT_GT(host_ratio, 1.33);
-  EXPECT_LT(host_ratio, 2.0);
+  EXPECT_LE(host_ratio, 2.0 + 1e-9);
   fs::remove_all(dir);
 }
 

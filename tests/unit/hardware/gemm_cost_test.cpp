@@ -1,5 +1,6 @@
 #include "hardware/gemm_cost.hpp"
 
+#include <optional>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
@@ -36,6 +37,31 @@ TEST(GemmCost, H200Bf16MatmulMatchesWorkplaceMeasurement) {
   const double tflops = kernel.flops.value() / kernel_time(gpu, kernel).value() / 1e12;
   EXPECT_GT(tflops, 769.0);
   EXPECT_LT(tflops, 798.0);
+}
+
+// Grids smaller than one wave split their k-loop across the SMs where the preset says cuBLAS
+// does (configs/calibration/h200-sxm-141gb-measured.json, timed on an H200 without the in-training
+// derating): 1024 x 1024 x 16384 (32 tiles of 256x128 on 132 SMs) measured 49.8 us, priced
+// 34.4 GFLOP / (989 x 0.83 x 0.992 TFLOP/s) + 34.6 MB of fp32 partial tiles at 0.87 x 4.8 TB/s =
+// 42.2 + 8.3 = 50.5 us, where one tile per SM would take 3.5 times as long; at k = 1024, 248 of
+// k per SM, it does not split (measured 10.1 us, priced 11.1). The A100 presets do not split.
+TEST(GemmCost, SmallGridsSplitTheirReductionWhereCublasDoes) {
+  GpuSpec h200 = testing::load_preset("h200-sxm-141gb").gpu;
+  h200.sustained_compute_fraction = 1.0;
+  const Kernel deep = gemm_kernel(1024, 1024, 16384);
+  const std::optional<SplitK> split = split_k(h200, deep.gemm, Dtype::kBf16);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->depth, 16384 * 32 / 132);
+  EXPECT_DOUBLE_EQ(split->tile_efficiency, 1.0);
+  EXPECT_EQ(split->fixup.value(), 2 * 132 * 256 * 128 * 4);
+  EXPECT_NEAR(kernel_time(h200, deep).value() * 1e6, 50.5, 0.2);
+  const Kernel shallow = gemm_kernel(1024, 1024, 1024);
+  EXPECT_FALSE(split_k(h200, shallow.gemm, Dtype::kBf16).has_value());
+  EXPECT_NEAR(kernel_time(h200, shallow).value() * 1e6, 11.1, 0.1);
+  // A full wave and more keep one tile per SM.
+  EXPECT_FALSE(split_k(h200, GemmShape{3072, 1408, 8192}, Dtype::kBf16).has_value());
+  const GpuSpec a100 = testing::load_preset("a100-sxm-80gb").gpu;
+  EXPECT_FALSE(split_k(a100, deep.gemm, Dtype::kBf16).has_value());
 }
 
 TEST(GemmCost, OneTileMoreThanAWaveIsSlowerPerFlop) {
