@@ -209,8 +209,7 @@ std::int64_t append_lm_head_and_loss(LayerDraft& draft, const HeadDims& dims,
   return logits;
 }
 
-// The parameters of the final norm (all but the last of dims.parameters) and of the LM head
-// (the last), for a head whose LM head is untied.
+// The final norm's parameters: all of dims.parameters but the last, the untied LM head's weight.
 std::vector<std::int64_t> norm_parameters(const HeadDims& dims) {
   return {dims.parameters.begin(), dims.parameters.end() - 1};
 }
