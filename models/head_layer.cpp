@@ -91,11 +91,17 @@ std::int64_t log_softmax_backward_passes(std::int64_t vocab, std::int64_t elemen
 
 namespace {
 
+// The final norm's context: the residual stream's where the norm reads it
+// (HeadDims::residual_input).
+BuildContext norm_context(const HeadDims& dims, const BuildContext& ctx) {
+  return dims.residual_input ? residual_context(ctx) : ctx;
+}
+
 // The backward that follows every loss: the LM head's GEMMs consume the logits gradient
 // (`logits_gradient` bytes, allocated by the loss's backward), then the final norm's.
 Layer finish_head(LayerDraft& draft, const HeadDims& dims, const BuildContext& ctx,
                   std::int64_t logits_gradient) {
-  const BuildContext norm_ctx = dims.residual_input ? residual_context(ctx) : ctx;
+  const BuildContext norm_ctx = norm_context(dims, ctx);
   const std::int64_t hidden = ctx.tokens * dims.d_model * ctx.element_bytes;
   TransientTracker& bwd = draft.backward_temps();
   append_linear_backward(draft, "lm_head", {dims.d_model, dims.vocab, false}, ctx);
@@ -118,7 +124,7 @@ Layer finish_head(LayerDraft& draft, const HeadDims& dims, const BuildContext& c
 // The final norm's forward, and autocast's cast of its output for the LM head where the residual
 // stream is wider than the compute dtype.
 void append_head_norm_forward(LayerDraft& draft, const HeadDims& dims, const BuildContext& ctx) {
-  const BuildContext norm_ctx = dims.residual_input ? residual_context(ctx) : ctx;
+  const BuildContext norm_ctx = norm_context(dims, ctx);
   append_norm_forward(draft, dims.norm_name, dims.norm, dims.d_model, norm_ctx);
   if (norm_ctx.element_bytes != ctx.element_bytes) {
     // layer_norm runs on autocast's fp32 list; F.linear casts its output (autocast_mode.cpp).
@@ -220,7 +226,7 @@ std::vector<std::int64_t> norm_parameters(const HeadDims& dims) {
 Layer build_chunked_head_norm(const HeadDims& dims, const BuildContext& ctx) {
   LayerDraft draft("head", LayerKind::kHead, norm_parameters(dims));
   append_head_norm_forward(draft, dims, ctx);
-  const BuildContext norm_ctx = dims.residual_input ? residual_context(ctx) : ctx;
+  const BuildContext norm_ctx = norm_context(dims, ctx);
   append_norm_backward(draft, dims.norm_name, dims.norm, dims.d_model, norm_ctx, 0);
   return draft.finish(-1);
 }

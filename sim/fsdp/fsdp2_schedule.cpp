@@ -290,6 +290,16 @@ class Fsdp2Step final : private UnitHooks {
     st.all_gathered = true;
   }
 
+  // AllGatherState's release: the all-gather streams wait for the held result's copy-out, then
+  // its buffer is freed. Nothing when no result is held.
+  void release_previous_all_gather() {
+    if (!previous_all_gather_) return;
+    s_.program().wait_event(copy_in_, previous_all_gather_->event);
+    s_.program().wait_event(all_gather_, previous_all_gather_->event);
+    s_.free(previous_all_gather_->tensor);
+    previous_all_gather_.reset();
+  }
+
   // FSDPParamGroup.wait_for_unshard: in forward, free the previous unit's all-gather output once
   // its copy-out is done; copy-out into the per-parameter tensors on the compute stream.
   void wait_for_unshard(std::size_t u) {
@@ -300,12 +310,7 @@ class Fsdp2Step final : private UnitHooks {
       return;
     }
     const FsdpUnit& unit = units_[u];
-    if (!in_backward_ && previous_all_gather_) {
-      s_.program().wait_event(copy_in_, previous_all_gather_->event);
-      s_.program().wait_event(all_gather_, previous_all_gather_->event);
-      s_.free(previous_all_gather_->tensor);
-      previous_all_gather_.reset();
-    }
+    if (!in_backward_) release_previous_all_gather();
     s_.program().wait_event(s_.compute(), st.all_gather_done);
     const UnitBytes& bytes = unit_bytes_[u];
     allocate_each(unit.name + ".unsharded_params", unit_tensors_[u].unsharded,
@@ -405,14 +410,9 @@ class Fsdp2Step final : private UnitHooks {
 
   void post_forward(std::size_t u) override {
     s_.hook(units_[u].name + ".post_forward", units_[u].parameter_tensors);
-    if (units_[u].is_root && previous_all_gather_) {
-      // FSDPState._post_forward of the root: free the last all-gather result once its copy-out
-      // is done.
-      s_.program().wait_event(copy_in_, previous_all_gather_->event);
-      s_.program().wait_event(all_gather_, previous_all_gather_->event);
-      s_.free(previous_all_gather_->tensor);
-      previous_all_gather_.reset();
-    }
+    // FSDPState._post_forward of the root: free the last all-gather result once its copy-out is
+    // done.
+    if (units_[u].is_root) release_previous_all_gather();
     const std::int32_t k = reshard_after_forward(u);
     UnitState& st = state_[u];
     if (k == 0 || !st.unsharded) return;
@@ -496,12 +496,7 @@ class Fsdp2Step final : private UnitHooks {
   void begin_chunked_loss(std::size_t u) override {
     unshard(u);
     wait_for_unshard(u);
-    if (previous_all_gather_) {
-      s_.program().wait_event(copy_in_, previous_all_gather_->event);
-      s_.program().wait_event(all_gather_, previous_all_gather_->event);
-      s_.free(previous_all_gather_->tensor);
-      previous_all_gather_.reset();
-    }
+    release_previous_all_gather();
   }
 
   // lm_head(h_chunk): FSDPState._pre_forward (the group's pre_forward finds it unsharded and
