@@ -21,7 +21,9 @@ namespace fsdpsim::app {
 namespace {
 
 constexpr std::size_t kFixedLeadingColumns = 1;  // index
-constexpr std::size_t kFixedStatusColumns = 2;   // status, reason
+// One token, less the rounding of two six-digit numbers whose product it is.
+constexpr double kLeastTokensPerStep = 0.99999;
+constexpr std::size_t kFixedStatusColumns = 2;  // status, reason
 constexpr std::array<const char*, 2> kSweepIdColumns = {"sweep_id", "grid_points"};
 constexpr const char* kCalibrationColumn = "calibration";
 
@@ -217,7 +219,9 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
           "merge as they are",
           where()));
     }
-    if (r.ec != std::errc{} || r.ptr != index.data() + index.size() || row.index < 0 ||
+    const bool digits_only =
+        std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits_only || r.ec != std::errc{} || r.ptr != index.data() + index.size() ||
         (index.size() > 1 && index[0] == '0')) {
       throw ConfigError(fmt::format(
           "{}: index \"{}\" is not an index as fsdpsim writes it (decimal digits, no leading zero)",
@@ -269,6 +273,20 @@ SweepTable table_from_csv(const std::string& text, const std::string& file) {
                                       where(), kSweepMetricKeys[m], cell));
       }
       row.metrics[m] = *value;
+    }
+    if (row.status != PointStatus::kSkipped) {
+      // A simulated step lasts at least one picosecond (fsdpsim's unit of time) and moves at
+      // least one token per GPU; the table keeps six significant digits of each.
+      const double tokens_per_step =
+          row.metrics[kMetricTokensPerSPerGpu] * row.metrics[kMetricStepTime];
+      if (!(tokens_per_step >= kLeastTokensPerStep)) {
+        throw ConfigError(fmt::format(
+            "{}: {} {:g} x {} {:g} makes {:g} tokens per step per GPU; a simulated point (status "
+            "{}) has at least one",
+            where(), kSweepMetricKeys[kMetricTokensPerSPerGpu],
+            row.metrics[kMetricTokensPerSPerGpu], kSweepMetricKeys[kMetricStepTime],
+            row.metrics[kMetricStepTime], tokens_per_step, point_status_name(row.status)));
+      }
     }
     if (table.calibration_known) {
       const std::size_t column = 3 + grid + kSweepMetricKeys.size();

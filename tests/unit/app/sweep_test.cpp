@@ -128,7 +128,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadGrid{"a+b=[1,2],[1.0,2]", "value [1.0,2] is given twice"},
         BadGrid{"a+a=[1,2]", "the key \"a\" is tied twice"}, BadGrid{"a+=[1,2]", "empty key"},
         BadGrid{"a+b..c=[1,2]", "empty segment"},
-        BadGrid{"a+b=[2,1e999]", "found text that is not valid JSON"},
+        BadGrid{"a+b=[2,1e999]", "expected numbers within a double's range, found [2,1e999]"},
         BadGrid{"a=null", "a is null in every value, so the axis never sets it"},
         BadGrid{"a+b=[1,null],[2,null]",
                 "b is null in every value, so the axis never sets it; leave it out of the axis"}),
@@ -397,6 +397,29 @@ TEST(SweepCsv, FieldsAreQuotedAndRoundTrip) {
     bad.replace(bad.find("3521.2"), 6, cell);
     EXPECT_THROW(table_from_csv(csv + bad, "t.csv"), ConfigError) << cell;
   }
+  // A simulated step that takes no time, or moves no token (a zero or a denormal from an edit).
+  for (const auto& [from, to] : {std::pair{",0.1,", ",0,"}, std::pair{",3521.2,", ",0,"},
+                                 std::pair{",3521.2,", ",1e-320,"}}) {
+    for (const char* status : {",ok,", ",oom,"}) {
+      std::string bad = ok_row;
+      bad.replace(bad.find(from), std::string(from).size(), to);
+      bad.replace(bad.find(",ok,"), 4, status);
+      try {
+        (void)table_from_csv(csv + bad, "t.csv");
+        ADD_FAILURE() << bad;
+      } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("tokens per step per GPU; a simulated point"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  // "-0" reads as point 0 but is no index fsdpsim writes.
+  const std::string header_line = csv.substr(0, csv.find('\n') + 1);
+  std::string point_zero = ok_row;
+  point_zero.replace(0, 1, "0");
+  EXPECT_NO_THROW(table_from_csv(header_line + point_zero, "t.csv"));
+  EXPECT_THROW(table_from_csv(header_line + "-" + point_zero, "t.csv"), ConfigError);
   std::string missing = ok_row;
   missing.replace(missing.find("3521.2"), 6, "");
   EXPECT_THROW(table_from_csv(csv + missing, "t.csv"), ConfigError);
