@@ -224,7 +224,7 @@ calibrate::RankSpeedMeasurement rank_speeds_from_json(const nlohmann::json& valu
   g.shape.n = r.positive_int_at_most("n", calibrate::kMaxGemmDimension);
   g.shape.k = r.positive_int_at_most("k", calibrate::kMaxGemmDimension);
   (void)r.choice("layout", {"TN"}, "TN");
-  if (r.has("held_ms")) g.held = milliseconds(r.non_negative_number_at_most("held_ms", 8.64e7));
+  if (r.has("held_ms")) g.held = milliseconds(r.positive_number_at_most("held_ms", 8.64e7));
   if (r.has("repeats")) g.repeats = r.positive_int32("repeats");
   if (r.has("launches")) g.launches = r.positive_int32("launches");
   const nlohmann::json* ranks = array_child(r, "ranks");
@@ -260,6 +260,13 @@ calibrate::RankSpeedMeasurement rank_speeds_from_json(const nlohmann::json& valu
       as_rank0("launch_us", t.launch.has_value(), g.ranks.front().launch.has_value());
     }
     e.finish({"host", "gemm_min_us", "gemm_max_us", "gemm_short_us", "launch_us"});
+    // Each rank ran the GEMM back to back for held_ms: at least one of them fits in it.
+    if (r.has("held_ms") && t.gemm.value() > g.held.value()) {
+      throw ConfigError(file, e.path_of("gemm_us"),
+                        fmt::format("expected at most held_ms ({:g} ms), the time each rank ran "
+                                    "the GEMM back to back, found {:g} us",
+                                    g.held.value() * 1e3, t.gemm.value() * 1e6));
+    }
     g.ranks.push_back(std::move(t));
   }
   r.finish({"layout", "held_ms", "repeats", "launches"});
@@ -796,6 +803,14 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
             gemm_problem(g.dtype, g.shape, g.median, fmt::format("/gemms/{}", gi));
         !problem.empty())
       return problem;
+    // The fastest repeat cannot beat the peak either (nor be slower than the median, checked
+    // when read).
+    if (g.min) {
+      if (std::string problem =
+              gemm_problem(g.dtype, g.shape, *g.min, fmt::format("/gemms/{}/min_us", gi));
+          !problem.empty())
+        return problem;
+    }
     if (!g.median_under_nccl) continue;
     if (std::string problem = gemm_problem(g.dtype, g.shape, *g.median_under_nccl,
                                            fmt::format("/gemms/{}/under_nccl_time_us", gi));
@@ -815,6 +830,12 @@ std::string calibration_beyond_hardware(const CalibrationProfile& profile,
       if (std::string problem = gemm_problem(g.dtype, g.shape, t.gemm, path + "/gemm_us");
           !problem.empty())
         return problem;
+      if (t.gemm_min) {
+        if (std::string problem =
+                gemm_problem(g.dtype, g.shape, *t.gemm_min, path + "/gemm_min_us");
+            !problem.empty())
+          return problem;
+      }
       if (!t.gemm_short) continue;
       if (std::string problem =
               gemm_problem(g.dtype, g.shape, *t.gemm_short, path + "/gemm_short_us");

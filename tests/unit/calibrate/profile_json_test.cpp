@@ -295,6 +295,19 @@ TEST(CalibrationProfileJson, BadInputNamesFilePathExpectedAndFound) {
             "bad.json: /rank_speeds/ranks/0/gemm_max_us: expected at least gemm_us = 2000, found "
             "1000");
 
+  // held_ms is how long each rank ran the GEMM back to back: more than nothing, and at least
+  // one GEMM (rank 1's takes 2100 us).
+  j = valid_json();
+  j["rank_speeds"]["held_ms"] = 0.0;
+  EXPECT_NE(error_for(j).find("bad.json: /rank_speeds/held_ms: expected"), std::string::npos)
+      << error_for(j);
+  j["rank_speeds"]["held_ms"] = 2.1;
+  EXPECT_EQ(error_for(j), "");
+  j["rank_speeds"]["held_ms"] = 2.0;
+  EXPECT_EQ(error_for(j),
+            "bad.json: /rank_speeds/ranks/1/gemm_us: expected at most held_ms (2 ms), the time "
+            "each rank ran the GEMM back to back, found 2100 us");
+
   j = valid_json();
   j["rank_speeds"]["ranks"][1].erase("launch_us");
   EXPECT_EQ(error_for(j),
@@ -590,6 +603,26 @@ TEST(CalibrationProfileJson, MeasurementsBeyondTheHardwareAreRefused) {
                       "wrong unit, or another GPU's measurement (the profile's "
                       "/rank_speeds/ranks/1/gemm_us)"),
             std::string::npos)
+      << load_error(j, &cluster);
+
+  // So is the fastest repeat of each (a median of 2000 us with a minimum of 1 us is a typo).
+  j = valid_json();
+  j["rank_speeds"]["ranks"][0]["gemm_min_us"] = 1000.0;
+  EXPECT_NE(load_error(j, &cluster).find("(the profile's /rank_speeds/ranks/0/gemm_min_us)"),
+            std::string::npos)
+      << load_error(j, &cluster);
+  j["rank_speeds"]["ranks"][0]["gemm_min_us"] = 1990.0;
+  EXPECT_EQ(load_error(j, &cluster), "");
+  j = valid_json();
+  j["gemms"][0]["time_us"] = 17.5;
+  j["gemms"][0]["min_us"] = 15.0;
+  j["gemms"][0]["max_us"] = 18.0;
+  EXPECT_NE(load_error(j, &cluster)
+                .find("GEMM 4096x1024x512 (batch 2) tf32 in 15 us is 573 "
+                      "TFLOP/s, above the 495 TFLOP/s dense peak"),
+            std::string::npos)
+      << load_error(j, &cluster);
+  EXPECT_NE(load_error(j, &cluster).find("(the profile's /gemms/0/min_us)"), std::string::npos)
       << load_error(j, &cluster);
 
   // A GEMM's time under NCCL is held to the same bounds: 2 x 8192^3 in 1.5 s is 0.7 TFLOP/s,
