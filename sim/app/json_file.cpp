@@ -233,6 +233,16 @@ nlohmann::json parse_inline_value(const std::string& text, const std::string& or
     nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!value.is_discarded()) return value;
   }
+  // A number beyond a double's range (1e400) is no string a key could mean.
+  try {
+    const nlohmann::json parsed = nlohmann::json::parse(text);
+    (void)parsed;  // parsed only where the first parse was refused; nothing to keep
+  } catch (const nlohmann::json::out_of_range&) {
+    throw ConfigError(origin, "",
+                      fmt::format("expected numbers within a double's range, found {}", text));
+  } catch (const nlohmann::json::exception&) {
+    // Not JSON: the text itself, as below.
+  }
   if (const auto c = find_control_character(text, "\t\n")) {
     throw ConfigError(origin, "",
                       fmt::format("expected text, found the control character {} at byte {} "

@@ -507,6 +507,26 @@ int validate_command(const ValidateOptions& options) {
   const std::filesystem::path file(options.cases);
   const std::vector<ValidationCase> cases = read_validation_cases(file);
   check_outputs({options.json_path, options.md_path}, {file});
+  // The scenarios' folder is made before the files are written: a file output of the same path
+  // would then find a folder there.
+  if (!options.scenarios_dir.empty()) {
+    const auto place = [](const std::string& path) {
+      std::error_code ec;
+      const std::filesystem::path absolute = std::filesystem::absolute(path, ec).lexically_normal();
+      if (ec) return std::filesystem::path(path).lexically_normal();
+      const std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, ec);
+      return ec ? absolute : canonical;
+    };
+    for (const auto& [option, path] :
+         {std::pair{"--json", options.json_path}, std::pair{"--md", options.md_path}}) {
+      if (!path.empty() && !writes_stdout(path) && place(path) == place(options.scenarios_dir)) {
+        throw ConfigError(path, "",
+                          fmt::format("is given for {} and --scenarios-out; each needs a place "
+                                      "of its own",
+                                      option));
+      }
+    }
+  }
   std::vector<std::string> overrides;
   // `--set hardware.calibration=P` is taken as `--calibration P`: one profile for every row,
   // resolved from the working directory and checked once. The last --set of it holds, as for
@@ -706,8 +726,9 @@ int validate_command(const ValidateOptions& options) {
   }
   print_skipped();
   if (options.max_mape > 0.0 && token_summary.mape > options.max_mape) {
-    std::cerr << fmt::format("validation failed: tokens/s MAPE {} exceeds {}\n",
-                             percent(token_summary.mape), percent(options.max_mape));
+    // The limit as given: a limit under 0.05% would print as 0.0%.
+    std::cerr << fmt::format("validation failed: tokens/s MAPE {} exceeds --max-mape {:g}\n",
+                             percent(token_summary.mape), options.max_mape);
     return kExitCheckFailed;
   }
   return 0;

@@ -485,9 +485,7 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   if (const auto nic = optional_positive(file, c, "inter_node_gbps_per_node"))
     hardware["node"]["nic_Gbps_per_node"] = *nic;
   // The optional pcie_GBps column (configs/validation/README.md); empty = the GPU preset's.
-  if (!c.get("pcie_GBps").empty()) {
-    const std::optional<double> pcie = c.number("pcie_GBps");
-    if (!pcie || *pcie <= 0) bad_cell(file, c, "pcie_GBps", "a positive number of GB/s");
+  if (const std::optional<double> pcie = optional_positive(file, c, "pcie_GBps")) {
     hardware["node"]["pcie_GBps"] = *pcie;
   }
   // The optional memory_fraction column (configs/validation/README.md): the run capped its

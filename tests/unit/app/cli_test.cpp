@@ -194,6 +194,16 @@ TEST(Cli, SetOverridesChangeTheResult) {
   EXPECT_NE(a["step_time_s"], b["step_time_s"]);
 }
 
+// A number beyond a double's range is named as a number, not taken as the string "1e400".
+TEST(Cli, ASetNumberBeyondADoublesRangeIsNamed) {
+  const Outcome o = run_fsdpsim("run " + kScenario + " --set training.micro_batch=1e400");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("--set \"training.micro_batch=1e400\": expected numbers within a "
+                          "double's range, found 1e400"),
+            std::string::npos)
+      << o.output;
+}
+
 // torchtitan's op policy sits between no checkpointing and full: it recomputes less than a whole
 // block (three of seven linears, the norms and elementwise ops) and keeps more than its input
 // (four linears' outputs and the attention's).

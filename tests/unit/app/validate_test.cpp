@@ -251,8 +251,8 @@ TEST(Validate, MalformedRowsNameTheLineAndColumn) {
        "line 2, column wrap_policy: expected transformer_block or block_and_linear, found "
        "\"per_linear\""},
       {"bad_pcie.csv",
-       "line 2, column pcie_GBps: expected a positive number of GB/s, found "
-       "\"fast\""},
+       "line 2, column pcie_GBps: expected a positive number from 1e-06 to 1e+15, or an "
+       "empty cell, found \"fast\""},
       {"bad_memory_fraction.csv",
        "line 2, column memory_fraction: expected a fraction in (0, 1], found \"1.5\""},
       {"bad_optimizer_impl.csv",
@@ -1025,6 +1025,17 @@ TEST(Validate, ScenariosOutWritesOnlyInsideItsFolder) {
   EXPECT_EQ(dash, 2) << dash_out;
   EXPECT_NE(dash_out.find("--scenarios-out: expected a folder, found '-'"), std::string::npos)
       << dash_out;
+  // One path for the folder and a file: refused before the folder is made, by both its names.
+  const fs::path both = dir / "both";
+  const auto [same, same_out] =
+      run_fsdpsim("validate " + kData + "small_cases.csv --json " + both.string() +
+                  " --scenarios-out " + (dir / "." / "both").string());
+  EXPECT_EQ(same, 2) << same_out;
+  EXPECT_NE(same_out.find(both.string() + ": is given for --json and --scenarios-out; each needs "
+                                          "a place of its own"),
+            std::string::npos)
+      << same_out;
+  EXPECT_FALSE(fs::exists(both));
 }
 
 // A summary of no case is undefined, not a perfect score: rows that print TFLOPS only give a
@@ -1205,6 +1216,7 @@ TEST(Validate, NothingToValidateOrABadOptionExitsTwo) {
 TEST(Validate, MaxMapeTurnsTheErrorIntoAFailedCheck) {
   const auto [code, out] = run_fsdpsim("validate " + kData + "small_cases.csv --max-mape 0.0001");
   EXPECT_EQ(code, 3) << out;
+  EXPECT_NE(out.find("exceeds --max-mape 0.0001\n"), std::string::npos) << out;
 }
 
 // KempnerForge's rows (configs/validation/README.md): no_sync, bf16 parameters, no upcast. The
@@ -1256,7 +1268,8 @@ TEST(ValidationCases, PcieColumnSetsTheHostLinkOfTheRowsThatMeasuredIt) {
 }
 
 // A cell the row's scenario does not read is still checked: checkpoint_early_stop without
-// checkpointing, and the FSDP columns of a DeepSpeed row (that runtime reads only the dtypes).
+// checkpointing, the FSDP columns of a DeepSpeed row (that runtime reads only the dtypes), and
+// pcie_GBps without offload.
 TEST(ValidationCases, CellsARowDoesNotReadAreCheckedAllTheSame) {
   const auto cases =
       read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
@@ -1282,6 +1295,8 @@ TEST(ValidationCases, CellsARowDoesNotReadAreCheckedAllTheSame) {
       {first("runtime", "deepspeed-0.3"), "wrap_policy", "banana",
        "expected transformer_block or block_and_linear"},
       {first("runtime", "deepspeed-0.3"), "clip_grad_norm", "banana", "expected true or false"},
+      // A host link no row without offload uses, at a rate no link has.
+      {first("act_ckpt", "none"), "pcie_GBps", "1e-300", "expected a positive number from 1e-06"},
   };
   // DeepSpeed 0.3 takes the norm every step, so a DeepSpeed row that says it clips is true to
   // the run, and its scenario (which refuses the key as changing nothing) leaves the key out.
