@@ -517,6 +517,11 @@ void check_outputs(const std::vector<std::string>& paths, const std::vector<fs::
     if (fs::is_directory(status))
       throw ConfigError(path, "", "is a folder; expected the path of a file to write");
     if (fs::exists(status) && !fs::is_regular_file(status)) continue;  // a device, a FIFO
+    // A file its owner made read-only is not replaced, as a shell's redirect would not.
+    if (fs::exists(status) && ::access(path.c_str(), W_OK) != 0) {
+      throw ConfigError(fmt::format("cannot write {}: the file is not writable ({})", path,
+                                    std::generic_category().message(errno)));
+    }
     // The file is staged next to where it goes (through links, to the file they name; a
     // dangling link is written through in place): that folder must exist and take a new file.
     const fs::path target(place);
@@ -570,6 +575,10 @@ void stage_and_publish(const std::vector<OutputFile>& files, std::vector<Staged>
             s.target.parent_path() / fmt::format(".fsdpsim-{}-{}.tmp", ::getpid(), staged.size());
         try {
           write_file(s.temporary, file);
+          // The file it replaces keeps its permissions: a private file stays private.
+          if (fs::exists(status)) {
+            fs::permissions(s.temporary, status.permissions(), fs::perm_options::replace);
+          }
         } catch (...) {
           std::error_code ignored;
           fs::remove(s.temporary, ignored);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -530,6 +531,32 @@ TEST(Cli, OutputsAreWrittenAllOrNone) {
   EXPECT_NE(o.output.find("cannot write"), std::string::npos) << o.output;
   EXPECT_FALSE(fs::exists(json));
   EXPECT_TRUE(fs::is_empty(dir)) << "no staging file is left";
+}
+
+// An output that replaces a file keeps that file's permissions (a private result stays
+// private), and a file its owner made read-only is refused, as a shell's redirect refuses it.
+TEST(Cli, AReplacedOutputKeepsItsPermissions) {
+  const fs::path dir = temp_dir() / "permissions";
+  fs::create_directories(dir);
+  const fs::path json = dir / "private.json";
+  std::ofstream(json) << "old\n";
+  fs::permissions(json, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  const Outcome o = run_fsdpsim("run " + kScenario + " --json " + json.string());
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(read_file(json), "old\n");
+  EXPECT_EQ(fs::status(json).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+
+  fs::permissions(json, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read,
+                  fs::perm_options::replace);
+  const std::string before = read_file(json);
+  const Outcome read_only = run_fsdpsim("run " + kScenario + " --json " + json.string());
+  fs::permissions(json, fs::perms::owner_write, fs::perm_options::add);
+  if (::geteuid() == 0) GTEST_SKIP() << "root writes a read-only file; nothing to refuse";
+  EXPECT_EQ(read_only.exit_code, 2) << read_only.output;
+  EXPECT_NE(read_only.output.find("cannot write " + json.string() + ": the file is not writable"),
+            std::string::npos)
+      << read_only.output;
+  EXPECT_EQ(read_file(json), before);
 }
 
 // A streamed output (the trace) is written piece by piece as it is made, with the other outputs,
