@@ -63,6 +63,18 @@ void refuse_negative(const nlohmann::json& value, const std::string& file,
   }
 }
 
+// MFU and HFU are fractions of the peak (0.45 = 45 %), never above 1: a bound or value above it
+// is a percentage (50 for 0.50), whose max could never fail or whose min never pass.
+void refuse_percentage_of_a_fraction(const std::string& key, const nlohmann::json& value,
+                                     const std::string& file, const std::string& path) {
+  if ((key == "mfu" || key == "hfu") && value.is_number() && value.get<double>() > 1.0) {
+    throw ConfigError(file, path,
+                      fmt::format("expected a fraction from 0 to 1 ({} is a share of the peak: "
+                                  "0.45 = 45%), found {}",
+                                  key, value.dump()));
+  }
+}
+
 void parse_bounds(const nlohmann::json& value, const std::string& key, const std::string& file,
                   std::vector<Expectation>& items) {
   const std::string path = "/expect/" + pointer_token(key);
@@ -86,6 +98,7 @@ void parse_bounds(const nlohmann::json& value, const std::string& key, const std
     }
     const bool is_max = std::string(bound) == "max";
     if (is_max) refuse_negative(b, file, fmt::format("{}/max", path));
+    refuse_percentage_of_a_fraction(key, b, file, fmt::format("{}/{}", path, bound));
     Expectation e;
     e.kind = is_max ? ExpectationKind::kMax : ExpectationKind::kMin;
     e.key = key;
@@ -277,6 +290,7 @@ Expectations parse_expectations(const nlohmann::json& block,
                                     describe_json_type(value)));
     } else if (scalar(value)) {
       refuse_negative(value, file, path);
+      refuse_percentage_of_a_fraction(key, value, file, path);
       Expectation e;
       e.kind = ExpectationKind::kEqual;
       e.key = key;

@@ -221,6 +221,13 @@ INSTANTIATE_TEST_SUITE_P(
                   "/expect/num_alloc_retries: expected 0 or more (results are never negative, so "
                   "this check could not pass), found -2"},
         BadExpect{"array_value", {{"mfu", {1, 2}}}, "/expect/mfu: expected a value to equal"},
+        BadExpect{"percent_max",
+                  {{"mfu", {{"max", 50}}}},
+                  "/expect/mfu/max: expected a fraction from 0 to 1 (mfu is a share of the peak: "
+                  "0.45 = 45%), found 50"},
+        BadExpect{
+            "percent_min", {{"hfu", {{"min", 40.5}}}}, "/expect/hfu/min: expected a fraction"},
+        BadExpect{"percent_value", {{"mfu", 45}}, "/expect/mfu: expected a fraction from 0 to 1"},
         BadExpect{"empty_bounds",
                   {{"mfu", nlohmann::json::object()}},
                   "/expect/mfu: expected {\"min\": X}"},
