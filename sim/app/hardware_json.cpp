@@ -71,7 +71,7 @@ void parse_gpu(const nlohmann::json& value, const std::string& file, const std::
   gpu.hbm_bandwidth = gb_per_s(r.positive_number_at_most("hbm_bandwidth_GBps", kMaxRate));
   gpu.sm_count = static_cast<std::int32_t>(r.positive_int_at_most("sm_count", kMaxSms));
   gpu.gemm_efficiency = r.fraction("gemm_efficiency");
-  gpu.gemm_split_k = r.boolean("gemm_split_k", false);
+  gpu.gemm_split_k = r.boolean("gemm_split_k");
   gpu.attention_forward_efficiency = r.fraction("attention_forward_efficiency");
   gpu.attention_backward_efficiency = r.fraction("attention_backward_efficiency");
   gpu.attention_forward_seq_half =

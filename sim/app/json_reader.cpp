@@ -344,6 +344,11 @@ double JsonObjectReader::fraction(const std::string& key) {
   return v.get<double>();
 }
 
+bool JsonObjectReader::boolean(const std::string& key) {
+  (void)require(key);  // throws: required key is missing
+  return *optional_boolean(key);
+}
+
 bool JsonObjectReader::boolean(const std::string& key, bool fallback) {
   return optional_boolean(key).value_or(fallback);
 }

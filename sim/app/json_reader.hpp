@@ -73,6 +73,7 @@ class JsonObjectReader {
   double positive_number_at_most(const std::string& key, double max);
   double non_negative_number_at_most(const std::string& key, double max);
   double fraction(const std::string& key);  // in (0, 1]
+  bool boolean(const std::string& key);     // required
   bool boolean(const std::string& key, bool fallback);
   std::optional<bool> optional_boolean(const std::string& key);
   std::string string(const std::string& key);
