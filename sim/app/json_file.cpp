@@ -145,10 +145,12 @@ class JsonInputCheck final : public nlohmann::json_sax<nlohmann::json> {
   }
   bool key(string_t& key) override {
     if (const auto c = find_control_character(key, "")) {
+      // Named in the object that holds it, not at the key read before it.
+      open_.back().keyed = false;
       throw ConfigError(source_, where(),
-                        fmt::format("expected a key of text, found one with the control "
+                        fmt::format("expected a key of text, found \"{}\" with the control "
                                     "character {}",
-                                    c->name));
+                                    escape_control_characters(key, ""), c->name));
     }
     Container& object = open_.back();
     object.key = key;

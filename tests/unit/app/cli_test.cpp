@@ -546,17 +546,26 @@ TEST(Cli, AReplacedOutputKeepsItsPermissions) {
   EXPECT_NE(read_file(json), "old\n");
   EXPECT_EQ(fs::status(json).permissions(), fs::perms::owner_read | fs::perms::owner_write);
 
-  fs::permissions(json, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read,
-                  fs::perm_options::replace);
+  // Read-only to its owner (root writes such a file, as its shell would) or immutable (to all).
   const std::string before = read_file(json);
-  const Outcome read_only = run_fsdpsim("run " + kScenario + " --json " + json.string());
-  fs::permissions(json, fs::perms::owner_write, fs::perm_options::add);
-  if (::geteuid() == 0) GTEST_SKIP() << "root writes a read-only file; nothing to refuse";
-  EXPECT_EQ(read_only.exit_code, 2) << read_only.output;
-  EXPECT_NE(read_only.output.find("cannot write " + json.string() + ": the file is not writable"),
-            std::string::npos)
-      << read_only.output;
-  EXPECT_EQ(read_file(json), before);
+  const auto expect_refused = [&](const std::string& how) {
+    const Outcome again = run_fsdpsim("run " + kScenario + " --json " + json.string());
+    EXPECT_EQ(again.exit_code, 2) << how << "\n" << again.output;
+    EXPECT_NE(again.output.find("cannot write " + json.string() + ": the file is not writable"),
+              std::string::npos)
+        << how << "\n"
+        << again.output;
+    EXPECT_EQ(read_file(json), before) << how;
+  };
+  if (::geteuid() != 0) {
+    fs::permissions(json, fs::perms::owner_read, fs::perm_options::replace);
+    expect_refused("read-only");
+    fs::permissions(json, fs::perms::owner_write, fs::perm_options::add);
+  }
+  if (std::system(("chattr +i " + json.string() + " 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "chattr +i is not available here";
+  expect_refused("immutable");
+  EXPECT_EQ(std::system(("chattr -i " + json.string()).c_str()), 0);
 }
 
 // A streamed output (the trace) is written piece by piece as it is made, with the other outputs,
@@ -1863,7 +1872,8 @@ TEST(Cli, OutputsToTheProcesssOwnStreamsAreWrittenAsStreams) {
   }
 }
 
-// A rename into place that fails after others succeeded (here: onto a file made immutable) puts
+// A rename into place that fails after others succeeded (here: onto a file made append-only,
+// which can be written but not replaced; an immutable one is refused before anything runs) puts
 // the outputs already renamed back as they were: the file they replaced comes back, a new one
 // goes.
 TEST(Cli, AFailedRenamePutsTheOutputsAlreadyInPlaceBack) {
@@ -1875,12 +1885,12 @@ TEST(Cli, AFailedRenamePutsTheOutputsAlreadyInPlaceBack) {
   std::ofstream(json) << "before\n";
   fs::remove(timeline);
   std::ofstream(locked) << "locked\n";
-  if (std::system(("chattr +i " + locked.string() + " 2>/dev/null").c_str()) != 0)
-    GTEST_SKIP() << "chattr +i is not available here";
+  if (std::system(("chattr +a " + locked.string() + " 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "chattr +a is not available here";
   const Outcome o =
       run_fsdpsim("run " + kScenario + " --set model.n_layers=2 --json " + json.string() +
                   " --memory-timeline " + timeline.string() + " --trace " + locked.string());
-  EXPECT_EQ(std::system(("chattr -i " + locked.string()).c_str()), 0);
+  EXPECT_EQ(std::system(("chattr -a " + locked.string()).c_str()), 0);
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find("cannot move the output into place at " + locked.string()),
             std::string::npos)
@@ -2111,6 +2121,15 @@ TEST(Cli, AnUnknownKeyInAPresetSaysWhichFolderTheBinaryReads) {
   EXPECT_NE(by_path.output.find("/node/nccl_channels: required key is missing"), std::string::npos)
       << by_path.output;
   EXPECT_EQ(by_path.output.find("reads its presets from"), std::string::npos) << by_path.output;
+  // A key that only some GPUs turn on is required all the same: a preset written before it was
+  // would otherwise price an H100's small GEMM grids as an A100's.
+  newer["node"]["nccl_channels"] = 24;
+  newer["gpu"].erase("gemm_split_k");
+  std::ofstream(preset) << newer.dump(2);
+  const Outcome no_split = run_fsdpsim("run " + kLlamaScenario + " --configs " + configs.string());
+  EXPECT_EQ(no_split.exit_code, 2) << no_split.output;
+  EXPECT_NE(no_split.output.find("/gpu/gemm_split_k: required key is missing"), std::string::npos)
+      << no_split.output;
 }
 
 // Ops per layer differ by model and wrap policy, so the simulation's own size is bounded too:
@@ -2333,12 +2352,20 @@ TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
   std::ofstream(json) << document.dump();
   const fs::path csv = temp_dir() / "escape.csv";
   std::ofstream(csv) << "case_id\nab\x1b]0;title\x07\n";
+  // In a key (after another: dump sorts them): named in the object that holds it.
+  const fs::path key = temp_dir() / "escape_key.json";
+  document["name"] = "plain";
+  document["hardware"] = {{"preset", "h100-sxm-80gb"}, {"zz\x1b[2J", 2}};
+  std::ofstream(key) << document.dump();
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"run " + json.string(),
        "escape.json: /name: expected text, found the control character U+001B (escaped as "
        "\\u001B) at byte 4 of the string"},
       {"validate " + csv.string(),
        "escape.csv: expected text, found the control character U+001B at line 2, column 3"},
+      {"run " + key.string(),
+       "escape_key.json: /hardware: expected a key of text, found \"zz<U+001B>[2J\" with the "
+       "control character U+001B"},
       {"run " + kScenario + " --set 'name=\"a\\u009b\"'",
        "--set \"name=\"a\\u009b\"\": expected text, found the control character U+009B"},
       {"run " + kScenario + " --set \"name=a$(printf '\\033')b\"",
