@@ -1,10 +1,12 @@
 #include "sim/app/run_command.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <iterator>
 #include <numeric>
@@ -261,6 +263,9 @@ std::string allocations_csv(const fsdp::SimulationOutput& output) {
   return csv;
 }
 
+// Columns of --max-micro-batch's progress line (which a shorter one overwrites).
+constexpr std::size_t kProgressWidth = 78;
+
 // The largest micro-batch that fits, keeping the number of gradient-accumulation steps:
 // doubling until out of memory (or 4096), then bisection. Under a chunked loss only micro-batches
 // whose tokens split into its chunks are tried: multiples of the smallest such.
@@ -273,7 +278,25 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
   const std::int64_t step = chunks > 0 ? chunks / std::gcd(base.training.seq_len, chunks) : 1;
   // The search runs over n, the micro-batch n x step.
   const auto micro = [step](std::int64_t n) { return n * step; };
+  // Each probe is a whole simulation, seconds for a large one: on a terminal, as sweep does, a
+  // line says which is running, cleared before the answer is printed.
+  const bool show_progress = ::isatty(::fileno(stderr)) != 0;
+  const auto search_start = std::chrono::steady_clock::now();
+  std::int64_t probes = 0;
+  const auto clear_progress = [show_progress] {
+    if (show_progress) std::cerr << "\r" << std::string(kProgressWidth, ' ') << "\r" << std::flush;
+  };
   const auto fits = [&](std::int64_t n, fsdp::StepResult& result) {
+    if (show_progress) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - search_start).count();
+      std::cerr << fmt::format("\r{:<{}}",
+                               fmt::format("max-micro-batch: simulating micro_batch {} "
+                                           "(probe {}, {:.1f} s so far)",
+                                           micro(n), ++probes, elapsed),
+                               kProgressWidth)
+                << std::flush;
+    }
     std::vector<std::string> overrides = options.overrides;
     overrides.push_back(fmt::format("training.micro_batch={}", micro(n)));
     overrides.push_back(fmt::format("training.global_batch={}", micro(n) * world * accumulation));
@@ -295,6 +318,7 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
     bad *= 2;
   }
   if (good == 0) {
+    clear_progress();
     std::cout << fmt::format("no micro-batch fits: micro_batch {} is out of memory ({})\n",
                              micro(1), probe.oom_reason);
     return 0;
@@ -320,6 +344,7 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
                        to_gib(r.usable_memory));
   };
   const std::int64_t retries = best_result.reserved.alloc_retries;
+  clear_progress();
   std::cout << fmt::format("largest micro-batch that fits: {} ({} accumulation step{}): {}{}{}\n",
                            micro(good), accumulation, accumulation == 1 ? "" : "s",
                            describe(best_result),
@@ -354,6 +379,7 @@ int max_micro_batch_command(const RunOptions& options, const PresetLocator& pres
         clean_result = probe;
       }
     }
+    clear_progress();
     if (clean > 0) {
       std::cout << fmt::format("largest without cudaMalloc retries: {}: {}\n", micro(clean),
                                describe(clean_result));

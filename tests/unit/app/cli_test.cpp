@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -2548,6 +2549,38 @@ TEST(Cli, MaxMicroBatchRefusesTheOutputsOfOneStep) {
     EXPECT_NE(o.output.find("excludes"), std::string::npos) << o.output;
     EXPECT_FALSE(fs::exists(out)) << option;
   }
+}
+
+// Each probe of --max-micro-batch is a simulation: on a terminal a line says which one runs (and
+// is cleared before the answer); in a pipe or a log nothing but the answer is printed.
+TEST(Cli, MaxMicroBatchShowsItsProbesOnATerminalOnly) {
+  if (std::system("command -v script > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "script(1), which gives the command a terminal, is not installed";
+  const fs::path tiny = fsdpsim::test_support::write_scenario(
+      temp_dir(), "max_micro_batch_tty", fsdpsim::test_support::tiny_llama_scenario("tty", 2),
+      nlohmann::json::object());
+  const std::string command = std::string(FSDPSIM_BINARY) + " run " + tiny.string() +
+                              " --set allocator.enabled=false --max-micro-batch";
+  // script(1) runs the command on a pseudo-terminal of its own and copies what it writes.
+  Outcome on_terminal;
+  FILE* pipe = popen(("script -qec '" + command + "' /dev/null 2>&1").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::array<char, 4096> buffer{};
+  for (std::size_t n = 0; (n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0;)
+    on_terminal.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << on_terminal.output;
+  EXPECT_NE(on_terminal.output.find("\rmax-micro-batch: simulating micro_batch 1 (probe 1, "),
+            std::string::npos)
+      << on_terminal.output;
+  EXPECT_NE(
+      on_terminal.output.find("\r" + std::string(78, ' ') + "\rlargest micro-batch that fits: 19 "),
+      std::string::npos)
+      << on_terminal.output;
+  const Outcome piped =
+      run_fsdpsim("run " + tiny.string() + " --set allocator.enabled=false --max-micro-batch");
+  EXPECT_EQ(piped.output.find("simulating"), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.rfind("largest micro-batch that fits: 19 ", 0), 0U) << piped.output;
 }
 
 // --max-micro-batch tries micro-batches up to 4096 and up to the token bound; where every one it
