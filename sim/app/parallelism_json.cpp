@@ -424,6 +424,11 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
     t.matmul_dtype =
         *parse_dtype(r.choice("matmul_dtype", {"fp8", "bf16", "fp16", "fp32"}, "bf16"));
   }
+  if (t.float8_linears() && deepspeed) {
+    throw ConfigError(file, "/training/matmul_dtype",
+                      "fp8 is not modelled for parallelism deepspeed_zero3: DeepSpeed 0.3 (2021) "
+                      "predates float8 training (Transformer Engine, 2022; torchao, 2024)");
+  }
   if (r.has("float8_linear")) {
     if (!t.float8_linears()) {
       throw ConfigError(file, "/training/float8_linear",

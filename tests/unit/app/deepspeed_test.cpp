@@ -111,6 +111,11 @@ TEST(DeepSpeedJson, RejectsWhatItDoesNotModelWithFileAndPath) {
   EXPECT_EQ(error_of({{"training", {{"compiled", true}}}}),
             "ds.json: /training/compiled: not modelled for parallelism deepspeed_zero3: "
             "DeepSpeed 0.3 (2021) predates torch.compile (PyTorch 2.0, 2023)");
+  // And float8 training.
+  EXPECT_EQ(error_of({{"training", {{"matmul_dtype", "fp8"}}}}),
+            "ds.json: /training/matmul_dtype: fp8 is not modelled for parallelism "
+            "deepspeed_zero3: DeepSpeed 0.3 (2021) predates float8 training (Transformer "
+            "Engine, 2022; torchao, 2024)");
 }
 
 TEST(DeepSpeedRun, SummaryNamesTheRuntimeAndItsSettings) {
