@@ -1,7 +1,9 @@
-// explanation_json (explain_step.hpp): `fsdpsim explain --json`.
+// explanation_json (explain_step.hpp): `fsdpsim explain --json`, its numbers to six significant
+// digits as `run --json` writes them.
 #include <string>
 
 #include "sim/app/explain_step.hpp"
+#include "sim/app/significant_digits.hpp"
 
 namespace fsdpsim::app {
 namespace {
@@ -12,8 +14,8 @@ nlohmann::json shares(const std::vector<CriticalPathShare>& list, Seconds length
   nlohmann::json out = nlohmann::json::array();
   for (const CriticalPathShare& s : list) {
     nlohmann::json j = {{"kind", s.kind},
-                        {"time_s", s.time.value()},
-                        {"share", share(s.time, length)},
+                        {"time_s", round6(s.time.value())},
+                        {"share", round6(share(s.time, length))},
                         {"steps", s.steps}};
     if (with_unit) j["unit"] = s.unit;
     out.push_back(std::move(j));
@@ -31,8 +33,8 @@ nlohmann::json explanation_json(const Explanation& e) {
   for (const UnitCommunication& u : e.communication.units) {
     units.push_back({{"unit", u.unit},
                      {"collectives", u.collectives},
-                     {"busy_s", u.busy.value()},
-                     {"exposed_s", u.exposed.value()},
+                     {"busy_s", round6(u.busy.value())},
+                     {"exposed_s", round6(u.exposed.value())},
                      {"overlapped_s", u.overlapped().value()}});
   }
   nlohmann::json causes = nlohmann::json::array();
@@ -40,7 +42,7 @@ nlohmann::json explanation_json(const Explanation& e) {
     causes.push_back({{"phase", cause.phase},
                       {"collective", cause.collective},
                       {"link", cause.inter_node ? "inter-node" : "intra-node"},
-                      {"exposed_s", cause.exposed.value()}});
+                      {"exposed_s", round6(cause.exposed.value())}});
   }
   // Null unless one class of ranks sets the pace (hardware.stragglers and the like).
   nlohmann::json straggler;
@@ -49,7 +51,7 @@ nlohmann::json explanation_json(const Explanation& e) {
                  {"ranks", e.straggler->ranks.ranks},
                  {"compute_speed", e.straggler->ranks.compute_speed},
                  {"host_speed", e.straggler->ranks.host_speed},
-                 {"others_wait_s", e.straggler->others_wait.value()},
+                 {"others_wait_s", round6(e.straggler->others_wait.value())},
                  {"described_rank", r.breakdown_rank}};
   }
   nlohmann::json out = {
@@ -58,34 +60,34 @@ nlohmann::json explanation_json(const Explanation& e) {
       {"described_rank", r.breakdown_rank},
       {"scenario", e.scenario},
       {"status", r.out_of_memory ? "oom" : "ok"},
-      {"step_time_s", r.step_time.value()},
+      {"step_time_s", round6(r.step_time.value())},
       {"diagnosis", e.diagnosis},
       {"calibration", e.calibration},
       {"alloc_retries", r.reserved.alloc_retries},
       {"breakdown",
-       {{"forward_s", b.forward.value()},
-        {"backward_s", b.backward.value()},
-        {"recompute_s", b.recompute.value()},
-        {"optimizer_s", b.optimizer.value()},
-        {"exposed_communication_s", b.exposed_communication.value()},
-        {"host_work_s", b.host_work.value()},
-        {"idle_s", b.idle.value()},
-        {"communication_busy_s", b.communication_busy.value()}}},
+       {{"forward_s", round6(b.forward.value())},
+        {"backward_s", round6(b.backward.value())},
+        {"recompute_s", round6(b.recompute.value())},
+        {"optimizer_s", round6(b.optimizer.value())},
+        {"exposed_communication_s", round6(b.exposed_communication.value())},
+        {"host_work_s", round6(b.host_work.value())},
+        {"idle_s", round6(b.idle.value())},
+        {"communication_busy_s", round6(b.communication_busy.value())}}},
       {"critical_path",
-       {{"length_s", c.length.value()},
+       {{"length_s", round6(c.length.value())},
         {"steps", c.steps},
-        {"gpu_compute_s", c.gpu_compute.value()},
-        {"gpu_communication_s", c.gpu_communication.value()},
-        {"cpu_launch_s", c.cpu_launch.value()},
-        {"cpu_host_s", c.cpu_host.value()},
-        {"cpu_allocator_s", c.cpu_allocator.value()},
+        {"gpu_compute_s", round6(c.gpu_compute.value())},
+        {"gpu_communication_s", round6(c.gpu_communication.value())},
+        {"cpu_launch_s", round6(c.cpu_launch.value())},
+        {"cpu_host_s", round6(c.cpu_host.value())},
+        {"cpu_allocator_s", round6(c.cpu_allocator.value())},
         {"by_kind", shares(c.by_kind, c.length, false)},
         {"by_unit_kind", shares(c.by_unit_kind, c.length, true)}}},
       {"communication",
-       {{"busy_s", e.communication.busy.value()},
-        {"exposed_s", e.communication.exposed.value()},
-        {"busy_wall_s", e.communication.busy_wall.value()},
-        {"exposed_wall_s", e.communication.exposed_wall.value()},
+       {{"busy_s", round6(e.communication.busy.value())},
+        {"exposed_s", round6(e.communication.exposed.value())},
+        {"busy_wall_s", round6(e.communication.busy_wall.value())},
+        {"exposed_wall_s", round6(e.communication.exposed_wall.value())},
         {"units", std::move(units)},
         {"exposed_by_cause", std::move(causes)}}},
   };
