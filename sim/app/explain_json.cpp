@@ -3,6 +3,7 @@
 #include <string>
 
 #include "sim/app/explain_step.hpp"
+#include "sim/app/result_json.hpp"
 #include "sim/app/significant_digits.hpp"
 
 namespace fsdpsim::app {
@@ -27,7 +28,6 @@ nlohmann::json shares(const std::vector<CriticalPathShare>& list, Seconds length
 
 nlohmann::json explanation_json(const Explanation& e) {
   const fsdp::StepResult& r = e.result;
-  const fsdp::StepBreakdown& b = r.breakdown;
   const CriticalPathSummary& c = e.critical_path;
   nlohmann::json units = nlohmann::json::array();
   for (const UnitCommunication& u : e.communication.units) {
@@ -64,15 +64,7 @@ nlohmann::json explanation_json(const Explanation& e) {
       {"diagnosis", e.diagnosis},
       {"calibration", e.calibration},
       {"alloc_retries", r.reserved.alloc_retries},
-      {"breakdown",
-       {{"forward_s", round6(b.forward.value())},
-        {"backward_s", round6(b.backward.value())},
-        {"recompute_s", round6(b.recompute.value())},
-        {"optimizer_s", round6(b.optimizer.value())},
-        {"exposed_communication_s", round6(b.exposed_communication.value())},
-        {"host_work_s", round6(b.host_work.value())},
-        {"idle_s", round6(b.idle.value())},
-        {"communication_busy_s", round6(b.communication_busy.value())}}},
+      {"breakdown", breakdown_json(r.breakdown)},
       {"critical_path",
        {{"length_s", round6(c.length.value())},
         {"steps", c.steps},

@@ -9,6 +9,19 @@
 
 namespace fsdpsim::app {
 
+nlohmann::json breakdown_json(const fsdp::StepBreakdown& b) {
+  return {
+      {"forward_s", round6(b.forward.value())},
+      {"backward_s", round6(b.backward.value())},
+      {"recompute_s", round6(b.recompute.value())},
+      {"optimizer_s", round6(b.optimizer.value())},
+      {"exposed_communication_s", round6(b.exposed_communication.value())},
+      {"host_work_s", round6(b.host_work.value())},
+      {"idle_s", round6(b.idle.value())},
+      {"communication_busy_s", round6(b.communication_busy.value())},
+  };
+}
+
 nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOutput& output) {
   const fsdp::StepResult& r = output.result;
   const fsdp::StepBreakdown& b = r.breakdown;
@@ -41,16 +54,7 @@ nlohmann::json result_to_json(const Scenario& scenario, const fsdp::SimulationOu
   out["inter_node_gb_per_gpu"] = round6(to_gb(output.schedule.inter_node_bytes));
   out["tokens_per_step_per_gpu"] = r.tokens_per_step_per_gpu;
   out["parameters"] = models::parameter_count(scenario.model);
-  out["breakdown"] = {
-      {"forward_s", round6(b.forward.value())},
-      {"backward_s", round6(b.backward.value())},
-      {"recompute_s", round6(b.recompute.value())},
-      {"optimizer_s", round6(b.optimizer.value())},
-      {"exposed_communication_s", round6(b.exposed_communication.value())},
-      {"host_work_s", round6(b.host_work.value())},
-      {"idle_s", round6(b.idle.value())},
-      {"communication_busy_s", round6(b.communication_busy.value())},
-  };
+  out["breakdown"] = breakdown_json(b);
   nlohmann::json at_peak;
   for (std::size_t c = 0; c < memory::kMemoryCategoryCount; ++c) {
     const auto category = static_cast<memory::MemoryCategory>(c);
