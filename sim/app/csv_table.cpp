@@ -21,11 +21,12 @@ namespace fsdpsim::app {
 namespace {
 
 constexpr std::size_t kFixedLeadingColumns = 1;  // index
-// One token, less the rounding of two six-digit numbers whose product it is.
-constexpr double kLeastTokensPerStep = 0.99999;
-constexpr std::size_t kFixedStatusColumns = 2;  // status, reason
+constexpr std::size_t kFixedStatusColumns = 2;   // status, reason
 constexpr std::array<const char*, 2> kSweepIdColumns = {"sweep_id", "grid_points"};
 constexpr const char* kCalibrationColumn = "calibration";
+// Tokens per step per GPU of a simulated point, at least: one token, less the rounding of the two
+// six-digit numbers whose product it is.
+constexpr double kLeastTokensPerStep = 0.99999;
 
 // Shortest text that reads back as the same double; empty for NaN (a skipped point).
 std::string format_metric(double x) { return std::isnan(x) ? "" : fmt::format("{}", x); }

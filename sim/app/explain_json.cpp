@@ -35,7 +35,7 @@ nlohmann::json explanation_json(const Explanation& e) {
                      {"collectives", u.collectives},
                      {"busy_s", round6(u.busy.value())},
                      {"exposed_s", round6(u.exposed.value())},
-                     {"overlapped_s", u.overlapped().value()}});
+                     {"overlapped_s", round6(u.overlapped().value())}});
   }
   nlohmann::json causes = nlohmann::json::array();
   for (const ExposedCause& cause : e.communication.causes) {

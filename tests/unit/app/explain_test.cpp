@@ -13,6 +13,7 @@
 #include "sim/app/explain_diagnosis.hpp"
 #include "sim/app/explain_exposed_comm.hpp"
 #include "sim/app/explain_step.hpp"
+#include "sim/app/significant_digits.hpp"
 #include "sim/app/simulate_scenario.hpp"
 #include "sim/engine/executor.hpp"
 #include "sim/engine/op_graph.hpp"
@@ -332,6 +333,16 @@ TEST(ExplainCommand, JsonHasTheCriticalPathOfTheWholeStepAndEveryUnit) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(nlohmann::json::parse(run.output)["step_time_s"].get<double>(), step);
   EXPECT_EQ(nlohmann::json::parse(run.output)["breakdown"]["idle_s"], j["breakdown"]["idle_s"]);
+  // Every number of it, however deep.
+  const auto expect_six_digits = [](const nlohmann::json& v, const std::string& path,
+                                    const auto& self) -> void {
+    if (v.is_number_float()) {
+      EXPECT_EQ(round6(v.get<double>()), v.get<double>()) << path;
+    } else if (v.is_structured()) {
+      for (const auto& [key, child] : v.items()) self(child, path + "/" + key, self);
+    }
+  };
+  expect_six_digits(j, "", expect_six_digits);
   ASSERT_EQ(j["communication"]["units"].size(), 3U);  // blocks.0, blocks.1, root
   EXPECT_EQ(j["communication"]["units"][0]["unit"], "blocks.0");
   EXPECT_EQ(j["communication"]["units"][2]["unit"], "root");
