@@ -238,7 +238,7 @@ nlohmann::json parse_inline_value(const std::string& text, const std::string& or
   // A number beyond a double's range (1e400) is no string a key could mean.
   try {
     const nlohmann::json parsed = nlohmann::json::parse(text);
-    (void)parsed;  // parsed only where the first parse was refused; nothing to keep
+    (void)parsed;  // parsed again only to learn why the first parse refused the text
   } catch (const nlohmann::json::out_of_range&) {
     throw ConfigError(origin, "",
                       fmt::format("expected numbers within a double's range, found {}", text));
