@@ -344,7 +344,15 @@ void throw_if_termination_pending() {
   sigset_t pending;
   if (::sigpending(&pending) != 0) return;
   for (const int signal : kTerminationSignals) {
-    if (sigismember(&pending, signal) == 1) throw TerminationPending{};
+    if (sigismember(&pending, signal) != 1) continue;
+    // A signal the process ignores (nohup's SIGHUP, a shell's background job's SIGINT) stays
+    // pending while blocked (Linux keeps it), but is discarded once let through: no reason to
+    // stop.
+    struct sigaction action {};
+    if (::sigaction(signal, nullptr, &action) == 0 && (action.sa_flags & SA_SIGINFO) == 0 &&
+        action.sa_handler == SIG_IGN)
+      continue;
+    throw TerminationPending{};
   }
 }
 

@@ -612,6 +612,34 @@ TEST(Cli, ASignalStopsAStreamedOutputAndLeavesNothing) {
   EXPECT_TRUE(fs::is_empty(dir)) << "no output and no staging file is left";
 }
 
+// A signal the process ignores (nohup ignores SIGHUP, a shell its background jobs' SIGINT) does
+// not stop the writing: every output lands.
+TEST(Cli, AnIgnoredSignalWhileStreamingChangesNothing) {
+  const fs::path dir = temp_dir() / "streamed_ignored";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction previous {};
+  ASSERT_EQ(::sigaction(SIGHUP, &ignore, &previous), 0);
+  const auto hung_up = [](const fsdpsim::app::TextSink& sink) {
+    sink("[1");
+    std::raise(SIGHUP);
+    sink(",2]\n");
+  };
+  std::string message;
+  try {
+    fsdpsim::app::write_outputs(
+        {{(dir / "plain.json").string(), "{}\n"}, {(dir / "streamed.json").string(), "", hung_up}});
+  } catch (const fsdpsim::app::ConfigError& e) {
+    message = e.what();
+  }
+  ::sigaction(SIGHUP, &previous, nullptr);
+  EXPECT_EQ(message, "");
+  EXPECT_EQ(read_file(dir / "streamed.json"), "[1,2]\n");
+  EXPECT_EQ(read_file(dir / "plain.json"), "{}\n");
+}
+
 TEST(Cli, AnUnhandledSignalWhileStreamingEndsTheProcessAndLeavesNothing) {
   const fs::path dir = temp_dir() / "streamed_killed";
   fs::remove_all(dir);
