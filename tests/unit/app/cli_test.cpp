@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <array>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -2587,14 +2586,9 @@ TEST(Cli, MaxMicroBatchShowsItsProbesOnATerminalOnly) {
   const std::string command = std::string(FSDPSIM_BINARY) + " run " + tiny.string() +
                               " --set allocator.enabled=false --max-micro-batch";
   // script(1) runs the command on a pseudo-terminal of its own and copies what it writes.
-  Outcome on_terminal;
-  FILE* pipe = popen(("script -qec '" + command + "' /dev/null 2>&1").c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::array<char, 4096> buffer{};
-  for (std::size_t n = 0; (n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0;)
-    on_terminal.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << on_terminal.output;
+  const Outcome on_terminal =
+      fsdpsim::test_support::run_shell("script -qec '" + command + "' /dev/null 2>&1");
+  ASSERT_EQ(on_terminal.exit_code, 0) << on_terminal.output;
   EXPECT_NE(on_terminal.output.find("\rmax-micro-batch: simulating micro_batch 1 (probe 1, "),
             std::string::npos)
       << on_terminal.output;

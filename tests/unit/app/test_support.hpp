@@ -24,9 +24,8 @@ struct Outcome {
   std::string output;  // stdout and stderr together
 };
 
-// `prefix` goes before the binary on the shell line (e.g. "env PATH=/nonexistent ").
-inline Outcome run_fsdpsim(const std::string& arguments, const std::string& prefix = "") {
-  const std::string command = prefix + std::string(FSDPSIM_BINARY) + " " + arguments + " 2>&1";
+// A shell line run by /bin/sh, its stdout read (add 2>&1 for stderr too).
+inline Outcome run_shell(const std::string& command) {
   Outcome o;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return o;
@@ -36,6 +35,11 @@ inline Outcome run_fsdpsim(const std::string& arguments, const std::string& pref
   const int status = pclose(pipe);
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return o;
+}
+
+// `prefix` goes before the binary on the shell line (e.g. "env PATH=/nonexistent ").
+inline Outcome run_fsdpsim(const std::string& arguments, const std::string& prefix = "") {
+  return run_shell(prefix + std::string(FSDPSIM_BINARY) + " " + arguments + " 2>&1");
 }
 
 inline std::string read_file(const std::filesystem::path& p) {
