@@ -455,8 +455,6 @@ struct Staged {
 
 }  // namespace
 
-namespace {
-
 // Where writing `path` puts the file, as one string per place: absolute first (a relative path
 // whose file does not exist yet stays relative under weakly_canonical, and "o.json" and
 // "./o.json" would count as two places), and through links, dangling ones included (a link to a
@@ -474,6 +472,8 @@ std::string output_place(const std::string& path) {
   const fs::path canonical = fs::weakly_canonical(at, ec);
   return ec ? at.lexically_normal().string() : canonical.string();
 }
+
+namespace {
 
 // Holds Ctrl-C, SIGTERM and SIGHUP back while outputs are staged and moved into place, and lets
 // them through when the scope ends: a signal then finds every output in place or every one

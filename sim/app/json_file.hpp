@@ -73,6 +73,9 @@ void write_outputs(const std::vector<OutputFile>& files,
 // file's folder is missing or not writable. Empty paths (outputs not asked for) are skipped.
 void check_outputs(const std::vector<std::string>& paths,
                    const std::vector<std::filesystem::path>& inputs = {});
+// Where writing `path` puts the file, one string per place: absolute, through symbolic links
+// (dangling ones too), normalized. Two paths of one place compare equal.
+std::string output_place(const std::string& path);
 // Whether writing `path` writes this process's stdout ('-', /dev/stdout, /dev/fd/1): the
 // command then prints its summary for a person to stderr, keeping stdout that output alone.
 bool writes_stdout(const std::string& path);

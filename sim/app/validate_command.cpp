@@ -510,16 +510,10 @@ int validate_command(const ValidateOptions& options) {
   // The scenarios' folder is made before the files are written: a file output of the same path
   // would then find a folder there.
   if (!options.scenarios_dir.empty()) {
-    const auto place = [](const std::string& path) {
-      std::error_code ec;
-      const std::filesystem::path absolute = std::filesystem::absolute(path, ec).lexically_normal();
-      if (ec) return std::filesystem::path(path).lexically_normal();
-      const std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, ec);
-      return ec ? absolute : canonical;
-    };
     for (const auto& [option, path] :
          {std::pair{"--json", options.json_path}, std::pair{"--md", options.md_path}}) {
-      if (!path.empty() && !writes_stdout(path) && place(path) == place(options.scenarios_dir)) {
+      if (!path.empty() && !writes_stdout(path) &&
+          output_place(path) == output_place(options.scenarios_dir)) {
         throw ConfigError(path, "",
                           fmt::format("is given for {} and --scenarios-out; each needs a place "
                                       "of its own",
