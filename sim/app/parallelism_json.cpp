@@ -389,6 +389,10 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                                     kept));
     }
   }
+  const std::string sync = r.choice("host_sync", {"step", "micro_batch", "none"}, "step");
+  t.host_sync = sync == "micro_batch" ? fsdp::HostSync::kMicroBatch
+                : sync == "none"      ? fsdp::HostSync::kNone
+                                      : fsdp::HostSync::kStep;
   t.no_sync = r.boolean("no_sync", false);
   t.clip_grad_norm = r.boolean("clip_grad_norm", false);
   t.offload_activations = r.boolean("offload_activations", false);

@@ -121,6 +121,12 @@ training:
   logits_kept_by_loop       none | compute_dtype | fp32: the training loop holds the logits until
                             its next forward [Composer's state.outputs; `pred = model(x)`
                             without `del pred`; fp32: the model returns .float()]  default none
+  host_sync                 step | micro_batch | none: where the loop's host waits for the GPU,
+                            which bounds how far the CPU (and the caching allocator) runs
+                            ahead [step: loss.item() or a blocking batch copy each step,
+                            PyTorch's FSDP example, Composer; micro_batch: a blocking copy
+                            before each micro-batch's forward, torchtitan; none: non_blocking
+                            copies, the loss read at log steps only, nanoGPT]    default step
   loss_chunks               n: the LM head and the loss run after the model's forward on n
                             equal chunks of the micro-batch's tokens, each chunk's backward at
                             once, with FSDP2 and wrap_embedding_and_head [torchtitan's

@@ -173,7 +173,7 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
                    c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpus_per_node == 1 ? "" : "s"));
   line(fmt::format(
       "training   global batch {}, micro batch {} x {} accumulation, seq {}, checkpointing "
-      "{}{}{}{}{}{}{}{}{}",
+      "{}{}{}{}{}{}{}{}{}{}",
       t.global_batch, t.micro_batch, r.micro_batches,
       t.decoder_seq_len > 0 ? fmt::format("{} (decoder {})", t.seq_len, t.decoder_seq_len)
                             : fmt::format("{}", t.seq_len),
@@ -186,7 +186,10 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
       t.logits_kept_by_loop == LogitsKeptByLoop::kNone   ? ""
       : t.logits_kept_by_loop == LogitsKeptByLoop::kFp32 ? ", fp32 logits kept by the loop"
                                                          : ", logits kept by the loop",
-      t.loss_chunks > 0 ? fmt::format(", loss in {} chunks", t.loss_chunks) : ""));
+      t.loss_chunks > 0 ? fmt::format(", loss in {} chunks", t.loss_chunks) : "",
+      t.host_sync == fsdp::HostSync::kStep         ? ""
+      : t.host_sync == fsdp::HostSync::kMicroBatch ? ", host waits for the GPU each micro-batch"
+                                                   : ", host never waits for the GPU"));
   line(parallelism_line(s));
   if (c.gpu.calibration != nullptr) line(calibration_usage_line(c));
   line("");

@@ -101,7 +101,8 @@ const std::vector<std::string> kOtherColumns = {"source_detail",
                                                 "loss_chunks",
                                                 "optimizer_impl",
                                                 "rms_norm",
-                                                "float8_linear"};
+                                                "float8_linear",
+                                                "host_sync"};
 
 const std::set<std::string> kPresetGpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb",
                                            "h200-sxm-141gb"};
@@ -529,6 +530,13 @@ CaseScenario checked_case(const ValidationCase& c, const std::filesystem::path& 
   } else if (!kept.empty()) {
     bad_cell(file, c, "logits_kept_by_loop", "none, compute_dtype or fp32");
   }
+  // The optional host_sync column (configs/validation/README.md); empty = step.
+  if (const std::string sync = c.get("host_sync");
+      sync == "step" || sync == "micro_batch" || sync == "none") {
+    training["host_sync"] = sync;
+  } else if (!sync.empty()) {
+    bad_cell(file, c, "host_sync", "step, micro_batch or none");
+  }
   // The optional loss_chunks column (configs/validation/README.md); empty = no chunking.
   if (!c.get("loss_chunks").empty()) training["loss_chunks"] = positive_int(file, c, "loss_chunks");
   // The optional attention column (configs/validation/README.md); empty = FlashAttention-2.
@@ -750,6 +758,7 @@ std::string message_in_columns(const std::string& loader_message,
       {"/training/flash_attention", "attention"},
       {"/training/flash_kernel", "attention"},
       {"/training/float8_linear", "float8_linear"},
+      {"/training/host_sync", "host_sync"},
       {"/training/logits_kept_by_loop", "logits_kept_by_loop"},
       {"/training/loss_chunks", "loss_chunks"},
       {"/training/loss", "loss"},

@@ -163,6 +163,27 @@ struct FsdpConfig {
   DeepSpeedZero3Config deepspeed;
 };
 
+// Where the training loop's host waits for the GPU (a CPU read of a GPU value, or a blocking
+// host-to-device copy: copy_ with non_blocking=False synchronizes the stream,
+// aten/src/ATen/native/cuda/Copy.cu). Until it waits, the CPU runs ahead, and the caching
+// allocator hands out blocks at the CPU's pace: a CPU that enters the next step while the GPU
+// still runs this one finds the blocks freed by the backward's last units still in use
+// (their record_stream events pending) and takes new segments.
+enum class HostSync : std::uint8_t {
+  // Once per step, after the optimizer: `loss.item()` and the blocking `.to(rank)` of the batch
+  // in PyTorch's FSDP example (pytorch/examples distributed/FSDP/utils/train_utils.py),
+  // Composer's `loss.cpu().item()` and sample-count all-reduce read after every batch
+  // (composer/trainer/trainer.py, _train_loop), torchtitan's blocking input copy
+  // (torchtitan/trainer.py) with one micro-batch per step.
+  kStep,
+  // Before each micro-batch's forward: torchtitan copies each accumulation step's inputs with
+  // a blocking `.to(self.device)` right before its forward.
+  kMicroBatch,
+  // Never: pinned batches copied with non_blocking=True and the loss read only at log steps
+  // (nanoGPT's train.py), so the CPU carries its lead from step to step.
+  kNone,
+};
+
 struct TrainingConfig {
   Parallelism parallelism = Parallelism::kFsdp;
   std::int64_t global_batch = 0;     // sequences per optimizer step, all ranks together
@@ -202,6 +223,8 @@ struct TrainingConfig {
   bool no_sync = false;
   // clip_grad_norm_ before each optimizer step (sim/fsdp/gradient_clipping.cpp).
   bool clip_grad_norm = false;
+  // Where the loop's host waits for the GPU.
+  HostSync host_sync = HostSync::kStep;
   // Each block's saved activations (its input, under activation checkpointing) kept in pinned
   // host memory between forward and backward: offload_wrapper / save_on_cpu(pin_memory=True).
   bool offload_activations = false;

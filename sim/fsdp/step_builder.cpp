@@ -77,6 +77,10 @@ void StepBuilder::begin_step(Schedule& schedule) {
   inter_node_bytes_ = Bytes(0);
 }
 
+void StepBuilder::wait_for_gpu(std::string_view reason) {
+  b_.cpu_synchronize(b_.record_event(compute_), reason);
+}
+
 void StepBuilder::finish_sharded(Schedule& out, const std::vector<FsdpUnit>& units) {
   std::int64_t shard_numel = 0;
   for (const FsdpUnit& u : units) shard_numel += u.shard_numel;

@@ -691,6 +691,21 @@ TEST(Validate, LogitsKeptByLoopColumnIsTheTrainingKey) {
       << out;
 }
 
+// The optional host_sync column sets training.host_sync; another value names the line and the
+// column.
+TEST(Validate, HostSyncColumnIsTheTrainingKey) {
+  const auto cases = read_validation_cases(with_column("sync.csv", "host_sync", "none"));
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(scenario_for_case(cases[0], "sync.csv").document["training"]["host_sync"], "none");
+  const auto [code, out] =
+      run_fsdpsim("validate " + with_column("bad.csv", "host_sync", "epoch").string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 2, column host_sync: expected step, micro_batch or none, found "
+                     "\"epoch\""),
+            std::string::npos)
+      << out;
+}
+
 // What spreadsheets and Python's csv module write: a byte-order mark, CRLF line ends, a quoted
 // cell with a line break in it. The same row reads the same.
 TEST(Validate, ReadsCsvAsSpreadsheetsWriteIt) {
