@@ -188,12 +188,13 @@ block's compute (exposed communication {find(pts, hardware__nodes=16, training__
 {pct(rel(b1, 173), 0)}/{pct(rel(b2, 186), 0)}: the paper's numbers are a 2022 eager minGPT with
 unfused attention, below the kernel efficiencies of the presets.
 
-{defrag_text(anomaly, reserved_gb, share)} Sweep plots: [gpt175b_scaling/index.md](fsdp-paper/gpt175b_scaling/index.md).
+{defrag_text(anomaly, reserved_gb, share, load_run(out, "whatif_gpt175b_128_bs2_no_host_sync"))} Sweep plots: [gpt175b_scaling/index.md](fsdp-paper/gpt175b_scaling/index.md).
 """)
 
 
-def defrag_text(anomaly, reserved_gb, share):
-    """What the simulation says of the 128-GPU batch-2 defragmentation anomaly."""
+def defrag_text(anomaly, reserved_gb, share, no_host_sync):
+    """What the simulation says of the 128-GPU batch-2 defragmentation anomaly; no_host_sync is
+    the same point under a training loop that never waits for the GPU."""
     memory = (f"{anomaly['peak_mem_reserved_gib']:.1f} GiB = {reserved_gb:.1f} GB reserved of "
               f"{anomaly['usable_mem_gib']:.1f} GiB usable")
     if anomaly["num_alloc_retries"] > 0:
@@ -205,13 +206,19 @@ def defrag_text(anomaly, reserved_gb, share):
                 "is not: each retry costs milliseconds in fsdpsim (a device synchronisation "
                 "and the cudaFree/cudaMalloc calls), so the backward share stays at ")
     else:
+        retries = no_host_sync["num_alloc_retries"]
         head = ("The defragmentation anomaly is not reproduced. The 128-GPU batch-2 point, the one "
                 f"with the most allocated memory ({gib(anomaly['peak_mem_allocated_gib'])}), comes "
                 f"closest to the device, {memory}, but its allocator finds room in its cache "
-                "without a cudaMalloc retry (it did retry once before the layers' temporaries were "
-                "allocated tensor by tensor, as PyTorch allocates them, a change the H200 "
-                "measurements of reports/h200-measured.md support). Without retries the backward "
-                "share stays at ")
+                "without a cudaMalloc retry. That is under a training loop that waits for the GPU "
+                "once a step (`training.host_sync: step`, as PyTorch's FSDP example does with its "
+                "`loss.item()`; the paper does not show its loop). Under one that never waits "
+                "(`host_sync: none`) the CPU enters the next step while the backward's last units "
+                "still run, its first all-gathers find the blocks those units freed still in use, "
+                f"and the same point reserves {no_host_sync['peak_mem_reserved_gib']:.1f} GiB with "
+                f"{retries} cudaMalloc {'retry' if retries == 1 else 'retries'} a step, a what-if "
+                "(`reports/fsdp-paper/runs/whatif_gpt175b_128_bs2_no_host_sync.json`). Without "
+                "retries the backward share stays at ")
     return (head + f"{share * 100:.1f} %, where the paper measured 85.56 %. A real allocator at "
             "that pressure keeps retrying (PyTorch's `num_alloc_retries` grows every iteration), "
             "which the model, reaching a steady cache, does not produce.")

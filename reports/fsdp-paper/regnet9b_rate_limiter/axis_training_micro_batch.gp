@@ -6,7 +6,7 @@ set output outfile
 set datafile separator "\t"
 set multiplot layout 1,2 title 'training.micro_batch' font ",14"
 set xrange [-0.5:1.5]
-set xtics ('48' 0, '57' 1)
+set xtics ('48' 0, '58' 1)
 set xlabel 'training.micro_batch'
 set yrange [0:*]
 set grid ytics lc rgb "#dddddd"
