@@ -164,11 +164,11 @@ struct FsdpConfig {
 };
 
 // Where the training loop's host waits for the GPU (a CPU read of a GPU value, or a blocking
-// host-to-device copy: copy_ with non_blocking=False synchronizes the stream,
-// aten/src/ATen/native/cuda/Copy.cu). Until it waits, the CPU runs ahead, and the caching
-// allocator hands out blocks at the CPU's pace: a CPU that enters the next step while the GPU
-// still runs this one finds the blocks freed by the backward's last units still in use
-// (their record_stream events pending) and takes new segments.
+// host-to-device copy: copy_kernel_cuda with non_blocking=False calls memcpy_and_sync, which
+// synchronizes the current stream, aten/src/ATen/native/cuda/Copy.cu). Until it waits, the CPU
+// runs ahead, and the caching allocator hands out blocks at the CPU's pace: a CPU that enters
+// the next step while the GPU still runs this one finds the blocks freed by the backward's last
+// units still in use (their record_stream events pending) and takes new segments.
 enum class HostSync : std::uint8_t {
   // Once per step, after the optimizer: `loss.item()` and the blocking `.to(rank)` of the batch
   // in PyTorch's FSDP example (pytorch/examples distributed/FSDP/utils/train_utils.py),
