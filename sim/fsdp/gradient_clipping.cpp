@@ -68,7 +68,7 @@ void StepBuilder::clip_gradients(const std::vector<std::pair<std::string, std::i
     host_transfer("clip_grad_norm.to_device", compute_, norm_scalar, Phase::kOptimizer,
                   group(numels.size() - 1));
     all_reduce_norm();
-    b_.cpu_synchronize(b_.record_event(compute_), "clip_grad_norm.cpu");
+    host_waits_for_compute("clip_grad_norm.cpu");
     b_.cpu_work("clip_grad_norm.cpu_scale",
                 to_sim_time("clip_grad_norm.cpu_scale",
                             elements(kScalePasses * total, grad_dtype) / per_rank));

@@ -171,7 +171,7 @@ void StepBuilder::optimizer_step(const std::vector<std::pair<std::string, std::i
     gpu_optimizer(numels, parameter_numels);
     return;
   }
-  b_.cpu_synchronize(b_.record_event(compute_), "offload_synchronize");
+  host_waits_for_compute("offload_synchronize");
   if (clip) clip_gradients(numels, how, /*on_host=*/true);
   std::int64_t total = 0;
   for (const auto& [name, numel] : numels) total += numel;

@@ -77,7 +77,7 @@ void StepBuilder::begin_step(Schedule& schedule) {
   inter_node_bytes_ = Bytes(0);
 }
 
-void StepBuilder::wait_for_gpu(std::string_view reason) {
+void StepBuilder::host_waits_for_compute(std::string_view reason) {
   b_.cpu_synchronize(b_.record_event(compute_), reason);
 }
 
@@ -192,7 +192,7 @@ void StepBuilder::hooked_kernel(std::size_t layer, const char* pass, const model
   hardware_flops_ += k.kernel.flops;
   if (phase != Phase::kRecompute) model_flops_ += k.kernel.flops * k.model_flops_fraction;
   b_.launch(spec);
-  if (k.host_sync) b_.cpu_synchronize(b_.record_event(compute_), k.name);
+  if (k.host_sync) host_waits_for_compute(k.name);
   if (kernel_hooks_ != nullptr) kernel_hooks_->after_kernel(layer, k, phase);
 }
 
@@ -404,7 +404,7 @@ StepBuilder::SavedIds StepBuilder::forward_layer(std::size_t layer, std::int32_t
     // under: each saved tensor is copied into a new pinned host tensor with a blocking copy_
     // (the CPU waits for the stream), and the GPU copy is dropped.
     host_transfer(l.name + ".saved.to_host", compute_, saved, Phase::kForward, group);
-    b_.cpu_synchronize(b_.record_event(compute_), "save_on_cpu");
+    host_waits_for_compute("save_on_cpu");
     for (const TensorId t : kept) free(t);
     kept.clear();
     if (cached && !recomputed) keep_cast_copies();

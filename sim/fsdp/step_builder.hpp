@@ -165,7 +165,7 @@ class StepBuilder {
     for (std::int32_t step = 0; step < in_.steps; ++step) {
       begin_step(out);
       for (std::int64_t mb = 0; mb < out.micro_batches; ++mb) {
-        if (t.host_sync == HostSync::kMicroBatch) wait_for_gpu("input.to(device)");
+        if (t.host_sync == HostSync::kMicroBatch) host_waits_for_compute("input.to(device)");
         micro_batch(!t.no_sync || mb == out.micro_batches - 1);
         if (step != 0 || mb > 1) continue;
         // The simulation's size, from the first micro-batch and, once there is one, the second
@@ -180,7 +180,7 @@ class StepBuilder {
           refuse_past_op_bound(first_ops, mb == 1 ? ops - first_ops : 0, out.micro_batches);
       }
       optimizer_step();
-      if (t.host_sync == HostSync::kStep) wait_for_gpu("loss.item()");
+      if (t.host_sync == HostSync::kStep) host_waits_for_compute("loss.item()");
     }
   }
   // Throws StepSizeError (step_size_bound.hpp) when the first micro-batch's `first` ops and
@@ -207,10 +207,11 @@ class StepBuilder {
   // Allocates, named `name`, what autograd keeps of the layer's forward under its checkpoint mode.
   SavedIds allocate_saved(std::size_t layer, const std::string& name);
   void begin_step(Schedule& schedule);
-  // The training loop's host waits for the compute stream (TrainingConfig::host_sync): a
-  // blocking copy or `.item()` synchronizes the current stream only, which the optimizer and the
-  // end of each backward have joined to FSDP's streams.
-  void wait_for_gpu(std::string_view reason);
+  // The CPU waits for everything issued to the compute stream so far, as a blocking copy_, an
+  // `.item()` or a stream synchronize on the current stream makes it: the training loop's waits
+  // (TrainingConfig::host_sync; the optimizer and the end of each backward have joined FSDP's
+  // streams to it) and the runtime's own.
+  void host_waits_for_compute(std::string_view reason);
   // A copy-kind op moving `bytes` in `duration` (copy, multi_tensor, host_transfer).
   engine::OpId byte_mover(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,
                           std::int32_t group, Seconds duration);
