@@ -555,9 +555,7 @@ class Fsdp2Step final : private UnitHooks {
       st.accumulated.clear();
     }
     if (!sync) {
-      if (had_accumulated) {
-        st.accumulated = std::move(grads);
-      } else if (rd != f_.param_dtype) {
+      if (!had_accumulated && rd != f_.param_dtype) {
         // FSDPParam.to_accumulated_grad_if_needed: keep the gradient in reduce_dtype.
         allocate_each(p.name + ".accumulated_grad", p.accumulated, MemoryCategory::kGradients,
                       st.accumulated);
@@ -565,6 +563,7 @@ class Fsdp2Step final : private UnitHooks {
                 elements(p.numel, f_.param_dtype) + elements(p.numel, rd), Phase::kBackward, g(u));
         free_all(grads);
       } else {
+        // Already in reduce_dtype: the sum above, or a gradient made in it.
         st.accumulated = std::move(grads);
       }
       st.has_accumulated = true;
