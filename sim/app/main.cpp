@@ -1,6 +1,7 @@
 // fsdpsim: the command line. Only here are errors mapped to exit codes (README.md, "Exit codes"):
 // 0 ok, 1 internal error, 2 bad usage or bad input, 3 a check that ran but failed.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <iostream>
 #include <new>
 #if defined(__GLIBC__)
@@ -174,5 +175,19 @@ int main(int argc, char** argv) {
     std::cerr << "error: out of host memory before any command ran: the process may allocate "
                  "too little (ulimit -v, a container's memory limit)\n";
     return kExitBadInput;
+  } catch (const std::exception& e) {
+    // What parse_and_run's handlers do not take: CLI11 refusing the parser as built, or a
+    // handler's own message failing to build. Written without allocating, so nothing escapes,
+    // control characters as '?'.
+    std::fputs("internal error: ", stderr);
+    for (const char* c = e.what(); *c != '\0'; ++c) {
+      const auto byte = static_cast<unsigned char>(*c);
+      std::fputc(byte < 0x20 || byte == 0x7f ? '?' : byte, stderr);  // no escape sequences
+    }
+    std::fputc('\n', stderr);
+    return kExitInternal;
+  } catch (...) {
+    std::fputs("internal error: an exception of unknown type\n", stderr);
+    return kExitInternal;
   }
 }
