@@ -140,7 +140,8 @@ void block_forward(LayerDraft& draft, const TransformerSpec& spec, const BuildCo
   // aten/src/ATen/autocast_mode.cpp), which its mm saves. Compiled, Inductor fuses the casts
   // into the norm and CSE makes them one tensor (models/compile_fusion.hpp).
   const bool casts = casts_linear_inputs(ctx);
-  const auto norm_output_read_by = [&](const char* linear, std::int64_t out_width) {
+  const auto norm_output_read_by = [&, d = d, hidden = hidden](const char* linear,
+                                                               std::int64_t out_width) {
     if (casts) {
       draft.forward(cast_kernel(std::string(linear) + "_input_cast", d, wide.element_bytes,
                                 ctx.element_bytes, ctx));
@@ -223,7 +224,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   const auto backward = [&](NamedKernel k) { draft.backward(std::move(k)); };
   // The residual stream's gradient entering a branch whose output is in the compute dtype:
   // autograd casts it (the backward of the add's type promotion) for the branch's last linear.
-  const auto branch_output_gradient = [&](const char* branch) {
+  const auto branch_output_gradient = [&, d = d, hidden = hidden](const char* branch) {
     if (!casts) return;
     draft.backward(cast_kernel(std::string(branch) + "_out_grad_cast", d, wide.element_bytes,
                                ctx.element_bytes, ctx));
@@ -231,7 +232,7 @@ void block_backward(LayerDraft& draft, const TransformerSpec& spec, const BuildC
   };
   // A linear's input gradient (`hidden`, allocated) back through its autocast cast
   // (ToCopyBackward) to the norm output's dtype: the bytes it then holds.
-  const auto linear_input_gradient = [&](const char* linear) {
+  const auto linear_input_gradient = [&, d = d, hidden = hidden](const char* linear) {
     if (!casts) return hidden;
     draft.backward(cast_kernel(std::string(linear) + "_input_cast_bwd", d, ctx.element_bytes,
                                wide.element_bytes, ctx));
