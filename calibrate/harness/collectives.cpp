@@ -179,7 +179,8 @@ void measure_collectives(Job& job, const Options& o, const Plan& plan, Results& 
             job.root(),
             cat("[", done, "/", total, "] ", op, " ", d.name, " ", group.label, " (", group.ranks,
                 " ranks, ", group.ranks_per_node, " per node): ", series.points.size(),
-                " sizes, peak busbw ", static_cast<std::int64_t>(peak_busbw * 10) / 10.0, " GB/s"),
+                " sizes, peak busbw ",
+                static_cast<double>(static_cast<std::int64_t>(peak_busbw * 10)) / 10.0, " GB/s"),
             true);
         if (gate_timed_out_anywhere)
           results.notes.push_back(gate_timeout_note(cat(op, " ", d.name, " on ", group.label)));

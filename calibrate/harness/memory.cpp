@@ -98,7 +98,8 @@ void measure_memory(Job& job, Results& results) {
       cat("memory: device copy ", static_cast<std::int64_t>(*results.device_copy_GBps),
           " GB/s, H2D ", static_cast<std::int64_t>(*results.h2d_pinned_GBps), " GB/s, D2H ",
           static_cast<std::int64_t>(*results.d2h_pinned_GBps), " GB/s, launch ",
-          static_cast<std::int64_t>(*results.kernel_launch_us * 100) / 100.0, " us"),
+          static_cast<double>(static_cast<std::int64_t>(*results.kernel_launch_us * 100)) / 100.0,
+          " us"),
       true);
 }
 

@@ -10,12 +10,16 @@
 #include <stdexcept>
 
 // Boost.Graph 1.74's edge iterators trip GCC 12's -Wmaybe-uninitialized (a false positive inside
-// boost::optional); silence it for these headers only.
+// boost::optional); silence it for these headers only. Clang has no such warning (nor group).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <boost/graph/compressed_sparse_row_graph.hpp>
 #include <boost/graph/strong_components.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #include "sim/engine/executor.hpp"
 

@@ -79,20 +79,20 @@ RankClasses rank_classes(const std::vector<RankSpeed>& rank_speed,
   // group. Refinement only splits classes, so an unchanged count means a stable partition.
   for (;;) {
     std::vector<std::vector<std::int32_t>> signature(static_cast<std::size_t>(world));
-    for (std::int32_t r = 0; r < world; ++r) signature[r].push_back(colour[r]);
+    for (std::size_t r = 0; r < signature.size(); ++r) signature[r].push_back(colour[r]);
     for (const ChannelLayout& c : channels) {
       std::vector<std::vector<std::int32_t>> multiset_of_group;
       multiset_of_group.reserve(c.members.size());
       for (const auto& members : c.members) {
         std::vector<std::int32_t> m;
         m.reserve(members.size());
-        for (const std::int32_t rank : members) m.push_back(colour[rank]);
+        for (const std::int32_t rank : members) m.push_back(colour[static_cast<std::size_t>(rank)]);
         std::sort(m.begin(), m.end());
         multiset_of_group.push_back(std::move(m));
       }
       const std::vector<std::int32_t> group_colour = colour_by(multiset_of_group);
-      for (std::int32_t r = 0; r < world; ++r)
-        signature[r].push_back(group_colour[c.group_of_rank[r]]);
+      for (std::size_t r = 0; r < signature.size(); ++r)
+        signature[r].push_back(group_colour[static_cast<std::size_t>(c.group_of_rank[r])]);
     }
     std::vector<std::int32_t> refined = colour_by(signature);
     const bool stable = colour_count(refined) == colour_count(colour);
@@ -106,10 +106,10 @@ RankClasses rank_classes(const std::vector<RankSpeed>& rank_speed,
   out.representative.assign(n, -1);
   out.size.assign(n, 0);
   out.speed.assign(n, RankSpeed{});
-  for (std::int32_t r = 0; r < world; ++r) {
+  for (std::size_t r = 0; r < colour.size(); ++r) {
     const auto k = static_cast<std::size_t>(colour[r]);
     if (out.representative[k] < 0) {
-      out.representative[k] = r;
+      out.representative[k] = static_cast<std::int32_t>(r);
       out.speed[k] = rank_speed[r];
     }
     ++out.size[k];
@@ -118,9 +118,11 @@ RankClasses rank_classes(const std::vector<RankSpeed>& rank_speed,
   for (std::size_t ch = 0; ch < channels.size(); ++ch) {
     out.peers[ch].resize(n);
     for (std::size_t k = 0; k < n; ++k) {
-      const std::int32_t group = channels[ch].group_of_rank[out.representative[k]];
+      const auto group = static_cast<std::size_t>(
+          channels[ch].group_of_rank[static_cast<std::size_t>(out.representative[k])]);
       std::vector<std::int32_t> present;
-      for (const std::int32_t rank : channels[ch].members[group]) present.push_back(colour[rank]);
+      for (const std::int32_t rank : channels[ch].members[group])
+        present.push_back(colour[static_cast<std::size_t>(rank)]);
       std::sort(present.begin(), present.end());
       present.erase(std::unique(present.begin(), present.end()), present.end());
       out.peers[ch][k] = std::move(present);

@@ -409,7 +409,7 @@ TEST(Knobs, AttentionCheckpointingRecomputesOnlyTheCore) {
 TEST(Knobs, RecomputeDoesNotCopyTheCheckpointsInput) {
   static const models::Workload workload = [] {
     models::Workload w = testing::tiny_workload();
-    for (std::size_t b : {1, 2})
+    for (const std::size_t b : {std::size_t{1}, std::size_t{2}})
       w.layers[b].saved_input = w.layers[b].saved_activations_checkpointed;
     return w;
   }();
@@ -470,7 +470,8 @@ TEST(Knobs, OpPolicyCheckpointingSkipsTheSavedMmInTheRecompute) {
   // leaves those 100 kB to the checkpoint's own tensor.
   static const models::Workload input_saved = [] {
     models::Workload w = testing::tiny_linear_workload();
-    for (std::size_t b : {1, 2}) w.layers[b].saved_input = Bytes(100'000);
+    for (const std::size_t b : {std::size_t{1}, std::size_t{2}})
+      w.layers[b].saved_input = Bytes(100'000);
     return w;
   }();
   const Knobs shared = run_on(input_saved, [](ScheduleInput& in) {
@@ -1133,7 +1134,8 @@ TEST(Knobs, Fsdp2RunsAChunkedLossBetweenForwardAndBackward) {
 TEST(Knobs, Fsdp2KeepsACheckpointedBlocksAutocastCopiesUntilTheForwardEnds) {
   static const models::Workload workload = [] {
     models::Workload w = testing::tiny_workload();
-    for (std::size_t b : {1, 2}) w.layers[b].autocast_weight_copies = {Bytes(20'000'000)};
+    for (const std::size_t b : {std::size_t{1}, std::size_t{2}})
+      w.layers[b].autocast_weight_copies = {Bytes(20'000'000)};
     return w;
   }();
   const auto steps = [](const Knobs& k, engine::CpuStepKind kind, const std::string& name) {
