@@ -122,6 +122,30 @@ TEST(ValidationCases, PrefetchAndLimiterColumnsReachTheFsdpSection) {
   EXPECT_GT(composer_defaults, 0);
 }
 
+// llm-foundry trains with Composer's DecoupledAdamW, a loop over the parameters
+// (configs/validation/README.md, "The optimizer_impl column"); the other sources keep PyTorch's
+// foreach default.
+TEST(ValidationCases, LlmFoundryRowsRunComposersPerParameterAdamw) {
+  const auto cases =
+      read_validation_cases(std::string(FSDPSIM_CONFIGS_DIR) + "/validation/cases.csv");
+  int llm_foundry = 0;
+  int others = 0;
+  for (const ValidationCase& c : cases) {
+    const CaseScenario s = scenario_for_case(c, "cases.csv");
+    if (s.document.is_null()) continue;
+    const nlohmann::json& t = s.document["training"];
+    if (c.get("source").rfind("llm-foundry", 0) == 0) {
+      ++llm_foundry;
+      EXPECT_EQ(t.value("optimizer_impl", ""), "for_loop") << c.get("case_id");
+    } else {
+      ++others;
+      EXPECT_FALSE(t.contains("optimizer_impl")) << c.get("case_id");
+    }
+  }
+  EXPECT_EQ(llm_foundry, 449);
+  EXPECT_GT(others, 0);
+}
+
 // The two files have CRLF line endings, as spreadsheets write them.
 TEST(ValidationCases, Tf32MatmulsAreFp32WithAllowTf32) {
   const auto cases = read_validation_cases(kData + "tf32_case.csv");
