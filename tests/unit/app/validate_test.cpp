@@ -698,6 +698,15 @@ fs::path with_column(const std::string& name, const std::string& column, const s
   return variant_csv(name, {{column, cell}});
 }
 
+// `validate` on that row with `column` holding `cell` is exit 2, the message naming line 2, the
+// column and then `expected`.
+void expect_cell_refused(const std::string& column, const std::string& cell,
+                         const std::string& expected) {
+  const auto [code, out] = run_fsdpsim("validate " + with_column("bad.csv", column, cell).string());
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 2, column " + column + ": " + expected), std::string::npos) << out;
+}
+
 // The optional logits_kept_by_loop column sets training.logits_kept_by_loop; another value
 // names the line and the column.
 TEST(Validate, LogitsKeptByLoopColumnIsTheTrainingKey) {
@@ -706,13 +715,8 @@ TEST(Validate, LogitsKeptByLoopColumnIsTheTrainingKey) {
   ASSERT_EQ(kept.size(), 1u);
   const CaseScenario s = scenario_for_case(kept[0], "kept.csv");
   EXPECT_EQ(s.document["training"]["logits_kept_by_loop"], "compute_dtype");
-  const auto [code, out] =
-      run_fsdpsim("validate " + with_column("bad.csv", "logits_kept_by_loop", "bf16").string());
-  EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("line 2, column logits_kept_by_loop: expected none, compute_dtype or fp32, "
-                     "found \"bf16\""),
-            std::string::npos)
-      << out;
+  expect_cell_refused("logits_kept_by_loop", "bf16",
+                      "expected none, compute_dtype or fp32, found \"bf16\"");
 }
 
 // The optional host_sync column sets training.host_sync; another value names the line and the
@@ -721,13 +725,7 @@ TEST(Validate, HostSyncColumnIsTheTrainingKey) {
   const auto cases = read_validation_cases(with_column("sync.csv", "host_sync", "none"));
   ASSERT_EQ(cases.size(), 1u);
   EXPECT_EQ(scenario_for_case(cases[0], "sync.csv").document["training"]["host_sync"], "none");
-  const auto [code, out] =
-      run_fsdpsim("validate " + with_column("bad.csv", "host_sync", "epoch").string());
-  EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("line 2, column host_sync: expected step, micro_batch or none, found "
-                     "\"epoch\""),
-            std::string::npos)
-      << out;
+  expect_cell_refused("host_sync", "epoch", "expected step, micro_batch or none, found \"epoch\"");
 }
 
 // What spreadsheets and Python's csv module write: a byte-order mark, CRLF line ends, a quoted
