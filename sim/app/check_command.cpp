@@ -42,7 +42,8 @@ The baseline is a result JSON recorded with `fsdpsim run SCENARIO --json PATH` (
 fits), relative to the scenario file; the keys must stay within the relative tolerance (default
 0.05) of it.
 
-Folders are searched recursively for *.json; files that are not scenarios (no schema_version, or
+Folders are searched recursively for *.json, hidden files and folders (.git, .vscode) passed
+over; files that are not scenarios (no schema_version, or
 none of model, hardware, training, fsdp beside it) are skipped, counted and named in the
 summary. Scenarios without "expect" are loaded and validated (a misspelled key is an error, as in
 run) but not simulated, and reported as skipped, unless they have a "sweep" block: a block is a
@@ -105,6 +106,11 @@ ScenarioCheck unreadable_path(const fs::path& path, const std::string& why) {
   return check;
 }
 
+// Whether a folder search passes an entry over: hidden ones (.git, .vscode and their JSON, which
+// may hold comments, are not scenarios), as git, ctest and pytest pass them over. A hidden path
+// named on the command line is read.
+bool hidden(const fs::path& entry) { return entry.filename().string().starts_with('.'); }
+
 // Every *.json entry under `dir`, whatever its kind (a link that leads nowhere or a FIFO is then
 // refused when read, by name, rather than passed over), following links to folders once each. A
 // folder that cannot be read is reported and its siblings still searched.
@@ -122,6 +128,7 @@ void collect_json_files(const fs::path& dir, int depth, std::set<fs::path>& visi
   std::vector<fs::path> files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code kind;
+    if (hidden(it->path())) continue;
     if (it->is_directory(kind)) {
       folders.push_back(it->path());
     } else if (it->path().extension() == ".json") {
@@ -173,6 +180,7 @@ CheckInputs find_check_files(const std::vector<std::string>& paths) {
       collect_json_files(p, 0, visited, inputs);
     } else if (fs::exists(fs::symlink_status(p, ec))) {
       inputs.files.emplace_back(p);
+      inputs.named.insert(identity(p));
     } else {
       inputs.unreadable.push_back(unreadable_path(p, "no such file or folder"));
     }
@@ -186,6 +194,8 @@ CheckInputs find_check_files(const std::vector<std::string>& paths) {
   inputs.files = std::move(unique);
   return inputs;
 }
+
+bool CheckInputs::was_named(const fs::path& file) const { return named.contains(identity(file)); }
 
 ScenarioCheck check_scenario_file(const fs::path& file, const std::vector<std::string>& overrides,
                                   const PresetLocator& presets) {
@@ -409,8 +419,9 @@ CLI::App* add_check_command(CLI::App& app, CheckOptions& options) {
   CLI::App* check = app.add_subcommand(
       "check", "Run scenarios with an expect block and check their results (CI)");
   check
-      ->add_option("paths", options.paths,
-                   "Scenario files or folders (searched recursively for *.json)")
+      ->add_option(
+          "paths", options.paths,
+          "Scenario files or folders (searched recursively for *.json, hidden entries passed over)")
       ->required()
       ->check(non_empty());
   check->add_option("--junit", options.junit_path, "Write a JUnit XML report to PATH")
@@ -460,8 +471,7 @@ int check_command(const CheckOptions& options) {
   for (const fs::path& file : found.files) {
     // Files found in a folder may be other JSON (results, profiles); a file named on the
     // command line must be a scenario.
-    const bool named = std::any_of(options.paths.begin(), options.paths.end(),
-                                   [&](const std::string& p) { return fs::path(p) == file; });
+    const bool named = found.was_named(file);
     if (InterruptGuard::flag().load()) {
       checks.push_back(not_reached(file, named));
       continue;

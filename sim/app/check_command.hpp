@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,13 +43,18 @@ struct ScenarioCheck {
 };
 
 // What `check` reads: the *.json files named by `paths` (folders searched recursively, links to
-// folders followed once each), sorted, each once however it is spelled (a/x.json and ./a/x.json),
-// as entries of any kind, so that a link to nothing or a special file named *.json is reported
-// when read rather than passed over; and each path that does not exist or folder that cannot be
-// read, with the reason, so that the other scenarios are still checked and reported.
+// folders followed once each, hidden entries passed over), sorted, each once however it is
+// spelled (a/x.json and ./a/x.json), as entries of any kind, so that a link to nothing or a
+// special file named *.json is reported when read rather than passed over; and each path that
+// does not exist or folder that cannot be read, with the reason, so that the other scenarios are
+// still checked and reported.
 struct CheckInputs {
   std::vector<std::filesystem::path> files;
   std::vector<ScenarioCheck> unreadable;  // kError entries, one per path or folder
+  // The files named themselves on the command line, by identity: such a file must be a scenario
+  // however a folder argument spelled it when it reached the same file.
+  std::set<std::filesystem::path> named;
+  [[nodiscard]] bool was_named(const std::filesystem::path& file) const;
 };
 CheckInputs find_check_files(const std::vector<std::string>& paths);
 

@@ -389,7 +389,9 @@ std::vector<CheckResult> evaluate_expectations(const Expectations& expectations,
             fmt::format("within {:g}% of baseline {}", 100.0 * e.tolerance, show(e.expected));
         // The name stays the same when the baseline is recorded again (CI keeps a test's
         // history by its name); the detail has the recorded value.
-        r.name = fmt::format("{} within {:g}% of baseline", e.key, 100.0 * e.tolerance);
+        r.name = e.expected.is_number()
+                     ? fmt::format("{} within {:g}% of baseline", e.key, 100.0 * e.tolerance)
+                     : fmt::format("{} as in the baseline", e.key);
         if (actual.is_number()) {
           const double base = e.expected.get<double>();
           const double diff = actual.get<double>() - base;

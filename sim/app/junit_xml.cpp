@@ -123,12 +123,12 @@ std::string junit_xml(const std::string& name, const std::vector<JunitSuite>& su
     all.tests += c.tests;
     all.failures += c.failures;
     all.errors += c.errors;
-    all.skipped += c.skipped;
   }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format(
-      "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">\n",
-      xml_escape(name), all.tests, all.failures, all.errors, all.skipped);
+  // No skipped count on <testsuites>: the JUnit schema Jenkins' xUnit plugin validates against
+  // (junit-10.xsd) allows it on <testsuite> only, and a report it refuses is dropped.
+  out += fmt::format("<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n",
+                     xml_escape(name), all.tests, all.failures, all.errors);
   for (const JunitSuite& s : suites) {
     const Counts c = count(s.cases);
     out += fmt::format(
