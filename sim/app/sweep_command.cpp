@@ -57,10 +57,10 @@ without one), sweep_id (a hash of the scenario, the --set options, the
 grid and the preset and calibration files they name: the same in every slice of one sweep) and
 grid_points (the points of the whole grid).
 Whatever -j, the outputs
-are byte-identical. --shard K/N runs slice K of N: the points ordered by the sum of their axis
-value positions modulo N, then by index, dealt out in turn, so each slice gets as many points and
-a like share of every axis's values; `fsdpsim merge` joins the slices into the CSV of the whole
-sweep.
+are byte-identical. --shard K/N runs slice K of N: the points, in index order, each dealt to
+the slice holding the fewest points that share one of its axis values (among the next slices
+with room), so each slice gets as many points and a like share of every axis's values;
+`fsdpsim merge` joins the slices into the CSV of the whole sweep.
 
 stdout gets the counts, the Pareto front (tokens/s/GPU vs peak reserved memory) and a last line
 "best that fits: ...", then "best without cudaMalloc retries: ..." when the best fits only by

@@ -420,38 +420,80 @@ std::vector<std::string> grid_point_labels(const std::vector<GridAxis>& axes, st
 
 namespace {
 
-// Calls visit(index, slice) for the points of the grid in index order, slice 1..n as Shard says:
-// a first pass counts the points of each class (the sum of the value positions modulo n), a
-// second deals each point the slice of its rank in (class, index) order. The positions are kept
-// as an odometer, last axis fastest.
+// The most counts the dealing keeps, one per slice and axis value (4 bytes each: 64 MiB).
+constexpr std::int64_t kMaxDealingCounts = std::int64_t{1} << 24;
+// The most slices with room a point is weighed against: enough for every value of a grid of
+// ordinary axes (twice their values), bounded so that dealing stays linear in the points.
+constexpr std::size_t kMaxDealingWindow = 256;
+
+// Calls visit(index, slice) for the points of the grid in index order, slice 1..n, as Shard says.
+// The slices with room are a circular list; `held` counts, per axis value and slice, the points
+// with that value dealt to the slice. Positions are kept as an odometer, last axis fastest.
 template <typename Visit>
 void deal_points(const std::vector<GridAxis>& axes, std::int64_t n, Visit visit) {
   const std::int64_t total = grid_point_count(axes);
-  const auto un = static_cast<std::uint64_t>(n);
-  const auto each_class = [&](auto on_point) {
-    std::vector<std::size_t> positions(axes.size(), 0);
-    std::uint64_t sum = 0;
-    for (std::int64_t index = 0; index < total; ++index) {
-      on_point(index, static_cast<std::size_t>(sum % un));
-      for (std::size_t a = axes.size(); a-- > 0;) {
-        if (++positions[a] < axes[a].values.size()) {
-          ++sum;
-          break;
-        }
-        sum -= positions[a] - 1;
-        positions[a] = 0;
+  if (n >= total) {  // a point per slice, in index order, as the dealing below would
+    for (std::int64_t index = 0; index < total; ++index) visit(index, index + 1);
+    return;
+  }
+  std::vector<std::size_t> first_slot(axes.size());  // axis a's values: slots first_slot[a]...
+  std::size_t values = 0;
+  for (std::size_t a = 0; a < axes.size(); ++a) {
+    first_slot[a] = values;
+    values += axes[a].values.size();
+  }
+  if (n * static_cast<std::int64_t>(values) > kMaxDealingCounts) {
+    throw ConfigError(fmt::format(
+        "--shard: dealing a grid of {} axis values to {} slices keeps {} counts, more than {}; "
+        "use at most {} slices",
+        values, n, n * static_cast<std::int64_t>(values), kMaxDealingCounts,
+        kMaxDealingCounts / static_cast<std::int64_t>(values)));
+  }
+  const auto slices = static_cast<std::size_t>(n);
+  const std::int64_t share = total / n;  // slice s (0-based) holds one more for s < total % n
+  const std::int64_t larger_shares = total % n;
+  std::vector<std::uint32_t> held(values * slices, 0);
+  std::vector<std::int64_t> dealt(slices, 0);
+  std::vector<std::size_t> next(slices);
+  std::vector<std::size_t> prev(slices);
+  for (std::size_t s = 0; s < slices; ++s) {
+    next[s] = (s + 1) % slices;
+    prev[s] = (s + slices - 1) % slices;
+  }
+  std::size_t with_room = slices;
+  std::size_t cursor = 0;  // the slice after the last one dealt to
+  const std::size_t window = std::min(2 * values, kMaxDealingWindow);
+  std::vector<std::size_t> positions(axes.size(), 0);
+  std::vector<std::uint32_t*> columns(axes.size());  // the point's values' counts, by slice
+  for (std::int64_t index = 0; index < total; ++index) {
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+      columns[a] = held.data() + (first_slot[a] + positions[a]) * slices;
+    }
+    std::size_t best = cursor;
+    std::uint64_t best_shared = UINT64_MAX;
+    std::size_t s = cursor;
+    for (std::size_t step = 0; step < std::min(window, with_room); ++step, s = next[s]) {
+      std::uint64_t shared = 0;
+      for (const std::uint32_t* column : columns) shared += column[s];
+      if (shared < best_shared || (shared == best_shared && dealt[s] < dealt[best])) {
+        best = s;
+        best_shared = shared;
       }
     }
-  };
-  // The sums run from 0 to the sum of the axes' last positions: no more classes than that, however
-  // large n.
-  std::uint64_t largest_sum = 0;
-  for (const GridAxis& axis : axes) largest_sum += axis.values.size() - 1;
-  const std::uint64_t classes = std::min(un, largest_sum + 1);
-  std::vector<std::int64_t> first_rank(static_cast<std::size_t>(classes) + 1, 0);
-  each_class([&](std::int64_t, std::size_t c) { ++first_rank[c + 1]; });
-  for (std::size_t c = 1; c < first_rank.size(); ++c) first_rank[c] += first_rank[c - 1];
-  each_class([&](std::int64_t index, std::size_t c) { visit(index, first_rank[c]++ % n + 1); });
+    visit(index, static_cast<std::int64_t>(best) + 1);
+    for (std::uint32_t* column : columns) ++column[best];
+    cursor = next[best];
+    const auto index_of_best = static_cast<std::int64_t>(best);
+    if (++dealt[best] == share + (index_of_best < larger_shares ? 1 : 0)) {  // full
+      next[prev[best]] = next[best];
+      prev[next[best]] = prev[best];
+      --with_room;
+    }
+    for (std::size_t a = axes.size(); a-- > 0;) {
+      if (++positions[a] < axes[a].values.size()) break;
+      positions[a] = 0;
+    }
+  }
 }
 
 }  // namespace

@@ -99,12 +99,15 @@ std::string sweep_fingerprint(const nlohmann::json& base_scenario,
                               const std::vector<GridAxis>& axes,
                               std::vector<std::string> named_files);
 
-// `--shard K/N`: this process runs slice K of N. The grid's points are put in order by the sum of
-// their axes' value positions (grid_coordinates) modulo N, then by index, and dealt out to the
-// slices in turn: every slice gets the grid's size / N points, rounded down or up, and the points
-// of one value of any axis go to every slice alike, where index % N would give each slice one
-// value of a last axis of N values (one micro-batch size each, the slowest slice all of the
-// slowest).
+// `--shard K/N`: this process runs slice K of N. The grid's points are dealt in index order, each
+// to the slice that holds the fewest points sharing any of its axis values so far (the sum over
+// its axes), looked for among the next slices with room after the last one dealt to (up to
+// twice the grid's axis values, at most 256, of them), fewer points breaking ties, then turn.
+// A slice has room below its share: the grid's size / N, one more for the first size % N slices.
+// So every slice gets the grid's size / N points, rounded down or up, and of each value of any
+// axis about the share its size makes, where index % N would give each slice one value of a last
+// axis of N values (one micro-batch size each, the slowest slice all of the slowest). Throws
+// ConfigError where N slices x the grid's axis values pass 2^24 counts (and N < the grid's size).
 struct Shard {
   std::int64_t k = 1;  // 1-based
   std::int64_t n = 1;

@@ -2,8 +2,12 @@
 // asserted in unit tests). Figures are recorded in reports/performance.md.
 #include <benchmark/benchmark.h>
 
+#include <string>
+#include <vector>
+
 #include "sim/app/scenario.hpp"
 #include "sim/app/simulate_scenario.hpp"
+#include "sim/app/sweep_grid.hpp"
 #include "sim/engine/executor.hpp"
 #include "sim/engine/program_builder.hpp"
 
@@ -86,6 +90,20 @@ void BM_ExecutorOps(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_ExecutorOps)->Arg(10'000)->Arg(100'000);
+
+// Dealing the largest grid a sweep runs, 10 million points on 7 axes of 10 values, to the
+// slices of `--shard K/N` (every slice process deals the whole grid to find its own points).
+void BM_DealShardSlices(benchmark::State& state) {
+  std::vector<app::GridAxis> axes;
+  for (const char* key :
+       {"hardware.nodes", "training.micro_batch", "training.seq_len", "model.n_layers",
+        "training.global_batch", "model.d_model", "model.vocab"}) {
+    axes.push_back(app::parse_grid_option(std::string(key) + "=1,2,3,4,5,6,7,8,9,10"));
+  }
+  const app::Shard shard{1, state.range(0)};
+  for (auto _ : state) benchmark::DoNotOptimize(shard.indices(axes).size());
+}
+BENCHMARK(BM_DealShardSlices)->Arg(16)->Arg(1'000)->Arg(100'000)->Unit(benchmark::kSecond);
 
 }  // namespace
 

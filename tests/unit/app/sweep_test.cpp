@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -321,37 +322,75 @@ TEST(SweepGrid, ShardsAreKOfN) {
   const Shard s = parse_shard("2/3");
   EXPECT_EQ(s.k, 2);
   EXPECT_EQ(s.n, 3);
-  // Two axes of 3 values (index = 3 * a + b), in order of (a + b) % 3, then index: 0, 5, 7 | 1,
-  // 3, 8 | 2, 4, 6, dealt out in turn. Slice 2 holds 5, 3 and 4: every value of the last axis
-  // once, where index % 3 would give it all of b = 1.
+  // Two axes of 3 values (index = 3 * a + b), dealt in index order to the slice, among the next
+  // with room, holding fewest points that share a value with the point: 0, 1, 2 to slices 1, 2,
+  // 3; 3 (a = 1, b = 0) shares b = 0 with slice 1 and a with none, so it goes to slice 2; ... The
+  // slices are 0 5 7 | 1 3 8 | 2 4 6: every value of each axis once in each, where index % 3 would
+  // give each slice one value of b.
   const std::vector<GridAxis> two = {parse_grid_option("hardware.nodes=1,2,4"),
                                      parse_grid_option("training.micro_batch=1,2,4")};
-  EXPECT_EQ(s.indices(two), (std::vector<std::int64_t>{3, 4, 5}));
-  EXPECT_EQ(s.slice_of(two, 5), 2);
-  EXPECT_EQ(s.slice_of(two, 7), 3);
-  // Far more slices than points (the sums are their own classes): the first nine get one point
-  // each, in (sum, index) order 0, 1, 3, 2, ..., the rest none.
+  EXPECT_EQ(s.indices(two), (std::vector<std::int64_t>{1, 3, 8}));
+  EXPECT_EQ(s.slice_of(two, 5), 1);
+  EXPECT_EQ(s.slice_of(two, 6), 3);
+  // Far more slices than points: the first nine get one point each, in index order, the rest
+  // none.
   EXPECT_EQ((Shard{1, 1'000'000'000'000}.indices(two)), (std::vector<std::int64_t>{0}));
   EXPECT_EQ((Shard{2, 1'000'000'000'000}.indices(two)), (std::vector<std::int64_t>{1}));
   EXPECT_TRUE((Shard{10, 1'000'000'000'000}.indices(two)).empty());
-  // Every slice gets the grid's size / N points, rounded down or up, whatever the grid: here 2 x 2
-  // points on 4 slices (sums of positions only 0 to 2) and 3 x 3 x 2 on 4, 5 and 16 slices.
-  const std::vector<GridAxis> square = {parse_grid_option("hardware.nodes=1,2"),
-                                        parse_grid_option("training.micro_batch=1,2")};
-  const std::vector<GridAxis> three = {parse_grid_option("hardware.nodes=1,2,4"),
-                                       parse_grid_option("training.micro_batch=1,2,4"),
-                                       parse_grid_option("fsdp.version=1,2")};
-  for (const auto& [axes, n] : std::vector<std::pair<std::vector<GridAxis>, std::int64_t>>{
-           {square, 4}, {three, 4}, {three, 5}, {three, 16}}) {
+  // Every slice gets the grid's size / N points, rounded down or up, and of each axis value the
+  // share of its points that the slice's size makes, less than two points off, whatever the grid:
+  // including grids where the points' (sum of positions) modulo N, dealt in turn, gave a slice
+  // one value of the last axis (2 x 3 on 3, 3 x 4 on 4, 7 x 8 on 8 slices).
+  const auto axis = [](const std::string& key, int size) {
+    std::string values;
+    for (int v = 1; v <= size; ++v) values.append(v == 1 ? "" : ",").append(std::to_string(v));
+    return parse_grid_option(key + "=" + values);
+  };
+  const auto grid = [&](std::vector<int> sizes) {
+    static const std::array<const char*, 4> kKeys = {"hardware.nodes", "training.micro_batch",
+                                                     "training.seq_len", "model.n_layers"};
+    std::vector<GridAxis> axes;
+    for (std::size_t a = 0; a < sizes.size(); ++a) axes.push_back(axis(kKeys[a], sizes[a]));
+    return axes;
+  };
+  for (const auto& [axes, n] :
+       std::vector<std::pair<std::vector<GridAxis>, std::int64_t>>{{grid({2, 2}), 4},
+                                                                   {grid({3, 3, 2}), 4},
+                                                                   {grid({3, 3, 2}), 5},
+                                                                   {grid({3, 3, 2}), 16},
+                                                                   {grid({2, 3}), 3},
+                                                                   {grid({3, 4}), 4},
+                                                                   {grid({7, 8}), 8},
+                                                                   {grid({10, 10, 10}), 16},
+                                                                   {grid({7, 5, 8, 3}), 5},
+                                                                   {grid({6, 8, 7, 3}), 11}}) {
     const std::int64_t total = grid_point_count(axes);
     std::int64_t covered = 0;
     for (std::int64_t k = 1; k <= n; ++k) {
-      const auto size = static_cast<std::int64_t>(Shard{k, n}.indices(axes).size());
+      const std::vector<std::int64_t> slice = Shard{k, n}.indices(axes);
+      const auto size = static_cast<std::int64_t>(slice.size());
       EXPECT_TRUE(size == total / n || size == (total + n - 1) / n) << n << " " << k << " " << size;
       covered += size;
+      for (std::size_t a = 0; a < axes.size(); ++a) {
+        const auto m = static_cast<std::int64_t>(axes[a].values.size());
+        std::vector<std::int64_t> per_value(axes[a].values.size(), 0);
+        for (const std::int64_t index : slice) ++per_value[grid_coordinates(axes, index)[a]];
+        for (std::size_t v = 0; v < per_value.size(); ++v) {
+          // The slice's share of value v's total / m points: size / m.
+          const double share = static_cast<double>(size) / static_cast<double>(m);
+          EXPECT_LT(std::abs(static_cast<double>(per_value[v]) - share), 2.0)
+              << "grid of " << total << " on " << n << ": slice " << k << ", axis " << a
+              << " value " << v << ": " << per_value[v] << " points, share " << share;
+        }
+      }
     }
     EXPECT_EQ(covered, total);
   }
+  // A grid whose counts would not fit memory to deal is refused, with the most slices that do.
+  const std::vector<GridAxis> wide = {axis("training.global_batch", 5000)};
+  EXPECT_THROW((void)(Shard{1, 4000}.indices(wide)), ConfigError);
+  EXPECT_EQ((Shard{1, 3355}.indices(wide)).size(), 2U);                       // 16,775,000 counts
+  EXPECT_EQ((Shard{1, 8000}.indices(wide)), (std::vector<std::int64_t>{0}));  // a point each
   for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/0", "1/3x", "-1/3", ""}) {
     EXPECT_THROW(parse_shard(bad), ConfigError) << bad;
   }
@@ -1423,13 +1462,14 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
 
   // A slice cut short (an interrupted run keeps the rows finished so far) that lost the last
   // point: no gap below the last index merged, but the grid has 18 points.
-  std::string slice4 = read_file(dir / "slice4.csv");
-  ASSERT_EQ(slice4.substr(slice4.rfind('\n', slice4.size() - 2) + 1, 3), "17,");
-  slice4.erase(slice4.rfind('\n', slice4.size() - 2) + 1);
-  std::ofstream(dir / "slice4_cut.csv") << slice4;
-  const Outcome cut = run_fsdpsim(
-      "merge " + one + " " + (dir / "slice2.csv").string() + " " + (dir / "slice3.csv").string() +
-      " " + (dir / "slice4_cut.csv").string() + " --out " + (dir / "x.csv").string());
+  std::string slice2 = read_file(dir / "slice2.csv");  // 1, 4, 8, 15, 17
+  ASSERT_EQ(slice2.substr(slice2.rfind('\n', slice2.size() - 2) + 1, 3), "17,");
+  slice2.erase(slice2.rfind('\n', slice2.size() - 2) + 1);
+  std::ofstream(dir / "slice2_cut.csv") << slice2;
+  const Outcome cut =
+      run_fsdpsim("merge " + one + " " + (dir / "slice2_cut.csv").string() + " " +
+                  (dir / "slice3.csv").string() + " " + (dir / "slice4.csv").string() + " --out " +
+                  (dir / "x.csv").string());
   EXPECT_EQ(cut.exit_code, 2);
   EXPECT_NE(cut.output.find("1 of the sweep's 18 points are in none of the files (17)"),
             std::string::npos)
