@@ -230,15 +230,18 @@ std::optional<std::int64_t> whole_number(const nlohmann::json& v) {
 
 namespace {
 
-// " of at most 2^63 - 1" when `v` is a whole number past what 64 bits hold, for messages that
-// would otherwise refuse 9.3e18 as if it were not an integer at all.
-std::string past_64_bits(const nlohmann::json& v) {
+// Whether `v` is a whole number past what 64 bits hold: messages then give the bound, rather
+// than refuse 9.3e18 as if it were not an integer at all.
+bool past_64_bits(const nlohmann::json& v) {
   constexpr double kInt64Limit = 9223372036854775808.0;  // 2^63
-  const bool too_large =
-      (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) ||
-      (v.is_number_float() && std::isfinite(v.get<double>()) &&
-       std::fabs(v.get<double>()) >= kInt64Limit);
-  return too_large ? " of at most 2^63 - 1" : "";
+  return (v.is_number_unsigned() &&
+          v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) ||
+         (v.is_number_float() && std::isfinite(v.get<double>()) &&
+          std::fabs(v.get<double>()) >= kInt64Limit);
+}
+
+std::string at_most_int64(const nlohmann::json& v) {
+  return past_64_bits(v) ? " of at most 2^63 - 1" : "";
 }
 
 }  // namespace
@@ -247,7 +250,7 @@ std::int64_t JsonObjectReader::positive_int(const std::string& key) {
   const nlohmann::json& v = require(key);
   const std::optional<std::int64_t> n = whole_number(v);
   if (!n || *n <= 0) {
-    fail(key, fmt::format("expected a positive integer{}, found {}", past_64_bits(v),
+    fail(key, fmt::format("expected a positive integer{}, found {}", at_most_int64(v),
                           describe_json_type(v)));
   }
   return *n;
@@ -272,7 +275,7 @@ std::int64_t JsonObjectReader::non_negative_int(const std::string& key) {
   const nlohmann::json& v = require(key);
   const std::optional<std::int64_t> n = whole_number(v);
   if (!n || *n < 0) {
-    fail(key, fmt::format("expected a non-negative integer{}, found {}", past_64_bits(v),
+    fail(key, fmt::format("expected a non-negative integer{}, found {}", at_most_int64(v),
                           describe_json_type(v)));
   }
   return *n;
@@ -289,6 +292,10 @@ std::int32_t JsonObjectReader::positive_int32(const std::string& key, std::int32
 }
 
 std::int32_t JsonObjectReader::non_negative_int32(const std::string& key) {
+  if (past_64_bits(require(key))) {
+    fail(key, fmt::format("expected a non-negative integer of at most 2147483647, found {}",
+                          describe_json_type(require(key))));
+  }
   const std::int64_t v = non_negative_int(key);
   if (v > std::numeric_limits<std::int32_t>::max())
     fail(key, fmt::format("expected a non-negative integer of at most 2147483647, found {}", v));
@@ -296,6 +303,10 @@ std::int32_t JsonObjectReader::non_negative_int32(const std::string& key) {
 }
 
 std::int64_t JsonObjectReader::positive_int_at_most(const std::string& key, std::int64_t max) {
+  if (past_64_bits(require(key))) {
+    fail(key, fmt::format("expected a positive integer of at most {}, found {}", max,
+                          describe_json_type(require(key))));
+  }
   const std::int64_t v = positive_int(key);
   if (v > max)
     fail(key, fmt::format("expected a positive integer of at most {}, found {}", max, v));

@@ -1544,11 +1544,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"rates_out_of_range",
                  {{"hardware", {{"gpu", {{"hbm_bandwidth_GBps", 1e-300}}}}}},
                  "longer than the one day fsdpsim simulates per operation"},
-        // An integer past 64 bits is named as such, not as a number that is no integer.
+        // An integer past 64 bits is refused with the key's bound, not as a number that is no
+        // integer, nor with 64 bits' bound where the key's is smaller.
+        BadInput{"global_batch_past_64_bits",
+                 {{"training", {{"global_batch", 9.3e18}}}},
+                 "/training/global_batch: expected a positive integer of at most 2^63 - 1, found "
+                 "the number 9.3e+18"},
         BadInput{"micro_batch_past_64_bits",
                  {{"training", {{"micro_batch", 9.3e18}}}},
-                 "/training/micro_batch: expected a positive integer of at most 2^63 - 1, found "
+                 "/training/micro_batch: expected a positive integer of at most 16777216, found "
                  "the number 9.3e+18"},
+        BadInput{"nodes_past_64_bits",
+                 {{"hardware", {{"nodes", 1e30}}}},
+                 "/hardware/nodes: expected a positive integer of at most 2147483647, found the "
+                 "number 1e+30"},
         BadInput{"sm_count_past_any_gpu",
                  {{"hardware", {{"gpu", {{"sm_count", 100000000}}}}}},
                  "/hardware/gpu/sm_count: expected a positive integer of at most 4096"},
@@ -2026,7 +2035,11 @@ TEST(Cli, ABoundBetweenTwoKeysNamesBothAndTheSet) {
        "hardware.node.nic_busbw_loss_per_node_doubling=1)"},
       {"hardware.node.nvls_all_reduce_efficiency=1.5",
        "/hardware/node/nvls_all_reduce_efficiency: expected a non-negative number of at most 1, "
-       "found 1.5 (the value comes from --set hardware.node.nvls_all_reduce_efficiency=1.5)"}};
+       "found 1.5 (the value comes from --set hardware.node.nvls_all_reduce_efficiency=1.5)"},
+      // Past 64 bits, a 32-bit key's own bound.
+      {"hardware.node.nccl_channels=1e30",
+       "/hardware/node/nccl_channels: expected a non-negative integer of at most 2147483647, "
+       "found the number 1e+30"}};
   for (const auto& [set, message] : cases) {
     const Outcome o = run_fsdpsim("run " + kLlamaScenario + " --set " + set);
     EXPECT_EQ(o.exit_code, 2) << set << "\n" << o.output;
