@@ -1,8 +1,11 @@
 #include "calibrate/harness/collectives.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "calibrate/harness/progress.hpp"
 
@@ -148,6 +151,12 @@ void measure_collectives(Job& job, const Options& o, const Plan& plan, Results& 
   job.ensure_buffers(cap);
   const std::vector<std::int64_t> sizes = sweep_sizes(o, plan, cap, results.notes);
   std::vector<Group> groups = job.make_groups(o.groups, o.shard_groups, false, results.notes);
+  std::vector<GroupLayout> layouts;
+  for (const Group& g : groups) layouts.push_back({g.ranks, g.ranks_per_node});
+  if (std::string note = unmeasured_plan_layouts(plan, layouts); !note.empty()) {
+    if (job.root()) std::fprintf(stderr, "fsdpsim-calibrate: note: %s\n", note.c_str());
+    results.notes.push_back(std::move(note));
+  }
   const std::size_t total = groups.size() * o.collectives.size() * o.dtypes.size();
   std::size_t done = 0;
   for (Group& group : groups) {

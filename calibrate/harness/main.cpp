@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
         }
       }
     }
+    check_output_is_not_the_plan(options.output, options.plan);
     if (launched_as_root(options)) check_writable(options.output);
     heartbeat.start_watchdog(options.timeout_s, options.output);
     job = std::make_unique<Job>(options, heartbeat);

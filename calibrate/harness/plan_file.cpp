@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "calibrate/harness/util.hpp"
@@ -30,6 +31,10 @@ bool one_of(const std::string& word, std::initializer_list<const char*> choices)
 
 Plan read_plan(const std::string& path) {
   std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    throw UsageError(cat("--plan: ", path,
+                         " does not exist (fsdpsim calibrate plan SCENARIO -o PATH writes one)"));
+  }
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw UsageError(cat("--plan: ", path,
                          " is not a regular file (fsdpsim calibrate plan -o "
@@ -135,6 +140,24 @@ Plan read_plan(const std::string& path) {
                          "collectives); leave --plan out to measure the generic grid alone"));
   }
   return plan;
+}
+
+std::string unmeasured_plan_layouts(const Plan& plan, const std::vector<GroupLayout>& measured) {
+  std::set<std::pair<std::int32_t, std::int32_t>> missing;
+  for (const PlannedCollective& c : plan.collectives) {
+    const bool found = std::any_of(measured.begin(), measured.end(), [&](const GroupLayout& g) {
+      return g.ranks == c.ranks && g.ranks_per_node == c.ranks_per_node;
+    });
+    if (!found) missing.emplace(c.ranks, c.ranks_per_node);
+  }
+  if (missing.empty()) return "";
+  std::string layouts;
+  for (const auto& [ranks, per_node] : missing) {
+    layouts += cat(layouts.empty() ? "" : ", ", ranks, " ranks (", per_node, " per node)");
+  }
+  return cat("the plan's collectives over ", layouts,
+             " match no group this job measures: their curves are not in this profile; run the "
+             "harness on the scenario's node layout (or add --shard-groups) to price them");
 }
 
 }  // namespace fsdpsim::harness

@@ -35,4 +35,15 @@ struct Plan {
 // Throws UsageError naming the file and line.
 Plan read_plan(const std::string& path);
 
+// A group layout this job measures: its ranks and how many share a node.
+struct GroupLayout {
+  std::int32_t ranks = 0;
+  std::int32_t ranks_per_node = 0;
+};
+
+// A note naming the planned collectives' layouts that no group of this job has (a plan made for
+// 4 nodes run on one): curves of other layouts do not price them, and `fsdpsim run` would fall
+// back to the model for them. Empty when every planned layout is measured.
+std::string unmeasured_plan_layouts(const Plan& plan, const std::vector<GroupLayout>& measured);
+
 }  // namespace fsdpsim::harness

@@ -1,8 +1,11 @@
 #include "calibrate/harness/results.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -181,16 +184,35 @@ void check_writable(const std::string& path) {
   }
 }
 
+void check_output_is_not_the_plan(const std::string& output, const std::string& plan) {
+  std::error_code ec;
+  if (!plan.empty() && std::filesystem::equivalent(output, plan, ec) && !ec) {
+    throw UsageError(
+        cat("-o ", output, ": is the --plan file ", plan, "; the profile would replace the plan"));
+  }
+}
+
 void write_atomically(const std::string& path, const std::string& content) {
   const std::string temporary = temporary_for(path);
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << content;
-    out.flush();
-    if (!out)
-      throw HarnessError(
-          cat("cannot write ", temporary, " (does the folder exist and is it writable?)"));
+  // Each step's error is checked, fsync and close included: NFS and quota'd file systems may
+  // report a full disk only there, and a truncated profile must not replace the last whole one.
+  const auto fail = [&](const char* step, int fd) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    std::remove(temporary.c_str());
+    throw HarnessError(cat("cannot write ", temporary, " (", step, ": ", std::strerror(error),
+                           "); the profile at ", path, " is left as it was"));
+  };
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("open", -1);
+  for (std::size_t written = 0; written < content.size();) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("write", fd);
+    written += static_cast<std::size_t>(n);
   }
+  if (::fsync(fd) != 0) fail("fsync", fd);
+  if (::close(fd) != 0) fail("close", -1);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::remove(temporary.c_str());
     throw HarnessError(cat("cannot move the profile into place at ", path));

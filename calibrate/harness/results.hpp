@@ -113,4 +113,9 @@ void write_atomically(const std::string& path, const std::string& content);
 // start, so that a typo costs no NCCL start-up on every node.
 void check_writable(const std::string& path);
 
+// Refuses (UsageError naming -o) an output that is the --plan file, however it is spelled:
+// the first save would replace the plan with the profile. Every rank checks it, before any
+// rendezvous.
+void check_output_is_not_the_plan(const std::string& output, const std::string& plan);
+
 }  // namespace fsdpsim::harness

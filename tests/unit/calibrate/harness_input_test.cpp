@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,50 @@ TEST(HarnessInput, AnOutputThatCannotBeWrittenIsRefusedFirst) {
             "-o " + dir.string() + ": is a folder; name the profile file to write");
   EXPECT_EQ(error_of((dir / "p.json").string()), "");
   EXPECT_TRUE(fs::is_empty(dir));  // nothing left behind
+  // The --plan file, however spelled or linked, is refused as -o: the first save would replace
+  // it. Another file, or no plan, passes.
+  const fs::path plan = dir / "plan.txt";
+  std::ofstream(plan) << "gemm bf16 8 8 8 1 1\n";
+  fs::create_symlink(plan, dir / "link.txt");
+  const auto plan_error = [&](const std::string& output) {
+    try {
+      check_output_is_not_the_plan(output, plan.string());
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(plan_error(plan.string()), "-o " + plan.string() + ": is the --plan file " +
+                                           plan.string() + "; the profile would replace the plan");
+  EXPECT_NE(plan_error((dir / "." / "plan.txt").string()), "");
+  EXPECT_NE(plan_error((dir / "link.txt").string()), "");
+  EXPECT_EQ(plan_error((dir / "p.json").string()), "");
+  EXPECT_NO_THROW(check_output_is_not_the_plan(plan.string(), ""));
+  fs::remove_all(dir);
+}
+
+// A profile that cannot be written whole leaves the last one in place, and says which step
+// failed.
+TEST(HarnessInput, AProfileIsReplacedWholeOrNotAtAll) {
+  const fs::path dir = fsdpsim::test_support::temp_dir("harness_write");
+  const fs::path profile = dir / "p.json";
+  write_atomically(profile.string(), "first");
+  write_atomically(profile.string(), "second");
+  std::ifstream in(profile);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "second");
+  const std::string missing = (dir / "gone" / "p.json").string();
+  try {
+    write_atomically(missing, "x");
+    ADD_FAILURE() << "wrote into a folder that does not exist";
+  } catch (const HarnessError& e) {
+    EXPECT_NE(std::string(e.what()).find("(open: No such file or directory); the profile at " +
+                                         missing + " is left as it was"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(std::vector<fs::path>(fs::directory_iterator(dir), fs::directory_iterator()),
+            std::vector<fs::path>{profile});  // no temporary left
   fs::remove_all(dir);
 }
 
@@ -226,6 +271,15 @@ TEST(HarnessInput, PlanLinesAreCheckedWhole) {
   }
   EXPECT_THROW((void)read_plan("/dev/zero"), UsageError);
   EXPECT_THROW((void)read_plan(dir.string()), UsageError);
+  const std::string nowhere = (dir / "nowhere.txt").string();
+  try {
+    (void)read_plan(nowhere);
+    ADD_FAILURE() << "read a plan that does not exist";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--plan: " + nowhere +
+                                         " does not exist (fsdpsim calibrate plan SCENARIO -o "
+                                         "PATH writes one)");
+  }
   // Each fault is named.
   const auto error_of = [&](const std::string& text) {
     try {
@@ -280,6 +334,21 @@ TEST(HarnessInput, PlanLinesAreCheckedWhole) {
   EXPECT_EQ(merged.collectives.size(), 1U);
   EXPECT_EQ(merged.shard_groups, (std::vector<std::int32_t>{8}));
   fs::remove_all(dir);
+}
+
+// A plan for 4 nodes run on one: the layouts no group measures are named, once each.
+TEST(HarnessInput, PlannedLayoutsNoGroupMeasuresAreNamed) {
+  Plan plan;
+  plan.collectives = {{"all_gather", 32, 8, 1 << 20},
+                      {"reduce_scatter", 32, 8, 1 << 20},
+                      {"all_reduce", 4, 1, 1 << 10},
+                      {"all_gather", 8, 8, 1 << 20}};
+  const std::vector<GroupLayout> one_node = {{8, 8}, {1, 1}};
+  EXPECT_EQ(unmeasured_plan_layouts(plan, one_node),
+            "the plan's collectives over 4 ranks (1 per node), 32 ranks (8 per node) match no "
+            "group this job measures: their curves are not in this profile; run the harness on "
+            "the scenario's node layout (or add --shard-groups) to price them");
+  EXPECT_EQ(unmeasured_plan_layouts(plan, {{32, 8}, {8, 8}, {4, 1}}), "");
 }
 
 }  // namespace
