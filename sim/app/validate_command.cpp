@@ -691,18 +691,27 @@ int validate_command(const ValidateOptions& options) {
       summary << fmt::format("fitted {} = {:.4f} (tokens/s MAPE {} on {} cases)\n", fit_key,
                              fitted->first, percent(fitted->second), token_summary.count);
     }
+    const std::string validated = fmt::format("validated {} case{} ({} skipped)", outcomes.size(),
+                                              outcomes.size() == 1 ? "" : "s", skipped.size());
     if (token_summary.count > 0) {
-      summary << fmt::format(
-          "validated {} cases ({} skipped): tokens/s/GPU MAPE {}, median {}, max {}\n",
-          outcomes.size(), skipped.size(), percent(token_summary.mape),
-          percent(token_summary.median_ape), percent(token_summary.max_ape));
+      summary << fmt::format("{}: tokens/s/GPU MAPE {}, median {}, max {}\n", validated,
+                             percent(token_summary.mape), percent(token_summary.median_ape),
+                             percent(token_summary.max_ape));
     } else {
       const ErrorSummary tflops = report.tflops();
       summary << fmt::format(
-          "validated {} cases ({} skipped): none has a measured tokens/s/GPU; TFLOPS/GPU MAPE "
-          "{}, median {}, max {} ({} cases)\n",
-          outcomes.size(), skipped.size(), percent(tflops.mape), percent(tflops.median_ape),
-          percent(tflops.max_ape), tflops.count);
+          "{}: none has a measured tokens/s/GPU; TFLOPS/GPU MAPE {}, median {}, max {} ({} "
+          "cases)\n",
+          validated, percent(tflops.mape), percent(tflops.median_ape), percent(tflops.max_ape),
+          tflops.count);
+    }
+    // A setting under a name validate has no column for changes nothing: say so, rather than
+    // simulate the rows without it in silence.
+    if (const std::vector<std::string> own = columns_of_your_own(cases); !own.empty()) {
+      summary << fmt::format(
+          "note: column{} of your own, not read into the scenarios (kept for --where and "
+          "--group-by): {}\n",
+          own.size() == 1 ? "" : "s", fmt::join(own, ", "));
     }
     if (!calibration_complete) {
       summary << "note: the calibration profile is incomplete (\"complete\": false): the harness "

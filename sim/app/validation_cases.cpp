@@ -162,6 +162,30 @@ bool ValidationCase::yes(const std::string& column) const {
   return v == "true" || v == "TRUE" || v == "True";
 }
 
+namespace {
+
+// Every column validate reads (or, as notes and source_detail, reads past by name).
+std::vector<std::string> known_columns() {
+  std::vector<std::string> known = kRequiredColumns;
+  known.insert(known.end(), kMeasuredThroughputColumns.begin(), kMeasuredThroughputColumns.end());
+  known.insert(known.end(), kOtherColumns.begin(), kOtherColumns.end());
+  return known;
+}
+
+}  // namespace
+
+std::vector<std::string> columns_of_your_own(const std::vector<ValidationCase>& cases) {
+  std::vector<std::string> own;
+  if (cases.empty()) return own;
+  const std::vector<std::string> known = known_columns();
+  for (const auto& [column, cell] : cases.front().fields) {
+    if (!column.empty() && std::find(known.begin(), known.end(), column) == known.end()) {
+      own.push_back(column);
+    }
+  }
+  return own;
+}
+
 std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& file) {
   // Bounded and checked: a device like /dev/zero would otherwise be read without end.
   const std::string text = read_text_file(file);
@@ -203,9 +227,7 @@ std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& f
                                     file.string(), column));
     }
   }
-  std::vector<std::string> known = kRequiredColumns;
-  known.insert(known.end(), kMeasuredThroughputColumns.begin(), kMeasuredThroughputColumns.end());
-  known.insert(known.end(), kOtherColumns.begin(), kOtherColumns.end());
+  const std::vector<std::string> known = known_columns();
   const auto is_known = [&known](const std::string& column) {
     return std::find(known.begin(), known.end(), column) != known.end();
   };

@@ -28,6 +28,10 @@ struct ValidationCase {
 // required column, or a value of the wrong type (naming the column).
 std::vector<ValidationCase> read_validation_cases(const std::filesystem::path& file);
 
+// The columns of the cases' CSV that fsdpsim does not read (a cluster name, a run URL, a setting
+// it has no column for): kept for --where and --group-by, in name order.
+std::vector<std::string> columns_of_your_own(const std::vector<ValidationCase>& cases);
+
 // The scenario document of a case, or the reason it cannot be modelled yet. Throws ConfigError
 // (file, line, column) when a cell is malformed.
 struct CaseScenario {

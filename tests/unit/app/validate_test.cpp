@@ -611,6 +611,14 @@ TEST(Validate, AColumnOfYourOwnGroupsTheRows) {
       run_fsdpsim("validate " + kData + "own_column.csv --where cluster=east --group-by cluster");
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("validated 2 cases"), std::string::npos) << out;
+  // The summary says the column sets nothing in the scenarios: a setting under a name validate
+  // has no column for (inter_node_gbps for inter_node_gbps_per_node) is not lost in silence.
+  EXPECT_NE(out.find("note: column of your own, not read into the scenarios (kept for --where "
+                     "and --group-by): cluster\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(run_fsdpsim("validate " + kData + "small_cases.csv").output.find("of your own"),
+            std::string::npos);
   // "==" is a slip for "=", not a value starting with '=' that no row has.
   const auto [twice, twice_out] =
       run_fsdpsim("validate " + kData + "own_column.csv --where cluster==east");
@@ -956,7 +964,7 @@ TEST(Validate, TheSummarySaysHowManyRowsArePredictedOutOfMemory) {
   const fs::path csv = variant_csv("oom.csv", {{"micro_batch", "64"}, {"global_batch", ""}});
   const auto [code, out] = run_fsdpsim("validate " + csv.string());
   EXPECT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("validated 1 cases (0 skipped)"), std::string::npos) << out;
+  EXPECT_NE(out.find("validated 1 case (0 skipped)"), std::string::npos) << out;
   EXPECT_NE(out.find("\n1 of them predicted out of memory"), std::string::npos) << out;
   const auto [fits_code, fits] = run_fsdpsim("validate " + kData + "small_cases.csv");
   EXPECT_EQ(fits_code, 0) << fits;
@@ -971,7 +979,7 @@ TEST(Validate, WhatIfsAreCheckedApartFromTheRowsOwnCells) {
   const auto [code, out] =
       run_fsdpsim("validate " + csv.string() + " --set hardware.gpu.hbm_bytes=42949672960");
   EXPECT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("validated 1 cases (0 skipped)"), std::string::npos) << out;
+  EXPECT_NE(out.find("validated 1 case (0 skipped)"), std::string::npos) << out;
   const fs::path bad = with_column("mpt_eager_norm.csv", "rms_norm", "eager");
   const auto [bad_code, bad_out] =
       run_fsdpsim("validate " + bad.string() + " --set training.flash_attention=banana");
