@@ -346,6 +346,25 @@ std::pair<double, double> fit_parameter(const FitRequest& fit,
     }
     return s.mape;
   };
+  // The request's own faults are found before the search, at the user's values, not at a value
+  // the search happened to try: the key given by --set as well, no row to fit on, a key the
+  // scenarios do not have or whose values are not numbers (refused at LO).
+  for (const std::string& o : overrides) {
+    if (o.rfind(fit.key + "=", 0) == 0) {
+      throw ConfigError(
+          "--fit", "",
+          fmt::format("{}: --set {} gives it too; --fit chooses its value", fit.key, o));
+    }
+  }
+  if (std::none_of(cases.begin(), cases.end(), [](const ValidationCase* c) {
+        return c->number("measured_tokens_per_s_per_gpu").has_value();
+      })) {
+    throw ConfigError("--fit", "",
+                      fmt::format("fits the tokens/s MAPE, but none of the {} kept rows has a "
+                                  "measured tokens/s/GPU",
+                                  cases.size()));
+  }
+  const double at_lo = mape_at(fit.lo);
   constexpr double kInverseGolden = 0.6180339887498949;
   constexpr int kSteps = 20;
   double a = fit.lo;
@@ -371,7 +390,7 @@ std::pair<double, double> fit_parameter(const FitRequest& fit,
   }
   // A key the kept rows' scenarios never read gives bit-identical predictions at every value:
   // any "fitted" value would be meaningless.
-  if (f1 == f2 && f1 == mape_at(fit.lo) && f1 == mape_at(fit.hi)) {
+  if (f1 == f2 && f1 == at_lo && f1 == mape_at(fit.hi)) {
     throw ConfigError("--fit", "",
                       fmt::format("{}: the tokens/s MAPE is the same ({:.6g}) everywhere in [{}, "
                                   "{}], so the kept rows do not depend on the key",

@@ -1113,7 +1113,10 @@ TEST(Validate, NoMeasuredTokensIsNotAPerfectScore) {
   const auto [fit, fit_out] =
       run_fsdpsim("validate " + rows + " --fit hardware.gpu.sustained_compute_fraction=0.5:1");
   EXPECT_EQ(fit, 2) << fit_out;
-  EXPECT_NE(fit_out.find("--fit: at hardware.gpu.sustained_compute_fraction="), std::string::npos)
+  // Found before the search, not at a value it tried.
+  EXPECT_NE(fit_out.find("--fit: fits the tokens/s MAPE, but none of the 1 kept rows has a "
+                         "measured tokens/s/GPU"),
+            std::string::npos)
       << fit_out;
 }
 
@@ -2131,6 +2134,21 @@ TEST(Validate, FitFindsAGlobalValueNoWorseThanThePresets) {
   EXPECT_NE(idle_out.find("hardware.node.pcie_GBps: the tokens/s MAPE is the same"),
             std::string::npos)
       << idle_out;
+  // A key --set gives as well has no value to fit; a key whose values are not numbers is refused
+  // at the user's LO, not at a value the search tried.
+  const auto [both, both_out] =
+      run_fsdpsim("validate " + rows + " --fit hardware.gpu.sustained_compute_fraction=0.3:1" +
+                  " --set hardware.gpu.sustained_compute_fraction=0.7");
+  EXPECT_EQ(both, 2) << both_out;
+  EXPECT_NE(both_out.find("--fit: hardware.gpu.sustained_compute_fraction: --set "
+                          "hardware.gpu.sustained_compute_fraction=0.7 gives it too"),
+            std::string::npos)
+      << both_out;
+  const auto [flag, flag_out] =
+      run_fsdpsim("validate " + rows + " --fit training.flash_attention=0:1");
+  EXPECT_EQ(flag, 2) << flag_out;
+  EXPECT_NE(flag_out.find("at training.flash_attention=0 no kept row"), std::string::npos)
+      << flag_out;
 }
 
 }  // namespace
