@@ -11,7 +11,7 @@ namespace {
 struct MalformedQuote {
   std::int64_t line = 0;
   std::size_t column = 0;  // 1-based
-  const char* what = "";
+  std::string what;
 };
 
 // Splits `text` into `records`; returns the first malformed quote, if any.
@@ -66,6 +66,14 @@ std::optional<MalformedQuote> split_records(const std::string& text,
           if (c == '\n' || (c == '\r' && (i + 1 >= text.size() || text[i + 1] != '\n'))) ++line;
           field += c;
           ++i;
+        }
+        if (!ends_field(i) && opened != line) {
+          // Most likely a quote left open on `opened` that a quote lines below seemed to close.
+          return MalformedQuote{
+              opened, record.fields.size() + 1,
+              fmt::format("a quoted cell runs on to line {}, where text follows the quote that "
+                          "would close it: is a quote on line {} left open?",
+                          line, opened)};
         }
         if (!ends_field(i)) {
           return MalformedQuote{line, record.fields.size() + 1,

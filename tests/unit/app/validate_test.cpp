@@ -776,6 +776,11 @@ TEST(Validate, AMalformedQuoteIsNamedAtItsLineAndColumn) {
             "a quoted cell is written twice: \"\")");
   EXPECT_EQ(error_of("a,b\n1,\"never\nclosed\n"),
             "q.csv: line 2, column 2: malformed CSV: a quote that is never closed");
+  // A quote left open is named where it opened, though the next quoted cell, lines below,
+  // seems to close it.
+  EXPECT_EQ(error_of("a,b\n1,\"left open\n2,\"x\"\n"),
+            "q.csv: line 2, column 2: malformed CSV: a quoted cell runs on to line 3, where text "
+            "follows the quote that would close it: is a quote on line 2 left open?");
   EXPECT_EQ(error_of("a,b\n1,\"x\"\"y\"\n"), "accepted");
 }
 
