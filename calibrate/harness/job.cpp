@@ -34,27 +34,14 @@ bool uses_environment(const Options& options, const LaunchEnv& e) {
          (options.launch == LaunchMode::kAuto && !e.launcher.empty() && e.world > 1);
 }
 
-// torchrun's rendezvous id first: torchrun started on each node by its own `srun` step, inside
-// one Slurm job, has the same --rdzv-id everywhere but a different SLURM_STEP_ID per node. (Not
-// TORCHELASTIC_RESTART_COUNT: the agents do not keep it in step, torch/distributed/elastic.)
-std::string rendezvous_tag(const Options& o) {
-  if (!o.rendezvous_tag.empty()) return o.rendezvous_tag;
-  if (!env("TORCHELASTIC_RUN_ID").empty()) return cat("torchrun-", env("TORCHELASTIC_RUN_ID"));
-  if (!env("SLURM_JOB_ID").empty())
-    return cat("slurm-", env("SLURM_JOB_ID"), ".", env("SLURM_STEP_ID"));
-  if (!env("MASTER_PORT").empty()) return cat("port-", env("MASTER_PORT"));
-  throw UsageError(
-      "one process per GPU needs a tag naming the NCCL id file: pass --rendezvous-tag (no "
-      "SLURM_JOB_ID, TORCHELASTIC_RUN_ID or MASTER_PORT is set)");
-}
-
 // Rank 0 writes the id (temporary file + rename); the others poll until it appears.
 ncclUniqueId exchange_unique_id(const Options& o, int rank, Heartbeat& heartbeat,
                                 std::string& written) {
   const std::string chosen =
       o.rendezvous_dir.empty() ? env("FSDPSIM_RENDEZVOUS_DIR") : o.rendezvous_dir;
   const std::string dir = chosen.empty() ? std::string(1, '.') : chosen;
-  const std::string path = cat(dir, "/fsdpsim-calibrate-", rendezvous_tag(o), ".ncclid");
+  const std::string path =
+      cat(dir, "/fsdpsim-calibrate-", rendezvous_tag(launch_env(), o.rendezvous_tag), ".ncclid");
   ncclUniqueId id{};
   if (rank == 0) {
     FSDPSIM_NCCL(ncclGetUniqueId(&id));

@@ -21,4 +21,12 @@ struct LaunchEnv {
 };
 LaunchEnv launch_env();
 
+// The tag naming the NCCL id file in the rendezvous folder: the same in every process of one job
+// and different between jobs. `given` (--rendezvous-tag) if set; else torchrun's run id
+// (TORCHELASTIC_RUN_ID); under Open MPI's mpirun its PMIx namespace (PMIX_NAMESPACE), since
+// inside an sbatch script the first node's processes inherit the batch step's Slurm variables
+// and the other nodes' the step of mpirun's daemons; else the Slurm job and step; else
+// MASTER_PORT. Throws UsageError when none is set (mpirun without PMIx included).
+std::string rendezvous_tag(const LaunchEnv& launch, const std::string& given);
+
 }  // namespace fsdpsim::harness

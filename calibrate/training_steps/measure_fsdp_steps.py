@@ -3,7 +3,7 @@
 
 The calibration harness (fsdpsim-calibrate) measures the parts a step is made of: GEMMs, NCCL
 collectives, copies. This script measures whole steps, so that `fsdpsim validate` can compare its
-prediction with what the cluster really does (README "Calibrating a new cluster", step 4). It
+prediction with what the cluster really does (README "Calibrating a new cluster", step 5). It
 trains decoder models written here the way torchtitan writes them (eager PyTorch, nn.Linear,
 F.scaled_dot_product_attention, fp32 cross-entropy), wrapped per block with FSDP2 `fully_shard`
 (bf16 parameters, fp32 gradient reduction, torch.distributed.fsdp.MixedPrecisionPolicy), with
@@ -331,7 +331,7 @@ def sdpa_default_backend(device):
     return "cudnn" if prefers_cudnn else "flash2"
 
 
-def csv_row(run, result, world, local_world, gpu, software, attention):
+def csv_row(run, result, world, local_world, gpu, software, attention, inter_node_gbps):
     tokens_per_s = run["micro_batch"] * run["seq_len"] / result["median_step_s"]
     ac = {"none": "0", "full": "1"}[run["act_ckpt"]] + ("-tc" if run.get("compiled") else "")
     if "memory_fraction" in run:
@@ -346,7 +346,11 @@ def csv_row(run, result, world, local_world, gpu, software, attention):
         "n_kv_heads": run["n_kv_heads"], "ffn_dim": run["ffn_dim"], "vocab": run["vocab"],
         "seq_len": run["seq_len"], "params_b": f"{result['params'] / 1e9:.6f}",
         "gpu": gpu, "gpus": world, "gpus_per_node": local_world,
-        "inter_node_assumed": "false", "fsdp_version": 2, "sharding": "FULL_SHARD",
+        # One node needs no network; across nodes the bandwidth is the user's to state
+        # (--inter-node-gbps-per-node), and a row without it says it was not stated.
+        "inter_node_gbps_per_node": inter_node_gbps if world > local_world else "",
+        "inter_node_assumed": str(world > local_world and not inter_node_gbps).lower(),
+        "fsdp_version": 2, "sharding": "FULL_SHARD",
         "shard_group_size": world, "act_ckpt": run["act_ckpt"], "param_dtype": "bf16",
         "reduce_dtype": "fp32", "matmul_dtype": "bf16", "attention": attention,
         "loss": "cross_entropy", "compiled": str(run.get("compiled", False)).lower(),
@@ -384,9 +388,22 @@ def main():
                              "(e.g. h200-sxm-141gb); checked against the device name")
     parser.add_argument("--attention", choices=("cudnn", "flash2"),
                         help="the rows' attention column (default: what SDPA dispatches to here)")
+    parser.add_argument("--inter-node-gbps-per-node", default="",
+                        help="the network bandwidth of one node in Gbit/s, all its NICs together "
+                             "(e.g. 3200 for 8 x 400G), for the rows of a run over several nodes; "
+                             "without it they are marked inter_node_assumed and simulated at the "
+                             "preset's")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=8)
     args = parser.parse_args()
+    if args.inter_node_gbps_per_node:
+        try:
+            ok = float(args.inter_node_gbps_per_node) > 0.0
+        except ValueError:
+            ok = False
+        if not ok:
+            sys.exit(f"--inter-node-gbps-per-node: expected a positive number of Gbit/s, found "
+                     f"{args.inter_node_gbps_per_node!r}")
 
     with open(args.runs) as f:
         runs = json.load(f)
@@ -464,7 +481,8 @@ def main():
             if "error" in result:
                 print(line + result["error"], flush=True)
             else:
-                rows.append(csv_row(run, result, world, local_world, args.gpu, software, attention))
+                rows.append(csv_row(run, result, world, local_world, args.gpu, software, attention,
+                                    args.inter_node_gbps_per_node))
                 ph = result["median_phase_s"]
                 print(line + f"{result['median_step_s'] * 1e3:9.1f} ms/step (fwd "
                       f"{ph['forward'] * 1e3:.1f}, bwd {ph['backward'] * 1e3:.1f}, opt "

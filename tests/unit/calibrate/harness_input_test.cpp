@@ -62,7 +62,12 @@ class LaunchVariables {
                                          "OMPI_COMM_WORLD_LOCAL_RANK",
                                          "SLURM_PROCID",
                                          "SLURM_NTASKS",
-                                         "SLURM_LOCALID"};
+                                         "SLURM_LOCALID",
+                                         "SLURM_JOB_ID",
+                                         "SLURM_STEP_ID",
+                                         "TORCHELASTIC_RUN_ID",
+                                         "PMIX_NAMESPACE",
+                                         "MASTER_PORT"};
 };
 
 // mpirun inside an sbatch script: every process inherits the batch step's SLURM_PROCID=0 and
@@ -108,6 +113,84 @@ TEST(HarnessInput, TheLauncherThatStartedTheProcessNamesItsRank) {
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("SLURM_LOCALID is not set"), std::string::npos);
     }
+  }
+}
+
+// Half a launcher's variables, or a number with junk after it, is refused, not read as a
+// single-process run or as the number's start.
+TEST(HarnessInput, ALauncherIsReadWholeOrRefused) {
+  const auto error_of = [] {
+    try {
+      (void)launch_env();
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  {
+    const LaunchVariables v{{"RANK", "0"}, {"LOCAL_RANK", "0"}};
+    EXPECT_EQ(error_of(),
+              "RANK is set without WORLD_SIZE (torchrun's variables); unset it, or launch every "
+              "rank with both");
+  }
+  {
+    const LaunchVariables v{{"RANK", "0"}, {"WORLD_SIZE", "8abc"}, {"LOCAL_RANK", "0"}};
+    EXPECT_NE(error_of().find("WORLD_SIZE=8abc"), std::string::npos) << error_of();
+  }
+}
+
+// The NCCL id file's tag is the same in every process of one job: under mpirun inside an sbatch
+// script Slurm's step id is not (the batch step on the first node, mpirun's daemons' step on the
+// others), so Open MPI's PMIx namespace names it, or the user does.
+TEST(HarnessInput, TheRendezvousTagIsTheJobsWhateverTheNode) {
+  const auto tag = [](const std::string& given = "") {
+    try {
+      return rendezvous_tag(launch_env(), given);
+    } catch (const UsageError& e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  {
+    const LaunchVariables v{{"OMPI_COMM_WORLD_RANK", "3"},
+                            {"OMPI_COMM_WORLD_SIZE", "16"},
+                            {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                            {"SLURM_JOB_ID", "42"},
+                            {"SLURM_STEP_ID", "0"},
+                            {"PMIX_NAMESPACE", "prterun-n01-77/1"}};
+    EXPECT_EQ(tag(), "ompi-prterun-n01-77_1");
+    EXPECT_EQ(tag("run7"), "run7");
+  }
+  {
+    const LaunchVariables v{{"OMPI_COMM_WORLD_RANK", "3"},
+                            {"OMPI_COMM_WORLD_SIZE", "16"},
+                            {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                            {"SLURM_JOB_ID", "42"}};
+    EXPECT_EQ(tag().rfind("error: under mpirun, pass --rendezvous-tag", 0), 0U) << tag();
+  }
+  {
+    const LaunchVariables v{{"RANK", "1"},
+                            {"WORLD_SIZE", "2"},
+                            {"LOCAL_RANK", "1"},
+                            {"TORCHELASTIC_RUN_ID", "job9"},
+                            {"SLURM_JOB_ID", "42"}};
+    EXPECT_EQ(tag(), "torchrun-job9");
+  }
+  {
+    const LaunchVariables v{{"SLURM_PROCID", "1"},
+                            {"SLURM_NTASKS", "2"},
+                            {"SLURM_LOCALID", "1"},
+                            {"SLURM_JOB_ID", "42"},
+                            {"SLURM_STEP_ID", "3"}};
+    EXPECT_EQ(tag(), "slurm-42.3");
+  }
+  {
+    const LaunchVariables v{
+        {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_PORT", "29500"}};
+    EXPECT_EQ(tag(), "port-29500");
+  }
+  {
+    const LaunchVariables v{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}};
+    EXPECT_EQ(tag().rfind("error: one process per GPU needs a tag", 0), 0U) << tag();
   }
 }
 
