@@ -119,6 +119,14 @@ void render_gnuplot(const fs::path& gnuplot, const fs::path& folder, const std::
     throw ConfigError(fmt::format("gnuplot failed on {} (exit status {}): {}", script,
                                   WIFEXITED(status) ? WEXITSTATUS(status) : -1, messages));
   }
+  // A gnuplot that ends well yet writes nothing (a stand-in script, a build without the svg
+  // terminal that only warns) is named as such, not as a move that failed.
+  if (!fs::is_regular_file(folder / temporary, ec)) {
+    throw ConfigError(fmt::format(
+        "gnuplot ran {} without an error but wrote no {}: is the gnuplot on PATH a gnuplot with "
+        "the svg terminal (`gnuplot -e \"set terminal svg\"`)?",
+        script, output));
+  }
   fs::rename(folder / temporary, folder / output, ec);
   if (ec) {
     fs::remove(folder / temporary, ec);

@@ -76,6 +76,34 @@ CLI::App* add_report_command(CLI::App& app, ReportOptions& options) {
   return report;
 }
 
+namespace {
+
+// The folders `create_directories(folder)` would make, innermost first: a failed report removes
+// them again, those left empty.
+class FoldersMadeHere {
+ public:
+  explicit FoldersMadeHere(const fs::path& folder) {
+    std::error_code ec;
+    for (fs::path f = folder; !f.empty() && !fs::exists(f, ec); f = f.parent_path()) {
+      made_.push_back(f);
+      if (f == f.parent_path()) break;
+    }
+  }
+  ~FoldersMadeHere() {
+    std::error_code ignored;
+    for (const fs::path& f : made_) {
+      if (!fs::is_empty(f, ignored) || !fs::remove(f, ignored)) break;
+    }
+  }
+  FoldersMadeHere(const FoldersMadeHere&) = delete;
+  FoldersMadeHere& operator=(const FoldersMadeHere&) = delete;
+
+ private:
+  std::vector<fs::path> made_;
+};
+
+}  // namespace
+
 int report_command(const ReportOptions& options) {
   // The title goes into index.md, which a terminal may print.
   require_option_text("--title", options.title);
@@ -88,6 +116,9 @@ int report_command(const ReportOptions& options) {
   const fs::path gnuplot = require_gnuplot();
   const fs::path dir(options.out_dir);
   std::error_code ec;
+  // A report that fails leaves DIR as it was: folders it made go again, if still empty (the
+  // scratch folder inside is removed first, being declared after this).
+  const FoldersMadeHere made_here(dir);
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) {
     throw ConfigError(

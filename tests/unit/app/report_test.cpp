@@ -522,6 +522,25 @@ TEST(ReportCommand, AFailedReportLeavesTheFolderAsItWas) {
   EXPECT_EQ(read_file(out / "index.md"), index);
 }
 
+// A gnuplot that ends well and writes nothing is named as such (not as a move from a removed
+// scratch folder), and a folder the report made for itself goes again.
+TEST(ReportCommand, AGnuplotThatWritesNothingIsNamedAndLeavesNoFolder) {
+  const fs::path dir = temp_dir("silent_gnuplot");
+  const fs::path bin = dir / "bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "gnuplot") << "#!/bin/sh\nexit 0\n";
+  fs::permissions(bin / "gnuplot", fs::perms::owner_all);
+  const fs::path csv = dir / "sweep.csv";
+  std::ofstream(csv) << table_to_csv(micro_batch_table());
+  const fs::path out = dir / "new" / "report";
+  const Outcome o = run_fsdpsim("report " + csv.string() + " --out " + out.string(),
+                                "env PATH=" + bin.string() + ":/usr/bin:/bin ");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("without an error but wrote no "), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("scratch"), std::string::npos) << o.output;
+  EXPECT_FALSE(fs::exists(dir / "new")) << "the folders the report made are left behind";
+}
+
 // The file list is trusted only for names a report writes: a hand-edited list naming the sweep
 // or a user's notes removes neither.
 TEST(ReportCommand, TheFileListRemovesOnlyWhatAReportWrites) {
