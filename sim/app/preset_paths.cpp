@@ -24,15 +24,29 @@ fs::path PresetLocator::resolve(const std::string& kind, const std::string& refe
       // fails here, and the message says where it looked.
       const bool relative_to_file =
           !fs::path(reference).is_absolute() && !from_file.parent_path().empty();
+      // A link that loops (or a folder on the way that cannot be read) is not a missing file.
+      const std::string state = ec && ec != std::errc::no_such_file_or_directory
+                                    ? fmt::format("cannot be read ({})", ec.message())
+                                    : "not found";
+      // "llama-3.1-8b.json" for the preset llama-3.1-8b: a name with ".json" is read as a path.
+      std::string preset_hint;
+      std::error_code no_preset;
+      if (const fs::path name = fs::path(reference).stem();
+          reference == name.string() + ".json" &&
+          fs::is_regular_file(configs_dir / kind / reference, no_preset)) {
+        preset_hint = fmt::format("; for the {} {} write \"{}\"", preset_noun(kind), name.string(),
+                                  name.string());
+      }
       throw ConfigError(
           from_file.string(), json_path,
           fmt::format(
-              "{} file \"{}\" not found{}", kind, p.string(),
-              relative_to_file
+              "{} file \"{}\" {}{}{}", kind, p.string(), state,
+              relative_to_file && state == "not found"
                   ? fmt::format(" (a relative path is read from the folder of {}, {}; "
                                 "give an absolute path for another)",
                                 from_file.filename().string(), from_file.parent_path().string())
-                  : ""));
+                  : "",
+              preset_hint));
     }
     if (!fs::is_regular_file(status)) {
       throw ConfigError(from_file.string(), json_path,
@@ -76,7 +90,8 @@ bool names_unusable_file(const std::string& message) {
     return message.find(text) != std::string::npos;
   };
   // The messages of resolve above and of parse_preset (preset_paths.hpp).
-  return (has(" file \"") && (has("\" not found") || has("expected a JSON file, found"))) ||
+  return (has(" file \"") && (has("\" not found") || has("\" cannot be read (") ||
+                              has("expected a JSON file, found"))) ||
          (has("unknown ") && (has(" preset \"") || has("calibration profile \""))) ||
          has(": the presets folder ") ||
          (has("(the ") && (has(" preset named at ") || has("calibration profile named at ")));

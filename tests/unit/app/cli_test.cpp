@@ -47,6 +47,21 @@ fs::path scenario_with(const std::string& name, const nlohmann::json& patch) {
   return fsdpsim::test_support::write_scenario(temp_dir(), name, nlohmann::json::parse(in), patch);
 }
 
+// A preset file behind a link that loops is named as unreadable, with the system's reason, not
+// as missing.
+TEST(Cli, APresetLinkThatLoopsIsUnreadableNotMissing) {
+  const fs::path p = scenario_with("looping_model", {{"model", "loop.json"}});
+  std::error_code ec;
+  fs::remove(p.parent_path() / "loop.json", ec);
+  fs::create_symlink(p.parent_path() / "loop.json", p.parent_path() / "loop.json");
+  const Outcome o = run_fsdpsim("run " + p.string());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("/model: models file \"" + (p.parent_path() / "loop.json").string() +
+                          "\" cannot be read (Too many levels of symbolic links)"),
+            std::string::npos)
+      << o.output;
+}
+
 // An unknown command is named, with the commands there are; no command at all says so.
 TEST(Cli, AnUnknownCommandIsNamed) {
   const Outcome unknown = run_fsdpsim("rn scenario.json");
@@ -1562,6 +1577,14 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"gpu", {{"sm_count", 100000000}}}}}},
                  "/hardware/gpu/sm_count: expected a positive integer of at most 4096"},
         // Descriptions are text for the reader, in a scenario, a model and a hardware preset.
+        // A preset's name with ".json" is a path: the message gives the name to write.
+        BadInput{"model_preset_named_as_a_file",
+                 {{"model", "llama-3.1-8b.json"}},
+                 "not found (a relative path is read from the folder of "
+                 "model_preset_named_as_a_file.json"},
+        BadInput{"model_preset_named_as_a_file_hint",
+                 {{"model", "llama-3.1-8b.json"}},
+                 "; for the models preset llama-3.1-8b write \"llama-3.1-8b\""},
         BadInput{"model_description_not_text",
                  {{"model", {{"preset", "gpt-175b"}, {"description", 3}}}},
                  "/model/description: expected a string, found the number 3"},
