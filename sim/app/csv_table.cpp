@@ -409,7 +409,10 @@ std::string sweep_summary_text(const SweepTable& table) {
         retries == 0 ? std::string() : ", " + cuda_malloc_retries(retries) + " per step");
   };
   const auto best = best_that_fits(table);
-  if (!best) return out + "best that fits: none of the points fits\n";
+  if (!best) {
+    return out + (table.rows.empty() ? "best that fits: none: no point was run\n"
+                                     : "best that fits: none of the points fits\n");
+  }
   out += best_line("best that fits", table.rows[*best]);
   if (retries_of(table.rows[*best]) == 0) return out;
   // A step that fits only by flushing the allocator's cache is the least certain prediction, and

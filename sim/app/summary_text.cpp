@@ -27,6 +27,15 @@ const char* family_name(models::ModelFamily f) {
   return "?";
 }
 
+// A parameter count at a scale that shows it: "8.03 B", "12.35 M" for a small model, where
+// "0.01 B" would hide it, and the count itself below a million.
+std::string parameters_text(std::int64_t count) {
+  const auto n = static_cast<double>(count);
+  if (n >= 1e9) return fmt::format("{:.2f} B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.2f} M", n / 1e6);
+  return fmt::format("{}", count);
+}
+
 std::string model_shape(const models::TransformerSpec& m) {
   if (m.family == models::ModelFamily::kT5) {
     return fmt::format("{} encoder + {} decoder layers, d_model {}", m.n_layers, m.n_decoder_layers,
@@ -37,7 +46,7 @@ std::string model_shape(const models::TransformerSpec& m) {
     for (const models::CustomLayerSpec& l : m.custom_layers) layers += l.count;
     return fmt::format("{} listed layers", layers);
   }
-  return fmt::format("{} layers, d_model {}", m.n_layers, m.d_model);
+  return fmt::format("{} layer{}, d_model {}", m.n_layers, m.n_layers == 1 ? "" : "s", m.d_model);
 }
 
 const char* prefetch_name(fsdp::BackwardPrefetch p) {
@@ -166,9 +175,9 @@ std::string summary_text(const Scenario& s, const fsdp::SimulationOutput& output
   std::string out;
   auto line = [&out](const std::string& text) { out += text + "\n"; };
   line(fmt::format("scenario   {}{}", s.name, s.description.empty() ? "" : " — " + s.description));
-  line(fmt::format(
-      "model      {} ({}): {:.2f} B parameters, {}", s.model.name, family_name(s.model.family),
-      static_cast<double>(models::parameter_count(s.model)) / 1e9, model_shape(s.model)));
+  line(fmt::format("model      {} ({}): {} parameters, {}", s.model.name,
+                   family_name(s.model.family), parameters_text(models::parameter_count(s.model)),
+                   model_shape(s.model)));
   line(fmt::format("cluster    {} x {} ({} node{} x {} GPU{})", c.world_size(), c.gpu.name, c.nodes,
                    c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpus_per_node == 1 ? "" : "s"));
   line(fmt::format(

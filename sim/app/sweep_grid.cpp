@@ -111,13 +111,23 @@ void check_distinct_values(const std::vector<std::string>& keys,
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return compared[a] < compared[b]; });
   std::optional<std::size_t> first_repeat;
+  std::size_t repeated = 0;  // the value first_repeat repeats
   for (std::size_t k = 1; k < order.size(); ++k) {
-    if (compared[order[k]] == compared[order[k - 1]] && (!first_repeat || order[k] < *first_repeat))
+    if (compared[order[k]] == compared[order[k - 1]] &&
+        (!first_repeat || order[k] < *first_repeat)) {
       first_repeat = order[k];
+      repeated = order[k - 1];
+    }
   }
   if (first_repeat) {
-    throw ConfigError(fmt::format("{}: value {} is given twice; list each value once",
-                                  where(*first_repeat), values[*first_repeat].dump()));
+    const std::string value = values[*first_repeat].dump();
+    const std::string earlier = values[repeated].dump();
+    throw ConfigError(
+        value == earlier
+            ? fmt::format("{}: value {} is given twice; list each value once", where(*first_repeat),
+                          value)
+            : fmt::format("{}: values {} and {} are the same value; list each value once",
+                          where(*first_repeat), earlier, value));
   }
   // Distinct values the CSV would write alike (1 and "1", "a\nb" and "a b"): their rows could not
   // be told apart, nor a value that never ran be named. (A tied axis's arrays are written as

@@ -62,6 +62,20 @@ TEST(Cli, APresetLinkThatLoopsIsUnreadableNotMissing) {
       << o.output;
 }
 
+// A small model's size is shown at a scale that shows it, not as "0.00 B".
+TEST(Cli, ASmallModelsParametersAreCounted) {
+  const Outcome o = run_fsdpsim("run " + kLlamaScenario +
+                                " --set model.n_layers=1 --set model.d_model=64 --set "
+                                "model.n_heads=1 --set model.n_kv_heads=1 --set model.ffn_dim=128 "
+                                "--set model.vocab=100");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("): 53952 parameters, 1 layer, d_model 64\n"), std::string::npos)
+      << o.output;
+  const Outcome mid =
+      run_fsdpsim("run " + kLlamaScenario + " --set model=mpt-125m --set training.seq_len=2048");
+  EXPECT_NE(mid.output.find(" M parameters, 12 layers"), std::string::npos) << mid.output;
+}
+
 // An unknown command is named, with the commands there are; no command at all says so.
 TEST(Cli, AnUnknownCommandIsNamed) {
   const Outcome unknown = run_fsdpsim("rn scenario.json");

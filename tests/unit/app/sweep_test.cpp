@@ -108,11 +108,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadGrid{"training.micro_batch=1]", "']' closes a bracket that was not opened"},
         BadGrid{"model.name=\"a,b", "a quoted string is not closed"}, BadGrid{"=1,2", "empty key"},
         BadGrid{"training..micro_batch=1", "empty segment"},
-        BadGrid{"training.micro_batch=1,2,1.0", "value 1.0 is given twice"},
+        BadGrid{"training.micro_batch=1,2,1.0", "values 1 and 1.0 are the same value"},
         BadGrid{"fsdp.backward_prefetch=none,\"none\"", "value \"none\" is given twice"},
         // A preset name and the object naming it are the same model.
         BadGrid{"model=mpt-1b,{\"preset\":\"mpt-1b\"}",
-                "value {\"preset\":\"mpt-1b\"} is given twice"},
+                "values \"mpt-1b\" and {\"preset\":\"mpt-1b\"} are the same value"},
         // Different values the CSV would write alike: their rows could not be told apart.
         BadGrid{"training.micro_batch=1,2,\"1\"",
                 "values 1 and \"1\" are both written \"1\" in the sweep's CSV"},
@@ -126,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadGrid{"a+b=[1,2],[3]",
                 "value [3]: expected an array of 2 values, one for each of a, "
                 "b, found an array of 1"},
-        BadGrid{"a+b=[1,2],[1.0,2]", "value [1.0,2] is given twice"},
+        BadGrid{"a+b=[1,2],[1.0,2]", "values [1,2] and [1.0,2] are the same value"},
         BadGrid{"a+a=[1,2]", "the key \"a\" is tied twice"}, BadGrid{"a+=[1,2]", "empty key"},
         BadGrid{"a+b..c=[1,2]", "empty segment"},
         BadGrid{"a+b=[2,1e999]", "expected numbers within a double's range, found [2,1e999]"},
@@ -306,14 +306,14 @@ TEST(SweepGrid, BadSweepBlocksNameTheFileAndPath) {
             "s.json: /sweep/training.micro_batch/2: value 2 is given twice; list each value once");
   // The first value, in the order given, that repeats an earlier one; whatever their order by
   // value, and across integer and float.
-  EXPECT_EQ(
-      message({{"training.micro_batch", {8, 4, 2, 1, 2.0, 4, 8}}}),
-      "s.json: /sweep/training.micro_batch/4: value 2.0 is given twice; list each value once");
+  EXPECT_EQ(message({{"training.micro_batch", {8, 4, 2, 1, 2.0, 4, 8}}}),
+            "s.json: /sweep/training.micro_batch/4: values 2 and 2.0 are the same value; list each "
+            "value once");
   EXPECT_EQ(message({{"training.seq_len", {4096, 512, 1024, 2048, 512}}}),
             "s.json: /sweep/training.seq_len/4: value 512 is given twice; list each value once");
   EXPECT_EQ(message({{"hardware", {{{"preset", "h100-sxm-80gb"}}, "h100-sxm-80gb"}}}),
-            "s.json: /sweep/hardware/1: value \"h100-sxm-80gb\" is given twice; list each value "
-            "once");
+            "s.json: /sweep/hardware/1: values {\"preset\":\"h100-sxm-80gb\"} and "
+            "\"h100-sxm-80gb\" are the same value; list each value once");
   // Elsewhere a string is only a string.
   EXPECT_EQ(message({{"fsdp.backward_prefetch", {"none", {{"preset", "none"}}}}}), "accepted");
 }
@@ -1499,9 +1499,12 @@ TEST(SweepCommand, ShardsMergeIntoTheUnshardedCsvByteForByte) {
   // More slices than points: slice 20 of 20 owns none and holds only a header. It adds nothing
   // to a merge of the slices that hold the points, and alone it is nothing to merge.
   const fs::path empty = dir / "empty.csv";
-  ASSERT_EQ(run_fsdpsim("sweep " + s.string() + grid + " --shard 20/20 --out " + empty.string())
-                .exit_code,
-            0);
+  const Outcome no_point =
+      run_fsdpsim("sweep " + s.string() + grid + " --shard 20/20 --out " + empty.string());
+  ASSERT_EQ(no_point.exit_code, 0) << no_point.output;
+  // It says it ran nothing, not that nothing fits.
+  EXPECT_NE(no_point.output.find("best that fits: none: no point was run\n"), std::string::npos)
+      << no_point.output;
   EXPECT_EQ(count_lines(read_file(empty)), 1U);
   const Outcome with_empty =
       run_fsdpsim("merge" + slices + " " + empty.string() + " --out " + (dir / "x.csv").string());
