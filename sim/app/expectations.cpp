@@ -123,10 +123,10 @@ std::filesystem::path baseline_file(const std::filesystem::path& scenario_file,
 
 namespace {
 
-// Returns the baseline file it read.
-std::filesystem::path parse_baseline(const nlohmann::json& block,
-                                     const std::filesystem::path& scenario_file,
-                                     std::vector<Expectation>& items) {
+// Adds the baseline's expectations to `out`, and the file it read and the scenario it records.
+void parse_baseline(const nlohmann::json& block, const std::filesystem::path& scenario_file,
+                    Expectations& out) {
+  std::vector<Expectation>& items = out.items;
   const std::string file = scenario_file.string();
   const nlohmann::json& reference = block.at("baseline");
   if (!reference.is_string() || reference.get<std::string>().empty()) {
@@ -246,7 +246,11 @@ std::filesystem::path parse_baseline(const nlohmann::json& block,
     e.tolerance = tolerance;
     items.push_back(std::move(e));
   }
-  return baseline_path;
+  out.baseline = baseline_path;
+  if (const auto recorded = baseline.find("scenario");
+      recorded != baseline.end() && recorded->is_string()) {
+    out.baseline_scenario = recorded->get<std::string>();
+  }
 }
 
 }  // namespace
@@ -304,7 +308,7 @@ Expectations parse_expectations(const nlohmann::json& block,
                       describe_json_type(value)));
     }
   }
-  if (block.contains("baseline")) out.baseline = parse_baseline(block, scenario_file, out.items);
+  if (block.contains("baseline")) parse_baseline(block, scenario_file, out);
   return out;
 }
 
@@ -409,6 +413,14 @@ std::vector<CheckResult> evaluate_expectations(const Expectations& expectations,
         }
         break;
       }
+    }
+    // A baseline recorded for another scenario (copied with the expect block, or named by a
+    // wrong path) compares unlike steps: said on its lines, whether they pass or not.
+    if (e.kind == ExpectationKind::kBaseline && !expectations.baseline_scenario.empty() &&
+        result.value("scenario", expectations.baseline_scenario) !=
+            expectations.baseline_scenario) {
+      r.detail +=
+          fmt::format(" [the baseline records scenario \"{}\"]", expectations.baseline_scenario);
     }
     // A figure of a step that does not fit is what it would be were the device large enough:
     // said on every line, a pass too.

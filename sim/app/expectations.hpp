@@ -40,6 +40,7 @@ struct Expectations {
   std::string file;  // the scenario file, for messages
   std::vector<Expectation> items;
   std::filesystem::path baseline;  // the baseline file read; empty without one
+  std::string baseline_scenario;   // the scenario name the baseline records, if it has one
 };
 
 // The file a baseline named `reference` in `scenario_file`'s expect block is: relative to the

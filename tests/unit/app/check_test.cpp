@@ -289,6 +289,22 @@ TEST(CheckExpectations, BaselineKeysStayWithinTheRelativeTolerance) {
   EXPECT_EQ(r[1].detail, "status = \"ok\" as in the baseline");
   EXPECT_FALSE(r[2].passed);
   EXPECT_EQ(r[2].detail, "breakdown.idle_s = 0.6, expected within 5% of baseline 0.5 (+20.00%)");
+  // A baseline that records another scenario says so on its lines; one of the same scenario, or
+  // of none named, does not.
+  std::ofstream(dir / "other.json")
+      << R"({"schema": "fsdpsim.result/1", "scenario": "llama-70b", "step_time_s": 10.0,
+            "status": "ok"})";
+  const Expectations other =
+      parse_expectations({{"baseline", "other.json"}, {"keys", {"step_time_s"}}}, scenario);
+  EXPECT_EQ(other.baseline_scenario, "llama-70b");
+  const nlohmann::json mine = {{"scenario", "llama-8b"}, {"step_time_s", 10.4}, {"status", "ok"}};
+  EXPECT_EQ(evaluate_expectations(other, mine)[1].detail,
+            "step_time_s = 10.4 within 5% of baseline 10.0 (+4.00%) [the baseline records "
+            "scenario \"llama-70b\"]");
+  nlohmann::json same = mine;
+  same["scenario"] = "llama-70b";
+  EXPECT_EQ(evaluate_expectations(other, same)[1].detail.find("records scenario"),
+            std::string::npos);
   // A change of exactly the tolerance is within it, though 8979.0 - 7183.2 rounds above 25% of
   // 7183.2 in binary.
   std::ofstream(dir / "edge.json")
