@@ -398,7 +398,8 @@ def main():
     args = parser.parse_args()
     if args.inter_node_gbps_per_node:
         try:
-            ok = float(args.inter_node_gbps_per_node) > 0.0
+            gbps = float(args.inter_node_gbps_per_node)
+            ok = math.isfinite(gbps) and gbps > 0.0
         except ValueError:
             ok = False
         if not ok:

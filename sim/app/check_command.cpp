@@ -43,13 +43,12 @@ fits), relative to the scenario file; the keys must stay within the relative tol
 0.05) of it.
 
 Folders are searched recursively for *.json, hidden files and folders (.git, .vscode) passed
-over; files that are not scenarios (no schema_version, or
-none of model, hardware, training, fsdp beside it) are skipped, counted and named in the
-summary. Scenarios without "expect" are loaded and validated (a misspelled key is an error, as in
-run) but not simulated, and reported as skipped, unless they have a "sweep" block: a block is a
-check of its own, named sweep block: its keys, the files it names and, up to 2,000 points, every
-point loaded, as `fsdpsim sweep` would refuse them; for a larger grid it is named sweep block
-(keys only).
+over; files that are not scenarios (no schema_version, or none of model, hardware, training,
+fsdp beside it) are skipped, counted and named in the summary. Scenarios without "expect" are
+loaded and validated (a misspelled key is an error, as in run) but not simulated, and reported
+as skipped, unless they have a "sweep" block: a block is a check of its own, named sweep block:
+its keys, the files it names and, up to 2,000 points, every point loaded, as `fsdpsim sweep`
+would refuse them; for a larger grid it is named sweep block (keys only).
 A file named on the command line must be a scenario, and so must a file with an "expect" block.
 
 Exit codes: 0 every check passed, 1 internal error, 2 bad usage, a bad scenario / expect block
