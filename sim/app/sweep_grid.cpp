@@ -174,6 +174,16 @@ std::vector<std::string> axis_keys(const std::string& name, const std::string& w
   for (std::size_t k = 0; k < keys.size(); ++k) {
     keys[k] = trim(keys[k]);
     check_key(keys[k], where);
+    // Keys no simulation reads: every point of such an axis would give the same result.
+    const std::string& key = keys[k];
+    if (key == "name" || key == "description" || key == "schema_version" || key == "expect" ||
+        key.starts_with("expect.") || key.ends_with(".description")) {
+      throw ConfigError(fmt::format(
+          "{}: {} changes no simulated result (a scenario's name, description, schema version or "
+          "expect block), so every point would be the same; sweep keys of model, hardware, "
+          "training or fsdp",
+          where, key));
+    }
     if (std::find(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(k), keys[k]) !=
         keys.begin() + static_cast<std::ptrdiff_t>(k)) {
       throw ConfigError(

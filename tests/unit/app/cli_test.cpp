@@ -2473,7 +2473,7 @@ TEST(Cli, ControlCharactersAreRefusedAndNeverEchoed) {
       // Bytes that are not UTF-8 could not be written into the result JSON.
       {"run " + kScenario + " --set \"name=a$(printf '\\377')b\" --json -",
        "--set \"name=a<0xFF>b\": expected UTF-8 text, found the byte 0xFF at byte 1"},
-      {"sweep " + kScenario + " --grid \"name=a$(printf '\\377')b,c\" --out -",
+      {"sweep " + kScenario + " --grid \"model.name=a$(printf '\\377')b,c\" --out -",
        "expected UTF-8 text, found the byte 0xFF at byte 1"},
       // CLI11's own messages quote what they could not convert.
       {"validate " + csv.string() + " --max-mape \"$(printf '\\033')]0;title\"",

@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "values 1 and \"1\" are both written \"1\" in the sweep's CSV"},
         BadGrid{"fsdp.limit_all_gathers=true,\"true\"",
                 "values true and \"true\" are both written \"true\""},
-        BadGrid{R"(name="e\nf","e f")", R"(values "e\nf" and "e f" are both written "e f")"},
+        BadGrid{R"(model.name="e\nf","e f")", R"(values "e\nf" and "e f" are both written "e f")"},
         // Tied keys: each value an array of one value per key, each key once.
         BadGrid{"a+b=[1,2],3",
                 "value 3: expected an array of 2 values, one for each of a, b, "
@@ -127,6 +127,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "value [3]: expected an array of 2 values, one for each of a, "
                 "b, found an array of 1"},
         BadGrid{"a+b=[1,2],[1.0,2]", "values [1,2] and [1.0,2] are the same value"},
+        // Keys no simulation reads: every point would be the same.
+        BadGrid{"name=a,b", "name changes no simulated result"},
+        BadGrid{"expect.mfu.min=0.1,0.2", "expect.mfu.min changes no simulated result"},
+        BadGrid{"training.micro_batch+model.description=[1,\"a\"],[2,\"b\"]",
+                "model.description changes no simulated result"},
         BadGrid{"a+a=[1,2]", "the key \"a\" is tied twice"}, BadGrid{"a+=[1,2]", "empty key"},
         BadGrid{"a+b..c=[1,2]", "empty segment"},
         BadGrid{"a+b=[2,1e999]", "expected numbers within a double's range, found [2,1e999]"},
