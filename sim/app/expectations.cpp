@@ -361,6 +361,14 @@ std::vector<CheckResult> evaluate_expectations(const Expectations& expectations,
                         fmt::format("result key {} is {}, which cannot be compared with {}", e.key,
                                     describe_json_type(actual), describe_json_type(e.expected)));
     }
+    // A count (parameters, world_size) equals only a whole number: 8030261248.4 could never pass.
+    if (e.kind == ExpectationKind::kEqual && actual.is_number_integer() &&
+        e.expected.is_number_float() &&
+        e.expected.get<double>() != std::floor(e.expected.get<double>())) {
+      throw ConfigError(expectations.file, e.json_path,
+                        fmt::format("result key {} is a whole number, which {} can never equal",
+                                    e.key, show(e.expected)));
+    }
     CheckResult r;
     const std::string value = fmt::format("{} = {}", e.key, show(actual));
     switch (e.kind) {

@@ -156,7 +156,8 @@ TEST(CheckExpectations, NumbersAreEqualAtTheResultsPrecision) {
   // Written as a float, the same: exactly, not at 6 digits.
   EXPECT_TRUE(equals(8030261248.0));
   EXPECT_FALSE(equals(8030261000.0));
-  EXPECT_FALSE(equals(8030261248.1));
+  // A fraction can never equal a count: bad input, not a check that fails.
+  EXPECT_THROW((void)equals(8030261248.1), ConfigError);
 }
 
 TEST(CheckExpectations, KeysMissingFromTheResultOrOfAnotherTypeAreBadInput) {
@@ -180,6 +181,9 @@ TEST(CheckExpectations, KeysMissingFromTheResultOrOfAnotherTypeAreBadInput) {
             "compared with the "
             "number 1");
   EXPECT_NE(evaluate_error({{"world_size", "8"}}).find("cannot be compared"), std::string::npos);
+  EXPECT_EQ(evaluate_error({{"world_size", 8.0000001}}),
+            "s.json: /expect/world_size: result key world_size is a whole number, which "
+            "8.0000001 can never equal");
 }
 
 struct BadExpect {
