@@ -84,9 +84,15 @@ void parse_bounds(const nlohmann::json& value, const std::string& key, const std
   for (const auto& [bound, unused] : value.items()) {
     if (bound != "min" && bound != "max") {
       const std::string hint = did_you_mean(bound, {"min", "max"});
-      throw ConfigError(file, path + "/" + pointer_token(bound),
-                        fmt::format("unknown bound; expected min or max{}",
-                                    hint.empty() ? "" : fmt::format("; did you mean {}?", hint)));
+      // {"breakdown": {"forward_s": {...}}} for a key inside breakdown: the dotted form reaches it.
+      const std::string nested =
+          hint.empty() && unused.is_object()
+              ? fmt::format("; a key inside {} is written \"{}.{}\": {{...}}", key, key, bound)
+              : "";
+      throw ConfigError(
+          file, path + "/" + pointer_token(bound),
+          fmt::format("unknown bound; expected min or max{}{}",
+                      hint.empty() ? "" : fmt::format("; did you mean {}?", hint), nested));
     }
   }
   for (const char* bound : {"min", "max"}) {

@@ -210,6 +210,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadExpect{"typo_bound",
                   {{"mfu", {{"mn", 0.3}}}},
                   "/expect/mfu/mn: unknown bound; expected min or max; did you mean min?"},
+        // A nested block for a key inside an object names the dotted form.
+        BadExpect{"nested_block",
+                  {{"breakdown", {{"forward_s", {{"max", 1}}}}}},
+                  "/expect/breakdown/forward_s: unknown bound; expected min or max; a key inside "
+                  "breakdown is written \"breakdown.forward_s\": {...}"},
         BadExpect{"string_bound",
                   {{"mfu", {{"min", "0.3"}}}},
                   "/expect/mfu/min: expected a number, found the string"},
