@@ -227,7 +227,13 @@ models::TransformerSpec model_from_json(const nlohmann::json& value,
                         preset_file.stem().string());
     });
   }
-  if (value.is_object() && value.contains("preset")) {
+  if (!value.is_object()) {
+    throw ConfigError(
+        file.string(), path,
+        fmt::format("expected a preset name or path (a string) or an object, found {}",
+                    describe_json_type(value)));
+  }
+  if (value.contains("preset")) {
     const nlohmann::json& reference = value.at("preset");
     if (!reference.is_string()) {
       throw ConfigError(

@@ -1591,6 +1591,11 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"hardware", {{"gpu", {{"sm_count", 100000000}}}}}},
                  "/hardware/gpu/sm_count: expected a positive integer of at most 4096"},
         // Descriptions are text for the reader, in a scenario, a model and a hardware preset.
+        // A model is a preset's name or path, or an object: both are named.
+        BadInput{"model_number",
+                 {{"model", 3}},
+                 "/model: expected a preset name or path (a string) or an object, found the "
+                 "number 3"},
         // A preset's name with ".json" is a path: the message gives the name to write.
         BadInput{"model_preset_named_as_a_file",
                  {{"model", "llama-3.1-8b.json"}},
