@@ -121,8 +121,9 @@ CriticalPathSummary summarize_critical_path(const engine::Program& program,
           label = {program.ops[cpu.target].group, "CPU launch"};
           cpu_launch += time;
           break;
-        case engine::CpuStepKind::kAlloc:
-          label = {-1, "CPU allocator"};
+        case engine::CpuStepKind::kAlloc:  // the unit whose tensor the allocation is for
+          label = {group_of_host_work(program.names[program.tensors[cpu.target].name], group_names),
+                   "CPU allocator"};
           cpu_host += time;
           cpu_allocator += time;
           break;

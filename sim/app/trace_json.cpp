@@ -193,7 +193,9 @@ void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, cons
     const engine::OpTiming& ot = t.ops[i];
     events.begin_object();
     events.key("args").begin_object();
-    events.field("issued_us", ot.issue.microseconds()).field("phase", phase_name(op.phase));
+    events.field("issued_us", ot.issue.microseconds());
+    // A marker (a stream's wait on another) belongs to no phase of the step.
+    if (op.kind != engine::OpKind::kMarker) events.field("phase", phase_name(op.phase));
     events.end_object();
     events.field("cat", op_kind_name(op.kind)).field("dur", (ot.end - ot.start).microseconds());
     events.field("name", p.names[op.name]).field("ph", "X").field("pid", pid);
@@ -218,7 +220,10 @@ void add_rank(const engine::Program& p, const engine::Timeline& t, int pid, cons
       case engine::CpuStepKind::kWork:
         step_name = p.names[step.name];
         break;
-      case engine::CpuStepKind::kAlloc:
+      case engine::CpuStepKind::kAlloc:  // only its device calls take time (a retry's cudaFree)
+        fmt::format_to(std::back_inserter(step_name), "caching allocator: device calls for {}",
+                       p.names[p.tensors[step.target].name]);
+        break;
       case engine::CpuStepKind::kFree:
         continue;
     }

@@ -51,8 +51,14 @@ std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Tim
   const std::size_t runs = std::size_t{streams} + 1;
   std::vector<std::size_t> run_size(runs, 0);
   for (std::size_t i = first_op; i < program.ops.size(); ++i) run_size[program.ops[i].stream] += 2;
+  // Host work: the CPU's own work and the caching allocator's device calls (cudaFree and
+  // cudaMalloc of a retry, after the device is idle), during which the GPU waits on the CPU.
+  const auto host_work = [&program](std::size_t i) {
+    return program.cpu[i].kind == engine::CpuStepKind::kWork ||
+           program.cpu[i].kind == engine::CpuStepKind::kAlloc;
+  };
   for (std::size_t i = first_cpu_step; i < program.cpu.size(); ++i)
-    if (program.cpu[i].kind == engine::CpuStepKind::kWork) run_size[streams] += 2;
+    if (host_work(i)) run_size[streams] += 2;
   std::vector<std::size_t> run_begin(runs + 1, 0);
   for (std::size_t s = 0; s < runs; ++s) run_begin[s + 1] = run_begin[s] + run_size[s];
   std::vector<std::size_t> run_end(run_begin.begin(), run_begin.end() - 1);
@@ -74,7 +80,7 @@ std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Tim
   }
   for (std::size_t i = first_cpu_step; i < program.cpu.size(); ++i) {
     const engine::CpuStepTiming& t = timeline.cpu[i];
-    if (program.cpu[i].kind != engine::CpuStepKind::kWork || t.end == t.start) continue;
+    if (!host_work(i) || t.end == t.start) continue;
     std::size_t& end = run_end[streams];
     edges[end++] = {t.start, +1, Track::kHostWork, Phase::kForward};
     edges[end++] = {t.end, -1, Track::kHostWork, Phase::kForward};

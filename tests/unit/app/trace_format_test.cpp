@@ -277,6 +277,38 @@ TEST(TraceFormat, WithoutTheAllocatorReservedIsTheActiveMemory) {
   EXPECT_GT(counters, 10U);
 }
 
+// A step that fits only after cudaMalloc retries (Llama-3.1-8B on 8 H100, micro batch 2: two a
+// step) shows the allocator's device calls on the CPU track, where the GPU waits for them, and
+// counts them as host work in the breakdown, not as idle time. A stream's wait marker has no
+// phase of the step.
+TEST(TraceFormat, AllocatorCallsAreHostWorkOnTheCpuTrack) {
+  const std::string scenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_8xh100.json";
+  const fs::path trace_file = temp_dir() / "retries.trace.json";
+  const fs::path result_file = temp_dir() / "retries.result.json";
+  const Outcome o = run_fsdpsim("run " + scenario + " --trace " + trace_file.string() + " --json " +
+                                result_file.string());
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json trace = nlohmann::json::parse(read_file(trace_file));
+  EXPECT_EQ(trace_problems(trace), std::vector<std::string>{});
+  double allocator_us = 0.0;
+  std::size_t markers = 0;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"].get<std::string>().starts_with("caching allocator: ")) {
+      EXPECT_EQ(e["cat"], "cpu") << e.dump();
+      allocator_us += e["dur"].get<double>();
+    }
+    if (e.value("cat", "") == "marker") {
+      ++markers;
+      EXPECT_FALSE(e["args"].contains("phase")) << e.dump();
+    }
+  }
+  EXPECT_GT(allocator_us, 40'000.0);  // warm-up and measured step: 45 ms in the measured one
+  EXPECT_GT(markers, 0U);
+  const nlohmann::json result = nlohmann::json::parse(read_file(result_file));
+  EXPECT_GT(result["breakdown"]["host_work_s"].get<double>(), 0.04) << result["breakdown"];
+  EXPECT_LT(result["breakdown"]["idle_s"].get<double>(), 0.01) << result["breakdown"];
+}
+
 TEST(TraceFormat, CpuBoundStepsShowLaunchArrows) {
   // A 125M model with short sequences: the GPU waits for kernel launches.
   const nlohmann::json trace =
