@@ -275,6 +275,15 @@ void write_trace_json(const fsdp::SimulationOutput& output, const TextSink& sink
   w.key("args").begin_object().field("step_time_s", r.step_time.value()).end_object();
   w.field("name", "measured step begins").field("ph", "i").field("pid", memory_pid);
   w.field("s", "g").field("ts", output.measured_start.microseconds()).end_object();
+  // Where the allocator failed: the memory counter's reserved holds still from there (the
+  // allocator sees no later tensor), while allocated and active go on as if the device were
+  // large enough.
+  if (r.models_reserved && r.reserved.out_of_memory) {
+    w.begin_object();
+    w.key("args").begin_object().field("reason", r.oom_reason).end_object();
+    w.field("name", "out of memory").field("ph", "i").field("pid", memory_pid);
+    w.field("s", "g").field("ts", r.reserved.oom_time.microseconds()).end_object();
+  }
   w.end_array().end_object();
   out.finish();
 }

@@ -42,7 +42,7 @@ MemoryModel::MemoryModel(const MemoryModelOptions& options)
       what << std::fixed << std::setprecision(2) << "allocating the "
            << category_name(static_cast<MemoryCategory>(c)) << " held from before the step ("
            << to_gib(b) << " GiB, from model init and the first step): " << describe(r.oom);
-      note_out_of_memory(what.str());
+      note_out_of_memory(SimTime{}, what.str());
     }
   }
   note_reserved(SimTime{});
@@ -73,9 +73,10 @@ void MemoryModel::note_reserved_peak() {
   }
 }
 
-void MemoryModel::note_out_of_memory(std::string message) {
+void MemoryModel::note_out_of_memory(SimTime time, std::string message) {
   note_reserved_peak();  // the allocator's state at the failure
   reserved_.out_of_memory = true;
+  reserved_.oom_time = time;
   reserved_.oom_message = std::move(message);
 }
 
@@ -131,7 +132,7 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
       outcome.status = engine::AllocationStatus::kOutOfMemory;
       if (!reserved_.out_of_memory) {
         reserved_.oom_tensor = tensor;
-        note_out_of_memory(describe(r.oom));
+        note_out_of_memory(time, describe(r.oom));
       }
     } else {
       address_[tensor] = r.address;

@@ -46,6 +46,7 @@ struct ReservedStats {
   // (oom_message then names which).
   std::optional<engine::TensorId> oom_tensor;
   std::string oom_message;  // describe(OutOfMemoryInfo) of the first failure
+  SimTime oom_time;         // when it failed (0: the state held from before the step)
 };
 
 class MemoryModel final : public engine::MemoryObserver {
@@ -72,7 +73,7 @@ class MemoryModel final : public engine::MemoryObserver {
  private:
   void note_reserved(SimTime time);
   void note_reserved_peak();
-  void note_out_of_memory(std::string message);
+  void note_out_of_memory(SimTime time, std::string message);
   // The allocator's device calls so far, and the host time of those made since `before`.
   struct DeviceCalls {
     std::int64_t allocs = 0;

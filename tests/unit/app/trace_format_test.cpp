@@ -309,6 +309,30 @@ TEST(TraceFormat, AllocatorCallsAreHostWorkOnTheCpuTrack) {
   EXPECT_LT(result["breakdown"]["idle_s"].get<double>(), 0.01) << result["breakdown"];
 }
 
+// A step out of memory marks where the allocator failed, with the result's reason: the memory
+// counter's reserved holds still from there.
+TEST(TraceFormat, AnOutOfMemoryStepMarksTheFailure) {
+  const std::string scenario = std::string(FSDPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_8xh100.json";
+  const fs::path trace_file = temp_dir() / "oom.trace.json";
+  const fs::path result_file = temp_dir() / "oom.result.json";
+  const Outcome o = run_fsdpsim(
+      "run " + scenario + " --set training.micro_batch=8 --set training.global_batch=64 --trace " +
+      trace_file.string() + " --json " + result_file.string());
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const nlohmann::json result = nlohmann::json::parse(read_file(result_file));
+  ASSERT_EQ(result["status"], "oom");
+  const nlohmann::json trace = nlohmann::json::parse(read_file(trace_file));
+  EXPECT_EQ(trace_problems(trace), std::vector<std::string>{});
+  std::size_t marks = 0;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] != "i" || e["name"] != "out of memory") continue;
+    ++marks;
+    EXPECT_EQ(e["args"]["reason"], result["oom_reason"]);
+    EXPECT_GT(e["ts"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(marks, 1U);
+}
+
 TEST(TraceFormat, CpuBoundStepsShowLaunchArrows) {
   // A 125M model with short sequences: the GPU waits for kernel launches.
   const nlohmann::json trace =
