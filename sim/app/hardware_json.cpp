@@ -369,8 +369,12 @@ HardwareConfig hardware_from_json(const nlohmann::json& value, const std::filesy
       throw ConfigError(file.string(), r.path_of("node_speed_spread"),
                         measured ? "expected no node_speed_spread where the calibration measured "
                                    "the rank speeds (they say how the nodes differ), found one"
-                                 : "expected node_speed_spread or stragglers, found both (each "
-                                   "says which ranks are slow)");
+                        : out.cluster.stragglers.empty()
+                            ? "expected node_speed_spread or stragglers, found both: an empty "
+                              "stragglers list says no rank is slow, where the spread slows "
+                              "the slowest node; leave the list out to apply the spread"
+                            : "expected node_speed_spread or stragglers, found both (each "
+                              "says which ranks are slow)");
     }
     out.cluster.stragglers =
         hardware::node_spread_stragglers(spread, out.cluster.nodes, out.cluster.gpus_per_node);

@@ -341,10 +341,13 @@ double JsonObjectReader::positive_number_at_most(const std::string& key, double 
 }
 
 double JsonObjectReader::non_negative_number_at_most(const std::string& key, double max) {
-  const double v = non_negative_number(key);
-  if (v > max)
-    fail(key, fmt::format("expected a non-negative number of at most {}, found {}", max, v));
-  return v;
+  const nlohmann::json& v = require(key);
+  // The whole range in one message, whichever end is passed.
+  if (!v.is_number() || !(v.get<double>() >= 0.0) || !(v.get<double>() <= max)) {
+    fail(key, fmt::format("expected a non-negative number of at most {}, found {}", max,
+                          describe_json_type(v)));
+  }
+  return v.get<double>();
 }
 
 double JsonObjectReader::fraction(const std::string& key) {

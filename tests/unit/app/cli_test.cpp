@@ -2077,7 +2077,16 @@ TEST(Cli, ABoundBetweenTwoKeysNamesBothAndTheSet) {
        "hardware.node.nic_busbw_loss_per_node_doubling=1)"},
       {"hardware.node.nvls_all_reduce_efficiency=1.5",
        "/hardware/node/nvls_all_reduce_efficiency: expected a non-negative number of at most 1, "
-       "found 1.5 (the value comes from --set hardware.node.nvls_all_reduce_efficiency=1.5)"},
+       "found the number 1.5 (the value comes from --set "
+       "hardware.node.nvls_all_reduce_efficiency=1.5)"},
+      // An empty stragglers list says no rank is slow: beside a spread, the message says so.
+      {"hardware.node_speed_spread=0.05 --set 'hardware.stragglers=[]'",
+       "/hardware/node_speed_spread: expected node_speed_spread or stragglers, found both: an "
+       "empty stragglers list says no rank is slow"},
+      // Below a range, its upper end is named too.
+      {"hardware.node_speed_spread=-0.01",
+       "/hardware/node_speed_spread: expected a non-negative number of at most 0.2, found the "
+       "number -0.01"},
       // Past 64 bits, a 32-bit key's own bound.
       {"hardware.node.nccl_channels=1e30",
        "/hardware/node/nccl_channels: expected a non-negative integer of at most 2147483647, "
