@@ -52,10 +52,12 @@ std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Tim
   std::vector<std::size_t> run_size(runs, 0);
   for (std::size_t i = first_op; i < program.ops.size(); ++i) run_size[program.ops[i].stream] += 2;
   // Host work: the CPU's own work and the caching allocator's device calls (cudaFree and
-  // cudaMalloc of a retry, after the device is idle), during which the GPU waits on the CPU.
-  const auto host_work = [&program](std::size_t i) {
-    return program.cpu[i].kind == engine::CpuStepKind::kWork ||
-           program.cpu[i].kind == engine::CpuStepKind::kAlloc;
+  // cudaMalloc of a retry, after the device is idle), during which the GPU waits on the CPU. Most
+  // allocations take no time and no edge.
+  const auto host_work = [&program, &timeline](std::size_t i) {
+    const engine::CpuStepKind kind = program.cpu[i].kind;
+    return (kind == engine::CpuStepKind::kWork || kind == engine::CpuStepKind::kAlloc) &&
+           timeline.cpu[i].end != timeline.cpu[i].start;
   };
   for (std::size_t i = first_cpu_step; i < program.cpu.size(); ++i)
     if (host_work(i)) run_size[streams] += 2;
@@ -80,7 +82,7 @@ std::vector<Edge> sorted_edges(const engine::Program& program, const engine::Tim
   }
   for (std::size_t i = first_cpu_step; i < program.cpu.size(); ++i) {
     const engine::CpuStepTiming& t = timeline.cpu[i];
-    if (!host_work(i) || t.end == t.start) continue;
+    if (!host_work(i)) continue;
     std::size_t& end = run_end[streams];
     edges[end++] = {t.start, +1, Track::kHostWork, Phase::kForward};
     edges[end++] = {t.end, -1, Track::kHostWork, Phase::kForward};
