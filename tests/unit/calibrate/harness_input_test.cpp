@@ -31,6 +31,17 @@ Options parse(std::vector<std::string> args) {
   return parse_options(static_cast<int>(argv.size()), argv.data());
 }
 
+// The UsageError `call` throws, or `otherwise` when it throws none.
+template <typename Call>
+std::string usage_error_of(Call call, const std::string& otherwise = "") {
+  try {
+    call();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return otherwise;
+}
+
 std::string usage_error(const std::vector<std::string>& args) {
   try {
     (void)parse(args);
@@ -119,14 +130,7 @@ TEST(HarnessInput, TheLauncherThatStartedTheProcessNamesItsRank) {
 // Half a launcher's variables, or a number with junk after it, is refused, not read as a
 // single-process run or as the number's start.
 TEST(HarnessInput, ALauncherIsReadWholeOrRefused) {
-  const auto error_of = [] {
-    try {
-      (void)launch_env();
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  const auto error_of = [] { return usage_error_of([] { (void)launch_env(); }, "accepted"); };
   {
     const LaunchVariables v{{"RANK", "0"}, {"LOCAL_RANK", "0"}};
     EXPECT_EQ(error_of(),
@@ -199,12 +203,7 @@ TEST(HarnessInput, TheRendezvousTagIsTheJobsWhateverTheNode) {
 TEST(HarnessInput, AnOutputThatCannotBeWrittenIsRefusedFirst) {
   const fs::path dir = fsdpsim::test_support::temp_dir("harness_output");
   const auto error_of = [](const std::string& path) {
-    try {
-      check_writable(path);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+    return usage_error_of([&] { check_writable(path); });
   };
   const std::string missing = (dir / "no_such_folder" / "p.json").string();
   EXPECT_NE(error_of(missing).find("-o " + missing + ": cannot write "), std::string::npos)
@@ -219,12 +218,7 @@ TEST(HarnessInput, AnOutputThatCannotBeWrittenIsRefusedFirst) {
   std::ofstream(plan) << "gemm bf16 8 8 8 1 1\n";
   fs::create_symlink(plan, dir / "link.txt");
   const auto plan_error = [&](const std::string& output) {
-    try {
-      check_output_is_not_the_plan(output, plan.string());
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+    return usage_error_of([&] { check_output_is_not_the_plan(output, plan.string()); });
   };
   EXPECT_EQ(plan_error(plan.string()), "-o " + plan.string() + ": is the --plan file " +
                                            plan.string() + "; the profile would replace the plan");
@@ -355,22 +349,12 @@ TEST(HarnessInput, PlanLinesAreCheckedWhole) {
   EXPECT_THROW((void)read_plan("/dev/zero"), UsageError);
   EXPECT_THROW((void)read_plan(dir.string()), UsageError);
   const std::string nowhere = (dir / "nowhere.txt").string();
-  try {
-    (void)read_plan(nowhere);
-    ADD_FAILURE() << "read a plan that does not exist";
-  } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), "--plan: " + nowhere +
-                                         " does not exist (fsdpsim calibrate plan SCENARIO -o "
-                                         "PATH writes one)");
-  }
+  EXPECT_EQ(usage_error_of([&] { (void)read_plan(nowhere); }, "accepted"),
+            "--plan: " + nowhere +
+                " does not exist (fsdpsim calibrate plan SCENARIO -o PATH writes one)");
   // Each fault is named.
   const auto error_of = [&](const std::string& text) {
-    try {
-      (void)read_plan(plan_with(text));
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    return usage_error_of([&] { (void)read_plan(plan_with(text)); }, "accepted");
   };
   EXPECT_NE(error_of("gemm int8 1 1 1 1 1\n").find(":1: DTYPE is 'int8', expected bf16"),
             std::string::npos);
