@@ -86,13 +86,11 @@ engine::AllocationOutcome MemoryModel::on_allocate(SimTime time, engine::TensorI
     measuring_ = true;
     measured_since_ = time;
     tracker_.reset_peaks(time);
-    if (allocator_ && reserved_.out_of_memory) {
-      // Out of memory before the measured step: the allocator is no longer modelled, so the step
-      // makes no cudaMalloc retries or device calls of its own (not the earlier step's).
-      reserved_.alloc_retries = 0;
-      reserved_.device_allocs = 0;
-      reserved_.device_frees = 0;
-    } else if (allocator_) {
+    // Out of memory before the measured step: the allocator is no longer modelled, and the
+    // figures stay the warm-up's up to its failure, as PyTorch's memory_stats() read after the
+    // OutOfMemoryError has them (num_alloc_retries counts the failed retry: alloc_block with
+    // isRetry, c10/cuda/CUDACachingAllocator.cpp).
+    if (allocator_ && !reserved_.out_of_memory) {
       retries_at_measure_ = allocator_->stats().num_alloc_retries;
       calls_at_measure_ = device_calls_so_far();
       // torch.cuda.reset_peak_memory_stats at the step boundary: the peak restarts from what is
