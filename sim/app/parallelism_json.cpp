@@ -403,25 +403,28 @@ fsdp::TrainingConfig training_from_json(const nlohmann::json& value, const std::
                       "true");
   }
   t.param_storage_dtype = dtype_key(r, "param_storage_dtype", "fp32");
-  // fp32, the states' dtype beside fp32 parameters, is no setting (a sweep may name it); bf16 is
+  // The parameters' dtype, the states' default, is no setting (a sweep may name it); bf16 is
   // torchtitan's fused_opt_states_bf16, beside fp32 parameters, for the fused AdamW kernel's
   // mixed-precision path only (its config check refuses the rest).
   if (r.has("optimizer_state_dtype")) {
     const bool bf16 = r.choice("optimizer_state_dtype", {"bf16", "fp32"}) == "bf16";
-    if (t.param_storage_dtype != Dtype::kFp32) {
+    const Dtype stated = bf16 ? Dtype::kBf16 : Dtype::kFp32;
+    if (stated != t.param_storage_dtype && t.param_storage_dtype != Dtype::kFp32) {
       throw ConfigError(file, "/training/optimizer_state_dtype",
-                        fmt::format("AdamW's states take the parameters' dtype, {}; {} states "
-                                    "are modelled beside fp32 parameters only",
+                        fmt::format("expected {}, the parameters' dtype, which AdamW's states "
+                                    "take, found {}: other states are modelled as bf16 beside "
+                                    "fp32 parameters only (torchtitan's fused_opt_states_bf16)",
                                     dtype_name(t.param_storage_dtype), bf16 ? "bf16" : "fp32"));
     }
-    if (bf16 && (t.optimizer != fsdp::Optimizer::kAdamW ||
-                 t.optimizer_impl != fsdp::OptimizerImpl::kFused)) {
+    if (bf16 && t.param_storage_dtype == Dtype::kFp32 &&
+        (t.optimizer != fsdp::Optimizer::kAdamW ||
+         t.optimizer_impl != fsdp::OptimizerImpl::kFused)) {
       throw ConfigError(file, "/training/optimizer_state_dtype",
                         "bf16 states beside fp32 parameters need AdamW's fused CUDA kernel "
                         "(FusedAdamMathFunctorMP; torchtitan's fused_opt_states_bf16): set "
                         "optimizer adamw and optimizer_impl fused");
     }
-    if (bf16) t.optimizer_state_dtype = Dtype::kBf16;
+    if (stated != t.param_storage_dtype) t.optimizer_state_dtype = stated;
   }
   if (r.has("autocast_dtype")) t.autocast_dtype = dtype_key(r, "autocast_dtype", "bf16");
   if (r.has("matmul_dtype")) {

@@ -131,8 +131,9 @@ training:
                             equal chunks of the micro-batch's tokens, each chunk's backward at
                             once, with FSDP2 and wrap_embedding_and_head [torchtitan's
                             ChunkedLossWrapper, num_chunks 8]                       default none
-  autocast_dtype            bf16 | fp16 | fp32: GEMM/activation dtype under torch.autocast when it
-                            differs from fsdp.param_dtype [torch.autocast(dtype)]  default param_dtype
+  autocast_dtype            bf16 | fp16 | fp32: GEMM/activation dtype under torch.autocast, narrower
+                            than fsdp.param_dtype's weights (fp32 under bf16 or fp16), or equal
+                            [torch.autocast(dtype)]                                default param_dtype
   matmul_dtype              fp8: float8 linears, tensorwise dynamic scaling, every eligible linear
                             but the LM head (needs an fp8 peak: H100/H200, not A100)
                             [torchao Float8Linear / convert_to_float8_training]   default compute dtype

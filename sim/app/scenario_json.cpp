@@ -474,6 +474,18 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                     s.training.seq_len, s.model.max_seq_len));
   }
   const Dtype compute = s.training.compute_dtype(s.fsdp.param_dtype);
+  // Autocast is modelled over weights wider than its dtype (models/autocast_weight_casts.hpp);
+  // DDP's weights stay fp32 whatever param_dtype says (sim/app/simulate_scenario.cpp).
+  const Dtype weights =
+      s.training.parallelism == fsdp::Parallelism::kDdp ? Dtype::kFp32 : s.fsdp.param_dtype;
+  if (compute != weights && dtype_bytes(compute) >= dtype_bytes(weights)) {
+    throw ConfigError(
+        f, "/training/autocast_dtype",
+        fmt::format("expected a dtype narrower than the {} weights (fp32 weights under bf16 or "
+                    "fp16 autocast, Composer's amp precisions) or {} itself, found {}: "
+                    "autocast's casts of the weights to a dtype as wide or wider are not modelled",
+                    dtype_name(weights), dtype_name(weights), dtype_name(compute)));
+  }
   if (s.training.matmul_dtype && !s.training.float8_linears() &&
       *s.training.matmul_dtype != compute) {
     throw ConfigError(

@@ -782,9 +782,9 @@ TEST(Cli, LinksAndFifosAreWrittenThroughNotReplaced) {
 // interval 4 divisions is the number 4, one that gives them 1 (off) is no setting, and "[64:4]",
 // which rounds only sizes below 128 MiB (its first entry's 4 holds below 64 MiB too), is neither
 // (Llama-3.1-8B on 8 H100, whose reserved memory the rounding moves).
-// training.optimizer_state_dtype: bf16 states hold half the state of fp32 ones, and fp32 beside
-// fp32 parameters is no setting (a sweep can list both).
-TEST(Cli, OptimizerStateDtypeBf16HalvesTheStatesAndFp32IsNoSetting) {
+// training.optimizer_state_dtype: bf16 states hold half the state of fp32 ones, and the
+// parameters' own dtype is no setting (a sweep can list both), bf16 beside bf16 parameters too.
+TEST(Cli, OptimizerStateDtypeBf16HalvesTheStatesAndTheParametersDtypeIsNoSetting) {
   const auto state = [](const std::string& set) {
     const Outcome o = run_fsdpsim("run " + kLlamaScenario +
                                   " --set training.optimizer_impl=fused --json -" + set);
@@ -794,6 +794,10 @@ TEST(Cli, OptimizerStateDtypeBf16HalvesTheStatesAndFp32IsNoSetting) {
   const double none = state("");
   EXPECT_DOUBLE_EQ(state(" --set training.optimizer_state_dtype=fp32"), none);
   EXPECT_NEAR(state(" --set training.optimizer_state_dtype=bf16"), none / 2, 1e-3);
+  const double bf16_params = state(" --set training.param_storage_dtype=bf16");
+  EXPECT_DOUBLE_EQ(
+      state(" --set training.param_storage_dtype=bf16 --set training.optimizer_state_dtype=bf16"),
+      bf16_params);
 }
 
 TEST(Cli, RoundupPower2DivisionsTakesPyTorchsListForm) {
@@ -1263,13 +1267,6 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"training", {{"optimizer_state_dtype", "bf16"}}}},
                  "/training/optimizer_state_dtype: bf16 states beside fp32 parameters need "
                  "AdamW's fused CUDA kernel"},
-        BadInput{"bf16_states_bf16_params",
-                 {{"training",
-                   {{"optimizer_state_dtype", "bf16"},
-                    {"optimizer_impl", "fused"},
-                    {"param_storage_dtype", "bf16"}}}},
-                 "/training/optimizer_state_dtype: AdamW's states take the parameters' dtype, "
-                 "bf16; bf16 states are modelled beside fp32 parameters only"},
         BadInput{"bf16_states_offloaded",
                  {{"training", {{"optimizer_state_dtype", "bf16"}, {"optimizer_impl", "fused"}}},
                   {"fsdp", {{"cpu_offload", true}}}},
@@ -1281,8 +1278,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{
             "fp32_states_bf16_params",
             {{"training", {{"optimizer_state_dtype", "fp32"}, {"param_storage_dtype", "bf16"}}}},
-            "/training/optimizer_state_dtype: AdamW's states take the parameters' dtype, "
-            "bf16; fp32 states are modelled beside fp32 parameters only"},
+            "/training/optimizer_state_dtype: expected bf16, the parameters' dtype, which AdamW's "
+            "states take, found fp32"},
         BadInput{"loss_chunks_fsdp1",
                  {{"training", {{"loss_chunks", 8}}}},
                  "/training/loss_chunks: torchtitan's ChunkedLossWrapper is modelled with FSDP2 "
@@ -1296,6 +1293,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"loss_chunks_logits_kept",
                  {{"training", {{"loss_chunks", 8}, {"logits_kept_by_loop", "compute_dtype"}}}},
                  "/training/loss_chunks: the chunked loss makes the logits inside the loss"},
+        // Autocast is modelled over weights wider than its dtype only.
+        BadInput{"autocast_same_width",
+                 {{"training", {{"autocast_dtype", "fp16"}}}, {"fsdp", {{"param_dtype", "bf16"}}}},
+                 "/training/autocast_dtype: expected a dtype narrower than the bf16 weights"},
+        BadInput{"autocast_wider",
+                 {{"training", {{"autocast_dtype", "fp32"}}}, {"fsdp", {{"param_dtype", "bf16"}}}},
+                 "found fp32: autocast's casts of the weights to a dtype as wide or wider"},
         BadInput{"loss_chunks_autocast",
                  {{"training", {{"loss_chunks", 8}, {"autocast_dtype", "bf16"}}},
                   {"fsdp",
