@@ -52,6 +52,7 @@ Label label_of_op(const engine::Program& program, engine::OpId op) {
       break;
     case engine::OpKind::kCompute:
     case engine::OpKind::kCopy:
+    case engine::OpKind::kCopyEngine:
     case engine::OpKind::kMarker:
       label.kind = fmt::format("{} {}", phase_name(o.phase), op_kind_name(o.kind));
       break;

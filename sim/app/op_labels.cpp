@@ -27,6 +27,8 @@ const char* op_kind_name(engine::OpKind kind) {
       return "communication";
     case engine::OpKind::kCopy:
       return "copy";
+    case engine::OpKind::kCopyEngine:
+      return "copy engine";
     case engine::OpKind::kMarker:
       return "marker";
   }

@@ -133,7 +133,8 @@ class Execution {
     version_.assign(n, 0);
     progress_.assign(n, 0.0);
     progress_since_.assign(n, SimTime{});
-    contended_running_.reserve(p_.stream_names.size());
+    rate_duration_.assign(n, SimTime{});
+    sm_running_.reserve(p_.stream_names.size());
     network_running_.reserve(p_.channel_names.size());
   }
 
@@ -243,21 +244,23 @@ class Execution {
     state_[op] = State::kRunning;
     timeline_.ops[op].start = now_;
     if (o.kind == OpKind::kCommunication) {
-      if (communication_running_++ == 0) reschedule_contended();
+      credit_sm_progress();
+      if (communication_running_++ == 0) reschedule_sm_ops();
       // Its kernel runs (and holds its SMs) from now; the transfer waits for the group.
       if constexpr (kRanks) return rendezvous_->arrive(rank_, op, now_);
       transfer(op, now_);
       return;
     }
-    if (contended(o)) {
-      contended_running_.push_back(op);
+    if (uses_sms(o)) {
+      credit_sm_progress();
+      sm_running_.push_back(op);
+      progress_[op] = 0.0;
       progress_since_[op] = now_;
-      push(now_ + current_duration(o), EventPriority::kOpFinish, EventKind::kOpFinish, op,
-           version_[op]);
+      rate_duration_[op] = SimTime::from_picoseconds(-1);  // none yet: scheduled below
+      reschedule_sm_ops();
       return;
     }
-    push(now_ + (o.kind == OpKind::kCompute ? gpu_time(o.duration) : o.duration),
-         EventPriority::kOpFinish, EventKind::kOpFinish, op);
+    push(now_ + o.duration, EventPriority::kOpFinish, EventKind::kOpFinish, op);
   }
 
   void push(SimTime time, EventPriority priority, EventKind kind, std::uint32_t index,
@@ -284,28 +287,55 @@ class Execution {
     return t;
   }
 
+  // Kernels (kCompute) and device-to-device copies (kCopy: casts, pads, FSDP's copy-in and
+  // copy-out) run on the SMs; host transfers run on the copy engines, and a collective's use of
+  // the SMs is in the others' contended_duration.
+  static bool uses_sms(const Op& o) {
+    return o.kind == OpKind::kCompute || o.kind == OpKind::kCopy;
+  }
   static bool contended(const Op& o) {
     return o.kind == OpKind::kCompute && o.contended_duration.picoseconds() > 0 &&
            o.contended_duration != o.duration;
   }
-  // A contended op's device time at the current rate, alone or beside communication.
-  [[nodiscard]] SimTime current_duration(const Op& o) const {
-    return gpu_time(communication_running_ > 0 ? o.contended_duration : o.duration);
+  // An SM op's device time at the current rate. Alone, or slowed by a running collective
+  // (contended_duration); and the SMs time-shared among the SM ops running at once, each at 1/n
+  // of its rate. CUDA gives a kernel's thread blocks to SMs with room for them, and a GEMM's
+  // blocks (one per SM, most of its shared memory and registers) leave none: a kernel on
+  // another stream runs in the SM time the GEMM does not get (the block scheduler's "left-over"
+  // policy, Pai et al., "Improving GPGPU Concurrency with Elastic Kernels", ASPLOS 2013), so
+  // the SM work of both is done one after the other, whichever order the blocks take.
+  [[nodiscard]] SimTime shared_duration(const Op& o) const {
+    SimTime alone = o.duration;
+    if (o.kind == OpKind::kCompute) {
+      alone =
+          gpu_time(communication_running_ > 0 && contended(o) ? o.contended_duration : o.duration);
+    }
+    return SimTime::from_picoseconds(alone.picoseconds() *
+                                     static_cast<std::int64_t>(sm_running_.size()));
   }
 
-  // The rate of contended compute ops changes when communication starts or stops: credit the
-  // progress made at the old rate and reschedule the rest at the new one.
-  void reschedule_contended() {
-    for (OpId op : contended_running_) {
-      const Op& o = p_.ops[op];
-      const SimTime old_duration =
-          gpu_time(communication_running_ > 0 ? o.duration : o.contended_duration);
-      progress_[op] += static_cast<double>((now_ - progress_since_[op]).picoseconds()) /
-                       static_cast<double>(old_duration.picoseconds());
+  // Credits the running SM ops with their progress since the last change, at their rates.
+  void credit_sm_progress() {
+    for (OpId op : sm_running_) {
+      // A zero-length op ends at its start (its event is due now); one just started has none.
+      if (rate_duration_[op].picoseconds() > 0) {
+        progress_[op] += static_cast<double>((now_ - progress_since_[op]).picoseconds()) /
+                         static_cast<double>(rate_duration_[op].picoseconds());
+      }
       progress_since_[op] = now_;
+    }
+  }
+
+  // Reschedules the rest of every running SM op whose rate has changed (an SM op or a
+  // collective started or ended); credit_sm_progress first.
+  void reschedule_sm_ops() {
+    for (OpId op : sm_running_) {
+      const SimTime duration = shared_duration(p_.ops[op]);
+      if (duration == rate_duration_[op]) continue;
+      rate_duration_[op] = duration;
       const double left = std::max(0.0, 1.0 - progress_[op]);
       const auto remaining = static_cast<std::int64_t>(
-          std::llround(left * static_cast<double>(current_duration(o).picoseconds())));
+          std::llround(left * static_cast<double>(duration.picoseconds())));
       push(now_ + SimTime::from_picoseconds(remaining), EventPriority::kOpFinish,
            EventKind::kOpFinish, op, ++version_[op]);
     }
@@ -368,9 +398,12 @@ class Execution {
     --outstanding_;
     timeline_.ops[op].end = now_;
     if (o.kind == OpKind::kCommunication) {
-      if (--communication_running_ == 0) reschedule_contended();
-    } else if (contended(o)) {
-      contended_running_.erase(std::find(contended_running_.begin(), contended_running_.end(), op));
+      credit_sm_progress();
+      if (--communication_running_ == 0) reschedule_sm_ops();
+    } else if (uses_sms(o)) {
+      sm_running_.erase(std::find(sm_running_.begin(), sm_running_.end(), op));
+      credit_sm_progress();
+      reschedule_sm_ops();
     }
     ++streams_[o.stream].head;
     if (o.channel != kNoChannel) ++channels_[static_cast<std::size_t>(o.channel)].head;
@@ -568,10 +601,11 @@ class Execution {
   std::vector<Fifo> streams_;
   std::vector<Fifo> channels_;
   std::vector<bool> pending_release_;
-  std::vector<std::uint32_t> version_;   // bumped when an op is rescheduled (contended, NIC)
-  std::vector<double> progress_;         // fraction of a contended op or NIC transfer done
+  std::vector<std::uint32_t> version_;   // bumped when an op is rescheduled (SM share, NIC)
+  std::vector<double> progress_;         // fraction of a running SM op or NIC transfer done
   std::vector<SimTime> progress_since_;  // when progress_ was last credited
-  std::vector<OpId> contended_running_;  // running ops slowed by communication
+  std::vector<SimTime> rate_duration_;   // an SM op's whole duration at its current rate
+  std::vector<OpId> sm_running_;         // running kernels and device copies (uses_sms)
   std::vector<OpId> network_running_;    // collectives whose transfers are on the NICs
   int communication_running_ = 0;
   std::size_t outstanding_ = 0;       // issued ops not yet finished

@@ -24,13 +24,19 @@ using ChannelId = std::int32_t;
 inline constexpr OpId kNoOp = std::numeric_limits<OpId>::max();
 inline constexpr ChannelId kNoChannel = -1;
 
-// What resources an op occupies. While any kCommunication op runs, kCompute ops progress at
-// the rate of their contended_duration. kCommunication ops whose transfers cross the nodes'
-// NICs at the same time share them (Op::network_time).
+// What resources an op occupies. kCompute and kCopy ops run on the SMs, which the ones running
+// at once share, each at 1/n of its rate; while any kCommunication op runs, kCompute ops progress
+// at the rate of their contended_duration. kCommunication ops whose transfers cross the nodes'
+// NICs at the same time share them (Op::network_time). kCopyEngine ops run on the copy engines,
+// beside the SMs.
 enum class OpKind : std::uint8_t {
   kCompute,
   kCommunication,
-  kCopy,
+  kCopy,  // a device-to-device copy kernel (a cast, a pad, FSDP's copy-in)
+  // A cudaMemcpyAsync, which a copy engine (DMA) moves without SMs: host-device over PCIe, or
+  // device-to-device (PyTorch's copy_ between contiguous tensors of one dtype:
+  // copy_device_to_device, aten/src/ATen/native/cuda/Copy.cu).
+  kCopyEngine,
   kMarker,  // zero-length: an event recorded after cross-stream waits (cudaStreamWaitEvent)
 };
 

@@ -607,9 +607,9 @@ class Fsdp2Step final : private UnitHooks {
     }
     if (shard_size_ == 1) {
       // A one-GPU shard group reduces nothing: reduce_output.copy_(reduce_scatter_input)
-      // (PyTorch 2.9 on, pytorch/pytorch#162021).
-      s_.copy(p.name + ".reduce_scatter_copy", reduce_scatter_, 2 * elements(p.padded_numel, rd),
-              Phase::kBackward, g(u));
+      // (PyTorch 2.9 on, pytorch/pytorch#162021), flat tensors of one dtype: a cudaMemcpyAsync.
+      s_.device_memcpy(p.name + ".reduce_scatter_copy", reduce_scatter_,
+                       2 * elements(p.padded_numel, rd), Phase::kBackward, g(u));
     } else {
       s_.collective(p.name + ".reduce_scatter", Collective::kReduceScatter, reduce_scatter_,
                     shard_pg_, elements(p.padded_numel, rd), Phase::kBackward, g(u));

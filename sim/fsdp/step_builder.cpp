@@ -204,6 +204,15 @@ OpId StepBuilder::copy(std::string_view name, StreamId stream, Bytes bytes, Phas
   return byte_mover(name, stream, bytes, phase, group, hardware::kernel_time(in_.cluster.gpu, k));
 }
 
+OpId StepBuilder::device_memcpy(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
+                                std::int32_t group) {
+  Kernel k;
+  k.kind = KernelKind::kMemoryBound;
+  k.bytes = bytes;
+  return byte_mover(name, stream, bytes, phase, group, hardware::kernel_time(in_.cluster.gpu, k),
+                    OpKind::kCopyEngine);
+}
+
 OpId StepBuilder::multi_tensor(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
                                std::int32_t group) {
   return byte_mover(name, stream, bytes, phase, group,
@@ -212,15 +221,16 @@ OpId StepBuilder::multi_tensor(std::string_view name, StreamId stream, Bytes byt
 
 OpId StepBuilder::host_transfer(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
                                 std::int32_t group) {
-  return byte_mover(name, stream, bytes, phase, group, bytes / in_.cluster.pcie_bandwidth);
+  return byte_mover(name, stream, bytes, phase, group, bytes / in_.cluster.pcie_bandwidth,
+                    OpKind::kCopyEngine);
 }
 
 OpId StepBuilder::byte_mover(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
-                             std::int32_t group, Seconds duration) {
+                             std::int32_t group, Seconds duration, OpKind kind) {
   LaunchSpec spec;
   spec.name = name;
   spec.stream = stream;
-  spec.kind = OpKind::kCopy;
+  spec.kind = kind;
   spec.phase = tag(phase);
   spec.group = group;
   spec.duration = to_sim_time(name, duration);

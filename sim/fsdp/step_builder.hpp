@@ -78,6 +78,10 @@ class StepBuilder {
   // A memory-bound kernel (cast, copy, accumulation) moving `bytes` (read + write).
   engine::OpId copy(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,
                     std::int32_t group);
+  // A device-to-device cudaMemcpyAsync moving `bytes` (read + write) on a copy engine, beside
+  // the SMs: PyTorch's copy_ between contiguous tensors of one dtype. Priced as the copy kernel.
+  engine::OpId device_memcpy(std::string_view name, engine::StreamId stream, Bytes bytes,
+                             Phase phase, std::int32_t group);
   // A multi_tensor_apply kernel (a foreach or fused optimizer op) moving `bytes`.
   engine::OpId multi_tensor(std::string_view name, engine::StreamId stream, Bytes bytes,
                             Phase phase, std::int32_t group);
@@ -212,9 +216,11 @@ class StepBuilder {
   // (TrainingConfig::host_sync; the optimizer and the end of each backward have joined FSDP's
   // streams to it) and the runtime's own.
   void host_waits_for_compute(std::string_view reason);
-  // A copy-kind op moving `bytes` in `duration` (copy, multi_tensor, host_transfer).
+  // An op of `kind` (a device copy, or a host transfer) moving `bytes` in `duration` (copy,
+  // multi_tensor, host_transfer).
   engine::OpId byte_mover(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,
-                          std::int32_t group, Seconds duration);
+                          std::int32_t group, Seconds duration,
+                          engine::OpKind kind = engine::OpKind::kCopy);
   // Runs forward kernels [begin, end) of `layer`, but those `skip` marks (one flag per forward
   // kernel; null: none).
   void run_forward_kernels(std::size_t layer, std::size_t begin, std::size_t end, Phase phase,

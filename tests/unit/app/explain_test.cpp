@@ -421,13 +421,13 @@ TEST(ExplainCommand, NamesTheStragglerTheOtherRanksWaitForAndDescribesIt) {
             nlohmann::json::parse(uniform.output)["critical_path"]["gpu_compute_s"].get<double>());
 }
 
-// A slow host on one rank (hardware.stragglers host_speed) of Llama-3.1-8B on 8 H100 at 256
+// A slow host on one rank (hardware.stragglers host_speed) of Llama-3.1-8B on 8 H100 at 512
 // tokens: its own collectives run exposed longer than the others' (it launches late what follows
 // them), so the least exposed communication, once taken for the pace-setter, named a rank that
 // waits for it. The rank whose collectives wait least is the slow host.
 TEST(ExplainCommand, ASlowHostSetsThePaceThoughItsOwnCollectivesRunExposedLonger) {
   const std::string run_args = std::string(FSDPSIM_SOURCE_DIR) +
-                               "/scenarios/llama3_8b_8xh100.json --set training.seq_len=256 "
+                               "/scenarios/llama3_8b_8xh100.json --set training.seq_len=512 "
                                "--set 'hardware.stragglers=[{\"ranks\": [3], \"host_speed\": "
                                "0.3}]' --json -";
   const Outcome run = run_fsdpsim("run " + run_args);

@@ -23,6 +23,13 @@ LaunchSpec spec(std::string_view name, StreamId stream, double duration_us,
   return s;
 }
 
+// An op off the SMs (a collective's transfer): it runs beside kernels without sharing their SMs.
+LaunchSpec collective(std::string_view name, StreamId stream, double duration_us) {
+  LaunchSpec s = spec(name, stream, duration_us);
+  s.kind = OpKind::kCommunication;
+  return s;
+}
+
 class RecordingMemory final : public MemoryObserver {
  public:
   AllocationOutcome on_allocate(SimTime t, TensorId, const TensorInfo& info) override {
@@ -81,7 +88,7 @@ TEST(Executor, StreamsRunConcurrentlyAndCrossStreamWaitsAreEvents) {
   ProgramBuilder b;
   const StreamId compute = b.add_stream("compute");
   const StreamId comm = b.add_stream("comm");
-  const OpId gather = b.launch(spec("all_gather", comm, 30));
+  const OpId gather = b.launch(collective("all_gather", comm, 30));
   const OpId other = b.launch(spec("independent", compute, 20));
   b.wait_stream(compute, comm);
   const OpId use = b.launch(spec("uses_gathered", compute, 10));
@@ -135,7 +142,7 @@ TEST(Executor, RecordStreamDelaysReleaseUntilTheStreamPassesTheFree) {
   const StreamId s = b.add_stream("compute");
   const StreamId comm = b.add_stream("comm");
   const TensorId x = b.allocate("x", Bytes(100), s, 0);
-  b.launch(spec("uses_x", comm, 50));
+  b.launch(collective("uses_x", comm, 50));
   b.launch(spec("own_stream", s, 20));
   const TensorId own = b.allocate("own", Bytes(10), s, 0);
   b.free(own, b.record_event(s));
@@ -168,6 +175,41 @@ TEST(Executor, ComputeSlowsWhileCommunicationRuns) {
   EXPECT_EQ(t.ops[k].start, us(0));
   EXPECT_EQ(t.ops[k].end.picoseconds(), 113'333'333);
   EXPECT_EQ(t.ops[after].start, t.ops[k].end);
+}
+
+// Kernels and device copies on two streams time-share the SMs, each at half its rate: a 20 us
+// GEMM and a 10 us cast on another stream, both from 0, have done 10 and 5 us of their work at
+// 20 us, where the cast ends; the GEMM's last 10 us run alone, to 30. A cudaMemcpyAsync (a copy
+// engine) beside the GEMM takes no SM time: the GEMM ends at 20 beside it.
+TEST(Executor, KernelsOnTwoStreamsShareTheSms) {
+  const auto run = [](OpKind side_kind, double side_us) {
+    ProgramBuilder b;
+    const StreamId compute = b.add_stream("compute");
+    const StreamId side = b.add_stream("side");
+    LaunchSpec side_op = spec("side", side, side_us);
+    side_op.kind = side_kind;
+    const OpId cast = b.launch(side_op);
+    const OpId gemm = b.launch(spec("gemm", compute, 20));
+    const Timeline t = execute(b.program());
+    return std::make_pair(t.ops[gemm].end, t.ops[cast].end);
+  };
+  EXPECT_EQ(run(OpKind::kCopy, 10), std::make_pair(us(30), us(20)));
+  EXPECT_EQ(run(OpKind::kCompute, 10), std::make_pair(us(30), us(20)));
+  EXPECT_EQ(run(OpKind::kCopyEngine, 10), std::make_pair(us(20), us(10)));
+  // Beside a collective's SM use as well: the GEMM's contended rate, halved.
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const StreamId side = b.add_stream("side");
+  const StreamId comm = b.add_stream("comm");
+  b.launch(collective("all_gather", comm, 100));
+  LaunchSpec cast = spec("cast", side, 10);
+  cast.kind = OpKind::kCopy;
+  b.launch(cast);
+  LaunchSpec gemm = spec("gemm", compute, 20);
+  gemm.contended_duration = us(40);
+  const OpId k = b.launch(gemm);
+  // 0-20: the cast at half rate ends; the GEMM did 20/80 of its work. 20-50: 60/80 more at 40.
+  EXPECT_EQ(execute(b.program()).ops[k].end, us(50));
 }
 
 TEST(Executor, ComputeStartedDuringCommunicationSpeedsUpWhenItEnds) {
@@ -277,11 +319,11 @@ RetryRun run_retry(const char* other, int other_us, bool first) {
   ProgramBuilder b;
   const StreamId s = b.add_stream("compute");
   const StreamId second = b.add_stream("other");
-  if (first) b.launch(spec(other, second, other_us));
+  if (first) b.launch(collective(other, second, other_us));
   const TensorId x = b.allocate("x", Bytes(1), second, 0);  // used, and recorded, on s
   RetryRun r;
   r.short_op = b.launch(spec("short", s, 30));
-  if (!first) b.launch(spec(other, second, other_us));
+  if (!first) b.launch(collective(other, second, other_us));
   b.free(x, b.record_event(s));
   b.allocate("y", Bytes(1), s, 0);
   r.after = b.launch(spec("after", s, 1));
@@ -345,7 +387,7 @@ SimTime after_issue(SynchronizingMemory& memory) {
   const StreamId s = b.add_stream("compute");
   const StreamId other = b.add_stream("other");
   b.launch(spec("long", s, 100));
-  b.launch(spec("short", other, 30));
+  b.launch(collective("short", other, 30));
   b.allocate("x", Bytes(1), s, 0);
   const OpId after = b.launch(spec("after", s, 1));
   return execute(b.program(), &memory).ops[after].issue;
@@ -388,7 +430,9 @@ TEST(Executor, ALaunchIntoAFullStreamWaitsForItsOldestOp) {
   const StreamId other = b.add_stream("t");
   const OpId a0 = b.launch(spec("a0", s, 10, 1));
   const OpId a1 = b.launch(spec("a1", s, 10, 1));
-  const OpId o = b.launch(spec("o", other, 5, 1));
+  LaunchSpec off_sms = collective("o", other, 5);
+  off_sms.launch_cost = us(1);
+  const OpId o = b.launch(off_sms);
   const OpId a2 = b.launch(spec("a2", s, 10, 1));
   b.allocate("x", Bytes(100), s, 0);
   const OpId a3 = b.launch(spec("a3", s, 10, 1));

@@ -8,7 +8,9 @@
 // (_div_if_needed, predivide factor 2 and postdivide 1 at world 2) reads and writes it again ->
 // 80 us; the fp32 reduce-scatter output is _saved_grad_shard as it is (no kernel); AdamW
 // (foreach, the default) moves 21 x 4 B x 5M = 420 MB -> 420 us per unit. Layers: forward
-// 100 us (attention 40 + MLP 60), backward 200 us.
+// 100 us (attention 40 + MLP 60), backward 200 us. Kernels on two streams at once share the SMs,
+// each at half its rate (engine::OpKind): a pre-divide beside a 200 us backward takes 160 us and
+// holds the backward back by its own 80.
 #include <gtest/gtest.h>
 
 #include "measured_ops.hpp"
@@ -56,10 +58,12 @@ SimRun simulate(BackwardPrefetch prefetch, bool limit_all_gathers = true) {
 // gradient kernels. The limiter (2 in flight: b0 and b1 were freed in forward) blocks the CPU
 // until b0's forward ends (220), so AG(b1) runs 220-240. b1's hook prefetches b0 (240-260)
 // *before* RS(b1) is issued, so both overlap compute. head bwd 420-620, b1 bwd 620-820,
-// concat 820-900, pre-divide 900-980 and RS(b1) 980-1000, b0 bwd 900-1100, concat 1100-1180,
-// pre-divide and RS(b0) 1180-1280, embedding bwd 1180-1380, root concat 1380-1460, the root's
-// pre-divide 1460-1540 and RS(root) 1540-1560 are exposed, then AdamW 3 x 420 = 1260: step =
-// 2820 us.
+// concat 820-900; b1's pre-divide on the post-backward stream and b0 bwd on the compute stream
+// share the SMs from 900: the pre-divide's 80 us take 160 (to 1060, RS(b1) 1060-1080), b0 bwd
+// has done 80 of its 200 by then and ends at 1180. concat 1180-1260; b0's pre-divide beside
+// the embedding's bwd alike: 1260-1420 (RS(b0) 1420-1440), the embedding to 1540. Root concat
+// 1540-1620, the root's pre-divide 1620-1700 (alone: the compute stream idles) and RS(root)
+// 1700-1720 are exposed, then AdamW 3 x 420 = 1260: step = 2980 us.
 TEST(Fsdp1FullShard, BackwardPreOverlapsEveryBackwardAllGather) {
   const SimRun r = simulate(BackwardPrefetch::kBackwardPre);
   EXPECT_EQ(r.span("root.all_gather"), std::make_pair(us(0), us(20)));
@@ -67,14 +71,16 @@ TEST(Fsdp1FullShard, BackwardPreOverlapsEveryBackwardAllGather) {
   EXPECT_EQ(r.span("blocks.1.fwd.attn").first, us(220));
   EXPECT_EQ(r.span("blocks.1.fwd.mlp").second, us(320));
   EXPECT_EQ(r.span("head.bwd.bwd"), std::make_pair(us(420), us(620)));
-  EXPECT_EQ(r.span("blocks.1.grad_predivide"), std::make_pair(us(900), us(980)));
-  EXPECT_EQ(r.span("blocks.1.reduce_scatter"), std::make_pair(us(980), us(1000)));
-  EXPECT_EQ(r.span("blocks.0.bwd.bwd"), std::make_pair(us(900), us(1100)));
-  EXPECT_EQ(r.span("root.reduce_scatter"), std::make_pair(us(1540), us(1560)));
-  EXPECT_EQ(r.out.timeline.makespan, us(2820));
+  EXPECT_EQ(r.span("blocks.1.grad_predivide"), std::make_pair(us(900), us(1060)));
+  EXPECT_EQ(r.span("blocks.1.reduce_scatter"), std::make_pair(us(1060), us(1080)));
+  EXPECT_EQ(r.span("blocks.0.bwd.bwd"), std::make_pair(us(900), us(1180)));
+  EXPECT_EQ(r.span("blocks.0.grad_predivide"), std::make_pair(us(1260), us(1420)));
+  EXPECT_EQ(r.span("root.reduce_scatter"), std::make_pair(us(1700), us(1720)));
+  EXPECT_EQ(r.out.timeline.makespan, us(2980));
   const StepBreakdown& b = r.out.result.breakdown;
   EXPECT_DOUBLE_EQ(b.forward.value(), 400e-6);
-  EXPECT_DOUBLE_EQ(b.backward.value(), 1040e-6);
+  // The compute stream: 200 + 200 + 80 + 280 + 80 + 280 + 80.
+  EXPECT_DOUBLE_EQ(b.backward.value(), 1200e-6);
   EXPECT_DOUBLE_EQ(b.optimizer.value(), 1260e-6);
   EXPECT_DOUBLE_EQ(b.exposed_communication.value(), 40e-6);
   EXPECT_DOUBLE_EQ(b.idle.value(), 80e-6);
@@ -82,8 +88,10 @@ TEST(Fsdp1FullShard, BackwardPreOverlapsEveryBackwardAllGather) {
 
 // With backward_prefetch=None, b0's all-gather is issued in b0's own pre-backward hook, after
 // RS(b1) was issued on the same communicator: NCCL runs it only after b1's pre-divide and RS
-// (900-1000), so AG(b0) 1000-1020 and both are exposed and everything after shifts by 120 us:
-// 2940 us.
+// (900-1000, alone: b0 bwd waits for its all-gather), so AG(b0) 1000-1020 and all three are
+// exposed. b0 bwd 1020-1220, concat 1220-1300, then as with BACKWARD_PRE from 1260, 40 us later:
+// b0's pre-divide shares the SMs with the embedding's bwd (to 1580), root concat, pre-divide
+// and RS end at 1760, AdamW: 3020 us.
 TEST(Fsdp1FullShard, NoPrefetchSerializesAllGatherBehindReduceScatter) {
   const SimRun r = simulate(BackwardPrefetch::kNone);
   const auto gathers_after = r.span("blocks.1.reduce_scatter").second;
@@ -97,7 +105,7 @@ TEST(Fsdp1FullShard, NoPrefetchSerializesAllGatherBehindReduceScatter) {
   }
   ASSERT_EQ(starts.size(), 2u);
   EXPECT_EQ(starts[1], us(1000));
-  EXPECT_EQ(r.out.timeline.makespan, us(2940));
+  EXPECT_EQ(r.out.timeline.makespan, us(3020));
 }
 
 // BACKWARD_POST prefetches b0 in b1's post-backward hook, after b1 is resharded and before
@@ -106,7 +114,7 @@ TEST(Fsdp1FullShard, NoPrefetchSerializesAllGatherBehindReduceScatter) {
 // gathers nothing, and the next forward gathers b1 as usual.
 TEST(Fsdp1FullShard, BackwardPostIssuesTheNextAllGatherBeforeTheReduceScatter) {
   const SimRun r = simulate(BackwardPrefetch::kBackwardPost);
-  EXPECT_EQ(r.out.timeline.makespan, us(2820));
+  EXPECT_EQ(r.out.timeline.makespan, us(2980));
   EXPECT_EQ(testing::all_gathers(r.out),
             (std::vector<std::string>{"root", "blocks.0", "blocks.1", "blocks.1", "blocks.0"}));
 }

@@ -312,6 +312,7 @@ TEST(MemoryModel, ARunAheadCpuRetriesOncePerCacheFillAndEachRetryCostsOnlyTheRef
     engine::LaunchSpec ag;
     ag.name = "all_gather";
     ag.stream = unshard;
+    ag.kind = engine::OpKind::kCommunication;
     ag.duration = us(10);
     ag.launch_cost = us(1);
     engine::LaunchSpec fwd;
