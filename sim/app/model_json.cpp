@@ -55,15 +55,15 @@ std::int64_t count_or(JsonObjectReader& r, const std::string& key, std::int64_t 
 // HF T5Config names, shortened to this file's vocabulary: num_layers -> n_layers, num_heads ->
 // n_heads, d_ff -> ffn_dim, vocab_size -> vocab, tie_word_embeddings -> tied_embeddings. The
 // defaults are T5Config's (transformers configuration_t5.py): num_decoder_layers = num_layers,
-// relative_attention_num_buckets 32, feed_forward_proj "relu", dropout_rate 0.1, tied.
+// d_kv 64 (whatever d_model / num_heads is), relative_attention_num_buckets 32, feed_forward_proj
+// "relu", dropout_rate 0.1, tied.
 void parse_t5(JsonObjectReader& r, models::TransformerSpec& s) {
   s.n_layers = r.positive_int_at_most("n_layers", size_bounds::kLayers);
   s.n_decoder_layers = r.positive_int_at_most("n_decoder_layers", size_bounds::kLayers, s.n_layers);
   s.d_model = r.positive_int_at_most("d_model", size_bounds::kWidth);
   s.n_heads = r.positive_int_at_most("n_heads", size_bounds::kHeads);
   s.n_kv_heads = s.n_heads;
-  s.d_kv = r.positive_int_at_most("d_kv", size_bounds::kWidth,
-                                  s.d_model / s.n_heads > 0 ? s.d_model / s.n_heads : 1);
+  s.d_kv = r.positive_int_at_most("d_kv", size_bounds::kWidth, 64);
   s.ffn_dim = r.positive_int_at_most("ffn_dim", size_bounds::kFfn);
   s.vocab = r.positive_int_at_most("vocab", size_bounds::kVocab);
   s.relative_attention_num_buckets = r.positive_int_at_most(

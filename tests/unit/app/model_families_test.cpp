@@ -75,6 +75,17 @@ TEST(T5Json, RejectsBadKeysWithPathAndExpectation) {
             "bad.json: /model/n_decoder_layer: unknown key; did you mean n_decoder_layers?");
 }
 
+// An inline T5 without d_kv takes T5Config's default, 64, not d_model / n_heads (HF's t5-11b
+// has 128 heads of 128 over d_model 1024): 7 heads over d_model 512 project to 448, not 511.
+TEST(T5Json, DKvDefaultsToT5ConfigsSixtyFour) {
+  nlohmann::json s = t5_scenario();
+  s["model"] = {{"family", "t5"}, {"n_layers", 2},   {"d_model", 512},
+                {"n_heads", 7},   {"ffn_dim", 2048}, {"vocab", 32128}};
+  EXPECT_EQ(app::scenario_from_json(s, "t5.json", {}, kPresets).model.d_kv, 64);
+  s["model"]["d_kv"] = 73;
+  EXPECT_EQ(app::scenario_from_json(s, "t5.json", {}, kPresets).model.d_kv, 73);
+}
+
 TEST(T5Json, DecoderSeqLenIsForT5AndFlashAttentionIsRefused) {
   EXPECT_EQ(error_of(t5_scenario(), {{"training", {{"decoder_seq_len", 0}}}}),
             "bad.json: /training/decoder_seq_len: expected a positive integer, found the number 0");
