@@ -205,6 +205,31 @@ void check_chunked_loss(const Scenario& s, const std::string& f) {
   }
 }
 
+// The fused attention kernels run head dimensions that are multiples of 8, up to 256 for
+// flash-attn 2 and SDPA's flash and cuDNN backends (sdp_utils.cpp check_head_dim_size_flash;
+// flash-attn 2's README), up to 128 for flash-attn 1.x and its Triton port (their READMEs).
+void check_flash_head_dim(const Scenario& s, const nlohmann::json& training, const std::string& f) {
+  const models::ModelFamily family = s.model.family;
+  if (!s.training.flash_attention || family == models::ModelFamily::kCustom ||
+      family == models::ModelFamily::kT5 || s.model.n_heads <= 0) {
+    return;
+  }
+  const std::int64_t head_dim = s.model.d_model / s.model.n_heads;
+  const bool older = s.training.flash_kernel == FlashKernel::kFlash1 ||
+                     s.training.flash_kernel == FlashKernel::kTriton;
+  const std::int64_t most = older ? 128 : 256;
+  if (head_dim % 8 == 0 && head_dim <= most) return;
+  throw ConfigError(
+      f, training.contains("flash_kernel") ? "/training/flash_kernel" : "/training/flash_attention",
+      fmt::format("expected a head dimension the fused attention kernel runs, a multiple of 8 up "
+                  "to {} ({}), found {} (d_model {} / {} heads); set training.flash_attention "
+                  "false for the unfused attention",
+                  most,
+                  older ? "flash-attn 1.x and its Triton port"
+                        : "flash-attn 2, SDPA's flash and cuDNN backends",
+                  head_dim, s.model.d_model, s.model.n_heads));
+}
+
 // The scenario in `document`, every override applied.
 Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::path& file,
                         const PresetLocator& presets) {
@@ -335,6 +360,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::filesystem::p
                                   s.model.name));
   }
   const bool custom = s.model.family == models::ModelFamily::kCustom;
+  check_flash_head_dim(s, *training, f);
   for (const auto& [key, on] :
        {std::pair<const char*, bool>{"matmul_dtype", s.training.float8_linears()},
         {"compiled", s.training.compiled},

@@ -1293,6 +1293,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"loss_chunks_logits_kept",
                  {{"training", {{"loss_chunks", 8}, {"logits_kept_by_loop", "compute_dtype"}}}},
                  "/training/loss_chunks: the chunked loss makes the logits inside the loss"},
+        // Head dimensions the fused attention kernels do not run: 12288 / 16 = 768 past flash-attn
+        // 2's 256; 12288 / 64 = 192, within it, past flash-attn 1.x's 128.
+        BadInput{"flash_head_dim_past_256",
+                 {{"model", {{"preset", "gpt-175b"}, {"n_heads", 16}, {"n_kv_heads", 16}}},
+                  {"training", {{"flash_attention", true}}}},
+                 "/training/flash_attention: expected a head dimension the fused attention kernel "
+                 "runs, a multiple of 8 up to 256 (flash-attn 2, SDPA's flash and cuDNN backends), "
+                 "found 768 (d_model 12288 / 16 heads)"},
+        BadInput{"flash1_head_dim_past_128",
+                 {{"model", {{"preset", "gpt-175b"}, {"n_heads", 64}, {"n_kv_heads", 64}}},
+                  {"training", {{"flash_attention", true}, {"flash_kernel", "flash1"}}}},
+                 "/training/flash_kernel: expected a head dimension the fused attention kernel "
+                 "runs, a multiple of 8 up to 128 (flash-attn 1.x and its Triton port), found 192"},
         // Autocast is modelled over weights wider than its dtype only.
         BadInput{"autocast_same_width",
                  {{"training", {{"autocast_dtype", "fp16"}}}, {"fsdp", {{"param_dtype", "bf16"}}}},
