@@ -110,6 +110,18 @@ class Plot:
         return f"fsdp-paper/{self.name}.svg"
 
 
+def gpt175b_level_text(b1, b2):
+    """How fsdpsim's 128-GPU figures sit against the paper's 173 (a lower bound) and 186."""
+    off = f"{pct(rel(b1, 173), 0)}/{pct(rel(b2, 186), 0)}"
+    if b1 > 173 and b2 >= 186:
+        return (f"fsdpsim stays optimistic by {off}: the paper's numbers are a 2022 eager minGPT "
+                "with unfused attention, below the kernel efficiencies of the presets.")
+    short = " (at batch 1 under the \"more than 173\" the paper states, so that statement is " \
+            "not reproduced)" if b1 <= 173 else ""
+    return (f"fsdpsim's figures are {off} off the paper's{short}; its kernel efficiencies are the "
+            "presets' cited ones, not fitted to the paper's 2022 eager minGPT.")
+
+
 def gpt175b(out, rows, sections):
     pts = load_points(out, "gpt175b_scaling")
     gpus = [128, 192, 256, 384, 512]
@@ -184,9 +196,7 @@ paper's TFLOPS count the recompute (Megatron's formula), so they compare with fs
 The 15 % target holds for both batches at every GPU count, and per-GPU throughput is flat from
 128 to 512 GPUs: with 2 Tb/s per node the per-unit all-gather and reduce-scatter hide behind the
 block's compute (exposed communication {find(pts, hardware__nodes=16, training__micro_batch=1)['breakdown']['exposed_communication_s']:.2f} s of a
-{find(pts, hardware__nodes=16, training__micro_batch=1)['step_time_s']:.1f} s step at 128 GPUs, batch 1). fsdpsim stays optimistic by
-{pct(rel(b1, 173), 0)}/{pct(rel(b2, 186), 0)}: the paper's numbers are a 2022 eager minGPT with
-unfused attention, below the kernel efficiencies of the presets.
+{find(pts, hardware__nodes=16, training__micro_batch=1)['step_time_s']:.1f} s step at 128 GPUs, batch 1). {gpt175b_level_text(b1, b2)}
 
 {defrag_text(anomaly, reserved_gb, share, load_run(out, "whatif_gpt175b_128_bs2_no_host_sync"))} Sweep plots: [gpt175b_scaling/index.md](fsdp-paper/gpt175b_scaling/index.md).
 """)
