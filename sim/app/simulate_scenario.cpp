@@ -34,6 +34,17 @@ ConfigError out_of_range(const Scenario& scenario, const std::range_error& e) {
                       : fmt::format(" (run with {})", fmt::join(scenario.overrides, ", "))));
 }
 
+// Whether any forward GEMM of the workload runs in float8 (models/float8_linear.cpp converts
+// only the linears whose in and out features are multiples of 16).
+bool runs_float8_gemm(const models::Workload& workload) {
+  for (const models::Layer& layer : workload.layers) {
+    for (const models::NamedKernel& k : layer.forward) {
+      if (k.kernel.dtype == Dtype::kFp8) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_memory) {
@@ -68,6 +79,13 @@ fsdp::SimulationOutput simulate_scenario(const Scenario& scenario, bool record_m
   simulation.warm_up = true;  // the steady state, with or without the allocator model
   try {
     const models::Workload workload = models::build_workload(scenario.model, options);
+    if (options.float8_linears && !runs_float8_gemm(workload)) {
+      throw ConfigError(
+          scenario.file.string(), "/training/matmul_dtype",
+          "expected a model with a linear that float8 runs, found none: torchao converts the "
+          "nn.Linear layers whose in and out features are multiples of 16, the LM head excepted "
+          "(torchtitan's float8 converter), so fp8 would change nothing");
+    }
     fsdp::ScheduleInput input;
     input.workload = &workload;
     input.cluster = scenario.hardware.cluster;

@@ -782,6 +782,23 @@ TEST(Cli, LinksAndFifosAreWrittenThroughNotReplaced) {
 // interval 4 divisions is the number 4, one that gives them 1 (off) is no setting, and "[64:4]",
 // which rounds only sizes below 128 MiB (its first entry's 4 holds below 64 MiB too), is neither
 // (Llama-3.1-8B on 8 H100, whose reserved memory the rounding moves).
+// matmul_dtype fp8 on a model none of whose linears torchao converts (d_model 4104 = 57 heads of
+// 72: no in or out feature count a multiple of 16 but the LM head's) would change nothing.
+TEST(Cli, Float8WithoutAnEligibleLinearIsRefused) {
+  const std::string model =
+      R"('model={"family":"llama","n_layers":2,"d_model":4104,"n_heads":57,"n_kv_heads":57,)"
+      R"("ffn_dim":14336,"vocab":128256,"max_seq_len":8192}')";
+  const std::string run = "run " + kLlamaScenario + " --set " + model +
+                          " --set training.micro_batch=1 --set training.global_batch=8";
+  EXPECT_EQ(run_fsdpsim(run).exit_code, 0);
+  const Outcome o = run_fsdpsim(run + " --set training.matmul_dtype=fp8");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("/training/matmul_dtype: expected a model with a linear that float8 "
+                          "runs, found none"),
+            std::string::npos)
+      << o.output;
+}
+
 // training.optimizer_state_dtype: bf16 states hold half the state of fp32 ones, and the
 // parameters' own dtype is no setting (a sweep can list both), bf16 beside bf16 parameters too.
 TEST(Cli, OptimizerStateDtypeBf16HalvesTheStatesAndTheParametersDtypeIsNoSetting) {
