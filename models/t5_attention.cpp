@@ -73,14 +73,21 @@ void append_t5_attention_forward(LayerDraft& draft, const T5AttentionDims& dims,
   draft.forward(score_gemm(dims, "scores", GemmShape{dims.seq_q, dims.seq_kv, dims.d_kv, bh}, ctx));
   temps.allocate(scores);
   // In place: reads scores and the bias, writes scores; add saves nothing.
-  draft.forward(memory_bound_kernel(name(dims, "add_position_bias"), 3 * scores, ctx));
-  draft.forward(memory_bound_kernel(name(dims, "scores_to_fp32"), scores + scores32, ctx));
+  // Each output up to the softmax's is read only by the next kernel (handed off: fused under
+  // torch.compile, models/compile_fusion.hpp); the softmax's is saved, the probabilities' read
+  // by the dropout or kept for the P@V bmm.
+  draft.forward(
+      handed_off(memory_bound_kernel(name(dims, "add_position_bias"), 3 * scores, ctx), scores));
+  draft.forward(handed_off(
+      memory_bound_kernel(name(dims, "scores_to_fp32"), scores + scores32, ctx), scores32));
   temps.allocate(scores32);
   temps.release(scores);
   draft.forward(memory_bound_kernel(name(dims, "softmax_fp32"), 2 * scores32, ctx));
   draft.save(scores32);  // softmax saves its (fp32) output
   temps.release(scores32);
-  draft.forward(memory_bound_kernel(name(dims, "probs_to_dtype"), scores32 + scores, ctx));
+  draft.forward(
+      handed_off(memory_bound_kernel(name(dims, "probs_to_dtype"), scores32 + scores, ctx),
+                 dims.dropout ? scores : 0));
   if (dims.dropout) {
     const std::int64_t mask = score_elements(dims, ctx) * kMaskBytes;
     temps.allocate(scores);
@@ -115,15 +122,19 @@ void append_t5_attention_backward(LayerDraft& draft, const T5AttentionDims& dims
   temps.release(q);  // head-major d(o)
   if (dims.dropout) {
     const std::int64_t mask = score_elements(dims, ctx) * kMaskBytes;
-    draft.backward(memory_bound_kernel(name(dims, "dropout_bwd"), 2 * scores + mask, ctx));
+    draft.backward(
+        handed_off(memory_bound_kernel(name(dims, "dropout_bwd"), 2 * scores + mask, ctx), scores));
     temps.allocate(scores);
     temps.release(scores);
   }
-  draft.backward(memory_bound_kernel(name(dims, "probs_to_dtype_bwd"), scores + scores32, ctx));
+  // The gradients up to the score GEMMs' input are each read only by the next kernel.
+  draft.backward(handed_off(
+      memory_bound_kernel(name(dims, "probs_to_dtype_bwd"), scores + scores32, ctx), scores32));
   temps.allocate(scores32);
   temps.release(scores);
   // Reads the gradient and the saved fp32 output, writes the fp32 score gradient.
-  draft.backward(memory_bound_kernel(name(dims, "softmax_fp32_bwd"), 3 * scores32, ctx));
+  draft.backward(
+      handed_off(memory_bound_kernel(name(dims, "softmax_fp32_bwd"), 3 * scores32, ctx), scores32));
   temps.allocate(scores32);
   temps.release(scores32);
   draft.backward(memory_bound_kernel(name(dims, "scores_to_fp32_bwd"), scores32 + scores, ctx));

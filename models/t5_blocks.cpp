@@ -57,7 +57,8 @@ void residual_forward(LayerDraft& draft, const Block& b, const std::string& pref
   TransientTracker& temps = draft.forward_temps();
   temps.allocate(hidden);
   if (b.dropout()) {
-    draft.forward(dropout_forward(prefix + "_dropout", b.spec.d_model, b.ctx));
+    // Its output is read only by the residual add (handed off under torch.compile).
+    draft.forward(handed_off(dropout_forward(prefix + "_dropout", b.spec.d_model, b.ctx), hidden));
     temps.allocate(hidden);
     temps.release(hidden);
     draft.save(b.ctx.tokens * b.spec.d_model * kMaskBytes);
@@ -71,7 +72,9 @@ void residual_forward(LayerDraft& draft, const Block& b, const std::string& pref
 // Precondition: the normalized input's gradient is allocated; releases it.
 void norm_and_residual_backward(LayerDraft& draft, const Block& b, const std::string& prefix) {
   TransientTracker& temps = draft.backward_temps();
-  append_norm_backward(draft, prefix + "_norm", t5_norm(b.ctx), b.spec.d_model, b.ctx, 0);
+  // The norm's input gradient is read only by the residual add.
+  append_norm_backward(draft, prefix + "_norm", t5_block_norm(b.ctx), b.spec.d_model, b.ctx,
+                       b.hidden());
   temps.allocate(b.hidden());  // the norm's input gradient
   temps.release(b.hidden());   // the normalized input's gradient
   draft.backward(add_kernel(prefix + "_residual_grad", b.spec.d_model, b.ctx));
@@ -115,7 +118,8 @@ void self_attention_forward(LayerDraft& draft, const Block& b) {
   const std::int64_t d = b.spec.d_model;
   const std::int64_t inner = t5_inner(b.spec);
   // The block's first op: its input is the block's.
-  draft.note_input_saved(append_norm_forward(draft, "self_attn_norm", t5_norm(b.ctx), d, b.ctx));
+  draft.note_input_saved(
+      append_norm_forward(draft, "self_attn_norm", t5_block_norm(b.ctx), d, b.ctx));
   draft.save(b.hidden());  // the normalized input, kept by q, k and v
   draft.forward(linear_forward("q", {d, inner, false}, b.ctx));
   draft.forward(linear_forward("k", {d, inner, false}, b.ctx));
@@ -130,7 +134,7 @@ void self_attention_forward(LayerDraft& draft, const Block& b) {
 void cross_attention_forward(LayerDraft& draft, const Block& b) {
   const std::int64_t d = b.spec.d_model;
   const std::int64_t inner = t5_inner(b.spec);
-  append_norm_forward(draft, "cross_attn_norm", t5_norm(b.ctx), d, b.ctx);
+  append_norm_forward(draft, "cross_attn_norm", t5_block_norm(b.ctx), d, b.ctx);
   draft.save(b.hidden());  // the normalized input, kept by q
   // k and v project the encoder output (saved once, by the encoder's final-norm layer).
   draft.forward(linear_forward("cross_q", {d, inner, false}, b.ctx));
@@ -221,7 +225,7 @@ void ffn_forward(LayerDraft& draft, const Block& b) {
   const std::int64_t f = b.spec.ffn_dim;
   const std::int64_t ffn = b.ffn_bytes();
   TransientTracker& temps = draft.forward_temps();
-  append_norm_forward(draft, "ff_norm", t5_norm(b.ctx), d, b.ctx);
+  append_norm_forward(draft, "ff_norm", t5_block_norm(b.ctx), d, b.ctx);
   draft.save(b.hidden());  // the normalized input, kept by wi (wi_0, wi_1)
   if (b.spec.gated_ffn) {
     // T5DenseGatedActDense: gelu_new(wi_0(x)) * wi_1(x).

@@ -41,6 +41,12 @@ inline NormKind t5_norm(const BuildContext& ctx) {
              : NormKind::kRmsNorm;
 }
 
+// A block's T5LayerNorms: compiled, Inductor writes its own fused norm whatever the module's
+// code (as a Llama block's, llama_family.cpp block_norm).
+inline NormKind t5_block_norm(const BuildContext& ctx) {
+  return ctx.compiled ? NormKind::kRmsNorm : t5_norm(ctx);
+}
+
 // Each nn.Parameter of one block in registration order (q, k, v, o: d_model x inner each, the
 // relative bias table in the first block, the self-attention's T5LayerNorm weight; the decoder's
 // cross-attention q, k, v, o and norm; the FFN's 2 or 3 matrices and norm; no biases).

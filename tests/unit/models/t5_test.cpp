@@ -287,6 +287,31 @@ TEST(T5Workload, T5LayerNormRunsEagerlyUnlessApexFusesIt) {
   }
 }
 
+// Compiled, a block's T5LayerNorms are Inductor's own fused norm whatever rms_norm says (its
+// saved tensors too), and the attention's score chain fuses: the position-bias sum, its fp32 copy
+// and the bf16 probabilities (read by the dropout) are neither written nor read back, the fp32
+// softmax output (saved) is; in backward the gradients between the dropout's and the fp32 cast's.
+TEST(T5Workload, CompiledBlocksFuseTheirNormsAndTheScoreChain) {
+  WorkloadOptions eager = testing::options(1, 4);
+  eager.rms_norm = RmsNormKernel::kEager;
+  eager.compiled = true;
+  WorkloadOptions fused = eager;
+  fused.rms_norm = RmsNormKernel::kFused;
+  const Workload e = build_workload(tiny_t5(), eager);
+  const Workload f = build_workload(tiny_t5(), fused);
+  EXPECT_EQ(layer(e, "encoder.blocks.0").saved_activations,
+            layer(f, "encoder.blocks.0").saved_activations);
+  const NamedKernel& chain = find_kernel(layer(e, "encoder.blocks.0").forward,
+                                         "attn_add_position_bias+attn_scores_to_fp32+"
+                                         "attn_softmax_fp32+attn_probs_to_dtype+attn_dropout");
+  // Scores: 2 heads x 4 x 4 = 32 elements, bf16 (2 B) and fp32 (4 B); the mask 1 B each.
+  const std::int64_t scores = 32 * 2;
+  const std::int64_t scores32 = 32 * 4;
+  const std::int64_t eager_bytes =
+      3 * scores + (scores + scores32) + 2 * scores32 + (scores32 + scores) + (2 * scores + 32);
+  EXPECT_EQ(chain.kernel.bytes.value(), eager_bytes - 2 * (scores + scores32 + scores));
+}
+
 // v1.1's gelu_new runs op by op (transformers' NewGELUActivation is Python arithmetic): eight
 // forward kernels (18 passes over the T x d_ff tensor) that keep t, 0.5 * x and 1 + t beside x,
 // and eleven backward kernels (28 passes) in autograd's order.
