@@ -95,7 +95,8 @@ training:
   optimizer_state_dtype     bf16 | fp32: AdamW's states in bf16 beside fp32 parameters, with
                             optimizer_impl fused (FSDP) [torchtitan fused_opt_states_bf16]
                                                                        default param_storage_dtype
-  optimizer                 adamw [torch.optim.AdamW] | sgd [torch.optim.SGD]       default adamw
+  optimizer                 adamw [torch.optim.AdamW] | sgd [torch.optim.SGD, no
+                            momentum: no state]                                     default adamw
   optimizer_impl            foreach | fused | for_loop: the optimizer's loop       default foreach
                             [foreach=None (the CUDA default) | fused=True | foreach=False];
                             SGD's fused and foreach kernels make the same single pass;
