@@ -409,6 +409,37 @@ std::string array_grid_value_hint(const std::vector<GridAxis>& axes, const std::
   return "";
 }
 
+// Points refused at a key no axis sets: the scenario's own value (not a --set's), which an axis
+// makes moot or wrong at those points (training.checkpoint_early_stop under an axis of
+// training.compiled). Said once, for the first such key of `reasons`; empty when there is none.
+std::string scenario_key_hint(const std::vector<GridAxis>& axes,
+                              const std::vector<std::string>& reasons) {
+  for (const std::string& reason : reasons) {
+    const std::size_t colon = reason.find(": ");
+    if (!reason.starts_with("/") || colon == std::string::npos ||
+        reason.find("the value comes from --set") != std::string::npos) {
+      continue;
+    }
+    const std::string path = reason.substr(0, colon);
+    const bool swept = std::any_of(axes.begin(), axes.end(), [&](const GridAxis& axis) {
+      return std::any_of(axis.keys.begin(), axis.keys.end(), [&](const std::string& key) {
+        const std::string swept_path = json_path_of(key);
+        return path == swept_path || path.starts_with(swept_path + "/") ||
+               swept_path.starts_with(path + "/");
+      });
+    });
+    if (swept) continue;
+    std::string key = path.substr(1);
+    std::replace(key.begin(), key.end(), '/', '.');
+    return fmt::format(
+        "note: {} is the scenario's own, set at every point; to set it only where it applies, "
+        "sweep it tied to the axis that decides, null where it does not (--grid "
+        "'AXIS+{}=[a1,v1],[a2,null]')\n",
+        key, key);
+  }
+  return "";
+}
+
 struct PointOutcome {
   SweepRow row;
   std::string json_line;
@@ -780,6 +811,7 @@ int sweep_command(const SweepOptions& options) {
           "give each point's)\n",
           distinct.size() - reasons.size());
     }
+    std::cerr << scenario_key_hint(plan.axes, reasons);
   };
   // A whole grid of invalid points is bad input: nothing is written. A slice of a sharded sweep
   // may hold only invalid points while others hold valid ones; `merge` judges the whole grid.

@@ -1677,6 +1677,39 @@ TEST(SweepCommand, TimingCountsTheThreadsThatRan) {
   EXPECT_NE(o.output.find(" on 2 threads\n"), std::string::npos) << o.output;
 }
 
+// Points refused at a key the scenario sets and no axis does (checkpoint_early_stop under an axis
+// of compile) get a note naming the key and the tie that sets it only where it applies; the tie
+// runs every point. A --set's key is the user's own: no note.
+TEST(SweepCommand, APointRefusedAtTheScenariosOwnKeyNamesTheTie) {
+  const fs::path s = tiny_scenario(
+      "moot_key",
+      {{"training", {{"activation_checkpointing", "full"}, {"checkpoint_early_stop", false}}}});
+  const std::string out = " --out " + (temp_dir() / "moot_key.csv").string();
+  const Outcome o =
+      run_fsdpsim("sweep " + s.string() + " --grid training.compiled=false,true" + out);
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("note: training.checkpoint_early_stop is the scenario's own, set at "
+                          "every point; to set it only where it applies, sweep it tied to the "
+                          "axis that decides, null where it does not (--grid "
+                          "'AXIS+training.checkpoint_early_stop=[a1,v1],[a2,null]')"),
+            std::string::npos)
+      << o.output;
+  const Outcome tied = run_fsdpsim(
+      "sweep " + s.string() +
+      " --grid 'training.compiled+training.checkpoint_early_stop=[false,false],[true,null]'" + out);
+  EXPECT_EQ(tied.exit_code, 0) << tied.output;
+  EXPECT_NE(tied.output.find("2 points: 2 fit"), std::string::npos) << tied.output;
+  EXPECT_EQ(tied.output.find("note:"), std::string::npos) << tied.output;
+  const Outcome set = run_fsdpsim("sweep " + tiny_scenario("moot_key_set").string() +
+                                  " --set training.activation_checkpointing=full --set "
+                                  "training.checkpoint_early_stop=false --grid "
+                                  "training.compiled=false,true" +
+                                  out);
+  EXPECT_EQ(set.exit_code, 0) << set.output;
+  EXPECT_EQ(set.output.find("note: training.checkpoint_early_stop"), std::string::npos)
+      << set.output;
+}
+
 // The markdown says what priced its points: a calibration profile named by the base scenario,
 // or the presets alone; a grid over profiles counts the points of each. The CSV has each point's.
 TEST(SweepCommand, TheMarkdownSaysWhatPricedThePoints) {
