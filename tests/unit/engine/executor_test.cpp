@@ -182,34 +182,29 @@ TEST(Executor, ComputeSlowsWhileCommunicationRuns) {
 // 20 us, where the cast ends; the GEMM's last 10 us run alone, to 30. A cudaMemcpyAsync (a copy
 // engine) beside the GEMM takes no SM time: the GEMM ends at 20 beside it.
 TEST(Executor, KernelsOnTwoStreamsShareTheSms) {
-  const auto run = [](OpKind side_kind, double side_us) {
+  // The side op (10 us) and the GEMM (20 us alone, 40 beside a collective), both from 0, a
+  // collective of `collective_us` beside them if > 0: the GEMM's and the side op's ends.
+  const auto run = [](OpKind side_kind, double collective_us) {
     ProgramBuilder b;
     const StreamId compute = b.add_stream("compute");
     const StreamId side = b.add_stream("side");
-    LaunchSpec side_op = spec("side", side, side_us);
+    const StreamId comm = b.add_stream("comm");
+    if (collective_us > 0) b.launch(collective("all_gather", comm, collective_us));
+    LaunchSpec side_op = spec("side", side, 10);
     side_op.kind = side_kind;
     const OpId cast = b.launch(side_op);
-    const OpId gemm = b.launch(spec("gemm", compute, 20));
+    LaunchSpec gemm_op = spec("gemm", compute, 20);
+    gemm_op.contended_duration = us(40);
+    const OpId gemm = b.launch(gemm_op);
     const Timeline t = execute(b.program());
     return std::make_pair(t.ops[gemm].end, t.ops[cast].end);
   };
-  EXPECT_EQ(run(OpKind::kCopy, 10), std::make_pair(us(30), us(20)));
-  EXPECT_EQ(run(OpKind::kCompute, 10), std::make_pair(us(30), us(20)));
-  EXPECT_EQ(run(OpKind::kCopyEngine, 10), std::make_pair(us(20), us(10)));
-  // Beside a collective's SM use as well: the GEMM's contended rate, halved.
-  ProgramBuilder b;
-  const StreamId compute = b.add_stream("compute");
-  const StreamId side = b.add_stream("side");
-  const StreamId comm = b.add_stream("comm");
-  b.launch(collective("all_gather", comm, 100));
-  LaunchSpec cast = spec("cast", side, 10);
-  cast.kind = OpKind::kCopy;
-  b.launch(cast);
-  LaunchSpec gemm = spec("gemm", compute, 20);
-  gemm.contended_duration = us(40);
-  const OpId k = b.launch(gemm);
-  // 0-20: the cast at half rate ends; the GEMM did 20/80 of its work. 20-50: 60/80 more at 40.
-  EXPECT_EQ(execute(b.program()).ops[k].end, us(50));
+  EXPECT_EQ(run(OpKind::kCopy, 0), std::make_pair(us(30), us(20)));
+  EXPECT_EQ(run(OpKind::kCompute, 0), std::make_pair(us(30), us(20)));
+  EXPECT_EQ(run(OpKind::kCopyEngine, 0), std::make_pair(us(20), us(10)));
+  // Beside a collective's SM use as well, the GEMM at its contended rate, halved: 0-20 the cast
+  // ends at half rate and the GEMM does 20/80 of its work; 20-50 the other 60/80 at 40.
+  EXPECT_EQ(run(OpKind::kCopy, 100).first, us(50));
 }
 
 TEST(Executor, ComputeStartedDuringCommunicationSpeedsUpWhenItEnds) {
