@@ -198,19 +198,20 @@ void StepBuilder::hooked_kernel(std::size_t layer, const char* pass, const model
 
 OpId StepBuilder::copy(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
                        std::int32_t group) {
-  Kernel k;
-  k.kind = KernelKind::kMemoryBound;
-  k.bytes = bytes;
-  return byte_mover(name, stream, bytes, phase, group, hardware::kernel_time(in_.cluster.gpu, k));
+  return byte_mover(name, stream, bytes, phase, group, memory_bound_time(bytes));
 }
 
 OpId StepBuilder::device_memcpy(std::string_view name, StreamId stream, Bytes bytes, Phase phase,
                                 std::int32_t group) {
+  return byte_mover(name, stream, bytes, phase, group, memory_bound_time(bytes),
+                    OpKind::kCopyEngine);
+}
+
+Seconds StepBuilder::memory_bound_time(Bytes bytes) const {
   Kernel k;
   k.kind = KernelKind::kMemoryBound;
   k.bytes = bytes;
-  return byte_mover(name, stream, bytes, phase, group, hardware::kernel_time(in_.cluster.gpu, k),
-                    OpKind::kCopyEngine);
+  return hardware::kernel_time(in_.cluster.gpu, k);
 }
 
 OpId StepBuilder::multi_tensor(std::string_view name, StreamId stream, Bytes bytes, Phase phase,

@@ -216,6 +216,9 @@ class StepBuilder {
   // (TrainingConfig::host_sync; the optimizer and the end of each backward have joined FSDP's
   // streams to it) and the runtime's own.
   void host_waits_for_compute(std::string_view reason);
+  // The time of a memory-bound kernel moving `bytes` (read + write), which copy and
+  // device_memcpy both take.
+  [[nodiscard]] Seconds memory_bound_time(Bytes bytes) const;
   // An op of `kind` (a device copy, or a host transfer) moving `bytes` in `duration` (copy,
   // multi_tensor, host_transfer).
   engine::OpId byte_mover(std::string_view name, engine::StreamId stream, Bytes bytes, Phase phase,
